@@ -1,0 +1,359 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The end-to-end tests build the real binary and run real `tsdht node` processes that
+// talk over TCP and gossip on 127.0.0.1.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func tsdhtBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "tsdht-e2e-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "tsdht")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+type proc struct {
+	cmd    *exec.Cmd
+	rpc    string
+	gossip string
+	log    *bytes.Buffer
+}
+
+type e2eCluster struct {
+	t     *testing.T
+	bin   string
+	nodes []*proc
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	p, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+}
+
+func startE2ECluster(t *testing.T, n int, args ...string) *e2eCluster {
+	t.Helper()
+	c := &e2eCluster{t: t, bin: tsdhtBinary(t)}
+	for i := 0; i < n; i++ {
+		p := &proc{rpc: freeAddr(t), gossip: freeAddr(t), log: &bytes.Buffer{}}
+		a := []string{"node", "--rpc", p.rpc, "--gossip", p.gossip, "--data", filepath.Join(t.TempDir(), "n"+strconv.Itoa(i))}
+		if i > 0 {
+			a = append(a, "--join", c.nodes[0].gossip)
+		}
+		p.cmd = exec.Command(c.bin, append(a, args...)...)
+		p.cmd.Stderr = &syncWriter{w: p.log}
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c.nodes = append(c.nodes, p)
+	}
+	t.Cleanup(func() {
+		for i, p := range c.nodes {
+			if p.cmd.ProcessState == nil {
+				p.cmd.Process.Signal(syscall.SIGTERM)
+				p.cmd.Wait()
+			}
+			if t.Failed() {
+				t.Logf("node %d log:\n%s", i, p.log.String())
+			}
+		}
+	})
+	c.waitAlive(n, 30*time.Second)
+	return c
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
+
+// run runs the CLI and returns stdout, stderr and the exit code.
+func (c *e2eCluster) run(stdin string, args ...string) (string, string, int) {
+	c.t.Helper()
+	cmd := exec.Command(c.bin, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		c.t.Fatalf("run %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// waitAlive waits until every running node's status lists want alive members.
+func (c *e2eCluster) waitAlive(want int, within time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for _, p := range c.nodes {
+		if p.cmd.ProcessState != nil || p.killed() {
+			continue
+		}
+		for {
+			out, _, code := c.run("", "status", "--cluster", p.rpc, "--timeout", "2s")
+			if code == 0 && aliveIn(out) == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatalf("node %s: want %d alive members; status:\n%s", p.rpc, want, out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// aliveIn counts the members a status table lists as alive.
+func aliveIn(status string) int {
+	n := 0
+	for _, line := range strings.Split(status, "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[2] == "alive" {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *proc) killed() bool { return p.cmd.ProcessState != nil }
+
+func (c *e2eCluster) kill(i int) {
+	p := c.nodes[i]
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.cmd.Wait()
+}
+
+type point struct {
+	t int64
+	v float64
+}
+
+func csvOf(pts []point) string {
+	var b strings.Builder
+	for _, p := range pts {
+		b.WriteString(strconv.FormatInt(p.t, 10))
+		b.WriteByte(',')
+		b.WriteString(strconv.FormatFloat(p.v, 'g', -1, 64))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func parseCSV(t *testing.T, s string) []point {
+	t.Helper()
+	var out []point
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		if line == "" {
+			continue
+		}
+		ts, vs, ok := strings.Cut(line, ",")
+		if !ok {
+			t.Fatalf("bad output line %q", line)
+		}
+		tt, err1 := strconv.ParseInt(ts, 10, 64)
+		v, err2 := strconv.ParseFloat(vs, 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("bad output line %q", line)
+		}
+		out = append(out, point{tt, v})
+	}
+	return out
+}
+
+func inRange(pts []point, from, to int64) []point {
+	var out []point
+	for _, p := range pts {
+		if p.t >= from && p.t < to {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// checkRead reads [from, to) through node i and compares it point by point.
+func (c *e2eCluster) checkRead(i int, key string, all []point, from, to int64) {
+	c.t.Helper()
+	out, errOut, code := c.run("", "get", "--cluster", c.nodes[i].rpc, "--series", key,
+		"--from", strconv.FormatInt(from, 10), "--to", strconv.FormatInt(to, 10))
+	if code != 0 {
+		c.t.Fatalf("get [%d,%d) via node %d: exit %d: %s", from, to, i, code, errOut)
+	}
+	got, want := parseCSV(c.t, out), inRange(all, from, to)
+	if len(got) != len(want) {
+		c.t.Fatalf("get [%d,%d) via node %d: %d points, want %d", from, to, i, len(got), len(want))
+	}
+	for k := range want {
+		if got[k] != want[k] {
+			c.t.Fatalf("get via node %d: point %d = %v, want %v", i, k, got[k], want[k])
+		}
+	}
+}
+
+func pmuPoints(t0 int64, n int) []point {
+	pts := make([]point, n)
+	for i := range pts {
+		pts[i] = point{t0 + int64(i)*int64(time.Second)/60, 60 + 0.01*math.Sin(float64(i)/7) + float64(i%13)*1e-6}
+	}
+	return pts
+}
+
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real node processes")
+	}
+	for _, format := range []string{"qfi", "kfi"} {
+		t.Run(format, func(t *testing.T) { testEndToEnd(t, format) })
+	}
+}
+
+func testEndToEnd(t *testing.T, format string) {
+	c := startE2ECluster(t, 5, "--rf", "3", "--id-format", format)
+	key := "pmu17/bus3/vang"
+	// 9,000 points at 60 Hz (150 s) starting 3.3 s into a quantum, an hour ago.
+	base := (time.Now().Add(-time.Hour).Unix()/10)*10*int64(time.Second) + 3_300_000_000
+	all := pmuPoints(base, 9000)
+	_, errOut, code := c.run(csvOf(all), "put", "--cluster", c.nodes[0].rpc, "--series", key)
+	if code != 0 || !strings.Contains(errOut, "stored 9000 points") {
+		t.Fatalf("put: exit %d: %s", code, errOut)
+	}
+	ranges := [][2]int64{
+		{base, base + 150*int64(time.Second)},                          // everything
+		{base + 1_234_567_891, base + 8_765_432_109},                   // inside one quantum
+		{base + 7_500_000_000, base + 97_250_000_000},                  // across ten quanta, both ends inside
+		{base - 5*int64(time.Second), base + 2*int64(time.Second)},     // starts before the data
+		{base + 149*int64(time.Second), base + 400*int64(time.Second)}, // ends after it
+		{base + 50_000_000_000, base + 50_000_000_000},                 // empty range
+		{base + 16_666_666, base + 16_666_667},                         // exactly one point
+	}
+	for i, r := range ranges {
+		c.checkRead(1+i%4, key, all, r[0], r[1])
+	}
+
+	// Two nodes die without a word; after failure detection every read is still complete.
+	c.kill(1)
+	c.kill(3)
+	c.waitAlive(3, 30*time.Second)
+	for _, i := range []int{0, 2, 4} {
+		for _, r := range ranges {
+			c.checkRead(i, key, all, r[0], r[1])
+		}
+	}
+	// And the cluster accepts new writes.
+	more := pmuPoints(base+150*int64(time.Second), 600)
+	_, errOut, code = c.run(csvOf(more), "put", "--cluster", c.nodes[2].rpc, "--series", key)
+	if code != 0 || !strings.Contains(errOut, "stored 600 points") {
+		t.Fatalf("put after kills: exit %d: %s", code, errOut)
+	}
+	all = append(all, more...)
+	c.checkRead(4, key, all, base, base+200*int64(time.Second))
+}
+
+func TestEndToEndBadInput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real node processes")
+	}
+	c := startE2ECluster(t, 3, "--rf", "2")
+	addr := c.nodes[0].rpc
+	base := time.Now().Add(-time.Hour).UnixNano()
+	if _, errOut, code := c.run(fmt.Sprintf("%d,1.5\n%d,2.5\n", base, base+1), "put", "--cluster", addr, "--series", "s/float"); code != 0 {
+		t.Fatalf("put: %s", errOut)
+	}
+	long := strings.Repeat("k", 257)
+	cases := []struct {
+		name  string
+		stdin string
+		args  []string
+		want  []string // substrings of stderr
+	}{
+		{"malformed line", fmt.Sprintf("%d,1\n%d,2\nnot-a-line\n%d,4\n", base+10, base+11, base+12),
+			[]string{"put", "--series", "s/bad"}, []string{"line 3", "stored 2 points"}},
+		{"bad value", fmt.Sprintf("%d,1\n%d,x\n", base+20, base+21),
+			[]string{"put", "--series", "s/badvalue"}, []string{"line 2", `"x" is not a float`, "stored 1 points"}},
+		{"wrong type", fmt.Sprintf("%d,42\n", base+30),
+			[]string{"put", "--series", "s/float", "--type", "int"}, []string{"holds float values", "stored 0 points"}},
+		{"string into float series", fmt.Sprintf("%d,hello\n", base+31),
+			[]string{"put", "--series", "s/float", "--type", "string"}, []string{"holds float values"}},
+		{"timestamp out of range", "99999999999999999999,1\n",
+			[]string{"put", "--series", "s/range"}, []string{"line 1", "out of range"}},
+		{"far future", fmt.Sprintf("%d,1\n", time.Now().Add(48*time.Hour).UnixNano()),
+			[]string{"put", "--series", "s/future"}, []string{"in the future"}},
+		{"empty key", "", []string{"put", "--series", ""}, []string{"series key is empty"}},
+		{"long key", "", []string{"get", "--series", long, "--from", "0", "--to", "1"}, []string{"257 bytes"}},
+		{"from after to", "", []string{"get", "--series", "s/float", "--from", "5", "--to", "4"}, []string{"after --to"}},
+		{"unknown series", "", []string{"get", "--series", "no/such", "--from", "0", "--to", "1"}, []string{"unknown series"}},
+		{"bad format", "", []string{"get", "--series", "s/float", "--from", "0", "--to", "1", "--format", "xml"}, []string{"--format"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{tc.args[0], "--cluster", addr}, tc.args[1:]...)
+			_, errOut, code := c.run(tc.stdin, args...)
+			if code == 0 {
+				t.Fatalf("exit 0; want failure. stderr: %s", errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr %q does not mention %q", errOut, w)
+				}
+			}
+		})
+	}
+	// What was acknowledged before the bad lines is there.
+	out, errOut, code := c.run("", "get", "--cluster", c.nodes[1].rpc, "--series", "s/bad", "--from", strconv.FormatInt(base, 10), "--to", strconv.FormatInt(base+100, 10))
+	if code != 0 || len(parseCSV(t, out)) != 2 {
+		t.Fatalf("points before the malformed line: exit %d, got %q %s", code, out, errOut)
+	}
+	// The float series is untouched by the refused writes.
+	out, _, _ = c.run("", "get", "--cluster", addr, "--series", "s/float", "--from", strconv.FormatInt(base, 10), "--to", strconv.FormatInt(base+100, 10))
+	if got := parseCSV(t, out); len(got) != 2 || got[0].v != 1.5 || got[1].v != 2.5 {
+		t.Fatalf("s/float after refused writes: %v", got)
+	}
+	// An unreachable cluster is named as such.
+	dead := freeAddr(t)
+	_, errOut, code = c.run("", "get", "--cluster", dead, "--series", "s/float", "--from", "0", "--to", "1", "--timeout", "3s")
+	if code == 0 || !strings.Contains(errOut, "unreachable") {
+		t.Fatalf("unreachable cluster: exit %d: %s", code, errOut)
+	}
+}

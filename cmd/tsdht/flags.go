@@ -1,0 +1,88 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/tsdb"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+var clusterFlag = &cli.StringFlag{
+	Name:     "cluster",
+	Usage:    "RPC addresses of cluster nodes, HOST:PORT[,HOST:PORT…]; the first reachable one coordinates",
+	Required: true,
+}
+
+var seriesFlag = &cli.StringFlag{
+	Name:     "series",
+	Usage:    "series key, 1–256 bytes of UTF-8",
+	Required: true,
+}
+
+var timeoutFlag = &cli.DurationFlag{
+	Name:  "timeout",
+	Value: 30 * time.Second,
+	Usage: "how long one request to the cluster may take",
+}
+
+func splitAddrs(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// dialCluster returns a thin client of the --cluster nodes.
+func dialCluster(c *cli.Context) (*tsdb.Client, error) {
+	addrs := splitAddrs(c.String("cluster"))
+	cfg := tsdb.DefaultClientConfig()
+	cfg.Timeout = c.Duration("timeout")
+	return tsdb.NewClient(addrs, cfg)
+}
+
+func seriesKey(c *cli.Context) (string, error) {
+	key := c.String("series")
+	if err := series.ValidateKey(key); err != nil {
+		return "", fmt.Errorf("--series: %w", err)
+	}
+	return key, nil
+}
+
+// parseTime accepts integer nanoseconds since the epoch or RFC 3339 with an optional
+// fraction of a second.
+func parseTime(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	ns, err := strconv.ParseInt(s, 10, 64)
+	if err == nil {
+		return ns, nil
+	}
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, fmt.Errorf("timestamp %q is out of range (int64 nanoseconds since the epoch: years 1677–2262)", s)
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return 0, fmt.Errorf("timestamp %q is neither integer nanoseconds nor RFC 3339", s)
+	}
+	if t.Year() < 1678 || t.Year() > 2261 {
+		return 0, fmt.Errorf("timestamp %q is out of range (years 1678–2261 fit int64 nanoseconds)", s)
+	}
+	return t.UnixNano(), nil
+}
+
+func quantumFlag() *cli.DurationFlag {
+	return &cli.DurationFlag{Name: "quantum", Value: quanta.DefaultQuantum, Usage: "time quantum length, whole seconds ≥ 1s; the same on every node"}
+}
+
+func idFormatFlag() *cli.StringFlag {
+	return &cli.StringFlag{Name: "id-format", Value: "qfi", Usage: "shard ID layout: qfi (quanta first: spread a series) or kfi (key first: keep it together)"}
+}

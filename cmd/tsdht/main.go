@@ -1,0 +1,32 @@
+// Command tsdht runs a tsdht node and drives a cluster: put, get, status, locate, demo.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+func main() {
+	app := &cli.App{
+		Name:  "tsdht",
+		Usage: "an edge time-series database on a Kademlia-style DHT",
+		Description: "Every node of a cluster runs `tsdht node`; together they store time series cut into\n" +
+			"(series, time quantum) shards on the rf XOR-closest live nodes. Any node coordinates reads\n" +
+			"and writes for thin clients (`put`, `get`).",
+		Commands: []*cli.Command{
+			nodeCommand(),
+			putCommand(),
+			getCommand(),
+			statusCommand(),
+			locateCommand(),
+			demoCommand(),
+		},
+		EnableBashCompletion: true,
+	}
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintf(os.Stderr, "tsdht: %v\n", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,220 @@
+package dht
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"time"
+
+	"github.com/tsdht/tsdht/quanta"
+)
+
+// MaxRPCAddrLen is the longest RPC address a node may advertise: a DNS name
+// of 253 characters, a colon and a five-digit port. It keeps the memberlist
+// metadata, which carries the address, well under memberlist's 512-byte
+// limit (metadata over it panics).
+const MaxRPCAddrLen = 253 + 1 + 5
+
+// Config configures a Node. Zero fields take the values of DefaultLANConfig,
+// except DataDir, RPCAddr, GossipAddr and Join, which have no default.
+type Config struct {
+	// DataDir is the directory that holds the node's identity
+	// (IdentityFile). New reads it when it is given no peer ID.
+	DataDir string
+
+	// RPCAddr is the host:port of this node's rpc server as the other nodes
+	// must dial it. It is advertised in the memberlist metadata, so it must
+	// be reachable, not a wildcard, and at most MaxRPCAddrLen bytes.
+	RPCAddr string
+
+	// GossipAddr is the host:port memberlist binds (UDP and TCP) and
+	// advertises, so the host must be this node's address on the LAN, not a
+	// wildcard. Port 0 picks a free port (tests); Node.GossipAddr tells it.
+	GossipAddr string
+
+	// Join lists the gossip addresses of seed nodes. Start joins through
+	// them, and while not every seed is a live member a background loop joins
+	// them again every RejoinInterval: memberlist's Join does not retry, and
+	// the halves of a partition that outlasts the dead nodes' gossip never
+	// merge again by themselves. Listing this node itself is harmless.
+	Join []string
+
+	// RejoinInterval is how often the background loop re-joins missing
+	// seeds and re-offers every live member to the routing table.
+	RejoinInterval time.Duration
+
+	// Quantum is the quantum length of the cluster. It travels in the
+	// memberlist metadata; a node whose quantum differs is refused at join.
+	Quantum quanta.Quantum
+
+	// Format is the shard ID layout of the cluster, refused at join like a
+	// differing Quantum.
+	Format quanta.Format
+
+	// BucketSize is the kbucket bucket size, Kademlia's k: how many peers
+	// a bucket holds and how many a lookup converges on by default.
+	BucketSize int
+
+	// Alpha is how many FIND_NODE requests a lookup keeps in parallel.
+	Alpha int
+
+	// QueryTimeout bounds each FIND_NODE and ping request, so that one
+	// silent peer delays a lookup round by at most this much.
+	QueryTimeout time.Duration
+
+	// ProbeInterval is how often memberlist probes one random member. A
+	// dead node is noticed roughly one interval after it dies.
+	ProbeInterval time.Duration
+
+	// ProbeTimeout is how long memberlist waits for a probe's ack before
+	// asking other members to probe indirectly. It must exceed the LAN's
+	// round trip, including a busy board's scheduling delay.
+	ProbeTimeout time.Duration
+
+	// SuspicionMult scales how long a suspect node has to refute before it
+	// is declared dead: SuspicionMult × max(1, log10(n)) × ProbeInterval. At
+	// 2 and below memberlist waits for no confirmations from other members.
+	SuspicionMult int
+
+	// GossipInterval is how often memberlist gossips queued messages (a
+	// death, a join) to a few random members: it bounds how fast news
+	// spreads.
+	GossipInterval time.Duration
+
+	// PushPullInterval is how often memberlist exchanges its full state
+	// with one random member. This repairs what gossip missed, such as a
+	// node restarted on a new address before the others reclaimed its old
+	// entry. Small clusters can afford it often.
+	PushPullInterval time.Duration
+
+	// DeadNodeReclaimTime is how long after a node's death the cluster
+	// accepts the same node (same peer ID) at a new address. Without it a
+	// node restarted on another port would be refused as a conflict.
+	DeadNodeReclaimTime time.Duration
+
+	// GossipToTheDeadTime is how long memberlist keeps gossiping to, and
+	// remembering, a dead or departed node; Members reports it that long.
+	GossipToTheDeadTime time.Duration
+
+	// TCPTimeout bounds memberlist's TCP exchanges: a join through a seed
+	// that is powered off waits this long.
+	TCPTimeout time.Duration
+
+	// Logger receives this package's and memberlist's messages; memberlist's
+	// [DEBUG] lines are dropped. Nil discards everything.
+	Logger *log.Logger
+}
+
+// DefaultLANConfig returns a configuration tuned for a small switched LAN of
+// boards (tens of nodes, sub-millisecond round trips). Memberlist's own LAN
+// preset takes about 5 s, and up to about 25 s, to declare a node dead; this
+// one probes four times as often and waits for no confirmations, which
+// declares a killed node dead in about one to two seconds (measured in
+// TestMembershipKillAndLeave) for a few kilobytes per second of UDP per node.
+func DefaultLANConfig() Config {
+	return Config{
+		RejoinInterval:      5 * time.Second,
+		Quantum:             quanta.Quantum(quanta.DefaultQuantum / time.Second),
+		Format:              quanta.QFI,
+		BucketSize:          20,
+		Alpha:               3,
+		QueryTimeout:        time.Second,
+		ProbeInterval:       250 * time.Millisecond,
+		ProbeTimeout:        150 * time.Millisecond,
+		SuspicionMult:       2,
+		GossipInterval:      100 * time.Millisecond,
+		PushPullInterval:    5 * time.Second,
+		DeadNodeReclaimTime: time.Second,
+		GossipToTheDeadTime: 30 * time.Second,
+		TCPTimeout:          2 * time.Second,
+	}
+}
+
+// withDefaults returns c with its zero fields set from DefaultLANConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultLANConfig()
+	setDefault(&c.RejoinInterval, d.RejoinInterval)
+	setDefault(&c.Quantum, d.Quantum)
+	setDefault(&c.Format, d.Format)
+	setDefault(&c.BucketSize, d.BucketSize)
+	setDefault(&c.Alpha, d.Alpha)
+	setDefault(&c.QueryTimeout, d.QueryTimeout)
+	setDefault(&c.ProbeInterval, d.ProbeInterval)
+	setDefault(&c.ProbeTimeout, d.ProbeTimeout)
+	setDefault(&c.SuspicionMult, d.SuspicionMult)
+	setDefault(&c.GossipInterval, d.GossipInterval)
+	setDefault(&c.PushPullInterval, d.PushPullInterval)
+	setDefault(&c.DeadNodeReclaimTime, d.DeadNodeReclaimTime)
+	setDefault(&c.GossipToTheDeadTime, d.GossipToTheDeadTime)
+	setDefault(&c.TCPTimeout, d.TCPTimeout)
+	if c.Logger == nil {
+		c.Logger = log.New(io.Discard, "", 0)
+	}
+	return c
+}
+
+// setDefault sets *v to d if *v is zero.
+func setDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
+
+// validate checks a configuration that withDefaults completed.
+func (c Config) validate() error {
+	var errs []error
+	if err := checkHostPort(c.RPCAddr, MaxRPCAddrLen); err != nil {
+		errs = append(errs, fmt.Errorf("RPC address: %w", err))
+	}
+	if err := checkHostPort(c.GossipAddr, MaxRPCAddrLen); err != nil {
+		errs = append(errs, fmt.Errorf("gossip address: %w", err))
+	}
+	for _, s := range c.Join {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			errs = append(errs, fmt.Errorf("join address: %w", err))
+		}
+	}
+	if c.Quantum < 1 {
+		errs = append(errs, fmt.Errorf("quantum %d s: must be at least 1 s", c.Quantum))
+	}
+	if c.Format != quanta.QFI && c.Format != quanta.KFI {
+		errs = append(errs, fmt.Errorf("unknown ID format %v", c.Format))
+	}
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"bucket size", c.BucketSize}, {"alpha", c.Alpha}, {"suspicion multiplier", c.SuspicionMult}} {
+		if v.n < 1 {
+			errs = append(errs, fmt.Errorf("%s %d: must be at least 1", v.name, v.n))
+		}
+	}
+	if c.Alpha > maxFindK {
+		errs = append(errs, fmt.Errorf("alpha %d: at most %d", c.Alpha, maxFindK))
+	}
+	if c.BucketSize > maxFindK {
+		errs = append(errs, fmt.Errorf("bucket size %d: at most %d", c.BucketSize, maxFindK))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("dht: config: %w", err)
+	}
+	return nil
+}
+
+// checkHostPort checks that s is a host:port of at most maxLen bytes with a
+// host that names one machine.
+func checkHostPort(s string, maxLen int) error {
+	if len(s) > maxLen {
+		return fmt.Errorf("%q: %d bytes, at most %d", s, len(s), maxLen)
+	}
+	host, _, err := net.SplitHostPort(s)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("%q: a wildcard cannot be advertised; name this node's address", s)
+	}
+	return nil
+}

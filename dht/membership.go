@@ -1,0 +1,238 @@
+package dht
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"strconv"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/tsdht/tsdht/quanta"
+)
+
+// ProtocolVersion is the version of the dht protocol (its messages and
+// metadata) this package speaks. Nodes of one cluster must speak the same.
+const ProtocolVersion = 1
+
+// metaVersion is the first byte of the metadata layout, so that a later
+// layout can be told apart from this one.
+const metaVersion = 1
+
+// Member states as Members reports them.
+const (
+	StateAlive = "alive"
+	StateDead  = "dead"
+	StateLeft  = "left"
+)
+
+// Meta is what a node tells the cluster about itself beside its Peer, in its
+// memberlist metadata.
+type Meta struct {
+	Protocol uint8          // dht protocol version
+	Quantum  quanta.Quantum // quantum length of its cluster
+	Format   quanta.Format  // shard ID layout of its cluster
+}
+
+// Member is a node as memberlist knows it.
+type Member struct {
+	Peer
+	// State is StateAlive, StateDead or StateLeft. A node that memberlist
+	// suspects is still alive: memberlist raises no event on suspicion, and
+	// its Members hands out nodes it keeps changing without a lock, so the
+	// suspect state cannot be read safely (serf, built on memberlist, also
+	// reports suspects as alive).
+	State string
+	// GossipAddr is the host:port the node gossips on.
+	GossipAddr string
+	Meta       Meta
+}
+
+// encodeMeta lays out a node's metadata: the version byte, the peer ID and
+// the RPC address (each a uvarint length and bytes), the protocol version,
+// the quantum in seconds (uvarint) and the ID format. With the bounds New
+// checks it stays under 320 bytes, far from memberlist's limit of 512.
+func encodeMeta(p Peer, m Meta) []byte {
+	b := []byte{metaVersion}
+	b = binary.AppendUvarint(b, uint64(len(p.ID)))
+	b = append(b, p.ID...)
+	b = binary.AppendUvarint(b, uint64(len(p.RPCAddr)))
+	b = append(b, p.RPCAddr...)
+	b = append(b, m.Protocol)
+	b = binary.AppendUvarint(b, uint64(m.Quantum))
+	return append(b, byte(m.Format))
+}
+
+// decodeMeta parses what encodeMeta laid out, checking every length against
+// the bytes that remain: the metadata comes from the network.
+func decodeMeta(b []byte) (Peer, Meta, error) {
+	r := bytes.NewReader(b)
+	var m Meta
+	v, err := r.ReadByte()
+	if err != nil {
+		return Peer{}, m, errors.New("empty metadata")
+	}
+	if v != metaVersion {
+		return Peer{}, m, fmt.Errorf("metadata layout %d, this node reads %d", v, metaVersion)
+	}
+	id, err := readField(r, maxPeerIDLen)
+	if err != nil {
+		return Peer{}, m, fmt.Errorf("metadata peer ID: %w", err)
+	}
+	addr, err := readField(r, MaxRPCAddrLen)
+	if err != nil {
+		return Peer{}, m, fmt.Errorf("metadata RPC address: %w", err)
+	}
+	p, err := fromWire(wirePeer{ID: id, Addr: string(addr)})
+	if err != nil {
+		return Peer{}, m, fmt.Errorf("metadata: %w", err)
+	}
+	if m.Protocol, err = r.ReadByte(); err != nil {
+		return Peer{}, m, errors.New("metadata truncated")
+	}
+	q, err := binary.ReadUvarint(r)
+	if err != nil || q < 1 || q > 1<<40 {
+		return Peer{}, m, errors.New("metadata quantum unreadable")
+	}
+	m.Quantum = quanta.Quantum(q)
+	f, err := r.ReadByte()
+	if err != nil {
+		return Peer{}, m, errors.New("metadata truncated")
+	}
+	m.Format = quanta.Format(f)
+	return p, m, nil
+}
+
+// readField reads a uvarint length of at most max and that many bytes.
+func readField(r *bytes.Reader, max int) ([]byte, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, errors.New("truncated")
+	}
+	if n > uint64(max) || n > uint64(r.Len()) {
+		return nil, fmt.Errorf("declares %d bytes, at most %d and %d remain", n, max, r.Len())
+	}
+	b := make([]byte, n)
+	_, _ = r.Read(b)
+	return b, nil
+}
+
+// delegate is the Node's face towards memberlist. Its methods run on
+// memberlist's goroutines, several of them under memberlist's node lock:
+// they never call back into memberlist, and they only record what happened
+// and wake the Node's loop.
+type delegate struct{ n *Node }
+
+var (
+	_ memberlist.Delegate      = delegate{}
+	_ memberlist.EventDelegate = delegate{}
+	_ memberlist.AliveDelegate = delegate{}
+	_ memberlist.MergeDelegate = delegate{}
+)
+
+// NodeMeta returns the local metadata, which New checked fits in limit.
+func (d delegate) NodeMeta(limit int) []byte { return d.n.meta }
+
+// NotifyMsg, GetBroadcasts, LocalState and MergeRemoteState carry user data
+// over gossip, which tsdht does not use.
+func (delegate) NotifyMsg([]byte)                           {}
+func (delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (delegate) LocalState(join bool) []byte                { return nil }
+func (delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+// NotifyJoin is called when a node joins, the local node included, and when
+// a dead or departed node comes back, perhaps at a new address.
+func (d delegate) NotifyJoin(n *memberlist.Node) { d.n.recordMember(n, StateAlive) }
+
+// NotifyUpdate is called when a node's metadata changes.
+func (d delegate) NotifyUpdate(n *memberlist.Node) { d.n.recordMember(n, StateAlive) }
+
+// NotifyLeave is called both when a node leaves and when it is declared
+// dead; n.State tells which.
+func (d delegate) NotifyLeave(n *memberlist.Node) {
+	state := StateDead
+	if n.State == memberlist.StateLeft {
+		state = StateLeft
+	}
+	d.n.recordMember(n, state)
+}
+
+// NotifyAlive filters every alive message memberlist receives, gossip
+// included: a node of another configuration never becomes a member, even if
+// it slipped past the join check through a third node.
+func (d delegate) NotifyAlive(n *memberlist.Node) error {
+	return d.n.checkCompatible(n.Name, n.Meta)
+}
+
+// NotifyMerge checks, at join, the state received from the other side: it
+// cancels the join, on both sides, if any live node there is configured
+// differently from this one. On the joining node the error comes back out of
+// memberlist's Join, and so out of Start, naming the mismatch.
+func (d delegate) NotifyMerge(nodes []*memberlist.Node) error {
+	for _, n := range nodes {
+		if n.Name == memberlistName(d.n.Self().PeerID()) || n.State == memberlist.StateDead || n.State == memberlist.StateLeft {
+			continue
+		}
+		if err := d.n.checkCompatible(n.Name, n.Meta); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkCompatible says why the node named name, with metadata meta, cannot be
+// in this node's cluster, or returns nil.
+func (n *Node) checkCompatible(name string, meta []byte) error {
+	p, m, err := decodeMeta(meta)
+	if err != nil {
+		return fmt.Errorf("incompatible node %s: %w", name, err)
+	}
+	if memberlistName(p.PeerID()) != name {
+		return fmt.Errorf("incompatible node %s: its metadata names peer %s", name, p.PeerID())
+	}
+	if m.Protocol != ProtocolVersion {
+		return fmt.Errorf("incompatible node %s: it speaks dht protocol %d, this node %d", name, m.Protocol, ProtocolVersion)
+	}
+	if m.Quantum != n.cfg.Quantum {
+		return fmt.Errorf("incompatible node %s: its quantum is %v, this node's %v; every node of a cluster must use the same quantum",
+			name, m.Quantum.Duration(), n.cfg.Quantum.Duration())
+	}
+	if m.Format != n.cfg.Format {
+		return fmt.Errorf("incompatible node %s: its ID format is %v, this node's %v; every node of a cluster must use the same ID format",
+			name, m.Format, n.cfg.Format)
+	}
+	return nil
+}
+
+// memberFrom converts a memberlist node whose metadata passed NotifyAlive.
+func memberFrom(n *memberlist.Node, state string) (Member, error) {
+	p, m, err := decodeMeta(n.Meta)
+	if err != nil {
+		return Member{}, fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	return Member{
+		Peer:       p,
+		State:      state,
+		GossipAddr: net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))),
+		Meta:       m,
+	}, nil
+}
+
+// memberlistName is the memberlist node name of a peer: its base58 peer ID,
+// unique where the default (the hostname) is not.
+func memberlistName(id peer.ID) string { return id.String() }
+
+// levelFilter passes memberlist's log lines to a Logger, dropping the
+// [DEBUG] ones: memberlist logs every stream connection at that level.
+type levelFilter struct{ dst *log.Logger }
+
+func (f levelFilter) Write(p []byte) (int, error) {
+	if !bytes.HasPrefix(p, []byte("[DEBUG]")) {
+		f.dst.Print(string(p))
+	}
+	return len(p), nil
+}

@@ -1,0 +1,428 @@
+package dht
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/hashicorp/memberlist"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/tsdht/tsdht/rpc"
+)
+
+// defaultLeaveTimeout replaces a Leave timeout of zero: memberlist's Leave(0)
+// waits for the leave broadcast forever.
+const defaultLeaveTimeout = time.Second
+
+// Node is a member of a tsdht cluster: a Router whose routing table is fed
+// by memberlist's view of the cluster, and the replica sets computed from
+// that view.
+type Node struct {
+	*Router
+
+	cfg    Config
+	meta   []byte // this node's memberlist metadata
+	logger *log.Logger
+
+	// changed wakes the loop after memberlist reported a change; buffered
+	// 1, so that a burst of events costs one pass.
+	changed chan struct{}
+	done    chan struct{} // closed by Close: the loop ends
+	wg      sync.WaitGroup
+
+	mu       sync.RWMutex
+	members  map[string]memberEntry // by memberlist name, the departed included
+	live     []Peer                 // the live members, self included, by ID; replaced, never changed
+	liveIDs  []peer.ID              // the IDs of live, for kb.SortClosestPeers
+	liveByID map[peer.ID]Peer       // live by ID; replaced, never changed
+	subs     []chan struct{}
+
+	lifeMu     sync.Mutex // serialises Start, Leave and Close
+	ml         *memberlist.Memberlist
+	gossipAddr string
+	closed     bool
+}
+
+// memberEntry is a member and when it last changed state.
+type memberEntry struct {
+	Member
+	since time.Time
+}
+
+// New creates the node identified by id (or, if id is empty, by the
+// identity kept in cfg.DataDir), registers its RPC handlers (MethodFindNode,
+// MethodPing) on srv and makes its outgoing calls with cli. It does not start
+// gossip: see Start. The caller keeps srv and cli, and closes them after the
+// node.
+func New(cfg Config, id peer.ID, srv *rpc.Server, cli *rpc.Client) (*Node, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if id == "" {
+		var err error
+		if id, err = LoadOrCreateIdentity(cfg.DataDir); err != nil {
+			return nil, err
+		}
+	}
+	if len(id) > maxPeerIDLen {
+		return nil, fmt.Errorf("dht: peer ID of %d bytes, at most %d", len(id), maxPeerIDLen)
+	}
+	self := NewPeer(id, cfg.RPCAddr)
+	meta := encodeMeta(self, Meta{Protocol: ProtocolVersion, Quantum: cfg.Quantum, Format: cfg.Format})
+	if len(meta) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("dht: metadata of %d bytes, memberlist takes at most %d", len(meta), memberlist.MetaMaxSize)
+	}
+	router, err := NewRouter(self, cfg, srv, cli)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		Router:  router,
+		cfg:     cfg,
+		meta:    meta,
+		logger:  cfg.Logger,
+		changed: make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		members: make(map[string]memberEntry),
+	}
+	// Until memberlist reports it, the node knows itself: it owns every
+	// shard while alone.
+	n.setMember(Member{
+		Peer:       self,
+		State:      StateAlive,
+		GossipAddr: cfg.GossipAddr,
+		Meta:       Meta{Protocol: ProtocolVersion, Quantum: cfg.Quantum, Format: cfg.Format},
+	})
+	return n, nil
+}
+
+// Start starts memberlist and the loop that feeds the routing table and
+// re-joins the seeds, then joins the cluster through cfg.Join. If seeds are
+// given and none of them could be joined (all unreachable, or all refused
+// this node: a differing quantum or ID format is named in the error) Start
+// returns the error, but the node stays up and the loop keeps trying; Close
+// gives up.
+func (n *Node) Start() error {
+	n.lifeMu.Lock()
+	defer n.lifeMu.Unlock()
+	if n.closed {
+		return errors.New("dht: start: node closed")
+	}
+	if n.ml != nil {
+		return errors.New("dht: start: already started")
+	}
+	mlc, err := n.memberlistConfig()
+	if err != nil {
+		return err
+	}
+	ml, err := memberlist.Create(mlc)
+	if err != nil {
+		return fmt.Errorf("dht: starting memberlist on %s: %w", n.cfg.GossipAddr, err)
+	}
+	// Create completed mlc: with port 0 it holds the port that was bound.
+	n.ml = ml
+	n.gossipAddr = net.JoinHostPort(mlc.AdvertiseAddr, strconv.Itoa(mlc.AdvertisePort))
+	n.wg.Add(1)
+	go n.run()
+
+	if seeds := n.missingSeeds(); len(seeds) > 0 {
+		if _, err := ml.Join(seeds); err != nil {
+			return fmt.Errorf("dht: could not join the cluster through %s (retrying every %v): %w",
+				strings.Join(seeds, ", "), n.cfg.RejoinInterval, flattenJoinError(err))
+		}
+	}
+	return nil
+}
+
+// memberlistConfig builds memberlist's configuration from n.cfg.
+func (n *Node) memberlistConfig() (*memberlist.Config, error) {
+	host, portStr, err := net.SplitHostPort(n.cfg.GossipAddr)
+	if err != nil {
+		return nil, fmt.Errorf("dht: gossip address: %w", err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("dht: gossip address %q: bad port", n.cfg.GossipAddr)
+	}
+	ip, err := net.ResolveIPAddr("ip", host)
+	if err != nil {
+		return nil, fmt.Errorf("dht: gossip address: %w", err)
+	}
+
+	c := memberlist.DefaultLANConfig()
+	c.Name = memberlistName(n.Self().PeerID())
+	// Bind and advertise the one address the operator named: memberlist
+	// would otherwise guess a private address of some interface.
+	c.BindAddr, c.BindPort = ip.String(), port
+	c.AdvertiseAddr, c.AdvertisePort = ip.String(), port
+	c.ProbeInterval = n.cfg.ProbeInterval
+	c.ProbeTimeout = n.cfg.ProbeTimeout
+	c.SuspicionMult = n.cfg.SuspicionMult
+	c.GossipInterval = n.cfg.GossipInterval
+	c.PushPullInterval = n.cfg.PushPullInterval
+	c.DeadNodeReclaimTime = n.cfg.DeadNodeReclaimTime
+	c.GossipToTheDeadTime = n.cfg.GossipToTheDeadTime
+	c.TCPTimeout = n.cfg.TCPTimeout
+	d := delegate{n}
+	c.Delegate, c.Events, c.Alive, c.Merge = d, d, d, d
+	c.Logger = log.New(levelFilter{n.logger}, "", 0)
+	return c, nil
+}
+
+// flattenJoinError turns the multierror memberlist's Join returns into a
+// plain error that prints on one line per seed.
+func flattenJoinError(err error) error {
+	var merr *multierror.Error
+	if errors.As(err, &merr) {
+		return errors.Join(merr.Errors...)
+	}
+	return err
+}
+
+// GossipAddr returns the address memberlist advertises, once started: the
+// port bound when cfg.GossipAddr asked for port 0.
+func (n *Node) GossipAddr() string {
+	n.lifeMu.Lock()
+	defer n.lifeMu.Unlock()
+	return n.gossipAddr
+}
+
+// run feeds the routing table from membership, tells subscribers about
+// changes, and every RejoinInterval re-joins the seeds missing from the
+// cluster, re-offers every live member to the table (a lookup may have
+// dropped one it could not reach) and forgets long-departed members.
+func (n *Node) run() {
+	defer n.wg.Done()
+	tick := time.NewTicker(n.cfg.RejoinInterval)
+	defer tick.Stop()
+	joinErr := ""
+	for {
+		select {
+		case <-n.done:
+			return
+		case <-n.changed:
+			n.syncTable()
+			n.notifySubscribers()
+		case <-tick.C:
+			if seeds := n.missingSeeds(); len(seeds) > 0 {
+				joinErr = n.rejoin(seeds, joinErr)
+			}
+			n.syncTable()
+			n.forgetDeparted()
+		}
+	}
+}
+
+// rejoin joins seeds. It logs the outcome only when it differs from the
+// last one, whose error text is last ("" for success), and returns the new.
+func (n *Node) rejoin(seeds []string, last string) string {
+	_, err := n.ml.Join(seeds)
+	if err == nil {
+		if last != "" {
+			n.logger.Printf("[INFO] dht: re-joined the cluster through %s", strings.Join(seeds, ", "))
+		}
+		return ""
+	}
+	if err.Error() != last {
+		n.logger.Printf("[WARN] dht: re-joining %s: %v", strings.Join(seeds, ", "), flattenJoinError(err))
+	}
+	return err.Error()
+}
+
+// missingSeeds returns the seeds of cfg.Join that are not live members,
+// leaving out this node's own address.
+func (n *Node) missingSeeds() []string {
+	present := make(map[string]bool)
+	for _, m := range n.Members() {
+		if m.State == StateAlive {
+			present[m.GossipAddr] = true
+		}
+	}
+	present[n.gossipAddr] = true
+	var missing []string
+	for _, s := range n.cfg.Join {
+		// A seed named by host name is compared by the address it resolves
+		// to now; one that does not resolve is missing, and Join says why.
+		if a, err := net.ResolveTCPAddr("tcp", s); err == nil && present[a.String()] {
+			continue
+		}
+		missing = append(missing, s)
+	}
+	return missing
+}
+
+// recordMember records what memberlist reported about a node and wakes the
+// loop. It runs under memberlist's lock: it must not call memberlist.
+func (n *Node) recordMember(mn *memberlist.Node, state string) {
+	m, err := memberFrom(mn, state)
+	if err != nil {
+		// NotifyAlive let in only readable metadata; this is a bug.
+		n.logger.Printf("[ERR] dht: membership event: %v", err)
+		return
+	}
+	n.setMember(m)
+	select {
+	case n.changed <- struct{}{}:
+	default:
+	}
+}
+
+// setMember records m and rebuilds the live list.
+func (n *Node) setMember(m Member) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.members[memberlistName(m.PeerID())] = memberEntry{Member: m, since: time.Now()}
+	var live []Peer
+	for _, e := range n.members {
+		if e.State == StateAlive {
+			live = append(live, e.Peer)
+		}
+	}
+	slices.SortFunc(live, func(a, b Peer) int { return strings.Compare(a.ID, b.ID) })
+	ids := make([]peer.ID, len(live))
+	byID := make(map[peer.ID]Peer, len(live))
+	for i, p := range live {
+		ids[i] = p.PeerID()
+		byID[ids[i]] = p
+	}
+	n.live, n.liveIDs, n.liveByID = live, ids, byID
+}
+
+// syncTable offers every live member to the routing table and removes the
+// dead and departed from it. The table is only a cache of routes: a bucket
+// that is full leaves later members out, and lookups still find them.
+func (n *Node) syncTable() {
+	for _, m := range n.Members() {
+		if m.State == StateAlive {
+			n.AddPeer(m.Peer)
+		} else {
+			n.RemovePeer(m.ID)
+		}
+	}
+}
+
+// forgetDeparted drops the members dead or departed for longer than
+// GossipToTheDeadTime, as memberlist itself does, so that the member map
+// does not grow with every node that ever passed through.
+func (n *Node) forgetDeparted() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for name, e := range n.members {
+		if e.State != StateAlive && time.Since(e.since) > n.cfg.GossipToTheDeadTime {
+			delete(n.members, name)
+		}
+	}
+}
+
+// Live returns the live members, self included, ordered by peer ID. A member
+// memberlist merely suspects is live until it is declared dead.
+func (n *Node) Live() []Peer {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return slices.Clone(n.live)
+}
+
+// Members returns every member memberlist reported, the dead and departed
+// included until they are forgotten, ordered by peer ID.
+func (n *Node) Members() []Member {
+	n.mu.RLock()
+	out := make([]Member, 0, len(n.members))
+	for _, e := range n.members {
+		out = append(out, e.Member)
+	}
+	n.mu.RUnlock()
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Subscribe returns a channel that receives a value after every change of
+// membership. It is buffered and coalescing: a reader that falls behind
+// receives one value for many changes, and must then re-read Live. Close
+// closes it.
+func (n *Node) Subscribe() <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.isClosed() {
+		close(ch)
+		return ch
+	}
+	n.subs = append(n.subs, ch)
+	return ch
+}
+
+// isClosed reports whether Close has begun.
+func (n *Node) isClosed() bool {
+	select {
+	case <-n.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// notifySubscribers wakes every subscriber that has no wake-up pending.
+func (n *Node) notifySubscribers() {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	for _, ch := range n.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Leave tells the cluster that this node is leaving, waiting up to timeout
+// for the news to go out (a timeout of zero or less means one second: never
+// forever), and then closes the node.
+func (n *Node) Leave(timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = defaultLeaveTimeout
+	}
+	var err error
+	n.lifeMu.Lock()
+	if n.ml != nil && !n.closed {
+		if err = n.ml.Leave(timeout); err != nil {
+			err = fmt.Errorf("dht: leave: %w", err)
+		}
+	}
+	n.lifeMu.Unlock()
+	return errors.Join(err, n.Close())
+}
+
+// Close stops the node without telling the cluster, which declares it dead
+// after failure detection: use Leave to depart cleanly. It closes the
+// channels of Subscribe. Closing twice is harmless.
+func (n *Node) Close() error {
+	n.lifeMu.Lock()
+	defer n.lifeMu.Unlock()
+	if n.closed {
+		return nil
+	}
+	n.closed = true
+	var err error
+	if n.ml != nil {
+		// Shut memberlist down first: a re-join under way then fails at
+		// once instead of holding the loop for a TCP timeout.
+		err = n.ml.Shutdown()
+	}
+	close(n.done)
+	n.wg.Wait()
+	n.mu.Lock()
+	for _, ch := range n.subs {
+		close(ch)
+	}
+	n.subs = nil
+	n.mu.Unlock()
+	return errors.Join(err, n.Router.Close())
+}

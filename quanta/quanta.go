@@ -1,0 +1,176 @@
+// Package quanta owns the arithmetic of time quanta and the frozen layout of shard IDs.
+//
+// A series' history is cut into fixed quanta of Q whole seconds. Each (series, quantum)
+// pair is one shard whose 160-bit ID is built from SHA-1 halves of the quantum identifier
+// and of the series key, in one of two orders (QFI or KFI). Everything here is a pure
+// function: every node and client must compute the same IDs, forever.
+package quanta
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// IDLen is the length of a shard ID in bytes (160 bits).
+const IDLen = 20
+
+// DefaultQuantum is the quantum length used when none is configured.
+const DefaultQuantum = 10 * time.Second
+
+// ID is a 160-bit shard ID.
+type ID [IDLen]byte
+
+// String returns the ID as 40 lowercase hex digits.
+func (id ID) String() string { return hex.EncodeToString(id[:]) }
+
+// ParseID parses 40 hex digits.
+func ParseID(s string) (ID, error) {
+	var id ID
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != IDLen {
+		return id, fmt.Errorf("shard ID %q: want 40 hex digits", s)
+	}
+	copy(id[:], b)
+	return id, nil
+}
+
+// Format is the order in which the two hash halves are laid out in a shard ID.
+type Format uint8
+
+const (
+	// QFI (Quanta-First ID) = H(quantum)[0:10] ‖ H(key)[0:10]: a series' shards spread over the cluster.
+	QFI Format = iota + 1
+	// KFI (Key-First ID) = H(key)[0:10] ‖ H(quantum)[0:10]: a series' shards stay on one neighbourhood.
+	KFI
+)
+
+// String returns "qfi" or "kfi".
+func (f Format) String() string {
+	switch f {
+	case QFI:
+		return "qfi"
+	case KFI:
+		return "kfi"
+	}
+	return fmt.Sprintf("format(%d)", uint8(f))
+}
+
+// ParseFormat accepts "qfi" or "kfi" (case-sensitive, as on the command line).
+func ParseFormat(s string) (Format, error) {
+	switch s {
+	case "qfi":
+		return QFI, nil
+	case "kfi":
+		return KFI, nil
+	}
+	return 0, fmt.Errorf("unknown ID format %q: want qfi or kfi", s)
+}
+
+// Quantum is a quantum length in whole seconds (>= 1).
+type Quantum int64
+
+// NewQuantum validates a duration as a quantum length: a whole number of seconds, at least 1 s.
+func NewQuantum(d time.Duration) (Quantum, error) {
+	if d < time.Second || d%time.Second != 0 {
+		return 0, fmt.Errorf("quantum %v: must be a whole number of seconds, at least 1s", d)
+	}
+	return Quantum(d / time.Second), nil
+}
+
+// Duration returns the quantum length as a time.Duration.
+func (q Quantum) Duration() time.Duration { return time.Duration(q) * time.Second }
+
+// nanos is the quantum length in nanoseconds.
+func (q Quantum) nanos() int64 { return int64(q) * 1e9 }
+
+// Start returns the start, in UNIX seconds, of the quantum holding timestamp t (ns),
+// flooring toward −∞ so that negative timestamps land in the quantum before zero.
+func (q Quantum) Start(t int64) int64 {
+	n := q.nanos()
+	s := t / n
+	if t%n != 0 && t < 0 {
+		s--
+	}
+	return s * int64(q)
+}
+
+// StartNanos returns the start of the quantum holding t, in nanoseconds. Quanta at the
+// extreme ends of int64 may start before math.MinInt64; StartNanos saturates there.
+func (q Quantum) StartNanos(t int64) int64 {
+	return q.BeginNanos(q.Start(t))
+}
+
+// BeginNanos returns the start, in nanoseconds, of the quantum that starts at start (UNIX
+// seconds), saturating at math.MinInt64.
+func (q Quantum) BeginNanos(start int64) int64 {
+	if start < math.MinInt64/int64(1e9) {
+		return math.MinInt64
+	}
+	return start * 1e9
+}
+
+// EndNanos returns the exclusive end, in nanoseconds, of the quantum that starts at
+// start (UNIX seconds), saturating at math.MaxInt64.
+func (q Quantum) EndNanos(start int64) int64 {
+	end := start + int64(q)
+	if end > math.MaxInt64/int64(1e9) {
+		return math.MaxInt64
+	}
+	return end * 1e9
+}
+
+// Identifier is the quantum identifier: the decimal ASCII of its start in UNIX seconds.
+func Identifier(start int64) string { return strconv.FormatInt(start, 10) }
+
+// ShardID returns the ID of the shard holding series key at quantum start (UNIX seconds).
+func ShardID(f Format, key string, start int64) ID {
+	hq := sha1.Sum([]byte(Identifier(start)))
+	hk := sha1.Sum([]byte(key))
+	var id ID
+	switch f {
+	case KFI:
+		copy(id[:10], hk[:10])
+		copy(id[10:], hq[:10])
+	default:
+		copy(id[:10], hq[:10])
+		copy(id[10:], hk[:10])
+	}
+	return id
+}
+
+// KeyID returns SHA-1 of a series key: the ID of the series' own metadata record.
+func KeyID(key string) ID { return ID(sha1.Sum([]byte(key))) }
+
+// ErrBadRange is returned for a range whose from is after its to.
+var ErrBadRange = errors.New("range: from is after to")
+
+// MaxQuantaPerRange bounds how many quanta one range may cover, so that a typo in a
+// timestamp cannot make a node allocate billions of shard IDs.
+const MaxQuantaPerRange = 1 << 20
+
+// Covering returns the starts (UNIX seconds) of the quanta covering the half-open range
+// [from, to) in ns: from quantum(from) to quantum(to−1) inclusive, ascending. An empty
+// range covers nothing.
+func (q Quantum) Covering(from, to int64) ([]int64, error) {
+	if from > to {
+		return nil, fmt.Errorf("%w (from %d > to %d)", ErrBadRange, from, to)
+	}
+	if from == to {
+		return nil, nil
+	}
+	first, last := q.Start(from), q.Start(to-1)
+	n := (last-first)/int64(q) + 1
+	if n > MaxQuantaPerRange || n <= 0 {
+		return nil, fmt.Errorf("range [%d, %d) covers %d quanta of %v; at most %d per request", from, to, uint64(n), q.Duration(), MaxQuantaPerRange)
+	}
+	starts := make([]int64, 0, n)
+	for s := first; s <= last; s += int64(q) {
+		starts = append(starts, s)
+	}
+	return starts, nil
+}

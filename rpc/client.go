@@ -1,0 +1,418 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// sendQueueLen bounds the frames waiting for a connection's writer. A call
+// that finds it full waits, within its deadline.
+const sendQueueLen = 256
+
+// maxWriteBatch is the most frames the writer hands the kernel in one write.
+const maxWriteBatch = 64
+
+// Client calls methods on Servers. It keeps one persistent connection per
+// address and multiplexes concurrent calls over it by request ID. It is safe
+// for concurrent use. Close it when done: its connections hold goroutines.
+type Client struct {
+	nextID atomic.Uint64 // request IDs, unique across the client's conns
+	t      Transport
+	cfg    Config
+	epoch  time.Time       // idle times are measured from it, on the monotonic clock
+	ctx    context.Context // cancelled by Close; dials run under it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // dials and conn goroutines, for Close
+
+	mu     sync.Mutex
+	conns  map[string]*clientConn
+	dials  map[string]*dial // in progress, shared by the calls that wait for them
+	closed bool
+}
+
+// dial is one connection attempt, which every call to its address waits for.
+type dial struct {
+	done chan struct{} // closed when cc or err is set
+	cc   *clientConn
+	err  error
+}
+
+// NewClient returns a Client that connects through t.
+func NewClient(t Transport, cfg Config) *Client {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Client{
+		t:      t,
+		cfg:    cfg.withDefaults(),
+		epoch:  time.Now(),
+		ctx:    ctx,
+		cancel: cancel,
+		conns:  make(map[string]*clientConn),
+		dials:  make(map[string]*dial),
+	}
+}
+
+// Call sends req to the handler of method at addr and returns its response.
+//
+// It returns the handler's error as a *RemoteError, unwrapped, so that its
+// message can be shown as it is. Other errors are wrapped: with
+// ErrUnreachable when the peer could not be reached or the connection broke
+// (fail over to another replica), with ctx's error when ctx ended first, with
+// ErrFrameTooLarge when req does not fit in a frame (it is not sent). A ctx
+// without a deadline gets one of 10s: no call waits forever. The handler
+// sees the remaining time as its own deadline.
+func (c *Client) Call(ctx context.Context, addr, method string, req []byte) ([]byte, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultCallTimeout)
+		defer cancel()
+	}
+	resp, err := c.call(ctx, addr, method, req)
+	var remote *RemoteError
+	if err != nil && !errors.As(err, &remote) {
+		err = fmt.Errorf("rpc call %s to %s: %w", method, addr, err)
+	}
+	return resp, err
+}
+
+func (c *Client) call(ctx context.Context, addr, method string, req []byte) ([]byte, error) {
+	deadline, _ := ctx.Deadline()
+	timeout := time.Until(deadline)
+	if timeout <= 0 {
+		return nil, context.DeadlineExceeded
+	}
+	id := c.nextID.Add(1)
+	env := envelope{kind: kindRequest, id: id, method: method, timeout: timeout, body: req}
+	frame := env.appendTo(beginFrame(make([]byte, 0, frameHeaderLen+32+len(method)+len(req))))
+	if err := finishFrame(frame, c.cfg.MaxFrameSize); err != nil {
+		return nil, err
+	}
+	cc, err := c.conn(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.release(cc)
+	return cc.roundTrip(ctx, id, frame)
+}
+
+// conn returns the connection to addr, dialing it if there is none, and
+// counts the caller as one of its users until release. Calls that arrive
+// while a dial is in progress wait for that dial rather than start another.
+func (c *Client) conn(ctx context.Context, addr string) (*clientConn, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if cc := c.conns[addr]; cc != nil {
+		cc.refs.Add(1)
+		c.mu.Unlock()
+		return cc, nil
+	}
+	d := c.dials[addr]
+	if d == nil {
+		d = &dial{done: make(chan struct{})}
+		c.dials[addr] = d
+		c.wg.Add(1)
+		// The dial runs on its own, under the client's context: one caller
+		// giving up must not fail the others that wait for the same dial.
+		go c.dial(addr, d)
+	}
+	c.mu.Unlock()
+
+	select {
+	case <-d.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	c.mu.Lock()
+	d.cc.refs.Add(1)
+	c.mu.Unlock()
+	return d.cc, nil
+}
+
+func (c *Client) release(cc *clientConn) {
+	cc.lastUsed.Store(int64(time.Since(c.epoch))) // before refs: checkIdle reads them in the other order
+	cc.refs.Add(-1)
+}
+
+func (c *Client) dial(addr string, d *dial) {
+	defer c.wg.Done()
+	conn, err := c.connect(addr)
+
+	c.mu.Lock()
+	delete(c.dials, addr)
+	if err == nil && c.closed {
+		conn.Close()
+		err = ErrClosed
+	}
+	if err == nil {
+		d.cc = c.newConn(addr, conn)
+		c.conns[addr] = d.cc
+	}
+	d.err = err
+	c.mu.Unlock()
+	close(d.done)
+}
+
+// connect dials addr and runs the handshake.
+func (c *Client) connect(addr string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.DialTimeout)
+	defer cancel()
+	conn, err := c.t.Dial(ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
+	}
+	stop := context.AfterFunc(c.ctx, func() { conn.Close() }) // Close must not wait for the handshake
+	err = clientHandshake(conn, c.cfg.HandshakeTimeout)
+	if !stop() {
+		err = ErrClosed
+	}
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
+	}
+	return conn, nil
+}
+
+// Close closes every connection, failing the calls in flight, and waits for
+// the client's goroutines to end. Later calls return ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	conns := make([]*clientConn, 0, len(c.conns))
+	for _, cc := range c.conns {
+		conns = append(conns, cc)
+	}
+	c.mu.Unlock()
+
+	c.cancel()
+	for _, cc := range conns {
+		cc.fail(ErrClosed)
+	}
+	c.wg.Wait()
+	return nil
+}
+
+// clientConn is one connection of a Client: a writer goroutine sends the
+// frames that calls queue, a reader goroutine hands each response to the
+// call waiting for its ID.
+type clientConn struct {
+	c     *Client
+	addr  string
+	conn  net.Conn
+	sendq chan []byte
+	idle  *time.Timer // closes the conn when unused; nil if IdleTimeout is 0
+
+	// refs counts the calls using the conn. It is only incremented under
+	// c.mu while the conn is in c.conns, so checkIdle, also under c.mu, can
+	// retire the conn without racing a new call.
+	refs     atomic.Int32
+	lastUsed atomic.Int64 // when the last call ended, as time since c.epoch
+
+	mu      sync.Mutex
+	pending map[uint64]chan result // calls waiting for a response, by request ID
+	err     error                  // why the conn broke; nil while it works
+	done    chan struct{}          // closed when it broke
+}
+
+type result struct {
+	body []byte
+	err  error
+}
+
+// newConn starts the goroutines of a new connection. Called with c.mu held.
+func (c *Client) newConn(addr string, conn net.Conn) *clientConn {
+	cc := &clientConn{
+		c:       c,
+		addr:    addr,
+		conn:    conn,
+		sendq:   make(chan []byte, sendQueueLen),
+		pending: make(map[uint64]chan result),
+		done:    make(chan struct{}),
+	}
+	cc.lastUsed.Store(int64(time.Since(c.epoch)))
+	if c.cfg.IdleTimeout > 0 {
+		cc.idle = time.AfterFunc(c.cfg.IdleTimeout, cc.checkIdle)
+	}
+	c.wg.Add(2)
+	go cc.readLoop()
+	go cc.writeLoop()
+	return cc
+}
+
+// roundTrip sends frame, the request with the given id, and waits for its
+// response.
+func (cc *clientConn) roundTrip(ctx context.Context, id uint64, frame []byte) ([]byte, error) {
+	ch := make(chan result, 1)
+	cc.mu.Lock()
+	if cc.err != nil {
+		cc.mu.Unlock()
+		return nil, cc.err
+	}
+	cc.pending[id] = ch
+	cc.mu.Unlock()
+
+	select {
+	case cc.sendq <- frame:
+	case <-cc.done:
+		// fail sends the error to every pending call.
+	case <-ctx.Done():
+		cc.forget(id)
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-ch:
+		return r.body, r.err
+	case <-ctx.Done():
+		cc.forget(id)
+		return nil, ctx.Err()
+	}
+}
+
+// forget drops a call that stopped waiting; its response, if it comes, is
+// discarded.
+func (cc *clientConn) forget(id uint64) {
+	cc.mu.Lock()
+	delete(cc.pending, id)
+	cc.mu.Unlock()
+}
+
+func (cc *clientConn) writeLoop() {
+	defer cc.c.wg.Done()
+	batch := make([][]byte, 0, maxWriteBatch)
+	for {
+		select {
+		case frame := <-cc.sendq:
+			batch = append(batch, frame)
+		case <-cc.done:
+			return
+		}
+		// Take what else is queued, so that one write (writev on TCP)
+		// carries it all: under load, fewer system calls per call.
+	more:
+		for len(batch) < maxWriteBatch {
+			select {
+			case frame := <-cc.sendq:
+				batch = append(batch, frame)
+			default:
+				break more
+			}
+		}
+		err := cc.conn.SetWriteDeadline(time.Now().Add(cc.c.cfg.WriteTimeout))
+		if err == nil {
+			bufs := net.Buffers(batch)
+			_, err = bufs.WriteTo(cc.conn)
+		}
+		if err != nil {
+			cc.fail(err)
+			return
+		}
+		clear(batch) // let the sent frames be collected
+		batch = batch[:0]
+	}
+}
+
+func (cc *clientConn) readLoop() {
+	defer cc.c.wg.Done()
+	fr := newFrameReader(cc.conn, cc.c.cfg.MaxFrameSize)
+	for {
+		b, err := fr.next()
+		if err != nil {
+			if errors.Is(err, ErrFrameTooLarge) {
+				cc.c.cfg.Logger.Printf("rpc: dropping connection to %s: %v", cc.addr, err)
+			}
+			cc.fail(err)
+			return
+		}
+		var env envelope
+		if err := env.decode(b); err != nil || env.kind != kindResponse {
+			if err == nil {
+				err = errors.New("peer sent a request on a client connection")
+			}
+			cc.c.cfg.Logger.Printf("rpc: dropping connection to %s: bad response: %v", cc.addr, err)
+			cc.fail(fmt.Errorf("bad response: %w", err))
+			return
+		}
+		cc.mu.Lock()
+		ch := cc.pending[env.id]
+		delete(cc.pending, env.id)
+		cc.mu.Unlock()
+		switch {
+		case ch == nil: // the caller gave up
+		case env.code != "":
+			ch <- result{err: &RemoteError{Code: env.code, Msg: env.msg}}
+		default:
+			ch <- result{body: env.body}
+		}
+	}
+}
+
+// fail breaks the connection for the given reason: it leaves the pool, so
+// the next call to its address dials again, the pending calls get
+// ErrUnreachable, and it is closed. Only the first reason counts.
+func (cc *clientConn) fail(reason error) {
+	cc.mu.Lock()
+	if cc.err != nil {
+		cc.mu.Unlock()
+		return
+	}
+	if errors.Is(reason, io.EOF) {
+		reason = errors.New("connection closed by peer")
+	}
+	cc.err = fmt.Errorf("%w: %w", ErrUnreachable, reason)
+	pending := cc.pending
+	cc.pending = nil
+	close(cc.done)
+	cc.mu.Unlock()
+
+	// Out of the pool before the calls hear of it, so that a caller that
+	// retries at once dials afresh.
+	c := cc.c
+	c.mu.Lock()
+	if c.conns[cc.addr] == cc {
+		delete(c.conns, cc.addr)
+	}
+	c.mu.Unlock()
+	for _, ch := range pending {
+		ch <- result{err: cc.err}
+	}
+	cc.conn.Close()
+	if cc.idle != nil {
+		cc.idle.Stop()
+	}
+}
+
+// checkIdle runs from the idle timer: it closes the conn if no call used it
+// for IdleTimeout, and otherwise looks again when that may be the case.
+func (cc *clientConn) checkIdle() {
+	c := cc.c
+	c.mu.Lock()
+	if c.conns[cc.addr] != cc { // it broke, and fail stopped the timer
+		c.mu.Unlock()
+		return
+	}
+	unused := time.Since(c.epoch) - time.Duration(cc.lastUsed.Load())
+	if cc.refs.Load() > 0 {
+		unused = 0
+	} else if unused >= c.cfg.IdleTimeout {
+		delete(c.conns, cc.addr) // no new call can take it now
+		c.mu.Unlock()
+		cc.fail(errors.New("idle connection closed"))
+		return
+	}
+	c.mu.Unlock()
+	cc.idle.Reset(c.cfg.IdleTimeout - unused)
+}

@@ -1,0 +1,101 @@
+package rpc
+
+import (
+	"io"
+	"log"
+	"math"
+	"time"
+)
+
+// ProtocolVersion is the wire protocol this package speaks. It is exchanged
+// in the handshake; bump it when a change would confuse an older peer.
+const ProtocolVersion = 1
+
+// minProtocolVersion is the oldest protocol version this package still speaks.
+const minProtocolVersion = 1
+
+// defaultCallTimeout bounds a Call whose context has no deadline: no call may
+// wait forever on a peer that stopped answering.
+const defaultCallTimeout = 10 * time.Second
+
+// Config tunes a Client or a Server. Zero fields take the values of
+// DefaultConfig, except IdleTimeout, where zero means never.
+type Config struct {
+	// MaxFrameSize is the largest frame payload, in bytes, that is sent or
+	// accepted. A received frame's declared length is checked against it
+	// before its buffer is allocated, so a hostile length costs nothing; the
+	// connection that sent it is closed. Default 16 MiB.
+	MaxFrameSize int
+
+	// HandshakeTimeout bounds the version handshake on a new connection, so a
+	// peer that connects and says nothing does not hold a goroutine. Default 5s.
+	HandshakeTimeout time.Duration
+
+	// MaxInflightPerConn is how many requests of one connection a Server runs
+	// at once. When that many are running the server stops reading the
+	// connection until one finishes, which pushes back on the sender through
+	// TCP. Default 64.
+	MaxInflightPerConn int
+
+	// DialTimeout bounds connecting to a peer, handshake excluded. Default 3s.
+	DialTimeout time.Duration
+
+	// WriteTimeout bounds writing one frame. A peer that does not take a
+	// frame within it has stopped reading, and its connection is closed.
+	// Default 10s.
+	WriteTimeout time.Duration
+
+	// IdleTimeout closes a Client's connection after it carried no call for
+	// this long. Zero means never. Default 2m.
+	IdleTimeout time.Duration
+
+	// Logger receives connection-level problems: refused handshakes, bad
+	// frames, handler panics. Nil discards them.
+	Logger *log.Logger
+}
+
+// DefaultConfig returns the defaults, sized for a small cluster of boards
+// with 512 MB of RAM on a LAN.
+func DefaultConfig() Config {
+	return Config{
+		MaxFrameSize:       16 << 20,
+		HandshakeTimeout:   5 * time.Second,
+		MaxInflightPerConn: 64,
+		DialTimeout:        3 * time.Second,
+		WriteTimeout:       10 * time.Second,
+		IdleTimeout:        2 * time.Minute,
+	}
+}
+
+// withDefaults returns c with its zero (or negative) fields replaced by the
+// defaults.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.MaxFrameSize <= 0 {
+		c.MaxFrameSize = d.MaxFrameSize
+	}
+	if c.MaxFrameSize > math.MaxInt32 {
+		// Frame lengths are uint32; capping at MaxInt32 also keeps every
+		// length a valid int on 32-bit ARM.
+		c.MaxFrameSize = math.MaxInt32
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = d.HandshakeTimeout
+	}
+	if c.MaxInflightPerConn <= 0 {
+		c.MaxInflightPerConn = d.MaxInflightPerConn
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = d.DialTimeout
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = d.WriteTimeout
+	}
+	if c.IdleTimeout < 0 {
+		c.IdleTimeout = 0
+	}
+	if c.Logger == nil {
+		c.Logger = log.New(io.Discard, "", 0)
+	}
+	return c
+}

@@ -1,0 +1,20 @@
+// Package rpc owns the wire: framing, message codec, persistent multiplexed
+// connections, handshake, and the Transport seam with TCP and in-memory
+// implementations.
+//
+// A Client keeps one connection per remote address and multiplexes
+// concurrent calls over it by request ID. A Server reads requests from each
+// connection and runs each in its own goroutine, at most
+// Config.MaxInflightPerConn at a time per connection; when that many are
+// running it stops reading, so a fast sender is slowed down by TCP rather
+// than buffered in memory.
+//
+// On the wire every message is a frame (a 4-byte big-endian length and a
+// payload of at most Config.MaxFrameSize bytes, checked before anything is
+// allocated) holding an envelope: a small msgpack array encoded and decoded
+// by hand. Request and response bodies are opaque bytes; Encode, Decode and
+// Invoke put msgpack values in them. Decode runs Validate first, because
+// msgpack/v5 trusts the lengths a message declares (upstream issue #401):
+// without the check a few hostile bytes make it allocate gigabytes, or panic
+// on 32-bit ARM where lengths of 2³¹ and more turn negative.
+package rpc

@@ -1,0 +1,77 @@
+package rpc
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+)
+
+// frameHeaderLen is the size of a frame's length prefix: a big-endian uint32.
+const frameHeaderLen = 4
+
+// frameChunk is what a frameReader allocates for a frame before its bytes
+// arrive; it grows the buffer with the bytes that do. A peer that declares a
+// large frame and sends little costs this much, not the declared length.
+const frameChunk = 64 << 10
+
+// frameReader reads length-prefixed frames from a stream.
+type frameReader struct {
+	r     *bufio.Reader
+	limit int // largest payload accepted, in bytes
+	hdr   [frameHeaderLen]byte
+}
+
+func newFrameReader(r io.Reader, limit int) *frameReader {
+	return &frameReader{r: bufio.NewReaderSize(r, 4<<10), limit: limit}
+}
+
+// next returns the payload of the next frame in a new buffer that the caller
+// owns. A declared length over the limit is refused before anything is
+// allocated; the stream is then out of sync and must be dropped.
+func (fr *frameReader) next() ([]byte, error) {
+	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
+		return nil, err
+	}
+	declared := binary.BigEndian.Uint32(fr.hdr[:])
+	if uint64(declared) > uint64(fr.limit) {
+		return nil, fmt.Errorf("%w: peer declared %d bytes, limit is %d", ErrFrameTooLarge, declared, fr.limit)
+	}
+	n := int(declared) // fits: declared <= limit <= MaxInt32
+	buf := make([]byte, 0, min(n, frameChunk))
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			// Grow with the data that arrived, doubling, never past n.
+			buf = slices.Grow(buf, min(n-len(buf), len(buf)))
+		}
+		m, err := fr.r.Read(buf[len(buf):min(cap(buf), n)])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
+// beginFrame appends room for a frame header to dst; the payload is appended
+// after it and finishFrame fills the header in. Building the whole frame in
+// one buffer lets it go out in one write.
+func beginFrame(dst []byte) []byte {
+	return append(dst, make([]byte, frameHeaderLen)...)
+}
+
+// finishFrame writes the header of frame, which beginFrame started, or
+// returns ErrFrameTooLarge if its payload is over limit bytes.
+func finishFrame(frame []byte, limit int) error {
+	n := len(frame) - frameHeaderLen
+	if n > limit {
+		return fmt.Errorf("%w: %d bytes, limit is %d", ErrFrameTooLarge, n, limit)
+	}
+	binary.BigEndian.PutUint32(frame, uint32(n))
+	return nil
+}

@@ -1,0 +1,258 @@
+package chunk
+
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
+// An int stream holds a column of n int64 values (timestamps, int values, decimal
+// mantissas, string lengths or dictionary indices):
+//
+//	order   byte     0 = values, 1 = deltas, 2 = delta-of-deltas
+//	heads   varint×order  the first value, then the first delta (order 2)
+//	scale   uvarint  every residual is a multiple of scale (>= 1); residual/scale is stored
+//	blocks  of up to blockLen residuals each:
+//	          width  byte     bits per packed residual (0..64)
+//	          exc    uvarint  number of exceptions (absent when width is 64)
+//	          packed ceil(count*width/8) bytes: low width bits of each zig-zagged residual
+//	          exc × (index byte, uvarint high bits) for residuals wider than width
+//
+// The encoder tries each order and keeps the smallest output: deltas suit counters
+// and noisy readings, delta-of-deltas suit regular timestamps (a steady 60 Hz clock
+// yields all-zero residuals: a block costs two bytes for 64 points), raw values suit
+// small codes such as dictionary indices. The scale absorbs a timestamp resolution
+// coarser than 1 ns (µs-stamped PMU frames make residuals multiples of 1000), so
+// a few µs of jitter costs a few bits. Patched blocks (exceptions) keep one outlier, a
+// gap in the data say, from widening a whole block. Arithmetic wraps modulo 2⁶⁴, so
+// every int64 sequence, extremes included, round-trips exactly.
+
+// blockLen is the number of residuals per packed block.
+const blockLen = 64
+
+// minBlockBytes is the fewest bytes an encoded block can take (width and exception
+// count); the decoder bounds its allocations with it.
+const minBlockBytes = 2
+
+func zigzag(v int64) uint64   { return uint64(v<<1) ^ uint64(v>>63) }
+func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
+
+// appendInts appends the smallest int stream of vals to dst. scratch is reused
+// between calls to spare allocations and may be nil; the grown scratch is returned.
+func appendInts(dst []byte, vals []int64, scratch *intScratch) []byte {
+	best := -1
+	for order := 0; order <= 2 && order <= len(vals); order++ {
+		scratch.out[order] = encodeInts(scratch.out[order][:0], vals, order, &scratch.res)
+		if best < 0 || len(scratch.out[order]) < len(scratch.out[best]) {
+			best = order
+		}
+	}
+	return append(dst, scratch.out[best]...)
+}
+
+// intScratch holds the buffers appendInts reuses.
+type intScratch struct {
+	out [3][]byte
+	res []int64
+}
+
+// encodeInts writes vals as an int stream of the given order.
+func encodeInts(dst []byte, vals []int64, order int, res *[]int64) []byte {
+	dst = append(dst, byte(order))
+	// Residuals by wrapping subtraction: the decoder's wrapping addition undoes them.
+	r := append((*res)[:0], vals...)
+	for k := 0; k < order; k++ {
+		dst = binary.AppendVarint(dst, r[k])
+		for i := len(r) - 1; i > k; i-- {
+			r[i] -= r[i-1]
+		}
+	}
+	*res = r[:0] // hand the grown buffer back for the next call
+	r = r[order:]
+
+	scale := gcdAll(r)
+	dst = binary.AppendUvarint(dst, scale)
+	if scale > 1 {
+		for i := range r {
+			r[i] /= int64(scale)
+		}
+	}
+	for len(r) > 0 {
+		n := min(len(r), blockLen)
+		dst = appendBlock(dst, r[:n])
+		r = r[n:]
+	}
+	return dst
+}
+
+// gcdAll returns the greatest common divisor of the residuals' magnitudes, or 1 if it
+// would not fit an int64 (only all-zero or all-MinInt64 columns get there).
+func gcdAll(r []int64) uint64 {
+	var g uint64
+	for _, v := range r {
+		a := uint64(v)
+		if v < 0 {
+			a = -a
+		}
+		for a != 0 {
+			g, a = a, g%a
+		}
+		if g == 1 {
+			return 1
+		}
+	}
+	if g == 0 || g > 1<<63-1 {
+		return 1
+	}
+	return g
+}
+
+// appendBlock packs one block, choosing the width that minimises its size.
+func appendBlock(dst []byte, r []int64) []byte {
+	var hist [65]int // residuals by bit length of their zig-zag form
+	for _, v := range r {
+		hist[bits.Len64(zigzag(v))]++
+	}
+	width, bestCost := 64, len(r)*64
+	wider := 0 // residuals longer than w bits
+	excCost := 0
+	for w := 64; w >= 0; w-- {
+		if w < 64 {
+			wider += hist[w+1]
+			// Every residual wider than w becomes an exception: index byte + its high
+			// bits as a uvarint, 7 bits a byte. Recomputed from the histogram.
+			excCost = 0
+			for b := w + 1; b <= 64; b++ {
+				excCost += hist[b] * 8 * (1 + (b-w+6)/7)
+			}
+		}
+		cost := len(r)*w + excCost + 8*uvarintLen(uint64(wider))
+		if cost <= bestCost {
+			width, bestCost = w, cost
+		}
+	}
+
+	dst = append(dst, byte(width))
+	var exc []int
+	if width < 64 {
+		for i, v := range r {
+			if bits.Len64(zigzag(v)) > width {
+				exc = append(exc, i)
+			}
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(exc)))
+	}
+	bw := bitWriter{buf: dst}
+	for _, v := range r {
+		bw.write(zigzag(v), uint(width))
+	}
+	dst = bw.flush()
+	for _, i := range exc {
+		dst = append(dst, byte(i))
+		dst = binary.AppendUvarint(dst, zigzag(r[i])>>uint(width))
+	}
+	return dst
+}
+
+func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
+
+// decodeInts reads an int stream of n values from b into out (which it resets) and
+// returns the rest of b. It never reads outside b nor allocates more than n values; the
+// caller has bounded n by the input size.
+func decodeInts(b []byte, n int, out []int64) ([]int64, []byte, error) {
+	out = out[:0]
+	if len(b) < 1 {
+		return out, nil, errShort
+	}
+	order := int(b[0])
+	b = b[1:]
+	if order > 2 || order > n {
+		return out, nil, corrupt("int stream order %d for %d values", order, n)
+	}
+	var heads [2]int64
+	for k := 0; k < order; k++ {
+		v, m := binary.Varint(b)
+		if m <= 0 {
+			return out, nil, errShort
+		}
+		heads[k] = v
+		b = b[m:]
+	}
+	scale, m := binary.Uvarint(b)
+	if m <= 0 || scale == 0 || scale > 1<<63-1 {
+		return out, nil, corrupt("int stream scale")
+	}
+	b = b[m:]
+
+	res := n - order
+	if (res+blockLen-1)/blockLen*minBlockBytes > len(b) {
+		return out, nil, errShort
+	}
+	if cap(out) < n {
+		out = make([]int64, 0, n)
+	}
+	out = append(out, heads[:order]...)
+	for res > 0 {
+		cnt := min(res, blockLen)
+		var err error
+		if out, b, err = decodeBlock(b, cnt, int64(scale), out); err != nil {
+			return out, nil, err
+		}
+		res -= cnt
+	}
+	// Undo the differencing, innermost first: delta-of-deltas become deltas, then values.
+	for k := order - 1; k >= 0; k-- {
+		for i := k + 1; i < len(out); i++ {
+			out[i] += out[i-1]
+		}
+	}
+	return out, b, nil
+}
+
+// decodeBlock appends cnt residuals (times scale) to out.
+func decodeBlock(b []byte, cnt int, scale int64, out []int64) ([]int64, []byte, error) {
+	if len(b) < 1 {
+		return out, nil, errShort
+	}
+	width := uint(b[0])
+	b = b[1:]
+	if width > 64 {
+		return out, nil, corrupt("block width %d", width)
+	}
+	var nexc uint64
+	if width < 64 {
+		var m int
+		nexc, m = binary.Uvarint(b)
+		if m <= 0 || nexc > uint64(cnt) {
+			return out, nil, corrupt("block exception count")
+		}
+		b = b[m:]
+	}
+	packed := (cnt*int(width) + 7) / 8
+	if packed > len(b) {
+		return out, nil, errShort
+	}
+	br := bitReader{b: b[:packed]}
+	base := len(out)
+	for i := 0; i < cnt; i++ {
+		out = append(out, int64(br.read(width)))
+	}
+	b = b[packed:]
+	prev := -1
+	for k := uint64(0); k < nexc; k++ {
+		if len(b) < 1 {
+			return out, nil, errShort
+		}
+		i := int(b[0])
+		hi, m := binary.Uvarint(b[1:])
+		if m <= 0 || i >= cnt || i <= prev || hi == 0 || bits.Len64(hi)+int(width) > 64 {
+			return out, nil, corrupt("block exception")
+		}
+		prev = i
+		out[base+i] |= int64(hi << width)
+		b = b[1+m:]
+	}
+	for i := base; i < len(out); i++ {
+		out[i] = unzigzag(uint64(out[i])) * scale
+	}
+	return out, b, nil
+}

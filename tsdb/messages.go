@@ -1,0 +1,140 @@
+package tsdb
+
+import (
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// RPC method names. Replica-level methods move shards between a coordinator and the
+// nodes that store them; coordinator-level methods let a thin client drive any node.
+const (
+	methodWrite   = "tsdb.write"   // store shards on this replica
+	methodRead    = "tsdb.read"    // read shards (or their digests) from this replica
+	methodDeclare = "tsdb.declare" // fix a series' type in this registry replica
+	methodType    = "tsdb.type"    // a series' type as this registry replica knows it
+	methodStats   = "tsdb.stats"   // this node's own counters
+	methodPut     = "tsdb.put"     // coordinate a write
+	methodGet     = "tsdb.get"     // coordinate a read
+	methodStatus  = "tsdb.status"  // the cluster as this node sees it
+	methodLocate  = "tsdb.locate"  // a shard's replica set
+)
+
+// Error codes carried in rpc.RemoteError, so that clients can tell a user's mistake from
+// a cluster fault.
+const (
+	CodeBadInput      = "bad_input"
+	CodeTypeMismatch  = "type_mismatch"
+	CodeUnknownSeries = "unknown_series"
+	CodeUnavailable   = "unavailable"
+	CodePartial       = "partial"
+)
+
+// Messages are msgpack maps keyed by short names, so a field can be added without
+// breaking older peers (as_array structs cannot be versioned).
+
+type shardWrite struct {
+	ID     []byte        `msgpack:"id"`
+	Start  int64         `msgpack:"q"`
+	Key    string        `msgpack:"k"`
+	Points series.Points `msgpack:"p"`
+}
+
+type writeReq struct {
+	Shards []shardWrite `msgpack:"s"`
+}
+
+type writeResp struct {
+	Stored int `msgpack:"n"`
+}
+
+type shardRead struct {
+	ID     []byte `msgpack:"id"`
+	Start  int64  `msgpack:"q"`
+	Key    string `msgpack:"k"`
+	From   int64  `msgpack:"f"`
+	To     int64  `msgpack:"t"`
+	Digest bool   `msgpack:"d"` // only count and hash, not the points
+}
+
+type readReq struct {
+	Shards []shardRead `msgpack:"s"`
+}
+
+// shardResult answers one shardRead. Held is false when the replica has never received
+// the shard: a new owner's honest "nothing here", which a reader must not trust alone.
+type shardResult struct {
+	Held   bool          `msgpack:"h"`
+	Count  int           `msgpack:"c"`
+	Hash   uint64        `msgpack:"x"`
+	Points series.Points `msgpack:"p"`
+}
+
+type readResp struct {
+	Shards []shardResult `msgpack:"s"`
+}
+
+type typeReq struct {
+	Key  string      `msgpack:"k"`
+	Type series.Type `msgpack:"t"`
+}
+
+type typeResp struct {
+	Known bool        `msgpack:"ok"`
+	Type  series.Type `msgpack:"t"`
+}
+
+type putReq struct {
+	Key         string        `msgpack:"k"`
+	Points      series.Points `msgpack:"p"`
+	WriteQuorum int           `msgpack:"w"`
+}
+
+type putResp struct {
+	Stored int `msgpack:"n"`
+}
+
+type getReq struct {
+	Key          string `msgpack:"k"`
+	From         int64  `msgpack:"f"`
+	To           int64  `msgpack:"t"`
+	ReadQuorum   int    `msgpack:"r"`
+	AllowPartial bool   `msgpack:"partial"`
+}
+
+type getResp struct {
+	Points  series.Points `msgpack:"p"`
+	Partial bool          `msgpack:"partial"`
+	Missing int           `msgpack:"missing"` // shards no replica could serve
+}
+
+type locateReq struct {
+	ID []byte `msgpack:"id"`
+}
+
+type locateResp struct {
+	Replicas []PeerInfo `msgpack:"r"`
+}
+
+// PeerInfo describes a node to clients.
+type PeerInfo struct {
+	PeerID  string `msgpack:"pid"`
+	NodeID  string `msgpack:"id"` // 160-bit ID, 40 hex digits
+	RPCAddr string `msgpack:"rpc"`
+	State   string `msgpack:"state"`
+}
+
+// NodeStats is what one node reports about itself.
+type NodeStats struct {
+	PeerInfo
+	Shards    int    `msgpack:"shards"`
+	Series    int    `msgpack:"series"`
+	Points    int64  `msgpack:"points"`
+	Format    string `msgpack:"fmt"`
+	Quantum   int64  `msgpack:"quantum"`
+	RF        int    `msgpack:"rf"`
+	Error     string `msgpack:"err"` // why the stats could not be fetched
+	Reachable bool   `msgpack:"reach"`
+}
+
+type statusResp struct {
+	Nodes []NodeStats `msgpack:"nodes"`
+}

@@ -1,0 +1,193 @@
+// Package tsdb owns time series on top of the DHT: the server each node runs over its
+// local store, the coordinator that turns a series' points into replicated shards and
+// reads them back complete and trimmed, and the thin client that drives any node.
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"time"
+
+	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/store"
+)
+
+// MaxRF is the largest replication factor.
+const MaxRF = 7
+
+// Config configures a node.
+type Config struct {
+	// DHT configures identity, gossip, quantum and ID format. DHT.RPCAddr is filled in
+	// from the bound RPC address when empty.
+	DHT dht.Config
+	// RPCBind is the address the RPC server listens on; ":0" picks a port.
+	RPCBind string
+	// RF is the replication factor, 1..7: every shard lives on the RF closest live nodes.
+	RF int
+	// WriteQuorum is how many replicas must store a shard before a write succeeds;
+	// 0 means a majority of RF.
+	WriteQuorum int
+	// ReadQuorum is how many replicas must answer for a shard that none of them holds
+	// to count as truly empty; 0 means a majority of RF.
+	ReadQuorum int
+	// MaxFuture refuses points stamped further than this ahead of the coordinator's
+	// clock: a PMU that lost GPS lock must not write next year.
+	MaxFuture time.Duration
+	// CallTimeout bounds each replica call a coordinator makes.
+	CallTimeout time.Duration
+	// ReadConcurrency bounds the requests one read has in flight.
+	ReadConcurrency int
+	// RPC configures framing and connections.
+	RPC rpc.Config
+	// Transport carries RPC; nil means TCP.
+	Transport rpc.Transport
+	// Store holds this node's shards; the node closes it on Close.
+	Store store.Store
+	// Logger receives the node's log; nil discards it.
+	Logger *log.Logger
+}
+
+// DefaultConfig returns a configuration for a small LAN cluster of edge boards.
+func DefaultConfig() Config {
+	return Config{
+		DHT:             dht.DefaultLANConfig(),
+		RPCBind:         "127.0.0.1:0",
+		RF:              3,
+		MaxFuture:       10 * time.Minute,
+		CallTimeout:     5 * time.Second,
+		ReadConcurrency: 16,
+		RPC:             rpc.DefaultConfig(),
+	}
+}
+
+func (c *Config) validate() error {
+	if c.RF < 1 || c.RF > MaxRF {
+		return fmt.Errorf("replication factor %d: must be 1..%d", c.RF, MaxRF)
+	}
+	if c.WriteQuorum < 0 || c.WriteQuorum > c.RF {
+		return fmt.Errorf("write quorum %d: must be 1..rf (%d)", c.WriteQuorum, c.RF)
+	}
+	if c.ReadQuorum < 0 || c.ReadQuorum > c.RF {
+		return fmt.Errorf("read quorum %d: must be 1..rf (%d)", c.ReadQuorum, c.RF)
+	}
+	if c.Store == nil {
+		return errors.New("no store configured")
+	}
+	if c.DHT.Quantum < 1 {
+		return fmt.Errorf("quantum %ds: must be at least 1s", c.DHT.Quantum)
+	}
+	return nil
+}
+
+func majority(rf int) int { return rf/2 + 1 }
+
+// Node is one tsdht node: RPC server, DHT membership, local store, and coordinator.
+type Node struct {
+	cfg    Config
+	log    *log.Logger
+	srv    *rpc.Server
+	cli    *rpc.Client
+	dht    *dht.Node
+	store  store.Store
+	coord  *Coordinator
+	rpcAdr string
+}
+
+// Start brings a node up: it listens for RPC, joins the cluster and serves.
+func Start(cfg Config) (*Node, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.WriteQuorum == 0 {
+		cfg.WriteQuorum = majority(cfg.RF)
+	}
+	if cfg.ReadQuorum == 0 {
+		cfg.ReadQuorum = majority(cfg.RF)
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = rpc.NewTCPTransport()
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = log.New(io.Discard, "", 0)
+	}
+	cfg.RPC.Logger = logger
+	cfg.DHT.Logger = logger
+	n := &Node{cfg: cfg, log: logger, store: cfg.Store}
+	n.srv = rpc.NewServer(cfg.Transport, cfg.RPC)
+	n.cli = rpc.NewClient(cfg.Transport, cfg.RPC)
+	n.registerReplica()
+
+	addr, err := n.srv.Listen(cfg.RPCBind)
+	if err != nil {
+		n.cli.Close()
+		return nil, fmt.Errorf("rpc listen on %s: %w", cfg.RPCBind, err)
+	}
+	n.rpcAdr = addr.String()
+	if cfg.DHT.RPCAddr == "" {
+		cfg.DHT.RPCAddr = n.rpcAdr
+	}
+	id, err := dht.LoadOrCreateIdentity(cfg.DHT.DataDir)
+	if err != nil {
+		n.srv.Close()
+		n.cli.Close()
+		return nil, err
+	}
+	n.dht, err = dht.New(cfg.DHT, id, n.srv, n.cli)
+	if err != nil {
+		n.srv.Close()
+		n.cli.Close()
+		return nil, err
+	}
+	n.coord = newCoordinator(n)
+	n.registerCoordinator()
+	if err := n.dht.Start(); err != nil {
+		n.dht.Close()
+		n.srv.Close()
+		n.cli.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// RPCAddr returns the address the node's RPC server is bound to.
+func (n *Node) RPCAddr() string { return n.rpcAdr }
+
+// DHT returns the node's membership and routing.
+func (n *Node) DHT() *dht.Node { return n.dht }
+
+// Coordinator returns the node's coordinator, which reads and writes series.
+func (n *Node) Coordinator() *Coordinator { return n.coord }
+
+// Store returns the node's local store.
+func (n *Node) Store() store.Store { return n.store }
+
+// Close leaves the cluster (telling peers at once rather than letting them detect a
+// failure), stops serving and closes the store. The network stops before the store
+// closes: operations after an engine's Close would panic.
+func (n *Node) Close() error {
+	errs := []error{n.dht.Leave(2 * time.Second)}
+	errs = append(errs, n.srv.Close(), n.cli.Close(), n.store.Close())
+	return errors.Join(errs...)
+}
+
+// Kill stops the node without leaving, as a crash would (for tests).
+func (n *Node) Kill() error {
+	errs := []error{n.dht.Close()}
+	errs = append(errs, n.srv.Close(), n.cli.Close(), n.store.Close())
+	return errors.Join(errs...)
+}
+
+// ref returns the store reference of a series' shard at quantum start.
+func (n *Node) ref(key string, start int64) store.ShardRef {
+	return store.ShardRef{ID: quanta.ShardID(n.cfg.DHT.Format, key, start), Start: start}
+}
+
+func (n *Node) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, n.cfg.CallTimeout)
+}

@@ -1,0 +1,68 @@
+// Package store owns a node's local shard storage: the points of each (shard, series)
+// sorted by time, the per-series metadata that fixes a series' value type, and the
+// interface the time-series server uses to reach them, whatever engine sits underneath.
+package store
+
+import (
+	"errors"
+
+	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// ShardRef names a shard and the quantum it covers. Start lets an engine seal, compress
+// and expire whole quanta without decoding shard IDs.
+type ShardRef struct {
+	ID    quanta.ID
+	Start int64 // quantum start, UNIX seconds
+}
+
+// Appender adds points to shards.
+type Appender interface {
+	// Append stores a batch of points of one series into one shard. The batch need not
+	// be sorted; a timestamp already stored takes the new value. Points of a type other
+	// than the series' type in this store are refused with series.ErrTypeMismatch, and
+	// nothing of the batch is stored. When Append returns nil the points are readable,
+	// and durable as far as the engine promises.
+	Append(ref ShardRef, key string, pts series.Points) error
+}
+
+// Querier reads points back.
+type Querier interface {
+	// Read returns the points of series key in the shard with from <= t < to, sorted by
+	// time. held reports whether the store holds any point of that series in that shard
+	// (before trimming): a store that never received the shard answers held=false, which
+	// a reader must not mistake for "the shard is empty".
+	Read(ref ShardRef, key string, from, to int64) (pts series.Points, held bool, err error)
+}
+
+// Registry fixes the value type of each series: the first declaration wins.
+type Registry interface {
+	// DeclareType records t as the series' type if it has none and returns the series'
+	// type. If another type was recorded first, it returns that type and an error
+	// wrapping series.ErrTypeMismatch.
+	DeclareType(key string, t series.Type) (series.Type, error)
+	// SeriesType returns the series' type, or false if this store has never seen it.
+	SeriesType(key string) (series.Type, bool)
+}
+
+// Store is a node's local storage.
+type Store interface {
+	Appender
+	Querier
+	Registry
+	// Stats reports what the store holds.
+	Stats() Stats
+	// Close releases the store; no call may follow.
+	Close() error
+}
+
+// Stats summarises a store's contents.
+type Stats struct {
+	Shards int   // (shard, series) pairs held
+	Series int   // distinct series with a declared type
+	Points int64 // points held
+}
+
+// ErrClosed is returned by calls on a closed store.
+var ErrClosed = errors.New("store is closed")
