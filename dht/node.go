@@ -38,12 +38,10 @@ type Node struct {
 	done    chan struct{} // closed by Close: the loop ends
 	wg      sync.WaitGroup
 
-	mu       sync.RWMutex
-	members  map[string]memberEntry // by memberlist name, the departed included
-	live     []Peer                 // the live members, self included, by ID; replaced, never changed
-	liveIDs  []peer.ID              // the IDs of live, for kb.SortClosestPeers
-	liveByID map[peer.ID]Peer       // live by ID; replaced, never changed
-	subs     []chan struct{}
+	mu      sync.RWMutex
+	members map[string]memberEntry // by memberlist name, the departed included
+	live    []Peer                 // the live members, self included, by ID
+	subs    []chan struct{}
 
 	lifeMu     sync.Mutex // serialises Start, Leave and Close
 	ml         *memberlist.Memberlist
@@ -288,13 +286,7 @@ func (n *Node) setMember(m Member) {
 		}
 	}
 	slices.SortFunc(live, func(a, b Peer) int { return strings.Compare(a.ID, b.ID) })
-	ids := make([]peer.ID, len(live))
-	byID := make(map[peer.ID]Peer, len(live))
-	for i, p := range live {
-		ids[i] = p.PeerID()
-		byID[ids[i]] = p
-	}
-	n.live, n.liveIDs, n.liveByID = live, ids, byID
+	n.live = live
 }
 
 // syncTable offers every live member to the routing table and removes the

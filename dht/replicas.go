@@ -2,6 +2,7 @@ package dht
 
 import (
 	kb "github.com/libp2p/go-libp2p-kbucket"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/tsdht/tsdht/quanta"
 )
@@ -14,15 +15,24 @@ import (
 // forty nodes and each node would keep different ones. Lookup computes the
 // same set through the routing tables when the full list is not at hand.
 func (n *Node) ReplicaSet(id quanta.ID, rf int) []Peer {
-	if rf < 1 {
+	return ClosestPeers(n.Live(), id, rf)
+}
+
+// ClosestPeers returns the count peers of peers closest to id, closest
+// first, ordered by kb.SortClosestPeers as the routing table orders them.
+func ClosestPeers(peers []Peer, id quanta.ID, count int) []Peer {
+	if count < 1 {
 		return nil
 	}
-	n.mu.RLock()
-	ids, byID := n.liveIDs, n.liveByID // replaced on change, never modified
-	n.mu.RUnlock()
+	ids := make([]peer.ID, len(peers))
+	byID := make(map[peer.ID]Peer, len(peers))
+	for i, p := range peers {
+		ids[i] = p.PeerID()
+		byID[ids[i]] = p
+	}
 	closest := kb.SortClosestPeers(ids, tableKey(id))
-	out := make([]Peer, 0, min(rf, len(closest)))
-	for _, p := range closest[:min(rf, len(closest))] {
+	out := make([]Peer, 0, min(count, len(closest)))
+	for _, p := range closest[:min(count, len(closest))] {
 		out = append(out, byID[p])
 	}
 	return out

@@ -13,7 +13,7 @@ import (
 
 // sendQueueLen bounds the frames waiting for a connection's writer. A call
 // that finds it full waits, within its deadline.
-const sendQueueLen = 256
+const sendQueueLen = 64
 
 // maxWriteBatch is the most frames the writer hands the kernel in one write.
 const maxWriteBatch = 64

@@ -482,22 +482,28 @@ func newDeadline() deadline { return deadline{ch: make(chan struct{})} }
 func (d *deadline) set(t time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	// Invariant: a non-nil timer closes the current ch when it fires.
 	if d.timer != nil && !d.timer.Stop() {
-		<-d.ch // the timer fired: wait until its func closed ch
+		<-d.ch // it fired: wait until its func closed ch
 	}
-	d.timer = nil
 	if isClosed(d.ch) {
 		d.ch = make(chan struct{})
+		d.timer = nil
 	}
 	if t.IsZero() {
-		return
+		return // the stopped timer is kept for the next deadline
 	}
-	if dur := time.Until(t); dur > 0 {
+	dur := time.Until(t)
+	switch {
+	case dur <= 0:
+		close(d.ch)
+		d.timer = nil
+	case d.timer != nil:
+		d.timer.Reset(dur) // cheaper than a new timer per write
+	default:
 		ch := d.ch
 		d.timer = time.AfterFunc(dur, func() { close(ch) })
-		return
 	}
-	close(d.ch)
 }
 
 func (d *deadline) wait() <-chan struct{} {

@@ -1,17 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log"
 	"math"
 	"math/rand"
-	"net"
 	"os"
-	"path/filepath"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -19,7 +13,6 @@ import (
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/series"
-	"github.com/tsdht/tsdht/tsdb/store"
 )
 
 func demoCommand() *cli.Command {
@@ -93,19 +86,22 @@ func runDemo(c *cli.Context) error {
 	}
 	var rows []row
 	for _, f := range []quanta.Format{quanta.QFI, quanta.KFI} {
-		cl, err := startLocalCluster(c.Context, nodes, rf, f)
+		cl, err := tsdb.StartLocal(c.Context, nodes, "", func(_ int, cfg *tsdb.Config) {
+			cfg.RF = rf
+			cfg.DHT.Format = f
+		})
 		if err != nil {
 			return err
 		}
 		r := row{format: f.String()}
 		err = func() error {
-			defer cl.close()
-			writer, err := tsdb.NewClient([]string{cl.nodes[0].RPCAddr()}, tsdb.DefaultClientConfig())
+			defer cl.Close()
+			writer, err := tsdb.NewClient([]string{cl.Nodes[0].RPCAddr()}, tsdb.DefaultClientConfig())
 			if err != nil {
 				return err
 			}
 			defer writer.Close()
-			reader, err := tsdb.NewClient([]string{cl.nodes[len(cl.nodes)-1].RPCAddr()}, tsdb.DefaultClientConfig())
+			reader, err := tsdb.NewClient([]string{cl.Nodes[len(cl.Nodes)-1].RPCAddr()}, tsdb.DefaultClientConfig())
 			if err != nil {
 				return err
 			}
@@ -226,85 +222,4 @@ func pct(ds []time.Duration, p int) time.Duration {
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[min(len(s)-1, len(s)*p/100)]
-}
-
-// localCluster is a cluster of nodes inside this process, on loopback.
-type localCluster struct {
-	dir   string
-	nodes []*tsdb.Node
-}
-
-func (lc *localCluster) close() {
-	for _, n := range lc.nodes {
-		n.Close()
-	}
-	os.RemoveAll(lc.dir)
-}
-
-// startLocalCluster starts n nodes on loopback and waits until every one sees them all.
-func startLocalCluster(ctx context.Context, n, rf int, f quanta.Format) (*localCluster, error) {
-	dir, err := os.MkdirTemp("", "tsdht-demo-")
-	if err != nil {
-		return nil, err
-	}
-	lc := &localCluster{dir: dir}
-	var seed string
-	for i := 0; i < n; i++ {
-		cfg := tsdb.DefaultConfig()
-		cfg.RF = rf
-		cfg.DHT.Format = f
-		cfg.DHT.DataDir = filepath.Join(dir, strconv.Itoa(i))
-		if err := os.MkdirAll(cfg.DHT.DataDir, 0o755); err != nil {
-			lc.close()
-			return nil, err
-		}
-		port, err := freePort()
-		if err != nil {
-			lc.close()
-			return nil, err
-		}
-		cfg.DHT.GossipAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		if seed != "" {
-			cfg.DHT.Join = []string{seed}
-		} else {
-			seed = cfg.DHT.GossipAddr
-		}
-		cfg.Store = store.NewMem()
-		cfg.Logger = log.New(io.Discard, "", 0)
-		node, err := tsdb.Start(cfg)
-		if err != nil {
-			lc.close()
-			return nil, fmt.Errorf("node %d: %w", i, err)
-		}
-		lc.nodes = append(lc.nodes, node)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, node := range lc.nodes {
-		for len(node.DHT().Live()) < n {
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				lc.close()
-				return nil, fmt.Errorf("cluster did not converge: a node sees %d of %d members", len(node.DHT().Live()), n)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	return lc, nil
-}
-
-// freePort finds a port free for both TCP and UDP on loopback, as gossip needs both.
-func freePort() (int, error) {
-	for tries := 0; tries < 50; tries++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port, nil
-		}
-	}
-	return 0, fmt.Errorf("no port free for both TCP and UDP on 127.0.0.1")
 }

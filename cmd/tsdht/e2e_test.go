@@ -357,3 +357,21 @@ func TestEndToEndBadInput(t *testing.T) {
 		t.Fatalf("unreachable cluster: exit %d: %s", code, errOut)
 	}
 }
+
+// freePort finds a port free for both TCP and UDP on loopback, as gossip needs both.
+func freePort() (int, error) {
+	for tries := 0; tries < 50; tries++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("no port free for both TCP and UDP on 127.0.0.1")
+}

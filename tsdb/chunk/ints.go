@@ -109,24 +109,31 @@ func gcdAll(r []int64) uint64 {
 // appendBlock packs one block, choosing the width that minimises its size.
 func appendBlock(dst []byte, r []int64) []byte {
 	var hist [65]int // residuals by bit length of their zig-zag form
+	maxLen := 0
 	for _, v := range r {
-		hist[bits.Len64(zigzag(v))]++
+		l := bits.Len64(zigzag(v))
+		hist[l]++
+		maxLen = max(maxLen, l)
 	}
-	width, bestCost := 64, len(r)*64
-	wider := 0 // residuals longer than w bits
-	excCost := 0
-	for w := 64; w >= 0; w-- {
-		if w < 64 {
-			wider += hist[w+1]
-			// Every residual wider than w becomes an exception: index byte + its high
-			// bits as a uvarint, 7 bits a byte. Recomputed from the histogram.
-			excCost = 0
-			for b := w + 1; b <= 64; b++ {
-				excCost += hist[b] * 8 * (1 + (b-w+6)/7)
+	var lens []int // the bit lengths that occur, usually a handful
+	for l := 0; l <= maxLen; l++ {
+		if hist[l] > 0 {
+			lens = append(lens, l)
+		}
+	}
+	width, bestCost := maxLen, len(r)*maxLen
+	for w := 0; w < maxLen; w++ {
+		// Every residual wider than w becomes an exception: an index byte and its high
+		// b-w bits as a uvarint, 7 bits a byte.
+		cost, wider := len(r)*w, 0
+		for _, b := range lens {
+			if b > w {
+				cost += hist[b] * 8 * (1 + (b-w+6)/7)
+				wider += hist[b]
 			}
 		}
-		cost := len(r)*w + excCost + 8*uvarintLen(uint64(wider))
-		if cost <= bestCost {
+		cost += 8 * uvarintLen(uint64(wider))
+		if cost < bestCost {
 			width, bestCost = w, cost
 		}
 	}

@@ -31,6 +31,9 @@ func NewMem() *Mem {
 
 // Append implements Appender.
 func (m *Mem) Append(ref ShardRef, key string, pts series.Points) error {
+	if err := series.ValidateKey(key); err != nil {
+		return err
+	}
 	if err := pts.Valid(); err != nil {
 		return err
 	}
@@ -83,6 +86,9 @@ func (m *Mem) Read(ref ShardRef, key string, from, to int64) (series.Points, boo
 
 // DeclareType implements Registry.
 func (m *Mem) DeclareType(key string, t series.Type) (series.Type, error) {
+	if err := validDeclaration(key, t); err != nil {
+		return series.Unknown, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -90,6 +96,18 @@ func (m *Mem) DeclareType(key string, t series.Type) (series.Type, error) {
 	}
 	err := m.declareLocked(key, t)
 	return m.types[key], err
+}
+
+// validDeclaration checks a DeclareType call: a valid key and a concrete value type
+// (recording Unknown would make every later write a mismatch).
+func validDeclaration(key string, t series.Type) error {
+	if err := series.ValidateKey(key); err != nil {
+		return err
+	}
+	if t != series.Float && t != series.Int && t != series.String {
+		return fmt.Errorf("series %q: cannot declare value type %s", key, t)
+	}
+	return nil
 }
 
 func (m *Mem) declareLocked(key string, t series.Type) error {

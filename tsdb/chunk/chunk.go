@@ -1,0 +1,157 @@
+// Package chunk owns the compressed form of a sealed batch of points: one sorted run
+// of a series' points (a quantum of one shard, in the store) encoded column by column.
+//
+// Layout (all integers little-endian bit packing or Go varints):
+//
+//	version byte (1)
+//	type    byte (series.Float, Int or String)
+//	n       uvarint, 1..MaxPoints
+//	timestamps  int stream (ints.go): delta-of-delta with a common scale, bit-packed
+//	values      Float: floats.go (decimal-scaled int stream, or Gorilla XOR)
+//	            Int: int stream (raw, delta or delta-of-delta, whichever is smallest)
+//	            String: strings.go (dictionary of repeats, or lengths + bytes)
+//
+// Why our own codec: the Go Gorilla implementations (github.com/keisku/gorilla,
+// archived; github.com/dgryski/go-tsz, unmaintained) encode float64 values only and
+// assume second-resolution uint32 timestamps, and Prometheus' chunkenc would pull the
+// whole Prometheus module in for float-only, millisecond chunks. We need int64 and
+// string values, nanosecond timestamps with µs jitter, and a decoder that hostile bytes
+// cannot crash or balloon.
+//
+// Decoding is defensive: every count is checked against the bytes that remain before
+// anything is allocated (at most 32 points per input byte, and never more than
+// MaxPoints), reads never leave the input, and timestamps must strictly ascend, so
+// corrupt input yields ErrCorrupt, never a panic or a huge allocation.
+package chunk
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// version is the first byte of every chunk.
+const version = 1
+
+// MaxPoints is the most points one chunk may hold.
+const MaxPoints = 1 << 20
+
+// ErrCorrupt is wrapped by every decoding error.
+var ErrCorrupt = errors.New("corrupt chunk")
+
+var errShort = fmt.Errorf("%w: truncated", ErrCorrupt)
+
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
+}
+
+// scratch holds buffers reused across calls of one Encoder or decoder.
+type scratch struct {
+	ints     intScratch
+	floatBuf []byte
+	decBuf   []byte
+	mant     []int64
+}
+
+// Encoder compresses batches, reusing its buffers between calls. It is not safe for
+// concurrent use; the zero value is ready.
+type Encoder struct {
+	s scratch
+}
+
+// Encode appends the chunk of p to dst. p must be valid, non-empty, hold at most
+// MaxPoints points and have strictly ascending timestamps (series.Points.Normalize).
+func (e *Encoder) Encode(dst []byte, p series.Points) ([]byte, error) {
+	if err := p.Valid(); err != nil {
+		return dst, err
+	}
+	n := p.Len()
+	switch {
+	case n == 0:
+		return dst, errors.New("chunk: no points to encode")
+	case n > MaxPoints:
+		return dst, fmt.Errorf("chunk: %d points; at most %d per chunk", n, MaxPoints)
+	case !p.Sorted():
+		return dst, errors.New("chunk: timestamps must strictly ascend")
+	}
+	dst = append(dst, version, byte(p.Type))
+	dst = binary.AppendUvarint(dst, uint64(n))
+	dst = appendInts(dst, p.T, &e.s.ints)
+	switch p.Type {
+	case series.Float:
+		dst = appendFloats(dst, p.F, &e.s)
+	case series.Int:
+		dst = appendInts(dst, p.I, &e.s.ints)
+	case series.String:
+		dst = appendStrings(dst, p.S, &e.s)
+	}
+	return dst, nil
+}
+
+// Encode appends the chunk of p to dst with a one-off Encoder.
+func Encode(dst []byte, p series.Points) ([]byte, error) {
+	var e Encoder
+	return e.Encode(dst, p)
+}
+
+// Header returns the type and point count of a chunk without decoding it.
+func Header(b []byte) (series.Type, int, error) {
+	t, n, _, err := header(b)
+	return t, n, err
+}
+
+func header(b []byte) (series.Type, int, []byte, error) {
+	if len(b) < 3 {
+		return series.Unknown, 0, nil, errShort
+	}
+	if b[0] != version {
+		return series.Unknown, 0, nil, corrupt("version %d", b[0])
+	}
+	t := series.Type(b[1])
+	if t != series.Float && t != series.Int && t != series.String {
+		return series.Unknown, 0, nil, corrupt("value type %d", b[1])
+	}
+	n, m := binary.Uvarint(b[2:])
+	rest := b[2+max(m, 0):]
+	// Each point costs at least 1/32 byte per column; the bound keeps a forged count
+	// from allocating more than the input could describe.
+	if m <= 0 || n == 0 || n > MaxPoints || n > 32*uint64(len(rest))+2 {
+		return series.Unknown, 0, nil, corrupt("point count")
+	}
+	return t, int(n), rest, nil
+}
+
+// Decode returns the points of a chunk. The result owns its memory.
+func Decode(b []byte) (series.Points, error) {
+	t, n, b, err := header(b)
+	if err != nil {
+		return series.Points{}, err
+	}
+	var s scratch
+	p := series.Points{Type: t}
+	if p.T, b, err = decodeInts(b, n, nil); err != nil {
+		return series.Points{}, err
+	}
+	for i := 1; i < n; i++ {
+		if p.T[i] <= p.T[i-1] {
+			return series.Points{}, corrupt("timestamps do not ascend at point %d", i)
+		}
+	}
+	switch t {
+	case series.Float:
+		p.F, b, err = decodeFloats(b, n, make([]float64, 0, n), &s)
+	case series.Int:
+		p.I, b, err = decodeInts(b, n, nil)
+	case series.String:
+		p.S, b, err = decodeStrings(b, n, make([]string, 0, n), &s)
+	}
+	if err != nil {
+		return series.Points{}, err
+	}
+	if len(b) != 0 {
+		return series.Points{}, corrupt("%d trailing bytes", len(b))
+	}
+	return p, nil
+}

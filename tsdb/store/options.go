@@ -1,0 +1,220 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/bloom"
+
+	"github.com/tsdht/tsdht/quanta"
+)
+
+// SyncMode says when an acknowledged Append reaches stable storage.
+type SyncMode uint8
+
+const (
+	// SyncAlways makes every Append and DeclareType durable before it returns: the
+	// batch is in the write-ahead log and fsynced, so an acknowledged point survives a
+	// process kill and a power cut (on storage that honours fsync; eMMC does). Each call
+	// waits for an fsync, but concurrent callers share one: pebble's commit pipeline
+	// groups every batch queued behind an fsync in progress into the next one. A lone
+	// writer gets no grouping, so it should send batches, not single points.
+	SyncAlways SyncMode = iota
+	// SyncBatch returns once the batch is in pebble's in-process WAL buffer and the
+	// memtable (readable at once); a background loop flushes and fsyncs the WAL every
+	// PebbleOptions.SyncInterval while there were writes. A process kill or a power cut
+	// loses at most the writes acknowledged in the last SyncInterval plus one fsync
+	// time; what survives is always a prefix of the acknowledged writes, never one with
+	// holes.
+	SyncBatch
+	// SyncNone never fsyncs (pebble.NoSync). Measured with pebble v1.1.5 (see
+	// TestKillLosesUnsyncedTail): a NoSync commit leaves its WAL record in pebble's
+	// in-process 32 KiB block buffer, which reaches the file only when the block fills,
+	// at a memtable rotation or at Close, so even a process kill (not only a power cut)
+	// loses the unflushed tail: up to ~32 KiB of WAL, a couple of hundred single-point
+	// appends, and for a trickle of writes that tail can be hours old. A power cut loses
+	// in addition whatever the kernel had not written back. A clean Close loses
+	// nothing. What survives is a prefix of the acknowledged writes.
+	SyncNone
+)
+
+// String returns "always", "batch" or "none", the names ParseSyncMode accepts.
+func (m SyncMode) String() string {
+	switch m {
+	case SyncAlways:
+		return "always"
+	case SyncBatch:
+		return "batch"
+	case SyncNone:
+		return "none"
+	}
+	return fmt.Sprintf("syncmode(%d)", uint8(m))
+}
+
+// ParseSyncMode parses "always", "batch" or "none", as a --sync flag would give it.
+func ParseSyncMode(s string) (SyncMode, error) {
+	for _, m := range []SyncMode{SyncAlways, SyncBatch, SyncNone} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown sync mode %q: want always, batch or none", s)
+}
+
+// PebbleOptions configures OpenPebble. Zero fields take the defaults of
+// DefaultPebbleOptions, so PebbleOptions{Sync: SyncBatch} is a complete configuration.
+type PebbleOptions struct {
+	// Sync is the durability of an acknowledged write; see SyncMode. Default SyncAlways.
+	Sync SyncMode
+	// SyncInterval is how often SyncBatch fsyncs the WAL: the most acknowledged writing
+	// time a crash can lose in that mode. Default 100 ms.
+	SyncInterval time.Duration
+
+	// Quantum is the cluster's quantum length; the store needs it to know when a
+	// quantum has ended (ShardRef carries only its start). Default quanta.DefaultQuantum.
+	Quantum quanta.Quantum
+	// SealGrace is how long after a quantum's end the store waits for late points
+	// before sealing it. Late points are still accepted after that, at the cost of a
+	// re-seal. Default: one quantum, at least 30 s.
+	SealGrace time.Duration
+	// SealInterval is how often the background sealer looks for quanta to seal. A
+	// negative value disables it (tests call SealNow). Default: one quantum.
+	SealInterval time.Duration
+	// ChunkMaxPoints splits a sealed (shard, series) into chunks of at most this many
+	// points, so that a short read of a long quantum decodes little. Default 2048.
+	ChunkMaxPoints int
+
+	// CacheSize is pebble's block cache in bytes. Default 16 MiB.
+	CacheSize int64
+	// MemTableSize is the size of one pebble memtable in bytes; up to two are held in
+	// RAM at once. Default 4 MiB.
+	MemTableSize int64
+	// MaxOpenFiles bounds pebble's open table files. Default 256.
+	MaxOpenFiles int
+	// HotCacheSize bounds, in bytes, the decoded sealed chunks kept for repeated reads
+	// of recent history (the hot tier). 0 takes the default, 8 MiB; negative disables.
+	HotCacheSize int64
+	// TypeCacheEntries bounds the series types kept in memory, so that appends need not
+	// read the series' metadata. Default 65536 (a few MiB).
+	TypeCacheEntries int
+	// PairCacheEntries bounds the per-(shard, series) summaries kept in memory (point
+	// count and time span), which let an in-order append skip the duplicate check.
+	// Default 65536.
+	PairCacheEntries int
+
+	// Logger receives pebble's messages and the background loops' errors. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultPebbleOptions returns the options sized for a BeagleBone Black (512 MB RAM,
+// eMMC): about 16 MiB of block cache, 2 × 4 MiB of memtables and 8 MiB of hot chunks.
+func DefaultPebbleOptions() PebbleOptions {
+	return PebbleOptions{
+		Sync:             SyncAlways,
+		SyncInterval:     100 * time.Millisecond,
+		Quantum:          quanta.Quantum(quanta.DefaultQuantum / time.Second),
+		SealGrace:        30 * time.Second,
+		SealInterval:     quanta.DefaultQuantum,
+		ChunkMaxPoints:   2048,
+		CacheSize:        16 << 20,
+		MemTableSize:     4 << 20,
+		MaxOpenFiles:     256,
+		HotCacheSize:     8 << 20,
+		TypeCacheEntries: 1 << 16,
+		PairCacheEntries: 1 << 16,
+	}
+}
+
+// withDefaults fills zero fields and checks the rest.
+func (o PebbleOptions) withDefaults() (PebbleOptions, error) {
+	d := DefaultPebbleOptions()
+	if o.Sync > SyncNone {
+		return o, fmt.Errorf("store: unknown sync mode %d", o.Sync)
+	}
+	if o.SyncInterval <= 0 {
+		o.SyncInterval = d.SyncInterval
+	}
+	if o.Quantum == 0 {
+		o.Quantum = d.Quantum
+	}
+	if o.Quantum < 1 {
+		return o, errors.New("store: quantum must be at least 1 s")
+	}
+	if o.SealGrace <= 0 {
+		o.SealGrace = max(o.Quantum.Duration(), 30*time.Second)
+	}
+	if o.SealInterval == 0 {
+		o.SealInterval = o.Quantum.Duration()
+	}
+	if o.ChunkMaxPoints <= 0 {
+		o.ChunkMaxPoints = d.ChunkMaxPoints
+	}
+	if o.CacheSize <= 0 {
+		o.CacheSize = d.CacheSize
+	}
+	if o.MemTableSize <= 0 {
+		o.MemTableSize = d.MemTableSize
+	}
+	if o.MaxOpenFiles <= 0 {
+		o.MaxOpenFiles = d.MaxOpenFiles
+	}
+	if o.HotCacheSize == 0 {
+		o.HotCacheSize = d.HotCacheSize
+	}
+	if o.TypeCacheEntries <= 0 {
+		o.TypeCacheEntries = d.TypeCacheEntries
+	}
+	if o.PairCacheEntries <= 0 {
+		o.PairCacheEntries = d.PairCacheEntries
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
+
+// pebbleOptions translates o for pebble. The caller owns the returned cache reference
+// and must Unref it once pebble.Open has taken its own.
+func (o PebbleOptions) pebbleOptions() *pebble.Options {
+	po := &pebble.Options{
+		Cache:        pebble.NewCache(o.CacheSize),
+		MemTableSize: uint64(o.MemTableSize),
+		MaxOpenFiles: o.MaxOpenFiles,
+		Merger:       countersMerger,
+		// New stores take the newest on-disk format this pebble knows.
+		FormatMajorVersion: pebble.FormatNewest,
+		// One compaction at a time: the board has a single core, and ingest must not
+		// starve behind background work.
+		MaxConcurrentCompactions: func() int { return 1 },
+		Logger:                   pebbleLogger{o.Logger},
+	}
+	// Bloom filters make the point lookups of metadata and per-pair summaries cheap.
+	po.Levels = make([]pebble.LevelOptions, 7)
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	return po
+}
+
+// pebbleLogger routes pebble's log into slog.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Info("pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error("pebble: " + fmt.Sprintf(format, args...))
+}
+
+// Fatalf is called by pebble on an unrecoverable internal error; like pebble's own
+// logger, it does not return.
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := "pebble: " + fmt.Sprintf(format, args...)
+	p.l.Error(msg)
+	panic(msg)
+}

@@ -1,0 +1,212 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+func startCluster(t *testing.T, n int, tweak func(i int, cfg *Config)) *LocalCluster {
+	t.Helper()
+	lc, err := StartLocal(context.Background(), n, t.TempDir(), tweak)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lc.Close() })
+	return lc
+}
+
+// sixtyHz returns n float points at 60 Hz from t0.
+func sixtyHz(t0 int64, n int) series.Points {
+	var p series.Points
+	for i := 0; i < n; i++ {
+		p.AppendFloat(t0+int64(i)*int64(time.Second)/60, float64(i)+0.25)
+	}
+	return p
+}
+
+func requireSame(t *testing.T, want, got series.Points) {
+	t.Helper()
+	if want.Len() != got.Len() {
+		t.Fatalf("got %d points, want %d", got.Len(), want.Len())
+	}
+	for i := range want.T {
+		if want.T[i] != got.T[i] || !want.Equal(i, &got, i) {
+			t.Fatalf("point %d: got %d=%s, want %d=%s", i, got.T[i], got.Value(i), want.T[i], want.Value(i))
+		}
+	}
+}
+
+func code(err error) string {
+	var re *rpc.RemoteError
+	if errors.As(err, &re) {
+		return re.Code
+	}
+	return ""
+}
+
+// base is a timestamp 3.3 s into a quantum, an hour ago.
+func base() int64 {
+	return (time.Now().Add(-time.Hour).Unix()/10)*10*int64(time.Second) + 3_300_000_000
+}
+
+func TestPutGetTrimsExactly(t *testing.T) {
+	for _, f := range []quanta.Format{quanta.QFI, quanta.KFI} {
+		t.Run(f.String(), func(t *testing.T) {
+			lc := startCluster(t, 4, func(_ int, cfg *Config) { cfg.DHT.Format = f })
+			ctx := context.Background()
+			t0 := base()
+			all := sixtyHz(t0, 3000)
+			if n, err := lc.Nodes[0].Coordinator().Put(ctx, "pmu/a", all, PutOptions{}); err != nil || n != 3000 {
+				t.Fatalf("put: %d, %v", n, err)
+			}
+			sec := int64(time.Second)
+			for _, r := range [][2]int64{
+				{t0, t0 + 50*sec}, {t0 + 1, t0 + 2}, {t0 + 7*sec, t0 + 23*sec + 5}, {t0 - sec, t0 + sec},
+				{t0 + 49*sec, t0 + 99*sec}, {t0 + 5*sec, t0 + 5*sec}, {t0 - 100*sec, t0 - 50*sec},
+			} {
+				res, err := lc.Nodes[3].Coordinator().Get(ctx, "pmu/a", r[0], r[1], GetOptions{})
+				if err != nil {
+					t.Fatalf("get [%d,%d): %v", r[0], r[1], err)
+				}
+				requireSame(t, all.Trim(r[0], r[1]), res.Points)
+			}
+		})
+	}
+}
+
+// A replica that is not the closest may hold points the closest lacks (a new owner, a
+// missed write): a read must find them through the digests and merge them in.
+func TestReadMergesPointsOnlyAFartherReplicaHolds(t *testing.T) {
+	lc := startCluster(t, 4, nil)
+	ctx := context.Background()
+	t0 := base()
+	pts := sixtyHz(t0, 600) // ten quanta
+	c := lc.Nodes[0].Coordinator()
+	if _, err := c.Put(ctx, "s", pts, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Plant a point on the third replica of the first quantum, and a whole quantum the
+	// closest replica has never seen on the second replica.
+	byID := map[string]*Node{}
+	for _, n := range lc.Nodes {
+		byID[n.DHT().Self().ID] = n
+	}
+	q := quanta.Quantum(10)
+	extra := t0 + 1
+	start := q.Start(extra)
+	ref := lc.Nodes[0].ref("s", start)
+	replicas := lc.Nodes[0].DHT().ReplicaSet(ref.ID, 3)
+	var one series.Points
+	one.AppendFloat(extra, 42)
+	if err := byID[replicas[2].ID].Store().Append(ref, "s", one); err != nil {
+		t.Fatal(err)
+	}
+	late := t0 + 200*int64(time.Second)
+	lref := lc.Nodes[0].ref("s", q.Start(late))
+	lrep := lc.Nodes[0].DHT().ReplicaSet(lref.ID, 3)
+	var two series.Points
+	two.AppendFloat(late, 7)
+	if err := byID[lrep[1].ID].Store().Append(lref, "s", two); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := lc.Nodes[1].Coordinator().Get(ctx, "s", t0, late+1, GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := series.Merge(series.Merge(pts, one), two)
+	requireSame(t, want, res.Points)
+}
+
+// With every replica of a shard unreachable and not yet declared dead, a read must fail
+// rather than return the other shards as if they were all.
+func TestReadNeverSilentlyShort(t *testing.T) {
+	lc := startCluster(t, 3, func(_ int, cfg *Config) {
+		cfg.RF = 1
+		cfg.CallTimeout = time.Second
+		cfg.DHT.ProbeInterval = time.Hour // keep the dead node in the replica sets
+		cfg.DHT.ProbeTimeout = time.Minute
+	})
+	ctx := context.Background()
+	t0 := base()
+	pts := sixtyHz(t0, 60*60) // 60 s: several shards on every node, most likely
+	if _, err := lc.Nodes[0].Coordinator().Put(ctx, "s", pts, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Kill a node that owns at least one shard of the range.
+	victim := -1
+	for i := 1; i < 3 && victim < 0; i++ {
+		if lc.Nodes[i].Store().Stats().Shards > 0 {
+			victim = i
+		}
+	}
+	if victim < 0 {
+		t.Skip("nodes 1 and 2 own no shard of this series: placement left nothing to kill")
+	}
+	if err := lc.Kill(victim); err != nil {
+		t.Fatal(err)
+	}
+	_, err := lc.Nodes[0].Coordinator().Get(ctx, "s", t0, t0+int64(time.Minute), GetOptions{})
+	if code(err) != CodePartial {
+		t.Fatalf("read with an unreachable shard: err = %v, want code %q", err, CodePartial)
+	}
+	res, err := lc.Nodes[0].Coordinator().Get(ctx, "s", t0, t0+int64(time.Minute), GetOptions{AllowPartial: true})
+	if err != nil || !res.Partial || res.Missing == 0 || res.Points.Len() >= pts.Len() {
+		t.Fatalf("partial read: %d points, partial=%v missing=%d err=%v", res.Points.Len(), res.Partial, res.Missing, err)
+	}
+}
+
+func TestTypeIsFixedByFirstWrite(t *testing.T) {
+	lc := startCluster(t, 3, nil)
+	ctx := context.Background()
+	t0 := base()
+	var f series.Points
+	f.AppendFloat(t0, 1.5)
+	if _, err := lc.Nodes[0].Coordinator().Put(ctx, "typed", f, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Another coordinator, another quantum (so other data replicas): still refused.
+	var i series.Points
+	i.AppendInt(t0+int64(time.Hour)/2, 7)
+	n, err := lc.Nodes[2].Coordinator().Put(ctx, "typed", i, PutOptions{})
+	if code(err) != CodeTypeMismatch || n != 0 {
+		t.Fatalf("int write into a float series: stored %d, err %v", n, err)
+	}
+	var s series.Points
+	s.AppendString(t0+1, "x")
+	if _, err := lc.Nodes[1].Coordinator().Put(ctx, "typed", s, PutOptions{}); code(err) != CodeTypeMismatch {
+		t.Fatalf("string write into a float series: %v", err)
+	}
+	if _, err := lc.Nodes[1].Coordinator().Get(ctx, "never-written", 0, 1, GetOptions{}); code(err) != CodeUnknownSeries {
+		t.Fatalf("read of an unknown series: %v", err)
+	}
+}
+
+func TestBadRequestsAreRefused(t *testing.T) {
+	lc := startCluster(t, 1, func(_ int, cfg *Config) { cfg.RF = 1 })
+	c := lc.Nodes[0].Coordinator()
+	ctx := context.Background()
+	var p series.Points
+	p.AppendFloat(time.Now().Add(time.Hour).UnixNano(), 1)
+	if _, err := c.Put(ctx, "future", p, PutOptions{}); code(err) != CodeBadInput {
+		t.Errorf("future point: %v", err)
+	}
+	var q series.Points
+	q.AppendFloat(base(), 1)
+	if _, err := c.Put(ctx, "", q, PutOptions{}); code(err) != CodeBadInput {
+		t.Errorf("empty key: %v", err)
+	}
+	if _, err := c.Put(ctx, "k", q, PutOptions{WriteQuorum: 2}); code(err) != CodeBadInput {
+		t.Errorf("write quorum above rf: %v", err)
+	}
+	if _, err := c.Get(ctx, "k", 2, 1, GetOptions{}); code(err) != CodeBadInput {
+		t.Errorf("from > to: %v", err)
+	}
+}
+
