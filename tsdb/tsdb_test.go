@@ -209,4 +209,3 @@ func TestBadRequestsAreRefused(t *testing.T) {
 		t.Errorf("from > to: %v", err)
 	}
 }
-
