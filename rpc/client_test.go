@@ -159,8 +159,10 @@ func TestHandlerErrors(t *testing.T) {
 			wantMsg:  "boom",
 		},
 		{
-			name:     "errorf",
-			handler:  func(context.Context, []byte) ([]byte, error) { return nil, Errorf("bad_input", "series %q unknown", "s1") },
+			name: "errorf",
+			handler: func(context.Context, []byte) ([]byte, error) {
+				return nil, Errorf("bad_input", "series %q unknown", "s1")
+			},
 			wantCode: "bad_input",
 			wantMsg:  `series "s1" unknown`,
 		},

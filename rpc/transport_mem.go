@@ -474,6 +474,7 @@ func poke(ch chan struct{}) {
 type deadline struct {
 	mu    sync.Mutex
 	timer *time.Timer
+	armed bool // timer is set and may fire
 	ch    chan struct{}
 }
 
@@ -482,10 +483,11 @@ func newDeadline() deadline { return deadline{ch: make(chan struct{})} }
 func (d *deadline) set(t time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	// Invariant: a non-nil timer closes the current ch when it fires.
-	if d.timer != nil && !d.timer.Stop() {
+	// A non-nil timer closes the current ch if it fires; armed says it may.
+	if d.armed && !d.timer.Stop() {
 		<-d.ch // it fired: wait until its func closed ch
 	}
+	d.armed = false
 	if isClosed(d.ch) {
 		d.ch = make(chan struct{})
 		d.timer = nil
@@ -498,12 +500,14 @@ func (d *deadline) set(t time.Time) {
 	case dur <= 0:
 		close(d.ch)
 		d.timer = nil
+		return
 	case d.timer != nil:
 		d.timer.Reset(dur) // cheaper than a new timer per write
 	default:
 		ch := d.ch
 		d.timer = time.AfterFunc(dur, func() { close(ch) })
 	}
+	d.armed = true
 }
 
 func (d *deadline) wait() <-chan struct{} {

@@ -96,12 +96,7 @@ func Encode(dst []byte, p series.Points) ([]byte, error) {
 	return e.Encode(dst, p)
 }
 
-// Header returns the type and point count of a chunk without decoding it.
-func Header(b []byte) (series.Type, int, error) {
-	t, n, _, err := header(b)
-	return t, n, err
-}
-
+// header checks a chunk's version and returns its type, point count and the rest.
 func header(b []byte) (series.Type, int, []byte, error) {
 	if len(b) < 3 {
 		return series.Unknown, 0, nil, errShort

@@ -36,8 +36,8 @@ const minBlockBytes = 2
 func zigzag(v int64) uint64   { return uint64(v<<1) ^ uint64(v>>63) }
 func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 
-// appendInts appends the smallest int stream of vals to dst. scratch is reused
-// between calls to spare allocations and may be nil; the grown scratch is returned.
+// appendInts appends the smallest int stream of vals to dst, trying each order in
+// scratch's buffers, which stay grown for the next call.
 func appendInts(dst []byte, vals []int64, scratch *intScratch) []byte {
 	best := -1
 	for order := 0; order <= 2 && order <= len(vals); order++ {

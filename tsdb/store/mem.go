@@ -98,18 +98,6 @@ func (m *Mem) DeclareType(key string, t series.Type) (series.Type, error) {
 	return m.types[key], err
 }
 
-// validDeclaration checks a DeclareType call: a valid key and a concrete value type
-// (recording Unknown would make every later write a mismatch).
-func validDeclaration(key string, t series.Type) error {
-	if err := series.ValidateKey(key); err != nil {
-		return err
-	}
-	if t != series.Float && t != series.Int && t != series.String {
-		return fmt.Errorf("series %q: cannot declare value type %s", key, t)
-	}
-	return nil
-}
-
 func (m *Mem) declareLocked(key string, t series.Type) error {
 	have, ok := m.types[key]
 	if !ok {

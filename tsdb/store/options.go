@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/bloom"
 
 	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/tsdb/chunk"
 )
 
 // SyncMode says when an acknowledged Append reaches stable storage.
@@ -78,13 +79,14 @@ type PebbleOptions struct {
 	Quantum quanta.Quantum
 	// SealGrace is how long after a quantum's end the store waits for late points
 	// before sealing it. Late points are still accepted after that, at the cost of a
-	// re-seal. Default: one quantum, at least 30 s.
+	// re-seal. 0 means one quantum, at least 30 s.
 	SealGrace time.Duration
 	// SealInterval is how often the background sealer looks for quanta to seal. A
-	// negative value disables it (tests call SealNow). Default: one quantum.
+	// negative value disables it (tests call SealNow). 0 means one quantum.
 	SealInterval time.Duration
 	// ChunkMaxPoints splits a sealed (shard, series) into chunks of at most this many
-	// points, so that a short read of a long quantum decodes little. Default 2048.
+	// points (at most chunk.MaxPoints), so that a short read of a long quantum decodes
+	// little. Default 2048.
 	ChunkMaxPoints int
 
 	// CacheSize is pebble's block cache in bytes. Default 16 MiB.
@@ -117,8 +119,6 @@ func DefaultPebbleOptions() PebbleOptions {
 		Sync:             SyncAlways,
 		SyncInterval:     100 * time.Millisecond,
 		Quantum:          quanta.Quantum(quanta.DefaultQuantum / time.Second),
-		SealGrace:        30 * time.Second,
-		SealInterval:     quanta.DefaultQuantum,
 		ChunkMaxPoints:   2048,
 		CacheSize:        16 << 20,
 		MemTableSize:     4 << 20,
@@ -153,6 +153,7 @@ func (o PebbleOptions) withDefaults() (PebbleOptions, error) {
 	if o.ChunkMaxPoints <= 0 {
 		o.ChunkMaxPoints = d.ChunkMaxPoints
 	}
+	o.ChunkMaxPoints = min(o.ChunkMaxPoints, chunk.MaxPoints)
 	if o.CacheSize <= 0 {
 		o.CacheSize = d.CacheSize
 	}

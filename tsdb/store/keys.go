@@ -1,0 +1,199 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// Key layout of the pebble store. Every family starts with its own byte, so each is
+// one contiguous key range.
+//
+//	pair id  = start ‖ shardID ‖ len(key)−1 ‖ key        (8 + 20 + 1 + 1..256 bytes)
+//	'p' ‖ id ‖ 0x00                  → pair summary: uvarint count ‖ varint minT ‖ varint maxT
+//	'p' ‖ id ‖ 0x01 ‖ firstT         → sealed chunk: uvarint generation ‖ chunk (package chunk)
+//	'p' ‖ id ‖ 0x02 ‖ t              → raw point: type byte ‖ value
+//	'u' ‖ id                         → empty: the pair has raw points awaiting a seal
+//	'm' ‖ key                        → series metadata: version byte ‖ type byte
+//	's'                              → store counters, maintained by merge operands
+//	'g'                              → uvarint: the last chunk generation handed out
+//
+// Why this order:
+//   - A (shard, series) pair's summary, chunks and raw points share the prefix 'p' ‖ id,
+//     so a read of any time range is one seek and one forward scan in one iterator (one
+//     consistent snapshot), and a seal replaces chunks and raw points with one range
+//     deletion that leaves the summary alone.
+//   - The quantum start leads the pair id. Data arrives for the newest quanta, so
+//     writes append at the end of the key space instead of scattering over it by hash
+//     (QFI IDs are uniformly random): the LSM tree compacts time-ordered files with
+//     little overlap. Retention by age is a single range deletion of everything below
+//     'p' ‖ start, and the sealer finds work by scanning 'u' from the oldest quantum.
+//   - Timestamps and starts are big-endian with the sign bit flipped, so byte order is
+//     numeric order, negative values included.
+//   - The series key is length-prefixed, so no pair's key range contains another's: two
+//     series whose 80-bit hash halves collide share a shard ID but never a key range.
+//     (Keys are 1..256 bytes, so len−1 fits a byte.)
+//   - 'm' is keyed by series alone: a type check or a future latest-value lookup is one
+//     point read, which the bloom filters make cheap.
+const (
+	famPair     = 'p'
+	famUnsealed = 'u'
+	famMeta     = 'm'
+	famCounters = 's'
+	famGen      = 'g'
+
+	kindSummary = 0x00
+	kindChunk   = 0x01
+	kindRaw     = 0x02
+	kindEnd     = 0x03 // upper bound of a pair's keys
+)
+
+// metaVersion is the first byte of a series' metadata value.
+const metaVersion = 1
+
+var (
+	countersKey = []byte{famCounters}
+	genKey      = []byte{famGen}
+)
+
+// putSortable appends v big-endian with the sign bit flipped, so that byte order is
+// numeric order.
+func putSortable(b []byte, v int64) []byte {
+	return binary.BigEndian.AppendUint64(b, uint64(v)^(1<<63))
+}
+
+func getSortable(b []byte) int64 { return int64(binary.BigEndian.Uint64(b) ^ (1 << 63)) }
+
+// pairID returns the id of series key in shard ref; key must be valid.
+func pairID(ref ShardRef, key string) []byte {
+	b := make([]byte, 0, 8+quanta.IDLen+1+len(key))
+	b = putSortable(b, ref.Start)
+	b = append(b, ref.ID[:]...)
+	b = append(b, byte(len(key)-1))
+	return append(b, key...)
+}
+
+// validPairID reports whether id is well formed: what the sealer reads back from 'u'.
+func validPairID(id []byte) bool {
+	const fixed = 8 + quanta.IDLen + 1
+	return len(id) > fixed && len(id) == fixed+int(id[fixed-1])+1
+}
+
+// pairKey appends 'p' ‖ id ‖ kind to dst.
+func pairKey(dst, id []byte, kind byte) []byte {
+	dst = append(dst, famPair)
+	dst = append(dst, id...)
+	return append(dst, kind)
+}
+
+// pointKey appends the key of a chunk or raw point at t.
+func pointKey(dst, id []byte, kind byte, t int64) []byte {
+	return putSortable(pairKey(dst, id, kind), t)
+}
+
+// keyTime returns the timestamp at the end of a chunk or raw-point key.
+func keyTime(k []byte) int64 { return getSortable(k[len(k)-8:]) }
+
+// keyKind returns the kind byte of a pair key whose pair id has length idLen.
+func keyKind(k []byte, idLen int) byte { return k[1+idLen] }
+
+func unsealedKey(id []byte) []byte { return append([]byte{famUnsealed}, id...) }
+
+func metaKey(key string) []byte { return append([]byte{famMeta}, key...) }
+
+// summary describes a pair's points: enough to tell that an in-order batch holds no
+// duplicates without reading anything.
+type summary struct {
+	count      int64 // points held; 0 means the pair holds nothing
+	minT, maxT int64
+}
+
+func (s summary) encode() []byte {
+	b := binary.AppendUvarint(nil, uint64(s.count))
+	b = binary.AppendVarint(b, s.minT)
+	return binary.AppendVarint(b, s.maxT)
+}
+
+func decodeSummary(v []byte) (summary, error) {
+	var s summary
+	c, n := binary.Uvarint(v)
+	if n <= 0 || c > math.MaxInt64 {
+		return s, errCorruptValue("pair summary")
+	}
+	v = v[n:]
+	s.count = int64(c)
+	if s.minT, n = binary.Varint(v); n <= 0 {
+		return s, errCorruptValue("pair summary")
+	}
+	v = v[n:]
+	if s.maxT, n = binary.Varint(v); n <= 0 || n != len(v) {
+		return s, errCorruptValue("pair summary")
+	}
+	return s, nil
+}
+
+// with returns the summary after adding fresh new points spanning [minT, maxT].
+func (s summary) with(fresh int64, minT, maxT int64) summary {
+	if s.count == 0 {
+		return summary{count: fresh, minT: minT, maxT: maxT}
+	}
+	return summary{count: s.count + fresh, minT: min(s.minT, minT), maxT: max(s.maxT, maxT)}
+}
+
+// rawValue appends point i of p as a raw value.
+func rawValue(dst []byte, p *series.Points, i int) []byte {
+	dst = append(dst, byte(p.Type))
+	switch p.Type {
+	case series.Float:
+		return binary.LittleEndian.AppendUint64(dst, math.Float64bits(p.F[i]))
+	case series.Int:
+		return binary.LittleEndian.AppendUint64(dst, uint64(p.I[i]))
+	default:
+		return append(dst, p.S[i]...)
+	}
+}
+
+// appendRaw decodes a raw value stored at t and appends it to p.
+func appendRaw(p *series.Points, t int64, v []byte) error {
+	if len(v) < 1 || (p.Type != series.Unknown && series.Type(v[0]) != p.Type) {
+		return errCorruptValue("raw point")
+	}
+	switch series.Type(v[0]) {
+	case series.Float:
+		if len(v) != 9 {
+			return errCorruptValue("raw float point")
+		}
+		p.AppendFloat(t, math.Float64frombits(binary.LittleEndian.Uint64(v[1:])))
+	case series.Int:
+		if len(v) != 9 {
+			return errCorruptValue("raw int point")
+		}
+		p.AppendInt(t, int64(binary.LittleEndian.Uint64(v[1:])))
+	case series.String:
+		p.AppendString(t, string(v[1:]))
+	default:
+		return errCorruptValue("raw point type")
+	}
+	return nil
+}
+
+func metaValue(t series.Type) []byte { return []byte{metaVersion, byte(t)} }
+
+func decodeMeta(v []byte) (series.Type, error) {
+	if len(v) < 2 || v[0] != metaVersion {
+		return series.Unknown, errCorruptValue("series metadata")
+	}
+	t := series.Type(v[1])
+	if t != series.Float && t != series.Int && t != series.String {
+		return series.Unknown, errCorruptValue("series metadata type")
+	}
+	return t, nil
+}
+
+// ErrCorrupt is wrapped by errors about stored data that cannot be decoded.
+var ErrCorrupt = fmt.Errorf("store: corrupt data")
+
+func errCorruptValue(what string) error { return fmt.Errorf("%w: bad %s", ErrCorrupt, what) }

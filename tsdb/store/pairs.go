@@ -1,0 +1,67 @@
+package store
+
+import "sync"
+
+// pairTable serialises the writers of each (shard, series) pair and caches the pairs'
+// summaries. Holding a pair's lock across its commit is what makes the point counts
+// exact (a writer knows which of its timestamps are new) and keeps a seal from
+// deleting a raw point written after it read them. Different pairs never wait for each
+// other, so their commits still share fsyncs.
+type pairTable struct {
+	mu        sync.Mutex
+	locks     map[string]*pairLock
+	summaries map[string]summary
+	max       int
+}
+
+type pairLock struct {
+	sync.Mutex
+	refs int // holders and waiters; the entry goes when it drops to 0
+}
+
+func newPairTable(max int) *pairTable {
+	return &pairTable{locks: make(map[string]*pairLock), summaries: make(map[string]summary), max: max}
+}
+
+// lock locks pair id and returns the function that unlocks it.
+func (t *pairTable) lock(id string) (unlock func()) {
+	t.mu.Lock()
+	l := t.locks[id]
+	if l == nil {
+		l = &pairLock{}
+		t.locks[id] = l
+	}
+	l.refs++
+	t.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		t.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(t.locks, id)
+		}
+		t.mu.Unlock()
+	}
+}
+
+// summary returns the cached summary of pair id; the caller holds its lock.
+func (t *pairTable) summary(id string) (summary, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.summaries[id]
+	return s, ok
+}
+
+// remember caches the summary of pair id; the caller holds its lock, so no other
+// writer can cache an older one.
+func (t *pairTable) remember(id string, s summary) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.summaries[id]; !ok && len(t.summaries) >= t.max {
+		for k := range t.summaries { // a random victim
+			delete(t.summaries, k)
+			break
+		}
+	}
+	t.summaries[id] = s
+}

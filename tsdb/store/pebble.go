@@ -1,0 +1,511 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble"
+
+	"github.com/tsdht/tsdht/tsdb/chunk"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// Pebble is the durable Store: an embedded cockroachdb/pebble LSM tree in a data
+// directory (key layout in keys.go). Points arrive as raw keys, one per point, and are
+// readable at once; quanta that have ended are sealed in the background into compressed
+// chunks (package chunk). Every change is one atomic pebble batch, so a power cut
+// leaves either all of an Append or none of it.
+type Pebble struct {
+	dir  string
+	opts PebbleOptions
+	db   *pebble.DB
+	wo   *pebble.WriteOptions
+
+	// state guards closed: every call holds it for reading while it uses db, and Close
+	// takes it for writing, so pebble (which panics when used after Close) never sees a
+	// call after Close.
+	state  sync.RWMutex
+	closed bool
+
+	types *typeCache
+	pairs *pairTable
+	hot   *hotCache
+
+	shards, series, points atomic.Int64
+
+	seal sealer
+
+	dirty atomic.Bool // SyncBatch: written since the last WAL sync
+	stop  chan struct{}
+	loops sync.WaitGroup
+}
+
+// OpenPebble opens the store in dir, creating it if needed. A store whose files are
+// damaged is refused with an error that names the file: pebble checks the manifest's
+// records and every table's size against it at open (TestPebbleCorruptStoreIsRefused);
+// damage inside a table is caught by its block checksums when the block is read, as
+// an error from that read.
+func OpenPebble(dir string, opts PebbleOptions) (p *Pebble, err error) {
+	opts, err = opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	po := opts.pebbleOptions()
+	defer po.Cache.Unref()
+	// Pebble reports some damage by panicking; a node must get an error it can show.
+	defer func() {
+		if r := recover(); r != nil {
+			p, err = nil, fmt.Errorf("open store %s: %v", dir, r)
+		}
+	}()
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	p = &Pebble{
+		dir:   dir,
+		opts:  opts,
+		db:    db,
+		wo:    pebble.NoSync,
+		types: newTypeCache(opts.TypeCacheEntries),
+		pairs: newPairTable(opts.PairCacheEntries),
+		hot:   newHotCache(opts.HotCacheSize),
+		stop:  make(chan struct{}),
+	}
+	if opts.Sync == SyncAlways {
+		p.wo = pebble.Sync
+	}
+	if err := p.load(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	if opts.Sync == SyncBatch {
+		p.loop(opts.SyncInterval, p.syncWAL)
+	}
+	if opts.SealInterval > 0 {
+		p.loop(opts.SealInterval, func() error {
+			_, err := p.SealNow(time.Now())
+			return err
+		})
+	}
+	return p, nil
+}
+
+// load reads the counters and the seal generation.
+func (p *Pebble) load() error {
+	var c counters
+	v, closer, err := p.db.Get(countersKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		return fmt.Errorf("read counters: %w", err)
+	default:
+		err = c.add(v)
+		closer.Close()
+		if err != nil {
+			return err
+		}
+	}
+	p.shards.Store(c.shards)
+	p.series.Store(c.series)
+	p.points.Store(c.points)
+	v, closer, err = p.db.Get(genKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		return fmt.Errorf("read seal generation: %w", err)
+	default:
+		gen, n := binary.Uvarint(v)
+		closer.Close()
+		if n <= 0 {
+			return errCorruptValue("seal generation")
+		}
+		p.seal.gen = gen
+	}
+	return nil
+}
+
+// loop runs f every interval until Close, logging its errors.
+func (p *Pebble) loop(interval time.Duration, f func() error) {
+	p.loops.Add(1)
+	go func() {
+		defer p.loops.Done()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-tick.C:
+				if err := f(); err != nil && !errors.Is(err, ErrClosed) {
+					p.opts.Logger.Error("store background work failed", "dir", p.dir, "err", err)
+				}
+			}
+		}
+	}()
+}
+
+// syncWAL flushes and fsyncs the WAL if anything was written since the last sync; an
+// empty synced record makes pebble sync everything queued before it.
+func (p *Pebble) syncWAL() error {
+	if !p.dirty.Swap(false) {
+		return nil
+	}
+	if !p.enter() {
+		return ErrClosed
+	}
+	defer p.state.RUnlock()
+	return p.db.LogData(nil, pebble.Sync)
+}
+
+// enter starts a call: it returns false, holding nothing, once the store is closed;
+// otherwise the caller must p.state.RUnlock() when done with db.
+func (p *Pebble) enter() bool {
+	p.state.RLock()
+	if p.closed {
+		p.state.RUnlock()
+		return false
+	}
+	return true
+}
+
+// commit commits b with the store's sync mode.
+func (p *Pebble) commit(b *pebble.Batch) error {
+	if err := b.Commit(p.wo); err != nil {
+		return err
+	}
+	if p.opts.Sync == SyncBatch {
+		p.dirty.Store(true)
+	}
+	return nil
+}
+
+func (p *Pebble) addCounters(c counters) {
+	p.shards.Add(c.shards)
+	p.series.Add(c.series)
+	p.points.Add(c.points)
+}
+
+// Append implements Appender. With SyncAlways the points are durable when it returns.
+func (p *Pebble) Append(ref ShardRef, key string, pts series.Points) error {
+	if err := series.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := pts.Valid(); err != nil {
+		return err
+	}
+	if pts.Len() == 0 {
+		return nil
+	}
+	pts.Normalize()
+	if !p.enter() {
+		return ErrClosed
+	}
+	defer p.state.RUnlock()
+
+	claim, _, err := p.types.claim(key, pts.Type, p.loadType)
+	if err != nil {
+		return err
+	}
+	committed := false
+	defer func() { p.types.settle(key, claim, committed) }()
+
+	id := pairID(ref, key)
+	sid := string(id)
+	defer p.pairs.lock(sid)()
+	sum, err := p.summary(id, sid)
+	if err != nil {
+		return err
+	}
+	fresh, err := p.countNew(id, sum, &pts)
+	if err != nil {
+		return err
+	}
+
+	n := pts.Len()
+	b := p.db.NewBatch()
+	defer b.Close()
+	var k, v []byte
+	for i := range n {
+		k = pointKey(k[:0], id, kindRaw, pts.T[i])
+		v = rawValue(v[:0], &pts, i)
+		if err := b.Set(k, v, nil); err != nil {
+			return err
+		}
+	}
+	next := sum.with(fresh, pts.T[0], pts.T[n-1])
+	delta := counters{points: fresh}
+	if sum.count == 0 {
+		delta.shards = 1
+	}
+	if claim.count {
+		delta.series = 1
+	}
+	err = errors.Join(
+		b.Set(pairKey(k[:0], id, kindSummary), next.encode(), nil),
+		b.Set(unsealedKey(id), nil, nil),
+	)
+	if claim.writeMeta {
+		err = errors.Join(err, b.Set(metaKey(key), metaValue(pts.Type), nil))
+	}
+	if !delta.zero() {
+		err = errors.Join(err, b.Merge(countersKey, delta.encode(), nil))
+	}
+	if err == nil {
+		err = p.commit(b)
+	}
+	if err != nil {
+		return fmt.Errorf("store: append to %q: %w", key, err)
+	}
+	committed = true
+	p.pairs.remember(sid, next)
+	p.addCounters(delta)
+	return nil
+}
+
+// summary returns the summary of pair id, from the cache or the store.
+func (p *Pebble) summary(id []byte, sid string) (summary, error) {
+	if s, ok := p.pairs.summary(sid); ok {
+		return s, nil
+	}
+	v, closer, err := p.db.Get(pairKey(nil, id, kindSummary))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return summary{}, nil
+	}
+	if err != nil {
+		return summary{}, err
+	}
+	defer closer.Close()
+	return decodeSummary(v)
+}
+
+// countNew returns how many of pts' timestamps the pair does not hold yet. A batch
+// entirely after (or before) what the pair holds is all new, which is the common case
+// and needs no read; otherwise the overlapping span is read.
+func (p *Pebble) countNew(id []byte, sum summary, pts *series.Points) (int64, error) {
+	n := pts.Len()
+	if sum.count == 0 || pts.T[0] > sum.maxT || pts.T[n-1] < sum.minT {
+		return int64(n), nil
+	}
+	old, _, err := p.readPair(id, pts.T[0], pts.T[n-1])
+	if err != nil {
+		return 0, err
+	}
+	fresh, i := int64(n), 0
+	for _, t := range pts.T {
+		for i < old.Len() && old.T[i] < t {
+			i++
+		}
+		if i < old.Len() && old.T[i] == t {
+			fresh--
+		}
+	}
+	return fresh, nil
+}
+
+// Read implements Querier.
+func (p *Pebble) Read(ref ShardRef, key string, from, to int64) (series.Points, bool, error) {
+	if err := series.ValidateKey(key); err != nil {
+		return series.Points{}, false, err
+	}
+	if !p.enter() {
+		return series.Points{}, false, ErrClosed
+	}
+	defer p.state.RUnlock()
+	lo, hi := from, to-1 // [from, to) as an inclusive range; empty if to <= from
+	if to <= from {
+		lo, hi = 1, 0
+	}
+	pts, held, err := p.readPair(pairID(ref, key), lo, hi)
+	if err != nil {
+		return series.Points{}, false, fmt.Errorf("store: read %q: %w", key, err)
+	}
+	return pts, held, nil
+}
+
+// readPair returns pair id's points with lo <= t <= hi (none if hi < lo), merging
+// sealed chunks and raw points from one snapshot; a raw point wins over a chunk's
+// point at the same time (it was written later). held reports whether the pair holds
+// any point at all.
+func (p *Pebble) readPair(id []byte, lo, hi int64) (series.Points, bool, error) {
+	lower := pairKey(nil, id, kindSummary)
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: pairKey(nil, id, kindEnd)})
+	if err != nil {
+		return series.Points{}, false, err
+	}
+	defer it.Close()
+	held := it.SeekGE(lower) && bytes.Equal(it.Key(), lower)
+	if !held || hi < lo {
+		return series.Points{}, held, it.Error()
+	}
+
+	var parts []series.Points
+	// The chunk that may hold lo starts at or before it.
+	valid := it.SeekLT(pointKey(nil, id, kindChunk, lo))
+	if !valid || keyKind(it.Key(), len(id)) != kindChunk {
+		valid = it.SeekGE(pointKey(nil, id, kindChunk, lo))
+	}
+	for ; valid && keyKind(it.Key(), len(id)) == kindChunk; valid = it.Next() {
+		if keyTime(it.Key()) > hi {
+			break
+		}
+		c, err := p.decodeChunk(it.Key(), it.Value())
+		if err != nil {
+			return series.Points{}, false, err
+		}
+		parts = append(parts, trimInclusive(c, lo, hi))
+	}
+
+	var raw series.Points
+	for valid = it.SeekGE(pointKey(nil, id, kindRaw, lo)); valid; valid = it.Next() {
+		t := keyTime(it.Key())
+		if t > hi {
+			break
+		}
+		if err := appendRaw(&raw, t, it.Value()); err != nil {
+			return series.Points{}, false, fmt.Errorf("%w at key %x", err, it.Key())
+		}
+	}
+	if err := it.Error(); err != nil {
+		return series.Points{}, false, err
+	}
+	out := series.Concat(parts...) // copies: cached chunks stay untouched
+	if raw.Len() > 0 {
+		if out.Len() > 0 && out.Type != raw.Type {
+			return series.Points{}, false, fmt.Errorf("%w: raw and sealed points of pair %x differ in type", ErrCorrupt, id)
+		}
+		out = series.Merge(out, raw)
+	}
+	return out, true, nil
+}
+
+// trimInclusive returns the points of p with lo <= t <= hi, sharing p's arrays.
+func trimInclusive(p series.Points, lo, hi int64) series.Points {
+	i := sort.Search(p.Len(), func(i int) bool { return p.T[i] >= lo })
+	j := sort.Search(p.Len(), func(i int) bool { return p.T[i] > hi })
+	return p.Slice(i, max(i, j))
+}
+
+// decodeChunk returns the decoded chunk stored under key, from the hot tier if there.
+func (p *Pebble) decodeChunk(key, value []byte) (series.Points, error) {
+	gen, n := binary.Uvarint(value)
+	if n <= 0 {
+		return series.Points{}, fmt.Errorf("%w: chunk at key %x has no generation", ErrCorrupt, key)
+	}
+	hk := hotKey{key: string(key), gen: gen}
+	if c, ok := p.hot.get(hk); ok {
+		return c, nil
+	}
+	c, err := chunk.Decode(value[n:])
+	if err != nil {
+		return series.Points{}, fmt.Errorf("%w: chunk at key %x: %w", ErrCorrupt, key, err)
+	}
+	p.hot.put(hk, c)
+	return c, nil
+}
+
+// DeclareType implements Registry.
+func (p *Pebble) DeclareType(key string, t series.Type) (series.Type, error) {
+	if err := validDeclaration(key, t); err != nil {
+		return series.Unknown, err
+	}
+	if !p.enter() {
+		return series.Unknown, ErrClosed
+	}
+	defer p.state.RUnlock()
+	claim, have, err := p.types.claim(key, t, p.loadType)
+	if err != nil || !claim.writeMeta {
+		return have, err
+	}
+	b := p.db.NewBatch()
+	defer b.Close()
+	err = b.Set(metaKey(key), metaValue(t), nil)
+	if claim.count && err == nil {
+		err = b.Merge(countersKey, counters{series: 1}.encode(), nil)
+	}
+	if err == nil {
+		err = p.commit(b)
+	}
+	p.types.settle(key, claim, err == nil)
+	if err != nil {
+		return series.Unknown, fmt.Errorf("store: declare %q: %w", key, err)
+	}
+	if claim.count {
+		p.series.Add(1)
+	}
+	return t, nil
+}
+
+// SeriesType implements Registry.
+func (p *Pebble) SeriesType(key string) (series.Type, bool) {
+	t, ok, evictions := p.types.lookup(key)
+	if ok || series.ValidateKey(key) != nil || !p.enter() {
+		return t, ok
+	}
+	defer p.state.RUnlock()
+	t, ok, err := p.loadType(key)
+	if err != nil {
+		p.opts.Logger.Error("store: read series type", "series", key, "err", err)
+		return series.Unknown, false
+	}
+	if ok {
+		p.types.remember(key, t, evictions)
+	}
+	return t, ok
+}
+
+// loadType reads a series' type from the store.
+func (p *Pebble) loadType(key string) (series.Type, bool, error) {
+	v, closer, err := p.db.Get(metaKey(key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return series.Unknown, false, nil
+	}
+	if err != nil {
+		return series.Unknown, false, err
+	}
+	defer closer.Close()
+	t, err := decodeMeta(v)
+	return t, err == nil, err
+}
+
+// Stats implements Store. The counts are exact, and they survive crashes: they are
+// persisted in the same batches as the data they count.
+func (p *Pebble) Stats() Stats {
+	return Stats{Shards: int(p.shards.Load()), Series: int(p.series.Load()), Points: p.points.Load()}
+}
+
+// DiskUsage returns the bytes the store's files take on disk: tables, WAL, manifest.
+func (p *Pebble) DiskUsage() int64 {
+	if !p.enter() {
+		return 0
+	}
+	defer p.state.RUnlock()
+	u := p.db.Metrics().DiskSpaceUsage()
+	return int64(min(u, math.MaxInt64))
+}
+
+// Close stops the background work, waits for the calls in flight, and closes the
+// database, which syncs the WAL: after a clean Close nothing is lost in any sync mode.
+// Calls after Close return ErrClosed.
+func (p *Pebble) Close() error {
+	p.state.Lock()
+	if p.closed {
+		p.state.Unlock()
+		return ErrClosed
+	}
+	p.closed = true
+	p.state.Unlock()
+	close(p.stop)
+	p.loops.Wait()
+	if err := p.db.Close(); err != nil {
+		return fmt.Errorf("close store %s: %w", p.dir, err)
+	}
+	return nil
+}

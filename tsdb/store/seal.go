@@ -1,0 +1,128 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble"
+
+	"github.com/tsdht/tsdht/tsdb/chunk"
+)
+
+// sealer is the state of sealing: one pass at a time.
+type sealer struct {
+	mu  sync.Mutex
+	gen uint64 // last chunk generation written; persisted under 'g'
+	enc chunk.Encoder
+}
+
+// sealBatch is how many pairs one scan of the unsealed index collects, bounding the
+// sealer's memory however far behind it is.
+const sealBatch = 256
+
+// SealNow seals every (shard, series) pair holding raw points whose quantum ended at
+// least SealGrace before now: its chunks and raw points are merged and rewritten as
+// compressed chunks, in one atomic batch per pair. A point that arrives for a sealed
+// quantum is stored raw beside the chunks and folded in by a later pass. The
+// background sealer calls it every SealInterval; it returns how many pairs it sealed.
+func (p *Pebble) SealNow(now time.Time) (int, error) {
+	p.seal.mu.Lock()
+	defer p.seal.mu.Unlock()
+	// A quantum starting at s (seconds) ends at s+Q; seal it once s+Q+grace <= now,
+	// that is s <= floor((now-grace)/1s) - Q.
+	limit := now.Add(-p.opts.SealGrace).Unix() - int64(p.opts.Quantum)
+	sealed := 0
+	for {
+		ids, err := p.unsealed(limit)
+		if err != nil {
+			return sealed, err
+		}
+		for _, id := range ids {
+			if err := p.sealPair(id); err != nil {
+				return sealed, fmt.Errorf("store: seal pair %x: %w", id, err)
+			}
+			sealed++
+		}
+		if len(ids) < sealBatch {
+			return sealed, nil
+		}
+	}
+}
+
+// unsealed returns up to sealBatch ids of pairs with raw points whose quantum starts
+// at or before limit, oldest first.
+func (p *Pebble) unsealed(limit int64) ([][]byte, error) {
+	if !p.enter() {
+		return nil, ErrClosed
+	}
+	defer p.state.RUnlock()
+	upper := []byte{famUnsealed + 1}
+	if limit < math.MaxInt64 {
+		upper = putSortable([]byte{famUnsealed}, limit+1)
+	}
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: []byte{famUnsealed}, UpperBound: upper})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var ids [][]byte
+	for valid := it.First(); valid && len(ids) < sealBatch; valid = it.Next() {
+		id := it.Key()[1:]
+		if !validPairID(id) {
+			return nil, fmt.Errorf("%w: unsealed-index key %x", ErrCorrupt, it.Key())
+		}
+		ids = append(ids, append([]byte(nil), id...))
+	}
+	return ids, it.Error()
+}
+
+// sealPair rewrites one pair's chunks and raw points as fresh chunks. It holds the
+// pair's lock, so no append can slip a raw point between its read and its deletion.
+func (p *Pebble) sealPair(id []byte) error {
+	if !p.enter() {
+		return ErrClosed
+	}
+	defer p.state.RUnlock()
+	defer p.pairs.lock(string(id))()
+
+	pts, _, err := p.readPair(id, math.MinInt64, math.MaxInt64)
+	if err != nil {
+		return err
+	}
+	b := p.db.NewBatch()
+	defer b.Close()
+	// A range deletion of everything but the summary, then the new chunks: within a
+	// batch, later writes win over the earlier deletion.
+	if err := b.DeleteRange(pairKey(nil, id, kindChunk), pairKey(nil, id, kindEnd), nil); err != nil {
+		return err
+	}
+	gen := p.seal.gen + 1
+	n := pts.Len()
+	var buf []byte
+	for i := 0; i < n; i += p.opts.ChunkMaxPoints {
+		part := pts.Slice(i, min(i+p.opts.ChunkMaxPoints, n))
+		buf = binary.AppendUvarint(buf[:0], gen)
+		if buf, err = p.seal.enc.Encode(buf, part); err != nil {
+			return err
+		}
+		if err := b.Set(pointKey(nil, id, kindChunk, part.T[0]), buf, nil); err != nil {
+			return err
+		}
+	}
+	if err := b.Set(genKey, binary.AppendUvarint(nil, gen), nil); err != nil {
+		return err
+	}
+	if err := b.Delete(unsealedKey(id), nil); err != nil {
+		return err
+	}
+	// Sealing changes no point, so it need not wait for an fsync: the WAL keeps batches
+	// in order, and any later synced write makes this one durable too.
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	p.seal.gen = gen
+	return nil
+}
