@@ -11,13 +11,6 @@ import (
 	"time"
 )
 
-// sendQueueLen bounds the frames waiting for a connection's writer. A call
-// that finds it full waits, within its deadline.
-const sendQueueLen = 64
-
-// maxWriteBatch is the most frames the writer hands the kernel in one write.
-const maxWriteBatch = 64
-
 // Client calls methods on Servers. It keeps one persistent connection per
 // address and multiplexes concurrent calls over it by request ID. It is safe
 // for concurrent use. Close it when done: its connections hold goroutines.
@@ -206,15 +199,15 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// clientConn is one connection of a Client: a writer goroutine sends the
-// frames that calls queue, a reader goroutine hands each response to the
-// call waiting for its ID.
+// clientConn is one connection of a Client: calls queue their requests on
+// its sender, and a reader goroutine hands each response to the call waiting
+// for its ID.
 type clientConn struct {
-	c     *Client
-	addr  string
-	conn  net.Conn
-	sendq chan []byte
-	idle  *time.Timer // closes the conn when unused; nil if IdleTimeout is 0
+	c    *Client
+	addr string
+	conn net.Conn
+	out  *sender
+	idle *time.Timer // closes the conn when unused; nil if IdleTimeout is 0
 
 	// refs counts the calls using the conn. It is only incremented under
 	// c.mu while the conn is in c.conns, so checkIdle, also under c.mu, can
@@ -239,17 +232,20 @@ func (c *Client) newConn(addr string, conn net.Conn) *clientConn {
 		c:       c,
 		addr:    addr,
 		conn:    conn,
-		sendq:   make(chan []byte, sendQueueLen),
 		pending: make(map[uint64]chan result),
 		done:    make(chan struct{}),
 	}
+	cc.out = newSender(conn, c.cfg.WriteTimeout, cc.done, cc.fail)
 	cc.lastUsed.Store(int64(time.Since(c.epoch)))
 	if c.cfg.IdleTimeout > 0 {
 		cc.idle = time.AfterFunc(c.cfg.IdleTimeout, cc.checkIdle)
 	}
 	c.wg.Add(2)
 	go cc.readLoop()
-	go cc.writeLoop()
+	go func() {
+		defer c.wg.Done()
+		cc.out.run()
+	}()
 	return cc
 }
 
@@ -265,14 +261,11 @@ func (cc *clientConn) roundTrip(ctx context.Context, id uint64, frame []byte) ([
 	cc.pending[id] = ch
 	cc.mu.Unlock()
 
-	select {
-	case cc.sendq <- frame:
-	case <-cc.done:
-		// fail sends the error to every pending call.
-	case <-ctx.Done():
+	if !cc.out.send(ctx, frame) && ctx.Err() != nil {
 		cc.forget(id)
 		return nil, ctx.Err()
 	}
+	// Queued, or the conn broke and fail tells every pending call so.
 	select {
 	case r := <-ch:
 		return r.body, r.err
@@ -288,41 +281,6 @@ func (cc *clientConn) forget(id uint64) {
 	cc.mu.Lock()
 	delete(cc.pending, id)
 	cc.mu.Unlock()
-}
-
-func (cc *clientConn) writeLoop() {
-	defer cc.c.wg.Done()
-	batch := make([][]byte, 0, maxWriteBatch)
-	for {
-		select {
-		case frame := <-cc.sendq:
-			batch = append(batch, frame)
-		case <-cc.done:
-			return
-		}
-		// Take what else is queued, so that one write (writev on TCP)
-		// carries it all: under load, fewer system calls per call.
-	more:
-		for len(batch) < maxWriteBatch {
-			select {
-			case frame := <-cc.sendq:
-				batch = append(batch, frame)
-			default:
-				break more
-			}
-		}
-		err := cc.conn.SetWriteDeadline(time.Now().Add(cc.c.cfg.WriteTimeout))
-		if err == nil {
-			bufs := net.Buffers(batch)
-			_, err = bufs.WriteTo(cc.conn)
-		}
-		if err != nil {
-			cc.fail(err)
-			return
-		}
-		clear(batch) // let the sent frames be collected
-		batch = batch[:0]
-	}
 }
 
 func (cc *clientConn) readLoop() {

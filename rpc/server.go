@@ -15,7 +15,8 @@ import (
 
 // HandlerFunc serves one method. req is the request body, which the handler
 // may keep. ctx ends when the caller's deadline passes, the connection
-// closes or the Server closes. An error the handler returns reaches the
+// closes or the Server closes; what the handler returns after that is not
+// sent, since nobody waits for it. An error the handler returns reaches the
 // caller as a *RemoteError carrying the error's message and code (see
 // Errorf).
 type HandlerFunc func(ctx context.Context, req []byte) ([]byte, error)
@@ -210,6 +211,13 @@ func (sc *serverConn) serve(ctx context.Context, req *envelope) {
 	}
 	resp := envelope{kind: kindResponse, id: req.id}
 	body, err := sc.s.call(ctx, req.method, req.body)
+	if ctx.Err() != nil {
+		// The caller stopped waiting (its deadline is a little earlier than
+		// ours), or the conn or server is closing. A reply now would only
+		// race the caller's own timer and turn its DeadlineExceeded into a
+		// RemoteError.
+		return
+	}
 	if err != nil {
 		resp.code, resp.msg = errorCode(err), err.Error()
 	} else {
