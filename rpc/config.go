@@ -24,7 +24,8 @@ type Config struct {
 	// MaxFrameSize is the largest frame payload, in bytes, that is sent or
 	// accepted. A received frame's declared length is checked against it
 	// before its buffer is allocated, so a hostile length costs nothing; the
-	// connection that sent it is closed. Default 16 MiB.
+	// connection that sent it is closed. Default 4 MiB: with 64 requests in
+	// flight per connection, a 512 MB board cannot afford larger.
 	MaxFrameSize int
 
 	// HandshakeTimeout bounds the version handshake on a new connection, so a
@@ -58,7 +59,7 @@ type Config struct {
 // with 512 MB of RAM on a LAN.
 func DefaultConfig() Config {
 	return Config{
-		MaxFrameSize:       16 << 20,
+		MaxFrameSize:       4 << 20,
 		HandshakeTimeout:   5 * time.Second,
 		MaxInflightPerConn: 64,
 		DialTimeout:        3 * time.Second,

@@ -38,8 +38,9 @@ func DefaultClientConfig() ClientConfig {
 const MaxPutBatch = 50_000
 
 // getWindow is the span of one get request; longer reads are split so that an answer
-// stays well inside a frame (an hour of 60 Hz floats is about 2.6 MB).
-const getWindow = int64(time.Hour)
+// stays well inside a frame (20 minutes of 60 Hz floats is about 0.9 MB). An answer that
+// still does not fit — long strings, fast series — is asked for again in halves.
+const getWindow = int64(20 * time.Minute)
 
 // NewClient returns a client of the nodes at the given RPC addresses. It connects lazily.
 func NewClient(addrs []string, cfg ClientConfig) (*Client, error) {
@@ -99,14 +100,19 @@ func (c *Client) Get(ctx context.Context, key string, from, to int64, opt GetOpt
 	}
 	var res Result
 	var parts []series.Points
+	window := getWindow
 	for lo := from; ; {
 		hi := to
-		if hi-lo > getWindow {
-			hi = lo + getWindow
+		if hi-lo > window {
+			hi = lo + window
 		}
 		var resp getResp
 		req := &getReq{Key: key, From: lo, To: hi, ReadQuorum: opt.ReadQuorum, AllowPartial: opt.AllowPartial}
 		if err := c.invoke(ctx, methodGet, req, &resp); err != nil {
+			if errors.Is(err, rpc.ErrFrameTooLarge) && hi-lo > 1 {
+				window = (hi - lo) / 2
+				continue
+			}
 			return Result{}, err
 		}
 		res.Points.Type = resp.Points.Type

@@ -10,7 +10,7 @@ import (
 )
 
 // maxShardsPerRequest bounds one read request so its answer stays well inside a frame.
-const maxShardsPerRequest = 256
+const maxShardsPerRequest = 64
 
 // replicaAnswer is what one replica said about one shard.
 type replicaAnswer struct {
