@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tsdht/tsdht/dht"
@@ -24,10 +25,16 @@ type Coordinator struct {
 
 	mu    sync.Mutex
 	types map[string]series.Type
+
+	repairSlots chan struct{} // bounds background read repairs
+	readRepairs atomic.Int64  // shards repaired by reads
 }
 
+// maxReadRepairs bounds the read repairs in flight on one node.
+const maxReadRepairs = 4
+
 func newCoordinator(n *Node) *Coordinator {
-	return &Coordinator{n: n, types: make(map[string]series.Type)}
+	return &Coordinator{n: n, types: make(map[string]series.Type), repairSlots: make(chan struct{}, maxReadRepairs)}
 }
 
 // PutOptions tune one write.
@@ -159,6 +166,8 @@ func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardS
 			done <- nr
 		}(nr)
 	}
+	self := c.n.dht.Self().ID
+	hinted := make([]bool, len(spans))
 	acks := make([]int, len(spans))
 	fails := make([]int, len(spans))
 	var firstErr error
@@ -170,7 +179,8 @@ func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardS
 			firstErr = fmt.Errorf("only %d live nodes for write quorum %d", len(spans[i].replicas), w)
 		}
 	}
-	for received := 0; undecided > 0 && received < len(order); received++ {
+	received := 0
+	for ; undecided > 0 && received < len(order); received++ {
 		var nr *nodeResult
 		select {
 		case nr = <-done:
@@ -179,6 +189,14 @@ func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardS
 		}
 		if nr.err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("replica %s: %w", nr.peer.RPCAddr, nr.err)
+		}
+		if nr.err != nil && errors.Is(nr.err, rpc.ErrUnreachable) {
+			for _, i := range nr.shards {
+				if !hinted[i] && !isReplica(spans[i].replicas, self) {
+					hinted[i] = true
+					c.n.hint(spans[i].ref, key, spans[i].pts)
+				}
+			}
 		}
 		for _, i := range nr.shards {
 			if acks[i] >= w || fails[i] > len(spans[i].replicas)-w {
@@ -197,6 +215,22 @@ func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardS
 			}
 		}
 	}
+	// Replica writes still in flight finish in the background; those that find their
+	// replica unreachable leave a hint, as the ones above did.
+	go func(pending int) {
+		for ; pending > 0; pending-- {
+			nr := <-done
+			if nr.err == nil || !errors.Is(nr.err, rpc.ErrUnreachable) {
+				continue
+			}
+			for _, i := range nr.shards {
+				if !hinted[i] && !isReplica(spans[i].replicas, self) {
+					hinted[i] = true
+					c.n.hint(spans[i].ref, key, spans[i].pts)
+				}
+			}
+		}
+	}(len(order) - received)
 	stored := c.countStored(spans, acks, w)
 	total := 0
 	for i := range spans {
@@ -212,6 +246,15 @@ func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardS
 			key, stored, total, w, firstErr)
 	}
 	return stored, nil
+}
+
+func isReplica(replicas []dht.Peer, id string) bool {
+	for _, p := range replicas {
+		if p.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Coordinator) countStored(spans []shardSpan, acks []int, w int) int {

@@ -36,36 +36,47 @@ func StartLocal(ctx context.Context, n int, dir string, tweak func(i int, cfg *C
 		lc.dir, lc.owned = d, true
 	}
 	for i := 0; i < n; i++ {
-		cfg := DefaultConfig()
-		cfg.DHT.DataDir = filepath.Join(lc.dir, "node"+strconv.Itoa(i))
-		cfg.DHT.GossipAddr = "127.0.0.1:0"
-		cfg.RPCBind = "127.0.0.1:0"
-		cfg.Logger = log.New(io.Discard, "", 0)
-		if i > 0 {
-			cfg.DHT.Join = []string{lc.Nodes[0].DHT().GossipAddr()}
-		}
-		if tweak != nil {
-			tweak(i, &cfg)
-		}
-		if err := os.MkdirAll(cfg.DHT.DataDir, 0o755); err != nil {
+		if _, err := lc.Add(tweak); err != nil {
 			lc.Close()
 			return nil, err
 		}
-		if cfg.Store == nil {
-			cfg.Store = store.NewMem()
-		}
-		node, err := Start(cfg)
-		if err != nil {
-			lc.Close()
-			return nil, fmt.Errorf("node %d: %w", i, err)
-		}
-		lc.Nodes = append(lc.Nodes, node)
 	}
 	if err := lc.WaitLive(ctx, n, 30*time.Second); err != nil {
 		lc.Close()
 		return nil, err
 	}
 	return lc, nil
+}
+
+// Add starts one more node, joining through the first, and returns its index.
+func (lc *LocalCluster) Add(tweak func(i int, cfg *Config)) (int, error) {
+	i := len(lc.Nodes)
+	cfg := DefaultConfig()
+	cfg.DHT.DataDir = filepath.Join(lc.dir, "node"+strconv.Itoa(i))
+	cfg.DHT.GossipAddr = "127.0.0.1:0"
+	cfg.RPCBind = "127.0.0.1:0"
+	cfg.Logger = log.New(io.Discard, "", 0)
+	for _, seed := range lc.Nodes {
+		if seed != nil {
+			cfg.DHT.Join = []string{seed.DHT().GossipAddr()}
+			break
+		}
+	}
+	if tweak != nil {
+		tweak(i, &cfg)
+	}
+	if err := os.MkdirAll(cfg.DHT.DataDir, 0o755); err != nil {
+		return 0, err
+	}
+	if cfg.Store == nil {
+		cfg.Store = store.NewMem()
+	}
+	node, err := Start(cfg)
+	if err != nil {
+		return 0, fmt.Errorf("node %d: %w", i, err)
+	}
+	lc.Nodes = append(lc.Nodes, node)
+	return i, nil
 }
 
 // WaitLive waits until every running node sees want live members.

@@ -125,14 +125,15 @@ type PeerInfo struct {
 // NodeStats is what one node reports about itself.
 type NodeStats struct {
 	PeerInfo
-	Shards    int    `msgpack:"shards"`
-	Series    int    `msgpack:"series"`
-	Points    int64  `msgpack:"points"`
-	Format    string `msgpack:"fmt"`
-	Quantum   int64  `msgpack:"quantum"`
-	RF        int    `msgpack:"rf"`
-	Error     string `msgpack:"err"` // why the stats could not be fetched
-	Reachable bool   `msgpack:"reach"`
+	Shards    int         `msgpack:"shards"`
+	Series    int         `msgpack:"series"`
+	Points    int64       `msgpack:"points"`
+	Format    string      `msgpack:"fmt"`
+	Quantum   int64       `msgpack:"quantum"`
+	RF        int         `msgpack:"rf"`
+	Error     string      `msgpack:"err"` // why the stats could not be fetched
+	Reachable bool        `msgpack:"reach"`
+	Repair    RepairStats `msgpack:"repair"`
 }
 
 type statusResp struct {

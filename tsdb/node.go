@@ -42,6 +42,21 @@ type Config struct {
 	CallTimeout time.Duration
 	// ReadConcurrency bounds the requests one read has in flight.
 	ReadConcurrency int
+	// RepairInterval is how often, give or take a quarter, a node compares every shard
+	// it holds with the shard's owners and pushes what they lack. Membership changes
+	// start a pass at once.
+	RepairInterval time.Duration
+	// RepairSettle is how long a pass waits after a membership change for further
+	// changes, so that a burst of joins or deaths costs one pass.
+	RepairSettle time.Duration
+	// RepairRate bounds repair and handoff traffic in bytes per second (0 = unbounded),
+	// so that a BeagleBone's 100 Mbit link and single core stay usable for ingest.
+	RepairRate int64
+	// MaxHintPoints bounds the points a node keeps for replicas it could not reach.
+	// Past it a failed replica write is left to anti-entropy.
+	MaxHintPoints int64
+	// HandoffTimeout bounds the hand-off of shards on a graceful leave.
+	HandoffTimeout time.Duration
 	// RPC configures framing and connections.
 	RPC rpc.Config
 	// Transport carries RPC; nil means TCP.
@@ -61,6 +76,11 @@ func DefaultConfig() Config {
 		MaxFuture:       10 * time.Minute,
 		CallTimeout:     5 * time.Second,
 		ReadConcurrency: 16,
+		RepairInterval:  time.Minute,
+		RepairSettle:    500 * time.Millisecond,
+		RepairRate:      4 << 20,
+		MaxHintPoints:   1 << 20,
+		HandoffTimeout:  30 * time.Second,
 		RPC:             rpc.DefaultConfig(),
 	}
 }
@@ -95,6 +115,7 @@ type Node struct {
 	dht    *dht.Node
 	store  store.Store
 	coord  *Coordinator
+	repair *repairer // nil when the store cannot be walked
 	rpcAdr string
 }
 
@@ -121,7 +142,6 @@ func Start(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: logger, store: cfg.Store}
 	n.srv = rpc.NewServer(cfg.Transport, cfg.RPC)
 	n.cli = rpc.NewClient(cfg.Transport, cfg.RPC)
-	n.registerReplica()
 
 	addr, err := n.srv.Listen(cfg.RPCBind)
 	if err != nil {
@@ -144,13 +164,22 @@ func Start(cfg Config) (*Node, error) {
 		n.cli.Close()
 		return nil, err
 	}
+	// Handlers go in only now that everything they touch exists; a request that comes
+	// earlier is answered "unknown method" and retried like any failed call.
 	n.coord = newCoordinator(n)
+	n.registerReplica()
 	n.registerCoordinator()
 	if err := n.dht.Start(); err != nil {
 		n.dht.Close()
 		n.srv.Close()
 		n.cli.Close()
 		return nil, err
+	}
+	if w, ok := n.store.(Walker); ok && cfg.RepairInterval > 0 {
+		n.repair = newRepairer(n, w)
+		go n.repair.run(n.dht.Subscribe())
+	} else {
+		n.log.Printf("store %T cannot be walked: this node will not repair or hand off shards", n.store)
 	}
 	return n, nil
 }
@@ -171,6 +200,14 @@ func (n *Node) Store() store.Store { return n.store }
 // failure), stops serving and closes the store. The network stops before the store
 // closes: operations after an engine's Close would panic.
 func (n *Node) Close() error {
+	if n.repair != nil {
+		n.repair.close()
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.HandoffTimeout)
+		if err := n.repair.pass(ctx, true); err != nil {
+			n.log.Printf("hand-off before leaving: %v", err)
+		}
+		cancel()
+	}
 	errs := []error{n.dht.Leave(2 * time.Second)}
 	errs = append(errs, n.srv.Close(), n.cli.Close(), n.store.Close())
 	return errors.Join(errs...)
@@ -178,9 +215,22 @@ func (n *Node) Close() error {
 
 // Kill stops the node without leaving, as a crash would (for tests).
 func (n *Node) Kill() error {
+	if n.repair != nil {
+		n.repair.close()
+	}
 	errs := []error{n.dht.Close()}
 	errs = append(errs, n.srv.Close(), n.cli.Close(), n.store.Close())
 	return errors.Join(errs...)
+}
+
+// RepairNow runs one repair pass and waits for it: tests and operators use it instead
+// of waiting for the next periodic pass.
+func (n *Node) RepairNow(ctx context.Context) (RepairStats, error) {
+	if n.repair == nil {
+		return RepairStats{}, errors.New("this node's store cannot be walked: no repair")
+	}
+	err := n.repair.pass(ctx, false)
+	return n.repair.stats(), err
 }
 
 // ref returns the store reference of a series' shard at quantum start.

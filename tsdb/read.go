@@ -92,6 +92,7 @@ func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt G
 			res.Missing++
 			continue
 		}
+		c.readRepair(key, &spans[i], answers[i], pts)
 		parts = append(parts, pts)
 	}
 	if res.Missing > 0 {
@@ -227,4 +228,39 @@ func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardS
 		}(b)
 	}
 	wg.Wait()
+}
+
+// readRepair pushes, in the background, the merged points of a shard to every replica
+// that answered with something else: a stale replica, or a new owner that holds nothing
+// yet. A busy node skips it; anti-entropy gets there on its next pass.
+func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, merged series.Points) {
+	if merged.Len() == 0 {
+		return
+	}
+	count, hash := merged.Len(), digest(&merged)
+	var stale []dht.Peer
+	for j, a := range ans {
+		if a.ok && (a.res.Count != count || a.res.Hash != hash) {
+			stale = append(stale, s.replicas[j])
+		}
+	}
+	if len(stale) == 0 {
+		return
+	}
+	select {
+	case c.repairSlots <- struct{}{}:
+	default:
+		return
+	}
+	req := &writeReq{Shards: []shardWrite{{ID: s.ref.id[:], Start: s.ref.start, Key: key, Points: merged}}}
+	go func() {
+		defer func() { <-c.repairSlots }()
+		for _, p := range stale {
+			if err := c.call(context.Background(), p, methodWrite, req, &writeResp{}); err != nil {
+				c.n.log.Printf("read repair of %q at %d on %s: %v", key, s.ref.start, p.RPCAddr, err)
+			} else {
+				c.readRepairs.Add(1)
+			}
+		}
+	}()
 }

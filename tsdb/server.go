@@ -143,7 +143,13 @@ func digest(p *series.Points) uint64 {
 func (n *Node) localStats() NodeStats {
 	self := n.dht.Self()
 	st := n.store.Stats()
+	var rs RepairStats
+	if n.repair != nil {
+		rs = n.repair.stats()
+	}
+	rs.ReadRepairs = n.coord.readRepairs.Load()
 	return NodeStats{
+		Repair:    rs,
 		PeerInfo:  peerInfo(self, "alive"),
 		Shards:    st.Shards,
 		Series:    st.Series,

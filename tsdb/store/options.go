@@ -107,6 +107,32 @@ type PebbleOptions struct {
 	// Default 65536.
 	PairCacheEntries int
 
+	// Retention is how long the store keeps a quantum after it ended: a background
+	// loop drops older quanta whole (EnforceRetention), and a write into such a
+	// quantum is refused with an error wrapping ErrExpired, since storing it would
+	// bring expired data back. 0 keeps everything.
+	Retention time.Duration
+	// MaxDisk is the disk budget in bytes (DiskUsage: tables, WAL, manifest). Above it
+	// the background loop drops the oldest ended quanta, then compacts their range so
+	// that the space is reclaimed (EnforceDiskBudget). 0 is unlimited. The budget
+	// includes the engine's fixed overhead, which dropping data cannot reclaim: the
+	// live WAL plus up to three finished WAL files kept for reuse, each up to 1.1 ×
+	// MemTableSize, and the memtables' data once flushed (about 4 × 4.4 MiB + a few
+	// MiB at the defaults; see TestPebbleDiskBudget). A budget below that drops every
+	// ended quantum and says so in the log.
+	MaxDisk int64
+	// EnforceInterval is how often the background loop enforces Retention and MaxDisk.
+	// A negative value disables the loop (tests call EnforceRetention and
+	// EnforceDiskBudget). 0 means one quantum.
+	EnforceInterval time.Duration
+	// DiskReserve is the free space, in bytes, the store leaves on its filesystem for
+	// the engine's own work (WAL rotation, flushes, compactions, manifest): a write
+	// that would eat into it is refused with an error wrapping ErrDiskFull. Pebble
+	// cannot survive running out of space itself (see disk.go), so this is what keeps
+	// a full disk a refused write instead of a dead node. 0 takes the default, the
+	// larger of 32 MiB and 8 × MemTableSize; negative disables the check.
+	DiskReserve int64
+
 	// Logger receives pebble's messages and the background loops' errors. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -171,6 +197,18 @@ func (o PebbleOptions) withDefaults() (PebbleOptions, error) {
 	}
 	if o.PairCacheEntries <= 0 {
 		o.PairCacheEntries = d.PairCacheEntries
+	}
+	if o.Retention < 0 {
+		return o, errors.New("store: retention must not be negative")
+	}
+	if o.MaxDisk < 0 {
+		return o, errors.New("store: disk budget must not be negative")
+	}
+	if o.EnforceInterval == 0 {
+		o.EnforceInterval = o.Quantum.Duration()
+	}
+	if o.DiskReserve == 0 {
+		o.DiskReserve = max(32<<20, 8*o.MemTableSize)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -65,3 +65,15 @@ func (t *pairTable) remember(id string, s summary) {
 	}
 	t.summaries[id] = s
 }
+
+// forgetBefore drops the cached summaries of pairs whose ids sort before prefix: pairs
+// of dropped quanta.
+func (t *pairTable) forgetBefore(prefix string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id := range t.summaries {
+		if id < prefix {
+			delete(t.summaries, id)
+		}
+	}
+}

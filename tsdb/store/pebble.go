@@ -42,6 +42,18 @@ type Pebble struct {
 
 	seal sealer
 
+	// Expiry (retention.go). An append holds dropMu for reading from its check of the
+	// floors to its commit; a drop raises a floor, then takes dropMu once to wait out
+	// the appends that checked the old one.
+	dropMu      sync.RWMutex
+	retFloor    atomic.Int64 // quanta starting before it are dropped by retention
+	budgetFloor atomic.Int64 // quanta starting before it are dropped by the disk budget
+	dropped     atomic.Int64 // quanta dropped since open
+	overBudget  atomic.Bool  // the budget cannot be met: warned once
+
+	space  spaceGuard
+	failed atomic.Pointer[error] // the engine failed a write: refuse all writes (disk.go)
+
 	dirty atomic.Bool // SyncBatch: written since the last WAL sync
 	stop  chan struct{}
 	loops sync.WaitGroup
@@ -77,8 +89,11 @@ func OpenPebble(dir string, opts PebbleOptions) (p *Pebble, err error) {
 		types: newTypeCache(opts.TypeCacheEntries),
 		pairs: newPairTable(opts.PairCacheEntries),
 		hot:   newHotCache(opts.HotCacheSize),
+		space: spaceGuard{dir: dir, reserve: opts.DiskReserve},
 		stop:  make(chan struct{}),
 	}
+	p.retFloor.Store(math.MinInt64)
+	p.budgetFloor.Store(math.MinInt64)
 	if opts.Sync == SyncAlways {
 		p.wo = pebble.Sync
 	}
@@ -94,6 +109,9 @@ func OpenPebble(dir string, opts PebbleOptions) (p *Pebble, err error) {
 			_, err := p.SealNow(time.Now())
 			return err
 		})
+	}
+	if opts.EnforceInterval > 0 && (opts.Retention > 0 || opts.MaxDisk > 0) {
+		p.loop(opts.EnforceInterval, p.enforce)
 	}
 	return p, nil
 }
@@ -144,6 +162,9 @@ func (p *Pebble) loop(interval time.Duration, f func() error) {
 			case <-p.stop:
 				return
 			case <-tick.C:
+				if p.failure() != nil {
+					continue // a failed engine must not be written to (disk.go)
+				}
 				if err := f(); err != nil && !errors.Is(err, ErrClosed) {
 					p.opts.Logger.Error("store background work failed", "dir", p.dir, "err", err)
 				}
@@ -162,7 +183,7 @@ func (p *Pebble) syncWAL() error {
 		return ErrClosed
 	}
 	defer p.state.RUnlock()
-	return p.db.LogData(nil, pebble.Sync)
+	return p.guard(func() error { return p.db.LogData(nil, pebble.Sync) })
 }
 
 // enter starts a call: it returns false, holding nothing, once the store is closed;
@@ -178,11 +199,50 @@ func (p *Pebble) enter() bool {
 
 // commit commits b with the store's sync mode.
 func (p *Pebble) commit(b *pebble.Batch) error {
-	if err := b.Commit(p.wo); err != nil {
+	if err := p.apply(b, p.wo); err != nil {
 		return err
 	}
 	if p.opts.Sync == SyncBatch {
 		p.dirty.Store(true)
+	}
+	return nil
+}
+
+// apply commits b with wo, unless the engine has failed; a failure of the commit marks
+// the store failed (disk.go).
+func (p *Pebble) apply(b *pebble.Batch, wo *pebble.WriteOptions) error {
+	n := b.Len()
+	if err := p.guard(func() error { return b.Commit(wo) }); err != nil {
+		return err
+	}
+	p.space.wrote(n)
+	return nil
+}
+
+// guard runs f, a call that writes to pebble, unless the engine has failed. Pebble
+// answers a failed WAL write with Logger.Fatalf, which panics (options.go): guard turns
+// that into the store's sticky failure.
+func (p *Pebble) guard(f func() error) (err error) {
+	if err := p.failure(); err != nil {
+		return err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = engineFailure(r)
+			if p.failed.CompareAndSwap(nil, &err) {
+				p.opts.Logger.Error("store: the storage engine failed; refusing writes until restart", "dir", p.dir, "err", err)
+			} else {
+				err = *p.failed.Load()
+			}
+		}
+	}()
+	return f()
+}
+
+// failure returns the error that failed the engine, or nil.
+func (p *Pebble) failure() error {
+	if e := p.failed.Load(); e != nil {
+		return *e
 	}
 	return nil
 }
@@ -209,6 +269,11 @@ func (p *Pebble) Append(ref ShardRef, key string, pts series.Points) error {
 		return ErrClosed
 	}
 	defer p.state.RUnlock()
+	p.dropMu.RLock()
+	defer p.dropMu.RUnlock()
+	if err := p.writable(ref.Start, time.Now()); err != nil {
+		return fmt.Errorf("store: append to %q: %w", key, err)
+	}
 
 	claim, _, err := p.types.claim(key, pts.Type, p.loadType)
 	if err != nil {
@@ -424,6 +489,10 @@ func (p *Pebble) DeclareType(key string, t series.Type) (series.Type, error) {
 	if err != nil || !claim.writeMeta {
 		return have, err
 	}
+	if err := errors.Join(p.failure(), p.space.check()); err != nil {
+		p.types.settle(key, claim, false)
+		return series.Unknown, fmt.Errorf("store: declare %q: %w", key, err)
+	}
 	b := p.db.NewBatch()
 	defer b.Close()
 	err = b.Set(metaKey(key), metaValue(t), nil)
@@ -478,7 +547,23 @@ func (p *Pebble) loadType(key string) (series.Type, bool, error) {
 // Stats implements Store. The counts are exact, and they survive crashes: they are
 // persisted in the same batches as the data they count.
 func (p *Pebble) Stats() Stats {
-	return Stats{Shards: int(p.shards.Load()), Series: int(p.series.Load()), Points: p.points.Load()}
+	s := Stats{
+		Shards:        int(p.shards.Load()),
+		Series:        int(p.series.Load()),
+		Points:        p.points.Load(),
+		Retention:     p.opts.Retention,
+		MaxDisk:       p.opts.MaxDisk,
+		DroppedQuanta: p.dropped.Load(),
+	}
+	if !p.enter() {
+		return s
+	}
+	defer p.state.RUnlock()
+	s.DiskBytes = p.diskUsage()
+	if start, ok, err := p.oldestQuantum(); err == nil && ok {
+		s.OldestQuantum = start
+	}
+	return s
 }
 
 // DiskUsage returns the bytes the store's files take on disk: tables, WAL, manifest.
@@ -487,8 +572,11 @@ func (p *Pebble) DiskUsage() int64 {
 		return 0
 	}
 	defer p.state.RUnlock()
-	u := p.db.Metrics().DiskSpaceUsage()
-	return int64(min(u, math.MaxInt64))
+	return p.diskUsage()
+}
+
+func (p *Pebble) diskUsage() int64 {
+	return int64(min(p.db.Metrics().DiskSpaceUsage(), math.MaxInt64))
 }
 
 // Close stops the background work, waits for the calls in flight, and closes the

@@ -120,7 +120,7 @@ func (p *Pebble) sealPair(id []byte) error {
 	}
 	// Sealing changes no point, so it need not wait for an fsync: the WAL keeps batches
 	// in order, and any later synced write makes this one durable too.
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := p.apply(b, pebble.NoSync); err != nil {
 		return err
 	}
 	p.seal.gen = gen

@@ -5,6 +5,7 @@ package store
 
 import (
 	"errors"
+	"time"
 
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -62,7 +63,31 @@ type Stats struct {
 	Shards int   // (shard, series) pairs held
 	Series int   // distinct series with a declared type
 	Points int64 // points held
+
+	// The disk and its policies; zero for a store in memory.
+	DiskBytes     int64         // bytes the store's files take on disk
+	Retention     time.Duration // quanta older than this are dropped; 0 keeps everything
+	MaxDisk       int64         // disk budget in bytes: the oldest quanta go first; 0 is unlimited
+	OldestQuantum int64         // start of the oldest quantum held, UNIX seconds; 0 if empty
+	DroppedQuanta int64         // quanta dropped by retention or the disk budget since the store opened
+}
+
+// Counts returns the counting part of s (Shards, Series, Points): what two stores
+// holding the same data agree on, whatever their engines and disks.
+func (s Stats) Counts() Stats {
+	return Stats{Shards: s.Shards, Series: s.Series, Points: s.Points}
 }
 
 // ErrClosed is returned by calls on a closed store.
 var ErrClosed = errors.New("store is closed")
+
+// ErrExpired is wrapped by the error of a write into a quantum the store has dropped,
+// or would drop at once, under its retention or its disk budget: storing it would bring
+// expired data back. The error's text names the policy.
+var ErrExpired = errors.New("quantum expired")
+
+// ErrDiskFull is wrapped, together with syscall.ENOSPC, by the error of a write refused
+// because the store's filesystem is (nearly) full. Reads keep working; writes work
+// again once space is freed, unless the error says the engine itself failed (then
+// after a restart).
+var ErrDiskFull = errors.New("disk full")

@@ -148,8 +148,8 @@ func show(p series.Points) string {
 
 func wantStats(t *testing.T, s store.Store, want store.Stats) {
 	t.Helper()
-	if got := s.Stats(); got != want {
-		t.Fatalf("Stats = %+v, want %+v", got, want)
+	if got := s.Stats().Counts(); got != want {
+		t.Fatalf("Stats counts = %+v, want %+v", got, want)
 	}
 }
 
