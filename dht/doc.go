@@ -16,4 +16,7 @@
 // simulation exercises. The replica set is never computed from one routing
 // table alone: buckets overflow past about forty nodes, and two nodes would
 // then disagree.
+//
+// Node.Subscribe signals every change of membership: the layer above then
+// recomputes which shards each node owns.
 package dht

@@ -81,7 +81,7 @@ func (r *Router) LookupWithStats(ctx context.Context, target quanta.ID, k int) (
 		}
 		stats.Hops++
 		stats.Messages += len(batch)
-		closest := l.cands[0].Key
+		closest := l.best()
 
 		answers := r.queryAll(ctx, batch, target, k)
 		for i, a := range answers {

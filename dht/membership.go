@@ -36,6 +36,11 @@ type Meta struct {
 	Protocol uint8          // dht protocol version
 	Quantum  quanta.Quantum // quantum length of its cluster
 	Format   quanta.Format  // shard ID layout of its cluster
+	// Leaving says that the node has begun to leave. It is how the others
+	// tell a departure from a death: memberlist's NotifyLeave fires for both
+	// and its Node.State does not say which (hashicorp/memberlist#266: the
+	// state it maintains is a shadowing field of its own).
+	Leaving bool
 }
 
 // Member is a node as memberlist knows it.
@@ -43,9 +48,9 @@ type Member struct {
 	Peer
 	// State is StateAlive, StateDead or StateLeft. A node that memberlist
 	// suspects is still alive: memberlist raises no event on suspicion, and
-	// its Members hands out nodes it keeps changing without a lock, so the
-	// suspect state cannot be read safely (serf, built on memberlist, also
-	// reports suspects as alive).
+	// the Node.State of the nodes its Members returns is not maintained
+	// (hashicorp/memberlist#266), so there is no suspect state to read
+	// (serf, built on memberlist, also counts suspects as alive).
 	State string
 	// GossipAddr is the host:port the node gossips on.
 	GossipAddr string
@@ -54,8 +59,9 @@ type Member struct {
 
 // encodeMeta lays out a node's metadata: the version byte, the peer ID and
 // the RPC address (each a uvarint length and bytes), the protocol version,
-// the quantum in seconds (uvarint) and the ID format. With the bounds New
-// checks it stays under 320 bytes, far from memberlist's limit of 512.
+// the quantum in seconds (uvarint), the ID format and a flags byte (bit 0:
+// leaving). With the bounds New checks it stays under 320 bytes, far from
+// memberlist's limit of 512.
 func encodeMeta(p Peer, m Meta) []byte {
 	b := []byte{metaVersion}
 	b = binary.AppendUvarint(b, uint64(len(p.ID)))
@@ -64,11 +70,20 @@ func encodeMeta(p Peer, m Meta) []byte {
 	b = append(b, p.RPCAddr...)
 	b = append(b, m.Protocol)
 	b = binary.AppendUvarint(b, uint64(m.Quantum))
-	return append(b, byte(m.Format))
+	var flags byte
+	if m.Leaving {
+		flags |= flagLeaving
+	}
+	return append(b, byte(m.Format), flags)
 }
 
+// flagLeaving is the metadata flag of Meta.Leaving.
+const flagLeaving = 1
+
 // decodeMeta parses what encodeMeta laid out, checking every length against
-// the bytes that remain: the metadata comes from the network.
+// the bytes that remain: the metadata comes from the network. Flags it does
+// not know and trailing bytes are ignored, so that a later version can add
+// to the layout without a new layout byte.
 func decodeMeta(b []byte) (Peer, Meta, error) {
 	r := bytes.NewReader(b)
 	var m Meta
@@ -95,7 +110,7 @@ func decodeMeta(b []byte) (Peer, Meta, error) {
 		return Peer{}, m, errors.New("metadata truncated")
 	}
 	q, err := binary.ReadUvarint(r)
-	if err != nil || q < 1 || q > 1<<40 {
+	if err != nil || q < 1 || q > maxQuantum {
 		return Peer{}, m, errors.New("metadata quantum unreadable")
 	}
 	m.Quantum = quanta.Quantum(q)
@@ -104,6 +119,11 @@ func decodeMeta(b []byte) (Peer, Meta, error) {
 		return Peer{}, m, errors.New("metadata truncated")
 	}
 	m.Format = quanta.Format(f)
+	flags, err := r.ReadByte()
+	if err != nil {
+		return Peer{}, m, errors.New("metadata truncated")
+	}
+	m.Leaving = flags&flagLeaving != 0
 	return p, m, nil
 }
 
@@ -135,7 +155,7 @@ var (
 )
 
 // NodeMeta returns the local metadata, which New checked fits in limit.
-func (d delegate) NodeMeta(limit int) []byte { return d.n.meta }
+func (d delegate) NodeMeta(limit int) []byte { return encodeMeta(d.n.Self(), d.n.localMeta()) }
 
 // NotifyMsg, GetBroadcasts, LocalState and MergeRemoteState carry user data
 // over gossip, which tsdht does not use.
@@ -146,20 +166,14 @@ func (delegate) MergeRemoteState(buf []byte, join bool)     {}
 
 // NotifyJoin is called when a node joins, the local node included, and when
 // a dead or departed node comes back, perhaps at a new address.
-func (d delegate) NotifyJoin(n *memberlist.Node) { d.n.recordMember(n, StateAlive) }
+func (d delegate) NotifyJoin(n *memberlist.Node) { d.n.recordMember(n, false) }
 
-// NotifyUpdate is called when a node's metadata changes.
-func (d delegate) NotifyUpdate(n *memberlist.Node) { d.n.recordMember(n, StateAlive) }
+// NotifyUpdate is called when a node's metadata changes: it began to leave.
+func (d delegate) NotifyUpdate(n *memberlist.Node) { d.n.recordMember(n, false) }
 
 // NotifyLeave is called both when a node leaves and when it is declared
-// dead; n.State tells which.
-func (d delegate) NotifyLeave(n *memberlist.Node) {
-	state := StateDead
-	if n.State == memberlist.StateLeft {
-		state = StateLeft
-	}
-	d.n.recordMember(n, state)
-}
+// dead. Its metadata tells which.
+func (d delegate) NotifyLeave(n *memberlist.Node) { d.n.recordMember(n, true) }
 
 // NotifyAlive filters every alive message memberlist receives, gossip
 // included: a node of another configuration never becomes a member, even if
@@ -172,9 +186,19 @@ func (d delegate) NotifyAlive(n *memberlist.Node) error {
 // cancels the join, on both sides, if any live node there is configured
 // differently from this one. On the joining node the error comes back out of
 // memberlist's Join, and so out of Start, naming the mismatch.
+//
+// It also notices the other side holding this node at another address: a
+// previous incarnation, which the Node's loop then works to replace.
 func (d delegate) NotifyMerge(nodes []*memberlist.Node) error {
+	self := memberlistName(d.n.Self().PeerID())
 	for _, n := range nodes {
-		if n.Name == memberlistName(d.n.Self().PeerID()) || n.State == memberlist.StateDead || n.State == memberlist.StateLeft {
+		if n.Name == self {
+			if net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))) != d.n.GossipAddr() {
+				d.n.staleSelf.Store(true)
+			}
+			continue
+		}
+		if n.State == memberlist.StateDead || n.State == memberlist.StateLeft {
 			continue
 		}
 		if err := d.n.checkCompatible(n.Name, n.Meta); err != nil {
@@ -184,35 +208,53 @@ func (d delegate) NotifyMerge(nodes []*memberlist.Node) error {
 	return nil
 }
 
+// ErrIncompatible is wrapped by the error of Start when the cluster refused
+// this node for its configuration (quantum, ID format, protocol): unlike an
+// unreachable seed, retrying will not help.
+var ErrIncompatible = errors.New("this node's configuration differs from the cluster's")
+
+// incompatibleNode starts every message of checkCompatible. Memberlist's Join
+// returns the text of the merge delegate's error, not the error itself, so
+// Start recognises a refusal by it.
+const incompatibleNode = "incompatible node "
+
 // checkCompatible says why the node named name, with metadata meta, cannot be
 // in this node's cluster, or returns nil.
 func (n *Node) checkCompatible(name string, meta []byte) error {
 	p, m, err := decodeMeta(meta)
 	if err != nil {
-		return fmt.Errorf("incompatible node %s: %w", name, err)
+		return fmt.Errorf(incompatibleNode+"%s: %w", name, err)
 	}
 	if memberlistName(p.PeerID()) != name {
-		return fmt.Errorf("incompatible node %s: its metadata names peer %s", name, p.PeerID())
+		return fmt.Errorf(incompatibleNode+"%s: its metadata names peer %s", name, p.PeerID())
 	}
 	if m.Protocol != ProtocolVersion {
-		return fmt.Errorf("incompatible node %s: it speaks dht protocol %d, this node %d", name, m.Protocol, ProtocolVersion)
+		return fmt.Errorf(incompatibleNode+"%s: it speaks dht protocol %d, this node %d", name, m.Protocol, ProtocolVersion)
 	}
 	if m.Quantum != n.cfg.Quantum {
-		return fmt.Errorf("incompatible node %s: its quantum is %v, this node's %v; every node of a cluster must use the same quantum",
+		return fmt.Errorf(incompatibleNode+"%s: its quantum is %v, this node's %v; every node of a cluster must use the same quantum",
 			name, m.Quantum.Duration(), n.cfg.Quantum.Duration())
 	}
 	if m.Format != n.cfg.Format {
-		return fmt.Errorf("incompatible node %s: its ID format is %v, this node's %v; every node of a cluster must use the same ID format",
+		return fmt.Errorf(incompatibleNode+"%s: its ID format is %v, this node's %v; every node of a cluster must use the same ID format",
 			name, m.Format, n.cfg.Format)
 	}
 	return nil
 }
 
-// memberFrom converts a memberlist node whose metadata passed NotifyAlive.
-func memberFrom(n *memberlist.Node, state string) (Member, error) {
+// memberFrom converts a memberlist node whose metadata passed NotifyAlive;
+// gone says that memberlist reported it dead or departed.
+func memberFrom(n *memberlist.Node, gone bool) (Member, error) {
 	p, m, err := decodeMeta(n.Meta)
 	if err != nil {
 		return Member{}, fmt.Errorf("node %s: %w", n.Name, err)
+	}
+	state := StateAlive
+	switch {
+	case gone && m.Leaving:
+		state = StateLeft
+	case gone:
+		state = StateDead
 	}
 	return Member{
 		Peer:       p,

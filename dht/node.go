@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -28,9 +29,15 @@ const defaultLeaveTimeout = time.Second
 type Node struct {
 	*Router
 
-	cfg    Config
-	meta   []byte // this node's memberlist metadata
-	logger *log.Logger
+	cfg     Config
+	logger  *log.Logger
+	leaving atomic.Bool // Leave has begun: the metadata says so
+	// staleSelf says that a peer's state, seen in a state exchange, holds
+	// this node's previous incarnation at another address: it restarted
+	// before the cluster noticed, and the cluster refuses its new address
+	// until the old entry is dead and DeadNodeReclaimTime has passed.
+	staleSelf  atomic.Bool
+	gossipAddr atomic.Pointer[string] // advertised, once started
 
 	// changed wakes the loop after memberlist reported a change; buffered
 	// 1, so that a burst of events costs one pass.
@@ -43,10 +50,9 @@ type Node struct {
 	live    []Peer                 // the live members, self included, by ID
 	subs    []chan struct{}
 
-	lifeMu     sync.Mutex // serialises Start, Leave and Close
-	ml         *memberlist.Memberlist
-	gossipAddr string
-	closed     bool
+	lifeMu sync.Mutex // serialises Start, Leave and Close
+	ml     *memberlist.Memberlist
+	closed bool
 }
 
 // memberEntry is a member and when it last changed state.
@@ -75,18 +81,13 @@ func New(cfg Config, id peer.ID, srv *rpc.Server, cli *rpc.Client) (*Node, error
 		return nil, fmt.Errorf("dht: peer ID of %d bytes, at most %d", len(id), maxPeerIDLen)
 	}
 	self := NewPeer(id, cfg.RPCAddr)
-	meta := encodeMeta(self, Meta{Protocol: ProtocolVersion, Quantum: cfg.Quantum, Format: cfg.Format})
-	if len(meta) > memberlist.MetaMaxSize {
-		return nil, fmt.Errorf("dht: metadata of %d bytes, memberlist takes at most %d", len(meta), memberlist.MetaMaxSize)
-	}
-	router, err := NewRouter(self, cfg, srv, cli)
+	router, err := newRouter(self, cfg, srv, cli, false) // membership feeds the table
 	if err != nil {
 		return nil, err
 	}
 	n := &Node{
 		Router:  router,
 		cfg:     cfg,
-		meta:    meta,
 		logger:  cfg.Logger,
 		changed: make(chan struct{}, 1),
 		done:    make(chan struct{}),
@@ -94,21 +95,23 @@ func New(cfg Config, id peer.ID, srv *rpc.Server, cli *rpc.Client) (*Node, error
 	}
 	// Until memberlist reports it, the node knows itself: it owns every
 	// shard while alone.
-	n.setMember(Member{
-		Peer:       self,
-		State:      StateAlive,
-		GossipAddr: cfg.GossipAddr,
-		Meta:       Meta{Protocol: ProtocolVersion, Quantum: cfg.Quantum, Format: cfg.Format},
-	})
+	n.setMember(Member{Peer: self, State: StateAlive, GossipAddr: cfg.GossipAddr, Meta: n.localMeta()})
 	return n, nil
+}
+
+// localMeta returns what this node's metadata says.
+func (n *Node) localMeta() Meta {
+	return Meta{Protocol: ProtocolVersion, Quantum: n.cfg.Quantum, Format: n.cfg.Format, Leaving: n.leaving.Load()}
 }
 
 // Start starts memberlist and the loop that feeds the routing table and
 // re-joins the seeds, then joins the cluster through cfg.Join. If seeds are
-// given and none of them could be joined (all unreachable, or all refused
-// this node: a differing quantum or ID format is named in the error) Start
-// returns the error, but the node stays up and the loop keeps trying; Close
-// gives up.
+// given and none of them could be joined, Start returns the error, but the
+// node stays up and the loop keeps trying: after a power cut the seeds may
+// simply not be back yet, and the caller may go on. If the cluster refused
+// this node for its configuration (a differing quantum or ID format, named in
+// the error), the error wraps ErrIncompatible and the caller should give up
+// with Close.
 func (n *Node) Start() error {
 	n.lifeMu.Lock()
 	defer n.lifeMu.Unlock()
@@ -128,14 +131,19 @@ func (n *Node) Start() error {
 	}
 	// Create completed mlc: with port 0 it holds the port that was bound.
 	n.ml = ml
-	n.gossipAddr = net.JoinHostPort(mlc.AdvertiseAddr, strconv.Itoa(mlc.AdvertisePort))
+	addr := net.JoinHostPort(mlc.AdvertiseAddr, strconv.Itoa(mlc.AdvertisePort))
+	n.gossipAddr.Store(&addr)
 	n.wg.Add(1)
 	go n.run()
 
 	if seeds := n.missingSeeds(); len(seeds) > 0 {
 		if _, err := ml.Join(seeds); err != nil {
+			err = flattenJoinError(err)
+			if strings.Contains(err.Error(), incompatibleNode) {
+				return fmt.Errorf("dht: refused by the cluster at %s: %w: %w", strings.Join(seeds, ", "), ErrIncompatible, err)
+			}
 			return fmt.Errorf("dht: could not join the cluster through %s (retrying every %v): %w",
-				strings.Join(seeds, ", "), n.cfg.RejoinInterval, flattenJoinError(err))
+				strings.Join(seeds, ", "), n.cfg.RejoinInterval, err)
 		}
 	}
 	return nil
@@ -189,19 +197,26 @@ func flattenJoinError(err error) error {
 // GossipAddr returns the address memberlist advertises, once started: the
 // port bound when cfg.GossipAddr asked for port 0.
 func (n *Node) GossipAddr() string {
-	n.lifeMu.Lock()
-	defer n.lifeMu.Unlock()
-	return n.gossipAddr
+	if a := n.gossipAddr.Load(); a != nil {
+		return *a
+	}
+	return ""
 }
 
 // run feeds the routing table from membership, tells subscribers about
 // changes, and every RejoinInterval re-joins the seeds missing from the
 // cluster, re-offers every live member to the table (a lookup may have
-// dropped one it could not reach) and forgets long-departed members.
+// dropped one it could not reach) and forgets long-departed members. While
+// the cluster holds a previous incarnation of this node, it exchanges state
+// with every member each DeadNodeReclaimTime, so that the new address is
+// taken as soon as the cluster allows it rather than at the next periodic
+// push-pull.
 func (n *Node) run() {
 	defer n.wg.Done()
 	tick := time.NewTicker(n.cfg.RejoinInterval)
 	defer tick.Stop()
+	reclaim := time.NewTicker(n.cfg.DeadNodeReclaimTime)
+	defer reclaim.Stop()
 	joinErr := ""
 	for {
 		select {
@@ -216,6 +231,14 @@ func (n *Node) run() {
 			}
 			n.syncTable()
 			n.forgetDeparted()
+		case <-reclaim.C:
+			// The exchanges' NotifyMerge sets staleSelf again while a
+			// member still holds the old incarnation.
+			if n.staleSelf.Swap(false) {
+				if addrs := n.memberGossipAddrs(); len(addrs) > 0 {
+					_, _ = n.ml.Join(addrs)
+				}
+			}
 		}
 	}
 }
@@ -245,7 +268,7 @@ func (n *Node) missingSeeds() []string {
 			present[m.GossipAddr] = true
 		}
 	}
-	present[n.gossipAddr] = true
+	present[n.GossipAddr()] = true
 	var missing []string
 	for _, s := range n.cfg.Join {
 		// A seed named by host name is compared by the address it resolves
@@ -260,8 +283,8 @@ func (n *Node) missingSeeds() []string {
 
 // recordMember records what memberlist reported about a node and wakes the
 // loop. It runs under memberlist's lock: it must not call memberlist.
-func (n *Node) recordMember(mn *memberlist.Node, state string) {
-	m, err := memberFrom(mn, state)
+func (n *Node) recordMember(mn *memberlist.Node, gone bool) {
+	m, err := memberFrom(mn, gone)
 	if err != nil {
 		// NotifyAlive let in only readable metadata; this is a bug.
 		n.logger.Printf("[ERR] dht: membership event: %v", err)
@@ -374,22 +397,71 @@ func (n *Node) notifySubscribers() {
 	}
 }
 
-// Leave tells the cluster that this node is leaving, waiting up to timeout
-// for the news to go out (a timeout of zero or less means one second: never
-// forever), and then closes the node.
+// Leave tells the cluster that this node is leaving, taking up to timeout
+// (zero or less means one second: memberlist's Leave(0) may wait forever),
+// and then closes the node.
+//
+// First the node's metadata says it is leaving, and a state exchange
+// (memberlist's Join) with every live member delivers that over TCP: the
+// others will report the departure as StateLeft, not StateDead, however
+// they learn of it. Then memberlist's Leave gossips the departure, so that
+// the others remove the node at once rather than after failure detection.
 func (n *Node) Leave(timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = defaultLeaveTimeout
 	}
+	deadline := time.Now().Add(timeout)
 	var err error
 	n.lifeMu.Lock()
 	if n.ml != nil && !n.closed {
-		if err = n.ml.Leave(timeout); err != nil {
+		n.leaving.Store(true)
+		uerr := n.ml.UpdateNode(timeout)
+		if uerr == nil {
+			n.pushState(time.Until(deadline))
+		}
+		// Leave even if time ran out: the departure then at least goes out
+		// with the next gossip, though Leave no longer waits for it.
+		lerr := n.ml.Leave(max(time.Until(deadline), time.Millisecond))
+		if err = errors.Join(uerr, lerr); err != nil {
 			err = fmt.Errorf("dht: leave: %w", err)
 		}
 	}
 	n.lifeMu.Unlock()
 	return errors.Join(err, n.Close())
+}
+
+// pushState exchanges state with every live member directly, waiting at most
+// within: memberlist gossips a change a fixed number of times (four in a
+// cluster of under ten) to random members, recently dead ones included, and a
+// live member can miss it.
+func (n *Node) pushState(within time.Duration) {
+	addrs := n.memberGossipAddrs()
+	if len(addrs) == 0 {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Errors are expected: members that died unnoticed.
+		_, _ = n.ml.Join(addrs)
+	}()
+	select {
+	case <-done:
+	case <-time.After(within):
+		// Shutdown, which follows, makes the remaining exchanges fail fast.
+	}
+}
+
+// memberGossipAddrs returns the gossip addresses of the live members other
+// than this node.
+func (n *Node) memberGossipAddrs() []string {
+	var addrs []string
+	for _, m := range n.Members() {
+		if m.State == StateAlive && m.ID != n.Self().ID {
+			addrs = append(addrs, m.GossipAddr)
+		}
+	}
+	return addrs
 }
 
 // Close stops the node without telling the cluster, which declares it dead

@@ -2,5 +2,8 @@
 
 package dht
 
-// simNodes is the size of the simulated network (see race_test.go).
-const simNodes = 1000
+// The size of the simulation (see race_test.go).
+const (
+	simNodes   = 1000 // size of the simulated network
+	simLookups = 1000 // lookups whose accuracy is measured
+)

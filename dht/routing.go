@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"slices"
 	"sync"
 	"time"
@@ -54,7 +53,11 @@ type Router struct {
 	bucketSize   int
 	alpha        int
 	queryTimeout time.Duration
-	logger       *log.Logger
+	// learnSenders offers the sender of every request to the table, as
+	// Kademlia does. A Node turns it off: there memberlist is the authority
+	// on who belongs to the cluster, and a stray client, or a node that was
+	// refused for another configuration, must not enter the table.
+	learnSenders bool
 
 	// mu serialises changes to the table and the book, so that every peer
 	// in the table has exactly one address in the book. Lock order: mu,
@@ -64,10 +67,16 @@ type Router struct {
 }
 
 // NewRouter returns the router of the node self. It uses cfg's BucketSize,
-// Alpha, QueryTimeout and Logger (zero values take DefaultLANConfig's),
+// Alpha and QueryTimeout (zero values take DefaultLANConfig's),
 // registers MethodFindNode and MethodPing on srv, and makes its outgoing calls
 // with cli.
 func NewRouter(self Peer, cfg Config, srv *rpc.Server, cli *rpc.Client) (*Router, error) {
+	return newRouter(self, cfg, srv, cli, true)
+}
+
+// newRouter is NewRouter with learnSenders chosen, before the handlers can
+// run.
+func newRouter(self Peer, cfg Config, srv *rpc.Server, cli *rpc.Client, learnSenders bool) (*Router, error) {
 	cfg = cfg.withDefaults()
 	table, err := kb.NewRoutingTable(cfg.BucketSize, kb.ConvertPeerID(self.PeerID()), latencyTolerance,
 		peerstore.NewMetrics(), usefulnessGracePeriod, nil)
@@ -81,7 +90,7 @@ func NewRouter(self Peer, cfg Config, srv *rpc.Server, cli *rpc.Client) (*Router
 		bucketSize:   cfg.BucketSize,
 		alpha:        cfg.Alpha,
 		queryTimeout: cfg.QueryTimeout,
-		logger:       cfg.Logger,
+		learnSenders: learnSenders,
 		book:         make(map[peer.ID]Peer),
 	}
 	srv.Handle(MethodFindNode, r.handleFindNode)
@@ -155,6 +164,10 @@ func sortByDistance(ps []Peer, target quanta.ID) {
 // caller, who closes them.
 func (r *Router) Close() error { return r.table.Close() }
 
+// The messages below travel as msgpack maps keyed by field name, so a later
+// version can add fields that older nodes skip. rpc.Decode validates every
+// declared length before msgpack allocates anything.
+
 // wirePeer is a Peer as it travels. The Key is left out: the receiver
 // computes it from the ID, so a node cannot claim a place in the key space.
 type wirePeer struct {
@@ -204,7 +217,7 @@ func fromWire(w wirePeer) (Peer, error) {
 }
 
 // handleFindNode answers MethodFindNode and, as Kademlia does on every
-// request, offers the sender to the routing table.
+// request, offers the sender to the routing table (see learnSenders).
 func (r *Router) handleFindNode(_ context.Context, b []byte) ([]byte, error) {
 	var req findNodeRequest
 	if err := rpc.Decode(b, &req); err != nil {
@@ -220,7 +233,7 @@ func (r *Router) handleFindNode(_ context.Context, b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeBadRequest, "find_node: sender: %v", err)
 	}
-	r.AddPeer(from)
+	r.learn(from)
 
 	var resp findNodeResponse
 	for _, p := range r.closestKnown(quanta.ID(req.Target), req.K) {
@@ -229,7 +242,8 @@ func (r *Router) handleFindNode(_ context.Context, b []byte) ([]byte, error) {
 	return rpc.Encode(&resp)
 }
 
-// handlePing answers MethodPing and offers the sender to the routing table.
+// handlePing answers MethodPing and offers the sender to the routing table
+// (see learnSenders).
 func (r *Router) handlePing(_ context.Context, b []byte) ([]byte, error) {
 	var req pingRequest
 	if err := rpc.Decode(b, &req); err != nil {
@@ -239,8 +253,15 @@ func (r *Router) handlePing(_ context.Context, b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeBadRequest, "ping: sender: %v", err)
 	}
-	r.AddPeer(from)
+	r.learn(from)
 	return rpc.Encode(&pingResponse{Self: toWire(r.self)})
+}
+
+// learn offers the sender of a request to the table if learnSenders says so.
+func (r *Router) learn(p Peer) {
+	if r.learnSenders {
+		r.AddPeer(p)
+	}
 }
 
 // Ping asks the node at addr who it is, adds it to the routing table and

@@ -170,10 +170,15 @@ func Start(cfg Config) (*Node, error) {
 	n.registerReplica()
 	n.registerCoordinator()
 	if err := n.dht.Start(); err != nil {
-		n.dht.Close()
-		n.srv.Close()
-		n.cli.Close()
-		return nil, err
+		if errors.Is(err, dht.ErrIncompatible) || n.dht.GossipAddr() == "" {
+			n.dht.Close()
+			n.srv.Close()
+			n.cli.Close()
+			return nil, err
+		}
+		// After a power cut the seeds may not be back yet: the node serves and keeps
+		// re-joining in the background.
+		n.log.Printf("%v", err)
 	}
 	if w, ok := n.store.(Walker); ok && cfg.RepairInterval > 0 {
 		n.repair = newRepairer(n, w)

@@ -12,32 +12,42 @@ import (
 
 // A full disk.
 //
-// Pebble (v1.1.5) does not survive running out of space itself; measured on a small
-// tmpfs (TestPebbleDiskFullEngine) and read in its source:
-//   - A WAL write that fails with ENOSPC makes every later synced commit fail, and
-//     DB.Apply answers a failed commit with Logger.Fatalf ("fatal commit error"),
-//     whose contract is not to return: the batch is already in the memtable, and the
-//     commit pipeline is left holding a slot. Unsynced commits (SyncNone, SyncBatch
-//     between syncs) see no error at all; the WAL error stays latched.
-//   - The next WAL rotation (a full memtable, Flush, Compact) then fails closing the
-//     old WAL and panics while holding the DB mutex: every later call would hang.
-//   - Flushes and compactions that fail are retried at once, over and over; a failed
-//     MANIFEST write calls Fatalf from pebble's own goroutine, which no caller can
-//     recover: the process dies.
+// Pebble (v1.1.5) does not survive running out of space itself. Measured on small tmpfs
+// filesystems with the reserve below disabled, and read in its source:
+//   - If a WAL write fails first (TestPebbleDiskFullEngine: 4 MiB memtables on 16 MiB;
+//     pebble preallocates each WAL file at 1.1 × MemTableSize), every later synced
+//     commit fails, and DB.Apply answers the failed commit with Logger.Fatalf ("fatal
+//     commit error"), which must not return: pebble's default logger exits the
+//     process. The batch is already in the memtable. Unsynced commits see no error at
+//     all; the WAL error stays latched, and the next WAL rotation (a full memtable, a
+//     Flush, a Compact) panics while holding the DB mutex, after which every call hangs.
+//   - If a flush fails first (1 MiB memtables on 24 MiB), pebble logs a background
+//     error and retries at once, in a tight loop (66,815 retries in 90 s); the
+//     memtables fill up and the next commit blocks in a write stall until space is
+//     freed: an append hangs instead of failing.
+//   - A failed MANIFEST write calls Fatalf from pebble's own goroutine, which no caller
+//     can recover: the process dies.
 //
-// So the store never lets pebble get there: before a write it checks the free space
-// of its filesystem (statfs, cached while plenty is left) and refuses the write with
-// ErrDiskFull once less than DiskReserve would remain, leaving the reserve to pebble's
-// WAL rotations, flushes and compactions. Reads keep working, and writes work again as
-// soon as space is freed (by the disk budget, by an operator, by another program).
+// So the store never lets pebble get there: before every append, declaration and seal
+// it checks the free space of its filesystem (statfs, cached while plenty is left) and
+// refuses the write with ErrDiskFull once less than DiskReserve would remain, which
+// leaves the reserve to pebble's WAL rotations, flushes and compactions (compactions
+// write their output before deleting their input; pebble itself keeps expanded
+// compactions under half the free space). Reads keep working, and writes work again as
+// soon as space is freed (by the disk budget, an operator, another program):
+// TestPebbleDiskFull, TestPebbleDiskFilledByOthers. The sealer waits too, although
+// sealing shrinks the data in the end: a seal writes its chunks before compaction
+// reclaims the raw points.
 //
-// If pebble hits ENOSPC anyway (another program filled the disk between two checks, or
-// the reserve is disabled), the store turns the Fatalf of the failed commit into an
-// error, marks itself failed, and from then on refuses every write with that error
-// without calling pebble, so the latched WAL error never reaches a WAL rotation. Reads
-// keep working (they need no lock a failed commit holds). The acknowledged writes are
-// in the WAL; the node serves them again after a restart with space freed. A failure
-// in pebble's background goroutines still ends the process, as pebble intends.
+// If pebble hits ENOSPC anyway (another program filled the disk while a write was
+// under way, or the reserve is disabled), the store turns the Fatalf of a failed commit
+// into an error, marks itself failed, and from then on refuses every write with that
+// error without calling pebble, so the latched WAL error never reaches a WAL rotation
+// and the background loops stop. Reads keep working, and Close returns the error
+// instead of hanging. Every acknowledged write is in the WAL; the node serves it again
+// after a restart with space freed. A stalled flush or a failed MANIFEST write stays
+// out of the store's hands: the first blocks the writes under way until space is
+// freed, the second ends the process, as pebble intends.
 
 // spaceGuard refuses writes that would leave less than reserve bytes free.
 type spaceGuard struct {
@@ -58,10 +68,11 @@ func (g *spaceGuard) check() error {
 	if g.reserve <= 0 {
 		return nil
 	}
+	need := g.reserve
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	free := g.free - g.written.Load()
-	if time.Since(g.at) > spaceFresh || free < 2*g.reserve {
+	if time.Since(g.at) > spaceFresh || free < 2*need {
 		f, err := freeBytes(g.dir)
 		if err != nil {
 			// Unknown free space must not stop a node; pebble's own error would name it.
@@ -70,7 +81,7 @@ func (g *spaceGuard) check() error {
 		g.free, g.at, free = f, time.Now(), f
 		g.written.Store(0)
 	}
-	if free < g.reserve {
+	if free < need {
 		return fmt.Errorf("%w: %s free on the filesystem of %s, less than the %s the store keeps in reserve for its engine: %w",
 			ErrDiskFull, FormatSize(max(free, 0)), g.dir, FormatSize(g.reserve), syscall.ENOSPC)
 	}

@@ -1,11 +1,15 @@
 package store
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -49,27 +53,35 @@ func fill(t *testing.T, dir string, size int64) string {
 	return f
 }
 
-// diskFullWriter appends 600-point batches of distinct floats (compressing badly, as
-// raw points do) to one series, one quantum after another, and remembers what was
-// acknowledged.
+// diskFullWriter appends batches of 100 points of 100 random bytes (strings, which
+// compress badly, so that the disk fills after few appends) to one series, one
+// quantum after another, and remembers what was acknowledged.
 type diskFullWriter struct {
 	p      *Pebble
 	acked  series.Points
-	failed series.Points // the last refused batch
+	failed series.Points // the first refused batch
 	next   int64
+	rnd    *rand.Rand
 }
 
 func (w *diskFullWriter) append() error {
+	if w.rnd == nil {
+		w.rnd = rand.New(rand.NewPCG(1, 2))
+	}
 	var pts series.Points
-	for range 600 {
+	b := make([]byte, 100)
+	for range 100 {
 		w.next++
-		pts.AppendFloat(testStart*1e9+w.next*1e7, float64(w.next)*1.000001)
+		for i := range b {
+			b[i] = byte(' ' + w.rnd.IntN(95))
+		}
+		pts.AppendString(testStart*1e9+w.next*1e7, string(b))
 	}
 	start := pts.T[0] / 1e10 * 10
 	err := w.p.Append(ShardRef{ID: testRef.ID, Start: start}, "k", pts)
 	if err == nil {
 		w.acked = series.Concat(w.acked, pts)
-	} else {
+	} else if w.failed.Len() == 0 {
 		w.failed = pts
 	}
 	return err
@@ -106,39 +118,71 @@ func wantDiskFull(t *testing.T, err error) {
 	}
 }
 
+// logBuffer collects a store's log, so that a test can see what the engine reported.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// diskFullOptions returns options for a store on a small filesystem, logging into log.
+func diskFullOptions(mode SyncMode, log *logBuffer) PebbleOptions {
+	o := testOptions(mode)
+	o.MemTableSize = 1 << 20
+	o.DiskReserve = 8 << 20
+	o.Logger = slog.New(slog.NewTextHandler(log, nil))
+	return o
+}
+
+// openClosing opens a store that is closed when the test ends, before the filesystem
+// under it is unmounted.
+func openClosing(t *testing.T, dir string, o PebbleOptions) *Pebble {
+	t.Helper()
+	p := openTest(t, dir, o)
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
 // TestPebbleDiskFull fills a small filesystem under a store: writes are refused with a
-// clear error while the reserve is all that is left, reads keep working, and once
-// space is freed writes work again; the store closes and reopens with every
-// acknowledged point.
+// clear error while the reserve is all that is left, pebble's own flushes and
+// compactions never run out of space, reads keep working, and once space is freed
+// writes work again; the store closes and reopens with every acknowledged point.
 func TestPebbleDiskFull(t *testing.T) {
 	for _, mode := range []SyncMode{SyncAlways, SyncBatch, SyncNone} {
 		t.Run(mode.String(), func(t *testing.T) {
-			fs := mountTmpfs(t, 32<<20)
-			filler := fill(t, fs, 8<<20)
+			fs := mountTmpfs(t, 24<<20)
+			filler := fill(t, fs, 6<<20)
 			dir := filepath.Join(fs, "store")
-			o := testOptions(mode)
-			o.MemTableSize = 1 << 20
-			o.DiskReserve = 6 << 20
-			p := openTest(t, dir, o)
-			w := &diskFullWriter{p: p}
+			log := &logBuffer{}
+			o := diskFullOptions(mode, log)
+			w := &diskFullWriter{p: openClosing(t, dir, o)}
 			var err error
 			for i := 0; err == nil; i++ {
 				if i > 10000 {
-					t.Fatal("a 32 MiB filesystem never filled")
+					t.Fatal("a 24 MiB filesystem never filled")
 				}
 				err = w.append()
 			}
 			wantDiskFull(t, err)
 			t.Logf("sync=%s: after %d points: %v", mode, w.acked.Len(), err)
-			if _, err := p.DeclareType("other", series.Int); !errors.Is(err, ErrDiskFull) {
-				t.Fatalf("DeclareType on a full disk: %v", err)
-			}
 			w.check(t)
-			// Reads go on working, and the engine's background work (flushes into the
-			// reserve) succeeds: a seal pass rewrites everything.
-			if _, err := p.SealNow(time.Unix(math.MaxInt64/2, 0)); err != nil {
+			// The sealer may use half the reserve: it seals what fits, then waits.
+			n, err := w.p.SealNow(time.Unix(math.MaxInt64/2, 0))
+			if err != nil && !errors.Is(err, ErrDiskFull) {
 				t.Fatalf("seal on a full disk: %v", err)
 			}
+			t.Logf("the sealer sealed %d pairs on the full disk (%v)", n, err)
 			w.check(t)
 
 			if err := os.Remove(filler); err != nil {
@@ -149,39 +193,102 @@ func TestPebbleDiskFull(t *testing.T) {
 					t.Fatalf("append after freeing space: %v", err)
 				}
 			}
-			if err := p.Close(); err != nil {
+			if err := w.p.Close(); err != nil {
 				t.Fatal(err)
 			}
-			w.p = openTest(t, dir, o)
-			defer w.p.Close()
+			w.p = openClosing(t, dir, o)
 			w.check(t)
 			if st := w.p.Stats(); st.Points != int64(w.acked.Len()) {
 				t.Fatalf("Stats.Points = %d after reopen, want %d", st.Points, w.acked.Len())
+			}
+			if strings.Contains(log.String(), "no space left") && strings.Contains(log.String(), "background error") {
+				t.Fatalf("the engine's own work ran out of space despite the reserve:\n%s", log)
 			}
 		})
 	}
 }
 
-// TestPebbleDiskFullEngine disables the reserve, so that pebble itself runs into
-// ENOSPC, and checks what the store makes of it (see disk.go): with SyncAlways the
-// failed commit is an error, not a crash; the store refuses further writes with that
-// error; reads keep working; and after a restart with space freed every acknowledged
-// point is there and writes work again.
-func TestPebbleDiskFullEngine(t *testing.T) {
-	fs := mountTmpfs(t, 24<<20)
-	filler := fill(t, fs, 8<<20)
+// TestPebbleDiskFilledByOthers fills the filesystem from outside the store, to the
+// last byte, as another program may: the next write is refused at once with a clear
+// error (no hang, no crash), reads keep working, and once space is freed writes work
+// again.
+func TestPebbleDiskFilledByOthers(t *testing.T) {
+	fs := mountTmpfs(t, 32<<20)
 	dir := filepath.Join(fs, "store")
-	o := testOptions(SyncAlways)
-	o.MemTableSize = 1 << 20
+	log := &logBuffer{}
+	o := diskFullOptions(SyncAlways, log)
+	o.DiskReserve = 4 << 20
+	w := &diskFullWriter{p: openClosing(t, dir, o)}
+	for range 20 {
+		if err := w.append(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another program takes every byte left.
+	f, err := os.Create(filepath.Join(fs, "hog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err = f.Write(make([]byte, 64<<10)); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("filling the disk: %v", err)
+	}
+	f.Close()
+	time.Sleep(spaceFresh) // let the guard's measurement age: it must measure again
+	done := make(chan error, 1)
+	go func() { done <- w.append() }()
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("an append on a full disk hangs")
+	}
+	wantDiskFull(t, err)
+	t.Logf("on a disk filled by another program: %v", err)
+	w.check(t)
+	if err := os.Remove(f.Name()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.append(); err != nil {
+		t.Fatalf("append after freeing space: %v", err)
+	}
+	if err := w.p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w.p = openClosing(t, dir, o)
+	w.check(t)
+}
+
+// TestPebbleDiskFullEngine disables the reserve, so that pebble itself runs into
+// ENOSPC, with 4 MiB memtables on a 16 MiB filesystem, where the WAL (whose files pebble
+// preallocates at 1.1 × MemTableSize) fails first. Pebble answers the failed commit with
+// Logger.Fatalf; the store turns that into an error (no crash), refuses further writes
+// with it, and keeps serving reads; after a restart with space freed every
+// acknowledged point is there and writes work again. See disk.go.
+func TestPebbleDiskFullEngine(t *testing.T) {
+	fs := mountTmpfs(t, 16<<20)
+	filler := fill(t, fs, 2<<20)
+	dir := filepath.Join(fs, "store")
+	log := &logBuffer{}
+	o := diskFullOptions(SyncAlways, log)
+	o.MemTableSize = 4 << 20
 	o.DiskReserve = -1
-	p := openTest(t, dir, o)
-	w := &diskFullWriter{p: p}
+	w := &diskFullWriter{p: openTest(t, dir, o)}
 	var err error
 	for i := 0; err == nil; i++ {
 		if i > 10000 {
-			t.Fatal("a 24 MiB filesystem never filled")
+			t.Fatal("a 16 MiB filesystem never filled")
 		}
-		err = w.append()
+		done := make(chan error, 1)
+		go func() { done <- w.append() }()
+		select {
+		case err = <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("append hangs on a full disk; log:\n%s", log)
+		}
 	}
 	wantDiskFull(t, err)
 	t.Logf("after %d points: %v", w.acked.Len(), err)
@@ -194,15 +301,14 @@ func TestPebbleDiskFullEngine(t *testing.T) {
 	}
 	w.check(t)
 	closed := make(chan error, 1)
-	go func() { closed <- p.Close() }()
+	go func() { closed <- w.p.Close() }()
 	select {
 	case err := <-closed:
 		t.Logf("Close after an engine failure: %v", err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("Close hangs after an engine failure")
 	}
-	w.p = openTest(t, dir, o)
-	defer w.p.Close()
+	w.p = openClosing(t, dir, o)
 	w.check(t)
 	if err := w.append(); err != nil {
 		t.Fatalf("append after restart: %v", err)

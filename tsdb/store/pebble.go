@@ -157,6 +157,7 @@ func (p *Pebble) loop(interval time.Duration, f func() error) {
 		defer p.loops.Done()
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
+		full := false // a full disk is reported once, not every interval
 		for {
 			select {
 			case <-p.stop:
@@ -165,7 +166,17 @@ func (p *Pebble) loop(interval time.Duration, f func() error) {
 				if p.failure() != nil {
 					continue // a failed engine must not be written to (disk.go)
 				}
-				if err := f(); err != nil && !errors.Is(err, ErrClosed) {
+				err := f()
+				switch {
+				case err == nil:
+					full = false
+				case errors.Is(err, ErrClosed):
+				case errors.Is(err, ErrDiskFull):
+					if !full {
+						p.opts.Logger.Warn("store background work waits for disk space", "dir", p.dir, "err", err)
+					}
+					full = true
+				default:
 					p.opts.Logger.Error("store background work failed", "dir", p.dir, "err", err)
 				}
 			}

@@ -41,6 +41,11 @@ func (p *Pebble) SealNow(now time.Time) (int, error) {
 			return sealed, err
 		}
 		for _, id := range ids {
+			// A seal writes about as much as it folds away, and the space comes back only
+			// when pebble compacts: on a full disk the sealer waits too (disk.go).
+			if err := p.space.check(); err != nil {
+				return sealed, fmt.Errorf("store: seal: %w", err)
+			}
 			if err := p.sealPair(id); err != nil {
 				return sealed, fmt.Errorf("store: seal pair %x: %w", id, err)
 			}
