@@ -13,7 +13,10 @@ import (
 func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
-		Usage: "list the members as a node sees them: 160-bit IDs, liveness, shard counts",
+		Usage: "list the members as a node sees them: 160-bit IDs, liveness, shard counts, repair progress",
+		Description: "SHARDS counts (shard, series) pairs held. UNDER: pairs held with fewer than rf confirmed\n" +
+			"copies at the node's last repair pass; HINTED: points kept for owners that could not be reached;\n" +
+			"PUSHED: pairs sent to owners that lacked them; HANDED OFF: pairs deleted after their owners confirmed them.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "cluster", Required: true, Usage: "RPC address of a node, HOST:PORT[,…]"},
 			timeoutFlag,
@@ -29,13 +32,11 @@ func statusCommand() *cli.Command {
 				return err
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
-			fmt.Fprintln(w, "NODE ID\tRPC\tSTATE\tSHARDS\tSERIES\tPOINTS\tNOTE")
+			fmt.Fprintln(w, "NODE ID\tRPC\tSTATE\tSHARDS\tSERIES\tPOINTS\tUNDER\tHINTED\tPUSHED\tHANDED OFF\tNOTE")
 			for _, n := range nodes {
-				note := ""
-				if n.Error != "" {
-					note = n.Error
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", n.NodeID, n.RPCAddr, n.State, n.Shards, n.Series, n.Points, note)
+				r := n.Repair
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", n.NodeID, n.RPCAddr, n.State,
+					n.Shards, n.Series, n.Points, r.UnderReplicated, r.HintedPoints, r.PushedPairs, r.DroppedPairs, n.Error)
 			}
 			return w.Flush()
 		},
