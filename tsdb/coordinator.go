@@ -411,3 +411,18 @@ func (c *Coordinator) seriesType(ctx context.Context, key string) (series.Type, 
 	}
 	return series.Unknown, rpc.Errorf(CodeUnknownSeries, "unknown series %q", key)
 }
+
+// redeclare tells every registry replica of a series its type, for the repairer: an
+// owner that already knows it answers at no cost, a new owner learns it.
+func (c *Coordinator) redeclare(ctx context.Context, key string, t series.Type) {
+	for _, p := range c.registryReplicas(key) {
+		if p.ID == c.n.dht.Self().ID {
+			c.n.store.DeclareType(key, t)
+			continue
+		}
+		var r typeResp
+		if err := c.call(ctx, p, methodDeclare, &typeReq{Key: key, Type: t}, &r); err != nil {
+			c.n.log.Printf("repair: registry of %q on %s: %v", key, p.RPCAddr, err)
+		}
+	}
+}

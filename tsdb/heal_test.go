@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
 )
@@ -350,4 +351,50 @@ func TestJoinMovesShardsToNewOwners(t *testing.T) {
 	t.Logf("join of 3 nodes into 6: converged in %v; pairs per node %v (max/mean %.2f); moved %d points, minimum %d (%.2f×)",
 		took.Round(time.Millisecond), perNode, float64(maxShards)/(float64(total)/float64(len(perNode))), moved, minPoints, float64(moved)/float64(max(1, minPoints)))
 	checkAll(t, lc, want)
+}
+
+// A node that leaves gracefully hands its shards to the nodes that own them without it
+// before it goes: no shard is left short of rf copies, before any other node repairs.
+func TestGracefulLeaveHandsOff(t *testing.T) {
+	const rf = 3
+	lc := startCluster(t, 5, healConfig)
+	ctx := context.Background()
+	t0 := base()
+	for k := 0; k < 4; k++ {
+		if _, err := lc.Nodes[0].Coordinator().Put(ctx, fmt.Sprintf("s%d", k), sixtyHz(t0, 1200), PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leaving := lc.Nodes[4]
+	if leaving.Store().Stats().Shards == 0 {
+		t.Fatal("the leaving node holds nothing: nothing to test")
+	}
+	var rest []dht.Peer
+	for _, n := range lc.Nodes[:4] {
+		rest = append(rest, n.DHT().Self())
+	}
+	if err := leaving.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lc.Nodes[4] = nil
+	byID := map[string]int{}
+	for i, n := range lc.Nodes[:4] {
+		byID[n.DHT().Self().ID] = i
+	}
+	short := 0
+	for ck, holders := range placement(t, lc) {
+		held := map[int]bool{}
+		for _, h := range holders {
+			held[h] = true
+		}
+		for _, p := range dht.ClosestPeers(rest, ck.ref.ID, rf) {
+			if !held[byID[p.ID]] {
+				short++
+				break
+			}
+		}
+	}
+	if short > 0 {
+		t.Fatalf("%d pairs lack a copy on an owner right after the hand-off", short)
+	}
 }

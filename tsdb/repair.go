@@ -135,7 +135,7 @@ type pairRef struct {
 func (r *repairer) pass(ctx context.Context, leaving bool) error {
 	r.passMu.Lock()
 	defer r.passMu.Unlock()
-	var acc passTotals
+	acc := passTotals{registered: map[string]bool{}}
 	var batch []pairRef
 	var stepErr error
 	err := r.walker.Pairs(func(ref store.ShardRef, key string) bool {
@@ -166,7 +166,11 @@ func (r *repairer) pass(ctx context.Context, leaving bool) error {
 
 type passTotals struct {
 	under, hinted int64
+	registered    map[string]bool // series whose registry entry this pass re-declared
 }
+
+// maxRegisteredPerPass bounds the series one pass re-declares, and the memory that takes.
+const maxRegisteredPerPass = 1 << 14
 
 // pairState is what a step learns about one pair.
 type pairState struct {
@@ -209,6 +213,19 @@ func (r *repairer) step(ctx context.Context, batch []pairRef, leaving bool, acc 
 			}
 		}
 		states = append(states, st)
+	}
+
+	// Series metadata lives on its own replica set, which moves like a shard's: re-declare
+	// each series' type there, so that a registry whose owners all changed relearns it.
+	for _, st := range states {
+		key := st.pr.key
+		if acc.registered[key] || len(acc.registered) >= maxRegisteredPerPass {
+			continue
+		}
+		acc.registered[key] = true
+		if t, ok := n.store.SeriesType(key); ok {
+			n.coord.redeclare(ctx, key, t)
+		}
 	}
 
 	// Compare digests with every other owner, one request per owner.

@@ -62,14 +62,17 @@ func ParseSize(s string) (int64, error) {
 			break
 		}
 	}
-	if mult == 1 {
-		if n, err := strconv.ParseInt(s, 10, 64); err == nil && n >= 0 {
-			return n, nil
+	bad := fmt.Errorf("size %q: want whole bytes or a number with KB, MB, GB (×1000) or KiB, MiB, GiB (×1024)", in)
+	if mult == 1 { // whole bytes
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return 0, bad
 		}
+		return n, nil
 	}
 	n, err := strconv.ParseFloat(s, 64)
 	if err != nil || n < 0 || math.IsNaN(n) || n*mult >= math.MaxInt64 {
-		return 0, fmt.Errorf("size %q: want bytes or a number with KB, MB, GB (×1000) or KiB, MiB, GiB (×1024)", in)
+		return 0, bad
 	}
 	return int64(math.Round(n * mult)), nil
 }
