@@ -26,8 +26,11 @@ const metaVersion = 1
 // Member states as Members reports them.
 const (
 	StateAlive = "alive"
-	StateDead  = "dead"
-	StateLeft  = "left"
+	// StateLeaving is a live member handing its data off before it leaves: it
+	// still answers, but no longer owns anything, so Live leaves it out.
+	StateLeaving = "leaving"
+	StateDead    = "dead"
+	StateLeft    = "left"
 )
 
 // Meta is what a node tells the cluster about itself beside its Peer, in its
@@ -46,7 +49,7 @@ type Meta struct {
 // Member is a node as memberlist knows it.
 type Member struct {
 	Peer
-	// State is StateAlive, StateDead or StateLeft. A node that memberlist
+	// State is StateAlive, StateLeaving, StateDead or StateLeft. A node that memberlist
 	// suspects is still alive: memberlist raises no event on suspicion, and
 	// the Node.State of the nodes its Members returns is not maintained
 	// (hashicorp/memberlist#266), so there is no suspect state to read
@@ -255,6 +258,8 @@ func memberFrom(n *memberlist.Node, gone bool) (Member, error) {
 		state = StateLeft
 	case gone:
 		state = StateDead
+	case m.Leaving:
+		state = StateLeaving
 	}
 	return Member{
 		Peer:       p,

@@ -414,10 +414,9 @@ func (n *Node) Leave(timeout time.Duration) error {
 	var err error
 	n.lifeMu.Lock()
 	if n.ml != nil && !n.closed {
-		n.leaving.Store(true)
-		uerr := n.ml.UpdateNode(timeout)
-		if uerr == nil {
-			n.pushState(time.Until(deadline))
+		var uerr error
+		if !n.leaving.Load() {
+			uerr = n.announceLeaving(deadline)
 		}
 		// Leave even if time ran out: the departure then at least goes out
 		// with the next gossip, though Leave no longer waits for it.
@@ -428,6 +427,32 @@ func (n *Node) Leave(timeout time.Duration) error {
 	}
 	n.lifeMu.Unlock()
 	return errors.Join(err, n.Close())
+}
+
+// BeginLeave tells every live member, within timeout, that this node is
+// leaving: from then on they report it as StateLeaving and leave it out of
+// Live, so it owns nothing, while it still answers. The layer above hands its
+// data off in between and then calls Leave. Without this step a node that
+// received a hand-off would still count the leaver as an owner, and could
+// drop its fresh copy as surplus.
+func (n *Node) BeginLeave(timeout time.Duration) error {
+	n.lifeMu.Lock()
+	defer n.lifeMu.Unlock()
+	if n.ml == nil || n.closed || n.leaving.Load() {
+		return nil
+	}
+	return n.announceLeaving(time.Now().Add(timeout))
+}
+
+// announceLeaving sets the leaving flag in the metadata and pushes it to
+// every live member. lifeMu is held.
+func (n *Node) announceLeaving(deadline time.Time) error {
+	n.leaving.Store(true)
+	if err := n.ml.UpdateNode(time.Until(deadline)); err != nil {
+		return err
+	}
+	n.pushState(time.Until(deadline))
+	return nil
 }
 
 // pushState exchanges state with every live member directly, waiting at most

@@ -361,40 +361,46 @@ func TestGracefulLeaveHandsOff(t *testing.T) {
 	ctx := context.Background()
 	t0 := base()
 	for k := 0; k < 4; k++ {
-		if _, err := lc.Nodes[0].Coordinator().Put(ctx, fmt.Sprintf("s%d", k), sixtyHz(t0, 1200), PutOptions{}); err != nil {
+		// Two minutes: twelve quanta, so that (under QFI, where a quantum's shards of
+		// every series share a replica set) every node owns some.
+		if _, err := lc.Nodes[0].Coordinator().Put(ctx, fmt.Sprintf("s%d", k), sixtyHz(t0, 7200), PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	leaving := lc.Nodes[4]
-	if leaving.Store().Stats().Shards == 0 {
-		t.Fatal("the leaving node holds nothing: nothing to test")
+	waitHealed(t, lc, rf, 30*time.Second) // every third replica write has landed
+	leaver := 0
+	for i, n := range lc.Nodes {
+		if n.Store().Stats().Shards > lc.Nodes[leaver].Store().Stats().Shards {
+			leaver = i
+		}
 	}
 	var rest []dht.Peer
-	for _, n := range lc.Nodes[:4] {
-		rest = append(rest, n.DHT().Self())
+	byID := map[string]int{}
+	for i, n := range lc.Nodes {
+		if i != leaver {
+			rest = append(rest, n.DHT().Self())
+			byID[n.DHT().Self().ID] = i
+		}
 	}
-	if err := leaving.Close(); err != nil {
+	held := lc.Nodes[leaver].Store().Stats().Shards
+	if err := lc.Nodes[leaver].Close(); err != nil {
 		t.Fatal(err)
 	}
-	lc.Nodes[4] = nil
-	byID := map[string]int{}
-	for i, n := range lc.Nodes[:4] {
-		byID[n.DHT().Self().ID] = i
-	}
+	lc.Nodes[leaver] = nil
 	short := 0
 	for ck, holders := range placement(t, lc) {
-		held := map[int]bool{}
+		has := map[int]bool{}
 		for _, h := range holders {
-			held[h] = true
+			has[h] = true
 		}
 		for _, p := range dht.ClosestPeers(rest, ck.ref.ID, rf) {
-			if !held[byID[p.ID]] {
+			if !has[byID[p.ID]] {
 				short++
 				break
 			}
 		}
 	}
 	if short > 0 {
-		t.Fatalf("%d pairs lack a copy on an owner right after the hand-off", short)
+		t.Fatalf("%d pairs lack a copy on an owner right after node %d handed off its %d", short, leaver, held)
 	}
 }

@@ -207,11 +207,18 @@ func (n *Node) Store() store.Store { return n.store }
 func (n *Node) Close() error {
 	if n.repair != nil {
 		n.repair.close()
-		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.HandoffTimeout)
-		if err := n.repair.pass(ctx, true); err != nil {
-			n.log.Printf("hand-off before leaving: %v", err)
+		// Tell the others first, so that none counts this node as an owner while it
+		// hands off: a node that received a copy must not drop it as surplus.
+		if err := n.dht.BeginLeave(2 * time.Second); err != nil {
+			n.log.Printf("announcing the leave: %v", err)
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.HandoffTimeout)
+		before := n.repair.stats()
+		err := n.repair.pass(ctx, true)
 		cancel()
+		after := n.repair.stats()
+		n.log.Printf("hand-off before leaving: %d pairs pushed, %d handed off, %d still held (err: %v)",
+			after.PushedPairs-before.PushedPairs, after.DroppedPairs-before.DroppedPairs, n.store.Stats().Shards, err)
 	}
 	errs := []error{n.dht.Leave(2 * time.Second)}
 	errs = append(errs, n.srv.Close(), n.cli.Close(), n.store.Close())
