@@ -39,6 +39,7 @@ func benchCommand() *cli.Command {
 			benchReadCommand(),
 			benchIngestCommand(),
 			benchEchoCommand(),
+			benchReportCommand(),
 		},
 	}
 }
@@ -65,8 +66,8 @@ func benchFlags(local int, rf []int) []cli.Flag {
 		&cli.IntFlag{Name: "local", Value: local, Usage: "without --cluster: start N nodes inside this process, on loopback (real TCP, real gossip), afresh for every case"},
 		&cli.IntSliceFlag{Name: "rf", Value: cli.NewIntSlice(rf...), Usage: "replication factors, one case each, e.g. 1,4,7"},
 		&cli.StringSliceFlag{Name: "id-format", Value: cli.NewStringSlice("qfi", "kfi"), Usage: "shard ID layouts, one case each: qfi, kfi or both"},
-		&cli.StringFlag{Name: "sync", Value: store.DefaultPebbleOptions().Sync.String(), Usage: "--local store durability: always, batch or none (see `go doc ./tsdb/store SyncMode`); with --cluster only reported"},
-		&cli.StringFlag{Name: "store", Value: "pebble", Usage: "--local store: pebble (durable, on disk under --data) or mem (in RAM, as the paper's prototype)"},
+		&cli.StringFlag{Name: "sync", Value: store.DefaultPebbleOptions().Sync.String(), Usage: "--local store durability: always, batch or none (see go doc ./tsdb/store SyncMode); with --cluster only reported"},
+		&cli.StringFlag{Name: "store", Value: "disk", Usage: "--local store, as tsdht node's: disk (pebble under --data) or memory (lost on exit, as the paper's prototype)"},
 		&cli.StringFlag{Name: "data", Usage: "directory for the --local nodes' data (default: a fresh temporary directory, removed afterwards)"},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object per case on stdout, progress on stderr"},
 		&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the whole run (with --local: the nodes too) to this file"},
@@ -133,8 +134,8 @@ func newBenchEnv(c *cli.Context) (*benchEnv, error) {
 	if e.sync, err = store.ParseSyncMode(c.String("sync")); err != nil {
 		return nil, fmt.Errorf("--sync: %w", err)
 	}
-	if e.store != "pebble" && e.store != "mem" {
-		return nil, fmt.Errorf("--store %q: want pebble or mem", e.store)
+	if e.store != "disk" && e.store != "memory" {
+		return nil, fmt.Errorf("--store %q: want disk or memory", e.store)
 	}
 	for _, s := range c.StringSlice("id-format") {
 		for _, part := range splitAddrs(s) { // also accepts "qfi,kfi" in one argument
@@ -191,9 +192,9 @@ func (e *benchEnv) info(bench string, cs benchCase) caseInfo {
 	ci := caseInfo{Bench: bench, IDFormat: cs.format.String(), RF: cs.rf, Sync: e.sync.String(), Store: e.store,
 		Nodes: e.local, Target: "local"}
 	if e.local == 0 {
-		ci.Nodes, ci.Target, ci.Store = len(e.addrs), "cluster", "cluster"
+		ci.Nodes, ci.Target, ci.Store = len(e.addrs), "cluster", "cluster" // the nodes' own: --sync is as reported
 	}
-	if ci.Store == "mem" {
+	if ci.Store == "memory" {
 		ci.Sync = "none" // RAM only: nothing ever reaches a disk
 	}
 	return ci
@@ -204,8 +205,8 @@ func (e *benchEnv) where() string {
 	if e.local == 0 {
 		return fmt.Sprintf("a running cluster of %d given nodes (--cluster), driven by thin clients over TCP", len(e.addrs))
 	}
-	st := e.store + " store, sync " + e.sync.String()
-	if e.store == "mem" {
+	st := "disk store (pebble), sync " + e.sync.String()
+	if e.store == "memory" {
 		st = "memory store (as the paper's prototype)"
 	}
 	return fmt.Sprintf("%d nodes inside this process on loopback (real TCP, real gossip), %s", e.local, st)
@@ -288,7 +289,7 @@ func (e *benchEnv) start(cs benchCase) (*benchCluster, error) {
 	lc, err := tsdb.StartLocal(e.ctx, e.local, dir, func(_ int, cfg *tsdb.Config) {
 		cfg.RF = cs.rf
 		cfg.DHT.Format = cs.format
-		if e.store != "pebble" {
+		if e.store != "disk" {
 			return
 		}
 		opts := store.DefaultPebbleOptions()

@@ -22,6 +22,7 @@ func main() {
 			statusCommand(),
 			locateCommand(),
 			demoCommand(),
+			benchCommand(),
 		},
 		EnableBashCompletion: true,
 	}

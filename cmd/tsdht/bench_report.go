@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// benchReportCommand turns the JSON lines of bench runs into the Markdown report of
+// docs/bench, with the paper's figures beside ours, and into data files for a plot.
+func benchReportCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "report",
+		Usage:     "render bench --json results (files or stdin) as Markdown beside the paper's Tables I and II",
+		ArgsUsage: "[RESULTS.jsonl…]",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "title", Value: "tsdht against the paper", Usage: "the report's heading"},
+			&cli.StringFlag{Name: "machine", Usage: "what the results were measured on (default: this machine)"},
+			&cli.StringFlag{Name: "setup", Usage: "a paragraph on how the cluster was run"},
+			&cli.StringSliceFlag{Name: "command", Usage: "the command(s) that produced the results, shown verbatim"},
+			&cli.StringFlag{Name: "plot", Usage: "also write gnuplot data: PREFIX-write.dat and PREFIX-read.dat"},
+		},
+		Action: runBenchReport,
+	}
+}
+
+// benchRecord is any bench result, as decoded from its JSON line.
+type benchRecord struct {
+	caseInfo
+	write  *writeResult
+	read   *readResult
+	ingest *ingestResult
+}
+
+func readRecords(r io.Reader, out []benchRecord) ([]benchRecord, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var rec benchRecord
+		if err := json.Unmarshal([]byte(line), &rec.caseInfo); err != nil {
+			return nil, fmt.Errorf("%q: %w", line, err)
+		}
+		var err error
+		switch rec.Bench {
+		case "write":
+			rec.write = new(writeResult)
+			err = json.Unmarshal([]byte(line), rec.write)
+		case "read":
+			rec.read = new(readResult)
+			err = json.Unmarshal([]byte(line), rec.read)
+		case "ingest":
+			rec.ingest = new(ingestResult)
+			err = json.Unmarshal([]byte(line), rec.ingest)
+		default:
+			err = fmt.Errorf("unknown bench %q", rec.Bench)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", line, err)
+		}
+		out = append(out, rec)
+	}
+	return out, sc.Err()
+}
+
+func runBenchReport(c *cli.Context) error {
+	var recs []benchRecord
+	var err error
+	if c.NArg() == 0 {
+		recs, err = readRecords(os.Stdin, nil)
+	}
+	for _, path := range c.Args().Slice() {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		recs, err = readRecords(f, recs)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if len(recs) == 0 {
+		return fmt.Errorf("no bench results in the input")
+	}
+	m := c.String("machine")
+	if m == "" {
+		m = machine()
+	}
+	w := bufio.NewWriter(c.App.Writer)
+	fmt.Fprintf(w, "# %s\n\n", c.String("title"))
+	fmt.Fprintf(w, "Measured %s on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), m)
+	if s := c.String("setup"); s != "" {
+		fmt.Fprintf(w, "%s\n\n", s)
+	}
+	if cmds := c.StringSlice("command"); len(cmds) > 0 {
+		fmt.Fprintf(w, "```sh\n%s\n```\n\n", strings.Join(cmds, "\n"))
+	}
+	fmt.Fprintf(w, "The paper: Krentz, Dubey, Karsai, *Towards an Edge-Located Time-Series Database*, §V — 18 BeagleBone Blacks "+
+		"(1 GHz Cortex-A8), Go net/rpc over HTTP with gob, in-memory store, one flat switched network.\n\n")
+
+	var writes, reads, ingests []benchRecord
+	for _, r := range recs {
+		switch r.Bench {
+		case "write":
+			writes = append(writes, r)
+		case "read":
+			reads = append(reads, r)
+		case "ingest":
+			ingests = append(ingests, r)
+		}
+	}
+	if len(writes) > 0 {
+		fmt.Fprintf(w, "## Table I — single-point write, ms per write\n\n")
+		fmt.Fprintf(w, "One writer issues single-point writes one after another. *Floor*: a bare request/response to the write's "+
+			"remote replicas in parallel over the same persistent TCP connections, with no DHT and no store, measured in "+
+			"the same run. *w*: replicas that acknowledge before the write returns.\n\n")
+		fmt.Fprintf(w, "| format | rf | w | paper | tsdht mean | p50 | p99 | floor mean | floor p50 | × floor (mean) | × floor (p50) | paper ÷ tsdht | writes | nodes | store, sync |\n")
+		fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+		for _, rec := range writes {
+			r := rec.write
+			fl := "| — | — | — | —"
+			if f := r.FloorLatency; f != nil {
+				fl = fmt.Sprintf("| %.3f | %.3f | %.2f× | %.2f×", f.Mean, f.P50, f.Ratio, f.RatioP50)
+			}
+			fmt.Fprintf(w, "| %s | %d | %d | %s | %.3f | %.3f | %.3f %s | %s | %d | %d | %s, %s |\n",
+				strings.ToUpper(r.IDFormat), r.RF, r.WriteQuorum, paperCell(r.PaperMs, 2), r.latency.Mean, r.latency.P50,
+				r.latency.P99, fl, speedup(r.PaperMs, r.latency.Mean), r.Count, r.Nodes, r.Store, r.Sync)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(reads) > 0 {
+		fmt.Fprintf(w, "## Table II — read of the latest history from another node, ms per read\n\n")
+		fmt.Fprintf(w, "One series written at 60 Hz; another node reads the latest span, trimmed exactly (the paper padded to "+
+			"whole quanta). Every read returned exactly the points asked for (checked). *Cold*: the first read of the span.\n\n")
+		fmt.Fprintf(w, "| format | span | quanta | points returned | paper | tsdht mean | p50 | p99 | cold | paper ÷ tsdht | reads | rf | nodes | store, sync |\n")
+		fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+		for _, r := range reads {
+			x := r.read
+			fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %.3f | %.3f | %.3f | %.3f | %s | %d | %d | %d | %s, %s |\n",
+				strings.ToUpper(x.IDFormat), spanName(x.SpanS), x.Quanta, x.Returned, paperCell(x.PaperMs, 0), x.Mean, x.P50,
+				x.P99, x.ColdMs, speedup(x.PaperMs, x.Mean), x.Reads, x.RF, x.Nodes, x.Store, x.Sync)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(ingests) > 0 {
+		fmt.Fprintf(w, "## Ingest — concurrent 60 Hz series in batches\n\n")
+		fmt.Fprintf(w, "| format | rf | nodes | series | batch | backfill s | seconds | points | points/s | batch mean ms | p50 | p99 | node skew | store, sync |\n")
+		fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+		for _, r := range ingests {
+			x := r.ingest
+			fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %.0f | %.1f | %d | %.0f | %.2f | %.2f | %.2f | %.2f | %s, %s |\n",
+				strings.ToUpper(x.IDFormat), x.RF, x.Nodes, x.Series, x.Batch, x.BackfillS, x.Seconds, x.Points, x.PointsPerS,
+				x.Mean, x.P50, x.P99, x.NodeSkew, x.Store, x.Sync)
+		}
+		fmt.Fprintln(w)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if prefix := c.String("plot"); prefix != "" {
+		return writePlotData(prefix, writes, reads)
+	}
+	return nil
+}
+
+func paperCell(ms float64, prec int) string {
+	if ms == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.*f", prec, ms)
+}
+
+func speedup(paper, ours float64) string {
+	if paper == 0 || ours == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f×", paper/ours)
+}
+
+func spanName(s int) string {
+	switch {
+	case s%86400 == 0:
+		return fmt.Sprintf("%d d", s/86400)
+	case s%3600 == 0:
+		return fmt.Sprintf("%d h", s/3600)
+	}
+	return fmt.Sprintf("%d s", s)
+}
+
+// writePlotData writes one row per case: label, the paper's figure (or "?"), ours, and
+// for writes the floor, all in ms, for gnuplot's clustered histograms.
+func writePlotData(prefix string, writes, reads []benchRecord) error {
+	var wb, rb strings.Builder
+	fmt.Fprintf(&wb, "# case paper_ms tsdht_mean_ms floor_mean_ms\n")
+	for _, rec := range writes {
+		r := rec.write
+		floor := "?"
+		if r.FloorLatency != nil {
+			floor = fmt.Sprintf("%g", r.FloorLatency.Mean)
+		}
+		fmt.Fprintf(&wb, "\"%s rf%d\" %s %g %s\n", strings.ToUpper(r.IDFormat), r.RF, plotNum(r.PaperMs), r.latency.Mean, floor)
+	}
+	fmt.Fprintf(&rb, "# case paper_ms tsdht_mean_ms\n")
+	for _, rec := range reads {
+		r := rec.read
+		fmt.Fprintf(&rb, "\"%s %s\" %s %g\n", strings.ToUpper(r.IDFormat), spanName(r.SpanS), plotNum(r.PaperMs), r.Mean)
+	}
+	if err := os.WriteFile(prefix+"-write.dat", []byte(wb.String()), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(prefix+"-read.dat", []byte(rb.String()), 0o644)
+}
+
+func plotNum(v float64) string {
+	if v == 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%g", v)
+}
