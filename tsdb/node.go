@@ -49,8 +49,9 @@ type Config struct {
 	// RepairSettle is how long a pass waits after a membership change for further
 	// changes, so that a burst of joins or deaths costs one pass.
 	RepairSettle time.Duration
-	// RepairRate bounds repair and handoff traffic in bytes per second (0 = unbounded),
-	// so that a BeagleBone's 100 Mbit link and single core stay usable for ingest.
+	// RepairRate bounds repair and hand-off work in bytes per second (0 = unbounded):
+	// the points a pass reads and hashes locally and those it pushes, at 12 bytes a
+	// point, so that a BeagleBone's 100 Mbit link and single core stay usable for ingest.
 	RepairRate int64
 	// MaxHintPoints bounds the points a node keeps for replicas it could not reach.
 	// Past it a failed replica write is left to anti-entropy.
@@ -76,7 +77,7 @@ func DefaultConfig() Config {
 		MaxFuture:       10 * time.Minute,
 		CallTimeout:     5 * time.Second,
 		ReadConcurrency: 16,
-		RepairInterval:  time.Minute,
+		RepairInterval:  10 * time.Minute,
 		RepairSettle:    500 * time.Millisecond,
 		RepairRate:      4 << 20,
 		MaxHintPoints:   1 << 20,

@@ -197,6 +197,10 @@ func (r *repairer) step(ctx context.Context, batch []pairRef, leaving bool, acc 
 		if !held {
 			continue // deleted since the walk saw it
 		}
+		// Reading and hashing is most of a pass's cost: it is charged like the traffic.
+		if err := r.limit.wait(ctx, int64(pts.Len())*bytesPerPointOnWire); err != nil {
+			return err
+		}
 		st := &pairState{pr: pr, local: pts, count: pts.Len(), hash: digest(&pts)}
 		if leaving {
 			for _, p := range n.dht.ReplicaSet(pr.ref.ID, n.cfg.RF+1) {
