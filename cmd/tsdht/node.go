@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -30,7 +32,14 @@ func nodeCommand() *cli.Command {
 			&cli.IntFlag{Name: "write-quorum", Usage: "replicas that must store a shard before a write succeeds (default: majority of rf)"},
 			&cli.IntFlag{Name: "read-quorum", Usage: "replicas that must agree a shard is empty (default: majority of rf)"},
 			&cli.DurationFlag{Name: "max-future", Value: 10 * time.Minute, Usage: "refuse points stamped further than this ahead of the node's clock"},
-			&cli.BoolFlag{Name: "quiet", Usage: "log only errors"},
+			&cli.StringFlag{Name: "sync", Value: "always", Usage: "durability of an acknowledged write: always (fsync before ack, group commit), batch (fsync every --sync-interval), none (no fsync: a crash can lose recent writes)"},
+			&cli.DurationFlag{Name: "sync-interval", Value: 100 * time.Millisecond, Usage: "with --sync batch: the most writing time a power cut can lose"},
+			&cli.StringFlag{Name: "store", Value: "disk", Usage: "disk (pebble under --data) or memory (lost on exit, like the paper's prototype)"},
+			&cli.Int64Flag{Name: "cache-mb", Value: 16, Usage: "block cache of the disk store, MiB"},
+			&cli.Int64Flag{Name: "hot-mb", Value: 8, Usage: "hot tier: decoded recent chunks kept in RAM, MiB"},
+			&cli.StringFlag{Name: "retention", Value: "0", Usage: "drop quanta that ended longer ago than this (a Go duration or days: 720h, 30d, 7d12h) and refuse writes into them; 0 keeps everything"},
+			&cli.StringFlag{Name: "max-disk", Value: "0", Usage: "disk budget of the store (512MB, 2GB, 1.5GiB or bytes; MB = 10^6, MiB = 2^20): over it the oldest quanta are dropped; 0 is unlimited. Pebble's WAL takes ~10-20 MiB of it"},
+			&cli.StringFlag{Name: "disk-reserve", Value: "64MiB", Usage: "free space kept on the data filesystem for the storage engine: writes are refused as \"disk full\" below it; 0 disables the check"},
 		},
 		Action: runNode,
 	}
@@ -62,10 +71,15 @@ func runNode(c *cli.Context) error {
 	cfg.ReadQuorum = c.Int("read-quorum")
 	cfg.MaxFuture = c.Duration("max-future")
 	cfg.Logger = log.New(os.Stderr, "tsdht node: ", log.LstdFlags|log.Lmicroseconds)
-	cfg.Store = store.NewMem()
+	st, err := openStore(c, dir, q)
+	if err != nil {
+		return err
+	}
+	cfg.Store = st
 
 	n, err := tsdb.Start(cfg)
 	if err != nil {
+		st.Close()
 		return err
 	}
 	self := n.DHT().Self()
@@ -77,4 +91,48 @@ func runNode(c *cli.Context) error {
 	s := <-sig
 	cfg.Logger.Printf("%v: leaving the cluster", s)
 	return n.Close()
+}
+
+// openStore opens the node's local store as the flags say.
+func openStore(c *cli.Context, dir string, q quanta.Quantum) (store.Store, error) {
+	switch c.String("store") {
+	case "memory":
+		for _, f := range []string{"retention", "max-disk"} {
+			if c.IsSet(f) {
+				return nil, fmt.Errorf("--%s applies to --store disk", f)
+			}
+		}
+		return store.NewMem(), nil
+	case "disk":
+	default:
+		return nil, fmt.Errorf("--store %q: want disk or memory", c.String("store"))
+	}
+	mode, err := store.ParseSyncMode(c.String("sync"))
+	if err != nil {
+		return nil, fmt.Errorf("--sync: %w", err)
+	}
+	opts := store.DefaultPebbleOptions()
+	opts.Sync = mode
+	opts.SyncInterval = c.Duration("sync-interval")
+	opts.Quantum = q
+	opts.CacheSize = c.Int64("cache-mb") << 20
+	opts.HotCacheSize = c.Int64("hot-mb") << 20
+	if opts.Retention, err = store.ParseDuration(c.String("retention")); err != nil {
+		return nil, fmt.Errorf("--retention: %w", err)
+	}
+	if opts.MaxDisk, err = store.ParseSize(c.String("max-disk")); err != nil {
+		return nil, fmt.Errorf("--max-disk: %w", err)
+	}
+	if opts.DiskReserve, err = store.ParseSize(c.String("disk-reserve")); err != nil {
+		return nil, fmt.Errorf("--disk-reserve: %w", err)
+	}
+	if opts.DiskReserve == 0 {
+		opts.DiskReserve = -1 // the flag's 0 disables the check; the option's 0 is the default
+	}
+	opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	st, err := store.OpenPebble(filepath.Join(dir, "store"), opts)
+	if err != nil {
+		return nil, fmt.Errorf("opening the store in %s: %w", dir, err)
+	}
+	return st, nil
 }

@@ -69,9 +69,25 @@ func (p *Pebble) retentionLimit(now time.Time) int64 {
 // EnforceRetention drops every quantum that ended at least Retention before now and
 // returns how many quanta it dropped (0 without a Retention). Later writes into them
 // are refused with ErrExpired. The background loop calls it every EnforceInterval.
+//
+// Clocks lie: now counts only up to the end of the newest quantum the store holds, so
+// that a clock that jumps ahead (a board without an RTC, a bad time server) cannot
+// wipe the store. Such a clock makes appends of current data fail instead, loudly, with
+// the retention named, and they work again when the clock is right.
 func (p *Pebble) EnforceRetention(now time.Time) (dropped int, err error) {
 	if p.opts.Retention <= 0 {
 		return 0, nil
+	}
+	if !p.enter() {
+		return 0, ErrClosed
+	}
+	newest, ok, err := p.newestQuantum()
+	p.state.RUnlock()
+	if err != nil || !ok {
+		return 0, err
+	}
+	if end := time.Unix(newest+int64(p.opts.Quantum), 0); end.Before(now) {
+		now = end
 	}
 	return p.dropBefore(p.retentionLimit(now), &p.retFloor)
 }
@@ -81,8 +97,11 @@ func (p *Pebble) EnforceRetention(now time.Time) (dropped int, err error) {
 // quanta it dropped (0 without a MaxDisk). Each pass aims at 1/16 below the budget, so
 // that the next drop is not due at the next write. It never drops a quantum that has
 // not ended: a budget smaller than the engine's fixed overhead (see
-// PebbleOptions.MaxDisk) leaves the store over it, with a warning in the log. The
-// background loop calls it every EnforceInterval.
+// PebbleOptions.MaxDisk) leaves the store over it, with a warning in the log. Writes
+// into dropped quanta are refused with ErrExpired until the store is reopened; after
+// that, a late write into one is stored and, while the budget is tight, dropped again
+// by the next pass (it is among the oldest). The background loop calls it every
+// EnforceInterval.
 func (p *Pebble) EnforceDiskBudget() (dropped int, err error) {
 	if p.opts.MaxDisk <= 0 {
 		return 0, nil
@@ -159,6 +178,23 @@ func (p *Pebble) oldestQuantum() (int64, bool, error) {
 	return getSortable(it.Key()[1:9]), true, nil
 }
 
+// newestQuantum returns the start of the newest quantum holding data. The caller holds
+// p.state.
+func (p *Pebble) newestQuantum() (int64, bool, error) {
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: []byte{famPair}, UpperBound: []byte{famPair + 1}})
+	if err != nil {
+		return 0, false, err
+	}
+	defer it.Close()
+	if !it.Last() {
+		return 0, false, it.Error()
+	}
+	if len(it.Key()) < 9 {
+		return 0, false, fmt.Errorf("%w: pair key %x", ErrCorrupt, it.Key())
+	}
+	return getSortable(it.Key()[1:9]), true, nil
+}
+
 // oldestWorth returns the limit (an exclusive quantum start) below which the oldest
 // ended quanta take about excess bytes of table files. ok is false if no ended quantum
 // holds table data. Quanta whose data is still only in the memtable weigh nothing:
@@ -215,15 +251,17 @@ func (p *Pebble) dropBefore(limit int64, floor *atomic.Int64) (int, error) {
 	}
 	defer p.state.RUnlock()
 	upper := quantumKey(famPair, limit)
-	delta, quanta, err := p.countBefore(upper)
+	delta, quanta, oldest, err := p.countBefore(upper)
 	if err != nil || quanta == 0 {
 		return 0, err
 	}
 	b := p.db.NewBatch()
 	defer b.Close()
+	// The deletions start at the oldest quantum held, not at the start of the family,
+	// so that successive passes lay tombstones side by side instead of nesting them.
 	err = errors.Join(
-		b.DeleteRange([]byte{famPair}, upper, nil),
-		b.DeleteRange([]byte{famUnsealed}, quantumKey(famUnsealed, limit), nil),
+		b.DeleteRange(quantumKey(famPair, oldest), upper, nil),
+		b.DeleteRange(quantumKey(famUnsealed, oldest), quantumKey(famUnsealed, limit), nil),
 	)
 	if !delta.zero() {
 		err = errors.Join(err, b.Merge(countersKey, delta.encode(), nil))
@@ -243,41 +281,40 @@ func (p *Pebble) dropBefore(limit int64, floor *atomic.Int64) (int, error) {
 }
 
 // countBefore sums, from the pair summaries, what the pairs with keys below upper hold
-// (as negative counters) and counts their distinct quanta. It seeks from one pair's
-// summary to the next, skipping the pairs' points.
-func (p *Pebble) countBefore(upper []byte) (counters, int, error) {
+// (as negative counters), counts their distinct quanta and returns the oldest one's
+// start. It seeks from one pair's summary to the next, skipping the pairs' points.
+func (p *Pebble) countBefore(upper []byte) (c counters, quanta int, oldest int64, err error) {
 	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: []byte{famPair}, UpperBound: upper})
 	if err != nil {
-		return counters{}, 0, err
+		return counters{}, 0, 0, err
 	}
 	defer it.Close()
-	var (
-		c      counters
-		quanta int
-		last   []byte
-	)
+	var last []byte
 	const fixed = 8 + 20 + 1 // start, shard ID, key length - 1
 	for valid := it.First(); valid; {
 		k := it.Key()
 		if len(k) < 1+fixed+1 || len(k) < 1+fixed+int(k[fixed])+1+1 {
-			return counters{}, 0, fmt.Errorf("%w: pair key %x", ErrCorrupt, k)
+			return counters{}, 0, 0, fmt.Errorf("%w: pair key %x", ErrCorrupt, k)
 		}
 		id := k[1 : 1+fixed+int(k[fixed])+1]
 		if !bytes.Equal(id[:8], last) {
+			if quanta == 0 {
+				oldest = getSortable(id[:8])
+			}
 			quanta++
 			last = append(last[:0], id[:8]...)
 		}
 		if k[1+len(id)] == kindSummary {
 			s, err := decodeSummary(it.Value())
 			if err != nil {
-				return counters{}, 0, fmt.Errorf("%w at key %x", err, k)
+				return counters{}, 0, 0, fmt.Errorf("%w at key %x", err, k)
 			}
 			c.shards--
 			c.points -= s.count
 		}
 		valid = it.SeekGE(pairKey(nil, id, kindEnd))
 	}
-	return c, quanta, it.Error()
+	return c, quanta, oldest, it.Error()
 }
 
 // compactBefore compacts the key ranges of the quanta before limit, so that the space

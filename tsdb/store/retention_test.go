@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,7 +25,7 @@ func recount(t *testing.T, p *Pebble) (shards int, points int64, quanta int) {
 		t.Fatal("store closed")
 	}
 	defer p.state.RUnlock()
-	c, q, err := p.countBefore([]byte{famPair + 1})
+	c, q, _, err := p.countBefore([]byte{famPair + 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,15 +135,28 @@ func TestPebbleRetention(t *testing.T) {
 	if typ, ok := p.SeriesType("a"); !ok || typ != series.Float {
 		t.Fatal("the series lost its type")
 	}
-	// Nothing more to drop at the same time; later, more.
+	// Nothing more to drop at the same time.
 	if n, err := p.EnforceRetention(now); n != 0 || err != nil {
 		t.Fatalf("second pass: %d, %v", n, err)
 	}
-	if n, err := p.EnforceRetention(now.Add(5 * time.Minute)); n != 30 || err != nil {
-		t.Fatalf("five minutes later: %d quanta dropped, %v; want 30", n, err)
+	// A clock a year ahead drops only what is older than the retention before the
+	// newest data: the store does not trust it further.
+	newestEnd := starts[len(starts)-1] + q
+	more := 0
+	for _, s := range starts[want:] {
+		if s+q <= newestEnd-3600 {
+			more++
+		}
 	}
-	// The floor refuses quanta the clock would still allow.
-	s := starts[want+10]
+	if n, err := p.EnforceRetention(now.AddDate(1, 0, 0)); n != more || err != nil {
+		t.Fatalf("a year ahead: %d quanta dropped, %v; want %d", n, err, more)
+	}
+	want += more
+	if st := p.Stats(); st.Points != int64(10*(len(starts)-want)) || st.OldestQuantum != starts[want] {
+		t.Fatalf("after a clock jump: %+v", st)
+	}
+	// The floor refuses quanta the clock alone would still allow.
+	s := starts[want-1]
 	err = p.Append(qref("b", s), "b", series.Points{Type: series.Float, T: []int64{s * 1e9}, F: []float64{1}})
 	if !errors.Is(err, ErrExpired) {
 		t.Fatalf("append below the floor: %v", err)
@@ -197,9 +210,9 @@ func countSealed(t *testing.T, p *Pebble) int {
 	return n
 }
 
-// TestPebbleRetentionRace runs appends into quanta around a moving retention floor
-// while passes drop them: every append is either refused with ErrExpired or stored
-// whole, and the counters stay exact.
+// TestPebbleRetentionRace runs appends and deletes of pairs around a moving retention
+// floor while drops below it run: every append is either refused with ErrExpired or
+// stored whole, and the counters stay exact.
 func TestPebbleRetentionRace(t *testing.T) {
 	o := testOptions(SyncNone)
 	o.EnforceInterval = -1
@@ -245,13 +258,33 @@ func TestPebbleRetentionRace(t *testing.T) {
 			}
 		}()
 	}
+	// A repairer deleting pairs it handed off, meanwhile.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r := rand.New(rand.NewPCG(99, 2))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			s := lo + q*r.Int64N((hi-lo)/q+1)
+			key := fmt.Sprintf("k%d", r.IntN(3))
+			if err := p.Delete(qref(key, s), key); err != nil {
+				t.Error(err)
+				return
+			}
+			attempts.Add(1)
+		}
+	}()
 	total := 0
-	for now := real.Add(10 * time.Minute); now.Before(real.Add(50 * time.Minute)); now = now.Add(30 * time.Second) {
+	for limit := lo + q/2; limit <= hi+q; limit += 3 * q {
 		// Let the writers make progress between passes (the deadline bounds a failure).
 		for next, deadline := attempts.Load()+20, time.Now().Add(10*time.Second); attempts.Load() < next && time.Now().Before(deadline); {
 			runtime.Gosched()
 		}
-		n, err := p.EnforceRetention(now)
+		n, err := p.dropBefore(limit, &p.retFloor)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -368,6 +401,56 @@ func TestPebbleDiskBudgetBelowOverhead(t *testing.T) {
 	}
 	if _, held, _ := p.Read(qref("k", cur), "k", math.MinInt64, math.MaxInt64); !held {
 		t.Fatal("a quantum that has not ended was dropped")
+	}
+	wantExact(t, p)
+}
+
+// TestPebblePairsWalksEveryPair walks more pairs than one iterator batch holds, sealed
+// and not, and deletes during the walk.
+func TestPebblePairsWalksEveryPair(t *testing.T) {
+	p := openTest(t, t.TempDir(), testOptions(SyncNone))
+	defer p.Close()
+	const n = 2*walkBatch + 17
+	for i := range n {
+		s := testStart + int64(i%50)*10
+		key := fmt.Sprintf("k%d", i)
+		if err := p.Append(qref(key, s), key, series.Points{Type: series.Int, T: []int64{s * 1e9}, I: []int64{int64(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.SealNow(time.Unix(testStart+300, 0)); err != nil { // about half
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	last := int64(math.MinInt64)
+	err := p.Pairs(func(r ShardRef, key string) bool {
+		if r.Start < last {
+			t.Errorf("walk not in quantum order: %d after %d", r.Start, last)
+		}
+		last = r.Start
+		if r.ID != qref(key, r.Start).ID {
+			t.Errorf("pair %s at %d has the wrong shard ID", key, r.Start)
+		}
+		seen[key]++
+		// Deleting the pair being walked is allowed.
+		if err := p.Delete(r, key); err != nil {
+			t.Error(err)
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != n {
+		t.Fatalf("walked %d pairs, want %d", len(seen), n)
+	}
+	for k, c := range seen {
+		if c != 1 {
+			t.Fatalf("%s walked %d times", k, c)
+		}
+	}
+	if st := p.Stats(); st.Shards != 0 || st.Points != 0 || st.Series != n {
+		t.Fatalf("after deleting every pair: %+v", st)
 	}
 	wantExact(t, p)
 }

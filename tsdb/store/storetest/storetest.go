@@ -146,6 +146,19 @@ func show(p series.Points) string {
 	return b.String()
 }
 
+// walker is what a store may offer tsdb's repairer (tsdb.Walker): the pairs it holds,
+// and dropping one.
+type walker interface {
+	Pairs(fn func(ref store.ShardRef, key string) bool) error
+	Delete(ref store.ShardRef, key string) error
+}
+
+func mustReadAll(t *testing.T, s store.Store, r store.ShardRef, key string) series.Points {
+	t.Helper()
+	p, _ := readAll(t, s, r, key)
+	return p
+}
+
 func wantStats(t *testing.T, s store.Store, want store.Stats) {
 	t.Helper()
 	if got := s.Stats().Counts(); got != want {
@@ -453,6 +466,81 @@ var cases = []testCase{
 			t.Fatalf("shared: %d points, want %d", got.Len(), n)
 		}
 		wantStats(t, s, store.Stats{Shards: writers + 1, Series: writers + 2, Points: (writers + 1) * n})
+	}},
+	{"WalkAndDelete", func(t *testing.T, s store.Store, _ func()) {
+		w, ok := s.(walker)
+		if !ok {
+			t.Skip("the store offers no walk")
+		}
+		walk := func() map[string]bool {
+			t.Helper()
+			seen := map[string]bool{}
+			err := w.Pairs(func(r store.ShardRef, key string) bool {
+				// The callback may call back into the store.
+				if _, held, err := s.Read(r, key, math.MinInt64, math.MaxInt64); err != nil || !held {
+					t.Errorf("walked pair %d/%s: held=%v err=%v", r.Start, key, held, err)
+				}
+				name := fmt.Sprintf("%x/%d/%s", r.ID, r.Start, key)
+				if seen[name] {
+					t.Errorf("pair %s walked twice", name)
+				}
+				seen[name] = true
+				return true
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return seen
+		}
+		name := func(r store.ShardRef, key string) string { return fmt.Sprintf("%x/%d/%s", r.ID, r.Start, key) }
+		mustAppend(t, s, refA, "a", floats(tsList(sec+1, sec+2), 1, 2))
+		mustAppend(t, s, refA, "b", floats(tsList(sec+1), 1))
+		mustAppend(t, s, refB, "a", floats(tsList(sec+11), 1))
+		mustAppend(t, s, refC, "a", floats(tsList(sec+11, sec+12, sec+13), 1, 2, 3))
+		if _, err := s.DeclareType("declared", series.Int); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]bool{name(refA, "a"): true, name(refA, "b"): true, name(refB, "a"): true, name(refC, "a"): true}
+		if got := walk(); len(got) != len(want) {
+			t.Fatalf("walked %v, want %v", got, want)
+		} else {
+			for n := range want {
+				if !got[n] {
+					t.Fatalf("walk missed %s: %v", n, got)
+				}
+			}
+		}
+		calls := 0
+		if err := w.Pairs(func(store.ShardRef, string) bool { calls++; return false }); err != nil || calls != 1 {
+			t.Fatalf("a walk told to stop went on: %d calls, %v", calls, err)
+		}
+
+		if err := w.Delete(refA, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if got, held := readAll(t, s, refA, "a"); held || got.Len() != 0 {
+			t.Fatalf("after Delete: held=%v, %d points", held, got.Len())
+		}
+		wantPoints(t, mustReadAll(t, s, refB, "a"), floats(tsList(sec+11), 1))
+		wantStats(t, s, store.Stats{Shards: 3, Series: 3, Points: 5})
+		if typ, ok := s.SeriesType("a"); !ok || typ != series.Float {
+			t.Fatal("Delete took the series' type")
+		}
+		if got := walk(); got[name(refA, "a")] || len(got) != 3 {
+			t.Fatalf("walk after Delete: %v", got)
+		}
+		// Deleting what is not held changes nothing.
+		if err := w.Delete(refA, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Delete(refC, "never"); err != nil {
+			t.Fatal(err)
+		}
+		wantStats(t, s, store.Stats{Shards: 3, Series: 3, Points: 5})
+		// The pair comes back whole, counted afresh.
+		mustAppend(t, s, refA, "a", floats(tsList(sec+2, sec+3), 5, 6))
+		wantPoints(t, mustReadAll(t, s, refA, "a"), floats(tsList(sec+2, sec+3), 5, 6))
+		wantStats(t, s, store.Stats{Shards: 4, Series: 3, Points: 7})
 	}},
 	{"ClosedStoreRefusesCalls", func(t *testing.T, s store.Store, markClosed func()) {
 		mustAppend(t, s, refA, "k", floats(tsList(sec), 1))
