@@ -26,6 +26,7 @@ const (
 	CodeUnknownSeries = "unknown_series"
 	CodeUnavailable   = "unavailable"
 	CodePartial       = "partial"
+	CodeExpired       = "expired" // the write falls in a quantum past the retention
 )
 
 // Messages are msgpack maps keyed by short names, so a field can be added without
@@ -134,6 +135,11 @@ type NodeStats struct {
 	Error     string      `msgpack:"err"` // why the stats could not be fetched
 	Reachable bool        `msgpack:"reach"`
 	Repair    RepairStats `msgpack:"repair"`
+	DiskBytes int64       `msgpack:"disk"`
+	Retention string      `msgpack:"retention"` // "0s": keep everything
+	MaxDisk   int64       `msgpack:"maxdisk"`
+	Oldest    int64       `msgpack:"oldest"`  // start of the oldest quantum held, UNIX s
+	Dropped   int64       `msgpack:"dropped"` // quanta dropped by retention or budget
 }
 
 type statusResp struct {

@@ -111,10 +111,13 @@ func (n *Node) checkShard(id []byte, start int64, key string) (store.ShardRef, e
 
 // storeError maps a store failure to an error code a client can act on.
 func storeError(err error) error {
-	if errors.Is(err, series.ErrTypeMismatch) {
+	switch {
+	case errors.Is(err, series.ErrTypeMismatch):
 		return rpc.Errorf(CodeTypeMismatch, "%v", err)
+	case errors.Is(err, store.ErrExpired):
+		return rpc.Errorf(CodeExpired, "%v", err)
 	}
-	return rpc.Errorf(CodeUnavailable, "store: %v", err)
+	return rpc.Errorf(CodeUnavailable, "%v", err)
 }
 
 // digest hashes a replica's answer for one shard so that replicas can be compared
@@ -154,6 +157,11 @@ func (n *Node) localStats() NodeStats {
 		Shards:    st.Shards,
 		Series:    st.Series,
 		Points:    st.Points,
+		DiskBytes: st.DiskBytes,
+		Retention: st.Retention.String(),
+		MaxDisk:   st.MaxDisk,
+		Oldest:    st.OldestQuantum,
+		Dropped:   st.DroppedQuanta,
 		Format:    n.cfg.DHT.Format.String(),
 		Quantum:   int64(n.cfg.DHT.Quantum),
 		RF:        n.cfg.RF,

@@ -39,6 +39,9 @@ func nodeCommand() *cli.Command {
 			&cli.Int64Flag{Name: "hot-mb", Value: 8, Usage: "hot tier: decoded recent chunks kept in RAM, MiB"},
 			&cli.StringFlag{Name: "retention", Value: "0", Usage: "drop quanta that ended longer ago than this (a Go duration or days: 720h, 30d, 7d12h) and refuse writes into them; 0 keeps everything"},
 			&cli.StringFlag{Name: "max-disk", Value: "0", Usage: "disk budget of the store (512MB, 2GB, 1.5GiB or bytes; MB = 10^6, MiB = 2^20): over it the oldest quanta are dropped; 0 is unlimited. Pebble's WAL takes ~10-20 MiB of it"},
+			&cli.DurationFlag{Name: "repair-interval", Value: 10 * time.Minute, Usage: "how often (±25%) the node compares every shard it holds with its owners; membership changes start a pass at once"},
+			&cli.Float64Flag{Name: "repair-rate", Value: 4, Usage: "MB/s of repair and hand-off work (points read and pushed, 12 bytes a point); 0 = unbounded"},
+			&cli.DurationFlag{Name: "handoff-timeout", Value: 30 * time.Second, Usage: "on SIGTERM, how long the node may spend handing its shards to their owners before it leaves"},
 			&cli.StringFlag{Name: "disk-reserve", Value: "64MiB", Usage: "free space kept on the data filesystem for the storage engine: writes are refused as \"disk full\" below it; 0 disables the check"},
 		},
 		Action: runNode,
@@ -70,6 +73,9 @@ func runNode(c *cli.Context) error {
 	cfg.WriteQuorum = c.Int("write-quorum")
 	cfg.ReadQuorum = c.Int("read-quorum")
 	cfg.MaxFuture = c.Duration("max-future")
+	cfg.RepairInterval = c.Duration("repair-interval")
+	cfg.RepairRate = int64(c.Float64("repair-rate") * 1e6)
+	cfg.HandoffTimeout = c.Duration("handoff-timeout")
 	cfg.Logger = log.New(os.Stderr, "tsdht node: ", log.LstdFlags|log.Lmicroseconds)
 	st, err := openStore(c, dir, q)
 	if err != nil {

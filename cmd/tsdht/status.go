@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/tsdb/store"
 )
 
 func statusCommand() *cli.Command {
@@ -16,7 +17,8 @@ func statusCommand() *cli.Command {
 		Usage: "list the members as a node sees them: 160-bit IDs, liveness, shard counts, repair progress",
 		Description: "SHARDS counts (shard, series) pairs held. UNDER: pairs held with fewer than rf confirmed\n" +
 			"copies at the node's last repair pass; HINTED: points kept for owners that could not be reached;\n" +
-			"PUSHED: pairs sent to owners that lacked them; HANDED OFF: pairs deleted after their owners confirmed them.",
+			"PUSHED: pairs sent to owners that lacked them; HANDED OFF: pairs deleted after their owners confirmed them;\n" +
+			"DISK: the store's files (and --max-disk); RETENTION: --retention.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "cluster", Required: true, Usage: "RPC address of a node, HOST:PORT[,…]"},
 			timeoutFlag,
@@ -32,11 +34,19 @@ func statusCommand() *cli.Command {
 				return err
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
-			fmt.Fprintln(w, "NODE ID\tRPC\tSTATE\tSHARDS\tSERIES\tPOINTS\tUNDER\tHINTED\tPUSHED\tHANDED OFF\tNOTE")
+			fmt.Fprintln(w, "NODE ID\tRPC\tSTATE\tSHARDS\tSERIES\tPOINTS\tUNDER\tHINTED\tPUSHED\tHANDED OFF\tDISK\tRETENTION\tNOTE")
 			for _, n := range nodes {
 				r := n.Repair
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", n.NodeID, n.RPCAddr, n.State,
-					n.Shards, n.Series, n.Points, r.UnderReplicated, r.HintedPoints, r.PushedPairs, r.DroppedPairs, n.Error)
+				disk := store.FormatSize(n.DiskBytes)
+				if n.MaxDisk > 0 {
+					disk += "/" + store.FormatSize(n.MaxDisk)
+				}
+				ret := n.Retention
+				if ret == "" || ret == "0s" {
+					ret = "forever"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", n.NodeID, n.RPCAddr, n.State,
+					n.Shards, n.Series, n.Points, r.UnderReplicated, r.HintedPoints, r.PushedPairs, r.DroppedPairs, disk, ret, n.Error)
 			}
 			return w.Flush()
 		},
