@@ -31,7 +31,7 @@ type copyKey struct {
 }
 
 // placement lists, for every pair held anywhere, the live nodes that hold it.
-func placement(t *testing.T, lc *LocalCluster) map[copyKey][]int {
+func placement(t testing.TB, lc *LocalCluster) map[copyKey][]int {
 	t.Helper()
 	out := map[copyKey][]int{}
 	for i, n := range lc.Nodes {
@@ -51,7 +51,7 @@ func placement(t *testing.T, lc *LocalCluster) map[copyKey][]int {
 }
 
 // misplaced counts pairs not held by exactly their rf owners.
-func misplaced(t *testing.T, lc *LocalCluster, rf int) (int, string) {
+func misplaced(t testing.TB, lc *LocalCluster, rf int) (int, string) {
 	var any *Node
 	for _, n := range lc.Nodes {
 		if n != nil {
@@ -86,7 +86,7 @@ func misplaced(t *testing.T, lc *LocalCluster, rf int) (int, string) {
 
 // waitHealed runs repair passes on every live node until each pair lives on exactly
 // its rf owners, and returns how long that took.
-func waitHealed(t *testing.T, lc *LocalCluster, rf int, within time.Duration) time.Duration {
+func waitHealed(t testing.TB, lc *LocalCluster, rf int, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	ctx := context.Background()
