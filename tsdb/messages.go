@@ -54,6 +54,7 @@ type shardRead struct {
 	From   int64  `msgpack:"f"`
 	To     int64  `msgpack:"t"`
 	Digest bool   `msgpack:"d"` // only count and hash, not the points
+	Strong bool   `msgpack:"sd"` // hash the points even for a whole quantum (anti-entropy)
 }
 
 type readReq struct {

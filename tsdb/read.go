@@ -237,7 +237,8 @@ func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, 
 	if merged.Len() == 0 {
 		return
 	}
-	count, hash := merged.Len(), digest(&merged)
+	whole := s.from == c.n.cfg.DHT.Quantum.BeginNanos(s.ref.start) && s.to == c.n.cfg.DHT.Quantum.EndNanos(s.ref.start)
+	count, hash := merged.Len(), readDigest(&merged, whole)
 	var stale []dht.Peer
 	for j, a := range ans {
 		if a.ok && (a.res.Count != count || a.res.Hash != hash) {

@@ -260,7 +260,7 @@ func (r *repairer) step(ctx context.Context, batch []pairRef, leaving bool, acc 
 			req := &readReq{Shards: make([]shardRead, len(t.pairs))}
 			for i, st := range t.pairs {
 				req.Shards[i] = shardRead{ID: st.pr.ref.ID[:], Start: st.pr.ref.Start, Key: st.pr.key,
-					From: q.BeginNanos(st.pr.ref.Start), To: q.EndNanos(st.pr.ref.Start), Digest: true}
+					From: q.BeginNanos(st.pr.ref.Start), To: q.EndNanos(st.pr.ref.Start), Digest: true, Strong: true}
 			}
 			var resp readResp
 			if err := n.coord.call(ctx, t.peer, methodRead, req, &resp); err != nil || len(resp.Shards) != len(req.Shards) {
