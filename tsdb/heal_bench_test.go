@@ -76,4 +76,3 @@ func restoreOnce(b *testing.B, minutes int, disk bool) {
 	b.ReportMetric(took.Seconds(), "restore-s")
 	b.ReportMetric(float64(lost)/took.Seconds(), "points/s")
 }
-

@@ -53,7 +53,7 @@ type shardRead struct {
 	Key    string `msgpack:"k"`
 	From   int64  `msgpack:"f"`
 	To     int64  `msgpack:"t"`
-	Digest bool   `msgpack:"d"` // only count and hash, not the points
+	Digest bool   `msgpack:"d"`  // only count and hash, not the points
 	Strong bool   `msgpack:"sd"` // hash the points even for a whole quantum (anti-entropy)
 }
 
