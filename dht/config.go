@@ -122,7 +122,7 @@ type Config struct {
 // half a second were declared dead and refuted — so this errs to stability.
 func DefaultLANConfig() Config {
 	return Config{
-		RejoinInterval:      5 * time.Second,
+		RejoinInterval:      2 * time.Second,
 		Quantum:             quanta.Quantum(quanta.DefaultQuantum / time.Second),
 		Format:              quanta.QFI,
 		BucketSize:          20,

@@ -65,7 +65,7 @@ func runPut(c *cli.Context) error {
 		return err
 	}
 	fail := func(err error) error {
-		return fmt.Errorf("%w; stored %d points of series %q before it", err, stored, key)
+		return fmt.Errorf("%w (stored %d points of series %q before that)", err, stored, key)
 	}
 
 	r := csv.NewReader(os.Stdin)
