@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -284,29 +282,14 @@ func (e *benchEnv) start(cs benchCase) (*benchCluster, error) {
 	if dir != "" {
 		dir = filepath.Join(dir, fmt.Sprintf("%s-rf%d-%d", cs.format, cs.rf, time.Now().UnixNano()))
 	}
-	var mu sync.Mutex
-	var openErr error
+	stores := localStores{kind: e.store, sync: e.sync}
 	lc, err := tsdb.StartLocal(e.ctx, e.local, dir, func(_ int, cfg *tsdb.Config) {
 		cfg.RF = cs.rf
 		cfg.DHT.Format = cs.format
-		if e.store != "disk" {
-			return
-		}
-		opts := store.DefaultPebbleOptions()
-		opts.Sync = e.sync
-		opts.Quantum = cfg.DHT.Quantum
-		opts.Logger = slog.New(slog.DiscardHandler)
-		s, err := store.OpenPebble(filepath.Join(cfg.DHT.DataDir, "store"), opts)
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil {
-			openErr = errors.Join(openErr, err)
-			return // StartLocal falls back to a memory store; openErr stops the case below
-		}
-		cfg.Store = s
+		stores.open(cfg)
 	})
-	if err == nil && openErr != nil {
-		err = errors.Join(lc.Close(), openErr)
+	if err == nil && stores.err != nil {
+		err = errors.Join(lc.Close(), stores.err)
 	}
 	if err != nil {
 		return nil, err

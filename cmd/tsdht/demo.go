@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand"
@@ -13,6 +14,7 @@ import (
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/store"
 )
 
 func demoCommand() *cli.Command {
@@ -25,6 +27,8 @@ func demoCommand() *cli.Command {
 			&cli.DurationFlag{Name: "history", Value: 3 * time.Minute, Usage: "how much 60 Hz history the PMU plays"},
 			&cli.IntFlag{Name: "writes", Value: 1000, Usage: "single-point writes timed for Table I"},
 			&cli.IntFlag{Name: "reads", Value: 20, Usage: "reads timed per span for Table II"},
+			&cli.StringFlag{Name: "store", Value: "disk", Usage: "the nodes' store, as tsdht node's: disk (pebble in a temporary directory) or memory"},
+			&cli.StringFlag{Name: "sync", Value: "always", Usage: "with --store disk: always, batch or none, as tsdht node's"},
 		},
 		Action: runDemo,
 	}
@@ -72,7 +76,18 @@ func runDemo(c *cli.Context) error {
 		return fmt.Errorf("--history %v: at least 150s, the longest span the demo reads", history)
 	}
 	n := int(history / time.Second * 60)
-	fmt.Printf("tsdht demo: %d nodes on loopback (real TCP, real gossip), rf %d, quantum %v\n", nodes, rf, quanta.DefaultQuantum)
+	if k := c.String("store"); k != "disk" && k != "memory" {
+		return fmt.Errorf("--store %q: want disk or memory", k)
+	}
+	mode, err := store.ParseSyncMode(c.String("sync"))
+	if err != nil {
+		return fmt.Errorf("--sync: %w", err)
+	}
+	storeDesc := "memory store"
+	if c.String("store") == "disk" {
+		storeDesc = "pebble store, --sync " + mode.String()
+	}
+	fmt.Printf("tsdht demo: %d nodes on loopback (real TCP, real gossip, %s), rf %d, quantum %v\n", nodes, storeDesc, rf, quanta.DefaultQuantum)
 	fmt.Printf("a PMU plays %v of 60 Hz history on %d channels (%d points each)\n\n", history, len(pmuChannels), n)
 
 	type row struct {
@@ -86,10 +101,15 @@ func runDemo(c *cli.Context) error {
 	}
 	var rows []row
 	for _, f := range []quanta.Format{quanta.QFI, quanta.KFI} {
+		stores := localStores{kind: c.String("store"), sync: mode}
 		cl, err := tsdb.StartLocal(c.Context, nodes, "", func(_ int, cfg *tsdb.Config) {
 			cfg.RF = rf
 			cfg.DHT.Format = f
+			stores.open(cfg)
 		})
+		if err == nil && stores.err != nil {
+			err = errors.Join(cl.Close(), stores.err)
+		}
 		if err != nil {
 			return err
 		}
