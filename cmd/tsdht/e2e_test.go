@@ -121,7 +121,13 @@ func (s *syncWriter) Write(b []byte) (int, error) {
 // run runs the CLI and returns stdout, stderr and the exit code.
 func (c *e2eCluster) run(stdin string, args ...string) (string, string, int) {
 	c.t.Helper()
-	cmd := exec.Command(c.bin, args...)
+	return runCmd(c.t, exec.Command(c.bin, args...), stdin)
+}
+
+// runCmd runs a command with stdin and returns stdout, stderr and the exit code; only a
+// command that could not run at all fails the test.
+func runCmd(t *testing.T, cmd *exec.Cmd, stdin string) (string, string, int) {
+	t.Helper()
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -130,7 +136,7 @@ func (c *e2eCluster) run(stdin string, args ...string) (string, string, int) {
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		c.t.Fatalf("run %v: %v", args, err)
+		t.Fatalf("run %v: %v", cmd.Args, err)
 	}
 	return out.String(), errb.String(), code
 }

@@ -62,17 +62,7 @@ func (h *netnsHarness) tsdht(stdin string, args ...string) (string, string, int)
 	h.t.Helper()
 	cmd := exec.Command(h.script, append([]string{"exec", "c", tsdhtBinary(h.t)}, args...)...)
 	cmd.Env = h.env
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		h.t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
+	return runCmd(h.t, cmd, stdin)
 }
 
 func (h *netnsHarness) addr(i int) string {

@@ -31,16 +31,9 @@ func NewMem() *Mem {
 
 // Append implements Appender.
 func (m *Mem) Append(ref ShardRef, key string, pts series.Points) error {
-	if err := series.ValidateKey(key); err != nil {
+	if empty, err := prepareAppend(key, &pts); empty || err != nil {
 		return err
 	}
-	if err := pts.Valid(); err != nil {
-		return err
-	}
-	if pts.Len() == 0 {
-		return nil
-	}
-	pts.Normalize()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {

@@ -266,16 +266,9 @@ func (p *Pebble) addCounters(c counters) {
 
 // Append implements Appender. With SyncAlways the points are durable when it returns.
 func (p *Pebble) Append(ref ShardRef, key string, pts series.Points) error {
-	if err := series.ValidateKey(key); err != nil {
+	if empty, err := prepareAppend(key, &pts); empty || err != nil {
 		return err
 	}
-	if err := pts.Valid(); err != nil {
-		return err
-	}
-	if pts.Len() == 0 {
-		return nil
-	}
-	pts.Normalize()
 	if !p.enter() {
 		return ErrClosed
 	}

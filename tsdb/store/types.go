@@ -154,3 +154,19 @@ func (c *typeCache) insert(key string, e *typeEntry) {
 	}
 	c.m[key] = e
 }
+
+// prepareAppend checks an append's arguments and sorts its points; empty reports that
+// there is nothing to store.
+func prepareAppend(key string, pts *series.Points) (empty bool, err error) {
+	if err := series.ValidateKey(key); err != nil {
+		return false, err
+	}
+	if err := pts.Valid(); err != nil {
+		return false, err
+	}
+	if pts.Len() == 0 {
+		return true, nil
+	}
+	pts.Normalize()
+	return false, nil
+}
