@@ -322,6 +322,16 @@ func (cc *clientConn) readLoop() {
 // the next call to its address dials again, the pending calls get
 // ErrUnreachable, and it is closed. Only the first reason counts.
 func (cc *clientConn) fail(reason error) {
+	// Out of the pool before anyone can see the error: a caller that hears
+	// of the failure and retries at once must dial afresh, not find this
+	// conn again.
+	c := cc.c
+	c.mu.Lock()
+	if c.conns[cc.addr] == cc {
+		delete(c.conns, cc.addr)
+	}
+	c.mu.Unlock()
+
 	cc.mu.Lock()
 	if cc.err != nil {
 		cc.mu.Unlock()
@@ -336,14 +346,6 @@ func (cc *clientConn) fail(reason error) {
 	close(cc.done)
 	cc.mu.Unlock()
 
-	// Out of the pool before the calls hear of it, so that a caller that
-	// retries at once dials afresh.
-	c := cc.c
-	c.mu.Lock()
-	if c.conns[cc.addr] == cc {
-		delete(c.conns, cc.addr)
-	}
-	c.mu.Unlock()
 	for _, ch := range pending {
 		ch <- result{err: cc.err}
 	}
