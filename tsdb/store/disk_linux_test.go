@@ -264,13 +264,14 @@ func TestPebbleDiskFilledByOthers(t *testing.T) {
 
 // TestPebbleDiskFullEngine disables the reserve, so that pebble itself runs into
 // ENOSPC, with 4 MiB memtables on a 16 MiB filesystem, where the WAL (whose files pebble
-// preallocates at 1.1 × MemTableSize) fails first. Pebble answers the failed commit with
+// preallocates at 1.1 × MemTableSize) fails first. The filler freed before the restart
+// must leave room for the flush that replaying the WAL makes. Pebble answers the failed commit with
 // Logger.Fatalf; the store turns that into an error (no crash), refuses further writes
 // with it, and keeps serving reads; after a restart with space freed every
 // acknowledged point is there and writes work again. See disk.go.
 func TestPebbleDiskFullEngine(t *testing.T) {
 	fs := mountTmpfs(t, 16<<20)
-	filler := fill(t, fs, 2<<20)
+	filler := fill(t, fs, 6<<20)
 	dir := filepath.Join(fs, "store")
 	log := &logBuffer{}
 	o := diskFullOptions(SyncAlways, log)

@@ -18,9 +18,9 @@ import (
 )
 
 // Pebble is the durable Store: an embedded cockroachdb/pebble LSM tree in a data
-// directory (key layout in keys.go). Points arrive as raw keys, one per point, and are
-// readable at once; quanta that have ended are sealed in the background into compressed
-// chunks (package chunk). Every change is one atomic pebble batch, so a power cut
+// directory (key layout in keys.go). Each append is stored as one block, readable at
+// once; quanta that have ended are sealed in the background: their blocks are merged
+// into sorted, compressed chunks (package chunk). Every change is one atomic pebble batch, so a power cut
 // leaves either all of an Append or none of it.
 type Pebble struct {
 	dir  string
@@ -58,6 +58,9 @@ type Pebble struct {
 	stop  chan struct{}
 	loops sync.WaitGroup
 }
+
+// encoders lends chunk encoders to appends, which run concurrently.
+var encoders = sync.Pool{New: func() any { return new(chunk.Encoder) }}
 
 // OpenPebble opens the store in dir, creating it if needed. A store whose files are
 // damaged is refused with an error that names the file: pebble checks the manifest's
@@ -116,8 +119,11 @@ func OpenPebble(dir string, opts PebbleOptions) (p *Pebble, err error) {
 	return p, nil
 }
 
-// load reads the counters and the seal generation.
+// load checks the store's format and reads the counters and the seal generation.
 func (p *Pebble) load() error {
+	if err := p.checkFormat(); err != nil {
+		return err
+	}
 	var c counters
 	v, closer, err := p.db.Get(countersKey)
 	switch {
@@ -146,6 +152,38 @@ func (p *Pebble) load() error {
 			return errCorruptValue("seal generation")
 		}
 		p.seal.gen = gen
+	}
+	return nil
+}
+
+// checkFormat refuses a store written in another format, and stamps a new one.
+func (p *Pebble) checkFormat() error {
+	v, closer, err := p.db.Get(formatKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		it, err := p.db.NewIter(nil)
+		if err != nil {
+			return err
+		}
+		empty := !it.First()
+		if err := errors.Join(it.Error(), it.Close()); err != nil {
+			return err
+		}
+		if !empty {
+			return fmt.Errorf("the store is in format 1 (one key per point), this tsdht reads format %d: "+
+				"move the directory away and let the node be refilled by repair", storeFormat)
+		}
+		return p.db.Set(formatKey, binary.AppendUvarint(nil, storeFormat), pebble.Sync)
+	case err != nil:
+		return fmt.Errorf("read store format: %w", err)
+	}
+	format, n := binary.Uvarint(v)
+	closer.Close()
+	if n <= 0 || n != len(v) {
+		return errCorruptValue("store format")
+	}
+	if format != storeFormat {
+		return fmt.Errorf("the store is in format %d, this tsdht reads format %d", format, storeFormat)
 	}
 	return nil
 }
@@ -301,15 +339,21 @@ func (p *Pebble) Append(ref ShardRef, key string, pts series.Points) error {
 	n := pts.Len()
 	b := p.db.NewBatch()
 	defer b.Close()
+	enc := encoders.Get().(*chunk.Encoder)
+	defer encoders.Put(enc)
 	var k, v []byte
-	for i := range n {
-		k = pointKey(k[:0], id, kindRaw, pts.T[i])
-		v = rawValue(v[:0], &pts, i)
+	blocks := uint64(0)
+	for i := 0; i < n; i += p.opts.ChunkMaxPoints {
+		if v, err = enc.Encode(v[:0], pts.Slice(i, min(i+p.opts.ChunkMaxPoints, n))); err != nil {
+			return fmt.Errorf("store: append to %q: %w", key, err)
+		}
+		k = blockKey(k[:0], id, sum.nextBlock+blocks)
 		if err := b.Set(k, v, nil); err != nil {
 			return err
 		}
+		blocks++
 	}
-	next := sum.with(fresh, pts.T[0], pts.T[n-1])
+	next := sum.with(fresh, pts.T[0], pts.T[n-1], blocks)
 	delta := counters{points: fresh}
 	if sum.count == 0 {
 		delta.shards = 1
@@ -400,8 +444,8 @@ func (p *Pebble) Read(ref ShardRef, key string, from, to int64) (series.Points, 
 }
 
 // readPair returns pair id's points with lo <= t <= hi (none if hi < lo), merging
-// sealed chunks and raw points from one snapshot; a raw point wins over a chunk's
-// point at the same time (it was written later). held reports whether the pair holds
+// sealed chunks and unsealed blocks from one snapshot; a block's point wins over a
+// chunk's point at the same time (it was written later). held reports whether the pair holds
 // any point at all.
 func (p *Pebble) readPair(id []byte, lo, hi int64) (series.Points, bool, error) {
 	lower := pairKey(nil, id, kindSummary)
@@ -432,23 +476,37 @@ func (p *Pebble) readPair(id []byte, lo, hi int64) (series.Points, bool, error) 
 		parts = append(parts, trimInclusive(c, lo, hi))
 	}
 
-	var raw series.Points
-	for valid = it.SeekGE(pointKey(nil, id, kindRaw, lo)); valid; valid = it.Next() {
-		t := keyTime(it.Key())
-		if t > hi {
-			break
+	// Blocks come in append order; each is sorted, and a later block's value wins.
+	var blocks []series.Points
+	ascending := true // every block starts after the previous one ends: no merge needed
+	for valid = it.SeekGE(pairKey(nil, id, kindBlock)); valid; valid = it.Next() {
+		c, err := chunk.Decode(it.Value())
+		if err != nil {
+			return series.Points{}, false, fmt.Errorf("%w: block at key %x: %w", ErrCorrupt, it.Key(), err)
 		}
-		if err := appendRaw(&raw, t, it.Value()); err != nil {
-			return series.Points{}, false, fmt.Errorf("%w at key %x", err, it.Key())
+		if c = trimInclusive(c, lo, hi); c.Len() == 0 {
+			continue
 		}
+		if k := len(blocks); k > 0 {
+			last := &blocks[k-1]
+			ascending = ascending && c.T[0] > last.T[last.Len()-1]
+			if c.Type != last.Type {
+				return series.Points{}, false, fmt.Errorf("%w: blocks of pair %x differ in type", ErrCorrupt, id)
+			}
+		}
+		blocks = append(blocks, c)
 	}
 	if err := it.Error(); err != nil {
 		return series.Points{}, false, err
 	}
+	raw := series.Concat(blocks...)
+	if !ascending {
+		raw.Normalize() // stable: of equal timestamps the later block's point is kept
+	}
 	out := series.Concat(parts...) // copies: cached chunks stay untouched
 	if raw.Len() > 0 {
 		if out.Len() > 0 && out.Type != raw.Type {
-			return series.Points{}, false, fmt.Errorf("%w: raw and sealed points of pair %x differ in type", ErrCorrupt, id)
+			return series.Points{}, false, fmt.Errorf("%w: unsealed and sealed points of pair %x differ in type", ErrCorrupt, id)
 		}
 		out = series.Merge(out, raw)
 	}

@@ -151,11 +151,11 @@ func TestPebbleSeal(t *testing.T) {
 		t.Fatalf("SealNow sealed %d pairs, err %v; want 1 (the open quantum waits)", n, err)
 	}
 	id := pairID(old, "k")
-	if raw, chunks := countKeys(t, p, id, kindRaw), countKeys(t, p, id, kindChunk); raw != 0 || chunks != 3 {
-		t.Fatalf("after seal: %d raw keys, %d chunks; want 0 and 3", raw, chunks)
+	if blocks, chunks := countKeys(t, p, id, kindBlock), countKeys(t, p, id, kindChunk); blocks != 0 || chunks != 3 {
+		t.Fatalf("after seal: %d blocks, %d chunks; want 0 and 3", blocks, chunks)
 	}
-	if raw := countKeys(t, p, pairID(cur, "k"), kindRaw); raw != 1 {
-		t.Fatalf("open quantum: %d raw keys, want 1", raw)
+	if raw := countKeys(t, p, pairID(cur, "k"), kindBlock); raw != 1 {
+		t.Fatalf("open quantum: %d blocks, want 1", raw)
 	}
 	for range 2 { // the second read is served by the hot tier
 		after, held, err := p.Read(old, "k", math.MinInt64, math.MaxInt64)
@@ -195,8 +195,8 @@ func TestPebbleSeal(t *testing.T) {
 	if n, err := p.SealNow(now); err != nil || n != 1 {
 		t.Fatalf("re-seal: %d, %v", n, err)
 	}
-	if raw := countKeys(t, p, id, kindRaw); raw != 0 {
-		t.Fatalf("after re-seal: %d raw keys", raw)
+	if raw := countKeys(t, p, id, kindBlock); raw != 0 {
+		t.Fatalf("after re-seal: %d blocks", raw)
 	}
 	got, _, err = p.Read(old, "k", math.MinInt64, math.MaxInt64)
 	if err != nil {
@@ -234,7 +234,7 @@ func TestPebbleBackgroundLoops(t *testing.T) {
 	// Wait until the background sealer has done the work (the deadline only bounds a
 	// failure, correctness does not depend on timing).
 	id := pairID(ref, "k")
-	for deadline := time.Now().Add(10 * time.Second); countKeys(t, p, id, kindRaw) != 0; {
+	for deadline := time.Now().Add(10 * time.Second); countKeys(t, p, id, kindBlock) != 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("the background sealer never sealed a long-due quantum")
 		}
