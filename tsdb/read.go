@@ -75,12 +75,18 @@ func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt G
 	}
 	c.runFetches(ctx, key, spans, plan, answers)
 
-	// Round two: points from any replica whose answer is not yet in hand.
-	plan = plan[:0]
-	for i := range spans {
-		plan = append(plan, missingData(i, answers[i])...)
-	}
-	if len(plan) > 0 {
+	// Further rounds: points from any replica whose answer is not yet in hand. More
+	// than one may be needed: a replica can change between rounds (repair or a hint
+	// adds points to it), and then the digest another replica sent in round one
+	// matches none of the points fetched; asking again settles it.
+	for range maxExtraReadRounds {
+		plan = plan[:0]
+		for i := range spans {
+			plan = append(plan, missingData(i, answers[i])...)
+		}
+		if len(plan) == 0 || ctx.Err() != nil {
+			break
+		}
 		c.runFetches(ctx, key, spans, plan, answers)
 	}
 
@@ -106,6 +112,10 @@ func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt G
 	}
 	return res, nil
 }
+
+// maxExtraReadRounds bounds the rounds after the first: one is enough unless replicas
+// change under the read.
+const maxExtraReadRounds = 3
 
 // fetch asks one replica for one shard.
 type fetch struct {

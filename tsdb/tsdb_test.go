@@ -3,12 +3,14 @@ package tsdb
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/store"
 )
 
 func startCluster(t *testing.T, n int, tweak func(i int, cfg *Config)) *LocalCluster {
@@ -208,4 +210,84 @@ func TestBadRequestsAreRefused(t *testing.T) {
 	if _, err := c.Get(ctx, "k", 2, 1, GetOptions{}); code(err) != CodeBadInput {
 		t.Errorf("from > to: %v", err)
 	}
+}
+
+// changingStore is a store whose next data read first lets another write land, as a
+// repair push or a delivered hint would between a read's rounds.
+type changingStore struct {
+	store.Store
+	mu     sync.Mutex
+	before func() // run once, at the next Read
+}
+
+func (s *changingStore) Read(ref store.ShardRef, key string, from, to int64) (series.Points, bool, error) {
+	s.mu.Lock()
+	f := s.before
+	s.before = nil
+	s.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	return s.Store.Read(ref, key, from, to)
+}
+
+// Summary passes the whole-quantum digests through to the store beneath.
+func (s *changingStore) Summary(ref store.ShardRef, key string) (store.Summary, bool, error) {
+	return s.Store.(summarizer).Summary(ref, key)
+}
+
+// Two replicas send the same digest, unlike the closest one's points; the one fetched in
+// round two has gained a point in the meantime, so the other's digest now matches
+// nothing in hand. The read must ask again, not report the shard unreadable.
+func TestReadSettlesReplicasThatChangeMidRead(t *testing.T) {
+	stores := make([]*changingStore, 3)
+	lc := startCluster(t, 3, func(i int, cfg *Config) {
+		stores[i] = &changingStore{Store: store.NewMem()}
+		cfg.Store = stores[i]
+		cfg.RepairInterval = time.Hour // nothing but this test changes the stores
+	})
+	ctx := context.Background()
+	q := quanta.Quantum(10)
+	start := q.Start(base())
+	pts := sixtyHz(q.BeginNanos(start), 600)
+	if _, err := lc.Nodes[0].Coordinator().Put(ctx, "s", pts, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Put returns at the write quorum: wait for the third copy too.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if stores[0].Stats().Points == 600 && stores[1].Stats().Points == 600 && stores[2].Stats().Points == 600 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the three replicas never all held the write")
+		}
+	}
+	ref := lc.Nodes[0].ref("s", start)
+	byID := map[string]int{}
+	for i, n := range lc.Nodes {
+		byID[n.DHT().Self().ID] = i
+	}
+	replicas := lc.Nodes[0].DHT().ReplicaSet(ref.ID, 3)
+	var extra, late series.Points
+	extra.AppendFloat(q.BeginNanos(start)+1, 1)
+	late.AppendFloat(q.BeginNanos(start)+2, 2)
+	for _, r := range replicas[1:] {
+		if err := stores[byID[r.ID]].Store.Append(ref, "s", extra); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := stores[byID[replicas[1].ID]]
+	second.mu.Lock()
+	second.before = func() {
+		if err := second.Store.Append(ref, "s", late); err != nil {
+			t.Error(err)
+		}
+	}
+	second.mu.Unlock()
+
+	res, err := lc.Nodes[0].Coordinator().Get(ctx, "s", q.BeginNanos(start), q.EndNanos(start), GetOptions{})
+	if err != nil {
+		t.Fatalf("read while a replica changes: %v", err)
+	}
+	requireSame(t, series.Merge(series.Merge(pts, extra), late), res.Points)
 }
