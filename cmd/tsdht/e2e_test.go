@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -379,13 +381,19 @@ func TestEndToEndBadInput(t *testing.T) {
 }
 
 // freePort finds a port free for both TCP and UDP on loopback, as gossip needs both.
+//
+// It searches below the kernel's ephemeral range. A port picked with ":0" comes from
+// that range, and between our check and the node's bind any outgoing connection on
+// the machine (other test packages run at the same time) may take it as its source
+// port: that made a node fail at start with "address already in use" under CI.
 func freePort() (int, error) {
-	for tries := 0; tries < 50; tries++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	lo, hi := belowEphemeral()
+	for tries := 0; tries < 200; tries++ {
+		port := lo + int(nextPort.Add(1))%(hi-lo)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
-			return 0, err
+			continue
 		}
-		port := l.Addr().(*net.TCPAddr).Port
 		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		l.Close()
 		if err == nil {
@@ -393,5 +401,27 @@ func freePort() (int, error) {
 			return port, nil
 		}
 	}
-	return 0, fmt.Errorf("no port free for both TCP and UDP on 127.0.0.1")
+	return 0, fmt.Errorf("no port in [%d, %d) free for both TCP and UDP on 127.0.0.1", lo, hi)
+}
+
+// nextPort walks the search range from a random start, so that test processes running
+// at the same time rarely try the same ports.
+var nextPort = func() *atomic.Int64 {
+	var n atomic.Int64
+	n.Store(rand.Int64N(1 << 20))
+	return &n
+}()
+
+// belowEphemeral returns the port range freePort searches: from 10000 up to the start
+// of the ephemeral range in /proc/sys/net/ipv4/ip_local_port_range (32768 if unknown).
+func belowEphemeral() (lo, hi int) {
+	lo, hi = 10000, 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if start, err := strconv.Atoi(f[0]); err == nil && start > lo+1000 {
+				hi = start
+			}
+		}
+	}
+	return lo, hi
 }
