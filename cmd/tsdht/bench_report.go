@@ -23,7 +23,8 @@ func benchReportCommand() *cli.Command {
 			&cli.StringFlag{Name: "title", Value: "tsdht against the paper", Usage: "the report's heading"},
 			&cli.StringFlag{Name: "machine", Usage: "what the results were measured on (default: this machine)"},
 			&cli.StringFlag{Name: "setup", Usage: "a paragraph on how the cluster was run"},
-			&cli.StringSliceFlag{Name: "command", Usage: "the command(s) that produced the results, shown verbatim"},
+			// Not a StringSliceFlag: that splits values at commas, and commands have them.
+			&cli.GenericFlag{Name: "command", Value: &verbatimList{}, Usage: "the command(s) that produced the results, shown verbatim; repeat for several"},
 			&cli.StringFlag{Name: "plot", Usage: "also write gnuplot data: PREFIX-write.dat and PREFIX-read.dat"},
 		},
 		Action: runBenchReport,
@@ -105,7 +106,7 @@ func runBenchReport(c *cli.Context) error {
 	if s := c.String("setup"); s != "" {
 		fmt.Fprintf(w, "%s\n\n", s)
 	}
-	if cmds := c.StringSlice("command"); len(cmds) > 0 {
+	if cmds := *c.Generic("command").(*verbatimList); len(cmds) > 0 {
 		fmt.Fprintf(w, "```sh\n%s\n```\n\n", strings.Join(cmds, "\n"))
 	}
 	fmt.Fprintf(w, "The paper: Krentz, Dubey, Karsai, *Towards an Edge-Located Time-Series Database*, §V — 18 BeagleBone Blacks "+
@@ -230,3 +231,9 @@ func plotNum(v float64) string {
 	}
 	return fmt.Sprintf("%g", v)
 }
+
+// verbatimList collects every value of a repeated flag as given.
+type verbatimList []string
+
+func (v *verbatimList) Set(s string) error { *v = append(*v, s); return nil }
+func (v *verbatimList) String() string     { return strings.Join(*v, "\n") }

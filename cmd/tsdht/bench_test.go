@@ -132,3 +132,18 @@ func jsonNum(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// The report shows each --command as given: a comma inside one (--rf 1,4,7) must not
+// split it into lines.
+func TestBenchReportKeepsCommandsVerbatim(t *testing.T) {
+	var out bytes.Buffer
+	app := &cli.App{Name: "tsdht", Commands: []*cli.Command{benchCommand()}, Writer: &out, ErrWriter: io.Discard}
+	err := app.Run([]string{"tsdht", "bench", "report", "--command", "tsdht bench write --rf 1,4,7", "--command", "second",
+		"../../docs/bench/paper-loopback.jsonl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "```sh\ntsdht bench write --rf 1,4,7\nsecond\n```") {
+		t.Fatalf("commands not shown verbatim:\n%s", out.String())
+	}
+}
