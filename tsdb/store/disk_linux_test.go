@@ -161,8 +161,10 @@ func openClosing(t *testing.T, dir string, o PebbleOptions) *Pebble {
 func TestPebbleDiskFull(t *testing.T) {
 	for _, mode := range []SyncMode{SyncAlways, SyncBatch, SyncNone} {
 		t.Run(mode.String(), func(t *testing.T) {
-			fs := mountTmpfs(t, 24<<20)
-			filler := fill(t, fs, 6<<20)
+			// The filler is big enough that freeing it lifts the store well clear of the
+			// reserve even while pebble's compactions still hold obsolete files.
+			fs := mountTmpfs(t, 28<<20)
+			filler := fill(t, fs, 10<<20)
 			dir := filepath.Join(fs, "store")
 			log := &logBuffer{}
 			o := diskFullOptions(mode, log)
@@ -170,7 +172,7 @@ func TestPebbleDiskFull(t *testing.T) {
 			var err error
 			for i := 0; err == nil; i++ {
 				if i > 10000 {
-					t.Fatal("a 24 MiB filesystem never filled")
+					t.Fatal("a 28 MiB filesystem never filled")
 				}
 				err = w.append()
 			}
