@@ -139,3 +139,42 @@ func TestPebbleRefusesOtherFormat(t *testing.T) {
 	openTest(t, dir, testOptions(SyncNone)).Close()
 	openTest(t, dir, testOptions(SyncNone)).Close()
 }
+
+// TestPebbleFoldsSmallBlocks: a quantum written one point at a time is folded as it
+// goes, so reads decode a few blocks, not one per write, and full blocks are not
+// rewritten again.
+func TestPebbleFoldsSmallBlocks(t *testing.T) {
+	o := testOptions(SyncNone)
+	o.ChunkMaxPoints = 100
+	p := openTest(t, t.TempDir(), o)
+	defer p.Close()
+	var want series.Points
+	for i := range 1000 {
+		var one series.Points
+		one.AppendFloat(testStart*1e9+int64(i)*16_666_667, float64(i))
+		if err := p.Append(testRef, "k", one); err != nil {
+			t.Fatal(err)
+		}
+		want = series.Merge(want, one)
+	}
+	// Overwrite a point in a full block and one in the tail.
+	var fix series.Points
+	fix.AppendFloat(want.T[5], -5)
+	fix.AppendFloat(want.T[995], -995)
+	if err := p.Append(testRef, "k", fix); err != nil {
+		t.Fatal(err)
+	}
+	want = series.Merge(want, fix)
+	blocks := countKeys(t, p, pairID(testRef, "k"), kindBlock)
+	if limit := 1000/o.ChunkMaxPoints + foldTail; blocks > limit {
+		t.Fatalf("%d blocks after 1001 appends; want at most %d", blocks, limit)
+	}
+	got, _, err := p.Read(testRef, "k", math.MinInt64, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSame(t, got, want)
+	if st := p.Stats(); st.Points != 1000 {
+		t.Fatalf("Stats.Points = %d, want 1000", st.Points)
+	}
+}

@@ -14,7 +14,7 @@ import (
 //
 //	pair id  = start ‖ shardID ‖ len(key)−1 ‖ key        (8 + 20 + 1 + 1..256 bytes)
 //	'p' ‖ id ‖ 0x00                  → pair summary: uvarint count ‖ varint minT ‖ varint maxT
-//	                                   ‖ uvarint next block number
+//	                                   ‖ uvarint next block number ‖ uvarint tail block number
 //	'p' ‖ id ‖ 0x01 ‖ firstT         → sealed chunk: uvarint generation ‖ chunk (package chunk)
 //	'p' ‖ id ‖ 0x02 ‖ block number   → unsealed block: one appended batch, as a chunk
 //	'u' ‖ id                         → empty: the pair has blocks awaiting a seal
@@ -33,7 +33,9 @@ import (
 //     hundreds of thousands of points a second (flushing and compacting per-point keys
 //     took 69 % of the CPU before). Blocks are numbered per pair in append order, so
 //     where two blocks hold one timestamp the later block wins, as a later write must;
-//     the number lives in the summary, which every append rewrites anyway.
+//     the number lives in the summary, which every append rewrites anyway. Every
+//     foldTail appends the recent small blocks are folded into one (pebble.go), so a
+//     quantum written point by point is not read back as hundreds of blocks.
 //   - The quantum start leads the pair id. Data arrives for the newest quanta, so
 //     writes append at the end of the key space instead of scattering over it by hash
 //     (QFI IDs are uniformly random): the LSM tree compacts time-ordered files with
@@ -130,13 +132,15 @@ type summary struct {
 	count      int64 // points held; 0 means the pair holds nothing
 	minT, maxT int64
 	nextBlock  uint64 // number of the pair's next block
+	tailBlock  uint64 // first block of the tail, the blocks the next fold rewrites
 }
 
 func (s summary) encode() []byte {
 	b := binary.AppendUvarint(nil, uint64(s.count))
 	b = binary.AppendVarint(b, s.minT)
 	b = binary.AppendVarint(b, s.maxT)
-	return binary.AppendUvarint(b, s.nextBlock)
+	b = binary.AppendUvarint(b, s.nextBlock)
+	return binary.AppendUvarint(b, s.tailBlock)
 }
 
 func decodeSummary(v []byte) (summary, error) {
@@ -155,20 +159,25 @@ func decodeSummary(v []byte) (summary, error) {
 		return s, errCorruptValue("pair summary")
 	}
 	v = v[n:]
-	if s.nextBlock, n = binary.Uvarint(v); n <= 0 || n != len(v) {
+	if s.nextBlock, n = binary.Uvarint(v); n <= 0 {
+		return s, errCorruptValue("pair summary")
+	}
+	v = v[n:]
+	if s.tailBlock, n = binary.Uvarint(v); n <= 0 || n != len(v) || s.tailBlock > s.nextBlock {
 		return s, errCorruptValue("pair summary")
 	}
 	return s, nil
 }
 
 // with returns the summary after adding fresh new points spanning [minT, maxT] in
-// blocks more blocks.
+// blocks more blocks; the tail stays where it was.
 func (s summary) with(fresh int64, minT, maxT int64, blocks uint64) summary {
-	next := s.nextBlock + blocks
+	next := summary{count: s.count + fresh, minT: min(s.minT, minT), maxT: max(s.maxT, maxT),
+		nextBlock: s.nextBlock + blocks, tailBlock: s.tailBlock}
 	if s.count == 0 {
-		return summary{count: fresh, minT: minT, maxT: maxT, nextBlock: next}
+		next.minT, next.maxT = minT, maxT
 	}
-	return summary{count: s.count + fresh, minT: min(s.minT, minT), maxT: max(s.maxT, maxT), nextBlock: next}
+	return next
 }
 
 func metaValue(t series.Type) []byte { return []byte{metaVersion, byte(t)} }
