@@ -381,12 +381,18 @@ func (p *Pebble) Append(ref ShardRef, key string, pts series.Points) error {
 // seal: 27 % of the CPU of a single-point write benchmark went to that.
 const foldTail = 16
 
+// foldKeep is the size from which a block leaves the tail for good (when no smaller
+// block precedes it there). It bounds what a fold rewrites: a quantum written point by
+// point re-encodes each point about foldKeep/foldTail/2 times on average, and a batch
+// of foldKeep points or more is never rewritten before the seal.
+const foldKeep = 256
+
 // appendBlocks adds pts to batch b as new blocks of pair id. When the pair's tail (its
 // blocks from sum.tailBlock on) has grown to foldTail blocks, the tail and pts are
 // merged and rewritten as one block (or a few, ChunkMaxPoints at most each) that
 // replaces the tail: numbered after it, so a later write still wins over everything
-// before. Blocks that are full leave the tail for good, so the rewrite stays short
-// however much the quantum holds. It returns how many block numbers were used and
+// before. Blocks of foldKeep points or more leave the tail for good, so the rewrite
+// stays short however much the quantum holds. It returns how many block numbers were used and
 // where the pair's tail now starts. The caller holds the pair's lock.
 func (p *Pebble) appendBlocks(b *pebble.Batch, id []byte, sum summary, pts series.Points) (used, tail uint64, err error) {
 	next, tail := sum.nextBlock, sum.tailBlock
@@ -401,13 +407,16 @@ func (p *Pebble) appendBlocks(b *pebble.Batch, id []byte, sum summary, pts serie
 		if err := errors.Join(err, it.Close()); err != nil {
 			return 0, 0, err
 		}
+		// Point deletions, not a range deletion: pebble re-fragments all of a memtable's
+		// range deletions for every new iterator, which made one per fold quadratic
+		// (34 % of a single-point append's CPU).
+		if err := p.deleteKeys(b, blockKey(nil, id, tail), blockKey(nil, id, next)); err != nil {
+			return 0, 0, err
+		}
 		if old.Len() > 0 && old.Type != pts.Type {
 			return 0, 0, fmt.Errorf("%w: blocks of pair %x differ in type", ErrCorrupt, id)
 		}
 		pts = series.Merge(old, pts)
-		if err := b.DeleteRange(blockKey(nil, id, tail), blockKey(nil, id, next), nil); err != nil {
-			return 0, 0, err
-		}
 		tail = next
 	}
 	enc := encoders.Get().(*chunk.Encoder)
@@ -424,8 +433,8 @@ func (p *Pebble) appendBlocks(b *pebble.Batch, id []byte, sum summary, pts serie
 			return 0, 0, err
 		}
 		used++
-		if folding && part.Len() == limit && tail == next+used-1 {
-			tail++ // a full block: no fold needs to rewrite it again
+		if part.Len() >= min(foldKeep, limit) && tail == next+used-1 {
+			tail++ // big enough, and nothing small before it: no fold rewrites it again
 		}
 	}
 	return used, tail, nil

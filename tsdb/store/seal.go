@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -99,9 +100,11 @@ func (p *Pebble) sealPair(id []byte) error {
 	}
 	b := p.db.NewBatch()
 	defer b.Close()
-	// A range deletion of everything but the summary, then the new chunks: within a
-	// batch, later writes win over the earlier deletion.
-	if err := b.DeleteRange(pairKey(nil, id, kindChunk), pairKey(nil, id, kindEnd), nil); err != nil {
+	// Delete everything but the summary, then write the new chunks: within a batch,
+	// later writes win over the earlier deletions. Point deletions, because pebble
+	// re-fragments every range deletion in the memtable for each new iterator, and a
+	// backfill seals hundreds of pairs a second.
+	if err := p.deleteKeys(b, pairKey(nil, id, kindChunk), pairKey(nil, id, kindEnd)); err != nil {
 		return err
 	}
 	gen := p.seal.gen + 1
@@ -130,4 +133,16 @@ func (p *Pebble) sealPair(id []byte) error {
 	}
 	p.seal.gen = gen
 	return nil
+}
+
+// deleteKeys adds to b a deletion of every key in [lower, upper).
+func (p *Pebble) deleteKeys(b *pebble.Batch, lower, upper []byte) error {
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	for valid := it.First(); valid && err == nil; valid = it.Next() {
+		err = b.Delete(it.Key(), nil)
+	}
+	return errors.Join(err, it.Error(), it.Close())
 }
