@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -323,6 +324,24 @@ func TestEndToEndBadInput(t *testing.T) {
 	if _, errOut, code := c.run(fmt.Sprintf("%d,1.5\n%d,2.5\n", base, base+1), "put", "--cluster", addr, "--series", "s/float"); code != 0 {
 		t.Fatalf("put: %s", errOut)
 	}
+	// status --json: one object per member, numbers as numbers, for scripts.
+	out, errOut, code := c.run("", "status", "--cluster", addr, "--json")
+	if code != 0 {
+		t.Fatalf("status --json: exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("status --json printed %d lines, want one per member (3):\n%s", len(lines), out)
+	}
+	for _, line := range lines {
+		var m statusJSON
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("status --json line %q: %v", line, err)
+		}
+		if m.State != "alive" || !m.Reachable || m.RF != 2 || len(m.NodeID) != 40 || m.Error != "" {
+			t.Fatalf("status --json member: %+v", m)
+		}
+	}
 	long := strings.Repeat("k", 257)
 	cases := []struct {
 		name  string
@@ -363,7 +382,7 @@ func TestEndToEndBadInput(t *testing.T) {
 		})
 	}
 	// What was acknowledged before the bad lines is there.
-	out, errOut, code := c.run("", "get", "--cluster", c.nodes[1].rpc, "--series", "s/bad", "--from", strconv.FormatInt(base, 10), "--to", strconv.FormatInt(base+100, 10))
+	out, errOut, code = c.run("", "get", "--cluster", c.nodes[1].rpc, "--series", "s/bad", "--from", strconv.FormatInt(base, 10), "--to", strconv.FormatInt(base+100, 10))
 	if code != 0 || len(parseCSV(t, out)) != 2 {
 		t.Fatalf("points before the malformed line: exit %d, got %q %s", code, out, errOut)
 	}

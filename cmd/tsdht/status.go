@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -8,8 +9,44 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/store"
 )
+
+// statusJSON is one line of `tsdht status --json`: what the table shows, with numbers as
+// numbers, under names that stay put for scripts (the Ansible health check, monitoring).
+type statusJSON struct {
+	NodeID          string `json:"node_id"`
+	RPC             string `json:"rpc"`
+	State           string `json:"state"`     // alive, suspect, leaving, dead
+	Reachable       bool   `json:"reachable"` // the member answered the status call
+	Error           string `json:"error,omitempty"`
+	Shards          int    `json:"shards"` // (shard, series) pairs held
+	Series          int    `json:"series"`
+	Points          int64  `json:"points"`
+	UnderReplicated int64  `json:"under_replicated"`
+	HintedPoints    int64  `json:"hinted_points"`
+	PushedPairs     int64  `json:"pushed_pairs"`
+	HandedOffPairs  int64  `json:"handed_off_pairs"`
+	RepairPasses    int64  `json:"repair_passes"`
+	DiskBytes       int64  `json:"disk_bytes"`
+	MaxDiskBytes    int64  `json:"max_disk_bytes"` // 0: no budget
+	Retention       string `json:"retention"`      // a Go duration; "0s" keeps everything
+	OldestQuantum   int64  `json:"oldest_quantum"` // UNIX s; 0 if empty
+	IDFormat        string `json:"id_format,omitempty"`
+	RF              int    `json:"rf,omitempty"`
+}
+
+func newStatusJSON(n tsdb.NodeStats) statusJSON {
+	return statusJSON{
+		NodeID: n.NodeID, RPC: n.RPCAddr, State: n.State, Reachable: n.Reachable, Error: n.Error,
+		Shards: n.Shards, Series: n.Series, Points: n.Points,
+		UnderReplicated: n.Repair.UnderReplicated, HintedPoints: n.Repair.HintedPoints,
+		PushedPairs: n.Repair.PushedPairs, HandedOffPairs: n.Repair.DroppedPairs, RepairPasses: n.Repair.Passes,
+		DiskBytes: n.DiskBytes, MaxDiskBytes: n.MaxDisk, Retention: n.Retention, OldestQuantum: n.Oldest,
+		IDFormat: n.Format, RF: n.RF,
+	}
+}
 
 func statusCommand() *cli.Command {
 	return &cli.Command{
@@ -18,9 +55,11 @@ func statusCommand() *cli.Command {
 		Description: "SHARDS counts (shard, series) pairs held. UNDER: pairs held with fewer than rf confirmed\n" +
 			"copies at the node's last repair pass; HINTED: points kept for owners that could not be reached;\n" +
 			"PUSHED: pairs sent to owners that lacked them; HANDED OFF: pairs deleted after their owners confirmed them;\n" +
-			"DISK: the store's files (and --max-disk); RETENTION: --retention.",
+			"DISK: the store's files (and --max-disk); RETENTION: --retention.\n" +
+			"--json prints one object per member instead, for scripts (fields: see statusJSON in status.go).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "cluster", Required: true, Usage: "RPC address of a node, HOST:PORT[,…]"},
+			&cli.BoolFlag{Name: "json", Usage: "one JSON object per member on stdout instead of the table"},
 			timeoutFlag,
 		},
 		Action: func(c *cli.Context) error {
@@ -32,6 +71,15 @@ func statusCommand() *cli.Command {
 			nodes, err := client.Status(c.Context)
 			if err != nil {
 				return err
+			}
+			if c.Bool("json") {
+				enc := json.NewEncoder(os.Stdout)
+				for _, n := range nodes {
+					if err := enc.Encode(newStatusJSON(n)); err != nil {
+						return err
+					}
+				}
+				return nil
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
 			fmt.Fprintln(w, "NODE ID\tRPC\tSTATE\tSHARDS\tSERIES\tPOINTS\tUNDER\tHINTED\tPUSHED\tHANDED OFF\tDISK\tRETENTION\tNOTE")
