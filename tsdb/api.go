@@ -11,6 +11,7 @@ import (
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/series"
 )
 
 // registerCoordinator registers the methods through which a thin client has any node
@@ -28,7 +29,13 @@ func (n *Node) registerCoordinator() {
 		if err != nil {
 			return nil, err
 		}
-		return &getResp{Points: res.Points, Partial: res.Partial, Missing: res.Missing}, nil
+		resp := &getResp{Partial: res.Partial, Missing: res.Missing}
+		if req.Packed {
+			resp.Packed = series.AppendPacked(nil, &res.Points)
+		} else {
+			resp.Points = res.Points
+		}
+		return resp, nil
 	})
 	handle(n.srv, methodLocate, func(_ context.Context, req *locateReq) (*locateResp, error) {
 		if len(req.ID) != quanta.IDLen {

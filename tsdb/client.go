@@ -107,13 +107,20 @@ func (c *Client) Get(ctx context.Context, key string, from, to int64, opt GetOpt
 			hi = lo + window
 		}
 		var resp getResp
-		req := &getReq{Key: key, From: lo, To: hi, ReadQuorum: opt.ReadQuorum, AllowPartial: opt.AllowPartial}
+		req := &getReq{Key: key, From: lo, To: hi, ReadQuorum: opt.ReadQuorum, AllowPartial: opt.AllowPartial, Packed: true}
 		if err := c.invoke(ctx, methodGet, req, &resp); err != nil {
 			if errors.Is(err, rpc.ErrFrameTooLarge) && hi-lo > 1 {
 				window = (hi - lo) / 2
 				continue
 			}
 			return Result{}, err
+		}
+		if len(resp.Packed) > 0 {
+			pts, err := series.DecodePacked(resp.Packed)
+			if err != nil {
+				return Result{}, fmt.Errorf("read of %q: %w", key, err)
+			}
+			resp.Points = pts
 		}
 		res.Points.Type = resp.Points.Type
 		parts = append(parts, resp.Points)

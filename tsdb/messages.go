@@ -55,6 +55,10 @@ type shardRead struct {
 	To     int64  `msgpack:"t"`
 	Digest bool   `msgpack:"d"`  // only count and hash, not the points
 	Strong bool   `msgpack:"sd"` // hash the points even for a whole quantum (anti-entropy)
+	// Packed asks for the points in shardResult.Packed (series.AppendPacked: ~2 bytes a
+	// PMU point instead of 12). A replica that predates it ignores the field and answers
+	// in Points, which a reader also takes.
+	Packed bool `msgpack:"pk,omitempty"`
 }
 
 type readReq struct {
@@ -68,6 +72,20 @@ type shardResult struct {
 	Count  int           `msgpack:"c"`
 	Hash   uint64        `msgpack:"x"`
 	Points series.Points `msgpack:"p"`
+	Packed []byte        `msgpack:"pp,omitempty"` // the points, packed, when the read asked so
+}
+
+// unpack moves packed points into Points.
+func (r *shardResult) unpack() error {
+	if len(r.Packed) == 0 {
+		return nil
+	}
+	pts, err := series.DecodePacked(r.Packed)
+	if err != nil {
+		return err
+	}
+	r.Points, r.Packed = pts, nil
+	return nil
 }
 
 type readResp struct {
@@ -100,10 +118,12 @@ type getReq struct {
 	To           int64  `msgpack:"t"`
 	ReadQuorum   int    `msgpack:"r"`
 	AllowPartial bool   `msgpack:"partial"`
+	Packed       bool   `msgpack:"pk,omitempty"` // answer in getResp.Packed (see shardRead.Packed)
 }
 
 type getResp struct {
 	Points  series.Points `msgpack:"p"`
+	Packed  []byte        `msgpack:"pp,omitempty"` // the points, packed, when the get asked so
 	Partial bool          `msgpack:"partial"`
 	Missing int           `msgpack:"missing"` // shards no replica could serve
 }

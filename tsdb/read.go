@@ -219,12 +219,15 @@ func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardS
 			req := &readReq{Shards: make([]shardRead, len(b.fetches))}
 			for k, f := range b.fetches {
 				s := &spans[f.shard]
-				req.Shards[k] = shardRead{ID: s.ref.id[:], Start: s.ref.start, Key: key, From: s.from, To: s.to, Digest: !f.data}
+				req.Shards[k] = shardRead{ID: s.ref.id[:], Start: s.ref.start, Key: key, From: s.from, To: s.to, Digest: !f.data, Packed: f.data}
 			}
 			var resp readResp
 			err := c.call(ctx, b.peer, methodRead, req, &resp)
 			if err == nil && len(resp.Shards) != len(req.Shards) {
 				err = rpc.Errorf(CodeUnavailable, "replica %s answered %d of %d shards", b.peer.RPCAddr, len(resp.Shards), len(req.Shards))
+			}
+			for k := 0; err == nil && k < len(resp.Shards); k++ {
+				err = resp.Shards[k].unpack()
 			}
 			if err != nil {
 				c.n.log.Printf("read %q from %s: %v", key, b.peer.RPCAddr, err)

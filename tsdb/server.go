@@ -98,7 +98,11 @@ func (n *Node) serveRead(req *readReq) (*readResp, error) {
 			return nil, storeError(err)
 		}
 		res.Held, res.Count, res.Hash = held, pts.Len(), readDigest(&pts, whole)
-		if !r.Digest {
+		switch {
+		case r.Digest:
+		case r.Packed:
+			res.Packed = series.AppendPacked(nil, &pts)
+		default:
 			res.Points = pts
 		}
 	}

@@ -291,3 +291,42 @@ func TestReadSettlesReplicasThatChangeMidRead(t *testing.T) {
 	}
 	requireSame(t, series.Merge(series.Merge(pts, extra), late), res.Points)
 }
+
+// A replica answers a data read packed only when asked: readers that predate the packed
+// form get Points, and both carry the same points.
+func TestReplicaAnswersPackedOnlyWhenAsked(t *testing.T) {
+	lc := startCluster(t, 1, func(_ int, cfg *Config) { cfg.RF = 1 })
+	n := lc.Nodes[0]
+	ctx := context.Background()
+	q := quanta.Quantum(10)
+	start := q.Start(base())
+	pts := sixtyHz(q.BeginNanos(start), 600)
+	if _, err := n.Coordinator().Put(ctx, "s", pts, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ref := n.ref("s", start)
+	read := func(packed bool) shardResult {
+		t.Helper()
+		resp, err := n.serveRead(&readReq{Shards: []shardRead{{ID: ref.ID[:], Start: start, Key: "s",
+			From: q.BeginNanos(start), To: q.EndNanos(start), Packed: packed}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Shards[0]
+	}
+	plain, packed := read(false), read(true)
+	if len(plain.Packed) != 0 || plain.Points.Len() != 600 {
+		t.Fatalf("unpacked read: %d packed bytes, %d points", len(plain.Packed), plain.Points.Len())
+	}
+	if packed.Points.Len() != 0 || len(packed.Packed) == 0 || len(packed.Packed) > 4*600 {
+		t.Fatalf("packed read: %d points beside %d packed bytes", packed.Points.Len(), len(packed.Packed))
+	}
+	if err := packed.unpack(); err != nil {
+		t.Fatal(err)
+	}
+	requireSame(t, pts, packed.Points)
+	requireSame(t, pts, plain.Points)
+	if packed.Count != plain.Count || packed.Hash != plain.Hash {
+		t.Fatal("packed and plain answers carry different digests")
+	}
+}
