@@ -38,6 +38,17 @@ type Config struct {
 	// TCP. Default 64.
 	MaxInflightPerConn int
 
+	// MaxInflightBytes bounds the request bytes a Server holds at once over all
+	// its connections: frames being read and requests whose handlers run. A
+	// frame is read only once its declared length fits in what is left;
+	// until then its connection is not read, and TCP pushes back on the
+	// sender. Without it, many connections × MaxInflightPerConn × MaxFrameSize
+	// could ask a board for gigabytes. Frames are admitted in arrival order:
+	// a large one waiting for room holds back smaller ones behind it, so none
+	// starves. Default 64 MiB; never below MaxFrameSize, so that any single
+	// valid frame can be read.
+	MaxInflightBytes int
+
 	// DialTimeout bounds connecting to a peer, handshake excluded. Default 3s.
 	DialTimeout time.Duration
 
@@ -62,6 +73,7 @@ func DefaultConfig() Config {
 		MaxFrameSize:       4 << 20,
 		HandshakeTimeout:   5 * time.Second,
 		MaxInflightPerConn: 64,
+		MaxInflightBytes:   64 << 20,
 		DialTimeout:        3 * time.Second,
 		WriteTimeout:       10 * time.Second,
 		IdleTimeout:        2 * time.Minute,
@@ -86,6 +98,10 @@ func (c Config) withDefaults() Config {
 	if c.MaxInflightPerConn <= 0 {
 		c.MaxInflightPerConn = d.MaxInflightPerConn
 	}
+	if c.MaxInflightBytes <= 0 {
+		c.MaxInflightBytes = d.MaxInflightBytes
+	}
+	c.MaxInflightBytes = max(c.MaxInflightBytes, c.MaxFrameSize)
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = d.DialTimeout
 	}

@@ -43,6 +43,8 @@ type envelope struct {
 	msg  string // response; the error message when code != ""
 
 	body []byte
+
+	held int // server side: bytes of the server's budget this request holds; not sent
 }
 
 // appendTo appends e's msgpack encoding to dst.

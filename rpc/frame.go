@@ -22,6 +22,11 @@ type frameReader struct {
 	r     *bufio.Reader
 	limit int // largest payload accepted, in bytes
 	hdr   [frameHeaderLen]byte
+
+	// reserve, if set, is called with a frame's length before its buffer is
+	// allocated; an error from it is returned instead of the frame. The
+	// server charges frames to its byte budget with it.
+	reserve func(n int) error
 }
 
 func newFrameReader(r io.Reader, limit int) *frameReader {
@@ -40,6 +45,11 @@ func (fr *frameReader) next() ([]byte, error) {
 		return nil, fmt.Errorf("%w: peer declared %d bytes, limit is %d", ErrFrameTooLarge, declared, fr.limit)
 	}
 	n := int(declared) // fits: declared <= limit <= MaxInt32
+	if fr.reserve != nil {
+		if err := fr.reserve(n); err != nil {
+			return nil, err
+		}
+	}
 	buf := make([]byte, 0, min(n, frameChunk))
 	for len(buf) < n {
 		if len(buf) == cap(buf) {

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // HandlerFunc serves one method. req is the request body, which the handler
@@ -29,7 +31,8 @@ type Server struct {
 	handlers atomic.Pointer[map[string]HandlerFunc] // copied on write: read without a lock per request
 	ctx      context.Context                        // handlers' contexts derive from it; Close cancels it
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup // accept loops, connections and handlers, for Close
+	wg       sync.WaitGroup      // accept loops, connections and handlers, for Close
+	budget   *semaphore.Weighted // Config.MaxInflightBytes over all connections
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -48,6 +51,7 @@ func NewServer(t Transport, cfg Config) *Server {
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[net.Conn]struct{}),
 	}
+	s.budget = semaphore.NewWeighted(int64(s.cfg.MaxInflightBytes))
 	s.handlers.Store(&map[string]HandlerFunc{})
 	return s
 }
@@ -171,6 +175,14 @@ func (s *Server) serveConn(conn net.Conn) {
 	inflight := make(chan struct{}, s.cfg.MaxInflightPerConn)
 	work := make(chan *envelope) // to a worker waiting for its next request
 	fr := newFrameReader(conn, s.cfg.MaxFrameSize)
+	reserved := 0 // budget taken for the frame being read
+	fr.reserve = func(n int) error {
+		if err := s.budget.Acquire(ctx, int64(n)); err != nil {
+			return err
+		}
+		reserved = n
+		return nil
+	}
 	for {
 		// Take a slot before reading the next request: with all slots busy
 		// the connection is not read, and TCP slows the sender down.
@@ -179,21 +191,25 @@ func (s *Server) serveConn(conn net.Conn) {
 		case <-ctx.Done():
 			return
 		}
+		reserved = 0
 		b, err := fr.next()
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			s.budget.Release(int64(reserved))
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
 				s.cfg.Logger.Printf("rpc: dropping connection from %s: %v", conn.RemoteAddr(), err)
 			}
 			return
 		}
 		var req envelope
 		if err := req.decode(b); err != nil || req.kind != kindRequest {
+			s.budget.Release(int64(reserved))
 			if err == nil {
 				err = errors.New("response on a server connection")
 			}
 			s.cfg.Logger.Printf("rpc: dropping connection from %s: bad request: %v", conn.RemoteAddr(), err)
 			return
 		}
+		req.held = reserved // the worker gives it back when the response is sent
 		select {
 		case work <- &req: // an idle worker takes it
 		default:
@@ -218,6 +234,7 @@ func (sc *serverConn) worker(ctx context.Context, req *envelope, work <-chan *en
 	defer idle.Stop()
 	for {
 		sc.serve(ctx, req)
+		sc.s.budget.Release(int64(req.held))
 		<-inflight
 		idle.Reset(workerIdle)
 		select {

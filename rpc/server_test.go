@@ -205,3 +205,62 @@ func TestSilentPeer(t *testing.T) {
 	}
 	(<-accepted).Close()
 }
+
+// TestServerByteBudget: requests over all connections hold at most MaxInflightBytes.
+// A second large request waits for the first to finish before it is even read; when
+// both are done the whole budget is back.
+func TestServerByteBudget(t *testing.T) {
+	nw := networks()[0]
+	cfg := DefaultConfig()
+	cfg.MaxFrameSize = 1 << 20
+	cfg.MaxInflightBytes = 1 << 20
+	started := make(chan int, 4)
+	release := make(chan struct{})
+	_, addr := startServer(t, nw.server, nw.addr, cfg, map[string]HandlerFunc{
+		"hold": func(ctx context.Context, req []byte) ([]byte, error) {
+			started <- len(req)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil, nil
+		},
+		"echo": echo,
+	})
+	big := make([]byte, 600<<10)
+	errs := make(chan error, 2)
+	for range 2 { // two connections: the budget is the server's, not a connection's
+		c := newClient(t, nw.client, cfg)
+		go func() {
+			_, err := c.Call(ctxTimeout(t, 20*time.Second), addr, "hold", big)
+			errs <- err
+		}()
+	}
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no large request started")
+	}
+	select {
+	case <-started:
+		t.Fatal("a second 600 KiB request ran beside the first within a 1 MiB budget")
+	case <-time.After(200 * time.Millisecond): // absence cannot be awaited; this only bounds the check
+	}
+	release <- struct{}{} // the first finishes; the second may now be read
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second large request never started after the first finished")
+	}
+	release <- struct{}{}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The whole budget is back: a request of nearly the frame limit is read at once.
+	small := newClient(t, nw.client, cfg)
+	if _, err := small.Call(ctxTimeout(t, 10*time.Second), addr, "echo", make([]byte, 1<<20-64)); err != nil {
+		t.Fatalf("request of the full budget afterwards: %v", err)
+	}
+}
