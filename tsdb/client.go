@@ -115,12 +115,8 @@ func (c *Client) Get(ctx context.Context, key string, from, to int64, opt GetOpt
 			}
 			return Result{}, err
 		}
-		if len(resp.Packed) > 0 {
-			pts, err := series.DecodePacked(resp.Packed)
-			if err != nil {
-				return Result{}, fmt.Errorf("read of %q: %w", key, err)
-			}
-			resp.Points = pts
+		if err := resp.unpack(); err != nil {
+			return Result{}, fmt.Errorf("read of %q: %w", key, err)
 		}
 		res.Points.Type = resp.Points.Type
 		parts = append(parts, resp.Points)

@@ -76,15 +76,22 @@ type shardResult struct {
 }
 
 // unpack moves packed points into Points.
-func (r *shardResult) unpack() error {
-	if len(r.Packed) == 0 {
+func (r *shardResult) unpack() error { return unpackInto(&r.Points, &r.Packed) }
+
+// unpack moves packed points into Points.
+func (r *getResp) unpack() error { return unpackInto(&r.Points, &r.Packed) }
+
+// unpackInto decodes *packed, if any, into *pts and clears it: an answer carries its
+// points in one form or the other (shardRead.Packed).
+func unpackInto(pts *series.Points, packed *[]byte) error {
+	if len(*packed) == 0 {
 		return nil
 	}
-	pts, err := series.DecodePacked(r.Packed)
+	p, err := series.DecodePacked(*packed)
 	if err != nil {
 		return err
 	}
-	r.Points, r.Packed = pts, nil
+	*pts, *packed = p, nil
 	return nil
 }
 

@@ -64,11 +64,7 @@ func AppendPacked(dst []byte, p *Points) []byte {
 			}
 		}
 	case Int:
-		var prev int64
-		for _, v := range p.I {
-			dst = binary.AppendVarint(dst, v-prev)
-			prev = v
-		}
+		dst = appendDeltas(dst, p.I)
 	case String:
 		for _, s := range p.S {
 			dst = binary.AppendUvarint(dst, uint64(len(s)))
@@ -165,6 +161,7 @@ func DecodePacked(b []byte) (Points, error) {
 			}
 			b = b[8*n:]
 		case scale <= maxDecimals:
+			// takeDeltas's loop, converting as it goes: no int slice to allocate.
 			var m int64
 			for i := range p.F {
 				d, k := binary.Varint(b)
@@ -180,15 +177,9 @@ func DecodePacked(b []byte) (Points, error) {
 		}
 	case Int:
 		p.I = make([]int64, n)
-		var v int64
-		for i := range p.I {
-			d, k := binary.Varint(b)
-			if k <= 0 {
-				return bad("int")
-			}
-			b = b[k:]
-			v += d
-			p.I[i] = v
+		var ok bool
+		if b, ok = takeDeltas(b, p.I); !ok {
+			return bad("int")
 		}
 	case String:
 		p.S = make([]string, n)
@@ -208,4 +199,20 @@ func DecodePacked(b []byte) (Points, error) {
 		return Points{}, err
 	}
 	return p, nil
+}
+
+// takeDeltas fills out with the running sums of len(out) varint deltas from b, as
+// appendDeltas wrote them, and returns the rest of b; false if b runs short.
+func takeDeltas(b []byte, out []int64) ([]byte, bool) {
+	var v int64
+	for i := range out {
+		d, k := binary.Varint(b)
+		if k <= 0 {
+			return b, false
+		}
+		b = b[k:]
+		v += d
+		out[i] = v
+	}
+	return b, true
 }

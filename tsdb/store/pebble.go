@@ -404,13 +404,13 @@ func (p *Pebble) appendBlocks(b *pebble.Batch, id []byte, sum summary, pts serie
 		}
 		it.First()
 		old, err := unsealedPoints(it, id, math.MinInt64, math.MaxInt64)
-		if err := errors.Join(err, it.Close()); err != nil {
-			return 0, 0, err
-		}
 		// Point deletions, not a range deletion: pebble re-fragments all of a memtable's
 		// range deletions for every new iterator, which made one per fold quadratic
 		// (34 % of a single-point append's CPU).
-		if err := p.deleteKeys(b, blockKey(nil, id, tail), blockKey(nil, id, next)); err != nil {
+		if err == nil {
+			err = deleteAll(b, it)
+		}
+		if err := errors.Join(err, it.Close()); err != nil {
 			return 0, 0, err
 		}
 		if old.Len() > 0 && old.Type != pts.Type {

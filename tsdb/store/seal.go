@@ -141,8 +141,14 @@ func (p *Pebble) deleteKeys(b *pebble.Batch, lower, upper []byte) error {
 	if err != nil {
 		return err
 	}
+	return errors.Join(deleteAll(b, it), it.Close())
+}
+
+// deleteAll adds to b a deletion of every key it holds, from its first.
+func deleteAll(b *pebble.Batch, it *pebble.Iterator) error {
+	var err error
 	for valid := it.First(); valid && err == nil; valid = it.Next() {
 		err = b.Delete(it.Key(), nil)
 	}
-	return errors.Join(err, it.Error(), it.Close())
+	return errors.Join(err, it.Error())
 }
