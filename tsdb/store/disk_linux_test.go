@@ -303,6 +303,17 @@ func TestPebbleDiskFullEngine(t *testing.T) {
 		t.Fatalf("append after an engine failure: %v", err2)
 	}
 	w.check(t)
+	// Status must still answer: Stats may not wait on the engine's latched mutex.
+	stats := make(chan Stats, 1)
+	go func() { stats <- w.p.Stats() }()
+	select {
+	case st := <-stats:
+		if st.DiskBytes <= 0 {
+			t.Errorf("Stats after an engine failure reports %d disk bytes", st.DiskBytes)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Stats hangs after an engine failure")
+	}
 	closed := make(chan error, 1)
 	go func() { closed <- w.p.Close() }()
 	select {

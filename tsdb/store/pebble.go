@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,8 @@ type Pebble struct {
 	space  spaceGuard
 	failed atomic.Pointer[error] // the engine failed a write: refuse all writes (disk.go)
 
+	damage damageLog // corrupt reads and WAL loss (damage.go)
+
 	dirty atomic.Bool // SyncBatch: written since the last WAL sync
 	stop  chan struct{}
 	loops sync.WaitGroup
@@ -80,6 +83,7 @@ func OpenPebble(dir string, opts PebbleOptions) (p *Pebble, err error) {
 			p, err = nil, fmt.Errorf("open store %s: %v", dir, r)
 		}
 	}()
+	losses, scanErr := scanWALs(dir)
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
@@ -95,6 +99,10 @@ func OpenPebble(dir string, opts PebbleOptions) (p *Pebble, err error) {
 		space: spaceGuard{dir: dir, reserve: opts.DiskReserve},
 		stop:  make(chan struct{}),
 	}
+	if scanErr != nil {
+		opts.Logger.Warn("store: could not check the write-ahead logs for damage before replaying them", "dir", dir, "err", scanErr.Error())
+	}
+	p.reportWALLoss(losses)
 	p.retFloor.Store(math.MinInt64)
 	p.budgetFloor.Store(math.MinInt64)
 	if opts.Sync == SyncAlways {
@@ -495,7 +503,7 @@ func (p *Pebble) Read(ref ShardRef, key string, from, to int64) (series.Points, 
 	}
 	pts, held, err := p.readPair(pairID(ref, key), lo, hi)
 	if err != nil {
-		return series.Points{}, false, fmt.Errorf("store: read %q: %w", key, err)
+		return series.Points{}, false, p.damaged(fmt.Errorf("store: read %q of quantum %d: %w", key, ref.Start, err))
 	}
 	return pts, held, nil
 }
@@ -531,6 +539,11 @@ func (p *Pebble) readPair(id []byte, lo, hi int64) (series.Points, bool, error) 
 			return series.Points{}, false, err
 		}
 		parts = append(parts, trimInclusive(c, lo, hi))
+	}
+	// The loop also ends when the iterator fails (a block failing its checksum): the
+	// next seek would clear that error, and the read would be silently short.
+	if err := it.Error(); err != nil {
+		return series.Points{}, false, err
 	}
 
 	it.SeekGE(pairKey(nil, id, kindBlock))
@@ -685,6 +698,7 @@ func (p *Pebble) Stats() Stats {
 		MaxDisk:       p.opts.MaxDisk,
 		DroppedQuanta: p.dropped.Load(),
 	}
+	s.Corruptions, s.WALBytesDropped = p.damage.corrupt.Load(), p.damage.walDropped.Load()
 	if !p.enter() {
 		return s
 	}
@@ -706,7 +720,27 @@ func (p *Pebble) DiskUsage() int64 {
 }
 
 func (p *Pebble) diskUsage() int64 {
+	if p.failure() != nil {
+		// After a failed WAL write pebble's Metrics waits forever on a mutex that the
+		// failed commit left held: count the files instead.
+		return dirUsage(p.dir)
+	}
 	return int64(min(p.db.Metrics().DiskSpaceUsage(), math.MaxInt64))
+}
+
+// dirUsage sums the sizes of the files in dir (pebble keeps everything at its top).
+func dirUsage(dir string) int64 {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			n += info.Size()
+		}
+	}
+	return n
 }
 
 // Close stops the background work, waits for the calls in flight, and closes the

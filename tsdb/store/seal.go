@@ -96,7 +96,9 @@ func (p *Pebble) sealPair(id []byte) error {
 
 	pts, _, err := p.readPair(id, math.MinInt64, math.MaxInt64)
 	if err != nil {
-		return err
+		// A damaged pair is left as it is: sealing what could be read would delete the
+		// rest for good. Repair re-sends the pair from another replica.
+		return p.damaged(fmt.Errorf("store: seal pair %x: %w", id, err))
 	}
 	b := p.db.NewBatch()
 	defer b.Close()

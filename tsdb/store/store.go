@@ -72,6 +72,12 @@ type Stats struct {
 	MaxDisk       int64         // disk budget in bytes: the oldest quanta go first; 0 is unlimited
 	OldestQuantum int64         // start of the oldest quantum held, UNIX seconds; 0 if empty
 	DroppedQuanta int64         // quanta dropped by retention or the disk budget since the store opened
+
+	// Damage found since the store opened: reads that met a block failing its checksum or
+	// not decoding (each also logged with the file or key and the range), and what the
+	// WAL replay at open could not read back. Zero for a store in memory.
+	Corruptions     int64
+	WALBytesDropped int64 // bytes of valid WAL records found after the point where replay stopped
 }
 
 // Counts returns the counting part of s (Shards, Series, Points): what two stores
