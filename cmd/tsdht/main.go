@@ -21,6 +21,7 @@ func main() {
 			getCommand(),
 			statusCommand(),
 			locateCommand(),
+			fsckCommand(),
 			demoCommand(),
 			benchCommand(),
 		},
