@@ -247,3 +247,25 @@ func TestFsck(t *testing.T) {
 		t.Fatalf("fsck of a store in use: %v", err)
 	}
 }
+
+// TestPebbleDamagedManifestIsNamed cuts the MANIFEST of a store whose last edit matters:
+// pebble then refuses the store naming a table file that exists; the store's error
+// must name the MANIFEST.
+func TestPebbleDamagedManifestIsNamed(t *testing.T) {
+	dir := t.TempDir()
+	writeSealedMany(t, dir)
+	m := onlyFile(t, dir, "MANIFEST-*")
+	st, _ := os.Stat(m)
+	if err := os.Truncate(m, st.Size()-1); err != nil {
+		t.Fatal(err)
+	}
+	p, err := OpenPebble(dir, testOptions(SyncNone))
+	if err == nil {
+		p.Close()
+		t.Fatal("pebble opened the store with its MANIFEST cut: the damage no longer matters to it; damage it elsewhere")
+	}
+	if !strings.Contains(err.Error(), filepath.Base(m)) {
+		t.Fatalf("the error does not name %s: %v", filepath.Base(m), err)
+	}
+	t.Log(err)
+}

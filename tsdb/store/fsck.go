@@ -67,6 +67,9 @@ func Fsck(dir string, w io.Writer) (*FsckReport, error) {
 	if openErr == nil {
 		defer db.Close()
 	}
+	if m := manifestDamage(dir); m != "" {
+		r.problem("%s", m)
+	}
 	losses, err := scanWALs(dir)
 	if err != nil {
 		return nil, err

@@ -86,6 +86,9 @@ func OpenPebble(dir string, opts PebbleOptions) (p *Pebble, err error) {
 	losses, scanErr := scanWALs(dir)
 	db, err := pebble.Open(dir, po)
 	if err != nil {
+		if m := manifestDamage(dir); m != "" {
+			return nil, fmt.Errorf("open store %s: %s, so the list of table files cannot be trusted (%w); move the directory away and restart the node: repair refills it from its replicas", dir, m, err)
+		}
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	p = &Pebble{

@@ -127,3 +127,31 @@ func (p *Pebble) reportWALLoss(losses []walLoss) {
 			l.file, l.stop, l.records, FormatSize(l.bytes)), "dir", p.dir)
 	}
 }
+
+// manifestDamage reads the store's current MANIFEST (the newest) as pebble would
+// and says where reading it stops before its end, or "" if it reads to its end. Pebble
+// stops at a damaged record as at the end of the file and then complains about the
+// first table the lost records would have explained: the store puts the MANIFEST in
+// the message instead.
+func manifestDamage(dir string) string {
+	ms, err := filepath.Glob(filepath.Join(dir, "MANIFEST-*"))
+	if err != nil || len(ms) == 0 {
+		return ""
+	}
+	sort.Strings(ms) // numbered with leading zeros: the last is the newest, the one in use
+	name := filepath.Base(ms[len(ms)-1])
+	f, err := os.Open(ms[len(ms)-1])
+	if err != nil {
+		return fmt.Sprintf("%s cannot be read: %v", name, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	stop, clean := readRecords(f, 0, nil)
+	if clean {
+		return ""
+	}
+	return fmt.Sprintf("%s is damaged: its records stop being readable at offset %d of %d bytes", name, stop, st.Size())
+}
