@@ -49,6 +49,7 @@ type Node struct {
 	members map[string]memberEntry // by memberlist name, the departed included
 	live    []Peer                 // the live members, self included, by ID
 	subs    []chan struct{}
+	version atomic.Uint64 // bumped by every membership change
 
 	lifeMu sync.Mutex // serialises Start, Leave and Close
 	ml     *memberlist.Memberlist
@@ -310,7 +311,13 @@ func (n *Node) setMember(m Member) {
 	}
 	slices.SortFunc(live, func(a, b Peer) int { return strings.Compare(a.ID, b.ID) })
 	n.live = live
+	n.version.Add(1)
 }
+
+// Version returns a counter that increases with every membership change this node
+// records, so that a caller can cache what it computed from Live or ReplicaSet and
+// recompute it when the version moves.
+func (n *Node) Version() uint64 { return n.version.Load() }
 
 // syncTable offers every live member to the routing table and removes the
 // dead and departed from it. The table is only a cache of routes: a bucket

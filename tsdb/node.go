@@ -1,6 +1,9 @@
-// Package tsdb owns time series on top of the DHT: the server each node runs over its
+// Package tsdb owns time series on top of the DHT: the replica each node serves over its
 // local store, the coordinator that turns a series' points into replicated shards and
-// reads them back complete and trimmed, and the thin client that drives any node.
+// reads them back complete and trimmed, and the repairer that keeps every shard at rf
+// copies. The coordinator and the repairer find owners through Placement (implemented by
+// *dht.Node) and reach each owner through Replicas: this node locally, the others over
+// RPC in the messages of package wire. The thin client is package client.
 package tsdb
 
 import (
@@ -12,7 +15,6 @@ import (
 	"time"
 
 	"github.com/tsdht/tsdht/dht"
-	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/store"
 )
@@ -107,17 +109,22 @@ func (c *Config) validate() error {
 
 func majority(rf int) int { return rf/2 + 1 }
 
-// Node is one tsdht node: RPC server, DHT membership, local store, and coordinator.
+// Node is one tsdht node: RPC server, DHT membership, local store, and coordinator. It
+// wires the parts together; they reach each other only through Placement (the DHT),
+// Replicas (this node locally, the others over RPC) and the hints kept for the repairer.
 type Node struct {
-	cfg    Config
-	log    *log.Logger
-	srv    *rpc.Server
-	cli    *rpc.Client
-	dht    *dht.Node
-	store  store.Store
-	coord  *Coordinator
-	repair *repairer // nil when the store cannot be walked
-	rpcAdr string
+	cfg      Config
+	log      *log.Logger
+	srv      *rpc.Server
+	cli      *rpc.Client
+	dht      *dht.Node
+	store    store.Store
+	local    *localReplica
+	replicas Replicas
+	coord    *Coordinator
+	repair   *repairer // nil when the store cannot be walked
+	hints    *hints    // nil with repair
+	rpcAdr   string
 }
 
 // Start brings a node up: it listens for RPC, joins the cluster and serves.
@@ -140,7 +147,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	cfg.RPC.Logger = logger
 	cfg.DHT.Logger = logger
-	n := &Node{cfg: cfg, log: logger, store: cfg.Store}
+	n := &Node{log: logger, store: cfg.Store}
 	n.srv = rpc.NewServer(cfg.Transport, cfg.RPC)
 	n.cli = rpc.NewClient(cfg.Transport, cfg.RPC)
 
@@ -153,6 +160,7 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.DHT.RPCAddr == "" {
 		cfg.DHT.RPCAddr = n.rpcAdr
 	}
+	n.cfg = cfg
 	id, err := dht.LoadOrCreateIdentity(cfg.DHT.DataDir)
 	if err != nil {
 		n.srv.Close()
@@ -165,10 +173,10 @@ func Start(cfg Config) (*Node, error) {
 		n.cli.Close()
 		return nil, err
 	}
+	n.assemble()
 	// Handlers go in only now that everything they touch exists; a request that comes
 	// earlier is answered "unknown method" and retried like any failed call.
-	n.coord = newCoordinator(n)
-	n.registerReplica()
+	registerReplica(n.srv, n.local)
 	n.registerCoordinator()
 	if err := n.dht.Start(); err != nil {
 		if errors.Is(err, dht.ErrIncompatible) || n.dht.GossipAddr() == "" {
@@ -181,13 +189,26 @@ func Start(cfg Config) (*Node, error) {
 		// re-joining in the background.
 		n.log.Printf("%v", err)
 	}
-	if w, ok := n.store.(Walker); ok && cfg.RepairInterval > 0 {
-		n.repair = newRepairer(n, w)
+	if n.repair != nil {
 		go n.repair.run(n.dht.Subscribe())
 	} else {
 		n.log.Printf("store %T cannot be walked: this node will not repair or hand off shards", n.store)
 	}
 	return n, nil
+}
+
+// assemble builds the node's parts over its DHT, store and RPC client.
+func (n *Node) assemble() {
+	cfg := &n.cfg
+	n.local = &localReplica{store: n.store, quantum: cfg.DHT.Quantum, format: cfg.DHT.Format, stats: n.localStats}
+	n.replicas = &peerReplicas{self: n.dht.Self().ID, local: n.local, cli: n.cli, timeout: cfg.CallTimeout}
+	types := newRegistry(n.dht, n.replicas, cfg, n.log)
+	if w, ok := n.store.(Walker); ok && cfg.RepairInterval > 0 {
+		n.repair = newRepairer(cfg, n.dht, n.replicas, n.store, w, types, n.log)
+		n.hints = newHints(n.store, cfg.MaxHintPoints, n.repair.Kick, n.log)
+		n.repair.hints = n.hints
+	}
+	n.coord = newCoordinator(cfg, n.dht, n.replicas, types, n.hints, n.log)
 }
 
 // RPCAddr returns the address the node's RPC server is bound to.
@@ -244,13 +265,4 @@ func (n *Node) RepairNow(ctx context.Context) (RepairStats, error) {
 	}
 	err := n.repair.pass(ctx, false)
 	return n.repair.stats(), err
-}
-
-// ref returns the store reference of a series' shard at quantum start.
-func (n *Node) ref(key string, start int64) store.ShardRef {
-	return store.ShardRef{ID: quanta.ShardID(n.cfg.DHT.Format, key, start), Start: start}
-}
-
-func (n *Node) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, n.cfg.CallTimeout)
 }
