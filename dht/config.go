@@ -170,8 +170,11 @@ func setDefault[T comparable](v *T, d T) {
 	}
 }
 
-// validate checks a configuration that withDefaults completed.
-func (c Config) validate() error {
+// Validate reports a configuration that cannot work, naming each field at
+// fault. Zero fields are valid (they take the defaults), except the addresses,
+// which have none.
+func (c Config) Validate() error {
+	c = c.withDefaults()
 	var errs []error
 	if err := checkHostPort(c.RPCAddr, MaxRPCAddrLen); err != nil {
 		errs = append(errs, fmt.Errorf("RPC address: %w", err))

@@ -68,10 +68,10 @@ type memberEntry struct {
 // gossip: see Start. The caller keeps srv and cli, and closes them after the
 // node.
 func New(cfg Config, id peer.ID, srv *rpc.Server, cli *rpc.Client) (*Node, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	if id == "" {
 		var err error
 		if id, err = LoadOrCreateIdentity(cfg.DataDir); err != nil {

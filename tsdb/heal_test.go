@@ -21,7 +21,7 @@ func healConfig(i int, cfg *Config) {
 		cfg.Logger = log.New(os.Stderr, fmt.Sprintf("node%d ", i), log.Lmicroseconds)
 	}
 	cfg.RepairInterval = time.Hour
-	cfg.RepairRate = 0
+	cfg.RepairUnthrottled = true
 	cfg.CallTimeout = 2 * time.Second
 }
 

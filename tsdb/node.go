@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/store"
 )
@@ -22,55 +23,64 @@ import (
 // MaxRF is the largest replication factor.
 const MaxRF = 7
 
-// Config configures a node.
+// Config configures a node. The zero value of every field but Store takes the default
+// that DefaultConfig shows.
 type Config struct {
-	// DHT configures identity, gossip, quantum and ID format. DHT.RPCAddr is filled in
-	// from the bound RPC address when empty.
+	// DHT configures identity, gossip, quantum and ID format; zero fields take dht's
+	// defaults. DHT.Quantum is the cluster's quantum, the one source of it: a store that
+	// has its own (store.PebbleOptions.Quantum) must agree, or Start refuses. DHT.RPCAddr
+	// is filled in from the bound RPC address when empty.
 	DHT dht.Config
-	// RPCBind is the address the RPC server listens on; ":0" picks a port.
+	// RPCBind is the address the RPC server listens on; ":0" picks a port. Default
+	// 127.0.0.1:0.
 	RPCBind string
 	// RF is the replication factor, 1..7: every shard lives on the RF closest live nodes.
+	// Default 3.
 	RF int
-	// WriteQuorum is how many replicas must store a shard before a write succeeds;
-	// 0 means a majority of RF.
+	// WriteQuorum is how many replicas must store a shard before a write succeeds.
+	// Default: a majority of RF.
 	WriteQuorum int
 	// ReadQuorum is how many replicas must answer for a shard that none of them holds
-	// to count as truly empty; 0 means a majority of RF.
+	// to count as truly empty. Default: a majority of RF.
 	ReadQuorum int
 	// MaxFuture refuses points stamped further than this ahead of the coordinator's
-	// clock: a PMU that lost GPS lock must not write next year.
+	// clock: a PMU that lost GPS lock must not write next year. Default 10 minutes.
 	MaxFuture time.Duration
-	// CallTimeout bounds each replica call a coordinator makes.
+	// CallTimeout bounds each replica call a coordinator makes. Default 5 s.
 	CallTimeout time.Duration
-	// ReadConcurrency bounds the requests one read has in flight.
+	// ReadConcurrency bounds the requests one read has in flight. Default 16.
 	ReadConcurrency int
 	// RepairInterval is how often, give or take a quarter, a node compares every shard
 	// it holds with the shard's owners and pushes what they lack. Membership changes
-	// start a pass at once.
+	// start a pass at once. Default 10 minutes.
 	RepairInterval time.Duration
 	// RepairSettle is how long a pass waits after a membership change for further
-	// changes, so that a burst of joins or deaths costs one pass.
+	// changes, so that a burst of joins or deaths costs one pass. Default 500 ms.
 	RepairSettle time.Duration
-	// RepairRate bounds repair and hand-off work in bytes per second (0 = unbounded):
-	// the points a pass reads and hashes locally and those it pushes, at 12 bytes a
-	// point, so that a BeagleBone's 100 Mbit link and single core stay usable for ingest.
+	// RepairRate bounds repair and hand-off work in bytes per second: the points a pass
+	// reads and hashes locally and those it pushes, at 12 bytes a point, so that a
+	// BeagleBone's 100 Mbit link and single core stay usable for ingest. Default 4 MiB/s.
 	RepairRate int64
+	// RepairUnthrottled lifts RepairRate: repair runs as fast as it can (tests, a
+	// cluster being rebuilt while idle).
+	RepairUnthrottled bool
 	// MaxHintPoints bounds the points a node keeps for replicas it could not reach.
-	// Past it a failed replica write is left to anti-entropy.
+	// Past it a failed replica write is left to anti-entropy. Default 1 Mi points.
 	MaxHintPoints int64
-	// HandoffTimeout bounds the hand-off of shards on a graceful leave.
+	// HandoffTimeout bounds the hand-off of shards on a graceful leave. Default 30 s.
 	HandoffTimeout time.Duration
-	// RPC configures framing and connections.
+	// RPC configures framing and connections; zero fields take rpc's defaults.
 	RPC rpc.Config
 	// Transport carries RPC; nil means TCP.
 	Transport rpc.Transport
-	// Store holds this node's shards; the node closes it on Close.
+	// Store holds this node's shards; the node closes it on Close. Required.
 	Store store.Store
 	// Logger receives the node's log; nil discards it.
 	Logger *log.Logger
 }
 
-// DefaultConfig returns a configuration for a small LAN cluster of edge boards.
+// DefaultConfig returns a configuration for a small LAN cluster of edge boards: what
+// the zero Config means, with no store.
 func DefaultConfig() Config {
 	return Config{
 		DHT:             dht.DefaultLANConfig(),
@@ -88,23 +98,96 @@ func DefaultConfig() Config {
 	}
 }
 
-func (c *Config) validate() error {
+// withDefaults returns c with its zero fields set to the defaults.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	set := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	if c.DHT.Quantum == 0 {
+		c.DHT.Quantum = d.DHT.Quantum
+	}
+	if c.DHT.Format == 0 {
+		c.DHT.Format = d.DHT.Format
+	}
+	if c.RPCBind == "" {
+		c.RPCBind = d.RPCBind
+	}
+	if c.RF == 0 {
+		c.RF = d.RF
+	}
+	if c.WriteQuorum == 0 {
+		c.WriteQuorum = majority(c.RF)
+	}
+	if c.ReadQuorum == 0 {
+		c.ReadQuorum = majority(c.RF)
+	}
+	set(&c.MaxFuture, d.MaxFuture)
+	set(&c.CallTimeout, d.CallTimeout)
+	if c.ReadConcurrency == 0 {
+		c.ReadConcurrency = d.ReadConcurrency
+	}
+	set(&c.RepairInterval, d.RepairInterval)
+	set(&c.RepairSettle, d.RepairSettle)
+	if c.RepairRate == 0 {
+		c.RepairRate = d.RepairRate
+	}
+	if c.MaxHintPoints == 0 {
+		c.MaxHintPoints = d.MaxHintPoints
+	}
+	set(&c.HandoffTimeout, d.HandoffTimeout)
+	if c.Transport == nil {
+		c.Transport = rpc.NewTCPTransport()
+	}
+	if c.Logger == nil {
+		c.Logger = log.New(io.Discard, "", 0)
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work, naming each field at fault. Zero
+// fields are valid: they take the defaults.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
 	if c.RF < 1 || c.RF > MaxRF {
-		return fmt.Errorf("replication factor %d: must be 1..%d", c.RF, MaxRF)
+		errs = append(errs, fmt.Errorf("replication factor %d: must be 1..%d", c.RF, MaxRF))
 	}
-	if c.WriteQuorum < 0 || c.WriteQuorum > c.RF {
-		return fmt.Errorf("write quorum %d: must be 1..rf (%d)", c.WriteQuorum, c.RF)
+	if c.WriteQuorum < 1 || c.WriteQuorum > c.RF {
+		errs = append(errs, fmt.Errorf("write quorum %d: must be 1..rf (%d)", c.WriteQuorum, c.RF))
 	}
-	if c.ReadQuorum < 0 || c.ReadQuorum > c.RF {
-		return fmt.Errorf("read quorum %d: must be 1..rf (%d)", c.ReadQuorum, c.RF)
+	if c.ReadQuorum < 1 || c.ReadQuorum > c.RF {
+		errs = append(errs, fmt.Errorf("read quorum %d: must be 1..rf (%d)", c.ReadQuorum, c.RF))
 	}
 	if c.Store == nil {
-		return errors.New("no store configured")
+		errs = append(errs, errors.New("no store configured"))
 	}
 	if c.DHT.Quantum < 1 {
-		return fmt.Errorf("quantum %ds: must be at least 1s", c.DHT.Quantum)
+		errs = append(errs, fmt.Errorf("quantum %ds: must be at least 1s", c.DHT.Quantum))
 	}
-	return nil
+	if q, ok := c.Store.(interface{ Quantum() quanta.Quantum }); ok && q.Quantum() != c.DHT.Quantum {
+		errs = append(errs, fmt.Errorf("the store was opened with quantum %v but the cluster's is %v: open it with the node's quantum",
+			q.Quantum().Duration(), c.DHT.Quantum.Duration()))
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"max future", int64(c.MaxFuture)}, {"call timeout", int64(c.CallTimeout)},
+		{"read concurrency", int64(c.ReadConcurrency)}, {"repair interval", int64(c.RepairInterval)},
+		{"repair settle", int64(c.RepairSettle)}, {"repair rate", c.RepairRate},
+		{"max hint points", c.MaxHintPoints}, {"hand-off timeout", int64(c.HandoffTimeout)},
+	} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %d: must not be negative (0 takes the default)", f.name, f.v))
+		}
+	}
+	if err := c.RPC.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 func majority(rf int) int { return rf/2 + 1 }
@@ -129,22 +212,11 @@ type Node struct {
 
 // Start brings a node up: it listens for RPC, joins the cluster and serves.
 func Start(cfg Config) (*Node, error) {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.WriteQuorum == 0 {
-		cfg.WriteQuorum = majority(cfg.RF)
-	}
-	if cfg.ReadQuorum == 0 {
-		cfg.ReadQuorum = majority(cfg.RF)
-	}
-	if cfg.Transport == nil {
-		cfg.Transport = rpc.NewTCPTransport()
-	}
+	cfg = cfg.withDefaults()
 	logger := cfg.Logger
-	if logger == nil {
-		logger = log.New(io.Discard, "", 0)
-	}
 	cfg.RPC.Logger = logger
 	cfg.DHT.Logger = logger
 	n := &Node{log: logger, store: cfg.Store}

@@ -55,7 +55,7 @@ func newRepairer(cfg *Config, place Placement, replicas Replicas, st store.Store
 	return &repairer{
 		cfg: cfg, place: place, replicas: replicas, store: st, walker: w, types: types, log: logger,
 		kick:  make(chan struct{}, 1),
-		limit: newRateLimiter(cfg.RepairRate),
+		limit: newRateLimiter(cfg.RepairRate, cfg.RepairUnthrottled),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
 	}
@@ -368,7 +368,12 @@ type rateLimiter struct {
 	next time.Time // when the bucket is next empty
 }
 
-func newRateLimiter(rate int64) *rateLimiter { return &rateLimiter{rate: rate} }
+func newRateLimiter(rate int64, unlimited bool) *rateLimiter {
+	if unlimited {
+		rate = 0
+	}
+	return &rateLimiter{rate: rate}
+}
 
 // wait blocks until n bytes may be sent.
 func (l *rateLimiter) wait(ctx context.Context, n int64) error {

@@ -75,6 +75,7 @@ func runNode(c *cli.Context) error {
 	cfg.MaxFuture = c.Duration("max-future")
 	cfg.RepairInterval = c.Duration("repair-interval")
 	cfg.RepairRate = int64(c.Float64("repair-rate") * 1e6)
+	cfg.RepairUnthrottled = c.Float64("repair-rate") == 0
 	cfg.HandoffTimeout = c.Duration("handoff-timeout")
 	cfg.Logger = log.New(os.Stderr, "tsdht node: ", log.LstdFlags|log.Lmicroseconds)
 	st, err := openStore(c, dir, q)
@@ -132,9 +133,7 @@ func openStore(c *cli.Context, dir string, q quanta.Quantum) (store.Store, error
 	if opts.DiskReserve, err = store.ParseSize(c.String("disk-reserve")); err != nil {
 		return nil, fmt.Errorf("--disk-reserve: %w", err)
 	}
-	if opts.DiskReserve == 0 {
-		opts.DiskReserve = -1 // the flag's 0 disables the check; the option's 0 is the default
-	}
+	opts.NoDiskReserve = opts.DiskReserve == 0
 	opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	st, err := store.OpenPebble(filepath.Join(dir, "store"), opts)
 	if err != nil {
