@@ -1,6 +1,8 @@
 package dht
 
 import (
+	"context"
+
 	kb "github.com/libp2p/go-libp2p-kbucket"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -16,6 +18,13 @@ import (
 // same set through the routing tables when the full list is not at hand.
 func (n *Node) ReplicaSet(id quanta.ID, rf int) []Peer {
 	return ClosestPeers(n.Live(), id, rf)
+}
+
+// Locate returns ReplicaSet(id, rf). It never blocks and never fails: the node has
+// the full member list at hand. It is the form tsdb's Placement asks for, which a routing
+// mode that looks owners up over the network also fits.
+func (n *Node) Locate(_ context.Context, id quanta.ID, rf int) ([]Peer, error) {
+	return n.ReplicaSet(id, rf), nil
 }
 
 // ClosestPeers returns the count peers of peers closest to id, closest

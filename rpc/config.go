@@ -1,8 +1,9 @@
 package rpc
 
 import (
-	"io"
-	"log"
+	"errors"
+	"fmt"
+	"log/slog"
 	"math"
 	"time"
 )
@@ -19,7 +20,7 @@ const minProtocolVersion = 1
 const defaultCallTimeout = 10 * time.Second
 
 // Config tunes a Client or a Server. Zero fields take the values of
-// DefaultConfig, except IdleTimeout, where zero means never.
+// DefaultConfig.
 type Config struct {
 	// MaxFrameSize is the largest frame payload, in bytes, that is sent or
 	// accepted. A received frame's declared length is checked against it
@@ -58,12 +59,12 @@ type Config struct {
 	WriteTimeout time.Duration
 
 	// IdleTimeout closes a Client's connection after it carried no call for
-	// this long. Zero means never. Default 2m.
+	// this long. Default 2m.
 	IdleTimeout time.Duration
 
-	// Logger receives connection-level problems: refused handshakes, bad
-	// frames, handler panics. Nil discards them.
-	Logger *log.Logger
+	// Logger receives connection-level problems (refused handshakes, bad
+	// frames) at Warn and handler panics at Error. Nil discards them.
+	Logger *slog.Logger
 }
 
 // DefaultConfig returns the defaults, sized for a small cluster of boards
@@ -78,6 +79,30 @@ func DefaultConfig() Config {
 		WriteTimeout:       10 * time.Second,
 		IdleTimeout:        2 * time.Minute,
 	}
+}
+
+// Validate reports a configuration that cannot work. Zero fields are valid: they
+// take the defaults. NewClient and NewServer, which cannot fail, treat a negative
+// field as zero.
+func (c Config) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"max frame size", int64(c.MaxFrameSize)}, {"handshake timeout", int64(c.HandshakeTimeout)},
+		{"max in-flight requests per connection", int64(c.MaxInflightPerConn)},
+		{"max in-flight bytes", int64(c.MaxInflightBytes)}, {"dial timeout", int64(c.DialTimeout)},
+		{"write timeout", int64(c.WriteTimeout)}, {"idle timeout", int64(c.IdleTimeout)},
+	} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %d: must not be negative (0 takes the default)", f.name, f.v))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("rpc: config: %w", err)
+	}
+	return nil
 }
 
 // withDefaults returns c with its zero (or negative) fields replaced by the
@@ -108,11 +133,11 @@ func (c Config) withDefaults() Config {
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = d.WriteTimeout
 	}
-	if c.IdleTimeout < 0 {
-		c.IdleTimeout = 0
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = d.IdleTimeout
 	}
 	if c.Logger == nil {
-		c.Logger = log.New(io.Discard, "", 0)
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
 }

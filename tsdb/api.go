@@ -2,7 +2,6 @@ package tsdb
 
 import (
 	"context"
-	"encoding/hex"
 	"sort"
 	"sync"
 
@@ -12,24 +11,25 @@ import (
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // registerCoordinator registers the methods through which a thin client has any node
 // coordinate for it.
 func (n *Node) registerCoordinator() {
-	handle(n.srv, methodPut, func(ctx context.Context, req *putReq) (*putResp, error) {
+	handle(n.srv, wire.MethodPut, func(ctx context.Context, req *wire.PutReq) (*wire.PutResp, error) {
 		stored, err := n.coord.Put(ctx, req.Key, req.Points, PutOptions{WriteQuorum: req.WriteQuorum})
 		if err != nil {
 			return nil, err
 		}
-		return &putResp{Stored: stored}, nil
+		return &wire.PutResp{Stored: stored}, nil
 	})
-	handle(n.srv, methodGet, func(ctx context.Context, req *getReq) (*getResp, error) {
+	handle(n.srv, wire.MethodGet, func(ctx context.Context, req *wire.GetReq) (*wire.GetResp, error) {
 		res, err := n.coord.Get(ctx, req.Key, req.From, req.To, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial})
 		if err != nil {
 			return nil, err
 		}
-		resp := &getResp{Partial: res.Partial, Missing: res.Missing}
+		resp := &wire.GetResp{Partial: res.Partial, Missing: res.Missing}
 		if req.Packed {
 			resp.Packed = series.AppendPacked(nil, &res.Points)
 		} else {
@@ -37,46 +37,44 @@ func (n *Node) registerCoordinator() {
 		}
 		return resp, nil
 	})
-	handle(n.srv, methodLocate, func(_ context.Context, req *locateReq) (*locateResp, error) {
+	handle(n.srv, wire.MethodLocate, func(ctx context.Context, req *wire.LocateReq) (*wire.LocateResp, error) {
 		if len(req.ID) != quanta.IDLen {
 			return nil, rpc.Errorf(CodeBadInput, "shard ID of %d bytes; want %d", len(req.ID), quanta.IDLen)
 		}
-		var resp locateResp
-		for _, p := range n.dht.ReplicaSet(quanta.ID(req.ID), n.cfg.RF) {
+		peers, err := n.coord.locate(ctx, quanta.ID(req.ID))
+		if err != nil {
+			return nil, err
+		}
+		var resp wire.LocateResp
+		for _, p := range peers {
 			resp.Replicas = append(resp.Replicas, peerInfo(p, "alive"))
 		}
 		return &resp, nil
 	})
-	handle(n.srv, methodStatus, func(ctx context.Context, _ *struct{}) (*statusResp, error) {
+	handle(n.srv, wire.MethodStatus, func(ctx context.Context, _ *struct{}) (*wire.StatusResp, error) {
 		return n.clusterStatus(ctx), nil
 	})
 }
 
 func peerInfo(p dht.Peer, state string) PeerInfo {
-	return PeerInfo{PeerID: peer.ID(p.ID).String(), NodeID: hex.EncodeToString(p.Key[:]), RPCAddr: p.RPCAddr, State: state}
+	return PeerInfo{PeerID: peer.ID(p.ID).String(), NodeID: nodeID(p), RPCAddr: p.RPCAddr, State: state}
 }
 
 // clusterStatus asks every member memberlist knows for its counters, in parallel.
-func (n *Node) clusterStatus(ctx context.Context) *statusResp {
+func (n *Node) clusterStatus(ctx context.Context) *wire.StatusResp {
 	members := n.dht.Members()
 	out := make([]NodeStats, len(members))
 	var wg sync.WaitGroup
 	for i, m := range members {
 		out[i] = NodeStats{PeerInfo: peerInfo(m.Peer, m.State)}
-		if m.Peer.ID == n.dht.Self().ID {
-			out[i] = n.localStats()
-			continue
-		}
 		if m.State == "dead" || m.State == "left" {
 			continue
 		}
 		wg.Add(1)
 		go func(i int, p dht.Peer) {
 			defer wg.Done()
-			cctx, cancel := n.callCtx(ctx)
-			defer cancel()
-			var s NodeStats
-			if err := rpc.Invoke(cctx, n.cli, p.RPCAddr, methodStats, &struct{}{}, &s); err != nil {
+			s, err := n.replicas.For(p).Stats(ctx)
+			if err != nil {
 				out[i].Error = err.Error()
 				return
 			}
@@ -86,5 +84,5 @@ func (n *Node) clusterStatus(ctx context.Context) *statusResp {
 	}
 	wg.Wait()
 	sort.Slice(out, func(a, b int) bool { return out[a].NodeID < out[b].NodeID })
-	return &statusResp{Nodes: out}
+	return &wire.StatusResp{Nodes: out}
 }

@@ -1,14 +1,16 @@
-// Package tsdb owns time series on top of the DHT: the server each node runs over its
+// Package tsdb owns time series on top of the DHT: the replica each node serves over its
 // local store, the coordinator that turns a series' points into replicated shards and
-// reads them back complete and trimmed, and the thin client that drives any node.
+// reads them back complete and trimmed, and the repairer that keeps every shard at rf
+// copies. The coordinator and the repairer find owners through Placement (implemented by
+// *dht.Node) and reach each owner through Replicas: this node locally, the others over
+// RPC in the messages of package wire. The thin client is package client.
 package tsdb
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log"
+	"log/slog"
 	"time"
 
 	"github.com/tsdht/tsdht/dht"
@@ -20,55 +22,66 @@ import (
 // MaxRF is the largest replication factor.
 const MaxRF = 7
 
-// Config configures a node.
+// Config configures a node. The zero value of every field but Store takes the default
+// that DefaultConfig shows.
 type Config struct {
-	// DHT configures identity, gossip, quantum and ID format. DHT.RPCAddr is filled in
-	// from the bound RPC address when empty.
+	// DHT configures identity, gossip, quantum and ID format; zero fields take dht's
+	// defaults. DHT.Quantum is the cluster's quantum, the one source of it: a store that
+	// has its own (store.PebbleOptions.Quantum) must agree, or Start refuses. DHT.RPCAddr
+	// is filled in from the bound RPC address when empty.
 	DHT dht.Config
-	// RPCBind is the address the RPC server listens on; ":0" picks a port.
+	// RPCBind is the address the RPC server listens on; ":0" picks a port. Default
+	// 127.0.0.1:0.
 	RPCBind string
 	// RF is the replication factor, 1..7: every shard lives on the RF closest live nodes.
+	// Default 3.
 	RF int
-	// WriteQuorum is how many replicas must store a shard before a write succeeds;
-	// 0 means a majority of RF.
+	// WriteQuorum is how many replicas must store a shard before a write succeeds.
+	// Default: a majority of RF.
 	WriteQuorum int
 	// ReadQuorum is how many replicas must answer for a shard that none of them holds
-	// to count as truly empty; 0 means a majority of RF.
+	// to count as truly empty. Default: a majority of RF.
 	ReadQuorum int
 	// MaxFuture refuses points stamped further than this ahead of the coordinator's
-	// clock: a PMU that lost GPS lock must not write next year.
+	// clock: a PMU that lost GPS lock must not write next year. Default 10 minutes.
 	MaxFuture time.Duration
-	// CallTimeout bounds each replica call a coordinator makes.
+	// CallTimeout bounds each replica call a coordinator makes. Default 5 s.
 	CallTimeout time.Duration
-	// ReadConcurrency bounds the requests one read has in flight.
+	// ReadConcurrency bounds the requests one read has in flight. Default 16.
 	ReadConcurrency int
 	// RepairInterval is how often, give or take a quarter, a node compares every shard
 	// it holds with the shard's owners and pushes what they lack. Membership changes
-	// start a pass at once.
+	// start a pass at once. Default 10 minutes.
 	RepairInterval time.Duration
 	// RepairSettle is how long a pass waits after a membership change for further
-	// changes, so that a burst of joins or deaths costs one pass.
+	// changes, so that a burst of joins or deaths costs one pass. Default 500 ms.
 	RepairSettle time.Duration
-	// RepairRate bounds repair and hand-off work in bytes per second (0 = unbounded):
-	// the points a pass reads and hashes locally and those it pushes, at 12 bytes a
-	// point, so that a BeagleBone's 100 Mbit link and single core stay usable for ingest.
+	// RepairRate bounds repair and hand-off work in bytes per second: the points a pass
+	// reads and hashes locally and those it pushes, at 12 bytes a point, so that a
+	// BeagleBone's 100 Mbit link and single core stay usable for ingest. Default 4 MiB/s.
 	RepairRate int64
+	// RepairUnthrottled lifts RepairRate: repair runs as fast as it can (tests, a
+	// cluster being rebuilt while idle).
+	RepairUnthrottled bool
 	// MaxHintPoints bounds the points a node keeps for replicas it could not reach.
-	// Past it a failed replica write is left to anti-entropy.
+	// Past it a failed replica write is left to anti-entropy. Default 1 Mi points.
 	MaxHintPoints int64
-	// HandoffTimeout bounds the hand-off of shards on a graceful leave.
+	// HandoffTimeout bounds the hand-off of shards on a graceful leave. Default 30 s.
 	HandoffTimeout time.Duration
-	// RPC configures framing and connections.
+	// RPC configures framing and connections; zero fields take rpc's defaults.
 	RPC rpc.Config
 	// Transport carries RPC; nil means TCP.
 	Transport rpc.Transport
-	// Store holds this node's shards; the node closes it on Close.
+	// Store holds this node's shards; the node closes it on Close. Required.
 	Store store.Store
-	// Logger receives the node's log; nil discards it.
-	Logger *log.Logger
+	// Logger receives the node's log, and its RPC's and DHT's (it replaces
+	// RPC.Logger and DHT.Logger); every record carries the node's 40-hex ID as
+	// "node". Nil discards it.
+	Logger *slog.Logger
 }
 
-// DefaultConfig returns a configuration for a small LAN cluster of edge boards.
+// DefaultConfig returns a configuration for a small LAN cluster of edge boards: what
+// the zero Config means, with no store.
 func DefaultConfig() Config {
 	return Config{
 		DHT:             dht.DefaultLANConfig(),
@@ -86,61 +99,132 @@ func DefaultConfig() Config {
 	}
 }
 
-func (c *Config) validate() error {
+// withDefaults returns c with its zero fields set to the defaults.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	set := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	if c.DHT.Quantum == 0 {
+		c.DHT.Quantum = d.DHT.Quantum
+	}
+	if c.DHT.Format == 0 {
+		c.DHT.Format = d.DHT.Format
+	}
+	if c.RPCBind == "" {
+		c.RPCBind = d.RPCBind
+	}
+	if c.RF == 0 {
+		c.RF = d.RF
+	}
+	if c.WriteQuorum == 0 {
+		c.WriteQuorum = majority(c.RF)
+	}
+	if c.ReadQuorum == 0 {
+		c.ReadQuorum = majority(c.RF)
+	}
+	set(&c.MaxFuture, d.MaxFuture)
+	set(&c.CallTimeout, d.CallTimeout)
+	if c.ReadConcurrency == 0 {
+		c.ReadConcurrency = d.ReadConcurrency
+	}
+	set(&c.RepairInterval, d.RepairInterval)
+	set(&c.RepairSettle, d.RepairSettle)
+	if c.RepairRate == 0 {
+		c.RepairRate = d.RepairRate
+	}
+	if c.MaxHintPoints == 0 {
+		c.MaxHintPoints = d.MaxHintPoints
+	}
+	set(&c.HandoffTimeout, d.HandoffTimeout)
+	if c.Transport == nil {
+		c.Transport = rpc.NewTCPTransport()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work, naming each field at fault. Zero
+// fields are valid: they take the defaults.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
 	if c.RF < 1 || c.RF > MaxRF {
-		return fmt.Errorf("replication factor %d: must be 1..%d", c.RF, MaxRF)
+		errs = append(errs, fmt.Errorf("replication factor %d: must be 1..%d", c.RF, MaxRF))
 	}
-	if c.WriteQuorum < 0 || c.WriteQuorum > c.RF {
-		return fmt.Errorf("write quorum %d: must be 1..rf (%d)", c.WriteQuorum, c.RF)
+	if c.WriteQuorum < 1 || c.WriteQuorum > c.RF {
+		errs = append(errs, fmt.Errorf("write quorum %d: must be 1..rf (%d)", c.WriteQuorum, c.RF))
 	}
-	if c.ReadQuorum < 0 || c.ReadQuorum > c.RF {
-		return fmt.Errorf("read quorum %d: must be 1..rf (%d)", c.ReadQuorum, c.RF)
+	if c.ReadQuorum < 1 || c.ReadQuorum > c.RF {
+		errs = append(errs, fmt.Errorf("read quorum %d: must be 1..rf (%d)", c.ReadQuorum, c.RF))
 	}
 	if c.Store == nil {
-		return errors.New("no store configured")
+		errs = append(errs, errors.New("no store configured"))
 	}
 	if c.DHT.Quantum < 1 {
-		return fmt.Errorf("quantum %ds: must be at least 1s", c.DHT.Quantum)
+		errs = append(errs, fmt.Errorf("quantum %ds: must be at least 1s", c.DHT.Quantum))
 	}
-	return nil
+	if q, ok := c.Store.(interface{ Quantum() quanta.Quantum }); ok && q.Quantum() != c.DHT.Quantum {
+		errs = append(errs, fmt.Errorf("the store was opened with quantum %v but the cluster's is %v: open it with the node's quantum",
+			q.Quantum().Duration(), c.DHT.Quantum.Duration()))
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"max future", int64(c.MaxFuture)}, {"call timeout", int64(c.CallTimeout)},
+		{"read concurrency", int64(c.ReadConcurrency)}, {"repair interval", int64(c.RepairInterval)},
+		{"repair settle", int64(c.RepairSettle)}, {"repair rate", c.RepairRate},
+		{"max hint points", c.MaxHintPoints}, {"hand-off timeout", int64(c.HandoffTimeout)},
+	} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %d: must not be negative (0 takes the default)", f.name, f.v))
+		}
+	}
+	if err := c.RPC.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 func majority(rf int) int { return rf/2 + 1 }
 
-// Node is one tsdht node: RPC server, DHT membership, local store, and coordinator.
+// Node is one tsdht node: RPC server, DHT membership, local store, and coordinator. It
+// wires the parts together; they reach each other only through Placement (the DHT),
+// Replicas (this node locally, the others over RPC) and the hints kept for the repairer.
 type Node struct {
-	cfg    Config
-	log    *log.Logger
-	srv    *rpc.Server
-	cli    *rpc.Client
-	dht    *dht.Node
-	store  store.Store
-	coord  *Coordinator
-	repair *repairer // nil when the store cannot be walked
-	rpcAdr string
+	cfg      Config
+	log      *slog.Logger
+	srv      *rpc.Server
+	cli      *rpc.Client
+	dht      *dht.Node
+	store    store.Store
+	local    *localReplica
+	replicas Replicas
+	coord    *Coordinator
+	repair   *repairer // nil when the store cannot be walked
+	hints    *hints    // nil with repair
+	rpcAdr   string
 }
 
 // Start brings a node up: it listens for RPC, joins the cluster and serves.
 func Start(cfg Config) (*Node, error) {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.WriteQuorum == 0 {
-		cfg.WriteQuorum = majority(cfg.RF)
+	cfg = cfg.withDefaults()
+	id, err := dht.LoadOrCreateIdentity(cfg.DHT.DataDir)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.ReadQuorum == 0 {
-		cfg.ReadQuorum = majority(cfg.RF)
-	}
-	if cfg.Transport == nil {
-		cfg.Transport = rpc.NewTCPTransport()
-	}
-	logger := cfg.Logger
-	if logger == nil {
-		logger = log.New(io.Discard, "", 0)
-	}
-	cfg.RPC.Logger = logger
-	cfg.DHT.Logger = logger
-	n := &Node{cfg: cfg, log: logger, store: cfg.Store}
+	// Every record names the node as status does.
+	logger := cfg.Logger.With("node", nodeID(dht.NewPeer(id, "")))
+	cfg.Logger, cfg.RPC.Logger, cfg.DHT.Logger = logger, logger, logger
+	n := &Node{log: logger, store: cfg.Store}
 	n.srv = rpc.NewServer(cfg.Transport, cfg.RPC)
 	n.cli = rpc.NewClient(cfg.Transport, cfg.RPC)
 
@@ -153,22 +237,17 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.DHT.RPCAddr == "" {
 		cfg.DHT.RPCAddr = n.rpcAdr
 	}
-	id, err := dht.LoadOrCreateIdentity(cfg.DHT.DataDir)
-	if err != nil {
-		n.srv.Close()
-		n.cli.Close()
-		return nil, err
-	}
+	n.cfg = cfg
 	n.dht, err = dht.New(cfg.DHT, id, n.srv, n.cli)
 	if err != nil {
 		n.srv.Close()
 		n.cli.Close()
 		return nil, err
 	}
+	n.assemble()
 	// Handlers go in only now that everything they touch exists; a request that comes
 	// earlier is answered "unknown method" and retried like any failed call.
-	n.coord = newCoordinator(n)
-	n.registerReplica()
+	registerReplica(n.srv, n.local)
 	n.registerCoordinator()
 	if err := n.dht.Start(); err != nil {
 		if errors.Is(err, dht.ErrIncompatible) || n.dht.GossipAddr() == "" {
@@ -179,15 +258,28 @@ func Start(cfg Config) (*Node, error) {
 		}
 		// After a power cut the seeds may not be back yet: the node serves and keeps
 		// re-joining in the background.
-		n.log.Printf("%v", err)
+		n.log.Warn("serving while not joined", "err", err)
 	}
-	if w, ok := n.store.(Walker); ok && cfg.RepairInterval > 0 {
-		n.repair = newRepairer(n, w)
+	if n.repair != nil {
 		go n.repair.run(n.dht.Subscribe())
 	} else {
-		n.log.Printf("store %T cannot be walked: this node will not repair or hand off shards", n.store)
+		n.log.Warn(fmt.Sprintf("store %T cannot be walked: this node will not repair or hand off shards", n.store))
 	}
 	return n, nil
+}
+
+// assemble builds the node's parts over its DHT, store and RPC client.
+func (n *Node) assemble() {
+	cfg := &n.cfg
+	n.local = &localReplica{store: n.store, quantum: cfg.DHT.Quantum, format: cfg.DHT.Format, stats: n.localStats}
+	n.replicas = &peerReplicas{self: n.dht.Self().ID, local: n.local, cli: n.cli, timeout: cfg.CallTimeout}
+	types := newRegistry(n.dht, n.replicas, cfg, n.log)
+	if w, ok := n.store.(Walker); ok && cfg.RepairInterval > 0 {
+		n.repair = newRepairer(cfg, n.dht, n.replicas, n.store, w, types, n.log)
+		n.hints = newHints(n.store, cfg.MaxHintPoints, n.repair.Kick, n.log)
+		n.repair.hints = n.hints
+	}
+	n.coord = newCoordinator(cfg, n.dht, n.replicas, types, n.hints, n.log)
 }
 
 // RPCAddr returns the address the node's RPC server is bound to.
@@ -211,15 +303,19 @@ func (n *Node) Close() error {
 		// Tell the others first, so that none counts this node as an owner while it
 		// hands off: a node that received a copy must not drop it as surplus.
 		if err := n.dht.BeginLeave(2 * time.Second); err != nil {
-			n.log.Printf("announcing the leave: %v", err)
+			n.log.Warn("announcing the leave failed", "err", err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.HandoffTimeout)
 		before := n.repair.stats()
 		err := n.repair.pass(ctx, true)
 		cancel()
 		after := n.repair.stats()
-		n.log.Printf("hand-off before leaving: %d pairs pushed, %d handed off, %d still held (err: %v)",
-			after.PushedPairs-before.PushedPairs, after.DroppedPairs-before.DroppedPairs, n.store.Stats().Shards, err)
+		level := slog.LevelInfo
+		if err != nil {
+			level = slog.LevelWarn
+		}
+		n.log.Log(context.Background(), level, "hand-off before leaving", "pushed_pairs", after.PushedPairs-before.PushedPairs,
+			"handed_off", after.DroppedPairs-before.DroppedPairs, "still_held", n.store.Stats().Shards, "err", err)
 	}
 	errs := []error{n.dht.Leave(2 * time.Second)}
 	errs = append(errs, n.srv.Close(), n.cli.Close(), n.store.Close())
@@ -244,13 +340,4 @@ func (n *Node) RepairNow(ctx context.Context) (RepairStats, error) {
 	}
 	err := n.repair.pass(ctx, false)
 	return n.repair.stats(), err
-}
-
-// ref returns the store reference of a series' shard at quantum start.
-func (n *Node) ref(key string, start int64) store.ShardRef {
-	return store.ShardRef{ID: quanta.ShardID(n.cfg.DHT.Format, key, start), Start: start}
-}
-
-func (n *Node) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, n.cfg.CallTimeout)
 }

@@ -2,11 +2,11 @@ package tsdb
 
 import (
 	"context"
-	"sync"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // maxShardsPerRequest bounds one read request so its answer stays well inside a frame.
@@ -15,7 +15,7 @@ const maxShardsPerRequest = 64
 // replicaAnswer is what one replica said about one shard.
 type replicaAnswer struct {
 	ok     bool // the replica answered
-	res    shardResult
+	res    wire.ShardResult
 	isData bool // res.Points holds the points, not only their digest
 }
 
@@ -29,43 +29,65 @@ type replicaAnswer struct {
 // quorum of replicas agree it is empty; otherwise the read fails, or with AllowPartial
 // is marked partial. It is never silently short.
 func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt GetOptions) (Result, error) {
-	if err := series.ValidateKey(key); err != nil {
-		return Result{}, rpc.Errorf(CodeBadInput, "%v", err)
-	}
-	if from > to {
-		return Result{}, rpc.Errorf(CodeBadInput, "range: from %d is after to %d", from, to)
-	}
-	r := c.n.cfg.ReadQuorum
-	if opt.ReadQuorum != 0 {
-		r = opt.ReadQuorum
-	}
-	if r < 1 || r > c.n.cfg.RF {
-		return Result{}, rpc.Errorf(CodeBadInput, "read quorum %d: must be 1..rf (%d)", r, c.n.cfg.RF)
-	}
-	typ, err := c.seriesType(ctx, key)
+	r, err := c.checkGet(key, from, to, opt)
 	if err != nil {
 		return Result{}, err
 	}
-	q := c.n.cfg.DHT.Quantum
+	typ, err := c.types.lookup(ctx, key)
+	if err != nil {
+		return Result{}, err
+	}
+	spans, err := c.planRead(ctx, key, from, to)
+	if err != nil {
+		return Result{}, err
+	}
+	answers := c.readRounds(ctx, key, spans)
+	return c.assemble(key, typ, spans, answers, r, opt.AllowPartial)
+}
+
+// checkGet validates a read and returns its read quorum.
+func (c *Coordinator) checkGet(key string, from, to int64, opt GetOptions) (int, error) {
+	if err := series.ValidateKey(key); err != nil {
+		return 0, rpc.Errorf(CodeBadInput, "%v", err)
+	}
+	if from > to {
+		return 0, rpc.Errorf(CodeBadInput, "range: from %d is after to %d", from, to)
+	}
+	r := c.cfg.ReadQuorum
+	if opt.ReadQuorum != 0 {
+		r = opt.ReadQuorum
+	}
+	if r < 1 || r > c.cfg.RF {
+		return 0, rpc.Errorf(CodeBadInput, "read quorum %d: must be 1..rf (%d)", r, c.cfg.RF)
+	}
+	return r, nil
+}
+
+// planRead cuts [from, to) into shards and finds each one's replicas.
+func (c *Coordinator) planRead(ctx context.Context, key string, from, to int64) ([]shardSpan, error) {
+	q := c.cfg.DHT.Quantum
 	starts, err := q.Covering(from, to)
 	if err != nil {
-		return Result{}, rpc.Errorf(CodeBadInput, "%v", err)
+		return nil, rpc.Errorf(CodeBadInput, "%v", err)
 	}
 	spans := make([]shardSpan, len(starts))
 	for i, s := range starts {
-		ref := c.n.ref(key, s)
-		spans[i] = shardSpan{
-			ref:      refID{ref.ID, s},
-			from:     max(from, q.BeginNanos(s)),
-			to:       min(to, q.EndNanos(s)),
-			replicas: c.n.dht.ReplicaSet(ref.ID, c.n.cfg.RF),
+		ref := shardRef(c.cfg.DHT.Format, key, s)
+		replicas, err := c.locate(ctx, ref.ID)
+		if err != nil {
+			return nil, err
 		}
+		spans[i] = shardSpan{ref: ref, from: max(from, q.BeginNanos(s)), to: min(to, q.EndNanos(s)), replicas: replicas}
 	}
+	return spans, nil
+}
+
+// readRounds asks the replicas of every shard, and returns what each said.
+func (c *Coordinator) readRounds(ctx context.Context, key string, spans []shardSpan) [][]replicaAnswer {
 	answers := make([][]replicaAnswer, len(spans))
 	for i := range spans {
 		answers[i] = make([]replicaAnswer, len(spans[i].replicas))
 	}
-
 	// Round one: points from the closest replica, digests from the rest.
 	var plan []fetch
 	for i := range spans {
@@ -89,7 +111,12 @@ func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt G
 		}
 		c.runFetches(ctx, key, spans, plan, answers)
 	}
+	return answers
+}
 
+// assemble merges the answers shard by shard into the read's result, repairing stale
+// replicas on the way.
+func (c *Coordinator) assemble(key string, typ series.Type, spans []shardSpan, answers [][]replicaAnswer, r int, allowPartial bool) (Result, error) {
 	res := Result{Points: series.Points{Type: typ}}
 	parts := make([]series.Points, 0, len(spans))
 	for i := range spans {
@@ -102,7 +129,7 @@ func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt G
 		parts = append(parts, pts)
 	}
 	if res.Missing > 0 {
-		if !opt.AllowPartial {
+		if !allowPartial {
 			return Result{}, rpc.Errorf(CodePartial, "read of %q: %d of %d shards could not be read from any replica", key, res.Missing, len(spans))
 		}
 		res.Partial = true
@@ -189,58 +216,32 @@ func mergeAnswers(ans []replicaAnswer, r int) (series.Points, bool) {
 // runFetches groups fetches by node, sends them with bounded concurrency, and files
 // each answer under its shard and replica.
 func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardSpan, plan []fetch, answers [][]replicaAnswer) {
-	type batch struct {
-		peer    dht.Peer
-		fetches []fetch
-	}
-	byNode := map[string][]*batch{}
-	var batches []*batch
-	for _, f := range plan {
-		p := spans[f.shard].replicas[f.replica]
-		bs := byNode[p.ID]
-		if len(bs) == 0 || len(bs[len(bs)-1].fetches) == maxShardsPerRequest {
-			b := &batch{peer: p}
-			bs = append(bs, b)
-			byNode[p.ID] = bs
-			batches = append(batches, b)
+	batches := groupByPeer(func(yield func(dht.Peer, fetch) bool) {
+		for _, f := range plan {
+			if !yield(spans[f.shard].replicas[f.replica], f) {
+				return
+			}
 		}
-		last := bs[len(bs)-1]
-		last.fetches = append(last.fetches, f)
-	}
-	sem := make(chan struct{}, max(1, c.n.cfg.ReadConcurrency))
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, b := range batches {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(b *batch) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			req := &readReq{Shards: make([]shardRead, len(b.fetches))}
-			for k, f := range b.fetches {
+	}, maxShardsPerRequest)
+	results := fanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout,
+		func(ctx context.Context, b *peerBatch[fetch]) (*wire.ReadResp, error) {
+			req := &wire.ReadReq{Shards: make([]wire.ShardRead, len(b.items))}
+			for k, f := range b.items {
 				s := &spans[f.shard]
-				req.Shards[k] = shardRead{ID: s.ref.id[:], Start: s.ref.start, Key: key, From: s.from, To: s.to, Digest: !f.data, Packed: f.data}
+				req.Shards[k] = wire.ShardRead{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to, Digest: !f.data, Packed: f.data}
 			}
-			var resp readResp
-			err := c.call(ctx, b.peer, methodRead, req, &resp)
-			if err == nil && len(resp.Shards) != len(req.Shards) {
-				err = rpc.Errorf(CodeUnavailable, "replica %s answered %d of %d shards", b.peer.RPCAddr, len(resp.Shards), len(req.Shards))
-			}
-			for k := 0; err == nil && k < len(resp.Shards); k++ {
-				err = resp.Shards[k].unpack()
-			}
-			if err != nil {
-				c.n.log.Printf("read %q from %s: %v", key, b.peer.RPCAddr, err)
-				return // those answers stay !ok: the replica did not answer
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			for k, f := range b.fetches {
-				answers[f.shard][f.replica] = replicaAnswer{ok: true, res: resp.Shards[k], isData: f.data}
-			}
-		}(b)
+			return c.replicas.For(b.peer).Read(ctx, req)
+		})
+	for range batches {
+		r := <-results
+		if r.err != nil {
+			c.log.Warn("read from a replica failed", "series", key, "peer", nodeID(r.batch.peer), "rpc", r.batch.peer.RPCAddr, "err", r.err)
+			continue // those answers stay !ok: the replica did not answer
+		}
+		for k, f := range r.batch.items {
+			answers[f.shard][f.replica] = replicaAnswer{ok: true, res: r.resp.Shards[k], isData: f.data}
+		}
 	}
-	wg.Wait()
 }
 
 // readRepair pushes, in the background, the merged points of a shard to every replica
@@ -250,7 +251,8 @@ func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, 
 	if merged.Len() == 0 {
 		return
 	}
-	whole := s.from == c.n.cfg.DHT.Quantum.BeginNanos(s.ref.start) && s.to == c.n.cfg.DHT.Quantum.EndNanos(s.ref.start)
+	q := c.cfg.DHT.Quantum
+	whole := s.from == q.BeginNanos(s.ref.Start) && s.to == q.EndNanos(s.ref.Start)
 	count, hash := merged.Len(), readDigest(&merged, whole)
 	var stale []dht.Peer
 	for j, a := range ans {
@@ -266,12 +268,15 @@ func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, 
 	default:
 		return
 	}
-	req := &writeReq{Shards: []shardWrite{{ID: s.ref.id[:], Start: s.ref.start, Key: key, Points: merged}}}
+	req := &wire.WriteReq{Shards: []wire.ShardWrite{{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, Points: merged}}}
 	go func() {
 		defer func() { <-c.repairSlots }()
 		for _, p := range stale {
-			if err := c.call(context.Background(), p, methodWrite, req, &writeResp{}); err != nil {
-				c.n.log.Printf("read repair of %q at %d on %s: %v", key, s.ref.start, p.RPCAddr, err)
+			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.CallTimeout)
+			_, err := c.replicas.For(p).Write(ctx, req)
+			cancel()
+			if err != nil {
+				c.log.Warn("read repair failed", "series", key, "quantum", s.ref.Start, "peer", nodeID(p), "rpc", p.RPCAddr, "err", err)
 			} else {
 				c.readRepairs.Add(1)
 			}

@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"context"
+	"log/slog"
 	"math/rand"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // Walker is what a store offers the repairer: the pairs it holds, and dropping one.
@@ -25,41 +27,35 @@ type Walker interface {
 // repairBatchSize is how many pairs one step of a pass compares at once.
 const repairBatchSize = 64
 
-// RepairStats is the repairer's progress, reported by status.
-type RepairStats struct {
-	Passes          int64 `msgpack:"passes"`
-	LastPass        int64 `msgpack:"last"`  // UNIX ms when the last pass ended
-	UnderReplicated int64 `msgpack:"under"` // pairs held here with fewer than rf confirmed copies, at the last pass
-	PushedPairs     int64 `msgpack:"pushed"`
-	PushedPoints    int64 `msgpack:"pushed_pts"`
-	DroppedPairs    int64 `msgpack:"dropped"` // pairs handed off to their owners and deleted here
-	HintedPoints    int64 `msgpack:"hinted"`  // points held for unreachable replicas, at the last pass
-	ReadRepairs     int64 `msgpack:"read_repairs"`
-}
-
 // repairer keeps every shard this node holds at rf confirmed copies. It compares each
 // pair's digest with its owners' and pushes its points to any owner whose digest differs;
 // a pair held by a node that is no longer an owner — after a join, or as a hint for an
 // unreachable replica — is deleted here once every owner confirmed holding it. Pushing
 // is a union, so replicas converge however their copies diverged.
 type repairer struct {
-	n      *Node
-	walker Walker
-	kick   chan struct{}
-	limit  *rateLimiter
-	stop   chan struct{}
-	done   chan struct{}
+	cfg      *Config
+	place    Placement
+	replicas Replicas
+	store    store.Store
+	walker   Walker
+	types    *registry
+	hints    *hints
+	log      *slog.Logger
+	kick     chan struct{}
+	limit    *rateLimiter
+	stop     chan struct{}
+	done     chan struct{}
 
 	passMu sync.Mutex // one pass at a time
 
-	passes, lastPass, under, pushedPairs, pushedPoints, dropped, hinted atomic.Int64
+	passes, lastPass, under, pushedPairs, pushedPoints, dropped atomic.Int64
 }
 
-func newRepairer(n *Node, w Walker) *repairer {
+func newRepairer(cfg *Config, place Placement, replicas Replicas, st store.Store, w Walker, types *registry, logger *slog.Logger) *repairer {
 	return &repairer{
-		n: n, walker: w,
+		cfg: cfg, place: place, replicas: replicas, store: st, walker: w, types: types, log: logger,
 		kick:  make(chan struct{}, 1),
-		limit: newRateLimiter(n.cfg.RepairRate),
+		limit: newRateLimiter(cfg.RepairRate, cfg.RepairUnthrottled),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
 	}
@@ -77,7 +73,7 @@ func (r *repairer) stats() RepairStats {
 	return RepairStats{
 		Passes: r.passes.Load(), LastPass: r.lastPass.Load(), UnderReplicated: r.under.Load(),
 		PushedPairs: r.pushedPairs.Load(), PushedPoints: r.pushedPoints.Load(),
-		DroppedPairs: r.dropped.Load(), HintedPoints: r.hinted.Load(),
+		DroppedPairs: r.dropped.Load(), HintedPoints: r.hints.points(),
 	}
 }
 
@@ -95,7 +91,7 @@ func (r *repairer) run(changes <-chan struct{}) {
 		}
 	}()
 	for {
-		interval := r.n.cfg.RepairInterval
+		interval := r.cfg.RepairInterval
 		jitter := time.Duration(rand.Int63n(int64(interval)/2+1)) - interval/4
 		timer := time.NewTimer(interval + jitter)
 		select {
@@ -108,14 +104,14 @@ func (r *repairer) run(changes <-chan struct{}) {
 			select {
 			case <-r.stop:
 				return
-			case <-time.After(r.n.cfg.RepairSettle):
+			case <-time.After(r.cfg.RepairSettle):
 			}
 		case <-r.kick:
 			timer.Stop()
 		case <-timer.C:
 		}
 		if err := r.pass(ctx, false); err != nil && ctx.Err() == nil {
-			r.n.log.Printf("repair pass: %v", err)
+			r.log.Warn("repair pass failed; retried at the next", "err", err)
 		}
 	}
 }
@@ -135,6 +131,7 @@ type pairRef struct {
 func (r *repairer) pass(ctx context.Context, leaving bool) error {
 	r.passMu.Lock()
 	defer r.passMu.Unlock()
+	began, before := time.Now(), r.stats()
 	acc := passTotals{registered: map[string]bool{}}
 	var batch []pairRef
 	var stepErr error
@@ -157,9 +154,15 @@ func (r *repairer) pass(ctx context.Context, leaving bool) error {
 	}
 	if err == nil {
 		r.under.Store(acc.under)
-		r.hinted.Store(acc.hinted)
+		r.hints.recount(acc.hinted)
 		r.passes.Add(1)
 		r.lastPass.Store(time.Now().UnixMilli())
+	}
+	if after := r.stats(); after.PushedPairs > before.PushedPairs || after.DroppedPairs > before.DroppedPairs {
+		r.log.Info("repair pass", "pushed_pairs", after.PushedPairs-before.PushedPairs,
+			"pushed_points", after.PushedPoints-before.PushedPoints, "handed_off", after.DroppedPairs-before.DroppedPairs,
+			"under_replicated", acc.under, "hinted_points", acc.hinted, "leaving", leaving,
+			"took", time.Since(began).Round(time.Millisecond), "err", err)
 	}
 	return err
 }
@@ -185,123 +188,131 @@ type pairState struct {
 
 // step brings one batch of pairs to their owners.
 func (r *repairer) step(ctx context.Context, batch []pairRef, leaving bool, acc *passTotals) error {
-	n := r.n
-	self := n.dht.Self()
-	q := n.cfg.DHT.Quantum
+	states, err := r.load(ctx, batch, leaving)
+	if err != nil {
+		return err
+	}
+	r.redeclare(ctx, states, acc)
+	r.compare(ctx, states)
+	return r.settle(states, acc)
+}
+
+// load reads each pair of the batch and finds its owners.
+func (r *repairer) load(ctx context.Context, batch []pairRef, leaving bool) ([]*pairState, error) {
+	self := r.place.Self()
+	q := r.cfg.DHT.Quantum
 	states := make([]*pairState, 0, len(batch))
 	for _, pr := range batch {
-		pts, held, err := n.store.Read(pr.ref, pr.key, q.BeginNanos(pr.ref.Start), q.EndNanos(pr.ref.Start))
+		pts, held, err := r.store.Read(pr.ref, pr.key, q.BeginNanos(pr.ref.Start), q.EndNanos(pr.ref.Start))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if !held {
 			continue // deleted since the walk saw it
 		}
 		// Reading and hashing is most of a pass's cost: it is charged like the traffic.
 		if err := r.limit.wait(ctx, int64(pts.Len())*bytesPerPointOnWire); err != nil {
-			return err
+			return nil, err
 		}
 		st := &pairState{pr: pr, local: pts, count: pts.Len(), hash: digest(&pts)}
 		if leaving {
-			for _, p := range n.dht.ReplicaSet(pr.ref.ID, n.cfg.RF+1) {
-				if p.ID != self.ID && len(st.owners) < n.cfg.RF {
+			// Owners as if this node were already gone: a graceful leave hands off.
+			peers, err := r.place.Locate(ctx, pr.ref.ID, r.cfg.RF+1)
+			if err != nil {
+				return nil, err
+			}
+			for _, p := range peers {
+				if p.ID != self.ID && len(st.owners) < r.cfg.RF {
 					st.owners = append(st.owners, p)
 				}
 			}
-		} else {
-			st.owners = n.dht.ReplicaSet(pr.ref.ID, n.cfg.RF)
+		} else if st.owners, err = r.place.Locate(ctx, pr.ref.ID, r.cfg.RF); err != nil {
+			return nil, err
 		}
-		for _, p := range st.owners {
-			if p.ID == self.ID {
-				st.selfOwner = true
-			}
-		}
+		st.selfOwner = isReplica(st.owners, self.ID)
 		states = append(states, st)
 	}
+	return states, nil
+}
 
-	// Series metadata lives on its own replica set, which moves like a shard's: re-declare
-	// each series' type there, so that a registry whose owners all changed relearns it.
+// redeclare re-declares each series' type on its registry replicas: series metadata
+// lives on its own replica set, which moves like a shard's, and a registry whose owners
+// all changed relearns it so.
+func (r *repairer) redeclare(ctx context.Context, states []*pairState, acc *passTotals) {
 	for _, st := range states {
 		key := st.pr.key
 		if acc.registered[key] || len(acc.registered) >= maxRegisteredPerPass {
 			continue
 		}
 		acc.registered[key] = true
-		if t, ok := n.store.SeriesType(key); ok {
-			n.coord.redeclare(ctx, key, t)
+		if t, ok := r.store.SeriesType(key); ok {
+			r.types.redeclare(ctx, key, t)
 		}
 	}
+}
 
-	// Compare digests with every other owner, one request per owner.
-	type target struct {
-		peer  dht.Peer
-		pairs []*pairState
-	}
-	targets := map[string]*target{}
-	for _, st := range states {
-		for _, p := range st.owners {
-			if p.ID == self.ID {
-				continue
-			}
-			t := targets[p.ID]
-			if t == nil {
-				t = &target{peer: p}
-				targets[p.ID] = t
-			}
-			t.pairs = append(t.pairs, st)
-		}
-	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, t := range targets {
-		wg.Add(1)
-		go func(t *target) {
-			defer wg.Done()
-			req := &readReq{Shards: make([]shardRead, len(t.pairs))}
-			for i, st := range t.pairs {
-				req.Shards[i] = shardRead{ID: st.pr.ref.ID[:], Start: st.pr.ref.Start, Key: st.pr.key,
-					From: q.BeginNanos(st.pr.ref.Start), To: q.EndNanos(st.pr.ref.Start), Digest: true, Strong: true}
-			}
-			var resp readResp
-			if err := n.coord.call(ctx, t.peer, methodRead, req, &resp); err != nil || len(resp.Shards) != len(req.Shards) {
-				return // unreachable: not confirmed, retried next pass
-			}
-			var push []*pairState
-			for i, st := range t.pairs {
-				res := resp.Shards[i]
-				if res.Held && res.Count == st.count && res.Hash == st.hash {
-					mu.Lock()
-					st.confirmed++
-					mu.Unlock()
-				} else if st.count > 0 {
-					push = append(push, st)
+// compare asks every other owner for its strong digest of the pairs it owns, one request
+// per owner, and pushes the pairs whose digest differs. It counts in each pair the owners
+// confirmed to hold at least this node's points.
+func (r *repairer) compare(ctx context.Context, states []*pairState) {
+	self := r.place.Self().ID
+	batches := groupByPeer(func(yield func(dht.Peer, *pairState) bool) {
+		for _, st := range states {
+			for _, p := range st.owners {
+				if p.ID != self && !yield(p, st) {
+					return
 				}
 			}
-			if len(push) == 0 {
-				return
+		}
+	}, 0)
+	q := r.cfg.DHT.Quantum
+	// No deadline for the whole exchange: pushes wait for the rate limiter. Each call
+	// has its own.
+	results := fanOut(ctx, batches, 0, 0, func(ctx context.Context, b *peerBatch[*pairState]) ([]*pairState, error) {
+		req := &wire.ReadReq{Shards: make([]wire.ShardRead, len(b.items))}
+		for i, st := range b.items {
+			req.Shards[i] = wire.ShardRead{ID: st.pr.ref.ID[:], Start: st.pr.ref.Start, Key: st.pr.key,
+				From: q.BeginNanos(st.pr.ref.Start), To: q.EndNanos(st.pr.ref.Start), Digest: true, Strong: true}
+		}
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+		resp, err := r.replicas.For(b.peer).Read(cctx, req)
+		cancel()
+		if err != nil {
+			return nil, err // not confirmed: retried next pass
+		}
+		var confirmed, push []*pairState
+		for i, st := range b.items {
+			res := resp.Shards[i]
+			if res.Held && res.Count == st.count && res.Hash == st.hash {
+				confirmed = append(confirmed, st)
+			} else if st.count > 0 {
+				push = append(push, st)
 			}
-			pushed := r.push(ctx, t.peer, push)
-			mu.Lock()
-			for _, st := range pushed {
-				st.confirmed++
-			}
-			mu.Unlock()
-		}(t)
+		}
+		return append(confirmed, r.push(ctx, b.peer, push)...), nil
+	})
+	for range batches {
+		for _, st := range (<-results).resp {
+			st.confirmed++
+		}
 	}
-	wg.Wait()
+}
 
+// settle counts the pairs still under-replicated or held for others, and hands off the
+// pairs this node does not own once every owner confirmed them.
+func (r *repairer) settle(states []*pairState, acc *passTotals) error {
+	q := r.cfg.DHT.Quantum
+	live := len(r.place.Live())
 	for _, st := range states {
-		remote := 0
-		for _, p := range st.owners {
-			if p.ID != self.ID {
-				remote++
-			}
+		remote := len(st.owners)
+		if st.selfOwner {
+			remote--
 		}
 		copies := st.confirmed
 		if st.selfOwner {
 			copies++
 		}
-		if copies < min(n.cfg.RF, len(n.dht.Live())) {
+		if copies < min(r.cfg.RF, live) {
 			acc.under++
 		}
 		if st.selfOwner || remote == 0 || st.confirmed < remote {
@@ -312,7 +323,7 @@ func (r *repairer) step(ctx context.Context, batch []pairRef, leaving bool, acc 
 		}
 		// Every owner holds this node's points: hand the pair off, unless it changed
 		// since it was read (a late hint) — the next pass takes it then.
-		now, held, err := n.store.Read(st.pr.ref, st.pr.key, q.BeginNanos(st.pr.ref.Start), q.EndNanos(st.pr.ref.Start))
+		now, held, err := r.store.Read(st.pr.ref, st.pr.key, q.BeginNanos(st.pr.ref.Start), q.EndNanos(st.pr.ref.Start))
 		if err != nil || !held || now.Len() != st.count || digest(&now) != st.hash {
 			continue
 		}
@@ -329,17 +340,20 @@ func (r *repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*
 	var stored []*pairState
 	for lo := 0; lo < len(pairs); lo += maxShardsPerRequest {
 		part := pairs[lo:min(lo+maxShardsPerRequest, len(pairs))]
-		req := &writeReq{Shards: make([]shardWrite, len(part))}
+		req := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(part))}
 		points := 0
 		for i, st := range part {
-			req.Shards[i] = shardWrite{ID: st.pr.ref.ID[:], Start: st.pr.ref.Start, Key: st.pr.key, Points: st.local}
+			req.Shards[i] = wire.ShardWrite{ID: st.pr.ref.ID[:], Start: st.pr.ref.Start, Key: st.pr.key, Points: st.local}
 			points += st.count
 		}
 		if err := r.limit.wait(ctx, int64(points)*bytesPerPointOnWire); err != nil {
 			return stored
 		}
-		if err := r.n.coord.call(ctx, p, methodWrite, req, &writeResp{}); err != nil {
-			r.n.log.Printf("repair: push %d pairs to %s: %v", len(part), p.RPCAddr, err)
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+		_, err := r.replicas.For(p).Write(cctx, req)
+		cancel()
+		if err != nil {
+			r.log.Warn("repair: push failed", "pairs", len(part), "peer", nodeID(p), "rpc", p.RPCAddr, "err", err)
 			return stored
 		}
 		r.pushedPairs.Add(int64(len(part)))
@@ -361,7 +375,12 @@ type rateLimiter struct {
 	next time.Time // when the bucket is next empty
 }
 
-func newRateLimiter(rate int64) *rateLimiter { return &rateLimiter{rate: rate} }
+func newRateLimiter(rate int64, unlimited bool) *rateLimiter {
+	if unlimited {
+		rate = 0
+	}
+	return &rateLimiter{rate: rate}
+}
 
 // wait blocks until n bytes may be sent.
 func (l *rateLimiter) wait(ctx context.Context, n int64) error {
@@ -387,18 +406,4 @@ func (l *rateLimiter) wait(ctx context.Context, n int64) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// hint keeps the points of a shard whose replica could not be reached in this node's
-// own store, so that the repairer delivers them to the owners when they can be reached.
-func (n *Node) hint(ref refID, key string, pts series.Points) {
-	if n.repair == nil || n.repair.hinted.Load() >= n.cfg.MaxHintPoints {
-		return
-	}
-	if err := n.store.Append(store.ShardRef{ID: ref.id, Start: ref.start}, key, pts); err != nil {
-		n.log.Printf("hint for %q at %d: %v", key, ref.start, err)
-		return
-	}
-	n.repair.hinted.Add(int64(pts.Len()))
-	n.repair.Kick()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // handle registers a typed handler: it decodes the request (rpc.Decode validates every
@@ -30,53 +31,77 @@ func handle[Req, Resp any](srv *rpc.Server, method string, h func(ctx context.Co
 	})
 }
 
-// registerReplica registers the methods a node serves as a replica of shards and of
-// series metadata.
-func (n *Node) registerReplica() {
-	handle(n.srv, methodWrite, func(_ context.Context, req *writeReq) (*writeResp, error) {
-		return n.serveWrite(req)
-	})
-	handle(n.srv, methodRead, func(_ context.Context, req *readReq) (*readResp, error) {
-		return n.serveRead(req)
-	})
-	handle(n.srv, methodDeclare, func(_ context.Context, req *typeReq) (*typeResp, error) {
-		t, err := n.store.DeclareType(req.Key, req.Type)
+// registerReplica serves a Replica over RPC: the methods a node answers as a replica of
+// shards and of series metadata.
+func registerReplica(srv *rpc.Server, r Replica) {
+	handle(srv, wire.MethodWrite, r.Write)
+	handle(srv, wire.MethodRead, func(ctx context.Context, req *wire.ReadReq) (*wire.ReadResp, error) {
+		resp, err := r.Read(ctx, req)
 		if err != nil {
-			return nil, storeError(err)
+			return nil, err
 		}
-		return &typeResp{Known: true, Type: t}, nil
+		for i := range resp.Shards {
+			if res := &resp.Shards[i]; req.Shards[i].Packed && !req.Shards[i].Digest {
+				res.Packed = series.AppendPacked(nil, &res.Points)
+				res.Points = series.Points{}
+			}
+		}
+		return resp, nil
 	})
-	handle(n.srv, methodType, func(_ context.Context, req *typeReq) (*typeResp, error) {
-		t, ok := n.store.SeriesType(req.Key)
-		return &typeResp{Known: ok, Type: t}, nil
+	handle(srv, wire.MethodDeclare, func(ctx context.Context, req *wire.TypeReq) (*wire.TypeResp, error) {
+		t, err := r.DeclareType(ctx, req.Key, req.Type)
+		if err != nil {
+			return nil, err
+		}
+		return &wire.TypeResp{Known: true, Type: t}, nil
 	})
-	handle(n.srv, methodStats, func(_ context.Context, _ *struct{}) (*NodeStats, error) {
-		s := n.localStats()
+	handle(srv, wire.MethodType, func(ctx context.Context, req *wire.TypeReq) (*wire.TypeResp, error) {
+		t, ok, err := r.SeriesType(ctx, req.Key)
+		if err != nil {
+			return nil, err
+		}
+		return &wire.TypeResp{Known: ok, Type: t}, nil
+	})
+	handle(srv, wire.MethodStats, func(ctx context.Context, _ *struct{}) (*wire.NodeStats, error) {
+		s, err := r.Stats(ctx)
+		if err != nil {
+			return nil, err
+		}
 		return &s, nil
 	})
 }
 
-func (n *Node) serveWrite(req *writeReq) (*writeResp, error) {
+// localReplica is this node as a replica: it serves shards and series metadata from the
+// local store. It is the Replica a node reaches itself through, and what it serves to
+// the others over RPC.
+type localReplica struct {
+	store   store.Store
+	quantum quanta.Quantum
+	format  quanta.Format
+	stats   func() wire.NodeStats
+}
+
+func (l *localReplica) Write(_ context.Context, req *wire.WriteReq) (*wire.WriteResp, error) {
 	stored := 0
 	for i := range req.Shards {
 		w := &req.Shards[i]
-		ref, err := n.checkShard(w.ID, w.Start, w.Key)
+		ref, err := l.checkShard(w.ID, w.Start, w.Key)
 		if err != nil {
 			return nil, err
 		}
-		if err := n.store.Append(ref, w.Key, w.Points); err != nil {
+		if err := l.store.Append(ref, w.Key, w.Points); err != nil {
 			return nil, storeError(err)
 		}
 		stored += w.Points.Len()
 	}
-	return &writeResp{Stored: stored}, nil
+	return &wire.WriteResp{Stored: stored}, nil
 }
 
-func (n *Node) serveRead(req *readReq) (*readResp, error) {
-	resp := &readResp{Shards: make([]shardResult, len(req.Shards))}
+func (l *localReplica) Read(_ context.Context, req *wire.ReadReq) (*wire.ReadResp, error) {
+	resp := &wire.ReadResp{Shards: make([]wire.ShardResult, len(req.Shards))}
 	for i := range req.Shards {
 		r := &req.Shards[i]
-		ref, err := n.checkShard(r.ID, r.Start, r.Key)
+		ref, err := l.checkShard(r.ID, r.Start, r.Key)
 		if err != nil {
 			return nil, err
 		}
@@ -84,8 +109,8 @@ func (n *Node) serveRead(req *readReq) (*readResp, error) {
 			return nil, rpc.Errorf(CodeBadInput, "read of %q: from %d is after to %d", r.Key, r.From, r.To)
 		}
 		res := &resp.Shards[i]
-		whole := !r.Strong && r.From <= n.cfg.DHT.Quantum.BeginNanos(r.Start) && r.To >= n.cfg.DHT.Quantum.EndNanos(r.Start)
-		if sum, ok := n.store.(summarizer); ok && whole && r.Digest {
+		whole := !r.Strong && r.From <= l.quantum.BeginNanos(r.Start) && r.To >= l.quantum.EndNanos(r.Start)
+		if sum, ok := l.store.(summarizer); ok && whole && r.Digest {
 			s, held, err := sum.Summary(ref, r.Key)
 			if err != nil {
 				return nil, storeError(err)
@@ -93,33 +118,49 @@ func (n *Node) serveRead(req *readReq) (*readResp, error) {
 			res.Held, res.Count, res.Hash = held, int(s.Count), summaryHash(s.Count, s.MinT, s.MaxT)
 			continue
 		}
-		pts, held, err := n.store.Read(ref, r.Key, r.From, r.To)
+		pts, held, err := l.store.Read(ref, r.Key, r.From, r.To)
 		if err != nil {
 			return nil, storeError(err)
 		}
 		res.Held, res.Count, res.Hash = held, pts.Len(), readDigest(&pts, whole)
-		switch {
-		case r.Digest:
-		case r.Packed:
-			res.Packed = series.AppendPacked(nil, &pts)
-		default:
+		if !r.Digest {
 			res.Points = pts
 		}
 	}
 	return resp, nil
 }
 
+func (l *localReplica) DeclareType(_ context.Context, key string, t series.Type) (series.Type, error) {
+	have, err := l.store.DeclareType(key, t)
+	if err != nil {
+		return have, storeError(err)
+	}
+	return have, nil
+}
+
+func (l *localReplica) SeriesType(_ context.Context, key string) (series.Type, bool, error) {
+	t, ok := l.store.SeriesType(key)
+	return t, ok, nil
+}
+
+func (l *localReplica) Stats(context.Context) (wire.NodeStats, error) { return l.stats(), nil }
+
 // checkShard refuses a shard whose ID does not belong to its key and quantum under this
 // cluster's layout: a confused or hostile peer must not file points under a wrong ID.
-func (n *Node) checkShard(id []byte, start int64, key string) (store.ShardRef, error) {
+func (l *localReplica) checkShard(id []byte, start int64, key string) (store.ShardRef, error) {
 	if err := series.ValidateKey(key); err != nil {
 		return store.ShardRef{}, rpc.Errorf(CodeBadInput, "%v", err)
 	}
-	ref := n.ref(key, start)
-	if len(id) != quanta.IDLen || quanta.ID(id) != ref.ID || start%int64(n.cfg.DHT.Quantum) != 0 {
+	ref := shardRef(l.format, key, start)
+	if len(id) != quanta.IDLen || quanta.ID(id) != ref.ID || start%int64(l.quantum) != 0 {
 		return store.ShardRef{}, rpc.Errorf(CodeBadInput, "shard %x is not series %q at quantum %d", id, key, start)
 	}
 	return ref, nil
+}
+
+// shardRef returns the store reference of a series' shard at quantum start.
+func shardRef(f quanta.Format, key string, start int64) store.ShardRef {
+	return store.ShardRef{ID: quanta.ShardID(f, key, start), Start: start}
 }
 
 // storeError maps a store failure to an error code a client can act on.

@@ -11,6 +11,7 @@ import (
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 func startCluster(t *testing.T, n int, tweak func(i int, cfg *Config)) *LocalCluster {
@@ -102,7 +103,7 @@ func TestReadMergesPointsOnlyAFartherReplicaHolds(t *testing.T) {
 	q := quanta.Quantum(10)
 	extra := t0 + 1
 	start := q.Start(extra)
-	ref := lc.Nodes[0].ref("s", start)
+	ref := shardRef(lc.Nodes[0].cfg.DHT.Format, "s", start)
 	replicas := lc.Nodes[0].DHT().ReplicaSet(ref.ID, 3)
 	var one series.Points
 	one.AppendFloat(extra, 42)
@@ -110,7 +111,7 @@ func TestReadMergesPointsOnlyAFartherReplicaHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	late := t0 + 200*int64(time.Second)
-	lref := lc.Nodes[0].ref("s", q.Start(late))
+	lref := shardRef(lc.Nodes[0].cfg.DHT.Format, "s", q.Start(late))
 	lrep := lc.Nodes[0].DHT().ReplicaSet(lref.ID, 3)
 	var two series.Points
 	two.AppendFloat(late, 7)
@@ -262,7 +263,7 @@ func TestReadSettlesReplicasThatChangeMidRead(t *testing.T) {
 			t.Fatal("the three replicas never all held the write")
 		}
 	}
-	ref := lc.Nodes[0].ref("s", start)
+	ref := shardRef(lc.Nodes[0].cfg.DHT.Format, "s", start)
 	byID := map[string]int{}
 	for i, n := range lc.Nodes {
 		byID[n.DHT().Self().ID] = i
@@ -304,12 +305,15 @@ func TestReplicaAnswersPackedOnlyWhenAsked(t *testing.T) {
 	if _, err := n.Coordinator().Put(ctx, "s", pts, PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ref := n.ref("s", start)
-	read := func(packed bool) shardResult {
+	ref := shardRef(n.cfg.DHT.Format, "s", start)
+	cli := rpc.NewClient(rpc.NewTCPTransport(), rpc.Config{})
+	defer cli.Close()
+	read := func(packed bool) wire.ShardResult {
 		t.Helper()
-		resp, err := n.serveRead(&readReq{Shards: []shardRead{{ID: ref.ID[:], Start: start, Key: "s",
-			From: q.BeginNanos(start), To: q.EndNanos(start), Packed: packed}}})
-		if err != nil {
+		req := &wire.ReadReq{Shards: []wire.ShardRead{{ID: ref.ID[:], Start: start, Key: "s",
+			From: q.BeginNanos(start), To: q.EndNanos(start), Packed: packed}}}
+		var resp wire.ReadResp
+		if err := rpc.Invoke(ctx, cli, n.RPCAddr(), wire.MethodRead, req, &resp); err != nil {
 			t.Fatal(err)
 		}
 		return resp.Shards[0]
@@ -321,7 +325,7 @@ func TestReplicaAnswersPackedOnlyWhenAsked(t *testing.T) {
 	if packed.Points.Len() != 0 || len(packed.Packed) == 0 || len(packed.Packed) > 4*600 {
 		t.Fatalf("packed read: %d points beside %d packed bytes", packed.Points.Len(), len(packed.Packed))
 	}
-	if err := packed.unpack(); err != nil {
+	if err := packed.Unpack(); err != nil {
 		t.Fatal(err)
 	}
 	requireSame(t, pts, packed.Points)

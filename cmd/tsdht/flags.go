@@ -10,7 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tsdht/tsdht/quanta"
-	"github.com/tsdht/tsdht/tsdb"
+	"github.com/tsdht/tsdht/tsdb/client"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
@@ -43,11 +43,9 @@ func splitAddrs(s string) []string {
 }
 
 // dialCluster returns a thin client of the --cluster nodes.
-func dialCluster(c *cli.Context) (*tsdb.Client, error) {
+func dialCluster(c *cli.Context) (*client.Client, error) {
 	addrs := splitAddrs(c.String("cluster"))
-	cfg := tsdb.DefaultClientConfig()
-	cfg.Timeout = c.Duration("timeout")
-	return tsdb.NewClient(addrs, cfg)
+	return client.New(addrs, client.Config{Timeout: c.Duration("timeout")})
 }
 
 func seriesKey(c *cli.Context) (string, error) {

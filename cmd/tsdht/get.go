@@ -10,8 +10,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 func getCommand() *cli.Command {
@@ -55,7 +55,7 @@ func runGet(c *cli.Context) error {
 		return err
 	}
 	defer client.Close()
-	res, err := client.Get(c.Context, key, from, to, tsdb.GetOptions{ReadQuorum: c.Int("read-quorum"), AllowPartial: c.Bool("allow-partial")})
+	res, err := client.Get(c.Context, key, from, to, wire.GetOptions{ReadQuorum: c.Int("read-quorum"), AllowPartial: c.Bool("allow-partial")})
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ type jsonPoint struct {
 	V any   `json:"v"`
 }
 
-func writeJSON(w *bufio.Writer, key string, res tsdb.Result) error {
+func writeJSON(w *bufio.Writer, key string, res wire.Result) error {
 	p := &res.Points
 	out := struct {
 		Series  string      `json:"series"`

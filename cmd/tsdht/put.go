@@ -11,8 +11,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // putBatch is how many parsed points put sends at once: big enough to amortise a round
@@ -59,7 +59,7 @@ func runPut(c *cli.Context) error {
 		if batch.Len() == 0 {
 			return nil
 		}
-		n, err := client.Put(c.Context, key, batch, tsdb.PutOptions{WriteQuorum: c.Int("write-quorum")})
+		n, err := client.Put(c.Context, key, batch, wire.PutOptions{WriteQuorum: c.Int("write-quorum")})
 		stored += n
 		batch = series.Points{}
 		return err

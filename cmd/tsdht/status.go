@@ -9,8 +9,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tsdht/tsdht/quanta"
-	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/store"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // statusJSON is one line of `tsdht status --json`: what the table shows, with numbers as
@@ -37,7 +37,7 @@ type statusJSON struct {
 	RF              int    `json:"rf,omitempty"`
 }
 
-func newStatusJSON(n tsdb.NodeStats) statusJSON {
+func newStatusJSON(n wire.NodeStats) statusJSON {
 	return statusJSON{
 		NodeID: n.NodeID, RPC: n.RPCAddr, State: n.State, Reachable: n.Reachable, Error: n.Error,
 		Shards: n.Shards, Series: n.Series, Points: n.Points,
@@ -56,7 +56,9 @@ func statusCommand() *cli.Command {
 			"copies at the node's last repair pass; HINTED: points kept for owners that could not be reached;\n" +
 			"PUSHED: pairs sent to owners that lacked them; HANDED OFF: pairs deleted after their owners confirmed them;\n" +
 			"DISK: the store's files (and --max-disk); RETENTION: --retention.\n" +
-			"--json prints one object per member instead, for scripts (fields: see statusJSON in status.go).",
+			"--json prints one object per member instead, for scripts: node_id, rpc, state, reachable, error,\n" +
+			"shards, series, points, under_replicated, hinted_points, pushed_pairs, handed_off_pairs,\n" +
+			"repair_passes, disk_bytes, max_disk_bytes, retention, oldest_quantum, id_format, rf.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "cluster", Required: true, Usage: "RPC address of a node, HOST:PORT[,…]"},
 			&cli.BoolFlag{Name: "json", Usage: "one JSON object per member on stdout instead of the table"},

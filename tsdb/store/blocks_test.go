@@ -108,10 +108,7 @@ func TestPebbleRefusesOtherFormat(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			o, err := testOptions(SyncNone).withDefaults()
-			if err != nil {
-				t.Fatal(err)
-			}
+			o := testOptions(SyncNone).withDefaults()
 			po := o.pebbleOptions()
 			defer po.Cache.Unref()
 			db, err := pebble.Open(dir, po)

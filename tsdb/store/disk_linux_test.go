@@ -278,7 +278,7 @@ func TestPebbleDiskFullEngine(t *testing.T) {
 	log := &logBuffer{}
 	o := diskFullOptions(SyncAlways, log)
 	o.MemTableSize = 4 << 20
-	o.DiskReserve = -1
+	o.NoDiskReserve = true
 	w := &diskFullWriter{p: openTest(t, dir, o)}
 	var err error
 	for i := 0; err == nil; i++ {

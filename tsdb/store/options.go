@@ -135,12 +135,14 @@ type PebbleOptions struct {
 	// ErrDiskFull. Pebble cannot survive running out of space itself (see disk.go), so
 	// this is what keeps a full disk a refused write instead of a hung or dead node. It
 	// must exceed the largest compaction's output; 0 takes the default, the larger of
-	// 64 MiB and 16 × MemTableSize (on a 4 GB eMMC, under 2 %); negative disables the
-	// check.
+	// 64 MiB and 16 × MemTableSize (on a 4 GB eMMC, under 2 %).
 	DiskReserve int64
+	// NoDiskReserve turns the free-space check off (DiskReserve is then ignored), for
+	// filesystems whose free space means nothing to this store.
+	NoDiskReserve bool
 
-	// Logger receives pebble's messages and the background loops' errors. Default
-	// slog.Default().
+	// Logger receives pebble's messages and the background loops' errors. Nil
+	// discards them.
 	Logger *slog.Logger
 }
 
@@ -161,54 +163,42 @@ func DefaultPebbleOptions() PebbleOptions {
 	}
 }
 
-// withDefaults fills zero fields and checks the rest.
-func (o PebbleOptions) withDefaults() (PebbleOptions, error) {
+// withDefaults returns o with its zero fields set to the defaults.
+func (o PebbleOptions) withDefaults() PebbleOptions {
 	d := DefaultPebbleOptions()
-	if o.Sync > SyncNone {
-		return o, fmt.Errorf("store: unknown sync mode %d", o.Sync)
-	}
-	if o.SyncInterval <= 0 {
+	if o.SyncInterval == 0 {
 		o.SyncInterval = d.SyncInterval
 	}
 	if o.Quantum == 0 {
 		o.Quantum = d.Quantum
 	}
-	if o.Quantum < 1 {
-		return o, errors.New("store: quantum must be at least 1 s")
-	}
-	if o.SealGrace <= 0 {
+	if o.SealGrace == 0 {
 		o.SealGrace = max(o.Quantum.Duration(), 30*time.Second)
 	}
 	if o.SealInterval == 0 {
 		o.SealInterval = o.Quantum.Duration()
 	}
-	if o.ChunkMaxPoints <= 0 {
+	if o.ChunkMaxPoints == 0 {
 		o.ChunkMaxPoints = d.ChunkMaxPoints
 	}
 	o.ChunkMaxPoints = min(o.ChunkMaxPoints, chunk.MaxPoints)
-	if o.CacheSize <= 0 {
+	if o.CacheSize == 0 {
 		o.CacheSize = d.CacheSize
 	}
-	if o.MemTableSize <= 0 {
+	if o.MemTableSize == 0 {
 		o.MemTableSize = d.MemTableSize
 	}
-	if o.MaxOpenFiles <= 0 {
+	if o.MaxOpenFiles == 0 {
 		o.MaxOpenFiles = d.MaxOpenFiles
 	}
 	if o.HotCacheSize == 0 {
 		o.HotCacheSize = d.HotCacheSize
 	}
-	if o.TypeCacheEntries <= 0 {
+	if o.TypeCacheEntries == 0 {
 		o.TypeCacheEntries = d.TypeCacheEntries
 	}
-	if o.PairCacheEntries <= 0 {
+	if o.PairCacheEntries == 0 {
 		o.PairCacheEntries = d.PairCacheEntries
-	}
-	if o.Retention < 0 {
-		return o, errors.New("store: retention must not be negative")
-	}
-	if o.MaxDisk < 0 {
-		return o, errors.New("store: disk budget must not be negative")
 	}
 	if o.EnforceInterval == 0 {
 		o.EnforceInterval = o.Quantum.Duration()
@@ -216,10 +206,43 @@ func (o PebbleOptions) withDefaults() (PebbleOptions, error) {
 	if o.DiskReserve == 0 {
 		o.DiskReserve = max(64<<20, 16*o.MemTableSize)
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
+	if o.NoDiskReserve {
+		o.DiskReserve = 0 // the space guard's "off"
 	}
-	return o, nil
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Validate reports options that cannot work, naming the field; zero fields are valid
+// (they take the defaults).
+func (o PebbleOptions) Validate() error {
+	var errs []error
+	if o.Sync > SyncNone {
+		errs = append(errs, fmt.Errorf("unknown sync mode %d", o.Sync))
+	}
+	if o.Quantum < 0 {
+		errs = append(errs, errors.New("quantum must be at least 1 s"))
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"sync interval", int64(o.SyncInterval)}, {"seal grace", int64(o.SealGrace)},
+		{"chunk size", int64(o.ChunkMaxPoints)}, {"cache size", o.CacheSize}, {"memtable size", o.MemTableSize},
+		{"open files", int64(o.MaxOpenFiles)}, {"type cache", int64(o.TypeCacheEntries)},
+		{"pair cache", int64(o.PairCacheEntries)}, {"retention", int64(o.Retention)},
+		{"disk budget", o.MaxDisk}, {"disk reserve", o.DiskReserve},
+	} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %d: must not be negative (0 takes the default)", f.name, f.v))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("store: options: %w", err)
+	}
+	return nil
 }
 
 // pebbleOptions translates o for pebble. The caller owns the returned cache reference

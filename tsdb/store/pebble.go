@@ -14,6 +14,7 @@ import (
 
 	"github.com/cockroachdb/pebble"
 
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/chunk"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
@@ -71,10 +72,10 @@ var encoders = sync.Pool{New: func() any { return new(chunk.Encoder) }}
 // damage inside a table is caught by its block checksums when the block is read, as
 // an error from that read.
 func OpenPebble(dir string, opts PebbleOptions) (p *Pebble, err error) {
-	opts, err = opts.withDefaults()
-	if err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	opts = opts.withDefaults()
 	po := opts.pebbleOptions()
 	defer po.Cache.Unref()
 	// Pebble reports some damage by panicking; a node must get an error it can show.
@@ -689,6 +690,10 @@ func (p *Pebble) loadType(key string) (series.Type, bool, error) {
 	t, err := decodeMeta(v)
 	return t, err == nil, err
 }
+
+// Quantum returns the quantum the store was opened with (PebbleOptions.Quantum), so that
+// a node can check it against the cluster's.
+func (p *Pebble) Quantum() quanta.Quantum { return p.opts.Quantum }
 
 // Stats implements Store. The counts are exact, and they survive crashes: they are
 // persisted in the same batches as the data they count.

@@ -304,7 +304,7 @@ func TestPebbleDiskBudget(t *testing.T) {
 	o := testOptions(SyncNone)
 	o.EnforceInterval = -1
 	o.MemTableSize = 256 << 10
-	o.DiskReserve = -1
+	o.NoDiskReserve = true
 	o.MaxDisk = 6 << 20
 	p := openTest(t, t.TempDir(), o)
 	defer p.Close()

@@ -1,0 +1,169 @@
+// Package client is tsdht's thin client: it holds no routing state and has any node of
+// the cluster coordinate each request, failing over to the next address when one is
+// unreachable. It depends only on rpc, quanta, series and wire, so an application that
+// reads or writes series does not pull in the storage engine or the gossip layer.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// Config configures a Client. The zero value is the default.
+type Config struct {
+	// Timeout bounds each request, including the coordinator's fan-out. Zero means 30s.
+	Timeout time.Duration
+	// RPC configures framing and connections; zero fields take rpc's defaults.
+	RPC rpc.Config
+	// Transport carries RPC; nil means TCP.
+	Transport rpc.Transport
+}
+
+// DefaultConfig returns the client defaults: what the zero Config means.
+func DefaultConfig() Config {
+	return Config{Timeout: 30 * time.Second, RPC: rpc.DefaultConfig()}
+}
+
+// withDefaults returns c with its zero fields set to the defaults.
+func (c Config) withDefaults() Config {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultConfig().Timeout
+	}
+	if c.Transport == nil {
+		c.Transport = rpc.NewTCPTransport()
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.Timeout < 0 {
+		return fmt.Errorf("client timeout %v: must not be negative (0 means the default, 30s)", c.Timeout)
+	}
+	return nil
+}
+
+// MaxPutBatch is how many points one put request carries; longer puts are split.
+const MaxPutBatch = 50_000
+
+// getWindow is the span of one get request; longer reads are split so that an answer
+// stays well inside a frame (20 minutes of 60 Hz floats is about 0.9 MB). An answer that
+// still does not fit — long strings, fast series — is asked for again in halves.
+const getWindow = int64(20 * time.Minute)
+
+// Client is a thin client of a cluster. It is safe for concurrent use.
+type Client struct {
+	addrs   []string
+	rpc     *rpc.Client
+	timeout time.Duration
+}
+
+// New returns a client of the nodes at the given RPC addresses. It connects lazily.
+func New(addrs []string, cfg Config) (*Client, error) {
+	if len(addrs) == 0 {
+		return nil, errors.New("no cluster address given")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Client{addrs: addrs, rpc: rpc.NewClient(cfg.Transport, cfg.RPC), timeout: cfg.Timeout}, nil
+}
+
+// Close closes the client's connections.
+func (c *Client) Close() error { return c.rpc.Close() }
+
+// invoke sends one coordinator request to the first node that answers. Only an
+// unreachable node moves the request on: any answer, error or not, is the answer.
+func (c *Client) invoke(ctx context.Context, method string, req, resp any) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	var errs []error
+	for _, addr := range c.addrs {
+		err := rpc.Invoke(ctx, c.rpc, addr, method, req, resp)
+		if err == nil || !errors.Is(err, rpc.ErrUnreachable) {
+			return err
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+	}
+	return fmt.Errorf("cluster unreachable: %w", errors.Join(errs...))
+}
+
+// Put writes points of one series and returns how many were stored.
+func (c *Client) Put(ctx context.Context, key string, pts series.Points, opt wire.PutOptions) (int, error) {
+	if err := pts.Valid(); err != nil {
+		return 0, err
+	}
+	stored := 0
+	for lo := 0; lo < pts.Len(); lo += MaxPutBatch {
+		batch := pts.Slice(lo, min(lo+MaxPutBatch, pts.Len()))
+		var resp wire.PutResp
+		err := c.invoke(ctx, wire.MethodPut, &wire.PutReq{Key: key, Points: batch, WriteQuorum: opt.WriteQuorum}, &resp)
+		stored += resp.Stored
+		if err != nil {
+			return stored, err
+		}
+	}
+	return stored, nil
+}
+
+// Get reads the points of a series with from <= t < to.
+func (c *Client) Get(ctx context.Context, key string, from, to int64, opt wire.GetOptions) (wire.Result, error) {
+	if from > to {
+		return wire.Result{}, fmt.Errorf("%w (from %d > to %d)", quanta.ErrBadRange, from, to)
+	}
+	var res wire.Result
+	var parts []series.Points
+	window := getWindow
+	for lo := from; ; {
+		hi := to
+		if hi-lo > window {
+			hi = lo + window
+		}
+		var resp wire.GetResp
+		req := &wire.GetReq{Key: key, From: lo, To: hi, ReadQuorum: opt.ReadQuorum, AllowPartial: opt.AllowPartial, Packed: true}
+		if err := c.invoke(ctx, wire.MethodGet, req, &resp); err != nil {
+			if errors.Is(err, rpc.ErrFrameTooLarge) && hi-lo > 1 {
+				window = (hi - lo) / 2
+				continue
+			}
+			return wire.Result{}, err
+		}
+		if err := resp.Unpack(); err != nil {
+			return wire.Result{}, fmt.Errorf("read of %q: %w", key, err)
+		}
+		res.Points.Type = resp.Points.Type
+		parts = append(parts, resp.Points)
+		res.Partial = res.Partial || resp.Partial
+		res.Missing += resp.Missing
+		if hi == to {
+			break
+		}
+		lo = hi
+	}
+	if all := series.Concat(parts...); all.Len() > 0 {
+		res.Points = all
+	}
+	return res, nil
+}
+
+// Status returns every member's counters as the first reachable node sees them.
+func (c *Client) Status(ctx context.Context) ([]wire.NodeStats, error) {
+	var resp wire.StatusResp
+	err := c.invoke(ctx, wire.MethodStatus, &struct{}{}, &resp)
+	return resp.Nodes, err
+}
+
+// Locate returns the replica set of a shard, closest first.
+func (c *Client) Locate(ctx context.Context, id quanta.ID) ([]wire.PeerInfo, error) {
+	var resp wire.LocateResp
+	err := c.invoke(ctx, wire.MethodLocate, &wire.LocateReq{ID: id[:]}, &resp)
+	return resp.Replicas, err
+}

@@ -1,0 +1,85 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"time"
+
+	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/rpc"
+)
+
+// peerBatch is the work one request carries to one peer.
+type peerBatch[T any] struct {
+	peer  dht.Peer
+	items []T
+}
+
+// groupByPeer groups work items by the peer they go to, in the order peers first appear,
+// cutting a peer's items into batches of at most maxBatch (0: no limit).
+func groupByPeer[T any](work iter.Seq2[dht.Peer, T], maxBatch int) []*peerBatch[T] {
+	open := map[string]*peerBatch[T]{} // the batch of each peer still taking items
+	var out []*peerBatch[T]
+	for p, item := range work {
+		b := open[p.ID]
+		if b == nil || maxBatch > 0 && len(b.items) == maxBatch {
+			b = &peerBatch[T]{peer: p}
+			open[p.ID] = b
+			out = append(out, b)
+		}
+		b.items = append(b.items, item)
+	}
+	return out
+}
+
+// fanResult is the outcome of one batch.
+type fanResult[T, R any] struct {
+	batch *peerBatch[T]
+	resp  R
+	err   error
+}
+
+// fanOut calls call once per batch, at most limit calls at once (0: all at once), each
+// under its own deadline of timeout (0: only ctx's), and delivers every batch's outcome
+// on the returned channel as it finishes. The channel holds every outcome, so a receiver
+// may stop reading early (a write that reached its quorum) and the remaining calls still
+// finish in the background.
+func fanOut[T, R any](ctx context.Context, batches []*peerBatch[T], limit int, timeout time.Duration,
+	call func(ctx context.Context, b *peerBatch[T]) (R, error)) <-chan fanResult[T, R] {
+	out := make(chan fanResult[T, R], len(batches))
+	var sem chan struct{}
+	if limit > 0 && limit < len(batches) {
+		sem = make(chan struct{}, limit)
+	}
+	for _, b := range batches {
+		go func() {
+			if sem != nil {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+			}
+			cctx, cancel := ctx, context.CancelFunc(func() {})
+			if timeout > 0 {
+				cctx, cancel = context.WithTimeout(ctx, timeout)
+			}
+			resp, err := call(cctx, b)
+			cancel()
+			out <- fanResult[T, R]{batch: b, resp: resp, err: err}
+		}()
+	}
+	return out
+}
+
+// unanswered reports whether a replica call failed without an answer from the replica —
+// it could not be reached or did not answer in time — rather than with an error it
+// returned. Only such a replica may be missing what was written to it.
+func unanswered(err error) bool {
+	if err == nil {
+		return false
+	}
+	var re *rpc.RemoteError
+	if errors.As(err, &re) {
+		return false
+	}
+	return errors.Is(err, rpc.ErrUnreachable) || errors.Is(err, context.DeadlineExceeded)
+}

@@ -1,0 +1,29 @@
+package tsdb
+
+import "github.com/tsdht/tsdht/tsdb/wire"
+
+// The protocol's types live in package wire; these names keep the node's API whole.
+type (
+	// PutOptions tune one write (wire.PutOptions).
+	PutOptions = wire.PutOptions
+	// GetOptions tune one read (wire.GetOptions).
+	GetOptions = wire.GetOptions
+	// Result is the answer to a read (wire.Result).
+	Result = wire.Result
+	// PeerInfo describes a node to clients (wire.PeerInfo).
+	PeerInfo = wire.PeerInfo
+	// NodeStats is what one node reports about itself (wire.NodeStats).
+	NodeStats = wire.NodeStats
+	// RepairStats is the repairer's progress, reported by status (wire.RepairStats).
+	RepairStats = wire.RepairStats
+)
+
+// Error codes carried in rpc.RemoteError: see package wire.
+const (
+	CodeBadInput      = wire.CodeBadInput
+	CodeTypeMismatch  = wire.CodeTypeMismatch
+	CodeUnknownSeries = wire.CodeUnknownSeries
+	CodeUnavailable   = wire.CodeUnavailable
+	CodePartial       = wire.CodePartial
+	CodeExpired       = wire.CodeExpired
+)

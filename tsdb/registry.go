@@ -1,0 +1,166 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// maxTypeCache bounds the memory of series types; past it the cache starts over (types
+// never change, so forgetting costs only a round trip).
+const maxTypeCache = 1 << 16
+
+// registry keeps series metadata — today a series' type — on the replica set of
+// SHA-1(key), the series' registry replicas, and caches what it learnt.
+type registry struct {
+	place      Placement
+	replicas   Replicas
+	rf         int
+	readQuorum int
+	timeout    time.Duration // per replica call
+	log        *slog.Logger
+
+	mu    sync.Mutex
+	types map[string]series.Type
+}
+
+func newRegistry(place Placement, replicas Replicas, cfg *Config, logger *slog.Logger) *registry {
+	return &registry{place: place, replicas: replicas, rf: cfg.RF, readQuorum: cfg.ReadQuorum,
+		timeout: cfg.CallTimeout, log: logger, types: make(map[string]series.Type)}
+}
+
+// owners returns the registry replicas of a series, each as a batch of one.
+func (g *registry) owners(ctx context.Context, key string) ([]*peerBatch[string], error) {
+	peers, err := g.place.Locate(ctx, quanta.KeyID(key), g.rf)
+	if err != nil {
+		return nil, rpc.Errorf(CodeUnavailable, "series %q: no registry replica: %v", key, err)
+	}
+	return groupByPeer(func(yield func(dht.Peer, string) bool) {
+		for _, p := range peers {
+			if !yield(p, key) {
+				return
+			}
+		}
+	}, 0), nil
+}
+
+func (g *registry) cached(key string) (series.Type, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.types[key]
+	return t, ok
+}
+
+func (g *registry) remember(key string, t series.Type) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.types) >= maxTypeCache {
+		g.types = make(map[string]series.Type)
+	}
+	g.types[key] = t
+}
+
+func mismatch(key string, have, want series.Type) error {
+	return rpc.Errorf(CodeTypeMismatch, "series %q holds %s values; refusing %s values", key, have, want)
+}
+
+// ensure fixes the series' type at its registry replicas on the first write, and
+// refuses a write of another type than the one fixed first. w replicas must record it.
+func (g *registry) ensure(ctx context.Context, key string, t series.Type, w int) error {
+	if have, ok := g.cached(key); ok {
+		if have != t {
+			return mismatch(key, have, t)
+		}
+		return nil
+	}
+	owners, err := g.owners(ctx, key)
+	if err != nil {
+		return err
+	}
+	answers := fanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *peerBatch[string]) (series.Type, error) {
+		return g.replicas.For(b.peer).DeclareType(ctx, key, t)
+	})
+	ok := 0
+	var lastErr error
+	for range owners {
+		a := <-answers
+		var re *rpc.RemoteError
+		switch {
+		case a.err == nil:
+			ok++
+		case errors.As(a.err, &re) && re.Code == CodeTypeMismatch:
+			return rpc.Errorf(CodeTypeMismatch, "%s", re.Msg)
+		default:
+			lastErr = a.err
+		}
+	}
+	if ok < w {
+		return rpc.Errorf(CodeUnavailable, "series %q: could not record its type at %d of %d registry replicas: %v", key, w, len(owners), lastErr)
+	}
+	g.remember(key, t)
+	return nil
+}
+
+// lookup asks the registry replicas for a series' type. One replica's "unknown" is not
+// the truth (it may have just become an owner), so every replica is asked.
+func (g *registry) lookup(ctx context.Context, key string) (series.Type, error) {
+	if t, ok := g.cached(key); ok {
+		return t, nil
+	}
+	owners, err := g.owners(ctx, key)
+	if err != nil {
+		return series.Unknown, err
+	}
+	type known struct {
+		t  series.Type
+		ok bool
+	}
+	answers := fanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *peerBatch[string]) (known, error) {
+		t, ok, err := g.replicas.For(b.peer).SeriesType(ctx, key)
+		return known{t, ok}, err
+	})
+	responded := 0
+	var lastErr error
+	for range owners {
+		a := <-answers
+		if a.err != nil {
+			lastErr = a.err
+			continue
+		}
+		responded++
+		if a.resp.ok {
+			g.remember(key, a.resp.t)
+			return a.resp.t, nil
+		}
+	}
+	if need := min(g.readQuorum, len(owners)); responded < need {
+		return series.Unknown, rpc.Errorf(CodeUnavailable, "series %q: %d of %d registry replicas answered, %d needed: %v",
+			key, responded, len(owners), need, lastErr)
+	}
+	return series.Unknown, rpc.Errorf(CodeUnknownSeries, "unknown series %q", key)
+}
+
+// redeclare tells every registry replica of a series its type, for the repairer: an
+// owner that already knows it answers at no cost, a new owner learns it.
+func (g *registry) redeclare(ctx context.Context, key string, t series.Type) {
+	owners, err := g.owners(ctx, key)
+	if err != nil {
+		g.log.Warn("repair: registry not found", "series", key, "err", err)
+		return
+	}
+	answers := fanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *peerBatch[string]) (series.Type, error) {
+		return g.replicas.For(b.peer).DeclareType(ctx, key, t)
+	})
+	for range owners {
+		if a := <-answers; a.err != nil {
+			g.log.Warn("repair: re-declaring a series failed", "series", key, "peer", nodeID(a.batch.peer), "rpc", a.batch.peer.RPCAddr, "err", a.err)
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package tsdb
+
+import (
+	"context"
+	"time"
+
+	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// Replica is what a coordinator or a repairer asks of one replica. A node reaches itself
+// through a local implementation, which calls its store with no encoding, and every
+// other node through a remote one over RPC; Replicas picks one per peer. Errors a
+// replica answered carry an rpc.RemoteError code (wire.Code…); any other error means it
+// did not answer (unreachable, or past its deadline).
+type Replica interface {
+	// Write stores shards (wire.MethodWrite).
+	Write(ctx context.Context, req *wire.WriteReq) (*wire.WriteResp, error)
+	// Read reads shards or their digests (wire.MethodRead). The answer holds one result
+	// per shard asked, points unpacked into Points.
+	Read(ctx context.Context, req *wire.ReadReq) (*wire.ReadResp, error)
+	// DeclareType fixes a series' type at this registry replica and returns the type it
+	// holds; a different type fixed earlier fails with wire.CodeTypeMismatch.
+	DeclareType(ctx context.Context, key string, t series.Type) (series.Type, error)
+	// SeriesType returns a series' type as this registry replica knows it.
+	SeriesType(ctx context.Context, key string) (t series.Type, known bool, err error)
+	// Stats returns the replica's own counters.
+	Stats(ctx context.Context) (wire.NodeStats, error)
+}
+
+// Replicas resolves a peer to the Replica that reaches it.
+type Replicas interface {
+	For(p dht.Peer) Replica
+}
+
+// peerReplicas reaches this node locally and every other over RPC.
+type peerReplicas struct {
+	self    string // peer ID of this node
+	local   Replica
+	cli     *rpc.Client
+	timeout time.Duration
+}
+
+func (r *peerReplicas) For(p dht.Peer) Replica {
+	if p.ID == r.self {
+		return r.local
+	}
+	return remoteReplica{peer: p, cli: r.cli, timeout: r.timeout}
+}
+
+// remoteReplica calls one peer over RPC, each call bounded by timeout.
+type remoteReplica struct {
+	peer    dht.Peer
+	cli     *rpc.Client
+	timeout time.Duration
+}
+
+func (r remoteReplica) invoke(ctx context.Context, method string, req, resp any) error {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	return rpc.Invoke(ctx, r.cli, r.peer.RPCAddr, method, req, resp)
+}
+
+func (r remoteReplica) Write(ctx context.Context, req *wire.WriteReq) (*wire.WriteResp, error) {
+	var resp wire.WriteResp
+	if err := r.invoke(ctx, wire.MethodWrite, req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+func (r remoteReplica) Read(ctx context.Context, req *wire.ReadReq) (*wire.ReadResp, error) {
+	var resp wire.ReadResp
+	if err := r.invoke(ctx, wire.MethodRead, req, &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Shards) != len(req.Shards) {
+		return nil, rpc.Errorf(CodeUnavailable, "replica %s answered %d of %d shards", r.peer.RPCAddr, len(resp.Shards), len(req.Shards))
+	}
+	for i := range resp.Shards {
+		if err := resp.Shards[i].Unpack(); err != nil {
+			return nil, rpc.Errorf(CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
+		}
+	}
+	return &resp, nil
+}
+
+func (r remoteReplica) DeclareType(ctx context.Context, key string, t series.Type) (series.Type, error) {
+	var resp wire.TypeResp
+	if err := r.invoke(ctx, wire.MethodDeclare, &wire.TypeReq{Key: key, Type: t}, &resp); err != nil {
+		return series.Unknown, err
+	}
+	return resp.Type, nil
+}
+
+func (r remoteReplica) SeriesType(ctx context.Context, key string) (series.Type, bool, error) {
+	var resp wire.TypeResp
+	if err := r.invoke(ctx, wire.MethodType, &wire.TypeReq{Key: key}, &resp); err != nil {
+		return series.Unknown, false, err
+	}
+	return resp.Type, resp.Known, nil
+}
+
+func (r remoteReplica) Stats(ctx context.Context) (wire.NodeStats, error) {
+	var s wire.NodeStats
+	err := r.invoke(ctx, wire.MethodStats, &struct{}{}, &s)
+	return s, err
+}

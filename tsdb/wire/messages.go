@@ -1,0 +1,134 @@
+package wire
+
+import "github.com/tsdht/tsdht/tsdb/series"
+
+// ShardWrite is the points of one series in one shard.
+type ShardWrite struct {
+	ID     []byte        `msgpack:"id"` // the shard ID: quanta.ShardID of Key and Start
+	Start  int64         `msgpack:"q"`  // the quantum's start, UNIX seconds
+	Key    string        `msgpack:"k"`
+	Points series.Points `msgpack:"p"`
+}
+
+// WriteReq asks a replica to store shards (MethodWrite).
+type WriteReq struct {
+	Shards []ShardWrite `msgpack:"s"`
+}
+
+// WriteResp says how many points a replica stored.
+type WriteResp struct {
+	Stored int `msgpack:"n"`
+}
+
+// ShardRead asks for the points of one series in one shard with From <= t < To.
+type ShardRead struct {
+	ID     []byte `msgpack:"id"`
+	Start  int64  `msgpack:"q"`
+	Key    string `msgpack:"k"`
+	From   int64  `msgpack:"f"`
+	To     int64  `msgpack:"t"`
+	Digest bool   `msgpack:"d"`  // only count and hash, not the points
+	Strong bool   `msgpack:"sd"` // hash the points even for a whole quantum (anti-entropy)
+	// Packed asks for the points in ShardResult.Packed (series.AppendPacked: ~2 bytes a
+	// PMU point instead of 12). A replica that predates it ignores the field and answers
+	// in Points, which a reader also takes.
+	Packed bool `msgpack:"pk,omitempty"`
+}
+
+// ReadReq asks a replica for shards or their digests (MethodRead).
+type ReadReq struct {
+	Shards []ShardRead `msgpack:"s"`
+}
+
+// ReadResp answers a ReadReq, one ShardResult per ShardRead, in order.
+type ReadResp struct {
+	Shards []ShardResult `msgpack:"s"`
+}
+
+// ShardResult answers one ShardRead. Held is false when the replica has never received
+// the shard: a new owner's honest "nothing here", which a reader must not trust alone.
+type ShardResult struct {
+	Held   bool          `msgpack:"h"`
+	Count  int           `msgpack:"c"`
+	Hash   uint64        `msgpack:"x"`
+	Points series.Points `msgpack:"p"`
+	Packed []byte        `msgpack:"pp,omitempty"` // the points, packed, when the read asked so
+}
+
+// Unpack moves packed points into Points.
+func (r *ShardResult) Unpack() error { return unpackInto(&r.Points, &r.Packed) }
+
+// TypeReq names a series, and for MethodDeclare the type to fix.
+type TypeReq struct {
+	Key  string      `msgpack:"k"`
+	Type series.Type `msgpack:"t"`
+}
+
+// TypeResp is a series' type as a registry replica knows it; Known is false when the
+// replica has never heard of the series.
+type TypeResp struct {
+	Known bool        `msgpack:"ok"`
+	Type  series.Type `msgpack:"t"`
+}
+
+// PutReq asks a node to coordinate a write (MethodPut).
+type PutReq struct {
+	Key         string        `msgpack:"k"`
+	Points      series.Points `msgpack:"p"`
+	WriteQuorum int           `msgpack:"w"` // 0: the node's default
+}
+
+// PutResp says how many points reached their write quorum.
+type PutResp struct {
+	Stored int `msgpack:"n"`
+}
+
+// GetReq asks a node to coordinate a read of From <= t < To (MethodGet).
+type GetReq struct {
+	Key          string `msgpack:"k"`
+	From         int64  `msgpack:"f"`
+	To           int64  `msgpack:"t"`
+	ReadQuorum   int    `msgpack:"r"` // 0: the node's default
+	AllowPartial bool   `msgpack:"partial"`
+	Packed       bool   `msgpack:"pk,omitempty"` // answer in GetResp.Packed (see ShardRead.Packed)
+}
+
+// GetResp answers a GetReq.
+type GetResp struct {
+	Points  series.Points `msgpack:"p"`
+	Packed  []byte        `msgpack:"pp,omitempty"` // the points, packed, when the get asked so
+	Partial bool          `msgpack:"partial"`
+	Missing int           `msgpack:"missing"` // shards no replica could serve
+}
+
+// Unpack moves packed points into Points.
+func (r *GetResp) Unpack() error { return unpackInto(&r.Points, &r.Packed) }
+
+// unpackInto decodes *packed, if any, into *pts and clears it: an answer carries its
+// points in one form or the other (ShardRead.Packed).
+func unpackInto(pts *series.Points, packed *[]byte) error {
+	if len(*packed) == 0 {
+		return nil
+	}
+	p, err := series.DecodePacked(*packed)
+	if err != nil {
+		return err
+	}
+	*pts, *packed = p, nil
+	return nil
+}
+
+// LocateReq asks for a shard's replica set (MethodLocate).
+type LocateReq struct {
+	ID []byte `msgpack:"id"` // a 20-byte shard ID
+}
+
+// LocateResp lists a shard's replicas, closest first.
+type LocateResp struct {
+	Replicas []PeerInfo `msgpack:"r"`
+}
+
+// StatusResp lists every member a node knows (MethodStatus), by NodeID.
+type StatusResp struct {
+	Nodes []NodeStats `msgpack:"nodes"`
+}

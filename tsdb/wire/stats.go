@@ -1,0 +1,40 @@
+package wire
+
+// PeerInfo describes a node to clients.
+type PeerInfo struct {
+	PeerID  string `msgpack:"pid"`   // libp2p peer ID, base58
+	NodeID  string `msgpack:"id"`    // 160-bit ID, 40 hex digits: the node's place in the ID space
+	RPCAddr string `msgpack:"rpc"`   // host:port of the node's RPC server
+	State   string `msgpack:"state"` // alive, suspect, leaving, left, dead
+}
+
+// NodeStats is what one node reports about itself.
+type NodeStats struct {
+	PeerInfo
+	Shards    int         `msgpack:"shards"` // (shard, series) pairs held
+	Series    int         `msgpack:"series"`
+	Points    int64       `msgpack:"points"`
+	Format    string      `msgpack:"fmt"`     // shard ID layout: qfi or kfi
+	Quantum   int64       `msgpack:"quantum"` // seconds
+	RF        int         `msgpack:"rf"`
+	Error     string      `msgpack:"err"` // why the stats could not be fetched
+	Reachable bool        `msgpack:"reach"`
+	Repair    RepairStats `msgpack:"repair"`
+	DiskBytes int64       `msgpack:"disk"`
+	Retention string      `msgpack:"retention"` // a Go duration; "0s": keep everything
+	MaxDisk   int64       `msgpack:"maxdisk"`   // disk budget in bytes; 0: none
+	Oldest    int64       `msgpack:"oldest"`    // start of the oldest quantum held, UNIX s
+	Dropped   int64       `msgpack:"dropped"`   // quanta dropped by retention or budget
+}
+
+// RepairStats is a node's self-healing progress.
+type RepairStats struct {
+	Passes          int64 `msgpack:"passes"`
+	LastPass        int64 `msgpack:"last"`  // UNIX ms when the last pass ended
+	UnderReplicated int64 `msgpack:"under"` // pairs held here with fewer than rf confirmed copies, at the last pass
+	PushedPairs     int64 `msgpack:"pushed"`
+	PushedPoints    int64 `msgpack:"pushed_pts"`
+	DroppedPairs    int64 `msgpack:"dropped"` // pairs handed off to their owners and deleted here
+	HintedPoints    int64 `msgpack:"hinted"`  // points held for unreachable replicas
+	ReadRepairs     int64 `msgpack:"read_repairs"`
+}
