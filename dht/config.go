@@ -3,8 +3,7 @@ package dht
 import (
 	"errors"
 	"fmt"
-	"io"
-	"log"
+	"log/slog"
 	"net"
 	"time"
 
@@ -106,9 +105,11 @@ type Config struct {
 	// that is powered off waits this long.
 	TCPTimeout time.Duration
 
-	// Logger receives this package's and memberlist's messages; memberlist's
-	// [DEBUG] lines are dropped. Nil discards everything.
-	Logger *log.Logger
+	// Logger receives this package's messages and memberlist's, at the levels
+	// memberlist gives them (its [DEBUG] lines at Debug: one per stream
+	// connection). Membership changes of other nodes are logged at Info. Nil
+	// discards everything.
+	Logger *slog.Logger
 }
 
 // DefaultLANConfig returns a configuration tuned for a small switched LAN of
@@ -157,7 +158,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.GossipToTheDeadTime, d.GossipToTheDeadTime)
 	setDefault(&c.TCPTimeout, d.TCPTimeout)
 	if c.Logger == nil {
-		c.Logger = log.New(io.Discard, "", 0)
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
 }

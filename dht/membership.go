@@ -2,12 +2,14 @@ package dht
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 
 	"github.com/hashicorp/memberlist"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -273,13 +275,40 @@ func memberFrom(n *memberlist.Node, gone bool) (Member, error) {
 // unique where the default (the hostname) is not.
 func memberlistName(id peer.ID) string { return id.String() }
 
-// levelFilter passes memberlist's log lines to a Logger, dropping the
-// [DEBUG] ones: memberlist logs every stream connection at that level.
-type levelFilter struct{ dst *log.Logger }
+// memberlistLog routes memberlist's log lines into the node's slog.Logger at
+// the level their prefix names ([DEBUG], [INFO], [WARN], [ERR]), with the
+// peers memberlist names by base58 peer ID renamed to the 40-hex node IDs that
+// status prints. While the node shuts down, memberlist's warnings and errors
+// are the shutdown's own doing ("use of closed network connection") and are
+// passed at Debug.
+type memberlistLog struct{ n *Node }
 
-func (f levelFilter) Write(p []byte) (int, error) {
-	if !bytes.HasPrefix(p, []byte("[DEBUG]")) {
-		f.dst.Print(string(p))
+var memberlistLevels = []struct {
+	prefix string
+	level  slog.Level
+}{{"[DEBUG] ", slog.LevelDebug}, {"[INFO] ", slog.LevelInfo}, {"[WARN] ", slog.LevelWarn}, {"[ERR] ", slog.LevelError}}
+
+func (w memberlistLog) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	level := slog.LevelInfo
+	for _, l := range memberlistLevels {
+		if rest, ok := strings.CutPrefix(line, l.prefix); ok {
+			line, level = rest, l.level
+			break
+		}
 	}
+	if w.n.stopping.Load() && level > slog.LevelInfo {
+		level = slog.LevelDebug
+	}
+	ctx := context.Background()
+	if !w.n.logger.Enabled(ctx, level) {
+		return len(p), nil
+	}
+	if names := w.n.hexNames.Load(); names != nil {
+		for id, hex := range *names {
+			line = strings.ReplaceAll(line, id, hex)
+		}
+	}
+	w.n.logger.Log(ctx, level, line)
 	return len(p), nil
 }

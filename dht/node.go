@@ -1,9 +1,11 @@
 package dht
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"net"
 	"slices"
 	"strconv"
@@ -29,9 +31,13 @@ const defaultLeaveTimeout = time.Second
 type Node struct {
 	*Router
 
-	cfg     Config
-	logger  *log.Logger
-	leaving atomic.Bool // Leave has begun: the metadata says so
+	cfg      Config
+	logger   *slog.Logger
+	leaving  atomic.Bool // Leave has begun: the metadata says so
+	stopping atomic.Bool // Close has begun: memberlist's errors are its doing
+	// hexNames maps the base58 peer ID of every member to its 40-hex node ID,
+	// for memberlistLog.
+	hexNames atomic.Pointer[map[string]string]
 	// staleSelf says that a peer's state, seen in a state exchange, holds
 	// this node's previous incarnation at another address: it restarted
 	// before the cluster noticed, and the cluster refuses its new address
@@ -181,7 +187,7 @@ func (n *Node) memberlistConfig() (*memberlist.Config, error) {
 	c.TCPTimeout = n.cfg.TCPTimeout
 	d := delegate{n}
 	c.Delegate, c.Events, c.Alive, c.Merge = d, d, d, d
-	c.Logger = log.New(levelFilter{n.logger}, "", 0)
+	c.Logger = log.New(memberlistLog{n}, "", 0)
 	return c, nil
 }
 
@@ -250,12 +256,13 @@ func (n *Node) rejoin(seeds []string, last string) string {
 	_, err := n.ml.Join(seeds)
 	if err == nil {
 		if last != "" {
-			n.logger.Printf("[INFO] dht: re-joined the cluster through %s", strings.Join(seeds, ", "))
+			n.logger.Info("dht: re-joined the cluster", "seeds", strings.Join(seeds, ", "))
 		}
 		return ""
 	}
 	if err.Error() != last {
-		n.logger.Printf("[WARN] dht: re-joining %s: %v", strings.Join(seeds, ", "), flattenJoinError(err))
+		n.logger.Warn("dht: re-joining the cluster failed; retrying", "seeds", strings.Join(seeds, ", "),
+			"every", n.cfg.RejoinInterval, "err", flattenJoinError(err))
 	}
 	return err.Error()
 }
@@ -288,7 +295,7 @@ func (n *Node) recordMember(mn *memberlist.Node, gone bool) {
 	m, err := memberFrom(mn, gone)
 	if err != nil {
 		// NotifyAlive let in only readable metadata; this is a bug.
-		n.logger.Printf("[ERR] dht: membership event: %v", err)
+		n.logger.Error("dht: unreadable membership event", "err", err)
 		return
 	}
 	n.setMember(m)
@@ -302,13 +309,21 @@ func (n *Node) recordMember(mn *memberlist.Node, gone bool) {
 func (n *Node) setMember(m Member) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.members[memberlistName(m.PeerID())] = memberEntry{Member: m, since: time.Now()}
+	name := memberlistName(m.PeerID())
+	if old, ok := n.members[name]; (!ok || old.State != m.State) && m.ID != n.Self().ID {
+		n.logger.Info("dht: member "+string(m.State), "peer", hex.EncodeToString(m.Key[:]),
+			"rpc", m.RPCAddr, "gossip", m.GossipAddr)
+	}
+	n.members[name] = memberEntry{Member: m, since: time.Now()}
 	var live []Peer
-	for _, e := range n.members {
+	names := make(map[string]string, len(n.members))
+	for name, e := range n.members {
 		if e.State == StateAlive {
 			live = append(live, e.Peer)
 		}
+		names[name] = hex.EncodeToString(e.Key[:])
 	}
+	n.hexNames.Store(&names)
 	slices.SortFunc(live, func(a, b Peer) int { return strings.Compare(a.ID, b.ID) })
 	n.live = live
 	n.version.Add(1)
@@ -506,6 +521,7 @@ func (n *Node) Close() error {
 		return nil
 	}
 	n.closed = true
+	n.stopping.Store(true)
 	var err error
 	if n.ml != nil {
 		// Shut memberlist down first: a re-join under way then fails at

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -107,10 +107,10 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 
 // testLogger returns a Logger that writes to t.Log until the test ends:
 // memberlist may log from its goroutines a moment after a node stopped.
-func testLogger(t *testing.T) *log.Logger {
+func testLogger(t *testing.T) *slog.Logger {
 	w := &testWriter{t: t}
 	t.Cleanup(w.stop)
-	return log.New(w, "", log.Lmicroseconds)
+	return slog.New(slog.NewTextHandler(w, nil))
 }
 
 type testWriter struct {

@@ -290,7 +290,7 @@ func (cc *clientConn) readLoop() {
 		b, err := fr.next()
 		if err != nil {
 			if errors.Is(err, ErrFrameTooLarge) {
-				cc.c.cfg.Logger.Printf("rpc: dropping connection to %s: %v", cc.addr, err)
+				cc.c.cfg.Logger.Warn("rpc: dropping connection", "peer", cc.addr, "err", err)
 			}
 			cc.fail(err)
 			return
@@ -300,7 +300,7 @@ func (cc *clientConn) readLoop() {
 			if err == nil {
 				err = errors.New("peer sent a request on a client connection")
 			}
-			cc.c.cfg.Logger.Printf("rpc: dropping connection to %s: bad response: %v", cc.addr, err)
+			cc.c.cfg.Logger.Warn("rpc: dropping connection: bad response", "peer", cc.addr, "err", err)
 			cc.fail(fmt.Errorf("bad response: %w", err))
 			return
 		}

@@ -3,8 +3,7 @@ package rpc
 import (
 	"errors"
 	"fmt"
-	"io"
-	"log"
+	"log/slog"
 	"math"
 	"time"
 )
@@ -63,9 +62,9 @@ type Config struct {
 	// this long. Default 2m.
 	IdleTimeout time.Duration
 
-	// Logger receives connection-level problems: refused handshakes, bad
-	// frames, handler panics. Nil discards them.
-	Logger *log.Logger
+	// Logger receives connection-level problems (refused handshakes, bad
+	// frames) at Warn and handler panics at Error. Nil discards them.
+	Logger *slog.Logger
 }
 
 // DefaultConfig returns the defaults, sized for a small cluster of boards
@@ -138,7 +137,7 @@ func (c Config) withDefaults() Config {
 		c.IdleTimeout = d.IdleTimeout
 	}
 	if c.Logger == nil {
-		c.Logger = log.New(io.Discard, "", 0)
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
 }

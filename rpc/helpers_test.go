@@ -3,7 +3,7 @@ package rpc
 import (
 	"bytes"
 	"context"
-	"log"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -104,7 +104,7 @@ func (b *logBuffer) String() string {
 	return b.buf.String()
 }
 
-func (b *logBuffer) logger() *log.Logger { return log.New(b, "", 0) }
+func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
 
 // ctxTimeout returns a context that ends after d, cancelled when the test ends.
 func ctxTimeout(t testing.TB, d time.Duration) context.Context {

@@ -125,7 +125,7 @@ func (s *Server) accept(l net.Listener) {
 			// Out of file descriptors and the like: wait and retry, as
 			// net/http does, rather than spin or stop serving.
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.cfg.Logger.Printf("rpc: accept on %s: %v; retrying in %v", l.Addr(), err, backoff)
+			s.cfg.Logger.Warn("rpc: accept failed; retrying", "addr", l.Addr().String(), "err", err, "backoff", backoff)
 			select {
 			case <-time.After(backoff):
 			case <-s.ctx.Done():
@@ -163,7 +163,7 @@ func (s *Server) serveConn(conn net.Conn) {
 		s.mu.Unlock()
 	}()
 	if err := serverHandshake(conn, s.cfg.HandshakeTimeout); err != nil {
-		s.cfg.Logger.Printf("rpc: refused connection from %s: %v", conn.RemoteAddr(), err)
+		s.cfg.Logger.Warn("rpc: refused connection", "from", conn.RemoteAddr().String(), "err", err)
 		return
 	}
 
@@ -196,7 +196,7 @@ func (s *Server) serveConn(conn net.Conn) {
 		if err != nil {
 			s.budget.Release(int64(reserved))
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
-				s.cfg.Logger.Printf("rpc: dropping connection from %s: %v", conn.RemoteAddr(), err)
+				s.cfg.Logger.Warn("rpc: dropping connection", "from", conn.RemoteAddr().String(), "err", err)
 			}
 			return
 		}
@@ -206,7 +206,7 @@ func (s *Server) serveConn(conn net.Conn) {
 			if err == nil {
 				err = errors.New("response on a server connection")
 			}
-			s.cfg.Logger.Printf("rpc: dropping connection from %s: bad request: %v", conn.RemoteAddr(), err)
+			s.cfg.Logger.Warn("rpc: dropping connection: bad request", "from", conn.RemoteAddr().String(), "err", err)
 			return
 		}
 		req.held = reserved // the worker gives it back when the response is sent
@@ -275,7 +275,7 @@ func (sc *serverConn) serve(ctx context.Context, req *envelope) {
 			msg: fmt.Sprintf("rpc: response of %s is %d bytes, the limit is %d", req.method, len(frame)-frameHeaderLen, limit)}
 		frame = resp.appendTo(beginFrame(nil))
 		if err := finishFrame(frame, limit); err != nil { // only with an absurdly small MaxFrameSize
-			sc.s.cfg.Logger.Printf("rpc: cannot send response of %s to %s: %v", req.method, sc.conn.RemoteAddr(), err)
+			sc.s.cfg.Logger.Error("rpc: cannot send response", "method", req.method, "to", sc.conn.RemoteAddr().String(), "err", err)
 			return
 		}
 	}
@@ -291,7 +291,7 @@ func (s *Server) call(ctx context.Context, method string, req []byte) (resp []by
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			s.cfg.Logger.Printf("rpc: handler of %s panicked: %v\n%s", method, r, debug.Stack())
+			s.cfg.Logger.Error(fmt.Sprintf("rpc: handler of %s panicked: %v", method, r), "stack", string(debug.Stack()))
 			resp, err = nil, &RemoteError{Code: CodeInternal, Msg: fmt.Sprintf("rpc: handler of %s panicked: %v", method, r)}
 		}
 	}()

@@ -2,7 +2,6 @@ package tsdb
 
 import (
 	"context"
-	"encoding/hex"
 	"sort"
 	"sync"
 
@@ -58,7 +57,7 @@ func (n *Node) registerCoordinator() {
 }
 
 func peerInfo(p dht.Peer, state string) PeerInfo {
-	return PeerInfo{PeerID: peer.ID(p.ID).String(), NodeID: hex.EncodeToString(p.Key[:]), RPCAddr: p.RPCAddr, State: state}
+	return PeerInfo{PeerID: peer.ID(p.ID).String(), NodeID: nodeID(p), RPCAddr: p.RPCAddr, State: state}
 }
 
 // clusterStatus asks every member memberlist knows for its counters, in parallel.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +26,7 @@ type Coordinator struct {
 	replicas Replicas
 	types    *registry
 	hints    *hints // nil: no hints kept
-	log      *log.Logger
+	log      *slog.Logger
 
 	repairSlots chan struct{} // bounds background read repairs
 	readRepairs atomic.Int64  // shards repaired by reads
@@ -35,7 +35,7 @@ type Coordinator struct {
 // maxReadRepairs bounds the read repairs in flight on one node.
 const maxReadRepairs = 4
 
-func newCoordinator(cfg *Config, place Placement, replicas Replicas, types *registry, h *hints, logger *log.Logger) *Coordinator {
+func newCoordinator(cfg *Config, place Placement, replicas Replicas, types *registry, h *hints, logger *slog.Logger) *Coordinator {
 	return &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, log: logger,
 		repairSlots: make(chan struct{}, maxReadRepairs)}
 }

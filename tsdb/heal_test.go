@@ -3,7 +3,7 @@ package tsdb
 import (
 	"context"
 	"fmt"
-	"log"
+	"log/slog"
 	"os"
 	"sync"
 	"testing"
@@ -18,7 +18,7 @@ import (
 // changes start, and detection fast.
 func healConfig(i int, cfg *Config) {
 	if os.Getenv("TSDHT_TEST_LOG") != "" {
-		cfg.Logger = log.New(os.Stderr, fmt.Sprintf("node%d ", i), log.Lmicroseconds)
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("i", i)
 	}
 	cfg.RepairInterval = time.Hour
 	cfg.RepairUnthrottled = true

@@ -1,7 +1,7 @@
 package tsdb
 
 import (
-	"log"
+	"log/slog"
 	"sync/atomic"
 
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -16,11 +16,11 @@ type hints struct {
 	store   store.Store
 	max     int64  // points held at most; past it a failed write is left to anti-entropy
 	deliver func() // asks for a repair pass soon
-	log     *log.Logger
+	log     *slog.Logger
 	held    atomic.Int64 // points held for unreachable replicas
 }
 
-func newHints(st store.Store, max int64, deliver func(), logger *log.Logger) *hints {
+func newHints(st store.Store, max int64, deliver func(), logger *slog.Logger) *hints {
 	return &hints{store: st, max: max, deliver: deliver, log: logger}
 }
 
@@ -30,7 +30,7 @@ func (h *hints) record(ref store.ShardRef, key string, pts series.Points) {
 		return
 	}
 	if err := h.store.Append(ref, key, pts); err != nil {
-		h.log.Printf("hint for %q at %d: %v", key, ref.Start, err)
+		h.log.Warn("keeping a hint failed", "series", key, "quantum", ref.Start, "err", err)
 		return
 	}
 	h.held.Add(int64(pts.Len()))

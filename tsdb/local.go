@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -55,7 +53,6 @@ func (lc *LocalCluster) Add(tweak func(i int, cfg *Config)) (int, error) {
 	cfg.DHT.DataDir = filepath.Join(lc.dir, "node"+strconv.Itoa(i))
 	cfg.DHT.GossipAddr = "127.0.0.1:0"
 	cfg.RPCBind = "127.0.0.1:0"
-	cfg.Logger = log.New(io.Discard, "", 0)
 	for _, seed := range lc.Nodes {
 		if seed != nil {
 			cfg.DHT.Join = []string{seed.DHT().GossipAddr()}

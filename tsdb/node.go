@@ -10,8 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log"
+	"log/slog"
 	"time"
 
 	"github.com/tsdht/tsdht/dht"
@@ -75,8 +74,10 @@ type Config struct {
 	Transport rpc.Transport
 	// Store holds this node's shards; the node closes it on Close. Required.
 	Store store.Store
-	// Logger receives the node's log; nil discards it.
-	Logger *log.Logger
+	// Logger receives the node's log, and its RPC's and DHT's (it replaces
+	// RPC.Logger and DHT.Logger); every record carries the node's 40-hex ID as
+	// "node". Nil discards it.
+	Logger *slog.Logger
 }
 
 // DefaultConfig returns a configuration for a small LAN cluster of edge boards: what
@@ -142,7 +143,7 @@ func (c Config) withDefaults() Config {
 		c.Transport = rpc.NewTCPTransport()
 	}
 	if c.Logger == nil {
-		c.Logger = log.New(io.Discard, "", 0)
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
 }
@@ -197,7 +198,7 @@ func majority(rf int) int { return rf/2 + 1 }
 // Replicas (this node locally, the others over RPC) and the hints kept for the repairer.
 type Node struct {
 	cfg      Config
-	log      *log.Logger
+	log      *slog.Logger
 	srv      *rpc.Server
 	cli      *rpc.Client
 	dht      *dht.Node
@@ -216,9 +217,13 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	logger := cfg.Logger
-	cfg.RPC.Logger = logger
-	cfg.DHT.Logger = logger
+	id, err := dht.LoadOrCreateIdentity(cfg.DHT.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	// Every record names the node as status does.
+	logger := cfg.Logger.With("node", nodeID(dht.NewPeer(id, "")))
+	cfg.Logger, cfg.RPC.Logger, cfg.DHT.Logger = logger, logger, logger
 	n := &Node{log: logger, store: cfg.Store}
 	n.srv = rpc.NewServer(cfg.Transport, cfg.RPC)
 	n.cli = rpc.NewClient(cfg.Transport, cfg.RPC)
@@ -233,12 +238,6 @@ func Start(cfg Config) (*Node, error) {
 		cfg.DHT.RPCAddr = n.rpcAdr
 	}
 	n.cfg = cfg
-	id, err := dht.LoadOrCreateIdentity(cfg.DHT.DataDir)
-	if err != nil {
-		n.srv.Close()
-		n.cli.Close()
-		return nil, err
-	}
 	n.dht, err = dht.New(cfg.DHT, id, n.srv, n.cli)
 	if err != nil {
 		n.srv.Close()
@@ -259,12 +258,12 @@ func Start(cfg Config) (*Node, error) {
 		}
 		// After a power cut the seeds may not be back yet: the node serves and keeps
 		// re-joining in the background.
-		n.log.Printf("%v", err)
+		n.log.Warn("serving while not joined", "err", err)
 	}
 	if n.repair != nil {
 		go n.repair.run(n.dht.Subscribe())
 	} else {
-		n.log.Printf("store %T cannot be walked: this node will not repair or hand off shards", n.store)
+		n.log.Warn(fmt.Sprintf("store %T cannot be walked: this node will not repair or hand off shards", n.store))
 	}
 	return n, nil
 }
@@ -304,15 +303,19 @@ func (n *Node) Close() error {
 		// Tell the others first, so that none counts this node as an owner while it
 		// hands off: a node that received a copy must not drop it as surplus.
 		if err := n.dht.BeginLeave(2 * time.Second); err != nil {
-			n.log.Printf("announcing the leave: %v", err)
+			n.log.Warn("announcing the leave failed", "err", err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.HandoffTimeout)
 		before := n.repair.stats()
 		err := n.repair.pass(ctx, true)
 		cancel()
 		after := n.repair.stats()
-		n.log.Printf("hand-off before leaving: %d pairs pushed, %d handed off, %d still held (err: %v)",
-			after.PushedPairs-before.PushedPairs, after.DroppedPairs-before.DroppedPairs, n.store.Stats().Shards, err)
+		level := slog.LevelInfo
+		if err != nil {
+			level = slog.LevelWarn
+		}
+		n.log.Log(context.Background(), level, "hand-off before leaving", "pushed_pairs", after.PushedPairs-before.PushedPairs,
+			"handed_off", after.DroppedPairs-before.DroppedPairs, "still_held", n.store.Stats().Shards, "err", err)
 	}
 	errs := []error{n.dht.Leave(2 * time.Second)}
 	errs = append(errs, n.srv.Close(), n.cli.Close(), n.store.Close())

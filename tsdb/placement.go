@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"context"
+	"encoding/hex"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
@@ -28,6 +29,9 @@ type Placement interface {
 }
 
 var _ Placement = (*dht.Node)(nil)
+
+// nodeID returns a peer's 160-bit ID in 40 hex digits: how status and the logs name it.
+func nodeID(p dht.Peer) string { return hex.EncodeToString(p.Key[:]) }
 
 // isReplica reports whether id is among replicas.
 func isReplica(replicas []dht.Peer, id string) bool {

@@ -235,7 +235,7 @@ func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardS
 	for range batches {
 		r := <-results
 		if r.err != nil {
-			c.log.Printf("read %q from %s: %v", key, r.batch.peer.RPCAddr, r.err)
+			c.log.Warn("read from a replica failed", "series", key, "peer", nodeID(r.batch.peer), "rpc", r.batch.peer.RPCAddr, "err", r.err)
 			continue // those answers stay !ok: the replica did not answer
 		}
 		for k, f := range r.batch.items {
@@ -276,7 +276,7 @@ func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, 
 			_, err := c.replicas.For(p).Write(ctx, req)
 			cancel()
 			if err != nil {
-				c.log.Printf("read repair of %q at %d on %s: %v", key, s.ref.Start, p.RPCAddr, err)
+				c.log.Warn("read repair failed", "series", key, "quantum", s.ref.Start, "peer", nodeID(p), "rpc", p.RPCAddr, "err", err)
 			} else {
 				c.readRepairs.Add(1)
 			}

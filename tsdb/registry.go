@@ -3,7 +3,7 @@ package tsdb
 import (
 	"context"
 	"errors"
-	"log"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -25,13 +25,13 @@ type registry struct {
 	rf         int
 	readQuorum int
 	timeout    time.Duration // per replica call
-	log        *log.Logger
+	log        *slog.Logger
 
 	mu    sync.Mutex
 	types map[string]series.Type
 }
 
-func newRegistry(place Placement, replicas Replicas, cfg *Config, logger *log.Logger) *registry {
+func newRegistry(place Placement, replicas Replicas, cfg *Config, logger *slog.Logger) *registry {
 	return &registry{place: place, replicas: replicas, rf: cfg.RF, readQuorum: cfg.ReadQuorum,
 		timeout: cfg.CallTimeout, log: logger, types: make(map[string]series.Type)}
 }
@@ -152,7 +152,7 @@ func (g *registry) lookup(ctx context.Context, key string) (series.Type, error) 
 func (g *registry) redeclare(ctx context.Context, key string, t series.Type) {
 	owners, err := g.owners(ctx, key)
 	if err != nil {
-		g.log.Printf("repair: registry of %q: %v", key, err)
+		g.log.Warn("repair: registry not found", "series", key, "err", err)
 		return
 	}
 	answers := fanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *peerBatch[string]) (series.Type, error) {
@@ -160,7 +160,7 @@ func (g *registry) redeclare(ctx context.Context, key string, t series.Type) {
 	})
 	for range owners {
 		if a := <-answers; a.err != nil {
-			g.log.Printf("repair: registry of %q on %s: %v", key, a.batch.peer.RPCAddr, a.err)
+			g.log.Warn("repair: re-declaring a series failed", "series", key, "peer", nodeID(a.batch.peer), "rpc", a.batch.peer.RPCAddr, "err", a.err)
 		}
 	}
 }

@@ -2,7 +2,7 @@ package tsdb
 
 import (
 	"context"
-	"log"
+	"log/slog"
 	"math/rand"
 	"sync"
 	"sync/atomic"
@@ -40,7 +40,7 @@ type repairer struct {
 	walker   Walker
 	types    *registry
 	hints    *hints
-	log      *log.Logger
+	log      *slog.Logger
 	kick     chan struct{}
 	limit    *rateLimiter
 	stop     chan struct{}
@@ -51,7 +51,7 @@ type repairer struct {
 	passes, lastPass, under, pushedPairs, pushedPoints, dropped atomic.Int64
 }
 
-func newRepairer(cfg *Config, place Placement, replicas Replicas, st store.Store, w Walker, types *registry, logger *log.Logger) *repairer {
+func newRepairer(cfg *Config, place Placement, replicas Replicas, st store.Store, w Walker, types *registry, logger *slog.Logger) *repairer {
 	return &repairer{
 		cfg: cfg, place: place, replicas: replicas, store: st, walker: w, types: types, log: logger,
 		kick:  make(chan struct{}, 1),
@@ -111,7 +111,7 @@ func (r *repairer) run(changes <-chan struct{}) {
 		case <-timer.C:
 		}
 		if err := r.pass(ctx, false); err != nil && ctx.Err() == nil {
-			r.log.Printf("repair pass: %v", err)
+			r.log.Warn("repair pass failed; retried at the next", "err", err)
 		}
 	}
 }
@@ -131,6 +131,7 @@ type pairRef struct {
 func (r *repairer) pass(ctx context.Context, leaving bool) error {
 	r.passMu.Lock()
 	defer r.passMu.Unlock()
+	began, before := time.Now(), r.stats()
 	acc := passTotals{registered: map[string]bool{}}
 	var batch []pairRef
 	var stepErr error
@@ -156,6 +157,12 @@ func (r *repairer) pass(ctx context.Context, leaving bool) error {
 		r.hints.recount(acc.hinted)
 		r.passes.Add(1)
 		r.lastPass.Store(time.Now().UnixMilli())
+	}
+	if after := r.stats(); after.PushedPairs > before.PushedPairs || after.DroppedPairs > before.DroppedPairs {
+		r.log.Info("repair pass", "pushed_pairs", after.PushedPairs-before.PushedPairs,
+			"pushed_points", after.PushedPoints-before.PushedPoints, "handed_off", after.DroppedPairs-before.DroppedPairs,
+			"under_replicated", acc.under, "hinted_points", acc.hinted, "leaving", leaving,
+			"took", time.Since(began).Round(time.Millisecond), "err", err)
 	}
 	return err
 }
@@ -346,7 +353,7 @@ func (r *repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*
 		_, err := r.replicas.For(p).Write(cctx, req)
 		cancel()
 		if err != nil {
-			r.log.Printf("repair: push %d pairs to %s: %v", len(part), p.RPCAddr, err)
+			r.log.Warn("repair: push failed", "pairs", len(part), "peer", nodeID(p), "rpc", p.RPCAddr, "err", err)
 			return stored
 		}
 		r.pushedPairs.Add(int64(len(part)))

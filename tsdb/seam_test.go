@@ -2,8 +2,7 @@ package tsdb
 
 import (
 	"context"
-	"io"
-	"log"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -68,7 +67,7 @@ func TestWriteQuorumWithStalledReplicaLeavesHint(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 3, 2, 2
 	cfg.CallTimeout = 300 * time.Millisecond
-	logger := log.New(io.Discard, "", 0)
+	logger := slog.New(slog.DiscardHandler)
 	local := func(st store.Store) *localReplica {
 		return &localReplica{store: st, quantum: cfg.DHT.Quantum, format: cfg.DHT.Format, stats: func() wire.NodeStats { return wire.NodeStats{} }}
 	}

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"encoding/hex"
 	"fmt"
-	"log"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/store"
@@ -42,6 +43,8 @@ func nodeCommand() *cli.Command {
 			&cli.DurationFlag{Name: "repair-interval", Value: 10 * time.Minute, Usage: "how often (±25%) the node compares every shard it holds with its owners; membership changes start a pass at once"},
 			&cli.Float64Flag{Name: "repair-rate", Value: 4, Usage: "MB/s of repair and hand-off work (points read and pushed, 12 bytes a point); 0 = unbounded"},
 			&cli.DurationFlag{Name: "handoff-timeout", Value: 30 * time.Second, Usage: "on SIGTERM, how long the node may spend handing its shards to their owners before it leaves"},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "least level logged: debug, info, warn or error"},
+			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log records as text (key=value) or json, one per line on stderr"},
 			&cli.StringFlag{Name: "disk-reserve", Value: "64MiB", Usage: "free space kept on the data filesystem for the storage engine: writes are refused as \"disk full\" below it; 0 disables the check"},
 		},
 		Action: runNode,
@@ -49,6 +52,10 @@ func nodeCommand() *cli.Command {
 }
 
 func runNode(c *cli.Context) error {
+	logger, err := newLogger(c.String("log-level"), c.String("log-format"))
+	if err != nil {
+		return err
+	}
 	cfg := tsdb.DefaultConfig()
 	q, err := quanta.NewQuantum(c.Duration("quantum"))
 	if err != nil {
@@ -77,8 +84,13 @@ func runNode(c *cli.Context) error {
 	cfg.RepairRate = int64(c.Float64("repair-rate") * 1e6)
 	cfg.RepairUnthrottled = c.Float64("repair-rate") == 0
 	cfg.HandoffTimeout = c.Duration("handoff-timeout")
-	cfg.Logger = log.New(os.Stderr, "tsdht node: ", log.LstdFlags|log.Lmicroseconds)
-	st, err := openStore(c, dir, q)
+	cfg.Logger = logger
+	id, err := dht.LoadOrCreateIdentity(dir)
+	if err != nil {
+		return err
+	}
+	self := dht.NewPeer(id, "")
+	st, err := openStore(c, dir, q, logger.With("node", hex.EncodeToString(self.Key[:])))
 	if err != nil {
 		return err
 	}
@@ -89,19 +101,19 @@ func runNode(c *cli.Context) error {
 		st.Close()
 		return err
 	}
-	self := n.DHT().Self()
-	cfg.Logger.Printf("serving rpc %s gossip %s id %s (%s, quantum %v, rf %d)",
-		n.RPCAddr(), cfg.DHT.GossipAddr, self.Key, f, q.Duration(), cfg.RF)
+	logger = logger.With("node", hex.EncodeToString(self.Key[:]))
+	logger.Info("serving", "rpc", n.RPCAddr(), "gossip", n.DHT().GossipAddr(), "id_format", f.String(),
+		"quantum", q.Duration().String(), "rf", cfg.RF)
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	s := <-sig
-	cfg.Logger.Printf("%v: leaving the cluster", s)
+	logger.Info("leaving the cluster", "signal", s.String())
 	return n.Close()
 }
 
 // openStore opens the node's local store as the flags say.
-func openStore(c *cli.Context, dir string, q quanta.Quantum) (store.Store, error) {
+func openStore(c *cli.Context, dir string, q quanta.Quantum, logger *slog.Logger) (store.Store, error) {
 	switch c.String("store") {
 	case "memory":
 		for _, f := range []string{"retention", "max-disk"} {
@@ -134,10 +146,26 @@ func openStore(c *cli.Context, dir string, q quanta.Quantum) (store.Store, error
 		return nil, fmt.Errorf("--disk-reserve: %w", err)
 	}
 	opts.NoDiskReserve = opts.DiskReserve == 0
-	opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	opts.Logger = logger
 	st, err := store.OpenPebble(filepath.Join(dir, "store"), opts)
 	if err != nil {
 		return nil, fmt.Errorf("opening the store in %s: %w", dir, err)
 	}
 	return st, nil
+}
+
+// newLogger returns the node's logger on stderr at the given level and format.
+func newLogger(level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
