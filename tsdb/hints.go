@@ -20,8 +20,8 @@ type hints struct {
 	held    atomic.Int64 // points held for unreachable replicas
 }
 
-func newHints(st store.Store, max int64, deliver func(), logger *slog.Logger) *hints {
-	return &hints{store: st, max: max, deliver: deliver, log: logger}
+func newHints(st store.Store, maxPoints int64, deliver func(), logger *slog.Logger) *hints {
+	return &hints{store: st, max: maxPoints, deliver: deliver, log: logger}
 }
 
 // record keeps pts of series key in shard ref for a replica that did not acknowledge them.
