@@ -101,6 +101,14 @@ type Config struct {
 	// remembering, a dead or departed node; Members reports it that long.
 	GossipToTheDeadTime time.Duration
 
+	// DownGrace is how long a member that stopped on purpose (StateStopped: a
+	// restart, an upgrade) keeps owning its shards: writes meant for it leave hints
+	// and nothing is re-replicated elsewhere, so a rolling restart moves only what
+	// was written meanwhile. A member that stays away longer is treated as gone and
+	// its shards are copied to the next-closest nodes. A crashed member (StateDead)
+	// gets no grace. Default 10 minutes.
+	DownGrace time.Duration
+
 	// TCPTimeout bounds memberlist's TCP exchanges: a join through a seed
 	// that is powered off waits this long.
 	TCPTimeout time.Duration
@@ -136,6 +144,7 @@ func DefaultLANConfig() Config {
 		PushPullInterval:    5 * time.Second,
 		DeadNodeReclaimTime: time.Second,
 		GossipToTheDeadTime: 30 * time.Second,
+		DownGrace:           10 * time.Minute,
 		TCPTimeout:          2 * time.Second,
 	}
 }
@@ -156,6 +165,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.PushPullInterval, d.PushPullInterval)
 	setDefault(&c.DeadNodeReclaimTime, d.DeadNodeReclaimTime)
 	setDefault(&c.GossipToTheDeadTime, d.GossipToTheDeadTime)
+	setDefault(&c.DownGrace, d.DownGrace)
 	setDefault(&c.TCPTimeout, d.TCPTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -33,6 +33,11 @@ const (
 	StateLeaving = "leaving"
 	StateDead    = "dead"
 	StateLeft    = "left"
+	// StateStopped is a member that stopped on purpose and will be back (a restart,
+	// an upgrade): it keeps owning its shards for Config.DownGrace, so that writes
+	// meant for it leave hints and nothing is copied elsewhere meanwhile. Live leaves it
+	// out; ReplicaSet keeps it.
+	StateStopped = "stopped"
 )
 
 // Meta is what a node tells the cluster about itself beside its Peer, in its
@@ -46,12 +51,15 @@ type Meta struct {
 	// and its Node.State does not say which (hashicorp/memberlist#266: the
 	// state it maintains is a shadowing field of its own).
 	Leaving bool
+	// Stopping says that the node is stopping and will come back with its data: the
+	// others keep counting it as an owner for their DownGrace (StateStopped).
+	Stopping bool
 }
 
 // Member is a node as memberlist knows it.
 type Member struct {
 	Peer
-	// State is StateAlive, StateLeaving, StateDead or StateLeft. A node that memberlist
+	// State is StateAlive, StateLeaving, StateStopped, StateDead or StateLeft. A node that memberlist
 	// suspects is still alive: memberlist raises no event on suspicion, and
 	// the Node.State of the nodes its Members returns is not maintained
 	// (hashicorp/memberlist#266), so there is no suspect state to read
@@ -79,11 +87,17 @@ func encodeMeta(p Peer, m Meta) []byte {
 	if m.Leaving {
 		flags |= flagLeaving
 	}
+	if m.Stopping {
+		flags |= flagStopping
+	}
 	return append(b, byte(m.Format), flags)
 }
 
-// flagLeaving is the metadata flag of Meta.Leaving.
-const flagLeaving = 1
+// The metadata flags of Meta.Leaving and Meta.Stopping.
+const (
+	flagLeaving  = 1
+	flagStopping = 2
+)
 
 // decodeMeta parses what encodeMeta laid out, checking every length against
 // the bytes that remain: the metadata comes from the network. Flags it does
@@ -129,6 +143,7 @@ func decodeMeta(b []byte) (Peer, Meta, error) {
 		return Peer{}, m, errors.New("metadata truncated")
 	}
 	m.Leaving = flags&flagLeaving != 0
+	m.Stopping = flags&flagStopping != 0
 	return p, m, nil
 }
 
@@ -258,6 +273,8 @@ func memberFrom(n *memberlist.Node, gone bool) (Member, error) {
 	switch {
 	case gone && m.Leaving:
 		state = StateLeft
+	case gone && m.Stopping:
+		state = StateStopped
 	case gone:
 		state = StateDead
 	case m.Leaving:

@@ -34,6 +34,7 @@ type Node struct {
 	cfg      Config
 	logger   *slog.Logger
 	leaving  atomic.Bool // Leave has begun: the metadata says so
+	pausing  atomic.Bool // Stop has begun: the metadata says so
 	stopping atomic.Bool // Close has begun: memberlist's errors are its doing
 	// hexNames maps the base58 peer ID of every member to its 40-hex node ID,
 	// for memberlistLog.
@@ -54,6 +55,7 @@ type Node struct {
 	mu      sync.RWMutex
 	members map[string]memberEntry // by memberlist name, the departed included
 	live    []Peer                 // the live members, self included, by ID
+	owners  []Peer                 // live and stopped within DownGrace: whom ReplicaSet places on
 	subs    []chan struct{}
 	version atomic.Uint64 // bumped by every membership change
 
@@ -108,7 +110,7 @@ func New(cfg Config, id peer.ID, srv *rpc.Server, cli *rpc.Client) (*Node, error
 
 // localMeta returns what this node's metadata says.
 func (n *Node) localMeta() Meta {
-	return Meta{Protocol: ProtocolVersion, Quantum: n.cfg.Quantum, Format: n.cfg.Format, Leaving: n.leaving.Load()}
+	return Meta{Protocol: ProtocolVersion, Quantum: n.cfg.Quantum, Format: n.cfg.Format, Leaving: n.leaving.Load(), Stopping: n.pausing.Load()}
 }
 
 // Start starts memberlist and the loop that feeds the routing table and
@@ -238,6 +240,9 @@ func (n *Node) run() {
 			}
 			n.syncTable()
 			n.forgetDeparted()
+			if n.expireStopped() {
+				n.notifySubscribers()
+			}
 		case <-reclaim.C:
 			// The exchanges' NotifyMerge sets staleSelf again while a
 			// member still holds the old incarnation.
@@ -315,18 +320,55 @@ func (n *Node) setMember(m Member) {
 			"rpc", m.RPCAddr, "gossip", m.GossipAddr)
 	}
 	n.members[name] = memberEntry{Member: m, since: time.Now()}
-	var live []Peer
+	n.rebuild(time.Now())
+}
+
+// rebuild recomputes the live and owner lists from the members. mu is held.
+func (n *Node) rebuild(now time.Time) {
+	var live, owners []Peer
 	names := make(map[string]string, len(n.members))
 	for name, e := range n.members {
-		if e.State == StateAlive {
+		switch {
+		case e.State == StateAlive:
 			live = append(live, e.Peer)
+			owners = append(owners, e.Peer)
+		case n.inGrace(e, now):
+			owners = append(owners, e.Peer)
 		}
 		names[name] = hex.EncodeToString(e.Key[:])
 	}
 	n.hexNames.Store(&names)
-	slices.SortFunc(live, func(a, b Peer) int { return strings.Compare(a.ID, b.ID) })
-	n.live = live
+	byID := func(a, b Peer) int { return strings.Compare(a.ID, b.ID) }
+	slices.SortFunc(live, byID)
+	slices.SortFunc(owners, byID)
+	n.live, n.owners = live, owners
 	n.version.Add(1)
+}
+
+// inGrace reports whether e is a member that stopped on purpose less than
+// DownGrace ago.
+func (n *Node) inGrace(e memberEntry, now time.Time) bool {
+	return e.State == StateStopped && now.Sub(e.since) < n.cfg.DownGrace
+}
+
+// expireStopped stops counting as owners the members stopped longer than
+// DownGrace, and reports whether any did.
+func (n *Node) expireStopped() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := time.Now()
+	expired := false
+	for _, e := range n.members {
+		if e.State == StateStopped && !n.inGrace(e, now) && slices.ContainsFunc(n.owners, func(p Peer) bool { return p.ID == e.ID }) {
+			n.logger.Info("dht: member stopped longer than the down grace: its shards go to the next-closest nodes",
+				"peer", hex.EncodeToString(e.Key[:]), "rpc", e.RPCAddr, "down_grace", n.cfg.DownGrace.String())
+			expired = true
+		}
+	}
+	if expired {
+		n.rebuild(now)
+	}
+	return expired
 }
 
 // Version returns a counter that increases with every membership change this node
@@ -354,7 +396,7 @@ func (n *Node) forgetDeparted() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for name, e := range n.members {
-		if e.State != StateAlive && time.Since(e.since) > n.cfg.GossipToTheDeadTime {
+		if e.State != StateAlive && time.Since(e.since) > n.cfg.GossipToTheDeadTime && !n.inGrace(e, time.Now()) {
 			delete(n.members, name)
 		}
 	}
@@ -464,6 +506,33 @@ func (n *Node) BeginLeave(timeout time.Duration) error {
 		return nil
 	}
 	return n.announceLeaving(time.Now().Add(timeout))
+}
+
+// Stop tells the cluster that this node stops and will come back with its data
+// (a restart, an upgrade), taking up to timeout, and then closes the node. The
+// others keep it among the owners of its shards for their DownGrace
+// (StateStopped): their writes for it leave hints, and nothing is copied
+// elsewhere meanwhile. Leave is for a node that goes for good.
+func (n *Node) Stop(timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = defaultLeaveTimeout
+	}
+	deadline := time.Now().Add(timeout)
+	var err error
+	n.lifeMu.Lock()
+	if n.ml != nil && !n.closed {
+		n.pausing.Store(true)
+		uerr := n.ml.UpdateNode(time.Until(deadline))
+		if uerr == nil {
+			n.pushState(time.Until(deadline))
+		}
+		lerr := n.ml.Leave(max(time.Until(deadline), time.Millisecond))
+		if err = errors.Join(uerr, lerr); err != nil {
+			err = fmt.Errorf("dht: stop: %w", err)
+		}
+	}
+	n.lifeMu.Unlock()
+	return errors.Join(err, n.Close())
 }
 
 // announceLeaving sets the leaving flag in the metadata and pushes it to

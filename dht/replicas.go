@@ -16,8 +16,19 @@ import (
 // set. The routing table is not consulted: its buckets overflow past about
 // forty nodes and each node would keep different ones. Lookup computes the
 // same set through the routing tables when the full list is not at hand.
+//
+// Members that stopped on purpose less than Config.DownGrace ago count too: they
+// keep their shards while they restart, and calls to them fail fast (a writer
+// leaves a hint).
 func (n *Node) ReplicaSet(id quanta.ID, rf int) []Peer {
-	return ClosestPeers(n.Live(), id, rf)
+	return ClosestPeers(n.owners_(), id, rf)
+}
+
+// owners_ returns the members ReplicaSet places on.
+func (n *Node) owners_() []Peer {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.owners
 }
 
 // Locate returns ReplicaSet(id, rf). It never blocks and never fails: the node has

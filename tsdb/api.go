@@ -54,6 +54,36 @@ func (n *Node) registerCoordinator() {
 	handle(n.srv, wire.MethodStatus, func(ctx context.Context, _ *struct{}) (*wire.StatusResp, error) {
 		return n.clusterStatus(ctx), nil
 	})
+	handle(n.srv, wire.MethodDecommission, n.serveDecommission)
+}
+
+// serveDecommission hands this node's shards off when it is the node named, and
+// forwards the request to the node named otherwise. Once this node has handed off,
+// Decommissioned tells the process to leave; the reply goes out before that.
+func (n *Node) serveDecommission(ctx context.Context, req *wire.DecommissionReq) (*wire.DecommissionResp, error) {
+	self := nodeID(n.dht.Self())
+	if req.NodeID != self {
+		for _, m := range n.dht.Members() {
+			if nodeID(m.Peer) != req.NodeID {
+				continue
+			}
+			if m.State != dht.StateAlive && m.State != dht.StateLeaving {
+				return nil, rpc.Errorf(CodeUnavailable, "node %s is %s: only a running node can hand its shards off (start it again first)", req.NodeID, m.State)
+			}
+			var resp wire.DecommissionResp
+			if err := rpc.Invoke(ctx, n.cli, m.RPCAddr, wire.MethodDecommission, req, &resp); err != nil {
+				return nil, err
+			}
+			return &resp, nil
+		}
+		return nil, rpc.Errorf(CodeBadInput, "no member with node ID %q (tsdht status lists them)", req.NodeID)
+	}
+	resp, err := n.HandOff(ctx)
+	if err != nil {
+		return nil, rpc.Errorf(CodeUnavailable, "decommission of %s: %v; the node stays a member: repeat the request once its peers are reachable", self, err)
+	}
+	n.decomOnce.Do(func() { close(n.decommissioned) })
+	return &resp, nil
 }
 
 func peerInfo(p dht.Peer, state string) PeerInfo {
@@ -67,7 +97,7 @@ func (n *Node) clusterStatus(ctx context.Context) *wire.StatusResp {
 	var wg sync.WaitGroup
 	for i, m := range members {
 		out[i] = NodeStats{PeerInfo: peerInfo(m.Peer, m.State)}
-		if m.State == "dead" || m.State == "left" {
+		if m.State == dht.StateDead || m.State == dht.StateLeft || m.State == dht.StateStopped {
 			continue
 		}
 		wg.Add(1)

@@ -353,8 +353,8 @@ func TestJoinMovesShardsToNewOwners(t *testing.T) {
 	checkAll(t, lc, want)
 }
 
-// A node that leaves gracefully hands its shards to the nodes that own them without it
-// before it goes: no shard is left short of rf copies, before any other node repairs.
+// A decommissioned node hands its shards to the nodes that own them without it before
+// it goes: no shard is left short of rf copies, before any other node repairs.
 func TestGracefulLeaveHandsOff(t *testing.T) {
 	const rf = 3
 	lc := startCluster(t, 5, healConfig)
@@ -383,8 +383,12 @@ func TestGracefulLeaveHandsOff(t *testing.T) {
 		}
 	}
 	held := lc.Nodes[leaver].Store().Stats().Shards
-	if err := lc.Nodes[leaver].Close(); err != nil {
+	resp, err := lc.Nodes[leaver].Decommission(ctx)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if resp.StillHeld != 0 || resp.HandedOff != int64(held) {
+		t.Errorf("decommission handed off %d of %d pairs, %d still held", resp.HandedOff, held, resp.StillHeld)
 	}
 	lc.Nodes[leaver] = nil
 	short := 0

@@ -11,12 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/store"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // MaxRF is the largest replication factor.
@@ -66,7 +68,8 @@ type Config struct {
 	// MaxHintPoints bounds the points a node keeps for replicas it could not reach.
 	// Past it a failed replica write is left to anti-entropy. Default 1 Mi points.
 	MaxHintPoints int64
-	// HandoffTimeout bounds the hand-off of shards on a graceful leave. Default 30 s.
+	// HandoffTimeout bounds a decommission's hand-off of shards when the caller set no
+	// deadline (tsdht decommission sets its own --timeout). Default 30 s.
 	HandoffTimeout time.Duration
 	// RPC configures framing and connections; zero fields take rpc's defaults.
 	RPC rpc.Config
@@ -209,6 +212,9 @@ type Node struct {
 	repair   *repairer // nil when the store cannot be walked
 	hints    *hints    // nil with repair
 	rpcAdr   string
+
+	decommissioned chan struct{} // closed when a decommission asked over RPC handed off
+	decomOnce      sync.Once
 }
 
 // Start brings a node up: it listens for RPC, joins the cluster and serves.
@@ -224,7 +230,7 @@ func Start(cfg Config) (*Node, error) {
 	// Every record names the node as status does.
 	logger := cfg.Logger.With("node", nodeID(dht.NewPeer(id, "")))
 	cfg.Logger, cfg.RPC.Logger, cfg.DHT.Logger = logger, logger, logger
-	n := &Node{log: logger, store: cfg.Store}
+	n := &Node{log: logger, store: cfg.Store, decommissioned: make(chan struct{})}
 	n.srv = rpc.NewServer(cfg.Transport, cfg.RPC)
 	n.cli = rpc.NewClient(cfg.Transport, cfg.RPC)
 
@@ -294,33 +300,84 @@ func (n *Node) Coordinator() *Coordinator { return n.coord }
 // Store returns the node's local store.
 func (n *Node) Store() store.Store { return n.store }
 
-// Close leaves the cluster (telling peers at once rather than letting them detect a
-// failure), stops serving and closes the store. The network stops before the store
-// closes: operations after an engine's Close would panic.
+// Close stops the node and keeps its data: what SIGTERM and SIGINT do, so that a
+// restart or an upgrade moves nothing. The others learn that it stopped (not that it
+// died) and keep it among the owners of its shards for their DHT.DownGrace: their
+// writes for it leave hints, which reach it when it is back. The network stops
+// before the store closes (operations after an engine's Close would panic); closing
+// the store flushes it. Decommission is for a node that goes for good.
 func (n *Node) Close() error {
 	if n.repair != nil {
 		n.repair.close()
-		// Tell the others first, so that none counts this node as an owner while it
-		// hands off: a node that received a copy must not drop it as surplus.
-		if err := n.dht.BeginLeave(2 * time.Second); err != nil {
-			n.log.Warn("announcing the leave failed", "err", err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.HandoffTimeout)
-		before := n.repair.stats()
-		err := n.repair.pass(ctx, true)
-		cancel()
-		after := n.repair.stats()
-		level := slog.LevelInfo
-		if err != nil {
-			level = slog.LevelWarn
-		}
-		n.log.Log(context.Background(), level, "hand-off before leaving", "pushed_pairs", after.PushedPairs-before.PushedPairs,
-			"handed_off", after.DroppedPairs-before.DroppedPairs, "still_held", n.store.Stats().Shards, "err", err)
+	}
+	errs := []error{n.dht.Stop(2 * time.Second)}
+	errs = append(errs, n.srv.Close(), n.cli.Close())
+	st := n.store.Stats()
+	errs = append(errs, n.store.Close())
+	err := errors.Join(errs...)
+	if err == nil {
+		n.log.Info("stopped; data kept for the restart", "pairs", st.Shards, "points", st.Points)
+	}
+	return err
+}
+
+// HandOff prepares a decommission: it tells the others that this node is leaving
+// (from then on it owns nothing, yet still answers), pushes every pair it holds to
+// the pair's owners and deletes each once every owner confirmed it. The node stays a
+// member; Leave or Decommission ends it.
+func (n *Node) HandOff(ctx context.Context) (wire.DecommissionResp, error) {
+	resp := wire.DecommissionResp{NodeID: nodeID(n.dht.Self())}
+	if n.repair == nil {
+		return resp, errors.New("this node's store cannot be walked: it cannot hand its shards off")
+	}
+	// Tell the others first, so that none counts this node as an owner while it hands
+	// off: a node that received a copy must not drop it as surplus.
+	if err := n.dht.BeginLeave(2 * time.Second); err != nil {
+		n.log.Warn("announcing the leave failed", "err", err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, n.cfg.HandoffTimeout)
+		defer cancel()
+	}
+	before := n.repair.stats()
+	err := n.repair.pass(ctx, true)
+	after := n.repair.stats()
+	resp.PushedPairs = after.PushedPairs - before.PushedPairs
+	resp.HandedOff = after.DroppedPairs - before.DroppedPairs
+	resp.StillHeld = n.store.Stats().Shards
+	if err == nil && resp.StillHeld > 0 {
+		err = fmt.Errorf("%d pairs could not be handed off (an owner did not confirm them)", resp.StillHeld)
+	}
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelWarn
+	}
+	n.log.Log(context.Background(), level, "hand-off for decommission", "pushed_pairs", resp.PushedPairs,
+		"handed_off", resp.HandedOff, "still_held", resp.StillHeld, "err", err)
+	return resp, err
+}
+
+// Leave leaves the cluster for good and closes the node, data or not: after HandOff.
+func (n *Node) Leave() error {
+	if n.repair != nil {
+		n.repair.close()
 	}
 	errs := []error{n.dht.Leave(2 * time.Second)}
 	errs = append(errs, n.srv.Close(), n.cli.Close(), n.store.Close())
 	return errors.Join(errs...)
 }
+
+// Decommission hands every shard off and leaves the cluster for good (HandOff, then
+// Leave). It leaves even if the hand-off did not finish, and then reports why.
+func (n *Node) Decommission(ctx context.Context) (wire.DecommissionResp, error) {
+	resp, err := n.HandOff(ctx)
+	return resp, errors.Join(err, n.Leave())
+}
+
+// Decommissioned is closed once a decommission asked over RPC has handed this node's
+// shards off: the process should then call Leave and exit.
+func (n *Node) Decommissioned() <-chan struct{} { return n.decommissioned }
 
 // Kill stops the node without leaving, as a crash would (for tests).
 func (n *Node) Kill() error {

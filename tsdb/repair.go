@@ -33,18 +33,19 @@ const repairBatchSize = 64
 // unreachable replica — is deleted here once every owner confirmed holding it. Pushing
 // is a union, so replicas converge however their copies diverged.
 type repairer struct {
-	cfg      *Config
-	place    Placement
-	replicas Replicas
-	store    store.Store
-	walker   Walker
-	types    *registry
-	hints    *hints
-	log      *slog.Logger
-	kick     chan struct{}
-	limit    *rateLimiter
-	stop     chan struct{}
-	done     chan struct{}
+	cfg       *Config
+	place     Placement
+	replicas  Replicas
+	store     store.Store
+	walker    Walker
+	types     *registry
+	hints     *hints
+	log       *slog.Logger
+	kick      chan struct{}
+	limit     *rateLimiter
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
 
 	passMu sync.Mutex // one pass at a time
 
@@ -116,8 +117,9 @@ func (r *repairer) run(changes <-chan struct{}) {
 	}
 }
 
+// close stops the loop and waits for it; later calls return at once.
 func (r *repairer) close() {
-	close(r.stop)
+	r.closeOnce.Do(func() { close(r.stop) })
 	<-r.done
 }
 

@@ -22,6 +22,7 @@ func main() {
 			statusCommand(),
 			locateCommand(),
 			fsckCommand(),
+			decommissionCommand(),
 			demoCommand(),
 			benchCommand(),
 		},

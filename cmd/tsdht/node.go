@@ -42,7 +42,8 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "max-disk", Value: "0", Usage: "disk budget of the store (512MB, 2GB, 1.5GiB or bytes; MB = 10^6, MiB = 2^20): over it the oldest quanta are dropped; 0 is unlimited. Pebble's WAL takes ~10-20 MiB of it"},
 			&cli.DurationFlag{Name: "repair-interval", Value: 10 * time.Minute, Usage: "how often (±25%) the node compares every shard it holds with its owners; membership changes start a pass at once"},
 			&cli.Float64Flag{Name: "repair-rate", Value: 4, Usage: "MB/s of repair and hand-off work (points read and pushed, 12 bytes a point); 0 = unbounded"},
-			&cli.DurationFlag{Name: "handoff-timeout", Value: 30 * time.Second, Usage: "on SIGTERM, how long the node may spend handing its shards to their owners before it leaves"},
+			&cli.DurationFlag{Name: "handoff-timeout", Value: 30 * time.Second, Usage: "how long a decommission asked without a deadline may spend handing the shards off (SIGTERM keeps the data and hands nothing off)"},
+			&cli.DurationFlag{Name: "down-grace", Value: 10 * time.Minute, Usage: "how long the others keep a node that stopped on purpose (SIGTERM: a restart, an upgrade) as an owner of its shards, holding hints for it, before they copy its shards elsewhere; the same on every node"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "least level logged: debug, info, warn or error"},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log records as text (key=value) or json, one per line on stderr"},
 			&cli.StringFlag{Name: "disk-reserve", Value: "64MiB", Usage: "free space kept on the data filesystem for the storage engine: writes are refused as \"disk full\" below it; 0 disables the check"},
@@ -84,6 +85,7 @@ func runNode(c *cli.Context) error {
 	cfg.RepairRate = int64(c.Float64("repair-rate") * 1e6)
 	cfg.RepairUnthrottled = c.Float64("repair-rate") == 0
 	cfg.HandoffTimeout = c.Duration("handoff-timeout")
+	cfg.DHT.DownGrace = c.Duration("down-grace")
 	cfg.Logger = logger
 	id, err := dht.LoadOrCreateIdentity(dir)
 	if err != nil {
@@ -105,11 +107,29 @@ func runNode(c *cli.Context) error {
 	logger.Info("serving", "rpc", n.RPCAddr(), "gossip", n.DHT().GossipAddr(), "id_format", f.String(),
 		"quantum", q.Duration().String(), "rf", cfg.RF)
 
-	sig := make(chan os.Signal, 1)
+	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	s := <-sig
-	logger.Info("leaving the cluster", "signal", s.String())
-	return n.Close()
+	var stop func() error
+	select {
+	case s := <-sig:
+		// A stop, not a departure: the data stays for the restart, and the others hold
+		// hints meanwhile (tsdht decommission is how a node goes for good).
+		logger.Info("stopping; data kept", "signal", s.String())
+		stop = n.Close
+	case <-n.Decommissioned():
+		logger.Info("decommissioned: shards handed off; leaving the cluster")
+		stop = n.Leave
+	}
+	done := make(chan error, 1)
+	go func() { done <- stop() }()
+	select {
+	case err := <-done:
+		return err
+	case s := <-sig:
+		// A second signal: the operator does not want to wait. Nothing acknowledged is
+		// lost (the store's WAL has it); the others see a death instead of a stop.
+		return cli.Exit(fmt.Sprintf("tsdht: %s again: exiting at once", s), 1)
+	}
 }
 
 // openStore opens the node's local store as the flags say.

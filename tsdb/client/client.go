@@ -167,3 +167,12 @@ func (c *Client) Locate(ctx context.Context, id quanta.ID) ([]wire.PeerInfo, err
 	err := c.invoke(ctx, wire.MethodLocate, &wire.LocateReq{ID: id[:]}, &resp)
 	return resp.Replicas, err
 }
+
+// Decommission has the node with the given 160-bit ID (40 hex digits, as Status
+// reports it) hand all its shards off and leave the cluster for good. It returns once
+// the hand-off is done; the node leaves right after.
+func (c *Client) Decommission(ctx context.Context, nodeID string) (wire.DecommissionResp, error) {
+	var resp wire.DecommissionResp
+	err := c.invoke(ctx, wire.MethodDecommission, &wire.DecommissionReq{NodeID: nodeID}, &resp)
+	return resp, err
+}

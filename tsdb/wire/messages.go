@@ -128,6 +128,22 @@ type LocateResp struct {
 	Replicas []PeerInfo `msgpack:"r"`
 }
 
+// DecommissionReq names the node to decommission by its 160-bit ID (40 hex digits,
+// as status prints it).
+type DecommissionReq struct {
+	NodeID string `msgpack:"id"`
+}
+
+// DecommissionResp says what the hand-off moved. StillHeld is the number of (shard,
+// series) pairs the node could not hand off (an owner unreachable): the node then
+// stays a member, and the request can be repeated.
+type DecommissionResp struct {
+	NodeID      string `msgpack:"id"`
+	PushedPairs int64  `msgpack:"pushed"`
+	HandedOff   int64  `msgpack:"handed"`
+	StillHeld   int    `msgpack:"held"`
+}
+
 // StatusResp lists every member a node knows (MethodStatus), by NodeID.
 type StatusResp struct {
 	Nodes []NodeStats `msgpack:"nodes"`

@@ -41,6 +41,10 @@ const (
 	MethodStatus = "tsdb.status"
 	// MethodLocate lists a shard's replica set, closest first: LocateReq → LocateResp.
 	MethodLocate = "tsdb.locate"
+	// MethodDecommission has a node hand every shard it holds to the shards' other
+	// owners and then leave the cluster for good: DecommissionReq → DecommissionResp.
+	// The node asked forwards the request to the node named when that is another.
+	MethodDecommission = "tsdb.decommission"
 )
 
 // Error codes carried in rpc.RemoteError.Code, so that a caller can tell a user's mistake

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// statusOf returns `status --json` through node i, by node ID.
+func (c *e2eCluster) statusOf(i int) map[string]statusJSON {
+	c.t.Helper()
+	out, errOut, code := c.run("", "status", "--cluster", c.nodes[i].rpc, "--json")
+	if code != 0 {
+		c.t.Fatalf("status: exit %d: %s", code, errOut)
+	}
+	m := map[string]statusJSON{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var s statusJSON
+		if err := json.Unmarshal([]byte(line), &s); err != nil {
+			c.t.Fatalf("status line %q: %v", line, err)
+		}
+		m[s.RPC] = s
+	}
+	return m
+}
+
+// waitExit waits for node i's process to end and returns its exit code.
+func (c *e2eCluster) waitExit(i int, within time.Duration) int {
+	c.t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- c.nodes[i].cmd.Wait() }()
+	select {
+	case err := <-done:
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		return 0
+	case <-time.After(within):
+		c.t.Fatalf("node %d did not exit within %v", i, within)
+		return -1
+	}
+}
+
+// TestStopKeepsDataDecommissionEmpties: SIGTERM stops a node with its data kept (the
+// others call it "stopped" and go on writing), a restart serves it again, and `tsdht
+// decommission` hands a node's shards off, empties it, and makes it exit — with every
+// point still readable.
+func TestStopKeepsDataDecommissionEmpties(t *testing.T) {
+	c := startE2ECluster(t, 4, "--rf", "3")
+	key := "stop/decom"
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Minute).UnixNano()
+	all := pmuPoints(t0, 7200)
+	if _, errOut, code := c.run(csvOf(all[:3600]), "put", "--cluster", c.nodes[0].rpc, "--series", key); code != 0 {
+		t.Fatalf("put: %s", errOut)
+	}
+
+	// A stop keeps the data.
+	stopped := c.nodes[3]
+	stoppedDir := argAfter(stopped.cmd.Args, "--data")
+	stopped.cmd.Process.Signal(syscall.SIGTERM)
+	if code := c.waitExit(3, 20*time.Second); code != 0 {
+		t.Fatalf("SIGTERM: exit %d; log:\n%s", code, stopped.log)
+	}
+	if !strings.Contains(stopped.log.String(), "data kept") {
+		t.Errorf("the stopping node does not say it keeps its data; log:\n%s", stopped.log)
+	}
+	out, errOut, code := c.run("", "fsck", "--data", stoppedDir)
+	if code != 0 || strings.Contains(out, "pairs: 0 read") {
+		t.Fatalf("fsck of the stopped node: exit %d, %s%s (want its pairs kept)", code, out, errOut)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for c.statusOf(0)[stopped.rpc].State != "stopped" {
+		if time.Now().After(deadline) {
+			t.Fatalf("status does not show the node stopped: %+v", c.statusOf(0)[stopped.rpc])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Writes go on meanwhile.
+	if _, errOut, code := c.run(csvOf(all[3600:]), "put", "--cluster", c.nodes[0].rpc, "--series", key); code != 0 {
+		t.Fatalf("put while a node is stopped: %s", errOut)
+	}
+	// Back on its data.
+	stopped.cmd = exec.Command(c.bin, stopped.cmd.Args[1:]...)
+	stopped.cmd.Stderr = &syncWriter{w: stopped.log}
+	if err := stopped.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c.waitAlive(4, 30*time.Second)
+	c.checkRead(3, key, all, all[0].t, all[len(all)-1].t+1)
+
+	// A decommission empties the node and makes it exit.
+	leaver := c.nodes[1]
+	id := c.statusOf(0)[leaver.rpc].NodeID
+	out, errOut, code = c.run("", "decommission", "--cluster", c.nodes[0].rpc, "--node", id)
+	if code != 0 {
+		t.Fatalf("decommission: exit %d: %s%s; node log:\n%s", code, out, errOut, leaver.log)
+	}
+	t.Log(strings.TrimSpace(out))
+	if code := c.waitExit(1, 20*time.Second); code != 0 {
+		t.Fatalf("decommissioned node exited %d; log:\n%s", code, leaver.log)
+	}
+	out, _, code = c.run("", "fsck", "--data", argAfter(leaver.cmd.Args, "--data"))
+	if code != 0 || !strings.Contains(out, "pairs: 0 read") {
+		t.Fatalf("the decommissioned node's store is not empty: exit %d\n%s", code, out)
+	}
+	for _, i := range []int{0, 2, 3} {
+		c.checkRead(i, key, all, all[0].t, all[len(all)-1].t+1)
+	}
+	// A wrong ID is refused with a message.
+	_, errOut, code = c.run("", "decommission", "--cluster", c.nodes[0].rpc, "--node", strings.Repeat("ab", 20))
+	if code == 0 || !strings.Contains(errOut, "no member") {
+		t.Fatalf("decommission of an unknown ID: exit %d: %s", code, errOut)
+	}
+}
+
+func argAfter(args []string, flag string) string {
+	for i, a := range args {
+		if a == flag && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+

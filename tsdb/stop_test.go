@@ -1,0 +1,147 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/store"
+)
+
+// TestStopKeepsDataRestartMovesOnlyHints stops a node as SIGTERM does (a restart or an
+// upgrade) while writes go on, and starts it again on its data: it keeps every pair it
+// held, the others keep it as an owner meanwhile (writes succeed, leaving hints), and
+// bringing it back moves only what was written while it was down — not its data twice
+// (a hand-off before the stop and a copy back after it), which wears a board's eMMC.
+func TestStopKeepsDataRestartMovesOnlyHints(t *testing.T) {
+	const rf = 3
+	dir := t.TempDir()
+	cfgs := map[int]Config{}
+	tweak := func(i int, cfg *Config) {
+		healConfig(i, cfg)
+		st, err := store.OpenPebble(filepath.Join(cfg.DHT.DataDir, "store"), store.PebbleOptions{Sync: store.SyncNone})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Store = st
+		cfgs[i] = *cfg
+	}
+	lc, err := StartLocal(context.Background(), 5, dir, tweak)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lc.Close() })
+	ctx := context.Background()
+	t0 := base()
+	want := map[string]series.Points{}
+	for k := range 4 {
+		key := fmt.Sprintf("s%d", k)
+		want[key] = sixtyHz(t0, 7200)
+		if _, err := lc.Nodes[0].Coordinator().Put(ctx, key, want[key], PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitHealed(t, lc, rf, 30*time.Second)
+
+	x := 1
+	for i, n := range lc.Nodes {
+		if i != 0 && n.Store().Stats().Points > lc.Nodes[x].Store().Stats().Points {
+			x = i
+		}
+	}
+	held := lc.Nodes[x].Store().Stats()
+	pushedBefore := pushedPoints(lc)
+	rpcAddr, gossipAddr := lc.Nodes[x].RPCAddr(), lc.Nodes[x].DHT().GossipAddr()
+	if err := lc.Nodes[x].Close(); err != nil {
+		t.Fatal(err)
+	}
+	lc.Nodes[x] = nil
+	id := nodeIDOf(cfgs[x])
+	waitUntil(t, 10*time.Second, "the others to see the node stopped", func() bool {
+		for _, n := range lc.Nodes {
+			if n != nil && memberState(n, id) != dht.StateStopped {
+				return false
+			}
+		}
+		return true
+	})
+
+	// Writes go on while it is down: they reach quorum on the two others.
+	downKey := "during-stop"
+	want[downKey] = sixtyHz(t0+int64(3*time.Minute), 600)
+	if _, err := lc.Nodes[0].Coordinator().Put(ctx, downKey, want[downKey], PutOptions{}); err != nil {
+		t.Fatalf("write while a node is stopped: %v", err)
+	}
+
+	// Back on its data and its addresses.
+	cfg := cfgs[x]
+	st, err := store.OpenPebble(filepath.Join(cfg.DHT.DataDir, "store"), store.PebbleOptions{Sync: store.SyncNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Stats(); got.Points != held.Points || got.Shards != held.Shards {
+		t.Fatalf("the stopped node kept %d points in %d pairs of its %d in %d", got.Points, got.Shards, held.Points, held.Shards)
+	}
+	cfg.Store, cfg.RPCBind, cfg.DHT.GossipAddr, cfg.DHT.RPCAddr = st, rpcAddr, gossipAddr, ""
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc.Nodes[x] = n
+	if err := lc.WaitLive(ctx, 5, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitHealed(t, lc, rf, 30*time.Second)
+	moved := pushedPoints(lc) - pushedBefore
+	down := want[downKey]
+	t.Logf("stopped node held %d points; writes while it was down: %d points; points pushed to heal: %d",
+		held.Points, down.Len(), moved)
+	if moved > int64(down.Len()) {
+		t.Fatalf("healing after a restart pushed %d points, more than the %d written while the node was down", moved, down.Len())
+	}
+	checkAll(t, lc, want)
+}
+
+func pushedPoints(lc *LocalCluster) int64 {
+	var n int64
+	for _, node := range lc.Nodes {
+		if node != nil && node.repair != nil {
+			n += node.repair.stats().PushedPoints
+		}
+	}
+	return n
+}
+
+// nodeIDOf returns the 40-hex ID of the node whose identity lives in cfg's data dir.
+func nodeIDOf(cfg Config) string {
+	id, err := dht.LoadOrCreateIdentity(cfg.DHT.DataDir)
+	if err != nil {
+		panic(err)
+	}
+	return nodeID(dht.NewPeer(id, ""))
+}
+
+func memberState(n *Node, id string) string {
+	for _, m := range n.DHT().Members() {
+		if nodeID(m.Peer) == id {
+			return m.State
+		}
+	}
+	return ""
+}
+
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
