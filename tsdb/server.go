@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -79,14 +80,25 @@ type localReplica struct {
 	quantum quanta.Quantum
 	format  quanta.Format
 	stats   func() wire.NodeStats
+	// maxFuture refuses points stamped further ahead than this (plus replicaClockSlack),
+	// as coordinators do: a replica checks what it is sent, whoever sends it.
+	maxFuture time.Duration
 }
+
+// replicaClockSlack is what a replica adds to MaxFuture for the skew between its clock
+// and the coordinator's.
+const replicaClockSlack = time.Minute
 
 func (l *localReplica) Write(_ context.Context, req *wire.WriteReq) (*wire.WriteResp, error) {
 	stored := 0
+	limit := time.Now().Add(l.maxFuture + replicaClockSlack).UnixNano()
 	for i := range req.Shards {
 		w := &req.Shards[i]
 		ref, err := l.checkShard(w.ID, w.Start, w.Key)
 		if err != nil {
+			return nil, err
+		}
+		if err := l.checkPoints(w, limit); err != nil {
 			return nil, err
 		}
 		if err := l.store.Append(ref, w.Key, w.Points); err != nil {
@@ -95,6 +107,26 @@ func (l *localReplica) Write(_ context.Context, req *wire.WriteReq) (*wire.Write
 		stored += w.Points.Len()
 	}
 	return &wire.WriteResp{Stored: stored}, nil
+}
+
+// checkPoints refuses what a coordinator would have refused: invalid points (lengths,
+// string sizes), points outside the shard's quantum (they would be filed under the
+// wrong shard ID), points stamped too far in the future.
+func (l *localReplica) checkPoints(w *wire.ShardWrite, limit int64) error {
+	if err := w.Points.Valid(); err != nil {
+		return rpc.Errorf(CodeBadInput, "write of %q: %v", w.Key, err)
+	}
+	lo, hi := l.quantum.BeginNanos(w.Start), l.quantum.EndNanos(w.Start)
+	for _, t := range w.Points.T {
+		if t < lo || t >= hi {
+			return rpc.Errorf(CodeBadInput, "write of %q: point at %d is outside the shard's quantum [%d, %d)", w.Key, t, lo, hi)
+		}
+		if t > limit {
+			return rpc.Errorf(CodeBadInput, "write of %q: timestamp %s is more than %v in the future of this replica's clock (check the writer's clock)",
+				w.Key, time.Unix(0, t).UTC().Format(time.RFC3339Nano), l.maxFuture+replicaClockSlack)
+		}
+	}
+	return nil
 }
 
 func (l *localReplica) Read(_ context.Context, req *wire.ReadReq) (*wire.ReadResp, error) {
