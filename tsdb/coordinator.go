@@ -116,11 +116,18 @@ func (c *Coordinator) splitByQuantum(ctx context.Context, key string, pts series
 		if err != nil {
 			return nil, err
 		}
-		spans = append(spans, shardSpan{ref: ref, replicas: replicas, pts: pts.Slice(lo, hi)})
+		// A quantum holding more than a request's worth (long strings) goes in parts.
+		q := pts.Slice(lo, hi)
+		for _, part := range q.Batches(0, maxRequestBytes-shardWriteOverhead) {
+			spans = append(spans, shardSpan{ref: ref, replicas: replicas, pts: part})
+		}
 		lo = hi
 	}
 	return spans, nil
 }
+
+// shardWriteOverhead bounds what a wire.ShardWrite adds to its key and points.
+const shardWriteOverhead = 64
 
 // writeSpans sends every shard to all its replicas at once and returns when each shard
 // has reached quorum or can no longer reach it. Replica writes still in flight then
@@ -135,7 +142,7 @@ func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardS
 				}
 			}
 		}
-	}, 0)
+	}, 0, func(i int) int { return shardWriteOverhead + len(key) + spans[i].pts.WireSize() })
 	hint := c.hinter(key, spans)
 	results := fanOut(context.WithoutCancel(ctx), batches, 0, c.cfg.CallTimeout,
 		func(ctx context.Context, b *peerBatch[int]) (*wire.WriteResp, error) {

@@ -14,21 +14,33 @@ import (
 type peerBatch[T any] struct {
 	peer  dht.Peer
 	items []T
+	bytes int // the items' sizes, when grouped by size
 }
 
+// maxRequestBytes bounds the bytes of one replica request (its points' WireSize), well
+// inside an RPC frame (4 MiB): batches are cut by bytes as well as by count, so that any
+// valid write within the documented limits fits, whatever its points are.
+const maxRequestBytes = 1 << 20
+
 // groupByPeer groups work items by the peer they go to, in the order peers first appear,
-// cutting a peer's items into batches of at most maxBatch (0: no limit).
-func groupByPeer[T any](work iter.Seq2[dht.Peer, T], maxBatch int) []*peerBatch[T] {
+// cutting a peer's items into batches of at most maxBatch (0: no limit) and, when size is
+// not nil, of at most maxRequestBytes by size (an item larger than that goes alone).
+func groupByPeer[T any](work iter.Seq2[dht.Peer, T], maxBatch int, size func(T) int) []*peerBatch[T] {
 	open := map[string]*peerBatch[T]{} // the batch of each peer still taking items
 	var out []*peerBatch[T]
 	for p, item := range work {
+		n := 0
+		if size != nil {
+			n = size(item)
+		}
 		b := open[p.ID]
-		if b == nil || maxBatch > 0 && len(b.items) == maxBatch {
+		if b == nil || maxBatch > 0 && len(b.items) == maxBatch || len(b.items) > 0 && b.bytes+n > maxRequestBytes {
 			b = &peerBatch[T]{peer: p}
 			open[p.ID] = b
 			out = append(out, b)
 		}
 		b.items = append(b.items, item)
+		b.bytes += n
 	}
 	return out
 }

@@ -22,7 +22,7 @@ func TestGroupByPeerKeepsOrderAndCutsBatches(t *testing.T) {
 				return
 			}
 		}
-	}, 2)
+	}, 2, nil)
 	got := ""
 	for _, bt := range batches {
 		got += fmt.Sprintf("%s%v ", bt.peer.ID, bt.items)

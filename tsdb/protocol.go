@@ -25,5 +25,6 @@ const (
 	CodeUnknownSeries = wire.CodeUnknownSeries
 	CodeUnavailable   = wire.CodeUnavailable
 	CodePartial       = wire.CodePartial
+	CodeTooLarge      = wire.CodeTooLarge
 	CodeExpired       = wire.CodeExpired
 )

@@ -2,6 +2,8 @@ package tsdb
 
 import (
 	"context"
+	"errors"
+	"slices"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/rpc"
@@ -14,9 +16,10 @@ const maxShardsPerRequest = 64
 
 // replicaAnswer is what one replica said about one shard.
 type replicaAnswer struct {
-	ok     bool // the replica answered
-	res    wire.ShardResult
-	isData bool // res.Points holds the points, not only their digest
+	ok       bool // the replica answered
+	res      wire.ShardResult
+	isData   bool // res.Points holds the points, not only their digest
+	tooLarge bool // the replica answered that its points would not fit a frame
 }
 
 // Get reads the points of a series with from <= t < to, in time order.
@@ -122,6 +125,10 @@ func (c *Coordinator) assemble(key string, typ series.Type, spans []shardSpan, a
 	for i := range spans {
 		pts, complete := mergeAnswers(answers[i], r)
 		if !complete {
+			if slices.ContainsFunc(answers[i], func(a replicaAnswer) bool { return a.tooLarge }) {
+				return Result{}, rpc.Errorf(CodeTooLarge, "read of %q: the points of quantum %d in [%d, %d) do not fit in one answer; ask for a shorter range",
+					key, spans[i].ref.Start, spans[i].from, spans[i].to)
+			}
 			res.Missing++
 			continue
 		}
@@ -222,7 +229,7 @@ func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardS
 				return
 			}
 		}
-	}, maxShardsPerRequest)
+	}, maxShardsPerRequest, nil)
 	results := fanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout,
 		func(ctx context.Context, b *peerBatch[fetch]) (*wire.ReadResp, error) {
 			req := &wire.ReadReq{Shards: make([]wire.ShardRead, len(b.items))}
@@ -235,6 +242,13 @@ func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardS
 	for range batches {
 		r := <-results
 		if r.err != nil {
+			var re *rpc.RemoteError
+			if errors.As(r.err, &re) && re.Code == CodeTooLarge {
+				for _, f := range r.batch.items {
+					answers[f.shard][f.replica].tooLarge = true
+				}
+				continue
+			}
 			c.log.Warn("read from a replica failed", "series", key, "peer", nodeID(r.batch.peer), "rpc", r.batch.peer.RPCAddr, "err", r.err)
 			continue // those answers stay !ok: the replica did not answer
 		}
@@ -268,7 +282,13 @@ func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, 
 	default:
 		return
 	}
-	req := &wire.WriteReq{Shards: []wire.ShardWrite{{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, Points: merged}}}
+	req := &wire.WriteReq{}
+	for _, part := range merged.Batches(0, maxRequestBytes-shardWriteOverhead-len(key)) {
+		req.Shards = append(req.Shards, wire.ShardWrite{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, Points: part})
+	}
+	if len(req.Shards) > 1 {
+		return // larger than a request: left to anti-entropy, which sends it in parts
+	}
 	go func() {
 		defer func() { <-c.repairSlots }()
 		for _, p := range stale {

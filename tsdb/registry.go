@@ -48,7 +48,7 @@ func (g *registry) owners(ctx context.Context, key string) ([]*peerBatch[string]
 				return
 			}
 		}
-	}, 0), nil
+	}, 0, nil), nil
 }
 
 func (g *registry) cached(key string) (series.Type, bool) {

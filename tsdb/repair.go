@@ -266,7 +266,7 @@ func (r *repairer) compare(ctx context.Context, states []*pairState) {
 				}
 			}
 		}
-	}, 0)
+	}, 0, nil)
 	q := r.cfg.DHT.Quantum
 	// No deadline for the whole exchange: pushes wait for the rate limiter. Each call
 	// has its own.
@@ -339,14 +339,37 @@ func (r *repairer) settle(states []*pairState, acc *passTotals) error {
 
 // push writes pairs' points to one owner and returns those it stored.
 func (r *repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*pairState {
+	// Requests are cut by count and by bytes; a pair larger than a request goes in
+	// parts, and counts as stored once its last part is.
+	type part struct {
+		st   *pairState
+		pts  series.Points
+		last bool
+	}
+	var parts []part
+	for _, st := range pairs {
+		bs := st.local.Batches(0, maxRequestBytes-shardWriteOverhead-len(st.pr.key))
+		for i, b := range bs {
+			parts = append(parts, part{st, b, i == len(bs)-1})
+		}
+	}
+	batches := groupByPeer(func(yield func(dht.Peer, part) bool) {
+		for _, pt := range parts {
+			if !yield(p, pt) {
+				return
+			}
+		}
+	}, maxShardsPerRequest, func(pt part) int { return shardWriteOverhead + len(pt.st.pr.key) + pt.pts.WireSize() })
 	var stored []*pairState
-	for lo := 0; lo < len(pairs); lo += maxShardsPerRequest {
-		part := pairs[lo:min(lo+maxShardsPerRequest, len(pairs))]
-		req := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(part))}
-		points := 0
-		for i, st := range part {
-			req.Shards[i] = wire.ShardWrite{ID: st.pr.ref.ID[:], Start: st.pr.ref.Start, Key: st.pr.key, Points: st.local}
-			points += st.count
+	for _, b := range batches {
+		req := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.items))}
+		points, done := 0, 0
+		for i, pt := range b.items {
+			req.Shards[i] = wire.ShardWrite{ID: pt.st.pr.ref.ID[:], Start: pt.st.pr.ref.Start, Key: pt.st.pr.key, Points: pt.pts}
+			points += pt.pts.Len()
+			if pt.last {
+				done++
+			}
 		}
 		if err := r.limit.wait(ctx, int64(points)*bytesPerPointOnWire); err != nil {
 			return stored
@@ -355,12 +378,16 @@ func (r *repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*
 		_, err := r.replicas.For(p).Write(cctx, req)
 		cancel()
 		if err != nil {
-			r.log.Warn("repair: push failed", "pairs", len(part), "peer", nodeID(p), "rpc", p.RPCAddr, "err", err)
+			r.log.Warn("repair: push failed", "pairs", len(b.items), "peer", nodeID(p), "rpc", p.RPCAddr, "err", err)
 			return stored
 		}
-		r.pushedPairs.Add(int64(len(part)))
+		r.pushedPairs.Add(int64(done))
 		r.pushedPoints.Add(int64(points))
-		stored = append(stored, part...)
+		for _, pt := range b.items {
+			if pt.last {
+				stored = append(stored, pt.st)
+			}
+		}
 	}
 	return stored
 }

@@ -131,6 +131,7 @@ func (l *localReplica) checkPoints(w *wire.ShardWrite, limit int64) error {
 
 func (l *localReplica) Read(_ context.Context, req *wire.ReadReq) (*wire.ReadResp, error) {
 	resp := &wire.ReadResp{Shards: make([]wire.ShardResult, len(req.Shards))}
+	answer := 0
 	for i := range req.Shards {
 		r := &req.Shards[i]
 		ref, err := l.checkShard(r.ID, r.Start, r.Key)
@@ -157,10 +158,18 @@ func (l *localReplica) Read(_ context.Context, req *wire.ReadReq) (*wire.ReadRes
 		res.Held, res.Count, res.Hash = held, pts.Len(), readDigest(&pts, whole)
 		if !r.Digest {
 			res.Points = pts
+			if answer += pts.WireSize(); answer > maxReadAnswerBytes {
+				return nil, rpc.Errorf(CodeTooLarge, "read of %q: the answer would exceed %d bytes (quantum %d holds long values); ask for a shorter range",
+					r.Key, maxReadAnswerBytes, r.Start)
+			}
 		}
 	}
 	return resp, nil
 }
+
+// maxReadAnswerBytes bounds the points one replica read answers with (their WireSize),
+// inside an RPC frame (4 MiB) with room for the envelope.
+const maxReadAnswerBytes = 3 << 20
 
 func (l *localReplica) DeclareType(_ context.Context, key string, t series.Type) (series.Type, error) {
 	have, err := l.store.DeclareType(key, t)

@@ -144,4 +144,3 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-

@@ -53,6 +53,10 @@ func (c Config) Validate() error {
 // MaxPutBatch is how many points one put request carries; longer puts are split.
 const MaxPutBatch = 50_000
 
+// MaxPutBytes bounds one put request's points (series.Points.WireSize), well inside an
+// RPC frame: a put of long strings is split by bytes before it reaches MaxPutBatch.
+const MaxPutBytes = 2 << 20
+
 // getWindow is the span of one get request; longer reads are split so that an answer
 // stays well inside a frame (20 minutes of 60 Hz floats is about 0.9 MB). An answer that
 // still does not fit — long strings, fast series — is asked for again in halves.
@@ -102,8 +106,7 @@ func (c *Client) Put(ctx context.Context, key string, pts series.Points, opt wir
 		return 0, err
 	}
 	stored := 0
-	for lo := 0; lo < pts.Len(); lo += MaxPutBatch {
-		batch := pts.Slice(lo, min(lo+MaxPutBatch, pts.Len()))
+	for _, batch := range pts.Batches(MaxPutBatch, MaxPutBytes) {
 		var resp wire.PutResp
 		err := c.invoke(ctx, wire.MethodPut, &wire.PutReq{Key: key, Points: batch, WriteQuorum: opt.WriteQuorum}, &resp)
 		stored += resp.Stored
@@ -130,7 +133,9 @@ func (c *Client) Get(ctx context.Context, key string, from, to int64, opt wire.G
 		var resp wire.GetResp
 		req := &wire.GetReq{Key: key, From: lo, To: hi, ReadQuorum: opt.ReadQuorum, AllowPartial: opt.AllowPartial, Packed: true}
 		if err := c.invoke(ctx, wire.MethodGet, req, &resp); err != nil {
-			if errors.Is(err, rpc.ErrFrameTooLarge) && hi-lo > 1 {
+			var re *rpc.RemoteError
+			tooLarge := errors.Is(err, rpc.ErrFrameTooLarge) || errors.As(err, &re) && re.Code == wire.CodeTooLarge
+			if tooLarge && hi-lo > 1 {
 				window = (hi - lo) / 2
 				continue
 			}

@@ -177,3 +177,55 @@ func FuzzWireDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestWireSizeBoundsTheEncoding(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	for _, typ := range []Type{Float, Int, String} {
+		for _, n := range []int{0, 1, 10, 1000} {
+			p := Points{Type: typ}
+			for i := 0; i < n; i++ {
+				ts := r.Int63() - r.Int63()
+				switch typ {
+				case Float:
+					p.AppendFloat(ts, r.NormFloat64())
+				case Int:
+					p.AppendInt(ts, r.Int63()-r.Int63())
+				case String:
+					p.AppendString(ts, strings.Repeat("x", r.Intn(300)))
+				}
+			}
+			b, err := msgpack.Marshal(&p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b) > p.WireSize() {
+				t.Errorf("%s × %d: encoded %d bytes, WireSize says at most %d", typ, n, len(b), p.WireSize())
+			}
+		}
+	}
+}
+
+func TestBatchesCutBySize(t *testing.T) {
+	var p Points
+	for i := 0; i < 1000; i++ {
+		p.AppendString(int64(i), strings.Repeat("s", 4096))
+	}
+	bs := p.Batches(50_000, 1<<20)
+	total := 0
+	for _, b := range bs {
+		if b.WireSize() > 1<<20 {
+			t.Fatalf("a batch of %d points bounds %d bytes, over 1 MiB", b.Len(), b.WireSize())
+		}
+		total += b.Len()
+	}
+	if total != 1000 || len(bs) < 4 {
+		t.Fatalf("%d batches holding %d points", len(bs), total)
+	}
+	var f Points
+	for i := 0; i < 120_000; i++ {
+		f.AppendFloat(int64(i), 1)
+	}
+	if bs := f.Batches(50_000, 1<<30); len(bs) != 3 || bs[0].Len() != 50_000 {
+		t.Fatalf("cut by points: %d batches", len(bs))
+	}
+}

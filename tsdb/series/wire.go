@@ -156,3 +156,52 @@ func readDeltas(b []byte) ([]int64, error) {
 	}
 	return out, nil
 }
+
+// WireSize returns an upper bound of the bytes EncodeMsgpack writes for p: a varint
+// delta of at most 10 bytes per timestamp, 8 bytes per float, 10 per int, and a string's
+// bytes plus a 5-byte header. Senders cut batches by it so that a request stays inside
+// an RPC frame whatever the points are.
+func (p *Points) WireSize() int {
+	n := 32 + 10*len(p.T)
+	switch p.Type {
+	case Float:
+		n += 8 * len(p.F)
+	case Int:
+		n += 10 * len(p.I)
+	case String:
+		for _, s := range p.S {
+			n += 5 + len(s)
+		}
+	}
+	return n
+}
+
+// pointWireSize bounds the bytes point i adds to the encoding (see WireSize).
+func (p *Points) pointWireSize(i int) int {
+	switch p.Type {
+	case Float:
+		return 18
+	case String:
+		return 15 + len(p.S[i])
+	}
+	return 20
+}
+
+// Batches cuts p, in order, into batches of at most maxPoints points (0: no limit) whose
+// WireSize stays under maxBytes (a single point larger than that makes a batch alone).
+func (p *Points) Batches(maxPoints, maxBytes int) []Points {
+	var out []Points
+	lo, size := 0, 32
+	for i := 0; i < p.Len(); i++ {
+		s := p.pointWireSize(i)
+		if i > lo && (maxPoints > 0 && i-lo == maxPoints || size+s > maxBytes) {
+			out = append(out, p.Slice(lo, i))
+			lo, size = i, 32
+		}
+		size += s
+	}
+	if lo < p.Len() {
+		out = append(out, p.Slice(lo, p.Len()))
+	}
+	return out
+}

@@ -66,4 +66,7 @@ const (
 	CodePartial = "partial"
 	// CodeExpired: the write falls in a quantum past the node's retention; it is refused.
 	CodeExpired = "expired"
+	// CodeTooLarge: the answer to a read would not fit in a frame (a shard of long
+	// strings); ask for a shorter range (the thin client halves its window).
+	CodeTooLarge = "too_large"
 )
