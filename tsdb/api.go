@@ -18,11 +18,11 @@ import (
 // coordinate for it.
 func (n *Node) registerCoordinator() {
 	handle(n.srv, wire.MethodPut, func(ctx context.Context, req *wire.PutReq) (*wire.PutResp, error) {
-		stored, err := n.coord.Put(ctx, req.Key, req.Points, PutOptions{WriteQuorum: req.WriteQuorum})
+		r, err := n.coord.PutReport(ctx, req.Key, req.Points, PutOptions{WriteQuorum: req.WriteQuorum})
 		if err != nil {
 			return nil, err
 		}
-		return &wire.PutResp{Stored: stored}, nil
+		return &wire.PutResp{Stored: r.Stored, WaitedMillis: r.Waited.Milliseconds()}, nil
 	})
 	handle(n.srv, wire.MethodGet, func(ctx context.Context, req *wire.GetReq) (*wire.GetResp, error) {
 		res, err := n.coord.Get(ctx, req.Key, req.From, req.To, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial})

@@ -51,19 +51,73 @@ type shardSpan struct {
 // Put writes points of one series. It returns how many points reached their write
 // quorum; on error, the points counted are stored and the rest may not be.
 func (c *Coordinator) Put(ctx context.Context, key string, pts series.Points, opt PutOptions) (int, error) {
+	r, err := c.PutReport(ctx, key, pts, opt)
+	return r.Stored, err
+}
+
+// PutResult says what a write did.
+type PutResult struct {
+	Stored int           // points that reached their write quorum
+	Waited time.Duration // how long the write retried for replicas that had failed
+}
+
+// PutReport writes points of one series like Put and also says how long it waited. A
+// write some of whose shards miss their quorum because replicas failed — in the seconds
+// before failure detection takes the dead nodes out of placement — retries those shards
+// against their replica sets as they are then, with a growing pause, until they are
+// stored or Config.WriteRetry (or ctx's deadline, if sooner) has passed. Writes are
+// idempotent, so a replica that did store a retried point is not harmed.
+func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Points, opt PutOptions) (PutResult, error) {
+	var res PutResult
 	w, err := c.checkPut(key, pts, opt)
 	if err != nil || pts.Len() == 0 {
-		return 0, err
+		return res, err
 	}
 	if err := c.types.ensure(ctx, key, pts.Type, w); err != nil {
-		return 0, err
+		return res, err
 	}
 	pts.Normalize()
-	spans, err := c.splitByQuantum(ctx, key, pts)
-	if err != nil {
-		return 0, err
+	start := time.Now()
+	deadline := start.Add(c.cfg.WriteRetry)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
 	}
-	return c.writeSpans(ctx, key, spans, w)
+	pause := 100 * time.Millisecond
+	for {
+		spans, err := c.splitByQuantum(ctx, key, pts)
+		if err != nil {
+			return res, err
+		}
+		stored, rest, err := c.writeSpans(ctx, key, spans, w)
+		res.Stored += stored
+		if err == nil {
+			if res.Waited > 0 {
+				c.log.Info("write stored after waiting for failed replicas to leave placement", "series", key, "waited", res.Waited.Round(time.Millisecond).String())
+			}
+			return res, nil
+		}
+		var re *rpc.RemoteError
+		if !errors.As(err, &re) || re.Code != CodeUnavailable || rest.Len() == 0 {
+			return res, err
+		}
+		wait := min(pause, time.Until(deadline))
+		if wait <= 0 {
+			if res.Waited > 0 {
+				err = rpc.Errorf(CodeUnavailable, "%s (after retrying for %v)", re.Msg, res.Waited.Round(time.Millisecond))
+			}
+			return res, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return res, err
+		case <-t.C:
+		}
+		pause = min(2*pause, time.Second)
+		res.Waited = time.Since(start)
+		pts = rest
+	}
 }
 
 // checkPut validates a write and returns its write quorum.
@@ -133,7 +187,7 @@ const shardWriteOverhead = 64
 // has reached quorum or can no longer reach it. Replica writes still in flight then
 // finish in the background, so the last copies land without the client waiting; any
 // replica that does not answer leaves a hint.
-func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardSpan, w int) (int, error) {
+func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardSpan, w int) (int, series.Points, error) {
 	batches := groupByPeer(func(yield func(dht.Peer, int) bool) {
 		for i := range spans {
 			for _, p := range spans[i].replicas {
@@ -163,10 +217,11 @@ func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardS
 		case r := <-results:
 			t.add(r.batch, r.err)
 		case <-ctx.Done():
-			return t.stored(), rpc.Errorf(CodeUnavailable, "write of %q: %v", key, ctx.Err())
+			return t.stored(), series.Points{}, rpc.Errorf(CodeUnavailable, "write of %q: %v", key, ctx.Err())
 		}
 	}
-	return t.outcome(key)
+	stored, err := t.outcome(key)
+	return stored, t.unstored(), err
 }
 
 // hinter returns what records a hint for the given shards of spans, once per shard. A
@@ -241,6 +296,17 @@ func (t *writeTally) stored() int {
 		}
 	}
 	return n
+}
+
+// unstored returns the points of the shards that did not reach quorum, in order.
+func (t *writeTally) unstored() series.Points {
+	var parts []series.Points
+	for i := range t.spans {
+		if t.acks[i] < t.w {
+			parts = append(parts, t.spans[i].pts)
+		}
+	}
+	return series.Concat(parts...)
 }
 
 // outcome returns the points stored and, if some did not reach quorum, why.

@@ -68,6 +68,10 @@ type Config struct {
 	// MaxHintPoints bounds the points a node keeps for replicas it could not reach.
 	// Past it a failed replica write is left to anti-entropy. Default 1 Mi points.
 	MaxHintPoints int64
+	// WriteRetry is how long a write whose shards missed their quorum because replicas
+	// failed keeps retrying them against re-resolved replica sets (failure detection
+	// takes 1.5–3 s on a LAN), within the request's own deadline. Default 10 s.
+	WriteRetry time.Duration
 	// HandoffTimeout bounds a decommission's hand-off of shards when the caller set no
 	// deadline (tsdht decommission sets its own --timeout). Default 30 s.
 	HandoffTimeout time.Duration
@@ -98,6 +102,7 @@ func DefaultConfig() Config {
 		RepairRate:      4 << 20,
 		MaxHintPoints:   1 << 20,
 		HandoffTimeout:  30 * time.Second,
+		WriteRetry:      10 * time.Second,
 		RPC:             rpc.DefaultConfig(),
 	}
 }
@@ -142,6 +147,7 @@ func (c Config) withDefaults() Config {
 		c.MaxHintPoints = d.MaxHintPoints
 	}
 	set(&c.HandoffTimeout, d.HandoffTimeout)
+	set(&c.WriteRetry, d.WriteRetry)
 	if c.Transport == nil {
 		c.Transport = rpc.NewTCPTransport()
 	}
@@ -182,7 +188,7 @@ func (c Config) Validate() error {
 		{"max future", int64(c.MaxFuture)}, {"call timeout", int64(c.CallTimeout)},
 		{"read concurrency", int64(c.ReadConcurrency)}, {"repair interval", int64(c.RepairInterval)},
 		{"repair settle", int64(c.RepairSettle)}, {"repair rate", c.RepairRate},
-		{"max hint points", c.MaxHintPoints}, {"hand-off timeout", int64(c.HandoffTimeout)},
+		{"max hint points", c.MaxHintPoints}, {"hand-off timeout", int64(c.HandoffTimeout)}, {"write retry", int64(c.WriteRetry)},
 	} {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %d: must not be negative (0 takes the default)", f.name, f.v))

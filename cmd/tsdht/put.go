@@ -53,14 +53,15 @@ func runPut(c *cli.Context) error {
 	}
 	defer client.Close()
 
-	stored := 0
+	stored, waited := 0, int64(0)
 	var batch series.Points
 	flush := func() error {
 		if batch.Len() == 0 {
 			return nil
 		}
-		n, err := client.Put(c.Context, key, batch, wire.PutOptions{WriteQuorum: c.Int("write-quorum")})
-		stored += n
+		r, err := client.PutReport(c.Context, key, batch, wire.PutOptions{WriteQuorum: c.Int("write-quorum")})
+		stored += r.Stored
+		waited += r.WaitedMillis
 		batch = series.Points{}
 		return err
 	}
@@ -106,7 +107,11 @@ func runPut(c *cli.Context) error {
 	if err := flush(); err != nil {
 		return fail(err)
 	}
-	fmt.Fprintf(os.Stderr, "stored %d points of series %q\n", stored, key)
+	msg := fmt.Sprintf("stored %d points of series %q", stored, key)
+	if waited > 0 {
+		msg += fmt.Sprintf(" (after waiting %.1f s for the cluster to notice failed nodes)", float64(waited)/1000)
+	}
+	fmt.Fprintln(os.Stderr, msg)
 	return nil
 }
 

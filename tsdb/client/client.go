@@ -102,19 +102,27 @@ func (c *Client) invoke(ctx context.Context, method string, req, resp any) error
 
 // Put writes points of one series and returns how many were stored.
 func (c *Client) Put(ctx context.Context, key string, pts series.Points, opt wire.PutOptions) (int, error) {
+	r, err := c.PutReport(ctx, key, pts, opt)
+	return r.Stored, err
+}
+
+// PutReport writes like Put and also returns how long the coordinators waited for
+// failed replicas to leave placement (WaitedMillis, summed over the requests).
+func (c *Client) PutReport(ctx context.Context, key string, pts series.Points, opt wire.PutOptions) (wire.PutResp, error) {
+	var total wire.PutResp
 	if err := pts.Valid(); err != nil {
-		return 0, err
+		return total, err
 	}
-	stored := 0
 	for _, batch := range pts.Batches(MaxPutBatch, MaxPutBytes) {
 		var resp wire.PutResp
 		err := c.invoke(ctx, wire.MethodPut, &wire.PutReq{Key: key, Points: batch, WriteQuorum: opt.WriteQuorum}, &resp)
-		stored += resp.Stored
+		total.Stored += resp.Stored
+		total.WaitedMillis += resp.WaitedMillis
 		if err != nil {
-			return stored, err
+			return total, err
 		}
 	}
-	return stored, nil
+	return total, nil
 }
 
 // Get reads the points of a series with from <= t < to.

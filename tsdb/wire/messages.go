@@ -81,6 +81,9 @@ type PutReq struct {
 // PutResp says how many points reached their write quorum.
 type PutResp struct {
 	Stored int `msgpack:"n"`
+	// WaitedMillis is how long the coordinator retried shards whose replicas had failed
+	// (until failure detection took them out of placement); 0 when it did not wait.
+	WaitedMillis int64 `msgpack:"waited,omitempty"`
 }
 
 // GetReq asks a node to coordinate a read of From <= t < To (MethodGet).
