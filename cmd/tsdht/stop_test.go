@@ -127,4 +127,3 @@ func argAfter(args []string, flag string) string {
 	}
 	return ""
 }
-
