@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand"
 	"sync"
@@ -46,6 +47,7 @@ type repairer struct {
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+	refetched atomic.Int64 // damaged pairs replaced by an owner's copy
 
 	passMu sync.Mutex // one pass at a time
 
@@ -74,7 +76,7 @@ func (r *repairer) stats() RepairStats {
 	return RepairStats{
 		Passes: r.passes.Load(), LastPass: r.lastPass.Load(), UnderReplicated: r.under.Load(),
 		PushedPairs: r.pushedPairs.Load(), PushedPoints: r.pushedPoints.Load(),
-		DroppedPairs: r.dropped.Load(), HintedPoints: r.hints.points(),
+		DroppedPairs: r.dropped.Load(), HintedPoints: r.hints.points(), Refetched: r.refetched.Load(),
 	}
 }
 
@@ -206,6 +208,11 @@ func (r *repairer) load(ctx context.Context, batch []pairRef, leaving bool) ([]*
 	states := make([]*pairState, 0, len(batch))
 	for _, pr := range batch {
 		pts, held, err := r.store.Read(pr.ref, pr.key, q.BeginNanos(pr.ref.Start), q.EndNanos(pr.ref.Start))
+		if errors.Is(err, store.ErrCorrupt) {
+			// One damaged pair must not stop the pass: fetch an owner's copy instead.
+			r.refetchDamaged(ctx, pr)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -435,4 +442,44 @@ func (l *rateLimiter) wait(ctx context.Context, n int64) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// refetchDamaged replaces a pair this node cannot read (a block failing its checksum)
+// with another owner's copy: the damaged keys are deleted and the copy appended. Without
+// a copy the pair is left as it is, and reads fail over to the other replicas.
+func (r *repairer) refetchDamaged(ctx context.Context, pr pairRef) {
+	q := r.cfg.DHT.Quantum
+	self := r.place.Self().ID
+	owners, err := r.place.Locate(ctx, pr.ref.ID, r.cfg.RF+1)
+	if err != nil {
+		owners = nil
+	}
+	for _, p := range owners {
+		if p.ID == self {
+			continue
+		}
+		req := &wire.ReadReq{Shards: []wire.ShardRead{{ID: pr.ref.ID[:], Start: pr.ref.Start, Key: pr.key,
+			From: q.BeginNanos(pr.ref.Start), To: q.EndNanos(pr.ref.Start), Packed: true}}}
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+		resp, err := r.replicas.For(p).Read(cctx, req)
+		cancel()
+		if err != nil || !resp.Shards[0].Held {
+			continue
+		}
+		if err := r.walker.Delete(pr.ref, pr.key); err != nil {
+			r.log.Warn("repair: could not delete a damaged pair", "series", pr.key, "quantum", pr.ref.Start, "err", err)
+			return
+		}
+		if pts := resp.Shards[0].Points; pts.Len() > 0 {
+			if err := r.store.Append(pr.ref, pr.key, pts); err != nil {
+				r.log.Warn("repair: could not store an owner's copy of a damaged pair", "series", pr.key, "quantum", pr.ref.Start, "err", err)
+				return
+			}
+		}
+		r.refetched.Add(1)
+		r.log.Info("repair: replaced a damaged pair with an owner's copy", "series", pr.key, "quantum", pr.ref.Start,
+			"points", resp.Shards[0].Points.Len(), "from", nodeID(p))
+		return
+	}
+	r.log.Warn("repair: a damaged pair has no readable copy on another owner; kept as it is", "series", pr.key, "quantum", pr.ref.Start)
 }

@@ -288,9 +288,12 @@ func (n *Node) localStats() NodeStats {
 		MaxDisk:   st.MaxDisk,
 		Oldest:    st.OldestQuantum,
 		Dropped:   st.DroppedQuanta,
-		Format:    n.cfg.DHT.Format.String(),
-		Quantum:   int64(n.cfg.DHT.Quantum),
-		RF:        n.cfg.RF,
-		Reachable: true,
+
+		Corruptions:     st.Corruptions,
+		WALBytesDropped: st.WALBytesDropped,
+		Format:          n.cfg.DHT.Format.String(),
+		Quantum:         int64(n.cfg.DHT.Quantum),
+		RF:              n.cfg.RF,
+		Reachable:       true,
 	}
 }

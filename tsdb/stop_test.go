@@ -3,6 +3,7 @@ package tsdb
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -143,4 +144,101 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestRepairRefetchesDamagedPair damages a table of one node's store while it is
+// stopped: after it is back, its repair pass does not stop at the damaged pairs but
+// replaces each with another owner's copy, and the node reads them whole again.
+func TestRepairRefetchesDamagedPair(t *testing.T) {
+	const rf = 3
+	dir := t.TempDir()
+	cfgs := map[int]Config{}
+	// Long quanta: each pair is a few large blocks, so that the damage lands in a
+	// block of points, not in the small records that list the pairs.
+	tweak := func(i int, cfg *Config) {
+		healConfig(i, cfg)
+		cfg.DHT.Quantum = 600
+		st, err := store.OpenPebble(filepath.Join(cfg.DHT.DataDir, "store"), store.PebbleOptions{Sync: store.SyncNone, Quantum: 600})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Store = st
+		cfgs[i] = *cfg
+	}
+	lc, err := StartLocal(context.Background(), 3, dir, tweak)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lc.Close() })
+	ctx := context.Background()
+	t0 := base()
+	t0 = t0 / int64(600*time.Second) * int64(600*time.Second)
+	want := map[string]series.Points{"dmg": sixtyHz(t0, 60*60*10)}
+	if _, err := lc.Nodes[0].Coordinator().Put(ctx, "dmg", want["dmg"], PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitHealed(t, lc, rf, 30*time.Second)
+	x := 2
+	st := lc.Nodes[x].Store().(*store.Pebble)
+	if err := st.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	rpcAddr, gossipAddr := lc.Nodes[x].RPCAddr(), lc.Nodes[x].DHT().GossipAddr()
+	if err := lc.Nodes[x].Close(); err != nil {
+		t.Fatal(err)
+	}
+	lc.Nodes[x] = nil
+	sdir := filepath.Join(cfgs[x].DHT.DataDir, "store")
+	tables, _ := filepath.Glob(filepath.Join(sdir, "*.sst"))
+	if len(tables) == 0 {
+		t.Fatal("no table file to damage")
+	}
+	for _, f := range tables {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := len(b) / 3; i < len(b)/3+64; i++ {
+			b[i] ^= 0x5a
+		}
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := cfgs[x]
+	reopened, err := store.OpenPebble(sdir, store.PebbleOptions{Sync: store.SyncNone, Quantum: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Store, cfg.RPCBind, cfg.DHT.GossipAddr, cfg.DHT.RPCAddr = reopened, rpcAddr, gossipAddr, ""
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc.Nodes[x] = n
+	if err := lc.WaitLive(ctx, 3, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := n.RepairNow(ctx)
+	if err != nil {
+		t.Fatalf("a repair pass over a damaged store: %v", err)
+	}
+	if stats.Refetched == 0 || n.Store().Stats().Corruptions == 0 {
+		t.Fatalf("the damage went unnoticed: %d pairs re-fetched, %d corrupt reads", stats.Refetched, n.Store().Stats().Corruptions)
+	}
+	q := cfg.DHT.Quantum
+	bad := 0
+	if err := n.Store().(Walker).Pairs(func(ref store.ShardRef, key string) bool {
+		if _, _, err := n.Store().Read(ref, key, q.BeginNanos(ref.Start), q.EndNanos(ref.Start)); err != nil {
+			bad++
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if bad > 0 {
+		t.Fatalf("%d pairs still damaged after a pass that re-fetched %d", bad, stats.Refetched)
+	}
+	t.Logf("re-fetched %d damaged pairs; %d corrupt reads counted", stats.Refetched, n.Store().Stats().Corruptions)
+	checkAll(t, lc, want)
 }

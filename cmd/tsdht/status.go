@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
@@ -35,6 +36,9 @@ type statusJSON struct {
 	OldestQuantum   int64  `json:"oldest_quantum"` // UNIX s; 0 if empty
 	IDFormat        string `json:"id_format,omitempty"`
 	RF              int    `json:"rf,omitempty"`
+	Corruptions     int64  `json:"corruptions"`       // reads that met damaged blocks since the node started
+	WALBytesDropped int64  `json:"wal_bytes_dropped"` // WAL records lost after a damaged one at start-up
+	RefetchedPairs  int64  `json:"refetched_pairs"`   // damaged pairs replaced by another owner's copy
 }
 
 func newStatusJSON(n wire.NodeStats) statusJSON {
@@ -45,6 +49,7 @@ func newStatusJSON(n wire.NodeStats) statusJSON {
 		PushedPairs: n.Repair.PushedPairs, HandedOffPairs: n.Repair.DroppedPairs, RepairPasses: n.Repair.Passes,
 		DiskBytes: n.DiskBytes, MaxDiskBytes: n.MaxDisk, Retention: n.Retention, OldestQuantum: n.Oldest,
 		IDFormat: n.Format, RF: n.RF,
+		Corruptions: n.Corruptions, WALBytesDropped: n.WALBytesDropped, RefetchedPairs: n.Repair.Refetched,
 	}
 }
 
@@ -58,7 +63,8 @@ func statusCommand() *cli.Command {
 			"DISK: the store's files (and --max-disk); RETENTION: --retention.\n" +
 			"--json prints one object per member instead, for scripts: node_id, rpc, state, reachable, error,\n" +
 			"shards, series, points, under_replicated, hinted_points, pushed_pairs, handed_off_pairs,\n" +
-			"repair_passes, disk_bytes, max_disk_bytes, retention, oldest_quantum, id_format, rf.",
+			"repair_passes, disk_bytes, max_disk_bytes, retention, oldest_quantum, id_format, rf, corruptions,\n" +
+			"wal_bytes_dropped, refetched_pairs. NOTE says why a member could not report, and any damage found.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "cluster", Required: true, Usage: "RPC address of a node, HOST:PORT[,…]"},
 			&cli.BoolFlag{Name: "json", Usage: "one JSON object per member on stdout instead of the table"},
@@ -95,8 +101,13 @@ func statusCommand() *cli.Command {
 				if ret == "" || ret == "0s" {
 					ret = "forever"
 				}
+				note := n.Error
+				if n.Corruptions > 0 || n.WALBytesDropped > 0 {
+					note = strings.TrimSpace(fmt.Sprintf("%s damaged: %d reads, %s of WAL lost, %d pairs re-fetched (run tsdht fsck when stopped)",
+						note, n.Corruptions, store.FormatSize(n.WALBytesDropped), r.Refetched))
+				}
 				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", n.NodeID, n.RPCAddr, n.State,
-					n.Shards, n.Series, n.Points, r.UnderReplicated, r.HintedPoints, r.PushedPairs, r.DroppedPairs, disk, ret, n.Error)
+					n.Shards, n.Series, n.Points, r.UnderReplicated, r.HintedPoints, r.PushedPairs, r.DroppedPairs, disk, ret, note)
 			}
 			return w.Flush()
 		},

@@ -718,6 +718,16 @@ func (p *Pebble) Stats() Stats {
 	return s
 }
 
+// Flush writes the memtables to table files (pebble.DB.Flush): what a clean Close
+// leaves in the WAL is then in tables. Operators' tools and tests use it.
+func (p *Pebble) Flush() error {
+	if !p.enter() {
+		return ErrClosed
+	}
+	defer p.state.RUnlock()
+	return p.db.Flush()
+}
+
 // DiskUsage returns the bytes the store's files take on disk: tables, WAL, manifest.
 func (p *Pebble) DiskUsage() int64 {
 	if !p.enter() {

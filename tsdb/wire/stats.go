@@ -25,6 +25,10 @@ type NodeStats struct {
 	MaxDisk   int64       `msgpack:"maxdisk"`   // disk budget in bytes; 0: none
 	Oldest    int64       `msgpack:"oldest"`    // start of the oldest quantum held, UNIX s
 	Dropped   int64       `msgpack:"dropped"`   // quanta dropped by retention or budget
+	// Damage found since the node started: reads that met a block failing its checksum
+	// (or not decoding), and bytes of WAL records lost after a damaged one at start-up.
+	Corruptions     int64 `msgpack:"corrupt,omitempty"`
+	WALBytesDropped int64 `msgpack:"wal_lost,omitempty"`
 }
 
 // RepairStats is a node's self-healing progress.
@@ -37,4 +41,5 @@ type RepairStats struct {
 	DroppedPairs    int64 `msgpack:"dropped"` // pairs handed off to their owners and deleted here
 	HintedPoints    int64 `msgpack:"hinted"`  // points held for unreachable replicas
 	ReadRepairs     int64 `msgpack:"read_repairs"`
+	Refetched       int64 `msgpack:"refetched"` // damaged pairs replaced by another owner's copy
 }
