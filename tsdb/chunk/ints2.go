@@ -1,0 +1,194 @@
+package chunk
+
+import (
+	"encoding/binary"
+	"slices"
+)
+
+// A version-2 int stream (what chunks of version 2 hold) extends version 1 (ints.go)
+// with differencing at a lag and with centred blocks:
+//
+//	mode    byte     bits 0-1: order (0 values, 1 deltas, 2 delta-of-deltas)
+//	                 bit 2: centred blocks; bits 3-5: lag−1 (lag 1..8)
+//	heads   varint × order·lag  the values the differencing leaves undifferenced
+//	scale   uvarint  every residual is a multiple of scale (>= 1); residual/scale is stored
+//	blocks  of up to blockLen residuals each:
+//	          centre varint   only in centred streams: this block's centre minus the
+//	                          previous block's (the first block's minus 0)
+//	          width, exc, packed, exceptions as in version 1, of zig-zag(residual − centre)
+//
+// Differencing at lag L subtracts the value L places back, order times. Lag 3 turns a
+// 60 Hz clock stamped to the µs (deltas 16667, 16666, 16667 µs, repeating) into a
+// constant 50 ms, which a centred block stores in zero bits. Centring subtracts each
+// block's median before zig-zag: a noisy reading around a level (order 0) or drifting
+// at a steady rate (order 1) then costs the bits of its noise, not of its level or of
+// its rate. The encoder tries a handful of (order, centred, lag) modes and keeps the
+// smallest output.
+const (
+	modeOrderMask = 0x03
+	modeCentred   = 0x04
+	modeLagShift  = 3
+	maxLag        = 8
+)
+
+// intModes are the (order, centred, lag) combinations the encoder tries.
+var intModes = []struct {
+	order, lag int
+	centred    bool
+}{
+	{0, 1, false}, {1, 1, false}, {2, 1, false},
+	{0, 1, true}, {1, 1, true}, {2, 1, true},
+	{1, 3, true},
+}
+
+// intScratch holds the buffers appendInts reuses.
+type intScratch struct {
+	out  [7][]byte
+	res  []int64
+	u    []uint64
+	sort []int64
+}
+
+// appendInts appends the smallest version-2 int stream of vals to dst, trying each mode
+// in scratch's buffers, which stay grown for the next call.
+func appendInts(dst []byte, vals []int64, s *intScratch) []byte {
+	best := -1
+	for i, m := range intModes {
+		if m.order*m.lag > len(vals) {
+			continue
+		}
+		s.out[i] = encodeInts(s.out[i][:0], vals, m.order, m.lag, m.centred, s)
+		if best < 0 || len(s.out[i]) < len(s.out[best]) {
+			best = i
+		}
+	}
+	return append(dst, s.out[best]...)
+}
+
+// encodeInts writes vals as a version-2 int stream of the given mode.
+func encodeInts(dst []byte, vals []int64, order, lag int, centred bool, s *intScratch) []byte {
+	mode := byte(order) | byte(lag-1)<<modeLagShift
+	if centred {
+		mode |= modeCentred
+	}
+	dst = append(dst, mode)
+	// Residuals by wrapping subtraction: the decoder's wrapping addition undoes them.
+	r := append(s.res[:0], vals...)
+	for k := 0; k < order; k++ {
+		for _, h := range r[k*lag : (k+1)*lag] {
+			dst = binary.AppendVarint(dst, h)
+		}
+		for i := len(r) - 1; i >= (k+1)*lag; i-- {
+			r[i] -= r[i-lag]
+		}
+	}
+	s.res = r[:0] // hand the grown buffer back for the next call
+	r = r[order*lag:]
+
+	scale := gcdAll(r)
+	dst = binary.AppendUvarint(dst, scale)
+	if scale > 1 {
+		for i := range r {
+			r[i] /= int64(scale)
+		}
+	}
+	var prevCentre int64
+	for len(r) > 0 {
+		n := min(len(r), blockLen)
+		block := r[:n]
+		var c int64
+		if centred {
+			c = median(block, &s.sort)
+			dst = binary.AppendVarint(dst, c-prevCentre)
+			prevCentre = c
+		}
+		u := s.u[:0]
+		for _, v := range block {
+			u = append(u, zigzag(v-c))
+		}
+		s.u = u
+		dst = packBlock(dst, u)
+		r = r[n:]
+	}
+	return dst
+}
+
+// median returns the median of r (the upper one of an even count).
+func median(r []int64, buf *[]int64) int64 {
+	s := append((*buf)[:0], r...)
+	slices.Sort(s)
+	*buf = s
+	return s[len(s)/2]
+}
+
+// decodeInts reads an int stream of n values in the given chunk version from b into
+// out (which it resets) and returns the rest of b. It never reads outside b nor
+// allocates more than n values; the caller has bounded n by the input size.
+func decodeInts(b []byte, n int, out []int64, ver byte) ([]int64, []byte, error) {
+	if ver == 1 {
+		return decodeIntsV1(b, n, out)
+	}
+	out = out[:0]
+	if len(b) < 1 {
+		return out, nil, errShort
+	}
+	mode := b[0]
+	b = b[1:]
+	order, lag, centred := int(mode&modeOrderMask), int(mode>>modeLagShift)+1, mode&modeCentred != 0
+	if order > 2 || lag > maxLag || order*lag > n {
+		return out, nil, corrupt("int stream mode %#x for %d values", mode, n)
+	}
+	heads := order * lag
+	if heads > len(b) { // a varint takes at least a byte
+		return out, nil, errShort
+	}
+	if cap(out) < n {
+		out = make([]int64, 0, n)
+	}
+	for range heads {
+		v, m := binary.Varint(b)
+		if m <= 0 {
+			return out, nil, errShort
+		}
+		out = append(out, v)
+		b = b[m:]
+	}
+	scale, m := binary.Uvarint(b)
+	if m <= 0 || scale == 0 || scale > 1<<63-1 {
+		return out, nil, corrupt("int stream scale")
+	}
+	b = b[m:]
+
+	res := n - heads
+	if (res+blockLen-1)/blockLen*minBlockBytes > len(b) {
+		return out, nil, errShort
+	}
+	var centre int64
+	for res > 0 {
+		cnt := min(res, blockLen)
+		if centred {
+			d, m := binary.Varint(b)
+			if m <= 0 {
+				return out, nil, errShort
+			}
+			centre += d
+			b = b[m:]
+		}
+		base := len(out)
+		var err error
+		if out, b, err = unpackBlock(b, cnt, out); err != nil {
+			return out, nil, err
+		}
+		for i := base; i < len(out); i++ {
+			out[i] = (unzigzag(uint64(out[i])) + centre) * int64(scale)
+		}
+		res -= cnt
+	}
+	// Undo the differencing, innermost first.
+	for k := order - 1; k >= 0; k-- {
+		for i := (k + 1) * lag; i < len(out); i++ {
+			out[i] += out[i-lag]
+		}
+	}
+	return out, b, nil
+}
