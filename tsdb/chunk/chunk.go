@@ -53,7 +53,7 @@ func corrupt(format string, args ...any) error {
 
 // scratch holds buffers reused across calls of one Encoder or decoder.
 type scratch struct {
-	ints     intScratch
+	ints      intScratch
 	floatBuf  []byte
 	decBuf    []byte
 	singleBuf []byte

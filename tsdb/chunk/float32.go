@@ -79,7 +79,7 @@ func fromMonotone(m int64) (uint32, bool) {
 	case m >= 0 && m < 1<<31:
 		return uint32(m), true
 	case m < 0 && m >= -1<<31:
-		return uint32(-(m+1)) | 1<<31, true
+		return uint32(-(m + 1)) | 1<<31, true
 	}
 	return 0, false
 }
