@@ -39,6 +39,8 @@ type Pebble struct {
 	hot   *hotCache
 
 	shards, series, points atomic.Int64
+	appended               atomic.Int64 // new points stored since open
+	engine                 engineStats  // pebble's figures, cached (flash.go)
 
 	seal sealer
 
@@ -141,6 +143,11 @@ func (p *Pebble) load() error {
 	p.series.Store(c.series)
 	p.points.Store(c.points)
 	v, closer, err = p.db.Get(genKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		// A store upgraded from format 2: the first seal moves the generation.
+		v, closer, err = p.db.Get(genKeyOld)
+		p.seal.dropOldGen = err == nil
+	}
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
 	case err != nil:
@@ -181,6 +188,9 @@ func (p *Pebble) checkFormat() error {
 	closer.Close()
 	if n <= 0 || n != len(v) {
 		return errCorruptValue("store format")
+	}
+	if format == 2 { // readable as it is (keys.go); stamped so an older tsdht refuses it
+		return p.db.Set(formatKey, binary.AppendUvarint(nil, storeFormat), pebble.Sync)
 	}
 	if format != storeFormat {
 		return fmt.Errorf("the store is in format %d, this tsdht reads format %d", format, storeFormat)
@@ -353,10 +363,10 @@ func (p *Pebble) Append(ref ShardRef, key string, pts series.Points) error {
 	if claim.count {
 		delta.series = 1
 	}
-	err = errors.Join(
-		b.Set(pairKey(k[:0], id, kindSummary), next.encode(), nil),
-		b.Set(unsealedKey(id), nil, nil),
-	)
+	err = b.Set(pairKey(k[:0], id, kindSummary), next.encode(), nil)
+	if !sum.marked { // the sealer's index: written once per unsealed stretch
+		err = errors.Join(err, b.Set(unsealedKey(id), nil, nil))
+	}
 	if claim.writeMeta {
 		err = errors.Join(err, b.Set(metaKey(key), metaValue(pts.Type), nil))
 	}
@@ -372,6 +382,7 @@ func (p *Pebble) Append(ref ShardRef, key string, pts series.Points) error {
 	committed = true
 	p.pairs.remember(sid, next)
 	p.addCounters(delta)
+	p.appended.Add(fresh)
 	return nil
 }
 
@@ -675,21 +686,25 @@ func (p *Pebble) loadType(key string) (series.Type, bool, error) {
 }
 
 // Stats implements Store. The counts are exact, and they survive crashes: they are
-// persisted in the same batches as the data they count.
+// persisted in the same batches as the data they count. DiskBytes and
+// FlashBytesWritten come from pebble's metrics, fetched without ever blocking for long
+// (flash.go): after an engine failure they are the last figures known.
 func (p *Pebble) Stats() Stats {
 	s := Stats{
-		Shards:        int(p.shards.Load()),
-		Series:        int(p.series.Load()),
-		Points:        p.points.Load(),
-		Retention:     p.opts.Retention,
-		MaxDisk:       p.opts.MaxDisk,
-		DroppedQuanta: p.dropped.Load(),
+		Shards:         int(p.shards.Load()),
+		Series:         int(p.series.Load()),
+		Points:         p.points.Load(),
+		Retention:      p.opts.Retention,
+		MaxDisk:        p.opts.MaxDisk,
+		DroppedQuanta:  p.dropped.Load(),
+		AppendedPoints: p.appended.Load(),
 	}
+	f := p.engineFigures()
+	s.DiskBytes, s.FlashBytesWritten = f.disk, f.flash
 	if !p.enter() {
 		return s
 	}
 	defer p.state.RUnlock()
-	s.DiskBytes = p.diskUsage()
 	if start, ok, err := p.oldestQuantum(); err == nil && ok {
 		s.OldestQuantum = start
 	}

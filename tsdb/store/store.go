@@ -72,6 +72,16 @@ type Stats struct {
 	MaxDisk       int64         // disk budget in bytes: the oldest quanta go first; 0 is unlimited
 	OldestQuantum int64         // start of the oldest quantum held, UNIX seconds; 0 if empty
 	DroppedQuanta int64         // quanta dropped by retention or the disk budget since the store opened
+
+	// Flash wear, since the store opened. FlashBytesWritten counts every byte the
+	// engine wrote to the device: WAL records, flushed tables, compacted tables (the
+	// seals' and folds' rewrites reach the device that way too). AppendedPoints counts
+	// the new points stored. FlashBytesWritten / AppendedPoints is what a point costs
+	// the flash; divided by DiskBytes / Points (what a point occupies) it is the write
+	// amplification: how many times each stored byte was written. Both are 0 for a
+	// store in memory.
+	FlashBytesWritten int64
+	AppendedPoints    int64
 }
 
 // Counts returns the counting part of s (Shards, Series, Points): what two stores
