@@ -82,19 +82,35 @@ func (e *Encoder) Encode(dst []byte, p series.Points) ([]byte, error) {
 	case !p.Sorted():
 		return dst, errors.New("chunk: timestamps must strictly ascend")
 	}
-	dst = append(dst, version, byte(p.Type))
-	dst = binary.AppendUvarint(dst, uint64(n))
-	dst = appendInts(dst, p.T, &e.s.ints)
-	switch p.Type {
-	case series.Float:
-		dst = appendFloats(dst, p.F, &e.s)
-	case series.Int:
-		dst = appendInts(dst, p.I, &e.s.ints)
-	case series.String:
-		dst = appendStrings(dst, p.S, &e.s)
+	start := len(dst)
+	for _, constants := range []bool{true, false} {
+		e.s.ints.noConstant = !constants
+		dst = append(dst[:start], version, byte(p.Type))
+		dst = binary.AppendUvarint(dst, uint64(n))
+		head := len(dst)
+		dst = appendInts(dst, p.T, &e.s.ints)
+		switch p.Type {
+		case series.Float:
+			dst = appendFloats(dst, p.F, &e.s)
+		case series.Int:
+			dst = appendInts(dst, p.I, &e.s.ints)
+		case series.String:
+			dst = appendStrings(dst, p.S, &e.s)
+		}
+		// Constant streams can describe more points a byte than a decoder accepts
+		// (maxPointsPerByte); such a chunk is written without them.
+		if uint64(n) <= maxPointsPerByte*uint64(len(dst)-head)+2 {
+			break
+		}
 	}
 	return dst, nil
 }
+
+// maxPointsPerByte bounds the point count of a version-2 chunk by its size, so that
+// a damaged count cannot make a decoder allocate more than 16 bytes × 256 per input
+// byte. (Version 1 chunks, whose blocks cost at least 2 bytes per 64 points per
+// column, are held to 32.)
+const maxPointsPerByte = 256
 
 // Encode appends the chunk of p to dst with a one-off Encoder.
 func Encode(dst []byte, p series.Points) ([]byte, error) {
@@ -116,9 +132,13 @@ func header(b []byte) (series.Type, int, []byte, error) {
 	}
 	n, m := binary.Uvarint(b[2:])
 	rest := b[2+max(m, 0):]
-	// Each point costs at least 1/32 byte per column; the bound keeps a forged count
+	// Each point costs at least 1/perByte byte; the bound keeps a forged count
 	// from allocating more than the input could describe.
-	if m <= 0 || n == 0 || n > MaxPoints || n > 32*uint64(len(rest))+2 {
+	perByte := uint64(maxPointsPerByte)
+	if b[0] == 1 {
+		perByte = 32
+	}
+	if m <= 0 || n == 0 || n > MaxPoints || n > perByte*uint64(len(rest))+2 {
 		return series.Unknown, 0, nil, corrupt("point count")
 	}
 	return t, int(n), rest, nil

@@ -207,3 +207,19 @@ func goldenV1(t testing.TB) v1Golden {
 	}
 	return g
 }
+
+// TestConstantChunksStayDecodable: constant streams make a regular, constant batch a
+// few bytes long whatever its length; beyond what a decoder accepts per byte
+// (maxPointsPerByte) the encoder must fall back to blocks.
+func TestConstantChunksStayDecodable(t *testing.T) {
+	for _, n := range []int{1, 3, 600, 2048, 100_000, MaxPoints} {
+		p := series.Points{Type: series.Int}
+		for i := range n {
+			p.AppendInt(int64(i)*1000, 7)
+		}
+		b := roundTrip(t, p)
+		if n == 2048 && len(b) > 16 {
+			t.Errorf("2048 constant points take %d bytes", len(b))
+		}
+	}
+}

@@ -10,9 +10,12 @@ import (
 //
 //	mode    byte     bits 0-1: order (0 values, 1 deltas, 2 delta-of-deltas)
 //	                 bit 2: centred blocks; bits 3-5: lag−1 (lag 1..8)
-//	heads   varint × order·lag  the values the differencing leaves undifferenced
+//	                 bit 6: constant: every residual is the same
+//	heads   varint × order·lag  the values the differencing leaves undifferenced, each
+//	                 but the first as its difference from the one before
 //	scale   uvarint  every residual is a multiple of scale (>= 1); residual/scale is stored
-//	blocks  of up to blockLen residuals each:
+//	constant streams: varint residual/scale, and nothing more
+//	other streams: blocks of up to blockLen2 residuals each:
 //	          centre varint   only in centred streams: this block's centre minus the
 //	                          previous block's (the first block's minus 0)
 //	          width, exc, packed, exceptions as in version 1, of zig-zag(residual − centre)
@@ -28,8 +31,14 @@ const (
 	modeOrderMask = 0x03
 	modeCentred   = 0x04
 	modeLagShift  = 3
+	modeLagMask   = 0x38
+	modeConstant  = 0x40
 	maxLag        = 8
 )
+
+// blockLen2 is the number of residuals per block in a version-2 stream: a block's
+// header (width, exceptions, centre) is 3 bytes, 0.19 bits a residual.
+const blockLen2 = 128
 
 // intModes are the (order, centred, lag) combinations the encoder tries.
 var intModes = []struct {
@@ -47,6 +56,8 @@ type intScratch struct {
 	res  []int64
 	u    []uint64
 	sort []int64
+	// noConstant: write no constant streams (Encode's fallback, see maxPointsPerByte).
+	noConstant bool
 }
 
 // appendInts appends the smallest version-2 int stream of vals to dst, trying each mode
@@ -71,12 +82,15 @@ func encodeInts(dst []byte, vals []int64, order, lag int, centred bool, s *intSc
 	if centred {
 		mode |= modeCentred
 	}
+	at := len(dst)
 	dst = append(dst, mode)
 	// Residuals by wrapping subtraction: the decoder's wrapping addition undoes them.
 	r := append(s.res[:0], vals...)
+	var prevHead int64
 	for k := 0; k < order; k++ {
 		for _, h := range r[k*lag : (k+1)*lag] {
-			dst = binary.AppendVarint(dst, h)
+			dst = binary.AppendVarint(dst, h-prevHead)
+			prevHead = h
 		}
 		for i := len(r) - 1; i >= (k+1)*lag; i-- {
 			r[i] -= r[i-lag]
@@ -92,9 +106,13 @@ func encodeInts(dst []byte, vals []int64, order, lag int, centred bool, s *intSc
 			r[i] /= int64(scale)
 		}
 	}
+	if constant(r) && !s.noConstant {
+		dst[at] |= modeConstant
+		return binary.AppendVarint(dst, r[0])
+	}
 	var prevCentre int64
 	for len(r) > 0 {
-		n := min(len(r), blockLen)
+		n := min(len(r), blockLen2)
 		block := r[:n]
 		var c int64
 		if centred {
@@ -111,6 +129,16 @@ func encodeInts(dst []byte, vals []int64, order, lag int, centred bool, s *intSc
 		r = r[n:]
 	}
 	return dst
+}
+
+// constant reports whether r holds at least one value and all its values are equal.
+func constant(r []int64) bool {
+	for _, v := range r {
+		if v != r[0] {
+			return false
+		}
+	}
+	return len(r) > 0
 }
 
 // median returns the median of r (the upper one of an even count).
@@ -134,8 +162,9 @@ func decodeInts(b []byte, n int, out []int64, ver byte) ([]int64, []byte, error)
 	}
 	mode := b[0]
 	b = b[1:]
-	order, lag, centred := int(mode&modeOrderMask), int(mode>>modeLagShift)+1, mode&modeCentred != 0
-	if order > 2 || lag > maxLag || order*lag > n {
+	order, lag, centred := int(mode&modeOrderMask), int(mode&modeLagMask>>modeLagShift)+1, mode&modeCentred != 0
+	if order > 2 || mode&^(modeOrderMask|modeCentred|modeLagMask|modeConstant) != 0 || order*lag > n ||
+		(mode&modeConstant != 0 && order*lag == n) {
 		return out, nil, corrupt("int stream mode %#x for %d values", mode, n)
 	}
 	heads := order * lag
@@ -145,12 +174,14 @@ func decodeInts(b []byte, n int, out []int64, ver byte) ([]int64, []byte, error)
 	if cap(out) < n {
 		out = make([]int64, 0, n)
 	}
+	var head int64
 	for range heads {
 		v, m := binary.Varint(b)
 		if m <= 0 {
 			return out, nil, errShort
 		}
-		out = append(out, v)
+		head += v
+		out = append(out, head)
 		b = b[m:]
 	}
 	scale, m := binary.Uvarint(b)
@@ -160,12 +191,23 @@ func decodeInts(b []byte, n int, out []int64, ver byte) ([]int64, []byte, error)
 	b = b[m:]
 
 	res := n - heads
-	if (res+blockLen-1)/blockLen*minBlockBytes > len(b) {
+	if mode&modeConstant != 0 {
+		c, m := binary.Varint(b)
+		if m <= 0 {
+			return out, nil, errShort
+		}
+		b = b[m:]
+		for range res {
+			out = append(out, c*int64(scale))
+		}
+		res = 0
+	}
+	if (res+blockLen2-1)/blockLen2*minBlockBytes > len(b) {
 		return out, nil, errShort
 	}
 	var centre int64
 	for res > 0 {
-		cnt := min(res, blockLen)
+		cnt := min(res, blockLen2)
 		if centred {
 			d, m := binary.Varint(b)
 			if m <= 0 {
