@@ -140,6 +140,10 @@ func benchPMUDensity(b *testing.B, cfg pmudata.Config, chans []pmudata.Channel) 
 		b.Fatal(err)
 	}
 	compacted := usage(b, dir)
+	if testing.Verbose() {
+		b.Log("after the compaction:")
+		listDir(b, dir)
+	}
 	b.ReportMetric(perPoint(live.total()-before.total()), "live-B/point")
 	b.ReportMetric(perPoint(later.total()-before.total()), "2min-B/point")
 	b.ReportMetric(perPoint(compacted.total()-before.total()), "compact-B/point")
