@@ -80,7 +80,9 @@ type PebbleOptions struct {
 	Quantum quanta.Quantum
 	// SealGrace is how long after a quantum's end the store waits for late points
 	// before sealing it. Late points are still accepted after that, at the cost of a
-	// re-seal. 0 means one quantum, at least 30 s.
+	// re-seal. 0 means one quantum, at least 10 s: sealed that soon, most of a
+	// quantum's blocks are replaced while still in the memtable and never reach a table
+	// file, which keeps the store's garbage (and the flash it costs) small.
 	SealGrace time.Duration
 	// SealInterval is how often the background sealer looks for quanta to seal. A
 	// negative value disables it (tests call SealNow). 0 means one quantum.
@@ -190,7 +192,7 @@ func (o PebbleOptions) withDefaults() (PebbleOptions, error) {
 		return o, errors.New("store: quantum must be at least 1 s")
 	}
 	if o.SealGrace <= 0 {
-		o.SealGrace = max(o.Quantum.Duration(), 30*time.Second)
+		o.SealGrace = max(o.Quantum.Duration(), 10*time.Second)
 	}
 	if o.SealInterval == 0 {
 		o.SealInterval = o.Quantum.Duration()
