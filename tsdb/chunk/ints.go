@@ -58,9 +58,9 @@ func gcdAll(r []int64) uint64 {
 	return g
 }
 
-// packBlock writes width, exception count, packed bits and exceptions of the unsigned
-// residuals u, choosing the width that minimises the block's size.
-func packBlock(dst []byte, u []uint64) []byte {
+// chooseWidth returns the packing width that minimises the block of unsigned
+// residuals u: every residual wider than it becomes an exception.
+func chooseWidth(u []uint64) int {
 	var hist [65]int // residuals by bit length
 	maxLen := 0
 	for _, v := range u {
@@ -91,7 +91,29 @@ func packBlock(dst []byte, u []uint64) []byte {
 			width, bestCost = w, cost
 		}
 	}
+	return width
+}
 
+// blockBytes returns the size packBlock gives the block u at width.
+func blockBytes(u []uint64, width int) int {
+	n := 1 + (len(u)*width+7)/8
+	if width < 64 {
+		exc := 0
+		for _, v := range u {
+			if bits.Len64(v) > width {
+				exc++
+				n += 1 + uvarintLen(v>>uint(width))
+			}
+		}
+		n += uvarintLen(uint64(exc))
+	}
+	return n
+}
+
+// packBlock writes width, exception count, packed bits and exceptions of the unsigned
+// residuals u, at the width that minimises the block's size.
+func packBlock(dst []byte, u []uint64) []byte {
+	width := chooseWidth(u)
 	dst = append(dst, byte(width))
 	if width < 64 {
 		exc := 0

@@ -60,24 +60,29 @@ type intScratch struct {
 	noConstant bool
 }
 
-// appendInts appends the smallest version-2 int stream of vals to dst, trying each mode
-// in scratch's buffers, which stay grown for the next call.
+// appendInts appends the smallest version-2 int stream of vals to dst: it sizes each
+// mode without writing it, then writes the smallest.
 func appendInts(dst []byte, vals []int64, s *intScratch) []byte {
-	best := -1
+	best, bestSize := -1, 0
 	for i, m := range intModes {
 		if m.order*m.lag > len(vals) {
 			continue
 		}
-		s.out[i] = encodeInts(s.out[i][:0], vals, m.order, m.lag, m.centred, s)
-		if best < 0 || len(s.out[i]) < len(s.out[best]) {
-			best = i
+		var size int
+		s.out[0], size = encodeInts(s.out[0][:0], vals, m.order, m.lag, m.centred, s, true)
+		if best < 0 || size < bestSize {
+			best, bestSize = i, size
 		}
 	}
-	return append(dst, s.out[best]...)
+	m := intModes[best]
+	dst, _ = encodeInts(dst, vals, m.order, m.lag, m.centred, s, false)
+	return dst
 }
 
-// encodeInts writes vals as a version-2 int stream of the given mode.
-func encodeInts(dst []byte, vals []int64, order, lag int, centred bool, s *intScratch) []byte {
+// encodeInts writes vals as a version-2 int stream of the given mode and returns its
+// size; with dry set it writes only the stream's head and computes the size of its
+// blocks without packing them.
+func encodeInts(dst []byte, vals []int64, order, lag int, centred bool, s *intScratch, dry bool) ([]byte, int) {
 	mode := byte(order) | byte(lag-1)<<modeLagShift
 	if centred {
 		mode |= modeCentred
@@ -108,8 +113,10 @@ func encodeInts(dst []byte, vals []int64, order, lag int, centred bool, s *intSc
 	}
 	if constant(r) && !s.noConstant {
 		dst[at] |= modeConstant
-		return binary.AppendVarint(dst, r[0])
+		dst = binary.AppendVarint(dst, r[0])
+		return dst, len(dst) - at
 	}
+	size := len(dst) - at
 	var prevCentre int64
 	for len(r) > 0 {
 		n := min(len(r), blockLen2)
@@ -117,7 +124,11 @@ func encodeInts(dst []byte, vals []int64, order, lag int, centred bool, s *intSc
 		var c int64
 		if centred {
 			c = median(block, &s.sort)
-			dst = binary.AppendVarint(dst, c-prevCentre)
+			if dry {
+				size += varintLen(c - prevCentre)
+			} else {
+				dst = binary.AppendVarint(dst, c-prevCentre)
+			}
 			prevCentre = c
 		}
 		u := s.u[:0]
@@ -125,11 +136,20 @@ func encodeInts(dst []byte, vals []int64, order, lag int, centred bool, s *intSc
 			u = append(u, zigzag(v-c))
 		}
 		s.u = u
-		dst = packBlock(dst, u)
+		if dry {
+			size += blockBytes(u, chooseWidth(u))
+		} else {
+			dst = packBlock(dst, u)
+		}
 		r = r[n:]
 	}
-	return dst
+	if !dry {
+		size = len(dst) - at
+	}
+	return dst, size
 }
+
+func varintLen(v int64) int { return uvarintLen(zigzag(v)) }
 
 // constant reports whether r holds at least one value and all its values are equal.
 func constant(r []int64) bool {
@@ -141,9 +161,20 @@ func constant(r []int64) bool {
 	return len(r) > 0
 }
 
-// median returns the median of r (the upper one of an even count).
+// medianSample is how many residuals of a block the centre is estimated from.
+const medianSample = 16
+
+// median returns the median of up to medianSample residuals spread evenly over r: a
+// centre as good as the exact median for noise, at an eighth of the sorting.
 func median(r []int64, buf *[]int64) int64 {
-	s := append((*buf)[:0], r...)
+	s := (*buf)[:0]
+	if len(r) <= medianSample {
+		s = append(s, r...)
+	} else {
+		for i := range medianSample {
+			s = append(s, r[i*len(r)/medianSample])
+		}
+	}
 	slices.Sort(s)
 	*buf = s
 	return s[len(s)/2]
