@@ -3,12 +3,15 @@
 //
 // Layout (all integers little-endian bit packing or Go varints):
 //
-//	version byte (1)
+//	version byte (2; version 1 chunks, written before, are still read)
 //	type    byte (series.Float, Int or String)
 //	n       uvarint, 1..MaxPoints
-//	timestamps  int stream (ints.go): delta-of-delta with a common scale, bit-packed
-//	values      Float: floats.go (decimal-scaled int stream, or Gorilla XOR)
-//	            Int: int stream (raw, delta or delta-of-delta, whichever is smallest)
+//	timestamps  int stream (ints2.go): delta-of-deltas or deltas at a lag, with a common
+//	            scale, bit-packed
+//	values      Float: floats.go (decimal-scaled int stream, float32 patterns as an
+//	            int stream, or Gorilla XOR)
+//	            Int: int stream (raw, delta or delta-of-delta, centred or not, whichever
+//	            is smallest; ints2.go)
 //	            String: strings.go (dictionary of repeats, or lengths + bytes)
 //
 // Why our own codec: the Go Gorilla implementations (github.com/keisku/gorilla,
@@ -32,8 +35,9 @@ import (
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
-// version is the first byte of every chunk.
-const version = 1
+// version is the first byte of every chunk this package writes. Version 1 chunks
+// (version-1 int streams, no float32 mode) are still read: stores keep them.
+const version = 2
 
 // MaxPoints is the most points one chunk may hold.
 const MaxPoints = 1 << 20
@@ -49,10 +53,12 @@ func corrupt(format string, args ...any) error {
 
 // scratch holds buffers reused across calls of one Encoder or decoder.
 type scratch struct {
-	ints     intScratch
-	floatBuf []byte
-	decBuf   []byte
-	mant     []int64
+	ints      intScratch
+	floatBuf  []byte
+	decBuf    []byte
+	singleBuf []byte
+	mant      []int64
+	ver       byte // version of the chunk being decoded
 }
 
 // Encoder compresses batches, reusing its buffers between calls. It is not safe for
@@ -76,19 +82,35 @@ func (e *Encoder) Encode(dst []byte, p series.Points) ([]byte, error) {
 	case !p.Sorted():
 		return dst, errors.New("chunk: timestamps must strictly ascend")
 	}
-	dst = append(dst, version, byte(p.Type))
-	dst = binary.AppendUvarint(dst, uint64(n))
-	dst = appendInts(dst, p.T, &e.s.ints)
-	switch p.Type {
-	case series.Float:
-		dst = appendFloats(dst, p.F, &e.s)
-	case series.Int:
-		dst = appendInts(dst, p.I, &e.s.ints)
-	case series.String:
-		dst = appendStrings(dst, p.S, &e.s)
+	start := len(dst)
+	for _, constants := range []bool{true, false} {
+		e.s.ints.noConstant = !constants
+		dst = append(dst[:start], version, byte(p.Type))
+		dst = binary.AppendUvarint(dst, uint64(n))
+		head := len(dst)
+		dst = appendInts(dst, p.T, &e.s.ints)
+		switch p.Type {
+		case series.Float:
+			dst = appendFloats(dst, p.F, &e.s)
+		case series.Int:
+			dst = appendInts(dst, p.I, &e.s.ints)
+		case series.String:
+			dst = appendStrings(dst, p.S, &e.s)
+		}
+		// Constant streams can describe more points a byte than a decoder accepts
+		// (maxPointsPerByte); such a chunk is written without them.
+		if uint64(n) <= maxPointsPerByte*uint64(len(dst)-head)+2 {
+			break
+		}
 	}
 	return dst, nil
 }
+
+// maxPointsPerByte bounds the point count of a version-2 chunk by its size, so that
+// a damaged count cannot make a decoder allocate more than 16 bytes × 256 per input
+// byte. (Version 1 chunks, whose blocks cost at least 2 bytes per 64 points per
+// column, are held to 32.)
+const maxPointsPerByte = 256
 
 // Encode appends the chunk of p to dst with a one-off Encoder.
 func Encode(dst []byte, p series.Points) ([]byte, error) {
@@ -101,8 +123,8 @@ func header(b []byte) (series.Type, int, []byte, error) {
 	if len(b) < 3 {
 		return series.Unknown, 0, nil, errShort
 	}
-	if b[0] != version {
-		return series.Unknown, 0, nil, corrupt("version %d", b[0])
+	if b[0] != 1 && b[0] != version {
+		return series.Unknown, 0, nil, corrupt("version %d (this tsdht reads 1 and %d)", b[0], version)
 	}
 	t := series.Type(b[1])
 	if t != series.Float && t != series.Int && t != series.String {
@@ -110,9 +132,13 @@ func header(b []byte) (series.Type, int, []byte, error) {
 	}
 	n, m := binary.Uvarint(b[2:])
 	rest := b[2+max(m, 0):]
-	// Each point costs at least 1/32 byte per column; the bound keeps a forged count
+	// Each point costs at least 1/perByte byte; the bound keeps a forged count
 	// from allocating more than the input could describe.
-	if m <= 0 || n == 0 || n > MaxPoints || n > 32*uint64(len(rest))+2 {
+	perByte := uint64(maxPointsPerByte)
+	if b[0] == 1 {
+		perByte = 32
+	}
+	if m <= 0 || n == 0 || n > MaxPoints || n > perByte*uint64(len(rest))+2 {
 		return series.Unknown, 0, nil, corrupt("point count")
 	}
 	return t, int(n), rest, nil
@@ -120,13 +146,17 @@ func header(b []byte) (series.Type, int, []byte, error) {
 
 // Decode returns the points of a chunk. The result owns its memory.
 func Decode(b []byte) (series.Points, error) {
+	if len(b) == 0 {
+		return series.Points{}, errShort
+	}
+	ver := b[0]
 	t, n, b, err := header(b)
 	if err != nil {
 		return series.Points{}, err
 	}
-	var s scratch
+	s := scratch{ver: ver}
 	p := series.Points{Type: t}
-	if p.T, b, err = decodeInts(b, n, nil); err != nil {
+	if p.T, b, err = decodeInts(b, n, nil, ver); err != nil {
 		return series.Points{}, err
 	}
 	for i := 1; i < n; i++ {
@@ -136,9 +166,9 @@ func Decode(b []byte) (series.Points, error) {
 	}
 	switch t {
 	case series.Float:
-		p.F, b, err = decodeFloats(b, n, make([]float64, 0, n), &s)
+		p.F, b, err = decodeFloats(b, n, make([]float64, 0, n), &s, ver)
 	case series.Int:
-		p.I, b, err = decodeInts(b, n, nil)
+		p.I, b, err = decodeInts(b, n, nil, ver)
 	case series.String:
 		p.S, b, err = decodeStrings(b, n, make([]string, 0, n), &s)
 	}

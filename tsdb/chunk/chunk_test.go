@@ -282,7 +282,16 @@ func FuzzDecode(f *testing.F) {
 		b, _ := Encode(nil, randomPoints(r))
 		f.Add(b)
 	}
+	for range 10 {
+		b, _ := Encode(nil, randomSingles(r))
+		f.Add(b)
+	}
 	f.Add([]byte{version, byte(series.String), 3, 0, 0, 1, 0, 0, 1, 0, 0})
+	f.Add([]byte{1, byte(series.String), 3, 0, 0, 1, 0, 0, 1, 0, 0})
+	// Version-1 chunks, as stores hold them.
+	for _, b := range goldenV1(f).Chunks[:20] {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := Decode(b)
 		if err != nil {
@@ -310,6 +319,7 @@ func FuzzRoundTrip(f *testing.F) {
 	f.Add(uint8(1), []byte("\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f"), int64(0), int64(16_666_667))
 	f.Add(uint8(2), []byte("\xff\xff\xff\xff\xff\xff\xff\xff\x00\x00\x00\x00\x00\x00\x00\x00"), int64(math.MinInt64), int64(1))
 	f.Add(uint8(3), []byte("ok\x00ok\x00fault\x00"), int64(-1e18), int64(1e9))
+	f.Add(uint8(4), []byte("\x00\x00\x00\x00\x00\x00\x80\x42\x00\x00\x00\x00\x01\x00\x80\x42"), int64(1e18), int64(16_666_667))
 	f.Fuzz(func(t *testing.T, typ uint8, data []byte, start, step int64) {
 		// Build a valid batch from the fuzzer's bytes: 8 bytes per point, a timestamp
 		// delta from the first 2 bytes, a value from the rest.
@@ -332,7 +342,11 @@ func FuzzRoundTrip(f *testing.F) {
 			p.T = append(p.T, ts)
 			switch p.Type {
 			case series.Float:
-				p.F = append(p.F, math.Float64frombits(u))
+				if typ&4 != 0 { // a float32 (C37.118 floating point), widened
+					p.F = append(p.F, math.Float64frombits(widen(uint32(u>>32))))
+				} else {
+					p.F = append(p.F, math.Float64frombits(u))
+				}
 			case series.Int:
 				p.I = append(p.I, int64(u))
 			case series.String:

@@ -5,11 +5,14 @@ import (
 	"math/bits"
 )
 
-// A float column is stored in one of two modes, whichever is smaller:
+// A float column is stored in one of three modes, whichever is smallest:
 //
 //	floatXOR     byte 0, then Gorilla's XOR bit stream, padded to a byte
 //	floatDecimal byte 1, exponent e (byte), then an int stream of mantissas m with
 //	             value = float64(m) / 10^e, bit for bit
+//	float32      byte 2 (chunk version 2 on), then an int stream of the values' float32
+//	             bit patterns in monotone order (float32.go); every value is a float32
+//	             widened to float64, bit for bit
 //
 // Measurements come from instruments of finite resolution: a PMU reports frequency to
 // the mHz and magnitudes to 5 or 6 significant digits. Such values are decimals, and
@@ -18,9 +21,14 @@ import (
 // few units: about one byte a point. Values that are not short decimals (NaN payloads,
 // ±Inf, -0, full-precision results of arithmetic) fall back to XOR, which is exact for
 // every bit pattern.
+//
+// Instruments that send float32 (IEEE C37.118's floating-point format) give values
+// whose float64 image has 29 zero mantissa bits and no short decimal form: as float32
+// patterns in monotone order, their noise is a delta of a few hundred units (float32.go).
 const (
 	floatXOR     = 0
 	floatDecimal = 1
+	floatSingle  = 2
 )
 
 // maxDecimalExp is the largest decimal exponent tried: 10^15 is exact as a float64.
@@ -74,20 +82,28 @@ func decimalMantissas(vals []float64, out []int64) (e int, m []int64, ok bool) {
 	return e, m, true
 }
 
-// appendFloats appends the smaller float column encoding of vals.
+// appendFloats appends the smallest float column encoding of vals.
 func appendFloats(dst []byte, vals []float64, s *scratch) []byte {
-	xor := appendXOR(append(s.floatBuf[:0], floatXOR), vals)
-	s.floatBuf = xor
+	best := appendXOR(append(s.floatBuf[:0], floatXOR), vals)
+	s.floatBuf = best
 	e, m, ok := decimalMantissas(vals, s.mant)
 	s.mant = m
 	if ok {
 		dec := appendInts(append(s.decBuf[:0], floatDecimal, byte(e)), m, &s.ints)
 		s.decBuf = dec
-		if len(dec) < len(xor) {
-			return append(dst, dec...)
+		if len(dec) < len(best) {
+			best = dec
 		}
 	}
-	return append(dst, xor...)
+	if m, ok := singles(vals, s.mant); ok {
+		s.mant = m
+		single := appendInts(append(s.singleBuf[:0], floatSingle), m, &s.ints)
+		s.singleBuf = single
+		if len(single) < len(best) {
+			best = single
+		}
+	}
+	return append(dst, best...)
 }
 
 // appendXOR writes vals as Gorilla XOR: the first value's 64 bits; then per value a 0
@@ -124,8 +140,9 @@ func appendXOR(dst []byte, vals []float64) []byte {
 	return w.flush()
 }
 
-// decodeFloats reads a float column of n values and returns the rest of b.
-func decodeFloats(b []byte, n int, out []float64, s *scratch) ([]float64, []byte, error) {
+// decodeFloats reads a float column of n values in chunk version ver and returns the
+// rest of b.
+func decodeFloats(b []byte, n int, out []float64, s *scratch, ver byte) ([]float64, []byte, error) {
 	if len(b) < 1 {
 		return out, nil, errShort
 	}
@@ -137,13 +154,30 @@ func decodeFloats(b []byte, n int, out []float64, s *scratch) ([]float64, []byte
 			return out, nil, corrupt("decimal exponent")
 		}
 		p := pow10[b[1]]
-		m, rest, err := decodeInts(b[2:], n, s.mant)
+		m, rest, err := decodeInts(b[2:], n, s.mant, ver)
 		s.mant = m
 		if err != nil {
 			return out, nil, err
 		}
 		for _, mi := range m {
 			out = append(out, float64(mi)/p)
+		}
+		return out, rest, nil
+	case floatSingle:
+		if ver < 2 {
+			break
+		}
+		m, rest, err := decodeInts(b[1:], n, s.mant, ver)
+		s.mant = m
+		if err != nil {
+			return out, nil, err
+		}
+		for _, mi := range m {
+			u, ok := fromMonotone(mi)
+			if !ok {
+				return out, nil, corrupt("float32 pattern out of range")
+			}
+			out = append(out, math.Float64frombits(widen(u)))
 		}
 		return out, rest, nil
 	}

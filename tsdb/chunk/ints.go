@@ -5,7 +5,7 @@ import (
 	"math/bits"
 )
 
-// An int stream holds a column of n int64 values (timestamps, int values, decimal
+// A version-1 int stream (chunks of version 1; version 2 is in ints2.go) holds a column of n int64 values (timestamps, int values, decimal
 // mantissas, string lengths or dictionary indices):
 //
 //	order   byte     0 = values, 1 = deltas, 2 = delta-of-deltas
@@ -17,7 +17,7 @@ import (
 //	          packed ceil(count*width/8) bytes: low width bits of each zig-zagged residual
 //	          exc × (index byte, uvarint high bits) for residuals wider than width
 //
-// The encoder tries each order and keeps the smallest output: deltas suit counters
+// The encoder tried each order and kept the smallest output: deltas suit counters
 // and noisy readings, delta-of-deltas suit regular timestamps (a steady 60 Hz clock
 // yields all-zero residuals: a block costs two bytes for 64 points), raw values suit
 // small codes such as dictionary indices. The scale absorbs a timestamp resolution
@@ -35,54 +35,6 @@ const minBlockBytes = 2
 
 func zigzag(v int64) uint64   { return uint64(v<<1) ^ uint64(v>>63) }
 func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
-
-// appendInts appends the smallest int stream of vals to dst, trying each order in
-// scratch's buffers, which stay grown for the next call.
-func appendInts(dst []byte, vals []int64, scratch *intScratch) []byte {
-	best := -1
-	for order := 0; order <= 2 && order <= len(vals); order++ {
-		scratch.out[order] = encodeInts(scratch.out[order][:0], vals, order, &scratch.res)
-		if best < 0 || len(scratch.out[order]) < len(scratch.out[best]) {
-			best = order
-		}
-	}
-	return append(dst, scratch.out[best]...)
-}
-
-// intScratch holds the buffers appendInts reuses.
-type intScratch struct {
-	out [3][]byte
-	res []int64
-}
-
-// encodeInts writes vals as an int stream of the given order.
-func encodeInts(dst []byte, vals []int64, order int, res *[]int64) []byte {
-	dst = append(dst, byte(order))
-	// Residuals by wrapping subtraction: the decoder's wrapping addition undoes them.
-	r := append((*res)[:0], vals...)
-	for k := 0; k < order; k++ {
-		dst = binary.AppendVarint(dst, r[k])
-		for i := len(r) - 1; i > k; i-- {
-			r[i] -= r[i-1]
-		}
-	}
-	*res = r[:0] // hand the grown buffer back for the next call
-	r = r[order:]
-
-	scale := gcdAll(r)
-	dst = binary.AppendUvarint(dst, scale)
-	if scale > 1 {
-		for i := range r {
-			r[i] /= int64(scale)
-		}
-	}
-	for len(r) > 0 {
-		n := min(len(r), blockLen)
-		dst = appendBlock(dst, r[:n])
-		r = r[n:]
-	}
-	return dst
-}
 
 // gcdAll returns the greatest common divisor of the residuals' magnitudes, or 1 if it
 // would not fit an int64 (only all-zero or all-MinInt64 columns get there).
@@ -106,26 +58,28 @@ func gcdAll(r []int64) uint64 {
 	return g
 }
 
-// appendBlock packs one block, choosing the width that minimises its size.
-func appendBlock(dst []byte, r []int64) []byte {
-	var hist [65]int // residuals by bit length of their zig-zag form
+// chooseWidth returns the packing width that minimises the block of unsigned
+// residuals u: every residual wider than it becomes an exception.
+func chooseWidth(u []uint64) int {
+	var hist [65]int // residuals by bit length
 	maxLen := 0
-	for _, v := range r {
-		l := bits.Len64(zigzag(v))
+	for _, v := range u {
+		l := bits.Len64(v)
 		hist[l]++
 		maxLen = max(maxLen, l)
 	}
-	var lens []int // the bit lengths that occur, usually a handful
+	var lensBuf [65]int
+	lens := lensBuf[:0] // the bit lengths that occur, usually a handful
 	for l := 0; l <= maxLen; l++ {
 		if hist[l] > 0 {
 			lens = append(lens, l)
 		}
 	}
-	width, bestCost := maxLen, len(r)*maxLen
+	width, bestCost := maxLen, len(u)*maxLen
 	for w := 0; w < maxLen; w++ {
 		// Every residual wider than w becomes an exception: an index byte and its high
 		// b-w bits as a uvarint, 7 bits a byte.
-		cost, wider := len(r)*w, 0
+		cost, wider := len(u)*w, 0
 		for _, b := range lens {
 			if b > w {
 				cost += hist[b] * 8 * (1 + (b-w+6)/7)
@@ -137,35 +91,61 @@ func appendBlock(dst []byte, r []int64) []byte {
 			width, bestCost = w, cost
 		}
 	}
+	return width
+}
 
-	dst = append(dst, byte(width))
-	var exc []int
+// blockBytes returns the size packBlock gives the block u at width.
+func blockBytes(u []uint64, width int) int {
+	n := 1 + (len(u)*width+7)/8
 	if width < 64 {
-		for i, v := range r {
-			if bits.Len64(zigzag(v)) > width {
-				exc = append(exc, i)
+		exc := 0
+		for _, v := range u {
+			if bits.Len64(v) > width {
+				exc++
+				n += 1 + uvarintLen(v>>uint(width))
 			}
 		}
-		dst = binary.AppendUvarint(dst, uint64(len(exc)))
+		n += uvarintLen(uint64(exc))
+	}
+	return n
+}
+
+// packBlock writes width, exception count, packed bits and exceptions of the unsigned
+// residuals u, at the width that minimises the block's size.
+func packBlock(dst []byte, u []uint64) []byte {
+	width := chooseWidth(u)
+	dst = append(dst, byte(width))
+	if width < 64 {
+		exc := 0
+		for _, v := range u {
+			if bits.Len64(v) > width {
+				exc++
+			}
+		}
+		dst = binary.AppendUvarint(dst, uint64(exc))
 	}
 	bw := bitWriter{buf: dst}
-	for _, v := range r {
-		bw.write(zigzag(v), uint(width))
+	for _, v := range u {
+		bw.write(v, uint(width))
 	}
 	dst = bw.flush()
-	for _, i := range exc {
-		dst = append(dst, byte(i))
-		dst = binary.AppendUvarint(dst, zigzag(r[i])>>uint(width))
+	if width < 64 {
+		for i, v := range u {
+			if bits.Len64(v) > width {
+				dst = append(dst, byte(i))
+				dst = binary.AppendUvarint(dst, v>>uint(width))
+			}
+		}
 	}
 	return dst
 }
 
 func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
 
-// decodeInts reads an int stream of n values from b into out (which it resets) and
-// returns the rest of b. It never reads outside b nor allocates more than n values; the
-// caller has bounded n by the input size.
-func decodeInts(b []byte, n int, out []int64) ([]int64, []byte, error) {
+// decodeIntsV1 reads a version-1 int stream of n values from b into out (which it
+// resets) and returns the rest of b. It never reads outside b nor allocates more than n
+// values; the caller has bounded n by the input size.
+func decodeIntsV1(b []byte, n int, out []int64) ([]int64, []byte, error) {
 	out = out[:0]
 	if len(b) < 1 {
 		return out, nil, errShort
@@ -215,8 +195,22 @@ func decodeInts(b []byte, n int, out []int64) ([]int64, []byte, error) {
 	return out, b, nil
 }
 
-// decodeBlock appends cnt residuals (times scale) to out.
+// decodeBlock appends cnt residuals of a version-1 stream (times scale) to out.
 func decodeBlock(b []byte, cnt int, scale int64, out []int64) ([]int64, []byte, error) {
+	base := len(out)
+	out, b, err := unpackBlock(b, cnt, out)
+	if err != nil {
+		return out, nil, err
+	}
+	for i := base; i < len(out); i++ {
+		out[i] = unzigzag(uint64(out[i])) * scale
+	}
+	return out, b, nil
+}
+
+// unpackBlock reads what packBlock wrote: it appends cnt unsigned residuals to out
+// (as int64 bit patterns) and returns the rest of b.
+func unpackBlock(b []byte, cnt int, out []int64) ([]int64, []byte, error) {
 	if len(b) < 1 {
 		return out, nil, errShort
 	}
@@ -257,9 +251,6 @@ func decodeBlock(b []byte, cnt int, scale int64, out []int64) ([]int64, []byte, 
 		prev = i
 		out[base+i] |= int64(hi << width)
 		b = b[1+m:]
-	}
-	for i := base; i < len(out); i++ {
-		out[i] = unzigzag(uint64(out[i])) * scale
 	}
 	return out, b, nil
 }

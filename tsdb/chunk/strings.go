@@ -75,7 +75,7 @@ func decodeStrings(b []byte, n int, out []string, s *scratch) ([]string, []byte,
 	b = b[1:]
 	switch mode {
 	case stringPlain:
-		lens, rest, err := decodeInts(b, n, s.mant)
+		lens, rest, err := decodeInts(b, n, s.mant, s.ver)
 		s.mant = lens
 		if err != nil {
 			return out, nil, err
@@ -113,7 +113,7 @@ func decodeStrings(b []byte, n int, out []string, s *scratch) ([]string, []byte,
 			dict = append(dict, string(b[m:m+int(l)]))
 			b = b[m+int(l):]
 		}
-		idx, rest, err := decodeInts(b, n, s.mant)
+		idx, rest, err := decodeInts(b, n, s.mant, s.ver)
 		s.mant = idx
 		if err != nil {
 			return out, nil, err

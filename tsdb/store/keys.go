@@ -20,7 +20,8 @@ import (
 //	'u' ‖ id                         → empty: the pair has blocks awaiting a seal
 //	'm' ‖ key                        → series metadata: version byte ‖ type byte
 //	's'                              → store counters, maintained by merge operands
-//	'g'                              → uvarint: the last chunk generation handed out
+//	'q'                              → uvarint: the last chunk generation handed out
+//	                                   (format 2 kept it under 'g')
 //	'v'                              → uvarint: the store format (storeFormat)
 //
 // Why this order:
@@ -46,6 +47,12 @@ import (
 //   - The series key is length-prefixed, so no pair's key range contains another's: two
 //     series whose 80-bit hash halves collide share a shard ID but never a key range.
 //     (Keys are 1..256 bytes, so len−1 fits a byte.)
+//   - Every key a write or a seal touches besides the pair's own ('s', 'u', 'q') sorts
+//     after every 'p' key. A pebble table flushed from the memtable spans the keys it
+//     holds, and a compaction rewrites every older table that span overlaps: with the
+//     generation under 'g' (before 'p'), each flushed table spanned the whole pair
+//     family, and each compaction rewrote all of the store's data — 30-100 bytes of
+//     flash written per point stored. Now a flush spans only the newest quanta.
 //   - 'm' is keyed by series alone: a type check or a future latest-value lookup is one
 //     point read, which the bloom filters make cheap.
 const (
@@ -53,7 +60,8 @@ const (
 	famUnsealed = 'u'
 	famMeta     = 'm'
 	famCounters = 's'
-	famGen      = 'g'
+	famGen      = 'q'
+	famGenOld   = 'g' // where format-2 stores keep the generation: read, then deleted
 
 	kindSummary = 0x00
 	kindChunk   = 0x01
@@ -63,9 +71,12 @@ const (
 	famFormat = 'v'
 )
 
-// storeFormat is the on-disk format this code reads and writes. Format 1 stored one raw
-// key per point; a store in another format is refused at open rather than misread.
-const storeFormat = 2
+// storeFormat is the on-disk format this code writes. Format 1 stored one raw key per
+// point and is refused at open rather than misread. Format 2 (version-1 chunks only,
+// the generation under 'g') is read and upgraded in place: its chunks stay readable
+// (package chunk decodes both versions), its generation moves at the next seal. An
+// older tsdht refuses format 3 at open instead of misreading version-2 chunks.
+const storeFormat = 3
 
 // metaVersion is the first byte of a series' metadata value.
 const metaVersion = 1
@@ -73,6 +84,7 @@ const metaVersion = 1
 var (
 	countersKey = []byte{famCounters}
 	genKey      = []byte{famGen}
+	genKeyOld   = []byte{famGenOld}
 	formatKey   = []byte{famFormat}
 )
 
@@ -133,6 +145,11 @@ type summary struct {
 	minT, maxT int64
 	nextBlock  uint64 // number of the pair's next block
 	tailBlock  uint64 // first block of the tail, the blocks the next fold rewrites
+
+	// marked: the pair's 'u' key is known to be written since its last seal, so an
+	// append need not write it again. Not persisted: a summary read from disk has it
+	// false, which costs one redundant write of the marker.
+	marked bool
 }
 
 func (s summary) encode() []byte {
@@ -173,7 +190,7 @@ func decodeSummary(v []byte) (summary, error) {
 // blocks more blocks; the tail stays where it was.
 func (s summary) with(fresh int64, minT, maxT int64, blocks uint64) summary {
 	next := summary{count: s.count + fresh, minT: min(s.minT, minT), maxT: max(s.maxT, maxT),
-		nextBlock: s.nextBlock + blocks, tailBlock: s.tailBlock}
+		nextBlock: s.nextBlock + blocks, tailBlock: s.tailBlock, marked: true}
 	if s.count == 0 {
 		next.minT, next.maxT = minT, maxT
 	}

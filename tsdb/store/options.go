@@ -80,7 +80,9 @@ type PebbleOptions struct {
 	Quantum quanta.Quantum
 	// SealGrace is how long after a quantum's end the store waits for late points
 	// before sealing it. Late points are still accepted after that, at the cost of a
-	// re-seal. 0 means one quantum, at least 30 s.
+	// re-seal. 0 means one quantum, at least 10 s: sealed that soon, most of a
+	// quantum's blocks are replaced while still in the memtable and never reach a table
+	// file, which keeps the store's garbage (and the flash it costs) small.
 	SealGrace time.Duration
 	// SealInterval is how often the background sealer looks for quanta to seal. A
 	// negative value disables it (tests call SealNow). 0 means one quantum.
@@ -93,8 +95,19 @@ type PebbleOptions struct {
 	// CacheSize is pebble's block cache in bytes. Default 16 MiB.
 	CacheSize int64
 	// MemTableSize is the size of one pebble memtable in bytes; up to two are held in
-	// RAM at once. Default 4 MiB.
+	// RAM at once. It also sizes the WAL on disk, a fixed cost: the live WAL file and up
+	// to three recycled ones, each about MemTableSize. Default 512 KiB: with 4 MiB the
+	// WAL alone took 18 MiB, 3.6 bytes a point of an hour of 24 PMU channels
+	// (BenchmarkPMUBytesPerPoint), twice what the data itself takes.
 	MemTableSize int64
+	// L0CompactionThreshold is how many flushed tables pile up before pebble compacts
+	// them into the level below. Each such compaction rewrites the newest table below
+	// (writes go to the newest quanta, at the end of the key space), so a larger
+	// batch halves the flash written per point. Default 8.
+	L0CompactionThreshold int
+	// TargetFileSize is the size of pebble's table files, which bounds what a
+	// compaction of new data rewrites. Default 512 KiB.
+	TargetFileSize int64
 	// MaxOpenFiles bounds pebble's open table files. Default 256.
 	MaxOpenFiles int
 	// HotCacheSize bounds, in bytes, the decoded sealed chunks kept for repeated reads
@@ -119,9 +132,9 @@ type PebbleOptions struct {
 	// budget. 0 is unlimited. The budget includes the engine's fixed overhead, which
 	// dropping data cannot reclaim: the WAL of the memtables not yet flushed (up to two,
 	// each WAL file preallocated at 1.1 × MemTableSize) plus up to three finished WAL
-	// files kept for reuse. Measured after 1.2 M points: 9 MiB of WAL with the default 4
-	// MiB memtables (4.5 MiB live + 4.5 MiB kept), 1.5 MiB with 1 MiB memtables; the
-	// worst case is about 5 × 1.1 × MemTableSize (22 MiB at the default). Between two
+	// files kept for reuse. Measured after 1.2 M points: 9 MiB of WAL with 4 MiB
+	// memtables (4.5 MiB live + 4.5 MiB kept), 1.5 MiB with 1 MiB memtables; the
+	// worst case is about 5 × 1.1 × MemTableSize (2.8 MiB at the default). Between two
 	// passes (EnforceInterval) the usage grows by what is written. A budget below the
 	// overhead drops every ended quantum and says so in the log.
 	MaxDisk int64
@@ -147,19 +160,21 @@ type PebbleOptions struct {
 }
 
 // DefaultPebbleOptions returns the options sized for a BeagleBone Black (512 MB RAM,
-// eMMC): about 16 MiB of block cache, 2 × 4 MiB of memtables and 8 MiB of hot chunks.
+// eMMC): about 16 MiB of block cache, 2 × 512 KiB of memtables and 8 MiB of hot chunks.
 func DefaultPebbleOptions() PebbleOptions {
 	return PebbleOptions{
-		Sync:             SyncAlways,
-		SyncInterval:     100 * time.Millisecond,
-		Quantum:          quanta.Quantum(quanta.DefaultQuantum / time.Second),
-		ChunkMaxPoints:   2048,
-		CacheSize:        16 << 20,
-		MemTableSize:     4 << 20,
-		MaxOpenFiles:     256,
-		HotCacheSize:     8 << 20,
-		TypeCacheEntries: 1 << 16,
-		PairCacheEntries: 1 << 16,
+		Sync:                  SyncAlways,
+		SyncInterval:          100 * time.Millisecond,
+		Quantum:               quanta.Quantum(quanta.DefaultQuantum / time.Second),
+		ChunkMaxPoints:        2048,
+		CacheSize:             16 << 20,
+		MemTableSize:          512 << 10,
+		L0CompactionThreshold: 8,
+		TargetFileSize:        512 << 10,
+		MaxOpenFiles:          256,
+		HotCacheSize:          8 << 20,
+		TypeCacheEntries:      1 << 16,
+		PairCacheEntries:      1 << 16,
 	}
 }
 
@@ -173,7 +188,7 @@ func (o PebbleOptions) withDefaults() PebbleOptions {
 		o.Quantum = d.Quantum
 	}
 	if o.SealGrace == 0 {
-		o.SealGrace = max(o.Quantum.Duration(), 30*time.Second)
+		o.SealGrace = max(o.Quantum.Duration(), 10*time.Second)
 	}
 	if o.SealInterval == 0 {
 		o.SealInterval = o.Quantum.Duration()
@@ -187,6 +202,12 @@ func (o PebbleOptions) withDefaults() PebbleOptions {
 	}
 	if o.MemTableSize == 0 {
 		o.MemTableSize = d.MemTableSize
+	}
+	if o.L0CompactionThreshold == 0 {
+		o.L0CompactionThreshold = d.L0CompactionThreshold
+	}
+	if o.TargetFileSize == 0 {
+		o.TargetFileSize = d.TargetFileSize
 	}
 	if o.MaxOpenFiles == 0 {
 		o.MaxOpenFiles = d.MaxOpenFiles
@@ -234,6 +255,7 @@ func (o PebbleOptions) Validate() error {
 		{"open files", int64(o.MaxOpenFiles)}, {"type cache", int64(o.TypeCacheEntries)},
 		{"pair cache", int64(o.PairCacheEntries)}, {"retention", int64(o.Retention)},
 		{"disk budget", o.MaxDisk}, {"disk reserve", o.DiskReserve},
+		{"L0 compaction threshold", int64(o.L0CompactionThreshold)}, {"target file size", o.TargetFileSize},
 	} {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %d: must not be negative (0 takes the default)", f.name, f.v))
@@ -265,6 +287,11 @@ func (o PebbleOptions) pebbleOptions() *pebble.Options {
 	po.Levels = make([]pebble.LevelOptions, 7)
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	po.L0CompactionThreshold = o.L0CompactionThreshold
+	po.L0StopWritesThreshold = max(12, 2*o.L0CompactionThreshold)
+	for i := range po.Levels {
+		po.Levels[i].TargetFileSize = o.TargetFileSize
 	}
 	return po
 }

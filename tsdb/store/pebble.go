@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,8 @@ type Pebble struct {
 	hot   *hotCache
 
 	shards, series, points atomic.Int64
+	appended               atomic.Int64 // new points stored since open
+	engine                 engineStats  // pebble's figures, cached (flash.go)
 
 	seal sealer
 
@@ -87,7 +90,11 @@ func OpenPebble(dir string, opts PebbleOptions) (p *Pebble, err error) {
 	losses, scanErr := scanWALs(dir)
 	db, err := pebble.Open(dir, po)
 	if err != nil {
-		if m := manifestDamage(dir); m != "" {
+		m := manifestDamage(dir)
+		if m == "" && strings.Contains(err.Error(), "unknown to the objstorage provider") {
+			m = manifestMismatch(dir)
+		}
+		if m != "" {
 			return nil, fmt.Errorf("open store %s: %s, so the list of table files cannot be trusted (%w); move the directory away and restart the node: repair refills it from its replicas", dir, m, err)
 		}
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
@@ -153,6 +160,11 @@ func (p *Pebble) load() error {
 	p.series.Store(c.series)
 	p.points.Store(c.points)
 	v, closer, err = p.db.Get(genKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		// A store upgraded from format 2: the first seal moves the generation.
+		v, closer, err = p.db.Get(genKeyOld)
+		p.seal.dropOldGen = err == nil
+	}
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
 	case err != nil:
@@ -193,6 +205,9 @@ func (p *Pebble) checkFormat() error {
 	closer.Close()
 	if n <= 0 || n != len(v) {
 		return errCorruptValue("store format")
+	}
+	if format == 2 { // readable as it is (keys.go); stamped so an older tsdht refuses it
+		return p.db.Set(formatKey, binary.AppendUvarint(nil, storeFormat), pebble.Sync)
 	}
 	if format != storeFormat {
 		return fmt.Errorf("the store is in format %d, this tsdht reads format %d", format, storeFormat)
@@ -365,10 +380,10 @@ func (p *Pebble) Append(ref ShardRef, key string, pts series.Points) error {
 	if claim.count {
 		delta.series = 1
 	}
-	err = errors.Join(
-		b.Set(pairKey(k[:0], id, kindSummary), next.encode(), nil),
-		b.Set(unsealedKey(id), nil, nil),
-	)
+	err = b.Set(pairKey(k[:0], id, kindSummary), next.encode(), nil)
+	if !sum.marked { // the sealer's index: written once per unsealed stretch
+		err = errors.Join(err, b.Set(unsealedKey(id), nil, nil))
+	}
 	if claim.writeMeta {
 		err = errors.Join(err, b.Set(metaKey(key), metaValue(pts.Type), nil))
 	}
@@ -384,6 +399,7 @@ func (p *Pebble) Append(ref ShardRef, key string, pts series.Points) error {
 	committed = true
 	p.pairs.remember(sid, next)
 	p.addCounters(delta)
+	p.appended.Add(fresh)
 	return nil
 }
 
@@ -696,22 +712,29 @@ func (p *Pebble) loadType(key string) (series.Type, bool, error) {
 func (p *Pebble) Quantum() quanta.Quantum { return p.opts.Quantum }
 
 // Stats implements Store. The counts are exact, and they survive crashes: they are
-// persisted in the same batches as the data they count.
+// persisted in the same batches as the data they count. DiskBytes and
+// FlashBytesWritten come from pebble's metrics, fetched without ever blocking for long
+// (flash.go): after an engine failure they are the last figures known.
 func (p *Pebble) Stats() Stats {
 	s := Stats{
-		Shards:        int(p.shards.Load()),
-		Series:        int(p.series.Load()),
-		Points:        p.points.Load(),
-		Retention:     p.opts.Retention,
-		MaxDisk:       p.opts.MaxDisk,
-		DroppedQuanta: p.dropped.Load(),
+		Shards:         int(p.shards.Load()),
+		Series:         int(p.series.Load()),
+		Points:         p.points.Load(),
+		Retention:      p.opts.Retention,
+		MaxDisk:        p.opts.MaxDisk,
+		DroppedQuanta:  p.dropped.Load(),
+		AppendedPoints: p.appended.Load(),
 	}
 	s.Corruptions, s.WALBytesDropped = p.damage.corrupt.Load(), p.damage.walDropped.Load()
+	f := p.engineFigures()
+	s.DiskBytes, s.FlashBytesWritten = f.disk, f.flash
+	if p.failure() != nil && s.DiskBytes == 0 {
+		s.DiskBytes = filesSize(p.dir) // the engine failed before its figures were read
+	}
 	if !p.enter() {
 		return s
 	}
 	defer p.state.RUnlock()
-	s.DiskBytes = p.diskUsage()
 	if start, ok, err := p.oldestQuantum(); err == nil && ok {
 		s.OldestQuantum = start
 	}
@@ -741,13 +764,13 @@ func (p *Pebble) diskUsage() int64 {
 	if p.failure() != nil {
 		// After a failed WAL write pebble's Metrics waits forever on a mutex that the
 		// failed commit left held: count the files instead.
-		return dirUsage(p.dir)
+		return filesSize(p.dir)
 	}
 	return int64(min(p.db.Metrics().DiskSpaceUsage(), math.MaxInt64))
 }
 
-// dirUsage sums the sizes of the files in dir (pebble keeps everything at its top).
-func dirUsage(dir string) int64 {
+// filesSize sums the sizes of the files in dir (pebble keeps everything at its top).
+func filesSize(dir string) int64 {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return 0

@@ -16,8 +16,10 @@ import (
 // sealer is the state of sealing: one pass at a time.
 type sealer struct {
 	mu  sync.Mutex
-	gen uint64 // last chunk generation written; persisted under 'g'
-	enc chunk.Encoder
+	gen uint64 // last chunk generation written; persisted under 'q'
+	// dropOldGen: the store came from format 2, whose generation key 'g' the next seal deletes.
+	dropOldGen bool
+	enc        chunk.Encoder
 }
 
 // sealBatch is how many pairs one scan of the unsealed index collects, bounding the
@@ -128,12 +130,22 @@ func (p *Pebble) sealPair(id []byte) error {
 	if err := b.Delete(unsealedKey(id), nil); err != nil {
 		return err
 	}
+	if p.seal.dropOldGen {
+		if err := b.Delete(genKeyOld, nil); err != nil {
+			return err
+		}
+	}
 	// Sealing changes no point, so it need not wait for an fsync: the WAL keeps batches
 	// in order, and any later synced write makes this one durable too.
 	if err := p.apply(b, pebble.NoSync); err != nil {
 		return err
 	}
 	p.seal.gen = gen
+	p.seal.dropOldGen = false
+	if sum, ok := p.pairs.summary(string(id)); ok { // the 'u' key is gone: the next append rewrites it
+		sum.marked = false
+		p.pairs.remember(string(id), sum)
+	}
 	return nil
 }
 

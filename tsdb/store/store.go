@@ -78,6 +78,16 @@ type Stats struct {
 	// WAL replay at open could not read back. Zero for a store in memory.
 	Corruptions     int64
 	WALBytesDropped int64 // bytes of valid WAL records found after the point where replay stopped
+
+	// Flash wear, since the store opened. FlashBytesWritten counts every byte the
+	// engine wrote to the device: WAL records, flushed tables, compacted tables (the
+	// seals' and folds' rewrites reach the device that way too). AppendedPoints counts
+	// the new points stored. FlashBytesWritten / AppendedPoints is what a point costs
+	// the flash; divided by DiskBytes / Points (what a point occupies) it is the write
+	// amplification: how many times each stored byte was written. Both are 0 for a
+	// store in memory.
+	FlashBytesWritten int64
+	AppendedPoints    int64
 }
 
 // Counts returns the counting part of s (Shards, Series, Points): what two stores

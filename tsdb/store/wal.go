@@ -155,3 +155,15 @@ func manifestDamage(dir string) string {
 	}
 	return fmt.Sprintf("%s is damaged: its records stop being readable at offset %d of %d bytes", name, stop, st.Size())
 }
+
+// manifestMismatch names the newest MANIFEST when pebble complains about a table file
+// that is on disk: the MANIFEST lost the records that list it (cut at a record
+// boundary, which reading it cannot tell from its end).
+func manifestMismatch(dir string) string {
+	ms, err := filepath.Glob(filepath.Join(dir, "MANIFEST-*"))
+	if err != nil || len(ms) == 0 {
+		return ""
+	}
+	sort.Strings(ms)
+	return fmt.Sprintf("%s does not match the table files on disk (it lost records: cut or damaged)", filepath.Base(ms[len(ms)-1]))
+}
