@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// End-to-end tests of `tsdht node --http` with clients no one here wrote: the influx
+// CLI, the npm influx package, a Prometheus server, and InfluxDB 1.x itself as the
+// reference. Each installs what it drives; they are skipped with -short.
+
+// needTool installs a Debian package when its command is missing, and fails the test
+// when it cannot.
+func needTool(t *testing.T, cmd, pkg string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: skipping the %s end-to-end test", cmd)
+	}
+	if p, err := exec.LookPath(cmd); err == nil {
+		return p
+	}
+	if out, err := exec.Command("apt-get", "install", "-y", pkg).CombinedOutput(); err != nil {
+		if out2, err2 := exec.Command("sh", "-c", "apt-get update && apt-get install -y "+pkg).CombinedOutput(); err2 != nil {
+			t.Fatalf("installing %s: %v\n%s\n%s", pkg, err2, out, out2)
+		}
+	}
+	p, err := exec.LookPath(cmd)
+	if err != nil {
+		t.Fatalf("%s installed but %s not found: %v", pkg, cmd, err)
+	}
+	return p
+}
+
+// startHTTPNode starts one `tsdht node --http` and waits until /ready answers 200.
+func startHTTPNode(t *testing.T, args ...string) (*e2eCluster, string) {
+	t.Helper()
+	addr := freeAddr(t)
+	c := startE2ECluster(t, 1, append([]string{"--http", addr, "--rf", "1"}, args...)...)
+	waitHTTP(t, "http://"+addr+"/ready", 30*time.Second)
+	return c, addr
+}
+
+func waitHTTP(t *testing.T, u string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		resp, err := http.Get(u)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode/100 == 2 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not answer 2xx within %v: %v", u, within, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func httpPost(t *testing.T, u, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(u, "text/plain", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func httpQuery(t *testing.T, addr, db, q string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/query?" + url.Values{"db": {db}, "q": {q}}.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// diffLines is line protocol shared by the differential tests: two measurements,
+// floats and integers, a gap of empty windows, values that are not round.
+func diffLines(base time.Time) string {
+	var b strings.Builder
+	for i := 0; i < 120; i++ {
+		if i >= 40 && i < 62 {
+			continue
+		}
+		t := base.Add(time.Duration(i) * time.Second).UnixNano()
+		fmt.Fprintf(&b, "cpu,host=a,region=eu usage=%v,n=%di %d\n", 50+40*math.Sin(float64(i)/7), i*3%17, t)
+		if i%3 == 0 {
+			fmt.Fprintf(&b, "temp v=%v %d\n", 20+float64(i%11)/3, t)
+		}
+	}
+	return b.String()
+}
+
+func diffQueries(base time.Time) []string {
+	from, to := base.Format(time.RFC3339), base.Add(2*time.Minute).Format(time.RFC3339)
+	cpu := fmt.Sprintf("FROM cpu WHERE host = 'a' AND region = 'eu' AND time >= '%s' AND time < '%s'", from, to)
+	tmp := fmt.Sprintf("FROM temp WHERE time >= '%s' AND time < '%s'", from, to)
+	qs := []string{
+		"SELECT usage " + cpu,
+		"SELECT usage, n " + cpu,
+		"SELECT v " + tmp + " ORDER BY time DESC LIMIT 5",
+		"SELECT usage " + cpu + " LIMIT 3 OFFSET 2",
+	}
+	for _, fn := range []string{"mean", "min", "max", "count", "sum", "first", "last", "stddev", "spread", "median"} {
+		qs = append(qs, fmt.Sprintf("SELECT %s(usage) %s GROUP BY time(10s)", fn, cpu),
+			fmt.Sprintf("SELECT %s(n) %s GROUP BY time(15s)", fn, cpu),
+			fmt.Sprintf("SELECT %s(v) %s", fn, tmp))
+	}
+	qs = append(qs,
+		"SELECT percentile(usage, 90) "+cpu+" GROUP BY time(20s)",
+		"SELECT mean(usage), max(usage), count(n) "+cpu+" GROUP BY time(10s)",
+		"SELECT mean(usage) "+cpu+" GROUP BY time(10s) fill(none)",
+		"SELECT mean(usage) "+cpu+" GROUP BY time(10s) fill(0)",
+		"SELECT mean(usage) "+cpu+" GROUP BY time(10s) fill(-1.5)",
+		"SELECT mean(usage) "+cpu+" GROUP BY time(10s) fill(previous)",
+		"SELECT mean(usage) "+cpu+" GROUP BY time(10s) fill(linear)",
+		"SELECT max(usage) "+cpu+" GROUP BY time(10s) ORDER BY time DESC LIMIT 4",
+		"SELECT mean(usage) "+cpu+" GROUP BY time(30s), host",
+		"SELECT mean(v), min(v), max(v) "+tmp,
+	)
+	return qs
+}
+
+// sameJSON compares two decoded JSON values, numbers to 1e-9 relative.
+func sameJSON(a, b any) bool {
+	switch x := a.(type) {
+	case float64:
+		y, ok := b.(float64)
+		return ok && (x == y || math.Abs(x-y) <= 1e-9*math.Max(math.Abs(x), math.Abs(y)))
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !sameJSON(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k := range x {
+			if !sameJSON(x[k], y[k]) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// startInfluxd runs InfluxDB 1.x on loopback with a temporary configuration.
+func startInfluxd(t *testing.T) string {
+	t.Helper()
+	bin := needTool(t, "influxd", "influxdb")
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	conf := fmt.Sprintf(`reporting-disabled = true
+bind-address = %q
+[meta]
+  dir = %q
+[data]
+  dir = %q
+  wal-dir = %q
+  query-log-enabled = false
+[http]
+  bind-address = %q
+  log-enabled = false
+[monitor]
+  store-enabled = false
+`, freeAddr(t), filepath.Join(dir, "meta"), filepath.Join(dir, "data"), filepath.Join(dir, "wal"), addr)
+	cfg := filepath.Join(dir, "influxdb.conf")
+	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	cmd := exec.Command(bin, "-config", cfg)
+	cmd.Stdout, cmd.Stderr = &syncWriter{w: &log}, &syncWriter{w: &log}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("influxd log:\n%s", log.String())
+		}
+	})
+	waitHTTP(t, "http://"+addr+"/ping", 60*time.Second)
+	return addr
+}
+
+// TestHTTPDifferentialInfluxDB loads the same line protocol into tsdht and InfluxDB
+// 1.x and runs the same InfluxQL on both: the answers must be equal.
+func TestHTTPDifferentialInfluxDB(t *testing.T) {
+	influx := startInfluxd(t)
+	_, tsd := startHTTPNode(t)
+	base := time.Now().Add(-2 * time.Hour).Truncate(time.Hour)
+	lines := diffLines(base)
+	for _, addr := range []string{influx, tsd} {
+		if code, b := httpQuery(t, addr, "", "CREATE DATABASE diff"); code != 200 {
+			t.Fatalf("%s: CREATE DATABASE: %d %s", addr, code, b)
+		}
+		if code, b := httpPost(t, "http://"+addr+"/write?db=diff", lines); code != http.StatusNoContent {
+			t.Fatalf("%s: write: %d %s", addr, code, b)
+		}
+	}
+	failed := 0
+	for _, q := range diffQueries(base) {
+		var ans [2]any
+		for i, addr := range []string{influx, tsd} {
+			code, b := httpQuery(t, addr, "diff", q)
+			if code != 200 {
+				t.Errorf("%s: %q: %d %s", addr, q, code, b)
+			}
+			if err := json.Unmarshal(b, &ans[i]); err != nil {
+				t.Fatalf("%s: %q: %v: %s", addr, q, err, b)
+			}
+			// Every query of the set has an answer: equal empty answers would prove nothing.
+			if !bytes.Contains(b, []byte(`"series":[{`)) || bytes.Contains(b, []byte(`"error"`)) {
+				t.Errorf("%s: %q: no series in %s", addr, q, b)
+			}
+		}
+		if !sameJSON(ans[0], ans[1]) {
+			failed++
+			a, _ := json.Marshal(ans[0])
+			b, _ := json.Marshal(ans[1])
+			t.Errorf("%s\ninfluxdb: %s\n   tsdht: %s", q, a, b)
+		}
+	}
+	t.Logf("%d queries, %d differ", len(diffQueries(base)), failed)
+}
