@@ -253,3 +253,64 @@ func TestHTTPDifferentialInfluxDB(t *testing.T) {
 	}
 	t.Logf("%d queries, %d differ", len(diffQueries(base)), failed)
 }
+
+// TestHTTPInfluxCLI drives a node with Debian's influx command-line client: -import
+// writes line protocol through /write, -execute runs SELECT … GROUP BY time().
+func TestHTTPInfluxCLI(t *testing.T) {
+	cli := needTool(t, "influx", "influxdb-client")
+	_, addr := startHTTPNode(t)
+	host, port, _ := strings.Cut(addr, ":")
+	base := time.Now().Add(-time.Hour).Truncate(time.Minute)
+	var imp strings.Builder
+	imp.WriteString("# DML\n# CONTEXT-DATABASE: clidb\n")
+	var sums [3]float64
+	for i := 0; i < 180; i++ {
+		v := float64(i%13) * 1.25
+		sums[i/60] += v
+		fmt.Fprintf(&imp, "m,host=a v=%v %d\n", v, base.Add(time.Duration(i)*time.Second).Unix())
+	}
+	file := filepath.Join(t.TempDir(), "import.txt")
+	if err := os.WriteFile(file, []byte(imp.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCmd(t, exec.Command(cli, "-host", host, "-port", port, "-import", "-path", file, "-precision", "s"), "")
+	if code != 0 || !strings.Contains(out+errOut, "Processed 180 inserts") || !strings.Contains(out+errOut, "Failed 0 inserts") {
+		t.Fatalf("influx -import: exit %d\n%s%s", code, out, errOut)
+	}
+	q := fmt.Sprintf("SELECT mean(v) FROM m WHERE host = 'a' AND time >= '%s' AND time < '%s' GROUP BY time(1m)",
+		base.Format(time.RFC3339), base.Add(3*time.Minute).Format(time.RFC3339))
+	out, errOut, code = runCmd(t, exec.Command(cli, "-host", host, "-port", port, "-database", "clidb", "-format", "json", "-execute", q), "")
+	if code != 0 {
+		t.Fatalf("influx -execute: exit %d\n%s%s", code, out, errOut)
+	}
+	var r struct {
+		Results []struct {
+			Series []struct {
+				Columns []string `json:"columns"`
+				Values  [][]any  `json:"values"`
+			} `json:"series"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.Results) != 1 || len(r.Results[0].Series) != 1 {
+		t.Fatalf("influx output %q: %v", out, err)
+	}
+	rows := r.Results[0].Series[0].Values
+	if len(rows) != 3 {
+		t.Fatalf("rows %v", rows)
+	}
+	for i, row := range rows {
+		want := sums[i] / 60
+		if got := row[1].(float64); math.Abs(got-want) > 1e-9*want {
+			t.Errorf("minute %d: mean %v, want %v", i, got, want)
+		}
+		// The CLI asks for epoch=ns unless told otherwise.
+		if got := int64(row[0].(float64)); got != base.Add(time.Duration(i)*time.Minute).UnixNano() {
+			t.Errorf("minute %d at %d", i, got)
+		}
+	}
+	// SHOW needs the catalog: the CLI shows the error rather than a wrong answer.
+	out, errOut, _ = runCmd(t, exec.Command(cli, "-host", host, "-port", port, "-database", "clidb", "-execute", "SHOW MEASUREMENTS"), "")
+	if !strings.Contains(out+errOut, "catalog") {
+		t.Errorf("SHOW MEASUREMENTS: %s%s", out, errOut)
+	}
+}
