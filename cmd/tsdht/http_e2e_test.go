@@ -314,3 +314,77 @@ func TestHTTPInfluxCLI(t *testing.T) {
 		t.Errorf("SHOW MEASUREMENTS: %s%s", out, errOut)
 	}
 }
+
+// TestHTTPNodeInflux drives a node with the npm influx package (node-influx): it
+// writes points with writePoints and reads them back with query.
+func TestHTTPNodeInflux(t *testing.T) {
+	node := needTool(t, "node", "nodejs")
+	npm := needTool(t, "npm", "npm")
+	dir := t.TempDir()
+	if out, err := exec.Command(npm, "install", "--prefix", dir, "--no-audit", "--no-fund", "influx@5").CombinedOutput(); err != nil {
+		t.Fatalf("npm install influx: %v\n%s", err, out)
+	}
+	_, addr := startHTTPNode(t)
+	host, port, _ := strings.Cut(addr, ":")
+	base := time.Now().Add(-time.Hour).Truncate(time.Minute)
+	script := fmt.Sprintf(`
+const Influx = require('influx');
+const influx = new Influx.InfluxDB({host: %q, port: %s, database: 'npmdb'});
+const base = %d;
+(async () => {
+  await influx.createDatabase('npmdb');
+  const pts = [];
+  for (let i = 0; i < 40; i++) {
+    pts.push({measurement: 'sensor', tags: {room: 'kitchen'}, fields: {temp: 20 + i / 4, door: i %% 2 == 0},
+              timestamp: new Date(base + i * 1000)});
+  }
+  await influx.writePoints(pts);
+  const from = new Date(base).toISOString(), to = new Date(base + 60000).toISOString();
+  const raw = await influx.query("SELECT temp, door FROM sensor WHERE room = 'kitchen' AND time >= '" + from + "' AND time < '" + to + "'");
+  const agg = await influx.query("SELECT mean(temp), sum(door) FROM sensor WHERE room = 'kitchen' AND time >= '" + from + "' AND time < '" + to + "' GROUP BY time(20s)");
+  console.log(JSON.stringify({
+    raw: raw.map(r => [r.time.getNanoTime(), r.temp, r.door]),
+    agg: agg.map(r => [r.time.getNanoTime(), r.mean, r.sum]),
+  }));
+})().catch(e => { console.error(e); process.exit(1); });
+`, host, port, base.UnixMilli())
+	file := filepath.Join(dir, "t.js")
+	if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, file)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"))
+	out, errOut, code := runCmd(t, cmd, "")
+	if code != 0 {
+		t.Fatalf("node script: exit %d\n%s%s", code, out, errOut)
+	}
+	var got struct {
+		Raw [][3]any `json:"raw"`
+		Agg [][3]any `json:"agg"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("script output %q: %v", out, err)
+	}
+	// The range holds three 20 s windows; the last is empty and, as in InfluxDB, null.
+	if len(got.Raw) != 40 || len(got.Agg) != 3 || got.Agg[2][1] != nil || got.Agg[2][2] != nil {
+		t.Fatalf("raw %d rows, agg %d rows: %s", len(got.Raw), len(got.Agg), out)
+	}
+	for i, r := range got.Raw {
+		door := 0.0
+		if i%2 == 0 {
+			door = 1 // booleans are stored as 1 and 0
+		}
+		if r[0] != fmt.Sprint(base.Add(time.Duration(i)*time.Second).UnixNano()) || r[1] != 20+float64(i)/4 || r[2] != door {
+			t.Fatalf("row %d: %v", i, r)
+		}
+	}
+	for w, r := range got.Agg[:2] {
+		mean := 0.0
+		for i := w * 20; i < w*20+20; i++ {
+			mean += (20 + float64(i)/4) / 20
+		}
+		if r[0] != fmt.Sprint(base.Add(time.Duration(w)*20*time.Second).UnixNano()) || math.Abs(r[1].(float64)-mean) > 1e-9 || r[2] != 10.0 {
+			t.Fatalf("window %d: %v (mean want %v)", w, r, mean)
+		}
+	}
+}
