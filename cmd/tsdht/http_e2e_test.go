@@ -388,3 +388,107 @@ const base = %d;
 		}
 	}
 }
+
+// TestHTTPPrometheus runs Debian's Prometheus server against a node: it scrapes the
+// node's /metrics every second and remote-writes what it scraped into the node. The
+// series Prometheus holds must read back from tsdht, sample for sample.
+func TestHTTPPrometheus(t *testing.T) {
+	prom := needTool(t, "prometheus", "prometheus")
+	c, addr := startHTTPNode(t)
+	dir := t.TempDir()
+	webAddr := freeAddr(t)
+	conf := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: tsdht
+    static_configs:
+      - targets: [%q]
+remote_write:
+  - url: http://%s/api/v1/write
+    queue_config:
+      batch_send_deadline: 1s
+`, addr, addr)
+	cfg := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	cmd := exec.Command(prom, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+webAddr)
+	cmd.Stdout, cmd.Stderr = &syncWriter{w: &log}, &syncWriter{w: &log}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("prometheus log:\n%s", log.String())
+		}
+	})
+	key := fmt.Sprintf(`up{instance=%q,job="tsdht"}`, addr)
+	read := func(series string) []point {
+		out, errOut, code := c.run("", "get", "--cluster", c.nodes[0].rpc, "--series", series,
+			"--from", fmt.Sprint(start.Add(-time.Minute).UnixNano()), "--to", fmt.Sprint(time.Now().Add(time.Minute).UnixNano()))
+		if code != 0 {
+			if strings.Contains(errOut, "unknown series") {
+				return nil
+			}
+			t.Fatalf("get %s: exit %d: %s", series, code, errOut)
+		}
+		return parseCSV(t, out)
+	}
+	// Thirty seconds of scrapes, remote-written as they come.
+	deadline := time.Now().Add(90 * time.Second)
+	for len(read(key)) < 30 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 90 s tsdht holds %d samples of %s", len(read(key)), key)
+		}
+		time.Sleep(time.Second)
+	}
+	// What Prometheus stored of up over the last minutes, against what tsdht holds.
+	resp, err := http.Get("http://" + webAddr + "/api/v1/query?" + url.Values{"query": {"up[5m]"}}.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pr struct {
+		Data struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Values [][2]any          `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&pr)
+	resp.Body.Close()
+	if err != nil || len(pr.Data.Result) != 1 {
+		t.Fatalf("prometheus query: %v %+v", err, pr)
+	}
+	got := read(key)
+	held := map[int64]float64{}
+	for _, p := range got {
+		held[p.t] = p.v
+	}
+	last := got[len(got)-1].t
+	compared := 0
+	for _, v := range pr.Data.Result[0].Values {
+		ms := int64(math.Round(v[0].(float64) * 1000))
+		tns := ms * 1e6
+		if tns > last {
+			continue // not remote-written yet
+		}
+		compared++
+		if hv, ok := held[tns]; !ok || hv != 1 || v[1] != "1" {
+			t.Errorf("sample at %d: prometheus %v, tsdht %v (held: %v)", ms, v[1], hv, ok)
+		}
+	}
+	if compared < 30 {
+		t.Fatalf("compared only %d samples", compared)
+	}
+	// The node's own metrics made the round trip too.
+	if pts := read(fmt.Sprintf(`tsdht_cluster_live_members{instance=%q,job="tsdht"}`, addr)); len(pts) == 0 || pts[len(pts)-1].v != 1 {
+		t.Errorf("tsdht_cluster_live_members read back as %v", pts)
+	}
+	t.Logf("%d samples of up compared, %d held by tsdht", compared, len(got))
+}
