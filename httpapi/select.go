@@ -174,7 +174,7 @@ func (ex *executor) raw(g group) ([][]any, error) {
 
 // colWindows returns the windows of one column of a group, and for median and
 // percentile the values of each window sorted.
-func (ex *executor) colWindows(c column, keys []string, every time.Duration) (series.Type, []Window, [][]float64, error) {
+func (ex *executor) colWindows(c column, keys []string, every time.Duration) (series.Type, []Window, [][]valueAt, error) {
 	if windowFns[c.fn] && len(keys) == 1 && ex.p.every > 0 {
 		k := keys[0]
 		if w, ok := ex.windows[k]; ok {
@@ -198,9 +198,9 @@ func (ex *executor) colWindows(c column, keys []string, every time.Duration) (se
 		return pts.Type, nil, nil, fmt.Errorf("field %q holds strings: %s() applies to numbers", c.field, c.fn)
 	}
 	ws := aggregatePoints(&pts, ex.p.from, ex.p.to, every)
-	var sorted [][]float64
+	var sorted [][]valueAt
 	if c.fn == "median" || c.fn == "percentile" {
-		sorted = make([][]float64, len(ws))
+		sorted = make([][]valueAt, len(ws))
 		wi := 0
 		for i, t := range pts.T {
 			if t < ex.p.from || t >= ex.p.to {
@@ -209,10 +209,10 @@ func (ex *executor) colWindows(c column, keys []string, every time.Duration) (se
 			for floorDiv(t, int64(every))*int64(every) != ws[wi].Start {
 				wi++
 			}
-			sorted[wi] = append(sorted[wi], value(&pts, i))
+			sorted[wi] = append(sorted[wi], valueAt{value(&pts, i), t})
 		}
 		for _, s := range sorted {
-			sort.Float64s(s)
+			sort.SliceStable(s, func(a, b int) bool { return s[a].v < s[b].v })
 		}
 	}
 	return pts.Type, ws, sorted, nil
@@ -233,7 +233,7 @@ func (ex *executor) aggregate(g group) ([][]any, error) {
 		typ    series.Type
 		byWin  map[int64]int // window start → index in ws
 		ws     []Window
-		sorted [][]float64
+		sorted [][]valueAt
 	}
 	cv := make([]colVals, len(p.cols))
 	empty := true
@@ -263,7 +263,7 @@ func (ex *executor) aggregate(g group) ([][]any, error) {
 				}
 				continue
 			}
-			var sorted []float64
+			var sorted []valueAt
 			if cv[i].sorted != nil {
 				sorted = cv[i].sorted[0]
 			}
@@ -287,7 +287,7 @@ func (ex *executor) aggregate(g group) ([][]any, error) {
 			if !ok {
 				continue
 			}
-			var sorted []float64
+			var sorted []valueAt
 			if cv[i].sorted != nil {
 				sorted = cv[i].sorted[j]
 			}
@@ -366,9 +366,16 @@ func toFloat(v any) float64 {
 	return math.NaN()
 }
 
+// valueAt is a point's value and time, for median and percentile.
+type valueAt struct {
+	v float64
+	t int64
+}
+
 // aggValue computes one aggregate of a window, and for a selector the time of the
-// point it selected.
-func aggValue(c column, w *Window, sorted []float64, typ series.Type) (any, *int64) {
+// point it selected. sorted holds the window's points by value, for median and
+// percentile.
+func aggValue(c column, w *Window, sorted []valueAt, typ series.Type) (any, *int64) {
 	num := func(v float64) any {
 		if typ == series.Int {
 			return int64(v)
@@ -403,9 +410,9 @@ func aggValue(c column, w *Window, sorted []float64, typ series.Type) (any, *int
 			return nil, nil
 		}
 		if n%2 == 1 {
-			return sorted[n/2], nil
+			return sorted[n/2].v, nil
 		}
-		lo, hi := sorted[n/2-1], sorted[n/2]
+		lo, hi := sorted[n/2-1].v, sorted[n/2].v
 		return lo + (hi-lo)/2, nil
 	case "percentile":
 		n := len(sorted)
@@ -413,7 +420,7 @@ func aggValue(c column, w *Window, sorted []float64, typ series.Type) (any, *int
 		if i < 0 || i >= n {
 			return nil, nil
 		}
-		return num(sorted[i]), nil
+		return num(sorted[i].v), &sorted[i].t
 	}
 	return nil, nil
 }

@@ -136,6 +136,11 @@ func diffQueries(base time.Time) []string {
 		"SELECT max(usage) "+cpu+" GROUP BY time(10s) ORDER BY time DESC LIMIT 4",
 		"SELECT mean(usage) "+cpu+" GROUP BY time(30s), host",
 		"SELECT mean(v), min(v), max(v) "+tmp,
+		"SELECT percentile(usage, 75) "+cpu,
+		// Not percentile(n, …): n repeats values, and which of equal points InfluxDB's
+		// unstable sort selects (so the time it reports) is unspecified.
+		"SELECT max(n) "+cpu,
+		"SELECT first(v), last(v) "+tmp,
 	)
 	return qs
 }
