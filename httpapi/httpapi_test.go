@@ -325,7 +325,9 @@ func expected(fn string, vals []float64) any {
 	panic(fn)
 }
 
-func approxEq(a, b float64) bool { return a == b || math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b)) }
+func approxEq(a, b float64) bool {
+	return a == b || math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b))
+}
 
 func TestGroupByTime(t *testing.T) {
 	t0 := base.Add(10 * time.Minute)

@@ -91,7 +91,9 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	g := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
-	k := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v) }
+	k := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
+	}
 	g(descShards, float64(s.Shards))
 	g(descSeries, float64(s.Series))
 	g(descPoints, float64(s.Points))
