@@ -47,3 +47,20 @@ func FuzzDecodeWriteRequest(f *testing.F) {
 		}
 	})
 }
+
+// An escaped string value survives the escaped keys parsed after it (the decoder
+// reuses its unescaping buffer), and lines naming one series with their tags in
+// another order share its batch.
+func TestParseLinesEscapesAndTagOrder(t *testing.T) {
+	body := []byte("m,b=2,a=1 s=\"x\\\"y\",k\\ ey=1 10\nm,a=1,b=2 s=\"z\" 20\n")
+	batches, parsed, dropped, reason := parseLines(body, "db", 1, time.Unix(0, 0))
+	if parsed != 3 || dropped != 0 || reason != "" || len(batches) != 2 {
+		t.Fatalf("parsed %d dropped %d (%s), %d batches", parsed, dropped, reason, len(batches))
+	}
+	if b := batches[0]; b.key != "db/m,a=1,b=2#s" || b.pts.Len() != 2 || b.pts.S[0] != `x"y` || b.pts.S[1] != "z" {
+		t.Fatalf("string series %q: %+v", b.key, b.pts)
+	}
+	if b := batches[1]; b.key != `db/m,a=1,b=2#k\ ey` || b.pts.F[0] != 1 || b.tags[TagField] != "k ey" || b.tags["a"] != "1" {
+		t.Fatalf("float series %q: %+v %v", b.key, b.pts, b.tags)
+	}
+}
