@@ -574,3 +574,49 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// A cluster that cannot reach the write quorum answers 503 with Retry-After, and a
+// query that cannot read every shard fails rather than answering short.
+func TestClusterDownIs503(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lc, err := tsdb.StartLocal(ctx, 3, "", func(_ int, cfg *tsdb.Config) { cfg.CallTimeout = time.Second })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	eng := NewNodeEngine(lc.Nodes[0])
+	defer eng.Close()
+	h, err := New(eng, Config{WriteTimeout: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	t0 := base.Add(40 * time.Minute)
+	line := fmt.Sprintf("down v=1 %d\n", ns(t0))
+	if code, _, b := post(t, srv.URL+"/write?db=d", "text/plain", strings.NewReader(line), nil); code != http.StatusNoContent {
+		t.Fatalf("write with all nodes up: %d %s", code, b)
+	}
+	for i := 1; i < 3; i++ {
+		if err := lc.Kill(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, hdr, b := post(t, srv.URL+"/write?db=d", "text/plain", strings.NewReader(fmt.Sprintf("down v=2 %d\n", ns(t0.Add(time.Second)))), nil)
+	if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" || !strings.Contains(b, "retrying the whole batch is harmless") {
+		t.Fatalf("write with 2 of 3 nodes dead: %d %q %s", code, hdr.Get("Retry-After"), b)
+	}
+	v := url.Values{"db": {"d"}, "q": {fmt.Sprintf("SELECT v FROM down WHERE time >= %d AND time < %d", ns(t0), ns(t0.Add(time.Minute)))}}
+	resp, err := http.Get(srv.URL + "/query?" + v.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r queryResp
+	json.NewDecoder(resp.Body).Decode(&r)
+	resp.Body.Close()
+	if len(r.Results) != 1 || r.Results[0].Error == "" || len(r.Results[0].Series) != 0 {
+		t.Fatalf("query with 2 of 3 nodes dead answered %+v", r)
+	}
+	t.Logf("query error: %s", r.Results[0].Error)
+}
