@@ -1,0 +1,57 @@
+package httpapi
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// errTooLarge is wrapped by readBody's error for a body over the limit.
+var errTooLarge = errors.New("request body too large")
+
+// readBody reads a request body of at most max bytes — before and, with
+// Content-Encoding gzip, after decompression — refusing a larger one as soon as
+// its size shows, without allocating for it.
+func readBody(r *http.Request, max int64) ([]byte, error) {
+	if r.ContentLength > max && !isGzip(r) {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d accepted: split the batch", errTooLarge, r.ContentLength, max)
+	}
+	var src io.Reader = io.LimitReader(r.Body, max+1)
+	if isGzip(r) {
+		zr, err := gzip.NewReader(src)
+		if err != nil {
+			return nil, fmt.Errorf("Content-Encoding gzip, but the body is not gzip: %v", err)
+		}
+		defer zr.Close()
+		src = io.LimitReader(zr, max+1)
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength <= max {
+		buf.Grow(int(r.ContentLength))
+	}
+	n, err := buf.ReadFrom(src)
+	if n > max {
+		return nil, fmt.Errorf("%w: more than %d bytes (after decompression): split the batch", errTooLarge, max)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the body: %v", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func isGzip(r *http.Request) bool {
+	return strings.EqualFold(strings.TrimSpace(r.Header.Get("Content-Encoding")), "gzip")
+}
+
+// bodyError answers a readBody error: 413 for a body too large, else 400.
+func bodyError(w http.ResponseWriter, err error) {
+	if errors.Is(err, errTooLarge) {
+		httpError(w, http.StatusRequestEntityTooLarge, err.Error())
+		return
+	}
+	httpError(w, http.StatusBadRequest, err.Error())
+}

@@ -1,0 +1,239 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// catalogEngine is the NodeEngine plus a series registry kept in this process: a
+// stand-in for the cluster's series catalog, so that the queries that need one
+// (SHOW, GROUP BY tag, tag filters other than =) are planned and answered here as
+// they will be once the catalog lands. The data path stays the real cluster.
+type catalogEngine struct {
+	*NodeEngine
+	mu     sync.Mutex
+	series map[string]SeriesInfo
+}
+
+func (c *catalogEngine) Write(ctx context.Context, key string, tags map[string]string, pts series.Points) (int, error) {
+	n, err := c.NodeEngine.Write(ctx, key, tags, pts)
+	if n > 0 {
+		c.mu.Lock()
+		c.series[key] = SeriesInfo{Key: key, Type: pts.Type, Tags: tags}
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+func (c *catalogEngine) Series(_ context.Context, q SeriesQuery) ([]SeriesInfo, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []SeriesInfo
+next:
+	for k, in := range c.series {
+		if !strings.HasPrefix(k, q.Prefix) {
+			continue
+		}
+		for mk, mv := range q.Match {
+			if in.Tags[mk] != mv {
+				continue next
+			}
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+func catalogLines(base time.Time) string {
+	var b strings.Builder
+	for i := 0; i < 60; i++ {
+		t := base.Add(time.Duration(i) * time.Second).UnixNano()
+		for h, host := range []string{"a", "b", "c"} {
+			region := "eu"
+			if host == "c" {
+				region = "us"
+			}
+			fmt.Fprintf(&b, "cpu,host=%s,region=%s usage=%v,n=%di %d\n", host, region, 10*float64(h)+math.Cos(float64(i)/5), i%7+h, t)
+		}
+		if i%4 == 0 {
+			fmt.Fprintf(&b, "mem,host=a free=%di %d\n", 1000-i, t)
+		}
+	}
+	return b.String()
+}
+
+func catalogQueries(base time.Time) []string {
+	rng := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Format(time.RFC3339), base.Add(time.Minute).Format(time.RFC3339))
+	return []string{
+		"SHOW MEASUREMENTS",
+		"SHOW TAG KEYS",
+		"SHOW TAG KEYS FROM cpu",
+		`SHOW TAG VALUES FROM cpu WITH KEY = "host"`,
+		`SHOW TAG VALUES WITH KEY IN ("host", "region")`,
+		`SHOW TAG VALUES FROM cpu WITH KEY = "host" WHERE region = 'eu'`,
+		"SHOW FIELD KEYS",
+		"SHOW FIELD KEYS FROM cpu",
+		"SHOW SERIES",
+		"SHOW SERIES FROM cpu WHERE region = 'us'",
+		"SELECT mean(usage) FROM cpu WHERE " + rng + " GROUP BY host",
+		"SELECT mean(usage), max(n) FROM cpu WHERE " + rng + " GROUP BY time(20s), host",
+		"SELECT count(usage) FROM cpu WHERE region = 'eu' AND " + rng + " GROUP BY time(30s)",
+		"SELECT sum(n) FROM cpu WHERE host =~ /^[ab]$/ AND " + rng + " GROUP BY region",
+		"SELECT max(usage) FROM cpu WHERE host != 'a' AND " + rng + " GROUP BY time(30s), region fill(none)",
+		"SELECT min(usage) FROM cpu WHERE (host = 'a' OR host = 'c') AND " + rng + " GROUP BY host",
+		"SELECT usage FROM cpu WHERE host = 'b' AND " + rng + " ORDER BY time DESC LIMIT 3",
+		"SELECT free FROM mem WHERE " + rng + " LIMIT 4",
+	}
+}
+
+func freeTCP(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestCatalogPathDifferential runs the queries that need the series catalog against
+// InfluxDB 1.x and against this package over the stand-in catalog: the SHOW
+// statements, GROUP BY tag and the tag filters must answer as InfluxDB does.
+func TestCatalogPathDifferential(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the InfluxDB differential test")
+	}
+	influxd, err := exec.LookPath("influxd")
+	if err != nil {
+		if out, err := exec.Command("apt-get", "install", "-y", "influxdb").CombinedOutput(); err != nil {
+			t.Fatalf("installing influxdb: %v\n%s", err, out)
+		}
+		influxd = "influxd"
+	}
+	dir := t.TempDir()
+	addr := freeTCP(t)
+	conf := fmt.Sprintf("reporting-disabled = true\nbind-address = %q\n[meta]\n dir = %q\n[data]\n dir = %q\n wal-dir = %q\n query-log-enabled = false\n[http]\n bind-address = %q\n log-enabled = false\n[monitor]\n store-enabled = false\n",
+		freeTCP(t), filepath.Join(dir, "meta"), filepath.Join(dir, "data"), filepath.Join(dir, "wal"), addr)
+	if err := os.WriteFile(filepath.Join(dir, "c.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(influxd, "-config", filepath.Join(dir, "c.conf"))
+	var logb bytes.Buffer
+	cmd.Stderr = &logb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/ping")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("influxd did not start: %s", logb.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ce := &catalogEngine{NodeEngine: engine, series: map[string]SeriesInfo{}}
+	h, err := New(ce, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	base := time.Now().Add(-3 * time.Hour).Truncate(time.Hour)
+	lines := catalogLines(base)
+	urls := []string{"http://" + addr, srv.URL}
+	for _, u := range urls {
+		resp, err := http.Post(u+"/query?"+url.Values{"q": {"CREATE DATABASE cat"}}.Encode(), "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		resp, err = http.Post(u+"/write?db=cat", "text/plain", strings.NewReader(lines))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("%s write: %d %s", u, resp.StatusCode, b)
+		}
+	}
+	for _, q := range catalogQueries(base) {
+		var ans [2]any
+		var raw [2][]byte
+		for i, u := range urls {
+			resp, err := http.Get(u + "/query?" + url.Values{"db": {"cat"}, "q": {q}}.Encode())
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw[i], _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err := json.Unmarshal(raw[i], &ans[i]); err != nil {
+				t.Fatalf("%q: %v %s", q, err, raw[i])
+			}
+		}
+		if !bytes.Contains(raw[1], []byte(`"series":[{`)) {
+			t.Errorf("%s: no series: %s", q, raw[1])
+		}
+		if testing.Verbose() {
+			t.Logf("%s\n   tsdht: %.300s", q, raw[1])
+		}
+		if !jsonEqual(ans[0], ans[1]) {
+			t.Errorf("%s\ninfluxdb: %s\n   tsdht: %s", q, raw[0], raw[1])
+		}
+	}
+}
+
+func jsonEqual(a, b any) bool {
+	switch x := a.(type) {
+	case float64:
+		y, ok := b.(float64)
+		return ok && approxEq(x, y)
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !jsonEqual(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k := range x {
+			if !jsonEqual(x[k], y[k]) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(a, b)
+}

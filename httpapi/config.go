@@ -1,0 +1,124 @@
+// Package httpapi serves tsdht over HTTP in the dialects users' tools already speak:
+// InfluxDB 1.x's /ping, /write (line protocol) and /query (InfluxQL), Prometheus remote
+// write at /api/v1/write, the node's own metrics at /metrics, and /health and /ready.
+//
+// It sits above tsdb and talks to it only through Engine, a small facade: NodeEngine
+// implements it over a running *tsdb.Node. Nothing below cmd imports this package.
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config tunes a Handler. The zero value of every field means its default
+// (DefaultConfig); Validate refuses values that cannot work.
+type Config struct {
+	// MaxBodyBytes bounds a write request's body, after gzip decompression too: a
+	// larger body is refused with 413 before it is parsed. Default 25 MiB, as
+	// InfluxDB 1.x's max-body-size.
+	MaxBodyBytes int64
+	// MaxConcurrentWrites bounds the write requests (/write and /api/v1/write) being
+	// read, parsed and stored at once. Each holds up to MaxBodyBytes plus its parsed
+	// points, so this bounds the memory writes take. Default 4.
+	MaxConcurrentWrites int
+	// WriteQueueWait is how long a write request waits for one of the
+	// MaxConcurrentWrites slots before it is refused with 429 and Retry-After. The
+	// waiting request holds no body memory. Default 2s.
+	WriteQueueWait time.Duration
+	// SeriesPerWriteParallel bounds the series of one write request being stored at
+	// once (one coordinator Put per series). Default 8.
+	SeriesPerWriteParallel int
+	// MaxQueryPoints bounds the points one /query statement reads from the cluster;
+	// past it the statement fails with an error naming the limit. Default 2,000,000
+	// (about 32 MB decoded).
+	MaxQueryPoints int
+	// MaxQueryWindows bounds the GROUP BY time() windows of one statement, as
+	// InfluxDB's max-select-buckets. Default 100,000.
+	MaxQueryWindows int
+	// MaxQueryBytes bounds a /query request's body (a POSTed q). Default 1 MiB.
+	MaxQueryBytes int64
+	// QueryTimeout bounds one /query request. Default 60s.
+	QueryTimeout time.Duration
+	// WriteTimeout bounds storing one write request once it was parsed. Default 30s.
+	WriteTimeout time.Duration
+	// Version is sent in X-Influxdb-Version (clients check it); default "1.8.10-tsdht".
+	Version string
+}
+
+// DefaultConfig returns the defaults, sized for a 512 MB edge board.
+func DefaultConfig() Config {
+	return Config{
+		MaxBodyBytes:           25 << 20,
+		MaxConcurrentWrites:    4,
+		WriteQueueWait:         2 * time.Second,
+		SeriesPerWriteParallel: 8,
+		MaxQueryPoints:         2_000_000,
+		MaxQueryWindows:        100_000,
+		MaxQueryBytes:          1 << 20,
+		QueryTimeout:           60 * time.Second,
+		WriteTimeout:           30 * time.Second,
+		Version:                "1.8.10-tsdht",
+	}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = d.MaxBodyBytes
+	}
+	if c.MaxConcurrentWrites == 0 {
+		c.MaxConcurrentWrites = d.MaxConcurrentWrites
+	}
+	if c.WriteQueueWait == 0 {
+		c.WriteQueueWait = d.WriteQueueWait
+	}
+	if c.SeriesPerWriteParallel == 0 {
+		c.SeriesPerWriteParallel = d.SeriesPerWriteParallel
+	}
+	if c.MaxQueryPoints == 0 {
+		c.MaxQueryPoints = d.MaxQueryPoints
+	}
+	if c.MaxQueryWindows == 0 {
+		c.MaxQueryWindows = d.MaxQueryWindows
+	}
+	if c.MaxQueryBytes == 0 {
+		c.MaxQueryBytes = d.MaxQueryBytes
+	}
+	if c.QueryTimeout == 0 {
+		c.QueryTimeout = d.QueryTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = d.WriteTimeout
+	}
+	if c.Version == "" {
+		c.Version = d.Version
+	}
+	return c
+}
+
+// Validate reports a field that cannot work, naming it.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	if c.MaxBodyBytes < 1 {
+		errs = append(errs, fmt.Errorf("MaxBodyBytes %d: must be positive", c.MaxBodyBytes))
+	}
+	if c.MaxConcurrentWrites < 1 {
+		errs = append(errs, fmt.Errorf("MaxConcurrentWrites %d: must be positive", c.MaxConcurrentWrites))
+	}
+	if c.WriteQueueWait < 0 {
+		errs = append(errs, fmt.Errorf("WriteQueueWait %v: must not be negative", c.WriteQueueWait))
+	}
+	if c.SeriesPerWriteParallel < 1 {
+		errs = append(errs, fmt.Errorf("SeriesPerWriteParallel %d: must be positive", c.SeriesPerWriteParallel))
+	}
+	if c.MaxQueryPoints < 1 || c.MaxQueryWindows < 1 || c.MaxQueryBytes < 1 {
+		errs = append(errs, errors.New("MaxQueryPoints, MaxQueryWindows and MaxQueryBytes must be positive"))
+	}
+	if c.QueryTimeout < 0 || c.WriteTimeout < 0 {
+		errs = append(errs, errors.New("QueryTimeout and WriteTimeout must not be negative"))
+	}
+	return errors.Join(errs...)
+}

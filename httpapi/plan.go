@@ -1,0 +1,325 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/influxdata/influxql"
+)
+
+// column is one selected expression of a SELECT.
+type column struct {
+	name  string  // the output column name
+	field string  // the field read
+	fn    string  // "" for a raw field, else the aggregate
+	arg   float64 // percentile's N
+}
+
+// group is the series of one output series (one tag set of GROUP BY): for each
+// column, the keys of the series holding that column's field.
+type group struct {
+	tags map[string]string // values of the GROUP BY tags
+	keys [][]string        // per column
+}
+
+// selectPlan is a SELECT resolved to series keys and a time range.
+type selectPlan struct {
+	name     string // measurement, the output series' name
+	cols     []column
+	groups   []group
+	from, to int64 // [from, to)
+	every    time.Duration
+	raw      bool
+	fill     influxql.FillOption
+	fillVal  any
+	desc     bool
+	limit    int
+	offset   int
+	hasLower bool
+}
+
+// aggregates lists the functions /query computes, and which of them select a point
+// (and so carry its time when alone without GROUP BY time).
+var aggregates = map[string]bool{
+	"mean": false, "sum": false, "count": false, "stddev": false, "spread": false, "median": false,
+	"min": true, "max": true, "first": true, "last": true, "percentile": true,
+}
+
+// windowFns are the aggregates a Window answers; the others need the points.
+var windowFns = map[string]bool{"mean": true, "sum": true, "count": true, "stddev": true, "spread": true,
+	"min": true, "max": true, "first": true, "last": true}
+
+// planSelect resolves a SELECT: its measurement, columns, time range, and the
+// series it reads, through the catalog (Engine.Series) or, without one, by the
+// exact keys its WHERE clause's tag equalities name.
+func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) (*selectPlan, error) {
+	if s.Target != nil {
+		return nil, errors.New("SELECT … INTO is not supported")
+	}
+	if len(s.Sources) != 1 {
+		return nil, errors.New("SELECT reads exactly one measurement here (FROM m)")
+	}
+	m, ok := s.Sources[0].(*influxql.Measurement)
+	if !ok || m.Regex != nil || m.Name == "" {
+		return nil, fmt.Errorf("FROM %s: %w (a regular expression or subquery as the source)", s.Sources[0], ErrNeedsCatalog)
+	}
+	if m.Database != "" {
+		db = m.Database
+	}
+	if db == "" {
+		return nil, errors.New("database name required: add db=NAME to the request or FROM db..m to the query")
+	}
+	p := &selectPlan{name: m.Name, fill: s.Fill, fillVal: s.FillValue, desc: !s.TimeAscending(), limit: s.Limit, offset: s.Offset}
+	for _, sf := range s.SortFields {
+		if sf.Name != "" && sf.Name != "time" {
+			return nil, fmt.Errorf("ORDER BY %s: only ORDER BY time [ASC|DESC] is supported", sf.Name)
+		}
+	}
+	if s.SLimit != 0 || s.SOffset != 0 {
+		return nil, errors.New("SLIMIT and SOFFSET are not supported")
+	}
+	names := s.ColumnNames()[1:]
+	nraw, nagg := 0, 0
+	for i, f := range s.Fields {
+		c := column{name: names[i]}
+		switch e := f.Expr.(type) {
+		case *influxql.VarRef:
+			c.field = e.Val
+			nraw++
+		case *influxql.Call:
+			if _, ok := aggregates[e.Name]; !ok {
+				return nil, fmt.Errorf("function %s() is not supported (supported: mean, median, min, max, count, sum, first, last, stddev, spread, percentile)", e.Name)
+			}
+			want := 1
+			if e.Name == "percentile" {
+				want = 2
+			}
+			if len(e.Args) != want {
+				return nil, fmt.Errorf("%s() takes %d argument(s), got %d", e.Name, want, len(e.Args))
+			}
+			ref, ok := e.Args[0].(*influxql.VarRef)
+			if !ok {
+				return nil, fmt.Errorf("%s(): the argument must be a field name, got %s", e.Name, e.Args[0])
+			}
+			c.field, c.fn = ref.Val, e.Name
+			if want == 2 {
+				switch n := e.Args[1].(type) {
+				case *influxql.NumberLiteral:
+					c.arg = n.Val
+				case *influxql.IntegerLiteral:
+					c.arg = float64(n.Val)
+				default:
+					return nil, fmt.Errorf("percentile(): N must be a number, got %s", e.Args[1])
+				}
+				if c.arg < 0 || c.arg > 100 {
+					return nil, fmt.Errorf("percentile(): N %v must be 0..100", c.arg)
+				}
+			}
+			nagg++
+		case *influxql.Wildcard:
+			return nil, fmt.Errorf("SELECT *: %w (to list the fields)", ErrNeedsCatalog)
+		default:
+			return nil, fmt.Errorf("expression %s is not supported: select fields or aggregates of one field", f.Expr)
+		}
+		p.cols = append(p.cols, c)
+	}
+	if nraw > 0 && nagg > 0 {
+		return nil, errors.New("mixing aggregate and non-aggregate queries is not supported")
+	}
+	p.raw = nagg == 0
+
+	cond, tr, err := influxql.ConditionExpr(s.Condition, &influxql.NowValuer{Now: now})
+	if err != nil {
+		return nil, err
+	}
+	every, groupTags := s.Dimensions.Normalize()
+	if _, err := s.GroupByInterval(); err != nil {
+		return nil, err
+	}
+	if every > 0 && p.raw {
+		return nil, errors.New("GROUP BY time() requires an aggregate function")
+	}
+	p.every = every
+	if tr.Min.IsZero() {
+		return nil, errors.New("a lower time bound is required (WHERE time >= '2024-01-01T00:00:00Z' or time > now() - 1h): tsdht reads series by time quanta")
+	}
+	p.from, p.hasLower = tr.Min.UnixNano(), true
+	switch {
+	case !tr.Max.IsZero():
+		p.to = tr.Max.UnixNano() + 1
+	case every > 0:
+		p.to = now.UnixNano() + 1
+	default:
+		p.to = now.Add(10 * time.Minute).UnixNano()
+	}
+	if p.from >= p.to {
+		return p, nil
+	}
+	if every > 0 {
+		n := (floorDiv(p.to-1, int64(every)) - floorDiv(p.from, int64(every))) + 1
+		if n > int64(h.cfg.MaxQueryWindows) {
+			return nil, fmt.Errorf("GROUP BY time(%v) over this range makes %d windows, more than the %d allowed: narrow the range or widen the interval",
+				every, n, h.cfg.MaxQueryWindows)
+		}
+	}
+	eq, rest, err := splitCondition(cond)
+	if err != nil {
+		return nil, err
+	}
+	p.groups, err = h.resolve(ctx, db, m.Name, p.cols, eq, rest, groupTags)
+	return p, err
+}
+
+// splitCondition splits a WHERE clause (time already removed) into tag equalities
+// joined by AND, and the rest. Two different values for one tag make eq nil and
+// the condition impossible.
+func splitCondition(cond influxql.Expr) (eq map[string]string, rest []influxql.Expr, err error) {
+	eq = map[string]string{}
+	impossible := false
+	var walk func(e influxql.Expr)
+	walk = func(e influxql.Expr) {
+		switch e := e.(type) {
+		case nil:
+		case *influxql.ParenExpr:
+			walk(e.Expr)
+		case *influxql.BinaryExpr:
+			if e.Op == influxql.AND {
+				walk(e.LHS)
+				walk(e.RHS)
+				return
+			}
+			if e.Op == influxql.EQ {
+				ref, ok1 := e.LHS.(*influxql.VarRef)
+				lit, ok2 := e.RHS.(*influxql.StringLiteral)
+				if !ok1 || !ok2 {
+					ref, ok1 = e.RHS.(*influxql.VarRef)
+					lit, ok2 = e.LHS.(*influxql.StringLiteral)
+				}
+				if ok1 && ok2 {
+					if v, seen := eq[ref.Val]; seen && v != lit.Val {
+						impossible = true
+					}
+					eq[ref.Val] = lit.Val
+					return
+				}
+			}
+			rest = append(rest, e)
+		case *influxql.BooleanLiteral:
+			if !e.Val {
+				impossible = true
+			}
+		default:
+			rest = append(rest, e)
+		}
+	}
+	walk(cond)
+	if impossible {
+		return nil, nil, nil
+	}
+	return eq, rest, nil
+}
+
+// resolve finds the series each column reads, grouped by the GROUP BY tags.
+func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, eq map[string]string,
+	rest []influxql.Expr, groupTags []string) ([]group, error) {
+	if eq == nil {
+		return nil, nil // the condition cannot hold
+	}
+	match := map[string]string{TagDB: db, TagMeasurement: meas}
+	for k, v := range eq {
+		match[k] = v
+	}
+	infos, err := h.eng.Series(ctx, SeriesQuery{Match: match, Prefix: db + "/" + measurementEscaper.Replace(meas)})
+	if errors.Is(err, ErrNeedsCatalog) {
+		return exactGroups(db, meas, cols, eq, rest, groupTags)
+	}
+	if err != nil {
+		return nil, err
+	}
+	byTags := map[string]*group{}
+	var order []string
+	for _, in := range infos {
+		if in.Tags[TagDB] != db || in.Tags[TagMeasurement] != meas {
+			continue
+		}
+		if !matches(in.Tags, eq, rest) {
+			continue
+		}
+		gt := make(map[string]string, len(groupTags))
+		var id strings.Builder
+		for _, k := range groupTags {
+			gt[k] = in.Tags[k]
+			id.WriteString(k + "\x00" + in.Tags[k] + "\x00")
+		}
+		g := byTags[id.String()]
+		if g == nil {
+			g = &group{tags: gt, keys: make([][]string, len(cols))}
+			byTags[id.String()] = g
+			order = append(order, id.String())
+		}
+		for i, c := range cols {
+			if in.Tags[TagField] == c.field {
+				g.keys[i] = append(g.keys[i], in.Key)
+			}
+		}
+	}
+	sort.Strings(order)
+	out := make([]group, 0, len(order))
+	for _, id := range order {
+		out = append(out, *byTags[id])
+	}
+	return out, nil
+}
+
+// matches reports whether a series' tags satisfy the WHERE clause.
+func matches(tags map[string]string, eq map[string]string, rest []influxql.Expr) bool {
+	for k, v := range eq {
+		if tags[k] != v {
+			return false
+		}
+	}
+	if len(rest) == 0 {
+		return true
+	}
+	vals := make(influxql.MapValuer, len(tags))
+	for k, v := range tags {
+		vals[k] = v
+	}
+	ev := influxql.ValuerEval{Valuer: vals}
+	for _, e := range rest {
+		if !ev.EvalBool(e) {
+			return false
+		}
+	}
+	return true
+}
+
+// exactGroups resolves a SELECT without the catalog: the series read are those
+// whose tag set is exactly the WHERE clause's tag equalities. It works only when
+// the WHERE clause has nothing but equalities (joined by AND) and every GROUP BY tag
+// is pinned by one.
+func exactGroups(db, meas string, cols []column, eq map[string]string, rest []influxql.Expr, groupTags []string) ([]group, error) {
+	if len(rest) > 0 {
+		return nil, fmt.Errorf("WHERE %s: %w (until then a WHERE clause may only pin tags with tag = 'value' … AND …)", rest[0], ErrNeedsCatalog)
+	}
+	g := group{tags: map[string]string{}, keys: make([][]string, len(cols))}
+	for _, k := range groupTags {
+		v, ok := eq[k]
+		if !ok {
+			return nil, fmt.Errorf("GROUP BY %s: %w (until then GROUP BY may only name tags the WHERE clause pins)", k, ErrNeedsCatalog)
+		}
+		g.tags[k] = v
+	}
+	tags := sortedPairs(eq)
+	for i, c := range cols {
+		g.keys[i] = []string{LineKey(db, meas, tags, c.field)}
+	}
+	if len(groupTags) == 0 {
+		g.tags = nil
+	}
+	return []group{g}, nil
+}

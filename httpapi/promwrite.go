@@ -1,0 +1,244 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"sort"
+
+	"github.com/klauspost/compress/snappy"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// staleNaN is the bit pattern Prometheus writes to mark a series stale.
+const staleNaN = 0x7ff0000000000002
+
+func (h *Handler) servePromWrite(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		methodNotAllowed(w, "POST")
+		return
+	}
+	if !h.acquireWrite(w, r) {
+		return
+	}
+	defer h.releaseWrite()
+	compressed, err := readBody(r, h.cfg.MaxBodyBytes)
+	if err != nil {
+		bodyError(w, err)
+		return
+	}
+	n, err := snappy.DecodedLen(compressed)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "body is not snappy-compressed (remote write sends snappy block format): "+err.Error())
+		return
+	}
+	if int64(n) > h.cfg.MaxBodyBytes {
+		httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("remote write request decompresses to %d bytes, at most %d accepted: lower queue_config.max_samples_per_send", n, h.cfg.MaxBodyBytes))
+		return
+	}
+	raw, err := snappy.Decode(nil, compressed)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "snappy: "+err.Error())
+		return
+	}
+	batches, stale, err := decodeWriteRequest(raw)
+	h.m.staleSkipped.Add(float64(stale))
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "remote write request: "+err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.WriteTimeout)
+	defer cancel()
+	out := h.store(ctx, batches)
+	h.m.pointsWritten.WithLabelValues("prometheus").Add(float64(out.stored))
+	h.m.pointsDropped.WithLabelValues("prometheus").Add(float64(out.dropped))
+	h.finishWrite(w, out, 0, "")
+}
+
+// decodeWriteRequest decodes a Prometheus remote-write WriteRequest (protobuf) into
+// per-series batches, skipping stale markers (counted). Every length is checked
+// against the bytes that remain before it is used.
+func decodeWriteRequest(b []byte) (batches []*seriesBatch, stale int, err error) {
+	byKey := make(map[string]*seriesBatch)
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, stale, protowire.ParseError(n)
+		}
+		b = b[n:]
+		if num == 1 && typ == protowire.BytesType {
+			ts, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return nil, stale, protowire.ParseError(n)
+			}
+			b = b[n:]
+			s, err := decodeTimeSeries(ts, byKey, &batches)
+			stale += s
+			if err != nil {
+				return nil, stale, err
+			}
+			continue
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return nil, stale, protowire.ParseError(n)
+		}
+		b = b[n:]
+	}
+	return batches, stale, nil
+}
+
+func decodeTimeSeries(b []byte, byKey map[string]*seriesBatch, batches *[]*seriesBatch) (stale int, err error) {
+	var labels []tagPair
+
+	var sampleMsgs [][]byte
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, protowire.ParseError(n)
+		}
+		b = b[n:]
+		if (num == 1 || num == 2) && typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return 0, protowire.ParseError(n)
+			}
+			b = b[n:]
+			if num == 1 {
+				l, err := decodeLabel(v)
+				if err != nil {
+					return 0, err
+				}
+				labels = append(labels, l)
+			} else {
+				sampleMsgs = append(sampleMsgs, v)
+			}
+			continue
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return 0, protowire.ParseError(n)
+		}
+		b = b[n:]
+	}
+
+	if err := sortTags(labels); err != nil {
+		return 0, err
+	}
+	name := ""
+	for _, l := range labels {
+		if l.k == "__name__" {
+			name = l.v
+		}
+	}
+	if name == "" {
+		return 0, errors.New("a time series without a __name__ label")
+	}
+	key := PromKey(name, labels)
+	if err := series.ValidateKey(key); err != nil {
+		return 0, fmt.Errorf("series %.80q: %v", key, err)
+	}
+	bt := byKey[key]
+	if bt == nil {
+		tags := make(map[string]string, len(labels))
+		for _, l := range labels {
+			tags[l.k] = l.v
+		}
+		bt = &seriesBatch{key: key, tags: tags, desc: fmt.Sprintf("series %q", key)}
+		byKey[key] = bt
+		*batches = append(*batches, bt)
+	}
+	for _, m := range sampleMsgs {
+		v, t, err := decodeSample(m)
+		if err != nil {
+			return stale, err
+		}
+		if math.Float64bits(v) == staleNaN {
+			stale++
+			continue
+		}
+		if t > math.MaxInt64/1_000_000 || t < math.MinInt64/1_000_000 {
+			return stale, fmt.Errorf("sample timestamp %d ms is out of range", t)
+		}
+		bt.pts.AppendFloat(t*1_000_000, v)
+	}
+	return stale, nil
+}
+
+func decodeLabel(b []byte) (tagPair, error) {
+	var l tagPair
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return l, protowire.ParseError(n)
+		}
+		b = b[n:]
+		if (num == 1 || num == 2) && typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return l, protowire.ParseError(n)
+			}
+			b = b[n:]
+			if num == 1 {
+				l.k = string(v)
+			} else {
+				l.v = string(v)
+			}
+			continue
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return l, protowire.ParseError(n)
+		}
+		b = b[n:]
+	}
+	if l.k == "" {
+		return l, errors.New("a label without a name")
+	}
+	return l, nil
+}
+
+func decodeSample(b []byte) (v float64, t int64, err error) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, 0, protowire.ParseError(n)
+		}
+		b = b[n:]
+		switch {
+		case num == 1 && typ == protowire.Fixed64Type:
+			x, n := protowire.ConsumeFixed64(b)
+			if n < 0 {
+				return 0, 0, protowire.ParseError(n)
+			}
+			v, b = math.Float64frombits(x), b[n:]
+		case num == 2 && typ == protowire.VarintType:
+			x, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return 0, 0, protowire.ParseError(n)
+			}
+			t, b = int64(x), b[n:]
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return 0, 0, protowire.ParseError(n)
+			}
+			b = b[n:]
+		}
+	}
+	return v, t, nil
+}
+
+// sortedPairs returns the pairs of m sorted by key.
+func sortedPairs(m map[string]string) []tagPair {
+	out := make([]tagPair, 0, len(m))
+	for k, v := range m {
+		out = append(out, tagPair{k, v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].k < out[j].k })
+	return out
+}

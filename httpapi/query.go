@@ -1,0 +1,205 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/influxdata/influxql"
+)
+
+// result is one statement's answer, in InfluxDB 1.x's shape.
+type result struct {
+	StatementID int    `json:"statement_id"`
+	Series      []*row `json:"series,omitempty"`
+	Partial     bool   `json:"partial,omitempty"`
+	Err         string `json:"error,omitempty"`
+
+	needsCatalog bool
+}
+
+// row is one series of a result.
+type row struct {
+	Name    string            `json:"name,omitempty"`
+	Tags    map[string]string `json:"tags,omitempty"`
+	Columns []string          `json:"columns"`
+	Values  [][]any           `json:"values,omitempty"`
+	Partial bool              `json:"partial,omitempty"`
+}
+
+func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		methodNotAllowed(w, "GET, POST")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, h.cfg.MaxQueryBytes)
+	if err := r.ParseForm(); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("query body over %d bytes", h.cfg.MaxQueryBytes))
+			return
+		}
+		httpError(w, http.StatusBadRequest, "reading the query: "+err.Error())
+		return
+	}
+	qs := r.Form.Get("q")
+	if qs == "" {
+		httpError(w, http.StatusBadRequest, `missing required parameter "q"`)
+		return
+	}
+	epoch := r.Form.Get("epoch")
+	if _, ok := epochUnit(epoch); !ok {
+		httpError(w, http.StatusBadRequest, fmt.Sprintf("epoch %q: want h, m, s, ms, u or ns", epoch))
+		return
+	}
+	chunked := r.Form.Get("chunked") == "true"
+	chunkSize := 10000
+	if cs := r.Form.Get("chunk_size"); cs != "" {
+		n, err := strconv.Atoi(cs)
+		if err != nil || n < 1 {
+			httpError(w, http.StatusBadRequest, fmt.Sprintf("chunk_size %q: want a positive integer", cs))
+			return
+		}
+		chunkSize = n
+	}
+	query, err := influxql.ParseQuery(qs)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "error parsing query: "+err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.QueryTimeout)
+	defer cancel()
+	db := r.Form.Get("db")
+	now := h.nowFor()
+	results := make([]*result, len(query.Statements))
+	status := http.StatusOK
+	for i, stmt := range query.Statements {
+		res := h.execute(ctx, stmt, db, now)
+		res.StatementID = i
+		formatTimes(res, epoch)
+		results[i] = res
+		if res.needsCatalog {
+			status = http.StatusNotImplemented
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if !chunked {
+		w.WriteHeader(status)
+		enc := json.NewEncoder(w)
+		if r.Form.Get("pretty") == "true" {
+			enc.SetIndent("", "    ")
+		}
+		_ = enc.Encode(map[string]any{"results": results})
+		return
+	}
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	for _, res := range results {
+		for _, part := range chunk(res, chunkSize) {
+			_ = enc.Encode(map[string]any{"results": []*result{part}})
+		}
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+}
+
+// chunk cuts a result into parts of at most size rows, as InfluxDB's chunked mode:
+// every part but a series' last is marked partial.
+func chunk(res *result, size int) []*result {
+	if res.Err != "" || len(res.Series) == 0 {
+		return []*result{res}
+	}
+	var out []*result
+	for si, s := range res.Series {
+		vals := s.Values
+		for {
+			n := min(size, len(vals))
+			part := &row{Name: s.Name, Tags: s.Tags, Columns: s.Columns, Values: vals[:n], Partial: n < len(vals)}
+			vals = vals[n:]
+			out = append(out, &result{StatementID: res.StatementID, Series: []*row{part},
+				Partial: part.Partial || si < len(res.Series)-1})
+			if len(vals) == 0 {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// execute runs one statement; its error goes into the result, as InfluxDB does.
+func (h *Handler) execute(ctx context.Context, stmt influxql.Statement, db string, now time.Time) *result {
+	var (
+		rows []*row
+		err  error
+	)
+	switch s := stmt.(type) {
+	case *influxql.SelectStatement:
+		rows, err = h.execSelect(ctx, s, db, now)
+	case *influxql.CreateDatabaseStatement:
+		// Databases need no creating: a write names its database.
+	case *influxql.ShowDatabasesStatement, *influxql.ShowMeasurementsStatement, *influxql.ShowTagKeysStatement,
+		*influxql.ShowTagValuesStatement, *influxql.ShowFieldKeysStatement, *influxql.ShowSeriesStatement:
+		rows, err = h.execShow(ctx, s, db)
+	case *influxql.ShowRetentionPoliciesStatement:
+		rows = []*row{{Columns: []string{"name", "duration", "shardGroupDuration", "replicaN", "default"},
+			Values: [][]any{{"autogen", "0s", "168h0m0s", 1, true}}}}
+	default:
+		err = fmt.Errorf("%s is not supported by tsdht (supported: SELECT, SHOW DATABASES/MEASUREMENTS/TAG KEYS/TAG VALUES/FIELD KEYS/SERIES, CREATE DATABASE)",
+			strings.SplitN(stmt.String(), " ", 3)[0])
+	}
+	if err != nil {
+		return &result{Err: err.Error(), needsCatalog: errors.Is(err, ErrNeedsCatalog)}
+	}
+	return &result{Series: rows}
+}
+
+// epochUnit returns the nanoseconds per unit of the epoch parameter; 0 for RFC 3339.
+func epochUnit(epoch string) (int64, bool) {
+	switch epoch {
+	case "":
+		return 0, true
+	case "ns", "n":
+		return 1, true
+	case "u", "µ", "us":
+		return 1e3, true
+	case "ms":
+		return 1e6, true
+	case "s":
+		return 1e9, true
+	case "m":
+		return 60e9, true
+	case "h":
+		return 3600e9, true
+	}
+	return 0, false
+}
+
+// tsValue marks a time column value until formatTimes renders it.
+type tsValue int64
+
+// formatTimes renders the time column as InfluxDB does: RFC 3339 with nanoseconds,
+// or integers in the epoch's unit.
+func formatTimes(res *result, epoch string) {
+	unit, _ := epochUnit(epoch)
+	for _, s := range res.Series {
+		for _, v := range s.Values {
+			for i, x := range v {
+				t, ok := x.(tsValue)
+				if !ok {
+					continue
+				}
+				if unit == 0 {
+					v[i] = time.Unix(0, int64(t)).UTC().Format(time.RFC3339Nano)
+				} else {
+					v[i] = floorDiv(int64(t), unit)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,426 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/influxdata/influxql"
+
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// execSelect answers a SELECT: one row (output series) per group.
+func (h *Handler) execSelect(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) ([]*row, error) {
+	p, err := h.planSelect(ctx, s, db, now)
+	if err != nil || p.from >= p.to {
+		return nil, err
+	}
+	ex := &executor{h: h, ctx: ctx, p: p, points: map[string]series.Points{}, windows: map[string][]Window{}, types: map[string]series.Type{}}
+	columns := make([]string, 0, len(p.cols)+1)
+	columns = append(columns, "time")
+	for _, c := range p.cols {
+		columns = append(columns, c.name)
+	}
+	var rows []*row
+	for _, g := range p.groups {
+		var vals [][]any
+		if p.raw {
+			vals, err = ex.raw(g)
+		} else {
+			vals, err = ex.aggregate(g)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if p.desc {
+			for i, j := 0, len(vals)-1; i < j; i, j = i+1, j-1 {
+				vals[i], vals[j] = vals[j], vals[i]
+			}
+		}
+		if p.offset > 0 {
+			vals = vals[min(p.offset, len(vals)):]
+		}
+		if p.limit > 0 && len(vals) > p.limit {
+			vals = vals[:p.limit]
+		}
+		if len(vals) == 0 {
+			continue
+		}
+		rows = append(rows, &row{Name: p.name, Tags: g.tags, Columns: columns, Values: vals})
+	}
+	return rows, nil
+}
+
+// executor reads what a plan needs, each series once.
+type executor struct {
+	h       *Handler
+	ctx     context.Context
+	p       *selectPlan
+	read    int // points read so far
+	points  map[string]series.Points
+	windows map[string][]Window
+	types   map[string]series.Type
+}
+
+// readKeys returns the points of the series keys, merged by time. Series never
+// written are empty.
+func (ex *executor) readKeys(keys []string) (series.Points, error) {
+	var out series.Points
+	for _, k := range keys {
+		pts, ok := ex.points[k]
+		if !ok {
+			var err error
+			pts, err = ex.h.eng.Read(ex.ctx, k, ex.p.from, ex.p.to)
+			if errors.Is(err, ErrUnknownSeries) {
+				err = nil
+			}
+			if err != nil {
+				return out, err
+			}
+			ex.read += pts.Len()
+			ex.h.m.pointsRead.Add(float64(pts.Len()))
+			if ex.read > ex.h.cfg.MaxQueryPoints {
+				return out, fmt.Errorf("the statement reads more than %d points: narrow the time range or aggregate with GROUP BY time()", ex.h.cfg.MaxQueryPoints)
+			}
+			ex.points[k] = pts
+		}
+		if len(keys) == 1 {
+			return pts, nil
+		}
+		if pts.Len() == 0 {
+			continue
+		}
+		if out.Type != series.Unknown && out.Type != pts.Type {
+			return out, fmt.Errorf("the series of one field hold different types (%s and %s): query them one by one", out.Type, pts.Type)
+		}
+		for i := range pts.T {
+			out.AppendFrom(&pts, i)
+		}
+	}
+	sortPoints(&out)
+	return out, nil
+}
+
+// sortPoints sorts merged points by time, keeping the order of equal times.
+func sortPoints(p *series.Points) {
+	idx := make([]int, p.Len())
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return p.T[idx[a]] < p.T[idx[b]] })
+	var out series.Points
+	for _, i := range idx {
+		out.AppendFrom(p, i)
+	}
+	*p = out
+}
+
+func pointValue(p *series.Points, i int) any {
+	switch p.Type {
+	case series.Float:
+		return p.F[i]
+	case series.Int:
+		return p.I[i]
+	case series.String:
+		return p.S[i]
+	}
+	return nil
+}
+
+// raw answers a raw SELECT of one group: a row per timestamp, the columns' values
+// side by side (null where a field has no point at that time).
+func (ex *executor) raw(g group) ([][]any, error) {
+	cols := make([]series.Points, len(ex.p.cols))
+	for i := range ex.p.cols {
+		var err error
+		if cols[i], err = ex.readKeys(g.keys[i]); err != nil {
+			return nil, err
+		}
+	}
+	if len(cols) == 1 {
+		out := make([][]any, cols[0].Len())
+		for i, t := range cols[0].T {
+			out[i] = []any{tsValue(t), pointValue(&cols[0], i)}
+		}
+		return out, nil
+	}
+	pos := make([]int, len(cols))
+	var out [][]any
+	for {
+		t, any_ := int64(math.MaxInt64), false
+		for c := range cols {
+			if pos[c] < cols[c].Len() && cols[c].T[pos[c]] <= t {
+				t, any_ = cols[c].T[pos[c]], true
+			}
+		}
+		if !any_ {
+			return out, nil
+		}
+		r := make([]any, len(cols)+1)
+		r[0] = tsValue(t)
+		for c := range cols {
+			if pos[c] < cols[c].Len() && cols[c].T[pos[c]] == t {
+				r[c+1] = pointValue(&cols[c], pos[c])
+				pos[c]++
+			}
+		}
+		out = append(out, r)
+	}
+}
+
+// colWindows returns the windows of one column of a group, and for median and
+// percentile the values of each window sorted.
+func (ex *executor) colWindows(c column, keys []string, every time.Duration) (series.Type, []Window, [][]valueAt, error) {
+	if windowFns[c.fn] && len(keys) == 1 && ex.p.every > 0 {
+		k := keys[0]
+		if w, ok := ex.windows[k]; ok {
+			return ex.types[k], w, nil, nil
+		}
+		typ, w, err := ex.h.eng.Aggregate(ex.ctx, k, ex.p.from, ex.p.to, every)
+		if errors.Is(err, ErrUnknownSeries) {
+			err = nil
+		}
+		if err != nil {
+			return typ, nil, nil, err
+		}
+		ex.windows[k], ex.types[k] = w, typ
+		return typ, w, nil, nil
+	}
+	pts, err := ex.readKeys(keys)
+	if err != nil {
+		return pts.Type, nil, nil, err
+	}
+	if pts.Type == series.String {
+		return pts.Type, nil, nil, fmt.Errorf("field %q holds strings: %s() applies to numbers", c.field, c.fn)
+	}
+	ws := aggregatePoints(&pts, ex.p.from, ex.p.to, every)
+	var sorted [][]valueAt
+	if c.fn == "median" || c.fn == "percentile" {
+		sorted = make([][]valueAt, len(ws))
+		wi := 0
+		for i, t := range pts.T {
+			if t < ex.p.from || t >= ex.p.to {
+				continue
+			}
+			for floorDiv(t, int64(every))*int64(every) != ws[wi].Start {
+				wi++
+			}
+			sorted[wi] = append(sorted[wi], valueAt{value(&pts, i), t})
+		}
+		for _, s := range sorted {
+			sort.SliceStable(s, func(a, b int) bool { return s[a].v < s[b].v })
+		}
+	}
+	return pts.Type, ws, sorted, nil
+}
+
+// wholeRange is the window length that puts every point since the epoch in one
+// window, for aggregates without GROUP BY time().
+const wholeRange = time.Duration(math.MaxInt64)
+
+// aggregate answers an aggregate SELECT of one group.
+func (ex *executor) aggregate(g group) ([][]any, error) {
+	p := ex.p
+	every := p.every
+	if every == 0 {
+		every = wholeRange
+	}
+	type colVals struct {
+		typ    series.Type
+		byWin  map[int64]int // window start → index in ws
+		ws     []Window
+		sorted [][]valueAt
+	}
+	cv := make([]colVals, len(p.cols))
+	empty := true
+	for i, c := range p.cols {
+		typ, ws, sorted, err := ex.colWindows(c, g.keys[i], every)
+		if err != nil {
+			return nil, err
+		}
+		cv[i] = colVals{typ: typ, ws: ws, sorted: sorted, byWin: make(map[int64]int, len(ws))}
+		for j, w := range ws {
+			cv[i].byWin[w.Start] = j
+		}
+		if len(ws) > 0 {
+			empty = false
+		}
+	}
+	if empty {
+		return nil, nil
+	}
+	if p.every == 0 {
+		r := make([]any, len(p.cols)+1)
+		r[0] = tsValue(p.from)
+		for i, c := range p.cols {
+			if len(cv[i].ws) == 0 {
+				if c.fn == "count" {
+					r[i+1] = int64(0)
+				}
+				continue
+			}
+			var sorted []valueAt
+			if cv[i].sorted != nil {
+				sorted = cv[i].sorted[0]
+			}
+			v, t := aggValue(c, &cv[i].ws[0], sorted, cv[i].typ)
+			r[i+1] = v
+			if len(p.cols) == 1 && aggregates[c.fn] && t != nil {
+				r[0] = tsValue(*t)
+			}
+		}
+		return [][]any{r}, nil
+	}
+	e := int64(p.every)
+	first, last := floorDiv(p.from, e)*e, floorDiv(p.to-1, e)*e
+	var out [][]any
+	for start := first; start <= last; start += e {
+		r := make([]any, len(p.cols)+1)
+		r[0] = tsValue(start)
+		anyVal := false
+		for i, c := range p.cols {
+			j, ok := cv[i].byWin[start]
+			if !ok {
+				continue
+			}
+			var sorted []valueAt
+			if cv[i].sorted != nil {
+				sorted = cv[i].sorted[j]
+			}
+			r[i+1], _ = aggValue(c, &cv[i].ws[j], sorted, cv[i].typ)
+			anyVal = true
+		}
+		if !anyVal && p.fill == influxql.NoFill {
+			continue
+		}
+		out = append(out, r)
+	}
+	fill(out, p)
+	return out, nil
+}
+
+// fill fills the empty windows of GROUP BY time() as fill() says.
+func fill(rows [][]any, p *selectPlan) {
+	for i, c := range p.cols {
+		col := i + 1
+		var prev any
+		for r := range rows {
+			v := rows[r][col]
+			if v != nil {
+				prev = v
+				continue
+			}
+			switch p.fill {
+			case influxql.NullFill:
+				if c.fn == "count" {
+					rows[r][col] = int64(0)
+				}
+			case influxql.NumberFill:
+				rows[r][col] = p.fillVal
+			case influxql.PreviousFill:
+				rows[r][col] = prev
+			case influxql.LinearFill:
+				rows[r][col] = linear(rows, r, col)
+			}
+		}
+	}
+}
+
+// linear interpolates row r of a column between its nearest filled neighbours.
+func linear(rows [][]any, r, col int) any {
+	lo, hi := -1, -1
+	for i := r - 1; i >= 0; i-- {
+		if rows[i][col] != nil {
+			lo = i
+			break
+		}
+	}
+	for i := r + 1; i < len(rows); i++ {
+		if rows[i][col] != nil {
+			hi = i
+			break
+		}
+	}
+	if lo < 0 || hi < 0 {
+		return nil
+	}
+	a, b := toFloat(rows[lo][col]), toFloat(rows[hi][col])
+	v := a + (b-a)*float64(r-lo)/float64(hi-lo)
+	if _, isInt := rows[lo][col].(int64); isInt {
+		return int64(v)
+	}
+	return v
+}
+
+func toFloat(v any) float64 {
+	switch x := v.(type) {
+	case float64:
+		return x
+	case int64:
+		return float64(x)
+	}
+	return math.NaN()
+}
+
+// valueAt is a point's value and time, for median and percentile.
+type valueAt struct {
+	v float64
+	t int64
+}
+
+// aggValue computes one aggregate of a window, and for a selector the time of the
+// point it selected. sorted holds the window's points by value, for median and
+// percentile.
+func aggValue(c column, w *Window, sorted []valueAt, typ series.Type) (any, *int64) {
+	num := func(v float64) any {
+		if typ == series.Int {
+			return int64(v)
+		}
+		return v
+	}
+	switch c.fn {
+	case "count":
+		return w.Count, nil
+	case "sum":
+		return num(w.Sum), nil
+	case "mean":
+		return w.Sum / float64(w.Count), nil
+	case "min":
+		return num(w.Min), &w.MinT
+	case "max":
+		return num(w.Max), &w.MaxT
+	case "first":
+		return num(w.First), &w.FirstT
+	case "last":
+		return num(w.Last), &w.LastT
+	case "spread":
+		return num(w.Max - w.Min), nil
+	case "stddev":
+		if w.Count < 2 {
+			return nil, nil
+		}
+		return math.Sqrt(w.M2 / float64(w.Count-1)), nil
+	case "median":
+		n := len(sorted)
+		if n == 0 {
+			return nil, nil
+		}
+		if n%2 == 1 {
+			return sorted[n/2].v, nil
+		}
+		lo, hi := sorted[n/2-1].v, sorted[n/2].v
+		return lo + (hi-lo)/2, nil
+	case "percentile":
+		n := len(sorted)
+		i := int(math.Floor(float64(n)*c.arg/100+0.5)) - 1
+		if i < 0 || i >= n {
+			return nil, nil
+		}
+		return num(sorted[i].v), &sorted[i].t
+	}
+	return nil, nil
+}

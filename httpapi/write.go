@@ -1,0 +1,380 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/influxdata/line-protocol/v2/lineprotocol"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tsdht/tsdht/tsdb"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// seriesBatch is the points of one series in one write request.
+type seriesBatch struct {
+	key  string
+	tags map[string]string
+	pts  series.Points
+	desc string // "field \"v\" on measurement \"m\"" for error messages
+}
+
+// writeOutcome sums up storing a request's batches.
+type writeOutcome struct {
+	stored  int
+	dropped int
+	reason  string // the first reason points were dropped
+	fatal   error  // an error that is not the points' fault: the cluster failed
+}
+
+func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		methodNotAllowed(w, "POST")
+		return
+	}
+	q := r.URL.Query()
+	db := q.Get("db")
+	if db == "" {
+		httpError(w, http.StatusBadRequest, "database is required: add ?db=NAME")
+		return
+	}
+	if strings.ContainsAny(db, "/#") {
+		httpError(w, http.StatusBadRequest, fmt.Sprintf("database name %q: '/' and '#' are not allowed in a database name (they separate the parts of a series key)", db))
+		return
+	}
+	prec, err := parsePrecision(q.Get("precision"))
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if !h.acquireWrite(w, r) {
+		return
+	}
+	defer h.releaseWrite()
+	body, err := readBody(r, h.cfg.MaxBodyBytes)
+	if err != nil {
+		bodyError(w, err)
+		return
+	}
+	batches, parsed, dropped, reason := parseLines(body, db, prec, h.nowFor())
+	if parsed == 0 && dropped > 0 {
+		h.m.pointsDropped.WithLabelValues("influx").Add(float64(dropped))
+		httpError(w, http.StatusBadRequest, reason)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.WriteTimeout)
+	defer cancel()
+	out := h.store(ctx, batches)
+	h.m.pointsWritten.WithLabelValues("influx").Add(float64(out.stored))
+	h.m.pointsDropped.WithLabelValues("influx").Add(float64(out.dropped + dropped))
+	h.finishWrite(w, out, dropped, reason)
+}
+
+// finishWrite answers a write: 204, a partial write (400), or the cluster's failure.
+func (h *Handler) finishWrite(w http.ResponseWriter, out writeOutcome, dropped int, reason string) {
+	if out.fatal != nil {
+		code := http.StatusInternalServerError
+		switch errorCode(out.fatal) {
+		case tsdb.CodeUnavailable, tsdb.CodePartial:
+			code = http.StatusServiceUnavailable
+			w.Header().Set("Retry-After", "1")
+		}
+		if errors.Is(out.fatal, context.DeadlineExceeded) {
+			code = http.StatusServiceUnavailable
+			w.Header().Set("Retry-After", "1")
+		}
+		httpError(w, code, fmt.Sprintf("write failed after %d points were stored (retrying the whole batch is harmless): %v", out.stored, out.fatal))
+		return
+	}
+	if reason == "" {
+		reason = out.reason
+	}
+	if total := dropped + out.dropped; total > 0 {
+		httpError(w, http.StatusBadRequest, fmt.Sprintf("partial write: %s dropped=%d", reason, total))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// store writes every batch, one Put per series, a bounded number at once.
+func (h *Handler) store(ctx context.Context, batches []*seriesBatch) writeOutcome {
+	var (
+		mu  sync.Mutex
+		out writeOutcome
+	)
+	g := new(errgroup.Group)
+	g.SetLimit(h.cfg.SeriesPerWriteParallel)
+	for _, b := range batches {
+		g.Go(func() error {
+			n, err := h.eng.Write(ctx, b.key, b.tags, b.pts)
+			mu.Lock()
+			defer mu.Unlock()
+			out.stored += n
+			if err == nil {
+				return nil
+			}
+			switch errorCode(err) {
+			case tsdb.CodeTypeMismatch, tsdb.CodeBadInput, tsdb.CodeExpired:
+				out.dropped += b.pts.Len() - n
+				if out.reason == "" {
+					if errorCode(err) == tsdb.CodeTypeMismatch {
+						out.reason = fmt.Sprintf("field type conflict: input %s: %v", b.desc, err)
+					} else {
+						out.reason = fmt.Sprintf("%s: %v", b.desc, err)
+					}
+				}
+			default:
+				if out.fatal == nil {
+					out.fatal = err
+				}
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return out
+}
+
+// parsePrecision maps InfluxDB 1.x's precision parameter to nanoseconds per unit.
+func parsePrecision(p string) (int64, error) {
+	switch p {
+	case "", "n", "ns":
+		return 1, nil
+	case "u", "us", "µ":
+		return 1e3, nil
+	case "ms":
+		return 1e6, nil
+	case "s":
+		return 1e9, nil
+	case "m":
+		return 60e9, nil
+	case "h":
+		return 3600e9, nil
+	}
+	return 0, fmt.Errorf("precision %q: want n, u, ms, s, m or h", p)
+}
+
+// lineTime returns the line's timestamp in ns: its integer times unit, or now when
+// the line has none.
+func lineTime(dec *lineprotocol.Decoder, unit int64, now time.Time) (int64, error) {
+	b, err := dec.TimeBytes()
+	if err != nil {
+		return 0, err
+	}
+	if b == nil {
+		return now.UnixNano(), nil
+	}
+	v, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("timestamp %q: want an integer", b)
+	}
+	if v > math.MaxInt64/unit || v < math.MinInt64/unit {
+		return 0, fmt.Errorf("timestamp %d overflows nanoseconds since the epoch at this precision", v)
+	}
+	return v * unit, nil
+}
+
+// parseLines parses a body of line protocol into per-series batches. A line that
+// does not parse, or whose field's type conflicts with an earlier line of the same
+// request, is dropped and counted; reason describes the first such line as
+// InfluxDB does ("unable to parse '…': …").
+//
+// The series key of a field is built (tags sorted and escaped) only the first time
+// the request names that series; later lines find their batch by the raw bytes of
+// measurement, tags and field, without allocating.
+func parseLines(body []byte, db string, prec int64, now time.Time) (batches []*seriesBatch, parsed, dropped int, reason string) {
+	byKey := make(map[string]*seriesBatch)
+	byRaw := make(map[string]*seriesBatch)
+	dec := lineprotocol.NewDecoderWithBytes(body)
+	var (
+		raw    []byte // length-prefixed measurement, tag keys and values, then a field key
+		tagOff []int  // per tag: start and end of its key, start and end of its value, in raw
+		arena  []byte // field keys of the line
+		fields []rawField
+	)
+	fail := func(err error) {
+		dropped++
+		if reason != "" {
+			return
+		}
+		var de *lineprotocol.DecodeError
+		if errors.As(err, &de) {
+			reason = fmt.Sprintf("unable to parse '%s': %v", lineAt(body, int(de.Line)), err)
+		} else {
+			reason = err.Error()
+		}
+	}
+	for dec.Next() {
+		raw, tagOff, arena, fields = raw[:0], tagOff[:0], arena[:0], fields[:0]
+		m, err := dec.Measurement()
+		if err != nil {
+			fail(err)
+			continue
+		}
+		raw = binary.AppendUvarint(raw, uint64(len(m)))
+		measStart := len(raw)
+		raw = append(raw, m...)
+		measEnd := len(raw)
+		for {
+			k, v, err2 := dec.NextTag()
+			if err = err2; err != nil || k == nil {
+				break
+			}
+			raw = binary.AppendUvarint(raw, uint64(len(k)))
+			ks := len(raw)
+			raw = append(raw, k...)
+			ke := len(raw)
+			raw = binary.AppendUvarint(raw, uint64(len(v)))
+			vs := len(raw)
+			raw = append(raw, v...)
+			tagOff = append(tagOff, ks, ke, vs, len(raw))
+		}
+		for err == nil {
+			k, v, err2 := dec.NextField()
+			if err = err2; err != nil || k == nil {
+				break
+			}
+			f := rawField{ks: len(arena), val: v}
+			arena = append(arena, k...)
+			f.ke = len(arena)
+			if v.Kind() == lineprotocol.String {
+				f.str = v.StringV() // copied now: the decoder reuses its unescaping buffer
+			}
+			fields = append(fields, f)
+		}
+		if err != nil {
+			fail(err)
+			continue
+		}
+		t, err := lineTime(dec, prec, now)
+		if err != nil {
+			fail(err)
+			continue
+		}
+		prefix := len(raw)
+		for _, f := range fields {
+			raw = binary.AppendUvarint(raw[:prefix], uint64(f.ke-f.ks))
+			raw = append(raw, arena[f.ks:f.ke]...)
+			b := byRaw[string(raw)]
+			if b == nil {
+				meas, field := string(raw[measStart:measEnd]), string(arena[f.ks:f.ke])
+				tags := make([]tagPair, 0, len(tagOff)/4)
+				for i := 0; i < len(tagOff); i += 4 {
+					tags = append(tags, tagPair{string(raw[tagOff[i]:tagOff[i+1]]), string(raw[tagOff[i+2]:tagOff[i+3]])})
+				}
+				if err := sortTags(tags); err != nil {
+					fail(fmt.Errorf("measurement %q: %v", meas, err))
+					continue
+				}
+				key := LineKey(db, meas, tags, field)
+				if err := series.ValidateKey(key); err != nil {
+					fail(fmt.Errorf("measurement %q, field %q: %v (shorten the measurement, tags or field)", meas, field, err))
+					continue
+				}
+				if b = byKey[key]; b == nil {
+					b = &seriesBatch{key: key, tags: lineTags(db, meas, tags, field),
+						desc: fmt.Sprintf("field %q on measurement %q", field, meas)}
+					byKey[key] = b
+					batches = append(batches, b)
+				}
+				byRaw[string(raw)] = b
+			}
+			if err := appendValue(&b.pts, t, f); err != nil {
+				fail(fmt.Errorf("field type conflict: input %s: %v", b.desc, err))
+				continue
+			}
+			parsed++
+		}
+	}
+	return batches, parsed, dropped, reason
+}
+
+// rawField is one field of a line being parsed.
+type rawField struct {
+	ks, ke int // its key in the line's arena
+	val    lineprotocol.Value
+	str    string // the value of a string field
+}
+
+// appendValue appends one line-protocol value. Floats are float, integers int,
+// unsigned integers int (refused past 2^63-1), strings string, and booleans int 1 or 0.
+func appendValue(p *series.Points, t int64, f rawField) error {
+	v := f.val
+	var want series.Type
+	switch v.Kind() {
+	case lineprotocol.Float:
+		want = series.Float
+	case lineprotocol.Int, lineprotocol.Uint, lineprotocol.Bool:
+		want = series.Int
+	case lineprotocol.String:
+		want = series.String
+	default:
+		return fmt.Errorf("unsupported value kind %v", v.Kind())
+	}
+	if p.Type != series.Unknown && p.Type != want {
+		return fmt.Errorf("is type %s, already exists as type %s in this request", influxType(want), influxType(p.Type))
+	}
+	switch v.Kind() {
+	case lineprotocol.Float:
+		p.AppendFloat(t, v.FloatV())
+	case lineprotocol.Int:
+		p.AppendInt(t, v.IntV())
+	case lineprotocol.Uint:
+		u := v.UintV()
+		if u > math.MaxInt64 {
+			return fmt.Errorf("unsigned value %d does not fit a signed 64-bit integer", u)
+		}
+		p.AppendInt(t, int64(u))
+	case lineprotocol.Bool:
+		var i int64
+		if v.BoolV() {
+			i = 1
+		}
+		p.AppendInt(t, i)
+	case lineprotocol.String:
+		if len(f.str) > series.MaxStringValueLen {
+			return fmt.Errorf("string value of %d bytes; at most %d", len(f.str), series.MaxStringValueLen)
+		}
+		p.AppendString(t, f.str)
+	}
+	return nil
+}
+
+func influxType(t series.Type) string {
+	switch t {
+	case series.Float:
+		return "float"
+	case series.Int:
+		return "integer"
+	case series.String:
+		return "string"
+	}
+	return "unknown"
+}
+
+// lineAt returns line n (from 1) of body, cut to 256 bytes for an error message.
+func lineAt(body []byte, n int) string {
+	for i := 1; i < n; i++ {
+		j := bytes.IndexByte(body, '\n')
+		if j < 0 {
+			return ""
+		}
+		body = body[j+1:]
+	}
+	if j := bytes.IndexByte(body, '\n'); j >= 0 {
+		body = body[:j]
+	}
+	if len(body) > 256 {
+		return string(body[:256]) + "…"
+	}
+	return string(body)
+}
