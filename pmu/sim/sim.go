@@ -7,9 +7,10 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,6 +50,9 @@ type Config struct {
 	Header string
 	// Start is the time of frame 0, truncated to whole seconds; zero means now.
 	Start time.Time
+	// CorruptEvery > 0 sends every CorruptEvery-th data frame with a wrong CRC (such
+	// frames are not in Runs; Corrupted counts them).
+	CorruptEvery int
 }
 
 func (c Config) withDefaults() Config {
@@ -120,14 +124,15 @@ type Sim struct {
 	cfg Config
 	ln  net.Listener
 
-	mu       sync.Mutex
-	cfgFrame *c37118.Config // CFG-2 in force
-	cfgCnt   uint16
-	runs     []Run
-	paused   bool
-	conns    map[net.Conn]struct{}
-	closed   bool
-	wg       sync.WaitGroup
+	mu        sync.Mutex
+	cfgFrame  *c37118.Config // CFG-2 in force
+	cfgCnt    uint16
+	runs      []Run
+	corrupted int64
+	paused    bool
+	conns     map[net.Conn]struct{}
+	closed    bool
+	wg        sync.WaitGroup
 }
 
 // Start listens and serves until Close.
@@ -181,7 +186,14 @@ func (s *Sim) Runs() []Run {
 	return append([]Run(nil), s.runs...)
 }
 
-// Sent returns how many data frames were written.
+// Corrupted returns how many data frames were sent with a bad CRC.
+func (s *Sim) Corrupted() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.corrupted
+}
+
+// Sent returns how many valid data frames were written.
 func (s *Sim) Sent() int64 {
 	var n int64
 	for _, r := range s.Runs() {
@@ -428,17 +440,20 @@ func (s *Sim) stream(dataOn <-chan bool, write func([]byte) error) {
 		s.mu.Unlock()
 		if !paused {
 			b, err := s.DataFrame(next)
+			corrupt := s.cfg.CorruptEvery > 0 && next%int64(s.cfg.CorruptEvery) == int64(s.cfg.CorruptEvery)-1
+			if err == nil && corrupt {
+				b[len(b)-1] ^= 0x5A // a CRC that no longer matches
+			}
 			if err == nil {
 				err = write(b)
 			}
 			if err != nil {
-				if !errors.Is(err, io.EOF) {
-					return
-				}
 				return
 			}
 			s.mu.Lock()
-			if n := len(s.runs); n > 0 && s.runs[n-1].Last == next-1 {
+			if corrupt {
+				s.corrupted++
+			} else if n := len(s.runs); n > 0 && s.runs[n-1].Last == next-1 {
 				s.runs[n-1].Last = next
 			} else {
 				s.runs = append(s.runs, Run{First: next, Last: next})
@@ -446,5 +461,91 @@ func (s *Sim) stream(dataOn <-chan bool, write func([]byte) error) {
 			s.mu.Unlock()
 		}
 		next++
+	}
+}
+
+// Expected returns what a PDC client must store for data frame k, by series key under
+// prefix as DESIGN.md names PMU series, computed from Sample and the wire formats'
+// quantisation independently of any decoder: float32 channels as float64(float32(v)),
+// int16 phasors as raw × PHUNIT × 10⁻⁵ (angles raw / 10⁴), int16 FREQ as nominal +
+// raw/1000 Hz, DFREQ raw/100 Hz/s, int16 analogs raw × ANUNIT. Integer series (digital
+// words, STAT, time quality) are returned as float64. The time is Time(k).
+func (s *Sim) Expected(k int64, prefix string) map[string]float64 {
+	s.mu.Lock()
+	cfg, cnt := s.cfgFrame, s.cfgCnt
+	s.mu.Unlock()
+	d := s.Sample(k)
+	out := map[string]float64{}
+	f32 := func(v float64) float64 { return float64(float32(v)) }
+	clean := func(n string) string {
+		return strings.Map(func(r rune) rune {
+			if strings.ContainsRune("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-", r) {
+				return r
+			}
+			return '_'
+		}, strings.TrimSpace(n))
+	}
+	for i, st := range s.cfg.Stations {
+		p, cp := d.PMUs[i], cfg.PMUs[i]
+		base := prefix + clean(st.Name) + "/"
+		for j, ph := range p.Phasors {
+			name := base + clean(cp.Phasors[j].Name) + "/"
+			a, b := "re", "im"
+			if st.Format&c37118.FormatPolar != 0 {
+				a, b = "mag", "ang"
+			}
+			switch {
+			case st.Format&c37118.FormatPhasorFloat != 0:
+				out[name+a], out[name+b] = f32(ph[0]), f32(ph[1])
+			case st.Format&c37118.FormatPolar != 0:
+				raw := cfg.QuantizePhasor(i, j, ph)
+				out[name+a] = float64(uint16(raw[0])) * float64(cp.Phasors[j].Scale) * 1e-5
+				out[name+b] = float64(raw[1]) / 1e4
+			default:
+				raw := cfg.QuantizePhasor(i, j, ph)
+				out[name+a] = float64(raw[0]) * float64(cp.Phasors[j].Scale) * 1e-5
+				out[name+b] = float64(raw[1]) * float64(cp.Phasors[j].Scale) * 1e-5
+			}
+		}
+		if st.Format&c37118.FormatFreqFloat != 0 {
+			out[base+"freq"], out[base+"dfreq"] = f32(p.Freq), f32(p.DFreq)
+		} else {
+			out[base+"freq"] = float64(st.NominalHz) + float64(int16(math.Round((p.Freq-float64(st.NominalHz))*1000)))/1000
+			out[base+"dfreq"] = float64(int16(math.Round(p.DFreq*100))) / 100
+		}
+		for j, v := range p.Analogs {
+			if st.Format&c37118.FormatAnalogFloat != 0 {
+				out[base+clean(cp.Analogs[j].Name)] = f32(v)
+			} else {
+				sc := float64(cp.Analogs[j].Scale)
+				out[base+clean(cp.Analogs[j].Name)] = float64(int16(math.Round(v/sc))) * sc
+			}
+		}
+		for j, w := range p.Digital {
+			out[base+"digital"+strconv.Itoa(j)] = float64(w)
+		}
+		stat := p.Stat
+		if cnt > 0 {
+			stat |= c37118.StatConfigChange
+		}
+		out[base+"stat"] = float64(stat)
+		out[base+"timequality"] = 0
+	}
+	return out
+}
+
+// Time returns the timestamp of data frame k in ns: SOC + FRACSEC / TIME_BASE.
+func (s *Sim) Time(k int64) int64 {
+	soc, fs := s.FrameTime(k)
+	return int64(soc)*1e9 + int64(fs)*1e9/int64(s.cfg.TimeBase)
+}
+
+// DropConnections closes every open connection (the listener stays): clients must
+// reconnect.
+func (s *Sim) DropConnections() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.Close()
 	}
 }
