@@ -176,6 +176,7 @@ type Stats struct {
 	SkippedBytes    int64 // bytes skipped to find a SYNC word
 	ConfigChanges   int64 // configurations applied (the first one included)
 	Samples         int64 // samples decoded
+	Queued          int64 // samples handed to the queue/spool (Samples − Queued are being collected or were dropped)
 	Stored          int64 // samples the cluster acknowledged
 	Dropped         int64 // samples dropped because the queue/spool was full
 	Rejected        int64 // samples the cluster refused for good (see ErrRejected)
@@ -199,7 +200,7 @@ type Ingester struct {
 
 	st struct {
 		connects, dataFrames, badCRC, badFrames, skipped, cfgChanges atomic.Int64
-		samples, stored, dropped, rejected, retries, lastFrame, torn atomic.Int64
+		samples, queued, stored, dropped, rejected, retries, lastFrame, torn atomic.Int64
 	}
 }
 
@@ -236,7 +237,7 @@ func (in *Ingester) Stats() Stats {
 	return Stats{
 		Connects: in.st.connects.Load(), DataFrames: in.st.dataFrames.Load(), BadCRC: in.st.badCRC.Load(),
 		BadFrames: in.st.badFrames.Load(), SkippedBytes: in.st.skipped.Load(), ConfigChanges: in.st.cfgChanges.Load(),
-		Samples: in.st.samples.Load(), Stored: in.st.stored.Load(), Dropped: in.st.dropped.Load(),
+		Samples: in.st.samples.Load(), Queued: in.st.queued.Load(), Stored: in.st.stored.Load(), Dropped: in.st.dropped.Load(),
 		Rejected: in.st.rejected.Load(), WriteRetries: in.st.retries.Load(), QueuedBytes: qs.Bytes,
 		QueuedBatches: qs.Records, SpoolTornBytes: in.st.torn.Load(), LastFrameTimeNs: in.st.lastFrame.Load(),
 	}
@@ -318,7 +319,9 @@ func (in *Ingester) flush() {
 	if err := in.q.Append(rec); err != nil {
 		total := in.st.dropped.Add(int64(n))
 		in.log.Error("samples dropped: queue full", "samples", n, "dropped_total", total, "err", err)
+		return
 	}
+	in.st.queued.Add(int64(n))
 }
 
 func (in *Ingester) backoff(d time.Duration, max time.Duration) time.Duration {
