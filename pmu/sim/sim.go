@@ -498,13 +498,13 @@ func (s *Sim) Expected(k int64, prefix string) map[string]float64 {
 			case st.Format&c37118.FormatPhasorFloat != 0:
 				out[name+a], out[name+b] = f32(ph[0]), f32(ph[1])
 			case st.Format&c37118.FormatPolar != 0:
-				raw := cfg.QuantizePhasor(i, j, ph)
-				out[name+a] = float64(uint16(raw[0])) * float64(cp.Phasors[j].Scale) * 1e-5
-				out[name+b] = float64(raw[1]) / 1e4
+				sc := float64(cp.Phasors[j].Scale)
+				out[name+a] = math.Round(ph[0]/(sc*1e-5)) * sc * 1e-5
+				out[name+b] = math.Round(ph[1]*1e4) / 1e4
 			default:
-				raw := cfg.QuantizePhasor(i, j, ph)
-				out[name+a] = float64(raw[0]) * float64(cp.Phasors[j].Scale) * 1e-5
-				out[name+b] = float64(raw[1]) * float64(cp.Phasors[j].Scale) * 1e-5
+				sc := float64(cp.Phasors[j].Scale)
+				out[name+a] = math.Round(ph[0]/(sc*1e-5)) * sc * 1e-5
+				out[name+b] = math.Round(ph[1]/(sc*1e-5)) * sc * 1e-5
 			}
 		}
 		if st.Format&c37118.FormatFreqFloat != 0 {
