@@ -352,3 +352,52 @@ func FuzzDecodeBatch(f *testing.F) {
 		}
 	})
 }
+
+func TestFloatFreqDeviationReading(t *testing.T) {
+	r := startRig(t, sim.Config{}, Config{FloatFreq: FloatFreqDeviation})
+	waitFor(t, "frames", 10*time.Second, func() bool { return r.sim.Sent() >= 10 })
+	r.sim.Pause(true)
+	run := r.sim.Runs()[0]
+	want := r.sim.Expected(run.First, "")["PMU1/freq"] + 60 // the simulator sends the actual frequency
+	waitFor(t, "stored", 10*time.Second, func() bool {
+		r.st.mu.Lock()
+		defer r.st.mu.Unlock()
+		_, ok := r.st.data["PMU1/freq"][r.sim.Time(run.First)]
+		return ok
+	})
+	r.st.mu.Lock()
+	defer r.st.mu.Unlock()
+	if got := r.st.data["PMU1/freq"][r.sim.Time(run.First)]; got != want {
+		t.Fatalf("deviation reading stored %v, want %v", got, want)
+	}
+}
+
+func TestRejectedWritesAreCountedNotRetried(t *testing.T) {
+	st := newMemStore()
+	st.types["PMU1/freq"] = series.Int // another writer made it an int series
+	s, err := sim.Start(sim.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	in, err := New(Config{Connect: s.Addr(), Flush: 50 * time.Millisecond, Logger: quietLogger()}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- in.Run(ctx, time.Second) }()
+	waitFor(t, "frames", 10*time.Second, func() bool { return s.Sent() >= 30 })
+	s.Pause(true)
+	waitFor(t, "all written or rejected", 10*time.Second, func() bool {
+		x := in.Stats()
+		return x.Queued == x.Samples && x.QueuedBatches == 0
+	})
+	cancel()
+	<-done
+	x := in.Stats()
+	freq := int64(len(st.data["PMU1/dfreq"]))
+	if x.Rejected != freq || x.Stored+x.Rejected != x.Samples || x.WriteRetries != 0 {
+		t.Fatalf("rejected %d (want %d, one per frame), stats %+v", x.Rejected, freq, x)
+	}
+}
