@@ -140,8 +140,12 @@ func benchPMU(b *testing.B, streams, perPDC int, window time.Duration) {
 		procs = append(procs, cmd)
 	}
 	// Warm up: every stream delivering.
-	for _, s := range sims {
+	warm := time.Now().Add(2 * time.Minute)
+	for i, s := range sims {
 		for s.Sent() < 120 {
+			if time.Now().After(warm) {
+				b.Fatalf("stream %d: %d frames sent after 2 minutes", i, s.Sent())
+			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
@@ -166,7 +170,9 @@ func benchPMU(b *testing.B, streams, perPDC int, window time.Duration) {
 				case <-t.C:
 				}
 				now := time.Now().UnixNano()
-				res, err := client.Get(context.Background(), key, seen, now+int64(time.Second), tsdb.GetOptions{})
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				res, err := client.Get(ctx, key, seen, now+int64(time.Second), tsdb.GetOptions{})
+				cancel()
 				if err != nil {
 					continue
 				}
