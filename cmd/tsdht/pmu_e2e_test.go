@@ -305,6 +305,29 @@ func TestPMUEndToEnd(t *testing.T) {
 		}
 		n := checkStored(c.e2eCluster, i%3, want)
 		t.Logf("%s: %d frames, %d series, %d samples stored exactly", tc.name, runs[0].Last-runs[0].First+1, len(want), n)
+		r.p.stopGracefully()
+	}
+}
+
+// stopGracefully sends SIGTERM and requires a clean exit, with its final counters
+// logged, within 30 s.
+func (p *pmuProc) stopGracefully() {
+	p.t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			p.t.Fatalf("tsdht pmu after SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Signal(syscall.SIGQUIT) // its goroutines go to the log
+		<-done
+		p.t.Fatalf("tsdht pmu did not exit within 30 s of SIGTERM")
+	}
+	if !strings.Contains(p.log.String(), "msg=stopped") {
+		p.t.Fatalf("tsdht pmu exited without its final counters")
 	}
 }
 
