@@ -194,12 +194,13 @@ type Ingester struct {
 	log *slog.Logger
 	q   queue
 
-	mu     sync.Mutex
-	cur    Batch
-	stream Stream
+	mu      sync.Mutex // guards cur and stream
+	cur     Batch
+	stream  Stream
+	flushMu sync.Mutex // serialises flushes, so batches are queued in the order they were cut
 
 	st struct {
-		connects, dataFrames, badCRC, badFrames, skipped, cfgChanges atomic.Int64
+		connects, dataFrames, badCRC, badFrames, skipped, cfgChanges         atomic.Int64
 		samples, queued, stored, dropped, rejected, retries, lastFrame, torn atomic.Int64
 	}
 }
@@ -307,6 +308,8 @@ wait:
 
 // flush queues the batch collected so far.
 func (in *Ingester) flush() {
+	in.flushMu.Lock()
+	defer in.flushMu.Unlock()
 	in.mu.Lock()
 	b := in.cur
 	in.cur = Batch{}
@@ -460,7 +463,8 @@ func (in *Ingester) session(ctx context.Context, conn net.Conn) (gotData bool, e
 				continue // data before the configuration: cannot be decoded
 			}
 			if h.IDCode != cm.cfg.IDCode {
-				in.st.badFrames.Add(1)
+				n := in.st.badFrames.Add(1)
+				in.logEvery(n, "data frame of another stream dropped", "idcode", h.IDCode, "want", cm.cfg.IDCode, "bad_frames_total", n)
 				continue
 			}
 			if err := cm.cfg.DecodeData(frame, &d); err != nil {

@@ -174,7 +174,7 @@ const (
 
 func TestEveryFormatStoredExactly(t *testing.T) {
 	cases := map[string]sim.Config{
-		"float polar": {Stations: []sim.Station{{Name: "PMU1", Format: floatPolar, Phasors: 4, Analogs: 1, Digitals: 1}}},
+		"float polar":       {Stations: []sim.Station{{Name: "PMU1", Format: floatPolar, Phasors: 4, Analogs: 1, Digitals: 1}}},
 		"int16 rectangular": {Stations: []sim.Station{{Name: "Sub A/bay 3", Format: 0, Phasors: 4, Analogs: 1, Digitals: 1}}},
 		"int16 polar 2005":  {Version: c37118.Version2005, Stations: []sim.Station{{Name: "OLD", Format: c37118.FormatPolar, Phasors: 2, Analogs: 2, Digitals: 2}}},
 		"PDC 2 PMUs 50 Hz": {IDCode: 100, Rate: 50, Stations: []sim.Station{
