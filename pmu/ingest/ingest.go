@@ -199,6 +199,8 @@ type Ingester struct {
 	stream  Stream
 	flushMu sync.Mutex // serialises flushes, so batches are queued in the order they were cut
 
+	describeReq chan struct{}
+
 	st struct {
 		connects, dataFrames, badCRC, badFrames, skipped, cfgChanges         atomic.Int64
 		samples, queued, stored, dropped, rejected, retries, lastFrame, torn atomic.Int64
@@ -212,7 +214,7 @@ func New(cfg Config, w Writer) (*Ingester, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	in := &Ingester{cfg: cfg, w: w, log: cfg.Logger.With("pmu", cfg.Connect)}
+	in := &Ingester{cfg: cfg, w: w, log: cfg.Logger.With("pmu", cfg.Connect), describeReq: make(chan struct{}, 1)}
 	in.stream = Stream{Addr: cfg.Connect, IDCode: cfg.IDCode}
 	if cfg.Spool != "" {
 		s, err := spool.Open(cfg.Spool, spool.Config{MaxBytes: cfg.SpoolBytes, NoSync: cfg.SpoolNoSync}, func(msg string) {
@@ -265,6 +267,7 @@ func (in *Ingester) Run(ctx context.Context, drain time.Duration) error {
 		defer close(sendDone)
 		in.sendLoop(sendCtx, stopSend)
 	}()
+	go in.describeLoop(ctx)
 	flushDone := make(chan struct{})
 	go func() {
 		defer close(flushDone)
@@ -548,20 +551,32 @@ func (in *Ingester) applyConfig(ctx context.Context, m *channelMap) {
 	in.describe(ctx)
 }
 
-// describe hands the stream's metadata to a Describer, without holding up the reader.
+// describe asks the describer goroutine to hand the stream's metadata to a Describer;
+// requests coalesce, and the Describer always gets the newest metadata last.
 func (in *Ingester) describe(ctx context.Context) {
-	d, ok := in.w.(Describer)
-	if !ok {
-		return
+	select {
+	case in.describeReq <- struct{}{}:
+	default: // one is pending: it will take the newest metadata
 	}
-	s := in.Stream()
-	go func() {
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := d.Describe(ctx, s); err != nil {
+}
+
+func (in *Ingester) describeLoop(ctx context.Context) {
+	d, ok := in.w.(Describer)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-in.describeReq:
+		}
+		if !ok {
+			continue
+		}
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if err := d.Describe(dctx, in.Stream()); err != nil {
 			in.log.Warn("series metadata not recorded", "err", err)
 		}
-	}()
+		cancel()
+	}
 }
 
 // addSamples appends one decoded data frame to the current batch.

@@ -191,7 +191,10 @@ func TestEveryFormatStoredExactly(t *testing.T) {
 			if meta == nil || len(meta.Series) != len(r.sim.Expected(0, "site/")) || meta.Config.IDCode != r.sim.Settings().IDCode {
 				t.Fatalf("metadata: %+v", meta)
 			}
-			waitFor(t, "header text", 5*time.Second, func() bool { m := r.st.metas.Load(); return m.Header == r.sim.Settings().Header })
+			waitFor(t, "header text and CFG-3", 5*time.Second, func() bool {
+				m := r.st.metas.Load()
+				return m.Header == r.sim.Settings().Header && m.Config3 != nil && len(m.Config3.PMUs) == len(r.sim.Settings().Stations)
+			})
 		})
 	}
 }

@@ -125,6 +125,7 @@ type Sim struct {
 	ln  net.Listener
 
 	mu        sync.Mutex
+	sendMu    sync.Mutex     // held while a data frame is written and recorded
 	cfgFrame  *c37118.Config // CFG-2 in force
 	cfgCnt    uint16
 	runs      []Run
@@ -172,8 +173,11 @@ func (s *Sim) Close() error {
 }
 
 // Pause stops (true) or resumes (false) sending data frames on every connection;
-// connections stay open. Frames falling due while paused are never sent.
+// connections stay open. Frames falling due while paused are never sent. Pause returns
+// after a frame being written has been recorded in Runs.
 func (s *Sim) Pause(p bool) {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
 	s.mu.Lock()
 	s.paused = p
 	s.mu.Unlock()
@@ -435,6 +439,7 @@ func (s *Sim) stream(dataOn <-chan bool, write func([]byte) error) {
 			continue
 		case <-tick:
 		}
+		s.sendMu.Lock()
 		s.mu.Lock()
 		paused := s.paused
 		s.mu.Unlock()
@@ -448,6 +453,7 @@ func (s *Sim) stream(dataOn <-chan bool, write func([]byte) error) {
 				err = write(b)
 			}
 			if err != nil {
+				s.sendMu.Unlock()
 				return
 			}
 			s.mu.Lock()
@@ -460,6 +466,7 @@ func (s *Sim) stream(dataOn <-chan bool, write func([]byte) error) {
 			}
 			s.mu.Unlock()
 		}
+		s.sendMu.Unlock()
 		next++
 	}
 }
