@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func tsdhtBinary(t *testing.T) string {
+func tsdhtBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		// make test-arm points this at the ARMv7 binary wrapped in qemu-arm-static.
@@ -75,7 +75,7 @@ type e2eCluster struct {
 	nodes []*proc
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	p, err := freePort()
 	if err != nil {

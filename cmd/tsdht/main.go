@@ -25,6 +25,7 @@ func main() {
 			decommissionCommand(),
 			demoCommand(),
 			benchCommand(),
+			pmuCommand(),
 		},
 		EnableBashCompletion: true,
 	}
