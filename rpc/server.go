@@ -35,8 +35,9 @@ type Server struct {
 	wg       sync.WaitGroup // accept loops, connections and handlers, for Close
 	budget   *byteBudget    // Config.MaxInflightBytes over all connections
 
-	keyLog rateLog // refused cluster keys: at most one line per rateLogEvery
-	capLog rateLog // connections refused at MaxConns
+	keyLog  rateLog // refused cluster keys: at most one line per rateLogEvery
+	capLog  rateLog // connections refused at MaxConns
+	reapLog rateLog // connections closed to make room at MaxConns
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -160,10 +161,11 @@ func (s *Server) accept(l net.Listener) {
 	}
 }
 
-// reapLocked makes room for one connection at MaxConns: it closes the oldest
-// connection still in its handshake, else marks the one idle the longest,
-// whose reader then says goodbye and closes it. It reports whether it found
-// one. Called with s.mu held.
+// reapLocked makes room for one connection at MaxConns: of the connections
+// that run no request, it takes the one idle the longest (one still in its
+// handshake counts as idle since it was accepted). One in its handshake is
+// closed; an established one is marked, and its reader says goodbye and
+// closes it. It reports whether it found one. Called with s.mu held.
 func (s *Server) reapLocked() bool {
 	var victim *serverConn
 	var since time.Time
@@ -175,9 +177,9 @@ func (s *Server) reapLocked() bool {
 			sc.mu.Unlock()
 			continue
 		case sc.handshaking:
-			t = sc.accepted.Add(-24 * time.Hour) // before any idle one
+			t = sc.accepted
 		case sc.waiting && sc.running.Load() == 0:
-			t = sc.waitingSince
+			t = time.Unix(0, sc.lastActive.Load())
 		default:
 			sc.mu.Unlock()
 			continue
@@ -191,6 +193,8 @@ func (s *Server) reapLocked() bool {
 		return false
 	}
 	victim.mu.Lock()
+	s.reapLog.warn(s.cfg.Logger, "rpc: at Config.MaxConns: closing the connection idle the longest to make room",
+		"max_conns", s.cfg.MaxConns, "from", victim.conn.RemoteAddr().String(), "idle", time.Since(since).Round(time.Millisecond))
 	victim.reaped = true
 	if victim.handshaking {
 		victim.conn.Close()
@@ -211,12 +215,14 @@ type serverConn struct {
 	budget   *semaphore.Weighted // Config.MaxInflightBytesPerConn
 	wmu      sync.Mutex          // one response at a time on the wire
 	running  atomic.Int32        // requests handed to workers whose response is not sent yet
+	// lastActive is when the connection last read a request or sent a
+	// response, in UNIX nanoseconds: the reaper takes the oldest.
+	lastActive atomic.Int64
 
-	mu           sync.Mutex // guards the fields below, which the reaper reads
-	handshaking  bool       // the handshake is not complete
-	waiting      bool       // the reader waits for a frame's first byte
-	waitingSince time.Time  // when it started to
-	reaped       bool       // closed, or to be closed, to make room at MaxConns
+	mu          sync.Mutex // guards the fields below, which the reaper reads
+	handshaking bool       // the handshake is not complete
+	waiting     bool       // the reader waits for a frame's first byte
+	reaped      bool       // closed, or to be closed, to make room at MaxConns
 }
 
 // errIdle ends a connection that the server closed as idle or reaped.
@@ -244,6 +250,7 @@ func (s *Server) serveConn(sc *serverConn) {
 		}
 		return
 	}
+	sc.lastActive.Store(time.Now().UnixNano())
 	sc.mu.Lock()
 	sc.handshaking = false
 	reaped := sc.reaped
@@ -311,6 +318,7 @@ func (s *Server) serveConn(sc *serverConn) {
 			return
 		}
 		req.held, held = held, hold{} // the worker gives it back when the response is sent
+		sc.lastActive.Store(time.Now().UnixNano())
 		sc.running.Add(1)
 		select {
 		case work <- &req: // an idle worker takes it
@@ -333,10 +341,10 @@ func (sc *serverConn) awaitFrame(fr *frameReader) error {
 			sc.mu.Unlock()
 			return sc.goodbye()
 		}
-		sc.waiting, sc.waitingSince = true, time.Now()
+		sc.waiting = true
 		var deadline time.Time
 		if idle > 0 {
-			deadline = sc.waitingSince.Add(idle)
+			deadline = time.Now().Add(idle)
 		}
 		err := sc.conn.SetReadDeadline(deadline)
 		sc.mu.Unlock()
@@ -458,6 +466,7 @@ func (s *Server) call(ctx context.Context, method string, req []byte) (resp []by
 func (sc *serverConn) write(frame []byte) {
 	sc.wmu.Lock()
 	defer sc.wmu.Unlock()
+	sc.lastActive.Store(time.Now().UnixNano()) // before the peer can see the response
 	err := sc.conn.SetWriteDeadline(time.Now().Add(sc.s.cfg.WriteTimeout))
 	if err == nil {
 		_, err = sc.conn.Write(frame)
