@@ -46,6 +46,7 @@ func nodeCommand() *cli.Command {
 			&cli.DurationFlag{Name: "down-grace", Value: 10 * time.Minute, Usage: "how long the others keep a node that stopped on purpose (SIGTERM: a restart, an upgrade) as an owner of its shards, holding hints for it, before they copy its shards elsewhere; the same on every node"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "least level logged: debug, info, warn or error"},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log records as text (key=value) or json, one per line on stderr"},
+			clusterKeyFlag,
 			&cli.StringFlag{Name: "disk-reserve", Value: "64MiB", Usage: "free space kept on the data filesystem for the storage engine: writes are refused as \"disk full\" below it; 0 disables the check"},
 		},
 		Action: runNode,
@@ -87,6 +88,14 @@ func runNode(c *cli.Context) error {
 	cfg.HandoffTimeout = c.Duration("handoff-timeout")
 	cfg.DHT.DownGrace = c.Duration("down-grace")
 	cfg.Logger = logger
+	ring, err := clusterKey(c)
+	if err != nil {
+		return err
+	}
+	cfg.RPC.ClusterKey, cfg.DHT.ClusterKey = ring, ring
+	if ring == nil {
+		logger.Warn("no --cluster-key-file: anyone who reaches the rpc and gossip ports can join, read and write (docs/security.md)")
+	}
 	id, err := dht.LoadOrCreateIdentity(dir)
 	if err != nil {
 		return err
