@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/tsdht/tsdht/clusterkey"
@@ -90,11 +91,24 @@ func (h hello) compatible() error {
 // mac computes one side's proof. transcript is both hellos, the two nonces
 // and the key ID, as the proof's layout above says.
 func mac(key clusterkey.Key, role byte, transcript []byte) []byte {
-	h := hmac.New(sha256.New, key.Derive(authPurpose, sha256.Size))
+	h := hmac.New(sha256.New, authKey(key))
 	h.Write([]byte(authPurpose))
 	h.Write([]byte{role})
 	h.Write(transcript)
 	return h.Sum(nil)
+}
+
+// authKeys caches the HMAC key derived from each cluster key (ID → []byte):
+// deriving costs more than the proof itself. Only our own keys enter it.
+var authKeys sync.Map
+
+func authKey(key clusterkey.Key) []byte {
+	if k, ok := authKeys.Load(key.ID()); ok {
+		return k.([]byte)
+	}
+	k := key.Derive(authPurpose, sha256.Size)
+	authKeys.Store(key.ID(), k)
+	return k
 }
 
 // transcript returns what both proofs cover.
