@@ -340,3 +340,28 @@ func TestHandshakeFloodReaped(t *testing.T) {
 		t.Fatalf("the established client behind 64 silent connections: %v", err)
 	}
 }
+
+// TestHandshakeTrickle: a hello trickled a byte at a time is cut by
+// HandshakeTimeout, which bounds the whole handshake, not each read.
+func TestHandshakeTrickle(t *testing.T) {
+	var logs logBuffer
+	cfg := DefaultConfig()
+	cfg.HandshakeTimeout = 300 * time.Millisecond
+	cfg.Logger = logs.logger()
+	_, addr := startServer(t, NewTCPTransport(), "127.0.0.1:0", cfg, nil)
+	conn := rawConn(t, addr)
+	start := time.Now()
+	go func() {
+		for _, c := range helloBytes(ProtocolVersion, minProtocolVersion) {
+			if _, err := conn.Write([]byte{c}); err != nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond) // the trickle's pace, not a wait for a condition
+		}
+	}()
+	expectClosed(t, conn)
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("closed after %v, HandshakeTimeout is %v", took, cfg.HandshakeTimeout)
+	}
+	waitFor(t, "the log line", func() bool { return strings.Contains(logs.String(), "handshake") })
+}
