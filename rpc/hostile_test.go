@@ -125,7 +125,7 @@ func TestServerIdleTimeout(t *testing.T) {
 	s, addr := startServer(t, NewTCPTransport(), "127.0.0.1:0", cfg, map[string]HandlerFunc{"echo": echo})
 	tr := &countingTransport{Transport: NewTCPTransport()}
 	ccfg := DefaultConfig()
-	ccfg.IdleTimeout = 0 // the client never closes it: the server must
+	ccfg.IdleTimeout = time.Hour // the client does not close it: the server must
 	c := newClient(t, tr, ccfg)
 	if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
 		t.Fatal(err)
