@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/tsdht/tsdht/clusterkey"
 	"github.com/tsdht/tsdht/quanta"
 )
 
@@ -112,6 +113,16 @@ type Config struct {
 	// TCPTimeout bounds memberlist's TCP exchanges: a join through a seed
 	// that is powered off waits this long.
 	TCPTimeout time.Duration
+
+	// ClusterKey is the cluster's key ring (clusterkey.Load reads a
+	// --cluster-key-file). With one, memberlist encrypts and authenticates
+	// every gossip message and push/pull exchange with AES-GCM under a key
+	// derived from the first key, accepts those under any key of the ring,
+	// and drops everything else, so a node without a key of the cluster
+	// cannot join it nor be told about its members. Give the node's rpc
+	// Server and Client the same ring (rpc.Config.ClusterKey). Nil: gossip
+	// in the clear, open to anyone who reaches the port.
+	ClusterKey clusterkey.Ring
 
 	// Logger receives this package's messages and memberlist's, at the levels
 	// memberlist gives them (its [DEBUG] lines at Debug: one per stream

@@ -17,6 +17,10 @@
 // table alone: buckets overflow past about forty nodes, and two nodes would
 // then disagree.
 //
+// With a cluster key (Config.ClusterKey) memberlist encrypts and
+// authenticates all gossip with a key derived from it, so only nodes that
+// hold it can join or learn the members; rpc does its own proof.
+//
 // Node.Subscribe signals every change of membership: the layer above then
 // recomputes which shards each node owns.
 package dht

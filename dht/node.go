@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/tsdht/tsdht/clusterkey"
 	"github.com/tsdht/tsdht/rpc"
 )
 
@@ -148,6 +149,9 @@ func (n *Node) Start() error {
 	if seeds := n.missingSeeds(); len(seeds) > 0 {
 		if _, err := ml.Join(seeds); err != nil {
 			err = flattenJoinError(err)
+			if keyMismatch(err) {
+				return fmt.Errorf("dht: refused by the cluster at %s: %w: %s: %w", strings.Join(seeds, ", "), ErrIncompatible, n.clusterKeyAdvice(), err)
+			}
 			if strings.Contains(err.Error(), incompatibleNode) {
 				return fmt.Errorf("dht: refused by the cluster at %s: %w: %w", strings.Join(seeds, ", "), ErrIncompatible, err)
 			}
@@ -187,11 +191,46 @@ func (n *Node) memberlistConfig() (*memberlist.Config, error) {
 	c.DeadNodeReclaimTime = n.cfg.DeadNodeReclaimTime
 	c.GossipToTheDeadTime = n.cfg.GossipToTheDeadTime
 	c.TCPTimeout = n.cfg.TCPTimeout
+	if ring := n.cfg.ClusterKey; ring != nil {
+		keys := make([][]byte, len(ring))
+		for i, k := range ring {
+			keys[i] = gossipKey(k)
+		}
+		kr, err := memberlist.NewKeyring(keys, keys[0])
+		if err != nil {
+			return nil, fmt.Errorf("dht: cluster key: %w", err)
+		}
+		c.Keyring = kr
+		c.GossipVerifyIncoming, c.GossipVerifyOutgoing = true, true
+	}
 	d := delegate{n}
 	c.Delegate, c.Events, c.Alive, c.Merge = d, d, d, d
 	c.Logger = log.New(memberlistLog{n}, "", 0)
 	return c, nil
 }
+
+// keyMismatch reports whether a memberlist join failed because the two sides
+// do not share a gossip key: memberlist's messages for it, from either side,
+// mention encryption or the keys.
+func keyMismatch(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "encrypt") || strings.Contains(s, "decrypt") || strings.Contains(s, "installed keys")
+}
+
+// clusterKeyAdvice says what to check when a join failed for the key.
+func (n *Node) clusterKeyAdvice() string {
+	have := "this node has no cluster key"
+	if n.cfg.ClusterKey != nil {
+		have = "this node speaks key " + n.cfg.ClusterKey.Primary().ID().String()
+	}
+	return "the cluster key differs (" + have + "); give every node the same --cluster-key-file, and rotate keys as docs/security.md says"
+}
+
+// gossipKeyPurpose derives memberlist's key from a cluster key.
+const gossipKeyPurpose = "tsdht memberlist aes-256-gcm"
+
+// gossipKey returns memberlist's AES-256 key for a cluster key.
+func gossipKey(k clusterkey.Key) []byte { return k.Derive(gossipKeyPurpose, 32) }
 
 // flattenJoinError turns the multierror memberlist's Join returns into a
 // plain error that prints on one line per seed.
@@ -266,8 +305,12 @@ func (n *Node) rejoin(seeds []string, last string) string {
 		return ""
 	}
 	if err.Error() != last {
+		err = flattenJoinError(err)
+		if keyMismatch(err) {
+			err = fmt.Errorf("%s: %w", n.clusterKeyAdvice(), err)
+		}
 		n.logger.Warn("dht: re-joining the cluster failed; retrying", "seeds", strings.Join(seeds, ", "),
-			"every", n.cfg.RejoinInterval, "err", flattenJoinError(err))
+			"every", n.cfg.RejoinInterval, "err", err)
 	}
 	return err.Error()
 }

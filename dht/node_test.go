@@ -29,24 +29,26 @@ type testNode struct {
 // configuration, and starts it. The node is stopped when the test ends.
 func startNode(t *testing.T, dir string, join []string, edit func(*Config)) (*testNode, error) {
 	t.Helper()
-	tr := rpc.NewTCPTransport()
-	srv := rpc.NewServer(tr, rpc.DefaultConfig())
-	// Listening before New registers the handlers tells the port to
-	// advertise; a call arriving in between would only find no handler.
-	addr, err := srv.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli := rpc.NewClient(tr, rpc.DefaultConfig())
 	cfg := DefaultLANConfig()
 	cfg.DataDir = dir
-	cfg.RPCAddr = addr.String()
 	cfg.GossipAddr = "127.0.0.1:0"
 	cfg.Join = join
 	cfg.Logger = testLogger(t)
 	if edit != nil {
 		edit(&cfg)
 	}
+	tr := rpc.NewTCPTransport()
+	rcfg := rpc.DefaultConfig()
+	rcfg.ClusterKey = cfg.ClusterKey
+	srv := rpc.NewServer(tr, rcfg)
+	// Listening before New registers the handlers tells the port to
+	// advertise; a call arriving in between would only find no handler.
+	addr, err := srv.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := rpc.NewClient(tr, rcfg)
+	cfg.RPCAddr = addr.String()
 	n, err := New(cfg, "", srv, cli)
 	if err != nil {
 		t.Fatal(err)

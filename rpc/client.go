@@ -85,13 +85,31 @@ func (c *Client) call(ctx context.Context, addr, method string, req []byte) ([]b
 	if err := finishFrame(frame, c.cfg.MaxFrameSize); err != nil {
 		return nil, err
 	}
-	cc, err := c.conn(ctx, addr)
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		cc, err := c.conn(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := cc.roundTrip(ctx, id, frame)
+		c.release(cc)
+		// A connection that the server closed as idle, or that broke before
+		// the request went out, never ran it: once, try a new connection,
+		// so that callers never see an idle close.
+		if attempt == 0 && err != nil && ctx.Err() == nil && (errors.Is(err, errGoingAway) || errors.Is(err, errNotSent)) {
+			continue
+		}
+		return resp, err
 	}
-	defer c.release(cc)
-	return cc.roundTrip(ctx, id, frame)
 }
+
+var (
+	// errGoingAway breaks a connection whose server said goodbye (see
+	// CodeGoingAway): the calls in flight on it were not read.
+	errGoingAway = errors.New("the server closed the idle connection")
+	// errNotSent marks a call that found its connection broken before it
+	// sent anything.
+	errNotSent = errors.New("request not sent")
+)
 
 // conn returns the connection to addr, dialing it if there is none, and
 // counts the caller as one of its users until release. Calls that arrive
@@ -165,7 +183,7 @@ func (c *Client) connect(addr string) (net.Conn, error) {
 		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
 	stop := context.AfterFunc(c.ctx, func() { conn.Close() }) // Close must not wait for the handshake
-	err = clientHandshake(conn, c.cfg.HandshakeTimeout)
+	err = clientHandshake(conn, c.cfg.HandshakeTimeout, c.cfg.ClusterKey)
 	if !stop() {
 		err = ErrClosed
 	}
@@ -256,7 +274,7 @@ func (cc *clientConn) roundTrip(ctx context.Context, id uint64, frame []byte) ([
 	cc.mu.Lock()
 	if cc.err != nil {
 		cc.mu.Unlock()
-		return nil, cc.err
+		return nil, fmt.Errorf("%w (%w)", cc.err, errNotSent)
 	}
 	cc.pending[id] = ch
 	cc.mu.Unlock()
@@ -302,6 +320,10 @@ func (cc *clientConn) readLoop() {
 			}
 			cc.c.cfg.Logger.Warn("rpc: dropping connection: bad response", "peer", cc.addr, "err", err)
 			cc.fail(fmt.Errorf("bad response: %w", err))
+			return
+		}
+		if env.id == 0 && env.code == CodeGoingAway {
+			cc.fail(errGoingAway)
 			return
 		}
 		cc.mu.Lock()

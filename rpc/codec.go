@@ -24,8 +24,11 @@ func Encode(v any) ([]byte, error) {
 }
 
 // Decode decodes the msgpack value in b into v, which must be a pointer.
-// It runs Validate first and turns a panic in the decoder into an error, so
-// b may come from anyone. Types may implement msgpack.CustomDecoder for
+// It runs Validate first, refuses a message that would allocate more than
+// DecodeCostFactor bytes per byte of b in v's type, and turns a panic in the
+// decoder into an error, so b may come from anyone. A type with its own
+// decoder (msgpack.CustomDecoder or Unmarshaler) is charged its wire bytes
+// and must keep its own allocations within the same bound. Types may implement msgpack.CustomDecoder for
 // speed. Its errors carry CodeBadRequest: a handler may return them as they
 // are.
 func Decode(b []byte, v any) (err error) {
@@ -37,6 +40,9 @@ func Decode(b []byte, v any) (err error) {
 			err = &decodeError{fmt.Errorf("rpc: decode into %T: panic: %v", v, r)}
 		}
 	}()
+	if err := checkDecodeCost(b, v); err != nil {
+		return &decodeError{err}
+	}
 	// Not msgpack.Unmarshal: it preallocates values through a goroutine per
 	// pointer type that holds 256 of them for ever.
 	dec := msgpack.GetDecoder()

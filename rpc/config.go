@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"math"
 	"time"
+
+	"github.com/tsdht/tsdht/clusterkey"
 )
 
 // ProtocolVersion is the wire protocol this package speaks. It is exchanged
 // in the handshake; bump it when a change would confuse an older peer.
-const ProtocolVersion = 1
+const ProtocolVersion = 2
 
 // minProtocolVersion is the oldest protocol version this package still speaks.
 const minProtocolVersion = 1
@@ -20,7 +22,7 @@ const minProtocolVersion = 1
 const defaultCallTimeout = 10 * time.Second
 
 // Config tunes a Client or a Server. Zero fields take the values of
-// DefaultConfig.
+// DefaultConfig, except ClusterKey, where nil means none.
 type Config struct {
 	// MaxFrameSize is the largest frame payload, in bytes, that is sent or
 	// accepted. A received frame's declared length is checked against it
@@ -41,14 +43,51 @@ type Config struct {
 
 	// MaxInflightBytes bounds the request bytes a Server holds at once over all
 	// its connections: frames being read and requests whose handlers run. A
-	// frame is read only once its declared length fits in what is left;
-	// until then its connection is not read, and TCP pushes back on the
-	// sender. Without it, many connections × MaxInflightPerConn × MaxFrameSize
-	// could ask a board for gigabytes. Frames are admitted in arrival order:
-	// a large one waiting for room holds back smaller ones behind it, so none
-	// starves. Default 64 MiB; never below MaxFrameSize, so that any single
+	// frame is charged as its bytes arrive, not for the length it declares,
+	// so a peer that declares a large frame and stalls holds one 64 KiB chunk
+	// until FrameTimeout closes its connection. When the budget is spent,
+	// connections are not read, and TCP pushes back on the senders.
+	// MaxFrameSize of it is kept so that one frame at a time, in arrival
+	// order, can always complete (see byteBudget). Without it, many
+	// connections × MaxInflightPerConn × MaxFrameSize could ask a board for
+	// gigabytes. Default 64 MiB; never below MaxFrameSize, so that any single
 	// valid frame can be read.
 	MaxInflightBytes int
+
+	// MaxInflightBytesPerConn bounds the request bytes one connection holds
+	// in a Server at once, out of MaxInflightBytes, so that a single peer
+	// cannot take the whole budget. Default a quarter of MaxInflightBytes;
+	// never below MaxFrameSize nor above MaxInflightBytes.
+	MaxInflightBytesPerConn int
+
+	// FrameTimeout bounds how long a Server waits for one frame's bytes once
+	// its first byte arrived; time spent waiting for the byte budget does not
+	// count. A frame that is not complete by then (a stalled or trickling
+	// sender) closes its connection and gives its bytes back to the budget.
+	// Default 15s: a 4 MiB frame needs a little over 2 Mbit/s.
+	FrameTimeout time.Duration
+
+	// MaxConns caps a Server's inbound connections, those still in their
+	// handshake included. A connection that arrives at the cap takes the
+	// place of the one idle the longest (a client reconnects transparently
+	// when it next calls; a connection still in its handshake counts as idle
+	// since it was accepted, so silent ones go first); if every connection
+	// runs a request, it is refused. Default 256.
+	MaxConns int
+
+	// ServerIdleTimeout closes a Server's connection that carried no request
+	// for this long; its client reconnects when it next calls, without an
+	// error. Default 5m, longer than a Client's IdleTimeout so that clients
+	// normally close first.
+	ServerIdleTimeout time.Duration
+
+	// ClusterKey is the cluster's key ring (clusterkey.Load reads a
+	// --cluster-key-file). With one, every connection proves in its
+	// handshake, both ways, that it holds a key the other side accepts
+	// before any request is read, and a peer without one is refused with
+	// ErrClusterKey. The first key is spoken; all are accepted. Nil: no
+	// key, and the port is open to anyone who reaches it.
+	ClusterKey clusterkey.Ring
 
 	// DialTimeout bounds connecting to a peer, handshake excluded. Default 3s.
 	DialTimeout time.Duration
@@ -78,6 +117,11 @@ func DefaultConfig() Config {
 		DialTimeout:        3 * time.Second,
 		WriteTimeout:       10 * time.Second,
 		IdleTimeout:        2 * time.Minute,
+
+		MaxInflightBytesPerConn: 16 << 20,
+		FrameTimeout:            15 * time.Second,
+		MaxConns:                256,
+		ServerIdleTimeout:       5 * time.Minute,
 	}
 }
 
@@ -94,6 +138,9 @@ func (c Config) Validate() error {
 		{"max in-flight requests per connection", int64(c.MaxInflightPerConn)},
 		{"max in-flight bytes", int64(c.MaxInflightBytes)}, {"dial timeout", int64(c.DialTimeout)},
 		{"write timeout", int64(c.WriteTimeout)}, {"idle timeout", int64(c.IdleTimeout)},
+		{"max in-flight bytes per connection", int64(c.MaxInflightBytesPerConn)},
+		{"frame timeout", int64(c.FrameTimeout)}, {"max connections", int64(c.MaxConns)},
+		{"server idle timeout", int64(c.ServerIdleTimeout)},
 	} {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %d: must not be negative (0 takes the default)", f.name, f.v))
@@ -127,6 +174,19 @@ func (c Config) withDefaults() Config {
 		c.MaxInflightBytes = d.MaxInflightBytes
 	}
 	c.MaxInflightBytes = max(c.MaxInflightBytes, c.MaxFrameSize)
+	if c.MaxInflightBytesPerConn <= 0 {
+		c.MaxInflightBytesPerConn = c.MaxInflightBytes / 4
+	}
+	c.MaxInflightBytesPerConn = min(max(c.MaxInflightBytesPerConn, c.MaxFrameSize), c.MaxInflightBytes)
+	if c.FrameTimeout <= 0 {
+		c.FrameTimeout = d.FrameTimeout
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = d.MaxConns
+	}
+	if c.ServerIdleTimeout <= 0 {
+		c.ServerIdleTimeout = d.ServerIdleTimeout
+	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = d.DialTimeout
 	}

@@ -2,12 +2,20 @@
 // connections, handshake, and the Transport seam with TCP and in-memory
 // implementations.
 //
+// Every connection opens with a handshake (handshake.go): versions, then,
+// with Config.ClusterKey, a mutual HMAC proof of the cluster key over both
+// sides' nonces; no frame is read before it completes.
+//
 // A Client keeps one connection per remote address and multiplexes
 // concurrent calls over it by request ID. A Server reads requests from each
 // connection and runs each in its own goroutine, at most
 // Config.MaxInflightPerConn at a time per connection; when that many are
 // running it stops reading, so a fast sender is slowed down by TCP rather
-// than buffered in memory.
+// than buffered in memory. Request bytes are charged to a server-wide and a
+// per-connection budget as they arrive (byteBudget); a frame must arrive
+// within Config.FrameTimeout; at most Config.MaxConns connections are served,
+// the idlest making room; idle ones are closed after Config.ServerIdleTimeout
+// with a goodbye that lets their client resend transparently.
 //
 // On the wire every message is a frame (a 4-byte big-endian length and a
 // payload of at most Config.MaxFrameSize bytes, checked before anything is
@@ -16,5 +24,7 @@
 // Invoke put msgpack values in them. Decode runs Validate first, because
 // msgpack/v5 trusts the lengths a message declares (upstream issue #401):
 // without the check a few hostile bytes make it allocate gigabytes, or panic
-// on 32-bit ARM where lengths of 2³¹ and more turn negative.
+// on 32-bit ARM where lengths of 2³¹ and more turn negative. It then refuses
+// a message that would allocate more than DecodeCostFactor bytes per byte in
+// the type it is decoded into (cost.go).
 package rpc

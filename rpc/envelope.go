@@ -44,7 +44,7 @@ type envelope struct {
 
 	body []byte
 
-	held int // server side: bytes of the server's budget this request holds; not sent
+	held hold // server side: what this request holds of the byte budgets; not sent
 }
 
 // appendTo appends e's msgpack encoding to dst.

@@ -20,6 +20,11 @@ const (
 	// that returns Decode's error as it is tells the caller that its request
 	// was malformed rather than that the server failed.
 	CodeBadRequest = "bad_request"
+	// CodeGoingAway is sent, with request ID 0, by a server that closes an
+	// idle connection (Config.ServerIdleTimeout, Config.MaxConns): it read
+	// nothing after the requests it answered, so a Client sends the calls
+	// it had in flight again on a new connection.
+	CodeGoingAway = "going_away"
 )
 
 var (
@@ -38,6 +43,13 @@ var (
 	// ErrVersionMismatch is wrapped by handshake errors when the two sides
 	// share no protocol version.
 	ErrVersionMismatch = errors.New("rpc: protocol version mismatch")
+
+	// ErrClusterKey is wrapped by handshake errors when the two sides do not
+	// share a cluster key: one has none, or neither accepts the other's, or a
+	// proof was wrong. The error says which; the fix is the same
+	// --cluster-key-file on both sides (see docs/security.md). Calls that fail
+	// with it also wrap ErrUnreachable.
+	ErrClusterKey = errors.New("rpc: cluster key refused")
 
 	// ErrClosed is returned by calls on a closed Client and by Listen on a
 	// closed Server.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 )
 
 // frameHeaderLen is the size of a frame's length prefix: a big-endian uint32.
@@ -23,9 +22,11 @@ type frameReader struct {
 	limit int // largest payload accepted, in bytes
 	hdr   [frameHeaderLen]byte
 
-	// reserve, if set, is called with a frame's length before its buffer is
-	// allocated; an error from it is returned instead of the frame. The
-	// server charges frames to its byte budget with it.
+	// reserve, if set, is called with n before the frame's buffer grows by
+	// n bytes (the first frameChunk included); an error from it is returned
+	// instead of the frame. The server charges frames to its byte budgets
+	// with it, so a frame holds budget for the bytes that arrived (at most
+	// twice those, plus one chunk), never for the length it declared.
 	reserve func(n int) error
 }
 
@@ -45,18 +46,23 @@ func (fr *frameReader) next() ([]byte, error) {
 		return nil, fmt.Errorf("%w: peer declared %d bytes, limit is %d", ErrFrameTooLarge, declared, fr.limit)
 	}
 	n := int(declared) // fits: declared <= limit <= MaxInt32
-	if fr.reserve != nil {
-		if err := fr.reserve(n); err != nil {
-			return nil, err
-		}
-	}
-	buf := make([]byte, 0, min(n, frameChunk))
+	var buf []byte
+	room := 0 // the capacity reserved and asked for; cap(buf) may round it up
 	for len(buf) < n {
-		if len(buf) == cap(buf) {
+		if len(buf) == room {
 			// Grow with the data that arrived, doubling, never past n.
-			buf = slices.Grow(buf, min(n-len(buf), len(buf)))
+			grow := min(n-room, max(room, frameChunk))
+			if fr.reserve != nil {
+				if err := fr.reserve(grow); err != nil {
+					return nil, err
+				}
+			}
+			room += grow
+			nb := make([]byte, len(buf), room)
+			copy(nb, buf)
+			buf = nb
 		}
-		m, err := fr.r.Read(buf[len(buf):min(cap(buf), n)])
+		m, err := fr.r.Read(buf[len(buf):room])
 		buf = buf[:len(buf)+m]
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -64,6 +70,9 @@ func (fr *frameReader) next() ([]byte, error) {
 			}
 			return nil, err
 		}
+	}
+	if buf == nil {
+		buf = []byte{}
 	}
 	return buf, nil
 }

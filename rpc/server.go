@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -31,12 +32,17 @@ type Server struct {
 	handlers atomic.Pointer[map[string]HandlerFunc] // copied on write: read without a lock per request
 	ctx      context.Context                        // handlers' contexts derive from it; Close cancels it
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup      // accept loops, connections and handlers, for Close
-	budget   *semaphore.Weighted // Config.MaxInflightBytes over all connections
+	wg       sync.WaitGroup // accept loops, connections and handlers, for Close
+	budget   *byteBudget    // Config.MaxInflightBytes over all connections
+
+	keyLog  rateLog // refused cluster keys: at most one line per rateLogEvery
+	capLog  rateLog // connections refused at MaxConns
+	reapLog rateLog // connections closed to make room at MaxConns
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
-	conns     map[net.Conn]struct{}
+	conns     map[net.Conn]*serverConn
+	live      int // conns not marked for reaping: what MaxConns counts
 	closed    bool
 }
 
@@ -49,9 +55,9 @@ func NewServer(t Transport, cfg Config) *Server {
 		ctx:       ctx,
 		cancel:    cancel,
 		listeners: make(map[net.Listener]struct{}),
-		conns:     make(map[net.Conn]struct{}),
+		conns:     make(map[net.Conn]*serverConn),
 	}
-	s.budget = semaphore.NewWeighted(int64(s.cfg.MaxInflightBytes))
+	s.budget = newByteBudget(s.cfg.MaxInflightBytes, s.cfg.MaxFrameSize)
 	s.handlers.Store(&map[string]HandlerFunc{})
 	return s
 }
@@ -140,30 +146,116 @@ func (s *Server) accept(l net.Listener) {
 			conn.Close()
 			return
 		}
-		s.conns[conn] = struct{}{}
+		if s.live >= s.cfg.MaxConns && !s.reapLocked() {
+			s.mu.Unlock()
+			s.capLog.warn(s.cfg.Logger, "rpc: refused connection: all connections busy (Config.MaxConns)", "from", conn.RemoteAddr().String(), "max_conns", s.cfg.MaxConns)
+			conn.Close()
+			continue
+		}
+		sc := &serverConn{s: s, conn: conn, accepted: time.Now(), handshaking: true}
+		s.conns[conn] = sc
+		s.live++
 		s.wg.Add(1)
 		s.mu.Unlock()
-		go s.serveConn(conn)
+		go s.serveConn(sc)
 	}
+}
+
+// reapLocked makes room for one connection at MaxConns: of the connections
+// that run no request, it takes the one idle the longest (one still in its
+// handshake counts as idle since it was accepted). One in its handshake is
+// closed; an established one is marked, and its reader says goodbye and
+// closes it. It reports whether it found one. Called with s.mu held.
+func (s *Server) reapLocked() bool {
+	var victim *serverConn
+	var since time.Time
+	for _, sc := range s.conns {
+		sc.mu.Lock()
+		var t time.Time
+		switch {
+		case sc.reaped:
+			sc.mu.Unlock()
+			continue
+		case sc.handshaking:
+			t = sc.accepted
+		case sc.waiting && sc.running.Load() == 0:
+			t = time.Unix(0, sc.lastActive.Load())
+		default:
+			sc.mu.Unlock()
+			continue
+		}
+		sc.mu.Unlock()
+		if victim == nil || t.Before(since) {
+			victim, since = sc, t
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	victim.mu.Lock()
+	s.reapLog.warn(s.cfg.Logger, "rpc: at Config.MaxConns: closing the connection idle the longest to make room",
+		"max_conns", s.cfg.MaxConns, "from", victim.conn.RemoteAddr().String(), "idle", time.Since(since).Round(time.Millisecond))
+	victim.reaped = true
+	if victim.handshaking {
+		victim.conn.Close()
+	} else {
+		// Wake the reader from its wait for the next frame.
+		_ = victim.conn.SetReadDeadline(time.Unix(1, 0))
+	}
+	victim.mu.Unlock()
+	s.live--
+	return true
 }
 
 // serverConn is the state of one served connection that its handlers share.
 type serverConn struct {
-	s    *Server
-	conn net.Conn
-	wmu  sync.Mutex // one response at a time on the wire
+	s        *Server
+	conn     net.Conn
+	accepted time.Time
+	budget   *semaphore.Weighted // Config.MaxInflightBytesPerConn
+	wmu      sync.Mutex          // one response at a time on the wire
+	running  atomic.Int32        // requests handed to workers whose response is not sent yet
+	// lastActive is when the connection last read a request or sent a
+	// response, in UNIX nanoseconds: the reaper takes the oldest.
+	lastActive atomic.Int64
+
+	mu          sync.Mutex // guards the fields below, which the reaper reads
+	handshaking bool       // the handshake is not complete
+	waiting     bool       // the reader waits for a frame's first byte
+	reaped      bool       // closed, or to be closed, to make room at MaxConns
 }
 
-func (s *Server) serveConn(conn net.Conn) {
+// errIdle ends a connection that the server closed as idle or reaped.
+var errIdle = errors.New("idle connection closed")
+
+func (s *Server) serveConn(sc *serverConn) {
+	conn := sc.conn
 	defer s.wg.Done()
 	defer func() {
 		conn.Close()
 		s.mu.Lock()
 		delete(s.conns, conn)
+		sc.mu.Lock()
+		if !sc.reaped {
+			s.live--
+		}
+		sc.mu.Unlock()
 		s.mu.Unlock()
 	}()
-	if err := serverHandshake(conn, s.cfg.HandshakeTimeout); err != nil {
-		s.cfg.Logger.Warn("rpc: refused connection", "from", conn.RemoteAddr().String(), "err", err)
+	if err := serverHandshake(conn, s.cfg.HandshakeTimeout, s.cfg.ClusterKey); err != nil {
+		if errors.Is(err, ErrClusterKey) {
+			s.keyLog.warn(s.cfg.Logger, "rpc: refused connection: cluster key", "from", conn.RemoteAddr().String(), "err", err)
+		} else {
+			s.cfg.Logger.Warn("rpc: refused connection", "from", conn.RemoteAddr().String(), "err", err)
+		}
+		return
+	}
+	sc.lastActive.Store(time.Now().UnixNano())
+	sc.mu.Lock()
+	sc.handshaking = false
+	reaped := sc.reaped
+	sc.mu.Unlock()
+	if reaped {
 		return
 	}
 
@@ -171,17 +263,21 @@ func (s *Server) serveConn(conn net.Conn) {
 	// handlers still running for it are told to stop.
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
-	sc := &serverConn{s: s, conn: conn}
 	inflight := make(chan struct{}, s.cfg.MaxInflightPerConn)
 	work := make(chan *envelope) // to a worker waiting for its next request
 	fr := newFrameReader(conn, s.cfg.MaxFrameSize)
-	reserved := 0 // budget taken for the frame being read
+	sc.budget = semaphore.NewWeighted(int64(s.cfg.MaxInflightBytesPerConn))
+	var held hold // budget taken for the frame being read
+	var frameDeadline time.Time
 	fr.reserve = func(n int) error {
-		if err := s.budget.Acquire(ctx, int64(n)); err != nil {
-			return err
+		start := time.Now()
+		waited, err := s.budget.take(ctx, sc.budget, &held, n)
+		if waited && err == nil {
+			// Time spent waiting for the budget is not the sender's.
+			frameDeadline = frameDeadline.Add(time.Since(start))
+			err = conn.SetReadDeadline(frameDeadline)
 		}
-		reserved = n
-		return nil
+		return err
 	}
 	for {
 		// Take a slot before reading the next request: with all slots busy
@@ -191,10 +287,22 @@ func (s *Server) serveConn(conn net.Conn) {
 		case <-ctx.Done():
 			return
 		}
-		reserved = 0
+		if err := sc.awaitFrame(fr); err != nil {
+			if err != errIdle && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+				s.cfg.Logger.Warn("rpc: dropping connection", "from", conn.RemoteAddr().String(), "err", err)
+			}
+			return
+		}
+		frameDeadline = time.Now().Add(s.cfg.FrameTimeout)
+		if err := conn.SetReadDeadline(frameDeadline); err != nil {
+			return
+		}
 		b, err := fr.next()
 		if err != nil {
-			s.budget.Release(int64(reserved))
+			s.budget.give(sc.budget, &held)
+			if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("frame not complete within %v (Config.FrameTimeout)", s.cfg.FrameTimeout)
+			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
 				s.cfg.Logger.Warn("rpc: dropping connection", "from", conn.RemoteAddr().String(), "err", err)
 			}
@@ -202,14 +310,16 @@ func (s *Server) serveConn(conn net.Conn) {
 		}
 		var req envelope
 		if err := req.decode(b); err != nil || req.kind != kindRequest {
-			s.budget.Release(int64(reserved))
+			s.budget.give(sc.budget, &held)
 			if err == nil {
 				err = errors.New("response on a server connection")
 			}
 			s.cfg.Logger.Warn("rpc: dropping connection: bad request", "from", conn.RemoteAddr().String(), "err", err)
 			return
 		}
-		req.held = reserved // the worker gives it back when the response is sent
+		req.held, held = held, hold{} // the worker gives it back when the response is sent
+		sc.lastActive.Store(time.Now().UnixNano())
+		sc.running.Add(1)
 		select {
 		case work <- &req: // an idle worker takes it
 		default:
@@ -217,6 +327,60 @@ func (s *Server) serveConn(conn net.Conn) {
 			go sc.worker(ctx, &req, work, inflight)
 		}
 	}
+}
+
+// awaitFrame waits for the first byte of the next frame, for at most
+// ServerIdleTimeout while no request of the connection is running. It
+// returns errIdle after it said goodbye to a connection that stayed idle, or
+// that the server reaped to make room.
+func (sc *serverConn) awaitFrame(fr *frameReader) error {
+	idle := sc.s.cfg.ServerIdleTimeout
+	for fr.r.Buffered() == 0 {
+		sc.mu.Lock()
+		if sc.reaped {
+			sc.mu.Unlock()
+			return sc.goodbye()
+		}
+		sc.waiting = true
+		var deadline time.Time
+		if idle > 0 {
+			deadline = time.Now().Add(idle)
+		}
+		err := sc.conn.SetReadDeadline(deadline)
+		sc.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		_, err = fr.r.Peek(1)
+		sc.mu.Lock()
+		sc.waiting = false
+		reaped := sc.reaped
+		sc.mu.Unlock()
+		switch {
+		case reaped:
+			return sc.goodbye()
+		case err == nil:
+			return nil
+		case !errors.Is(err, os.ErrDeadlineExceeded):
+			return err
+		case sc.running.Load() == 0:
+			return sc.goodbye()
+		}
+		// Requests are still running: the connection is not idle.
+	}
+	return nil
+}
+
+// goodbye tells the client that the server closes the connection without
+// having read anything it sent after the responses it received, so it may
+// send those calls again on a new connection, and returns errIdle.
+func (sc *serverConn) goodbye() error {
+	resp := envelope{kind: kindResponse, code: CodeGoingAway, msg: "rpc: idle connection closed by the server"}
+	frame := resp.appendTo(beginFrame(nil))
+	if finishFrame(frame, sc.s.cfg.MaxFrameSize) == nil {
+		sc.write(frame)
+	}
+	return errIdle
 }
 
 // workerIdle is how long a connection's worker waits for another request before it
@@ -234,7 +398,8 @@ func (sc *serverConn) worker(ctx context.Context, req *envelope, work <-chan *en
 	defer idle.Stop()
 	for {
 		sc.serve(ctx, req)
-		sc.s.budget.Release(int64(req.held))
+		sc.s.budget.give(sc.budget, &req.held)
+		sc.running.Add(-1)
 		<-inflight
 		idle.Reset(workerIdle)
 		select {
@@ -301,6 +466,7 @@ func (s *Server) call(ctx context.Context, method string, req []byte) (resp []by
 func (sc *serverConn) write(frame []byte) {
 	sc.wmu.Lock()
 	defer sc.wmu.Unlock()
+	sc.lastActive.Store(time.Now().UnixNano()) // before the peer can see the response
 	err := sc.conn.SetWriteDeadline(time.Now().Add(sc.s.cfg.WriteTimeout))
 	if err == nil {
 		_, err = sc.conn.Write(frame)

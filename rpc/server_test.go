@@ -28,7 +28,7 @@ func rawConn(t *testing.T, addr string) net.Conn {
 // handshake runs a valid client handshake on a raw conn.
 func handshake(t *testing.T, conn net.Conn) {
 	t.Helper()
-	if err := clientHandshake(conn, 5*time.Second); err != nil {
+	if err := clientHandshake(conn, 5*time.Second, nil); err != nil {
 		t.Fatal(err)
 	}
 	conn.SetDeadline(time.Now().Add(5 * time.Second))
@@ -70,9 +70,9 @@ func TestBadPeers(t *testing.T) {
 		{name: "short hello", send: []byte("TSD"), wantLog: "handshake"},
 		{
 			name:      "newer version",
-			send:      helloBytes(2, 2),
+			send:      helloBytes(3, 3),
 			wantReply: append(helloBytes(ProtocolVersion, minProtocolVersion), statusRefused),
-			wantLog:   "peer speaks rpc protocol v2, we speak v1",
+			wantLog:   "peer speaks rpc protocol v3, we speak v2",
 		},
 		{name: "1 GiB frame", handshake: true, send: binary.BigEndian.AppendUint32(nil, 1<<30), wantLog: "peer declared 1073741824 bytes"},
 		{name: "4 GiB frame", handshake: true, send: []byte{0xff, 0xff, 0xff, 0xff}, wantLog: "peer declared 4294967295 bytes"},
@@ -142,7 +142,7 @@ func TestVersionMismatchClient(t *testing.T) {
 		}
 		defer conn.Close()
 		io.ReadFull(conn, make([]byte, helloLen))
-		conn.Write(append(helloBytes(2, 2), statusRefused))
+		conn.Write(append(helloBytes(3, 3), statusRefused))
 		io.Copy(io.Discard, conn)
 	}()
 	c := newClient(t, NewTCPTransport(), DefaultConfig())
@@ -150,7 +150,7 @@ func TestVersionMismatchClient(t *testing.T) {
 	if !errors.Is(err, ErrUnreachable) || !errors.Is(err, ErrVersionMismatch) {
 		t.Fatalf("got %v, want ErrUnreachable and ErrVersionMismatch", err)
 	}
-	if !strings.Contains(err.Error(), "peer speaks rpc protocol v2, we speak v1") {
+	if !strings.Contains(err.Error(), "peer speaks rpc protocol v3, we speak v2") {
 		t.Errorf("error %q does not say which versions", err)
 	}
 }

@@ -18,7 +18,7 @@ func decommissionCommand() *cli.Command {
 			"If an owner cannot be reached the hand-off stops with an error and the node stays a member:\n" +
 			"repeat the command. Exit status 0 once the node is empty.",
 		Flags: []cli.Flag{
-			clusterFlag,
+			clusterFlag, clusterKeyFlag,
 			&cli.StringFlag{Name: "node", Required: true, Usage: "the node's 160-bit ID, 40 hex digits (tsdht status, NODE ID)"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Minute, Usage: "give up after this long (the hand-off moves all the node's data)"},
 		},

@@ -9,7 +9,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/tsdht/tsdht/clusterkey"
 	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/client"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
@@ -32,6 +34,25 @@ var timeoutFlag = &cli.DurationFlag{
 	Usage: "how long one request to the cluster may take",
 }
 
+var clusterKeyFlag = &cli.StringFlag{
+	Name:    "cluster-key-file",
+	EnvVars: []string{"TSDHT_CLUSTER_KEY_FILE"},
+	Usage:   "file of the cluster's keys, one per line (tsdht keygen writes one; the first is spoken, all are accepted); without it the cluster must have none",
+}
+
+// clusterKey reads --cluster-key-file; nil when it is not given.
+func clusterKey(c *cli.Context) (clusterkey.Ring, error) {
+	path := c.String(clusterKeyFlag.Name)
+	if path == "" {
+		return nil, nil
+	}
+	ring, err := clusterkey.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cluster-key-file: %w", err)
+	}
+	return ring, nil
+}
+
 func splitAddrs(s string) []string {
 	var out []string
 	for _, a := range strings.Split(s, ",") {
@@ -45,7 +66,11 @@ func splitAddrs(s string) []string {
 // dialCluster returns a thin client of the --cluster nodes.
 func dialCluster(c *cli.Context) (*client.Client, error) {
 	addrs := splitAddrs(c.String("cluster"))
-	return client.New(addrs, client.Config{Timeout: c.Duration("timeout")})
+	ring, err := clusterKey(c)
+	if err != nil {
+		return nil, err
+	}
+	return client.New(addrs, client.Config{Timeout: c.Duration("timeout"), RPC: rpc.Config{ClusterKey: ring}})
 }
 
 func seriesKey(c *cli.Context) (string, error) {

@@ -19,7 +19,7 @@ func getCommand() *cli.Command {
 		Name:  "get",
 		Usage: "read the points of a series with from <= timestamp < to",
 		Flags: []cli.Flag{
-			clusterFlag, seriesFlag, timeoutFlag,
+			clusterFlag, seriesFlag, timeoutFlag, clusterKeyFlag,
 			&cli.StringFlag{Name: "from", Required: true, Usage: "start of the range (inclusive): ns since the epoch or RFC 3339"},
 			&cli.StringFlag{Name: "to", Required: true, Usage: "end of the range (exclusive): ns since the epoch or RFC 3339"},
 			&cli.StringFlag{Name: "format", Value: "csv", Usage: "output: csv (timestamp,value lines) or json"},

@@ -23,6 +23,7 @@ func main() {
 			locateCommand(),
 			fsckCommand(),
 			decommissionCommand(),
+			keygenCommand(),
 			demoCommand(),
 			benchCommand(),
 			pmuCommand(),

@@ -47,6 +47,7 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "least level logged: debug, info, warn or error"},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log records as text (key=value) or json, one per line on stderr"},
 			&cli.StringFlag{Name: "http", Usage: "HOST:PORT to serve the HTTP API on (InfluxDB 1.x /write and /query, Prometheus /api/v1/write, /metrics, /health, /ready); off when not given"},
+			clusterKeyFlag,
 			&cli.StringFlag{Name: "disk-reserve", Value: "64MiB", Usage: "free space kept on the data filesystem for the storage engine: writes are refused as \"disk full\" below it; 0 disables the check"},
 		},
 		Action: runNode,
@@ -88,6 +89,14 @@ func runNode(c *cli.Context) error {
 	cfg.HandoffTimeout = c.Duration("handoff-timeout")
 	cfg.DHT.DownGrace = c.Duration("down-grace")
 	cfg.Logger = logger
+	ring, err := clusterKey(c)
+	if err != nil {
+		return err
+	}
+	cfg.RPC.ClusterKey, cfg.DHT.ClusterKey = ring, ring
+	if ring == nil {
+		logger.Warn("no --cluster-key-file: anyone who reaches the rpc and gossip ports can join, read and write (docs/security.md)")
+	}
 	id, err := dht.LoadOrCreateIdentity(dir)
 	if err != nil {
 		return err

@@ -28,7 +28,7 @@ func putCommand() *cli.Command {
 			"commas or quotes are CSV-quoted. Blank lines and lines starting with # are skipped.\n" +
 			"On a bad line, put stops, reports the line and how many points were stored, and exits 1.",
 		Flags: []cli.Flag{
-			clusterFlag, seriesFlag, timeoutFlag,
+			clusterFlag, seriesFlag, timeoutFlag, clusterKeyFlag,
 			&cli.StringFlag{Name: "type", Usage: "value type: float, int or string (default: float, or string for non-numbers)"},
 			&cli.IntFlag{Name: "write-quorum", Usage: "replicas that must store each shard (default: the node's)"},
 		},

@@ -68,7 +68,7 @@ func statusCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "cluster", Required: true, Usage: "RPC address of a node, HOST:PORT[,…]"},
 			&cli.BoolFlag{Name: "json", Usage: "one JSON object per member on stdout instead of the table"},
-			timeoutFlag,
+			timeoutFlag, clusterKeyFlag,
 		},
 		Action: func(c *cli.Context) error {
 			client, err := dialCluster(c)
@@ -124,7 +124,7 @@ func locateCommand() *cli.Command {
 			&cli.StringFlag{Name: "at", Required: true, Usage: "timestamp: ns since the epoch or RFC 3339"},
 			idFormatFlag(),
 			quantumFlag(),
-			timeoutFlag,
+			timeoutFlag, clusterKeyFlag,
 		},
 		Action: func(c *cli.Context) error {
 			key, err := seriesKey(c)
