@@ -35,7 +35,7 @@ func pmuCommand() *cli.Command {
 			"/digital<N>, /stat and /timequality. With --spool, batches go through a bounded on-disk\n" +
 			"spool first, so a cluster outage or a restart loses nothing that reached it. See docs/pmu.md.",
 		Flags: []cli.Flag{
-			clusterFlag, timeoutFlag,
+			clusterFlag, timeoutFlag, clusterKeyFlag,
 			&cli.StringFlag{Name: "connect", Required: true, Usage: "the PMU's or PDC's TCP address, HOST:PORT (4712 by convention)"},
 			&cli.UintFlag{Name: "idcode", Required: true, Usage: "IDCODE of the data stream (command frames are addressed to it), 1–65534"},
 			&cli.StringFlag{Name: "prefix", Usage: "prepended to every series key, e.g. \"grid/\""},
