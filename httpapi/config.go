@@ -45,6 +45,10 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Version is sent in X-Influxdb-Version (clients check it); default "1.8.10-tsdht".
 	Version string
+	// Tokens, when not empty, are the credentials every request but /ping, /health and
+	// /ready must carry (auth.go); `tsdht node` derives them from its cluster key. Empty:
+	// the API is open to whoever reaches the port.
+	Tokens []string
 }
 
 // DefaultConfig returns the defaults, sized for a 512 MB edge board.

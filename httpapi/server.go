@@ -81,7 +81,11 @@ func (h *Handler) route(path string, fn http.HandlerFunc) {
 		sw := &statusWriter{ResponseWriter: w}
 		sw.Header().Set("X-Influxdb-Version", h.cfg.Version)
 		sw.Header().Set("X-Influxdb-Build", "OSS")
-		fn(sw, r)
+		if !openPaths[path] && !h.authorized(r) {
+			h.refuse(sw)
+		} else {
+			fn(sw, r)
+		}
 		if sw.code == 0 {
 			sw.code = http.StatusOK
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,18 +9,27 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/urfave/cli/v2"
+
+	"github.com/tsdht/tsdht/clusterkey"
 	"github.com/tsdht/tsdht/httpapi"
 	"github.com/tsdht/tsdht/tsdb"
 )
 
 // startHTTP serves the HTTP API (httpapi) of node on addr; the returned function
 // stops it. An empty addr serves nothing.
-func startHTTP(addr string, node *tsdb.Node, logger *slog.Logger) (stop func(), err error) {
+// With a cluster key, every request but /ping, /health and /ready needs one of tokens.
+func startHTTP(addr string, node *tsdb.Node, tokens []string, logger *slog.Logger) (stop func(), err error) {
 	if addr == "" {
 		return func() {}, nil
 	}
 	eng := httpapi.NewNodeEngine(node)
-	h, err := httpapi.New(eng, httpapi.DefaultConfig(), logger)
+	cfg := httpapi.DefaultConfig()
+	cfg.Tokens = tokens
+	if len(tokens) == 0 {
+		logger.Warn("the HTTP API is open to whoever reaches " + addr + ": start the node with --cluster-key-file to require its token")
+	}
+	h, err := httpapi.New(eng, cfg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -40,4 +50,39 @@ func startHTTP(addr string, node *tsdb.Node, logger *slog.Logger) (stop func(), 
 		}
 		eng.Close()
 	}, nil
+}
+
+// httpTokenPurpose labels the HTTP token derived from a cluster key.
+const httpTokenPurpose = "tsdht http token v1"
+
+// httpTokens returns the HTTP tokens of every key of ring, the primary key's first.
+func httpTokens(ring clusterkey.Ring) []string {
+	var out []string
+	for _, k := range ring {
+		out = append(out, hex.EncodeToString(k.Derive(httpTokenPurpose, 16)))
+	}
+	return out
+}
+
+func tokenCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "token",
+		Usage: "print the HTTP API token of a cluster key (what InfluxDB and Prometheus clients send to a node's --http)",
+		Description: "A node started with --cluster-key-file requires this token on its HTTP API (all but /ping,\n" +
+			"/health and /ready), derived from the file's first key; the tokens of the file's other keys are\n" +
+			"accepted too, so a key rotation rotates the tokens with it. Send it as `Authorization: Token T`,\n" +
+			"`Authorization: Bearer T`, a basic-auth password (influx -password T) or ?p=T.",
+		Flags: []cli.Flag{clusterKeyFlag},
+		Action: func(c *cli.Context) error {
+			ring, err := clusterKey(c)
+			if err != nil {
+				return err
+			}
+			if len(ring) == 0 {
+				return fmt.Errorf("--cluster-key-file (or TSDHT_CLUSTER_KEY_FILE) is needed: the token is derived from the cluster key")
+			}
+			fmt.Fprintln(c.App.Writer, httpTokens(ring)[0])
+			return nil
+		},
+	}
 }

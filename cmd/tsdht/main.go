@@ -24,6 +24,7 @@ func main() {
 			fsckCommand(),
 			decommissionCommand(),
 			keygenCommand(),
+			tokenCommand(),
 			demoCommand(),
 			benchCommand(),
 			pmuCommand(),

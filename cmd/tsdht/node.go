@@ -116,7 +116,7 @@ func runNode(c *cli.Context) error {
 	logger = logger.With("node", hex.EncodeToString(self.Key[:]))
 	logger.Info("serving", "rpc", n.RPCAddr(), "gossip", n.DHT().GossipAddr(), "id_format", f.String(),
 		"quantum", q.Duration().String(), "rf", cfg.RF)
-	stopHTTP, err := startHTTP(c.String("http"), n, logger)
+	stopHTTP, err := startHTTP(c.String("http"), n, httpTokens(cfg.RPC.ClusterKey), logger)
 	if err != nil {
 		n.Close()
 		return err
