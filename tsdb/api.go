@@ -25,7 +25,7 @@ func (n *Node) registerCoordinator() {
 		return &wire.PutResp{Stored: r.Stored, WaitedMillis: r.Waited.Milliseconds()}, nil
 	})
 	handle(n.srv, wire.MethodGet, func(ctx context.Context, req *wire.GetReq) (*wire.GetResp, error) {
-		res, err := n.coord.Get(ctx, req.Key, req.From, req.To, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial})
+		res, err := n.coord.Get(ctx, req.Key, req.From, req.To, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial, MaxBytes: maxReadAnswerBytes})
 		if err != nil {
 			return nil, err
 		}

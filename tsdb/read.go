@@ -40,13 +40,46 @@ func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt G
 	if err != nil {
 		return Result{}, err
 	}
-	spans, err := c.planRead(ctx, key, from, to)
+	q := c.cfg.DHT.Quantum
+	starts, err := q.Covering(from, to)
 	if err != nil {
-		return Result{}, err
+		return Result{}, rpc.Errorf(CodeBadInput, "%v", err)
 	}
-	answers := c.readRounds(ctx, key, spans)
-	return c.assemble(key, typ, spans, answers, r, opt.AllowPartial)
+	// Page through the quanta, so that what a read holds besides its answer is bounded
+	// whatever its range: the documented maximum range costs time, not memory.
+	res := Result{Points: series.Points{Type: typ}}
+	var parts []series.Points
+	size := 0
+	for lo := 0; lo < len(starts); lo += readPageQuanta {
+		if err := ctx.Err(); err != nil {
+			return Result{}, rpc.Errorf(CodeUnavailable, "read of %q: %v", key, err)
+		}
+		spans, err := c.planRead(ctx, key, starts[lo:min(lo+readPageQuanta, len(starts))], from, to)
+		if err != nil {
+			return Result{}, err
+		}
+		answers := c.readRounds(ctx, key, spans)
+		page, err := c.assemble(key, typ, spans, answers, r, opt.AllowPartial)
+		if err != nil {
+			return Result{}, err
+		}
+		res.Missing += page.Missing
+		res.Partial = res.Partial || page.Partial
+		if page.Points.Len() > 0 {
+			parts = append(parts, page.Points)
+			if size += page.Points.WireSize(); opt.MaxBytes > 0 && size > opt.MaxBytes {
+				return Result{}, rpc.Errorf(CodeTooLarge, "read of %q: the answer would exceed %d bytes; ask for a shorter range", key, opt.MaxBytes)
+			}
+		}
+	}
+	if all := series.Concat(parts...); all.Len() > 0 {
+		res.Points = all
+	}
+	return res, nil
 }
+
+// readPageQuanta is how many quanta a read plans and asks for at once.
+const readPageQuanta = 256
 
 // checkGet validates a read and returns its read quorum.
 func (c *Coordinator) checkGet(key string, from, to int64, opt GetOptions) (int, error) {
@@ -66,13 +99,10 @@ func (c *Coordinator) checkGet(key string, from, to int64, opt GetOptions) (int,
 	return r, nil
 }
 
-// planRead cuts [from, to) into shards and finds each one's replicas.
-func (c *Coordinator) planRead(ctx context.Context, key string, from, to int64) ([]shardSpan, error) {
+// planRead makes the shards of the quanta starting at starts, within [from, to), and
+// finds each one's replicas.
+func (c *Coordinator) planRead(ctx context.Context, key string, starts []int64, from, to int64) ([]shardSpan, error) {
 	q := c.cfg.DHT.Quantum
-	starts, err := q.Covering(from, to)
-	if err != nil {
-		return nil, rpc.Errorf(CodeBadInput, "%v", err)
-	}
 	spans := make([]shardSpan, len(starts))
 	for i, s := range starts {
 		ref := shardRef(c.cfg.DHT.Format, key, s)

@@ -15,6 +15,11 @@ type GetOptions struct {
 	// AllowPartial returns what could be read, marked partial, instead of failing when a
 	// shard has no reachable replica.
 	AllowPartial bool
+	// MaxBytes, when not 0, bounds the answer (its points' WireSize): past it the read
+	// fails with CodeTooLarge instead of growing, and the caller asks for a shorter
+	// range. A node sets it on reads it coordinates for a thin client, whose answer must
+	// fit in a frame.
+	MaxBytes int
 }
 
 // Result is the answer to a read.
