@@ -51,7 +51,10 @@ func Reference(pts *series.Points, fn agg.Fn) agg.Value {
 			case agg.Max:
 				return agg.Value{Kind: series.Int, I: mx}
 			}
-			return agg.Value{Kind: series.Int, I: mx - mn}
+			if d := mx - mn; d >= 0 {
+				return agg.Value{Kind: series.Int, I: d}
+			}
+			return agg.Value{Kind: series.Float, F: float64(mx) - float64(mn)}
 		case agg.First:
 			return agg.Value{Kind: series.Int, I: pts.I[0]}
 		case agg.Last:
