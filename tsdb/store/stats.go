@@ -195,3 +195,24 @@ func AggregateQuantum(a Analyzer, ref ShardRef, key string, begin, end, from, to
 func WholeQuantum(begin, end, from, to, every int64) bool {
 	return from <= begin && end <= to && agg.WindowStart(begin, every) == agg.WindowStart(end-1, every)
 }
+
+// statsAgree reports whether st holds what is exact in pts' statistics: count, span,
+// first and last, min and max, the hash. (The float sum and variance are only close.)
+func statsAgree(st *agg.Partial, pts *series.Points) bool {
+	want := pairStats(pts)
+	same := st.Count == want.Count && st.FirstT == want.FirstT && st.LastT == want.LastT && st.Hash == want.Hash
+	switch pts.Type {
+	case series.Float:
+		// Min and max by value: which zero an extreme of -0 and +0 is depends on order.
+		eq := func(a, b float64) bool { return a == b || (a != a && b != b) }
+		bits := func(f float64) uint64 { return math.Float64bits(f) }
+		same = same && eq(st.Min, want.Min) && eq(st.Max, want.Max) &&
+			bits(st.First) == bits(want.First) && bits(st.Last) == bits(want.Last)
+	case series.Int:
+		same = same && st.IMin == want.IMin && st.IMax == want.IMax && st.ISum == want.ISum &&
+			st.IFirst == want.IFirst && st.ILast == want.ILast
+	case series.String:
+		same = same && st.SFirst == want.SFirst && st.SLast == want.SLast
+	}
+	return same
+}
