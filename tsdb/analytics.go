@@ -35,7 +35,7 @@ const (
 	maxAggWindowsPerRequest = 16 << 10
 	// MaxAggWindows bounds the windows of one coordinated aggregate. The client asks
 	// for longer ranges in parts (client.Agg).
-	MaxAggWindows = 32 << 10
+	MaxAggWindows = wire.MaxAggWindows
 )
 
 // statsDigest is the digest replicas compare a pair by: its count and point-set hash.
@@ -189,7 +189,7 @@ func (c *Coordinator) Aggregate(ctx context.Context, key string, from, to, every
 	}
 	res.Windows = agg.Combine(lists...)
 	if len(res.Windows) > MaxAggWindows {
-		return wire.AggResult{}, rpc.Errorf(CodeBadInput, "aggregate of %q: %d windows, at most %d per request: ask for a shorter range or wider windows",
+		return wire.AggResult{}, rpc.Errorf(wire.CodeTooLarge, "aggregate of %q: %d windows, at most %d per request: ask for a shorter range or wider windows",
 			key, len(res.Windows), MaxAggWindows)
 	}
 	return res, nil

@@ -20,6 +20,9 @@ const (
 	MethodLatest = "tsdb.latest"
 )
 
+// MaxAggWindows bounds the windows of one coordinated aggregate (MethodAggregate).
+const MaxAggWindows = 32 << 10
+
 // ShardAgg asks for one series' windows in one shard over From <= t < To.
 type ShardAgg struct {
 	ID     []byte `msgpack:"id"`
