@@ -107,7 +107,7 @@ func TestAggregateReconcilesDifferingReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	plant(2, t0+1, 1e6)                       // a new point, far replica: a new max
+	plant(2, t0+1, 1e6)                        // a new point, far replica: a new max
 	plant(1, t0+int64(20*time.Second)+5, -1e6) // another quantum, middle replica
 	minute := int64(time.Minute)
 	res, err := lc.Nodes[3].Coordinator().Aggregate(ctx, "s", t0-minute, t0+minute, minute, GetOptions{})
