@@ -33,6 +33,11 @@ const (
 	// 80 bytes each for floats), so the answer stays well inside a frame: the shards
 	// of one request are fewer when windows are narrow.
 	maxAggWindowsPerRequest = 16 << 10
+	// maxAggShardsPerRequest bounds the shards of one replica request. Larger batches
+	// would fit a frame, but measured slower: fewer requests means less of the
+	// replicas' work runs in parallel (an hour at 1-minute windows: 64 → 39 ms, 1024 →
+	// 70 ms, under load).
+	maxAggShardsPerRequest = 64
 	// MaxAggWindows bounds the windows of one coordinated aggregate. The client asks
 	// for longer ranges in parts (client.Agg).
 	MaxAggWindows = wire.MaxAggWindows
@@ -71,7 +76,13 @@ func (l *localReplica) Agg(_ context.Context, req *wire.AggReq) (*wire.AggResp, 
 			continue
 		}
 		begin, end := l.quantum.BeginNanos(r.Start), l.quantum.EndNanos(r.Start)
-		ws, _, err := store.AggregateQuantum(l.store, ref, r.Key, begin, end, r.From, r.To, req.Every)
+		if store.WholeQuantum(begin, end, r.From, r.To, req.Every) {
+			// The statistics in hand answer (store.AggregateQuantum would read them again).
+			st.Hash = 0
+			res.Windows = []agg.Window{{Start: agg.WindowStart(begin, req.Every), Partial: st}}
+			continue
+		}
+		ws, _, err := l.store.Aggregate(ref, r.Key, r.From, r.To, req.Every)
 		if err != nil {
 			return nil, storeError(err)
 		}
@@ -241,7 +252,7 @@ func (c *Coordinator) aggRound(ctx context.Context, key string, spans []shardSpa
 	// Narrow windows make big answers: fewer shards per request then.
 	q := c.cfg.DHT.Quantum.Duration().Nanoseconds()
 	perShard := q/every + 2
-	perRequest := int(max(1, min(maxShardsPerRequest, maxAggWindowsPerRequest/perShard)))
+	perRequest := int(max(1, min(maxAggShardsPerRequest, maxAggWindowsPerRequest/perShard)))
 	batches := groupByPeer(func(yield func(dht.Peer, item) bool) {
 		for i := range spans {
 			answers[i] = make([]aggAnswer, len(spans[i].replicas))

@@ -33,7 +33,6 @@ func benchAggregate(b *testing.B, span time.Duration, f quanta.Format) {
 	lc, err := StartLocal(ctx, 18, b.TempDir(), func(i int, cfg *Config) {
 		cfg.DHT.Format = f
 		cfg.CallTimeout = 30 * time.Second // a loaded machine must not fail the set-up writes
-		cfg.RepairInterval = 0
 		st, err := store.OpenPebble(filepath.Join(cfg.DHT.DataDir, "store"), store.PebbleOptions{Sync: store.SyncNone, SealInterval: -1})
 		if err != nil {
 			b.Fatal(err)
