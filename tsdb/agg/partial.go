@@ -40,7 +40,7 @@ import (
 // Partial is the aggregate of a set of points of one series. The zero value is the
 // aggregate of no points. Only the fields of its Type are meaningful.
 type Partial struct {
-	Type   series.Type // Float, Int or String; Unknown while Count is 0
+	Type   series.Type // Float, Int or String; may be Unknown while Count is 0
 	Count  int64       // points
 	FirstT int64       // earliest timestamp
 	LastT  int64       // latest timestamp
