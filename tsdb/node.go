@@ -261,6 +261,7 @@ func Start(cfg Config) (*Node, error) {
 	// earlier is answered "unknown method" and retried like any failed call.
 	registerReplica(n.srv, n.local)
 	n.registerCoordinator()
+	n.registerAnalytics()
 	if err := n.dht.Start(); err != nil {
 		if errors.Is(err, dht.ErrIncompatible) || n.dht.GossipAddr() == "" {
 			n.dht.Close()

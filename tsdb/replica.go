@@ -28,6 +28,9 @@ type Replica interface {
 	SeriesType(ctx context.Context, key string) (t series.Type, known bool, err error)
 	// Stats returns the replica's own counters.
 	Stats(ctx context.Context) (wire.NodeStats, error)
+	// Agg returns shards' windowed partial aggregates, or only their statistics digests
+	// (wire.MethodAgg, analytics.go), windows decoded into Windows.
+	Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error)
 }
 
 // Replicas resolves a peer to the Replica that reaches it.

@@ -102,6 +102,48 @@ func parseTime(s string) (int64, error) {
 	return t.UnixNano(), nil
 }
 
+// parseTimeFlag is parseTime for a flag: it also takes a time relative to now — "now",
+// "now-5m", "now+1h", "-5m" (a signed Go duration, with "d" for days of 24 h too) —
+// so that one command's flags all count from the same now. An integer is always
+// nanoseconds since the epoch: "-5" is 5 ns before 1970, "-5s" five seconds ago.
+func parseTimeFlag(s string, now time.Time) (int64, error) {
+	s = strings.TrimSpace(s)
+	rel, ok := strings.CutPrefix(s, "now")
+	if !ok && !strings.HasPrefix(s, "-") && !strings.HasPrefix(s, "+") {
+		return parseTime(s)
+	}
+	if _, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return parseTime(s) // a signed integer: absolute nanoseconds
+	}
+	if rel == "" {
+		return now.UnixNano(), nil
+	}
+	d, err := parseOffset(rel)
+	if err != nil {
+		return 0, fmt.Errorf("timestamp %q: %v (relative times look like now, now-5m, -90s, now+1h, -7d)", s, err)
+	}
+	t := now.Add(d)
+	if (d < 0) != t.Before(now) && d != 0 {
+		return 0, fmt.Errorf("timestamp %q is out of range", s)
+	}
+	return t.UnixNano(), nil
+}
+
+// parseOffset parses a signed duration: Go's syntax (-5m, +1h30m) or whole days (-7d).
+func parseOffset(s string) (time.Duration, error) {
+	if s == "" || (s[0] != '-' && s[0] != '+') {
+		return 0, fmt.Errorf("want a sign before the offset")
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err != nil || n > 100_000 || n < -100_000 {
+			return 0, fmt.Errorf("bad number of days %q", days)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(s)
+}
+
 func quantumFlag() *cli.DurationFlag {
 	return &cli.DurationFlag{Name: "quantum", Value: quanta.DefaultQuantum, Usage: "time quantum length, whole seconds ≥ 1s; the same on every node"}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -20,8 +21,8 @@ func getCommand() *cli.Command {
 		Usage: "read the points of a series with from <= timestamp < to",
 		Flags: []cli.Flag{
 			clusterFlag, seriesFlag, timeoutFlag, clusterKeyFlag,
-			&cli.StringFlag{Name: "from", Required: true, Usage: "start of the range (inclusive): ns since the epoch or RFC 3339"},
-			&cli.StringFlag{Name: "to", Required: true, Usage: "end of the range (exclusive): ns since the epoch or RFC 3339"},
+			&cli.StringFlag{Name: "from", Required: true, Usage: "start of the range (inclusive): ns since the epoch, RFC 3339, or relative: now, now-5m, -1h"},
+			&cli.StringFlag{Name: "to", Required: true, Usage: "end of the range (exclusive): ns since the epoch, RFC 3339, or relative: now, now-5m, -1h"},
 			&cli.StringFlag{Name: "format", Value: "csv", Usage: "output: csv (timestamp,value lines) or json"},
 			&cli.IntFlag{Name: "read-quorum", Usage: "replicas that must agree a shard is empty (default: the node's)"},
 			&cli.BoolFlag{Name: "allow-partial", Usage: "print what could be read when some shard has no reachable replica (exit status 3)"},
@@ -35,11 +36,12 @@ func runGet(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	from, err := parseTime(c.String("from"))
+	now := time.Now()
+	from, err := parseTimeFlag(c.String("from"), now)
 	if err != nil {
 		return fmt.Errorf("--from: %w", err)
 	}
-	to, err := parseTime(c.String("to"))
+	to, err := parseTimeFlag(c.String("to"), now)
 	if err != nil {
 		return fmt.Errorf("--to: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -121,7 +122,7 @@ func locateCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "cluster", Usage: "RPC address of a node, to list the replica set"},
 			seriesFlag,
-			&cli.StringFlag{Name: "at", Required: true, Usage: "timestamp: ns since the epoch or RFC 3339"},
+			&cli.StringFlag{Name: "at", Required: true, Usage: "timestamp: ns since the epoch, RFC 3339, or relative: now, now-5m, -1h"},
 			idFormatFlag(),
 			quantumFlag(),
 			timeoutFlag, clusterKeyFlag,
@@ -131,7 +132,7 @@ func locateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			at, err := parseTime(c.String("at"))
+			at, err := parseTimeFlag(c.String("at"), time.Now())
 			if err != nil {
 				return fmt.Errorf("--at: %w", err)
 			}

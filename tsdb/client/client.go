@@ -1,6 +1,6 @@
 // Package client is tsdht's thin client: it holds no routing state and has any node of
 // the cluster coordinate each request, failing over to the next address when one is
-// unreachable. It depends only on rpc, quanta, series and wire, so an application that
+// unreachable. It depends only on rpc, quanta, series, agg and wire, so an application that
 // reads or writes series does not pull in the storage engine or the gossip layer.
 package client
 

@@ -169,6 +169,9 @@ func (p *Pebble) fsckPairs(r *FsckReport) error {
 		case int64(pts.Len()) != sum.count:
 			r.DamagedPairs++
 			r.problem("pair %s: %d points readable, the summary counts %d", describePair(id), pts.Len(), sum.count)
+		case sum.hasStats && !statsAgree(&sum.stats, &pts):
+			r.DamagedPairs++
+			r.problem("pair %s: its statistics disagree with its points", describePair(id))
 		}
 		r.Points += int64(pts.Len())
 		valid = it.SeekGE(pairKey(nil, id, kindEnd))

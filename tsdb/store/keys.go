@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
@@ -15,6 +16,7 @@ import (
 //	pair id  = start ‖ shardID ‖ len(key)−1 ‖ key        (8 + 20 + 1 + 1..256 bytes)
 //	'p' ‖ id ‖ 0x00                  → pair summary: uvarint count ‖ varint minT ‖ varint maxT
 //	                                   ‖ uvarint next block number ‖ uvarint tail block number
+//	                                   [‖ statsVersion byte ‖ statistics (agg.AppendPartial)]
 //	'p' ‖ id ‖ 0x01 ‖ firstT         → sealed chunk: uvarint generation ‖ chunk (package chunk)
 //	'p' ‖ id ‖ 0x02 ‖ block number   → unsealed block: one appended batch, as a chunk
 //	'u' ‖ id                         → empty: the pair has blocks awaiting a seal
@@ -139,7 +141,7 @@ func unsealedKey(id []byte) []byte { return append([]byte{famUnsealed}, id...) }
 func metaKey(key string) []byte { return append([]byte{famMeta}, key...) }
 
 // summary describes a pair's points: enough to tell that an in-order batch holds no
-// duplicates without reading anything.
+// duplicates without reading anything, and the pair's statistics (stats.go).
 type summary struct {
 	count      int64 // points held; 0 means the pair holds nothing
 	minT, maxT int64
@@ -150,14 +152,27 @@ type summary struct {
 	// append need not write it again. Not persisted: a summary read from disk has it
 	// false, which costs one redundant write of the marker.
 	marked bool
+	// stats aggregates all the pair's points, hash included; hasStats is false for a
+	// record written before statistics were kept, whose stats are computed from the
+	// points when first needed (stats.go).
+	stats    agg.Partial
+	hasStats bool
 }
+
+// statsVersion is the byte before the statistics in a pair summary.
+const statsVersion = 1
 
 func (s summary) encode() []byte {
 	b := binary.AppendUvarint(nil, uint64(s.count))
 	b = binary.AppendVarint(b, s.minT)
 	b = binary.AppendVarint(b, s.maxT)
 	b = binary.AppendUvarint(b, s.nextBlock)
-	return binary.AppendUvarint(b, s.tailBlock)
+	b = binary.AppendUvarint(b, s.tailBlock)
+	if s.hasStats {
+		b = append(b, statsVersion)
+		b = agg.AppendPartial(b, &s.stats)
+	}
+	return b
 }
 
 func decodeSummary(v []byte) (summary, error) {
@@ -180,9 +195,23 @@ func decodeSummary(v []byte) (summary, error) {
 		return s, errCorruptValue("pair summary")
 	}
 	v = v[n:]
-	if s.tailBlock, n = binary.Uvarint(v); n <= 0 || n != len(v) || s.tailBlock > s.nextBlock {
+	if s.tailBlock, n = binary.Uvarint(v); n <= 0 || s.tailBlock > s.nextBlock {
 		return s, errCorruptValue("pair summary")
 	}
+	v = v[n:]
+	if len(v) == 0 {
+		return s, nil // written before statistics were kept
+	}
+	if v[0] != statsVersion {
+		return s, errCorruptValue("pair statistics version")
+	}
+	st, rest, err := agg.DecodePartial(v[1:])
+	if err != nil || len(rest) != 0 {
+		return s, errCorruptValue("pair statistics")
+	}
+	// Statistics that disagree with the count are not trusted: they are computed again
+	// from the points when needed, as for an old record.
+	s.stats, s.hasStats = st, st.Count == s.count
 	return s, nil
 }
 

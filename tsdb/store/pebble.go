@@ -358,9 +358,13 @@ func (p *Pebble) Append(ref ShardRef, key string, pts series.Points) error {
 	if err != nil {
 		return err
 	}
-	fresh, err := p.countNew(id, sum, &pts)
+	fresh, old, err := p.countNew(id, sum, &pts)
 	if err != nil {
 		return err
+	}
+	stats, err := p.statsAfter(id, sum, &pts, &old, fresh)
+	if err != nil {
+		return fmt.Errorf("store: append to %q: %w", key, err)
 	}
 
 	n := pts.Len()
@@ -373,6 +377,7 @@ func (p *Pebble) Append(ref ShardRef, key string, pts series.Points) error {
 	var k []byte
 	next := sum.with(fresh, pts.T[0], pts.T[n-1], blocks)
 	next.tailBlock = tail
+	next.stats, next.hasStats = stats, true
 	delta := counters{points: fresh}
 	if sum.count == 0 {
 		delta.shards = 1
@@ -484,17 +489,18 @@ func (p *Pebble) summary(id []byte, sid string) (summary, error) {
 	return decodeSummary(v)
 }
 
-// countNew returns how many of pts' timestamps the pair does not hold yet. A batch
-// entirely after (or before) what the pair holds is all new, which is the common case
-// and needs no read; otherwise the overlapping span is read.
-func (p *Pebble) countNew(id []byte, sum summary, pts *series.Points) (int64, error) {
+// countNew returns how many of pts' timestamps the pair does not hold yet, and the
+// points it holds in pts' span. A batch entirely after (or before) what the pair holds
+// is all new, which is the common case and needs no read; otherwise the overlapping
+// span is read.
+func (p *Pebble) countNew(id []byte, sum summary, pts *series.Points) (int64, series.Points, error) {
 	n := pts.Len()
 	if sum.count == 0 || pts.T[0] > sum.maxT || pts.T[n-1] < sum.minT {
-		return int64(n), nil
+		return int64(n), series.Points{}, nil
 	}
 	old, _, err := p.readPair(id, pts.T[0], pts.T[n-1])
 	if err != nil {
-		return 0, err
+		return 0, series.Points{}, err
 	}
 	fresh, i := int64(n), 0
 	for _, t := range pts.T {
@@ -505,7 +511,7 @@ func (p *Pebble) countNew(id []byte, sum summary, pts *series.Points) (int64, er
 			fresh--
 		}
 	}
-	return fresh, nil
+	return fresh, old, nil
 }
 
 // Read implements Querier.

@@ -135,6 +135,18 @@ func (p *Pebble) sealPair(id []byte) error {
 			return err
 		}
 	}
+	// The statistics again, from the sorted points: a sealed pair's are a function of
+	// its points alone, whatever order they came in (stats.go).
+	sum, err := p.summary(id, string(id))
+	if err != nil {
+		return err
+	}
+	if sum.count > 0 && sum.count == int64(n) {
+		sum.stats, sum.hasStats = pairStats(&pts), true
+		if err := b.Set(pairKey(nil, id, kindSummary), sum.encode(), nil); err != nil {
+			return err
+		}
+	}
 	// Sealing changes no point, so it need not wait for an fsync: the WAL keeps batches
 	// in order, and any later synced write makes this one durable too.
 	if err := p.apply(b, pebble.NoSync); err != nil {
@@ -142,8 +154,8 @@ func (p *Pebble) sealPair(id []byte) error {
 	}
 	p.seal.gen = gen
 	p.seal.dropOldGen = false
-	if sum, ok := p.pairs.summary(string(id)); ok { // the 'u' key is gone: the next append rewrites it
-		sum.marked = false
+	if _, cached := p.pairs.summary(string(id)); cached || sum.hasStats {
+		sum.marked = false // the 'u' key is gone: the next append rewrites it
 		p.pairs.remember(string(id), sum)
 	}
 	return nil

@@ -54,6 +54,7 @@ type Store interface {
 	Appender
 	Querier
 	Registry
+	Analyzer
 	// Stats reports what the store holds.
 	Stats() Stats
 	// Close releases the store; no call may follow.

@@ -67,6 +67,7 @@ const (
 	// CodeExpired: the write falls in a quantum past the node's retention; it is refused.
 	CodeExpired = "expired"
 	// CodeTooLarge: the answer to a read would not fit in a frame (a shard of long
-	// strings); ask for a shorter range (the thin client halves its window).
+	// strings), or an aggregate would hold more than MaxAggWindows windows; ask for a
+	// shorter range or wider windows (the thin client halves its window).
 	CodeTooLarge = "too_large"
 )

@@ -19,7 +19,7 @@ import (
 // Run runs the suite. open must return a new, empty store each time it is called; the
 // suite closes every store it opens.
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
-	for _, c := range cases {
+	for _, c := range append(cases, statsCases...) {
 		t.Run(c.name, func(t *testing.T) {
 			s := open(t)
 			closed := false

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bufio"
+	"encoding/csv"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+func latestCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "latest",
+		Usage: "print the latest point of series: one \"key,timestamp,value\" line per series",
+		Description: "The nodes walk back from --at through the quanta's statistics (no points are read but the\n" +
+			"latest quantum's), up to --lookback. A series with no point in that span is named on stderr and\n" +
+			"the exit status is 1.",
+		Flags: []cli.Flag{
+			clusterFlag, timeoutFlag, clusterKeyFlag,
+			&cli.StringFlag{Name: "series", Required: true, Usage: "series keys, KEY[,KEY…]"},
+			&cli.StringFlag{Name: "at", Value: "now+10m", Usage: "look for points before this time (points up to 10 min in the future are accepted by default)"},
+			&cli.StringFlag{Name: "lookback", Value: "30d", Usage: "how far back from --at to look: 1h, 30d…"},
+		},
+		Action: runLatest,
+	}
+}
+
+func runLatest(c *cli.Context) error {
+	var keys []string
+	for _, k := range strings.Split(c.String("series"), ",") {
+		if err := series.ValidateKey(k); err != nil {
+			return fmt.Errorf("--series: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	before, err := parseTimeFlag(c.String("at"), time.Now())
+	if err != nil {
+		return fmt.Errorf("--at: %w", err)
+	}
+	back, err := parseWidth(c.String("lookback"))
+	if err != nil {
+		return fmt.Errorf("--lookback: %w", err)
+	}
+	since := int64(math.MinInt64)
+	if before > math.MinInt64+back {
+		since = before - back
+	}
+	client, err := dialCluster(c)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	w := bufio.NewWriter(os.Stdout)
+	cw := csv.NewWriter(w)
+	var failed []string
+	for _, key := range keys {
+		got, err := client.Latest(c.Context, []string{key}, since, before)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "tsdht latest: %v\n", err)
+			failed = append(failed, key)
+			continue
+		}
+		p, ok := got[key]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "tsdht latest: series %q has no point in the %s before %d (widen --lookback)\n", key, c.String("lookback"), before)
+			failed = append(failed, key)
+			continue
+		}
+		if err := cw.Write([]string{key, strconv.FormatInt(p.T[0], 10), p.Value(0)}); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	if err := errorsJoin(cw.Error(), w.Flush()); err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		return cli.Exit(fmt.Sprintf("tsdht: no latest point for %d of %d series", len(failed), len(keys)), 1)
+	}
+	return nil
+}
+
+func errorsJoin(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func completenessCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "completeness",
+		Usage: "compare stored with expected samples per quantum; list the quanta below the expected count",
+		Description: "One line \"quantum_start,stored,expected\" per quantum holding fewer points than expected\n" +
+			"(quantum_start in ns since the epoch), then \"total,stored,expected\". expected is --rate × the part\n" +
+			"of the quantum inside [from, to), rounded; without --rate the rate is inferred from the data: the\n" +
+			"median count of the whole quanta holding points, over the quantum length (printed on stderr).\n" +
+			"Counts come from the replicas' per-quantum statistics: no point is read.",
+		Flags: append(rangeFlags(),
+			clusterFlag, seriesFlag, timeoutFlag, clusterKeyFlag, quantumFlag(),
+			&cli.Float64Flag{Name: "rate", Usage: "nominal sample rate in Hz (default: inferred from the data)"},
+		),
+		Action: runCompleteness,
+	}
+}
+
+func runCompleteness(c *cli.Context) error {
+	key, err := seriesKey(c)
+	if err != nil {
+		return err
+	}
+	from, to, err := parseRange(c, time.Now())
+	if err != nil {
+		return err
+	}
+	q := c.Duration("quantum")
+	if q < time.Second || q%time.Second != 0 {
+		return fmt.Errorf("--quantum %v: want whole seconds, at least 1s (the cluster's quantum)", q)
+	}
+	rate := c.Float64("rate")
+	if rate < 0 || math.IsNaN(rate) || math.IsInf(rate, 0) {
+		return fmt.Errorf("--rate %v: want a positive rate in Hz", rate)
+	}
+	client, err := dialCluster(c)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	qn := int64(q)
+	counts := map[int64]int64{}
+	err = client.AggWindows(c.Context, key, from, to, qn, wire.GetOptions{}, func(res wire.AggResult) error {
+		for _, w := range res.Windows {
+			counts[w.Start] += w.Count
+		}
+		return nil
+	}, newProgress("completeness").update)
+	if err != nil {
+		return err
+	}
+	if rate == 0 {
+		var full []int64
+		for s, n := range counts {
+			if s >= from && s+qn <= to {
+				full = append(full, n)
+			}
+		}
+		if len(full) == 0 {
+			return fmt.Errorf("cannot infer the rate of %q: no whole quantum in the range holds points; give --rate", key)
+		}
+		sort.Slice(full, func(i, j int) bool { return full[i] < full[j] })
+		rate = float64(full[len(full)/2]) / q.Seconds()
+		fmt.Fprintf(os.Stderr, "tsdht completeness: rate inferred from the data: %g Hz\n", rate)
+	}
+	w := bufio.NewWriter(os.Stdout)
+	var stored, expected int64
+	if from < to {
+		first := from - ((from%qn)+qn)%qn
+		for s := first; s < to; s += qn {
+			lo, hi := max(s, from), min(s+qn, to)
+			exp := int64(math.Round(rate * float64(hi-lo) / 1e9))
+			n := counts[s]
+			stored += n
+			expected += exp
+			if n < exp {
+				fmt.Fprintf(w, "%d,%d,%d\n", s, n, exp)
+			}
+			if s > math.MaxInt64-qn {
+				break
+			}
+		}
+	}
+	fmt.Fprintf(w, "total,%d,%d\n", stored, expected)
+	return w.Flush()
+}

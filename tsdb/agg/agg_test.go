@@ -1,0 +1,265 @@
+package agg_test
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"testing"
+
+	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/agg/aggtest"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// randomPoints returns n points of type t at distinct random times in [0, span),
+// sorted. Float values mix a PMU-like level with noise and occasional large values of
+// both signs, so compensation matters.
+func randomPoints(r *rand.Rand, t series.Type, n int, base, span int64) series.Points {
+	seen := map[int64]bool{}
+	p := series.Points{Type: t}
+	for p.Len() < n {
+		ts := base + r.Int64N(span)
+		if seen[ts] {
+			continue
+		}
+		seen[ts] = true
+		switch t {
+		case series.Float:
+			v := 60 + r.NormFloat64()*0.05
+			if r.IntN(50) == 0 {
+				v = (r.Float64() - 0.5) * 1e6
+			}
+			p.AppendFloat(ts, v)
+		case series.Int:
+			p.AppendInt(ts, r.Int64N(2000)-1000)
+		case series.String:
+			p.AppendString(ts, string(rune('a'+r.IntN(26))))
+		}
+	}
+	p.Normalize()
+	return p
+}
+
+// subset returns the points of p at the given indexes (ascending).
+func subset(p *series.Points, idx []int) series.Points {
+	out := series.Points{Type: p.Type}
+	for _, i := range idx {
+		out.AppendFrom(p, i)
+	}
+	return out
+}
+
+func checkAll(t *testing.T, what string, pts *series.Points, got *agg.Partial) {
+	t.Helper()
+	for _, fn := range aggtest.AllFns {
+		if err := aggtest.Check(pts, fn, got.Eval(fn)); err != nil {
+			t.Fatalf("%s (%d %s points): %v", what, pts.Len(), pts.Type, err)
+		}
+	}
+}
+
+// Merging the partials of random disjoint subsets, in random order, gives the
+// aggregate of the union.
+func TestMergeOfDisjointSubsets(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for iter := 0; iter < 300; iter++ {
+		typ := []series.Type{series.Float, series.Int, series.String}[iter%3]
+		n := 1 + r.IntN(400)
+		pts := randomPoints(r, typ, n, -5e9, 1e10)
+		parts := 1 + r.IntN(6)
+		idx := make([][]int, parts)
+		for i := 0; i < n; i++ {
+			k := r.IntN(parts)
+			idx[k] = append(idx[k], i)
+		}
+		var total agg.Partial
+		for _, k := range r.Perm(parts) {
+			sub := subset(&pts, idx[k])
+			p := agg.WithHash(agg.FromPoints(&sub, 0, sub.Len()), &sub, 0, sub.Len())
+			total = agg.Merge(total, p)
+		}
+		checkAll(t, "merged", &pts, &total)
+		if want := agg.PointsHash(&pts, 0, n); total.Hash != want {
+			t.Fatalf("merged hash %x, want %x", total.Hash, want)
+		}
+	}
+}
+
+// The set hash changes when one value changes.
+func TestHashSeesValues(t *testing.T) {
+	a := series.Points{Type: series.Float, T: []int64{1, 2, 3}, F: []float64{1, 2, 3}}
+	b := series.Points{Type: series.Float, T: []int64{1, 2, 3}, F: []float64{1, 2, 3.0000001}}
+	if agg.PointsHash(&a, 0, 3) == agg.PointsHash(&b, 0, 3) {
+		t.Fatal("hash blind to a changed value")
+	}
+	c := series.Points{Type: series.Float, T: []int64{1, 2, 4}, F: []float64{1, 2, 3}}
+	if agg.PointsHash(&a, 0, 3) == agg.PointsHash(&c, 0, 3) {
+		t.Fatal("hash blind to a changed time")
+	}
+}
+
+func TestWindowStart(t *testing.T) {
+	for _, c := range []struct{ t, every, want int64 }{
+		{0, 10, 0}, {9, 10, 0}, {10, 10, 10}, {-1, 10, -10}, {-10, 10, -10}, {-11, 10, -20},
+		{math.MinInt64, 10, math.MinInt64}, {math.MinInt64 + 1, 10, math.MinInt64},
+		{math.MaxInt64, 1 << 62, 1 << 62},
+	} {
+		if got := agg.WindowStart(c.t, c.every); got != c.want {
+			t.Errorf("WindowStart(%d, %d) = %d, want %d", c.t, c.every, got, c.want)
+		}
+	}
+}
+
+// Windows over points equal the brute force over each window's points, for widths
+// below, at and above the spacing of the points; and windows computed over random
+// disjoint subsets then combined equal windows over the whole.
+func TestWindowsMatchBruteForce(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for iter := 0; iter < 200; iter++ {
+		typ := []series.Type{series.Float, series.Int, series.String}[iter%3]
+		pts := randomPoints(r, typ, 1+r.IntN(500), -3e9, 6e9)
+		every := []int64{1, 7, 1000, 1e6, 3e7, 1e9, 7e9, 86400e9}[r.IntN(8)]
+		from := -3e9 + r.Int64N(3e9) - 1e9
+		to := from + r.Int64N(8e9)
+		ws := agg.Windows(&pts, from, to, every)
+		in := pts.Trim(from, to)
+		// Brute force: group by floor(t/every).
+		groups := map[int64][]int{}
+		for i, ts := range in.T {
+			w := ts - ((ts%every)+every)%every
+			groups[w] = append(groups[w], i)
+		}
+		var starts []int64
+		for w := range groups {
+			starts = append(starts, w)
+		}
+		sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
+		if len(ws) != len(starts) {
+			t.Fatalf("every %d: %d windows, want %d", every, len(ws), len(starts))
+		}
+		for k, w := range ws {
+			if w.Start != starts[k] {
+				t.Fatalf("window %d starts at %d, want %d", k, w.Start, starts[k])
+			}
+			sub := subset(&in, groups[w.Start])
+			checkAll(t, "window", &sub, &w.Partial)
+		}
+		// Split into disjoint subsets, window each, combine.
+		parts := 1 + r.IntN(4)
+		idx := make([][]int, parts)
+		for i := range pts.T {
+			k := r.IntN(parts)
+			idx[k] = append(idx[k], i)
+		}
+		lists := make([][]agg.Window, parts)
+		for k := range idx {
+			sub := subset(&pts, idx[k])
+			lists[k] = agg.Windows(&sub, from, to, every)
+		}
+		combined := agg.Combine(lists...)
+		if len(combined) != len(ws) {
+			t.Fatalf("combined: %d windows, want %d", len(combined), len(ws))
+		}
+		for _, w := range combined {
+			sub := subset(&in, groups[w.Start])
+			checkAll(t, "combined window", &sub, &w.Partial)
+		}
+	}
+}
+
+func TestEvalEdges(t *testing.T) {
+	var empty agg.Partial
+	if v := empty.Eval(agg.Count); v.Kind != series.Int || v.I != 0 {
+		t.Fatalf("count of nothing = %v", v)
+	}
+	if v := empty.Eval(agg.Mean); !v.Null() {
+		t.Fatalf("mean of nothing = %v, want null", v)
+	}
+	one := series.Points{Type: series.Float, T: []int64{5}, F: []float64{2.5}}
+	p := agg.FromPoints(&one, 0, 1)
+	if v := p.Eval(agg.Stddev); !v.Null() {
+		t.Fatalf("stddev of one point = %v, want null (n-1 = 0)", v)
+	}
+	s := series.Points{Type: series.String, T: []int64{1, 2}, S: []string{"x", "y"}}
+	ps := agg.FromPoints(&s, 0, 2)
+	if v := ps.Eval(agg.Mean); !v.Null() {
+		t.Fatalf("mean of strings = %v, want null", v)
+	}
+	big := series.Points{Type: series.Int, T: []int64{1, 2, 3}, I: []int64{math.MaxInt64, math.MaxInt64, 5}}
+	pb := agg.FromPoints(&big, 0, 3)
+	if v := pb.Eval(agg.Sum); v.Kind != series.Float || v.F != 2*float64(math.MaxInt64)+5 {
+		t.Fatalf("overflowing int sum = %v (%s)", v, v.Kind)
+	}
+	nan := series.Points{Type: series.Float, T: []int64{1, 2}, F: []float64{1, math.NaN()}}
+	pn := agg.FromPoints(&nan, 0, 2)
+	if v := pn.Eval(agg.Max); !math.IsNaN(v.F) {
+		t.Fatalf("max with NaN = %v, want NaN", v)
+	}
+}
+
+func TestParseFns(t *testing.T) {
+	fns, err := agg.ParseFns("mean,min,stddev")
+	if err != nil || len(fns) != 3 || fns[2] != agg.Stddev {
+		t.Fatalf("ParseFns = %v, %v", fns, err)
+	}
+	if _, err := agg.ParseFns("mean,median"); err == nil || !bytes.Contains([]byte(err.Error()), []byte("median")) {
+		t.Fatalf("unknown function: err %v", err)
+	}
+}
+
+func TestCodecRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for iter := 0; iter < 100; iter++ {
+		typ := []series.Type{series.Float, series.Int, series.String}[iter%3]
+		pts := randomPoints(r, typ, 1+r.IntN(300), -1e10, 2e10)
+		ws := agg.Windows(&pts, math.MinInt64, math.MaxInt64, 1+r.Int64N(3e9))
+		b := agg.AppendWindowsWire(nil, typ, ws)
+		gotT, got, err := agg.DecodeWindowsWire(b)
+		if err != nil || gotT != typ {
+			t.Fatalf("decode: %v, type %s", err, gotT)
+		}
+		if again := agg.AppendWindowsWire(nil, gotT, got); !bytes.Equal(again, b) {
+			t.Fatal("windows changed in a round trip")
+		}
+		p := agg.WithHash(agg.FromPoints(&pts, 0, pts.Len()), &pts, 0, pts.Len())
+		pb := agg.AppendPartial([]byte("x"), &p)
+		q, rest, err := agg.DecodePartial(pb[1:])
+		if err != nil || len(rest) != 0 {
+			t.Fatalf("partial: %v, %d bytes left", err, len(rest))
+		}
+		if !bytes.Equal(agg.AppendPartial([]byte("x"), &q), pb) || q.Hash != p.Hash || q.Count != p.Count {
+			t.Fatal("partial changed in a round trip")
+		}
+	}
+}
+
+// FuzzDecode: no input panics or allocates out of proportion; what decodes re-encodes
+// to the same bytes' meaning.
+func FuzzDecode(f *testing.F) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, typ := range []series.Type{series.Float, series.Int, series.String} {
+		pts := randomPoints(r, typ, 20, 0, 1e9)
+		f.Add(agg.AppendWindowsWire(nil, typ, agg.Windows(&pts, 0, 1e9, 1e8)))
+		p := agg.FromPoints(&pts, 0, pts.Len())
+		f.Add(agg.AppendPartial(nil, &p))
+	}
+	f.Add([]byte{1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if typ, ws, err := agg.DecodeWindowsWire(b); err == nil {
+			again := agg.AppendWindowsWire(nil, typ, ws)
+			typ2, ws2, err := agg.DecodeWindowsWire(again)
+			if err != nil || typ2 != typ || len(ws2) != len(ws) {
+				t.Fatalf("re-encoded windows do not decode: %v", err)
+			}
+		}
+		if p, rest, err := agg.DecodePartial(b); err == nil {
+			again := agg.AppendPartial(nil, &p)
+			q, _, err := agg.DecodePartial(again)
+			if err != nil || q.Count != p.Count || q.FirstT != p.FirstT || q.LastT != p.LastT {
+				t.Fatalf("re-encoded partial differs: %v", err)
+			}
+			_ = rest
+		}
+	})
+}

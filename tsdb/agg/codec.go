@@ -1,0 +1,257 @@
+package agg
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// Wire form of partials and windows: what a replica sends instead of points, and what
+// a store keeps as a pair's statistics.
+//
+//	partial: version byte (1) ‖ type byte ‖ body
+//	windows: version byte (1) ‖ type byte ‖ uvarint n ‖ varint start₀ ‖ body₀
+//	         ‖ (uvarint startᵢ − startᵢ₋₁ ‖ bodyᵢ) for i = 1..n−1  (strictly ascending)
+//	body:    uvarint count; if count > 0:
+//	         varint firstT ‖ uvarint lastT − firstT ‖ 8 bytes hash (little-endian)
+//	         Float:  min, max, sum, comp, m2, first, last: 8 bytes each (IEEE 754, LE)
+//	         Int:    varint min, max, first, last ‖ varint sum.Hi ‖ uvarint sum.Lo ‖ 8 bytes m2
+//	         String: uvarint len ‖ bytes (first), uvarint len ‖ bytes (last)
+//
+// Decoding checks every count and length against the bytes that remain before it
+// allocates (a window takes at least minWindowBytes), so hostile input costs its sender
+// and never panics.
+const codecVersion = 1
+
+// minWindowBytes is the least a window takes: a start delta and a non-empty body.
+const minWindowBytes = 1 + 1 + 1 + 1 + 8
+
+// ErrCorrupt is wrapped by every decoding error.
+var ErrCorrupt = errors.New("corrupt aggregate")
+
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
+}
+
+// AppendPartial appends the wire form of p to dst.
+func AppendPartial(dst []byte, p *Partial) []byte {
+	dst = append(dst, codecVersion, byte(p.Type))
+	return appendBody(dst, p)
+}
+
+func appendBody(dst []byte, p *Partial) []byte {
+	dst = binary.AppendUvarint(dst, uint64(p.Count))
+	if p.Count == 0 {
+		return dst
+	}
+	dst = binary.AppendVarint(dst, p.FirstT)
+	dst = binary.AppendUvarint(dst, uint64(p.LastT)-uint64(p.FirstT))
+	dst = binary.LittleEndian.AppendUint64(dst, p.Hash)
+	switch p.Type {
+	case series.Float:
+		for _, f := range [...]float64{p.Min, p.Max, p.Sum, p.Comp, p.M2, p.First, p.Last} {
+			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(f))
+		}
+	case series.Int:
+		for _, v := range [...]int64{p.IMin, p.IMax, p.IFirst, p.ILast, p.ISum.Hi} {
+			dst = binary.AppendVarint(dst, v)
+		}
+		dst = binary.AppendUvarint(dst, p.ISum.Lo)
+		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(p.M2))
+	case series.String:
+		dst = binary.AppendUvarint(dst, uint64(len(p.SFirst)))
+		dst = append(dst, p.SFirst...)
+		dst = binary.AppendUvarint(dst, uint64(len(p.SLast)))
+		dst = append(dst, p.SLast...)
+	}
+	return dst
+}
+
+// DecodePartial decodes a partial from the front of b and returns the bytes after it.
+func DecodePartial(b []byte) (Partial, []byte, error) {
+	t, b, err := header(b)
+	if err != nil {
+		return Partial{}, nil, err
+	}
+	d := decoder{b: b}
+	p := d.body(t)
+	if d.err != nil {
+		return Partial{}, nil, d.err
+	}
+	p.Type = t
+	return p, d.b, nil
+}
+
+// AppendWindowsWire appends the wire form of ws, which must be strictly ascending by Start
+// and hold partials of type t (empty partials included), to dst.
+func AppendWindowsWire(dst []byte, t series.Type, ws []Window) []byte {
+	dst = append(dst, codecVersion, byte(t))
+	dst = binary.AppendUvarint(dst, uint64(len(ws)))
+	for i := range ws {
+		if i == 0 {
+			dst = binary.AppendVarint(dst, ws[0].Start)
+		} else {
+			dst = binary.AppendUvarint(dst, uint64(ws[i].Start)-uint64(ws[i-1].Start))
+		}
+		dst = appendBody(dst, &ws[i].Partial)
+	}
+	return dst
+}
+
+// DecodeWindowsWire decodes what AppendWindowsWire wrote, the whole of b.
+func DecodeWindowsWire(b []byte) (series.Type, []Window, error) {
+	t, b, err := header(b)
+	if err != nil {
+		return 0, nil, err
+	}
+	d := decoder{b: b}
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(d.b))/minWindowBytes+1 {
+		return 0, nil, corrupt("%d windows in %d bytes", n, len(d.b))
+	}
+	ws := make([]Window, 0, int(n))
+	var prev int64
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		var start int64
+		if i == 0 {
+			start = d.varint()
+		} else {
+			delta := d.uvarint()
+			start = int64(uint64(prev) + delta)
+			if d.err == nil && (delta == 0 || delta > math.MaxInt64 || start <= prev) {
+				d.fail("window starts do not ascend")
+			}
+		}
+		p := d.body(t)
+		ws = append(ws, Window{Start: start, Partial: p})
+		prev = start
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return 0, nil, d.err
+	}
+	return t, ws, nil
+}
+
+func header(b []byte) (series.Type, []byte, error) {
+	if len(b) < 2 {
+		return 0, nil, corrupt("truncated header")
+	}
+	if b[0] != codecVersion {
+		return 0, nil, corrupt("version %d, this tsdht reads %d", b[0], codecVersion)
+	}
+	t := series.Type(b[1])
+	if t > series.String {
+		return 0, nil, corrupt("value type %d", b[1])
+	}
+	return t, b[2:], nil
+}
+
+// decoder reads from b; the first error sticks and every later read returns zero.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = corrupt(format, args...)
+	}
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad uvarint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u64() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 8 {
+		d.fail("truncated")
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *decoder) f64() float64 { return math.Float64frombits(d.u64()) }
+
+func (d *decoder) str() string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > series.MaxStringValueLen || n > uint64(len(d.b)) {
+		d.fail("string of %d bytes in %d", n, len(d.b))
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) body(t series.Type) Partial {
+	var p Partial
+	c := d.uvarint()
+	if d.err != nil || c == 0 {
+		return p
+	}
+	if c > math.MaxInt64 || t == series.Unknown {
+		d.fail("count %d of type %s", c, t)
+		return p
+	}
+	p.Type, p.Count = t, int64(c)
+	p.FirstT = d.varint()
+	span := d.uvarint()
+	if d.err == nil && span > uint64(math.MaxInt64)-uint64(p.FirstT) {
+		d.fail("last time past the end of time")
+	}
+	p.LastT = p.FirstT + int64(span)
+	p.Hash = d.u64()
+	switch t {
+	case series.Float:
+		p.Min, p.Max, p.Sum, p.Comp = d.f64(), d.f64(), d.f64(), d.f64()
+		p.M2, p.First, p.Last = d.f64(), d.f64(), d.f64()
+	case series.Int:
+		p.IMin, p.IMax, p.IFirst, p.ILast = d.varint(), d.varint(), d.varint(), d.varint()
+		p.ISum.Hi = d.varint()
+		p.ISum.Lo = d.uvarint()
+		p.M2 = d.f64()
+	case series.String:
+		p.SFirst = d.str()
+		p.SLast = d.str()
+	}
+	if d.err != nil {
+		return Partial{}
+	}
+	return p
+}

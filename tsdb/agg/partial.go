@@ -1,0 +1,332 @@
+// Package agg owns partial aggregates of time-series points: what a replica computes
+// where the data lives and sends instead of the points, what a coordinator merges
+// across shards, and what a store keeps per (shard, series) pair as its statistics.
+//
+// A Partial summarises a set of points of one series: count, first and last (time and
+// value), and for numbers min, max, a compensated sum and a variance term. Partials of
+// disjoint sets of points merge into the partial of their union (Merge); that is the
+// only merge defined. Two copies of the same points (replicas of one shard) are not
+// disjoint: a coordinator picks one copy per shard, or reconciles differing copies
+// from their points, before it merges.
+//
+// Numerics:
+//   - Float sums are Neumaier-compensated (Sum + Comp): the error of a sum of n values
+//     is about 2u·|sum| + O(n²u²)·Σ|x| (u = 2⁻⁵³) whatever the order of additions and
+//     merges, instead of naive summation's n·u·Σ|x|.
+//   - The variance term is M2 = Σ(x − mean)². A batch of points gets it in two passes
+//     (mean first, then the squared deviations), and partials merge it with Chan et
+//     al.'s formula M2 = M2a + M2b + δ²·na·nb/n, δ = meanb − meana, the means taken from
+//     the compensated sums. Both are backward stable; the naive Σx² − n·mean² is not.
+//   - Int sums are exact: a 128-bit two's-complement accumulator cannot overflow for
+//     fewer than 2⁶³ points. Sum returns an int while the total fits in int64 and a
+//     float beyond.
+//   - NaN is a value: a float set holding one has NaN min, max, sum, mean and stddev.
+//
+// Functions (Fn): mean, min, max, count, sum, first, last, stddev (the sample standard
+// deviation, n − 1 in the denominator, as InfluxDB's STDDEV; undefined for one point)
+// and spread (max − min). String series support count, first and last.
+//
+// Windows (Window, Windows) are aligned to multiples of their width since the epoch,
+// flooring toward −∞: InfluxDB's GROUP BY time(D) without an offset.
+package agg
+
+import (
+	"math"
+	"math/bits"
+
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// Partial is the aggregate of a set of points of one series. The zero value is the
+// aggregate of no points. Only the fields of its Type are meaningful.
+type Partial struct {
+	Type   series.Type // Float, Int or String; may be Unknown while Count is 0
+	Count  int64       // points
+	FirstT int64       // earliest timestamp
+	LastT  int64       // latest timestamp
+
+	// Float series.
+	Min, Max    float64
+	Sum, Comp   float64 // the sum is Sum + Comp (Neumaier compensation)
+	First, Last float64 // values at FirstT and LastT
+
+	// M2 is Σ(x − mean)² over the points (Float and Int series).
+	M2 float64
+
+	// Int series.
+	IMin, IMax    int64
+	ISum          Int128 // exact sum
+	IFirst, ILast int64
+
+	// String series.
+	SFirst, SLast string
+
+	// Hash digests the set of points, independently of the order they were added in:
+	// the sum mod 2⁶⁴ of a hash of each (time, value). Two copies of a shard with equal
+	// Count and Hash hold the same points but for a 2⁻⁶⁴ chance. It is 0 when the
+	// partial was computed without it (FromPoints; see WithHash).
+	Hash uint64
+}
+
+// Int128 is a two's-complement 128-bit integer: Hi·2⁶⁴ + Lo.
+type Int128 struct {
+	Hi int64
+	Lo uint64
+}
+
+// Add returns a + b.
+func (a Int128) Add(b Int128) Int128 {
+	lo, carry := bits.Add64(a.Lo, b.Lo, 0)
+	return Int128{Hi: a.Hi + b.Hi + int64(carry), Lo: lo}
+}
+
+// Int128Of returns v as an Int128.
+func Int128Of(v int64) Int128 {
+	return Int128{Hi: v >> 63, Lo: uint64(v)}
+}
+
+// Int64 returns the value and whether it fits in an int64.
+func (a Int128) Int64() (int64, bool) {
+	v := int64(a.Lo)
+	return v, a.Hi == v>>63
+}
+
+// Float64 returns the value rounded to a float64.
+func (a Int128) Float64() float64 {
+	if v, ok := a.Int64(); ok {
+		return float64(v)
+	}
+	// Hi·2⁶⁴ + Lo; both terms are exact up to float rounding of each.
+	return float64(a.Hi)*0x1p64 + float64(a.Lo)
+}
+
+// Empty reports whether the partial aggregates no points.
+func (p *Partial) Empty() bool { return p.Count == 0 }
+
+// SumFloat returns the compensated sum of a float partial, or an int partial's sum
+// rounded to a float.
+func (p *Partial) SumFloat() float64 {
+	switch p.Type {
+	case series.Int:
+		return p.ISum.Float64()
+	case series.Float:
+		if math.IsInf(p.Sum, 0) || math.IsNaN(p.Sum) {
+			return p.Sum // the compensation of an infinite sum is NaN or meaningless
+		}
+		return p.Sum + p.Comp
+	}
+	return math.NaN()
+}
+
+// Mean returns the arithmetic mean of a numeric partial.
+func (p *Partial) Mean() float64 {
+	if p.Count == 0 {
+		return math.NaN()
+	}
+	return p.SumFloat() / float64(p.Count)
+}
+
+// neumaier adds x to the compensated sum (s, c).
+func neumaier(s, c, x float64) (float64, float64) {
+	t := s + x
+	if math.Abs(s) >= math.Abs(x) {
+		c += (s - t) + x
+	} else {
+		c += (x - t) + s
+	}
+	return t, c
+}
+
+// FromPoints returns the aggregate of points i..j-1 of p, which must be sorted by time
+// with distinct timestamps (as stores return them). Hash is left 0.
+func FromPoints(p *series.Points, i, j int) Partial {
+	if i >= j {
+		return Partial{}
+	}
+	out := Partial{Type: p.Type, Count: int64(j - i), FirstT: p.T[i], LastT: p.T[j-1]}
+	switch p.Type {
+	case series.Float:
+		vs := p.F[i:j]
+		mn, mx := vs[0], vs[0]
+		var s, c float64
+		nan := false
+		for _, v := range vs {
+			if v < mn {
+				mn = v
+			} else if v > mx {
+				mx = v
+			} else if v != v {
+				nan = true
+			}
+			// Neumaier, inlined: this loop is the hot path of every sub-quantum window.
+			t := s + v
+			if math.Abs(s) >= math.Abs(v) {
+				c += (s - t) + v
+			} else {
+				c += (v - t) + s
+			}
+			s = t
+		}
+		if nan {
+			mn, mx = math.NaN(), math.NaN()
+		}
+		out.Min, out.Max, out.Sum, out.Comp = mn, mx, s, c
+		out.First, out.Last = vs[0], vs[len(vs)-1]
+		mean := out.SumFloat() / float64(len(vs))
+		var m2 float64
+		for _, v := range vs {
+			d := v - mean
+			m2 += d * d
+		}
+		out.M2 = m2
+	case series.Int:
+		vs := p.I[i:j]
+		mn, mx := vs[0], vs[0]
+		var sum Int128
+		for _, v := range vs {
+			mn, mx = min(mn, v), max(mx, v)
+			lo, carry := bits.Add64(sum.Lo, uint64(v), 0)
+			sum = Int128{Hi: sum.Hi + (v >> 63) + int64(carry), Lo: lo}
+		}
+		out.IMin, out.IMax, out.ISum = mn, mx, sum
+		out.IFirst, out.ILast = vs[0], vs[len(vs)-1]
+		mean := out.Mean()
+		var m2 float64
+		for _, v := range vs {
+			d := float64(v) - mean
+			m2 += d * d
+		}
+		out.M2 = m2
+	case series.String:
+		out.SFirst, out.SLast = p.S[i], p.S[j-1]
+	}
+	return out
+}
+
+// Merge returns the aggregate of the union of a's and b's points, which must be
+// disjoint sets of one series (they may interleave in time). Where both hold a point
+// at the first (or last) time — which disjoint sets do not — b's value is taken.
+func Merge(a, b Partial) Partial {
+	if a.Count == 0 {
+		return b
+	}
+	if b.Count == 0 {
+		return a
+	}
+	out := a
+	out.Count = a.Count + b.Count
+	out.Hash = a.Hash + b.Hash
+	firstB := b.FirstT <= a.FirstT
+	lastB := b.LastT >= a.LastT
+	if firstB {
+		out.FirstT = b.FirstT
+	}
+	if lastB {
+		out.LastT = b.LastT
+	}
+	switch a.Type {
+	case series.Float:
+		out.Min, out.Max = fmin(a.Min, b.Min), fmax(a.Max, b.Max)
+		s, c := neumaier(a.Sum, a.Comp+b.Comp, b.Sum)
+		out.Sum, out.Comp = s, c
+		out.M2 = chan_(a, b)
+		if firstB {
+			out.First = b.First
+		}
+		if lastB {
+			out.Last = b.Last
+		}
+	case series.Int:
+		out.IMin, out.IMax = min(a.IMin, b.IMin), max(a.IMax, b.IMax)
+		out.ISum = a.ISum.Add(b.ISum)
+		out.M2 = chan_(a, b)
+		if firstB {
+			out.IFirst = b.IFirst
+		}
+		if lastB {
+			out.ILast = b.ILast
+		}
+	case series.String:
+		if firstB {
+			out.SFirst = b.SFirst
+		}
+		if lastB {
+			out.SLast = b.SLast
+		}
+	}
+	return out
+}
+
+// chan_ merges the variance terms of a and b (Chan, Golub and LeVeque).
+func chan_(a, b Partial) float64 {
+	na, nb := float64(a.Count), float64(b.Count)
+	d := b.Mean() - a.Mean()
+	return a.M2 + b.M2 + d*d*(na*nb/(na+nb))
+}
+
+// fmin and fmax are min and max where NaN wins, like math.Min without its ±0 rules.
+func fmin(a, b float64) float64 {
+	if a != a || b != b {
+		return math.NaN()
+	}
+	return min(a, b)
+}
+
+func fmax(a, b float64) float64 {
+	if a != a || b != b {
+		return math.NaN()
+	}
+	return max(a, b)
+}
+
+// WithHash returns p with Hash set to the digest of points i..j-1 of pts, which p
+// must aggregate.
+func WithHash(p Partial, pts *series.Points, i, j int) Partial {
+	p.Hash = PointsHash(pts, i, j)
+	return p
+}
+
+// PointsHash returns the order-independent digest of points i..j-1 of p (see Hash).
+func PointsHash(p *series.Points, i, j int) uint64 {
+	var h uint64
+	for k := i; k < j; k++ {
+		h += PointHash(p, k)
+	}
+	return h
+}
+
+// PointHash returns the hash of point k of p: Partial.Hash sums it over a set.
+func PointHash(p *series.Points, k int) uint64 {
+	t := uint64(p.T[k])
+	var v uint64
+	switch p.Type {
+	case series.Float:
+		v = math.Float64bits(p.F[k])
+	case series.Int:
+		v = uint64(p.I[k])
+	case series.String:
+		v = stringHash(p.S[k])
+	}
+	return mix(mix(t^0x9e3779b97f4a7c15) ^ v)
+}
+
+// mix is splitmix64's finaliser: a bijection whose output bits each depend on every
+// input bit.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// stringHash is FNV-1a, mixed.
+func stringHash(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return mix(h ^ uint64(len(s)))
+}

@@ -1,0 +1,342 @@
+package tsdb
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/store"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// Analytics: windowed aggregates computed where the data lives.
+//
+// A coordinator asks each shard's closest replica for its partial aggregates per window
+// (wire.MethodAgg) and the other replicas only for their statistics digest: the pair's
+// count and order-independent point-set hash. A shard whose held replicas all agree
+// with the one that sent windows is answered by those windows. Otherwise the replicas
+// hold different versions: the shard falls back to a read of its points — the read's
+// rounds, union and last-write-wins merge, read repair and completeness rule — and is
+// aggregated from the merged points. So an aggregate is complete or fails (or, asked
+// so, is marked partial), never silently short, like a read.
+
+// Limits.
+const (
+	// maxAggWindowsPerRequest bounds the windows one replica answer may carry (about
+	// 80 bytes each for floats), so the answer stays well inside a frame: the shards
+	// of one request are fewer when windows are narrow.
+	maxAggWindowsPerRequest = 16 << 10
+	// maxAggShardsPerRequest bounds the shards of one replica request. Larger batches
+	// would fit a frame, but measured slower: fewer requests means less of the
+	// replicas' work runs in parallel (an hour at 1-minute windows: 64 → 39 ms, 1024 →
+	// 70 ms, under load).
+	maxAggShardsPerRequest = 64
+	// MaxAggWindows bounds the windows of one coordinated aggregate. The client asks
+	// for longer ranges in parts (client.Agg).
+	MaxAggWindows = wire.MaxAggWindows
+)
+
+// statsDigest is the digest replicas compare a pair by: its count and point-set hash.
+func statsDigest(count int64, hash uint64) uint64 {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(count))
+	binary.LittleEndian.PutUint64(b[8:], hash)
+	return xxhash.Sum64(b[:])
+}
+
+// Agg answers a replica's share of an aggregate from the local store.
+func (l *localReplica) Agg(_ context.Context, req *wire.AggReq) (*wire.AggResp, error) {
+	if err := agg.CheckWidth(req.Every); err != nil {
+		return nil, rpc.Errorf(CodeBadInput, "%v", err)
+	}
+	resp := &wire.AggResp{Shards: make([]wire.ShardAggResult, len(req.Shards))}
+	for i := range req.Shards {
+		r := &req.Shards[i]
+		ref, err := l.checkShard(r.ID, r.Start, r.Key)
+		if err != nil {
+			return nil, err
+		}
+		if r.From > r.To {
+			return nil, rpc.Errorf(CodeBadInput, "aggregate of %q: from %d is after to %d", r.Key, r.From, r.To)
+		}
+		res := &resp.Shards[i]
+		st, held, err := l.store.PairStats(ref, r.Key)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		res.Held, res.Count, res.Hash, res.Type = held, st.Count, statsDigest(st.Count, st.Hash), st.Type
+		if r.Digest || !held {
+			continue
+		}
+		begin, end := l.quantum.BeginNanos(r.Start), l.quantum.EndNanos(r.Start)
+		if store.WholeQuantum(begin, end, r.From, r.To, req.Every) {
+			// The statistics in hand answer (store.AggregateQuantum would read them again).
+			st.Hash = 0
+			res.Windows = []agg.Window{{Start: agg.WindowStart(begin, req.Every), Partial: st}}
+			continue
+		}
+		ws, _, err := l.store.Aggregate(ref, r.Key, r.From, r.To, req.Every)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		res.Windows = ws
+	}
+	return resp, nil
+}
+
+// Agg asks a remote replica.
+func (r remoteReplica) Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
+	var resp wire.AggResp
+	if err := r.invoke(ctx, wire.MethodAgg, req, &resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Shards) != len(req.Shards) {
+		return nil, rpc.Errorf(CodeUnavailable, "replica %s answered %d of %d shards", r.peer.RPCAddr, len(resp.Shards), len(req.Shards))
+	}
+	for i := range resp.Shards {
+		if err := resp.Shards[i].Unpack(); err != nil {
+			return nil, rpc.Errorf(CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
+		}
+	}
+	return &resp, nil
+}
+
+// registerAnalytics registers the analytics methods: MethodAgg as a replica, and
+// MethodAggregate and MethodLatest as a coordinator.
+func (n *Node) registerAnalytics() {
+	handle(n.srv, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
+		resp, err := n.local.Agg(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for i := range resp.Shards {
+			resp.Shards[i].Pack()
+		}
+		return resp, nil
+	})
+	handle(n.srv, wire.MethodAggregate, func(ctx context.Context, req *wire.AggregateReq) (*wire.AggregateResp, error) {
+		res, err := n.coord.Aggregate(ctx, req.Key, req.From, req.To, req.Every, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial})
+		if err != nil {
+			return nil, err
+		}
+		return &wire.AggregateResp{Type: res.Type, Packed: agg.AppendWindowsWire(nil, res.Type, res.Windows),
+			Partial: res.Partial, Missing: res.Missing}, nil
+	})
+	handle(n.srv, wire.MethodLatest, func(ctx context.Context, req *wire.LatestReq) (*wire.LatestResp, error) {
+		pts, err := n.coord.Latest(ctx, req.Key, req.Since, req.Before)
+		if err != nil {
+			return nil, err
+		}
+		return &wire.LatestResp{Point: pts}, nil
+	})
+}
+
+// aggAnswer is what one replica said about one shard.
+type aggAnswer struct {
+	ok     bool
+	res    wire.ShardAggResult
+	isData bool // res.Windows are the replica's windows, not only its digest
+}
+
+// Aggregate returns the non-empty windows of width every (ns) over the points of a
+// series with from <= t < to, ascending, each window's partial aggregate merged across
+// shards. Windows are aligned to multiples of every since the epoch.
+func (c *Coordinator) Aggregate(ctx context.Context, key string, from, to, every int64, opt GetOptions) (wire.AggResult, error) {
+	r, err := c.checkGet(key, from, to, opt)
+	if err != nil {
+		return wire.AggResult{}, err
+	}
+	if err := agg.CheckWidth(every); err != nil {
+		return wire.AggResult{}, rpc.Errorf(CodeBadInput, "%v", err)
+	}
+	typ, err := c.types.lookup(ctx, key)
+	if err != nil {
+		return wire.AggResult{}, err
+	}
+	starts, err := c.cfg.DHT.Quantum.Covering(from, to)
+	if err != nil {
+		return wire.AggResult{}, rpc.Errorf(CodeBadInput, "%v", err)
+	}
+	spans, err := c.planRead(ctx, key, starts, from, to)
+	if err != nil {
+		return wire.AggResult{}, err
+	}
+	answers := c.aggRound(ctx, key, spans, every)
+
+	res := wire.AggResult{Type: typ}
+	lists := make([][]agg.Window, 0, len(spans))
+	var differ []shardSpan // shards whose replicas disagree: read their points
+	for i := range spans {
+		ws, ok, complete := settleAgg(answers[i], r)
+		switch {
+		case ok:
+			lists = append(lists, ws)
+		case complete:
+			// No replica holds the shard, and a quorum says so: it is empty.
+		default:
+			differ = append(differ, spans[i])
+		}
+	}
+	if len(differ) > 0 {
+		read := c.readRounds(ctx, key, differ)
+		for i := range differ {
+			pts, complete := mergeAnswers(read[i], r)
+			if !complete {
+				res.Missing++
+				continue
+			}
+			c.readRepair(key, &differ[i], read[i], pts)
+			lists = append(lists, agg.Windows(&pts, differ[i].from, differ[i].to, every))
+		}
+	}
+	if res.Missing > 0 {
+		if !opt.AllowPartial {
+			return wire.AggResult{}, rpc.Errorf(CodePartial, "aggregate of %q: %d of %d shards could not be read from any replica", key, res.Missing, len(spans))
+		}
+		res.Partial = true
+	}
+	res.Windows = agg.Combine(lists...)
+	if len(res.Windows) > MaxAggWindows {
+		return wire.AggResult{}, rpc.Errorf(wire.CodeTooLarge, "aggregate of %q: %d windows, at most %d per request: ask for a shorter range or wider windows",
+			key, len(res.Windows), MaxAggWindows)
+	}
+	return res, nil
+}
+
+// settleAgg decides one shard from the first round. ok: the windows in hand are the
+// shard's (the replica that sent them held it and every other held replica agrees).
+// complete without ok: no replica holds the shard and enough answered to say so.
+// Neither: the replicas differ, or the one asked for windows failed: read the points.
+func settleAgg(ans []aggAnswer, r int) (ws []agg.Window, ok, complete bool) {
+	var data *aggAnswer
+	held, answered := false, 0
+	for k := range ans {
+		a := &ans[k]
+		if !a.ok {
+			continue
+		}
+		answered++
+		if a.res.Held && a.res.Count > 0 {
+			held = true
+			if a.isData {
+				data = a
+			}
+		}
+	}
+	if !held {
+		return nil, false, answered >= min(r, len(ans))
+	}
+	if data == nil {
+		return nil, false, false
+	}
+	for k := range ans {
+		a := &ans[k]
+		if a.ok && a.res.Held && a.res.Count > 0 && (a.res.Count != data.res.Count || a.res.Hash != data.res.Hash) {
+			return nil, false, false
+		}
+	}
+	return data.res.Windows, true, true
+}
+
+// aggRound asks every shard's closest replica for windows and the others for digests,
+// grouped by node.
+func (c *Coordinator) aggRound(ctx context.Context, key string, spans []shardSpan, every int64) [][]aggAnswer {
+	answers := make([][]aggAnswer, len(spans))
+	type item struct {
+		shard, replica int
+		data           bool
+	}
+	// Narrow windows make big answers: fewer shards per request then.
+	q := c.cfg.DHT.Quantum.Duration().Nanoseconds()
+	perShard := q/every + 2
+	perRequest := int(max(1, min(maxAggShardsPerRequest, maxAggWindowsPerRequest/perShard)))
+	batches := groupByPeer(func(yield func(dht.Peer, item) bool) {
+		for i := range spans {
+			answers[i] = make([]aggAnswer, len(spans[i].replicas))
+			for j, p := range spans[i].replicas {
+				if !yield(p, item{shard: i, replica: j, data: j == 0}) {
+					return
+				}
+			}
+		}
+	}, perRequest, nil)
+	results := fanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout,
+		func(ctx context.Context, b *peerBatch[item]) (*wire.AggResp, error) {
+			req := &wire.AggReq{Every: every, Shards: make([]wire.ShardAgg, len(b.items))}
+			for k, it := range b.items {
+				s := &spans[it.shard]
+				req.Shards[k] = wire.ShardAgg{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to, Digest: !it.data}
+			}
+			return c.replicas.For(b.peer).Agg(ctx, req)
+		})
+	for range batches {
+		r := <-results
+		if r.err != nil {
+			c.log.Warn("aggregate from a replica failed", "series", key, "peer", nodeID(r.batch.peer), "rpc", r.batch.peer.RPCAddr, "err", r.err)
+			continue
+		}
+		for k, it := range r.batch.items {
+			answers[it.shard][it.replica] = aggAnswer{ok: true, res: r.resp.Shards[k], isData: it.data}
+		}
+	}
+	return answers
+}
+
+// latestStep is how many quanta Latest looks at first; each further step looks at
+// latestGrowth times more, so a series written seconds ago costs one round and one
+// silent for a month a handful.
+const (
+	latestStep   = 64
+	latestGrowth = 8
+)
+
+// Latest returns the latest point of a series in [since, before) — none if it has no
+// point there — walking back from before through the quanta's statistics: each step
+// is one aggregate of whole-quantum windows, which replicas answer without reading
+// points, and the step holding the latest quantum with points answers.
+func (c *Coordinator) Latest(ctx context.Context, key string, since, before int64) (series.Points, error) {
+	if since > before {
+		return series.Points{}, rpc.Errorf(CodeBadInput, "latest of %q: since %d is after before %d", key, since, before)
+	}
+	q := c.cfg.DHT.Quantum.Duration().Nanoseconds()
+	hi, step := before, int64(latestStep)
+	for hi > since {
+		lo := since
+		if hi-since > step*q {
+			lo = agg.WindowStart(hi-step*q, q)
+		}
+		res, err := c.Aggregate(ctx, key, lo, hi, q, GetOptions{})
+		if err != nil {
+			return series.Points{}, err
+		}
+		if n := len(res.Windows); n > 0 {
+			w := &res.Windows[n-1]
+			out := series.Points{Type: w.Type}
+			switch w.Type {
+			case series.Float:
+				out.AppendFloat(w.LastT, w.Last)
+			case series.Int:
+				out.AppendInt(w.LastT, w.ILast)
+			case series.String:
+				out.AppendString(w.LastT, w.SLast)
+			}
+			return out, nil
+		}
+		hi = lo
+		step = min(step*latestGrowth, int64(math.MaxInt64/q/2), quantaPerRangeLimit)
+	}
+	return series.Points{}, nil
+}
+
+// quantaPerRangeLimit keeps one Latest step inside quanta.MaxQuantaPerRange.
+const quantaPerRangeLimit = 1 << 19
+
+// DefaultLatestLookback is how far back Latest looks when not told.
+const DefaultLatestLookback = 30 * 24 * time.Hour

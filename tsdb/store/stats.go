@@ -1,0 +1,218 @@
+package store
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// Analyzer computes aggregates where the points are.
+//
+// The pebble store keeps each pair's statistics in its summary record and updates them
+// in the same batch as every append: new points are merged in; an overwrite that keeps
+// a value changes nothing; one that changes a value recomputes the statistics from the
+// pair's points (min and max cannot be taken back). A seal recomputes them from the
+// sorted points, so a sealed pair's statistics are a function of its points alone,
+// whatever order they arrived in. A summary written before statistics were kept gets
+// them from its points when first asked. The memory store computes them on each call.
+type Analyzer interface {
+	// PairStats returns the aggregate of all the points of series key in the shard,
+	// with its order-independent Hash set, and whether the store holds the pair (as
+	// Read's held).
+	PairStats(ref ShardRef, key string) (stats agg.Partial, held bool, err error)
+	// Aggregate returns the non-empty windows of width every (ns, > 0) over the pair's
+	// points with from <= t < to, ascending, computed from the points (Hash unset), and
+	// whether the store holds the pair.
+	Aggregate(ref ShardRef, key string, from, to, every int64) (ws []agg.Window, held bool, err error)
+}
+
+// pairStats returns the statistics of all of p's points, hash included.
+func pairStats(p *series.Points) agg.Partial {
+	n := p.Len()
+	return agg.WithHash(agg.FromPoints(p, 0, n), p, 0, n)
+}
+
+// samePoint reports whether point i of p and point j of q hold the same value, bit for
+// bit (so -0 and +0 differ, as they do in the hash).
+func samePoint(p *series.Points, i int, q *series.Points, j int) bool {
+	switch p.Type {
+	case series.Float:
+		return math.Float64bits(p.F[i]) == math.Float64bits(q.F[j])
+	case series.Int:
+		return p.I[i] == q.I[j]
+	case series.String:
+		return p.S[i] == q.S[j]
+	}
+	return false
+}
+
+// statsAfter returns pair id's statistics once pts (sorted) is appended. old holds the
+// pair's points in pts' time span (countNew read them) and fresh how many of pts'
+// timestamps the pair does not hold. The caller holds the pair's lock.
+func (p *Pebble) statsAfter(id []byte, sum summary, pts, old *series.Points, fresh int64) (agg.Partial, error) {
+	if sum.count == 0 {
+		return pairStats(pts), nil
+	}
+	recompute := !sum.hasStats
+	var added series.Points
+	if !recompute && fresh < int64(pts.Len()) {
+		added.Type = pts.Type
+		i := 0
+		for k := range pts.T {
+			for i < old.Len() && old.T[i] < pts.T[k] {
+				i++
+			}
+			if i < old.Len() && old.T[i] == pts.T[k] {
+				if !samePoint(old, i, pts, k) {
+					recompute = true // a value changed: min or max may have gone
+					break
+				}
+				continue
+			}
+			added.AppendFrom(pts, k)
+		}
+		if !recompute {
+			pts = &added
+		}
+	}
+	if recompute {
+		all, _, err := p.readPair(id, math.MinInt64, math.MaxInt64)
+		if err != nil {
+			return agg.Partial{}, err
+		}
+		if all.Len() > 0 && all.Type != pts.Type {
+			return agg.Partial{}, fmt.Errorf("%w: pair %x holds %s points, appending %s", ErrCorrupt, id, all.Type, pts.Type)
+		}
+		merged := series.Merge(all, *pts)
+		return pairStats(&merged), nil
+	}
+	return agg.Merge(sum.stats, pairStats(pts)), nil
+}
+
+// PairStats implements Analyzer.
+func (p *Pebble) PairStats(ref ShardRef, key string) (agg.Partial, bool, error) {
+	if err := series.ValidateKey(key); err != nil {
+		return agg.Partial{}, false, err
+	}
+	if !p.enter() {
+		return agg.Partial{}, false, ErrClosed
+	}
+	defer p.state.RUnlock()
+	id := pairID(ref, key)
+	sid := string(id)
+	s, err := p.summary(id, sid)
+	if err != nil {
+		return agg.Partial{}, false, fmt.Errorf("store: stats of %q: %w", key, err)
+	}
+	if s.count == 0 {
+		return agg.Partial{}, false, nil
+	}
+	if s.hasStats {
+		return s.stats, true, nil
+	}
+	// A summary from before statistics were kept: compute them under the pair's lock
+	// and cache them; the pair's next append or seal stores them.
+	defer p.pairs.lock(sid)()
+	if s, err = p.summary(id, sid); err != nil || s.count == 0 || s.hasStats {
+		return s.stats, s.count > 0, err
+	}
+	all, _, err := p.readPair(id, math.MinInt64, math.MaxInt64)
+	if err != nil {
+		return agg.Partial{}, false, fmt.Errorf("store: stats of %q: %w", key, err)
+	}
+	s.stats, s.hasStats = pairStats(&all), true
+	p.pairs.remember(sid, s)
+	return s.stats, true, nil
+}
+
+// Aggregate implements Analyzer.
+func (p *Pebble) Aggregate(ref ShardRef, key string, from, to, every int64) ([]agg.Window, bool, error) {
+	if err := agg.CheckWidth(every); err != nil {
+		return nil, false, err
+	}
+	pts, held, err := p.Read(ref, key, from, to)
+	if err != nil || pts.Len() == 0 {
+		return nil, held, err
+	}
+	return agg.Windows(&pts, from, to, every), held, nil
+}
+
+// PairStats implements Analyzer for the memory store, from the points.
+func (m *Mem) PairStats(ref ShardRef, key string) (agg.Partial, bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return agg.Partial{}, false, ErrClosed
+	}
+	pts := m.shards[shardKey{ref, key}]
+	if pts == nil || pts.Len() == 0 {
+		return agg.Partial{}, false, nil
+	}
+	return pairStats(pts), true, nil
+}
+
+// Aggregate implements Analyzer for the memory store.
+func (m *Mem) Aggregate(ref ShardRef, key string, from, to, every int64) ([]agg.Window, bool, error) {
+	if err := agg.CheckWidth(every); err != nil {
+		return nil, false, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return nil, false, ErrClosed
+	}
+	pts := m.shards[shardKey{ref, key}]
+	if pts == nil {
+		return nil, false, nil
+	}
+	return agg.Windows(pts, from, to, every), true, nil
+}
+
+// AggregateQuantum returns the windows of width every over [from, to) of series key's
+// points in shard ref, whose quantum is [begin, end) in ns, and whether a holds the
+// pair. A quantum inside [from, to) and inside one window is answered from the pair's
+// statistics without touching its points; any other from the points. Windows carry no
+// Hash: a reader compares copies by their PairStats.
+func AggregateQuantum(a Analyzer, ref ShardRef, key string, begin, end, from, to, every int64) ([]agg.Window, bool, error) {
+	if err := agg.CheckWidth(every); err != nil {
+		return nil, false, err
+	}
+	if WholeQuantum(begin, end, from, to, every) {
+		st, held, err := a.PairStats(ref, key)
+		if err != nil || st.Count == 0 {
+			return nil, held, err
+		}
+		st.Hash = 0
+		return []agg.Window{{Start: agg.WindowStart(begin, every), Partial: st}}, held, nil
+	}
+	return a.Aggregate(ref, key, from, to, every)
+}
+
+// WholeQuantum reports whether the quantum [begin, end) lies inside [from, to) and
+// inside one window of width every, so that its statistics answer for it.
+func WholeQuantum(begin, end, from, to, every int64) bool {
+	return from <= begin && end <= to && agg.WindowStart(begin, every) == agg.WindowStart(end-1, every)
+}
+
+// statsAgree reports whether st holds what is exact in pts' statistics: count, span,
+// first and last, min and max, the hash. (The float sum and variance are only close.)
+func statsAgree(st *agg.Partial, pts *series.Points) bool {
+	want := pairStats(pts)
+	same := st.Count == want.Count && st.FirstT == want.FirstT && st.LastT == want.LastT && st.Hash == want.Hash
+	switch pts.Type {
+	case series.Float:
+		// Min and max by value: which zero an extreme of -0 and +0 is depends on order.
+		eq := func(a, b float64) bool { return a == b || (a != a && b != b) }
+		bits := func(f float64) uint64 { return math.Float64bits(f) }
+		same = same && eq(st.Min, want.Min) && eq(st.Max, want.Max) &&
+			bits(st.First) == bits(want.First) && bits(st.Last) == bits(want.Last)
+	case series.Int:
+		same = same && st.IMin == want.IMin && st.IMax == want.IMax && st.ISum == want.ISum &&
+			st.IFirst == want.IFirst && st.ILast == want.ILast
+	case series.String:
+		same = same && st.SFirst == want.SFirst && st.SLast == want.SLast
+	}
+	return same
+}
