@@ -99,7 +99,7 @@ func (w *writer) str(s string) {
 	w.b = append(w.b, s...)
 }
 func (w *writer) varint(v int64) { w.b = binary.AppendVarint(w.b, v) }
-func (w *writer) f64(f float64) { w.b = binary.BigEndian.AppendUint64(w.b, math.Float64bits(f)) }
+func (w *writer) f64(f float64)  { w.b = binary.BigEndian.AppendUint64(w.b, math.Float64bits(f)) }
 func (w *writer) tags(tags []Tag) {
 	w.b = binary.AppendUvarint(w.b, uint64(len(tags)))
 	for _, t := range tags {
