@@ -47,7 +47,8 @@ type Pebble struct {
 
 	seal sealer
 
-	catMu sync.Mutex // serialises catalog and tombstone read-modify-writes (catalog_pebble.go, tombstones.go)
+	catMu     sync.Mutex   // serialises catalog and tombstone read-modify-writes (catalog_pebble.go, tombstones.go)
+	tombState atomic.Int32 // whether any tombstone exists (tombstones.go)
 
 	// Expiry (retention.go). An append holds dropMu for reading from its check of the
 	// floors to its commit; a drop raises a floor, then takes dropMu once to wait out

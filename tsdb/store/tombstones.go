@@ -21,7 +21,9 @@ import (
 //     written after a delete is new data, and wins;
 //   - points another replica sends (Restore: anti-entropy, hinted hand-off, read
 //     repair) are dropped where a tombstone covers them, so a replica that missed the
-//     delete cannot bring the deleted points back to one that has it.
+//     delete cannot bring the deleted points back to one that has it — unless the
+//     sender holds the same tombstone: then its points there were written after the
+//     delete, and are kept.
 //
 // A tombstone lives as long as its quantum: retention drops both together. A pair
 // keeps at most MaxTombstones disjoint ranges (adjacent and overlapping ones merge).
@@ -47,8 +49,10 @@ type Deleter interface {
 	// Tombstones returns the pair's deleted ranges, disjoint and ascending.
 	Tombstones(ref ShardRef, key string) ([]Range, error)
 	// Restore appends points sent by another replica: those under the pair's
-	// tombstones are dropped. It returns how many points it kept.
-	Restore(ref ShardRef, key string, pts series.Points) (int, error)
+	// tombstones are dropped, except inside the ranges the sender deleted too
+	// (senderDeleted): a replica that applied the same delete holds there only points
+	// written after it. It returns how many points it kept.
+	Restore(ref ShardRef, key string, pts series.Points, senderDeleted []Range) (int, error)
 	// ForgetType removes the series' type, so that a new one may be declared: the
 	// last step of deleting a whole series. Its points must be deleted first.
 	ForgetType(key string) error
@@ -70,6 +74,30 @@ func addRange(rs []Range, r Range) ([]Range, error) {
 		return nil, fmt.Errorf("%d deleted ranges in one quantum of one series; at most %d (delete a wider range)", len(out), MaxTombstones)
 	}
 	return out, nil
+}
+
+// Exempt returns the ranges of rs minus every range of exempt: what a replica's
+// tombstones delete from the points of a sender that holds the exempt ones.
+func Exempt(rs, exempt []Range) []Range {
+	out := append([]Range(nil), rs...)
+	for _, e := range exempt {
+		var next []Range
+		for _, r := range out {
+			if e.To <= r.From || r.To <= e.From {
+				next = append(next, r)
+				continue
+			}
+			if r.From < e.From {
+				next = append(next, Range{r.From, e.From})
+			}
+			if e.To < r.To {
+				next = append(next, Range{e.To, r.To})
+			}
+		}
+		out = next
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].From < out[j].From })
+	return out
 }
 
 // dropCovered returns the points of p outside every range of rs (p sorted).
@@ -186,13 +214,13 @@ func (m *Mem) Tombstones(ref ShardRef, key string) ([]Range, error) {
 }
 
 // Restore implements Deleter.
-func (m *Mem) Restore(ref ShardRef, key string, pts series.Points) (int, error) {
+func (m *Mem) Restore(ref ShardRef, key string, pts series.Points, senderDeleted []Range) (int, error) {
 	if empty, err := prepareAppend(key, &pts); empty || err != nil {
 		return 0, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if pts = dropCovered(pts, m.tombs[shardKey{ref, key}]); pts.Len() == 0 {
+	if pts = dropCovered(pts, Exempt(m.tombs[shardKey{ref, key}], senderDeleted)); pts.Len() == 0 {
 		return 0, nil
 	}
 	return pts.Len(), m.appendLocked(ref, key, pts)
@@ -211,6 +239,13 @@ func (m *Mem) ForgetType(key string) error {
 
 // --- pebble store ---
 
+// tombState: whether the store holds tombstones (tombsUnknown until first asked).
+const (
+	tombsUnknown = iota
+	tombsNone
+	tombsSome
+)
+
 // famTombstone: 'd' ‖ pair id → the pair's deleted ranges (encodeRanges). Keyed like
 // the pairs, by quantum first, so retention drops them with their quanta.
 const famTombstone = 'd'
@@ -218,6 +253,25 @@ const famTombstone = 'd'
 func tombstoneKey(id []byte) []byte { return append([]byte{famTombstone}, id...) }
 
 func (p *Pebble) loadTombstones(id []byte) ([]Range, error) {
+	// A store that never deleted anything answers every read's question at no cost.
+	switch p.tombState.Load() {
+	case tombsNone:
+		return nil, nil
+	case tombsUnknown:
+		it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: []byte{famTombstone}, UpperBound: []byte{famTombstone + 1}})
+		if err != nil {
+			return nil, err
+		}
+		any := it.First()
+		if err := errors.Join(it.Error(), it.Close()); err != nil {
+			return nil, err
+		}
+		if !any {
+			p.tombState.CompareAndSwap(tombsUnknown, tombsNone)
+			return nil, nil
+		}
+		p.tombState.Store(tombsSome)
+	}
 	v, closer, err := p.db.Get(tombstoneKey(id))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, nil
@@ -279,6 +333,7 @@ func (p *Pebble) DeleteRange(ref ShardRef, key string, from, to int64) (int64, e
 	if err := b.Set(tombstoneKey(id), encodeRanges(rs), nil); err != nil {
 		return fail(err)
 	}
+	p.tombState.Store(tombsSome) // before the commit: a read after it must look
 	var dropped int64
 	next := sum
 	var delta counters
@@ -350,7 +405,7 @@ func (p *Pebble) rewritePair(b *pebble.Batch, id []byte, sum summary, pts series
 // Restore implements Deleter: Append with the pair's tombstones applied, both under
 // the pair's lock, so a concurrent delete is either before (and filters) or after
 // (and drops what was restored).
-func (p *Pebble) Restore(ref ShardRef, key string, pts series.Points) (int, error) {
+func (p *Pebble) Restore(ref ShardRef, key string, pts series.Points, senderDeleted []Range) (int, error) {
 	if empty, err := prepareAppend(key, &pts); empty || err != nil {
 		return 0, err
 	}
@@ -360,7 +415,7 @@ func (p *Pebble) Restore(ref ShardRef, key string, pts series.Points) (int, erro
 		if err != nil {
 			return err
 		}
-		*pts = dropCovered(*pts, rs)
+		*pts = dropCovered(*pts, Exempt(rs, senderDeleted))
 		kept = pts.Len()
 		return nil
 	})

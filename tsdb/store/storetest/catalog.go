@@ -137,9 +137,20 @@ var catalogCases = []testCase{
 		}
 		wantStats(t, s, store.Stats{Shards: 1, Series: 1, Points: 7})
 		// Replicas' copies of deleted points are dropped; a direct new write is kept.
-		kept, err := d.Restore(refA, "k", floats(tsList(sec+200, sec+300, sec+950), 2, 3, 9.5))
+		kept, err := d.Restore(refA, "k", floats(tsList(sec+200, sec+300, sec+950), 2, 3, 9.5), nil)
 		if err != nil || kept != 1 {
 			t.Fatalf("Restore: kept %d, %v; want 1", kept, err)
+		}
+		// A sender that applied the same delete sends points written after it: kept.
+		kept, err = d.Restore(refA, "k", floats(tsList(sec+300, sec+400), 3, 4), []store.Range{{From: sec + 250, To: sec + 350}})
+		if err != nil || kept != 1 {
+			t.Fatalf("Restore from a sender holding part of the tombstone: kept %d, %v; want 1 (sec+300)", kept, err)
+		}
+		if got := mustReadAll(t, s, refA, "k"); got.Len() != 9 {
+			t.Fatalf("after a restore from a sender holding the tombstone: %d points, want 9", got.Len())
+		}
+		if _, err := d.DeleteRange(refA, "k", sec+300, sec+301); err != nil {
+			t.Fatal(err)
 		}
 		mustAppend(t, s, refA, "k", floats(tsList(sec+250), 2.5))
 		got, _ = readAll(t, s, refA, "k")
@@ -168,7 +179,7 @@ var catalogCases = []testCase{
 		if n, err := d.DeleteRange(refC, "k", sec, sec+1000*1e9); err != nil || n != 0 {
 			t.Fatalf("DeleteRange of an empty pair: %d %v", n, err)
 		}
-		kept, err := d.Restore(refC, "k", floats(tsList(sec+10*1e9, sec+20*1e9), 1, 2))
+		kept, err := d.Restore(refC, "k", floats(tsList(sec+10*1e9, sec+20*1e9), 1, 2), nil)
 		if err != nil || kept != 0 {
 			t.Fatalf("Restore under a tombstone: kept %d, %v", kept, err)
 		}
