@@ -3,11 +3,13 @@
 // A series' history is cut into fixed quanta of Q whole seconds. Each (series, quantum)
 // pair is one shard whose 160-bit ID is built from SHA-1 halves of the quantum identifier
 // and of the series key, in one of two orders (QFI or KFI). Everything here is a pure
-// function: every node and client must compute the same IDs, forever.
+// function: every node and client must compute the same IDs, forever. The same holds
+// for KeyID (a series' registry record) and TagID (a tag pair's postings).
 package quanta
 
 import (
 	"crypto/sha1"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -145,6 +147,27 @@ func ShardID(f Format, key string, start int64) ID {
 
 // KeyID returns SHA-1 of a series key: the ID of the series' own metadata record.
 func KeyID(key string) ID { return ID(sha1.Sum([]byte(key))) }
+
+// tagDomain starts every tag ID's hash input, so that a tag ID is never the KeyID of
+// some series key by construction of the input.
+const tagDomain = "tsdht/tag\x00"
+
+// TagID returns the ID under which the postings of tag pair k=v (the series carrying
+// it) are stored: SHA-1 of "tsdht/tag" ‖ 0x00 ‖ len(k) as 4 bytes big-endian ‖ k ‖ v.
+// The explicit length of k makes the encoding unambiguous: "a=b,c" and "a,b=c" never
+// share an input, whatever bytes k and v hold.
+func TagID(k, v string) ID {
+	h := sha1.New()
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(k)))
+	h.Write([]byte(tagDomain))
+	h.Write(n[:])
+	h.Write([]byte(k))
+	h.Write([]byte(v))
+	var id ID
+	h.Sum(id[:0])
+	return id
+}
 
 // ErrBadRange is returned for a range whose from is after its to.
 var ErrBadRange = errors.New("range: from is after to")

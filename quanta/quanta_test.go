@@ -35,6 +35,26 @@ func TestShardIDVectors(t *testing.T) {
 	}
 }
 
+// TagID vectors, computed independently with Python hashlib:
+// sha1(b"tsdht/tag\x00" + struct.pack(">I", len(k)) + k + v).
+func TestTagIDVectors(t *testing.T) {
+	cases := []struct{ k, v, want string }{
+		{"bus", "3", "1d7eff1791553abb199c89ab67bef91339ddff56"},
+		{"station", "PMU 17", "6dbfb588dfc1762e2d815c7df73f6ea6f055e6e2"},
+		{"\x00all", "7", "710284a0db0bf72847d16764916ae0d18c1a848d"},
+		{"", "", "5030a96d4b8f7dff9cc66c277e8957b47c986e6c"},
+	}
+	for _, c := range cases {
+		if got := TagID(c.k, c.v).String(); got != c.want {
+			t.Errorf("TagID(%q, %q) = %s, want %s", c.k, c.v, got, c.want)
+		}
+	}
+	// The length prefix keeps the boundary between key and value.
+	if TagID("ab", "c") == TagID("a", "bc") {
+		t.Error("TagID(ab, c) == TagID(a, bc)")
+	}
+}
+
 func TestStart(t *testing.T) {
 	cases := []struct {
 		q    Quantum

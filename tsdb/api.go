@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"sync"
 
@@ -25,11 +26,35 @@ func (n *Node) registerCoordinator() {
 		return &wire.PutResp{Stored: r.Stored, WaitedMillis: r.Waited.Milliseconds()}, nil
 	})
 	handle(n.srv, wire.MethodGet, func(ctx context.Context, req *wire.GetReq) (*wire.GetResp, error) {
+		// The entry, when asked, is read alongside the points: one round trip.
+		var entry []byte
+		var entryErr error
+		var wg sync.WaitGroup
+		if req.Entry {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				e, err := n.coord.Entry(ctx, req.Key)
+				var re *rpc.RemoteError
+				switch {
+				case err == nil:
+					entry = e.Encode(nil)
+				case errors.As(err, &re) && re.Code == CodeUnknownSeries:
+					// Points written before the catalog existed: the points alone.
+				default:
+					entryErr = err
+				}
+			}()
+		}
 		res, err := n.coord.Get(ctx, req.Key, req.From, req.To, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial, MaxBytes: maxReadAnswerBytes})
+		wg.Wait()
 		if err != nil {
 			return nil, err
 		}
-		resp := &wire.GetResp{Partial: res.Partial, Missing: res.Missing}
+		if entryErr != nil {
+			return nil, entryErr
+		}
+		resp := &wire.GetResp{Partial: res.Partial, Missing: res.Missing, Entry: entry}
 		if req.Packed {
 			resp.Packed = series.AppendPacked(nil, &res.Points)
 		} else {
@@ -51,6 +76,7 @@ func (n *Node) registerCoordinator() {
 		}
 		return &resp, nil
 	})
+	n.registerCatalogCoordinator()
 	handle(n.srv, wire.MethodStatus, func(ctx context.Context, _ *struct{}) (*wire.StatusResp, error) {
 		return n.clusterStatus(ctx), nil
 	})

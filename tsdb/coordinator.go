@@ -12,6 +12,7 @@ import (
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
@@ -28,6 +29,8 @@ type Coordinator struct {
 	hints    *hints // nil: no hints kept
 	log      *slog.Logger
 
+	cat *catalogCoord // catalog entries and the tag index (catalog_coord.go)
+
 	repairSlots chan struct{} // bounds background read repairs
 	readRepairs atomic.Int64  // shards repaired by reads
 }
@@ -36,7 +39,7 @@ type Coordinator struct {
 const maxReadRepairs = 4
 
 func newCoordinator(cfg *Config, place Placement, replicas Replicas, types *registry, h *hints, logger *slog.Logger) *Coordinator {
-	return &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, log: logger,
+	return &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, log: logger, cat: &catalogCoord{},
 		repairSlots: make(chan struct{}, maxReadRepairs)}
 }
 
@@ -77,6 +80,9 @@ func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Poin
 		return res, err
 	}
 	pts.Normalize()
+	if err := c.noteWrite(ctx, key, catalog.Entry{Key: key, Type: pts.Type}, pts.T[0], pts.T[pts.Len()-1], w); err != nil {
+		return res, err
+	}
 	start := time.Now()
 	deadline := start.Add(c.cfg.WriteRetry)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {

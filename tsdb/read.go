@@ -8,6 +8,7 @@ import (
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
@@ -230,24 +231,80 @@ func mergeAnswers(ans []replicaAnswer, r int) (series.Points, bool) {
 	if len(unfetched(ans)) > 0 {
 		return series.Points{}, false
 	}
-	var pts series.Points
 	held, answered := false, 0
 	for _, a := range ans {
 		if !a.ok {
 			continue
 		}
 		answered++
-		if a.res.Held {
-			held = true
-			if a.isData {
-				pts = series.Merge(pts, a.res.Points)
-			}
-		}
+		held = held || a.res.Held
 	}
+	// What a replica deleted stays deleted, whatever a replica that missed the delete
+	// still holds.
+	pts := mergeFiltered(ans)
 	if held {
 		return pts, true
 	}
 	return pts, answered >= min(r, len(ans))
+}
+
+// mergeFiltered unites the answers' points, each answer's without what the others'
+// tombstones cover and its own do not.
+func mergeFiltered(ans []replicaAnswer) series.Points {
+	var all []store.Range
+	for _, a := range ans {
+		if a.ok {
+			all = append(all, fromWireRanges(a.res.Deleted)...)
+		}
+	}
+	var pts series.Points
+	for _, a := range ans {
+		if !a.ok || !a.res.Held || !a.isData {
+			continue
+		}
+		p := a.res.Points
+		if len(all) > 0 {
+			p = dropRanges(p, store.Exempt(all, fromWireRanges(a.res.Deleted)))
+		}
+		pts = series.Merge(pts, p)
+	}
+	return pts
+}
+
+// dropRanges returns p without the points any range covers.
+func dropRanges(pts series.Points, rs []store.Range) series.Points {
+	if len(rs) == 0 || pts.Len() == 0 {
+		return pts
+	}
+	covered := func(t int64) bool {
+		for _, r := range rs {
+			if r.Contains(t) {
+				return true
+			}
+		}
+		return false
+	}
+	var runs []series.Points
+	dropped := false
+	for lo := 0; lo < pts.Len(); {
+		if covered(pts.T[lo]) {
+			dropped = true
+			lo++
+			continue
+		}
+		hi := lo + 1
+		for hi < pts.Len() && !covered(pts.T[hi]) {
+			hi++
+		}
+		runs = append(runs, pts.Slice(lo, hi))
+		lo = hi
+	}
+	if !dropped {
+		return pts
+	}
+	out := series.Concat(runs...)
+	out.Type = pts.Type
+	return out
 }
 
 // runFetches groups fetches by node, sends them with bounded concurrency, and files
@@ -312,12 +369,21 @@ func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, 
 	default:
 		return
 	}
-	req := &wire.WriteReq{}
+	// The merged points inside any answer's tombstone came from replicas holding it:
+	// written after the delete, so the receiver keeps them (ShardWrite.Deleted).
+	var deleted []wire.Range
+	for _, a := range ans {
+		if a.ok {
+			deleted = append(deleted, a.res.Deleted...)
+		}
+	}
+	req := &wire.WriteReq{Repair: true}
 	for _, part := range merged.Batches(0, maxRequestBytes-shardWriteOverhead-len(key)) {
-		req.Shards = append(req.Shards, wire.ShardWrite{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, Points: part})
+		req.Shards = append(req.Shards, wire.ShardWrite{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, Points: part, Deleted: deleted})
 	}
 	if len(req.Shards) > 1 {
-		return // larger than a request: left to anti-entropy, which sends it in parts
+		<-c.repairSlots // the slot taken above
+		return          // larger than a request: left to anti-entropy, which sends it in parts
 	}
 	go func() {
 		defer func() { <-c.repairSlots }()

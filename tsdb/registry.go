@@ -58,6 +58,13 @@ func (g *registry) cached(key string) (series.Type, bool) {
 	return t, ok
 }
 
+// forget drops a series' cached type: the series was deleted.
+func (g *registry) forget(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.types, key)
+}
+
 func (g *registry) remember(key string, t series.Type) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -75,10 +82,12 @@ func mismatch(key string, have, want series.Type) error {
 // refuses a write of another type than the one fixed first. w replicas must record it.
 func (g *registry) ensure(ctx context.Context, key string, t series.Type, w int) error {
 	if have, ok := g.cached(key); ok {
-		if have != t {
-			return mismatch(key, have, t)
+		if have == t {
+			return nil
 		}
-		return nil
+		// The series may have been deleted (and its key freed) through another node:
+		// the registry replicas decide.
+		g.forget(key)
 	}
 	owners, err := g.owners(ctx, key)
 	if err != nil {

@@ -153,6 +153,12 @@ func (r *repairer) pass(ctx context.Context, leaving bool) error {
 	if err == nil {
 		err = stepErr
 	}
+	if err == nil && !leaving {
+		// The catalog's repair does not decide the pass: shards are what it counts.
+		if cerr := r.repairCatalog(ctx); cerr != nil && ctx.Err() == nil {
+			r.log.Warn("repair: catalog pass failed; retried at the next", "err", cerr)
+		}
+	}
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -187,7 +193,8 @@ type pairState struct {
 	hash      uint64
 	owners    []dht.Peer
 	selfOwner bool
-	confirmed int // owners other than this node known to hold at least this node's points
+	confirmed int          // owners other than this node known to hold at least this node's points
+	deleted   []wire.Range // the pair's tombstones when local was read
 }
 
 // step brings one batch of pairs to their owners.
@@ -207,6 +214,17 @@ func (r *repairer) load(ctx context.Context, batch []pairRef, leaving bool) ([]*
 	q := r.cfg.DHT.Quantum
 	states := make([]*pairState, 0, len(batch))
 	for _, pr := range batch {
+		// The pair's tombstones before its points: a push claims that its points inside
+		// them were written after those deletes (ShardWrite.Deleted), which must hold
+		// for the points read — not for tombstones learnt since.
+		var deleted []wire.Range
+		if d, ok := r.store.(store.Deleter); ok {
+			rs, err := d.Tombstones(pr.ref, pr.key)
+			if err != nil {
+				return nil, err
+			}
+			deleted = toWireRanges(rs)
+		}
 		pts, held, err := r.store.Read(pr.ref, pr.key, q.BeginNanos(pr.ref.Start), q.EndNanos(pr.ref.Start))
 		if errors.Is(err, store.ErrCorrupt) {
 			// One damaged pair must not stop the pass: fetch an owner's copy instead.
@@ -223,7 +241,7 @@ func (r *repairer) load(ctx context.Context, batch []pairRef, leaving bool) ([]*
 		if err := r.limit.wait(ctx, int64(pts.Len())*bytesPerPointOnWire); err != nil {
 			return nil, err
 		}
-		st := &pairState{pr: pr, local: pts, count: pts.Len(), hash: digest(&pts)}
+		st := &pairState{pr: pr, local: pts, deleted: deleted, count: pts.Len(), hash: digest(&pts)}
 		if leaving {
 			// Owners as if this node were already gone: a graceful leave hands off.
 			peers, err := r.place.Locate(ctx, pr.ref.ID, r.cfg.RF+1)
@@ -369,10 +387,13 @@ func (r *repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*
 	}, maxShardsPerRequest, func(pt part) int { return shardWriteOverhead + len(pt.st.pr.key) + pt.pts.WireSize() })
 	var stored []*pairState
 	for _, b := range batches {
-		req := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.items))}
+		req := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.items)), Repair: true}
+		sts := make([]*pairState, len(b.items))
 		points, done := 0, 0
 		for i, pt := range b.items {
-			req.Shards[i] = wire.ShardWrite{ID: pt.st.pr.ref.ID[:], Start: pt.st.pr.ref.Start, Key: pt.st.pr.key, Points: pt.pts}
+			req.Shards[i] = wire.ShardWrite{ID: pt.st.pr.ref.ID[:], Start: pt.st.pr.ref.Start, Key: pt.st.pr.key, Points: pt.pts,
+				Deleted: pt.st.deleted}
+			sts[i] = pt.st
 			points += pt.pts.Len()
 			if pt.last {
 				done++
@@ -382,12 +403,13 @@ func (r *repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*
 			return stored
 		}
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
-		_, err := r.replicas.For(p).Write(cctx, req)
+		resp, err := r.replicas.For(p).Write(cctx, req)
 		cancel()
 		if err != nil {
 			r.log.Warn("repair: push failed", "pairs", len(b.items), "peer", nodeID(p), "rpc", p.RPCAddr, "err", err)
 			return stored
 		}
+		r.learnTombstones(sts, resp.Deleted)
 		r.pushedPairs.Add(int64(done))
 		r.pushedPoints.Add(int64(points))
 		for _, pt := range b.items {
@@ -397,6 +419,30 @@ func (r *repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*
 		}
 	}
 	return stored
+}
+
+// learnTombstones applies here the tombstones an owner answered a push with: this node
+// missed a delete (it was down, or held a hint), and must not keep, serve or push the
+// deleted points again.
+func (r *repairer) learnTombstones(part []*pairState, deleted []wire.ShardRanges) {
+	d, ok := r.store.(store.Deleter)
+	if !ok {
+		return
+	}
+	for _, sr := range deleted {
+		if sr.Index < 0 || sr.Index >= len(part) {
+			continue
+		}
+		st := part[sr.Index]
+		for _, rg := range sr.Ranges {
+			if rg.From >= rg.To {
+				continue
+			}
+			if _, err := d.DeleteRange(st.pr.ref, st.pr.key, rg.From, rg.To); err != nil {
+				r.log.Warn("repair: applying a tombstone failed", "series", st.pr.key, "quantum", st.pr.ref.Start, "err", err)
+			}
+		}
+	}
 }
 
 // bytesPerPointOnWire is what the rate limiter charges a pushed point: 8 bytes of value

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
@@ -31,6 +32,20 @@ type Replica interface {
 	// Agg returns shards' windowed partial aggregates, or only their statistics digests
 	// (wire.MethodAgg, analytics.go), windows decoded into Windows.
 	Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error)
+
+	// The catalog (catalog_replica.go, docs/catalog.md).
+
+	// MergeEntries merges catalog entries at this registry replica and returns the
+	// merged ones, in order (wire.MethodEntryMerge).
+	MergeEntries(ctx context.Context, es []catalog.Entry) ([]catalog.Entry, error)
+	// Entries returns the entries of keys this replica holds (wire.MethodEntryGet).
+	Entries(ctx context.Context, keys []string) ([]catalog.Entry, error)
+	// MergePostings merges members into a tag's posting list (wire.MethodPostingsMerge).
+	MergePostings(ctx context.Context, tag catalog.Tag, ms []catalog.Member) error
+	// Postings reads a page of a tag's posting list (wire.MethodPostings).
+	Postings(ctx context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error)
+	// DeleteRange deletes points of shards and records tombstones (wire.MethodDeleteRange).
+	DeleteRange(ctx context.Context, req *wire.DeleteReq) (*wire.DeleteResp, error)
 }
 
 // Replicas resolves a peer to the Replica that reaches it.

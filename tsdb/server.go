@@ -63,6 +63,7 @@ func registerReplica(srv *rpc.Server, r Replica) {
 		}
 		return &wire.TypeResp{Known: ok, Type: t}, nil
 	})
+	registerCatalogReplica(srv, r)
 	handle(srv, wire.MethodStats, func(ctx context.Context, _ *struct{}) (*wire.NodeStats, error) {
 		s, err := r.Stats(ctx)
 		if err != nil {
@@ -92,6 +93,7 @@ const replicaClockSlack = time.Minute
 func (l *localReplica) Write(_ context.Context, req *wire.WriteReq) (*wire.WriteResp, error) {
 	stored := 0
 	limit := time.Now().Add(l.maxFuture + replicaClockSlack).UnixNano()
+	var deleted []wire.ShardRanges
 	for i := range req.Shards {
 		w := &req.Shards[i]
 		ref, err := l.checkShard(w.ID, w.Start, w.Key)
@@ -101,12 +103,27 @@ func (l *localReplica) Write(_ context.Context, req *wire.WriteReq) (*wire.Write
 		if err := l.checkPoints(w, limit); err != nil {
 			return nil, err
 		}
+		if d, ok := l.store.(store.Deleter); ok && req.Repair {
+			// Another replica's copy: what a tombstone covers stays deleted, and the
+			// sender learns the tombstones.
+			n, err := d.Restore(ref, w.Key, w.Points, fromWireRanges(w.Deleted))
+			if err != nil {
+				return nil, storeError(err)
+			}
+			stored += n
+			if rs, err := l.tombstones(ref, w.Key); err != nil {
+				return nil, storeError(err)
+			} else if len(rs) > 0 {
+				deleted = append(deleted, wire.ShardRanges{Index: i, Ranges: rs})
+			}
+			continue
+		}
 		if err := l.store.Append(ref, w.Key, w.Points); err != nil {
 			return nil, storeError(err)
 		}
 		stored += w.Points.Len()
 	}
-	return &wire.WriteResp{Stored: stored}, nil
+	return &wire.WriteResp{Stored: stored, Deleted: deleted}, nil
 }
 
 // checkPoints refuses what a coordinator would have refused: invalid points (lengths,
@@ -142,6 +159,9 @@ func (l *localReplica) Read(_ context.Context, req *wire.ReadReq) (*wire.ReadRes
 			return nil, rpc.Errorf(CodeBadInput, "read of %q: from %d is after to %d", r.Key, r.From, r.To)
 		}
 		res := &resp.Shards[i]
+		if res.Deleted, err = l.tombstones(ref, r.Key); err != nil {
+			return nil, storeError(err)
+		}
 		whole := !r.Strong && r.From <= l.quantum.BeginNanos(r.Start) && r.To >= l.quantum.EndNanos(r.Start)
 		if sum, ok := l.store.(summarizer); ok && whole && r.Digest {
 			s, held, err := sum.Summary(ref, r.Key)

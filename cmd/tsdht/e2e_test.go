@@ -352,7 +352,9 @@ func TestEndToEndBadInput(t *testing.T) {
 		{"malformed line", fmt.Sprintf("%d,1\n%d,2\nnot-a-line\n%d,4\n", base+10, base+11, base+12),
 			[]string{"put", "--series", "s/bad"}, []string{"line 3", "stored 2 points"}},
 		{"bad value", fmt.Sprintf("%d,1\n%d,x\n", base+20, base+21),
-			[]string{"put", "--series", "s/badvalue"}, []string{"line 2", `"x" is not a float`, "stored 1 points"}},
+			[]string{"put", "--series", "s/badvalue"}, []string{"line 2", `"x" is not a number`, "--type string", "stored 1 points"}},
+		{"typo in a new series' first value", fmt.Sprintf("%d,6O.1\n", base+22),
+			[]string{"put", "--series", "s/typo"}, []string{"line 1", `"6O.1" is not a number`, "--type string", "stored 0 points"}},
 		{"wrong type", fmt.Sprintf("%d,42\n", base+30),
 			[]string{"put", "--series", "s/float", "--type", "int"}, []string{"holds float values", "stored 0 points"}},
 		{"string into float series", fmt.Sprintf("%d,hello\n", base+31),
@@ -385,6 +387,17 @@ func TestEndToEndBadInput(t *testing.T) {
 	out, errOut, code = c.run("", "get", "--cluster", c.nodes[1].rpc, "--series", "s/bad", "--from", strconv.FormatInt(base, 10), "--to", strconv.FormatInt(base+100, 10))
 	if code != 0 || len(parseCSV(t, out)) != 2 {
 		t.Fatalf("points before the malformed line: exit %d, got %q %s", code, out, errOut)
+	}
+	// The refused typo fixed no type: the series is still free, and takes floats.
+	if _, errOut, code := c.run("", "get", "--cluster", addr, "--series", "s/typo", "--from", "0", "--to", "1"); code == 0 || !strings.Contains(errOut, "unknown series") {
+		t.Fatalf("s/typo after a refused first write: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := c.run(fmt.Sprintf("%d,60.1\n", base+23), "put", "--cluster", addr, "--series", "s/typo"); code != 0 {
+		t.Fatalf("s/typo as floats after the refused typo: %s", errOut)
+	}
+	// Strings are written with --type string.
+	if _, errOut, code := c.run(fmt.Sprintf("%d,open\n", base+24), "put", "--cluster", addr, "--series", "s/breaker", "--type", "string"); code != 0 {
+		t.Fatalf("put --type string: %s", errOut)
 	}
 	// The float series is untouched by the refused writes.
 	out, _, _ = c.run("", "get", "--cluster", addr, "--series", "s/float", "--from", strconv.FormatInt(base, 10), "--to", strconv.FormatInt(base+100, 10))

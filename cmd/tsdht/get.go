@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
@@ -20,7 +21,10 @@ func getCommand() *cli.Command {
 		Name:  "get",
 		Usage: "read the points of a series with from <= timestamp < to",
 		Flags: []cli.Flag{
-			clusterFlag, seriesFlag, timeoutFlag, clusterKeyFlag,
+			clusterFlag, timeoutFlag, clusterKeyFlag,
+			&cli.StringFlag{Name: "series", Usage: "series key, 1–256 bytes of UTF-8 (or --match / --prefix)"},
+			&cli.StringSliceFlag{Name: "match", Usage: "k=v[,k=v…]: read every series carrying these tags (csv gains a key column; json is an array)"},
+			&cli.StringFlag{Name: "prefix", Usage: "read every series whose key starts with this (like --match)"},
 			&cli.StringFlag{Name: "from", Required: true, Usage: "start of the range (inclusive): ns since the epoch, RFC 3339, or relative: now, now-5m, -1h"},
 			&cli.StringFlag{Name: "to", Required: true, Usage: "end of the range (exclusive): ns since the epoch, RFC 3339, or relative: now, now-5m, -1h"},
 			&cli.StringFlag{Name: "format", Value: "csv", Usage: "output: csv (timestamp,value lines) or json"},
@@ -32,9 +36,16 @@ func getCommand() *cli.Command {
 }
 
 func runGet(c *cli.Context) error {
-	key, err := seriesKey(c)
-	if err != nil {
-		return err
+	multi := c.IsSet("match") || c.IsSet("prefix")
+	if multi == c.IsSet("series") {
+		return fmt.Errorf("give --series KEY, or --match k=v / --prefix P to read several series")
+	}
+	key := ""
+	if !multi {
+		var err error
+		if key, err = seriesKey(c); err != nil {
+			return err
+		}
 	}
 	now := time.Now()
 	from, err := parseTimeFlag(c.String("from"), now)
@@ -57,13 +68,25 @@ func runGet(c *cli.Context) error {
 		return err
 	}
 	defer client.Close()
-	res, err := client.Get(c.Context, key, from, to, wire.GetOptions{ReadQuorum: c.Int("read-quorum"), AllowPartial: c.Bool("allow-partial")})
+	opt := wire.GetOptions{ReadQuorum: c.Int("read-quorum"), AllowPartial: c.Bool("allow-partial")}
+	if multi {
+		return getMatch(c, from, to, format, opt)
+	}
+	var res wire.Result
+	var entry *catalog.Entry
+	if format == "json" {
+		var e catalog.Entry
+		res, e, err = client.GetEntry(c.Context, key, from, to, opt)
+		entry = &e
+	} else {
+		res, err = client.Get(c.Context, key, from, to, opt)
+	}
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriterSize(os.Stdout, 1<<16)
 	if format == "json" {
-		err = writeJSON(w, key, res)
+		err = json.NewEncoder(w).Encode(seriesJSON(key, res, entry))
 	} else {
 		err = writeCSV(w, &res.Points)
 	}
@@ -102,15 +125,27 @@ type jsonPoint struct {
 	V any   `json:"v"`
 }
 
-func writeJSON(w *bufio.Writer, key string, res wire.Result) error {
+// jsonSeries is one series as get --format json prints it: its catalog entry and its
+// points, read in one round trip.
+type jsonSeries struct {
+	Series  string      `json:"series"`
+	Type    string      `json:"type"`
+	Count   int         `json:"count"`
+	Partial bool        `json:"partial"`
+	Entry   *jsonEntry  `json:"entry,omitempty"`
+	Points  []jsonPoint `json:"points"`
+}
+
+func seriesJSON(key string, res wire.Result, e *catalog.Entry) jsonSeries {
 	p := &res.Points
-	out := struct {
-		Series  string      `json:"series"`
-		Type    string      `json:"type"`
-		Count   int         `json:"count"`
-		Partial bool        `json:"partial"`
-		Points  []jsonPoint `json:"points"`
-	}{Series: key, Type: p.Type.String(), Count: p.Len(), Partial: res.Partial, Points: make([]jsonPoint, p.Len())}
+	out := jsonSeries{Series: key, Type: p.Type.String(), Count: p.Len(), Partial: res.Partial, Points: make([]jsonPoint, p.Len())}
+	if e != nil && e.Key != "" {
+		je := entryJSON(e)
+		out.Entry = &je
+		if p.Len() == 0 {
+			out.Type = e.Type.String()
+		}
+	}
 	for i := range p.T {
 		var v any
 		switch p.Type {
@@ -123,8 +158,52 @@ func writeJSON(w *bufio.Writer, key string, res wire.Result) error {
 		}
 		out.Points[i] = jsonPoint{T: p.T[i], V: v}
 	}
-	enc := json.NewEncoder(w)
-	return enc.Encode(out)
+	return out
+}
+
+// getMatch reads every series --match/--prefix selects: csv as key,timestamp,value
+// lines, json as one array of series.
+func getMatch(c *cli.Context, from, to int64, format string, opt wire.GetOptions) error {
+	match, err := matchTags(c)
+	if err != nil {
+		return err
+	}
+	cl, err := dialCluster(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	results, err := cl.GetMatch(c.Context, match, c.String("prefix"), from, to, opt)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(os.Stdout, 1<<16)
+	partial := 0
+	if format == "json" {
+		all := make([]jsonSeries, len(results))
+		for i := range results {
+			all[i] = seriesJSON(results[i].Entry.Key, results[i].Result, &results[i].Entry)
+			partial += results[i].Result.Missing
+		}
+		err = json.NewEncoder(w).Encode(all)
+	} else {
+		for i := range results {
+			if err = writeMatchCSV(w, results[i].Entry.Key, &results[i].Result.Points); err != nil {
+				break
+			}
+			partial += results[i].Result.Missing
+		}
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		return err
+	}
+	if partial > 0 {
+		return cli.Exit(fmt.Sprintf("tsdht: partial result: %d shards could not be read from any replica", partial), 3)
+	}
+	return nil
 }
 
 // jsonFloat prints NaN and ±Inf, which JSON numbers cannot hold, as strings.

@@ -24,12 +24,13 @@ func putCommand() *cli.Command {
 		Name:  "put",
 		Usage: `write points read from stdin, one "timestamp,value" per line`,
 		Description: "Timestamps are integer nanoseconds since the epoch or RFC 3339. Values are floats unless\n" +
-			"--type says otherwise; a value that is not a number makes a string series. Strings containing\n" +
+			"--type says otherwise. Strings need --type string: without it a value that is not a number is\n" +
+			"refused, so a typo (6O.1) cannot make a new series a string series for good. Strings containing\n" +
 			"commas or quotes are CSV-quoted. Blank lines and lines starting with # are skipped.\n" +
 			"On a bad line, put stops, reports the line and how many points were stored, and exits 1.",
 		Flags: []cli.Flag{
 			clusterFlag, seriesFlag, timeoutFlag, clusterKeyFlag,
-			&cli.StringFlag{Name: "type", Usage: "value type: float, int or string (default: float, or string for non-numbers)"},
+			&cli.StringFlag{Name: "type", Usage: "value type: float, int or string (default: float; strings need --type string)"},
 			&cli.IntFlag{Name: "write-quorum", Usage: "replicas that must store each shard (default: the node's)"},
 		},
 		Action: runPut,
@@ -115,8 +116,9 @@ func runPut(c *cli.Context) error {
 	return nil
 }
 
-// appendRecord parses one "timestamp,value" record into the batch. The first value fixes
-// the type for the rest of the input, unless --type fixed it already.
+// appendRecord parses one "timestamp,value" record into the batch. Without --type the
+// input is floats: a value that is not a number is refused with a message naming
+// --type string, since the first write of a series fixes its type for good.
 func appendRecord(b *series.Points, typ *series.Type, rec []string) error {
 	if len(rec) != 2 {
 		return fmt.Errorf("want 2 fields \"timestamp,value\", got %d", len(rec))
@@ -126,13 +128,14 @@ func appendRecord(b *series.Points, typ *series.Type, rec []string) error {
 		return err
 	}
 	v := rec[1]
-	if *typ == series.Unknown {
-		*typ = series.String
-		if _, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-			*typ = series.Float
-		}
-	}
 	switch *typ {
+	case series.Unknown:
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			return fmt.Errorf("value %q is not a number: to write strings pass --type string "+
+				"(a series' first write fixes its type for good, so put never guesses it)", v)
+		}
+		b.AppendFloat(t, f)
 	case series.Float:
 		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		if err != nil {

@@ -127,6 +127,12 @@ func (c *Client) PutReport(ctx context.Context, key string, pts series.Points, o
 
 // Get reads the points of a series with from <= t < to.
 func (c *Client) Get(ctx context.Context, key string, from, to int64, opt wire.GetOptions) (wire.Result, error) {
+	return c.get(ctx, key, from, to, opt, nil)
+}
+
+// get reads in windows; entry, if not nil, asks the first window for the series'
+// catalog entry and receives it.
+func (c *Client) get(ctx context.Context, key string, from, to int64, opt wire.GetOptions, entry func([]byte) error) (wire.Result, error) {
 	if from > to {
 		return wire.Result{}, fmt.Errorf("%w (from %d > to %d)", quanta.ErrBadRange, from, to)
 	}
@@ -139,7 +145,8 @@ func (c *Client) Get(ctx context.Context, key string, from, to int64, opt wire.G
 			hi = lo + window
 		}
 		var resp wire.GetResp
-		req := &wire.GetReq{Key: key, From: lo, To: hi, ReadQuorum: opt.ReadQuorum, AllowPartial: opt.AllowPartial, Packed: true}
+		req := &wire.GetReq{Key: key, From: lo, To: hi, ReadQuorum: opt.ReadQuorum, AllowPartial: opt.AllowPartial, Packed: true,
+			Entry: entry != nil}
 		if err := c.invoke(ctx, wire.MethodGet, req, &resp); err != nil {
 			var re *rpc.RemoteError
 			tooLarge := errors.Is(err, rpc.ErrFrameTooLarge) || errors.As(err, &re) && re.Code == wire.CodeTooLarge
@@ -148,6 +155,12 @@ func (c *Client) Get(ctx context.Context, key string, from, to int64, opt wire.G
 				continue
 			}
 			return wire.Result{}, err
+		}
+		if entry != nil {
+			if err := entry(resp.Entry); err != nil {
+				return wire.Result{}, fmt.Errorf("read of %q: catalog entry: %w", key, err)
+			}
+			entry = nil
 		}
 		if err := resp.Unpack(); err != nil {
 			return wire.Result{}, fmt.Errorf("read of %q: %w", key, err)

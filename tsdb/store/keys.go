@@ -21,6 +21,9 @@ import (
 //	'p' ‖ id ‖ 0x02 ‖ block number   → unsealed block: one appended batch, as a chunk
 //	'u' ‖ id                         → empty: the pair has blocks awaiting a seal
 //	'm' ‖ key                        → series metadata: version byte ‖ type byte
+//	'd' ‖ id                         → the pair's deleted ranges (tombstones.go)
+//	'c' ‖ key                        → the series' catalog entry (catalog_pebble.go)
+//	'x' ‖ tag ‖ key                  → a tag's posting of a series (catalog_pebble.go)
 //	's'                              → store counters, maintained by merge operands
 //	'q'                              → uvarint: the last chunk generation handed out
 //	                                   (format 2 kept it under 'g')

@@ -22,6 +22,9 @@ type Mem struct {
 	types  map[string]series.Type
 	points int64
 	closed bool
+
+	cat   memCatalog           // catalog.go
+	tombs map[shardKey][]Range // tombstones.go
 }
 
 // NewMem returns an empty in-memory store.
@@ -36,6 +39,10 @@ func (m *Mem) Append(ref ShardRef, key string, pts series.Points) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.appendLocked(ref, key, pts)
+}
+
+func (m *Mem) appendLocked(ref ShardRef, key string, pts series.Points) error {
 	if m.closed {
 		return ErrClosed
 	}

@@ -47,6 +47,9 @@ type Pebble struct {
 
 	seal sealer
 
+	catMu     sync.Mutex   // serialises catalog and tombstone read-modify-writes (catalog_pebble.go, tombstones.go)
+	tombState atomic.Int32 // whether any tombstone exists (tombstones.go)
+
 	// Expiry (retention.go). An append holds dropMu for reading from its check of the
 	// floors to its commit; a drop raises a floor, then takes dropMu once to wait out
 	// the appends that checked the old one.
@@ -334,6 +337,12 @@ func (p *Pebble) Append(ref ShardRef, key string, pts series.Points) error {
 	if empty, err := prepareAppend(key, &pts); empty || err != nil {
 		return err
 	}
+	return p.append(ref, key, pts, nil)
+}
+
+// append stores prepared points; filter, if not nil, may drop some of them under the
+// pair's lock (Restore drops what tombstones cover).
+func (p *Pebble) append(ref ShardRef, key string, pts series.Points, filter func(id []byte, pts *series.Points) error) error {
 	if !p.enter() {
 		return ErrClosed
 	}
@@ -354,6 +363,11 @@ func (p *Pebble) Append(ref ShardRef, key string, pts series.Points) error {
 	id := pairID(ref, key)
 	sid := string(id)
 	defer p.pairs.lock(sid)()
+	if filter != nil {
+		if err := filter(id, &pts); err != nil || pts.Len() == 0 {
+			return err
+		}
+	}
 	sum, err := p.summary(id, sid)
 	if err != nil {
 		return err

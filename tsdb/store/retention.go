@@ -262,6 +262,7 @@ func (p *Pebble) dropBefore(limit int64, floor *atomic.Int64) (int, error) {
 	err = errors.Join(
 		b.DeleteRange(quantumKey(famPair, oldest), upper, nil),
 		b.DeleteRange(quantumKey(famUnsealed, oldest), quantumKey(famUnsealed, limit), nil),
+		b.DeleteRange(quantumKey(famTombstone, oldest), quantumKey(famTombstone, limit), nil),
 	)
 	if !delta.zero() {
 		err = errors.Join(err, b.Merge(countersKey, delta.encode(), nil))

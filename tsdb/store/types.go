@@ -140,6 +140,16 @@ func (c *typeCache) remember(key string, t series.Type, evictions uint64) {
 	}
 }
 
+// forget drops key's entry: its type was deleted.
+func (c *typeCache) forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[key]; ok {
+		delete(c.m, key)
+		c.evictions++
+	}
+}
+
 // insert adds an entry, evicting a durable one if the cache is full. Entries not yet
 // durable are reservations and stay; there are at most as many as writers in flight.
 func (c *typeCache) insert(key string, e *typeEntry) {

@@ -8,16 +8,31 @@ type ShardWrite struct {
 	Start  int64         `msgpack:"q"`  // the quantum's start, UNIX seconds
 	Key    string        `msgpack:"k"`
 	Points series.Points `msgpack:"p"`
+	// Deleted is, in a Repair write, the sender's tombstones of the pair: its points
+	// inside them were written after the delete (see WriteReq.Repair).
+	Deleted []Range `msgpack:"del,omitempty"`
 }
 
 // WriteReq asks a replica to store shards (MethodWrite).
 type WriteReq struct {
 	Shards []ShardWrite `msgpack:"s"`
+	// Repair marks points sent by another replica (anti-entropy, hinted hand-off, read
+	// repair): the replica drops those its tombstones cover and answers with the
+	// tombstones, so that the sender deletes them too (docs/catalog.md).
+	Repair bool `msgpack:"rp,omitempty"`
 }
 
 // WriteResp says how many points a replica stored.
 type WriteResp struct {
 	Stored int `msgpack:"n"`
+	// Deleted lists, for a Repair write, the tombstones of the shards that have some.
+	Deleted []ShardRanges `msgpack:"del,omitempty"`
+}
+
+// ShardRanges names the deleted ranges of WriteReq.Shards[Index].
+type ShardRanges struct {
+	Index  int     `msgpack:"i"`
+	Ranges []Range `msgpack:"r"`
 }
 
 // ShardRead asks for the points of one series in one shard with From <= t < To.
@@ -53,6 +68,10 @@ type ShardResult struct {
 	Hash   uint64        `msgpack:"x"`
 	Points series.Points `msgpack:"p"`
 	Packed []byte        `msgpack:"pp,omitempty"` // the points, packed, when the read asked so
+	// Deleted is the replica's tombstones of the pair: a reader drops the points they
+	// cover from every replica's answer, so a replica that missed a delete cannot show
+	// deleted points.
+	Deleted []Range `msgpack:"del,omitempty"`
 }
 
 // Unpack moves packed points into Points.
@@ -94,6 +113,7 @@ type GetReq struct {
 	ReadQuorum   int    `msgpack:"r"` // 0: the node's default
 	AllowPartial bool   `msgpack:"partial"`
 	Packed       bool   `msgpack:"pk,omitempty"` // answer in GetResp.Packed (see ShardRead.Packed)
+	Entry        bool   `msgpack:"e,omitempty"`  // answer the series' catalog entry too
 }
 
 // GetResp answers a GetReq.
@@ -101,7 +121,8 @@ type GetResp struct {
 	Points  series.Points `msgpack:"p"`
 	Packed  []byte        `msgpack:"pp,omitempty"` // the points, packed, when the get asked so
 	Partial bool          `msgpack:"partial"`
-	Missing int           `msgpack:"missing"` // shards no replica could serve
+	Missing int           `msgpack:"missing"`     // shards no replica could serve
+	Entry   []byte        `msgpack:"e,omitempty"` // the catalog entry, when asked (catalog.Entry.Encode)
 }
 
 // Unpack moves packed points into Points.

@@ -1,0 +1,164 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// PostingSource reads one page of a tag's posting list: up to limit members with keys
+// after after, in key order, removed ones included. The time-series layer reads it
+// from the tag's replica set and merges the replicas' answers.
+type PostingSource func(ctx context.Context, tag Tag, after string, limit int) ([]Member, error)
+
+// Query selects series: those carrying every Match tag whose keys start with Prefix.
+// An empty query selects every series.
+type Query struct {
+	Match  []Tag
+	Prefix string
+}
+
+// MaxListed bounds what one listing returns, so that a listing of a huge catalog
+// fails with a message instead of exhausting a small node's memory.
+const MaxListed = 1_000_000
+
+// ListPage is how many members one posting read asks for.
+const ListPage = 5000
+
+// listConcurrency bounds the posting lists read at once.
+const listConcurrency = 4
+
+// List returns the sorted keys of the series q selects. It reads the posting list of
+// each Match tag and intersects them; with no Match, the posting of Prefix's longest
+// '/'-terminated prefix (PrefixQuery), or the AllBuckets buckets of the all-series
+// index. It never reads every node: only the replica sets of those lists.
+func List(ctx context.Context, src PostingSource, q Query) ([]string, error) {
+	for _, m := range q.Match {
+		if err := ValidateTagKey(m.K); err != nil {
+			return nil, fmt.Errorf("--match: %w", err)
+		}
+		if err := ValidateTagValue(m.K, m.V); err != nil {
+			return nil, fmt.Errorf("--match: %w", err)
+		}
+	}
+	var lists [][]Tag // each element: tags whose union is one list
+	switch {
+	case len(q.Match) > 0:
+		for _, m := range q.Match {
+			lists = append(lists, []Tag{m})
+		}
+	default:
+		if t, ok := PrefixQuery(q.Prefix); ok {
+			lists = append(lists, []Tag{t})
+		} else {
+			lists = append(lists, AllTags())
+		}
+	}
+	keys := make([][]string, len(lists))
+	errs := make([]error, len(lists))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, listConcurrency)
+	for i, union := range lists {
+		keys[i] = nil
+		var mu sync.Mutex
+		var parts [][]string
+		for _, t := range union {
+			wg.Add(1)
+			go func(i int, t Tag) {
+				defer wg.Done()
+				slots <- struct{}{}
+				defer func() { <-slots }()
+				ks, err := readAll(ctx, src, t, q.Prefix)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil && errs[i] == nil {
+					errs[i] = err
+				}
+				parts = append(parts, ks)
+				if len(parts) == len(union) {
+					keys[i] = unionSorted(parts)
+				}
+			}(i, t)
+		}
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	out := Intersect(keys...)
+	if len(out) > MaxListed {
+		return nil, fmt.Errorf("%d series selected; at most %d per listing: narrow it with --match or --prefix", len(out), MaxListed)
+	}
+	return out, nil
+}
+
+// readAll reads a whole posting list, live members with keys starting with prefix.
+func readAll(ctx context.Context, src PostingSource, t Tag, prefix string) ([]string, error) {
+	var out []string
+	after := ""
+	if prefix != "" {
+		// Keys are sorted: start just before the prefix.
+		after = prefixFloor(prefix)
+	}
+	for {
+		page, err := src(ctx, t, after, ListPage)
+		if err != nil {
+			return nil, fmt.Errorf("postings of %s: %w", t.display(), err)
+		}
+		for _, m := range page {
+			if !strings.HasPrefix(m.Key, prefix) {
+				if m.Key > prefix {
+					return out, nil // past every key with the prefix
+				}
+				continue
+			}
+			if !m.Removed {
+				out = append(out, m.Key)
+			}
+		}
+		if len(out) > MaxListed {
+			return nil, fmt.Errorf("posting list of %s holds more than %d series: narrow the listing", t.display(), MaxListed)
+		}
+		if len(page) < ListPage {
+			return out, nil
+		}
+		after = page[len(page)-1].Key
+	}
+}
+
+// prefixFloor returns the greatest string below every string starting with p that a
+// Postings "after" can take: p without its last byte is below p, and every key with
+// prefix p sorts after it.
+func prefixFloor(p string) string { return p[:len(p)-1] }
+
+func unionSorted(parts [][]string) []string {
+	var all []string
+	for _, p := range parts {
+		all = append(all, p...)
+	}
+	sort.Strings(all)
+	w := 0
+	for i, k := range all {
+		if i > 0 && k == all[w-1] {
+			continue
+		}
+		all[w] = k
+		w++
+	}
+	return all[:w]
+}
+
+// display names a posting list for a message.
+func (t Tag) display() string {
+	switch t.K {
+	case AllTagKey:
+		return "all series (bucket " + t.V + ")"
+	case PrefixTagKey:
+		return "prefix " + t.V
+	}
+	return t.String()
+}

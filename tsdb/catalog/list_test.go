@@ -1,0 +1,96 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// memSource is a posting source over an index built with IndexTags.
+type memSource struct {
+	lists map[Tag][]Member
+	reads atomic.Int64
+}
+
+func newMemSource(series map[string][]Tag) *memSource {
+	s := &memSource{lists: map[Tag][]Member{}}
+	for key, tags := range series {
+		for _, t := range IndexTags(key, tags) {
+			s.lists[t] = append(s.lists[t], Member{Key: key, Version: 1})
+		}
+	}
+	for _, l := range s.lists {
+		sort.Slice(l, func(i, j int) bool { return l[i].Key < l[j].Key })
+	}
+	return s
+}
+
+func (s *memSource) read(_ context.Context, t Tag, after string, limit int) ([]Member, error) {
+	s.reads.Add(1)
+	l := s.lists[t]
+	i := sort.Search(len(l), func(i int) bool { return l[i].Key > after })
+	return l[i:min(len(l), i+limit)], nil
+}
+
+func TestList(t *testing.T) {
+	all := map[string][]Tag{}
+	for st := 0; st < 30; st++ {
+		for _, ch := range []string{"freq", "va/mag", "va/ang"} {
+			key := fmt.Sprintf("pmu%d/%s", st, ch)
+			all[key] = []Tag{{"station", fmt.Sprint("pmu", st)}, {"bus", fmt.Sprint(st % 3)}, {"kind", strings.Split(ch, "/")[0]}}
+		}
+	}
+	all["db/cpu,host=a#usage"] = []Tag{{"__db", "db"}, {"host", "a"}}
+	all["up{job=\"x\"}"] = nil
+	src := newMemSource(all)
+	// The brute-force answer: every key, filtered.
+	want := func(q Query) []string {
+		var out []string
+		for k, tags := range all {
+			norm, _ := NormalizeTags(tags)
+			if strings.HasPrefix(k, q.Prefix) && Matches(norm, mustNorm(q.Match)) {
+				out = append(out, k)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	queries := []Query{
+		{},
+		{Match: []Tag{{"bus", "1"}}},
+		{Match: []Tag{{"bus", "1"}, {"kind", "va"}}},
+		{Match: []Tag{{"bus", "1"}, {"kind", "nope"}}},
+		{Prefix: "pmu1"},
+		{Prefix: "pmu1/"},
+		{Prefix: "pmu12/va/m"},
+		{Prefix: "db/cpu,"},
+		{Prefix: "up{"},
+		{Prefix: "pmu2", Match: []Tag{{"kind", "freq"}}},
+	}
+	for _, q := range queries {
+		got, err := List(context.Background(), src.read, q)
+		if err != nil {
+			t.Fatalf("%+v: %v", q, err)
+		}
+		if w := want(q); !reflect.DeepEqual(got, w) && !(len(got) == 0 && len(w) == 0) {
+			t.Errorf("List(%+v):\n got  %v\n want %v", q, got, w)
+		}
+	}
+	// A prefix with a '/' reads one list, not the all-series buckets.
+	src.reads.Store(0)
+	if _, err := List(context.Background(), src.read, Query{Prefix: "pmu12/va/"}); err != nil || src.reads.Load() != 1 {
+		t.Fatalf("prefix listing read %d pages (%v), want 1", src.reads.Load(), err)
+	}
+	if _, err := List(context.Background(), src.read, Query{Match: []Tag{{"k=", "v"}}}); err == nil {
+		t.Fatal("a bad match tag was accepted")
+	}
+}
+
+func mustNorm(tags []Tag) []Tag {
+	n, _ := NormalizeTags(tags)
+	return n
+}

@@ -1,0 +1,300 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble"
+
+	"github.com/tsdht/tsdht/tsdb/catalog"
+)
+
+// Catalog families of the pebble store (keys.go has the others):
+//
+//	'c' ‖ series key                          → catalog entry (catalog.Entry.Encode)
+//	'x' ‖ u16 len(k) ‖ k ‖ u16 len(v) ‖ v ‖ series key → member state (catalog.EncodeMemberState)
+//
+// A posting list is one contiguous key range, sorted by series key: a page is one
+// seek and a scan, and the intersection of two lists is a merge of sorted pages.
+const (
+	famEntry   = 'c'
+	famPosting = 'x'
+)
+
+func entryKey(key string) []byte { return append([]byte{famEntry}, key...) }
+
+// postingPrefix returns 'x' ‖ the tag's encoding: the prefix of its members' keys.
+func postingPrefix(t catalog.Tag) []byte {
+	b := make([]byte, 0, 1+2+len(t.K)+2+len(t.V))
+	b = append(b, famPosting)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(t.K)))
+	b = append(b, t.K...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(t.V)))
+	return append(b, t.V...)
+}
+
+// parsePostingKey splits a posting key into its tag and member key.
+func parsePostingKey(k []byte) (catalog.Tag, string, error) {
+	bad := fmt.Errorf("%w: posting key %x", ErrCorrupt, k)
+	if len(k) < 3 || k[0] != famPosting {
+		return catalog.Tag{}, "", bad
+	}
+	r := k[1:]
+	n := int(binary.BigEndian.Uint16(r))
+	if len(r) < 2+n+2 {
+		return catalog.Tag{}, "", bad
+	}
+	tk := string(r[2 : 2+n])
+	r = r[2+n:]
+	m := int(binary.BigEndian.Uint16(r))
+	if len(r) < 2+m {
+		return catalog.Tag{}, "", bad
+	}
+	return catalog.Tag{K: tk, V: string(r[2 : 2+m])}, string(r[2+m:]), nil
+}
+
+// prefixEnd returns the smallest key above every key starting with prefix.
+func prefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// MergeEntry implements Catalog.
+func (p *Pebble) MergeEntry(e catalog.Entry) (catalog.Entry, error) {
+	if err := e.Validate(); err != nil {
+		return catalog.Entry{}, err
+	}
+	if !p.enter() {
+		return catalog.Entry{}, ErrClosed
+	}
+	defer p.state.RUnlock()
+	p.catMu.Lock()
+	defer p.catMu.Unlock()
+	old, ok, err := p.loadEntry(e.Key)
+	if err != nil {
+		return catalog.Entry{}, err
+	}
+	if ok {
+		e = catalog.Merge(old, e)
+		if catalog.Equal(e, old) {
+			return e, nil
+		}
+	}
+	if err := errors.Join(p.failure(), p.space.check()); err != nil {
+		return catalog.Entry{}, fmt.Errorf("store: catalog entry %q: %w", e.Key, err)
+	}
+	b := p.db.NewBatch()
+	defer b.Close()
+	err = b.Set(entryKey(e.Key), e.Encode(nil), nil)
+	if err == nil {
+		err = p.commit(b)
+	}
+	if err != nil {
+		return catalog.Entry{}, fmt.Errorf("store: catalog entry %q: %w", e.Key, err)
+	}
+	return e, nil
+}
+
+func (p *Pebble) loadEntry(key string) (catalog.Entry, bool, error) {
+	v, closer, err := p.db.Get(entryKey(key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return catalog.Entry{}, false, nil
+	}
+	if err != nil {
+		return catalog.Entry{}, false, err
+	}
+	defer closer.Close()
+	e, err := catalog.DecodeEntry(v)
+	if err != nil {
+		return catalog.Entry{}, false, fmt.Errorf("%w: catalog entry %q: %v", ErrCorrupt, key, err)
+	}
+	return e, true, nil
+}
+
+// Entry implements Catalog.
+func (p *Pebble) Entry(key string) (catalog.Entry, bool, error) {
+	if !p.enter() {
+		return catalog.Entry{}, false, ErrClosed
+	}
+	defer p.state.RUnlock()
+	return p.loadEntry(key)
+}
+
+// Entries implements Catalog, a batch of walkBatch entries per iterator.
+func (p *Pebble) Entries(after string, fn func(catalog.Entry) bool) error {
+	for {
+		batch, err := p.entryBatch(after)
+		if err != nil {
+			return err
+		}
+		for _, e := range batch {
+			if !fn(e) {
+				return nil
+			}
+		}
+		if len(batch) < walkBatch {
+			return nil
+		}
+		after = batch[len(batch)-1].Key
+	}
+}
+
+func (p *Pebble) entryBatch(after string) ([]catalog.Entry, error) {
+	if !p.enter() {
+		return nil, ErrClosed
+	}
+	defer p.state.RUnlock()
+	lower := append(entryKey(after), 0)
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte{famEntry + 1}})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []catalog.Entry
+	for valid := it.First(); valid && len(out) < walkBatch; valid = it.Next() {
+		e, err := catalog.DecodeEntry(it.Value())
+		if err != nil {
+			return nil, fmt.Errorf("%w: catalog entry at %x: %v", ErrCorrupt, it.Key(), err)
+		}
+		out = append(out, e)
+	}
+	return out, it.Error()
+}
+
+// MergePostings implements Catalog.
+func (p *Pebble) MergePostings(tag catalog.Tag, members []catalog.Member) error {
+	if err := checkMembers(tag, members); err != nil {
+		return err
+	}
+	if len(members) == 0 {
+		return nil
+	}
+	if !p.enter() {
+		return ErrClosed
+	}
+	defer p.state.RUnlock()
+	p.catMu.Lock()
+	defer p.catMu.Unlock()
+	if err := errors.Join(p.failure(), p.space.check()); err != nil {
+		return fmt.Errorf("store: postings of %s: %w", tag, err)
+	}
+	prefix := postingPrefix(tag)
+	b := p.db.NewBatch()
+	defer b.Close()
+	for _, m := range members {
+		k := append(prefix[:len(prefix):len(prefix)], m.Key...)
+		v, closer, err := p.db.Get(k)
+		switch {
+		case errors.Is(err, pebble.ErrNotFound):
+		case err != nil:
+			return err
+		default:
+			old, derr := catalog.DecodeMemberState(m.Key, v)
+			closer.Close()
+			if derr != nil {
+				return fmt.Errorf("%w: %v", ErrCorrupt, derr)
+			}
+			if merged := catalog.MergeMember(old, m); merged == old {
+				continue
+			} else {
+				m = merged
+			}
+		}
+		if err := b.Set(k, catalog.EncodeMemberState(m), nil); err != nil {
+			return err
+		}
+	}
+	if b.Empty() {
+		return nil
+	}
+	if err := p.commit(b); err != nil {
+		return fmt.Errorf("store: postings of %s: %w", tag, err)
+	}
+	return nil
+}
+
+// Postings implements Catalog.
+func (p *Pebble) Postings(tag catalog.Tag, after string, limit int) ([]catalog.Member, error) {
+	if err := checkPostingsArgs(tag, limit); err != nil {
+		return nil, err
+	}
+	if !p.enter() {
+		return nil, ErrClosed
+	}
+	defer p.state.RUnlock()
+	prefix := postingPrefix(tag)
+	lower := append(append(prefix[:len(prefix):len(prefix)], after...), 0)
+	if after == "" {
+		lower = prefix
+	}
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []catalog.Member
+	for valid := it.First(); valid && len(out) < limit; valid = it.Next() {
+		key := string(it.Key()[len(prefix):])
+		m, err := catalog.DecodeMemberState(key, it.Value())
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		out = append(out, m)
+	}
+	return out, it.Error()
+}
+
+// PostingTags implements Catalog: it seeks from one list to the next.
+func (p *Pebble) PostingTags(fn func(catalog.Tag) bool) error {
+	from := []byte{famPosting}
+	for {
+		tags, next, err := p.postingTagBatch(from)
+		if err != nil {
+			return err
+		}
+		for _, t := range tags {
+			if !fn(t) {
+				return nil
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		from = next
+	}
+}
+
+func (p *Pebble) postingTagBatch(from []byte) (tags []catalog.Tag, next []byte, err error) {
+	if !p.enter() {
+		return nil, nil, ErrClosed
+	}
+	defer p.state.RUnlock()
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: from, UpperBound: []byte{famPosting + 1}})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer it.Close()
+	for valid := it.First(); valid; {
+		if len(tags) == walkBatch {
+			return tags, append([]byte(nil), it.Key()...), nil
+		}
+		t, _, err := parsePostingKey(it.Key())
+		if err != nil {
+			return nil, nil, err
+		}
+		tags = append(tags, t)
+		end := prefixEnd(postingPrefix(t))
+		if end == nil {
+			break
+		}
+		valid = it.SeekGE(end)
+	}
+	return tags, nil, it.Error()
+}
