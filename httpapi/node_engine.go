@@ -4,24 +4,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
 	"github.com/tsdht/tsdht/tsdb"
+	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // NodeEngine is the Engine over a running node's coordinator: writes and reads go
 // through it exactly as `tsdht put` and `get` do (batched per shard, acknowledged at
 // the write quorum; reads complete or failed).
 //
-// What it lacks for now, and where the replacements plug in:
-//   - Series returns ErrNeedsCatalog: the series catalog will answer it.
-//   - Aggregate reads the points and aggregates them here (aggregatePoints): the
-//     replicas' partial aggregates will replace it.
-//   - tags passed to Write are not kept: the catalog will keep them.
+// Series and the tags of writes go through the cluster's series catalog. Aggregate
+// reads the points and aggregates them here (aggregatePoints): InfluxQL's selectors
+// (min, max, first, last without GROUP BY time) answer with the time of the point they
+// select, which the replicas' partial aggregates (tsdb/agg) do not keep.
 type NodeEngine struct {
 	node *tsdb.Node
+
+	tagMu sync.Mutex
+	tags  map[string]struct{} // series whose tags this engine recorded
 
 	mu        sync.Mutex
 	self      *tsdb.Client // for the repair counters, through the node's own status
@@ -33,9 +38,46 @@ type NodeEngine struct {
 // NewNodeEngine returns the engine over node.
 func NewNodeEngine(node *tsdb.Node) *NodeEngine { return &NodeEngine{node: node} }
 
-// Write implements Engine.
-func (e *NodeEngine) Write(ctx context.Context, key string, _ map[string]string, pts series.Points) (int, error) {
-	return e.node.Coordinator().Put(ctx, key, pts, tsdb.PutOptions{})
+// Write implements Engine: the points, then — once per series and process — its tags
+// into the series' catalog entry, so that SHOW and WHERE on tags find it.
+func (e *NodeEngine) Write(ctx context.Context, key string, tags map[string]string, pts series.Points) (int, error) {
+	n, err := e.node.Coordinator().Put(ctx, key, pts, tsdb.PutOptions{})
+	if err != nil || len(tags) == 0 || e.tagged(key) {
+		return n, err
+	}
+	req := &wire.MetaReq{Key: key, SetTags: true, AddTags: true}
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		req.Pairs = append(req.Pairs, k, tags[k])
+	}
+	if _, err := e.node.Coordinator().Meta(ctx, req); err != nil {
+		return n, fmt.Errorf("stored %d points of %q, but recording its tags failed: %w", n, key, err)
+	}
+	e.remember(key)
+	return n, nil
+}
+
+// maxTagged bounds the series whose tags this engine remembers having recorded.
+const maxTagged = 1 << 16
+
+func (e *NodeEngine) tagged(key string) bool {
+	e.tagMu.Lock()
+	defer e.tagMu.Unlock()
+	_, ok := e.tags[key]
+	return ok
+}
+
+func (e *NodeEngine) remember(key string) {
+	e.tagMu.Lock()
+	defer e.tagMu.Unlock()
+	if e.tags == nil || len(e.tags) >= maxTagged {
+		e.tags = make(map[string]struct{})
+	}
+	e.tags[key] = struct{}{}
 }
 
 // Read implements Engine.
@@ -62,9 +104,26 @@ func (e *NodeEngine) Aggregate(ctx context.Context, key string, from, to int64, 
 	return pts.Type, aggregatePoints(&pts, from, to, every), nil
 }
 
-// Series implements Engine: without the catalog it cannot.
-func (e *NodeEngine) Series(context.Context, SeriesQuery) ([]SeriesInfo, error) {
-	return nil, ErrNeedsCatalog
+// Series implements Engine from the cluster's series catalog.
+func (e *NodeEngine) Series(ctx context.Context, q SeriesQuery) ([]SeriesInfo, error) {
+	cq := catalog.Query{Prefix: q.Prefix}
+	for k, v := range q.Match {
+		cq.Match = append(cq.Match, catalog.Tag{K: k, V: v})
+	}
+	sort.Slice(cq.Match, func(i, j int) bool { return cq.Match[i].K < cq.Match[j].K })
+	entries, err := e.node.Coordinator().Series(ctx, cq)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SeriesInfo, 0, len(entries))
+	for _, en := range entries {
+		si := SeriesInfo{Key: en.Key, Type: en.Type, Tags: make(map[string]string, len(en.Tags))}
+		for _, t := range en.Tags {
+			si.Tags[t.K] = t.V
+		}
+		out = append(out, si)
+	}
+	return out, nil
 }
 
 // Ready implements Engine: the node sees itself alive in the membership.

@@ -337,6 +337,15 @@ func (c *Coordinator) Meta(ctx context.Context, req *wire.MetaReq) (catalog.Entr
 		if err != nil {
 			return catalog.Entry{}, rpc.Errorf(CodeBadInput, "--tag: %v", err)
 		}
+		if len(req.Pairs)%2 != 0 {
+			return catalog.Entry{}, rpc.Errorf(CodeBadInput, "tag pairs: an odd count (%d)", len(req.Pairs))
+		}
+		for i := 0; i+1 < len(req.Pairs); i += 2 {
+			tags = append(tags, catalog.Tag{K: req.Pairs[i], V: req.Pairs[i+1]})
+		}
+		if tags, err = catalog.NormalizeTags(tags); err != nil {
+			return catalog.Entry{}, rpc.Errorf(CodeBadInput, "tags: %v", err)
+		}
 		if req.AddTags {
 			merged := map[string]string{}
 			for _, t := range cur.Tags {

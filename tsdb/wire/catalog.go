@@ -163,8 +163,12 @@ type MetaReq struct {
 	NominalRate    float64  `msgpack:"r"`
 	SetRate        bool     `msgpack:"sr"`
 	Tags           []string `msgpack:"t"` // "k=v"
-	SetTags        bool     `msgpack:"st"`
-	AddTags        bool     `msgpack:"at"` // Tags are added to (and replace values in) the existing tags
+	// Pairs are more tags as keys and values alternating, taken as they are: values
+	// may hold ',' and '=' (the line protocol's and Prometheus' tags), which Tags
+	// cannot carry.
+	Pairs   []string `msgpack:"tp,omitempty"`
+	SetTags bool     `msgpack:"st"`
+	AddTags bool     `msgpack:"at"` // Tags are added to (and replace values in) the existing tags
 }
 
 // DelReq deletes a whole series (Whole) or its points with From <= t < To.
