@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // This file is the only glue between package pmu/ingest and the tsdb client: swap the
@@ -59,9 +62,13 @@ func pmuCommand() *cli.Command {
 type pmuWriter struct {
 	c   *tsdb.Client
 	opt tsdb.PutOptions
+	// pending holds the catalog metadata of series not yet written: an entry exists
+	// once a series' first write declared it, so the metadata follows that write.
+	mu      sync.Mutex
+	pending map[string]wire.MetaReq
 }
 
-func (w pmuWriter) Put(ctx context.Context, key string, pts series.Points) (int, error) {
+func (w *pmuWriter) Put(ctx context.Context, key string, pts series.Points) (int, error) {
 	n, err := w.c.Put(ctx, key, pts, w.opt)
 	var re *rpc.RemoteError
 	if errors.As(err, &re) {
@@ -70,7 +77,69 @@ func (w pmuWriter) Put(ctx context.Context, key string, pts series.Points) (int,
 			return n, ingest.Rejected(err)
 		}
 	}
+	if err == nil {
+		w.describePending(ctx, key)
+	}
 	return n, err
+}
+
+// Describe implements ingest.Describer: station, idcode, stream, channel, quantity,
+// unit and nominal frequency become tags of each series' catalog entry, with its unit
+// and nominal rate, once the series exists.
+func (w *pmuWriter) Describe(ctx context.Context, s ingest.Stream) error {
+	rate := 0.0
+	if s.Config != nil {
+		if r := float64(s.Config.DataRate); r > 0 {
+			rate = r
+		} else if r < 0 {
+			rate = -1 / r
+		}
+	}
+	w.mu.Lock()
+	if w.pending == nil {
+		w.pending = map[string]wire.MetaReq{}
+	}
+	for _, m := range s.Series {
+		req := wire.MetaReq{Key: m.Key, SetTags: true, AddTags: true, Unit: m.Unit, SetUnit: m.Unit != "",
+			NominalRate: rate, SetRate: rate > 0, Description: "C37.118 " + m.Station + " " + m.Channel, SetDescription: true}
+		tags := m.Tags()
+		keys := make([]string, 0, len(tags))
+		for k := range tags {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			req.Pairs = append(req.Pairs, k, tags[k])
+		}
+		w.pending[m.Key] = req
+	}
+	keys := make([]string, 0, len(w.pending))
+	for k := range w.pending {
+		keys = append(keys, k)
+	}
+	w.mu.Unlock()
+	for _, k := range keys {
+		w.describePending(ctx, k) // series written before: at once
+	}
+	return nil
+}
+
+// describePending records a series' pending metadata if it exists by now.
+func (w *pmuWriter) describePending(ctx context.Context, key string) {
+	w.mu.Lock()
+	req, ok := w.pending[key]
+	w.mu.Unlock()
+	if !ok {
+		return
+	}
+	if _, err := w.c.Meta(ctx, req); err != nil {
+		return // not written yet (unknown series) or unreachable: after its next write
+	}
+	w.mu.Lock()
+	if cur, ok := w.pending[key]; ok && fmt.Sprint(cur) == fmt.Sprint(req) {
+		delete(w.pending, key)
+	}
+	w.mu.Unlock()
 }
 
 func runPMU(c *cli.Context) error {
@@ -106,7 +175,7 @@ func runPMU(c *cli.Context) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	in, err := ingest.New(cfg, pmuWriter{c: client, opt: tsdb.PutOptions{WriteQuorum: c.Int("write-quorum")}})
+	in, err := ingest.New(cfg, &pmuWriter{c: client, opt: tsdb.PutOptions{WriteQuorum: c.Int("write-quorum")}})
 	if err != nil {
 		return err
 	}

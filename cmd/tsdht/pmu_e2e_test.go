@@ -312,6 +312,26 @@ func TestPMUEndToEnd(t *testing.T) {
 		}
 		n := checkStored(c.e2eCluster, i%3, want)
 		t.Logf("%s: %d frames, %d series, %d samples stored exactly", tc.name, frames, len(want), n)
+		// Station, idcode, unit and nominal frequency are tags of every series in the
+		// catalog (DESIGN.md's PMU naming).
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out, errOut, code := c.run("", "series", "--cluster", c.nodes[0].rpc, "--prefix", tc.prefix)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			tagged := 0
+			for _, l := range lines {
+				if strings.Contains(l, "station=") && strings.Contains(l, "idcode=") && strings.Contains(l, "nominal_hz=") {
+					tagged++
+				}
+			}
+			if code == 0 && tagged == len(want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d of %d series tagged in the catalog (exit %d %s):\n%s", tc.name, tagged, len(want), code, errOut, out)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 		r.p.stopGracefully()
 	}
 }
