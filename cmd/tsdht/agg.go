@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/client"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
@@ -67,7 +68,10 @@ func aggCommand() *cli.Command {
 			"(sample, n−1), spread (max−min); string series have count, first and last. An undefined value\n" +
 			"(stddev of one point) is empty in csv and null in json.",
 		Flags: append(rangeFlags(),
-			clusterFlag, seriesFlag, timeoutFlag, clusterKeyFlag,
+			clusterFlag, timeoutFlag, clusterKeyFlag,
+			&cli.StringFlag{Name: "series", Usage: "series key, 1–256 bytes of UTF-8 (or --match / --prefix)"},
+			&cli.StringSliceFlag{Name: "match", Usage: "k=v[,k=v…]: aggregate every series carrying these tags (csv gains a key column; json is an array)"},
+			&cli.StringFlag{Name: "prefix", Usage: "aggregate every series whose key starts with this (like --match)"},
 			&cli.StringFlag{Name: "every", Required: true, Usage: "window width: 1m, 10s, 250ms, 1h, 1d, or ns"},
 			&cli.StringFlag{Name: "fn", Value: "mean,min,max,count", Usage: "functions, comma-separated: mean,min,max,count,sum,first,last,stddev,spread"},
 			&cli.StringFlag{Name: "format", Value: "csv", Usage: "output: csv or json"},
@@ -79,9 +83,16 @@ func aggCommand() *cli.Command {
 }
 
 func runAgg(c *cli.Context) error {
-	key, err := seriesKey(c)
-	if err != nil {
-		return err
+	multi := c.IsSet("match") || c.IsSet("prefix")
+	if multi == c.IsSet("series") {
+		return fmt.Errorf("give --series KEY, or --match k=v / --prefix P to aggregate several series")
+	}
+	key := ""
+	if !multi {
+		var err error
+		if key, err = seriesKey(c); err != nil {
+			return err
+		}
 	}
 	from, to, err := parseRange(c, time.Now())
 	if err != nil {
@@ -104,12 +115,16 @@ func runAgg(c *cli.Context) error {
 		return err
 	}
 	defer client.Close()
+	opt := wire.GetOptions{ReadQuorum: c.Int("read-quorum"), AllowPartial: c.Bool("allow-partial")}
+	if multi {
+		return aggMatch(c, client, from, to, every, fns, format, opt)
+	}
 
 	w := bufio.NewWriterSize(os.Stdout, 1<<16)
 	out := newAggWriter(w, format, key, every, fns)
 	prog := newProgress("agg")
 	partial, missing := false, 0
-	err = client.AggWindows(c.Context, key, from, to, every, wire.GetOptions{ReadQuorum: c.Int("read-quorum"), AllowPartial: c.Bool("allow-partial")},
+	err = client.AggWindows(c.Context, key, from, to, every, opt,
 		func(res wire.AggResult) error {
 			for _, fn := range fns {
 				if !agg.Supports(fn, res.Type) {
@@ -248,4 +263,86 @@ func (p *progress) done() {
 	if p.shown {
 		fmt.Fprintf(p.out, "tsdht %s: done in %.1fs\n", p.what, time.Since(p.start).Seconds())
 	}
+}
+
+// aggMatch aggregates every series --match/--prefix selects: csv as
+// "key,time,<fn>,…" lines (series by key, windows ascending), json as one array of
+// {"series", "type", "windows"} objects.
+func aggMatch(c *cli.Context, cl *client.Client, from, to, every int64, fns []agg.Fn, format string, opt wire.GetOptions) error {
+	match, err := matchTags(c)
+	if err != nil {
+		return err
+	}
+	results, err := cl.AggMatch(c.Context, match, c.String("prefix"), from, to, every, opt)
+	if err != nil {
+		return err
+	}
+	for _, r := range results {
+		for _, fn := range fns {
+			if !agg.Supports(fn, r.Result.Type) {
+				return fmt.Errorf("--fn %s: series %q holds %s values; string series have count, first and last", fn, r.Entry.Key, r.Result.Type)
+			}
+		}
+	}
+	w := bufio.NewWriterSize(os.Stdout, 1<<16)
+	missing := 0
+	if format == "json" {
+		type jsonWindow map[string]any
+		type jsonAgg struct {
+			Series  string       `json:"series"`
+			Type    string       `json:"type"`
+			Partial bool         `json:"partial"`
+			Windows []jsonWindow `json:"windows"`
+		}
+		all := make([]jsonAgg, 0, len(results))
+		for _, r := range results {
+			ja := jsonAgg{Series: r.Entry.Key, Type: r.Result.Type.String(), Partial: r.Result.Partial, Windows: []jsonWindow{}}
+			for i := range r.Result.Windows {
+				win := &r.Result.Windows[i]
+				jw := jsonWindow{"time": win.Start}
+				for _, fn := range fns {
+					if v := win.Eval(fn); v.Kind == series.Float {
+						jw[fn.String()] = jsonFloat(v.F)
+					} else {
+						jw[fn.String()] = v.Any()
+					}
+				}
+				ja.Windows = append(ja.Windows, jw)
+			}
+			missing += r.Result.Missing
+			all = append(all, ja)
+		}
+		err = json.NewEncoder(w).Encode(all)
+	} else {
+		cw := csv.NewWriter(w)
+		head := []string{"key", "time"}
+		for _, fn := range fns {
+			head = append(head, fn.String())
+		}
+		_ = cw.Write(head)
+		rec := make([]string, len(head))
+		for _, r := range results {
+			for i := range r.Result.Windows {
+				win := &r.Result.Windows[i]
+				rec[0], rec[1] = r.Entry.Key, strconv.FormatInt(win.Start, 10)
+				for k, fn := range fns {
+					rec[k+2] = win.Eval(fn).String()
+				}
+				_ = cw.Write(rec)
+			}
+			missing += r.Result.Missing
+		}
+		cw.Flush()
+		err = cw.Error()
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		return err
+	}
+	if missing > 0 {
+		return cli.Exit(fmt.Sprintf("tsdht: partial result: %d shards could not be read from any replica", missing), 3)
+	}
+	return nil
 }

@@ -163,6 +163,22 @@ func TestCatalogCommands(t *testing.T) {
 		t.Fatalf("get --match json: %d series %+v", len(many), many)
 	}
 
+	// agg --match: one series' windows after another, the key first; json an array.
+	out, errOut, code = c.run("", "agg", "--cluster", addr(2), "--match", "bus=1", "--from", from, "--to", to, "--every", "5s", "--fn", "count,min")
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 5 || lines[0] != "key,time,count,min" || !strings.HasPrefix(lines[1], "pmu1/bus1/freq,") ||
+		!strings.HasPrefix(lines[4], "pmu2/bus1/freq,") || strings.Split(lines[1], ",")[2] != "300" {
+		t.Fatalf("agg --match csv: exit %d %s\n%s", code, errOut, out)
+	}
+	out, _, code = c.run("", "agg", "--cluster", addr(0), "--prefix", "pmu1/", "--from", from, "--to", to, "--every", "10s", "--format", "json")
+	var aggs []struct {
+		Series  string           `json:"series"`
+		Windows []map[string]any `json:"windows"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &aggs) != nil || len(aggs) != 2 || aggs[1].Series != keys[1] || len(aggs[1].Windows) != 1 || aggs[1].Windows[0]["count"] != 600.0 {
+		t.Fatalf("agg --prefix json: exit %d %+v\n%s", code, aggs, out)
+	}
+
 	// delete a range, then the whole series; the key is free afterwards.
 	mid := strconv.FormatInt(t0+int64(5*time.Second), 10)
 	if _, errOut, code := c.run("", "delete", "--cluster", addr(0), "--series", keys[1], "--from", from, "--to", mid); code != 0 {

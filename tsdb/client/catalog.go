@@ -111,3 +111,44 @@ func (c *Client) GetMatch(ctx context.Context, match []catalog.Tag, prefix strin
 	wg.Wait()
 	return out, errors.Join(errs...)
 }
+
+// SeriesAgg is one series' aggregate in a multi-series aggregate.
+type SeriesAgg struct {
+	Entry  catalog.Entry
+	Result wire.AggResult
+}
+
+// AggMatch aggregates, per window of every, each series the catalog selects by match
+// and prefix, several at once, as GetMatch reads them.
+func (c *Client) AggMatch(ctx context.Context, match []catalog.Tag, prefix string, from, to, every int64, opt wire.GetOptions) ([]SeriesAgg, error) {
+	es, err := c.Series(ctx, match, prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SeriesAgg, len(es))
+	errs := make([]error, len(es))
+	slots := make(chan struct{}, getMatchConcurrency)
+	var wg sync.WaitGroup
+	for i, e := range es {
+		out[i].Entry = e
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			r := &out[i].Result
+			errs[i] = c.AggWindows(ctx, e.Key, from, to, every, opt, func(part wire.AggResult) error {
+				r.Type = part.Type
+				r.Windows = append(r.Windows, part.Windows...)
+				r.Partial = r.Partial || part.Partial
+				r.Missing += part.Missing
+				return nil
+			}, nil)
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("%s: %w", e.Key, errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
