@@ -38,7 +38,7 @@ func getCommand() *cli.Command {
 func runGet(c *cli.Context) error {
 	multi := c.IsSet("match") || c.IsSet("prefix")
 	if multi == c.IsSet("series") {
-		return fmt.Errorf("give --series KEY, or --match k=v / --prefix P to read several series")
+		return usagef(c, "give --series KEY, or --match k=v / --prefix P to read several series")
 	}
 	key := ""
 	if !multi {
