@@ -104,9 +104,13 @@ func runNode(c *cli.Context) error {
 	self := dht.NewPeer(id, "")
 	st, err := openStore(c, dir, q, logger.With("node", hex.EncodeToString(self.Key[:])))
 	if err != nil {
-		return err
+		return dirInUse(dir, err)
 	}
 	cfg.Store = st
+	if err := writePIDFile(dir); err != nil {
+		logger.Warn("cannot write the pid file", "err", err)
+	}
+	defer removePIDFile(dir)
 
 	n, err := tsdb.Start(cfg)
 	if err != nil {

@@ -59,15 +59,23 @@ func forgive(app *cli.App) {
 	app.CommandNotFound = func(c *cli.Context, name string) {
 		fmt.Fprintf(c.App.ErrWriter, "tsdht: unknown command %q\n", name)
 	}
+	// Flags are shared between commands: note every command's required ones first.
+	requiredOf := map[*cli.Command][]string{}
 	for _, cmd := range app.Commands {
-		cmd.OnUsageError = onUsageError
-		var required []string
 		for _, f := range cmd.Flags {
 			if rf, ok := f.(cli.RequiredFlag); ok && rf.IsRequired() {
-				required = append(required, f.Names()[0])
-				unrequire(f)
+				requiredOf[cmd] = append(requiredOf[cmd], f.Names()[0])
 			}
 		}
+	}
+	for _, cmd := range app.Commands {
+		for _, f := range cmd.Flags {
+			unrequire(f)
+		}
+	}
+	for _, cmd := range app.Commands {
+		cmd.OnUsageError = onUsageError
+		required := requiredOf[cmd]
 		if len(required) == 0 {
 			continue
 		}
