@@ -131,7 +131,7 @@ func writeCSV(w *bufio.Writer, p *series.Points, stamp func(int64) string) error
 
 type jsonPoint struct {
 	T any `json:"t"` // int64 ns, or an RFC 3339 string with --time-format rfc3339
-	V any   `json:"v"`
+	V any `json:"v"`
 }
 
 // jsonSeries is one series as get --format json prints it: its catalog entry and its

@@ -347,4 +347,3 @@ func appendValue(b *series.Points, typ *series.Type, t int64, v string) error {
 	}
 	return nil
 }
-

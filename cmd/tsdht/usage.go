@@ -160,5 +160,3 @@ func exitStatus(w io.Writer, err error) int {
 	fmt.Fprintf(w, "tsdht: %v\n", err)
 	return exitFailure
 }
-
-

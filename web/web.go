@@ -1,0 +1,274 @@
+// Package web serves a node's page: the cluster map (members, state, 160-bit IDs on a
+// ring, shards, points, disk, under-replicated pairs), the shard balance across nodes, and
+// a series browser whose plot asks for min/max/mean per pixel column, so it stays fast at
+// any range. The page and its plotting library (uPlot, vendored from npm) are embedded in
+// the binary: a substation has no internet. The JSON the page reads:
+//
+//	GET /api/v1/cluster                         members as the node sees them
+//	GET /api/v1/series?prefix=P                 series keys, when the backend can list them
+//	GET /api/v1/agg?series=K&from=T&to=T&buckets=N   min/max/mean/count per bucket
+//
+// The package sits over tsdb's thin client interface (Backend); cmd/tsdht mounts it on
+// the node's --http address.
+package web
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Backend is what the page needs of a cluster; *client.Client provides it.
+type Backend interface {
+	Status(ctx context.Context) ([]wire.NodeStats, error)
+	Get(ctx context.Context, key string, from, to int64, opt wire.GetOptions) (wire.Result, error)
+}
+
+// Lister lists series keys; a Backend that also is a Lister fills the page's series picker.
+type Lister interface {
+	ListSeries(ctx context.Context, prefix string) ([]string, error)
+}
+
+// Config configures the handler. The zero value is the default.
+type Config struct {
+	// Timeout bounds each backend call a request makes; 0 means 10 s.
+	Timeout time.Duration
+	// MaxBuckets is the most buckets one /api/v1/agg request may ask for; 0 means 4096.
+	MaxBuckets int
+}
+
+func (c Config) withDefaults() Config {
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Second
+	}
+	if c.MaxBuckets == 0 {
+		c.MaxBuckets = 4096
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.Timeout < 0 || c.MaxBuckets < 0 {
+		return errors.New("web: Timeout and MaxBuckets must not be negative")
+	}
+	return nil
+}
+
+// Handler returns the page and its API.
+func Handler(b Backend, cfg Config) (http.Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	sub, err := fs.Sub(assets, "assets")
+	if err != nil {
+		return nil, err
+	}
+	h := &handler{b: b, cfg: cfg}
+	mux := http.NewServeMux()
+	mux.Handle("GET /", http.FileServerFS(sub))
+	mux.HandleFunc("GET /api/v1/cluster", h.cluster)
+	mux.HandleFunc("GET /api/v1/series", h.series)
+	mux.HandleFunc("GET /api/v1/agg", h.agg)
+	return mux, nil
+}
+
+type handler struct {
+	b   Backend
+	cfg Config
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+func fail(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+// Member is one row of the cluster map.
+type Member struct {
+	NodeID    string `json:"node_id"` // 160-bit ID, 40 hex digits
+	RPC       string `json:"rpc"`
+	State     string `json:"state"`     // alive, suspect, leaving, dead, …
+	Reachable bool   `json:"reachable"` // false: the numbers below are unknown, not zero
+	Error     string `json:"error,omitempty"`
+	Shards    int    `json:"shards"`
+	Series    int    `json:"series"`
+	Points    int64  `json:"points"`
+	Under     int64  `json:"under_replicated"`
+	DiskBytes int64  `json:"disk_bytes"`
+}
+
+// Cluster is /api/v1/cluster's answer.
+type Cluster struct {
+	RF      int      `json:"rf"`
+	Live    int      `json:"live"`
+	Members []Member `json:"members"`
+	Note    string   `json:"note,omitempty"` // e.g. fewer live members than rf
+}
+
+func (h *handler) cluster(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	nodes, err := h.b.Status(ctx)
+	if err != nil {
+		fail(w, http.StatusBadGateway, err)
+		return
+	}
+	var out Cluster
+	for _, n := range nodes {
+		if n.State == "alive" {
+			out.Live++
+		}
+		if n.Reachable && n.RF > out.RF {
+			out.RF = n.RF
+		}
+	}
+	for _, n := range nodes {
+		m := Member{NodeID: n.NodeID, RPC: n.RPCAddr, State: n.State, Reachable: n.Reachable, Error: n.Error,
+			Shards: n.Shards, Series: n.Series, Points: n.Points, Under: n.Repair.UnderReplicated, DiskBytes: n.DiskBytes}
+		if out.RF > 0 && out.Live < out.RF {
+			m.Under = int64(n.Shards) // every pair has fewer than rf copies
+		}
+		out.Members = append(out.Members, m)
+	}
+	if out.RF > 0 && out.Live < out.RF {
+		out.Note = fmt.Sprintf("%d members alive, fewer than rf %d: every shard has fewer than %d copies", out.Live, out.RF, out.RF)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *handler) series(w http.ResponseWriter, r *http.Request) {
+	l, ok := h.b.(Lister)
+	if !ok {
+		writeJSON(w, http.StatusOK, map[string]any{"available": false, "series": []string{}})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	keys, err := l.ListSeries(ctx, r.URL.Query().Get("prefix"))
+	if err != nil {
+		fail(w, http.StatusBadGateway, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"available": true, "series": keys})
+}
+
+// Agg is /api/v1/agg's answer: per non-empty bucket, its start (ns) and the min, max,
+// mean and count of the points in it. Buckets are [from + i·every, from + (i+1)·every).
+type Agg struct {
+	Series string    `json:"series"`
+	Type   string    `json:"type"`
+	From   int64     `json:"from"`
+	To     int64     `json:"to"`
+	Every  int64     `json:"every"` // bucket width, ns
+	Points int       `json:"points"`
+	T      []int64   `json:"t"`
+	Min    []float64 `json:"min"`
+	Max    []float64 `json:"max"`
+	Mean   []float64 `json:"mean"`
+	Count  []int     `json:"count"`
+}
+
+func (h *handler) agg(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	key := q.Get("series")
+	if err := series.ValidateKey(key); err != nil {
+		fail(w, http.StatusBadRequest, fmt.Errorf("series: %w", err))
+		return
+	}
+	from, err1 := strconv.ParseInt(q.Get("from"), 10, 64)
+	to, err2 := strconv.ParseInt(q.Get("to"), 10, 64)
+	if err1 != nil || err2 != nil || from >= to {
+		fail(w, http.StatusBadRequest, errors.New("from and to: integer nanoseconds with from < to"))
+		return
+	}
+	buckets, err := strconv.Atoi(q.Get("buckets"))
+	if err != nil || buckets < 1 || buckets > h.cfg.MaxBuckets {
+		fail(w, http.StatusBadRequest, fmt.Errorf("buckets: an integer 1..%d (the plot's width in pixels)", h.cfg.MaxBuckets))
+		return
+	}
+	every := (to - from + int64(buckets) - 1) / int64(buckets)
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
+	defer cancel()
+	res, err := h.b.Get(ctx, key, from, to, wire.GetOptions{AllowPartial: true})
+	if err != nil {
+		code := http.StatusBadGateway
+		if strings.Contains(err.Error(), "unknown series") {
+			code = http.StatusNotFound
+		}
+		fail(w, code, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, bucketize(key, &res.Points, from, to, every))
+}
+
+// bucketize reduces every point of p into buckets of width every from from: min, max and
+// mean of each non-empty one; NaN and ±Inf are left out. Strings have no numbers: only
+// their counts.
+func bucketize(key string, p *series.Points, from, to, every int64) Agg {
+	a := Agg{Series: key, Type: p.Type.String(), From: from, To: to, Every: every, Points: p.Len()}
+	cur := int64(-1)
+	var sum float64
+	for i, t := range p.T {
+		b := (t - from) / every
+		var v float64
+		switch p.Type {
+		case series.Float:
+			v = p.F[i]
+		case series.Int:
+			v = float64(p.I[i])
+		default:
+			v = 0
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			continue // JSON has no NaN; the band shows the finite values
+		}
+		if b != cur || len(a.T) == 0 {
+			if len(a.T) > 0 {
+				a.Mean[len(a.Mean)-1] = sum / float64(a.Count[len(a.Count)-1])
+			}
+			cur, sum = b, 0
+			a.T = append(a.T, from+b*every)
+			a.Min = append(a.Min, v)
+			a.Max = append(a.Max, v)
+			a.Mean = append(a.Mean, 0)
+			a.Count = append(a.Count, 0)
+		}
+		k := len(a.T) - 1
+		a.Count[k]++
+		sum += v
+		if v < a.Min[k] {
+			a.Min[k] = v
+		}
+		if v > a.Max[k] {
+			a.Max[k] = v
+		}
+	}
+	if k := len(a.T) - 1; k >= 0 {
+		a.Mean[k] = sum / float64(a.Count[k])
+	}
+	if p.Type == series.String {
+		a.Min, a.Max, a.Mean = nil, nil, nil
+	}
+	return a
+}
