@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -174,4 +175,49 @@ func dataDirOf(t *testing.T, p *proc) string {
 	}
 	t.Fatal("no --data")
 	return ""
+}
+
+// An RPC address given to --join, and a gossip address given to --cluster, are named as
+// such on every side.
+func TestPortMixups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real node processes; skipped with -short")
+	}
+	c := startE2ECluster(t, 1, "--rf", "1")
+	a := c.nodes[0]
+
+	_, errOut, code := c.run("", "status", "--cluster", a.gossip, "--timeout", "5s")
+	want := a.gossip + " does not speak tsdht RPC; it looks like a gossip port? --cluster wants the node's --rpc address"
+	if code != exitFailure || !strings.Contains(errOut, want) {
+		t.Fatalf("--cluster at a gossip port: exit %d, stderr %q", code, errOut)
+	}
+
+	p := &proc{rpc: freeAddr(t), gossip: freeAddr(t), log: &bytes.Buffer{}}
+	p.cmd = exec.Command(c.bin, "node", "--rpc", p.rpc, "--gossip", p.gossip, "--join", a.rpc, "--data", filepath.Join(t.TempDir(), "b"))
+	p.cmd.Stderr = &syncWriter{w: p.log}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c.nodes = append(c.nodes, p) // stopped by the cluster's cleanup
+	waitLog(t, p, "--join wants gossip addresses, the seeds' --gossip; "+a.rpc+" answered like an RPC port")
+	waitLog(t, a, "it looks like memberlist gossip: a node's --join names this RPC address")
+}
+
+func waitLog(t *testing.T, p *proc, want string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(logOf(p), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("log of %s never said %q:\n%s", p.rpc, want, logOf(p))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// logOf reads a running node's stderr under its writer's lock.
+func logOf(p *proc) string {
+	sw := p.cmd.Stderr.(*syncWriter)
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.w.String()
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -157,6 +158,19 @@ func exitStatus(w io.Writer, err error) int {
 		}
 		return ec.ExitCode()
 	}
-	fmt.Fprintf(w, "tsdht: %v\n", err)
+	fmt.Fprintf(w, "tsdht: %v\n", explainRPCError(err))
 	return exitFailure
+}
+
+// gossipPortErr matches a client's call to an address that closed the connection on the
+// RPC hello without a word: what a memberlist gossip port does with it.
+var gossipPortErr = regexp.MustCompile(`to ([^ ]+): rpc: peer unreachable: rpc: handshake: (EOF|read: connection reset by peer)`)
+
+// explainRPCError names the likely mix-up when --cluster was given a gossip address.
+func explainRPCError(err error) error {
+	m := gossipPortErr.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	return fmt.Errorf("%s does not speak tsdht RPC; it looks like a gossip port? --cluster wants the node's --rpc address (%w)", m[1], err)
 }

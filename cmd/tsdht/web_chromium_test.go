@@ -184,7 +184,7 @@ func TestWebPageChromium(t *testing.T) {
 
 // nodeIDOf finds the 160-bit ID of node i in its log's "serving" line.
 func nodeIDOf(t *testing.T, c *e2eCluster, i int, ids []string) string {
-	log := c.nodes[i].log.String()
+	log := logOf(c.nodes[i])
 	for _, id := range ids {
 		if strings.Contains(log, "msg=serving node="+id) {
 			return id
@@ -228,9 +228,11 @@ func screenshot(t *testing.T, ctx context.Context, path string, w, h int64, mobi
 	t.Helper()
 	var buf []byte
 	err := chromedp.Run(ctx,
-		chromedp.EmulateViewport(w, h, func(p *emulation.SetDeviceMetricsOverrideParams, _ *emulation.SetTouchEmulationEnabledParams) { p.Mobile = mobile }),
+		chromedp.EmulateViewport(w, h, func(p *emulation.SetDeviceMetricsOverrideParams, _ *emulation.SetTouchEmulationEnabledParams) {
+			p.Mobile = mobile
+		}),
 		chromedp.Evaluate(`window.dispatchEvent(new Event('resize'))`, nil),
-		chromedp.Sleep(time.Second), // the plot redraws 200 ms after a resize
+		chromedp.Sleep(time.Second),        // the plot redraws 200 ms after a resize
 		chromedp.FullScreenshot(&buf, 100), // 100: PNG,
 	)
 	if err != nil {
