@@ -45,26 +45,32 @@ type Lister interface {
 
 // Config configures the handler. The zero value is the default.
 type Config struct {
-	// Timeout bounds each backend call a request makes; 0 means 10 s.
+	// Timeout bounds each API request, all its backend calls included; 0 means 30 s.
 	Timeout time.Duration
 	// MaxBuckets is the most buckets one /api/v1/agg request may ask for; 0 means 4096.
 	MaxBuckets int
+	// Window is how much time /api/v1/agg reads and reduces at once (rounded up to whole
+	// buckets): it bounds the points held in memory; 0 means 10 minutes.
+	Window time.Duration
 }
 
 func (c Config) withDefaults() Config {
 	if c.Timeout == 0 {
-		c.Timeout = 10 * time.Second
+		c.Timeout = 30 * time.Second
 	}
 	if c.MaxBuckets == 0 {
 		c.MaxBuckets = 4096
+	}
+	if c.Window == 0 {
+		c.Window = 10 * time.Minute
 	}
 	return c
 }
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
-	if c.Timeout < 0 || c.MaxBuckets < 0 {
-		return errors.New("web: Timeout and MaxBuckets must not be negative")
+	if c.Timeout < 0 || c.MaxBuckets < 0 || c.Window < 0 {
+		return errors.New("web: Timeout, MaxBuckets and Window must not be negative")
 	}
 	return nil
 }
@@ -176,17 +182,18 @@ func (h *handler) series(w http.ResponseWriter, r *http.Request) {
 // Agg is /api/v1/agg's answer: per non-empty bucket, its start (ns) and the min, max,
 // mean and count of the points in it. Buckets are [from + i·every, from + (i+1)·every).
 type Agg struct {
-	Series string    `json:"series"`
-	Type   string    `json:"type"`
-	From   int64     `json:"from"`
-	To     int64     `json:"to"`
-	Every  int64     `json:"every"` // bucket width, ns
-	Points int       `json:"points"`
-	T      []int64   `json:"t"`
-	Min    []float64 `json:"min"`
-	Max    []float64 `json:"max"`
-	Mean   []float64 `json:"mean"`
-	Count  []int     `json:"count"`
+	Series  string    `json:"series"`
+	Type    string    `json:"type"`
+	From    int64     `json:"from"`
+	To      int64     `json:"to"`
+	Every   int64     `json:"every"`   // bucket width, ns
+	Points  int       `json:"points"`  // points read in [from, to)
+	Partial bool      `json:"partial"` // some shard had no reachable replica: the plot may have gaps
+	T       []int64   `json:"t"`
+	Min     []float64 `json:"min"`
+	Max     []float64 `json:"max"`
+	Mean    []float64 `json:"mean"`
+	Count   []int     `json:"count"`
 }
 
 func (h *handler) agg(w http.ResponseWriter, r *http.Request) {
@@ -210,45 +217,65 @@ func (h *handler) agg(w http.ResponseWriter, r *http.Request) {
 	every := (to - from + int64(buckets) - 1) / int64(buckets)
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
-	res, err := h.b.Get(ctx, key, from, to, wire.GetOptions{AllowPartial: true})
-	if err != nil {
-		code := http.StatusBadGateway
-		if strings.Contains(err.Error(), "unknown series") {
-			code = http.StatusNotFound
+	// Read the range a window of whole buckets at a time, reducing each before the next,
+	// so a week of 60 Hz data costs one window of points in memory, not the week.
+	win := (int64(h.cfg.Window) + every - 1) / every * every
+	acc := newReducer(key, from, to, every)
+	for lo := from; lo < to; lo += win {
+		hi := min(lo+win, to)
+		if hi < lo { // overflow near the end of time
+			hi = to
 		}
-		fail(w, code, err)
-		return
+		res, err := h.b.Get(ctx, key, lo, hi, wire.GetOptions{AllowPartial: true})
+		if err != nil {
+			code := http.StatusBadGateway
+			if strings.Contains(err.Error(), "unknown series") {
+				code = http.StatusNotFound
+			}
+			fail(w, code, err)
+			return
+		}
+		acc.add(&res.Points)
+		acc.a.Partial = acc.a.Partial || res.Partial
 	}
-	writeJSON(w, http.StatusOK, bucketize(key, &res.Points, from, to, every))
+	writeJSON(w, http.StatusOK, acc.done())
 }
 
-// bucketize reduces every point of p into buckets of width every from from: min, max and
-// mean of each non-empty one; NaN and ±Inf are left out. Strings have no numbers: only
-// their counts.
-func bucketize(key string, p *series.Points, from, to, every int64) Agg {
-	a := Agg{Series: key, Type: p.Type.String(), From: from, To: to, Every: every, Points: p.Len()}
-	cur := int64(-1)
-	var sum float64
+// reducer folds points, in time order, into buckets of width every from from: min, max
+// and mean of each non-empty one; NaN and ±Inf are left out. Strings have no numbers:
+// only their counts.
+type reducer struct {
+	a   Agg
+	cur int64 // bucket index of the last point, -1 before the first
+	sum float64
+}
+
+func newReducer(key string, from, to, every int64) *reducer {
+	return &reducer{a: Agg{Series: key, From: from, To: to, Every: every}, cur: -1}
+}
+
+func (r *reducer) add(p *series.Points) {
+	a := &r.a
+	if p.Len() > 0 {
+		a.Type = p.Type.String()
+	}
+	a.Points += p.Len()
 	for i, t := range p.T {
-		b := (t - from) / every
+		b := (t - a.From) / a.Every
 		var v float64
 		switch p.Type {
 		case series.Float:
 			v = p.F[i]
 		case series.Int:
 			v = float64(p.I[i])
-		default:
-			v = 0
 		}
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			continue // JSON has no NaN; the band shows the finite values
 		}
-		if b != cur || len(a.T) == 0 {
-			if len(a.T) > 0 {
-				a.Mean[len(a.Mean)-1] = sum / float64(a.Count[len(a.Count)-1])
-			}
-			cur, sum = b, 0
-			a.T = append(a.T, from+b*every)
+		if b != r.cur {
+			r.close()
+			r.cur, r.sum = b, 0
+			a.T = append(a.T, a.From+b*a.Every)
 			a.Min = append(a.Min, v)
 			a.Max = append(a.Max, v)
 			a.Mean = append(a.Mean, 0)
@@ -256,19 +283,29 @@ func bucketize(key string, p *series.Points, from, to, every int64) Agg {
 		}
 		k := len(a.T) - 1
 		a.Count[k]++
-		sum += v
-		if v < a.Min[k] {
-			a.Min[k] = v
-		}
-		if v > a.Max[k] {
-			a.Max[k] = v
-		}
+		r.sum += v
+		a.Min[k] = math.Min(a.Min[k], v)
+		a.Max[k] = math.Max(a.Max[k], v)
 	}
-	if k := len(a.T) - 1; k >= 0 {
-		a.Mean[k] = sum / float64(a.Count[k])
+}
+
+// close sets the mean of the last bucket.
+func (r *reducer) close() {
+	if k := len(r.a.T) - 1; k >= 0 {
+		r.a.Mean[k] = r.sum / float64(r.a.Count[k])
 	}
-	if p.Type == series.String {
-		a.Min, a.Max, a.Mean = nil, nil, nil
+}
+
+func (r *reducer) done() Agg {
+	r.close()
+	if r.a.Type == "" {
+		r.a.Type = "unknown"
 	}
-	return a
+	if r.a.Type == series.String.String() {
+		r.a.Min, r.a.Max, r.a.Mean = nil, nil, nil
+	}
+	if r.a.T == nil { // [] rather than null for the page
+		r.a.T, r.a.Min, r.a.Max, r.a.Mean, r.a.Count = []int64{}, []float64{}, []float64{}, []float64{}, []int{}
+	}
+	return r.a
 }

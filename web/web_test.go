@@ -32,7 +32,7 @@ func TestAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	h, err := Handler(cl, Config{})
+	h, err := Handler(cl, Config{Window: 47 * time.Second}) // many windows, not a whole number of buckets
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestConfigValidate(t *testing.T) {
 	if err := (Config{Timeout: -1}).Validate(); err == nil {
 		t.Error("a negative timeout passed Validate")
 	}
-	if c := (Config{}).withDefaults(); c.Timeout != 10*time.Second || c.MaxBuckets != 4096 {
+	if c := (Config{}).withDefaults(); c.Timeout != 30*time.Second || c.MaxBuckets != 4096 {
 		t.Errorf("defaults: %+v", c)
 	}
 }
