@@ -96,6 +96,13 @@ func TestForgivingPutGetStatus(t *testing.T) {
 		t.Fatalf("get --time-format rfc3339: exit %d, got %q want %q; %s", code, out, want, errOut)
 	}
 
+	// A range no read may cover is refused at once, not read window by window for minutes.
+	start := time.Now()
+	_, errOut, code = c.run("", "get", "--cluster", addr, "--series", "u/s", "--from", "0", "--to", "now")
+	if code != exitUsage || !strings.Contains(errOut, " years; one read covers at most 1048576 quanta") || !strings.Contains(errOut, "121 days with this cluster's 10 s quanta") {
+		t.Fatalf("get --from 0 --to now: exit %d after %v, stderr %q", code, time.Since(start), errOut)
+	}
+
 	// A wide CSV with a header: one series per column, empty cells skipped.
 	wide := fmt.Sprintf("time,va,vb,vc\n%d,1,10,\n%d,2,20,200\n", secs, secs+1)
 	_, errOut, code = c.run(wide, "put", "--cluster", addr, "--series-prefix", "pmu1/", "--time-unit", "s", "--write-quorum", "1")

@@ -5,13 +5,16 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/client"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
@@ -77,6 +80,9 @@ func runGet(c *cli.Context) error {
 		return err
 	}
 	defer client.Close()
+	if err := checkSpan(c, client, from, to); err != nil {
+		return err
+	}
 	opt := wire.GetOptions{ReadQuorum: c.Int("read-quorum"), AllowPartial: c.Bool("allow-partial")}
 	if multi {
 		return getMatch(c, from, to, format, opt)
@@ -228,4 +234,42 @@ func (f jsonFloat) MarshalJSON() ([]byte, error) {
 		return json.Marshal(strconv.FormatFloat(v, 'g', -1, 64))
 	}
 	return []byte(strconv.FormatFloat(v, 'g', -1, 64)), nil
+}
+
+// checkSpan refuses, before any read, a range longer than a read may cover
+// (quanta.MaxQuantaPerRange quanta): `--from 0 --to now` or a mistyped year would
+// otherwise be read window by window for minutes. Only a range past the bound for the
+// shortest quantum asks the cluster for its quantum.
+func checkSpan(c *cli.Context, cl *client.Client, from, to int64) error {
+	span := to - from
+	if span < 0 { // overflowed: from and to are valid int64 timestamps with from <= to
+		span = math.MaxInt64
+	}
+	if span <= quanta.MaxQuantaPerRange*int64(time.Second) {
+		return nil
+	}
+	q := int64(quanta.DefaultQuantum / time.Second)
+	if nodes, err := cl.Status(c.Context); err == nil {
+		for _, n := range nodes {
+			if n.Reachable && n.Quantum > 0 {
+				q = n.Quantum
+				break
+			}
+		}
+	}
+	limit := quanta.MaxQuantaPerRange * q * int64(time.Second)
+	if span <= limit {
+		return nil
+	}
+	return usagef(c, "--from %s --to %s spans %s; one read covers at most %d quanta (%s with this cluster's %d s quanta): narrow it, e.g. --from -1h --to now",
+		c.String("from"), c.String("to"), humanSpan(span), quanta.MaxQuantaPerRange, humanSpan(limit), q)
+}
+
+// humanSpan prints a long duration in days or years.
+func humanSpan(ns int64) string {
+	days := float64(ns) / float64(24*time.Hour)
+	if days >= 730 {
+		return fmt.Sprintf("%.0f years", days/365.25)
+	}
+	return fmt.Sprintf("%.0f days", days)
 }
