@@ -5,7 +5,7 @@
 // the binary: a substation has no internet. The JSON the page reads:
 //
 //	GET /api/v1/cluster                         members as the node sees them
-//	GET /api/v1/series?prefix=P                 series keys, when the backend can list them
+//	GET /api/v1/series?prefix=P&match=k=v,…     series and their metadata, with a Catalog
 //	GET /api/v1/agg?series=K&from=T&to=T&buckets=N   min/max/mean/count per bucket
 //
 // The package sits over tsdb's thin client interface (Backend); cmd/tsdht mounts it on
@@ -38,9 +38,24 @@ type Backend interface {
 	Get(ctx context.Context, key string, from, to int64, opt wire.GetOptions) (wire.Result, error)
 }
 
-// Lister lists series keys; a Backend that also is a Lister fills the page's series picker.
-type Lister interface {
-	ListSeries(ctx context.Context, prefix string) ([]string, error)
+// SeriesInfo is what the page shows of a series: its catalog entry.
+type SeriesInfo struct {
+	Key         string            `json:"key"`
+	Type        string            `json:"type"` // float, int, string
+	Unit        string            `json:"unit,omitempty"`
+	Description string            `json:"description,omitempty"`
+	Tags        map[string]string `json:"tags,omitempty"`
+	NominalRate float64           `json:"nominal_rate,omitempty"` // samples/s; 0: not declared
+	First       int64             `json:"first,omitempty"`        // earliest timestamp written, ns; 0: unknown
+	Last        int64             `json:"last,omitempty"`         // latest timestamp written, ns; 0: unknown
+}
+
+// Catalog lists series with their metadata: the series catalog, adapted. Without one the
+// page plots a typed key and shows no metadata.
+type Catalog interface {
+	// Series returns the series whose key starts with prefix and whose tags include
+	// every pair of match, in key order.
+	Series(ctx context.Context, prefix string, match map[string]string) ([]SeriesInfo, error)
 }
 
 // Config configures the handler. The zero value is the default.
@@ -49,6 +64,10 @@ type Config struct {
 	Timeout time.Duration
 	// MaxBuckets is the most buckets one /api/v1/agg request may ask for; 0 means 4096.
 	MaxBuckets int
+	// Catalog lists series and their metadata for the picker; nil: none (a typed key).
+	Catalog Catalog
+	// MaxSeries is the most series /api/v1/series returns; 0 means 1000.
+	MaxSeries int
 	// Window is how much time /api/v1/agg reads and reduces at once (rounded up to whole
 	// buckets): it bounds the points held in memory; 0 means 10 minutes.
 	Window time.Duration
@@ -61,6 +80,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxBuckets == 0 {
 		c.MaxBuckets = 4096
 	}
+	if c.MaxSeries == 0 {
+		c.MaxSeries = 1000
+	}
 	if c.Window == 0 {
 		c.Window = 10 * time.Minute
 	}
@@ -69,8 +91,8 @@ func (c Config) withDefaults() Config {
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
-	if c.Timeout < 0 || c.MaxBuckets < 0 || c.Window < 0 {
-		return errors.New("web: Timeout, MaxBuckets and Window must not be negative")
+	if c.Timeout < 0 || c.MaxBuckets < 0 || c.Window < 0 || c.MaxSeries < 0 {
+		return errors.New("web: Timeout, MaxBuckets, MaxSeries and Window must not be negative")
 	}
 	return nil
 }
@@ -164,36 +186,69 @@ func (h *handler) cluster(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) series(w http.ResponseWriter, r *http.Request) {
-	l, ok := h.b.(Lister)
-	if !ok {
-		writeJSON(w, http.StatusOK, map[string]any{"available": false, "series": []string{}})
+	if h.cfg.Catalog == nil {
+		writeJSON(w, http.StatusOK, map[string]any{"available": false, "series": []SeriesInfo{}})
 		return
+	}
+	q := r.URL.Query()
+	match := map[string]string{}
+	if m := q.Get("match"); m != "" {
+		for _, kv := range strings.Split(m, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				fail(w, http.StatusBadRequest, fmt.Errorf("match %q: want k=v[,k=v…]", m))
+				return
+			}
+			match[k] = v
+		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
-	keys, err := l.ListSeries(ctx, r.URL.Query().Get("prefix"))
+	infos, err := h.cfg.Catalog.Series(ctx, q.Get("prefix"), match)
 	if err != nil {
 		fail(w, http.StatusBadGateway, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"available": true, "series": keys})
+	more := len(infos) > h.cfg.MaxSeries
+	if more {
+		infos = infos[:h.cfg.MaxSeries]
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"available": true, "series": infos, "truncated": more})
+}
+
+// meta returns the catalog's entry of key, or nil without a catalog or an entry.
+func (h *handler) meta(ctx context.Context, key string) *SeriesInfo {
+	if h.cfg.Catalog == nil {
+		return nil
+	}
+	infos, err := h.cfg.Catalog.Series(ctx, key, nil)
+	if err != nil {
+		return nil
+	}
+	for i := range infos {
+		if infos[i].Key == key {
+			return &infos[i]
+		}
+	}
+	return nil
 }
 
 // Agg is /api/v1/agg's answer: per non-empty bucket, its start (ns) and the min, max,
 // mean and count of the points in it. Buckets are [from + i·every, from + (i+1)·every).
 type Agg struct {
-	Series  string    `json:"series"`
-	Type    string    `json:"type"`
-	From    int64     `json:"from"`
-	To      int64     `json:"to"`
-	Every   int64     `json:"every"`   // bucket width, ns
-	Points  int       `json:"points"`  // points read in [from, to)
-	Partial bool      `json:"partial"` // some shard had no reachable replica: the plot may have gaps
-	T       []int64   `json:"t"`
-	Min     []float64 `json:"min"`
-	Max     []float64 `json:"max"`
-	Mean    []float64 `json:"mean"`
-	Count   []int     `json:"count"`
+	Series  string      `json:"series"`
+	Type    string      `json:"type"`
+	From    int64       `json:"from"`
+	To      int64       `json:"to"`
+	Every   int64       `json:"every"`   // bucket width, ns
+	Points  int         `json:"points"`  // points read in [from, to)
+	Partial bool        `json:"partial"` // some shard had no reachable replica: the plot may have gaps
+	T       []int64     `json:"t"`
+	Min     []float64   `json:"min"`
+	Max     []float64   `json:"max"`
+	Mean    []float64   `json:"mean"`
+	Count   []int       `json:"count"`
+	Meta    *SeriesInfo `json:"meta,omitempty"` // the series' catalog entry, when there is a catalog
 }
 
 func (h *handler) agg(w http.ResponseWriter, r *http.Request) {
@@ -238,7 +293,9 @@ func (h *handler) agg(w http.ResponseWriter, r *http.Request) {
 		acc.add(&res.Points)
 		acc.a.Partial = acc.a.Partial || res.Partial
 	}
-	writeJSON(w, http.StatusOK, acc.done())
+	out := acc.done()
+	out.Meta = h.meta(ctx, key)
+	writeJSON(w, http.StatusOK, out)
 }
 
 // reducer folds points, in time order, into buckets of width every from from: min, max

@@ -151,3 +151,56 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("defaults: %+v", c)
 	}
 }
+
+// mapCatalog is a Catalog over a fixed list, to check the handler's use of one (the
+// cluster's catalog is adapted to the interface in cmd/tsdht).
+type mapCatalog []SeriesInfo
+
+func (m mapCatalog) Series(_ context.Context, prefix string, match map[string]string) ([]SeriesInfo, error) {
+	var out []SeriesInfo
+next:
+	for _, s := range m {
+		if !strings.HasPrefix(s.Key, prefix) {
+			continue
+		}
+		for k, v := range match {
+			if s.Tags[k] != v {
+				continue next
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func TestSeriesAndMeta(t *testing.T) {
+	cat := mapCatalog{
+		{Key: "pmu1/freq", Type: "float", Unit: "Hz", Tags: map[string]string{"station": "a"}},
+		{Key: "pmu1/freq2", Type: "float", Tags: map[string]string{"station": "b"}},
+		{Key: "pmu2/freq", Type: "float", Tags: map[string]string{"station": "a"}},
+	}
+	h, err := Handler(nil, Config{Catalog: cat, MaxSeries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	var got struct {
+		Available, Truncated bool
+		Series               []SeriesInfo
+	}
+	getJSON(t, srv.URL+"/api/v1/series?prefix=pmu1/&match=station=b", http.StatusOK, &got)
+	if !got.Available || got.Truncated || len(got.Series) != 1 || got.Series[0].Key != "pmu1/freq2" {
+		t.Errorf("prefix and match: %+v", got)
+	}
+	getJSON(t, srv.URL+"/api/v1/series?prefix=pmu", http.StatusOK, &got)
+	if !got.Truncated || len(got.Series) != 1 {
+		t.Errorf("MaxSeries 1: %+v", got)
+	}
+	var e map[string]string
+	getJSON(t, srv.URL+"/api/v1/series?match=station", http.StatusBadRequest, &e)
+	hh := &handler{cfg: Config{Catalog: cat}.withDefaults()}
+	if m := hh.meta(context.Background(), "pmu1/freq"); m == nil || m.Unit != "Hz" {
+		t.Errorf("meta of pmu1/freq: %+v (want the exact key's entry, not pmu1/freq2's)", m)
+	}
+}

@@ -59,12 +59,31 @@
     }
   }
 
+  // The picker: series whose key starts with what is typed (the catalog, when the node has one).
+  let catalog = true;
   async function loadKeys() {
+    if (!catalog) return;
     try {
-      const r = await fetch("api/v1/series");
+      const r = await fetch("api/v1/series?prefix=" + encodeURIComponent($("#key").value.trim()));
       const j = await r.json();
-      $("#keys").innerHTML = (j.series || []).map((k) => `<option value="${esc(k)}">`).join("");
+      catalog = j.available;
+      $("#keys").innerHTML = (j.series || []).map((s) =>
+        `<option value="${esc(s.key)}">${esc([s.unit, s.description].filter(Boolean).join(" · "))}</option>`).join("");
     } catch (e) { /* the picker still takes a typed key */ }
+  }
+  let keysT = null;
+  $("#key").addEventListener("input", () => { clearTimeout(keysT); keysT = setTimeout(loadKeys, 250); });
+
+  function metaText(m) {
+    if (!m) return "";
+    const parts = [];
+    if (m.unit) parts.push("unit " + m.unit);
+    if (m.description) parts.push(m.description);
+    if (m.nominal_rate) parts.push(m.nominal_rate + " Hz nominal");
+    const tags = Object.entries(m.tags || {}).map(([k, v]) => k + "=" + v);
+    if (tags.length) parts.push(tags.join(", "));
+    if (m.first && m.last) parts.push("written " + new Date(m.first / 1e6).toISOString() + " … " + new Date(m.last / 1e6).toISOString());
+    return parts.join(" · ");
   }
 
   let plot = null, timer = null;
@@ -90,7 +109,9 @@
     }
     const xs = a.t.map((t) => t / 1e9 + a.every / 2e9);
     $("#meta").textContent = `${a.series} · ${a.type} · ${a.points.toLocaleString()} points in range · ` +
-      `${xs.length} buckets of ${(a.every / 1e9).toPrecision(3)} s (min/max band, mean line)`;
+      `${xs.length} buckets of ${(a.every / 1e9).toPrecision(3)} s (min/max band, mean line)` +
+      (a.partial ? " · PARTIAL: some shard had no reachable replica" : "");
+    $("#seriesmeta").textContent = metaText(a.meta);
     const data = [xs, a.min || [], a.max || [], a.mean || []];
     const opts = {
       width, height: Math.min(360, Math.max(220, Math.round(width * 0.45))),
