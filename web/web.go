@@ -25,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
@@ -36,6 +37,14 @@ var assets embed.FS
 type Backend interface {
 	Status(ctx context.Context) ([]wire.NodeStats, error)
 	Get(ctx context.Context, key string, from, to int64, opt wire.GetOptions) (wire.Result, error)
+}
+
+// Aggregator computes windowed partial aggregates at the replicas (tsdb/agg), so no point
+// travels to the node serving the page; *client.Client is one. A Backend without it is
+// read point by point and reduced here.
+type Aggregator interface {
+	AggWindows(ctx context.Context, key string, from, to, every int64, opt wire.GetOptions,
+		fn func(wire.AggResult) error, progress func(done, total int64)) error
 }
 
 // SeriesInfo is what the page shows of a series: its catalog entry.
@@ -234,7 +243,8 @@ func (h *handler) meta(ctx context.Context, key string) *SeriesInfo {
 }
 
 // Agg is /api/v1/agg's answer: per non-empty bucket, its start (ns) and the min, max,
-// mean and count of the points in it. Buckets are [from + i·every, from + (i+1)·every).
+// mean and count of the points in it. Buckets are [k·every, (k+1)·every) for integers k,
+// aligned to the epoch like `tsdht agg`'s windows, clipped to [from, to).
 type Agg struct {
 	Series  string      `json:"series"`
 	Type    string      `json:"type"`
@@ -248,6 +258,7 @@ type Agg struct {
 	Max     []float64   `json:"max"`
 	Mean    []float64   `json:"mean"`
 	Count   []int       `json:"count"`
+	Source  string      `json:"source"`         // "replicas": their partial aggregates; "points": read and reduced here
 	Meta    *SeriesInfo `json:"meta,omitempty"` // the series' catalog entry, when there is a catalog
 }
 
@@ -260,7 +271,7 @@ func (h *handler) agg(w http.ResponseWriter, r *http.Request) {
 	}
 	from, err1 := strconv.ParseInt(q.Get("from"), 10, 64)
 	to, err2 := strconv.ParseInt(q.Get("to"), 10, 64)
-	if err1 != nil || err2 != nil || from >= to {
+	if err1 != nil || err2 != nil || from >= to || to-from < 0 {
 		fail(w, http.StatusBadRequest, errors.New("from and to: integer nanoseconds with from < to"))
 		return
 	}
@@ -272,43 +283,72 @@ func (h *handler) agg(w http.ResponseWriter, r *http.Request) {
 	every := (to - from + int64(buckets) - 1) / int64(buckets)
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
-	// Read the range a window of whole buckets at a time, reducing each before the next,
-	// so a week of 60 Hz data costs one window of points in memory, not the week.
-	win := (int64(h.cfg.Window) + every - 1) / every * every
 	acc := newReducer(key, from, to, every)
-	for lo := from; lo < to; lo += win {
-		hi := min(lo+win, to)
-		if hi < lo { // overflow near the end of time
-			hi = to
+	if ag, ok := h.b.(Aggregator); ok {
+		acc.a.Source = "replicas"
+		err = ag.AggWindows(ctx, key, from, to, every, wire.GetOptions{AllowPartial: true}, func(res wire.AggResult) error {
+			acc.addWindows(res.Type, res.Windows)
+			acc.a.Partial = acc.a.Partial || res.Partial
+			return nil
+		}, nil)
+	} else {
+		acc.a.Source = "points"
+		err = h.reducePoints(ctx, acc, key, from, to, every)
+	}
+	if err != nil {
+		code := http.StatusBadGateway
+		if strings.Contains(err.Error(), "unknown series") {
+			code = http.StatusNotFound
 		}
-		res, err := h.b.Get(ctx, key, lo, hi, wire.GetOptions{AllowPartial: true})
-		if err != nil {
-			code := http.StatusBadGateway
-			if strings.Contains(err.Error(), "unknown series") {
-				code = http.StatusNotFound
-			}
-			fail(w, code, err)
-			return
-		}
-		acc.add(&res.Points)
-		acc.a.Partial = acc.a.Partial || res.Partial
+		fail(w, code, err)
+		return
 	}
 	out := acc.done()
 	out.Meta = h.meta(ctx, key)
 	writeJSON(w, http.StatusOK, out)
 }
 
+// reducePoints reads the range a window of whole buckets at a time, reducing each before
+// the next, so a week of 60 Hz data costs one window of points in memory, not the week.
+func (h *handler) reducePoints(ctx context.Context, acc *reducer, key string, from, to, every int64) error {
+	win := (int64(h.cfg.Window) + every - 1) / every * every
+	for lo := bucketOf(from, every) * every; lo < to; lo += win {
+		l, hi := max(lo, from), min(lo+win, to)
+		if lo+win < lo { // overflow near the end of time
+			hi = to
+		}
+		res, err := h.b.Get(ctx, key, l, hi, wire.GetOptions{AllowPartial: true})
+		if err != nil {
+			return err
+		}
+		acc.add(&res.Points)
+		acc.a.Partial = acc.a.Partial || res.Partial
+	}
+	return nil
+}
+
+// bucketOf returns the bucket of t: buckets are [k·every, (k+1)·every), aligned to
+// multiples of every since the epoch as the replicas' windows are (flooring toward −∞).
+func bucketOf(t, every int64) int64 {
+	b := t / every
+	if t%every < 0 {
+		b--
+	}
+	return b
+}
+
 // reducer folds points, in time order, into buckets of width every from from: min, max
 // and mean of each non-empty one; NaN and ±Inf are left out. Strings have no numbers:
 // only their counts.
 type reducer struct {
-	a   Agg
-	cur int64 // bucket index of the last point, -1 before the first
-	sum float64
+	a    Agg
+	cur  int64 // bucket of the last point added
+	open bool  // cur is being filled from points: its mean is sum / count when closed
+	sum  float64
 }
 
 func newReducer(key string, from, to, every int64) *reducer {
-	return &reducer{a: Agg{Series: key, From: from, To: to, Every: every}, cur: -1}
+	return &reducer{a: Agg{Series: key, From: from, To: to, Every: every}}
 }
 
 func (r *reducer) add(p *series.Points) {
@@ -318,7 +358,7 @@ func (r *reducer) add(p *series.Points) {
 	}
 	a.Points += p.Len()
 	for i, t := range p.T {
-		b := (t - a.From) / a.Every
+		b := bucketOf(t, a.Every)
 		var v float64
 		switch p.Type {
 		case series.Float:
@@ -329,10 +369,10 @@ func (r *reducer) add(p *series.Points) {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			continue // JSON has no NaN; the band shows the finite values
 		}
-		if b != r.cur {
+		if !r.open || b != r.cur {
 			r.close()
-			r.cur, r.sum = b, 0
-			a.T = append(a.T, a.From+b*a.Every)
+			r.cur, r.sum, r.open = b, 0, true
+			a.T = append(a.T, b*a.Every)
 			a.Min = append(a.Min, v)
 			a.Max = append(a.Max, v)
 			a.Mean = append(a.Mean, 0)
@@ -346,9 +386,36 @@ func (r *reducer) add(p *series.Points) {
 	}
 }
 
-// close sets the mean of the last bucket.
+// addWindows appends the replicas' aggregates of consecutive windows.
+func (r *reducer) addWindows(typ series.Type, ws []agg.Window) {
+	a := &r.a
+	if len(ws) > 0 {
+		a.Type = typ.String()
+	}
+	for i := range ws {
+		p := &ws[i].Partial
+		a.Points += int(p.Count)
+		lo, hi, mean := p.Min, p.Max, p.Mean()
+		if typ == series.Int {
+			lo, hi = float64(p.IMin), float64(p.IMax)
+		}
+		if typ == series.String || !finite(lo) || !finite(hi) || !finite(mean) {
+			lo, hi, mean = 0, 0, 0
+		}
+		a.T = append(a.T, ws[i].Start)
+		a.Min = append(a.Min, lo)
+		a.Max = append(a.Max, hi)
+		a.Mean = append(a.Mean, mean)
+		a.Count = append(a.Count, int(p.Count))
+	}
+	r.open = false
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// close sets the mean of the bucket being filled from points, if any.
 func (r *reducer) close() {
-	if k := len(r.a.T) - 1; k >= 0 {
+	if k := len(r.a.T) - 1; r.open && k >= 0 {
 		r.a.Mean[k] = r.sum / float64(r.a.Count[k])
 	}
 }

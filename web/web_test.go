@@ -32,7 +32,7 @@ func TestAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	h, err := Handler(cl, Config{Window: 47 * time.Second}) // many windows, not a whole number of buckets
+	h, err := Handler(cl, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,37 +65,50 @@ func TestAPI(t *testing.T) {
 
 	from, to := t0+int64(time.Minute), ts-int64(time.Minute)
 	const buckets = 437
-	var a Agg
-	getJSON(t, srv.URL+"/api/v1/agg?"+url.Values{"series": {"w/x"}, "from": {strconv.FormatInt(from, 10)},
-		"to": {strconv.FormatInt(to, 10)}, "buckets": {strconv.Itoa(buckets)}}.Encode(), http.StatusOK, &a)
-	// Recompute every bucket from every point in range: min/max/mean must match exactly.
 	every := (to - from + buckets - 1) / buckets
 	type acc struct {
 		min, max, sum float64
 		n             int
 	}
-	want := map[int64]*acc{}
-	inRange := 0
-	for i, t := range pts.T {
-		if t < from || t >= to {
-			continue
-		}
-		inRange++
-		b := from + (t-from)/every*every
-		v := pts.F[i]
-		if w := want[b]; w == nil {
-			want[b] = &acc{v, v, v, 1}
-		} else {
-			w.min, w.max, w.sum, w.n = math.Min(w.min, v), math.Max(w.max, v), w.sum+v, w.n+1
-		}
+	// The replicas' aggregates (client.Client is an Aggregator) and the points reduced
+	// here (a Backend without it) must both equal the recomputation.
+	ph, err := Handler(pointsOnly{cl}, Config{Window: 47 * time.Second}) // many windows, not whole buckets
+	if err != nil {
+		t.Fatal(err)
 	}
-	if a.Points != inRange || len(a.T) != len(want) || len(a.T) > buckets {
-		t.Fatalf("agg: %d points in %d buckets; want %d points in %d buckets (at most %d)", a.Points, len(a.T), inRange, len(want), buckets)
-	}
-	for i, b := range a.T {
-		w := want[b]
-		if w == nil || a.Count[i] != w.n || a.Min[i] != w.min || a.Max[i] != w.max || math.Abs(a.Mean[i]-w.sum/float64(w.n)) > 1e-9 {
-			t.Fatalf("bucket %d at %d: got count %d min %v max %v mean %v; want %+v", i, b, a.Count[i], a.Min[i], a.Max[i], a.Mean[i], w)
+	pointsSrv := httptest.NewServer(ph)
+	defer pointsSrv.Close()
+	for base, source := range map[string]string{srv.URL: "replicas", pointsSrv.URL: "points"} {
+		var a Agg
+		getJSON(t, base+"/api/v1/agg?"+url.Values{"series": {"w/x"}, "from": {strconv.FormatInt(from, 10)},
+			"to": {strconv.FormatInt(to, 10)}, "buckets": {strconv.Itoa(buckets)}}.Encode(), http.StatusOK, &a)
+		if a.Source != source {
+			t.Errorf("source %q, want %q", a.Source, source)
+		}
+		// Recompute every bucket from every point in range: min/max/mean must match exactly.
+		want := map[int64]*acc{}
+		inRange := 0
+		for i, t := range pts.T {
+			if t < from || t >= to {
+				continue
+			}
+			inRange++
+			b := t / every * every // t > 0: buckets aligned to the epoch
+			v := pts.F[i]
+			if w := want[b]; w == nil {
+				want[b] = &acc{v, v, v, 1}
+			} else {
+				w.min, w.max, w.sum, w.n = math.Min(w.min, v), math.Max(w.max, v), w.sum+v, w.n+1
+			}
+		}
+		if a.Points != inRange || len(a.T) != len(want) || len(a.T) > buckets+1 {
+			t.Fatalf("agg: %d points in %d buckets; want %d points in %d buckets (at most %d)", a.Points, len(a.T), inRange, len(want), buckets)
+		}
+		for i, b := range a.T {
+			w := want[b]
+			if w == nil || a.Count[i] != w.n || a.Min[i] != w.min || a.Max[i] != w.max || math.Abs(a.Mean[i]-w.sum/float64(w.n)) > 1e-9*math.Max(1, math.Abs(a.Mean[i])) {
+				t.Fatalf("bucket %d at %d: got count %d min %v max %v mean %v; want %+v", i, b, a.Count[i], a.Min[i], a.Max[i], a.Mean[i], w)
+			}
 		}
 	}
 
@@ -204,3 +217,6 @@ func TestSeriesAndMeta(t *testing.T) {
 		t.Errorf("meta of pmu1/freq: %+v (want the exact key's entry, not pmu1/freq2's)", m)
 	}
 }
+
+// pointsOnly hides a client's Aggregator: the handler reads points and reduces them.
+type pointsOnly struct{ Backend }

@@ -42,7 +42,7 @@ func startHTTP(addr string, node *tsdb.Node, ring clusterkey.Ring, logger *slog.
 	if err != nil {
 		return nil, err
 	}
-	page, err := web.Handler(self, web.Config{})
+	page, err := web.Handler(self, web.Config{Catalog: pageCatalog{self}})
 	if err != nil {
 		self.Close()
 		return nil, err

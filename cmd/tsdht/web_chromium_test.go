@@ -73,6 +73,10 @@ func TestWebPageChromium(t *testing.T) {
 	if _, errOut, code := c.run(in.String(), "put", "--cluster", c.nodes[0].rpc, "--series", key); code != 0 {
 		t.Fatalf("put: exit %d: %s", code, errOut)
 	}
+	if _, errOut, code := c.run("", "meta", "--cluster", c.nodes[0].rpc, "--series", key, "--unit", "Hz",
+		"--description", "bus 3 frequency", "--tag", "station=pmu1"); code != 0 {
+		t.Fatalf("meta: exit %d: %s", code, errOut)
+	}
 	out, errOut, code := c.run("", "status", "--cluster", c.nodes[0].rpc, "--json")
 	if code != 0 {
 		t.Fatalf("status: %d %s", code, errOut)
@@ -155,12 +159,17 @@ func TestWebPageChromium(t *testing.T) {
 	if plot.XMin-plot.From > 2*every || plot.To-plot.XMax > 2*every+1 {
 		t.Errorf("data spans [%v, %v], want the whole range [%v, %v] (bucket %v s)", plot.XMin, plot.XMax, plot.From, plot.To, every)
 	}
-	if plot.N < plot.Buckets*9/10 || plot.N > plot.Buckets {
+	if plot.N < plot.Buckets*9/10 || plot.N > plot.Buckets+1 { // +1: buckets are aligned to the epoch
 		t.Errorf("%d buckets drawn for %d asked: want about one per pixel column", plot.N, plot.Buckets)
 	}
 	if plot.Points < 35_000 || plot.Points > 36_100 {
 		t.Errorf("an hour at 10 Hz reduced from %d points, want ~36,000", plot.Points)
 	}
+	// The series' metadata, from the catalog, is shown with the plot, and the picker lists it.
+	waitJS(t, ctx, 20*time.Second, `document.querySelector('#seriesmeta').textContent.includes('unit Hz · bus 3 frequency · station=pmu1')`)
+	waitJS(t, ctx, 20*time.Second, `(() => { document.querySelector('#key').dispatchEvent(new Event('input'));
+		return [...document.querySelectorAll('#keys option')].some(o => o.value === '`+key+`'); })()`)
+
 	var ink int
 	if err := chromedp.Run(ctx, chromedp.Evaluate(`(() => { const c = document.querySelector('#plot canvas');
 		const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let n = 0;
