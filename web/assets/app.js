@@ -82,7 +82,7 @@
     if (m.nominal_rate) parts.push(m.nominal_rate + " Hz nominal");
     const tags = Object.entries(m.tags || {}).map(([k, v]) => k + "=" + v);
     if (tags.length) parts.push(tags.join(", "));
-    if (m.first && m.last) parts.push("written " + new Date(m.first / 1e6).toISOString() + " … " + new Date(m.last / 1e6).toISOString());
+    if (m.first && m.last) parts.push("written within " + new Date(m.first / 1e6).toISOString() + " … " + new Date(m.last / 1e6).toISOString());
     return parts.join(" · ");
   }
 
