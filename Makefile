@@ -2,11 +2,12 @@
 GO      ?= go
 BIN     ?= bin/tsdht
 PKGS    := ./...
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 
 .PHONY: build test test-short race arm demo bench fuzz vet clean test-arm ansible-test
 
 build:
-	$(GO) build -o $(BIN) ./cmd/tsdht
+	$(GO) build -ldflags="-X main.version=$(VERSION)" -o $(BIN) ./cmd/tsdht
 
 # The test command README and CI use: vet, race-enabled tests, and the ARMv7 build.
 test: vet
@@ -21,7 +22,7 @@ test-short:
 
 # A static ARMv7 binary for BeagleBone Black class boards.
 arm:
-	GOARCH=arm GOARM=7 CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/tsdht-armv7 ./cmd/tsdht
+	GOARCH=arm GOARM=7 CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w -X main.version=$(VERSION)" -o bin/tsdht-armv7 ./cmd/tsdht
 
 demo:
 	$(GO) run ./cmd/tsdht demo

@@ -237,9 +237,30 @@ func gossipKey(k clusterkey.Key) []byte { return k.Derive(gossipKeyPurpose, 32) 
 func flattenJoinError(err error) error {
 	var merr *multierror.Error
 	if errors.As(err, &merr) {
-		return errors.Join(merr.Errors...)
+		errs := make([]error, len(merr.Errors))
+		for i, e := range merr.Errors {
+			errs[i] = explainJoinError(e)
+		}
+		return errors.Join(errs...)
 	}
-	return err
+	return explainJoinError(err)
+}
+
+// explainJoinError adds what to do to a join that a seed cut short: a memberlist peer
+// answers a push-pull, while a tsdht RPC port reads the hello it expects, finds gossip
+// instead and resets the connection — the usual cause is an --rpc address given to --join.
+func explainJoinError(err error) error {
+	msg := err.Error()
+	if !strings.Contains(msg, "connection reset by peer") && !strings.HasSuffix(msg, "EOF") {
+		return err
+	}
+	seed := "the seed"
+	if s, ok := strings.CutPrefix(msg, "failed to join "); ok {
+		if i := strings.Index(s, ": "); i > 0 {
+			seed = s[:i]
+		}
+	}
+	return fmt.Errorf("%w (--join wants gossip addresses, the seeds' --gossip; %s answered like an RPC port)", err, seed)
 }
 
 // GossipAddr returns the address memberlist advertises, once started: the

@@ -73,6 +73,10 @@ func (h hello) append(dst []byte) []byte {
 
 func parseHello(b []byte) (hello, error) {
 	if !bytes.Equal(b[:len(handshakeMagic)], []byte(handshakeMagic)) {
+		if looksLikeGossip(b[0]) {
+			return hello{}, fmt.Errorf("bad magic %q: not a tsdht rpc peer; it looks like memberlist gossip: "+
+				"a node's --join names this RPC address (--join wants the seeds' --gossip addresses)", b[:len(handshakeMagic)])
+		}
 		return hello{}, fmt.Errorf("bad magic %q: not a tsdht rpc peer", b[:len(handshakeMagic)])
 	}
 	b = b[len(handshakeMagic):]
@@ -316,3 +320,7 @@ func idList(ids []clusterkey.ID) string {
 	}
 	return b.String()
 }
+
+// looksLikeGossip reports whether a stream's first byte is one of memberlist's message
+// types (0–13 in memberlist 0.5, and 244, its label header): gossip sent to an RPC port.
+func looksLikeGossip(b byte) bool { return b <= 13 || b == 244 }

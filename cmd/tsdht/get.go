@@ -5,13 +5,16 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/client"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
@@ -28,6 +31,7 @@ func getCommand() *cli.Command {
 			&cli.StringFlag{Name: "from", Required: true, Usage: "start of the range (inclusive): ns since the epoch, RFC 3339, or relative: now, now-5m, -1h"},
 			&cli.StringFlag{Name: "to", Required: true, Usage: "end of the range (exclusive): ns since the epoch, RFC 3339, or relative: now, now-5m, -1h"},
 			&cli.StringFlag{Name: "format", Value: "csv", Usage: "output: csv (timestamp,value lines) or json"},
+			&cli.StringFlag{Name: "time-format", Value: "ns", Usage: "output timestamps as ns (integer nanoseconds since the epoch) or rfc3339 (UTC, nanosecond fraction)"},
 			&cli.IntFlag{Name: "read-quorum", Usage: "replicas that must agree a shard is empty (default: the node's)"},
 			&cli.BoolFlag{Name: "allow-partial", Usage: "print what could be read when some shard has no reachable replica (exit status 3)"},
 		},
@@ -38,7 +42,7 @@ func getCommand() *cli.Command {
 func runGet(c *cli.Context) error {
 	multi := c.IsSet("match") || c.IsSet("prefix")
 	if multi == c.IsSet("series") {
-		return fmt.Errorf("give --series KEY, or --match k=v / --prefix P to read several series")
+		return usagef(c, "give --series KEY, or --match k=v / --prefix P to read several series")
 	}
 	key := ""
 	if !multi {
@@ -57,17 +61,28 @@ func runGet(c *cli.Context) error {
 		return fmt.Errorf("--to: %w", err)
 	}
 	if from > to {
-		return fmt.Errorf("--from %d is after --to %d: ranges are [from, to)", from, to)
+		return usagef(c, "--from %d is after --to %d: ranges are [from, to)", from, to)
 	}
 	format := c.String("format")
 	if format != "csv" && format != "json" {
-		return fmt.Errorf("--format %q: want csv or json", format)
+		return usagef(c, "--format %q: want csv or json", format)
+	}
+	tf := c.String("time-format")
+	if tf != "ns" && tf != "rfc3339" {
+		return usagef(c, "--time-format %q: want ns or rfc3339", tf)
+	}
+	stamp := func(t int64) string { return strconv.FormatInt(t, 10) }
+	if tf == "rfc3339" {
+		stamp = func(t int64) string { return time.Unix(0, t).UTC().Format(time.RFC3339Nano) }
 	}
 	client, err := dialCluster(c)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
+	if err := checkSpan(c, client, from, to); err != nil {
+		return err
+	}
 	opt := wire.GetOptions{ReadQuorum: c.Int("read-quorum"), AllowPartial: c.Bool("allow-partial")}
 	if multi {
 		return getMatch(c, from, to, format, opt)
@@ -86,9 +101,9 @@ func runGet(c *cli.Context) error {
 	}
 	w := bufio.NewWriterSize(os.Stdout, 1<<16)
 	if format == "json" {
-		err = json.NewEncoder(w).Encode(seriesJSON(key, res, entry))
+		err = json.NewEncoder(w).Encode(seriesJSON(key, res, entry, tf == "rfc3339"))
 	} else {
-		err = writeCSV(w, &res.Points)
+		err = writeCSV(w, &res.Points, stamp)
 	}
 	if err == nil {
 		err = w.Flush()
@@ -102,16 +117,16 @@ func runGet(c *cli.Context) error {
 	return nil
 }
 
-func writeCSV(w *bufio.Writer, p *series.Points) error {
+func writeCSV(w *bufio.Writer, p *series.Points, stamp func(int64) string) error {
 	cw := csv.NewWriter(w)
 	for i := range p.T {
 		if p.Type == series.String {
-			if err := cw.Write([]string{strconv.FormatInt(p.T[i], 10), p.S[i]}); err != nil {
+			if err := cw.Write([]string{stamp(p.T[i]), p.S[i]}); err != nil {
 				return err
 			}
 			continue
 		}
-		w.WriteString(strconv.FormatInt(p.T[i], 10))
+		w.WriteString(stamp(p.T[i]))
 		w.WriteByte(',')
 		w.WriteString(p.Value(i))
 		w.WriteByte('\n')
@@ -121,8 +136,8 @@ func writeCSV(w *bufio.Writer, p *series.Points) error {
 }
 
 type jsonPoint struct {
-	T int64 `json:"t"`
-	V any   `json:"v"`
+	T any `json:"t"` // int64 ns, or an RFC 3339 string with --time-format rfc3339
+	V any `json:"v"`
 }
 
 // jsonSeries is one series as get --format json prints it: its catalog entry and its
@@ -136,7 +151,7 @@ type jsonSeries struct {
 	Points  []jsonPoint `json:"points"`
 }
 
-func seriesJSON(key string, res wire.Result, e *catalog.Entry) jsonSeries {
+func seriesJSON(key string, res wire.Result, e *catalog.Entry, rfc3339 bool) jsonSeries {
 	p := &res.Points
 	out := jsonSeries{Series: key, Type: p.Type.String(), Count: p.Len(), Partial: res.Partial, Points: make([]jsonPoint, p.Len())}
 	if e != nil && e.Key != "" {
@@ -156,7 +171,11 @@ func seriesJSON(key string, res wire.Result, e *catalog.Entry) jsonSeries {
 		case series.String:
 			v = p.S[i]
 		}
-		out.Points[i] = jsonPoint{T: p.T[i], V: v}
+		var t any = p.T[i]
+		if rfc3339 {
+			t = time.Unix(0, p.T[i]).UTC().Format(time.RFC3339Nano)
+		}
+		out.Points[i] = jsonPoint{T: t, V: v}
 	}
 	return out
 }
@@ -182,7 +201,7 @@ func getMatch(c *cli.Context, from, to int64, format string, opt wire.GetOptions
 	if format == "json" {
 		all := make([]jsonSeries, len(results))
 		for i := range results {
-			all[i] = seriesJSON(results[i].Entry.Key, results[i].Result, &results[i].Entry)
+			all[i] = seriesJSON(results[i].Entry.Key, results[i].Result, &results[i].Entry, c.String("time-format") == "rfc3339")
 			partial += results[i].Result.Missing
 		}
 		err = json.NewEncoder(w).Encode(all)
@@ -215,4 +234,42 @@ func (f jsonFloat) MarshalJSON() ([]byte, error) {
 		return json.Marshal(strconv.FormatFloat(v, 'g', -1, 64))
 	}
 	return []byte(strconv.FormatFloat(v, 'g', -1, 64)), nil
+}
+
+// checkSpan refuses, before any read, a range longer than a read may cover
+// (quanta.MaxQuantaPerRange quanta): `--from 0 --to now` or a mistyped year would
+// otherwise be read window by window for minutes. Only a range past the bound for the
+// shortest quantum asks the cluster for its quantum.
+func checkSpan(c *cli.Context, cl *client.Client, from, to int64) error {
+	span := to - from
+	if span < 0 { // overflowed: from and to are valid int64 timestamps with from <= to
+		span = math.MaxInt64
+	}
+	if span <= quanta.MaxQuantaPerRange*int64(time.Second) {
+		return nil
+	}
+	q := int64(quanta.DefaultQuantum / time.Second)
+	if nodes, err := cl.Status(c.Context); err == nil {
+		for _, n := range nodes {
+			if n.Reachable && n.Quantum > 0 {
+				q = n.Quantum
+				break
+			}
+		}
+	}
+	limit := quanta.MaxQuantaPerRange * q * int64(time.Second)
+	if span <= limit {
+		return nil
+	}
+	return usagef(c, "--from %s --to %s spans %s; one read covers at most %d quanta (%s with this cluster's %d s quanta): narrow it, e.g. --from -1h --to now",
+		c.String("from"), c.String("to"), humanSpan(span), quanta.MaxQuantaPerRange, humanSpan(limit), q)
+}
+
+// humanSpan prints a long duration in days or years.
+func humanSpan(ns int64) string {
+	days := float64(ns) / float64(24*time.Hour)
+	if days >= 730 {
+		return fmt.Sprintf("%.0f years", days/365.25)
+	}
+	return fmt.Sprintf("%.0f days", days)
 }

@@ -13,16 +13,20 @@ import (
 
 	"github.com/tsdht/tsdht/clusterkey"
 	"github.com/tsdht/tsdht/httpapi"
+	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb"
+	"github.com/tsdht/tsdht/tsdb/client"
+	"github.com/tsdht/tsdht/web"
 )
 
 // startHTTP serves the HTTP API (httpapi) of node on addr; the returned function
 // stops it. An empty addr serves nothing.
 // With a cluster key, every request but /ping, /health and /ready needs one of tokens.
-func startHTTP(addr string, node *tsdb.Node, tokens []string, logger *slog.Logger) (stop func(), err error) {
+func startHTTP(addr string, node *tsdb.Node, ring clusterkey.Ring, logger *slog.Logger) (stop func(), err error) {
 	if addr == "" {
 		return func() {}, nil
 	}
+	tokens := httpTokens(ring)
 	eng := httpapi.NewNodeEngine(node)
 	cfg := httpapi.DefaultConfig()
 	cfg.Tokens = tokens
@@ -33,8 +37,20 @@ func startHTTP(addr string, node *tsdb.Node, tokens []string, logger *slog.Logge
 	if err != nil {
 		return nil, err
 	}
+	// The page (package web) reads the cluster through a thin client of this node.
+	self, err := client.New([]string{node.RPCAddr()}, client.Config{Timeout: 30 * time.Second, RPC: rpc.Config{ClusterKey: ring}})
+	if err != nil {
+		return nil, err
+	}
+	page, err := web.Handler(self, web.Config{Catalog: pageCatalog{self}})
+	if err != nil {
+		self.Close()
+		return nil, err
+	}
+	h.Handle("/", page)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		self.Close()
 		return nil, fmt.Errorf("--http %s: %w", addr, err)
 	}
 	srv := h.Server(addr)
@@ -49,6 +65,7 @@ func startHTTP(addr string, node *tsdb.Node, tokens []string, logger *slog.Logge
 			logger.Warn("http shutdown", "err", err)
 		}
 		eng.Close()
+		self.Close()
 	}, nil
 }
 

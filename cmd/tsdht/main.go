@@ -14,7 +14,8 @@ func main() {
 		Usage: "an edge time-series database on a Kademlia-style DHT",
 		Description: "Every node of a cluster runs `tsdht node`; together they store time series cut into\n" +
 			"(series, time quantum) shards on the rf XOR-closest live nodes. Any node coordinates reads\n" +
-			"and writes for thin clients (`put`, `get`).",
+			"and writes for thin clients (`put`, `get`).\n\n" + exitCodesHelp,
+		Version: versionString(),
 		Commands: []*cli.Command{
 			nodeCommand(),
 			putCommand(),
@@ -34,11 +35,11 @@ func main() {
 			demoCommand(),
 			benchCommand(),
 			pmuCommand(),
+			versionCommand(),
 		},
 		EnableBashCompletion: true,
 	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintf(os.Stderr, "tsdht: %v\n", err)
-		os.Exit(1)
-	}
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, "tsdht", versionString()) }
+	forgive(app)
+	os.Exit(exitStatus(os.Stderr, app.Run(os.Args)))
 }

@@ -46,7 +46,7 @@ func nodeCommand() *cli.Command {
 			&cli.DurationFlag{Name: "down-grace", Value: 10 * time.Minute, Usage: "how long the others keep a node that stopped on purpose (SIGTERM: a restart, an upgrade) as an owner of its shards, holding hints for it, before they copy its shards elsewhere; the same on every node"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "least level logged: debug, info, warn or error"},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log records as text (key=value) or json, one per line on stderr"},
-			&cli.StringFlag{Name: "http", Usage: "HOST:PORT to serve the HTTP API on (InfluxDB 1.x /write and /query, Prometheus /api/v1/write, /metrics, /health, /ready); off when not given"},
+			&cli.StringFlag{Name: "http", Usage: "HOST:PORT to serve the HTTP API on (InfluxDB 1.x /write and /query, Prometheus /api/v1/write, /metrics, /health, /ready) and the node's web page at /; off when not given"},
 			clusterKeyFlag,
 			&cli.StringFlag{Name: "disk-reserve", Value: "64MiB", Usage: "free space kept on the data filesystem for the storage engine: writes are refused as \"disk full\" below it; 0 disables the check"},
 		},
@@ -104,9 +104,13 @@ func runNode(c *cli.Context) error {
 	self := dht.NewPeer(id, "")
 	st, err := openStore(c, dir, q, logger.With("node", hex.EncodeToString(self.Key[:])))
 	if err != nil {
-		return err
+		return dirInUse(dir, err)
 	}
 	cfg.Store = st
+	if err := writePIDFile(dir); err != nil {
+		logger.Warn("cannot write the pid file", "err", err)
+	}
+	defer removePIDFile(dir)
 
 	n, err := tsdb.Start(cfg)
 	if err != nil {
@@ -116,7 +120,7 @@ func runNode(c *cli.Context) error {
 	logger = logger.With("node", hex.EncodeToString(self.Key[:]))
 	logger.Info("serving", "rpc", n.RPCAddr(), "gossip", n.DHT().GossipAddr(), "id_format", f.String(),
 		"quantum", q.Duration().String(), "rf", cfg.RF)
-	stopHTTP, err := startHTTP(c.String("http"), n, httpTokens(cfg.RPC.ClusterKey), logger)
+	stopHTTP, err := startHTTP(c.String("http"), n, cfg.RPC.ClusterKey, logger)
 	if err != nil {
 		n.Close()
 		return err

@@ -58,8 +58,9 @@ func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
 		Usage: "list the members as a node sees them: 160-bit IDs, liveness, shard counts, repair progress",
-		Description: "SHARDS counts (shard, series) pairs held. UNDER: pairs held with fewer than rf confirmed\n" +
-			"copies at the node's last repair pass; HINTED: points kept for owners that could not be reached;\n" +
+		Description: "SHARDS counts (shard, series) pairs held. UNDER: pairs held with fewer than rf live\n" +
+			"copies (at the node's last repair pass; while fewer than rf nodes are alive, every pair held,\n" +
+			"and a line below the table says so); \"–\": a member that could not be asked (dead, unreachable); HINTED: points kept for owners that could not be reached;\n" +
 			"PUSHED: pairs sent to owners that lacked them; HANDED OFF: pairs deleted after their owners confirmed them;\n" +
 			"DISK: the store's files (and --max-disk); RETENTION: --retention.\n" +
 			"--json prints one object per member instead, for scripts: node_id, rpc, state, reachable, error,\n" +
@@ -82,17 +83,26 @@ func statusCommand() *cli.Command {
 				return err
 			}
 			if c.Bool("json") {
+				under, _ := honestUnder(nodes)
 				enc := json.NewEncoder(os.Stdout)
-				for _, n := range nodes {
-					if err := enc.Encode(newStatusJSON(n)); err != nil {
+				for i, n := range nodes {
+					sj := newStatusJSON(n)
+					sj.UnderReplicated = under[i]
+					if err := enc.Encode(sj); err != nil {
 						return err
 					}
 				}
 				return nil
 			}
+			under, clusterNote := honestUnder(nodes)
 			w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
 			fmt.Fprintln(w, "NODE ID\tRPC\tSTATE\tSHARDS\tSERIES\tPOINTS\tUNDER\tHINTED\tPUSHED\tHANDED OFF\tDISK\tRETENTION\tNOTE")
-			for _, n := range nodes {
+			for i, n := range nodes {
+				if !n.Reachable {
+					// A member that did not answer reports nothing: "–", not zeros.
+					fmt.Fprintf(w, "%s\t%s\t%s\t–\t–\t–\t–\t–\t–\t–\t–\t–\t%s\n", n.NodeID, n.RPCAddr, n.State, n.Error)
+					continue
+				}
 				r := n.Repair
 				disk := store.FormatSize(n.DiskBytes)
 				if n.MaxDisk > 0 {
@@ -108,9 +118,15 @@ func statusCommand() *cli.Command {
 						note, n.Corruptions, store.FormatSize(n.WALBytesDropped), r.Refetched))
 				}
 				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", n.NodeID, n.RPCAddr, n.State,
-					n.Shards, n.Series, n.Points, r.UnderReplicated, r.HintedPoints, r.PushedPairs, r.DroppedPairs, disk, ret, note)
+					n.Shards, n.Series, n.Points, under[i], r.HintedPoints, r.PushedPairs, r.DroppedPairs, disk, ret, note)
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			if clusterNote != "" {
+				fmt.Println(clusterNote)
+			}
+			return nil
 		},
 	}
 }
@@ -164,4 +180,32 @@ func locateCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// honestUnder returns, per member, the pairs it holds with fewer than rf live copies, and a
+// note when the cluster has fewer live members than rf. A node's repair pass counts pairs
+// below min(rf, live members) (what it can act on); while fewer than rf members are alive
+// every pair has fewer than rf copies, so the honest count is every pair held.
+func honestUnder(nodes []wire.NodeStats) ([]int64, string) {
+	rf, live := 0, 0
+	for _, n := range nodes {
+		if n.State == "alive" {
+			live++
+		}
+		if n.Reachable && n.RF > rf {
+			rf = n.RF
+		}
+	}
+	out := make([]int64, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.Repair.UnderReplicated
+		if rf > 0 && live < rf {
+			out[i] = int64(n.Shards)
+		}
+	}
+	if rf > 0 && live < rf {
+		return out, fmt.Sprintf("%s alive, fewer than rf %d: every shard has fewer than %d copies until more nodes join",
+			plural(live, "member", "members"), rf, rf)
+	}
+	return out, ""
 }

@@ -1,0 +1,158 @@
+// tsdht's node page: polls /api/v1/cluster and redraws the map; plots a series from
+// /api/v1/agg at one bucket per pixel column (min/max band, mean line).
+"use strict";
+(function () {
+  const $ = (s) => document.querySelector(s);
+  const POLL_MS = 3000, PLOT_MS = 5000;
+
+  function size(b) {
+    const u = ["B", "KiB", "MiB", "GiB", "TiB"]; let i = 0;
+    while (b >= 1024 && i < u.length - 1) { b /= 1024; i++; }
+    return (i ? b.toFixed(1) : b) + " " + u[i];
+  }
+  function esc(s) { return String(s).replace(/[&<>"']/g, (c) => "&#" + c.charCodeAt(0) + ";"); }
+  // The angle of a 160-bit ID on the ring: its first 32 bits as a fraction of a turn.
+  function angle(id) { return parseInt(id.slice(0, 8), 16) / 4294967296 * 2 * Math.PI - Math.PI / 2; }
+
+  function drawCluster(c) {
+    const ms = c.members || [];
+    const live = ms.filter((m) => m.state === "alive").length;
+    $("#summary").textContent = `${ms.length} members · ${live} alive · rf ${c.rf || "?"}`;
+    $("#updated").textContent = "updated " + new Date().toLocaleTimeString();
+    const note = $("#note");
+    note.hidden = !c.note; note.textContent = c.note || "";
+    const dash = "–";
+    $("#members tbody").innerHTML = ms.map((m) => {
+      const k = m.reachable;
+      return `<tr data-node="${esc(m.node_id)}" data-state="${esc(m.state)}">` +
+        `<td class="id" title="${esc(m.node_id)}">${esc(m.node_id)}</td><td>${esc(m.rpc)}</td>` +
+        `<td class="state state-${esc(m.state)}">${esc(m.state)}</td>` +
+        `<td class="num">${k ? m.shards : dash}</td><td class="num">${k ? m.points.toLocaleString() : dash}</td>` +
+        `<td class="num">${k ? size(m.disk_bytes) : dash}</td><td class="num">${k ? m.under_replicated : dash}</td></tr>`;
+    }).join("");
+    // The ring: every member at its ID's place on the 160-bit circle.
+    let svg = `<circle r="90" fill="none" stroke="#bbb" stroke-width="2"/>`;
+    for (const m of ms) {
+      const a = angle(m.node_id), x = 90 * Math.cos(a), y = 90 * Math.sin(a);
+      const col = m.state === "alive" ? "#2a8a3a" : (m.state === "dead" ? "#c0392b" : "#d68910");
+      svg += `<g><title>${esc(m.node_id)} ${esc(m.state)}</title><circle cx="${x.toFixed(1)}" cy="${y.toFixed(1)}" r="7" fill="${col}"/>` +
+        `<text x="${(x * 0.78).toFixed(1)}" y="${(y * 0.78 + 3).toFixed(1)}" font-size="9" text-anchor="middle">${esc(m.node_id.slice(0, 4))}</text></g>`;
+    }
+    svg += `<text y="4" font-size="10" text-anchor="middle" fill="#777">0 … 2¹⁶⁰</text>`;
+    $("#ring").innerHTML = svg;
+    // Shard balance: (shard, series) pairs per member.
+    const max = Math.max(1, ...ms.map((m) => (m.reachable ? m.shards : 0)));
+    $("#balance").innerHTML = ms.map((m) =>
+      `<div class="bar${m.reachable ? "" : " dead"}"><span class="label" title="${esc(m.node_id)}">${esc(m.node_id.slice(0, 8))}</span>` +
+      `<span class="fill" style="width:${m.reachable ? (60 * m.shards / max).toFixed(1) : 0}%"></span>` +
+      `<span>${m.reachable ? m.shards : "–"}</span></div>`).join("");
+  }
+
+  async function pollCluster() {
+    try {
+      const r = await fetch("api/v1/cluster");
+      const c = await r.json();
+      if (!r.ok) throw new Error(c.error || r.statusText);
+      drawCluster(c);
+    } catch (e) {
+      $("#summary").textContent = "cannot reach the node: " + e.message;
+    }
+  }
+
+  // The picker: series whose key starts with what is typed (the catalog, when the node has one).
+  let catalog = true;
+  async function loadKeys() {
+    if (!catalog) return;
+    try {
+      const r = await fetch("api/v1/series?prefix=" + encodeURIComponent($("#key").value.trim()));
+      const j = await r.json();
+      catalog = j.available;
+      $("#keys").innerHTML = (j.series || []).map((s) =>
+        `<option value="${esc(s.key)}">${esc([s.unit, s.description].filter(Boolean).join(" · "))}</option>`).join("");
+    } catch (e) { /* the picker still takes a typed key */ }
+  }
+  let keysT = null;
+  $("#key").addEventListener("input", () => { clearTimeout(keysT); keysT = setTimeout(loadKeys, 250); });
+
+  function metaText(m) {
+    if (!m) return "";
+    const parts = [];
+    if (m.unit) parts.push("unit " + m.unit);
+    if (m.description) parts.push(m.description);
+    if (m.nominal_rate) parts.push(m.nominal_rate + " Hz nominal");
+    const tags = Object.entries(m.tags || {}).map(([k, v]) => k + "=" + v);
+    if (tags.length) parts.push(tags.join(", "));
+    if (m.first && m.last) parts.push("written within " + new Date(m.first / 1e6).toISOString() + " … " + new Date(m.last / 1e6).toISOString());
+    return parts.join(" · ");
+  }
+
+  let plot = null, timer = null;
+  window.tsdhtPlot = null; // what the plot shows, for people and tests: from, to, n, xmin, xmax
+
+  async function drawPlot() {
+    const key = $("#key").value.trim();
+    if (!key) return;
+    const span = Number($("#range").value);
+    const el = $("#plot");
+    const width = Math.max(200, el.clientWidth);
+    const buckets = Math.min(4096, Math.round(width));
+    const toMs = Date.now(), fromMs = toMs - span * 1000;
+    const q = `series=${encodeURIComponent(key)}&from=${fromMs}000000&to=${toMs}000000&buckets=${buckets}`;
+    let a;
+    try {
+      const r = await fetch("api/v1/agg?" + q);
+      a = await r.json();
+      if (!r.ok) throw new Error(a.error || r.statusText);
+    } catch (e) {
+      $("#meta").textContent = "cannot plot " + key + ": " + e.message;
+      return;
+    }
+    const xs = a.t.map((t) => t / 1e9 + a.every / 2e9);
+    $("#meta").textContent = `${a.series} · ${a.type} · ${a.points.toLocaleString()} points in range · ` +
+      `${xs.length} buckets of ${(a.every / 1e9).toPrecision(3)} s (min/max band, mean line)` +
+      (a.partial ? " · PARTIAL: some shard had no reachable replica" : "");
+    $("#seriesmeta").textContent = metaText(a.meta);
+    const data = [xs, a.min || [], a.max || [], a.mean || []];
+    const opts = {
+      width, height: Math.min(360, Math.max(220, Math.round(width * 0.45))),
+      scales: { x: { time: true, range: [fromMs / 1000, toMs / 1000] } },
+      series: [
+        {},
+        { label: "min", stroke: "rgba(45,108,223,0.5)", width: 1 },
+        { label: "max", stroke: "rgba(45,108,223,0.5)", width: 1 },
+        { label: "mean", stroke: "#1f3f8f", width: 2 },
+      ],
+      bands: [{ series: [2, 1], fill: "rgba(45,108,223,0.18)" }],
+      axes: [{}, { size: 60 }],
+    };
+    if (plot) plot.destroy();
+    plot = new uPlot(opts, data, el);
+    window.tsdhtPlot = {
+      series: key, from: fromMs / 1000, to: toMs / 1000, buckets, n: xs.length, points: a.points,
+      xmin: xs.length ? xs[0] : null, xmax: xs.length ? xs[xs.length - 1] : null,
+      get scaleMin() { return plot.scales.x.min; }, get scaleMax() { return plot.scales.x.max; },
+    };
+    location.hash = "series=" + encodeURIComponent(key) + "&range=" + span;
+  }
+
+  function startPlot() {
+    clearInterval(timer);
+    drawPlot();
+    timer = setInterval(drawPlot, PLOT_MS);
+  }
+
+  $("#pick").addEventListener("submit", (e) => { e.preventDefault(); startPlot(); });
+  $("#range").addEventListener("change", startPlot);
+  let resizeT = null;
+  window.addEventListener("resize", () => { clearTimeout(resizeT); resizeT = setTimeout(drawPlot, 200); });
+
+  const h = new URLSearchParams(location.hash.slice(1));
+  if (h.get("series")) {
+    $("#key").value = h.get("series");
+    if (h.get("range")) $("#range").value = h.get("range");
+    startPlot();
+  }
+  pollCluster();
+  setInterval(pollCluster, POLL_MS);
+  loadKeys();
+})();
