@@ -212,7 +212,7 @@ func (c Config) Validate() error {
 	if c.Quantum < 1 || c.Quantum > maxQuantum {
 		errs = append(errs, fmt.Errorf("quantum %d s: must be 1 to %d s", c.Quantum, quanta.Quantum(maxQuantum)))
 	}
-	if c.Format != quanta.QFI && c.Format != quanta.KFI {
+	if !c.Format.Valid() {
 		errs = append(errs, fmt.Errorf("unknown ID format %v", c.Format))
 	}
 	for _, v := range []struct {

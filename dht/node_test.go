@@ -355,6 +355,7 @@ func TestJoinRefusedOnMismatch(t *testing.T) {
 	}{
 		{"quantum", func(c *Config) { c.Quantum = 5 }, []string{"quantum", "10s", "5s"}},
 		{"format", func(c *Config) { c.Format = quanta.KFI }, []string{"ID format", "qfi", "kfi"}},
+		{"hfi", func(c *Config) { c.Format = quanta.HFI }, []string{"ID format", "qfi", "hfi"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := startNode(t, t.TempDir(), []string{seed.GossipAddr()}, tc.edit)

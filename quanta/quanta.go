@@ -2,9 +2,10 @@
 //
 // A series' history is cut into fixed quanta of Q whole seconds. Each (series, quantum)
 // pair is one shard whose 160-bit ID is built from SHA-1 halves of the quantum identifier
-// and of the series key, in one of two orders (QFI or KFI). Everything here is a pure
-// function: every node and client must compute the same IDs, forever. The same holds
-// for KeyID (a series' registry record) and TagID (a tag pair's postings).
+// and of the series key, in one of two orders (QFI or KFI), or is the whole SHA-1 of the
+// two together (HFI). Everything here is a pure function: every node and client must
+// compute the same IDs, forever. The same holds for KeyID (a series' registry record) and
+// TagID (a tag pair's postings).
 package quanta
 
 import (
@@ -49,28 +50,43 @@ const (
 	QFI Format = iota + 1
 	// KFI (Key-First ID) = H(key)[0:10] ‖ H(quantum)[0:10]: a series' shards stay on one neighbourhood.
 	KFI
+	// HFI (Hashed ID) = H(quantum ‖ 0x00 ‖ key), all 160 bits: every (series, quantum)
+	// placed independently, spreading a cluster's ingest across series and across time.
+	// The 0x00 cannot occur in a quantum identifier, so no two (quantum, key) pairs
+	// hash the same input.
+	HFI
 )
 
-// String returns "qfi" or "kfi".
+// Formats lists every shard ID layout, in the order of their values.
+var Formats = []Format{QFI, KFI, HFI}
+
+// String returns "qfi", "kfi" or "hfi".
 func (f Format) String() string {
 	switch f {
 	case QFI:
 		return "qfi"
 	case KFI:
 		return "kfi"
+	case HFI:
+		return "hfi"
 	}
 	return fmt.Sprintf("format(%d)", uint8(f))
 }
 
-// ParseFormat accepts "qfi" or "kfi" (case-sensitive, as on the command line).
+// Valid reports whether f is one of the known layouts.
+func (f Format) Valid() bool { return f >= QFI && f <= HFI }
+
+// ParseFormat accepts "qfi", "kfi" or "hfi" (case-sensitive, as on the command line).
 func ParseFormat(s string) (Format, error) {
 	switch s {
 	case "qfi":
 		return QFI, nil
 	case "kfi":
 		return KFI, nil
+	case "hfi":
+		return HFI, nil
 	}
-	return 0, fmt.Errorf("unknown ID format %q: want qfi or kfi", s)
+	return 0, fmt.Errorf("unknown ID format %q: want qfi, kfi or hfi", s)
 }
 
 // Quantum is a quantum length in whole seconds (>= 1).
@@ -131,6 +147,15 @@ func Identifier(start int64) string { return strconv.FormatInt(start, 10) }
 
 // ShardID returns the ID of the shard holding series key at quantum start (UNIX seconds).
 func ShardID(f Format, key string, start int64) ID {
+	if f == HFI {
+		h := sha1.New()
+		h.Write([]byte(Identifier(start)))
+		h.Write([]byte{0})
+		h.Write([]byte(key))
+		var id ID
+		h.Sum(id[:0])
+		return id
+	}
 	hq := sha1.Sum([]byte(Identifier(start)))
 	hk := sha1.Sum([]byte(key))
 	var id ID

@@ -8,18 +8,20 @@ import (
 	"time"
 )
 
-// The vectors were computed independently (Python hashlib) so that the layout can never
-// drift by accident: changing any of them breaks every deployed cluster.
+// The vectors were computed independently so that the layout can never drift by accident:
+// changing any of them breaks every deployed cluster. QFI and KFI came from Python hashlib;
+// HFI from coreutils, e.g. `printf '1563703200\0pmu17/bus3/vang' | sha1sum` (and checked
+// again with Python's hashlib.sha1(b"1563703200\0pmu17/bus3/vang")).
 func TestShardIDVectors(t *testing.T) {
 	cases := []struct {
-		key      string
-		start    int64
-		qfi, kfi string
+		key           string
+		start         int64
+		qfi, kfi, hfi string
 	}{
-		{"pmu17/bus3/vang", 1563703200, "aa82a4ef62aec999998241538584737a1630f4b8", "41538584737a1630f4b8aa82a4ef62aec9999982"},
-		{"a", 0, "b6589fc6ab0dc82cf12086f7e437faa5a7fce15d", "86f7e437faa5a7fce15db6589fc6ab0dc82cf120"},
-		{"pmu1/freq", -10, "35c0ba310bf18ad1a4c24cf561007491f555d590", "4cf561007491f555d59035c0ba310bf18ad1a4c2"},
-		{"x", 1700000000, "eaaa8ade9421721d702311f6ad8ec52a2984abaa", "11f6ad8ec52a2984abaaeaaa8ade9421721d7023"},
+		{"pmu17/bus3/vang", 1563703200, "aa82a4ef62aec999998241538584737a1630f4b8", "41538584737a1630f4b8aa82a4ef62aec9999982", "66c142ee9e6bd71dcc2eae71b56c49cd63c1f0d5"},
+		{"a", 0, "b6589fc6ab0dc82cf12086f7e437faa5a7fce15d", "86f7e437faa5a7fce15db6589fc6ab0dc82cf120", "4fb1485874c933a0c2391a7aff896bf2ade3bd4d"},
+		{"pmu1/freq", -10, "35c0ba310bf18ad1a4c24cf561007491f555d590", "4cf561007491f555d59035c0ba310bf18ad1a4c2", "b5becb6d00a3653ae1cf010e755abb49bd01c9d5"},
+		{"x", 1700000000, "eaaa8ade9421721d702311f6ad8ec52a2984abaa", "11f6ad8ec52a2984abaaeaaa8ade9421721d7023", "04666290144fc2121cb9d6c6bf171efe98773edf"},
 	}
 	for _, c := range cases {
 		if got := ShardID(QFI, c.key, c.start).String(); got != c.qfi {
@@ -27,6 +29,9 @@ func TestShardIDVectors(t *testing.T) {
 		}
 		if got := ShardID(KFI, c.key, c.start).String(); got != c.kfi {
 			t.Errorf("KFI(%q,%d) = %s, want %s", c.key, c.start, got, c.kfi)
+		}
+		if got := ShardID(HFI, c.key, c.start).String(); got != c.hfi {
+			t.Errorf("HFI(%q,%d) = %s, want %s", c.key, c.start, got, c.hfi)
 		}
 		id, err := ParseID(c.qfi)
 		if err != nil || id != ShardID(QFI, c.key, c.start) {
@@ -184,11 +189,17 @@ func TestNewQuantum(t *testing.T) {
 }
 
 func TestParseFormat(t *testing.T) {
-	for _, f := range []Format{QFI, KFI} {
+	for _, f := range Formats {
 		g, err := ParseFormat(f.String())
-		if err != nil || g != f {
+		if err != nil || g != f || !f.Valid() {
 			t.Errorf("ParseFormat(%q) = %v, %v", f.String(), g, err)
 		}
+	}
+	if Format(0).Valid() || Format(4).Valid() {
+		t.Error("Format 0 or 4 reported valid")
+	}
+	if _, err := ParseFormat("HFI"); err == nil {
+		t.Error("ParseFormat(HFI): want error (names are lowercase)")
 	}
 	if _, err := ParseFormat("QFI2"); err == nil {
 		t.Error("ParseFormat(QFI2): want error")

@@ -63,7 +63,7 @@ func benchFlags(local int, rf []int) []cli.Flag {
 		&cli.StringFlag{Name: "cluster", Usage: "RPC addresses of a running cluster, HOST:PORT[,…]; then --rf and --id-format must name its settings"},
 		&cli.IntFlag{Name: "local", Value: local, Usage: "without --cluster: start N nodes inside this process, on loopback (real TCP, real gossip), afresh for every case"},
 		&cli.IntSliceFlag{Name: "rf", Value: cli.NewIntSlice(rf...), Usage: "replication factors, one case each, e.g. 1,4,7"},
-		&cli.StringSliceFlag{Name: "id-format", Value: cli.NewStringSlice("qfi", "kfi"), Usage: "shard ID layouts, one case each: qfi, kfi or both"},
+		&cli.StringSliceFlag{Name: "id-format", Value: cli.NewStringSlice("qfi", "kfi"), Usage: "shard ID layouts, one case each: qfi, kfi, hfi, or several"},
 		&cli.StringFlag{Name: "sync", Value: store.DefaultPebbleOptions().Sync.String(), Usage: "--local store durability: always, batch or none (see go doc ./tsdb/store SyncMode); with --cluster only reported"},
 		&cli.StringFlag{Name: "store", Value: "disk", Usage: "--local store, as tsdht node's: disk (pebble under --data) or memory (lost on exit, as the paper's prototype)"},
 		&cli.StringFlag{Name: "data", Usage: "directory for the --local nodes' data (default: a fresh temporary directory, removed afterwards)"},

@@ -149,5 +149,5 @@ func quantumFlag() *cli.DurationFlag {
 }
 
 func idFormatFlag() *cli.StringFlag {
-	return &cli.StringFlag{Name: "id-format", Value: "qfi", Usage: "shard ID layout: qfi (quanta first: spread a series) or kfi (key first: keep it together)"}
+	return &cli.StringFlag{Name: "id-format", Value: "qfi", Usage: "shard ID layout: qfi (quanta first: spread a series), kfi (key first: keep it together) or hfi (hashed: spread every series and quantum; no ingest hot spot)"}
 }
