@@ -57,6 +57,29 @@ type Config struct {
 	// differing Quantum.
 	Format quanta.Format
 
+	// Routing is the routing mode of the cluster (RoutingFull by default),
+	// refused at join like a differing Quantum. In RoutingKademlia mode the
+	// node runs no memberlist: GossipAddr serves the bootstrap handshake
+	// alone (see Start), and the node knows only its routing table.
+	Routing Routing
+
+	// RefreshInterval is, in RoutingKademlia mode, how often the node
+	// refreshes its buckets (a lookup of a random ID in the range of each)
+	// and pings the table's entries it has not heard from in as long,
+	// dropping those that do not answer. It also retries the seeds while the
+	// table is empty.
+	RefreshInterval time.Duration
+
+	// ReplicaCacheSize bounds, in RoutingKademlia mode, how many shard IDs'
+	// lookup results the node keeps.
+	ReplicaCacheSize int
+
+	// ReplicaCacheTTL is, in RoutingKademlia mode, how long a lookup result
+	// stays cached. An entry is dropped sooner when one of its peers fails
+	// or a closer peer enters the table; the TTL bounds how long a node that
+	// joined out of this node's sight goes unnoticed as an owner.
+	ReplicaCacheTTL time.Duration
+
 	// BucketSize is the kbucket bucket size, Kademlia's k: how many peers
 	// a bucket holds and how many a lookup converges on by default.
 	BucketSize int
@@ -145,6 +168,10 @@ func DefaultLANConfig() Config {
 		RejoinInterval:      2 * time.Second,
 		Quantum:             quanta.Quantum(quanta.DefaultQuantum / time.Second),
 		Format:              quanta.QFI,
+		Routing:             RoutingFull,
+		RefreshInterval:     30 * time.Second,
+		ReplicaCacheSize:    4096,
+		ReplicaCacheTTL:     30 * time.Second,
 		BucketSize:          20,
 		Alpha:               3,
 		QueryTimeout:        time.Second,
@@ -166,6 +193,10 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.RejoinInterval, d.RejoinInterval)
 	setDefault(&c.Quantum, d.Quantum)
 	setDefault(&c.Format, d.Format)
+	setDefault(&c.Routing, d.Routing)
+	setDefault(&c.RefreshInterval, d.RefreshInterval)
+	setDefault(&c.ReplicaCacheSize, d.ReplicaCacheSize)
+	setDefault(&c.ReplicaCacheTTL, d.ReplicaCacheTTL)
 	setDefault(&c.BucketSize, d.BucketSize)
 	setDefault(&c.Alpha, d.Alpha)
 	setDefault(&c.QueryTimeout, d.QueryTimeout)
@@ -214,6 +245,12 @@ func (c Config) Validate() error {
 	}
 	if !c.Format.Valid() {
 		errs = append(errs, fmt.Errorf("unknown ID format %v", c.Format))
+	}
+	if c.Routing != RoutingFull && c.Routing != RoutingKademlia {
+		errs = append(errs, fmt.Errorf("unknown routing mode %v: want full or kademlia", c.Routing))
+	}
+	if c.RefreshInterval < 0 || c.ReplicaCacheTTL < 0 || c.ReplicaCacheSize < 0 {
+		errs = append(errs, errors.New("refresh interval, replica cache size and TTL must not be negative"))
 	}
 	for _, v := range []struct {
 		name string

@@ -60,6 +60,29 @@ func (r *Router) Lookup(ctx context.Context, target quanta.ID, k int) ([]Peer, e
 // to it. If ctx ends first, the peers that answered so far are returned with
 // ctx's error.
 func (r *Router) LookupWithStats(ctx context.Context, target quanta.ID, k int) ([]Peer, LookupStats, error) {
+	return r.lookup(ctx, target, k, nil)
+}
+
+// Hop is one FIND_NODE request of a lookup, for LookupTrace.
+type Hop struct {
+	Round    int       // the round it was sent in, from 1
+	Peer     Peer      // the peer asked
+	Distance quanta.ID // its XOR distance to the target
+	Returned int       // how many peers it answered with
+	Err      string    // why it failed, or ""
+}
+
+// LookupTrace is LookupWithStats, and lists every request the lookup sent,
+// in the order of their rounds.
+func (r *Router) LookupTrace(ctx context.Context, target quanta.ID, k int) ([]Peer, LookupStats, []Hop, error) {
+	var trace []Hop
+	ps, st, err := r.lookup(ctx, target, k, &trace)
+	return ps, st, trace, err
+}
+
+// lookup is LookupWithStats, appending every request to *trace if trace is
+// not nil.
+func (r *Router) lookup(ctx context.Context, target quanta.ID, k int, trace *[]Hop) ([]Peer, LookupStats, error) {
 	var stats LookupStats
 	if k < 1 || k > maxFindK {
 		return nil, stats, fmt.Errorf("dht: lookup of %d peers, want 1..%d", k, maxFindK)
@@ -90,12 +113,18 @@ func (r *Router) LookupWithStats(ctx context.Context, target quanta.ID, k int) (
 				c.state = failed
 				stats.Failures++
 				if errors.Is(a.err, rpc.ErrUnreachable) {
-					r.RemovePeer(c.ID)
+					r.DropPeer(c.ID)
+				}
+				if trace != nil {
+					*trace = append(*trace, Hop{Round: stats.Hops, Peer: c.Peer, Distance: Distance(target, c.Key), Err: a.err.Error()})
 				}
 				continue
 			}
 			c.state = replied
-			r.AddPeer(c.Peer)
+			r.markAlive(c.Peer)
+			if trace != nil {
+				*trace = append(*trace, Hop{Round: stats.Hops, Peer: c.Peer, Distance: Distance(target, c.Key), Returned: len(a.peers)})
+			}
 			for _, p := range a.peers {
 				l.add(p, unqueried)
 			}

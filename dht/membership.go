@@ -46,6 +46,7 @@ type Meta struct {
 	Protocol uint8          // dht protocol version
 	Quantum  quanta.Quantum // quantum length of its cluster
 	Format   quanta.Format  // shard ID layout of its cluster
+	Routing  Routing        // routing mode of its cluster
 	// Leaving says that the node has begun to leave. It is how the others
 	// tell a departure from a death: memberlist's NotifyLeave fires for both
 	// and its Node.State does not say which (hashicorp/memberlist#266: the
@@ -73,8 +74,9 @@ type Member struct {
 // encodeMeta lays out a node's metadata: the version byte, the peer ID and
 // the RPC address (each a uvarint length and bytes), the protocol version,
 // the quantum in seconds (uvarint), the ID format and a flags byte (bit 0:
-// leaving). With the bounds New checks it stays under 320 bytes, far from
-// memberlist's limit of 512.
+// leaving; bit 1: stopping; bit 2: routing mode kademlia, else full). With
+// the bounds New checks it stays under 320 bytes, far from memberlist's limit
+// of 512.
 func encodeMeta(p Peer, m Meta) []byte {
 	b := []byte{metaVersion}
 	b = binary.AppendUvarint(b, uint64(len(p.ID)))
@@ -90,13 +92,18 @@ func encodeMeta(p Peer, m Meta) []byte {
 	if m.Stopping {
 		flags |= flagStopping
 	}
+	if m.Routing == RoutingKademlia {
+		flags |= flagKademlia
+	}
 	return append(b, byte(m.Format), flags)
 }
 
-// The metadata flags of Meta.Leaving and Meta.Stopping.
+// The metadata flags of Meta.Leaving, Meta.Stopping, and Meta.Routing ==
+// RoutingKademlia.
 const (
 	flagLeaving  = 1
 	flagStopping = 2
+	flagKademlia = 4
 )
 
 // decodeMeta parses what encodeMeta laid out, checking every length against
@@ -144,6 +151,10 @@ func decodeMeta(b []byte) (Peer, Meta, error) {
 	}
 	m.Leaving = flags&flagLeaving != 0
 	m.Stopping = flags&flagStopping != 0
+	m.Routing = RoutingFull
+	if flags&flagKademlia != 0 {
+		m.Routing = RoutingKademlia
+	}
 	return p, m, nil
 }
 
@@ -254,6 +265,10 @@ func (n *Node) checkCompatible(name string, meta []byte) error {
 	if m.Quantum != n.cfg.Quantum {
 		return fmt.Errorf(incompatibleNode+"%s: its quantum is %v, this node's %v; every node of a cluster must use the same quantum",
 			name, m.Quantum.Duration(), n.cfg.Quantum.Duration())
+	}
+	if m.Routing != n.cfg.Routing {
+		return fmt.Errorf(incompatibleNode+"%s: its routing mode is %v, this node's %v; every node of a cluster must use the same --routing",
+			name, m.Routing, n.cfg.Routing)
 	}
 	if m.Format != n.cfg.Format {
 		return fmt.Errorf(incompatibleNode+"%s: its ID format is %v, this node's %v; every node of a cluster must use the same ID format",

@@ -21,7 +21,7 @@ func TestMetaFitsMemberlist(t *testing.T) {
 	}
 	p := testPeers(t, 1, 4)[0]
 	p.RPCAddr = longestRPCAddr
-	m := Meta{Protocol: ProtocolVersion, Quantum: 1 << 40, Format: quanta.HFI, Leaving: true}
+	m := Meta{Protocol: ProtocolVersion, Quantum: 1 << 40, Format: quanta.HFI, Routing: RoutingKademlia, Leaving: true}
 	b := encodeMeta(p, m)
 	if len(b) >= memberlist.MetaMaxSize {
 		t.Fatalf("metadata of %d bytes for the longest RPC address, memberlist's limit is %d", len(b), memberlist.MetaMaxSize)

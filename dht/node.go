@@ -63,6 +63,10 @@ type Node struct {
 	lifeMu sync.Mutex // serialises Start, Leave and Close
 	ml     *memberlist.Memberlist
 	closed bool
+
+	// kad is the node's state in RoutingKademlia mode, nil in RoutingFull.
+	kad     *kademlia
+	started bool
 }
 
 // memberEntry is a member and when it last changed state.
@@ -91,7 +95,9 @@ func New(cfg Config, id peer.ID, srv *rpc.Server, cli *rpc.Client) (*Node, error
 		return nil, fmt.Errorf("dht: peer ID of %d bytes, at most %d", len(id), maxPeerIDLen)
 	}
 	self := NewPeer(id, cfg.RPCAddr)
-	router, err := newRouter(self, cfg, srv, cli, false) // membership feeds the table
+	// In full mode membership feeds the table; in kademlia mode the table
+	// learns from traffic, as Kademlia's does.
+	router, err := newRouter(self, cfg, srv, cli, cfg.Routing == RoutingKademlia)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +109,9 @@ func New(cfg Config, id peer.ID, srv *rpc.Server, cli *rpc.Client) (*Node, error
 		done:    make(chan struct{}),
 		members: make(map[string]memberEntry),
 	}
+	if cfg.Routing == RoutingKademlia {
+		n.kad = newKademlia(n)
+	}
 	// Until memberlist reports it, the node knows itself: it owns every
 	// shard while alone.
 	n.setMember(Member{Peer: self, State: StateAlive, GossipAddr: cfg.GossipAddr, Meta: n.localMeta()})
@@ -111,7 +120,8 @@ func New(cfg Config, id peer.ID, srv *rpc.Server, cli *rpc.Client) (*Node, error
 
 // localMeta returns what this node's metadata says.
 func (n *Node) localMeta() Meta {
-	return Meta{Protocol: ProtocolVersion, Quantum: n.cfg.Quantum, Format: n.cfg.Format, Leaving: n.leaving.Load(), Stopping: n.pausing.Load()}
+	return Meta{Protocol: ProtocolVersion, Quantum: n.cfg.Quantum, Format: n.cfg.Format, Routing: n.cfg.Routing,
+		Leaving: n.leaving.Load(), Stopping: n.pausing.Load()}
 }
 
 // Start starts memberlist and the loop that feeds the routing table and
@@ -122,14 +132,24 @@ func (n *Node) localMeta() Meta {
 // this node for its configuration (a differing quantum or ID format, named in
 // the error), the error wraps ErrIncompatible and the caller should give up
 // with Close.
+//
+// In RoutingKademlia mode there is no memberlist: the node serves the
+// bootstrap handshake on its gossip address, asks each seed of cfg.Join for
+// its RPC address through it, and joins by Kademlia's own means (a ping and a
+// lookup of its own ID); while its table is empty it tries again every
+// RejoinInterval.
 func (n *Node) Start() error {
 	n.lifeMu.Lock()
 	defer n.lifeMu.Unlock()
 	if n.closed {
 		return errors.New("dht: start: node closed")
 	}
-	if n.ml != nil {
+	if n.started {
 		return errors.New("dht: start: already started")
+	}
+	n.started = true
+	if n.kad != nil {
+		return n.kad.start()
 	}
 	mlc, err := n.memberlistConfig()
 	if err != nil {
@@ -154,6 +174,13 @@ func (n *Node) Start() error {
 			}
 			if strings.Contains(err.Error(), incompatibleNode) {
 				return fmt.Errorf("dht: refused by the cluster at %s: %w: %w", strings.Join(seeds, ", "), ErrIncompatible, err)
+			}
+			// A seed in kademlia mode serves the bootstrap handshake, not
+			// memberlist, on its gossip port: ask it, to name the mismatch.
+			for _, s := range seeds {
+				if _, herr := n.askSeed(s); errors.Is(herr, ErrIncompatible) {
+					return fmt.Errorf("dht: refused by the cluster: %w", herr)
+				}
 			}
 			return fmt.Errorf("dht: could not join the cluster through %s (retrying every %v): %w",
 				strings.Join(seeds, ", "), n.cfg.RejoinInterval, err)
@@ -468,7 +495,13 @@ func (n *Node) forgetDeparted() {
 
 // Live returns the live members, self included, ordered by peer ID. A member
 // memberlist merely suspects is live until it is declared dead.
+//
+// In RoutingKademlia mode it returns what the node knows: its routing
+// table's peers and itself.
 func (n *Node) Live() []Peer {
+	if n.kad != nil {
+		return n.kad.live()
+	}
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	return slices.Clone(n.live)
@@ -476,7 +509,13 @@ func (n *Node) Live() []Peer {
 
 // Members returns every member memberlist reported, the dead and departed
 // included until they are forgotten, ordered by peer ID.
+//
+// In RoutingKademlia mode it returns the routing table's peers and itself,
+// every one alive: the node has no view of the others' state.
 func (n *Node) Members() []Member {
+	if n.kad != nil {
+		return n.kad.members()
+	}
 	n.mu.RLock()
 	out := make([]Member, 0, len(n.members))
 	for _, e := range n.members {
@@ -656,6 +695,9 @@ func (n *Node) Close() error {
 	n.closed = true
 	n.stopping.Store(true)
 	var err error
+	if n.kad != nil && n.kad.ln != nil {
+		n.kad.ln.Close()
+	}
 	if n.ml != nil {
 		// Shut memberlist down first: a re-join under way then fails at
 		// once instead of holding the loop for a TCP timeout.

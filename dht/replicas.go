@@ -20,7 +20,17 @@ import (
 // Members that stopped on purpose less than Config.DownGrace ago count too: they
 // keep their shards while they restart, and calls to them fail fast (a writer
 // leaves a hint).
+//
+// In RoutingKademlia mode it is the answer of an iterative lookup (cached),
+// bounded by the lookup's own timeouts; Locate takes a context.
 func (n *Node) ReplicaSet(id quanta.ID, rf int) []Peer {
+	if n.kad != nil {
+		ps, err := n.kad.replicaSet(context.Background(), id, rf)
+		if err != nil {
+			return []Peer{n.Self()}[:min(rf, 1)]
+		}
+		return ps
+	}
 	return ClosestPeers(n.owners_(), id, rf)
 }
 
@@ -31,12 +41,31 @@ func (n *Node) owners_() []Peer {
 	return n.owners
 }
 
-// Locate returns ReplicaSet(id, rf). It never blocks and never fails: the node has
-// the full member list at hand. It is the form tsdb's Placement asks for, which a routing
-// mode that looks owners up over the network also fits.
-func (n *Node) Locate(_ context.Context, id quanta.ID, rf int) ([]Peer, error) {
+// Locate returns the rf live nodes closest to id, closest first: the form
+// tsdb's Placement asks for. In RoutingFull mode it is ReplicaSet, which never
+// blocks and never fails. In RoutingKademlia mode it is a cached iterative
+// lookup, bounded by ctx and the lookup's own timeouts; it fails only if ctx
+// ends before any peer answered.
+func (n *Node) Locate(ctx context.Context, id quanta.ID, rf int) ([]Peer, error) {
+	if n.kad != nil {
+		return n.kad.replicaSet(ctx, id, rf)
+	}
 	return n.ReplicaSet(id, rf), nil
 }
+
+// ReportFailure tells the node that a call to p failed as unreachable. In
+// RoutingKademlia mode, where liveness comes from the calls themselves, p
+// leaves the routing table (a replacement takes its place) and every cached
+// replica set that holds it; the next lookup finds it again if it answers
+// others. In RoutingFull mode memberlist decides, and this does nothing.
+func (n *Node) ReportFailure(p Peer) {
+	if n.kad != nil && p.ID != n.Self().ID {
+		n.kad.reportFailure(p)
+	}
+}
+
+// Routing returns the node's routing mode.
+func (n *Node) Routing() Routing { return n.cfg.Routing }
 
 // ClosestPeers returns the count peers of peers closest to id, closest
 // first, ordered by kb.SortClosestPeers as the routing table orders them.

@@ -64,6 +64,17 @@ type Router struct {
 	// then the table's own lock.
 	mu   sync.RWMutex
 	book map[peer.ID]Peer
+	// replacements holds, by bucket (common prefix length with self), the
+	// peers most recently heard from that a full bucket turned away, newest
+	// last, at most bucketSize each: Kademlia's replacement cache. A peer
+	// dropped for failing is replaced from it. Kept only with learnSenders
+	// (where membership feeds the table, it holds every live member anyway).
+	replacements map[int][]Peer
+
+	// onAdd and onRemove, if set before the router serves, are called after
+	// a peer entered or left the table, outside the router's locks.
+	onAdd    func(Peer)
+	onRemove func(Peer)
 }
 
 // NewRouter returns the router of the node self. It uses cfg's BucketSize,
@@ -92,6 +103,7 @@ func newRouter(self Peer, cfg Config, srv *rpc.Server, cli *rpc.Client, learnSen
 		queryTimeout: cfg.QueryTimeout,
 		learnSenders: learnSenders,
 		book:         make(map[peer.ID]Peer),
+		replacements: make(map[int][]Peer),
 	}
 	srv.Handle(MethodFindNode, r.handleFindNode)
 	srv.Handle(MethodPing, r.handlePing)
@@ -104,26 +116,39 @@ func (r *Router) Self() Peer { return r.self }
 // AddPeer offers p to the routing table, as Kademlia does for every peer
 // heard from, and reports whether p is in the table afterwards. A peer
 // already there has its address updated (a node restarted on a new port);
-// a peer whose bucket is full of other peers is not added.
+// a peer whose bucket is full of other peers is not added (with learnSenders
+// it goes to the bucket's replacement cache).
 func (r *Router) AddPeer(p Peer) bool {
 	if p.ID == r.self.ID {
 		return false
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, err := r.table.TryAddPeer(p.PeerID(), true, false); err != nil {
+	added, err := r.table.TryAddPeer(p.PeerID(), true, false)
+	if err != nil {
+		if r.learnSenders && errors.Is(err, kb.ErrPeerRejectedNoCapacity) {
+			r.addReplacementLocked(p)
+		}
+		r.mu.Unlock()
 		return false
 	}
 	r.book[p.PeerID()] = p
+	r.mu.Unlock()
+	if added && r.onAdd != nil {
+		r.onAdd(p)
+	}
 	return true
 }
 
 // RemovePeer drops the peer with the given ID from the routing table.
 func (r *Router) RemovePeer(id string) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	p, had := r.book[peer.ID(id)]
 	r.table.RemovePeer(peer.ID(id))
 	delete(r.book, peer.ID(id))
+	r.mu.Unlock()
+	if had && r.onRemove != nil {
+		r.onRemove(p)
+	}
 }
 
 // TableSize returns how many peers the routing table holds.
@@ -277,7 +302,7 @@ func (r *Router) Ping(ctx context.Context, addr string) (Peer, error) {
 	if err != nil {
 		return Peer{}, fmt.Errorf("dht: ping %s: %w", addr, err)
 	}
-	r.AddPeer(p)
+	r.markAlive(p)
 	return p, nil
 }
 
