@@ -3,6 +3,7 @@ package dht
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -21,6 +22,8 @@ import (
 // Kademlia's own traffic taught them.
 type simulation struct {
 	net   *rpc.MemNetwork
+	rng   io.Reader // identities
+	rcfg  rpc.Config
 	nodes []*Router
 	all   []Peer // every node, for the true answers
 }
@@ -30,42 +33,52 @@ type simulation struct {
 // from seed, so every run builds the same network.
 func newSimulation(tb testing.TB, n int, seed uint64) *simulation {
 	tb.Helper()
-	rng := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8)}) // an io.Reader
-	s := &simulation{net: rpc.NewMemNetwork()}
-	rcfg := rpc.DefaultConfig()
+	s := &simulation{
+		net: rpc.NewMemNetwork(),
+		rng: rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8)}),
+	}
+	s.rcfg = rpc.DefaultConfig()
 	// The simulation plays hours of a network's traffic in seconds: scale
 	// the idle timeout (2 minutes on a board) down with it, or every node
 	// keeps a connection, and its goroutines, to every peer it ever asked.
-	rcfg.IdleTimeout = 500 * time.Millisecond
-	for i := range n {
-		sk, _, err := crypto.GenerateEd25519Key(rng)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		id, err := peer.IDFromPrivateKey(sk)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		self := NewPeer(id, fmt.Sprintf("node-%04d", i))
-		tr := s.net.Transport()
-		srv := rpc.NewServer(tr, rcfg)
-		cli := rpc.NewClient(tr, rcfg)
-		r, err := NewRouter(self, Config{}, srv, cli)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if _, err := srv.Listen(self.RPCAddr); err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(func() {
-			cli.Close()
-			srv.Close()
-			r.Close()
-		})
-		s.nodes = append(s.nodes, r)
-		s.all = append(s.all, self)
+	s.rcfg.IdleTimeout = 500 * time.Millisecond
+	for range n {
+		s.addRouter(tb)
 	}
 	return s
+}
+
+// addRouter starts one more router, not yet knowing any other, and returns
+// it. It is not safe to call concurrently.
+func (s *simulation) addRouter(tb testing.TB) *Router {
+	tb.Helper()
+	sk, _, err := crypto.GenerateEd25519Key(s.rng)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	id, err := peer.IDFromPrivateKey(sk)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	self := NewPeer(id, fmt.Sprintf("node-%05d", len(s.all)))
+	tr := s.net.Transport()
+	srv := rpc.NewServer(tr, s.rcfg)
+	cli := rpc.NewClient(tr, s.rcfg)
+	r, err := NewRouter(self, Config{}, srv, cli)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := srv.Listen(self.RPCAddr); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		cli.Close()
+		srv.Close()
+		r.Close()
+	})
+	s.nodes = append(s.nodes, r)
+	s.all = append(s.all, self)
+	return r
 }
 
 // join makes every node after the first join through the first, one after

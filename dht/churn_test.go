@@ -1,0 +1,221 @@
+package dht
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tsdht/tsdht/quanta"
+)
+
+// churnResult is what a churn run measured.
+type churnResult struct {
+	nodes, lookups, joins, failures int
+	joinRetries                     int // joins retried through another node
+	succeeded, agreed               int // lookups with ≥ rf answers; whose first rf are the full view's
+	hops, msgs                      int
+	build, run                      time.Duration
+}
+
+func (r churnResult) String() string {
+	return fmt.Sprintf("%d nodes (built in %v), %d lookups (k=20, α=3) by 8 workers in %v while %d nodes joined (%d retried) and %d failed: "+
+		"success %.2f%%, agreement with the full view (rf 3) %.2f%%, %.2f rounds and %.1f messages per lookup",
+		r.nodes, r.build.Round(time.Millisecond), r.lookups, r.run.Round(time.Millisecond), r.joins, r.joinRetries, r.failures,
+		100*float64(r.succeeded)/float64(r.lookups), 100*float64(r.agreed)/float64(r.lookups),
+		float64(r.hops)/float64(r.lookups), float64(r.msgs)/float64(r.lookups))
+}
+
+// runChurn builds a network of n routers that learn each other only from
+// Kademlia's traffic (joins, then the lookups themselves), then runs lookups
+// for random targets from random live nodes, eight at a time, while another
+// goroutine makes one node fail (its address goes down: calls to it fail at
+// once and its connections close) and one new node join (Kademlia's join
+// through a random live node) after every churnEvery lookups. No node is told
+// of a failure: lookups find out, drop the dead peer and go on.
+//
+// A lookup succeeds if it returns at least rf = 3 peers without error; it
+// agrees if its first rf are the rf live nodes closest to the target, the
+// full-view answer (Node.ReplicaSet's), as it stood when the lookup began or
+// when it ended (a node may die or join while it runs).
+func runChurn(tb testing.TB, n, lookups, churnEvery int) churnResult {
+	const (
+		k       = 20
+		rf      = 3
+		workers = 8
+	)
+	start := time.Now()
+	s := newSimulation(tb, n, 21)
+	s.join(tb, false)
+	res := churnResult{nodes: n, lookups: lookups, build: time.Since(start)}
+
+	var (
+		mu    sync.RWMutex
+		alive = make([]bool, len(s.nodes))
+		live  = slices.Clone(s.all)
+	)
+	for i := range alive {
+		alive[i] = true
+	}
+	snapshot := func() []Peer {
+		mu.RLock()
+		defer mu.RUnlock()
+		return live
+	}
+	pick := func(rng *rand.Rand) *Router {
+		mu.RLock()
+		defer mu.RUnlock()
+		for {
+			if i := rng.IntN(len(s.nodes)); alive[i] {
+				return s.nodes[i]
+			}
+		}
+	}
+
+	var done atomic.Int64
+	stop := make(chan struct{})
+	churnDone := make(chan struct{})
+	go func() { // the churn: one failure and one join per churnEvery lookups
+		defer close(churnDone)
+		rng := rand.New(rand.NewPCG(5, 5))
+		for next := int64(churnEvery); ; next += int64(churnEvery) {
+			for done.Load() < next {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond):
+				}
+			}
+			mu.Lock()
+			var victim int
+			for victim = rng.IntN(len(s.nodes)); !alive[victim] || victim == 0; victim = rng.IntN(len(s.nodes)) {
+			}
+			alive[victim] = false
+			id := s.nodes[victim].Self().ID
+			live = slices.DeleteFunc(slices.Clone(live), func(p Peer) bool { return p.ID == id })
+			r := s.addRouter(tb) // built under mu: pick must not see it before it joined
+			alive = append(alive, false)
+			mu.Unlock()
+			s.net.SetDown(s.nodes[victim].Self().RPCAddr, true)
+			res.failures++
+
+			// A join through a node that is slow to answer fails; the
+			// newcomer tries another, as a node retries its seeds.
+			var err error
+			for try := 0; try < 3; try++ {
+				if err = r.Bootstrap(context.Background(), []string{pick(rng).Self().RPCAddr}); err == nil {
+					break
+				}
+				res.joinRetries++
+			}
+			if err != nil {
+				tb.Errorf("join during churn, after 3 tries: %v", err)
+				continue
+			}
+			mu.Lock()
+			alive[len(alive)-1] = true
+			live = append(slices.Clone(live), r.Self())
+			mu.Unlock()
+			res.joins++
+		}
+	}()
+
+	var succeeded, agreed, hops, msgs atomic.Int64
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 77))
+			for done.Load() < int64(lookups) {
+				target := randomKey(rng)
+				before := topClosest(snapshot(), target, rf)
+				got, st, err := pick(rng).LookupWithStats(context.Background(), target, k)
+				after := topClosest(snapshot(), target, rf)
+				if err == nil && len(got) >= rf {
+					succeeded.Add(1)
+					if sameIDs(got[:rf], before) || sameIDs(got[:rf], after) {
+						agreed.Add(1)
+					}
+				}
+				hops.Add(int64(st.Hops))
+				msgs.Add(int64(st.Messages))
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-churnDone
+	res.run = time.Since(begin)
+	res.lookups = int(done.Load())
+	res.succeeded, res.agreed = int(succeeded.Load()), int(agreed.Load())
+	res.hops, res.msgs = int(hops.Load()), int(msgs.Load())
+	return res
+}
+
+// topClosest returns the count peers closest to target, closest first, in
+// one pass over peers.
+func topClosest(peers []Peer, target quanta.ID, count int) []Peer {
+	var top []Peer
+	for _, p := range peers {
+		if len(top) == count && !Closer(target, p.Key, top[count-1].Key) {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(top, p, func(a, b Peer) int { return compareDistance(target, a.Key, b.Key) })
+		top = slices.Insert(top, i, p)
+		if len(top) > count {
+			top = top[:count]
+		}
+	}
+	return top
+}
+
+// TestChurnSimulation1000 runs runChurn on 1,000 nodes: 2,000 lookups while
+// one node fails and one joins every 20 lookups (100 of each).
+func TestChurnSimulation1000(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a 1,000-node network")
+	}
+	n, lookups := simNodes, 2*simLookups
+	r := runChurn(t, n, lookups, lookups/100)
+	t.Log(r)
+	if r.failures == 0 || r.joins == 0 {
+		t.Fatalf("no churn happened (%d failures, %d joins): the test proves nothing", r.failures, r.joins)
+	}
+	if r.succeeded*1000 < 999*r.lookups {
+		t.Errorf("%d of %d lookups succeeded, want at least 99.9%%", r.succeeded, r.lookups)
+	}
+	if r.agreed*100 < 97*r.lookups {
+		t.Errorf("%d of %d lookups agreed with the full view, want at least 97%%", r.agreed, r.lookups)
+	}
+}
+
+// BenchmarkChurnSimulation runs runChurn at TSDHT_CHURN_NODES nodes (default
+// 10,000), 2,000 lookups with 100 failures and 100 joins among them, and
+// reports success and agreement; its log line holds the wall times.
+//
+// Run: go test -run '^$' -bench ChurnSimulation -benchtime 1x -timeout 60m ./dht
+func BenchmarkChurnSimulation(b *testing.B) {
+	n := 10000
+	if env := os.Getenv("TSDHT_CHURN_NODES"); env != "" {
+		var err error
+		if n, err = strconv.Atoi(env); err != nil || n < 10 {
+			b.Fatalf("TSDHT_CHURN_NODES=%q: want a size ≥ 10", env)
+		}
+	}
+	for b.Loop() {
+		r := runChurn(b, n, 2000, 20)
+		b.Log(r)
+		b.ReportMetric(100*float64(r.succeeded)/float64(r.lookups), "success-%")
+		b.ReportMetric(100*float64(r.agreed)/float64(r.lookups), "agree-%")
+		b.ReportMetric(float64(r.hops)/float64(r.lookups), "hops/lookup")
+		b.ReportMetric(r.build.Seconds(), "build-s")
+		b.ReportMetric(r.run.Seconds(), "churn-s")
+	}
+}
