@@ -219,3 +219,42 @@ func BenchmarkChurnSimulation(b *testing.B) {
 		b.ReportMetric(r.run.Seconds(), "churn-s")
 	}
 }
+
+// TestStalePeerReplaced: a table entry that stops answering is found by
+// PingStale, dropped, and replaced from its bucket's replacement cache.
+func TestStalePeerReplaced(t *testing.T) {
+	s := newSimulation(t, 0, 31)
+	s.cfg = Config{BucketSize: 2}
+	for range 60 {
+		s.addRouter(t)
+	}
+	s.join(t, true)
+	r := s.nodes[0]
+	var victim Peer
+	for _, p := range r.tablePeers() {
+		if r.cplOf(p) == 0 {
+			victim = p
+		}
+	}
+	r.mu.RLock()
+	spare := len(r.replacements[0])
+	r.mu.RUnlock()
+	if victim.ID == "" || spare == 0 {
+		t.Fatalf("bucket 0 holds no peer or has no replacement (%d): the test proves nothing", spare)
+	}
+	before := r.TableSize()
+	s.net.SetDown(victim.RPCAddr, true)
+	pinged, dropped := r.PingStale(context.Background(), 0)
+	if dropped != 1 || pinged != before {
+		t.Fatalf("PingStale pinged %d of %d and dropped %d, want all and 1", pinged, before, dropped)
+	}
+	if slices.ContainsFunc(r.tablePeers(), func(p Peer) bool { return p.ID == victim.ID }) {
+		t.Fatal("the dead peer is still in the table")
+	}
+	if got := r.TableSize(); got != before {
+		t.Errorf("table of %d peers after the drop, want %d: a replacement should have taken its place", got, before)
+	}
+	if got := r.table.NPeersForCpl(0); got != 2 {
+		t.Errorf("bucket 0 holds %d peers after the replacement, want 2", got)
+	}
+}

@@ -24,6 +24,7 @@ type simulation struct {
 	net   *rpc.MemNetwork
 	rng   io.Reader // identities
 	rcfg  rpc.Config
+	cfg   Config // of every router: zero means DefaultLANConfig's
 	nodes []*Router
 	all   []Peer // every node, for the true answers
 }
@@ -64,7 +65,7 @@ func (s *simulation) addRouter(tb testing.TB) *Router {
 	tr := s.net.Transport()
 	srv := rpc.NewServer(tr, s.rcfg)
 	cli := rpc.NewClient(tr, s.rcfg)
-	r, err := NewRouter(self, Config{}, srv, cli)
+	r, err := NewRouter(self, s.cfg, srv, cli)
 	if err != nil {
 		tb.Fatal(err)
 	}
