@@ -111,7 +111,7 @@ func (n *Node) askSeed(addr string) (Peer, error) {
 		return Peer{}, fmt.Errorf("seed %s: bootstrap: %w", addr, err)
 	}
 	if status == bootRefused {
-		return Peer{}, fmt.Errorf("seed %s refused this node: %w: %s", addr, ErrIncompatible, payload)
+		return Peer{}, fmt.Errorf("seed %s refused this node (%s): %w; the seed says: %s", addr, n.Self().PeerID(), ErrIncompatible, payload)
 	}
 	if status != bootOK {
 		return Peer{}, fmt.Errorf("seed %s: bootstrap answer of unknown status %d", addr, status)

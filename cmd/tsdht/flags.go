@@ -148,6 +148,10 @@ func quantumFlag() *cli.DurationFlag {
 	return &cli.DurationFlag{Name: "quantum", Value: quanta.DefaultQuantum, Usage: "time quantum length, whole seconds ≥ 1s; the same on every node"}
 }
 
+func routingFlag() *cli.StringFlag {
+	return &cli.StringFlag{Name: "routing", Value: "full", Usage: "routing mode, the same on every node: full (memberlist knows every member; placement in one local step) or kademlia (a node knows its k-bucket table; replica sets by iterative lookup; --join names seeds' gossip ports, which then serve bootstrap alone)"}
+}
+
 func idFormatFlag() *cli.StringFlag {
 	return &cli.StringFlag{Name: "id-format", Value: "qfi", Usage: "shard ID layout: qfi (quanta first: spread a series), kfi (key first: keep it together) or hfi (hashed: spread every series and quantum; no ingest hot spot)"}
 }

@@ -24,12 +24,14 @@ func nodeCommand() *cli.Command {
 		Usage: "run a node: serve RPC, gossip membership, store shards",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "rpc", Required: true, Usage: "HOST:PORT to serve RPC on (clients' --cluster names it)"},
-			&cli.StringFlag{Name: "gossip", Required: true, Usage: "HOST:PORT for membership gossip (UDP and TCP)"},
+			&cli.StringFlag{Name: "gossip", Required: true, Usage: "HOST:PORT for membership gossip (UDP and TCP); with --routing kademlia, the bootstrap handshake alone (TCP)"},
 			&cli.StringFlag{Name: "join", Usage: "gossip addresses of seed nodes, HOST:PORT[,HOST:PORT…]"},
 			&cli.StringFlag{Name: "data", Required: true, Usage: "data directory: the node's identity and shards"},
 			&cli.IntFlag{Name: "rf", Value: 3, Usage: "replication factor 1..7"},
 			quantumFlag(),
 			idFormatFlag(),
+			routingFlag(),
+			&cli.IntFlag{Name: "bucket-size", Value: dht.DefaultLANConfig().BucketSize, Usage: "Kademlia's k: peers per routing-table bucket, and the least a lookup converges on (1..128)"},
 			&cli.IntFlag{Name: "write-quorum", Usage: "replicas that must store a shard before a write succeeds (default: majority of rf)"},
 			&cli.IntFlag{Name: "read-quorum", Usage: "replicas that must agree a shard is empty (default: majority of rf)"},
 			&cli.DurationFlag{Name: "max-future", Value: 10 * time.Minute, Usage: "refuse points stamped further than this ahead of the node's clock"},
@@ -68,6 +70,10 @@ func runNode(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("--id-format: %w", err)
 	}
+	routing, err := dht.ParseRouting(c.String("routing"))
+	if err != nil {
+		return fmt.Errorf("--routing: %w", err)
+	}
 	dir := c.String("data")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--data: %w", err)
@@ -77,6 +83,8 @@ func runNode(c *cli.Context) error {
 	cfg.DHT.Join = splitAddrs(c.String("join"))
 	cfg.DHT.Quantum = q
 	cfg.DHT.Format = f
+	cfg.DHT.Routing = routing
+	cfg.DHT.BucketSize = c.Int("bucket-size")
 	cfg.RPCBind = c.String("rpc")
 	cfg.DHT.RPCAddr = c.String("rpc")
 	cfg.RF = c.Int("rf")
@@ -119,7 +127,7 @@ func runNode(c *cli.Context) error {
 	}
 	logger = logger.With("node", hex.EncodeToString(self.Key[:]))
 	logger.Info("serving", "rpc", n.RPCAddr(), "gossip", n.DHT().GossipAddr(), "id_format", f.String(),
-		"quantum", q.Duration().String(), "rf", cfg.RF)
+		"quantum", q.Duration().String(), "rf", cfg.RF, "routing", routing.String())
 	stopHTTP, err := startHTTP(c.String("http"), n, cfg.RPC.ClusterKey, logger)
 	if err != nil {
 		n.Close()
