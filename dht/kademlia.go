@@ -62,7 +62,7 @@ func (k *kademlia) start() error {
 	if len(k.seeds()) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.TCPTimeout+4*n.cfg.QueryTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.TCPTimeout+maxLookupRounds*n.cfg.QueryTimeout)
 	defer cancel()
 	return k.bootstrap(ctx)
 }
@@ -82,7 +82,8 @@ func (k *kademlia) seeds() []string {
 // bootstrap asks every seed for its RPC address (the handshake checks both
 // configurations), then runs Kademlia's join through those that answered: a
 // ping, and a lookup of this node's own ID, which fills the table and
-// introduces this node to those closest to it.
+// introduces this node to those closest to it, and one refresh of every
+// bucket.
 func (k *kademlia) bootstrap(ctx context.Context) error {
 	seeds := k.seeds()
 	var (
@@ -106,6 +107,12 @@ func (k *kademlia) bootstrap(ctx context.Context) error {
 	}
 	if err := k.n.Router.Bootstrap(ctx, addrs); err != nil {
 		return fmt.Errorf("dht: bootstrap through %s: %w", strings.Join(addrs, ", "), err)
+	}
+	// Kademlia's join ends with a refresh of every bucket: a lookup of a
+	// random ID in each one's range fills the table beyond the neighbourhood
+	// of this node's own ID, and introduces it to the nodes met on the way.
+	if err := k.n.Router.Refresh(ctx); err != nil {
+		return fmt.Errorf("dht: first bucket refresh: %w", err)
 	}
 	return nil
 }
@@ -320,4 +327,19 @@ func (c *replicaCache) closerPeer(p Peer) {
 			}
 		}
 	}
+}
+
+// LocateTrace finds the rf nodes closest to id as ReplicaSet does, but
+// always afresh and telling how: in RoutingKademlia mode by an iterative
+// lookup whose every request it returns (peer, distance, round); in
+// RoutingFull mode over the full member list, with no hops.
+func (n *Node) LocateTrace(ctx context.Context, id quanta.ID, rf int) ([]Peer, []Hop, error) {
+	if n.kad == nil {
+		return ClosestPeers(n.Live(), id, rf), nil, nil
+	}
+	ps, _, hops, err := n.LookupTrace(ctx, id, max(2*rf, n.Router.bucketSize))
+	if err != nil && len(ps) <= 1 {
+		return nil, hops, fmt.Errorf("dht: lookup of %s: %w", id, err)
+	}
+	return ps[:min(rf, len(ps))], hops, nil
 }

@@ -248,3 +248,32 @@ func TestKademliaRejoinsWhenSeedComesBack(t *testing.T) {
 		return tn.TableSize() == 1 && back.TableSize() == 1
 	})
 }
+
+func TestLocateTrace(t *testing.T) {
+	dirs := make([]string, 10)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
+	nodes := startKademlia(t, dirs, 2)
+	var all []Peer
+	for _, tn := range nodes {
+		all = append(all, tn.Self())
+	}
+	id := randomKey(rand.New(rand.NewPCG(3, 3)))
+	got, hops, err := nodes[9].LocateTrace(context.Background(), id, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := ClosestPeers(all, id, 3); !sameIDs(got, want) {
+		t.Fatalf("LocateTrace = %v, want %v", got, want)
+	}
+	if len(hops) == 0 || hops[0].Round != 1 {
+		t.Fatalf("trace %+v: want hops from round 1", hops)
+	}
+	for i, h := range hops {
+		if h.Distance != Distance(id, h.Peer.Key) || i > 0 && h.Round < hops[i-1].Round {
+			t.Errorf("hop %d: %+v", i, h)
+		}
+		t.Logf("round %d %s distance %s returned %d %s", h.Round, h.Peer, h.Distance, h.Returned, h.Err)
+	}
+}
