@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -87,6 +88,7 @@ type benchEnv struct {
 	store   string
 	dataDir string
 	timeout time.Duration
+	routing dht.Routing // of the --local nodes
 }
 
 // benchCase is one measured configuration.
@@ -108,6 +110,9 @@ type caseInfo struct {
 	// Target says who issued the requests: "local" (a node's coordinator inside the
 	// bench process) or "cluster" (a thin client over TCP).
 	Target string `json:"target"`
+	// Routing is the --local nodes' routing mode, "full" or "kademlia"; empty with
+	// --cluster (the nodes' own).
+	Routing string `json:"routing,omitempty"`
 }
 
 func newBenchEnv(c *cli.Context) (*benchEnv, error) {
@@ -129,6 +134,9 @@ func newBenchEnv(c *cli.Context) (*benchEnv, error) {
 		e.log = os.Stderr
 	}
 	var err error
+	if e.routing, err = dht.ParseRouting(c.String("routing")); err != nil {
+		return nil, fmt.Errorf("--routing: %w", err)
+	}
 	if e.sync, err = store.ParseSyncMode(c.String("sync")); err != nil {
 		return nil, fmt.Errorf("--sync: %w", err)
 	}
@@ -188,8 +196,9 @@ func (e *benchEnv) progress(format string, args ...any) {
 // info describes a case for its JSON result.
 func (e *benchEnv) info(bench string, cs benchCase) caseInfo {
 	ci := caseInfo{Bench: bench, IDFormat: cs.format.String(), RF: cs.rf, Sync: e.sync.String(), Store: e.store,
-		Nodes: e.local, Target: "local"}
+		Nodes: e.local, Target: "local", Routing: e.routing.String()}
 	if e.local == 0 {
+		ci.Routing = ""
 		ci.Nodes, ci.Target, ci.Store = len(e.addrs), "cluster", "cluster" // the nodes' own: --sync is as reported
 	}
 	if ci.Store == "memory" {
@@ -276,7 +285,7 @@ func (e *benchEnv) start(cs benchCase) (*benchCluster, error) {
 	if e.local == 0 {
 		return e.dial(cs)
 	}
-	e.progress("[%s] starting %d nodes…", cs, e.local)
+	e.progress("[%s] starting %d nodes, routing %v…", cs, e.local, e.routing)
 	t0 := time.Now()
 	dir := e.dataDir
 	if dir != "" {
@@ -286,6 +295,7 @@ func (e *benchEnv) start(cs benchCase) (*benchCluster, error) {
 	lc, err := tsdb.StartLocal(e.ctx, e.local, dir, func(_ int, cfg *tsdb.Config) {
 		cfg.RF = cs.rf
 		cfg.DHT.Format = cs.format
+		cfg.DHT.Routing = e.routing
 		stores.open(cfg)
 	})
 	if err == nil && stores.err != nil {

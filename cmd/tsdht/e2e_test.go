@@ -86,6 +86,15 @@ func freeAddr(t testing.TB) string {
 
 func startE2ECluster(t *testing.T, n int, args ...string) *e2eCluster {
 	t.Helper()
+	c := startProcs(t, n, args...)
+	c.waitAlive(n, 30*time.Second)
+	return c
+}
+
+// startProcs starts n node processes, every one after the first joining through the
+// first, and does not wait for them to form a cluster.
+func startProcs(t *testing.T, n int, args ...string) *e2eCluster {
+	t.Helper()
 	c := &e2eCluster{t: t, bin: tsdhtBinary(t)}
 	for i := 0; i < n; i++ {
 		p := &proc{rpc: freeAddr(t), gossip: freeAddr(t), log: &bytes.Buffer{}}
@@ -111,7 +120,6 @@ func startE2ECluster(t *testing.T, n int, args ...string) *e2eCluster {
 			}
 		}
 	})
-	c.waitAlive(n, 30*time.Second)
 	return c
 }
 
