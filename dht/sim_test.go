@@ -90,7 +90,15 @@ func (s *simulation) join(tb testing.TB, refresh bool) {
 	tb.Helper()
 	ctx := context.Background()
 	for _, r := range s.nodes[1:] {
-		if err := r.Bootstrap(ctx, []string{s.nodes[0].Self().RPCAddr}); err != nil {
+		// On a loaded machine the first node may miss a ping's deadline; a
+		// joining node retries its seed, as a real one does.
+		var err error
+		for range 3 {
+			if err = r.Bootstrap(ctx, []string{s.nodes[0].Self().RPCAddr}); err == nil {
+				break
+			}
+		}
+		if err != nil {
 			tb.Fatalf("%s: join: %v", r.Self(), err)
 		}
 	}
