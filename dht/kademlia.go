@@ -230,6 +230,7 @@ func (k *kademlia) replicaSet(ctx context.Context, id quanta.ID, rf int) ([]Peer
 func (k *kademlia) reportFailure(p Peer) {
 	k.cache.dropPeer(p.ID)
 	k.n.DropPeer(p.ID)
+	k.changed() // placement may have changed even if p was not in the table
 }
 
 // live returns what the node knows: its table's peers and itself, by ID.
