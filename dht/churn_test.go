@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	kb "github.com/libp2p/go-libp2p-kbucket"
+
 	"github.com/tsdht/tsdht/quanta"
 )
 
@@ -44,7 +46,10 @@ func (r churnResult) String() string {
 // agrees if its first rf are the rf live nodes closest to the target, the
 // full-view answer (Node.ReplicaSet's), as it stood when the lookup began or
 // when it ended (a node may die or join while it runs).
-func runChurn(tb testing.TB, n, lookups, churnEvery int) churnResult {
+//
+// With fill, the network starts from the tables a converged Kademlia network would
+// hold (fillTables) instead of playing n sequential joins.
+func runChurn(tb testing.TB, n, lookups, churnEvery int, fill bool) churnResult {
 	const (
 		k       = 20
 		rf      = 3
@@ -52,7 +57,11 @@ func runChurn(tb testing.TB, n, lookups, churnEvery int) churnResult {
 	)
 	start := time.Now()
 	s := newSimulation(tb, n, 21)
-	s.join(tb, false)
+	if fill {
+		s.fillTables(tb, 21)
+	} else {
+		s.join(tb, false)
+	}
 	res := churnResult{nodes: n, lookups: lookups, build: time.Since(start)}
 
 	var (
@@ -183,7 +192,7 @@ func TestChurnSimulation1000(t *testing.T) {
 		t.Skip("builds a 1,000-node network")
 	}
 	n, lookups := simNodes, 2*simLookups
-	r := runChurn(t, n, lookups, lookups/100)
+	r := runChurn(t, n, lookups, lookups/100, false)
 	t.Log(r)
 	if r.failures == 0 || r.joins == 0 {
 		t.Fatalf("no churn happened (%d failures, %d joins): the test proves nothing", r.failures, r.joins)
@@ -198,7 +207,10 @@ func TestChurnSimulation1000(t *testing.T) {
 
 // BenchmarkChurnSimulation runs runChurn at TSDHT_CHURN_NODES nodes (default
 // 10,000), 2,000 lookups with 100 failures and 100 joins among them, and
-// reports success and agreement; its log line holds the wall times.
+// reports success and agreement; its log line holds the wall times. The
+// network starts from converged tables (fillTables): 10,000 sequential joins
+// over RPC take longer than a shared CI machine should spend; the 100 joins
+// during the run are real Kademlia joins.
 //
 // Run: go test -run '^$' -bench ChurnSimulation -benchtime 1x -timeout 60m ./dht
 func BenchmarkChurnSimulation(b *testing.B) {
@@ -210,7 +222,7 @@ func BenchmarkChurnSimulation(b *testing.B) {
 		}
 	}
 	for b.Loop() {
-		r := runChurn(b, n, 2000, 20)
+		r := runChurn(b, n, 2000, 20, true)
 		b.Log(r)
 		b.ReportMetric(100*float64(r.succeeded)/float64(r.lookups), "success-%")
 		b.ReportMetric(100*float64(r.agreed)/float64(r.lookups), "agree-%")
@@ -256,5 +268,86 @@ func TestStalePeerReplaced(t *testing.T) {
 	}
 	if got := r.table.NPeersForCpl(0); got != 2 {
 		t.Errorf("bucket 0 holds %d peers after the replacement, want 2", got)
+	}
+}
+
+// fillTables gives every router the table a converged Kademlia network would give
+// it, without playing the joins: for each bucket (the peers sharing exactly c leading
+// bits with the router) up to a bucketful of peers of that range, chosen at random.
+// It builds a 10,000-node network in seconds where sequential joins over RPC take
+// tens of minutes on a loaded machine; lookups and later joins then run over RPC.
+func (s *simulation) fillTables(tb testing.TB, seed uint64) {
+	tb.Helper()
+	rng := rand.New(rand.NewPCG(seed, seed))
+	sorted := slices.Clone(s.all)
+	slices.SortFunc(sorted, func(a, b Peer) int { return slices.Compare(a.Key[:], b.Key[:]) })
+	// rangeOf returns the sorted peers whose Key starts with the first bits bits of
+	// key, the last of them flipped if flip.
+	rangeOf := func(key quanta.ID, bits int, flip bool) []Peer {
+		prefix := key
+		if flip {
+			prefix[(bits-1)/8] ^= 0x80 >> ((bits - 1) % 8)
+		}
+		has := func(p Peer) int { // -1 below the prefix, 0 inside, 1 above
+			for i := 0; i < bits; i++ {
+				m := byte(0x80) >> (i % 8)
+				a, b := p.Key[i/8]&m, prefix[i/8]&m
+				if a != b {
+					if a < b {
+						return -1
+					}
+					return 1
+				}
+			}
+			return 0
+		}
+		lo, _ := slices.BinarySearchFunc(sorted, 0, func(p Peer, _ int) int {
+			if has(p) < 0 {
+				return -1
+			}
+			return 1
+		})
+		hi, _ := slices.BinarySearchFunc(sorted, 0, func(p Peer, _ int) int {
+			if has(p) <= 0 {
+				return -1
+			}
+			return 1
+		})
+		return sorted[lo:hi]
+	}
+	for _, r := range s.nodes {
+		k := r.bucketSize
+		for bits := 1; bits <= quanta.IDLen*8; bits++ {
+			bucket := rangeOf(r.Self().Key, bits, true)
+			for _, i := range rng.Perm(len(bucket))[:min(k, len(bucket))] {
+				r.AddPeer(bucket[i])
+			}
+			if len(rangeOf(r.Self().Key, bits, false)) <= 1 {
+				break // nobody else shares these bits: no deeper bucket holds anyone
+			}
+		}
+	}
+}
+
+// TestFillTables checks the shortcut against its premise: every bucket holds a
+// bucketful, or every peer of its range.
+func TestFillTables(t *testing.T) {
+	s := newSimulation(t, 300, 41)
+	s.fillTables(t, 1)
+	for _, r := range s.nodes[:10] {
+		self := kb.ConvertPeerID(r.Self().PeerID())
+		inRange := map[int]int{}
+		for _, p := range s.all {
+			if p.ID != r.Self().ID {
+				inRange[kb.CommonPrefixLen(self, kb.ConvertPeerID(p.PeerID()))]++
+			}
+		}
+		total := 0
+		for _, n := range inRange {
+			total += min(n, r.bucketSize)
+		}
+		if got := r.TableSize(); got != total {
+			t.Errorf("%s: table of %d peers, want %d (a bucketful of each range)", r.Self(), got, total)
+		}
 	}
 }
