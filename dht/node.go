@@ -465,7 +465,15 @@ func (n *Node) expireStopped() bool {
 // Version returns a counter that increases with every membership change this node
 // records, so that a caller can cache what it computed from Live or ReplicaSet and
 // recompute it when the version moves.
-func (n *Node) Version() uint64 { return n.version.Load() }
+//
+// In RoutingKademlia mode it moves with every change of the routing table and
+// every failure reported (ReportFailure).
+func (n *Node) Version() uint64 {
+	if n.kad != nil {
+		return n.kad.version.Load()
+	}
+	return n.version.Load()
+}
 
 // syncTable offers every live member to the routing table and removes the
 // dead and departed from it. The table is only a cache of routes: a bucket

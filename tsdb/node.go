@@ -285,7 +285,7 @@ func Start(cfg Config) (*Node, error) {
 func (n *Node) assemble() {
 	cfg := &n.cfg
 	n.local = &localReplica{store: n.store, quantum: cfg.DHT.Quantum, format: cfg.DHT.Format, stats: n.localStats, maxFuture: cfg.MaxFuture}
-	n.replicas = &peerReplicas{self: n.dht.Self().ID, local: n.local, cli: n.cli, timeout: cfg.CallTimeout}
+	n.replicas = &peerReplicas{self: n.dht.Self().ID, local: n.local, cli: n.cli, timeout: cfg.CallTimeout, failed: n.dht}
 	types := newRegistry(n.dht, n.replicas, cfg, n.log)
 	if w, ok := n.store.(Walker); ok && cfg.RepairInterval > 0 {
 		n.repair = newRepairer(cfg, n.dht, n.replicas, n.store, w, types, n.log)

@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/tsdht/tsdht/dht"
@@ -59,13 +60,22 @@ type peerReplicas struct {
 	local   Replica
 	cli     *rpc.Client
 	timeout time.Duration
+	failed  FailureReporter // nil: nobody to tell
 }
 
 func (r *peerReplicas) For(p dht.Peer) Replica {
 	if p.ID == r.self {
 		return r.local
 	}
-	return remoteReplica{peer: p, cli: r.cli, timeout: r.timeout}
+	return remoteReplica{peer: p, cli: r.cli, timeout: r.timeout, failed: r.failed}
+}
+
+// FailureReporter is implemented by a Placement that learns liveness from the calls
+// made to its peers (dht.Node in kademlia routing mode): every replica call that could
+// not reach its peer is reported, so that the placement stops counting the peer an
+// owner and looks the replica set up again.
+type FailureReporter interface {
+	ReportFailure(p dht.Peer)
 }
 
 // remoteReplica calls one peer over RPC, each call bounded by timeout.
@@ -73,12 +83,17 @@ type remoteReplica struct {
 	peer    dht.Peer
 	cli     *rpc.Client
 	timeout time.Duration
+	failed  FailureReporter // nil: nobody to tell
 }
 
 func (r remoteReplica) invoke(ctx context.Context, method string, req, resp any) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	return rpc.Invoke(ctx, r.cli, r.peer.RPCAddr, method, req, resp)
+	err := rpc.Invoke(ctx, r.cli, r.peer.RPCAddr, method, req, resp)
+	if r.failed != nil && errors.Is(err, rpc.ErrUnreachable) {
+		r.failed.ReportFailure(r.peer)
+	}
+	return err
 }
 
 func (r remoteReplica) Write(ctx context.Context, req *wire.WriteReq) (*wire.WriteResp, error) {
