@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"sort"
 	"sync"
@@ -66,11 +67,24 @@ func (n *Node) registerCoordinator() {
 		if len(req.ID) != quanta.IDLen {
 			return nil, rpc.Errorf(CodeBadInput, "shard ID of %d bytes; want %d", len(req.ID), quanta.IDLen)
 		}
-		peers, err := n.coord.locate(ctx, quanta.ID(req.ID))
-		if err != nil {
-			return nil, err
+		resp := wire.LocateResp{Routing: n.dht.Routing().String()}
+		var peers []dht.Peer
+		if req.Trace {
+			ps, hops, err := n.dht.LocateTrace(ctx, quanta.ID(req.ID), n.cfg.RF)
+			if err != nil {
+				return nil, rpc.Errorf(CodeUnavailable, "shard %x: no replica found: %v", req.ID, err)
+			}
+			peers = ps
+			for _, h := range hops {
+				resp.Hops = append(resp.Hops, wire.Hop{Round: h.Round, Peer: peerInfo(h.Peer, "alive"),
+					Distance: hex.EncodeToString(h.Distance[:]), Returned: h.Returned, Err: h.Err})
+			}
+		} else {
+			var err error
+			if peers, err = n.coord.locate(ctx, quanta.ID(req.ID)); err != nil {
+				return nil, err
+			}
 		}
-		var resp wire.LocateResp
 		for _, p := range peers {
 			resp.Replicas = append(resp.Replicas, peerInfo(p, "alive"))
 		}
@@ -140,5 +154,5 @@ func (n *Node) clusterStatus(ctx context.Context) *wire.StatusResp {
 	}
 	wg.Wait()
 	sort.Slice(out, func(a, b int) bool { return out[a].NodeID < out[b].NodeID })
-	return &wire.StatusResp{Nodes: out}
+	return &wire.StatusResp{Nodes: out, Routing: n.dht.Routing().String()}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,6 +43,31 @@ func TestEndToEndKademlia(t *testing.T) {
 	}
 	settled := c.waitReplicaSets(key, format, probes, keys, 90*time.Second)
 	t.Logf("every node found the true replica sets within %v", settled.Round(time.Millisecond))
+
+	// locate --trace shows the lookup's hops; with buckets of 3 among 30 nodes some take
+	// more than one round.
+	maxRounds := 0
+	for i, at := range probes {
+		out, trace, code := c.run("", "locate", "--cluster", c.nodes[5+i].rpc, "--series", key,
+			"--at", strconv.FormatInt(at, 10), "--id-format", format, "--trace")
+		var rounds, reqs int
+		if code != 0 || !strings.Contains(trace, "iterative lookup") || strings.Count(out, "\n") != 4 {
+			t.Fatalf("locate --trace: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, trace)
+		}
+		if _, err := fmt.Sscanf(trace[strings.Index(trace, "lookup, ")+len("lookup, "):], "%d requests in %d rounds", &reqs, &rounds); err != nil {
+			t.Fatalf("locate --trace: %v in\n%s", err, trace)
+		}
+		maxRounds = max(maxRounds, rounds)
+		if i == 0 {
+			t.Logf("locate --trace:\n%s%s", out, trace)
+		}
+	}
+	if maxRounds < 2 {
+		t.Errorf("every traced lookup took one round: the tables are not partial enough to show hops")
+	}
+	if _, errOut, code := c.run("", "status", "--cluster", c.nodes[3].rpc); code != 0 || !strings.Contains(errOut, "routing kademlia: the") {
+		t.Errorf("status in kademlia mode: exit %d, stderr %q: want it to say it lists the node's table", code, errOut)
+	}
 
 	all := pmuPoints(base, 9000)
 	_, errOut, code := c.run(csvOf(all), "put", "--cluster", c.nodes[0].rpc, "--series", key)

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -78,9 +79,13 @@ func statusCommand() *cli.Command {
 				return err
 			}
 			defer client.Close()
-			nodes, err := client.Status(c.Context)
+			st, err := client.StatusOf(c.Context)
 			if err != nil {
 				return err
+			}
+			nodes := st.Nodes
+			if st.Routing == "kademlia" {
+				fmt.Fprintf(os.Stderr, "routing kademlia: the %d nodes this node knows (its routing table and itself), not the whole cluster\n", len(nodes))
 			}
 			if c.Bool("json") {
 				under, _ := honestUnder(nodes)
@@ -141,6 +146,7 @@ func locateCommand() *cli.Command {
 			&cli.StringFlag{Name: "at", Required: true, Usage: "timestamp: ns since the epoch, RFC 3339, or relative: now, now-5m, -1h"},
 			idFormatFlag(),
 			quantumFlag(),
+			&cli.BoolFlag{Name: "trace", Usage: "with --cluster: have the node find the replica set afresh and print, on stderr, how: in kademlia routing mode every request of its lookup (round, peer, XOR distance to the shard, peers answered)"},
 			timeoutFlag, clusterKeyFlag,
 		},
 		Action: func(c *cli.Context) error {
@@ -170,6 +176,17 @@ func locateCommand() *cli.Command {
 				return err
 			}
 			defer client.Close()
+			if c.Bool("trace") {
+				resp, err := client.LocateTrace(c.Context, id)
+				if err != nil {
+					return err
+				}
+				printTrace(os.Stderr, resp)
+				for _, r := range resp.Replicas {
+					fmt.Printf("%s %s\n", r.NodeID, r.RPCAddr)
+				}
+				return nil
+			}
 			replicas, err := client.Locate(c.Context, id)
 			if err != nil {
 				return err
@@ -208,4 +225,28 @@ func honestUnder(nodes []wire.NodeStats) ([]int64, string) {
 			plural(live, "member", "members"), rf, rf)
 	}
 	return out, ""
+}
+
+// printTrace prints how a node found a replica set: its lookup's requests, round by
+// round, or that it needed none.
+func printTrace(w io.Writer, resp *wire.LocateResp) {
+	if len(resp.Hops) == 0 {
+		fmt.Fprintf(w, "routing %s: the replica set was computed locally over the full member list, no hops\n", resp.Routing)
+		return
+	}
+	rounds := 0
+	for _, h := range resp.Hops {
+		rounds = max(rounds, h.Round)
+	}
+	fmt.Fprintf(w, "routing %s: iterative lookup, %d requests in %d rounds\n", resp.Routing, len(resp.Hops), rounds)
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROUND\tPEER\tRPC\tDISTANCE\tANSWER")
+	for _, h := range resp.Hops {
+		answer := fmt.Sprintf("%d peers", h.Returned)
+		if h.Err != "" {
+			answer = "failed: " + h.Err
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", h.Round, h.Peer.NodeID, h.Peer.RPCAddr, h.Distance, answer)
+	}
+	tw.Flush()
 }

@@ -202,3 +202,23 @@ func (c *Client) Decommission(ctx context.Context, nodeID string) (wire.Decommis
 	err := c.invoke(ctx, wire.MethodDecommission, &wire.DecommissionReq{NodeID: nodeID}, &resp)
 	return resp, err
 }
+
+// LocateTrace has the node find the replica set of a shard afresh and say how: its
+// routing mode and, in kademlia mode, every request of the lookup.
+func (c *Client) LocateTrace(ctx context.Context, id quanta.ID) (*wire.LocateResp, error) {
+	var resp wire.LocateResp
+	if err := c.invoke(ctx, wire.MethodLocate, &wire.LocateReq{ID: id[:], Trace: true}, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// StatusOf is Status, and tells the answering node's routing mode: in kademlia mode
+// the nodes listed are what that node knows, not the whole cluster.
+func (c *Client) StatusOf(ctx context.Context) (*wire.StatusResp, error) {
+	var resp wire.StatusResp
+	if err := c.invoke(ctx, wire.MethodStatus, &struct{}{}, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}

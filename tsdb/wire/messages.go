@@ -145,11 +145,25 @@ func unpackInto(pts *series.Points, packed *[]byte) error {
 // LocateReq asks for a shard's replica set (MethodLocate).
 type LocateReq struct {
 	ID []byte `msgpack:"id"` // a 20-byte shard ID
+	// Trace asks the node to find the set afresh, bypassing its cache, and to list
+	// how: in kademlia routing mode the iterative lookup's requests.
+	Trace bool `msgpack:"trace,omitempty"`
 }
 
 // LocateResp lists a shard's replicas, closest first.
 type LocateResp struct {
 	Replicas []PeerInfo `msgpack:"r"`
+	Routing  string     `msgpack:"routing,omitempty"` // the node's routing mode: full or kademlia
+	Hops     []Hop      `msgpack:"hops,omitempty"`    // with Trace, in kademlia mode
+}
+
+// Hop is one FIND_NODE request of a traced lookup.
+type Hop struct {
+	Round    int      `msgpack:"round"` // from 1
+	Peer     PeerInfo `msgpack:"peer"`
+	Distance string   `msgpack:"dist"`          // XOR distance of the peer to the ID, 40 hex digits
+	Returned int      `msgpack:"returned"`      // peers it answered with
+	Err      string   `msgpack:"err,omitempty"` // why it failed
 }
 
 // DecommissionReq names the node to decommission by its 160-bit ID (40 hex digits,
@@ -171,4 +185,7 @@ type DecommissionResp struct {
 // StatusResp lists every member a node knows (MethodStatus), by NodeID.
 type StatusResp struct {
 	Nodes []NodeStats `msgpack:"nodes"`
+	// Routing is the answering node's routing mode. In kademlia mode Nodes are what
+	// that node knows, its routing table and itself, not the whole cluster.
+	Routing string `msgpack:"routing,omitempty"`
 }
