@@ -70,6 +70,7 @@ func benchFlags(local int, rf []int) []cli.Flag {
 		&cli.StringFlag{Name: "data", Usage: "directory for the --local nodes' data (default: a fresh temporary directory, removed afterwards)"},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object per case on stdout, progress on stderr"},
 		&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the whole run (with --local: the nodes too) to this file"},
+		&cli.StringFlag{Name: "routing", Value: "full", Usage: "--local nodes' routing mode: full or kademlia (see tsdht node --routing)"},
 		timeoutFlag,
 	}
 }
