@@ -162,7 +162,7 @@ func TestSoakHostile(t *testing.T) {
 	wrong, _ := clusterkey.Parse([]byte(clusterkey.Generate()))
 	wg.Add(5)
 	go attack(0, func() (net.Conn, error) { return handshaked([]byte{0, 0x40, 0, 0}) }) // declares 4 MiB
-	go attack(1, func() (net.Conn, error) { // slowloris: one byte of the hello a second
+	go attack(1, func() (net.Conn, error) {                                             // slowloris: one byte of the hello a second
 		conn, err := dial()
 		if err == nil {
 			go func() {
@@ -187,7 +187,7 @@ func TestSoakHostile(t *testing.T) {
 		return nil, fmt.Errorf("not held")
 	})
 	go attack(3, func() (net.Conn, error) { return handshaked(nil) }) // idle after a handshake
-	go attack(4, func() (net.Conn, error) { // the wrong key
+	go attack(4, func() (net.Conn, error) {                           // the wrong key
 		hc := rpc.NewClient(rpc.NewTCPTransport(), rpc.Config{ClusterKey: wrong})
 		defer hc.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
