@@ -166,19 +166,28 @@ func TestCatalogPathDifferential(t *testing.T) {
 	lines := catalogLines(base)
 	urls := []string{"http://" + addr, srv.URL}
 	for _, u := range urls {
-		resp, err := http.Post(u+"/query?"+url.Values{"q": {"CREATE DATABASE cat"}}.Encode(), "", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		resp, err = http.Post(u+"/write?db=cat", "text/plain", strings.NewReader(lines))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNoContent {
-			t.Fatalf("%s write: %d %s", u, resp.StatusCode, b)
+		// influxd answers /ping before its meta store takes a CREATE DATABASE: ask again
+		// until the write finds the database.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			resp, err := http.Post(u+"/query?"+url.Values{"q": {"CREATE DATABASE cat"}}.Encode(), "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			resp, err = http.Post(u+"/write?db=cat", "text/plain", strings.NewReader(lines))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusNoContent {
+				break
+			}
+			if resp.StatusCode != http.StatusNotFound || time.Now().After(deadline) {
+				t.Fatalf("%s write: %d %s", u, resp.StatusCode, b)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 	}
 	for _, q := range catalogQueries(base) {

@@ -76,17 +76,24 @@ func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Poin
 	if err != nil || pts.Len() == 0 {
 		return res, err
 	}
-	if err := c.types.ensure(ctx, key, pts.Type, w); err != nil {
-		return res, err
-	}
-	pts.Normalize()
-	if err := c.noteWrite(ctx, key, catalog.Entry{Key: key, Type: pts.Type}, pts.T[0], pts.T[pts.Len()-1], w); err != nil {
-		return res, err
-	}
 	start := time.Now()
 	deadline := start.Add(c.cfg.WriteRetry)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
+	}
+	// The series' type and catalog entry live on their own replica sets, which the
+	// same failures can leave short of quorum: they wait for detection like the shards.
+	if err := c.untilPlaced(ctx, deadline, func() error { return c.types.ensure(ctx, key, pts.Type, w) }); err != nil {
+		return res, err
+	}
+	pts.Normalize()
+	if err := c.untilPlaced(ctx, deadline, func() error {
+		return c.noteWrite(ctx, key, catalog.Entry{Key: key, Type: pts.Type}, pts.T[0], pts.T[pts.Len()-1], w)
+	}); err != nil {
+		return res, err
+	}
+	if time.Since(start) > 50*time.Millisecond {
+		res.Waited = time.Since(start)
 	}
 	pause := 100 * time.Millisecond
 	for {
@@ -123,6 +130,31 @@ func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Poin
 		pause = min(2*pause, time.Second)
 		res.Waited = time.Since(start)
 		pts = rest
+	}
+}
+
+// untilPlaced runs step until it succeeds, fails for another reason than too few
+// replicas (CodeUnavailable), or deadline passes, pausing longer each time.
+func (c *Coordinator) untilPlaced(ctx context.Context, deadline time.Time, step func() error) error {
+	pause := 100 * time.Millisecond
+	for {
+		err := step()
+		var re *rpc.RemoteError
+		if err == nil || !errors.As(err, &re) || re.Code != CodeUnavailable {
+			return err
+		}
+		wait := min(pause, time.Until(deadline))
+		if wait <= 0 {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		pause = min(2*pause, time.Second)
 	}
 }
 
