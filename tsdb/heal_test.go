@@ -387,8 +387,10 @@ func TestGracefulLeaveHandsOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.StillHeld != 0 || resp.HandedOff != int64(held) {
-		t.Errorf("decommission handed off %d of %d pairs, %d still held", resp.HandedOff, held, resp.StillHeld)
+	// The pairs may go in the hand-off pass or in the background pass the leave's
+	// membership change starts first: what counts is that none is left.
+	if resp.StillHeld != 0 {
+		t.Errorf("decommission left %d of %d pairs held (%d handed off by its own pass)", resp.StillHeld, held, resp.HandedOff)
 	}
 	lc.Nodes[leaver] = nil
 	short := 0
