@@ -102,8 +102,10 @@ func TestStopKeepsDataRestartMovesOnlyHints(t *testing.T) {
 	down := want[downKey]
 	t.Logf("stopped node held %d points; writes while it was down: %d points; points pushed to heal: %d",
 		held.Points, down.Len(), moved)
-	if moved > int64(down.Len()) {
-		t.Fatalf("healing after a restart pushed %d points, more than the %d written while the node was down", moved, down.Len())
+	// Each of the other rf−1 owners may push the same missed points to the returning
+	// node in the same round, so up to (rf−1)× what it missed moves — not what it held.
+	if moved > int64((rf-1)*down.Len()) {
+		t.Fatalf("healing after a restart pushed %d points, more than %d× the %d written while the node was down", moved, rf-1, down.Len())
 	}
 	checkAll(t, lc, want)
 }
