@@ -92,24 +92,12 @@ func (c *Client) GetMatch(ctx context.Context, match []catalog.Tag, prefix strin
 		return nil, err
 	}
 	out := make([]SeriesResult, len(es))
-	errs := make([]error, len(es))
-	slots := make(chan struct{}, getMatchConcurrency)
-	var wg sync.WaitGroup
-	for i, e := range es {
+	err = eachSeries(es, func(i int, e catalog.Entry) (err error) {
 		out[i].Entry = e
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			out[i].Result, errs[i] = c.Get(ctx, e.Key, from, to, opt)
-			if errs[i] != nil {
-				errs[i] = fmt.Errorf("%s: %w", e.Key, errs[i])
-			}
-		}()
-	}
-	wg.Wait()
-	return out, errors.Join(errs...)
+		out[i].Result, err = c.Get(ctx, e.Key, from, to, opt)
+		return err
+	})
+	return out, err
 }
 
 // SeriesAgg is one series' aggregate in a multi-series aggregate.
@@ -126,29 +114,37 @@ func (c *Client) AggMatch(ctx context.Context, match []catalog.Tag, prefix strin
 		return nil, err
 	}
 	out := make([]SeriesAgg, len(es))
+	err = eachSeries(es, func(i int, e catalog.Entry) error {
+		out[i].Entry = e
+		r := &out[i].Result
+		return c.AggWindows(ctx, e.Key, from, to, every, opt, func(part wire.AggResult) error {
+			r.Type = part.Type
+			r.Windows = append(r.Windows, part.Windows...)
+			r.Partial = r.Partial || part.Partial
+			r.Missing += part.Missing
+			return nil
+		}, nil)
+	})
+	return out, err
+}
+
+// eachSeries calls fn for every entry, getMatchConcurrency at a time, and joins the
+// errors, each named by its series.
+func eachSeries(es []catalog.Entry, fn func(i int, e catalog.Entry) error) error {
 	errs := make([]error, len(es))
 	slots := make(chan struct{}, getMatchConcurrency)
 	var wg sync.WaitGroup
 	for i, e := range es {
-		out[i].Entry = e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			r := &out[i].Result
-			errs[i] = c.AggWindows(ctx, e.Key, from, to, every, opt, func(part wire.AggResult) error {
-				r.Type = part.Type
-				r.Windows = append(r.Windows, part.Windows...)
-				r.Partial = r.Partial || part.Partial
-				r.Missing += part.Missing
-				return nil
-			}, nil)
-			if errs[i] != nil {
-				errs[i] = fmt.Errorf("%s: %w", e.Key, errs[i])
+			if err := fn(i, e); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", e.Key, err)
 			}
 		}()
 	}
 	wg.Wait()
-	return out, errors.Join(errs...)
+	return errors.Join(errs...)
 }
