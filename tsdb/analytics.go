@@ -97,13 +97,8 @@ func (r remoteReplica) Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp
 	if err := r.invoke(ctx, wire.MethodAgg, req, &resp); err != nil {
 		return nil, err
 	}
-	if len(resp.Shards) != len(req.Shards) {
-		return nil, rpc.Errorf(CodeUnavailable, "replica %s answered %d of %d shards", r.peer.RPCAddr, len(resp.Shards), len(req.Shards))
-	}
-	for i := range resp.Shards {
-		if err := resp.Shards[i].Unpack(); err != nil {
-			return nil, rpc.Errorf(CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
-		}
+	if err := r.answered(len(req.Shards), len(resp.Shards), func(i int) error { return resp.Shards[i].Unpack() }); err != nil {
+		return nil, err
 	}
 	return &resp, nil
 }

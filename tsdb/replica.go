@@ -104,18 +104,27 @@ func (r remoteReplica) Write(ctx context.Context, req *wire.WriteReq) (*wire.Wri
 	return &resp, nil
 }
 
+// answered checks that a replica answered each of the asked shards and unpacks each
+// answer's points: a short or undecodable answer counts as no answer.
+func (r remoteReplica) answered(asked, got int, unpack func(i int) error) error {
+	if got != asked {
+		return rpc.Errorf(CodeUnavailable, "replica %s answered %d of %d shards", r.peer.RPCAddr, got, asked)
+	}
+	for i := 0; i < got; i++ {
+		if err := unpack(i); err != nil {
+			return rpc.Errorf(CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
+		}
+	}
+	return nil
+}
+
 func (r remoteReplica) Read(ctx context.Context, req *wire.ReadReq) (*wire.ReadResp, error) {
 	var resp wire.ReadResp
 	if err := r.invoke(ctx, wire.MethodRead, req, &resp); err != nil {
 		return nil, err
 	}
-	if len(resp.Shards) != len(req.Shards) {
-		return nil, rpc.Errorf(CodeUnavailable, "replica %s answered %d of %d shards", r.peer.RPCAddr, len(resp.Shards), len(req.Shards))
-	}
-	for i := range resp.Shards {
-		if err := resp.Shards[i].Unpack(); err != nil {
-			return nil, rpc.Errorf(CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
-		}
+	if err := r.answered(len(req.Shards), len(resp.Shards), func(i int) error { return resp.Shards[i].Unpack() }); err != nil {
+		return nil, err
 	}
 	return &resp, nil
 }
