@@ -67,11 +67,8 @@ func aggCommand() *cli.Command {
 			"time is the window's start in ns. Functions: mean, min, max, count, sum, first, last, stddev\n" +
 			"(sample, n−1), spread (max−min); string series have count, first and last. An undefined value\n" +
 			"(stddev of one point) is empty in csv and null in json.",
-		Flags: append(rangeFlags(),
+		Flags: append(append(rangeFlags(), selectionFlags("aggregate")...),
 			clusterFlag, timeoutFlag, clusterKeyFlag,
-			&cli.StringFlag{Name: "series", Usage: "series key, 1–256 bytes of UTF-8 (or --match / --prefix)"},
-			&cli.StringSliceFlag{Name: "match", Usage: "k=v[,k=v…]: aggregate every series carrying these tags (csv gains a key column; json is an array)"},
-			&cli.StringFlag{Name: "prefix", Usage: "aggregate every series whose key starts with this (like --match)"},
 			&cli.StringFlag{Name: "every", Required: true, Usage: "window width: 1m, 10s, 250ms, 1h, 1d, or ns"},
 			&cli.StringFlag{Name: "fn", Value: "mean,min,max,count", Usage: "functions, comma-separated: mean,min,max,count,sum,first,last,stddev,spread"},
 			&cli.StringFlag{Name: "format", Value: "csv", Usage: "output: csv or json"},
@@ -83,9 +80,9 @@ func aggCommand() *cli.Command {
 }
 
 func runAgg(c *cli.Context) error {
-	multi := c.IsSet("match") || c.IsSet("prefix")
-	if multi == c.IsSet("series") {
-		return fmt.Errorf("give --series KEY, or --match k=v / --prefix P to aggregate several series")
+	multi, err := selectsMany(c, "aggregate")
+	if err != nil {
+		return err
 	}
 	key := ""
 	if !multi {

@@ -221,3 +221,23 @@ func writeMatchCSV(w *bufio.Writer, key string, p *series.Points) error {
 	cw.Flush()
 	return cw.Error()
 }
+
+// selectionFlags are --series, --match and --prefix of a command that reads (verb)
+// one series or every series the catalog selects.
+func selectionFlags(verb string) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "series", Usage: "series key, 1–256 bytes of UTF-8 (or --match / --prefix)"},
+		&cli.StringSliceFlag{Name: "match", Usage: "k=v[,k=v…]: " + verb + " every series carrying these tags (csv gains a key column; json is an array)"},
+		&cli.StringFlag{Name: "prefix", Usage: verb + " every series whose key starts with this (like --match)"},
+	}
+}
+
+// selectsMany reports whether --match or --prefix selects the series instead of
+// --series, refusing neither or both as a usage error.
+func selectsMany(c *cli.Context, verb string) (bool, error) {
+	multi := c.IsSet("match") || c.IsSet("prefix")
+	if multi == c.IsSet("series") {
+		return false, usagef(c, "give --series KEY, or --match k=v / --prefix P to %s several series", verb)
+	}
+	return multi, nil
+}

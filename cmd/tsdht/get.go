@@ -23,26 +23,23 @@ func getCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "get",
 		Usage: "read the points of a series with from <= timestamp < to",
-		Flags: []cli.Flag{
+		Flags: append(selectionFlags("read"),
 			clusterFlag, timeoutFlag, clusterKeyFlag,
-			&cli.StringFlag{Name: "series", Usage: "series key, 1–256 bytes of UTF-8 (or --match / --prefix)"},
-			&cli.StringSliceFlag{Name: "match", Usage: "k=v[,k=v…]: read every series carrying these tags (csv gains a key column; json is an array)"},
-			&cli.StringFlag{Name: "prefix", Usage: "read every series whose key starts with this (like --match)"},
 			&cli.StringFlag{Name: "from", Required: true, Usage: "start of the range (inclusive): ns since the epoch, RFC 3339, or relative: now, now-5m, -1h"},
 			&cli.StringFlag{Name: "to", Required: true, Usage: "end of the range (exclusive): ns since the epoch, RFC 3339, or relative: now, now-5m, -1h"},
 			&cli.StringFlag{Name: "format", Value: "csv", Usage: "output: csv (timestamp,value lines) or json"},
 			&cli.StringFlag{Name: "time-format", Value: "ns", Usage: "output timestamps as ns (integer nanoseconds since the epoch) or rfc3339 (UTC, nanosecond fraction)"},
 			&cli.IntFlag{Name: "read-quorum", Usage: "replicas that must agree a shard is empty (default: the node's)"},
 			&cli.BoolFlag{Name: "allow-partial", Usage: "print what could be read when some shard has no reachable replica (exit status 3)"},
-		},
+		),
 		Action: runGet,
 	}
 }
 
 func runGet(c *cli.Context) error {
-	multi := c.IsSet("match") || c.IsSet("prefix")
-	if multi == c.IsSet("series") {
-		return usagef(c, "give --series KEY, or --match k=v / --prefix P to read several series")
+	multi, err := selectsMany(c, "read")
+	if err != nil {
+		return err
 	}
 	key := ""
 	if !multi {
