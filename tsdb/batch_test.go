@@ -15,7 +15,9 @@ import (
 // points one per quantum (50,000 shards to each replica), and 2,000 strings of the
 // maximum 4,096 bytes (8 MiB of values). Every point is stored and read back.
 func TestBatchesCutByBytes(t *testing.T) {
-	lc, err := StartLocal(context.Background(), 3, "", nil)
+	// A replica write here carries a whole 1 MiB batch of shards: under emulation (make
+	// test-arm) that takes longer than the default 5 s call timeout.
+	lc, err := StartLocal(context.Background(), 3, "", func(_ int, cfg *Config) { cfg.CallTimeout = 2 * time.Minute })
 	if err != nil {
 		t.Fatal(err)
 	}
