@@ -11,7 +11,7 @@ build:
 
 # The test command README and CI use: vet, race-enabled tests, and the ARMv7 build.
 test: vet
-	$(GO) test -race -timeout 45m $(PKGS)
+	$(GO) test -race -timeout 20m $(PKGS)
 	GOARCH=arm GOARM=7 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/tsdht
 
 vet:

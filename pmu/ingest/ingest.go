@@ -401,6 +401,11 @@ func (in *Ingester) session(ctx context.Context, conn net.Conn) (gotData bool, e
 	lastCfgAsk = time.Now()
 	for {
 		conn.SetReadDeadline(time.Now().Add(in.cfg.ReadTimeout))
+		// Checked after the deadline is set: a cancel that came earlier ends the session
+		// here, one that comes later sets its own (past) deadline after ours.
+		if ctx.Err() != nil {
+			return gotData, ctx.Err()
+		}
 		frame, h, err := r.Next()
 		if errors.Is(err, c37118.ErrCRC) || errors.Is(err, c37118.ErrSize) {
 			n := in.st.badCRC.Add(1)

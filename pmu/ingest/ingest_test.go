@@ -404,3 +404,31 @@ func TestRejectedWritesAreCountedNotRetried(t *testing.T) {
 		t.Fatalf("rejected %d (want %d, one per frame), stats %+v", x.Rejected, freq, x)
 	}
 }
+
+// A cancel must end Run while the PMU keeps sending: the read loop re-arms its deadline
+// on every frame, so a cancel landing between frames must not be overwritten by it.
+func TestStopsPromptlyWhileFramesFlow(t *testing.T) {
+	s, err := sim.Start(sim.Config{Rate: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := 0; i < 40; i++ {
+		in, err := New(Config{Connect: s.Addr(), Flush: 10 * time.Millisecond, Logger: quietLogger(),
+			BackoffMin: time.Millisecond, BackoffMax: 10 * time.Millisecond}, newMemStore())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- in.Run(ctx, 0) }()
+		sent := s.Sent()
+		waitFor(t, "frames", 10*time.Second, func() bool { return in.Stats().DataFrames > 0 && s.Sent() > sent+int64(i%7) })
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("run %d: Run did not return within 10 s of its cancel while frames kept coming", i)
+		}
+	}
+}
