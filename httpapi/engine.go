@@ -54,6 +54,9 @@ type Stats struct {
 	DiskBytes int64 // bytes the store takes on disk
 	Dropped   int64 // quanta dropped by retention or the disk budget
 
+	FlashBytesWritten int64 // bytes the store wrote to flash since it opened (WAL, flushes, compactions)
+	AppendedPoints    int64 // new points stored since the store opened
+
 	RepairKnown     bool  // the repair counters below are filled in
 	RepairPasses    int64 // repair passes run
 	UnderReplicated int64 // pairs with fewer than rf confirmed copies at the last pass

@@ -65,6 +65,8 @@ var (
 	descPoints    = prometheus.NewDesc("tsdht_store_points", "Points held by this node.", nil, nil)
 	descDisk      = prometheus.NewDesc("tsdht_store_disk_bytes", "Bytes the store's files take on disk (0 for a store in memory).", nil, nil)
 	descDropped   = prometheus.NewDesc("tsdht_store_dropped_quanta_total", "Quanta dropped by retention or the disk budget since the store opened.", nil, nil)
+	descFlash     = prometheus.NewDesc("tsdht_store_flash_bytes_written_total", "Bytes the store wrote to flash since it opened: WAL, flushed and compacted tables (0 for a store in memory).", nil, nil)
+	descAppended  = prometheus.NewDesc("tsdht_store_points_appended_total", "New points stored since the store opened; tsdht_store_flash_bytes_written_total over it is what a point costs the flash.", nil, nil)
 	descLive      = prometheus.NewDesc("tsdht_cluster_live_members", "Cluster members this node sees alive.", nil, nil)
 	descPasses    = prometheus.NewDesc("tsdht_repair_passes_total", "Repair passes run.", nil, nil)
 	descUnder     = prometheus.NewDesc("tsdht_repair_under_replicated_pairs", "Pairs held here with fewer than rf confirmed copies, at the last pass.", nil, nil)
@@ -76,7 +78,7 @@ var (
 )
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descShards, descSeries, descPoints, descDisk, descDropped, descLive,
+	for _, d := range []*prometheus.Desc{descShards, descSeries, descPoints, descDisk, descDropped, descFlash, descAppended, descLive,
 		descPasses, descUnder, descHinted, descPushed, descPushedPts, descHanded, descReadRep} {
 		ch <- d
 	}
@@ -99,6 +101,8 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	g(descPoints, float64(s.Points))
 	g(descDisk, float64(s.DiskBytes))
 	k(descDropped, float64(s.Dropped))
+	k(descFlash, float64(s.FlashBytesWritten))
+	k(descAppended, float64(s.AppendedPoints))
 	g(descLive, float64(s.LiveMembers))
 	if s.RepairKnown {
 		k(descPasses, float64(s.RepairPasses))

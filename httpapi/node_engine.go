@@ -142,7 +142,8 @@ func (e *NodeEngine) Ready() error {
 func (e *NodeEngine) Stats(ctx context.Context) (Stats, error) {
 	st := e.node.Store().Stats()
 	s := Stats{Shards: st.Shards, Series: st.Series, Points: st.Points, DiskBytes: st.DiskBytes,
-		Dropped: st.DroppedQuanta, LiveMembers: len(e.node.DHT().Live())}
+		Dropped: st.DroppedQuanta, FlashBytesWritten: st.FlashBytesWritten, AppendedPoints: st.AppendedPoints,
+		LiveMembers: len(e.node.DHT().Live())}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if time.Since(e.repairAt) > 10*time.Second {

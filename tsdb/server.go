@@ -309,11 +309,13 @@ func (n *Node) localStats() NodeStats {
 		Oldest:    st.OldestQuantum,
 		Dropped:   st.DroppedQuanta,
 
-		Corruptions:     st.Corruptions,
-		WALBytesDropped: st.WALBytesDropped,
-		Format:          n.cfg.DHT.Format.String(),
-		Quantum:         int64(n.cfg.DHT.Quantum),
-		RF:              n.cfg.RF,
-		Reachable:       true,
+		Corruptions:       st.Corruptions,
+		WALBytesDropped:   st.WALBytesDropped,
+		FlashBytesWritten: st.FlashBytesWritten,
+		AppendedPoints:    st.AppendedPoints,
+		Format:            n.cfg.DHT.Format.String(),
+		Quantum:           int64(n.cfg.DHT.Quantum),
+		RF:                n.cfg.RF,
+		Reachable:         true,
 	}
 }

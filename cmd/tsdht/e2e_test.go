@@ -338,6 +338,7 @@ func TestEndToEndBadInput(t *testing.T) {
 		t.Fatalf("status --json: exit %d: %s", code, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var appended int64
 	if len(lines) != 3 {
 		t.Fatalf("status --json printed %d lines, want one per member (3):\n%s", len(lines), out)
 	}
@@ -349,6 +350,14 @@ func TestEndToEndBadInput(t *testing.T) {
 		if m.State != "alive" || !m.Reachable || m.RF != 2 || len(m.NodeID) != 40 || m.Error != "" {
 			t.Fatalf("status --json member: %+v", m)
 		}
+		// Flash wear is counted: a node that stored points wrote their WAL records.
+		if m.AppendedPoints > 0 && m.FlashBytesWritten <= 0 {
+			t.Fatalf("status --json: %d points appended but no bytes written to flash: %+v", m.AppendedPoints, m)
+		}
+		appended += m.AppendedPoints
+	}
+	if appended < 2 || appended > 4 {
+		t.Fatalf("status --json: %d points appended over the members; 2 points at rf 2 make 2 to 4", appended)
 	}
 	long := strings.Repeat("k", 257)
 	cases := []struct {

@@ -41,6 +41,10 @@ type statusJSON struct {
 	Corruptions     int64  `json:"corruptions"`       // reads that met damaged blocks since the node started
 	WALBytesDropped int64  `json:"wal_bytes_dropped"` // WAL records lost after a damaged one at start-up
 	RefetchedPairs  int64  `json:"refetched_pairs"`   // damaged pairs replaced by another owner's copy
+	// Flash wear since the node's store opened: bytes written to the device (WAL,
+	// flushes, compactions) and the new points stored meanwhile.
+	FlashBytesWritten int64 `json:"flash_bytes_written"`
+	AppendedPoints    int64 `json:"appended_points"`
 }
 
 func newStatusJSON(n wire.NodeStats) statusJSON {
@@ -52,7 +56,20 @@ func newStatusJSON(n wire.NodeStats) statusJSON {
 		DiskBytes: n.DiskBytes, MaxDiskBytes: n.MaxDisk, Retention: n.Retention, OldestQuantum: n.Oldest,
 		IDFormat: n.Format, RF: n.RF,
 		Corruptions: n.Corruptions, WALBytesDropped: n.WALBytesDropped, RefetchedPairs: n.Repair.Refetched,
+		FlashBytesWritten: n.FlashBytesWritten, AppendedPoints: n.AppendedPoints,
 	}
+}
+
+// flashWritten says what a node wrote to flash and what that cost per new point:
+// "1.2 GiB (20.7 B/pt)"; "–" for a store in memory or one that wrote nothing yet.
+func flashWritten(bytes, points int64) string {
+	if bytes <= 0 {
+		return "–"
+	}
+	if points <= 0 {
+		return store.FormatSize(bytes)
+	}
+	return fmt.Sprintf("%s (%.1f B/pt)", store.FormatSize(bytes), float64(bytes)/float64(points))
 }
 
 func statusCommand() *cli.Command {
@@ -63,11 +80,12 @@ func statusCommand() *cli.Command {
 			"copies (at the node's last repair pass; while fewer than rf nodes are alive, every pair held,\n" +
 			"and a line below the table says so); \"–\": a member that could not be asked (dead, unreachable); HINTED: points kept for owners that could not be reached;\n" +
 			"PUSHED: pairs sent to owners that lacked them; HANDED OFF: pairs deleted after their owners confirmed them;\n" +
-			"DISK: the store's files (and --max-disk); RETENTION: --retention.\n" +
+			"DISK: the store's files (and --max-disk); WRITTEN: bytes written to flash since the node started\n" +
+			"(WAL, flushes, compactions) and per new point stored — what wears an eMMC out; RETENTION: --retention.\n" +
 			"--json prints one object per member instead, for scripts: node_id, rpc, state, reachable, error,\n" +
 			"shards, series, points, under_replicated, hinted_points, pushed_pairs, handed_off_pairs,\n" +
 			"repair_passes, disk_bytes, max_disk_bytes, retention, oldest_quantum, id_format, rf, corruptions,\n" +
-			"wal_bytes_dropped, refetched_pairs. NOTE says why a member could not report, and any damage found.",
+			"wal_bytes_dropped, refetched_pairs, flash_bytes_written, appended_points. NOTE says why a member could not report, and any damage found.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "cluster", Required: true, Usage: "RPC address of a node, HOST:PORT[,…]"},
 			&cli.BoolFlag{Name: "json", Usage: "one JSON object per member on stdout instead of the table"},
@@ -101,11 +119,11 @@ func statusCommand() *cli.Command {
 			}
 			under, clusterNote := honestUnder(nodes)
 			w := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
-			fmt.Fprintln(w, "NODE ID\tRPC\tSTATE\tSHARDS\tSERIES\tPOINTS\tUNDER\tHINTED\tPUSHED\tHANDED OFF\tDISK\tRETENTION\tNOTE")
+			fmt.Fprintln(w, "NODE ID\tRPC\tSTATE\tSHARDS\tSERIES\tPOINTS\tUNDER\tHINTED\tPUSHED\tHANDED OFF\tDISK\tWRITTEN\tRETENTION\tNOTE")
 			for i, n := range nodes {
 				if !n.Reachable {
 					// A member that did not answer reports nothing: "–", not zeros.
-					fmt.Fprintf(w, "%s\t%s\t%s\t–\t–\t–\t–\t–\t–\t–\t–\t–\t%s\n", n.NodeID, n.RPCAddr, n.State, n.Error)
+					fmt.Fprintf(w, "%s\t%s\t%s\t–\t–\t–\t–\t–\t–\t–\t–\t–\t–\t%s\n", n.NodeID, n.RPCAddr, n.State, n.Error)
 					continue
 				}
 				r := n.Repair
@@ -122,8 +140,9 @@ func statusCommand() *cli.Command {
 					note = strings.TrimSpace(fmt.Sprintf("%s damaged: %d reads, %s of WAL lost, %d pairs re-fetched (run tsdht fsck when stopped)",
 						note, n.Corruptions, store.FormatSize(n.WALBytesDropped), r.Refetched))
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", n.NodeID, n.RPCAddr, n.State,
-					n.Shards, n.Series, n.Points, under[i], r.HintedPoints, r.PushedPairs, r.DroppedPairs, disk, ret, note)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", n.NodeID, n.RPCAddr, n.State,
+					n.Shards, n.Series, n.Points, under[i], r.HintedPoints, r.PushedPairs, r.DroppedPairs, disk,
+					flashWritten(n.FlashBytesWritten, n.AppendedPoints), ret, note)
 			}
 			if err := w.Flush(); err != nil {
 				return err

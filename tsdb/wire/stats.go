@@ -29,6 +29,11 @@ type NodeStats struct {
 	// (or not decoding), and bytes of WAL records lost after a damaged one at start-up.
 	Corruptions     int64 `msgpack:"corrupt,omitempty"`
 	WALBytesDropped int64 `msgpack:"wal_lost,omitempty"`
+	// Flash wear since the store opened: bytes the engine wrote to the device (WAL,
+	// flushed and compacted tables) and the new points stored meanwhile. Their ratio is
+	// what a point costs the flash. Zero for a store in memory.
+	FlashBytesWritten int64 `msgpack:"flash,omitempty"`
+	AppendedPoints    int64 `msgpack:"appended,omitempty"`
 }
 
 // RepairStats is a node's self-healing progress.
