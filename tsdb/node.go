@@ -55,11 +55,19 @@ type Config struct {
 	// it holds with the shard's owners and pushes what they lack. Membership changes
 	// start a pass at once. Default 10 minutes.
 	RepairInterval time.Duration
+	// RepairFullEvery is how often a periodic pass compares every pair held. The
+	// passes between compare only what changed: the pairs written, pushed or deleted
+	// into since their quantum was sealed, and those the last pass left short of rf
+	// confirmed copies or held for others — so an idle node's pass costs what changed,
+	// not what it holds. A membership change, a failed pass and RepairNow always
+	// compare everything; so does every pass on a store that cannot list what changed.
+	// Default 6 hours.
+	RepairFullEvery time.Duration
 	// RepairSettle is how long a pass waits after a membership change for further
 	// changes, so that a burst of joins or deaths costs one pass. Default 500 ms.
 	RepairSettle time.Duration
-	// RepairRate bounds repair and hand-off work in bytes per second: the points a pass
-	// reads and hashes locally and those it pushes, at 12 bytes a point, so that a
+	// RepairRate bounds repair and hand-off work in bytes per second: the pairs a pass
+	// compares (64 bytes each) and the points it pushes (12 bytes each), so that a
 	// BeagleBone's 100 Mbit link and single core stay usable for ingest. Default 4 MiB/s.
 	RepairRate int64
 	// RepairUnthrottled lifts RepairRate: repair runs as fast as it can (tests, a
@@ -99,6 +107,7 @@ func DefaultConfig() Config {
 		ReadConcurrency: 16,
 		RepairInterval:  10 * time.Minute,
 		RepairSettle:    500 * time.Millisecond,
+		RepairFullEvery: 6 * time.Hour,
 		RepairRate:      4 << 20,
 		MaxHintPoints:   1 << 20,
 		HandoffTimeout:  30 * time.Second,
@@ -140,6 +149,7 @@ func (c Config) withDefaults() Config {
 	}
 	set(&c.RepairInterval, d.RepairInterval)
 	set(&c.RepairSettle, d.RepairSettle)
+	set(&c.RepairFullEvery, d.RepairFullEvery)
 	if c.RepairRate == 0 {
 		c.RepairRate = d.RepairRate
 	}
@@ -187,7 +197,7 @@ func (c Config) Validate() error {
 	}{
 		{"max future", int64(c.MaxFuture)}, {"call timeout", int64(c.CallTimeout)},
 		{"read concurrency", int64(c.ReadConcurrency)}, {"repair interval", int64(c.RepairInterval)},
-		{"repair settle", int64(c.RepairSettle)}, {"repair rate", c.RepairRate},
+		{"repair settle", int64(c.RepairSettle)}, {"repair full every", int64(c.RepairFullEvery)}, {"repair rate", c.RepairRate},
 		{"max hint points", c.MaxHintPoints}, {"hand-off timeout", int64(c.HandoffTimeout)}, {"write retry", int64(c.WriteRetry)},
 	} {
 		if f.v < 0 {
@@ -348,7 +358,7 @@ func (n *Node) HandOff(ctx context.Context) (wire.DecommissionResp, error) {
 		defer cancel()
 	}
 	before := n.repair.stats()
-	err := n.repair.pass(ctx, true)
+	err := n.repair.pass(ctx, passLeaving)
 	after := n.repair.stats()
 	resp.PushedPairs = after.PushedPairs - before.PushedPairs
 	resp.HandedOff = after.DroppedPairs - before.DroppedPairs
@@ -396,12 +406,12 @@ func (n *Node) Kill() error {
 	return errors.Join(errs...)
 }
 
-// RepairNow runs one repair pass and waits for it: tests and operators use it instead
-// of waiting for the next periodic pass.
+// RepairNow runs one full repair pass (every pair held compared with its owners) and
+// waits for it: tests and operators use it instead of waiting for the next periodic pass.
 func (n *Node) RepairNow(ctx context.Context) (RepairStats, error) {
 	if n.repair == nil {
 		return RepairStats{}, errors.New("this node's store cannot be walked: no repair")
 	}
-	err := n.repair.pass(ctx, false)
+	err := n.repair.pass(ctx, passFull)
 	return n.repair.stats(), err
 }

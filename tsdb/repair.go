@@ -25,14 +25,30 @@ type Walker interface {
 	Delete(ref store.ShardRef, key string) error
 }
 
+// maxPending bounds the pairs a pass leaves for the next to compare again (about 100
+// bytes each); past it the next pass compares everything.
+const maxPending = 1 << 14
+
+// bytesPerPairCompared is what the rate limiter charges a pair a pass compares: its
+// digest request and answer.
+const bytesPerPairCompared = 64
+
 // repairBatchSize is how many pairs one step of a pass compares at once.
 const repairBatchSize = 64
 
 // repairer keeps every shard this node holds at rf confirmed copies. It compares each
-// pair's digest with its owners' and pushes its points to any owner whose digest differs;
-// a pair held by a node that is no longer an owner — after a join, or as a hint for an
-// unreachable replica — is deleted here once every owner confirmed holding it. Pushing
-// is a union, so replicas converge however their copies diverged.
+// pair's set hash (kept by the store's statistics: no point is read to compare) with its
+// owners' and pushes its points to any owner whose hash differs; a pair held by a node
+// that is no longer an owner — after a join, or as a hint for an unreachable replica — is
+// deleted here once every owner confirmed holding it. Pushing is a union, so replicas
+// converge however their copies diverged.
+//
+// A full pass compares every pair held. The passes between full ones compare only the
+// pairs the store says changed since the last pass (store.ChangeTracker) and those the
+// last pass left unconfirmed: a pair every owner confirmed and nothing touched since is
+// skipped until the next full pass, which comes with any membership change, a failed
+// pass, a lost count of changes, and every RepairFullEvery. A store that does not track
+// changes gets full passes only.
 type repairer struct {
 	cfg       *Config
 	place     Placement
@@ -50,6 +66,14 @@ type repairer struct {
 	refetched atomic.Int64 // damaged pairs replaced by an owner's copy
 
 	passMu sync.Mutex // one pass at a time
+
+	// What the passes between full ones go by; guarded by passMu.
+	fullVersion uint64    // placement version when the last completed full pass began
+	fullAt      time.Time // when it began; zero: none since start, or a later pass failed
+	pending     []pairRef // pairs the last pass left short of rf confirmed copies, or held for others
+	pendingOver bool      // the last pass left more than maxPending: the next one is full
+	fullPasses  atomic.Int64
+	compared    atomic.Int64 // pairs whose hash passes compared with their owners
 
 	passes, lastPass, under, pushedPairs, pushedPoints, dropped atomic.Int64
 }
@@ -113,7 +137,7 @@ func (r *repairer) run(changes <-chan struct{}) {
 			timer.Stop()
 		case <-timer.C:
 		}
-		if err := r.pass(ctx, false); err != nil && ctx.Err() == nil {
+		if err := r.pass(ctx, passAuto); err != nil && ctx.Err() == nil {
 			r.log.Warn("repair pass failed; retried at the next", "err", err)
 		}
 	}
@@ -130,23 +154,73 @@ type pairRef struct {
 	key string
 }
 
-// pass compares every pair this node holds with its owners. leaving computes owners as
-// if this node were already gone: a graceful leave hands everything off.
-func (r *repairer) pass(ctx context.Context, leaving bool) error {
+// passKind says what a pass compares.
+type passKind int
+
+const (
+	passAuto    passKind = iota // full when due (see repairer), else what changed
+	passFull                    // every pair held
+	passLeaving                 // every pair, owners computed as if this node were gone: a graceful leave hands everything off
+)
+
+// full reports whether a pass of kind k compares every pair. passMu is held.
+func (r *repairer) full(k passKind) bool {
+	if k != passAuto {
+		return true
+	}
+	_, tracked := r.store.(store.ChangeTracker)
+	return !tracked || r.fullAt.IsZero() || r.pendingOver ||
+		r.place.Version() != r.fullVersion || time.Since(r.fullAt) >= r.cfg.RepairFullEvery
+}
+
+// pass compares the pairs this node holds with their owners: all of them, or (passAuto
+// between full passes) those changed since their seal and those left unconfirmed.
+func (r *repairer) pass(ctx context.Context, kind passKind) error {
 	r.passMu.Lock()
 	defer r.passMu.Unlock()
+	leaving := kind == passLeaving
+	full := r.full(kind)
+	version := r.place.Version()
+	var changed []store.PairRef
+	if ct, ok := r.store.(store.ChangeTracker); ok {
+		// Taken before the pass, full or not: what changes during it is the next one's.
+		var complete bool
+		if changed, complete = ct.TakeChanged(); !complete {
+			full = true
+		}
+	}
 	began, before := time.Now(), r.stats()
-	acc := passTotals{registered: map[string]bool{}}
+	acc := passTotals{registered: map[string]bool{}, verify: full}
 	var batch []pairRef
 	var stepErr error
-	err := r.walker.Pairs(func(ref store.ShardRef, key string) bool {
+	visit := func(ref store.ShardRef, key string) bool {
 		batch = append(batch, pairRef{ref, key})
 		if len(batch) == repairBatchSize {
 			stepErr = r.step(ctx, batch, leaving, &acc)
 			batch = batch[:0]
 		}
 		return stepErr == nil && ctx.Err() == nil
-	})
+	}
+	var err error
+	if full {
+		err = r.walker.Pairs(visit)
+	} else {
+		seen := make(map[pairRef]bool, len(r.pending))
+		for _, pr := range r.pending {
+			seen[pr] = true
+			if !visit(pr.ref, pr.key) {
+				break
+			}
+		}
+		for _, c := range changed {
+			if stepErr != nil || ctx.Err() != nil {
+				break
+			}
+			if !seen[pairRef{c.Ref, c.Key}] {
+				visit(c.Ref, c.Key)
+			}
+		}
+	}
 	if err == nil && stepErr == nil && len(batch) > 0 {
 		stepErr = r.step(ctx, batch, leaving, &acc)
 	}
@@ -167,6 +241,13 @@ func (r *repairer) pass(ctx context.Context, leaving bool) error {
 		r.hints.recount(acc.hinted)
 		r.passes.Add(1)
 		r.lastPass.Store(time.Now().UnixMilli())
+		r.pending, r.pendingOver = acc.pending, acc.pendingOver
+		if full && !leaving {
+			r.fullAt, r.fullVersion = began, version
+			r.fullPasses.Add(1)
+		}
+	} else {
+		r.fullAt = time.Time{} // what it left unconfirmed is not known: compare everything next
 	}
 	if after := r.stats(); after.PushedPairs > before.PushedPairs || after.DroppedPairs > before.DroppedPairs {
 		r.log.Info("repair pass", "pushed_pairs", after.PushedPairs-before.PushedPairs,
@@ -180,6 +261,18 @@ func (r *repairer) pass(ctx context.Context, leaving bool) error {
 type passTotals struct {
 	under, hinted int64
 	registered    map[string]bool // series whose registry entry this pass re-declared
+	pending       []pairRef       // pairs left short of rf confirmed copies, or held for others
+	pendingOver   bool            // more than maxPending of them
+	verify        bool            // read every pair's points: damage no read asked for is found
+}
+
+// leave records a pair the next pass must compare again.
+func (acc *passTotals) leave(pr pairRef) {
+	if len(acc.pending) < maxPending {
+		acc.pending = append(acc.pending, pr)
+	} else {
+		acc.pendingOver = true
+	}
 }
 
 // maxRegisteredPerPass bounds the series one pass re-declares, and the memory that takes.
@@ -188,9 +281,10 @@ const maxRegisteredPerPass = 1 << 14
 // pairState is what a step learns about one pair.
 type pairState struct {
 	pr        pairRef
-	local     series.Points
+	local     series.Points // read only to push (loadPoints): empty until then
+	load      sync.Once     // owners' pushes run concurrently
 	count     int
-	hash      uint64
+	hash      uint64 // set hash of the pair's points (agg.Partial.Hash)
 	owners    []dht.Peer
 	selfOwner bool
 	confirmed int          // owners other than this node known to hold at least this node's points
@@ -199,7 +293,7 @@ type pairState struct {
 
 // step brings one batch of pairs to their owners.
 func (r *repairer) step(ctx context.Context, batch []pairRef, leaving bool, acc *passTotals) error {
-	states, err := r.load(ctx, batch, leaving)
+	states, err := r.load(ctx, batch, leaving, acc)
 	if err != nil {
 		return err
 	}
@@ -208,8 +302,9 @@ func (r *repairer) step(ctx context.Context, batch []pairRef, leaving bool, acc 
 	return r.settle(states, acc)
 }
 
-// load reads each pair of the batch and finds its owners.
-func (r *repairer) load(ctx context.Context, batch []pairRef, leaving bool) ([]*pairState, error) {
+// load reads each pair's statistics — and, in a full pass, its points — and finds its
+// owners.
+func (r *repairer) load(ctx context.Context, batch []pairRef, leaving bool, acc *passTotals) ([]*pairState, error) {
 	self := r.place.Self()
 	q := r.cfg.DHT.Quantum
 	states := make([]*pairState, 0, len(batch))
@@ -225,10 +320,21 @@ func (r *repairer) load(ctx context.Context, batch []pairRef, leaving bool) ([]*
 			}
 			deleted = toWireRanges(rs)
 		}
-		pts, held, err := r.store.Read(pr.ref, pr.key, q.BeginNanos(pr.ref.Start), q.EndNanos(pr.ref.Start))
+		stats, held, err := pairSetHash(r.store, pr.ref, pr.key)
+		var pts series.Points
+		if err == nil && held && acc.verify {
+			// A full pass scrubs: it reads the points (checksums verified), charged like
+			// the traffic, so that a damaged block is replaced before a read needs it.
+			pts, held, err = r.store.Read(pr.ref, pr.key, q.BeginNanos(pr.ref.Start), q.EndNanos(pr.ref.Start))
+			if err == nil {
+				err = r.limit.wait(ctx, int64(pts.Len())*bytesPerPointOnWire)
+			}
+		}
 		if errors.Is(err, store.ErrCorrupt) {
 			// One damaged pair must not stop the pass: fetch an owner's copy instead.
-			r.refetchDamaged(ctx, pr)
+			if !r.refetchDamaged(ctx, pr) {
+				acc.leave(pr)
+			}
 			continue
 		}
 		if err != nil {
@@ -237,11 +343,14 @@ func (r *repairer) load(ctx context.Context, batch []pairRef, leaving bool) ([]*
 		if !held {
 			continue // deleted since the walk saw it
 		}
-		// Reading and hashing is most of a pass's cost: it is charged like the traffic.
-		if err := r.limit.wait(ctx, int64(pts.Len())*bytesPerPointOnWire); err != nil {
+		if err := r.limit.wait(ctx, bytesPerPairCompared); err != nil {
 			return nil, err
 		}
-		st := &pairState{pr: pr, local: pts, deleted: deleted, count: pts.Len(), hash: digest(&pts)}
+		r.compared.Add(1)
+		st := &pairState{pr: pr, deleted: deleted, count: int(stats.Count), hash: stats.Hash}
+		if acc.verify {
+			st.load.Do(func() { st.local = pts })
+		}
 		if leaving {
 			// Owners as if this node were already gone: a graceful leave hands off.
 			peers, err := r.place.Locate(ctx, pr.ref.ID, r.cfg.RF+1)
@@ -298,8 +407,10 @@ func (r *repairer) compare(ctx context.Context, states []*pairState) {
 	results := fanOut(ctx, batches, 0, 0, func(ctx context.Context, b *peerBatch[*pairState]) ([]*pairState, error) {
 		req := &wire.ReadReq{Shards: make([]wire.ShardRead, len(b.items))}
 		for i, st := range b.items {
+			// Strong as well: an owner that predates SetHash answers with its digest of the
+			// points, compared below with this node's.
 			req.Shards[i] = wire.ShardRead{ID: st.pr.ref.ID[:], Start: st.pr.ref.Start, Key: st.pr.key,
-				From: q.BeginNanos(st.pr.ref.Start), To: q.EndNanos(st.pr.ref.Start), Digest: true, Strong: true}
+				From: q.BeginNanos(st.pr.ref.Start), To: q.EndNanos(st.pr.ref.Start), Digest: true, Strong: true, SetHash: true}
 		}
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 		resp, err := r.replicas.For(b.peer).Read(cctx, req)
@@ -310,7 +421,12 @@ func (r *repairer) compare(ctx context.Context, states []*pairState) {
 		var confirmed, push []*pairState
 		for i, st := range b.items {
 			res := resp.Shards[i]
-			if res.Held && res.Count == st.count && res.Hash == st.hash {
+			hash := st.hash
+			if !res.SetHash {
+				r.loadPoints(st) // an owner that predates set hashes: compare digests of the points
+				hash = digest(&st.local)
+			}
+			if res.Held && res.Count == st.count && res.Hash == hash {
 				confirmed = append(confirmed, st)
 			} else if st.count > 0 {
 				push = append(push, st)
@@ -325,10 +441,23 @@ func (r *repairer) compare(ctx context.Context, states []*pairState) {
 	}
 }
 
-// settle counts the pairs still under-replicated or held for others, and hands off the
-// pairs this node does not own once every owner confirmed them.
+// loadPoints reads the pair's points into st.local, once (a pair that cannot be read
+// is pushed as empty: nothing).
+func (r *repairer) loadPoints(st *pairState) {
+	st.load.Do(func() {
+		q := r.cfg.DHT.Quantum
+		pts, _, err := r.store.Read(st.pr.ref, st.pr.key, q.BeginNanos(st.pr.ref.Start), q.EndNanos(st.pr.ref.Start))
+		if err != nil {
+			r.log.Warn("repair: a pair to push could not be read; left for the next pass", "series", st.pr.key, "quantum", st.pr.ref.Start, "err", err)
+		}
+		st.local = pts
+	})
+}
+
+// settle counts the pairs still under-replicated or held for others, hands off the
+// pairs this node does not own once every owner confirmed them, and leaves the others
+// for the next pass.
 func (r *repairer) settle(states []*pairState, acc *passTotals) error {
-	q := r.cfg.DHT.Quantum
 	live := len(r.place.Live())
 	for _, st := range states {
 		remote := len(st.owners)
@@ -339,8 +468,12 @@ func (r *repairer) settle(states []*pairState, acc *passTotals) error {
 		if st.selfOwner {
 			copies++
 		}
-		if copies < min(r.cfg.RF, live) {
+		short := copies < min(r.cfg.RF, live)
+		if short {
 			acc.under++
+		}
+		if short || st.confirmed < remote || !st.selfOwner {
+			acc.leave(st.pr)
 		}
 		if st.selfOwner || remote == 0 || st.confirmed < remote {
 			if !st.selfOwner {
@@ -350,8 +483,8 @@ func (r *repairer) settle(states []*pairState, acc *passTotals) error {
 		}
 		// Every owner holds this node's points: hand the pair off, unless it changed
 		// since it was read (a late hint) — the next pass takes it then.
-		now, held, err := r.store.Read(st.pr.ref, st.pr.key, q.BeginNanos(st.pr.ref.Start), q.EndNanos(st.pr.ref.Start))
-		if err != nil || !held || now.Len() != st.count || digest(&now) != st.hash {
+		now, held, err := pairSetHash(r.store, st.pr.ref, st.pr.key)
+		if err != nil || !held || now.Count != int64(st.count) || now.Hash != st.hash {
 			continue
 		}
 		if err := r.walker.Delete(st.pr.ref, st.pr.key); err != nil {
@@ -373,6 +506,7 @@ func (r *repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*
 	}
 	var parts []part
 	for _, st := range pairs {
+		r.loadPoints(st)
 		bs := st.local.Batches(0, maxRequestBytes-shardWriteOverhead-len(st.pr.key))
 		for i, b := range bs {
 			parts = append(parts, part{st, b, i == len(bs)-1})
@@ -493,7 +627,7 @@ func (l *rateLimiter) wait(ctx context.Context, n int64) error {
 // refetchDamaged replaces a pair this node cannot read (a block failing its checksum)
 // with another owner's copy: the damaged keys are deleted and the copy appended. Without
 // a copy the pair is left as it is, and reads fail over to the other replicas.
-func (r *repairer) refetchDamaged(ctx context.Context, pr pairRef) {
+func (r *repairer) refetchDamaged(ctx context.Context, pr pairRef) bool {
 	q := r.cfg.DHT.Quantum
 	self := r.place.Self().ID
 	owners, err := r.place.Locate(ctx, pr.ref.ID, r.cfg.RF+1)
@@ -514,18 +648,19 @@ func (r *repairer) refetchDamaged(ctx context.Context, pr pairRef) {
 		}
 		if err := r.walker.Delete(pr.ref, pr.key); err != nil {
 			r.log.Warn("repair: could not delete a damaged pair", "series", pr.key, "quantum", pr.ref.Start, "err", err)
-			return
+			return false
 		}
 		if pts := resp.Shards[0].Points; pts.Len() > 0 {
 			if err := r.store.Append(pr.ref, pr.key, pts); err != nil {
 				r.log.Warn("repair: could not store an owner's copy of a damaged pair", "series", pr.key, "quantum", pr.ref.Start, "err", err)
-				return
+				return false
 			}
 		}
 		r.refetched.Add(1)
 		r.log.Info("repair: replaced a damaged pair with an owner's copy", "series", pr.key, "quantum", pr.ref.Start,
 			"points", resp.Shards[0].Points.Len(), "from", nodeID(p))
-		return
+		return true
 	}
 	r.log.Warn("repair: a damaged pair has no readable copy on another owner; kept as it is", "series", pr.key, "quantum", pr.ref.Start)
+	return false
 }

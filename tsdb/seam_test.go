@@ -126,7 +126,7 @@ func TestWriteQuorumWithStalledReplicaLeavesHint(t *testing.T) {
 
 	// The replica answers again: one pass delivers the hint and hands it off.
 	close(stalled.stalled)
-	if err := rep.pass(ctx, false); err != nil {
+	if err := rep.pass(ctx, passFull); err != nil {
 		t.Fatal(err)
 	}
 	requireSame(t, pts, readAll(cStore))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
@@ -162,6 +163,14 @@ func (l *localReplica) Read(_ context.Context, req *wire.ReadReq) (*wire.ReadRes
 		if res.Deleted, err = l.tombstones(ref, r.Key); err != nil {
 			return nil, storeError(err)
 		}
+		if r.Digest && r.SetHash {
+			st, held, err := pairSetHash(l.store, ref, r.Key)
+			if err != nil {
+				return nil, storeError(err)
+			}
+			res.Held, res.Count, res.Hash, res.SetHash = held, int(st.Count), st.Hash, true
+			continue
+		}
 		whole := !r.Strong && r.From <= l.quantum.BeginNanos(r.Start) && r.To >= l.quantum.EndNanos(r.Start)
 		if sum, ok := l.store.(summarizer); ok && whole && r.Digest {
 			s, held, err := sum.Summary(ref, r.Key)
@@ -264,6 +273,21 @@ func summaryHash(count, minT, maxT int64) uint64 {
 	binary.LittleEndian.PutUint64(b[8:], uint64(minT))
 	binary.LittleEndian.PutUint64(b[16:], uint64(maxT))
 	return xxhash.Sum64(b[:])
+}
+
+// pairSetHash returns the statistics of all of a pair's points with their set hash
+// (agg.Partial.Hash): from the store's statistics when it keeps them (no point read),
+// else computed from the points.
+func pairSetHash(st store.Store, ref store.ShardRef, key string) (agg.Partial, bool, error) {
+	if a, ok := st.(store.Analyzer); ok {
+		return a.PairStats(ref, key)
+	}
+	pts, held, err := st.Read(ref, key, math.MinInt64, math.MaxInt64)
+	if err != nil || !held {
+		return agg.Partial{}, held, err
+	}
+	n := pts.Len()
+	return agg.WithHash(agg.FromPoints(&pts, 0, n), &pts, 0, n), true, nil
 }
 
 // digest hashes a replica's answer for one shard so that replicas can be compared

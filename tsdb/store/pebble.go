@@ -62,7 +62,8 @@ type Pebble struct {
 	space  spaceGuard
 	failed atomic.Pointer[error] // the engine failed a write: refuse all writes (disk.go)
 
-	damage damageLog // corrupt reads and WAL loss (damage.go)
+	damage  damageLog // corrupt reads and WAL loss (damage.go)
+	changes changeLog // pairs changed since the repairer last asked (changes.go)
 
 	dirty atomic.Bool // SyncBatch: written since the last WAL sync
 	stop  chan struct{}
@@ -417,6 +418,9 @@ func (p *Pebble) append(ref ShardRef, key string, pts series.Points, filter func
 	}
 	committed = true
 	p.pairs.remember(sid, next)
+	if next.count != sum.count || next.stats.Hash != sum.stats.Hash {
+		p.changes.note(sid) // what an idempotent re-write (a repair push) did not change is not news
+	}
 	p.addCounters(delta)
 	p.appended.Add(fresh)
 	return nil

@@ -368,6 +368,7 @@ func (p *Pebble) DeleteRange(ref ShardRef, key string, from, to int64) (int64, e
 		return fail(err)
 	}
 	p.pairs.remember(sid, next)
+	p.changes.note(sid) // the tombstone, even if nothing here was covered: owners must learn it
 	p.addCounters(delta)
 	return dropped, nil
 }

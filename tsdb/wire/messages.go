@@ -48,6 +48,12 @@ type ShardRead struct {
 	// PMU point instead of 12). A replica that predates it ignores the field and answers
 	// in Points, which a reader also takes.
 	Packed bool `msgpack:"pk,omitempty"`
+	// SetHash, with Digest, asks for the pair's set hash instead: agg.Partial.Hash of all
+	// its points (order-independent, kept by the store's statistics on every write, so a
+	// replica answers without reading points), From and To ignored. A replica that
+	// answers so sets ShardResult.SetHash; one that predates the field answers as for
+	// Strong, and the asker compares with that instead.
+	SetHash bool `msgpack:"sh,omitempty"`
 }
 
 // ReadReq asks a replica for shards or their digests (MethodRead).
@@ -72,6 +78,8 @@ type ShardResult struct {
 	// cover from every replica's answer, so a replica that missed a delete cannot show
 	// deleted points.
 	Deleted []Range `msgpack:"del,omitempty"`
+	// SetHash says Hash is the pair's set hash (ShardRead.SetHash).
+	SetHash bool `msgpack:"sh,omitempty"`
 }
 
 // Unpack moves packed points into Points.

@@ -1,0 +1,67 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// BenchmarkRepairPass measures a repair pass on one node of an idle 3-node rf 3 cluster
+// (pebble stores, the default 10 s quantum) holding 40 channels over 1 h, 6 h and 1 day
+// at one point per channel per second, all sealed. ns/op is a periodic pass between
+// full ones (nothing changed: flat whatever is held); full-pass-ms is one full pass
+// (every pair's set hash compared with its owners, no point read); pairs is what the
+// node holds.
+//
+//	go test -run '^$' -bench RepairPass -benchtime 20x -timeout 60m ./tsdb
+func BenchmarkRepairPass(b *testing.B) {
+	for _, span := range []time.Duration{time.Hour, 6 * time.Hour, 24 * time.Hour} {
+		b.Run(fmt.Sprintf("held=%v", span), func(b *testing.B) { benchRepairPass(b, span) })
+	}
+}
+
+func benchRepairPass(b *testing.B, span time.Duration) {
+	lc := pebbleCluster(b, 3, func(i int, cfg *Config) {
+		cfg.CallTimeout = time.Minute // a loaded machine must not fail the set-up writes
+	})
+	ctx := context.Background()
+	const channels = 40
+	secs := int(span / time.Second)
+	t0 := time.Now().Add(-span-2*time.Hour).Truncate(time.Hour).UnixNano()
+	for c := range channels {
+		key := fmt.Sprintf("pmu%d/ch%d", c/4, c%4)
+		var pts series.Points
+		for s := range secs {
+			pts.AppendFloat(t0+int64(s)*int64(time.Second), 60+float64(s%100)/1000)
+		}
+		for lo := 0; lo < secs; lo += 3600 {
+			if _, err := lc.Nodes[0].Coordinator().Put(ctx, key, pts.Slice(lo, min(lo+3600, secs)), PutOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	sealAll(b, lc)
+	n := lc.Nodes[0]
+	held := n.Store().Stats().Shards
+	began := time.Now()
+	if _, err := n.RepairNow(ctx); err != nil {
+		b.Fatal(err)
+	}
+	full := time.Since(began)
+	r := n.repair
+	b.ResetTimer()
+	var compared int64
+	for b.Loop() {
+		before := r.compared.Load()
+		if err := r.pass(ctx, passAuto); err != nil {
+			b.Fatal(err)
+		}
+		compared += r.compared.Load() - before
+	}
+	b.ReportMetric(float64(full.Milliseconds()), "full-pass-ms")
+	b.ReportMetric(float64(held), "pairs")
+	b.ReportMetric(float64(compared)/float64(b.N), "compared/op")
+}

@@ -1,0 +1,183 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/store"
+)
+
+// pebbleCluster starts n nodes with pebble stores that seal only when told.
+func pebbleCluster(t testing.TB, n int, tweak func(i int, cfg *Config)) *LocalCluster {
+	t.Helper()
+	lc, err := StartLocal(context.Background(), n, t.TempDir(), func(i int, cfg *Config) {
+		healConfig(i, cfg)
+		st, err := store.OpenPebble(filepath.Join(cfg.DHT.DataDir, "store"), store.PebbleOptions{Sync: store.SyncNone, SealInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Store = st
+		if tweak != nil {
+			tweak(i, cfg)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lc.Close() })
+	return lc
+}
+
+func sealAll(t testing.TB, lc *LocalCluster) {
+	t.Helper()
+	for _, n := range lc.Nodes {
+		if n != nil {
+			if _, err := n.Store().(*store.Pebble).SealNow(time.Now().Add(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// autoPass runs one periodic-style pass on node i and returns how many pairs it compared.
+func autoPass(t testing.TB, lc *LocalCluster, i int) int64 {
+	t.Helper()
+	r := lc.Nodes[i].repair
+	before := r.compared.Load()
+	if err := r.pass(context.Background(), passAuto); err != nil {
+		t.Fatal(err)
+	}
+	return r.compared.Load() - before
+}
+
+// Between full passes a pass compares what changed: nothing on an idle node holding
+// sealed data, exactly the touched pair after a late write; a membership change, the
+// full-pass interval and RepairNow compare everything again — and a full pass finds a
+// copy lost without any write (which the passes between cannot see).
+func TestRepairPassesCostWhatChanged(t *testing.T) {
+	lc := pebbleCluster(t, 3, nil)
+	ctx := context.Background()
+	t0 := base()
+	want := map[string]series.Points{}
+	for k := range 4 {
+		key := fmt.Sprintf("pmu%d/freq", k)
+		want[key] = sixtyHz(t0, 60*60) // a minute: six 10 s quanta
+		if _, err := lc.Nodes[0].Coordinator().Put(ctx, key, want[key], PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sealAll(t, lc)
+	held := lc.Nodes[0].Store().Stats().Shards // rf 3 on 3 nodes: every node holds every pair
+	if held < 24 || lc.Nodes[1].Store().Stats().Shards != held || lc.Nodes[2].Store().Stats().Shards != held {
+		t.Fatalf("nodes hold %d, %d, %d pairs; want the same, ≥ 24 (4 series × 6+ quanta)", held,
+			lc.Nodes[1].Store().Stats().Shards, lc.Nodes[2].Store().Stats().Shards)
+	}
+	// After a full pass, one with nothing changed compares nothing.
+	quiet(t, lc, 0, int64(held))
+
+	// A late point into one sealed pair: that pair, and only it, is compared.
+	var latePair pairRef
+	if err := lc.Nodes[0].Store().(*store.Pebble).Pairs(func(ref store.ShardRef, key string) bool {
+		if key == "pmu2/freq" && (latePair.key == "" || ref.Start < latePair.ref.Start) {
+			latePair = pairRef{ref, key}
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := holds(t, lc.Nodes[0], latePair)
+	late := series.Points{Type: series.Float, T: []int64{t0 + 5}, F: []float64{-1}}
+	if _, err := lc.Nodes[1].Coordinator().Put(ctx, "pmu2/freq", late, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want["pmu2/freq"] = series.Merge(want["pmu2/freq"], late)
+	// The put returned at the write quorum: wait for node 0's copy too.
+	waitUntil(t, 10*time.Second, "node 0 to hold the late point", func() bool {
+		n, _ := holds(t, lc.Nodes[0], latePair)
+		return n == before+1
+	})
+	if n := autoPass(t, lc, 0); n != 1 {
+		t.Fatalf("after a late point: compared %d pairs, want 1", n)
+	}
+
+	// A copy lost without a write (a replica's pair gone): only a full pass sees it.
+	var lost pairRef
+	if err := lc.Nodes[2].Store().(*store.Pebble).Pairs(func(ref store.ShardRef, key string) bool {
+		lost = pairRef{ref, key}
+		return false
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.Nodes[2].Store().(Walker).Delete(lost.ref, lost.key); err != nil {
+		t.Fatal(err)
+	}
+	sealAll(t, lc)
+	autoPass(t, lc, 0)
+	if _, ok := holds(t, lc.Nodes[2], lost); ok {
+		t.Fatal("the lost copy came back without a full pass; the test no longer tests what it says")
+	}
+	quiet(t, lc, 0, int64(held))
+	if _, ok := holds(t, lc.Nodes[2], lost); !ok {
+		t.Fatalf("a full pass did not restore the lost copy of %s/%d", lost.key, lost.ref.Start)
+	}
+
+	// The full-pass interval, then a membership change, make the next pass full.
+	r := lc.Nodes[0].repair
+	r.passMu.Lock()
+	r.fullAt = time.Now().Add(-lc.Nodes[0].cfg.RepairFullEvery)
+	r.passMu.Unlock()
+	if n := autoPass(t, lc, 0); n != int64(held) {
+		t.Fatalf("with a full pass due: compared %d pairs, want %d", n, held)
+	}
+	if _, err := lc.Add(func(i int, cfg *Config) {
+		healConfig(i, cfg)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.WaitLive(ctx, 4, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := autoPass(t, lc, 0); n < int64(held) {
+		t.Fatalf("after a join: compared %d pairs, want every one held (%d)", n, held)
+	}
+	waitHealed(t, lc, 3, 30*time.Second)
+	checkAll(t, lc, want)
+}
+
+// quiet runs a full pass on node i, which must compare all held pairs, then a
+// periodic-style one, which must compare none — again if membership news (a late
+// gossip update after start) moved the placement version in between.
+func quiet(t *testing.T, lc *LocalCluster, i int, held int64) {
+	t.Helper()
+	r := lc.Nodes[i].repair
+	for attempt := 0; ; attempt++ {
+		v := lc.Nodes[i].DHT().Version()
+		before := r.compared.Load()
+		if _, err := lc.Nodes[i].RepairNow(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n := r.compared.Load() - before; n != held {
+			t.Fatalf("a full pass compared %d pairs, want all %d", n, held)
+		}
+		n := autoPass(t, lc, i)
+		if n == 0 {
+			return
+		}
+		if lc.Nodes[i].DHT().Version() == v || attempt == 10 {
+			t.Fatalf("after a full pass, with nothing changed, a pass compared %d pairs, want 0", n)
+		}
+	}
+}
+
+func holds(t *testing.T, n *Node, pr pairRef) (int64, bool) {
+	t.Helper()
+	st, held, err := n.Store().(store.Analyzer).PairStats(pr.ref, pr.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Count, held
+}
