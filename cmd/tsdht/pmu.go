@@ -102,7 +102,7 @@ func (w *pmuWriter) Describe(ctx context.Context, s ingest.Stream) error {
 	for _, m := range s.Series {
 		req := wire.MetaReq{Key: m.Key, SetTags: true, AddTags: true, Unit: m.Unit, SetUnit: m.Unit != "",
 			NominalRate: rate, SetRate: rate > 0, Description: "C37.118 " + m.Station + " " + m.Channel, SetDescription: true}
-		tags := m.Tags()
+		tags := s.TagsOf(m)
 		keys := make([]string, 0, len(tags))
 		for k := range tags {
 			keys = append(keys, k)
