@@ -1,6 +1,8 @@
 // Package sim is a simulated PMU, or PDC when it has several stations: it serves IEEE
 // C37.118.2 over TCP the way port 4712 does (command frames in, configuration, header and
-// data frames out), at a configured rate, with every data format. Its signals are a pure
+// data frames out), at a configured rate, with every data format; optionally data as UDP
+// datagrams (a lossy network's drops, reordering and duplicates on demand) and CFG-3 in
+// fragments. Its signals are a pure
 // function of the frame index (Sample), so a test can compute what must have been stored.
 package sim
 
