@@ -227,7 +227,7 @@ type Ingester struct {
 		missed, late, dups, cfg3Errors                                       atomic.Int64
 	}
 
-	udp    net.PacketConn // the data socket with Config.DataUDP
+	udp    *net.UDPConn // the data socket with Config.DataUDP
 	udpBuf []byte         // its one read buffer, MaxFrameLen bytes
 }
 
@@ -241,7 +241,11 @@ func New(cfg Config, w Writer) (*Ingester, error) {
 	in := &Ingester{cfg: cfg, w: w, log: cfg.Logger.With("pmu", cfg.Connect), describeReq: make(chan struct{}, 1)}
 	in.stream = Stream{Addr: cfg.Connect, IDCode: cfg.IDCode}
 	if cfg.DataUDP != "" {
-		u, err := net.ListenPacket("udp", cfg.DataUDP)
+		la, err := net.ResolveUDPAddr("udp", cfg.DataUDP)
+		if err != nil {
+			return nil, fmt.Errorf("UDP data address %s: %w", cfg.DataUDP, err)
+		}
+		u, err := net.ListenUDP("udp", la)
 		if err != nil {
 			return nil, fmt.Errorf("UDP data address %s: %w", cfg.DataUDP, err)
 		}

@@ -158,7 +158,7 @@ func (s *session) runUDP() error {
 			return fmt.Errorf("command connection: %w", err)
 		default:
 		}
-		n, from, err := in.udp.ReadFrom(buf)
+		n, from, err := in.udp.ReadFromUDPAddrPort(buf) // allocates nothing
 		if err != nil {
 			if !isTimeout(err) {
 				return fmt.Errorf("UDP data socket: %w", err)
