@@ -32,7 +32,8 @@ func pmuCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "pmu",
 		Usage: "ingest an IEEE C37.118.2 stream from a PMU or PDC into the cluster (a PDC client)",
-		Description: "Connects to the PMU/PDC over TCP (commands and data; with --udp-data, data as UDP datagrams),\n" +
+		Description: "Connects to the PMU/PDC over TCP (commands and data; with --udp-data, data as UDP datagrams;\n" +
+			"with --udp-only, everything as UDP datagrams),\n" +
 			"asks for CFG-2 (and CFG-3, reassembled when sent in fragments, and the\n" +
 			"header frame as metadata), turns data on and writes one series per channel:\n" +
 			"<prefix><station>/<phasor>/mag|ang (rad) or /re|/im, /freq (Hz), /dfreq (Hz/s), /<analog>,\n" +
@@ -42,6 +43,7 @@ func pmuCommand() *cli.Command {
 			clusterFlag, timeoutFlag, clusterKeyFlag,
 			&cli.StringFlag{Name: "connect", Required: true, Usage: "the PMU's or PDC's TCP address, HOST:PORT (4712 by convention)"},
 			&cli.StringFlag{Name: "udp-data", Usage: "receive data frames as UDP datagrams on this local address, e.g. :4713 (TCP commands + UDP data; the PMU must be set to send there); default: data over the TCP connection"},
+			&cli.BoolFlag{Name: "udp-only", Usage: "commands as UDP datagrams too (UDP-only mode): --connect is then the PMU's UDP address (4713 by convention), --udp-data the local address (default: any free port)"},
 			&cli.UintFlag{Name: "idcode", Required: true, Usage: "IDCODE of the data stream (command frames are addressed to it), 1–65534"},
 			&cli.StringFlag{Name: "prefix", Usage: "prepended to every series key, e.g. \"grid/\""},
 			&cli.StringFlag{Name: "spool", Usage: "store-and-forward directory (default: a bounded in-memory queue only)"},
@@ -166,6 +168,7 @@ func runPMU(c *cli.Context) error {
 	cfg := ingest.Config{
 		Connect:     c.String("connect"),
 		DataUDP:     c.String("udp-data"),
+		UDPOnly:     c.Bool("udp-only"),
 		IDCode:      uint16(id),
 		Prefix:      c.String("prefix"),
 		FloatFreq:   ingest.FloatFreq(c.String("float-freq")),

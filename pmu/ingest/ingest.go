@@ -1,6 +1,7 @@
 // Package ingest is a PDC client: it reads an IEEE C37.118.2 stream from a PMU or PDC
-// over TCP (or TCP commands and UDP data, Config.DataUDP), maps every channel to a tsdht series (DESIGN.md's PMU series naming) and
-// writes the samples to a cluster through a Writer, with store-and-forward: flushed
+// over TCP (or TCP commands and UDP data, Config.DataUDP; or UDP only, Config.UDPOnly),
+// maps every channel to a tsdht series (DESIGN.md's PMU series naming) and writes the
+// samples to a cluster through a Writer, with store-and-forward: flushed
 // batches go through a bounded queue — on disk with Config.Spool (package spool) — and
 // are written in order, retried while the cluster is unreachable.
 //
@@ -69,6 +70,10 @@ type Config struct {
 	// (C37.118.2's TCP commands + UDP data; 4713 by convention, e.g. ":4713"); the PMU
 	// must be set up to send there. "" means data comes over the TCP connection.
 	DataUDP string
+	// UDPOnly sends the commands as datagrams too (C37.118.2's UDP-only mode): Connect is
+	// then the PMU's UDP address (4713 by convention) and every frame comes back as a
+	// datagram to DataUDP (an ephemeral port when ""). Nothing goes over TCP.
+	UDPOnly bool
 	// Cfg3Limits bound the reassembly of a CFG-3 sent in fragments; zero fields take
 	// c37118's defaults (1 MiB, 64 fragments, 30s).
 	Cfg3Limits c37118.Cfg3Limits
@@ -185,7 +190,7 @@ func (c Config) Validate() error {
 
 // Stats are the ingester's counters since it started.
 type Stats struct {
-	Connects        int64 // TCP sessions opened to the PMU
+	Connects        int64 // sessions opened to the PMU (TCP connections; UDP-only: rounds of commands)
 	DataFrames      int64 // data frames decoded
 	BadCRC          int64 // frames dropped for a CRC mismatch
 	BadFrames       int64 // frames dropped as malformed or not matching the configuration
@@ -227,8 +232,9 @@ type Ingester struct {
 		missed, late, dups, cfg3Errors                                       atomic.Int64
 	}
 
-	udp    *net.UDPConn // the data socket with Config.DataUDP
-	udpBuf []byte         // its one read buffer, MaxFrameLen bytes
+	udp    *net.UDPConn // the data socket with Config.DataUDP or UDPOnly
+	pmuUDP *net.UDPAddr // UDPOnly: where commands go
+	udpBuf []byte       // its one read buffer, MaxFrameLen bytes
 }
 
 // New opens the queue (the spool, when configured: what an earlier run left is replayed
@@ -240,8 +246,19 @@ func New(cfg Config, w Writer) (*Ingester, error) {
 	cfg = cfg.withDefaults()
 	in := &Ingester{cfg: cfg, w: w, log: cfg.Logger.With("pmu", cfg.Connect), describeReq: make(chan struct{}, 1)}
 	in.stream = Stream{Addr: cfg.Connect, IDCode: cfg.IDCode}
-	if cfg.DataUDP != "" {
-		la, err := net.ResolveUDPAddr("udp", cfg.DataUDP)
+	if cfg.DataUDP != "" || cfg.UDPOnly {
+		local := cfg.DataUDP
+		if local == "" {
+			local = ":0"
+		}
+		if cfg.UDPOnly {
+			ra, err := net.ResolveUDPAddr("udp", cfg.Connect)
+			if err != nil {
+				return nil, fmt.Errorf("PMU UDP address %s: %w", cfg.Connect, err)
+			}
+			in.pmuUDP = ra
+		}
+		la, err := net.ResolveUDPAddr("udp", local)
 		if err != nil {
 			return nil, fmt.Errorf("UDP data address %s: %w", cfg.DataUDP, err)
 		}
@@ -385,8 +402,14 @@ func (in *Ingester) backoff(d time.Duration, max time.Duration) time.Duration {
 func (in *Ingester) readLoop(ctx context.Context) {
 	wait := in.cfg.BackoffMin
 	for ctx.Err() == nil {
-		d := net.Dialer{Timeout: in.cfg.DialTimeout}
-		conn, err := d.DialContext(ctx, "tcp", in.cfg.Connect)
+		var conn net.Conn
+		var err error
+		if in.cfg.UDPOnly {
+			conn = udpOnlyConn{}
+		} else {
+			d := net.Dialer{Timeout: in.cfg.DialTimeout}
+			conn, err = d.DialContext(ctx, "tcp", in.cfg.Connect)
+		}
 		if err == nil {
 			in.st.connects.Add(1)
 			var gotData bool

@@ -36,6 +36,10 @@ func (s *session) send(cmd uint16) error {
 	if err != nil {
 		return err
 	}
+	if s.in.pmuUDP != nil {
+		_, err := s.in.udp.WriteToUDP(b, s.in.pmuUDP)
+		return err
+	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.conn.SetWriteDeadline(now.Add(s.in.cfg.ReadTimeout))
@@ -70,7 +74,7 @@ func (in *Ingester) session(ctx context.Context, conn net.Conn) (gotData bool, e
 	}
 	s.lastCfgAsk = time.Now()
 	if in.udp != nil {
-		err = s.runUDP()
+		err = s.runUDP(in.pmuUDP == nil)
 	} else {
 		err = s.runTCP()
 	}
@@ -125,26 +129,29 @@ func (s *session) readTCP(ctx context.Context, deadline time.Duration) error {
 
 func (s *session) runTCP() error { return s.readTCP(s.ctx, s.in.cfg.ReadTimeout) }
 
-// runUDP reads the TCP connection in a goroutine (answers to commands: configuration
-// and header frames) and data datagrams here. A datagram is read into the ingester's
+// runUDP reads the TCP connection in a goroutine when there is one (answers to
+// commands: configuration and header frames) and datagrams here. A datagram is read into the ingester's
 // one buffer of MaxFrameLen bytes and must be exactly one frame (FRAMESIZE = its
 // length, CRC right). Silence for ReadTimeout re-sends "data on"; silence for another
 // ReadTimeout ends the session (the caller reconnects).
-func (s *session) runUDP() error {
+func (s *session) runUDP(withTCP bool) error {
 	in := s.in
-	tcpErr := make(chan error, 1)
-	tctx, cancel := context.WithCancel(s.ctx)
-	stop := context.AfterFunc(tctx, func() { s.conn.SetReadDeadline(time.Now()) })
-	defer stop()
-	go func() {
-		err := s.readTCP(tctx, 0)
-		tcpErr <- err
-		in.udp.SetReadDeadline(time.Now()) // wake the datagram reader
-	}()
-	defer func() {
-		cancel()
-		<-tcpErr
-	}()
+	var tcpErr chan error // nil without TCP: never ready
+	if withTCP {
+		tcpErr = make(chan error, 1)
+		tctx, cancel := context.WithCancel(s.ctx)
+		stop := context.AfterFunc(tctx, func() { s.conn.SetReadDeadline(time.Now()) })
+		defer stop()
+		go func() {
+			err := s.readTCP(tctx, 0)
+			tcpErr <- err
+			in.udp.SetReadDeadline(time.Now()) // wake the datagram reader
+		}()
+		defer func() {
+			cancel()
+			<-tcpErr
+		}()
+	}
 	buf := in.udpBuf
 	reasked := false
 	for {
@@ -301,3 +308,11 @@ func (s *session) handle(frame []byte, h c37118.Header) error {
 	}
 	return nil
 }
+
+// udpOnlyConn stands for the TCP connection in UDP-only mode: there is none.
+type udpOnlyConn struct{ net.Conn }
+
+func (udpOnlyConn) Close() error                       { return nil }
+func (udpOnlyConn) SetDeadline(t time.Time) error      { return nil }
+func (udpOnlyConn) SetReadDeadline(t time.Time) error  { return nil }
+func (udpOnlyConn) SetWriteDeadline(t time.Time) error { return nil }

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"context"
 	"net"
 	"strings"
 	"testing"
@@ -126,5 +127,63 @@ func TestFragmentedCFG3IsReassembled(t *testing.T) {
 	}
 	if tagged == 0 || r.in.Stats().Cfg3Errors != 0 {
 		t.Fatalf("%d series tagged, %d CFG-3 errors", tagged, r.in.Stats().Cfg3Errors)
+	}
+}
+
+// UDP-only: commands go as datagrams too, every frame comes back as one; the same
+// lossy network; every frame that arrived is stored exactly.
+func TestUDPOnlyStoredExactly(t *testing.T) {
+	r := startRig(t, sim.Config{UDPOnly: true, Rate: 120, DropEvery: 40, ReorderEvery: 11, DuplicateEvery: 19, Cfg3Fragment: 100,
+		Stations: []sim.Station{{Name: "PMU O", Format: floatPolar, Phasors: 2, Analogs: 1, Digitals: 1}}},
+		Config{UDPOnly: true, DataUDP: "127.0.0.1:0"})
+	waitFor(t, "200 frames", 20*time.Second, func() bool { return r.sim.Sent() >= 200 })
+	r.sim.Pause(true)
+	r.expectAll("")
+	runs := r.sim.Runs()
+	gaps := runs[len(runs)-1].Last - runs[0].First + 1 - r.sim.Sent()
+	waitFor(t, "CFG-3 and the header", 10*time.Second, func() bool {
+		m := r.st.metas.Load()
+		return m != nil && m.Config3 != nil && m.Header != ""
+	})
+	st := r.in.Stats()
+	if st.MissedFrames != gaps || st.LateFrames == 0 || st.DuplicateFrames == 0 || st.Connects != 1 || st.BadCRC != 0 || st.BadFrames != 0 {
+		t.Fatalf("stats %+v; %d frames missing between the first and the last sent", st, gaps)
+	}
+}
+
+// UDP-only against a PMU that does not answer: the commands are sent again, with
+// back-off, and the error says what is missing.
+func TestUDPOnlySilentPMURetries(t *testing.T) {
+	pmu, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pmu.Close()
+	in, err := New(Config{UDPOnly: true, Connect: pmu.LocalAddr().String(), ReadTimeout: 200 * time.Millisecond,
+		BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, Logger: quietLogger()}, newMemStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx, time.Second) }()
+	defer func() { cancel(); <-done }()
+	// Each round sends "data off" then "send CFG-2": two rounds, four commands.
+	pmu.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 100)
+	var cmds []uint16
+	for len(cmds) < 4 {
+		n, _, err := pmu.ReadFrom(buf)
+		if err != nil {
+			t.Fatalf("after %v commands: %v", cmds, err)
+		}
+		_, cmd, err := c37118.ParseCommand(buf[:n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	if cmds[0] != c37118.CmdDataOff || cmds[1] != c37118.CmdSendCFG2 || cmds[2] != c37118.CmdDataOff || cmds[3] != c37118.CmdSendCFG2 {
+		t.Fatalf("commands %v", cmds)
 	}
 }

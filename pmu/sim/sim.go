@@ -1,9 +1,10 @@
 // Package sim is a simulated PMU, or PDC when it has several stations: it serves IEEE
 // C37.118.2 over TCP the way port 4712 does (command frames in, configuration, header and
-// data frames out), at a configured rate, with every data format; optionally data as UDP
-// datagrams (a lossy network's drops, reordering and duplicates on demand) and CFG-3 in
-// fragments. Its signals are a pure
-// function of the frame index (Sample), so a test can compute what must have been stored.
+// data frames out), at a configured rate, with every data format. Optionally it sends
+// data as UDP datagrams (UDPData) or speaks UDP only (UDPOnly), with a lossy network's
+// drops, reordering and duplicates on demand, and CFG-3 in fragments. Its signals are a
+// pure function of the frame index (Sample), so a test can compute what must have been
+// stored.
 package sim
 
 import (
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tsdht/tsdht/pmu/c37118"
@@ -55,6 +57,10 @@ type Config struct {
 	// CorruptEvery > 0 sends every CorruptEvery-th data frame with a wrong CRC (such
 	// frames are not in Runs; Corrupted counts them).
 	CorruptEvery int
+	// UDPOnly serves commands over UDP on Listen (a UDP address) instead of TCP: the
+	// answers and the data frames go as datagrams to where the last command came from
+	// (C37.118.2's UDP-only mode). One client at a time.
+	UDPOnly bool
 	// UDPData, when set, sends data frames as UDP datagrams (one frame each) to this
 	// address instead of over the TCP connection that turned data on; commands are
 	// still answered over TCP (C37.118.2's TCP-commands/UDP-data mode). A host left
@@ -135,8 +141,11 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.UDPData); err != nil {
 			return fmt.Errorf("sim: UDP data address %q: want HOST:PORT or :PORT (%v)", c.UDPData, err)
 		}
-	} else if c.DropEvery > 0 || c.ReorderEvery > 0 || c.DuplicateEvery > 0 {
-		return fmt.Errorf("sim: dropping, reordering or duplicating frames needs UDPData")
+		if c.UDPOnly {
+			return fmt.Errorf("sim: UDPData and UDPOnly are two modes; pick one")
+		}
+	} else if !c.UDPOnly && (c.DropEvery > 0 || c.ReorderEvery > 0 || c.DuplicateEvery > 0) {
+		return fmt.Errorf("sim: dropping, reordering or duplicating frames needs UDPData or UDPOnly")
 	}
 	if c.Cfg3Fragment != 0 && c.Cfg3Fragment < c37118.MinFrameLen+3 {
 		return fmt.Errorf("sim: CFG-3 fragments of %d bytes: at least %d", c.Cfg3Fragment, c37118.MinFrameLen+3)
@@ -155,6 +164,7 @@ type Run struct{ First, Last int64 }
 type Sim struct {
 	cfg Config
 	ln  net.Listener
+	pc  *net.UDPConn // UDPOnly's socket
 
 	mu        sync.Mutex
 	sendMu    sync.Mutex     // held while a data frame is written and recorded
@@ -175,19 +185,37 @@ func Start(cfg Config) (*Sim, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	s := &Sim{cfg: cfg, conns: map[net.Conn]struct{}{}}
+	s.cfgFrame = s.Config(c37118.TypeCfg2)
+	if cfg.UDPOnly {
+		la, err := net.ResolveUDPAddr("udp", cfg.Listen)
+		if err != nil {
+			return nil, err
+		}
+		if s.pc, err = net.ListenUDP("udp", la); err != nil {
+			return nil, err
+		}
+		s.wg.Add(1)
+		go s.serveUDP()
+		return s, nil
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, err
 	}
-	s := &Sim{cfg: cfg, ln: ln, conns: map[net.Conn]struct{}{}}
-	s.cfgFrame = s.Config(c37118.TypeCfg2)
+	s.ln = ln
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
 }
 
 // Addr is the address the simulator serves.
-func (s *Sim) Addr() string { return s.ln.Addr().String() }
+func (s *Sim) Addr() string {
+	if s.pc != nil {
+		return s.pc.LocalAddr().String()
+	}
+	return s.ln.Addr().String()
+}
 
 // Settings returns the configuration with defaults filled in.
 func (s *Sim) Settings() Config { return s.cfg }
@@ -200,7 +228,12 @@ func (s *Sim) Close() error {
 		c.Close()
 	}
 	s.mu.Unlock()
-	err := s.ln.Close()
+	var err error
+	if s.pc != nil {
+		err = s.pc.Close()
+	} else {
+		err = s.ln.Close()
+	}
 	s.wg.Wait()
 	return err
 }
@@ -439,40 +472,92 @@ func (s *Sim) serve(c net.Conn) {
 		if err != nil || h.IDCode != s.cfg.IDCode {
 			continue
 		}
-		var out []byte
-		switch cmd {
-		case c37118.CmdDataOff:
-			dataOn <- false
-		case c37118.CmdDataOn:
-			dataOn <- true
-		case c37118.CmdSendHDR:
-			out, err = s.HeaderFrame()
-		case c37118.CmdSendCFG1:
-			out, err = s.Config(c37118.TypeCfg1).Append(nil)
-		case c37118.CmdSendCFG2:
-			s.mu.Lock()
-			cfg := s.cfgFrame
-			s.mu.Unlock()
+		if err := s.answer(cmd, write, dataOn); err != nil {
+			return
+		}
+	}
+}
+
+// answer acts on one command: data on/off, or a configuration or header frame written
+// with write.
+func (s *Sim) answer(cmd uint16, write func([]byte) error, dataOn chan<- bool) error {
+	var out []byte
+	var err error
+	switch cmd {
+	case c37118.CmdDataOff:
+		dataOn <- false
+	case c37118.CmdDataOn:
+		dataOn <- true
+	case c37118.CmdSendHDR:
+		out, err = s.HeaderFrame()
+	case c37118.CmdSendCFG1:
+		out, err = s.Config(c37118.TypeCfg1).Append(nil)
+	case c37118.CmdSendCFG2:
+		s.mu.Lock()
+		cfg := s.cfgFrame
+		s.mu.Unlock()
+		out, err = cfg.Append(nil)
+	case c37118.CmdSendCFG3:
+		cfg := s.Config(c37118.TypeCfg3)
+		if s.cfg.Cfg3Fragment == 0 {
 			out, err = cfg.Append(nil)
-		case c37118.CmdSendCFG3:
-			cfg := s.Config(c37118.TypeCfg3)
-			if s.cfg.Cfg3Fragment == 0 {
-				out, err = cfg.Append(nil)
-				break
-			}
-			var frags [][]byte
-			if frags, err = cfg.AppendFragments(s.cfg.Cfg3Fragment); err == nil {
-				for _, f := range frags {
-					if err = write(f); err != nil {
-						break
-					}
+			break
+		}
+		var frags [][]byte
+		if frags, err = cfg.AppendFragments(s.cfg.Cfg3Fragment); err == nil {
+			for _, f := range frags {
+				if err = write(f); err != nil {
+					break
 				}
 			}
 		}
-		if err == nil && out != nil {
-			err = write(out)
+	}
+	if err == nil && out != nil {
+		err = write(out)
+	}
+	return err
+}
+
+// serveUDP is UDPOnly's server: commands in as datagrams, everything out as datagrams to
+// the last command's sender.
+func (s *Sim) serveUDP() {
+	defer s.wg.Done()
+	var peer atomic.Pointer[net.UDPAddr]
+	write := func(b []byte) error {
+		p := peer.Load()
+		if p == nil {
+			return errUDPLost
 		}
+		if _, err := s.pc.WriteToUDP(b, p); err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			return errUDPLost
+		}
+		return nil
+	}
+	dataOn := make(chan bool, 8)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.stream(dataOn, write)
+	}()
+	defer func() { close(dataOn); <-done }()
+	buf := make([]byte, c37118.MaxFrameLen)
+	for {
+		n, from, err := s.pc.ReadFromUDP(buf)
 		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		h, cmd, err := c37118.ParseCommand(buf[:n])
+		if err != nil || h.IDCode != s.cfg.IDCode {
+			continue
+		}
+		peer.Store(from)
+		if err := s.answer(cmd, write, dataOn); err != nil && !errors.Is(err, errUDPLost) {
 			return
 		}
 	}
