@@ -130,10 +130,10 @@ func (s *session) readTCP(ctx context.Context, deadline time.Duration) error {
 func (s *session) runTCP() error { return s.readTCP(s.ctx, s.in.cfg.ReadTimeout) }
 
 // runUDP reads the TCP connection in a goroutine when there is one (answers to
-// commands: configuration and header frames) and datagrams here. A datagram is read into the ingester's
-// one buffer of MaxFrameLen bytes and must be exactly one frame (FRAMESIZE = its
-// length, CRC right). Silence for ReadTimeout re-sends "data on"; silence for another
-// ReadTimeout ends the session (the caller reconnects).
+// commands: configuration and header frames) and datagrams here. A datagram is read
+// into the ingester's one buffer of MaxFrameLen bytes and must be exactly one frame
+// (FRAMESIZE = its length, CRC right). Silence for ReadTimeout re-sends "data on";
+// silence for another ReadTimeout ends the session (the caller reconnects).
 func (s *session) runUDP(withTCP bool) error {
 	in := s.in
 	var tcpErr chan error // nil without TCP: never ready
