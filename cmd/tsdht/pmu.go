@@ -32,7 +32,9 @@ func pmuCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "pmu",
 		Usage: "ingest an IEEE C37.118.2 stream from a PMU or PDC into the cluster (a PDC client)",
-		Description: "Connects to the PMU/PDC over TCP (commands and data), asks for CFG-2 (and CFG-3 and the\n" +
+		Description: "Connects to the PMU/PDC over TCP (commands and data; with --udp-data, data as UDP datagrams;\n" +
+			"with --udp-only, everything as UDP datagrams),\n" +
+			"asks for CFG-2 (and CFG-3, reassembled when sent in fragments, and the\n" +
 			"header frame as metadata), turns data on and writes one series per channel:\n" +
 			"<prefix><station>/<phasor>/mag|ang (rad) or /re|/im, /freq (Hz), /dfreq (Hz/s), /<analog>,\n" +
 			"/digital<N>, /stat and /timequality. With --spool, batches go through a bounded on-disk\n" +
@@ -40,6 +42,8 @@ func pmuCommand() *cli.Command {
 		Flags: []cli.Flag{
 			clusterFlag, timeoutFlag, clusterKeyFlag,
 			&cli.StringFlag{Name: "connect", Required: true, Usage: "the PMU's or PDC's TCP address, HOST:PORT (4712 by convention)"},
+			&cli.StringFlag{Name: "udp-data", Usage: "receive data frames as UDP datagrams on this local address, e.g. :4713 (TCP commands + UDP data; the PMU must be set to send there); default: data over the TCP connection"},
+			&cli.BoolFlag{Name: "udp-only", Usage: "commands as UDP datagrams too (UDP-only mode): --connect is then the PMU's UDP address (4713 by convention), --udp-data the local address (default: any free port)"},
 			&cli.UintFlag{Name: "idcode", Required: true, Usage: "IDCODE of the data stream (command frames are addressed to it), 1–65534"},
 			&cli.StringFlag{Name: "prefix", Usage: "prepended to every series key, e.g. \"grid/\""},
 			&cli.StringFlag{Name: "spool", Usage: "store-and-forward directory (default: a bounded in-memory queue only)"},
@@ -102,7 +106,7 @@ func (w *pmuWriter) Describe(ctx context.Context, s ingest.Stream) error {
 	for _, m := range s.Series {
 		req := wire.MetaReq{Key: m.Key, SetTags: true, AddTags: true, Unit: m.Unit, SetUnit: m.Unit != "",
 			NominalRate: rate, SetRate: rate > 0, Description: "C37.118 " + m.Station + " " + m.Channel, SetDescription: true}
-		tags := m.Tags()
+		tags := s.TagsOf(m)
 		keys := make([]string, 0, len(tags))
 		for k := range tags {
 			keys = append(keys, k)
@@ -163,6 +167,8 @@ func runPMU(c *cli.Context) error {
 	defer client.Close()
 	cfg := ingest.Config{
 		Connect:     c.String("connect"),
+		DataUDP:     c.String("udp-data"),
+		UDPOnly:     c.Bool("udp-only"),
 		IDCode:      uint16(id),
 		Prefix:      c.String("prefix"),
 		FloatFreq:   ingest.FloatFreq(c.String("float-freq")),
@@ -202,7 +208,8 @@ func runPMU(c *cli.Context) error {
 					s := in.Stats()
 					log.Info("pmu stats", "frames", s.DataFrames, "samples", s.Samples, "stored", s.Stored,
 						"dropped", s.Dropped, "rejected", s.Rejected, "bad_crc", s.BadCRC, "bad_frames", s.BadFrames,
-						"queued_batches", s.QueuedBatches, "queued_bytes", s.QueuedBytes, "connects", s.Connects)
+						"queued_batches", s.QueuedBatches, "queued_bytes", s.QueuedBytes, "connects", s.Connects,
+						"missed_frames", s.MissedFrames, "late_frames", s.LateFrames, "duplicate_frames", s.DuplicateFrames)
 				}
 			}
 		}()
@@ -236,6 +243,10 @@ func pmuMetrics(in *ingest.Ingester) http.Handler {
 			{"tsdht_pmu_queued_bytes", "bytes waiting in the spool or queue", s.QueuedBytes},
 			{"tsdht_pmu_queued_batches", "batches waiting in the spool or queue", s.QueuedBatches},
 			{"tsdht_pmu_spool_torn_bytes", "bytes cut from torn spool tails at start", s.SpoolTornBytes},
+			{"tsdht_pmu_missed_frames", "frames skipped by a jump in time (gaps: lost datagrams, outages), less those that came late", s.MissedFrames},
+			{"tsdht_pmu_late_frames_total", "frames older than the newest (out of order); stored", s.LateFrames},
+			{"tsdht_pmu_duplicate_frames_total", "frames received twice; stored again with the same values", s.DuplicateFrames},
+			{"tsdht_pmu_cfg3_errors_total", "CFG-3 frames or fragments refused, unfinished CFG-3s abandoned", s.Cfg3Errors},
 		} {
 			typ := "counter"
 			if !strings.HasSuffix(m.name, "_total") {

@@ -117,7 +117,7 @@ type pmuProc struct {
 	metrics string
 }
 
-func startPMUIngester(t *testing.T, bin, cluster string, s *sim.Sim, prefix, spoolDir string) *pmuProc {
+func startPMUIngester(t *testing.T, bin, cluster string, s *sim.Sim, prefix, spoolDir string, extra ...string) *pmuProc {
 	t.Helper()
 	p := &pmuProc{t: t, log: &bytes.Buffer{}, metrics: freeAddr(t)}
 	args := []string{"pmu", "--cluster", cluster, "--connect", s.Addr(), "--idcode", strconv.Itoa(int(s.Settings().IDCode)),
@@ -125,6 +125,7 @@ func startPMUIngester(t *testing.T, bin, cluster string, s *sim.Sim, prefix, spo
 	if spoolDir != "" {
 		args = append(args, "--spool", spoolDir)
 	}
+	args = append(args, extra...)
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stderr = &syncWriter{w: p.log}
 	if err := p.cmd.Start(); err != nil {

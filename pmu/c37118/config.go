@@ -156,8 +156,8 @@ func trimName(b []byte) string {
 	return strings.TrimRight(string(b), " \x00")
 }
 
-// ParseConfig decodes a validated CFG-1, CFG-2 or CFG-3 frame. A fragmented CFG-3
-// (CONT_IDX ≠ 0) is refused with ErrFormat: ask for CFG-2 instead.
+// ParseConfig decodes a validated CFG-1, CFG-2 or CFG-3 frame. A fragment of a CFG-3
+// (CONT_IDX ≠ 0) is refused with ErrFormat: hand fragments to a Cfg3Assembler.
 func ParseConfig(frame []byte) (*Config, error) {
 	h, err := ParseHeader(frame)
 	if err != nil {
@@ -166,14 +166,25 @@ func ParseConfig(frame []byte) (*Config, error) {
 	if h.Type != TypeCfg1 && h.Type != TypeCfg2 && h.Type != TypeCfg3 {
 		return nil, fmt.Errorf("%w: a %v frame, not a configuration", ErrFormat, h.Type)
 	}
-	cfg := &Config{Header: h}
-	c := &cursor{b: frame[HeaderLen : len(frame)-2]}
-	cfg3 := h.Type == TypeCfg3
-	if cfg3 {
-		if idx := c.u16("CONT_IDX"); idx != 0 && c.err == nil {
-			return nil, fmt.Errorf("%w: fragmented CFG-3 (CONT_IDX %d) is not supported; use CFG-2", ErrFormat, idx)
+	body := frame[HeaderLen : len(frame)-2]
+	if h.Type == TypeCfg3 {
+		if len(body) < 2 {
+			return nil, fmt.Errorf("%w: CFG-3 without CONT_IDX", ErrFormat)
 		}
+		if idx := binary.BigEndian.Uint16(body); idx != 0 {
+			return nil, fmt.Errorf("%w: a fragment of a CFG-3 (CONT_IDX %#04x); reassemble it with a Cfg3Assembler", ErrFormat, idx)
+		}
+		body = body[2:]
 	}
+	return parseConfigBody(h, body)
+}
+
+// parseConfigBody decodes a configuration's fields from TIME_BASE to DATA_RATE (for a
+// CFG-3, after CONT_IDX: the concatenated bodies of its fragments).
+func parseConfigBody(h Header, body []byte) (*Config, error) {
+	cfg := &Config{Header: h}
+	c := &cursor{b: body}
+	cfg3 := h.Type == TypeCfg3
 	tb := c.u32("TIME_BASE")
 	cfg.TimeBase, cfg.TimeFlags = tb&0xFFFFFF, uint8(tb>>24)
 	num := int(c.u16("NUM_PMU"))
@@ -295,15 +306,25 @@ func fnom(v uint16) int {
 // Append appends the encoded configuration frame (CFG-1/2 or CFG-3 by cfg.Type).
 // Names longer than the format allows (16 bytes; 255 in CFG-3) are refused.
 func (cfg *Config) Append(dst []byte) ([]byte, error) {
-	start := len(dst)
-	cfg3 := cfg.Type == TypeCfg3
-	if cfg.Type != TypeCfg1 && cfg.Type != TypeCfg2 && !cfg3 {
+	if cfg.Type != TypeCfg1 && cfg.Type != TypeCfg2 && cfg.Type != TypeCfg3 {
 		return dst, fmt.Errorf("%w: %v is not a configuration frame type", ErrFormat, cfg.Type)
 	}
+	start := len(dst)
 	dst = appendHeader(dst, cfg.Header)
-	if cfg3 {
+	if cfg.Type == TypeCfg3 {
 		dst = append(dst, 0, 0) // CONT_IDX: the only frame
 	}
+	dst, err := cfg.appendBody(dst)
+	if err != nil {
+		return dst[:start], err
+	}
+	return finish(dst, start)
+}
+
+// appendBody appends the fields from TIME_BASE to DATA_RATE.
+func (cfg *Config) appendBody(dst []byte) ([]byte, error) {
+	start := len(dst)
+	cfg3 := cfg.Type == TypeCfg3
 	dst = binary.BigEndian.AppendUint32(dst, uint32(cfg.TimeFlags)<<24|cfg.TimeBase&0xFFFFFF)
 	dst = binary.BigEndian.AppendUint16(dst, uint16(len(cfg.PMUs)))
 	var err error
@@ -388,7 +409,7 @@ func (cfg *Config) Append(dst []byte) ([]byte, error) {
 	if err != nil {
 		return dst[:start], err
 	}
-	return finish(dst, start)
+	return dst, nil
 }
 
 // DataSize returns the byte length of a data frame under this configuration.

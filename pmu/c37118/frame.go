@@ -1,7 +1,8 @@
 // Package c37118 encodes and decodes IEEE C37.118.2 synchrophasor frames: the common
 // frame header, CRC-CCITT, command frames, header frames, configuration frames (CFG-1,
-// CFG-2 and unfragmented CFG-3, several PMUs per stream as a PDC sends them) and data
-// frames decoded against the configuration in force. Version 1 (C37.118-2005) and
+// CFG-2 and CFG-3, several PMUs per stream as a PDC sends them; a CFG-3 sent in
+// fragments is reassembled by a Cfg3Assembler) and data frames decoded against the
+// configuration in force. Version 1 (C37.118-2005) and
 // version 2 (C37.118.2-2011) frames are both accepted.
 //
 // Every decoder checks each declared count against the bytes that remain before it

@@ -1,6 +1,7 @@
 // Package ingest is a PDC client: it reads an IEEE C37.118.2 stream from a PMU or PDC
-// over TCP, maps every channel to a tsdht series (DESIGN.md's PMU series naming) and
-// writes the samples to a cluster through a Writer, with store-and-forward: flushed
+// over TCP (or TCP commands and UDP data, Config.DataUDP; or UDP only, Config.UDPOnly),
+// maps every channel to a tsdht series (DESIGN.md's PMU series naming) and writes the
+// samples to a cluster through a Writer, with store-and-forward: flushed
 // batches go through a bounded queue — on disk with Config.Spool (package spool) — and
 // are written in order, retried while the cluster is unreachable.
 //
@@ -62,8 +63,20 @@ const (
 
 // Config configures an Ingester. The zero value of every field except Connect is the default.
 type Config struct {
-	// Connect is the PMU's or PDC's TCP address (commands and data), e.g. "10.0.0.7:4712".
+	// Connect is the PMU's or PDC's TCP address (commands, and data unless DataUDP is
+	// set), e.g. "10.0.0.7:4712".
 	Connect string
+	// DataUDP is the local UDP address data frames arrive on, one frame per datagram
+	// (C37.118.2's TCP commands + UDP data; 4713 by convention, e.g. ":4713"); the PMU
+	// must be set up to send there. "" means data comes over the TCP connection.
+	DataUDP string
+	// UDPOnly sends the commands as datagrams too (C37.118.2's UDP-only mode): Connect is
+	// then the PMU's UDP address (4713 by convention) and every frame comes back as a
+	// datagram to DataUDP (an ephemeral port when ""). Nothing goes over TCP.
+	UDPOnly bool
+	// Cfg3Limits bound the reassembly of a CFG-3 sent in fragments; zero fields take
+	// c37118's defaults (1 MiB, 64 fragments, 30s).
+	Cfg3Limits c37118.Cfg3Limits
 	// IDCode is the data stream's IDCODE that command frames are addressed to; 0 means 1.
 	IDCode uint16
 	// Prefix is prepended to every series key.
@@ -141,6 +154,14 @@ func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Connect); err != nil {
 		return fmt.Errorf("PMU address %q: want HOST:PORT (%v)", c.Connect, err)
 	}
+	if c.DataUDP != "" {
+		if _, _, err := net.SplitHostPort(c.DataUDP); err != nil {
+			return fmt.Errorf("UDP data address %q: want HOST:PORT or :PORT (%v)", c.DataUDP, err)
+		}
+	}
+	if l := c.Cfg3Limits; l.MaxBytes < 0 || l.MaxFragments < 0 || l.Timeout < 0 {
+		return fmt.Errorf("CFG-3 reassembly limits %+v: none may be negative", l)
+	}
 	if c.FloatFreq != FloatFreqActual && c.FloatFreq != FloatFreqDeviation {
 		return fmt.Errorf("float frequency reading %q: want %q or %q", c.FloatFreq, FloatFreqActual, FloatFreqDeviation)
 	}
@@ -169,7 +190,7 @@ func (c Config) Validate() error {
 
 // Stats are the ingester's counters since it started.
 type Stats struct {
-	Connects        int64 // TCP sessions opened to the PMU
+	Connects        int64 // sessions opened to the PMU (TCP connections; UDP-only: rounds of commands)
 	DataFrames      int64 // data frames decoded
 	BadCRC          int64 // frames dropped for a CRC mismatch
 	BadFrames       int64 // frames dropped as malformed or not matching the configuration
@@ -185,6 +206,10 @@ type Stats struct {
 	QueuedBatches   int64 // batches waiting in the queue/spool
 	SpoolTornBytes  int64 // bytes cut from torn spool tails at start
 	LastFrameTimeNs int64 // timestamp of the newest data frame
+	MissedFrames    int64 // frames a jump in time skipped, less those that came late within 64 frames
+	LateFrames      int64 // frames older than the newest one (out of order; their samples are stored)
+	DuplicateFrames int64 // frames that came twice (stored again: the same values overwrite)
+	Cfg3Errors      int64 // CFG-3 frames or fragments refused, and unfinished CFG-3s abandoned
 }
 
 // Ingester reads one PMU/PDC stream into a cluster.
@@ -204,7 +229,12 @@ type Ingester struct {
 	st struct {
 		connects, dataFrames, badCRC, badFrames, skipped, cfgChanges         atomic.Int64
 		samples, queued, stored, dropped, rejected, retries, lastFrame, torn atomic.Int64
+		missed, late, dups, cfg3Errors                                       atomic.Int64
 	}
+
+	udp    *net.UDPConn // the data socket with Config.DataUDP or UDPOnly
+	pmuUDP *net.UDPAddr // UDPOnly: where commands go
+	udpBuf []byte       // its one read buffer, MaxFrameLen bytes
 }
 
 // New opens the queue (the spool, when configured: what an earlier run left is replayed
@@ -216,11 +246,36 @@ func New(cfg Config, w Writer) (*Ingester, error) {
 	cfg = cfg.withDefaults()
 	in := &Ingester{cfg: cfg, w: w, log: cfg.Logger.With("pmu", cfg.Connect), describeReq: make(chan struct{}, 1)}
 	in.stream = Stream{Addr: cfg.Connect, IDCode: cfg.IDCode}
+	if cfg.DataUDP != "" || cfg.UDPOnly {
+		local := cfg.DataUDP
+		if local == "" {
+			local = ":0"
+		}
+		if cfg.UDPOnly {
+			ra, err := net.ResolveUDPAddr("udp", cfg.Connect)
+			if err != nil {
+				return nil, fmt.Errorf("PMU UDP address %s: %w", cfg.Connect, err)
+			}
+			in.pmuUDP = ra
+		}
+		la, err := net.ResolveUDPAddr("udp", local)
+		if err != nil {
+			return nil, fmt.Errorf("UDP data address %s: %w", cfg.DataUDP, err)
+		}
+		u, err := net.ListenUDP("udp", la)
+		if err != nil {
+			return nil, fmt.Errorf("UDP data address %s: %w", cfg.DataUDP, err)
+		}
+		in.udp, in.udpBuf = u, make([]byte, c37118.MaxFrameLen)
+	}
 	if cfg.Spool != "" {
 		s, err := spool.Open(cfg.Spool, spool.Config{MaxBytes: cfg.SpoolBytes, NoSync: cfg.SpoolNoSync}, func(msg string) {
 			in.log.Warn(msg)
 		})
 		if err != nil {
+			if in.udp != nil {
+				in.udp.Close()
+			}
 			return nil, fmt.Errorf("spool %s: %w", cfg.Spool, err)
 		}
 		in.st.torn.Store(s.Stats().TornBytes)
@@ -243,6 +298,8 @@ func (in *Ingester) Stats() Stats {
 		Samples: in.st.samples.Load(), Queued: in.st.queued.Load(), Stored: in.st.stored.Load(), Dropped: in.st.dropped.Load(),
 		Rejected: in.st.rejected.Load(), WriteRetries: in.st.retries.Load(), QueuedBytes: qs.Bytes,
 		QueuedBatches: qs.Records, SpoolTornBytes: in.st.torn.Load(), LastFrameTimeNs: in.st.lastFrame.Load(),
+		MissedFrames: in.st.missed.Load(), LateFrames: in.st.late.Load(), DuplicateFrames: in.st.dups.Load(),
+		Cfg3Errors: in.st.cfg3Errors.Load(),
 	}
 }
 
@@ -284,6 +341,9 @@ func (in *Ingester) Run(ctx context.Context, drain time.Duration) error {
 	}()
 
 	in.readLoop(ctx)
+	if in.udp != nil {
+		in.udp.Close()
+	}
 	<-flushDone
 	in.flush()
 
@@ -342,8 +402,14 @@ func (in *Ingester) backoff(d time.Duration, max time.Duration) time.Duration {
 func (in *Ingester) readLoop(ctx context.Context) {
 	wait := in.cfg.BackoffMin
 	for ctx.Err() == nil {
-		d := net.Dialer{Timeout: in.cfg.DialTimeout}
-		conn, err := d.DialContext(ctx, "tcp", in.cfg.Connect)
+		var conn net.Conn
+		var err error
+		if in.cfg.UDPOnly {
+			conn = udpOnlyConn{}
+		} else {
+			d := net.Dialer{Timeout: in.cfg.DialTimeout}
+			conn, err = d.DialContext(ctx, "tcp", in.cfg.Connect)
+		}
 		if err == nil {
 			in.st.connects.Add(1)
 			var gotData bool
@@ -363,138 +429,6 @@ func (in *Ingester) readLoop(ctx context.Context) {
 		case <-time.After(wait):
 		}
 		wait = in.backoff(wait, in.cfg.BackoffMax)
-	}
-}
-
-// session runs one TCP connection: configuration, then data until an error.
-func (in *Ingester) session(ctx context.Context, conn net.Conn) (gotData bool, err error) {
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
-	defer stop()
-	r := c37118.NewReader(conn)
-	defer func() { in.st.skipped.Add(r.Skipped) }()
-	send := func(cmd uint16) error {
-		now := time.Now()
-		b, err := c37118.AppendCommand(nil, c37118.Header{IDCode: in.cfg.IDCode, SOC: uint32(now.Unix())}, cmd, nil)
-		if err != nil {
-			return err
-		}
-		conn.SetWriteDeadline(now.Add(in.cfg.ReadTimeout))
-		_, err = conn.Write(b)
-		return err
-	}
-	if err := send(c37118.CmdDataOff); err != nil {
-		return false, err
-	}
-	if err := send(c37118.CmdSendCFG2); err != nil {
-		return false, err
-	}
-	var cm *channelMap
-	var d c37118.Data
-	var lastCfgAsk time.Time
-	askCfg := func() error {
-		if time.Since(lastCfgAsk) < 5*time.Second {
-			return nil
-		}
-		lastCfgAsk = time.Now()
-		return send(c37118.CmdSendCFG2)
-	}
-	lastCfgAsk = time.Now()
-	for {
-		conn.SetReadDeadline(time.Now().Add(in.cfg.ReadTimeout))
-		// Checked after the deadline is set: a cancel that came earlier ends the session
-		// here, one that comes later sets its own (past) deadline after ours.
-		if ctx.Err() != nil {
-			return gotData, ctx.Err()
-		}
-		frame, h, err := r.Next()
-		if errors.Is(err, c37118.ErrCRC) || errors.Is(err, c37118.ErrSize) {
-			n := in.st.badCRC.Add(1)
-			in.logEvery(n, "frame dropped", "err", err, "bad_crc_total", n)
-			continue
-		}
-		if err != nil {
-			if cm == nil && isTimeout(err) && ctx.Err() == nil {
-				return gotData, fmt.Errorf("no CFG-2 within %v (is IDCODE %d right?): %w", in.cfg.ReadTimeout, in.cfg.IDCode, err)
-			}
-			return gotData, err
-		}
-		switch h.Type {
-		case c37118.TypeCfg2:
-			cfg, err := c37118.ParseConfig(frame)
-			if err != nil {
-				in.st.badFrames.Add(1)
-				in.log.Error("CFG-2 frame refused", "err", err)
-				continue
-			}
-			first := cm == nil
-			if first || !sameConfig(cm.cfg, cfg) {
-				m, err := mapChannels(cfg, in.cfg.Prefix)
-				if err != nil {
-					return gotData, err
-				}
-				cm = m
-				in.applyConfig(ctx, m)
-			}
-			if first {
-				// CFG-3 and the header are metadata; devices that lack them just stay silent.
-				if err := send(c37118.CmdSendHDR); err != nil {
-					return gotData, err
-				}
-				if err := send(c37118.CmdSendCFG3); err != nil {
-					return gotData, err
-				}
-				if err := send(c37118.CmdDataOn); err != nil {
-					return gotData, err
-				}
-			}
-		case c37118.TypeCfg3:
-			cfg, err := c37118.ParseConfig(frame)
-			if err != nil {
-				in.log.Info("CFG-3 not used", "err", err)
-				continue
-			}
-			in.mu.Lock()
-			in.stream.Config3 = cfg
-			in.mu.Unlock()
-			in.describe(ctx)
-		case c37118.TypeHeader:
-			_, text, _ := c37118.ParseHeaderFrame(frame)
-			in.mu.Lock()
-			changed := in.stream.Header != text
-			in.stream.Header = text
-			in.mu.Unlock()
-			if changed {
-				in.describe(ctx)
-			}
-		case c37118.TypeData:
-			if cm == nil {
-				continue // data before the configuration: cannot be decoded
-			}
-			if h.IDCode != cm.cfg.IDCode {
-				n := in.st.badFrames.Add(1)
-				in.logEvery(n, "data frame of another stream dropped", "idcode", h.IDCode, "want", cm.cfg.IDCode, "bad_frames_total", n)
-				continue
-			}
-			if err := cm.cfg.DecodeData(frame, &d); err != nil {
-				n := in.st.badFrames.Add(1)
-				in.logEvery(n, "data frame dropped; asking for the configuration again", "err", err, "bad_frames_total", n)
-				if err := askCfg(); err != nil {
-					return gotData, err
-				}
-				continue
-			}
-			gotData = true
-			in.st.dataFrames.Add(1)
-			for i := range d.PMUs {
-				if d.PMUs[i].Stat&c37118.StatConfigChange != 0 {
-					if err := askCfg(); err != nil {
-						return gotData, err
-					}
-					break
-				}
-			}
-			in.addSamples(cm, &d)
-		}
 	}
 }
 

@@ -1,7 +1,9 @@
 package ingest
 
 import (
+	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -48,6 +50,9 @@ type SeriesMeta struct {
 	Unit string
 	// NominalHz is the PMU's nominal frequency, 50 or 60.
 	NominalHz int
+	// PMU is the station's index in the configuration; Index the channel's among its
+	// kind (phasor, analog, digital word), -1 for freq, dfreq, stat and timequality.
+	PMU, Index int
 }
 
 // Tags returns the metadata as catalog tags.
@@ -78,6 +83,60 @@ type Stream struct {
 	Series          []SeriesMeta
 }
 
+// TagsOf returns m's catalog tags (SeriesMeta.Tags) and, when the PMU sent a CFG-3
+// describing m's station (matched by IDCODE), its extras: the global PMU ID (g_pmu_id,
+// hex), position (lat, lon, elev in degrees and metres; only when given: CFG-3 sends
+// NaN… or 0 for none), service class, and the channel's CFG-3 name (cfg3_name) when it
+// differs from the CFG-2 one (CFG-3 names may be 255 bytes long; a tag value keeps
+// the first 256).
+func (s Stream) TagsOf(m SeriesMeta) map[string]string {
+	t := m.Tags()
+	if s.Config3 == nil {
+		return t
+	}
+	var p *c37118.PMU
+	for i := range s.Config3.PMUs {
+		if s.Config3.PMUs[i].IDCode == m.IDCode {
+			p = &s.Config3.PMUs[i]
+			break
+		}
+	}
+	if p == nil {
+		return t
+	}
+	if p.GlobalID != ([16]byte{}) {
+		t["g_pmu_id"] = hex.EncodeToString(p.GlobalID[:])
+	}
+	for k, v := range map[string]float32{"lat": p.Lat, "lon": p.Lon, "elev": p.Elev} {
+		if f := float64(v); !math.IsNaN(f) && !math.IsInf(f, 0) && v != 0 {
+			t[k] = strconv.FormatFloat(f, 'g', -1, 32)
+		}
+	}
+	if c := p.SvcClass; c > ' ' && c < 0x7F {
+		t["svc_class"] = string(rune(c))
+	} else if c != 0 {
+		t["svc_class"] = strconv.Itoa(int(c))
+	}
+	name := ""
+	switch m.Quantity {
+	case "mag", "ang", "re", "im":
+		if m.Index >= 0 && m.Index < len(p.Phasors) {
+			name = p.Phasors[m.Index].Name
+		}
+	case "analog":
+		if m.Index >= 0 && m.Index < len(p.Analogs) {
+			name = p.Analogs[m.Index].Name
+		}
+	}
+	if name = strings.TrimSpace(name); name != "" && name != m.Channel {
+		if len(name) > 256 {
+			name = strings.ToValidUTF8(name[:256], "")
+		}
+		t["cfg3_name"] = name
+	}
+	return t
+}
+
 // channelMap maps every value of a data frame under one configuration to a series.
 type channelMap struct {
 	cfg  *c37118.Config
@@ -104,12 +163,13 @@ func mapChannels(cfg *c37118.Config, prefix string) (*channelMap, error) {
 		st := uniq(stations, CleanName(p.Station))
 		base := prefix + st + "/"
 		var k pmuKeys
+		idx := -1
 		add := func(key string, typ series.Type, channel, qty, unit string) (string, error) {
 			if err := series.ValidateKey(key); err != nil {
 				return "", fmt.Errorf("station %q channel %q: series key %q: %w (shorten --prefix)", p.Station, channel, key, err)
 			}
 			m.meta = append(m.meta, SeriesMeta{Key: key, Type: typ, Station: st, IDCode: p.IDCode, StreamIDCode: cfg.IDCode,
-				Channel: channel, Quantity: qty, Unit: unit, NominalHz: p.NominalHz})
+				Channel: channel, Quantity: qty, Unit: unit, NominalHz: p.NominalHz, PMU: i, Index: idx})
 			return key, nil
 		}
 		var err error
@@ -121,6 +181,7 @@ func mapChannels(cfg *c37118.Config, prefix string) (*channelMap, error) {
 		}
 		names := map[string]int{"freq": 1, "dfreq": 1, "stat": 1, "timequality": 1}
 		for j := range p.Phasors {
+			idx = j
 			ph := &p.Phasors[j]
 			raw := strings.TrimSpace(ph.Name)
 			if raw == "" {
@@ -136,9 +197,11 @@ func mapChannels(cfg *c37118.Config, prefix string) (*channelMap, error) {
 				must(add(base+n+"/"+b, series.Float, raw, b, ub)),
 			})
 		}
+		idx = -1
 		k.freq = must(add(base+"freq", series.Float, "freq", "freq", "Hz"))
 		k.dfreq = must(add(base+"dfreq", series.Float, "dfreq", "dfreq", "Hz/s"))
 		for j := range p.Analogs {
+			idx = j
 			raw := strings.TrimSpace(p.Analogs[j].Name)
 			if raw == "" {
 				raw = "analog" + strconv.Itoa(j)
@@ -146,9 +209,11 @@ func mapChannels(cfg *c37118.Config, prefix string) (*channelMap, error) {
 			k.an = append(k.an, must(add(base+uniq(names, CleanName(raw)), series.Float, raw, "analog", "")))
 		}
 		for j := range p.Digital {
+			idx = j
 			n := "digital" + strconv.Itoa(j)
 			k.dg = append(k.dg, must(add(base+n, series.Int, n, "digital", "")))
 		}
+		idx = -1
 		k.stat = must(add(base+"stat", series.Int, "stat", "stat", ""))
 		k.tq = must(add(base+"timequality", series.Int, "timequality", "timequality", ""))
 		if err != nil {

@@ -6,8 +6,9 @@ import (
 )
 
 // pcapWriter writes a libpcap file of one TCP conversation between a client and a
-// server on port 4712, with Ethernet, IPv4 and TCP headers synthesised around each
-// frame, so that tshark can dissect frames without any capture privileges.
+// server on port 4712 (and, with datagram, UDP datagrams between them), with Ethernet,
+// IPv4 and TCP/UDP headers synthesised around each frame, so that tshark can dissect
+// frames without any capture privileges.
 type pcapWriter struct {
 	f                *os.File
 	cliSeq, srvSeq   uint32
@@ -49,6 +50,12 @@ func (w *pcapWriter) segment(fromClient bool, flags byte, payload []byte) error 
 		seq, ack = &w.srvSeq, w.cliSeq
 	}
 	tcp := make([]byte, 20)
+	defer func() {
+		*seq += uint32(len(payload))
+		if flags&0x02 != 0 {
+			*seq++ // SYN takes a sequence number
+		}
+	}()
 	binary.BigEndian.PutUint16(tcp[0:], sport)
 	binary.BigEndian.PutUint16(tcp[2:], dport)
 	binary.BigEndian.PutUint32(tcp[4:], *seq)
@@ -58,10 +65,28 @@ func (w *pcapWriter) segment(fromClient bool, flags byte, payload []byte) error 
 	tcp[12] = 5 << 4
 	tcp[13] = flags
 	binary.BigEndian.PutUint16(tcp[14:], 65535)
+	return w.packet(fromClient, 6, src, dst, append(tcp, payload...))
+}
+
+// datagram writes one UDP datagram from port sport to dport.
+func (w *pcapWriter) datagram(fromClient bool, sport, dport uint16, payload []byte) error {
+	src, dst := w.cliIP, w.srvIP
+	if !fromClient {
+		src, dst = dst, src
+	}
+	udp := make([]byte, 8, 8+len(payload))
+	binary.BigEndian.PutUint16(udp[0:], sport)
+	binary.BigEndian.PutUint16(udp[2:], dport)
+	binary.BigEndian.PutUint16(udp[4:], uint16(8+len(payload))) // checksum 0: none
+	return w.packet(fromClient, 17, src, dst, append(udp, payload...))
+}
+
+// packet wraps an IPv4 payload of protocol proto in IPv4 and Ethernet headers.
+func (w *pcapWriter) packet(fromClient bool, proto byte, src, dst [4]byte, l4 []byte) error {
 	ip := make([]byte, 20)
 	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:], uint16(20+20+len(payload)))
-	ip[8], ip[9] = 64, 6
+	binary.BigEndian.PutUint16(ip[2:], uint16(20+len(l4)))
+	ip[8], ip[9] = 64, proto
 	copy(ip[12:], src[:])
 	copy(ip[16:], dst[:])
 	var sum uint32
@@ -77,20 +102,14 @@ func (w *pcapWriter) segment(fromClient bool, flags byte, payload []byte) error 
 		copy(eth[0:6], []byte{2, 0, 0, 0, 0, 1})
 		copy(eth[6:12], []byte{2, 0, 0, 0, 0, 2})
 	}
-	pkt := append(append(append(eth, ip...), tcp...), payload...)
+	pkt := append(append(eth, ip...), l4...)
 	rec := make([]byte, 16)
 	w.ts++
 	binary.LittleEndian.PutUint32(rec[0:], w.ts)
 	binary.LittleEndian.PutUint32(rec[8:], uint32(len(pkt)))
 	binary.LittleEndian.PutUint32(rec[12:], uint32(len(pkt)))
-	if _, err := w.f.Write(append(rec, pkt...)); err != nil {
-		return err
-	}
-	*seq += uint32(len(payload))
-	if flags&0x02 != 0 {
-		*seq++ // SYN takes a sequence number
-	}
-	return nil
+	_, err := w.f.Write(append(rec, pkt...))
+	return err
 }
 
 func (w *pcapWriter) client(b []byte) error { return w.segment(true, 0x18, b) }

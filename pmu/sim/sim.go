@@ -1,7 +1,10 @@
 // Package sim is a simulated PMU, or PDC when it has several stations: it serves IEEE
 // C37.118.2 over TCP the way port 4712 does (command frames in, configuration, header and
-// data frames out), at a configured rate, with every data format. Its signals are a pure
-// function of the frame index (Sample), so a test can compute what must have been stored.
+// data frames out), at a configured rate, with every data format. Optionally it sends
+// data as UDP datagrams (UDPData) or speaks UDP only (UDPOnly), with a lossy network's
+// drops, reordering and duplicates on demand, and CFG-3 in fragments. Its signals are a
+// pure function of the frame index (Sample), so a test can compute what must have been
+// stored.
 package sim
 
 import (
@@ -12,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tsdht/tsdht/pmu/c37118"
@@ -53,6 +57,27 @@ type Config struct {
 	// CorruptEvery > 0 sends every CorruptEvery-th data frame with a wrong CRC (such
 	// frames are not in Runs; Corrupted counts them).
 	CorruptEvery int
+	// UDPOnly serves commands over UDP on Listen (a UDP address) instead of TCP: the
+	// answers and the data frames go as datagrams to where the last command came from
+	// (C37.118.2's UDP-only mode). One client at a time.
+	UDPOnly bool
+	// UDPData, when set, sends data frames as UDP datagrams (one frame each) to this
+	// address instead of over the TCP connection that turned data on; commands are
+	// still answered over TCP (C37.118.2's TCP-commands/UDP-data mode). A host left
+	// empty (":4713") means the TCP peer's host.
+	UDPData string
+	// DropEvery > 0 (UDP only) never sends every DropEvery-th data frame, as a lossy
+	// network would; such frames are not in Runs, Dropped counts them.
+	DropEvery int
+	// ReorderEvery > 0 (UDP only) holds every ReorderEvery-th data frame back and sends
+	// it after the next one; DuplicateEvery > 0 sends every DuplicateEvery-th twice.
+	ReorderEvery, DuplicateEvery int
+	// Cfg3Fragment > 0 sends CFG-3 in fragments of at most this many bytes each
+	// (CONT_IDX 1, 2, …, 0xFFFF), as a PMU does with a CFG-3 too large for one frame.
+	Cfg3Fragment int
+	// Cfg3Names, when set, names phasors in CFG-3 (which allows 255 bytes) with this
+	// prefix before the CFG-2 name, so a CFG-3 can be made as large as a test needs.
+	Cfg3Names string
 }
 
 func (c Config) withDefaults() Config {
@@ -112,6 +137,22 @@ func (c Config) Validate() error {
 			return fmt.Errorf("sim: station %q nominal frequency %d Hz; 50 or 60", s.Name, s.NominalHz)
 		}
 	}
+	if c.UDPData != "" {
+		if _, _, err := net.SplitHostPort(c.UDPData); err != nil {
+			return fmt.Errorf("sim: UDP data address %q: want HOST:PORT or :PORT (%v)", c.UDPData, err)
+		}
+		if c.UDPOnly {
+			return fmt.Errorf("sim: UDPData and UDPOnly are two modes; pick one")
+		}
+	} else if !c.UDPOnly && (c.DropEvery > 0 || c.ReorderEvery > 0 || c.DuplicateEvery > 0) {
+		return fmt.Errorf("sim: dropping, reordering or duplicating frames needs UDPData or UDPOnly")
+	}
+	if c.Cfg3Fragment != 0 && c.Cfg3Fragment < c37118.MinFrameLen+3 {
+		return fmt.Errorf("sim: CFG-3 fragments of %d bytes: at least %d", c.Cfg3Fragment, c37118.MinFrameLen+3)
+	}
+	if len(c.Cfg3Names)+16 > 255 {
+		return fmt.Errorf("sim: CFG-3 name prefix of %d bytes: at most 239", len(c.Cfg3Names))
+	}
 	return nil
 }
 
@@ -123,6 +164,7 @@ type Run struct{ First, Last int64 }
 type Sim struct {
 	cfg Config
 	ln  net.Listener
+	pc  *net.UDPConn // UDPOnly's socket
 
 	mu        sync.Mutex
 	sendMu    sync.Mutex     // held while a data frame is written and recorded
@@ -130,6 +172,7 @@ type Sim struct {
 	cfgCnt    uint16
 	runs      []Run
 	corrupted int64
+	dropped   int64
 	paused    bool
 	conns     map[net.Conn]struct{}
 	closed    bool
@@ -142,19 +185,37 @@ func Start(cfg Config) (*Sim, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	s := &Sim{cfg: cfg, conns: map[net.Conn]struct{}{}}
+	s.cfgFrame = s.Config(c37118.TypeCfg2)
+	if cfg.UDPOnly {
+		la, err := net.ResolveUDPAddr("udp", cfg.Listen)
+		if err != nil {
+			return nil, err
+		}
+		if s.pc, err = net.ListenUDP("udp", la); err != nil {
+			return nil, err
+		}
+		s.wg.Add(1)
+		go s.serveUDP()
+		return s, nil
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, err
 	}
-	s := &Sim{cfg: cfg, ln: ln, conns: map[net.Conn]struct{}{}}
-	s.cfgFrame = s.Config(c37118.TypeCfg2)
+	s.ln = ln
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
 }
 
 // Addr is the address the simulator serves.
-func (s *Sim) Addr() string { return s.ln.Addr().String() }
+func (s *Sim) Addr() string {
+	if s.pc != nil {
+		return s.pc.LocalAddr().String()
+	}
+	return s.ln.Addr().String()
+}
 
 // Settings returns the configuration with defaults filled in.
 func (s *Sim) Settings() Config { return s.cfg }
@@ -167,7 +228,12 @@ func (s *Sim) Close() error {
 		c.Close()
 	}
 	s.mu.Unlock()
-	err := s.ln.Close()
+	var err error
+	if s.pc != nil {
+		err = s.pc.Close()
+	} else {
+		err = s.ln.Close()
+	}
 	s.wg.Wait()
 	return err
 }
@@ -190,11 +256,20 @@ func (s *Sim) Runs() []Run {
 	return append([]Run(nil), s.runs...)
 }
 
-// Corrupted returns how many data frames were sent with a bad CRC.
+// Corrupted returns how many data frames were sent with a bad CRC (a duplicated one
+// counts twice).
 func (s *Sim) Corrupted() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.corrupted
+}
+
+// Dropped returns how many data frames DropEvery kept from being sent, or a UDP
+// send failed for.
+func (s *Sim) Dropped() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dropped
 }
 
 // Sent returns how many valid data frames were written.
@@ -235,6 +310,9 @@ func (s *Sim) configLocked(typ c37118.FrameType) *c37118.Config {
 			// A scale that makes ±32767 cover the signal: 10⁻⁵ V (A) per bit × factor.
 			ph.Scale = uint32(amplitude(i, j)*1.3/32767*1e5) + 1
 			ph.Mag3 = float32(float64(ph.Scale) * 1e-5)
+			if typ == c37118.TypeCfg3 {
+				ph.Name = s.cfg.Cfg3Names + ph.Name
+			}
 			p.Phasors = append(p.Phasors, ph)
 		}
 		for j := 0; j < st.Analogs; j++ {
@@ -355,11 +433,30 @@ func (s *Sim) serve(c net.Conn) {
 		_, err := c.Write(b)
 		return err
 	}
+	data := write
+	if s.cfg.UDPData != "" {
+		host, port, _ := net.SplitHostPort(s.cfg.UDPData)
+		if host == "" {
+			host, _, _ = net.SplitHostPort(c.RemoteAddr().String())
+		}
+		u, err := net.Dial("udp", net.JoinHostPort(host, port))
+		if err != nil {
+			return
+		}
+		defer u.Close()
+		data = func(b []byte) error {
+			// A datagram that cannot be sent is lost, as on a network: the stream goes on.
+			if _, err := u.Write(b); err != nil {
+				return errUDPLost
+			}
+			return nil
+		}
+	}
 	dataOn := make(chan bool, 8)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.stream(dataOn, write)
+		s.stream(dataOn, data)
 	}()
 	defer func() { close(dataOn); <-done }()
 	r := c37118.NewReader(c)
@@ -375,28 +472,92 @@ func (s *Sim) serve(c net.Conn) {
 		if err != nil || h.IDCode != s.cfg.IDCode {
 			continue
 		}
-		var out []byte
-		switch cmd {
-		case c37118.CmdDataOff:
-			dataOn <- false
-		case c37118.CmdDataOn:
-			dataOn <- true
-		case c37118.CmdSendHDR:
-			out, err = s.HeaderFrame()
-		case c37118.CmdSendCFG1:
-			out, err = s.Config(c37118.TypeCfg1).Append(nil)
-		case c37118.CmdSendCFG2:
-			s.mu.Lock()
-			cfg := s.cfgFrame
-			s.mu.Unlock()
+		if err := s.answer(cmd, write, dataOn); err != nil {
+			return
+		}
+	}
+}
+
+// answer acts on one command: data on/off, or a configuration or header frame written
+// with write.
+func (s *Sim) answer(cmd uint16, write func([]byte) error, dataOn chan<- bool) error {
+	var out []byte
+	var err error
+	switch cmd {
+	case c37118.CmdDataOff:
+		dataOn <- false
+	case c37118.CmdDataOn:
+		dataOn <- true
+	case c37118.CmdSendHDR:
+		out, err = s.HeaderFrame()
+	case c37118.CmdSendCFG1:
+		out, err = s.Config(c37118.TypeCfg1).Append(nil)
+	case c37118.CmdSendCFG2:
+		s.mu.Lock()
+		cfg := s.cfgFrame
+		s.mu.Unlock()
+		out, err = cfg.Append(nil)
+	case c37118.CmdSendCFG3:
+		cfg := s.Config(c37118.TypeCfg3)
+		if s.cfg.Cfg3Fragment == 0 {
 			out, err = cfg.Append(nil)
-		case c37118.CmdSendCFG3:
-			out, err = s.Config(c37118.TypeCfg3).Append(nil)
+			break
 		}
-		if err == nil && out != nil {
-			err = write(out)
+		var frags [][]byte
+		if frags, err = cfg.AppendFragments(s.cfg.Cfg3Fragment); err == nil {
+			for _, f := range frags {
+				if err = write(f); err != nil {
+					break
+				}
+			}
 		}
+	}
+	if err == nil && out != nil {
+		err = write(out)
+	}
+	return err
+}
+
+// serveUDP is UDPOnly's server: commands in as datagrams, everything out as datagrams to
+// the last command's sender.
+func (s *Sim) serveUDP() {
+	defer s.wg.Done()
+	var peer atomic.Pointer[net.UDPAddr]
+	write := func(b []byte) error {
+		p := peer.Load()
+		if p == nil {
+			return errUDPLost
+		}
+		if _, err := s.pc.WriteToUDP(b, p); err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			return errUDPLost
+		}
+		return nil
+	}
+	dataOn := make(chan bool, 8)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.stream(dataOn, write)
+	}()
+	defer func() { close(dataOn); <-done }()
+	buf := make([]byte, c37118.MaxFrameLen)
+	for {
+		n, from, err := s.pc.ReadFromUDP(buf)
 		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		h, cmd, err := c37118.ParseCommand(buf[:n])
+		if err != nil || h.IDCode != s.cfg.IDCode {
+			continue
+		}
+		peer.Store(from)
+		if err := s.answer(cmd, write, dataOn); err != nil && !errors.Is(err, errUDPLost) {
 			return
 		}
 	}
@@ -410,6 +571,7 @@ func (s *Sim) stream(dataOn <-chan bool, write func([]byte) error) {
 	var timer *time.Timer
 	var tick <-chan time.Time
 	next := int64(0)
+	var held *heldFrame
 	for {
 		if on {
 			now := time.Now().UnixNano()
@@ -444,31 +606,92 @@ func (s *Sim) stream(dataOn <-chan bool, write func([]byte) error) {
 		paused := s.paused
 		s.mu.Unlock()
 		if !paused {
-			b, err := s.DataFrame(next)
-			corrupt := s.cfg.CorruptEvery > 0 && next%int64(s.cfg.CorruptEvery) == int64(s.cfg.CorruptEvery)-1
-			if err == nil && corrupt {
-				b[len(b)-1] ^= 0x5A // a CRC that no longer matches
-			}
-			if err == nil {
-				err = write(b)
-			}
-			if err != nil {
+			if err := s.sendFrame(next, &held, write); err != nil {
 				s.sendMu.Unlock()
 				return
 			}
-			s.mu.Lock()
-			if corrupt {
-				s.corrupted++
-			} else if n := len(s.runs); n > 0 && s.runs[n-1].Last == next-1 {
-				s.runs[n-1].Last = next
-			} else {
-				s.runs = append(s.runs, Run{First: next, Last: next})
-			}
-			s.mu.Unlock()
 		}
 		s.sendMu.Unlock()
 		next++
 	}
+}
+
+var errUDPLost = errors.New("sim: UDP datagram not sent")
+
+type heldFrame struct {
+	k int64
+	b []byte
+}
+
+func every(n int, k int64) bool { return n > 0 && k%int64(n) == int64(n)-1 }
+
+// sendFrame sends data frame k (and a frame held back for reordering after it) and
+// records what was sent in Runs. Called with sendMu held.
+func (s *Sim) sendFrame(k int64, held **heldFrame, write func([]byte) error) error {
+	b, err := s.DataFrame(k)
+	if err != nil {
+		return err
+	}
+	corrupt := every(s.cfg.CorruptEvery, k)
+	if corrupt {
+		b[len(b)-1] ^= 0x5A // a CRC that no longer matches
+	}
+	lost, badSent := 0, 0
+	var sent []int64 // valid frames that left, in the order sent
+	send := func(k int64, b []byte, times int) error {
+		var err error
+		for i := 0; i < times; i++ {
+			err = write(b)
+		}
+		switch {
+		case errors.Is(err, errUDPLost):
+			lost++
+			return nil
+		case err == nil && corrupt:
+			badSent += times
+		case err == nil:
+			sent = append(sent, k)
+		}
+		return err
+	}
+	switch {
+	case every(s.cfg.DropEvery, k):
+		lost++
+	case every(s.cfg.ReorderEvery, k) && !corrupt && *held == nil:
+		*held = &heldFrame{k, b}
+		return nil
+	default:
+		times := 1
+		if every(s.cfg.DuplicateEvery, k) {
+			times = 2
+		}
+		err = send(k, b, times)
+		corrupt = false // the held frame is a valid one
+	}
+	if h := *held; h != nil && err == nil {
+		*held = nil
+		err = send(h.k, h.b, 1)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropped += int64(lost)
+	s.corrupted += int64(badSent)
+	// Runs record what was sent by frame index: a frame sent late extends its run.
+	for _, k := range sortedInts(sent) {
+		if n := len(s.runs); n > 0 && s.runs[n-1].Last == k-1 {
+			s.runs[n-1].Last = k
+		} else {
+			s.runs = append(s.runs, Run{First: k, Last: k})
+		}
+	}
+	return err
+}
+
+func sortedInts(v []int64) []int64 {
+	if len(v) == 2 && v[0] > v[1] {
+		v[0], v[1] = v[1], v[0]
+	}
+	return v
 }
 
 // Expected returns what a PDC client must store for data frame k, by series key under

@@ -125,9 +125,16 @@ func flatten(fs []pdmlField, out []pdmlField) []pdmlField {
 	return out
 }
 
-func dissect(t *testing.T, tshark, pcap string) []synPacket {
+func dissect(t *testing.T, tshark, pcap string, decodeAs ...string) []synPacket {
 	t.Helper()
-	cmd := exec.Command(tshark, "-r", pcap, "-d", "tcp.port==4712,synphasor", "-T", "pdml")
+	if len(decodeAs) == 0 {
+		decodeAs = []string{"tcp.port==4712,synphasor"}
+	}
+	args := []string{"-r", pcap}
+	for _, d := range decodeAs {
+		args = append(args, "-d", d)
+	}
+	cmd := exec.Command(tshark, append(args, "-T", "pdml")...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
