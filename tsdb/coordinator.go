@@ -236,18 +236,19 @@ func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardS
 		}
 	}, 0, func(i int) int { return shardWriteOverhead + len(key) + spans[i].pts.WireSize() })
 	hint := c.hinter(key, spans)
-	results := fanOut(context.WithoutCancel(ctx), batches, 0, c.cfg.CallTimeout,
-		func(ctx context.Context, b *peerBatch[int]) (*wire.WriteResp, error) {
+	results := writeFanOut(context.WithoutCancel(ctx), c.replicas, c.place.Self().ID, batches, c.cfg.CallTimeout,
+		func(b *peerBatch[int]) *wire.WriteReq {
 			req := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.items))}
 			for j, i := range b.items {
 				s := &spans[i]
 				req.Shards[j] = wire.ShardWrite{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, Points: s.pts}
 			}
-			resp, err := c.replicas.For(b.peer).Write(ctx, req)
+			return req
+		},
+		func(b *peerBatch[int], err error) {
 			if unanswered(err) {
 				hint(b.items)
 			}
-			return resp, err
 		})
 	t := newWriteTally(spans, w)
 	for received := 0; t.undecided > 0 && received < len(batches); received++ {
