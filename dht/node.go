@@ -58,7 +58,7 @@ type Node struct {
 	live    []Peer                 // the live members, self included, by ID
 	owners  []Peer                 // live and stopped within DownGrace: whom ReplicaSet places on
 	subs    []chan struct{}
-	version atomic.Uint64 // bumped by every membership change
+	version atomic.Uint64              // bumped by every membership change
 	placed  atomic.Pointer[placeCache] // replica sets over the current owners (replicas.go)
 
 	lifeMu sync.Mutex // serialises Start, Leave and Close

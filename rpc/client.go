@@ -235,8 +235,8 @@ type clientConn struct {
 
 	mu      sync.Mutex
 	pending map[uint64]waiter // calls waiting for a response, by request ID
-	err     error                  // why the conn broke; nil while it works
-	done    chan struct{}          // closed when it broke
+	err     error             // why the conn broke; nil while it works
+	done    chan struct{}     // closed when it broke
 }
 
 type result struct {
