@@ -31,6 +31,8 @@ type Coordinator struct {
 
 	cat *catalogCoord // catalog entries and the tag index (catalog_coord.go)
 
+	commits *groupCommit // groups concurrent writes per replica (groupcommit.go)
+
 	repairSlots chan struct{} // bounds background read repairs
 	readRepairs atomic.Int64  // shards repaired by reads
 }
@@ -40,7 +42,7 @@ const maxReadRepairs = 4
 
 func newCoordinator(cfg *Config, place Placement, replicas Replicas, types *registry, h *hints, logger *slog.Logger) *Coordinator {
 	return &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, log: logger, cat: &catalogCoord{},
-		repairSlots: make(chan struct{}, maxReadRepairs)}
+		commits: newGroupCommit(), repairSlots: make(chan struct{}, maxReadRepairs)}
 }
 
 // shardSpan is one shard of a request with the part of the request's range inside it.
@@ -236,7 +238,7 @@ func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardS
 		}
 	}, 0, func(i int) int { return shardWriteOverhead + len(key) + spans[i].pts.WireSize() })
 	hint := c.hinter(key, spans)
-	results := writeFanOut(context.WithoutCancel(ctx), c.replicas, c.place.Self().ID, batches, c.cfg.CallTimeout,
+	results := writeFanOut(context.WithoutCancel(ctx), c.replicas, c.place.Self().ID, c.commits, batches, c.cfg.CallTimeout,
 		func(b *peerBatch[int]) *wire.WriteReq {
 			req := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.items))}
 			for j, i := range b.items {

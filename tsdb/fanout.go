@@ -90,8 +90,9 @@ func fanOut[T, R any](ctx context.Context, batches []*peerBatch[T], limit int, t
 // no goroutine and no context per call; the batch to self (this node's store) is
 // written last, on the caller's goroutine, while the remote writes are under way; any
 // other replica gets a goroutine. Each call is bounded by timeout, and by ctx for a
-// synchronous one.
-func writeFanOut(ctx context.Context, replicas Replicas, self string, batches []*peerBatch[int], timeout time.Duration,
+// synchronous one. A group commit, if g is not nil, sends the asynchronous ones
+// (groupcommit.go).
+func writeFanOut(ctx context.Context, replicas Replicas, self string, g *groupCommit, batches []*peerBatch[int], timeout time.Duration,
 	req func(b *peerBatch[int]) *wire.WriteReq, failed func(b *peerBatch[int], err error)) <-chan fanResult[int, *wire.WriteResp] {
 	out := make(chan fanResult[int, *wire.WriteResp], len(batches))
 	deliver := func(b *peerBatch[int], resp *wire.WriteResp, err error) {
@@ -104,12 +105,12 @@ func writeFanOut(ctx context.Context, replicas Replicas, self string, batches []
 		}
 		out <- fanResult[int, *wire.WriteResp]{batch: b, resp: resp, err: err}
 	}
-	write := func(b *peerBatch[int]) {
+	write := func(b *peerBatch[int], r Replica) {
 		cctx, cancel := ctx, context.CancelFunc(func() {})
 		if timeout > 0 {
 			cctx, cancel = context.WithTimeout(ctx, timeout)
 		}
-		resp, err := replicas.For(b.peer).Write(cctx, req(b))
+		resp, err := r.Write(cctx, req(b))
 		cancel()
 		deliver(b, resp, err)
 	}
@@ -119,13 +120,18 @@ func writeFanOut(ctx context.Context, replicas Replicas, self string, batches []
 		case b.peer.ID == self:
 			local = append(local, b)
 		case isAsync(r):
-			r.(asyncWriter).WriteAsync(req(b), func(resp *wire.WriteResp, err error) { deliver(b, resp, err) })
+			done := func(resp *wire.WriteResp, err error) { deliver(b, resp, err) }
+			if g != nil {
+				g.write(b.peer.ID, r.(asyncWriter), req(b), b.bytes, done)
+			} else {
+				r.(asyncWriter).WriteAsync(req(b), done)
+			}
 		default:
-			go write(b)
+			go write(b, r)
 		}
 	}
 	for _, b := range local {
-		write(b)
+		write(b, replicas.For(b.peer))
 	}
 	return out
 }
