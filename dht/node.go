@@ -58,7 +58,8 @@ type Node struct {
 	live    []Peer                 // the live members, self included, by ID
 	owners  []Peer                 // live and stopped within DownGrace: whom ReplicaSet places on
 	subs    []chan struct{}
-	version atomic.Uint64 // bumped by every membership change
+	version atomic.Uint64              // bumped by every membership change
+	placed  atomic.Pointer[placeCache] // replica sets over the current owners (replicas.go)
 
 	lifeMu sync.Mutex // serialises Start, Leave and Close
 	ml     *memberlist.Memberlist
@@ -433,6 +434,7 @@ func (n *Node) rebuild(now time.Time) {
 	slices.SortFunc(live, byID)
 	slices.SortFunc(owners, byID)
 	n.live, n.owners = live, owners
+	n.placed.Store(newPlaceCache(owners))
 	n.version.Add(1)
 }
 

@@ -2,6 +2,8 @@ package dht
 
 import (
 	"context"
+	"slices"
+	"sync"
 
 	kb "github.com/libp2p/go-libp2p-kbucket"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -31,14 +33,59 @@ func (n *Node) ReplicaSet(id quanta.ID, rf int) []Peer {
 		}
 		return ps
 	}
-	return ClosestPeers(n.owners_(), id, rf)
+	pc := n.placed.Load()
+	if pc == nil { // not started: no members yet
+		n.mu.RLock()
+		owners := n.owners
+		n.mu.RUnlock()
+		return ClosestPeers(owners, id, rf)
+	}
+	return pc.closest(id, rf)
 }
 
-// owners_ returns the members ReplicaSet places on.
-func (n *Node) owners_() []Peer {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return n.owners
+// maxPlaceCache bounds the replica sets a placeCache remembers: past it, it
+// starts afresh (a write touches a few IDs per quantum, so the bound is hit
+// only by long backfills, which then pay the sort again).
+const maxPlaceCache = 1 << 14
+
+// placeCache remembers the replica sets computed over one list of owners. A
+// membership change builds a new one (rebuild), so a cached set is never older
+// than the owners it was computed from, and a write costs no SHA-256 of every
+// member's ID (kb.SortClosestPeers) unless its ID is new.
+type placeCache struct {
+	owners []Peer
+	mu     sync.Mutex
+	sets   map[placeKey][]Peer
+}
+
+type placeKey struct {
+	id quanta.ID
+	rf int
+}
+
+func newPlaceCache(owners []Peer) *placeCache {
+	return &placeCache{owners: owners, sets: make(map[placeKey][]Peer)}
+}
+
+// closest returns ClosestPeers(owners, id, rf), from the cache when it can. The
+// slice returned is shared: its capacity is its length, so that a caller's
+// append copies, and callers must not change its elements.
+func (c *placeCache) closest(id quanta.ID, rf int) []Peer {
+	k := placeKey{id, rf}
+	c.mu.Lock()
+	ps, ok := c.sets[k]
+	c.mu.Unlock()
+	if ok {
+		return ps
+	}
+	ps = slices.Clip(ClosestPeers(c.owners, id, rf))
+	c.mu.Lock()
+	if len(c.sets) >= maxPlaceCache {
+		clear(c.sets)
+	}
+	c.sets[k] = ps
+	c.mu.Unlock()
+	return ps
 }
 
 // Locate returns the rf live nodes closest to id, closest first: the form

@@ -2,6 +2,8 @@ package rpc
 
 import (
 	"context"
+	"io"
+	"net"
 	"testing"
 	"time"
 )
@@ -73,4 +75,103 @@ func BenchmarkValidate(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkFanOut7: one round of a 16-byte request to seven peers in parallel over
+// persistent loopback TCP and their answers — what a single-point write at rf 7 cannot
+// beat. bare: plain Go echo servers (a goroutine per connection copying 16 bytes back),
+// the client writing to all seven connections and then reading each answer, with no
+// framing, no multiplexing and no goroutine per request. go: seven rpc.Client.Go
+// calls to rpc echo servers. call: seven rpc.Client.Call, each in a goroutine with its
+// own context, as a fan-out without Go costs.
+func BenchmarkFanOut7(b *testing.B) {
+	const peers = 7
+	req := make([]byte, 16)
+	b.Run("bare", func(b *testing.B) {
+		conns := make([]net.Conn, peers)
+		for i := range conns {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ln.Close()
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				buf := make([]byte, len(req))
+				for {
+					if _, err := io.ReadFull(c, buf); err != nil {
+						return
+					}
+					if _, err := c.Write(buf); err != nil {
+						return
+					}
+				}
+			}()
+			if conns[i], err = net.Dial("tcp", ln.Addr().String()); err != nil {
+				b.Fatal(err)
+			}
+			defer conns[i].Close()
+		}
+		buf := make([]byte, len(req))
+		b.ResetTimer()
+		for b.Loop() {
+			for _, c := range conns {
+				if _, err := c.Write(req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for _, c := range conns {
+				if _, err := io.ReadFull(c, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	addrs := make([]string, peers)
+	for i := range addrs {
+		_, addrs[i] = startServer(b, NewTCPTransport(), "127.0.0.1:0", DefaultConfig(), map[string]HandlerFunc{"echo": echo})
+	}
+	c := newClient(b, NewTCPTransport(), DefaultConfig())
+	for _, a := range addrs { // dial outside the measurement
+		if _, err := c.Call(context.Background(), a, "echo", req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("go", func(b *testing.B) {
+		done := make(chan error, peers)
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, a := range addrs {
+				c.Go(a, "echo", req, 5*time.Second, func(_ []byte, err error) { done <- err })
+			}
+			for range addrs {
+				if err := <-done; err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("call", func(b *testing.B) {
+		done := make(chan error, peers)
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, a := range addrs {
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					_, err := c.Call(ctx, a, "echo", req)
+					cancel()
+					done <- err
+				}()
+			}
+			for range addrs {
+				if err := <-done; err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }

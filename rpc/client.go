@@ -234,14 +234,31 @@ type clientConn struct {
 	lastUsed atomic.Int64 // when the last call ended, as time since c.epoch
 
 	mu      sync.Mutex
-	pending map[uint64]chan result // calls waiting for a response, by request ID
-	err     error                  // why the conn broke; nil while it works
-	done    chan struct{}          // closed when it broke
+	pending map[uint64]waiter // calls waiting for a response, by request ID
+	err     error             // why the conn broke; nil while it works
+	done    chan struct{}     // closed when it broke
 }
 
 type result struct {
 	body []byte
 	err  error
+}
+
+// waiter is how a pending call hears its result: a Call waits on ch; a Go
+// call has fn run (ch is nil).
+type waiter struct {
+	ch chan result
+	fn func(result)
+}
+
+// deliver hands r to the waiter. It never blocks: ch has room for the one
+// result, and fn must not block.
+func (w waiter) deliver(r result) {
+	if w.fn != nil {
+		w.fn(r)
+		return
+	}
+	w.ch <- r
 }
 
 // newConn starts the goroutines of a new connection. Called with c.mu held.
@@ -250,7 +267,7 @@ func (c *Client) newConn(addr string, conn net.Conn) *clientConn {
 		c:       c,
 		addr:    addr,
 		conn:    conn,
-		pending: make(map[uint64]chan result),
+		pending: make(map[uint64]waiter),
 		done:    make(chan struct{}),
 	}
 	cc.out = newSender(conn, c.cfg.WriteTimeout, cc.done, cc.fail)
@@ -271,14 +288,9 @@ func (c *Client) newConn(addr string, conn net.Conn) *clientConn {
 // response.
 func (cc *clientConn) roundTrip(ctx context.Context, id uint64, frame []byte) ([]byte, error) {
 	ch := make(chan result, 1)
-	cc.mu.Lock()
-	if cc.err != nil {
-		cc.mu.Unlock()
-		return nil, fmt.Errorf("%w (%w)", cc.err, errNotSent)
+	if err := cc.register(id, waiter{ch: ch}); err != nil {
+		return nil, err
 	}
-	cc.pending[id] = ch
-	cc.mu.Unlock()
-
 	if !cc.out.send(ctx, frame) && ctx.Err() != nil {
 		cc.forget(id)
 		return nil, ctx.Err()
@@ -291,6 +303,28 @@ func (cc *clientConn) roundTrip(ctx context.Context, id uint64, frame []byte) ([
 		cc.forget(id)
 		return nil, ctx.Err()
 	}
+}
+
+// register records a call waiting for the response to id.
+func (cc *clientConn) register(id uint64, w waiter) error {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.err != nil {
+		return fmt.Errorf("%w (%w)", cc.err, errNotSent)
+	}
+	cc.pending[id] = w
+	return nil
+}
+
+// take removes and returns the waiter of id, if it still waits: whoever takes
+// it — the reader with the response, fail, or an async call's timer — is the
+// only one to deliver its result.
+func (cc *clientConn) take(id uint64) (waiter, bool) {
+	cc.mu.Lock()
+	w, ok := cc.pending[id]
+	delete(cc.pending, id)
+	cc.mu.Unlock()
+	return w, ok
 }
 
 // forget drops a call that stopped waiting; its response, if it comes, is
@@ -326,16 +360,13 @@ func (cc *clientConn) readLoop() {
 			cc.fail(errGoingAway)
 			return
 		}
-		cc.mu.Lock()
-		ch := cc.pending[env.id]
-		delete(cc.pending, env.id)
-		cc.mu.Unlock()
+		w, ok := cc.take(env.id)
 		switch {
-		case ch == nil: // the caller gave up
+		case !ok: // the caller gave up
 		case env.code != "":
-			ch <- result{err: &RemoteError{Code: env.code, Msg: env.msg}}
+			w.deliver(result{err: &RemoteError{Code: env.code, Msg: env.msg}})
 		default:
-			ch <- result{body: env.body}
+			w.deliver(result{body: env.body})
 		}
 	}
 }
@@ -368,8 +399,8 @@ func (cc *clientConn) fail(reason error) {
 	close(cc.done)
 	cc.mu.Unlock()
 
-	for _, ch := range pending {
-		ch <- result{err: cc.err}
+	for _, w := range pending {
+		w.deliver(result{err: cc.err})
 	}
 	cc.conn.Close()
 	if cc.idle != nil {

@@ -7,7 +7,9 @@
 // sides' nonces; no frame is read before it completes.
 //
 // A Client keeps one connection per remote address and multiplexes
-// concurrent calls over it by request ID. A Server reads requests from each
+// concurrent calls over it by request ID. Call waits for its answer; Go starts a
+// call and hands its outcome to a callback, with no goroutine or context of
+// its own (a coordinator's fan-out to many replicas). A Server reads requests from each
 // connection and runs each in its own goroutine, at most
 // Config.MaxInflightPerConn at a time per connection; when that many are
 // running it stops reading, so a fast sender is slowed down by TCP rather

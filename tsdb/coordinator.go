@@ -31,6 +31,8 @@ type Coordinator struct {
 
 	cat *catalogCoord // catalog entries and the tag index (catalog_coord.go)
 
+	commits *groupCommit // groups concurrent writes per replica (groupcommit.go)
+
 	repairSlots chan struct{} // bounds background read repairs
 	readRepairs atomic.Int64  // shards repaired by reads
 }
@@ -40,7 +42,7 @@ const maxReadRepairs = 4
 
 func newCoordinator(cfg *Config, place Placement, replicas Replicas, types *registry, h *hints, logger *slog.Logger) *Coordinator {
 	return &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, log: logger, cat: &catalogCoord{},
-		repairSlots: make(chan struct{}, maxReadRepairs)}
+		commits: newGroupCommit(), repairSlots: make(chan struct{}, maxReadRepairs)}
 }
 
 // shardSpan is one shard of a request with the part of the request's range inside it.
@@ -236,18 +238,19 @@ func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardS
 		}
 	}, 0, func(i int) int { return shardWriteOverhead + len(key) + spans[i].pts.WireSize() })
 	hint := c.hinter(key, spans)
-	results := fanOut(context.WithoutCancel(ctx), batches, 0, c.cfg.CallTimeout,
-		func(ctx context.Context, b *peerBatch[int]) (*wire.WriteResp, error) {
+	results := writeFanOut(context.WithoutCancel(ctx), c.replicas, c.place.Self().ID, c.commits, batches, c.cfg.CallTimeout,
+		func(b *peerBatch[int]) *wire.WriteReq {
 			req := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.items))}
 			for j, i := range b.items {
 				s := &spans[i]
 				req.Shards[j] = wire.ShardWrite{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, Points: s.pts}
 			}
-			resp, err := c.replicas.For(b.peer).Write(ctx, req)
+			return req
+		},
+		func(b *peerBatch[int], err error) {
 			if unanswered(err) {
 				hint(b.items)
 			}
-			return resp, err
 		})
 	t := newWriteTally(spans, w)
 	for received := 0; t.undecided > 0 && received < len(batches); received++ {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // peerBatch is the work one request carries to one peer.
@@ -80,6 +81,64 @@ func fanOut[T, R any](ctx context.Context, batches []*peerBatch[T], limit int, t
 		}()
 	}
 	return out
+}
+
+// writeFanOut sends each batch's write request (made by req) to its peer at once and
+// delivers every outcome on the returned channel, which holds them all, as fanOut does;
+// failed runs for each failed batch before its outcome is delivered (it may block: it
+// runs on a goroutine of its own). Remote replicas are written through asyncWriter, with
+// no goroutine and no context per call; the batch to self (this node's store) is
+// written last, on the caller's goroutine, while the remote writes are under way; any
+// other replica gets a goroutine. Each call is bounded by timeout, and by ctx for a
+// synchronous one. A group commit, if g is not nil, sends the asynchronous ones
+// (groupcommit.go).
+func writeFanOut(ctx context.Context, replicas Replicas, self string, g *groupCommit, batches []*peerBatch[int], timeout time.Duration,
+	req func(b *peerBatch[int]) *wire.WriteReq, failed func(b *peerBatch[int], err error)) <-chan fanResult[int, *wire.WriteResp] {
+	out := make(chan fanResult[int, *wire.WriteResp], len(batches))
+	deliver := func(b *peerBatch[int], resp *wire.WriteResp, err error) {
+		if err != nil && failed != nil {
+			go func() {
+				failed(b, err)
+				out <- fanResult[int, *wire.WriteResp]{batch: b, err: err}
+			}()
+			return
+		}
+		out <- fanResult[int, *wire.WriteResp]{batch: b, resp: resp, err: err}
+	}
+	write := func(b *peerBatch[int], r Replica) {
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if timeout > 0 {
+			cctx, cancel = context.WithTimeout(ctx, timeout)
+		}
+		resp, err := r.Write(cctx, req(b))
+		cancel()
+		deliver(b, resp, err)
+	}
+	var local []*peerBatch[int]
+	for _, b := range batches {
+		switch r := replicas.For(b.peer); {
+		case b.peer.ID == self:
+			local = append(local, b)
+		case isAsync(r):
+			done := func(resp *wire.WriteResp, err error) { deliver(b, resp, err) }
+			if g != nil {
+				g.write(b.peer.ID, r.(asyncWriter), req(b), b.bytes, done)
+			} else {
+				r.(asyncWriter).WriteAsync(req(b), done)
+			}
+		default:
+			go write(b, r)
+		}
+	}
+	for _, b := range local {
+		write(b, replicas.For(b.peer))
+	}
+	return out
+}
+
+func isAsync(r Replica) bool {
+	_, ok := r.(asyncWriter)
+	return ok
 }
 
 // unanswered reports whether a replica call failed without an answer from the replica —

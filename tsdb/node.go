@@ -44,6 +44,12 @@ type Config struct {
 	// ReadQuorum is how many replicas must answer for a shard that none of them holds
 	// to count as truly empty. Default: a majority of RF.
 	ReadQuorum int
+	// ReadQuorumOnly makes a read ask only a read quorum of each shard's replicas (one
+	// for its points, the others for digests, chosen to ask few nodes) instead of all
+	// of them. A read then still returns every point that reached its write quorum when
+	// ReadQuorum + WriteQuorum > RF (the defaults), but may miss a point that reached
+	// fewer replicas (a failed write, before repair). Default false: every replica.
+	ReadQuorumOnly bool
 	// MaxFuture refuses points stamped further than this ahead of the coordinator's
 	// clock: a PMU that lost GPS lock must not write next year. Default 10 minutes.
 	MaxFuture time.Duration

@@ -16,7 +16,9 @@ type Placement interface {
 	Self() dht.Peer
 	// Locate returns the rf live nodes closest to id, closest first: the owners of the
 	// shard or registry entry id. It may block on the network in routing modes that look
-	// owners up, hence ctx; it fails only when no owner can be found.
+	// owners up, hence ctx; it fails only when no owner can be found. The slice may be
+	// shared with other callers (dht caches replica sets per membership version): never
+	// modify its elements.
 	Locate(ctx context.Context, id quanta.ID, rf int) ([]dht.Peer, error)
 	// Live returns the live members, self included.
 	Live() []dht.Peer

@@ -17,6 +17,7 @@ const maxShardsPerRequest = 64
 
 // replicaAnswer is what one replica said about one shard.
 type replicaAnswer struct {
+	asked    bool // the replica was asked (readFew)
 	ok       bool // the replica answered
 	res      wire.ShardResult
 	isData   bool // res.Points holds the points, not only their digest
@@ -26,12 +27,17 @@ type replicaAnswer struct {
 // Get reads the points of a series with from <= t < to, in time order.
 //
 // Each shard's closest replica sends its points and the others only a digest of theirs,
-// in one round of requests grouped by node. Where a replica's digest differs from the
-// data already in hand — it holds points the others lack, or the closest replica failed
-// or is a new owner that holds nothing yet — a second round fetches its points and the
-// answers are merged. A shard is complete when some replica held it, or when a read
-// quorum of replicas agree it is empty; otherwise the read fails, or with AllowPartial
-// is marked partial. It is never silently short.
+// in one round of requests grouped by node; with Config.ReadQuorumOnly only a read
+// quorum of its replicas is asked, chosen so that as few distinct nodes as possible are
+// asked (this node first: it costs no round trip). Where a replica's digest differs from
+// the points in hand — it holds points the others lack, or the replica asked for points
+// failed or is a new owner that holds nothing yet — a further round fetches its points
+// and the answers are merged; replicas not asked yet stand in for those that failed. A
+// shard is complete when some replica held it, or when a read quorum of replicas agree
+// it is empty; otherwise the read fails, or with AllowPartial is marked partial. It is
+// never silently short (with ReadQuorumOnly: of what reached its write quorum, when
+// ReadQuorum + WriteQuorum > RF). Replicas found holding other points than the merged
+// answer are repaired in the background; anti-entropy repairs the others.
 func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt GetOptions) (Result, error) {
 	r, err := c.checkGet(key, from, to, opt)
 	if err != nil {
@@ -59,7 +65,7 @@ func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt G
 		if err != nil {
 			return Result{}, err
 		}
-		answers := c.readRounds(ctx, key, spans)
+		answers := c.readFew(ctx, key, spans, r)
 		page, err := c.assemble(key, typ, spans, answers, r, opt.AllowPartial)
 		if err != nil {
 			return Result{}, err
@@ -146,6 +152,171 @@ func (c *Coordinator) readRounds(ctx context.Context, key string, spans []shardS
 		c.runFetches(ctx, key, spans, plan, answers)
 	}
 	return answers
+}
+
+// readFew asks, in a first round, readWidth replicas of every shard — one for its
+// points, the others for digests — chosen to ask few distinct nodes; further rounds fetch
+// the points of replicas whose digest matches none in hand, and ask replicas not asked
+// yet where some failed. It returns what each said.
+func (c *Coordinator) readFew(ctx context.Context, key string, spans []shardSpan, r int) [][]replicaAnswer {
+	answers := make([][]replicaAnswer, len(spans))
+	width := make([]int, len(spans))
+	for i := range spans {
+		answers[i] = make([]replicaAnswer, len(spans[i].replicas))
+		width[i] = c.readWidth(len(spans[i].replicas), r)
+	}
+	self := c.place.Self().ID
+	asked := make([][]bool, len(spans))
+	for i := range spans {
+		asked[i] = make([]bool, len(spans[i].replicas))
+	}
+	// Round one: points from one replica, digests from width-1 others: with every
+	// replica asked, the points of the closest; with a read quorum, of replicas chosen
+	// to ask few nodes.
+	var plan []fetch
+	if c.cfg.ReadQuorumOnly {
+		ones := make([]int, len(spans))
+		for i := range ones {
+			ones[i] = 1
+		}
+		plan = chooseReplicas(spans, asked, ones, self, true)
+		for i := range width {
+			width[i]--
+		}
+		plan = append(plan, chooseReplicas(spans, asked, width, self, false)...)
+	} else {
+		for i := range spans {
+			for j := range spans[i].replicas {
+				plan = append(plan, fetch{shard: i, replica: j, data: j == 0})
+			}
+		}
+	}
+	c.runFetches(ctx, key, spans, plan, answers)
+
+	// Further rounds: points from any replica whose answer is not yet in hand (more than
+	// one round may be needed: a replica can change between rounds, as repair or a hint
+	// adds points to it, and then a digest sent earlier matches none of the points
+	// fetched); and replicas not asked yet in place of those that failed. Every round
+	// asks something new, or the same replicas again for at most maxExtraReadRounds.
+	for round := 0; round < maxExtraReadRounds+c.cfg.RF && ctx.Err() == nil; round++ {
+		plan = plan[:0]
+		more := make([]int, len(spans))
+		for i := range spans {
+			missing := missingData(i, answers[i])
+			plan = append(plan, missing...)
+			if len(missing) == 0 {
+				more[i] = c.stillNeeded(answers[i], r)
+			}
+			for j := range asked[i] {
+				asked[i][j] = answers[i][j].asked
+			}
+		}
+		if round >= maxExtraReadRounds {
+			plan = plan[:0] // replicas that keep changing: give up on them
+		}
+		plan = append(plan, chooseReplicas(spans, asked, more, self, true)...)
+		if len(plan) == 0 {
+			break
+		}
+		c.runFetches(ctx, key, spans, plan, answers)
+	}
+	return answers
+}
+
+// readWidth is how many of a shard's n replicas a read asks: all of them, so that a
+// point any replica holds is read; with Config.ReadQuorumOnly a read quorum.
+func (c *Coordinator) readWidth(n, r int) int {
+	if c.cfg.ReadQuorumOnly {
+		return min(r, n)
+	}
+	return n
+}
+
+// stillNeeded returns how many more replicas of a shard to ask, for their points: none
+// once a replica answered that its points are too large; otherwise as many as failed
+// of the read's width (with Config.ReadQuorumOnly, replicas not asked yet stand in for
+// them), and at least one while no answer holds the shard and fewer than a read
+// quorum answered.
+func (c *Coordinator) stillNeeded(ans []replicaAnswer, r int) int {
+	answered, held := 0, false
+	for _, a := range ans {
+		if a.tooLarge {
+			return 0
+		}
+		if a.ok {
+			answered++
+			held = held || a.res.Held
+		}
+	}
+	need := c.readWidth(len(ans), r) - answered
+	if !held && answered < min(r, len(ans)) {
+		need = max(need, 1)
+	}
+	return max(0, need)
+}
+
+// chooseReplicas picks, for every shard i, need[i] replicas not yet asked, choosing
+// them so that few distinct nodes are asked: this node's own replicas first, then,
+// greedily, the node that serves the most shards still to cover (ties: the node that
+// is closer, by rank, to those shards). It marks the replicas it picks in asked; data
+// says whether they are asked for points or only for a digest.
+func chooseReplicas(spans []shardSpan, asked [][]bool, need []int, self string, data bool) []fetch {
+	left := slices.Clone(need)
+	var plan []fetch
+	take := func(i, j int) {
+		plan = append(plan, fetch{shard: i, replica: j, data: data})
+		asked[i][j] = true
+		left[i]--
+	}
+	for i := range spans {
+		for j, p := range spans[i].replicas {
+			if left[i] > 0 && !asked[i][j] && p.ID == self {
+				take(i, j)
+			}
+		}
+	}
+	type cover struct{ shards, rank int }
+	for {
+		covers := map[string]*cover{}
+		for i := range spans {
+			if left[i] <= 0 {
+				continue
+			}
+			for j, p := range spans[i].replicas {
+				if asked[i][j] {
+					continue
+				}
+				cv := covers[p.ID]
+				if cv == nil {
+					cv = &cover{}
+					covers[p.ID] = cv
+				}
+				cv.shards++
+				cv.rank += j
+			}
+		}
+		best, bestCv := "", (*cover)(nil)
+		for id, cv := range covers {
+			if bestCv == nil || cv.shards > bestCv.shards || cv.shards == bestCv.shards &&
+				(cv.rank*bestCv.shards < bestCv.rank*cv.shards || cv.rank*bestCv.shards == bestCv.rank*cv.shards && id < best) {
+				best, bestCv = id, cv
+			}
+		}
+		if bestCv == nil {
+			return plan // every shard covered, or out of replicas to ask
+		}
+		for i := range spans {
+			if left[i] <= 0 {
+				continue
+			}
+			for j, p := range spans[i].replicas {
+				if !asked[i][j] && p.ID == best {
+					take(i, j)
+					break
+				}
+			}
+		}
+	}
 }
 
 // assemble merges the answers shard by shard into the read's result, repairing stale
@@ -310,6 +481,9 @@ func dropRanges(pts series.Points, rs []store.Range) series.Points {
 // runFetches groups fetches by node, sends them with bounded concurrency, and files
 // each answer under its shard and replica.
 func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardSpan, plan []fetch, answers [][]replicaAnswer) {
+	for _, f := range plan {
+		answers[f.shard][f.replica].asked = true
+	}
 	batches := groupByPeer(func(yield func(dht.Peer, fetch) bool) {
 		for _, f := range plan {
 			if !yield(spans[f.shard].replicas[f.replica], f) {
@@ -340,7 +514,7 @@ func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardS
 			continue // those answers stay !ok: the replica did not answer
 		}
 		for k, f := range r.batch.items {
-			answers[f.shard][f.replica] = replicaAnswer{ok: true, res: r.resp.Shards[k], isData: f.data}
+			answers[f.shard][f.replica] = replicaAnswer{asked: true, ok: true, res: r.resp.Shards[k], isData: f.data}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package tsdb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/tsdht/tsdht/dht"
@@ -94,6 +95,40 @@ func (r remoteReplica) invoke(ctx context.Context, method string, req, resp any)
 		r.failed.ReportFailure(r.peer)
 	}
 	return err
+}
+
+// asyncWriter is a Replica that can start a write and return at once, with no
+// goroutine of its own while the write is under way (remoteReplica, over
+// rpc.Client.Go): what a coordinator uses to write to several replicas at once.
+type asyncWriter interface {
+	// WriteAsync starts Write(req) bounded by the replica's call timeout; done
+	// receives its outcome exactly once, possibly before WriteAsync returns. done
+	// must not block.
+	WriteAsync(req *wire.WriteReq, done func(*wire.WriteResp, error))
+}
+
+func (r remoteReplica) WriteAsync(req *wire.WriteReq, done func(*wire.WriteResp, error)) {
+	body, err := rpc.Encode(req)
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	r.cli.Go(r.peer.RPCAddr, wire.MethodWrite, body, r.timeout, func(out []byte, err error) {
+		if err != nil {
+			if r.failed != nil && errors.Is(err, rpc.ErrUnreachable) {
+				go r.failed.ReportFailure(r.peer) // done must not block
+			}
+			done(nil, err)
+			return
+		}
+		var resp wire.WriteResp
+		if err := rpc.Decode(out, &resp); err != nil {
+			// As rpc.Invoke: a bad response is no bad request of the caller's.
+			done(nil, fmt.Errorf("rpc: response of %s from %s: %v", wire.MethodWrite, r.peer.RPCAddr, err))
+			return
+		}
+		done(&resp, nil)
+	})
 }
 
 func (r remoteReplica) Write(ctx context.Context, req *wire.WriteReq) (*wire.WriteResp, error) {

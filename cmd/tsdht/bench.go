@@ -71,6 +71,7 @@ func benchFlags(local int, rf []int) []cli.Flag {
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object per case on stdout, progress on stderr"},
 		&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the whole run (with --local: the nodes too) to this file"},
 		&cli.StringFlag{Name: "routing", Value: "full", Usage: "--local nodes' routing mode: full or kademlia (see tsdht node --routing)"},
+		&cli.BoolFlag{Name: "read-quorum-only", Usage: "--local nodes read a read quorum of each shard's replicas, not all (see go doc ./tsdb Config.ReadQuorumOnly)"},
 		timeoutFlag,
 	}
 }
@@ -90,6 +91,7 @@ type benchEnv struct {
 	dataDir string
 	timeout time.Duration
 	routing dht.Routing // of the --local nodes
+	quorum  bool        // the --local nodes read a read quorum of replicas only
 }
 
 // benchCase is one measured configuration.
@@ -114,6 +116,9 @@ type caseInfo struct {
 	// Routing is the --local nodes' routing mode, "full" or "kademlia"; empty with
 	// --cluster (the nodes' own).
 	Routing string `json:"routing,omitempty"`
+	// ReadQuorumOnly says the --local nodes read a read quorum of each shard's
+	// replicas, not all of them.
+	ReadQuorumOnly bool `json:"read_quorum_only,omitempty"`
 }
 
 func newBenchEnv(c *cli.Context) (*benchEnv, error) {
@@ -135,6 +140,7 @@ func newBenchEnv(c *cli.Context) (*benchEnv, error) {
 		e.log = os.Stderr
 	}
 	var err error
+	e.quorum = c.Bool("read-quorum-only")
 	if e.routing, err = dht.ParseRouting(c.String("routing")); err != nil {
 		return nil, fmt.Errorf("--routing: %w", err)
 	}
@@ -197,7 +203,7 @@ func (e *benchEnv) progress(format string, args ...any) {
 // info describes a case for its JSON result.
 func (e *benchEnv) info(bench string, cs benchCase) caseInfo {
 	ci := caseInfo{Bench: bench, IDFormat: cs.format.String(), RF: cs.rf, Sync: e.sync.String(), Store: e.store,
-		Nodes: e.local, Target: "local", Routing: e.routing.String()}
+		Nodes: e.local, Target: "local", Routing: e.routing.String(), ReadQuorumOnly: e.quorum && e.local > 0}
 	if e.local == 0 {
 		ci.Routing = ""
 		ci.Nodes, ci.Target, ci.Store = len(e.addrs), "cluster", "cluster" // the nodes' own: --sync is as reported
@@ -297,6 +303,7 @@ func (e *benchEnv) start(cs benchCase) (*benchCluster, error) {
 		cfg.RF = cs.rf
 		cfg.DHT.Format = cs.format
 		cfg.DHT.Routing = e.routing
+		cfg.ReadQuorumOnly = e.quorum
 		stores.open(cfg)
 	})
 	if err == nil && stores.err != nil {

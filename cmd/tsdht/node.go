@@ -34,6 +34,7 @@ func nodeCommand() *cli.Command {
 			&cli.IntFlag{Name: "bucket-size", Value: dht.DefaultLANConfig().BucketSize, Usage: "Kademlia's k: peers per routing-table bucket, and the least a lookup converges on (1..128)"},
 			&cli.IntFlag{Name: "write-quorum", Usage: "replicas that must store a shard before a write succeeds (default: majority of rf)"},
 			&cli.IntFlag{Name: "read-quorum", Usage: "replicas that must agree a shard is empty (default: majority of rf)"},
+			&cli.BoolFlag{Name: "read-quorum-only", Usage: "reads ask a read quorum of each shard's replicas, chosen to ask few nodes, not all of them: fewer nodes per read; points that reached fewer replicas than the write quorum may be missed until repair (go doc ./tsdb Config.ReadQuorumOnly)"},
 			&cli.DurationFlag{Name: "max-future", Value: 10 * time.Minute, Usage: "refuse points stamped further than this ahead of the node's clock"},
 			&cli.StringFlag{Name: "sync", Value: "always", Usage: "durability of an acknowledged write: always (fsync before ack, group commit), batch (fsync every --sync-interval), none (no fsync: a crash can lose recent writes)"},
 			&cli.DurationFlag{Name: "sync-interval", Value: 100 * time.Millisecond, Usage: "with --sync batch: the most writing time a power cut can lose"},
@@ -90,6 +91,7 @@ func runNode(c *cli.Context) error {
 	cfg.RF = c.Int("rf")
 	cfg.WriteQuorum = c.Int("write-quorum")
 	cfg.ReadQuorum = c.Int("read-quorum")
+	cfg.ReadQuorumOnly = c.Bool("read-quorum-only")
 	cfg.MaxFuture = c.Duration("max-future")
 	cfg.RepairInterval = c.Duration("repair-interval")
 	cfg.RepairRate = int64(c.Float64("repair-rate") * 1e6)

@@ -1,0 +1,142 @@
+package tsdb
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// Group commit: concurrent writes to the same replica go in one request.
+//
+// A write to a peer with no write of this coordinator in flight goes at once, so a lone
+// writer waits for nothing. A write to a peer that has one in flight queues, and the
+// queue goes as one request when the write in flight answers, or after maxGroupWait,
+// whichever is first: many writers then cost a replica one frame, one decode and one
+// round of store appends per group instead of one per write.
+const (
+	// maxGroupWait bounds how long a queued write waits for the write in flight to
+	// its peer before going anyway.
+	maxGroupWait = time.Millisecond
+	// maxGroupShards bounds the shards of one grouped request; the request's bytes are
+	// bounded by maxRequestBytes as well.
+	maxGroupShards = 256
+)
+
+// groupCommit queues writes per peer.
+type groupCommit struct {
+	mu    sync.Mutex
+	peers map[string]*peerQueue
+}
+
+func newGroupCommit() *groupCommit { return &groupCommit{peers: map[string]*peerQueue{}} }
+
+// peerQueue is one peer's writes in flight and waiting.
+type peerQueue struct {
+	inflight int           // grouped requests under way
+	waiting  []queuedWrite // to go in the next request
+	bytes    int           // the waiting shards' sizes
+	timer    *time.Timer   // sends the waiting ones after maxGroupWait; nil if none wait
+}
+
+// queuedWrite is one coordinator's request to the peer, and whom to tell.
+type queuedWrite struct {
+	req   *wire.WriteReq
+	bytes int
+	done  func(*wire.WriteResp, error)
+}
+
+// write sends req to the peer (through w, the peer's replica) alone or grouped with
+// other writes to it; done receives the outcome: the whole group's response on
+// success (callers use only whether it succeeded), the replica's own error for req.
+// bytes is req's size (its points' WireSize and overheads). done must not block.
+func (g *groupCommit) write(peer string, w asyncWriter, req *wire.WriteReq, bytes int, done func(*wire.WriteResp, error)) {
+	qw := queuedWrite{req: req, bytes: bytes, done: done}
+	g.mu.Lock()
+	q := g.peers[peer]
+	if q == nil {
+		q = &peerQueue{}
+		g.peers[peer] = q
+	}
+	if q.inflight == 0 && len(q.waiting) == 0 {
+		q.inflight++
+		g.mu.Unlock()
+		g.send(peer, w, []queuedWrite{qw})
+		return
+	}
+	if len(q.waiting) > 0 && (q.bytes+bytes > maxRequestBytes || groupShards(q.waiting)+len(req.Shards) > maxGroupShards) {
+		g.flushLocked(peer, w, q) // full: it goes now, and this one starts the next group
+	}
+	q.waiting = append(q.waiting, qw)
+	q.bytes += bytes
+	if q.timer == nil {
+		q.timer = time.AfterFunc(maxGroupWait, func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if q.timer != nil && len(q.waiting) > 0 {
+				g.flushLocked(peer, w, q)
+			}
+		})
+	}
+	g.mu.Unlock()
+}
+
+func groupShards(ws []queuedWrite) int {
+	n := 0
+	for _, w := range ws {
+		n += len(w.req.Shards)
+	}
+	return n
+}
+
+// flushLocked sends the waiting writes of q as one request. g.mu is held; the send
+// runs on its own goroutine-free path (asyncWriter) after the lock is released.
+func (g *groupCommit) flushLocked(peer string, w asyncWriter, q *peerQueue) {
+	group := q.waiting
+	q.waiting, q.bytes = nil, 0
+	if q.timer != nil {
+		q.timer.Stop()
+		q.timer = nil
+	}
+	q.inflight++
+	// Sending under the lock would let done (which may run at once, on an error)
+	// re-enter g; a goroutine per group, not per write, is the price.
+	go g.send(peer, w, group)
+}
+
+// send writes a group as one request and, when it answers, hands each write its
+// outcome and sends what queued meanwhile.
+func (g *groupCommit) send(peer string, w asyncWriter, group []queuedWrite) {
+	req := group[0].req
+	if len(group) > 1 {
+		req = &wire.WriteReq{Shards: make([]wire.ShardWrite, 0, groupShards(group))}
+		for _, qw := range group {
+			req.Shards = append(req.Shards, qw.req.Shards...)
+		}
+	}
+	w.WriteAsync(req, func(resp *wire.WriteResp, err error) {
+		g.mu.Lock()
+		q := g.peers[peer]
+		q.inflight--
+		if len(q.waiting) > 0 {
+			g.flushLocked(peer, w, q)
+		} else if q.inflight == 0 {
+			delete(g.peers, peer)
+		}
+		g.mu.Unlock()
+		var re *rpc.RemoteError
+		if len(group) > 1 && errors.As(err, &re) {
+			// The replica refused the group for one write's sake (a type mismatch,
+			// say): each goes again alone, so the others are not failed with it.
+			for _, qw := range group {
+				w.WriteAsync(qw.req, qw.done)
+			}
+			return
+		}
+		for _, qw := range group {
+			qw.done(resp, err)
+		}
+	})
+}

@@ -1,0 +1,156 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// heldWriter records the requests it is sent and answers each when the test says so.
+type heldWriter struct {
+	mu   sync.Mutex
+	reqs []*wire.WriteReq
+	done []func(*wire.WriteResp, error)
+	sent chan struct{} // a value per request
+}
+
+func (h *heldWriter) WriteAsync(req *wire.WriteReq, done func(*wire.WriteResp, error)) {
+	h.mu.Lock()
+	h.reqs = append(h.reqs, req)
+	h.done = append(h.done, done)
+	h.mu.Unlock()
+	h.sent <- struct{}{}
+}
+
+func (h *heldWriter) answer(t *testing.T, i int, err error) {
+	t.Helper()
+	h.mu.Lock()
+	done, req := h.done[i], h.reqs[i]
+	h.mu.Unlock()
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	done(&wire.WriteResp{Stored: len(req.Shards)}, nil)
+}
+
+func (h *heldWriter) await(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.sent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no request sent")
+	}
+}
+
+func oneShard(key string) *wire.WriteReq {
+	return &wire.WriteReq{Shards: []wire.ShardWrite{{Key: key}}}
+}
+
+// A lone write goes at once; writes that arrive while it is in flight go together as
+// one request when it answers (or after the bounded wait); a group the replica refuses
+// goes again write by write, so one bad write does not fail the others.
+func TestGroupCommit(t *testing.T) {
+	g := newGroupCommit()
+	h := &heldWriter{sent: make(chan struct{}, 100)}
+	var mu sync.Mutex
+	outcomes := map[string]error{}
+	var wg sync.WaitGroup
+	write := func(key string) {
+		wg.Add(1)
+		g.write("p", h, oneShard(key), 10, func(_ *wire.WriteResp, err error) {
+			mu.Lock()
+			outcomes[key] = err
+			mu.Unlock()
+			wg.Done()
+		})
+	}
+	write("first")
+	h.await(t)
+	for _, k := range []string{"a", "b", "c"} {
+		write(k)
+	}
+	// The bounded wait sends the three as one request, the first still in flight.
+	h.await(t)
+	h.mu.Lock()
+	if n := len(h.reqs[1].Shards); n != 3 {
+		t.Fatalf("second request holds %d shards, want the 3 queued writes", n)
+	}
+	h.mu.Unlock()
+	write("d")
+	write("e")
+	h.answer(t, 0, nil) // the first answers: d and e go at once, together
+	h.await(t)
+	h.mu.Lock()
+	if n := len(h.reqs[2].Shards); n != 2 {
+		t.Fatalf("third request holds %d shards, want d and e", n)
+	}
+	h.mu.Unlock()
+	h.answer(t, 1, nil)
+	// The replica refuses the group of d and e: each goes alone.
+	h.answer(t, 2, rpc.Errorf(CodeTypeMismatch, "e: wrong type"))
+	h.await(t)
+	h.await(t)
+	h.answer(t, 3, nil)
+	h.answer(t, 4, rpc.Errorf(CodeTypeMismatch, "e: wrong type"))
+	wg.Wait()
+	for k, err := range outcomes {
+		if (err != nil) != (k == "e") {
+			t.Errorf("write %s: %v", k, err)
+		}
+	}
+	if len(outcomes) != 6 {
+		t.Errorf("%d outcomes, want 6", len(outcomes))
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.peers) != 0 {
+		t.Errorf("%d peer queues left after every write answered", len(g.peers))
+	}
+}
+
+// Many writers storing single points at once through one coordinator, over real TCP
+// (their writes to a replica grouped when they meet): every point of every series is
+// stored on every replica and read back.
+func TestConcurrentSinglePointWrites(t *testing.T) {
+	lc := startCluster(t, 3, func(_ int, cfg *Config) { cfg.RF, cfg.WriteQuorum = 3, 3 })
+	c := lc.Nodes[0].Coordinator()
+	const writers, points = 16, 25
+	t0 := base()
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprintf("pmu/group%d", w)
+			all := sixtyHz(t0, points)
+			for i := range points {
+				if _, err := c.Put(context.Background(), key, all.Slice(i, i+1), PutOptions{}); err != nil {
+					errs <- fmt.Errorf("%s point %d: %w", key, i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for w := range writers {
+		key := fmt.Sprintf("pmu/group%d", w)
+		for _, n := range lc.Nodes {
+			res, err := n.Coordinator().Get(context.Background(), key, t0, t0+int64(time.Hour), GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			requireSame(t, sixtyHz(t0, points), res.Points)
+		}
+	}
+}

@@ -1,0 +1,177 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/store"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// countingReplica counts the shards it is asked to read, and fails reads while failing
+// is set, as a replica that cannot be reached would.
+type countingReplica struct {
+	Replica
+	shards  atomic.Int64
+	failing atomic.Bool
+}
+
+func (c *countingReplica) Read(ctx context.Context, req *wire.ReadReq) (*wire.ReadResp, error) {
+	c.shards.Add(int64(len(req.Shards)))
+	if c.failing.Load() {
+		return nil, rpc.ErrUnreachable
+	}
+	return c.Replica.Read(ctx, req)
+}
+
+// With ReadQuorumOnly a read asks a read quorum of each shard's replicas — this node's
+// own for the points when it is an owner, one other for a digest — and replaces one
+// that fails by the next owner; an owner that holds nothing is repaired; a shard no
+// replica can serve fails the read. By default every replica is asked.
+func TestReadQuorumOfReplicas(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 3, 3, 2
+	cfg.ReadQuorumOnly = true
+	cfg.CallTimeout = 2 * time.Second
+	logger := slog.New(slog.DiscardHandler)
+	peer := func(id string) dht.Peer { return dht.Peer{ID: id, RPCAddr: id + ":1"} }
+	a, b, self := peer("a"), peer("b"), peer("self")
+	stores := map[string]store.Store{}
+	reps := map[string]*countingReplica{}
+	replicas := replicaMap{}
+	for _, p := range []dht.Peer{a, b, self} {
+		stores[p.ID] = store.NewMem()
+		reps[p.ID] = &countingReplica{Replica: &localReplica{store: stores[p.ID], quantum: cfg.DHT.Quantum, format: cfg.DHT.Format,
+			stats: func() wire.NodeStats { return wire.NodeStats{} }}}
+		replicas[p.ID] = reps[p.ID]
+	}
+	place := &fixedPlacement{self: self, owners: []dht.Peer{a, b, self}}
+	types := newRegistry(place, replicas, &cfg, logger)
+	coord := newCoordinator(&cfg, place, replicas, types, nil, logger)
+
+	ctx := context.Background()
+	q := cfg.DHT.Quantum
+	start := q.Start(base())
+	from := q.BeginNanos(start)
+	pts := sixtyHz(from, 3*60*int(q)) // three quanta
+	to := pts.T[pts.Len()-1] + 1
+	if _, err := coord.Put(ctx, "pmu/one", pts, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	asked := func() (na, nb, ns int64) {
+		na, nb, ns = reps["a"].shards.Swap(0), reps["b"].shards.Swap(0), reps["self"].shards.Swap(0)
+		return
+	}
+	get := func(what string) {
+		t.Helper()
+		res, err := coord.Get(ctx, "pmu/one", from, to, GetOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		requireSame(t, pts, res.Points)
+	}
+
+	get("all replicas healthy")
+	if na, nb, ns := asked(); na != 3 || nb != 0 || ns != 3 {
+		t.Fatalf("healthy read asked a %d, b %d, self %d shards; want 3 of self (points) and 3 of a (digests)", na, nb, ns)
+	}
+	cfg.ReadQuorumOnly = false
+	get("every replica asked")
+	if na, nb, ns := asked(); na != 3 || nb != 3 || ns != 3 {
+		t.Fatalf("a read of every replica asked a %d, b %d, self %d shards; want 3 of each", na, nb, ns)
+	}
+	cfg.ReadQuorumOnly = true
+
+	reps["self"].failing.Store(true)
+	get("this node's replica failing")
+	if na, nb, ns := asked(); na != 6 || nb != 3 || ns != 3 {
+		t.Fatalf("with self failing the read asked a %d, b %d, self %d shards; want self's 3, a's 3 digests then points, b's 3 for the quorum", na, nb, ns)
+	}
+	reps["self"].failing.Store(false)
+
+	// An owner that holds nothing (a new owner, say): the read asks the next, and
+	// repairs the empty one from what that one sent.
+	stores["self"] = store.NewMem()
+	reps["self"] = &countingReplica{Replica: &localReplica{store: stores["self"], quantum: cfg.DHT.Quantum, format: cfg.DHT.Format,
+		stats: func() wire.NodeStats { return wire.NodeStats{} }}}
+	replicas["self"] = reps["self"] // no call is under way: the writes all answered (w = rf)
+	get("this node's replica empty")
+	if na, nb, ns := asked(); na != 6 || ns != 3 || nb != 0 {
+		t.Fatalf("with self empty the read asked a %d, b %d, self %d shards; want self's 3, a's 3 digests then points", na, nb, ns)
+	}
+	waitFor(t, 10*time.Second, "read repair of the empty replica", func() bool {
+		got, _, err := stores["self"].Read(shardRef(cfg.DHT.Format, "pmu/one", start), "pmu/one", from, to)
+		return err == nil && got.Len() == 60*int(q)
+	})
+
+	// No replica answers: the read fails, never short.
+	for _, r := range reps {
+		r.failing.Store(true)
+	}
+	_, err := coord.Get(ctx, "pmu/one", from, to, GetOptions{})
+	var re *rpc.RemoteError
+	if !errors.As(err, &re) || re.Code != CodePartial {
+		t.Fatalf("read with every replica failing: %v; want a %s error", err, CodePartial)
+	}
+	if na, nb, ns := asked(); na != 3 || nb != 3 || ns != 3 {
+		t.Fatalf("with every replica failing the read asked a %d, b %d, self %d shards; want every replica once", na, nb, ns)
+	}
+}
+
+// chooseReplicas covers every shard with as few nodes as it can.
+func TestChooseReplicasFewNodes(t *testing.T) {
+	p := func(id string) dht.Peer { return dht.Peer{ID: id} }
+	// Shards placed on overlapping sets: x is an owner of all four, but never the closest.
+	sets := [][]dht.Peer{
+		{p("a"), p("x"), p("b")},
+		{p("b"), p("c"), p("x")},
+		{p("c"), p("x"), p("d")},
+		{p("d"), p("a"), p("x")},
+	}
+	spans := make([]shardSpan, len(sets))
+	asked := make([][]bool, len(sets))
+	need := make([]int, len(sets))
+	for i, s := range sets {
+		spans[i].replicas = s
+		asked[i] = make([]bool, len(s))
+		need[i] = 1
+	}
+	plan := chooseReplicas(spans, asked, need, "self", true)
+	if len(plan) != 4 {
+		t.Fatalf("plan %v: want one fetch per shard", plan)
+	}
+	for _, f := range plan {
+		if id := spans[f.shard].replicas[f.replica].ID; id != "x" {
+			t.Fatalf("shard %d read from %s: want every shard from x, the one node that holds them all", f.shard, id)
+		}
+	}
+	// This node first when it is an owner; the rest still from one node.
+	sets[1][2] = p("self")
+	for i := range asked {
+		clear(asked[i])
+	}
+	plan = chooseReplicas(spans, asked, need, "self", true)
+	nodes := map[string]bool{}
+	for _, f := range plan {
+		nodes[spans[f.shard].replicas[f.replica].ID] = true
+	}
+	if len(plan) != 4 || !nodes["self"] || !nodes["x"] || len(nodes) != 2 {
+		t.Fatalf("plan %v read from %v: want shard 1 from self, the others from x", plan, nodes)
+	}
+	// Two replicas wanted of a shard: two distinct ones, neither asked before.
+	for i := range asked {
+		clear(asked[i])
+	}
+	asked[0][0] = true
+	need = []int{2, 0, 0, 0}
+	plan = chooseReplicas(spans, asked, need, "self", true)
+	if len(plan) != 2 || plan[0].replica == plan[1].replica || plan[0].replica == 0 || plan[1].replica == 0 {
+		t.Fatalf("plan %v: want replicas 1 and 2 of shard 0", plan)
+	}
+}
