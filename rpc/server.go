@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"reflect"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -29,7 +30,7 @@ type HandlerFunc func(ctx context.Context, req []byte) ([]byte, error)
 type Server struct {
 	t        Transport
 	cfg      Config
-	handlers atomic.Pointer[map[string]HandlerFunc] // copied on write: read without a lock per request
+	handlers atomic.Pointer[map[string]handler] // copied on write: read without a lock per request
 	ctx      context.Context                        // handlers' contexts derive from it; Close cancels it
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup // accept loops, connections and handlers, for Close
@@ -38,6 +39,7 @@ type Server struct {
 	keyLog  rateLog // refused cluster keys: at most one line per rateLogEvery
 	capLog  rateLog // connections refused at MaxConns
 	reapLog rateLog // connections closed to make room at MaxConns
+	costLog rateLog // requests refused from their first bytes (HandleDecoded)
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -58,14 +60,44 @@ func NewServer(t Transport, cfg Config) *Server {
 		conns:     make(map[net.Conn]*serverConn),
 	}
 	s.budget = newByteBudget(s.cfg.MaxInflightBytes, s.cfg.MaxFrameSize)
-	s.handlers.Store(&map[string]HandlerFunc{})
+	s.handlers.Store(&map[string]handler{})
 	return s
+}
+
+// handler is a registered method.
+type handler struct {
+	h    HandlerFunc
+	req  *plan  // HandleDecoded: the plan of the type the body is decoded into; else nil
+	name string // that type's name, for errors
 }
 
 // Handle registers h for method. Register methods before Listen, so that no
 // early caller finds them missing. Registering a method twice panics.
 func (s *Server) Handle(method string, h HandlerFunc) {
-	if h == nil {
+	s.handle(method, handler{h: h})
+}
+
+// HandleDecoded is Handle for a handler that decodes its request body with
+// Decode into a value of req's type (a pointer, as Decode takes it: a nil
+// one will do, e.g. (*Req)(nil)). The server then applies Decode's cost
+// bound (DecodeCostFactor) to the request's first bytes as they arrive: a
+// request that already declares more than its whole body may cost, such as
+// an array of a million nils to be decoded into a million structs, is
+// refused before the rest of its frame is buffered or walked, and its bytes
+// are read past unbuffered, so it costs the server next to nothing. The
+// caller gets a *RemoteError with CodeBadRequest naming DecodeCostFactor;
+// the connection stays open. A request that passes is served as by Handle,
+// and Decode checks it whole.
+func (s *Server) HandleDecoded(method string, req any, h HandlerFunc) {
+	t := reflect.TypeOf(req)
+	if t == nil || t.Kind() != reflect.Pointer {
+		panic(fmt.Sprintf("rpc: HandleDecoded(%s): request type %T is not a pointer", method, req))
+	}
+	s.handle(method, handler{h: h, req: planFor(t), name: t.String()})
+}
+
+func (s *Server) handle(method string, h handler) {
+	if h.h == nil {
 		panic("rpc: nil handler for " + method)
 	}
 	s.mu.Lock()
@@ -269,6 +301,7 @@ func (s *Server) serveConn(sc *serverConn) {
 	sc.budget = semaphore.NewWeighted(int64(s.cfg.MaxInflightBytesPerConn))
 	var held hold // budget taken for the frame being read
 	var frameDeadline time.Time
+	fr.check = s.checkRequest
 	fr.reserve = func(n int) error {
 		start := time.Now()
 		waited, err := s.budget.take(ctx, sc.budget, &held, n)
@@ -298,6 +331,21 @@ func (s *Server) serveConn(sc *serverConn) {
 			return
 		}
 		b, err := fr.next()
+		var refused *refusal
+		if errors.As(err, &refused) {
+			// Read past, nothing kept: answer it and read on.
+			s.budget.give(sc.budget, &held)
+			s.costLog.warn(s.cfg.Logger, "rpc: refused request from its first bytes: decode cost", "from", conn.RemoteAddr().String(),
+				"method", refused.method, "err", refused.err)
+			resp := envelope{kind: kindResponse, id: refused.id, code: CodeBadRequest, msg: refused.Error()}
+			frame := resp.appendTo(beginFrame(nil))
+			if finishFrame(frame, s.cfg.MaxFrameSize) == nil {
+				sc.write(frame)
+			}
+			sc.lastActive.Store(time.Now().UnixNano())
+			<-inflight
+			continue
+		}
 		if err != nil {
 			s.budget.give(sc.budget, &held)
 			if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
@@ -327,6 +375,37 @@ func (s *Server) serveConn(sc *serverConn) {
 			go sc.worker(ctx, &req, work, inflight)
 		}
 	}
+}
+
+// refusal is the error with which Server.checkRequest refuses a request
+// from its first bytes.
+type refusal struct {
+	id     uint64
+	method string
+	err    error
+}
+
+func (r *refusal) Error() string { return r.method + ": " + r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// checkRequest is the frame reader's check (see frameReader.check): it
+// refuses a request to a method registered with HandleDecoded whose body's
+// first bytes already declare more than Decode's cost bound allows the
+// whole body.
+func (s *Server) checkRequest(prefix []byte, n int) error {
+	id, method, at, size, ok := requestHead(prefix)
+	if !ok || at+size > n {
+		return nil // not a request, or its head is cut off: the frame's decode will say
+	}
+	h, found := (*s.handlers.Load())[method]
+	if !found || h.req == nil {
+		return nil
+	}
+	body := prefix[at:min(len(prefix), at+size)]
+	if err := checkDecodeCostPrefix(body, size, h.req, h.name); err != nil {
+		return &refusal{id: id, method: method, err: err}
+	}
+	return nil
 }
 
 // awaitFrame waits for the first byte of the next frame, for at most
@@ -450,7 +529,7 @@ func (sc *serverConn) serve(ctx context.Context, req *envelope) {
 // call runs the handler of method, turning a panic into an error so that one
 // bad request does not take the node down.
 func (s *Server) call(ctx context.Context, method string, req []byte) (resp []byte, err error) {
-	h := (*s.handlers.Load())[method]
+	h := (*s.handlers.Load())[method].h
 	if h == nil {
 		return nil, &RemoteError{Code: CodeUnknownMethod, Msg: fmt.Sprintf("rpc: unknown method %q", method)}
 	}
