@@ -42,6 +42,14 @@ func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt G
 		return Result{}, err
 	}
 	q := c.cfg.DHT.Quantum
+	if from < to && (q.Start(to-1)-q.Start(from))/int64(q) >= readPageQuanta {
+		// A long read waits for its turn before it allocates anything for its range.
+		release, err := c.longRead(ctx, key)
+		if err != nil {
+			return Result{}, err
+		}
+		defer release()
+	}
 	starts, err := q.Covering(from, to)
 	if err != nil {
 		return Result{}, rpc.Errorf(CodeBadInput, "%v", err)
@@ -81,6 +89,26 @@ func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt G
 
 // readPageQuanta is how many quanta a read plans and asks for at once.
 const readPageQuanta = 256
+
+// maxLongReads is how many reads of more than readPageQuanta quanta a node coordinates
+// at once; the others wait for their turn within their deadline. Such a read takes a
+// core for as long as it pages (seconds for the documented maximum of 2²⁰ quanta): a
+// flood of them, from an honest but careless client or a hostile member, then costs
+// the node one core, in turn, not its memory and both cores at once, and the reads
+// and writes of a page or less go on beside it (TestSoakHostile).
+const maxLongReads = 1
+
+// longRead waits for a long read's turn and returns its release, or an error with
+// CodeUnavailable once ctx ends first.
+func (c *Coordinator) longRead(ctx context.Context, key string) (func(), error) {
+	select {
+	case c.longReads <- struct{}{}:
+		return func() { <-c.longReads }, nil
+	case <-ctx.Done():
+		return nil, rpc.Errorf(CodeUnavailable, "read of %q: waited for other reads of more than %d quanta, which run %d at a time: %v; retry, or ask for a shorter range",
+			key, readPageQuanta, maxLongReads, ctx.Err())
+	}
+}
 
 // checkGet validates a read and returns its read quorum.
 func (c *Coordinator) checkGet(key string, from, to int64, opt GetOptions) (int, error) {
