@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/rpc"
@@ -99,14 +100,21 @@ const readPageQuanta = 256
 const maxLongReads = 1
 
 // longRead waits for a long read's turn and returns its release, or an error with
-// CodeUnavailable once ctx ends first.
+// CodeUnavailable if it did not come within nine tenths of the time left to ctx (so that
+// the caller still gets the answer before it stops waiting).
 func (c *Coordinator) longRead(ctx context.Context, key string) (func(), error) {
+	wait := ctx
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithDeadline(ctx, d.Add(-time.Until(d)/10))
+		defer cancel()
+	}
 	select {
 	case c.longReads <- struct{}{}:
 		return func() { <-c.longReads }, nil
-	case <-ctx.Done():
-		return nil, rpc.Errorf(CodeUnavailable, "read of %q: waited for other reads of more than %d quanta, which run %d at a time: %v; retry, or ask for a shorter range",
-			key, readPageQuanta, maxLongReads, ctx.Err())
+	case <-wait.Done():
+		return nil, rpc.Errorf(CodeUnavailable, "read of %q: other reads of more than %d quanta kept it waiting (they run %d at a time); retry, or ask for a shorter range",
+			key, readPageQuanta, maxLongReads)
 	}
 }
 

@@ -359,7 +359,10 @@ func TestSoakAttackers(t *testing.T) {
 		return nil, nil
 	})
 	go attack(3, func() (net.Conn, error) { // a get over 2²⁰ quanta, given 2 s
-		call(3, wire.MethodGet, huge, 2*time.Second, func(err error) bool { return errors.Is(err, context.DeadlineExceeded) })
+		call(3, wire.MethodGet, huge, 2*time.Second, func(err error) bool { // told to wait its turn, or stopped waiting
+			var re *rpc.RemoteError
+			return errors.As(err, &re) && re.Code == wire.CodeUnavailable || errors.Is(err, context.DeadlineExceeded)
+		})
 		return nil, nil
 	})
 	var keyless atomic.Int64
