@@ -365,3 +365,40 @@ func TestHandshakeTrickle(t *testing.T) {
 	}
 	waitFor(t, "the log line", func() bool { return strings.Contains(logs.String(), "handshake") })
 }
+
+// TestConnCapReapsStalledFrames: at MaxConns, connections whose frame stalled part-way
+// are idle since their last byte, so they make room before a live client that is
+// merely between calls: the live client keeps its connection (they used to be out of
+// the reaper's reach until FrameTimeout, and a flood of them left only live clients
+// to reap).
+func TestConnCapReapsStalledFrames(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxConns = 3
+	_, addr := startServer(t, NewTCPTransport(), "127.0.0.1:0", cfg, map[string]HandlerFunc{"echo": echo})
+	var stalled []net.Conn
+	for range 2 {
+		conn := rawConn(t, addr)
+		handshake(t, conn)
+		if _, err := conn.Write(binary.BigEndian.AppendUint32(nil, 1<<20)); err != nil {
+			t.Fatal(err)
+		}
+		stalled = append(stalled, conn)
+	}
+	live := &countingTransport{Transport: NewTCPTransport()}
+	c := newClient(t, live, DefaultConfig())
+	newcomer := newClient(t, NewTCPTransport(), DefaultConfig())
+	for i := range 3 {
+		if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "echo", []byte("live")); err != nil {
+			t.Fatalf("the live client's call %d: %v", i, err)
+		}
+		if i == 1 { // at the cap, a newcomer after the live client's call
+			if _, err := newcomer.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
+				t.Fatalf("a newcomer at the cap: %v", err)
+			}
+		}
+	}
+	if n := live.dials.Load(); n != 1 {
+		t.Errorf("the live client dialed %d times: its connection was reaped before a stalled frame", n)
+	}
+	expectClosed(t, stalled[0]) // the stalled frame idle the longest made room
+}

@@ -195,9 +195,12 @@ func (s *Server) accept(l net.Listener) {
 
 // reapLocked makes room for one connection at MaxConns: of the connections
 // that run no request, it takes the one idle the longest (one still in its
-// handshake counts as idle since it was accepted). One in its handshake is
-// closed; an established one is marked, and its reader says goodbye and
-// closes it. It reports whether it found one. Called with s.mu held.
+// handshake counts as idle since it was accepted; one part-way through a
+// frame, since its last byte arrived, so that stalled and trickling frames go
+// before live clients). One in its handshake or part-way through a frame is
+// closed; one waiting for its next frame is marked, and its reader says
+// goodbye and closes it. It reports whether it found one. Called with s.mu
+// held.
 func (s *Server) reapLocked() bool {
 	var victim *serverConn
 	var since time.Time
@@ -210,8 +213,8 @@ func (s *Server) reapLocked() bool {
 			continue
 		case sc.handshaking:
 			t = sc.accepted
-		case sc.waiting && sc.running.Load() == 0:
-			t = time.Unix(0, sc.lastActive.Load())
+		case sc.running.Load() == 0:
+			t = time.Unix(0, max(sc.lastActive.Load(), sc.lastRead.Load()))
 		default:
 			sc.mu.Unlock()
 			continue
@@ -228,7 +231,7 @@ func (s *Server) reapLocked() bool {
 	s.reapLog.warn(s.cfg.Logger, "rpc: at Config.MaxConns: closing the connection idle the longest to make room",
 		"max_conns", s.cfg.MaxConns, "from", victim.conn.RemoteAddr().String(), "idle", time.Since(since).Round(time.Millisecond))
 	victim.reaped = true
-	if victim.handshaking {
+	if victim.handshaking || !victim.waiting {
 		victim.conn.Close()
 	} else {
 		// Wake the reader from its wait for the next frame.
@@ -250,11 +253,29 @@ type serverConn struct {
 	// lastActive is when the connection last read a request or sent a
 	// response, in UNIX nanoseconds: the reaper takes the oldest.
 	lastActive atomic.Int64
+	// lastRead is when the connection's reader last received bytes, in UNIX
+	// nanoseconds: a frame that stalls part-way is idle since then.
+	lastRead atomic.Int64
 
 	mu          sync.Mutex // guards the fields below, which the reaper reads
 	handshaking bool       // the handshake is not complete
 	waiting     bool       // the reader waits for a frame's first byte
 	reaped      bool       // closed, or to be closed, to make room at MaxConns
+}
+
+// readActivity is a connection's reading side that notes when bytes last
+// arrived.
+type readActivity struct {
+	net.Conn
+	last *atomic.Int64
+}
+
+func (r readActivity) Read(p []byte) (int, error) {
+	n, err := r.Conn.Read(p)
+	if n > 0 {
+		r.last.Store(time.Now().UnixNano())
+	}
+	return n, err
 }
 
 // errIdle ends a connection that the server closed as idle or reaped.
@@ -297,7 +318,7 @@ func (s *Server) serveConn(sc *serverConn) {
 	defer cancel()
 	inflight := make(chan struct{}, s.cfg.MaxInflightPerConn)
 	work := make(chan *envelope) // to a worker waiting for its next request
-	fr := newFrameReader(conn, s.cfg.MaxFrameSize)
+	fr := newFrameReader(readActivity{conn, &sc.lastRead}, s.cfg.MaxFrameSize)
 	sc.budget = semaphore.NewWeighted(int64(s.cfg.MaxInflightBytesPerConn))
 	var held hold // budget taken for the frame being read
 	var frameDeadline time.Time
