@@ -251,16 +251,13 @@ func TestSoakAttackers(t *testing.T) {
 	}
 	end := time.Now().Add(time.Duration(seconds) * time.Second)
 	var wg sync.WaitGroup
-	// attack makes perKind connections (or requests) of one kind, spread over the run,
-	// holding at most open of those that stay open.
+	// attack makes perKind connections (or requests) of one kind, spread evenly over
+	// the run whatever each takes, holding at most open of those that stay open.
 	attack := func(kind int, one func() (net.Conn, error)) {
 		defer wg.Done()
+		var mu sync.Mutex
 		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-		}()
+		var tries sync.WaitGroup
 		every := time.Duration(seconds) * time.Second / time.Duration(perKind)
 		next := time.Now()
 		for range perKind {
@@ -268,17 +265,31 @@ func TestSoakAttackers(t *testing.T) {
 				break
 			}
 			opened[kind].Add(1)
-			if conn, err := one(); err == nil && conn != nil {
+			tries.Add(1)
+			go func() {
+				defer tries.Done()
+				conn, err := one()
+				if err != nil || conn == nil {
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
 				held = append(held, conn)
 				if len(held) > open {
 					held[0].Close()
 					held = held[1:]
 				}
-			}
+			}()
 			next = next.Add(every)
 			time.Sleep(time.Until(next))
 		}
+		tries.Wait()
 		time.Sleep(time.Until(end))
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
 	}
 	dial := func() (net.Conn, error) { return net.DialTimeout("tcp", addr, time.Second) }
 	// A real handshake, then raw bytes on its connection.
