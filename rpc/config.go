@@ -71,7 +71,8 @@ type Config struct {
 	// handshake included. A connection that arrives at the cap takes the
 	// place of the one idle the longest (a client reconnects transparently
 	// when it next calls; a connection still in its handshake counts as idle
-	// since it was accepted, so silent ones go first); if every connection
+	// since it was accepted, and one part-way through a frame since its last
+	// byte arrived, so silent and stalled ones go first); if every connection
 	// runs a request, it is refused. Default 256.
 	MaxConns int
 
