@@ -402,3 +402,45 @@ func TestConnCapReapsStalledFrames(t *testing.T) {
 	}
 	expectClosed(t, stalled[0]) // the stalled frame idle the longest made room
 }
+
+// TestConnCapSparesLiveClients: at MaxConns, a connection in its handshake for longer
+// than handshakeGrace goes before a client that was answered less than reapGrace ago,
+// even when the handshake began after the client's last call but one: under a flood
+// of new connections a live client between two calls is otherwise the oldest and
+// loses its connection.
+func TestConnCapSparesLiveClients(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxConns = 3
+	s, addr := startServer(t, NewTCPTransport(), "127.0.0.1:0", cfg, map[string]HandlerFunc{"echo": echo})
+	live := &countingTransport{Transport: NewTCPTransport()}
+	c := newClient(t, live, DefaultConfig())
+	if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
+		t.Fatal(err)
+	}
+	silent := rawConn(t, addr) // accepted after the live client's call; says nothing
+	other := newClient(t, NewTCPTransport(), DefaultConfig())
+	if _, err := other.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the silent connection to be in its handshake for longer than handshakeGrace", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, sc := range s.conns {
+			if sc.handshaking && time.Since(sc.accepted) > handshakeGrace {
+				return true
+			}
+		}
+		return false
+	})
+	newcomer := newClient(t, NewTCPTransport(), DefaultConfig())
+	if _, err := newcomer.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
+		t.Fatalf("a newcomer at the cap: %v", err)
+	}
+	expectClosed(t, silent)
+	if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := live.dials.Load(); n != 1 {
+		t.Errorf("the live client dialed %d times: it was reaped before a silent handshake", n)
+	}
+}

@@ -197,13 +197,18 @@ func (s *Server) accept(l net.Listener) {
 // that run no request, it takes the one idle the longest (one still in its
 // handshake counts as idle since it was accepted; one part-way through a
 // frame, since its last byte arrived, so that stalled and trickling frames go
-// before live clients). One in its handshake or part-way through a frame is
-// closed; one waiting for its next frame is marked, and its reader says
-// goodbye and closes it. It reports whether it found one. Called with s.mu
-// held.
+// before live clients). A connection that answered a request less than
+// reapGrace ago, or began its handshake less than handshakeGrace ago, is
+// taken only when no other is left: under a flood of new connections, each
+// as young as the last, a live client between two calls would otherwise be
+// the oldest. One in its handshake or part-way through a
+// frame is closed; one waiting for its next frame is marked, and its reader
+// says goodbye and closes it. It reports whether it found one. Called with
+// s.mu held.
 func (s *Server) reapLocked() bool {
-	var victim *serverConn
-	var since time.Time
+	var victim, live *serverConn
+	var since, liveSince time.Time
+	now := time.Now()
 	for _, sc := range s.conns {
 		sc.mu.Lock()
 		var t time.Time
@@ -219,10 +224,22 @@ func (s *Server) reapLocked() bool {
 			sc.mu.Unlock()
 			continue
 		}
+		// Live: answered a request lately, or handshaking since just now (an
+		// honest handshake takes a round trip or two).
+		served := sc.handshaking && now.Sub(sc.accepted) < handshakeGrace ||
+			!sc.handshaking && now.Sub(time.Unix(0, sc.lastServed.Load())) < reapGrace
 		sc.mu.Unlock()
-		if victim == nil || t.Before(since) {
+		switch {
+		case served:
+			if live == nil || t.Before(liveSince) {
+				live, liveSince = sc, t
+			}
+		case victim == nil || t.Before(since):
 			victim, since = sc, t
 		}
+	}
+	if victim == nil {
+		victim, since = live, liveSince
 	}
 	if victim == nil {
 		return false
@@ -253,6 +270,9 @@ type serverConn struct {
 	// lastActive is when the connection last read a request or sent a
 	// response, in UNIX nanoseconds: the reaper takes the oldest.
 	lastActive atomic.Int64
+	// lastServed is when the connection last sent a response, in UNIX
+	// nanoseconds (0: never).
+	lastServed atomic.Int64
 	// lastRead is when the connection's reader last received bytes, in UNIX
 	// nanoseconds: a frame that stalls part-way is idle since then.
 	lastRead atomic.Int64
@@ -277,6 +297,14 @@ func (r readActivity) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// reapGrace is how long after answering a request a connection counts as
+// live, to be reaped at MaxConns only when no other connection can be.
+const reapGrace = time.Second
+
+// handshakeGrace is how long a connection in its handshake counts as live for
+// the reaper; past it, it goes before live ones.
+const handshakeGrace = 100 * time.Millisecond
 
 // errIdle ends a connection that the server closed as idle or reaped.
 var errIdle = errors.New("idle connection closed")
@@ -544,6 +572,7 @@ func (sc *serverConn) serve(ctx context.Context, req *envelope) {
 			return
 		}
 	}
+	sc.lastServed.Store(time.Now().UnixNano())
 	sc.write(frame)
 }
 
