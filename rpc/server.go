@@ -31,7 +31,7 @@ type Server struct {
 	t        Transport
 	cfg      Config
 	handlers atomic.Pointer[map[string]handler] // copied on write: read without a lock per request
-	ctx      context.Context                        // handlers' contexts derive from it; Close cancels it
+	ctx      context.Context                    // handlers' contexts derive from it; Close cancels it
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup // accept loops, connections and handlers, for Close
 	budget   *byteBudget    // Config.MaxInflightBytes over all connections
