@@ -118,10 +118,21 @@ func TestLongReadsTakeTurns(t *testing.T) {
 	if got, err := get(readPageQuanta, 30*time.Second); err != nil || got != 1 {
 		t.Fatalf("a read of a page beside a long one: %d points, %v", got, err)
 	}
+	// Aggregates take their turn with the long reads.
+	actx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	err = rpc.Invoke(actx, cli, n.RPCAddr(), wire.MethodAggregate, &wire.AggregateReq{Key: "turns", From: to - 4*readPageQuanta*q, To: to, Every: q}, &wire.AggregateResp{})
+	cancel()
+	if !errors.As(err, &re) || re.Code != CodeUnavailable {
+		t.Fatalf("a long aggregate while a long read runs: %v, want %s", err, CodeUnavailable)
+	}
 	for range maxLongReads {
 		<-c.longReads
 	}
 	if got, err := get(4*readPageQuanta, 30*time.Second); err != nil || got != 1 {
 		t.Fatalf("a long read on its own: %d points, %v", got, err)
+	}
+	ares, err := n.Coordinator().Aggregate(context.Background(), "turns", to-4*readPageQuanta*q, to, 4*readPageQuanta*q, GetOptions{})
+	if err != nil || len(ares.Windows) != 1 {
+		t.Fatalf("a long aggregate on its own, paged: %d windows, %v", len(ares.Windows), err)
 	}
 }

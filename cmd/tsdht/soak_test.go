@@ -49,7 +49,7 @@ func (h *hijack) Dial(ctx context.Context, addr string) (net.Conn, error) {
 }
 
 // soakKinds names the hostile kinds of the soak, in the order of soakSummary's counts.
-var soakKinds = []string{"stalled 4 MiB header", "slowloris", "frame of nils", "huge-range get", "no or wrong key", "idle"}
+var soakKinds = []string{"stalled 4 MiB header", "slowloris", "frame of nils", "huge-range read", "no or wrong key", "idle"}
 
 // soakSummary is what the attacker process reports on its last line of output.
 type soakSummary struct {
@@ -380,8 +380,14 @@ func TestSoakAttackers(t *testing.T) {
 		call(2, wire.MethodWrite, msgpack.RawMessage(nilFrame), 10*time.Second, badRequest)
 		return nil, nil
 	})
-	goAttack(3, func() (net.Conn, error) { // a get over 2²⁰ quanta, given 2 s
-		call(3, wire.MethodGet, huge, 2*time.Second, func(err error) bool { // told to wait its turn, or stopped waiting
+	hugeAgg := &wire.AggregateReq{Key: "soak", From: huge.From, To: huge.To, Every: int64(24 * time.Hour)}
+	var hugeN atomic.Int64
+	goAttack(3, func() (net.Conn, error) { // a get, or an aggregate, over 2²⁰ quanta, given 2 s
+		method, req := wire.MethodGet, any(huge)
+		if hugeN.Add(1)%2 == 0 {
+			method, req = wire.MethodAggregate, hugeAgg
+		}
+		call(3, method, req, 2*time.Second, func(err error) bool { // told to wait its turn, or stopped waiting
 			var re *rpc.RemoteError
 			return errors.As(err, &re) && re.Code == wire.CodeUnavailable || errors.Is(err, context.DeadlineExceeded)
 		})
