@@ -71,8 +71,11 @@ type Config struct {
 	// handshake included. A connection that arrives at the cap takes the
 	// place of the one idle the longest (a client reconnects transparently
 	// when it next calls; a connection still in its handshake counts as idle
-	// since it was accepted, so silent ones go first); if every connection
-	// runs a request, it is refused. Default 256.
+	// since it was accepted, and one part-way through a frame since its last
+	// byte arrived, so silent and stalled ones go first; one answered in the
+	// last second, or in its handshake for less than 100 ms, only when no
+	// other is left); if every connection runs a request, it is refused.
+	// Default 256.
 	MaxConns int
 
 	// ServerIdleTimeout closes a Server's connection that carried no request

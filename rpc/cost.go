@@ -50,17 +50,49 @@ func checkDecodeCost(b []byte, v any) error {
 		return nil
 	}
 	p := planFor(t)
-	if p.kind == planFree || p.kind == planPointer && (p.elem.kind == planFree || p.elem.kind == planString) {
-		return nil // nothing in the type can allocate per element
+	if !p.allocates() {
+		return nil
 	}
-	limit := DecodeCostFactor*uint64(len(b)) + decodeCostSlack
-	w := costWalker{b: b, limit: limit}
-	w.value(0, p)
-	if w.cost > limit {
+	if cost, limit := decodeCost(b, len(b), p); cost > limit {
 		return fmt.Errorf("rpc: decode into %T: the message (%d bytes) would allocate more than %d bytes (%d per byte, rpc.DecodeCostFactor)",
 			v, len(b), limit, DecodeCostFactor)
 	}
 	return nil
+}
+
+// checkDecodeCostPrefix is checkDecodeCost for the first bytes of a message
+// of total bytes, the rest not read yet: it refuses the message when what
+// prefix declares already costs more than the whole message may, so that
+// the rest need not be read. typ names the type of p, for the error. A
+// prefix is never charged more than the whole message would be, so what it
+// refuses checkDecodeCost would refuse too.
+func checkDecodeCostPrefix(prefix []byte, total int, p *plan, typ string) error {
+	if !p.allocates() {
+		return nil
+	}
+	if cost, limit := decodeCost(prefix, total, p); cost > limit {
+		return fmt.Errorf("rpc: decode into %s: the message (%d bytes) would allocate more than %d bytes (%d per byte, rpc.DecodeCostFactor); refused from its first %d bytes",
+			typ, total, limit, DecodeCostFactor, len(prefix))
+	}
+	return nil
+}
+
+// decodeCost walks b, the first bytes (or all) of a message of total bytes,
+// with plan p, and returns what decoding it would allocate, as far as the
+// walk went, and the limit for total bytes. It stops once past the limit.
+func decodeCost(b []byte, total int, p *plan) (cost, limit uint64) {
+	limit = DecodeCostFactor*uint64(total) + decodeCostSlack
+	if len(b) == 0 {
+		return 0, limit
+	}
+	w := costWalker{b: b, limit: limit}
+	w.value(0, p)
+	return w.cost, limit
+}
+
+// allocates reports whether decoding into p's type can allocate per element.
+func (p *plan) allocates() bool {
+	return !(p.kind == planFree || p.kind == planPointer && (p.elem.kind == planFree || p.elem.kind == planString))
 }
 
 type planKind uint8
@@ -197,20 +229,38 @@ func addFields(p *plan, t reflect.Type, building map[reflect.Type]*plan) {
 	}
 }
 
-// costWalker walks a validated msgpack value alongside a plan, adding up
-// what decoding it would allocate. It stops counting once past limit.
+// costWalker walks a msgpack value alongside a plan, adding up what decoding
+// it would allocate. It stops once past limit, and where its input ends or
+// stops making sense (a message's first bytes, or one not validated): what
+// it counted until then is charged, never more than the whole message would
+// be.
 type costWalker struct {
 	b     []byte
 	limit uint64
 	cost  uint64
+	end   bool // the input ended, or was malformed, where the walk reached
 }
 
-// head reads the header of the value at off: its code class, the count of
-// elements (array), pairs (map) or payload bytes (str, bin, ext), and the
-// offset of its contents.
+// done reports whether the walk is over: past the limit, or at the end of
+// its input. Every loop over elements checks it, so that a refused
+// message's remaining elements are not walked one by one.
+func (w *costWalker) done() bool { return w.cost > w.limit || w.end }
+
+// stop ends the walk at the end of its input; it returns len(w.b), the
+// offset to return from there.
+func (w *costWalker) stop() int {
+	w.end = true
+	return len(w.b)
+}
+
+// head reads the header of the value at off (off < len(w.b)): its code
+// class, the count of elements (array), pairs (map) or payload bytes (str,
+// bin, ext), and the offset of its contents. If the length field is cut off
+// it ends the walk and returns body = len(w.b).
 func (w *costWalker) head(off int) (c byte, n uint64, body int) {
 	c = w.b[off]
 	body = off + 1
+	size := 0
 	switch {
 	case c >= 0x80 && c <= 0x8f:
 		return 0xdf, uint64(c & 0x0f), body
@@ -219,30 +269,59 @@ func (w *costWalker) head(off int) (c byte, n uint64, body int) {
 	case c >= 0xa0 && c <= 0xbf:
 		return 0xdb, uint64(c & 0x1f), body
 	case c == 0xc4, c == 0xd9:
-		return c, uint64(w.b[body]), body + 1
+		size = 1
 	case c == 0xc5, c == 0xda, c == 0xdc, c == 0xde:
-		return c, uint64(binary.BigEndian.Uint16(w.b[body:])), body + 2
+		size = 2
 	case c == 0xc6, c == 0xdb, c == 0xdd, c == 0xdf:
-		return c, uint64(binary.BigEndian.Uint32(w.b[body:])), body + 4
+		size = 4
+	default:
+		return c, 0, body
 	}
-	return c, 0, body
+	if len(w.b)-body < size {
+		return c, 0, w.stop()
+	}
+	switch size {
+	case 1:
+		n = uint64(w.b[body])
+	case 2:
+		n = uint64(binary.BigEndian.Uint16(w.b[body:]))
+	default:
+		n = uint64(binary.BigEndian.Uint32(w.b[body:]))
+	}
+	return c, n, body + size
 }
 
 func isArray(c byte) bool { return c == 0xdc || c == 0xdd }
 func isMap(c byte) bool   { return c == 0xde || c == 0xdf }
 func isBytes(c byte) bool { return c >= 0xc4 && c <= 0xc6 || c >= 0xd9 && c <= 0xdb }
 
-// skip returns the offset past the value at off (validated: cannot fail).
+// skip returns the offset past the value at off; one cut off or malformed
+// ends the walk.
 func (w *costWalker) skip(off int) int {
-	end, _ := skipValue(w.b, off, 0)
+	end, err := skipValue(w.b, off, 0)
+	if err != nil {
+		return w.stop()
+	}
 	return end
+}
+
+// payload returns the offset past n bytes of payload at body; a payload cut
+// off ends the walk.
+func (w *costWalker) payload(body int, n uint64) int {
+	if n > uint64(len(w.b)-body) {
+		return w.stop()
+	}
+	return body + int(n)
 }
 
 // value adds the cost of decoding the value at off with plan p and returns
 // the offset past it.
 func (w *costWalker) value(off int, p *plan) int {
-	if w.cost > w.limit {
-		return len(w.b) // refused anyway: stop walking
+	if w.done() {
+		return len(w.b) // refused anyway, or nothing more to see: stop walking
+	}
+	if off >= len(w.b) {
+		return w.stop()
 	}
 	if w.b[off] == 0xc0 { // nil: a nil pointer, slice or map, or a zero value
 		return off + 1
@@ -261,33 +340,39 @@ func (w *costWalker) value(off int, p *plan) int {
 		return w.iface(off)
 	}
 	c, n, body := w.head(off)
+	if w.end {
+		return body
+	}
 	switch {
 	case p.kind == planString && isBytes(c):
 		w.cost += n
-		return body + int(n)
+		return w.payload(body, n)
 	case (p.kind == planSlice || p.kind == planString && p.elem != nil) && isArray(c): // planString with elem: []byte
 		w.cost += n * p.size
-		for range n {
+		for i := uint64(0); i < n && !w.done(); i++ {
 			body = w.value(body, p.elem)
 		}
 		return body
 	case p.kind == planArray && isArray(c):
-		for range n {
+		for i := uint64(0); i < n && !w.done(); i++ {
 			body = w.value(body, p.elem)
 		}
 		return body
 	case p.kind == planMap && isMap(c):
 		w.cost += n * (2*p.size + mapEntryCost)
-		for range n {
+		for i := uint64(0); i < n && !w.done(); i++ {
 			body = w.value(body, p.key)
 			body = w.value(body, p.elem)
 		}
 		return body
 	case p.kind == planStruct && isMap(c):
-		for range n {
+		for i := uint64(0); i < n && !w.done(); i++ {
+			if body >= len(w.b) {
+				return w.stop()
+			}
 			kc, kn, kbody := w.head(body)
 			var fp *plan
-			if kc == 0xdb || kc == 0xd9 || kc == 0xda {
+			if !w.end && (kc == 0xdb || kc == 0xd9 || kc == 0xda) && kn <= uint64(len(w.b)-kbody) {
 				fp = p.fields[string(w.b[kbody:kbody+int(kn)])]
 			}
 			body = w.skip(body)
@@ -299,7 +384,7 @@ func (w *costWalker) value(off int, p *plan) int {
 		}
 		return body
 	case p.kind == planStruct && isArray(c):
-		for i := range n {
+		for i := uint64(0); i < n && !w.done(); i++ {
 			if i < uint64(len(p.list)) {
 				body = w.value(body, p.list[i])
 			} else {
@@ -316,25 +401,31 @@ func (w *costWalker) value(off int, p *plan) int {
 
 // iface adds the cost of decoding the value at off into an interface.
 func (w *costWalker) iface(off int) int {
-	if w.cost > w.limit {
+	if w.done() {
 		return len(w.b)
 	}
+	if off >= len(w.b) {
+		return w.stop()
+	}
 	c, n, body := w.head(off)
+	if w.end {
+		return body
+	}
 	switch {
 	case c == 0xc0:
 		return off + 1
 	case isBytes(c):
 		w.cost += ifaceValueCost + 8 + n
-		return body + int(n)
+		return w.payload(body, n)
 	case isArray(c):
 		w.cost += ifaceValueCost + 8 + n*ifaceValueCost
-		for range n {
+		for i := uint64(0); i < n && !w.done(); i++ {
 			body = w.iface(body)
 		}
 		return body
 	case isMap(c):
 		w.cost += ifaceValueCost + 48 + n*ifaceEntryCost
-		for range 2 * n {
+		for i := uint64(0); i < 2*n && !w.done(); i++ {
 			body = w.iface(body)
 		}
 		return body

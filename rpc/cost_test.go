@@ -142,6 +142,20 @@ func FuzzDecodeCost(f *testing.F) {
 			if grew > limit {
 				t.Fatalf("decoding %d bytes into %T allocated %d bytes, over %d (err %v)", len(b), v, grew, limit, err)
 			}
+			// The server's check of a request's first bytes (HandleDecoded)
+			// never refuses what Decode would let through, and walks any
+			// bytes, well-formed or not, cut anywhere, without panicking.
+			p := planFor(reflect.TypeOf(v))
+			whole := checkDecodeCostPrefix(b, len(b), p, "") == nil
+			for _, k := range []int{0, 1, len(b) / 3, len(b) / 2, len(b) - 1} {
+				if k < 0 || k > len(b) {
+					continue
+				}
+				perr := checkDecodeCostPrefix(b[:k], len(b), p, "")
+				if perr != nil && (whole || Validate(b) == nil && checkDecodeCost(b, v) == nil) {
+					t.Fatalf("%d bytes into %T: the first %d refused (%v), the whole accepted", len(b), v, k, perr)
+				}
+			}
 		}
 	})
 }

@@ -28,5 +28,9 @@
 // without the check a few hostile bytes make it allocate gigabytes, or panic
 // on 32-bit ARM where lengths of 2³¹ and more turn negative. It then refuses
 // a message that would allocate more than DecodeCostFactor bytes per byte in
-// the type it is decoded into (cost.go).
+// the type it is decoded into (cost.go). For a method registered with
+// HandleDecoded the server applies that bound to a request's first bytes as
+// they arrive, so a request that declares, say, a million structs in a
+// megabyte is answered bad_request and read past without being buffered or
+// walked.
 package rpc

@@ -278,3 +278,40 @@ func (r *msgReader) bin() ([]byte, error) {
 	}
 	return r.need(n, "binary")
 }
+
+// requestHead reads the head of a request envelope from b, the first bytes of
+// a frame: the request's ID and method, where its body starts in b and how
+// long the body is. ok is false if b is not the start of a well-formed
+// request or ends before the body does; the whole frame's decode then says
+// what is wrong.
+func requestHead(b []byte) (id uint64, method string, bodyAt, bodyLen int, ok bool) {
+	r := msgReader{b: b}
+	n, err := r.arrayLen()
+	if err != nil || n < envelopeFields {
+		return
+	}
+	if v, err := r.uint(); err != nil || v < 1 {
+		return
+	}
+	if k, err := r.uint(); err != nil || kind(k) != kindRequest {
+		return
+	}
+	if id, err = r.uint(); err != nil {
+		return
+	}
+	if method, err = r.str(); err != nil {
+		return
+	}
+	if _, err = r.uint(); err != nil { // timeout
+		return
+	}
+	c, err := r.code()
+	if err != nil || c < 0xc4 || c > 0xc6 { // bin8..bin32
+		return
+	}
+	l, err := r.length(1 << (c - 0xc4))
+	if err != nil || l > math.MaxInt32 {
+		return
+	}
+	return id, method, r.off, int(l), true
+}

@@ -28,7 +28,23 @@ type frameReader struct {
 	// with it, so a frame holds budget for the bytes that arrived (at most
 	// twice those, plus one chunk), never for the length it declared.
 	reserve func(n int) error
+
+	// check, if set, vets a frame before its bytes are buffered: it is called
+	// with the frame's first bytes (as many as the reader's own buffer holds)
+	// and its length, then again with the bytes that arrived each time the
+	// frame's buffer is to grow; frames that fit in the reader's buffer are
+	// not checked. An error from it skips the frame: its remaining bytes are
+	// read and dropped without being buffered, so the stream stays in step,
+	// and next returns a *skippedFrame holding the error.
+	check func(prefix []byte, n int) error
 }
+
+// skippedFrame is what frameReader.next returns for a frame its check
+// refused, the frame read past.
+type skippedFrame struct{ err error }
+
+func (e *skippedFrame) Error() string { return e.err.Error() }
+func (e *skippedFrame) Unwrap() error { return e.err }
 
 func newFrameReader(r io.Reader, limit int) *frameReader {
 	return &frameReader{r: bufio.NewReaderSize(r, 4<<10), limit: limit}
@@ -46,10 +62,27 @@ func (fr *frameReader) next() ([]byte, error) {
 		return nil, fmt.Errorf("%w: peer declared %d bytes, limit is %d", ErrFrameTooLarge, declared, fr.limit)
 	}
 	n := int(declared) // fits: declared <= limit <= MaxInt32
+	if fr.check != nil && n > fr.r.Size() {
+		prefix, err := fr.r.Peek(fr.r.Size())
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		if err := fr.check(prefix, n); err != nil {
+			return nil, fr.skip(n, err)
+		}
+	}
 	var buf []byte
 	room := 0 // the capacity reserved and asked for; cap(buf) may round it up
 	for len(buf) < n {
 		if len(buf) == room {
+			if fr.check != nil && room > 0 {
+				if err := fr.check(buf, n); err != nil {
+					return nil, fr.skip(n-len(buf), err)
+				}
+			}
 			// Grow with the data that arrived, doubling, never past n.
 			grow := min(n-room, max(room, frameChunk))
 			if fr.reserve != nil {
@@ -75,6 +108,18 @@ func (fr *frameReader) next() ([]byte, error) {
 		buf = []byte{}
 	}
 	return buf, nil
+}
+
+// skip reads past the n bytes that remain of a frame that check refused with
+// err, through the reader's own buffer, and returns a *skippedFrame.
+func (fr *frameReader) skip(n int, err error) error {
+	if _, derr := fr.r.Discard(n); derr != nil {
+		if errors.Is(derr, io.EOF) {
+			derr = io.ErrUnexpectedEOF
+		}
+		return derr
+	}
+	return &skippedFrame{err}
 }
 
 // beginFrame appends room for a frame header to dst; the payload is appended

@@ -365,3 +365,82 @@ func TestHandshakeTrickle(t *testing.T) {
 	}
 	waitFor(t, "the log line", func() bool { return strings.Contains(logs.String(), "handshake") })
 }
+
+// TestConnCapReapsStalledFrames: at MaxConns, connections whose frame stalled part-way
+// are idle since their last byte, so they make room before a live client that is
+// merely between calls: the live client keeps its connection (they used to be out of
+// the reaper's reach until FrameTimeout, and a flood of them left only live clients
+// to reap).
+func TestConnCapReapsStalledFrames(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxConns = 3
+	_, addr := startServer(t, NewTCPTransport(), "127.0.0.1:0", cfg, map[string]HandlerFunc{"echo": echo})
+	var stalled []net.Conn
+	for range 2 {
+		conn := rawConn(t, addr)
+		handshake(t, conn)
+		if _, err := conn.Write(binary.BigEndian.AppendUint32(nil, 1<<20)); err != nil {
+			t.Fatal(err)
+		}
+		stalled = append(stalled, conn)
+	}
+	live := &countingTransport{Transport: NewTCPTransport()}
+	c := newClient(t, live, DefaultConfig())
+	newcomer := newClient(t, NewTCPTransport(), DefaultConfig())
+	for i := range 3 {
+		if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "echo", []byte("live")); err != nil {
+			t.Fatalf("the live client's call %d: %v", i, err)
+		}
+		if i == 1 { // at the cap, a newcomer after the live client's call
+			if _, err := newcomer.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
+				t.Fatalf("a newcomer at the cap: %v", err)
+			}
+		}
+	}
+	if n := live.dials.Load(); n != 1 {
+		t.Errorf("the live client dialed %d times: its connection was reaped before a stalled frame", n)
+	}
+	expectClosed(t, stalled[0]) // the stalled frame idle the longest made room
+}
+
+// TestConnCapSparesLiveClients: at MaxConns, a connection in its handshake for longer
+// than handshakeGrace goes before a client that was answered less than reapGrace ago,
+// even when the handshake began after the client's last call but one: under a flood
+// of new connections a live client between two calls is otherwise the oldest and
+// loses its connection.
+func TestConnCapSparesLiveClients(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxConns = 3
+	s, addr := startServer(t, NewTCPTransport(), "127.0.0.1:0", cfg, map[string]HandlerFunc{"echo": echo})
+	live := &countingTransport{Transport: NewTCPTransport()}
+	c := newClient(t, live, DefaultConfig())
+	if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
+		t.Fatal(err)
+	}
+	silent := rawConn(t, addr) // accepted after the live client's call; says nothing
+	other := newClient(t, NewTCPTransport(), DefaultConfig())
+	if _, err := other.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the silent connection to be in its handshake for longer than handshakeGrace", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, sc := range s.conns {
+			if sc.handshaking && time.Since(sc.accepted) > handshakeGrace {
+				return true
+			}
+		}
+		return false
+	})
+	newcomer := newClient(t, NewTCPTransport(), DefaultConfig())
+	if _, err := newcomer.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
+		t.Fatalf("a newcomer at the cap: %v", err)
+	}
+	expectClosed(t, silent)
+	if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := live.dials.Load(); n != 1 {
+		t.Errorf("the live client dialed %d times: it was reaped before a silent handshake", n)
+	}
+}

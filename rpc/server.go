@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"reflect"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -29,8 +30,8 @@ type HandlerFunc func(ctx context.Context, req []byte) ([]byte, error)
 type Server struct {
 	t        Transport
 	cfg      Config
-	handlers atomic.Pointer[map[string]HandlerFunc] // copied on write: read without a lock per request
-	ctx      context.Context                        // handlers' contexts derive from it; Close cancels it
+	handlers atomic.Pointer[map[string]handler] // copied on write: read without a lock per request
+	ctx      context.Context                    // handlers' contexts derive from it; Close cancels it
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup // accept loops, connections and handlers, for Close
 	budget   *byteBudget    // Config.MaxInflightBytes over all connections
@@ -38,6 +39,7 @@ type Server struct {
 	keyLog  rateLog // refused cluster keys: at most one line per rateLogEvery
 	capLog  rateLog // connections refused at MaxConns
 	reapLog rateLog // connections closed to make room at MaxConns
+	costLog rateLog // requests refused from their first bytes (HandleDecoded)
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -58,14 +60,44 @@ func NewServer(t Transport, cfg Config) *Server {
 		conns:     make(map[net.Conn]*serverConn),
 	}
 	s.budget = newByteBudget(s.cfg.MaxInflightBytes, s.cfg.MaxFrameSize)
-	s.handlers.Store(&map[string]HandlerFunc{})
+	s.handlers.Store(&map[string]handler{})
 	return s
+}
+
+// handler is a registered method.
+type handler struct {
+	h    HandlerFunc
+	req  *plan  // HandleDecoded: the plan of the type the body is decoded into; else nil
+	name string // that type's name, for errors
 }
 
 // Handle registers h for method. Register methods before Listen, so that no
 // early caller finds them missing. Registering a method twice panics.
 func (s *Server) Handle(method string, h HandlerFunc) {
-	if h == nil {
+	s.handle(method, handler{h: h})
+}
+
+// HandleDecoded is Handle for a handler that decodes its request body with
+// Decode into a value of req's type (a pointer, as Decode takes it: a nil
+// one will do, e.g. (*Req)(nil)). The server then applies Decode's cost
+// bound (DecodeCostFactor) to the request's first bytes as they arrive: a
+// request that already declares more than its whole body may cost, such as
+// an array of a million nils to be decoded into a million structs, is
+// refused before the rest of its frame is buffered or walked, and its bytes
+// are read past unbuffered, so it costs the server next to nothing. The
+// caller gets a *RemoteError with CodeBadRequest naming DecodeCostFactor;
+// the connection stays open. A request that passes is served as by Handle,
+// and Decode checks it whole.
+func (s *Server) HandleDecoded(method string, req any, h HandlerFunc) {
+	t := reflect.TypeOf(req)
+	if t == nil || t.Kind() != reflect.Pointer {
+		panic(fmt.Sprintf("rpc: HandleDecoded(%s): request type %T is not a pointer", method, req))
+	}
+	s.handle(method, handler{h: h, req: planFor(t), name: t.String()})
+}
+
+func (s *Server) handle(method string, h handler) {
+	if h.h == nil {
 		panic("rpc: nil handler for " + method)
 	}
 	s.mu.Lock()
@@ -163,12 +195,20 @@ func (s *Server) accept(l net.Listener) {
 
 // reapLocked makes room for one connection at MaxConns: of the connections
 // that run no request, it takes the one idle the longest (one still in its
-// handshake counts as idle since it was accepted). One in its handshake is
-// closed; an established one is marked, and its reader says goodbye and
-// closes it. It reports whether it found one. Called with s.mu held.
+// handshake counts as idle since it was accepted; one part-way through a
+// frame, since its last byte arrived, so that stalled and trickling frames go
+// before live clients). A connection that answered a request less than
+// reapGrace ago, or began its handshake less than handshakeGrace ago, is
+// taken only when no other is left: under a flood of new connections, each
+// as young as the last, a live client between two calls would otherwise be
+// the oldest. One in its handshake or part-way through a
+// frame is closed; one waiting for its next frame is marked, and its reader
+// says goodbye and closes it. It reports whether it found one. Called with
+// s.mu held.
 func (s *Server) reapLocked() bool {
-	var victim *serverConn
-	var since time.Time
+	var victim, live *serverConn
+	var since, liveSince time.Time
+	now := time.Now()
 	for _, sc := range s.conns {
 		sc.mu.Lock()
 		var t time.Time
@@ -178,16 +218,28 @@ func (s *Server) reapLocked() bool {
 			continue
 		case sc.handshaking:
 			t = sc.accepted
-		case sc.waiting && sc.running.Load() == 0:
-			t = time.Unix(0, sc.lastActive.Load())
+		case sc.running.Load() == 0:
+			t = time.Unix(0, max(sc.lastActive.Load(), sc.lastRead.Load()))
 		default:
 			sc.mu.Unlock()
 			continue
 		}
+		// Live: answered a request lately, or handshaking since just now (an
+		// honest handshake takes a round trip or two).
+		served := sc.handshaking && now.Sub(sc.accepted) < handshakeGrace ||
+			!sc.handshaking && now.Sub(time.Unix(0, sc.lastServed.Load())) < reapGrace
 		sc.mu.Unlock()
-		if victim == nil || t.Before(since) {
+		switch {
+		case served:
+			if live == nil || t.Before(liveSince) {
+				live, liveSince = sc, t
+			}
+		case victim == nil || t.Before(since):
 			victim, since = sc, t
 		}
+	}
+	if victim == nil {
+		victim, since = live, liveSince
 	}
 	if victim == nil {
 		return false
@@ -196,7 +248,7 @@ func (s *Server) reapLocked() bool {
 	s.reapLog.warn(s.cfg.Logger, "rpc: at Config.MaxConns: closing the connection idle the longest to make room",
 		"max_conns", s.cfg.MaxConns, "from", victim.conn.RemoteAddr().String(), "idle", time.Since(since).Round(time.Millisecond))
 	victim.reaped = true
-	if victim.handshaking {
+	if victim.handshaking || !victim.waiting {
 		victim.conn.Close()
 	} else {
 		// Wake the reader from its wait for the next frame.
@@ -218,12 +270,41 @@ type serverConn struct {
 	// lastActive is when the connection last read a request or sent a
 	// response, in UNIX nanoseconds: the reaper takes the oldest.
 	lastActive atomic.Int64
+	// lastServed is when the connection last sent a response, in UNIX
+	// nanoseconds (0: never).
+	lastServed atomic.Int64
+	// lastRead is when the connection's reader last received bytes, in UNIX
+	// nanoseconds: a frame that stalls part-way is idle since then.
+	lastRead atomic.Int64
 
 	mu          sync.Mutex // guards the fields below, which the reaper reads
 	handshaking bool       // the handshake is not complete
 	waiting     bool       // the reader waits for a frame's first byte
 	reaped      bool       // closed, or to be closed, to make room at MaxConns
 }
+
+// readActivity is a connection's reading side that notes when bytes last
+// arrived.
+type readActivity struct {
+	net.Conn
+	last *atomic.Int64
+}
+
+func (r readActivity) Read(p []byte) (int, error) {
+	n, err := r.Conn.Read(p)
+	if n > 0 {
+		r.last.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+// reapGrace is how long after answering a request a connection counts as
+// live, to be reaped at MaxConns only when no other connection can be.
+const reapGrace = time.Second
+
+// handshakeGrace is how long a connection in its handshake counts as live for
+// the reaper; past it, it goes before live ones.
+const handshakeGrace = 100 * time.Millisecond
 
 // errIdle ends a connection that the server closed as idle or reaped.
 var errIdle = errors.New("idle connection closed")
@@ -265,10 +346,11 @@ func (s *Server) serveConn(sc *serverConn) {
 	defer cancel()
 	inflight := make(chan struct{}, s.cfg.MaxInflightPerConn)
 	work := make(chan *envelope) // to a worker waiting for its next request
-	fr := newFrameReader(conn, s.cfg.MaxFrameSize)
+	fr := newFrameReader(readActivity{conn, &sc.lastRead}, s.cfg.MaxFrameSize)
 	sc.budget = semaphore.NewWeighted(int64(s.cfg.MaxInflightBytesPerConn))
 	var held hold // budget taken for the frame being read
 	var frameDeadline time.Time
+	fr.check = s.checkRequest
 	fr.reserve = func(n int) error {
 		start := time.Now()
 		waited, err := s.budget.take(ctx, sc.budget, &held, n)
@@ -298,6 +380,21 @@ func (s *Server) serveConn(sc *serverConn) {
 			return
 		}
 		b, err := fr.next()
+		var refused *refusal
+		if errors.As(err, &refused) {
+			// Read past, nothing kept: answer it and read on.
+			s.budget.give(sc.budget, &held)
+			s.costLog.warn(s.cfg.Logger, "rpc: refused request from its first bytes: decode cost", "from", conn.RemoteAddr().String(),
+				"method", refused.method, "err", refused.err)
+			resp := envelope{kind: kindResponse, id: refused.id, code: CodeBadRequest, msg: refused.Error()}
+			frame := resp.appendTo(beginFrame(nil))
+			if finishFrame(frame, s.cfg.MaxFrameSize) == nil {
+				sc.write(frame)
+			}
+			sc.lastActive.Store(time.Now().UnixNano())
+			<-inflight
+			continue
+		}
 		if err != nil {
 			s.budget.give(sc.budget, &held)
 			if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
@@ -327,6 +424,37 @@ func (s *Server) serveConn(sc *serverConn) {
 			go sc.worker(ctx, &req, work, inflight)
 		}
 	}
+}
+
+// refusal is the error with which Server.checkRequest refuses a request
+// from its first bytes.
+type refusal struct {
+	id     uint64
+	method string
+	err    error
+}
+
+func (r *refusal) Error() string { return r.method + ": " + r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// checkRequest is the frame reader's check (see frameReader.check): it
+// refuses a request to a method registered with HandleDecoded whose body's
+// first bytes already declare more than Decode's cost bound allows the
+// whole body.
+func (s *Server) checkRequest(prefix []byte, n int) error {
+	id, method, at, size, ok := requestHead(prefix)
+	if !ok || at+size > n {
+		return nil // not a request, or its head is cut off: the frame's decode will say
+	}
+	h, found := (*s.handlers.Load())[method]
+	if !found || h.req == nil {
+		return nil
+	}
+	body := prefix[at:min(len(prefix), at+size)]
+	if err := checkDecodeCostPrefix(body, size, h.req, h.name); err != nil {
+		return &refusal{id: id, method: method, err: err}
+	}
+	return nil
 }
 
 // awaitFrame waits for the first byte of the next frame, for at most
@@ -444,13 +572,14 @@ func (sc *serverConn) serve(ctx context.Context, req *envelope) {
 			return
 		}
 	}
+	sc.lastServed.Store(time.Now().UnixNano())
 	sc.write(frame)
 }
 
 // call runs the handler of method, turning a panic into an error so that one
 // bad request does not take the node down.
 func (s *Server) call(ctx context.Context, method string, req []byte) (resp []byte, err error) {
-	h := (*s.handlers.Load())[method]
+	h := (*s.handlers.Load())[method].h
 	if h == nil {
 		return nil, &RemoteError{Code: CodeUnknownMethod, Msg: fmt.Sprintf("rpc: unknown method %q", method)}
 	}

@@ -155,24 +155,61 @@ func (c *Coordinator) Aggregate(ctx context.Context, key string, from, to, every
 	if err != nil {
 		return wire.AggResult{}, err
 	}
-	starts, err := c.cfg.DHT.Quantum.Covering(from, to)
+	q := c.cfg.DHT.Quantum
+	if from < to && (q.Start(to-1)-q.Start(from))/int64(q) >= readPageQuanta {
+		// A long aggregate takes its turn with the long reads (read.go), before it
+		// allocates anything for its range.
+		release, err := c.longRead(ctx, key)
+		if err != nil {
+			return wire.AggResult{}, err
+		}
+		defer release()
+	}
+	starts, err := q.Covering(from, to)
 	if err != nil {
 		return wire.AggResult{}, rpc.Errorf(CodeBadInput, "%v", err)
 	}
+	res := wire.AggResult{Type: typ}
+	var lists [][]agg.Window
+	// Page through the quanta, as Get does: what an aggregate holds besides its windows
+	// is bounded whatever its range.
+	for lo := 0; lo < len(starts); lo += readPageQuanta {
+		if err := ctx.Err(); err != nil {
+			return wire.AggResult{}, rpc.Errorf(CodeUnavailable, "aggregate of %q: %v", key, err)
+		}
+		if err := c.aggregatePage(ctx, key, starts[lo:min(lo+readPageQuanta, len(starts))], from, to, every, r, &res, &lists); err != nil {
+			return wire.AggResult{}, err
+		}
+	}
+	if res.Missing > 0 {
+		if !opt.AllowPartial {
+			return wire.AggResult{}, rpc.Errorf(CodePartial, "aggregate of %q: %d of %d shards could not be read from any replica", key, res.Missing, len(starts))
+		}
+		res.Partial = true
+	}
+	res.Windows = agg.Combine(lists...)
+	if len(res.Windows) > MaxAggWindows {
+		return wire.AggResult{}, rpc.Errorf(wire.CodeTooLarge, "aggregate of %q: %d windows, at most %d per request: ask for a shorter range or wider windows",
+			key, len(res.Windows), MaxAggWindows)
+	}
+	return res, nil
+}
+
+// aggregatePage aggregates the shards of the quanta starting at starts, within
+// [from, to): it appends their windows to lists and counts in res.Missing the shards
+// no replica could serve.
+func (c *Coordinator) aggregatePage(ctx context.Context, key string, starts []int64, from, to, every int64, r int, res *wire.AggResult, lists *[][]agg.Window) error {
 	spans, err := c.planRead(ctx, key, starts, from, to)
 	if err != nil {
-		return wire.AggResult{}, err
+		return err
 	}
 	answers := c.aggRound(ctx, key, spans, every)
-
-	res := wire.AggResult{Type: typ}
-	lists := make([][]agg.Window, 0, len(spans))
 	var differ []shardSpan // shards whose replicas disagree: read their points
 	for i := range spans {
 		ws, ok, complete := settleAgg(answers[i], r)
 		switch {
 		case ok:
-			lists = append(lists, ws)
+			*lists = append(*lists, ws)
 		case complete:
 			// No replica holds the shard, and a quorum says so: it is empty.
 		default:
@@ -188,21 +225,10 @@ func (c *Coordinator) Aggregate(ctx context.Context, key string, from, to, every
 				continue
 			}
 			c.readRepair(key, &differ[i], read[i], pts)
-			lists = append(lists, agg.Windows(&pts, differ[i].from, differ[i].to, every))
+			*lists = append(*lists, agg.Windows(&pts, differ[i].from, differ[i].to, every))
 		}
 	}
-	if res.Missing > 0 {
-		if !opt.AllowPartial {
-			return wire.AggResult{}, rpc.Errorf(CodePartial, "aggregate of %q: %d of %d shards could not be read from any replica", key, res.Missing, len(spans))
-		}
-		res.Partial = true
-	}
-	res.Windows = agg.Combine(lists...)
-	if len(res.Windows) > MaxAggWindows {
-		return wire.AggResult{}, rpc.Errorf(wire.CodeTooLarge, "aggregate of %q: %d windows, at most %d per request: ask for a shorter range or wider windows",
-			key, len(res.Windows), MaxAggWindows)
-	}
-	return res, nil
+	return nil
 }
 
 // settleAgg decides one shard from the first round. ok: the windows in hand are the
