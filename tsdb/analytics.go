@@ -104,7 +104,7 @@ func (r remoteReplica) Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp
 }
 
 // registerAnalytics registers the analytics methods: MethodAgg as a replica, and
-// MethodAggregate and MethodLatest as a coordinator.
+// MethodAggregate, MethodLatest and MethodBounds as a coordinator.
 func (n *Node) registerAnalytics() {
 	handle(n.srv, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
 		resp, err := n.local.Agg(ctx, req)
@@ -130,6 +130,13 @@ func (n *Node) registerAnalytics() {
 			return nil, err
 		}
 		return &wire.LatestResp{Point: pts}, nil
+	})
+	handle(n.srv, wire.MethodBounds, func(ctx context.Context, req *wire.BoundsReq) (*wire.BoundsResp, error) {
+		resp, err := n.coord.Bounds(ctx, req.Key, req.From, req.To)
+		if err != nil {
+			return nil, err
+		}
+		return &resp, nil
 	})
 }
 
@@ -292,14 +299,12 @@ const (
 	latestGrowth = 8
 )
 
-// Latest returns the latest point of a series in [since, before) — none if it has no
-// point there — walking back from before through the quanta's statistics: each step
-// is one aggregate of whole-quantum windows, which replicas answer without reading
-// points, and the step holding the latest quantum with points answers.
-func (c *Coordinator) Latest(ctx context.Context, key string, since, before int64) (series.Points, error) {
-	if since > before {
-		return series.Points{}, rpc.Errorf(CodeBadInput, "latest of %q: since %d is after before %d", key, since, before)
-	}
+// latestBefore returns the latest point of a series in [since, before) — none if it
+// has no point there — walking back from before through the quanta's statistics: each
+// step is one aggregate of whole-quantum windows, which replicas answer without reading
+// points, and the step holding the latest quantum with points answers. Latest uses it
+// only where the catalog's tail does not lead to the point (bounds.go).
+func (c *Coordinator) latestBefore(ctx context.Context, key string, since, before int64) (series.Points, error) {
 	q := c.cfg.DHT.Quantum.Duration().Nanoseconds()
 	hi, step := before, int64(latestStep)
 	for hi > since {

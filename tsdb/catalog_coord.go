@@ -522,8 +522,12 @@ func (c *Coordinator) Delete(ctx context.Context, req *wire.DelReq) (int, error)
 	return shards, err
 }
 
-// maxDeleteBatch bounds the shards of one delete request to one replica.
+// maxDeleteBatch bounds the quanta of one round of a range delete.
 const maxDeleteBatch = 4096
+
+// maxDeleteShards bounds the shards of one delete request to one replica (a replica
+// refuses more).
+const maxDeleteShards = maxShardsPerRequest * 16
 
 // deleteRange sends the range's deletes to every shard's replicas, in slices of
 // quanta, and fails if a shard could not reach its write quorum (a retry is harmless).
@@ -572,7 +576,7 @@ func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int6
 					}
 				}
 			}
-		}, maxDeleteBatch, func(it item) int { return len(it.sd.Key) + 48 })
+		}, maxDeleteShards, func(it item) int { return len(it.sd.Key) + 48 })
 		answers := fanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[item]) (*wire.DeleteResp, error) {
 			req := &wire.DeleteReq{Shards: make([]wire.ShardDelete, len(b.items))}
 			for j, it := range b.items {

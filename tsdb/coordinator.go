@@ -29,7 +29,8 @@ type Coordinator struct {
 	hints    *hints // nil: no hints kept
 	log      *slog.Logger
 
-	cat *catalogCoord // catalog entries and the tag index (catalog_coord.go)
+	cat   *catalogCoord // catalog entries and the tag index (catalog_coord.go)
+	tails tailReporter  // tails reported to the registry after writes (bounds.go)
 
 	repairSlots chan struct{} // bounds background read repairs
 	readRepairs atomic.Int64  // shards repaired by reads
@@ -104,6 +105,7 @@ func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Poin
 		stored, rest, err := c.writeSpans(ctx, key, spans, w)
 		res.Stored += stored
 		if err == nil {
+			c.noteTail(key, pts.T[pts.Len()-1])
 			if res.Waited > 0 {
 				c.log.Info("write stored after waiting for failed replicas to leave placement", "series", key, "waited", res.Waited.Round(time.Millisecond).String())
 			}

@@ -14,7 +14,7 @@ const entryVersion = 1
 
 // MaxEntryLen bounds an encoded entry: what a decoder accepts at most.
 const MaxEntryLen = 1 + 2 + series.MaxKeyLen + 1 + 3*10 + 2 + MaxUnitLen + 2 + MaxDescriptionLen + 8 +
-	1 + MaxTags*(2+MaxTagKeyLen+2+MaxTagValueLen) + 1 + 2*10 + 10
+	1 + MaxTags*(2+MaxTagKeyLen+2+MaxTagValueLen) + 1 + 3*10 + 10
 
 // ErrCorrupt is wrapped by decoding errors.
 var ErrCorrupt = errors.New("catalog: corrupt encoding")
@@ -23,9 +23,11 @@ var ErrCorrupt = errors.New("catalog: corrupt encoding")
 //
 //	version 1 ‖ str key ‖ type byte ‖ varint Created ‖ varint MetaVersion ‖ varint Deleted
 //	‖ str unit ‖ str description ‖ float64 nominal rate (8 bytes, big-endian bits)
-//	‖ uvarint tag count ‖ (str k ‖ str v)… ‖ bounds flag byte [‖ varint First ‖ varint Last]
+//	‖ uvarint tag count ‖ (str k ‖ str v)… ‖ bounds flag byte [‖ varint First ‖ varint Last
+//	[‖ varint Tail]]
 //
-// where str is uvarint length ‖ bytes.
+// where str is uvarint length ‖ bytes. The bounds flag is 0 (no bounds), 1 (bounds) or
+// 3 (bounds and a tail), so an entry without a tail encodes as it always has.
 func (e *Entry) Encode(dst []byte) []byte {
 	w := writer{b: dst}
 	w.b = append(w.b, entryVersion)
@@ -39,9 +41,16 @@ func (e *Entry) Encode(dst []byte) []byte {
 	w.f64(e.NominalRate)
 	w.tags(e.Tags)
 	if e.HasBounds {
-		w.b = append(w.b, 1)
+		flag := byte(1)
+		if e.HasTail {
+			flag = 3
+		}
+		w.b = append(w.b, flag)
 		w.varint(e.First)
 		w.varint(e.Last)
+		if e.HasTail {
+			w.varint(e.Tail)
+		}
 	} else {
 		w.b = append(w.b, 0)
 	}
@@ -77,6 +86,11 @@ func DecodeEntry(b []byte) (Entry, error) {
 		e.HasBounds = true
 		e.First = r.varint()
 		e.Last = r.varint()
+	case 3:
+		e.HasBounds, e.HasTail = true, true
+		e.First = r.varint()
+		e.Last = r.varint()
+		e.Tail = r.varint()
 	default:
 		r.fail("bounds flag")
 	}
