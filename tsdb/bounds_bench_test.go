@@ -70,7 +70,7 @@ func BenchmarkLatest(b *testing.B) {
 			})
 
 			// One hour of 60 Hz starting mid-hour, ending an hour ago.
-			t0 := time.Now().Add(-2*time.Hour).Truncate(time.Hour).Add(17*time.Minute + 3*time.Second).UnixNano()
+			t0 := time.Now().Add(-2 * time.Hour).Truncate(time.Hour).Add(17*time.Minute + 3*time.Second).UnixNano()
 			pts := sixtyHz(t0, 3600*60)
 			if _, err := cli.Put(ctx, "pmu/hour", pts, wire.PutOptions{}); err != nil {
 				b.Fatal(err)
