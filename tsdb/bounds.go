@@ -21,19 +21,27 @@ import (
 // in the background, at most once per quantum of data per series and coordinator, and
 // without waiting for a quorum (tailReporter): a hint that may lag, never a bound.
 //
+// A write stamped more than aheadSlack past its coordinator's clock (MaxFuture allows
+// that much: a device whose clock lies) also records, at quorum and before its points
+// are written, the entry's Ahead: the latest such time.
+//
 // Latest reads the entry once and aggregates, from the statistics, only the quanta from
-// the tail's to the end of the bounds — capped at what any replica could have accepted
-// (its clock plus MaxFuture plus replicaClockSlack, plus latestClockMargin): a handful
-// of quanta for a live series. A stale or missing tail, a late point, or a delete of
+// the tail's to the end of the bounds — capped at the coordinator's clock plus
+// aheadSlack plus latestClockMargin, or at Ahead when that is later: a dozen quanta for
+// a live series. A stale or missing tail, a late point, or a delete of
 // the newest points only widen what it reads (it walks back from there), never its
 // answer: the answer is the aggregate's, which is exact (complete or fails).
 //
 // The guarantee, as tested: Latest returns the latest point acknowledged before it
-// started, provided no replica's clock ran more than latestClockMargin ahead of the
-// coordinator's; with one registry replica down it still answers (read quorum).
+// started, provided the clock of no coordinator that wrote ran more than
+// latestClockMargin ahead of the clock of the one answering; with one registry replica
+// down it still answers (read quorum).
 
-// latestClockMargin is how far a replica's clock may run ahead of a coordinator's for
-// Latest to stay exact (see above).
+// aheadSlack is how far past its clock a write may be stamped without recording Ahead.
+const aheadSlack = time.Minute
+
+// latestClockMargin is how far a writing coordinator's clock may run ahead of the
+// answering coordinator's for Latest to stay exact (see above).
 const latestClockMargin = time.Minute
 
 // maxTailsInFlight bounds the tail reports in flight on one coordinator; past it a
@@ -155,11 +163,15 @@ func (c *Coordinator) searchRange(e catalog.Entry, since, before int64) (lo, sta
 	if last < math.MaxInt64 {
 		last++
 	}
-	// No replica accepts a point further ahead of its clock than this.
-	ahead := c.cfg.MaxFuture + replicaClockSlack + latestClockMargin
-	if now := time.Now().UnixNano(); now < math.MaxInt64-int64(ahead) {
-		last = min(last, now+int64(ahead))
+	// A write stamped past aheadSlack recorded Ahead before its points were stored.
+	capped := int64(math.MaxInt64)
+	if now, slack := time.Now().UnixNano(), int64(aheadSlack+latestClockMargin); now < math.MaxInt64-slack {
+		capped = now + slack
 	}
+	if e.HasAhead && e.Ahead >= capped {
+		capped = e.Ahead + 1
+	}
+	last = min(last, capped)
 	lo, hi = max(since, e.First), min(before, last)
 	if lo >= hi {
 		return lo, lo, lo

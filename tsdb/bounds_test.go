@@ -78,6 +78,22 @@ func TestLatestExactWhateverTheTail(t *testing.T) {
 	put1(t, c1, key, t0-int64(time.Minute), -1)
 	wantLatest(t, c0, key, last, pts.F[pts.Len()-1])
 	put1(t, c1, key, last, 42)
+	// Replicas keep no version of a value: an overwrite is seen once no replica still
+	// holds the old value (the write is acknowledged at quorum, the third copy may lag).
+	ref := shardRef(lc.Nodes[0].cfg.DHT.Format, key, lc.Nodes[0].cfg.DHT.Quantum.Start(last))
+	shardOwners, err := lc.Nodes[0].dht.Locate(ctx, ref.ID, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the overwrite to reach every replica", func() bool {
+		for _, p := range shardOwners {
+			got, _, err := byID[p.ID].Store().Read(ref, key, last, last+1)
+			if err != nil || got.Len() != 1 || got.F[0] != 42 {
+				return false
+			}
+		}
+		return true
+	})
 	wantLatest(t, c0, key, last, 42)
 
 	// A write whose tail is never reported (its coordinator reports none) is found.

@@ -259,12 +259,19 @@ func (c *Coordinator) readPostings(ctx context.Context, tag catalog.Tag, after s
 
 // noteWrite keeps the catalog entry of a series being written: it creates the entry
 // (and posts the series in the index) when the series has none, and widens its time
-// bounds before points outside them are written. Cheap when nothing changes: the
+// bounds (and its Ahead, for points stamped past the clock) before points outside them
+// are written. Cheap when nothing changes: the
 // coordinator's cache answers.
 func (c *Coordinator) noteWrite(ctx context.Context, key string, e catalog.Entry, minT, maxT int64, w int) error {
 	k := c.cat
+	// A write stamped past the clock's slack records how far ahead it went (bounds.go).
+	ahead := maxT > time.Now().UnixNano()+int64(aheadSlack)
+	covers := func(cur catalog.Entry) bool {
+		return cur.Live() && cur.Type == e.Type && cur.HasBounds && cur.First <= minT && maxT <= cur.Last &&
+			(!ahead || cur.HasAhead && maxT <= cur.Ahead)
+	}
 	cur, ok := k.cached(key)
-	if ok && cur.Live() && cur.Type == e.Type && cur.HasBounds && cur.First <= minT && maxT <= cur.Last {
+	if ok && covers(cur) {
 		return nil
 	}
 	if !ok {
@@ -277,7 +284,7 @@ func (c *Coordinator) noteWrite(ctx context.Context, key string, e catalog.Entry
 			k.clock.Observe(max(cur.Created, cur.MetaVersion, cur.Deleted))
 		}
 	}
-	if cur.Live() && cur.Type == e.Type && cur.HasBounds && cur.First <= minT && maxT <= cur.Last {
+	if covers(cur) {
 		k.remember(cur)
 		return nil
 	}
@@ -293,6 +300,9 @@ func (c *Coordinator) noteWrite(ctx context.Context, key string, e catalog.Entry
 		First: floorStep(minT), Last: ceilStep(maxT)}
 	if cur.HasBounds {
 		upd.First, upd.Last = min(upd.First, cur.First), max(upd.Last, cur.Last)
+	}
+	if ahead {
+		upd.Ahead, upd.HasAhead = maxT, true
 	}
 	merged, err := c.mergeEntry(ctx, upd, w)
 	if err != nil {

@@ -24,6 +24,10 @@ func randomEntry(r *rand.Rand, key string) Entry {
 				e.HasTail = true
 				e.Tail = e.First + int64(r.Intn(int(e.Last-e.First)+1))
 			}
+			if r.Intn(2) == 0 {
+				e.HasAhead = true
+				e.Ahead = e.First + int64(r.Intn(int(e.Last-e.First)+1))
+			}
 		}
 	}
 	if r.Intn(3) > 0 {
