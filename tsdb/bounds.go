@@ -27,7 +27,7 @@ import (
 //
 // Latest reads the entry once and aggregates, from the statistics, only the quanta from
 // the tail's to the end of the bounds — capped at the coordinator's clock plus
-// aheadSlack plus latestClockMargin, or at Ahead when that is later: a dozen quanta for
+// aheadSlack plus latestClockMargin, or at Ahead when that is later: two or three quanta for
 // a live series. A stale or missing tail, a late point, or a delete of
 // the newest points only widen what it reads (it walks back from there), never its
 // answer: the answer is the aggregate's, which is exact (complete or fails).
@@ -38,11 +38,11 @@ import (
 // down it still answers (read quorum).
 
 // aheadSlack is how far past its clock a write may be stamped without recording Ahead.
-const aheadSlack = time.Minute
+const aheadSlack = 5 * time.Second
 
 // latestClockMargin is how far a writing coordinator's clock may run ahead of the
 // answering coordinator's for Latest to stay exact (see above).
-const latestClockMargin = time.Minute
+const latestClockMargin = 5 * time.Second
 
 // maxTailsInFlight bounds the tail reports in flight on one coordinator; past it a
 // report is dropped (it is a hint: the next one carries a newer tail).
@@ -194,7 +194,12 @@ func (c *Coordinator) Latest(ctx context.Context, key string, since, before int6
 	}
 	q := c.cfg.DHT.Quantum
 	now := time.Now().UnixNano()
-	specLo, specHi := max(since, q.StartNanos(now)-latestSpecQuanta*q.Duration().Nanoseconds()), min(before, now+int64(aheadSlack+latestClockMargin))
+	qn := q.Duration().Nanoseconds()
+	specLo := q.StartNanos(now) - latestSpecQuanta*qn
+	if e, ok := c.cat.cached(key); ok && e.HasTail && e.Tail < specLo && e.Tail >= specLo-maxSpecQuanta*qn {
+		specLo = q.StartNanos(e.Tail) // what this coordinator last saw of the tail
+	}
+	specLo, specHi := max(since, specLo), min(before, now+int64(aheadSlack+latestClockMargin))
 	type spec struct {
 		pt    series.Points
 		found bool
@@ -210,7 +215,13 @@ func (c *Coordinator) Latest(ctx context.Context, key string, since, before int6
 	}
 	e, err := c.liveEntry(ctx, key)
 	if err != nil {
+		if specs != nil {
+			<-specs
+		}
 		return series.Points{}, err
+	}
+	if _, ok := c.cat.cached(key); !ok {
+		c.cat.remember(e)
 	}
 	lo, start, hi := c.searchRange(e, since, before)
 	if specs != nil {
@@ -246,8 +257,13 @@ func (c *Coordinator) Latest(ctx context.Context, key string, since, before int6
 }
 
 // latestSpecQuanta is how many quanta before the current one Latest's speculation
-// covers: the tail of a live series is reported about once per quantum.
-const latestSpecQuanta = 2
+// covers: the tail of a live series is reported about once per quantum. It starts
+// earlier, at most maxSpecQuanta earlier, when the coordinator's cached entry has an
+// earlier tail.
+const (
+	latestSpecQuanta = 1
+	maxSpecQuanta    = 64
+)
 
 // latestIn returns the latest point in [from, to) from one aggregate of whole quanta.
 func (c *Coordinator) latestIn(ctx context.Context, key string, from, to int64) (series.Points, bool, error) {

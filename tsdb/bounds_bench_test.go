@@ -42,7 +42,7 @@ func benchCluster(b *testing.B, f quanta.Format) (*LocalCluster, *client.Client)
 // and a one-hour read of a one-hour 60 Hz series with the same read asked from the
 // epoch to now (target ≤ 2×).
 //
-//	go test -run '^$' -bench Latest -benchtime 200x ./tsdb
+//	go test -run '^$' -bench BenchmarkLatest -benchtime 300x ./tsdb
 func BenchmarkLatest(b *testing.B) {
 	for _, f := range []quanta.Format{quanta.KFI, quanta.QFI} {
 		b.Run("id="+f.String(), func(b *testing.B) {
@@ -50,23 +50,27 @@ func BenchmarkLatest(b *testing.B) {
 			_, cli := benchCluster(b, f)
 			key := "pmu/live"
 			t := time.Now().Add(-time.Minute).UnixNano()
-			b.Run("write", func(b *testing.B) {
+			// Each iteration times one of each, alternately, so that the ratio holds
+			// under a load that drifts during the run.
+			b.Run("write-vs-latest", func(b *testing.B) {
+				var write, latest time.Duration
 				for b.Loop() {
 					t += int64(time.Millisecond)
 					var p series.Points
 					p.AppendFloat(t, 1)
+					start := time.Now()
 					if _, err := cli.Put(ctx, key, p, wire.PutOptions{}); err != nil {
 						b.Fatal(err)
 					}
-				}
-			})
-			b.Run("latest", func(b *testing.B) {
-				for b.Loop() {
+					write += time.Since(start)
+					start = time.Now()
 					got, err := cli.Latest(ctx, []string{key}, 0, time.Now().Add(time.Hour).UnixNano())
+					latest += time.Since(start)
 					if p := got[key]; err != nil || p.Len() != 1 || p.T[0] != t {
 						b.Fatalf("latest: %v, %v; want %d", got[key], err, t)
 					}
 				}
+				report(b, "write", write, "latest", latest)
 			})
 
 			// One hour of 60 Hz starting mid-hour, ending an hour ago.
@@ -75,19 +79,33 @@ func BenchmarkLatest(b *testing.B) {
 			if _, err := cli.Put(ctx, "pmu/hour", pts, wire.PutOptions{}); err != nil {
 				b.Fatal(err)
 			}
-			for _, c := range []struct {
-				name     string
-				from, to int64
-			}{{"hour", t0, pts.T[pts.Len()-1] + 1}, {"epoch-to-now", 0, time.Now().UnixNano()}} {
-				b.Run("get="+c.name, func(b *testing.B) {
-					for b.Loop() {
-						res, err := cli.Get(ctx, "pmu/hour", c.from, c.to, wire.GetOptions{})
+			b.Run("get-hour-vs-epoch-to-now", func(b *testing.B) {
+				var hour, wide time.Duration
+				for b.Loop() {
+					for _, r := range [][2]int64{{t0, pts.T[pts.Len()-1] + 1}, {0, time.Now().UnixNano()}} {
+						start := time.Now()
+						res, err := cli.Get(ctx, "pmu/hour", r[0], r[1], wire.GetOptions{})
+						if r[0] == 0 {
+							wide += time.Since(start)
+						} else {
+							hour += time.Since(start)
+						}
 						if err != nil || res.Points.Len() != pts.Len() {
 							b.Fatalf("get: %d points, %v", res.Points.Len(), err)
 						}
 					}
-				})
-			}
+				}
+				report(b, "hour", hour, "epoch-to-now", wide)
+			})
 		})
 	}
+}
+
+// report prints two summed durations as ms per iteration and their ratio.
+func report(b *testing.B, a string, da time.Duration, c string, dc time.Duration) {
+	n := float64(b.N)
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(da.Seconds()*1e3/n, a+"-ms")
+	b.ReportMetric(dc.Seconds()*1e3/n, c+"-ms")
+	b.ReportMetric(dc.Seconds()/da.Seconds(), c+"/"+a)
 }
