@@ -151,6 +151,13 @@ type aggAnswer struct {
 // series with from <= t < to, ascending, each window's partial aggregate merged across
 // shards. Windows are aligned to multiples of every since the epoch.
 func (c *Coordinator) Aggregate(ctx context.Context, key string, from, to, every int64, opt GetOptions) (wire.AggResult, error) {
+	return c.aggregate(ctx, key, from, to, every, opt, false)
+}
+
+// aggregate is Aggregate; byQuorum settles a shard once a read quorum of replicas agree
+// (settleAgg), for Latest, whose answer is the latest acknowledged point: a replica
+// still receiving a write then costs no second round.
+func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every int64, opt GetOptions, byQuorum bool) (wire.AggResult, error) {
 	r, err := c.checkGet(key, from, to, opt)
 	if err != nil {
 		return wire.AggResult{}, err
@@ -176,7 +183,7 @@ func (c *Coordinator) Aggregate(ctx context.Context, key string, from, to, every
 	lists := make([][]agg.Window, 0, len(spans))
 	var differ []shardSpan // shards whose replicas disagree: read their points
 	for i := range spans {
-		ws, ok, complete := settleAgg(answers[i], r)
+		ws, ok, complete := settleAgg(answers[i], r, byQuorum)
 		switch {
 		case ok:
 			lists = append(lists, ws)
@@ -213,10 +220,15 @@ func (c *Coordinator) Aggregate(ctx context.Context, key string, from, to, every
 }
 
 // settleAgg decides one shard from the first round. ok: the windows in hand are the
-// shard's (the replica that sent them held it and every other held replica agrees).
+// shard's (the replica that sent them held it and every other held replica agrees —
+// or, byQuorum, at least r replicas, itself included, hold the same copy by digest).
 // complete without ok: no replica holds the shard and enough answered to say so.
 // Neither: the replicas differ, or the one asked for windows failed: read the points.
-func settleAgg(ans []aggAnswer, r int) (ws []agg.Window, ok, complete bool) {
+//
+// byQuorum is enough for the latest acknowledged point: a write was acknowledged by a
+// write quorum, which meets any r replicas (w + r > rf), so r agreeing copies all hold
+// it; a replica that differs lacks it or holds a write no quorum acknowledged yet.
+func settleAgg(ans []aggAnswer, r int, byQuorum bool) (ws []agg.Window, ok, complete bool) {
 	var data *aggAnswer
 	held, answered := false, 0
 	for k := range ans {
@@ -238,11 +250,24 @@ func settleAgg(ans []aggAnswer, r int) (ws []agg.Window, ok, complete bool) {
 	if data == nil {
 		return nil, false, false
 	}
+	agree, differ := 0, 0
 	for k := range ans {
 		a := &ans[k]
-		if a.ok && a.res.Held && a.res.Count > 0 && (a.res.Count != data.res.Count || a.res.Hash != data.res.Hash) {
+		if !a.ok {
+			continue
+		}
+		if a.res.Held && a.res.Count == data.res.Count && a.res.Hash == data.res.Hash {
+			agree++
+		} else if a.res.Held && a.res.Count > 0 {
+			differ++
+		}
+	}
+	if byQuorum {
+		if agree < min(r, len(ans)) {
 			return nil, false, false
 		}
+	} else if differ > 0 {
+		return nil, false, false
 	}
 	return data.res.Windows, true, true
 }

@@ -268,7 +268,7 @@ const (
 // latestIn returns the latest point in [from, to) from one aggregate of whole quanta.
 func (c *Coordinator) latestIn(ctx context.Context, key string, from, to int64) (series.Points, bool, error) {
 	q := c.cfg.DHT.Quantum.Duration().Nanoseconds()
-	res, err := c.Aggregate(ctx, key, from, to, q, GetOptions{})
+	res, err := c.aggregate(ctx, key, from, to, q, GetOptions{}, true)
 	if err != nil {
 		return series.Points{}, false, err
 	}
