@@ -23,7 +23,7 @@ import (
 //
 // A write stamped more than aheadSlack past its coordinator's clock (MaxFuture allows
 // that much: a device whose clock lies) also records, at quorum and before its points
-// are written, the entry's Ahead: the latest such time.
+// are written, the entry's Ahead: the latest such time, rounded up to a minute.
 //
 // Latest reads the entry once and aggregates, from the statistics, only the quanta from
 // the tail's to the end of the bounds — capped at the coordinator's clock plus

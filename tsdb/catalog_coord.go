@@ -302,7 +302,12 @@ func (c *Coordinator) noteWrite(ctx context.Context, key string, e catalog.Entry
 		upd.First, upd.Last = min(upd.First, cur.First), max(upd.Last, cur.Last)
 	}
 	if ahead {
+		// Rounded up to a minute, so a device whose clock runs ahead costs one update a
+		// minute, not one per write.
 		upd.Ahead, upd.HasAhead = maxT, true
+		if m := int64(time.Minute); maxT < math.MaxInt64-m {
+			upd.Ahead = min(maxT/m*m+m-1, upd.Last)
+		}
 	}
 	merged, err := c.mergeEntry(ctx, upd, w)
 	if err != nil {
