@@ -104,7 +104,7 @@ func (r remoteReplica) Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp
 }
 
 // registerAnalytics registers the analytics methods: MethodAgg as a replica, and
-// MethodAggregate and MethodLatest as a coordinator.
+// MethodAggregate, MethodLatest and MethodBounds as a coordinator.
 func (n *Node) registerAnalytics() {
 	handle(n.srv, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
 		resp, err := n.local.Agg(ctx, req)
@@ -131,6 +131,13 @@ func (n *Node) registerAnalytics() {
 		}
 		return &wire.LatestResp{Point: pts}, nil
 	})
+	handle(n.srv, wire.MethodBounds, func(ctx context.Context, req *wire.BoundsReq) (*wire.BoundsResp, error) {
+		resp, err := n.coord.Bounds(ctx, req.Key, req.From, req.To)
+		if err != nil {
+			return nil, err
+		}
+		return &resp, nil
+	})
 }
 
 // aggAnswer is what one replica said about one shard.
@@ -144,6 +151,13 @@ type aggAnswer struct {
 // series with from <= t < to, ascending, each window's partial aggregate merged across
 // shards. Windows are aligned to multiples of every since the epoch.
 func (c *Coordinator) Aggregate(ctx context.Context, key string, from, to, every int64, opt GetOptions) (wire.AggResult, error) {
+	return c.aggregate(ctx, key, from, to, every, opt, false)
+}
+
+// aggregate is Aggregate; byQuorum settles a shard once a read quorum of replicas agree
+// (settleAgg), for Latest, whose answer is the latest acknowledged point: a replica
+// still receiving a write then costs no second round.
+func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every int64, opt GetOptions, byQuorum bool) (wire.AggResult, error) {
 	r, err := c.checkGet(key, from, to, opt)
 	if err != nil {
 		return wire.AggResult{}, err
@@ -206,7 +220,7 @@ func (c *Coordinator) aggregatePage(ctx context.Context, key string, starts []in
 	answers := c.aggRound(ctx, key, spans, every)
 	var differ []shardSpan // shards whose replicas disagree: read their points
 	for i := range spans {
-		ws, ok, complete := settleAgg(answers[i], r)
+		ws, ok, complete := settleAgg(answers[i], r, byQuorum)
 		switch {
 		case ok:
 			*lists = append(*lists, ws)
@@ -232,10 +246,15 @@ func (c *Coordinator) aggregatePage(ctx context.Context, key string, starts []in
 }
 
 // settleAgg decides one shard from the first round. ok: the windows in hand are the
-// shard's (the replica that sent them held it and every other held replica agrees).
+// shard's (the replica that sent them held it and every other held replica agrees —
+// or, byQuorum, at least r replicas, itself included, hold the same copy by digest).
 // complete without ok: no replica holds the shard and enough answered to say so.
 // Neither: the replicas differ, or the one asked for windows failed: read the points.
-func settleAgg(ans []aggAnswer, r int) (ws []agg.Window, ok, complete bool) {
+//
+// byQuorum is enough for the latest acknowledged point: a write was acknowledged by a
+// write quorum, which meets any r replicas (w + r > rf), so r agreeing copies all hold
+// it; a replica that differs lacks it or holds a write no quorum acknowledged yet.
+func settleAgg(ans []aggAnswer, r int, byQuorum bool) (ws []agg.Window, ok, complete bool) {
 	var data *aggAnswer
 	held, answered := false, 0
 	for k := range ans {
@@ -257,11 +276,24 @@ func settleAgg(ans []aggAnswer, r int) (ws []agg.Window, ok, complete bool) {
 	if data == nil {
 		return nil, false, false
 	}
+	agree, differ := 0, 0
 	for k := range ans {
 		a := &ans[k]
-		if a.ok && a.res.Held && a.res.Count > 0 && (a.res.Count != data.res.Count || a.res.Hash != data.res.Hash) {
+		if !a.ok {
+			continue
+		}
+		if a.res.Held && a.res.Count == data.res.Count && a.res.Hash == data.res.Hash {
+			agree++
+		} else if a.res.Held && a.res.Count > 0 {
+			differ++
+		}
+	}
+	if byQuorum {
+		if agree < min(r, len(ans)) {
 			return nil, false, false
 		}
+	} else if differ > 0 {
+		return nil, false, false
 	}
 	return data.res.Windows, true, true
 }
@@ -318,14 +350,12 @@ const (
 	latestGrowth = 8
 )
 
-// Latest returns the latest point of a series in [since, before) — none if it has no
-// point there — walking back from before through the quanta's statistics: each step
-// is one aggregate of whole-quantum windows, which replicas answer without reading
-// points, and the step holding the latest quantum with points answers.
-func (c *Coordinator) Latest(ctx context.Context, key string, since, before int64) (series.Points, error) {
-	if since > before {
-		return series.Points{}, rpc.Errorf(CodeBadInput, "latest of %q: since %d is after before %d", key, since, before)
-	}
+// latestBefore returns the latest point of a series in [since, before) — none if it
+// has no point there — walking back from before through the quanta's statistics: each
+// step is one aggregate of whole-quantum windows, which replicas answer without reading
+// points, and the step holding the latest quantum with points answers. Latest uses it
+// only where the catalog's tail does not lead to the point (bounds.go).
+func (c *Coordinator) latestBefore(ctx context.Context, key string, since, before int64) (series.Points, error) {
 	q := c.cfg.DHT.Quantum.Duration().Nanoseconds()
 	hi, step := before, int64(latestStep)
 	for hi > since {

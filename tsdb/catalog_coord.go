@@ -259,12 +259,19 @@ func (c *Coordinator) readPostings(ctx context.Context, tag catalog.Tag, after s
 
 // noteWrite keeps the catalog entry of a series being written: it creates the entry
 // (and posts the series in the index) when the series has none, and widens its time
-// bounds before points outside them are written. Cheap when nothing changes: the
+// bounds (and its Ahead, for points stamped past the clock) before points outside them
+// are written. Cheap when nothing changes: the
 // coordinator's cache answers.
 func (c *Coordinator) noteWrite(ctx context.Context, key string, e catalog.Entry, minT, maxT int64, w int) error {
 	k := c.cat
+	// A write stamped past the clock's slack records how far ahead it went (bounds.go).
+	ahead := maxT > time.Now().UnixNano()+int64(aheadSlack)
+	covers := func(cur catalog.Entry) bool {
+		return cur.Live() && cur.Type == e.Type && cur.HasBounds && cur.First <= minT && maxT <= cur.Last &&
+			(!ahead || cur.HasAhead && maxT <= cur.Ahead)
+	}
 	cur, ok := k.cached(key)
-	if ok && cur.Live() && cur.Type == e.Type && cur.HasBounds && cur.First <= minT && maxT <= cur.Last {
+	if ok && covers(cur) {
 		return nil
 	}
 	if !ok {
@@ -277,7 +284,7 @@ func (c *Coordinator) noteWrite(ctx context.Context, key string, e catalog.Entry
 			k.clock.Observe(max(cur.Created, cur.MetaVersion, cur.Deleted))
 		}
 	}
-	if cur.Live() && cur.Type == e.Type && cur.HasBounds && cur.First <= minT && maxT <= cur.Last {
+	if covers(cur) {
 		k.remember(cur)
 		return nil
 	}
@@ -293,6 +300,14 @@ func (c *Coordinator) noteWrite(ctx context.Context, key string, e catalog.Entry
 		First: floorStep(minT), Last: ceilStep(maxT)}
 	if cur.HasBounds {
 		upd.First, upd.Last = min(upd.First, cur.First), max(upd.Last, cur.Last)
+	}
+	if ahead {
+		// Rounded up to a minute, so a device whose clock runs ahead costs one update a
+		// minute, not one per write.
+		upd.Ahead, upd.HasAhead = maxT, true
+		if m := int64(time.Minute); maxT < math.MaxInt64-m {
+			upd.Ahead = min(maxT/m*m+m-1, upd.Last)
+		}
 	}
 	merged, err := c.mergeEntry(ctx, upd, w)
 	if err != nil {
@@ -522,8 +537,12 @@ func (c *Coordinator) Delete(ctx context.Context, req *wire.DelReq) (int, error)
 	return shards, err
 }
 
-// maxDeleteBatch bounds the shards of one delete request to one replica.
+// maxDeleteBatch bounds the quanta of one round of a range delete.
 const maxDeleteBatch = 4096
+
+// maxDeleteShards bounds the shards of one delete request to one replica (a replica
+// refuses more).
+const maxDeleteShards = maxShardsPerRequest * 16
 
 // deleteRange sends the range's deletes to every shard's replicas, in slices of
 // quanta, and fails if a shard could not reach its write quorum (a retry is harmless).
@@ -572,7 +591,7 @@ func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int6
 					}
 				}
 			}
-		}, maxDeleteBatch, func(it item) int { return len(it.sd.Key) + 48 })
+		}, maxDeleteShards, func(it item) int { return len(it.sd.Key) + 48 })
 		answers := fanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[item]) (*wire.DeleteResp, error) {
 			req := &wire.DeleteReq{Shards: make([]wire.ShardDelete, len(b.items))}
 			for j, it := range b.items {

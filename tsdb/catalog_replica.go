@@ -136,8 +136,8 @@ func (l *localReplica) DeleteRange(_ context.Context, req *wire.DeleteReq) (*wir
 	if err != nil {
 		return nil, err
 	}
-	if len(req.Shards) > maxShardsPerRequest*16 {
-		return nil, rpc.Errorf(CodeBadInput, "%d shards in one delete; at most %d", len(req.Shards), maxShardsPerRequest*16)
+	if len(req.Shards) > maxDeleteShards {
+		return nil, rpc.Errorf(CodeBadInput, "%d shards in one delete; at most %d", len(req.Shards), maxDeleteShards)
 	}
 	var resp wire.DeleteResp
 	for _, d := range req.Shards {

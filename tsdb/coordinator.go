@@ -29,7 +29,8 @@ type Coordinator struct {
 	hints    *hints // nil: no hints kept
 	log      *slog.Logger
 
-	cat *catalogCoord // catalog entries and the tag index (catalog_coord.go)
+	cat   *catalogCoord // catalog entries and the tag index (catalog_coord.go)
+	tails tailReporter  // tails reported to the registry after writes (bounds.go)
 
 	commits *groupCommit // groups concurrent writes per replica (groupcommit.go)
 
@@ -107,6 +108,7 @@ func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Poin
 		stored, rest, err := c.writeSpans(ctx, key, spans, w)
 		res.Stored += stored
 		if err == nil {
+			c.noteTail(key, pts.T[pts.Len()-1])
 			if res.Waited > 0 {
 				c.log.Info("write stored after waiting for failed replicas to leave placement", "series", key, "waited", res.Waited.Round(time.Millisecond).String())
 			}

@@ -333,6 +333,7 @@ func (n *Node) Close() error {
 	if n.repair != nil {
 		n.repair.close()
 	}
+	n.coord.closeTails()
 	errs := []error{n.dht.Stop(2 * time.Second)}
 	errs = append(errs, n.srv.Close(), n.cli.Close())
 	st := n.store.Stats()

@@ -115,6 +115,21 @@ func TestEndToEndAnalytics(t *testing.T) {
 		t.Fatalf("the window with the gap counts %v points, want 480", n)
 	}
 
+	// get and agg from the epoch to now read only where the series has points: the
+	// same answer as over the series' own range, at once.
+	narrow, errOut, code := c.run("", "get", "--cluster", c.nodes[1].rpc, "--series", key, "--from", strconv.FormatInt(base-int64(time.Hour), 10), "--to", "now")
+	if code != 0 {
+		t.Fatalf("get: exit %d: %s", code, errOut)
+	}
+	wide, errOut, code := c.run("", "get", "--cluster", c.nodes[1].rpc, "--series", key, "--from", "0", "--to", "now")
+	if code != 0 || wide != narrow || strings.Count(wide, "\n") != len(kept) {
+		t.Fatalf("get --from 0 --to now: exit %d, %d lines (stderr %s), want the %d of the series' own range", code, strings.Count(wide, "\n"), errOut, len(kept))
+	}
+	wideAgg, errOut, code := c.run("", "agg", "--cluster", c.nodes[1].rpc, "--series", key, "--from", "0", "--to", "now", "--every", "1m")
+	if code != 0 || len(strings.Split(strings.TrimSpace(wideAgg), "\n"))-1 != len(starts) {
+		t.Fatalf("agg --from 0 --to now: exit %d, %q (stderr %s), want %d windows", code, wideAgg, errOut, len(starts))
+	}
+
 	// latest: the last point written.
 	last := kept[len(kept)-1]
 	out, errOut, code = c.run("", "latest", "--cluster", c.nodes[0].rpc, "--series", key)

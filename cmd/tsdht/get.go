@@ -77,7 +77,7 @@ func runGet(c *cli.Context) error {
 		return err
 	}
 	defer client.Close()
-	if err := checkSpan(c, client, from, to); err != nil {
+	if from, to, err = checkSpan(c, client, key, from, to); err != nil {
 		return err
 	}
 	opt := wire.GetOptions{ReadQuorum: c.Int("read-quorum"), AllowPartial: c.Bool("allow-partial")}
@@ -234,16 +234,31 @@ func (f jsonFloat) MarshalJSON() ([]byte, error) {
 }
 
 // checkSpan refuses, before any read, a range longer than a read may cover
-// (quanta.MaxQuantaPerRange quanta): `--from 0 --to now` or a mistyped year would
-// otherwise be read window by window for minutes. Only a range past the bound for the
-// shortest quantum asks the cluster for its quantum.
-func checkSpan(c *cli.Context, cl *client.Client, from, to int64) error {
-	span := to - from
-	if span < 0 { // overflowed: from and to are valid int64 timestamps with from <= to
-		span = math.MaxInt64
+// (quanta.MaxQuantaPerRange quanta) once narrowed to the series' bounds (key; none with
+// --match): `--from 0 --to now` of a series reads only where it has points, while a
+// series spanning more than the limit would otherwise be read window by window for
+// minutes. Only a range past the bound for the shortest quantum asks the cluster for its
+// bounds and its quantum. It returns the range to read.
+func checkSpan(c *cli.Context, cl *client.Client, key string, from, to int64) (int64, int64, error) {
+	long := func() bool {
+		span := to - from
+		return span < 0 || span > quanta.MaxQuantaPerRange*int64(time.Second) // < 0: overflowed
 	}
-	if span <= quanta.MaxQuantaPerRange*int64(time.Second) {
-		return nil
+	if !long() {
+		return from, to, nil
+	}
+	if key != "" {
+		var err error
+		if from, to, err = cl.Clamp(c.Context, key, from, to); err != nil {
+			return 0, 0, err
+		}
+		if !long() {
+			return from, to, nil
+		}
+	}
+	span := to - from
+	if span < 0 {
+		span = math.MaxInt64
 	}
 	q := int64(quanta.DefaultQuantum / time.Second)
 	if nodes, err := cl.Status(c.Context); err == nil {
@@ -256,9 +271,9 @@ func checkSpan(c *cli.Context, cl *client.Client, from, to int64) error {
 	}
 	limit := quanta.MaxQuantaPerRange * q * int64(time.Second)
 	if span <= limit {
-		return nil
+		return from, to, nil
 	}
-	return usagef(c, "--from %s --to %s spans %s; one read covers at most %d quanta (%s with this cluster's %d s quanta): narrow it, e.g. --from -1h --to now",
+	return 0, 0, usagef(c, "--from %s --to %s spans %s; one read covers at most %d quanta (%s with this cluster's %d s quanta): narrow it, e.g. --from -1h --to now",
 		c.String("from"), c.String("to"), humanSpan(span), quanta.MaxQuantaPerRange, humanSpan(limit), q)
 }
 

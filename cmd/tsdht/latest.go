@@ -21,14 +21,16 @@ func latestCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "latest",
 		Usage: "print the latest point of series: one \"key,timestamp,value\" line per series",
-		Description: "The nodes walk back from --at through the quanta's statistics (no points are read but the\n" +
-			"latest quantum's), up to --lookback. A series with no point in that span is named on stderr and\n" +
-			"the exit status is 1.",
+		Description: "The coordinator reads the series' catalog entry (its time bounds and the newest point's time\n" +
+			"reported by writers) from its registry replicas and checks, from the quanta's statistics, the few\n" +
+			"quanta after it: the answer is exact whatever the report says. It walks back from there only\n" +
+			"when the newest points were deleted. --lookback limits how far back from --at (default: no\n" +
+			"limit). A series with no point in that span is named on stderr and the exit status is 1.",
 		Flags: []cli.Flag{
 			clusterFlag, timeoutFlag, clusterKeyFlag,
 			&cli.StringFlag{Name: "series", Required: true, Usage: "series keys, KEY[,KEY…]"},
 			&cli.StringFlag{Name: "at", Value: "now+10m", Usage: "look for points before this time (points up to 10 min in the future are accepted by default)"},
-			&cli.StringFlag{Name: "lookback", Value: "30d", Usage: "how far back from --at to look: 1h, 30d…"},
+			&cli.StringFlag{Name: "lookback", Usage: "how far back from --at to look: 1h, 30d… (default: no limit)"},
 		},
 		Action: runLatest,
 	}
@@ -46,13 +48,15 @@ func runLatest(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("--at: %w", err)
 	}
-	back, err := parseWidth(c.String("lookback"))
-	if err != nil {
-		return fmt.Errorf("--lookback: %w", err)
-	}
 	since := int64(math.MinInt64)
-	if before > math.MinInt64+back {
-		since = before - back
+	if lb := c.String("lookback"); lb != "" {
+		back, err := parseWidth(lb)
+		if err != nil {
+			return fmt.Errorf("--lookback: %w", err)
+		}
+		if before > math.MinInt64+back {
+			since = before - back
+		}
 	}
 	client, err := dialCluster(c)
 	if err != nil {
@@ -71,7 +75,7 @@ func runLatest(c *cli.Context) error {
 		}
 		p, ok := got[key]
 		if !ok {
-			fmt.Fprintf(os.Stderr, "tsdht latest: series %q has no point in the %s before %d (widen --lookback)\n", key, c.String("lookback"), before)
+			fmt.Fprintf(os.Stderr, "tsdht latest: series %q has no point before %d%s\n", key, before, lookbackNote(c.String("lookback")))
 			failed = append(failed, key)
 			continue
 		}
@@ -180,4 +184,12 @@ func runCompleteness(c *cli.Context) error {
 	}
 	fmt.Fprintf(w, "total,%d,%d\n", stored, expected)
 	return w.Flush()
+}
+
+// lookbackNote says, when --lookback limited the search, how to widen it.
+func lookbackNote(lb string) string {
+	if lb == "" {
+		return ""
+	}
+	return " in the " + lb + " looked at (widen --lookback)"
 }

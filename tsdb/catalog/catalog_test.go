@@ -20,6 +20,14 @@ func randomEntry(r *rand.Rand, key string) Entry {
 			e.HasBounds = true
 			e.First = int64(r.Intn(100))
 			e.Last = e.First + int64(r.Intn(100))
+			if r.Intn(2) == 0 {
+				e.HasTail = true
+				e.Tail = e.First + int64(r.Intn(int(e.Last-e.First)+1))
+			}
+			if r.Intn(2) == 0 {
+				e.HasAhead = true
+				e.Ahead = e.First + int64(r.Intn(int(e.Last-e.First)+1))
+			}
 		}
 	}
 	if r.Intn(3) > 0 {
@@ -99,6 +107,17 @@ func TestMergeRules(t *testing.T) {
 	m := Merge(created, wider)
 	if m.First != 1 || m.Last != 9 {
 		t.Fatalf("bounds of one incarnation do not widen: %+v", m)
+	}
+	tail := Entry{Key: k, Type: series.Float, Created: 10, HasBounds: true, First: 5, Last: 9, HasTail: true, Tail: 8}
+	older := Entry{Key: k, Type: series.Float, Created: 10, HasBounds: true, First: 5, Last: 9, HasTail: true, Tail: 6}
+	if m2 := Merge(Merge(m, older), tail); !m2.HasTail || m2.Tail != 8 {
+		t.Fatalf("the newest tail does not win: %+v", m2)
+	}
+	if m2 := Merge(tail, Entry{Key: k, Type: series.Float, Created: 11}); m2.HasTail || m2.HasBounds {
+		t.Fatalf("a new incarnation kept the old one's tail: %+v", m2)
+	}
+	if bad := (Entry{Key: k, Type: series.Float, Created: 10, HasBounds: true, First: 5, Last: 9, HasTail: true, Tail: 10}); bad.Validate() == nil {
+		t.Fatalf("a tail past the bounds validates")
 	}
 	meta := Entry{Key: k, MetaVersion: 11, Unit: "Hz", Tags: []Tag{{"bus", "3"}}}
 	m = Merge(m, meta)

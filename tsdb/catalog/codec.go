@@ -14,7 +14,7 @@ const entryVersion = 1
 
 // MaxEntryLen bounds an encoded entry: what a decoder accepts at most.
 const MaxEntryLen = 1 + 2 + series.MaxKeyLen + 1 + 3*10 + 2 + MaxUnitLen + 2 + MaxDescriptionLen + 8 +
-	1 + MaxTags*(2+MaxTagKeyLen+2+MaxTagValueLen) + 1 + 2*10 + 10
+	1 + MaxTags*(2+MaxTagKeyLen+2+MaxTagValueLen) + 1 + 4*10 + 10
 
 // ErrCorrupt is wrapped by decoding errors.
 var ErrCorrupt = errors.New("catalog: corrupt encoding")
@@ -23,9 +23,12 @@ var ErrCorrupt = errors.New("catalog: corrupt encoding")
 //
 //	version 1 ‖ str key ‖ type byte ‖ varint Created ‖ varint MetaVersion ‖ varint Deleted
 //	‖ str unit ‖ str description ‖ float64 nominal rate (8 bytes, big-endian bits)
-//	‖ uvarint tag count ‖ (str k ‖ str v)… ‖ bounds flag byte [‖ varint First ‖ varint Last]
+//	‖ uvarint tag count ‖ (str k ‖ str v)… ‖ bounds flag byte [‖ varint First ‖ varint Last
+//	[‖ varint Tail] [‖ varint Ahead]]
 //
-// where str is uvarint length ‖ bytes.
+// where str is uvarint length ‖ bytes. The bounds flag is 0 (no bounds) or 1 (bounds),
+// plus 2 with a tail and 4 with an ahead, so an entry without either encodes as it
+// always has.
 func (e *Entry) Encode(dst []byte) []byte {
 	w := writer{b: dst}
 	w.b = append(w.b, entryVersion)
@@ -39,9 +42,22 @@ func (e *Entry) Encode(dst []byte) []byte {
 	w.f64(e.NominalRate)
 	w.tags(e.Tags)
 	if e.HasBounds {
-		w.b = append(w.b, 1)
+		flag := byte(1)
+		if e.HasTail {
+			flag |= 2
+		}
+		if e.HasAhead {
+			flag |= 4
+		}
+		w.b = append(w.b, flag)
 		w.varint(e.First)
 		w.varint(e.Last)
+		if e.HasTail {
+			w.varint(e.Tail)
+		}
+		if e.HasAhead {
+			w.varint(e.Ahead)
+		}
 	} else {
 		w.b = append(w.b, 0)
 	}
@@ -71,12 +87,18 @@ func DecodeEntry(b []byte) (Entry, error) {
 	e.Description = r.str(MaxDescriptionLen)
 	e.NominalRate = r.f64()
 	e.Tags = r.tags()
-	switch r.byte() {
-	case 0:
-	case 1:
-		e.HasBounds = true
+	switch flag := r.byte(); {
+	case flag == 0:
+	case flag&^7 == 0 && flag&1 == 1:
+		e.HasBounds, e.HasTail, e.HasAhead = true, flag&2 != 0, flag&4 != 0
 		e.First = r.varint()
 		e.Last = r.varint()
+		if e.HasTail {
+			e.Tail = r.varint()
+		}
+		if e.HasAhead {
+			e.Ahead = r.varint()
+		}
 	default:
 		r.fail("bounds flag")
 	}

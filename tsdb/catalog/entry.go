@@ -20,7 +20,7 @@ import (
 // made strictly increasing per process. An entry has three parts, each merged on its own:
 //   - the incarnation (Created, Type, First/Last): the copy with the highest Created
 //     wins (on a tie, the lower type byte), and copies of the same incarnation widen
-//     each other's bounds;
+//     each other's bounds and advance each other's tail and ahead (the highest wins);
 //   - the metadata (Unit, Description, Tags, NominalRate): last writer wins by
 //     MetaVersion (on a tie, the larger encoding);
 //   - the deletion: Deleted is the version of the latest whole-series delete, the
@@ -36,6 +36,18 @@ type Entry struct {
 	// HasBounds). A range delete does not shrink them: they bound what was written.
 	First, Last int64
 	HasBounds   bool
+	// Tail is the time of the newest point a coordinator acknowledged to this
+	// incarnation and then reported (valid when HasTail): a hint, sent after the write
+	// without waiting for a quorum, so it may lag or miss a replica. Never above Last.
+	// Latest starts its search there and checks the quanta after it (docs/analytics.md).
+	Tail    int64
+	HasTail bool
+	// Ahead is the latest time written by a write stamped further ahead of its
+	// coordinator's clock than the coordinator's slack (valid when HasAhead): kept at
+	// quorum, before such points are written, so that Latest need not look past the
+	// clock for points a clock that lies put there. Never above Last.
+	Ahead    int64
+	HasAhead bool
 
 	Unit        string
 	Description string
@@ -68,6 +80,10 @@ func (e *Entry) Validate() error {
 		return fmt.Errorf("catalog entry %q: negative version", e.Key)
 	case e.HasBounds && (e.First > e.Last || e.Created == 0):
 		return fmt.Errorf("catalog entry %q: bad time bounds", e.Key)
+	case e.HasTail && (!e.HasBounds || e.Tail < e.First || e.Tail > e.Last):
+		return fmt.Errorf("catalog entry %q: tail outside the time bounds", e.Key)
+	case e.HasAhead && (!e.HasBounds || e.Ahead < e.First || e.Ahead > e.Last):
+		return fmt.Errorf("catalog entry %q: ahead outside the time bounds", e.Key)
 	case len(e.Unit) > MaxUnitLen || !utf8.ValidString(e.Unit):
 		return fmt.Errorf("catalog entry %q: unit must be at most %d bytes of UTF-8", e.Key, MaxUnitLen)
 	case len(e.Description) > MaxDescriptionLen || !utf8.ValidString(e.Description):
@@ -107,11 +123,19 @@ func Merge(a, b Entry) Entry {
 	}
 	out.Type, out.Created = inc.Type, inc.Created
 	out.First, out.Last, out.HasBounds = inc.First, inc.Last, inc.HasBounds
+	out.Tail, out.HasTail = inc.Tail, inc.HasTail
+	out.Ahead, out.HasAhead = inc.Ahead, inc.HasAhead
 	if other.Created == inc.Created && other.Type == inc.Type && other.HasBounds {
 		if !out.HasBounds {
 			out.First, out.Last, out.HasBounds = other.First, other.Last, true
 		} else {
 			out.First, out.Last = min(out.First, other.First), max(out.Last, other.Last)
+		}
+		if other.HasTail && (!out.HasTail || other.Tail > out.Tail) {
+			out.Tail, out.HasTail = other.Tail, true
+		}
+		if other.HasAhead && (!out.HasAhead || other.Ahead > out.Ahead) {
+			out.Ahead, out.HasAhead = other.Ahead, true
 		}
 	}
 
@@ -134,6 +158,7 @@ func Merge(a, b Entry) Entry {
 func (e *Entry) dropDeleted() {
 	if e.Created != 0 && e.Created <= e.Deleted {
 		e.Type, e.Created, e.First, e.Last, e.HasBounds = series.Unknown, 0, 0, 0, false
+		e.Tail, e.HasTail, e.Ahead, e.HasAhead = 0, false, 0, false
 	}
 	if e.MetaVersion != 0 && e.MetaVersion <= e.Deleted {
 		e.Unit, e.Description, e.Tags, e.NominalRate, e.MetaVersion = "", "", nil, 0, 0

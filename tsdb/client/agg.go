@@ -81,6 +81,12 @@ func (c *Client) AggWindows(ctx context.Context, key string, from, to, every int
 	if err := agg.CheckWidth(every); err != nil {
 		return err
 	}
+	// Windows are aligned to the epoch, not to from: a narrower range over the same
+	// points gives the same windows.
+	from, to, err := c.Clamp(ctx, key, from, to)
+	if err != nil {
+		return err
+	}
 	part := aggPart(every)
 	// A window cut by a part's end is held back and merged with its rest from the next
 	// part: the points of the two parts are disjoint.

@@ -125,7 +125,8 @@ func (c *Client) PutReport(ctx context.Context, key string, pts series.Points, o
 	return total, nil
 }
 
-// Get reads the points of a series with from <= t < to.
+// Get reads the points of a series with from <= t < to. A range wider than an hour
+// is first narrowed to the series' bounds (Clamp).
 func (c *Client) Get(ctx context.Context, key string, from, to int64, opt wire.GetOptions) (wire.Result, error) {
 	return c.get(ctx, key, from, to, opt, nil)
 }
@@ -135,6 +136,10 @@ func (c *Client) Get(ctx context.Context, key string, from, to int64, opt wire.G
 func (c *Client) get(ctx context.Context, key string, from, to int64, opt wire.GetOptions, entry func([]byte) error) (wire.Result, error) {
 	if from > to {
 		return wire.Result{}, fmt.Errorf("%w (from %d > to %d)", quanta.ErrBadRange, from, to)
+	}
+	from, to, err := c.Clamp(ctx, key, from, to)
+	if err != nil {
+		return wire.Result{}, err
 	}
 	var res wire.Result
 	var parts []series.Points

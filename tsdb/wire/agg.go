@@ -122,3 +122,25 @@ type LatestReq struct {
 type LatestResp struct {
 	Point series.Points `msgpack:"p"`
 }
+
+// MethodBounds coordinates a series' time bounds within a range: BoundsReq → BoundsResp.
+// A client asks it before a read or an aggregate over a range much wider than the
+// series, and reads only between the bounds.
+const MethodBounds = "tsdb.bounds"
+
+// BoundsReq asks for the bounds of a series' points with From <= t < To (MethodBounds).
+type BoundsReq struct {
+	Key  string `msgpack:"k"`
+	From int64  `msgpack:"f"`
+	To   int64  `msgpack:"t"`
+}
+
+// BoundsResp bounds a series' points in the range asked: every point with From <= t <
+// To has First <= t <= Last. Last is the time of the latest point there (exact); First
+// may be earlier than the first point (the catalog keeps it rounded down to an hour).
+// Found is false when the range holds no point.
+type BoundsResp struct {
+	Found bool  `msgpack:"ok"`
+	First int64 `msgpack:"f"`
+	Last  int64 `msgpack:"l"`
+}

@@ -1,0 +1,247 @@
+package tsdb
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/client"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/store"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// registryTail returns the tail a node's copy of key's entry holds, if any.
+func registryTail(t *testing.T, n *Node, key string) (int64, bool) {
+	t.Helper()
+	e, ok, err := n.Store().(store.Catalog).Entry(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Tail, ok && e.HasTail
+}
+
+func wantLatest(t *testing.T, c *Coordinator, key string, wantT int64, wantV float64) {
+	t.Helper()
+	got, err := c.Latest(context.Background(), key, math.MinInt64, math.MaxInt64)
+	if err != nil || got.Len() != 1 || got.T[0] != wantT || got.F[0] != wantV {
+		t.Fatalf("latest of %s: %v, %v; want %d=%v", key, got, err, wantT, wantV)
+	}
+}
+
+func put1(t *testing.T, c *Coordinator, key string, ts int64, v float64) {
+	t.Helper()
+	var p series.Points
+	p.AppendFloat(ts, v)
+	if _, err := c.Put(context.Background(), key, p, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Latest is exact whatever the tail hint says: after the tail reached the registry,
+// after a late point, an overwrite, a write whose tail was never reported, a point
+// stamped in the future, a delete of the newest points, with a registry replica down,
+// and after the whole series is deleted.
+func TestLatestExactWhateverTheTail(t *testing.T) {
+	lc := startCluster(t, 4, func(_ int, cfg *Config) { cfg.CallTimeout = 10 * time.Second })
+	ctx := context.Background()
+	key := "pmu/bounds"
+	c0, c1 := lc.Nodes[0].Coordinator(), lc.Nodes[1].Coordinator()
+	t0 := base()
+	pts := sixtyHz(t0, 600)
+	if _, err := c0.Put(ctx, key, pts, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	last := pts.T[pts.Len()-1]
+	owners, err := lc.Nodes[0].dht.Locate(ctx, quanta.KeyID(key), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]*Node{}
+	for _, n := range lc.Nodes {
+		byID[n.dht.Self().ID] = n
+	}
+	waitFor(t, 10*time.Second, "the tail to reach every registry replica", func() bool {
+		for _, p := range owners {
+			if tail, ok := registryTail(t, byID[p.ID], key); !ok || tail != last {
+				return false
+			}
+		}
+		return true
+	})
+	wantLatest(t, c1, key, last, pts.F[pts.Len()-1])
+
+	// A late point does not move it; an overwrite of the latest point changes its value.
+	put1(t, c1, key, t0-int64(time.Minute), -1)
+	wantLatest(t, c0, key, last, pts.F[pts.Len()-1])
+	put1(t, c1, key, last, 42)
+	// Replicas keep no version of a value: an overwrite is seen once no replica still
+	// holds the old value (the write is acknowledged at quorum, the third copy may lag).
+	ref := shardRef(lc.Nodes[0].cfg.DHT.Format, key, lc.Nodes[0].cfg.DHT.Quantum.Start(last))
+	shardOwners, err := lc.Nodes[0].dht.Locate(ctx, ref.ID, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the overwrite to reach every replica", func() bool {
+		for _, p := range shardOwners {
+			got, _, err := byID[p.ID].Store().Read(ref, key, last, last+1)
+			if err != nil || got.Len() != 1 || got.F[0] != 42 {
+				return false
+			}
+		}
+		return true
+	})
+	wantLatest(t, c0, key, last, 42)
+	// (Replicas keep no version of a value, so a hint or repair still carrying the old
+	// one may bring it back later: the rest of the test does not depend on it.)
+	mid := last + int64(time.Minute)
+	put1(t, c1, key, mid, 5)
+	wantLatest(t, c0, key, mid, 5)
+
+	// A write whose tail is never reported (its coordinator reports none) is found.
+	lc.Nodes[2].Coordinator().closeTails()
+	silent := last + int64(3*time.Minute)
+	put1(t, lc.Nodes[2].Coordinator(), key, silent, 7)
+	if tail, _ := registryTail(t, byID[owners[0].ID], key); tail >= silent {
+		t.Fatalf("the tail %d was reported by a coordinator that reports none", tail)
+	}
+	wantLatest(t, c0, key, silent, 7)
+
+	// A point stamped in the future (within MaxFuture) is the latest.
+	future := time.Now().Add(5 * time.Minute).UnixNano()
+	put1(t, c1, key, future, 8)
+	wantLatest(t, c0, key, future, 8)
+	// Points up to it, counting before.
+	got, err := c0.Latest(ctx, key, math.MinInt64, future)
+	if err != nil || got.Len() != 1 || got.T[0] != silent {
+		t.Fatalf("latest before the future point: %v, %v", got, err)
+	}
+
+	// Deleting the newest points: the latest is the one before them, though the tail
+	// points past it.
+	if _, err := c1.Delete(ctx, &wire.DelReq{Key: key, From: silent, To: future + 1}); err != nil {
+		t.Fatal(err)
+	}
+	wantLatest(t, c0, key, mid, 5)
+
+	// One registry replica down (not the coordinator): still exact, and a new write
+	// (at quorum 2 of 3) is seen.
+	victim := -1
+	for i, n := range lc.Nodes {
+		if i != 0 && isReplica(owners, n.dht.Self().ID) {
+			victim = i
+			break
+		}
+	}
+	if err := lc.Kill(victim); err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.WaitLive(ctx, 3, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	wantLatest(t, c0, key, mid, 5)
+	put1(t, c0, key, mid+int64(time.Second), 9)
+	wantLatest(t, c0, key, mid+int64(time.Second), 9)
+	// A live point (inside what Latest's speculation covers), then one just before it
+	// written late: the live one stays the latest.
+	oi := 1 // a live coordinator that did not write it
+	if victim == 1 {
+		oi = 3
+	}
+	other := lc.Nodes[oi].Coordinator()
+	live := time.Now().UnixNano()
+	put1(t, c0, key, live, 10)
+	wantLatest(t, other, key, live, 10)
+	put1(t, c0, key, live-int64(time.Millisecond), 11)
+	wantLatest(t, other, key, live, 10)
+
+	// The whole series deleted: unknown.
+	if _, err := c0.Delete(ctx, &wire.DelReq{Key: key, Whole: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c0.Latest(ctx, key, math.MinInt64, math.MaxInt64); code(err) != CodeUnknownSeries {
+		t.Fatalf("latest of a deleted series: %v, want %s", err, CodeUnknownSeries)
+	}
+}
+
+// A read or an aggregate over a range far wider than the series (from the epoch to
+// now) narrows to the series' bounds and answers the same as over the series alone.
+func TestWideRangeReadsOnlyTheBounds(t *testing.T) {
+	lc := startCluster(t, 3, nil)
+	ctx := context.Background()
+	key := "pmu/wide"
+	t0 := base()
+	pts := sixtyHz(t0, 60*90)
+	var late series.Points
+	late.AppendFloat(t0-int64(2*time.Hour), -5) // a late point two hours before the rest
+	if _, err := lc.Nodes[0].Coordinator().Put(ctx, key, pts, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lc.Nodes[1].Coordinator().Put(ctx, key, late, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := client.New([]string{lc.Nodes[2].RPCAddr()}, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	first, lastT, found, err := cli.Bounds(ctx, key, 0, time.Now().UnixNano())
+	if err != nil || !found || first > late.T[0] || lastT != pts.T[pts.Len()-1] {
+		t.Fatalf("bounds: %d..%d found=%v err=%v; want ..%d..%d", first, lastT, found, err, late.T[0], pts.T[pts.Len()-1])
+	}
+	if _, _, found, err := cli.Bounds(ctx, key, 0, late.T[0]); err != nil || found {
+		t.Fatalf("bounds before the first point: found=%v err=%v", found, err)
+	}
+	res, err := cli.Get(ctx, key, 0, time.Now().UnixNano(), wire.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireSame(t, series.Concat(late, pts), res.Points)
+	res, err = cli.Get(ctx, key, 0, late.T[0], wire.GetOptions{})
+	if err != nil || res.Points.Len() != 0 || res.Points.Type != series.Float {
+		t.Fatalf("get before the first point: %v, %v", res.Points, err)
+	}
+	minute := int64(time.Minute)
+	tab, err := cli.Agg(ctx, key, 0, time.Now().UnixNano(), minute, []agg.Fn{agg.Count, agg.Mean}, wire.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := series.Concat(late, pts)
+	want := agg.Windows(&all, all.T[0], all.T[all.Len()-1]+1, minute)
+	if len(tab.Rows) != len(want) {
+		t.Fatalf("agg from the epoch: %d windows, want %d", len(tab.Rows), len(want))
+	}
+	for i, w := range want {
+		if tab.Rows[i].Start != w.Start || tab.Rows[i].Values[0] != w.Eval(agg.Count) {
+			t.Fatalf("window %d: %+v, want start %d count %v", i, tab.Rows[i], w.Start, w.Eval(agg.Count))
+		}
+	}
+	if _, err := cli.Get(ctx, "no/such", 0, time.Now().UnixNano(), wire.GetOptions{}); code(err) != CodeUnknownSeries {
+		t.Fatalf("get of an unknown series over a wide range: %v", err)
+	}
+}
+
+// A whole-series delete of a series spanning more quanta than one delete request may
+// carry to one replica is sent in several.
+func TestDeleteOfALongSeries(t *testing.T) {
+	lc := startCluster(t, 3, nil)
+	ctx := context.Background()
+	c := lc.Nodes[0].Coordinator()
+	t0 := base() - int64(3*time.Hour)
+	var p series.Points
+	for i := int64(0); i < 4; i++ { // bounds of 4+ hours: more than maxDeleteShards quanta
+		p.AppendFloat(t0+i*int64(time.Hour), float64(i))
+	}
+	if _, err := c.Put(ctx, "long", p, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Delete(ctx, &wire.DelReq{Key: "long", Whole: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Latest(ctx, "long", math.MinInt64, math.MaxInt64); code(err) != CodeUnknownSeries {
+		t.Fatalf("latest after the delete: %v", err)
+	}
+}
