@@ -191,7 +191,7 @@ func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every
 		if err := ctx.Err(); err != nil {
 			return wire.AggResult{}, rpc.Errorf(CodeUnavailable, "aggregate of %q: %v", key, err)
 		}
-		if err := c.aggregatePage(ctx, key, starts[lo:min(lo+readPageQuanta, len(starts))], from, to, every, r, &res, &lists); err != nil {
+		if err := c.aggregatePage(ctx, key, starts[lo:min(lo+readPageQuanta, len(starts))], from, to, every, r, byQuorum, &res, &lists); err != nil {
 			return wire.AggResult{}, err
 		}
 	}
@@ -211,8 +211,8 @@ func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every
 
 // aggregatePage aggregates the shards of the quanta starting at starts, within
 // [from, to): it appends their windows to lists and counts in res.Missing the shards
-// no replica could serve.
-func (c *Coordinator) aggregatePage(ctx context.Context, key string, starts []int64, from, to, every int64, r int, res *wire.AggResult, lists *[][]agg.Window) error {
+// no replica could serve. byQuorum is aggregate's.
+func (c *Coordinator) aggregatePage(ctx context.Context, key string, starts []int64, from, to, every int64, r int, byQuorum bool, res *wire.AggResult, lists *[][]agg.Window) error {
 	spans, err := c.planRead(ctx, key, starts, from, to)
 	if err != nil {
 		return err
