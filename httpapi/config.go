@@ -49,6 +49,10 @@ type Config struct {
 	// /ready must carry (auth.go); `tsdht node` derives them from its cluster key. Empty:
 	// the API is open to whoever reaches the port.
 	Tokens []string
+	// Profiling serves Go's profiles (net/http/pprof) under /debug/pprof/, behind the
+	// same tokens as the rest of the API. Off by default: a CPU profile costs the node
+	// while it runs. `tsdht node` turns it on when TSDHT_HTTP_PPROF=1 is set.
+	Profiling bool
 }
 
 // DefaultConfig returns the defaults, sized for a 512 MB edge board.
@@ -57,7 +61,7 @@ func DefaultConfig() Config {
 		MaxBodyBytes:           25 << 20,
 		MaxConcurrentWrites:    4,
 		WriteQueueWait:         2 * time.Second,
-		SeriesPerWriteParallel: 8,
+		SeriesPerWriteParallel: 256,
 		MaxQueryPoints:         2_000_000,
 		MaxQueryWindows:        100_000,
 		MaxQueryBytes:          1 << 20,

@@ -105,7 +105,8 @@ func (h *Handler) finishWrite(w http.ResponseWriter, out writeOutcome, dropped i
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// store writes every batch, one Put per series, a bounded number at once.
+// store writes every batch, one Put per series (combined with other requests' points
+// of the series, combine.go), a bounded number at once.
 func (h *Handler) store(ctx context.Context, batches []*seriesBatch) writeOutcome {
 	var (
 		mu  sync.Mutex
@@ -115,7 +116,7 @@ func (h *Handler) store(ctx context.Context, batches []*seriesBatch) writeOutcom
 	g.SetLimit(h.cfg.SeriesPerWriteParallel)
 	for _, b := range batches {
 		g.Go(func() error {
-			n, err := h.eng.Write(ctx, b.key, b.tags, b.pts)
+			n, err := h.comb.write(ctx, b.key, b.tags, b.pts)
 			mu.Lock()
 			defer mu.Unlock()
 			out.stored += n

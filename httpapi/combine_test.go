@@ -1,0 +1,105 @@
+package httpapi
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// gatedEngine is the package's real engine with its Writes counted, and the first
+// Write held until release is closed.
+type gatedEngine struct {
+	*NodeEngine
+	writes  atomic.Int64
+	first   sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedEngine) Write(ctx context.Context, key string, tags map[string]string, pts series.Points) (int, error) {
+	g.writes.Add(1)
+	g.first.Do(func() {
+		close(g.entered)
+		<-g.release
+	})
+	return g.NodeEngine.Write(ctx, key, tags, pts)
+}
+
+// TestCombinerMergesConcurrentWrites holds one Write of a series in flight while 15
+// other requests bring points of it: they go as one more Write, every request is told
+// its own points were stored, and every point reads back.
+func TestCombinerMergesConcurrentWrites(t *testing.T) {
+	g := &gatedEngine{NodeEngine: engine, entered: make(chan struct{}), release: make(chan struct{})}
+	c := newCombiner(g)
+	key := "combine/m,host=a#v"
+	start := base.Add(5 * time.Minute).UnixNano()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const reqs, per = 16, 10
+	results := make([]int, reqs)
+	errs := make([]error, reqs)
+	var wg sync.WaitGroup
+	run := func(r int) {
+		defer wg.Done()
+		var p series.Points
+		for i := 0; i < per; i++ {
+			p.AppendFloat(start+int64(r*per+i)*int64(time.Second), float64(r*per+i))
+		}
+		results[r], errs[r] = c.write(ctx, key, map[string]string{"host": "a"}, p)
+	}
+	wg.Add(1)
+	go run(0)
+	<-g.entered
+	for r := 1; r < reqs; r++ {
+		wg.Add(1)
+		go run(r)
+	}
+	// Wait until the 15 have joined the group behind the held Write.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c.mu.Lock()
+		n := 0
+		if grp := c.running[key]; grp != nil {
+			n = grp.pts.Len()
+		}
+		c.mu.Unlock()
+		if n == (reqs-1)*per {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d points gathered behind the write in flight", n, (reqs-1)*per)
+		}
+		time.Sleep(time.Millisecond) // polling a condition, with a deadline
+	}
+	close(g.release)
+	wg.Wait()
+	for r := range reqs {
+		if errs[r] != nil || results[r] != per {
+			t.Fatalf("request %d: stored %d, err %v; want %d, nil", r, results[r], errs[r], per)
+		}
+	}
+	if n := g.writes.Load(); n != 2 {
+		t.Fatalf("%d Engine.Writes for %d requests, want 2 (the held one and the combined rest)", n, reqs)
+	}
+	got, err := engine.Read(ctx, key, start, start+int64(reqs*per)*int64(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Len() != reqs*per {
+		t.Fatalf("read back %d points, want %d", got.Len(), reqs*per)
+	}
+	for i := range got.T {
+		if got.F[i] != float64(i) {
+			t.Fatalf("point %d = %v, want %d", i, got.F[i], i)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.running) != 0 {
+		t.Fatalf("combiner still tracks %d series after every write returned", len(c.running))
+	}
+}
