@@ -28,7 +28,9 @@ type Config struct {
 	// waiting request holds no body memory. Default 2s.
 	WriteQueueWait time.Duration
 	// SeriesPerWriteParallel bounds the series of one write request being stored at
-	// once (one coordinator Put per series). Default 8.
+	// once (one coordinator Put per series). Default 256: a series' Put mostly waits
+	// for the replicas' disk syncs, which the store shares among the appends that wait
+	// at once, so the more series wait together the fewer syncs a request costs.
 	SeriesPerWriteParallel int
 	// MaxQueryPoints bounds the points one /query statement reads from the cluster;
 	// past it the statement fails with an error naming the limit. Default 2,000,000

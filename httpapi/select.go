@@ -28,7 +28,9 @@ func (h *Handler) execSelect(ctx context.Context, s *influxql.SelectStatement, d
 	var rows []*row
 	for _, g := range p.groups {
 		var vals [][]any
-		if p.raw {
+		if p.raw && p.tagCols {
+			vals, err = ex.rawTagged(g)
+		} else if p.raw {
 			vals, err = ex.raw(g)
 		} else {
 			vals, err = ex.aggregate(g)
@@ -134,11 +136,18 @@ func pointValue(p *series.Points, i int) any {
 // raw answers a raw SELECT of one group: a row per timestamp, the columns' values
 // side by side (null where a field has no point at that time).
 func (ex *executor) raw(g group) ([][]any, error) {
+	_, rows, err := ex.rawRows(g.keys)
+	return rows, err
+}
+
+// rawRows reads each column's keys and lines their points up by time: the rows and
+// their times.
+func (ex *executor) rawRows(keys [][]string) ([]int64, [][]any, error) {
 	cols := make([]series.Points, len(ex.p.cols))
 	for i := range ex.p.cols {
 		var err error
-		if cols[i], err = ex.readKeys(g.keys[i]); err != nil {
-			return nil, err
+		if cols[i], err = ex.readKeys(keys[i]); err != nil {
+			return nil, nil, err
 		}
 	}
 	if len(cols) == 1 {
@@ -146,10 +155,13 @@ func (ex *executor) raw(g group) ([][]any, error) {
 		for i, t := range cols[0].T {
 			out[i] = []any{tsValue(t), pointValue(&cols[0], i)}
 		}
-		return out, nil
+		return cols[0].T, out, nil
 	}
 	pos := make([]int, len(cols))
-	var out [][]any
+	var (
+		out   [][]any
+		times []int64
+	)
 	for {
 		t, any_ := int64(math.MaxInt64), false
 		for c := range cols {
@@ -158,7 +170,7 @@ func (ex *executor) raw(g group) ([][]any, error) {
 			}
 		}
 		if !any_ {
-			return out, nil
+			return times, out, nil
 		}
 		r := make([]any, len(cols)+1)
 		r[0] = tsValue(t)
@@ -169,6 +181,7 @@ func (ex *executor) raw(g group) ([][]any, error) {
 			}
 		}
 		out = append(out, r)
+		times = append(times, t)
 	}
 }
 
