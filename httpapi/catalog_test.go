@@ -66,6 +66,14 @@ func catalogQueries(base time.Time) []string {
 		"SELECT * FROM mem WHERE " + rng,
 		"SELECT mean(*) FROM cpu WHERE " + rng + " GROUP BY time(20s)",
 		"SELECT max(*) FROM cpu WHERE " + rng + " GROUP BY host",
+		// Several series per group, equal times and equal values: InfluxDB's choices among
+		// equal candidates (min/max the earliest point, first/last the greater value).
+		"SELECT first(n), last(n) FROM cpu WHERE region = 'eu' AND " + rng + " GROUP BY time(20s)",
+		"SELECT first(usage) FROM cpu WHERE " + rng,
+		"SELECT last(n) FROM cpu WHERE " + rng,
+		"SELECT max(n) FROM cpu WHERE region = 'eu' AND " + rng,
+		"SELECT min(n) FROM cpu WHERE " + rng,
+		"SELECT mean(usage), stddev(usage), spread(n), count(n), sum(usage) FROM cpu WHERE " + rng + " GROUP BY time(15s), region",
 	}
 }
 

@@ -188,20 +188,11 @@ func (ex *executor) rawRows(keys [][]string) ([]int64, [][]any, error) {
 // colWindows returns the windows of one column of a group, and for median and
 // percentile the values of each window sorted.
 func (ex *executor) colWindows(c column, keys []string, every time.Duration) (series.Type, []Window, [][]valueAt, error) {
-	if windowFns[c.fn] && len(keys) == 1 && ex.p.every > 0 {
-		k := keys[0]
-		if w, ok := ex.windows[k]; ok {
-			return ex.types[k], w, nil, nil
+	if windowFns[c.fn] {
+		typ, ws, ok, err := ex.partialWindows(c, keys, every)
+		if ok || err != nil {
+			return typ, ws, nil, err
 		}
-		typ, w, err := ex.h.eng.Aggregate(ex.ctx, k, ex.p.from, ex.p.to, every)
-		if errors.Is(err, ErrUnknownSeries) {
-			err = nil
-		}
-		if err != nil {
-			return typ, nil, nil, err
-		}
-		ex.windows[k], ex.types[k] = w, typ
-		return typ, w, nil, nil
 	}
 	pts, err := ex.readKeys(keys)
 	if err != nil {
@@ -229,6 +220,49 @@ func (ex *executor) colWindows(c column, keys []string, every time.Duration) (se
 		}
 	}
 	return pts.Type, ws, sorted, nil
+}
+
+// partialWindows answers a column from the replicas' partial aggregates (Engine.
+// Aggregate), the windows of its series merged; ok is false when the partials cannot
+// answer it: a selector alone without GROUP BY time() reports its point's time, which
+// partials stored by older nodes lack.
+func (ex *executor) partialWindows(c column, keys []string, every time.Duration) (typ series.Type, out []Window, ok bool, err error) {
+	needT := ex.p.every == 0 && len(ex.p.cols) == 1 && (c.fn == "min" || c.fn == "max")
+	byStart := map[int64]int{}
+	for _, k := range keys {
+		ws, ok := ex.windows[k]
+		t := ex.types[k]
+		if !ok {
+			t, ws, err = ex.h.eng.Aggregate(ex.ctx, k, ex.p.from, ex.p.to, every)
+			if errors.Is(err, ErrUnknownSeries) {
+				err = nil
+			}
+			if err != nil {
+				return t, nil, false, err
+			}
+			ex.windows[k], ex.types[k] = ws, t
+		}
+		if len(ws) == 0 {
+			continue
+		}
+		if typ != series.Unknown && t != typ {
+			return typ, nil, false, fmt.Errorf("the series of field %q hold different types (%s and %s): query them one by one", c.field, typ, t)
+		}
+		typ = t
+		for _, w := range ws {
+			if needT && !w.ExtremaT {
+				return typ, nil, false, nil
+			}
+			if i, seen := byStart[w.Start]; seen {
+				out[i] = mergeWindow(out[i], w)
+			} else {
+				byStart[w.Start] = len(out)
+				out = append(out, w)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	return typ, out, true, nil
 }
 
 // wholeRange is the window length that puts every point since the epoch in one
