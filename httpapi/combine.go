@@ -20,12 +20,28 @@ import (
 // acknowledgement means what it meant; a request's latency is at most one more Write
 // of its series.
 
-// combiner merges concurrent writes of the same series into one Engine.Write.
+// combiner merges concurrent writes of the same series into one Engine.Write. Its
+// state is split in combinerShards by series, so that the hundreds of series of
+// concurrent requests do not queue for one lock.
 type combiner struct {
-	eng Engine
+	eng    Engine
+	shards [combinerShards]combinerShard
+}
 
+const combinerShards = 64
+
+type combinerShard struct {
 	mu      sync.Mutex
 	running map[string]*writeGroup // series with a Write in flight → the group waiting for the next
+}
+
+// shard returns the part of the state that holds key.
+func (c *combiner) shard(key string) *combinerShard {
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint32(key[i])) * 16777619
+	}
+	return &c.shards[h%combinerShards]
 }
 
 // writeGroup is the points of one series that go in one Engine.Write, gathered from
@@ -44,38 +60,43 @@ type writeGroup struct {
 }
 
 func newCombiner(eng Engine) *combiner {
-	return &combiner{eng: eng, running: make(map[string]*writeGroup)}
+	c := &combiner{eng: eng}
+	for i := range c.shards {
+		c.shards[i].running = make(map[string]*writeGroup)
+	}
+	return c
 }
 
 // write stores pts of series key like Engine.Write, combined with other requests' points
 // of the same series that arrive while a Write of it is in flight. It returns how many
 // of pts were stored: all of them, or none when the (combined) Write failed.
 func (c *combiner) write(ctx context.Context, key string, tags map[string]string, pts series.Points) (int, error) {
-	c.mu.Lock()
-	next, busy := c.running[key]
+	sh := c.shard(key)
+	sh.mu.Lock()
+	next, busy := sh.running[key]
 	if !busy {
 		// Nothing in flight: this request's Write goes now; later ones gather behind it.
-		c.running[key] = nil
-		c.mu.Unlock()
+		sh.running[key] = nil
+		sh.mu.Unlock()
 		n, err := c.eng.Write(ctx, key, tags, pts)
 		c.finish(key)
 		return n, err
 	}
 	if next != nil && next.pts.Type != pts.Type {
 		// A type conflict must be blamed on the request that brings it: no combining.
-		c.mu.Unlock()
+		sh.mu.Unlock()
 		return c.eng.Write(ctx, key, tags, pts)
 	}
 	if next == nil {
 		next = &writeGroup{key: key, tags: tags, ctx: context.WithoutCancel(ctx), done: make(chan struct{})}
 		next.pts.Type = pts.Type
-		c.running[key] = next
+		sh.running[key] = next
 	}
 	if d, ok := ctx.Deadline(); ok && (!next.hasDL || d.Before(next.deadline)) {
 		next.deadline, next.hasDL = d, true
 	}
 	appendPoints(&next.pts, &pts)
-	c.mu.Unlock()
+	sh.mu.Unlock()
 	select {
 	case <-next.done:
 	case <-ctx.Done():
@@ -92,14 +113,15 @@ func (c *combiner) write(ctx context.Context, key string, tags map[string]string
 // is written next (by a goroutine of its own, so the request that just finished is
 // answered now).
 func (c *combiner) finish(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	next := c.running[key]
+	sh := c.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	next := sh.running[key]
 	if next == nil {
-		delete(c.running, key)
+		delete(sh.running, key)
 		return
 	}
-	c.running[key] = nil // next is in flight: new arrivals open another group
+	sh.running[key] = nil // next is in flight: new arrivals open another group
 	go c.run(next)
 }
 

@@ -61,12 +61,13 @@ func TestCombinerMergesConcurrentWrites(t *testing.T) {
 	// Wait until the 15 have joined the group behind the held Write.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		c.mu.Lock()
+		sh := c.shard(key)
+		sh.mu.Lock()
 		n := 0
-		if grp := c.running[key]; grp != nil {
+		if grp := sh.running[key]; grp != nil {
 			n = grp.pts.Len()
 		}
-		c.mu.Unlock()
+		sh.mu.Unlock()
 		if n == (reqs-1)*per {
 			break
 		}
@@ -97,9 +98,9 @@ func TestCombinerMergesConcurrentWrites(t *testing.T) {
 			t.Fatalf("point %d = %v, want %d", i, got.F[i], i)
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.running) != 0 {
-		t.Fatalf("combiner still tracks %d series after every write returned", len(c.running))
+	for i := range c.shards {
+		if n := len(c.shards[i].running); n != 0 {
+			t.Fatalf("combiner still tracks %d series after every write returned", n)
+		}
 	}
 }
