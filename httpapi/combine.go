@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
@@ -18,7 +19,9 @@ import (
 // that series wait together, and go as one Write when it returns. Every request is
 // still answered only once its own points reached the write quorum (or failed), so the
 // acknowledgement means what it meant; a request's latency is at most one more Write
-// of its series.
+// of its series. When a combined Write refuses points for what they are (a timestamp
+// too far ahead, past the retention), each of its requests writes its own points again
+// alone, so that a request is only ever told about its own points.
 
 // combiner merges concurrent writes of the same series into one Engine.Write. Its
 // state is split in combinerShards by series, so that the hundreds of series of
@@ -104,9 +107,24 @@ func (c *combiner) write(ctx context.Context, key string, tags map[string]string
 		return 0, ctx.Err()
 	}
 	if next.err != nil {
+		if pointsFault(next.err) {
+			// Some request's points were refused (a timestamp too far ahead, past the
+			// retention, a type conflict): each request finds out whether its own were.
+			return c.eng.Write(ctx, key, tags, pts)
+		}
 		return 0, next.err
 	}
 	return pts.Len(), nil
+}
+
+// pointsFault reports whether err refuses points for what they are, not because the
+// cluster failed.
+func pointsFault(err error) bool {
+	switch errorCode(err) {
+	case tsdb.CodeTypeMismatch, tsdb.CodeBadInput, tsdb.CodeExpired:
+		return true
+	}
+	return false
 }
 
 // finish ends the Write in flight of key: the group that gathered behind it, if any,

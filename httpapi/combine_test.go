@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -102,5 +103,62 @@ func TestCombinerMergesConcurrentWrites(t *testing.T) {
 		if n := len(c.shards[i].running); n != 0 {
 			t.Fatalf("combiner still tracks %d series after every write returned", n)
 		}
+	}
+}
+
+// TestCombinerBlamesOnlyTheBadRequest: a request whose point is refused (too far in
+// the future) in a combined write does not fail the others of that write.
+func TestCombinerBlamesOnlyTheBadRequest(t *testing.T) {
+	g := &gatedEngine{NodeEngine: engine, entered: make(chan struct{}), release: make(chan struct{})}
+	c := newCombiner(g)
+	key := "combine/m,host=bad#v"
+	start := base.Add(7 * time.Minute).UnixNano()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pts := func(ts ...int64) series.Points {
+		var p series.Points
+		for i, t := range ts {
+			p.AppendFloat(t, float64(i))
+		}
+		return p
+	}
+	var wg sync.WaitGroup
+	var errHeld, errGood, errBad error
+	var nGood int
+	wg.Add(1)
+	go func() { defer wg.Done(); _, errHeld = c.write(ctx, key, nil, pts(start)) }()
+	<-g.entered
+	wg.Add(2)
+	go func() { defer wg.Done(); nGood, errGood = c.write(ctx, key, nil, pts(start+1e9, start+2e9)) }()
+	future := time.Now().Add(10 * 365 * 24 * time.Hour).UnixNano()
+	go func() { defer wg.Done(); _, errBad = c.write(ctx, key, nil, pts(start+3e9, future)) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sh := c.shard(key)
+		sh.mu.Lock()
+		n := 0
+		if grp := sh.running[key]; grp != nil {
+			n = grp.pts.Len()
+		}
+		sh.mu.Unlock()
+		if n == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 4 points gathered", n)
+		}
+		time.Sleep(time.Millisecond) // polling a condition, with a deadline
+	}
+	close(g.release)
+	wg.Wait()
+	if errHeld != nil || errGood != nil || nGood != 2 {
+		t.Fatalf("good requests: %v; %d stored, %v", errHeld, nGood, errGood)
+	}
+	if errBad == nil || !strings.Contains(errBad.Error(), "future") {
+		t.Fatalf("the request with a point 10 years ahead: err %v, want one about the future", errBad)
+	}
+	got, err := engine.Read(ctx, key, start, start+10e9)
+	if err != nil || got.Len() != 3 {
+		t.Fatalf("read back %d points (%v), want the 3 good ones", got.Len(), err)
 	}
 }
