@@ -3,7 +3,8 @@
 // across shards, and what a store keeps per (shard, series) pair as its statistics.
 //
 // A Partial summarises a set of points of one series: count, first and last (time and
-// value), and for numbers min, max, a compensated sum and a variance term. Partials of
+// value), and for numbers min and max (with the times of the earliest points holding
+// them), a compensated sum and a variance term. Partials of
 // disjoint sets of points merge into the partial of their union (Merge); that is the
 // only merge defined. Two copies of the same points (replicas of one shard) are not
 // disjoint: a coordinator picks one copy per shard, or reconciles differing copies
