@@ -65,11 +65,10 @@ type Pebble struct {
 	damage  damageLog // corrupt reads and WAL loss (damage.go)
 	changes changeLog // pairs changed since the repairer last asked (changes.go)
 
-	dirty atomic.Bool // SyncBatch: written since the last WAL sync
-
+	dirty    atomic.Bool  // SyncBatch: written since the last WAL sync
 	unsynced atomic.Int64 // commitLater writes not yet known synced (SyncAlways)
-	stop  chan struct{}
-	loops sync.WaitGroup
+	stop     chan struct{}
+	loops    sync.WaitGroup
 }
 
 // encoders lends chunk encoders to appends, which run concurrently.
