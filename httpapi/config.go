@@ -28,7 +28,9 @@ type Config struct {
 	// waiting request holds no body memory. Default 2s.
 	WriteQueueWait time.Duration
 	// SeriesPerWriteParallel bounds the series of one write request being stored at
-	// once (one coordinator Put per series). Default 8.
+	// once (one coordinator Put per series). Default 256: a series' Put mostly waits
+	// for the replicas' disk syncs, which the store shares among the appends that wait
+	// at once, so the more series wait together the fewer syncs a request costs.
 	SeriesPerWriteParallel int
 	// MaxQueryPoints bounds the points one /query statement reads from the cluster;
 	// past it the statement fails with an error naming the limit. Default 2,000,000
@@ -49,6 +51,10 @@ type Config struct {
 	// /ready must carry (auth.go); `tsdht node` derives them from its cluster key. Empty:
 	// the API is open to whoever reaches the port.
 	Tokens []string
+	// Profiling serves Go's profiles (net/http/pprof) under /debug/pprof/, behind the
+	// same tokens as the rest of the API. Off by default: a CPU profile costs the node
+	// while it runs. `tsdht node` turns it on when TSDHT_HTTP_PPROF=1 is set.
+	Profiling bool
 }
 
 // DefaultConfig returns the defaults, sized for a 512 MB edge board.
@@ -57,7 +63,7 @@ func DefaultConfig() Config {
 		MaxBodyBytes:           25 << 20,
 		MaxConcurrentWrites:    4,
 		WriteQueueWait:         2 * time.Second,
-		SeriesPerWriteParallel: 8,
+		SeriesPerWriteParallel: 256,
 		MaxQueryPoints:         2_000_000,
 		MaxQueryWindows:        100_000,
 		MaxQueryBytes:          1 << 20,

@@ -21,7 +21,8 @@ type Engine interface {
 	// partial fails.
 	Read(ctx context.Context, key string, from, to int64) (series.Points, error)
 	// Aggregate returns the non-empty windows of length every (aligned to multiples of
-	// every since the epoch) of a series' points in [from, to), ascending.
+	// every since the epoch) of a series' points in [from, to), ascending. every may be
+	// math.MaxInt64: one window of the whole range.
 	Aggregate(ctx context.Context, key string, from, to int64, every time.Duration) (series.Type, []Window, error)
 	// Series lists the series whose tags include every pair of q.Match and whose key
 	// starts with q.Prefix. Without a catalog it returns ErrNeedsCatalog.
@@ -81,6 +82,7 @@ type Window struct {
 	FirstT, LastT int64
 	Mean          float64
 	M2            float64 // sum of squared deviations from Mean (Welford)
+	ExtremaT      bool    // MinT and MaxT are known (partials stored by older nodes lack them)
 }
 
 var (
@@ -105,7 +107,7 @@ func aggregatePoints(pts *series.Points, from, to int64, every time.Duration) []
 		v := value(pts, i)
 		start := floorDiv(t, e) * e
 		if len(out) == 0 || out[len(out)-1].Start != start {
-			out = append(out, Window{Start: start, Min: v, Max: v, MinT: t, MaxT: t, First: v, FirstT: t})
+			out = append(out, Window{Start: start, Min: v, Max: v, MinT: t, MaxT: t, First: v, FirstT: t, ExtremaT: true})
 		}
 		w := &out[len(out)-1]
 		w.Count++
@@ -120,6 +122,39 @@ func aggregatePoints(pts *series.Points, from, to int64, every time.Duration) []
 		d := v - w.Mean
 		w.Mean += d / float64(w.Count)
 		w.M2 += d * (v - w.Mean)
+	}
+	return out
+}
+
+// mergeWindow returns the window of the points of a and b, windows of the same start
+// over different series. Selectors choose as InfluxDB does among equal candidates:
+// min and max the earliest point, first and last the greater value.
+func mergeWindow(a, b Window) Window {
+	if a.Count == 0 {
+		return b
+	}
+	if b.Count == 0 {
+		return a
+	}
+	out := a
+	out.Count = a.Count + b.Count
+	out.Sum = a.Sum + b.Sum
+	na, nb, n := float64(a.Count), float64(b.Count), float64(a.Count+b.Count)
+	d := b.Mean - a.Mean
+	out.Mean = a.Mean + d*nb/n
+	out.M2 = a.M2 + b.M2 + d*d*na*nb/n
+	out.ExtremaT = a.ExtremaT && b.ExtremaT
+	if b.Min < a.Min || (b.Min == a.Min && b.MinT < a.MinT) {
+		out.Min, out.MinT = b.Min, b.MinT
+	}
+	if b.Max > a.Max || (b.Max == a.Max && b.MaxT < a.MaxT) {
+		out.Max, out.MaxT = b.Max, b.MaxT
+	}
+	if b.FirstT < a.FirstT || (b.FirstT == a.FirstT && b.First > a.First) {
+		out.First, out.FirstT = b.First, b.FirstT
+	}
+	if b.LastT > a.LastT || (b.LastT == a.LastT && b.Last > a.Last) {
+		out.Last, out.LastT = b.Last, b.LastT
 	}
 	return out
 }

@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"math"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -63,4 +65,22 @@ func TestParseLinesEscapesAndTagOrder(t *testing.T) {
 	if b := batches[1]; b.key != `db/m,a=1,b=2#k\ ey` || b.pts.F[0] != 1 || b.tags[TagField] != "k ey" || b.tags["a"] != "1" {
 		t.Fatalf("float series %q: %+v %v", b.key, b.pts, b.tags)
 	}
+}
+
+// FuzzDecimal: the fast timestamp parser agrees with strconv wherever it answers.
+func FuzzDecimal(f *testing.F) {
+	for _, s := range []string{"0", "-1", "1700000000000000000", "9223372036854775807", "-9223372036854775808",
+		"9223372036854775808", "99999999999999999999", "12a", "", "-", "+5", "007"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, ok := decimal([]byte(s))
+		w, err := strconv.ParseInt(s, 10, 64)
+		if ok && (err != nil || v != w) {
+			t.Fatalf("decimal(%q) = %d, strconv says %d, %v", s, v, w, err)
+		}
+		if !ok && err == nil && len(strings.TrimPrefix(s, "-")) <= 19 && !strings.HasPrefix(s, "+") {
+			t.Fatalf("decimal(%q) refused what strconv reads as %d", s, w)
+		}
+	})
 }

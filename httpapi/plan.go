@@ -17,6 +17,7 @@ type column struct {
 	field string  // the field read
 	fn    string  // "" for a raw field, else the aggregate
 	arg   float64 // percentile's N
+	tag   bool    // a tag's value (field is the tag key), from SELECT * or a regex
 }
 
 // group is the series of one output series (one tag set of GROUP BY): for each
@@ -24,6 +25,7 @@ type column struct {
 type group struct {
 	tags map[string]string // values of the GROUP BY tags
 	keys [][]string        // per column
+	sets []tagSet          // the same series by full tag set, sorted by id (for tag columns)
 }
 
 // selectPlan is a SELECT resolved to series keys and a time range.
@@ -40,6 +42,7 @@ type selectPlan struct {
 	limit    int
 	offset   int
 	hasLower bool
+	tagCols  bool // some column is a tag's value
 }
 
 // aggregates lists the functions /query computes, and which of them select a point
@@ -73,6 +76,10 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 	if db == "" {
 		return nil, errors.New("database name required: add db=NAME to the request or FROM db..m to the query")
 	}
+	s, err := h.expandWildcards(ctx, s, db)
+	if err != nil {
+		return nil, err
+	}
 	p := &selectPlan{name: m.Name, fill: s.Fill, fillVal: s.FillValue, desc: !s.TimeAscending(), limit: s.Limit, offset: s.Offset}
 	for _, sf := range s.SortFields {
 		if sf.Name != "" && sf.Name != "time" {
@@ -89,6 +96,8 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 		switch e := f.Expr.(type) {
 		case *influxql.VarRef:
 			c.field = e.Val
+			c.tag = e.Type == influxql.Tag
+			p.tagCols = p.tagCols || c.tag
 			nraw++
 		case *influxql.Call:
 			if _, ok := aggregates[e.Name]; !ok {
@@ -120,8 +129,6 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 				}
 			}
 			nagg++
-		case *influxql.Wildcard:
-			return nil, fmt.Errorf("SELECT *: %w (to list the fields)", ErrNeedsCatalog)
 		default:
 			return nil, fmt.Errorf("expression %s is not supported: select fields or aggregates of one field", f.Expr)
 		}
@@ -261,9 +268,23 @@ func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, e
 			byTags[id.String()] = g
 			order = append(order, id.String())
 		}
+		sid := setID(in.Tags)
+		si := sort.Search(len(g.sets), func(i int) bool { return g.sets[i].id >= sid })
+		if si == len(g.sets) || g.sets[si].id != sid {
+			own := make(map[string]string, len(in.Tags))
+			for k, v := range in.Tags {
+				if !strings.HasPrefix(k, "__") {
+					own[k] = v
+				}
+			}
+			g.sets = append(g.sets, tagSet{})
+			copy(g.sets[si+1:], g.sets[si:])
+			g.sets[si] = tagSet{id: sid, tags: own, keys: make([][]string, len(cols))}
+		}
 		for i, c := range cols {
-			if in.Tags[TagField] == c.field {
+			if !c.tag && in.Tags[TagField] == c.field {
 				g.keys[i] = append(g.keys[i], in.Key)
+				g.sets[si].keys[i] = append(g.sets[si].keys[i], in.Key)
 			}
 		}
 	}

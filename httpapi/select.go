@@ -28,7 +28,9 @@ func (h *Handler) execSelect(ctx context.Context, s *influxql.SelectStatement, d
 	var rows []*row
 	for _, g := range p.groups {
 		var vals [][]any
-		if p.raw {
+		if p.raw && p.tagCols {
+			vals, err = ex.rawTagged(g)
+		} else if p.raw {
 			vals, err = ex.raw(g)
 		} else {
 			vals, err = ex.aggregate(g)
@@ -134,11 +136,18 @@ func pointValue(p *series.Points, i int) any {
 // raw answers a raw SELECT of one group: a row per timestamp, the columns' values
 // side by side (null where a field has no point at that time).
 func (ex *executor) raw(g group) ([][]any, error) {
+	_, rows, err := ex.rawRows(g.keys)
+	return rows, err
+}
+
+// rawRows reads each column's keys and lines their points up by time: the rows and
+// their times.
+func (ex *executor) rawRows(keys [][]string) ([]int64, [][]any, error) {
 	cols := make([]series.Points, len(ex.p.cols))
 	for i := range ex.p.cols {
 		var err error
-		if cols[i], err = ex.readKeys(g.keys[i]); err != nil {
-			return nil, err
+		if cols[i], err = ex.readKeys(keys[i]); err != nil {
+			return nil, nil, err
 		}
 	}
 	if len(cols) == 1 {
@@ -146,10 +155,13 @@ func (ex *executor) raw(g group) ([][]any, error) {
 		for i, t := range cols[0].T {
 			out[i] = []any{tsValue(t), pointValue(&cols[0], i)}
 		}
-		return out, nil
+		return cols[0].T, out, nil
 	}
 	pos := make([]int, len(cols))
-	var out [][]any
+	var (
+		out   [][]any
+		times []int64
+	)
 	for {
 		t, any_ := int64(math.MaxInt64), false
 		for c := range cols {
@@ -158,7 +170,7 @@ func (ex *executor) raw(g group) ([][]any, error) {
 			}
 		}
 		if !any_ {
-			return out, nil
+			return times, out, nil
 		}
 		r := make([]any, len(cols)+1)
 		r[0] = tsValue(t)
@@ -169,26 +181,18 @@ func (ex *executor) raw(g group) ([][]any, error) {
 			}
 		}
 		out = append(out, r)
+		times = append(times, t)
 	}
 }
 
 // colWindows returns the windows of one column of a group, and for median and
 // percentile the values of each window sorted.
 func (ex *executor) colWindows(c column, keys []string, every time.Duration) (series.Type, []Window, [][]valueAt, error) {
-	if windowFns[c.fn] && len(keys) == 1 && ex.p.every > 0 {
-		k := keys[0]
-		if w, ok := ex.windows[k]; ok {
-			return ex.types[k], w, nil, nil
+	if windowFns[c.fn] {
+		typ, ws, ok, err := ex.partialWindows(c, keys, every)
+		if ok || err != nil {
+			return typ, ws, nil, err
 		}
-		typ, w, err := ex.h.eng.Aggregate(ex.ctx, k, ex.p.from, ex.p.to, every)
-		if errors.Is(err, ErrUnknownSeries) {
-			err = nil
-		}
-		if err != nil {
-			return typ, nil, nil, err
-		}
-		ex.windows[k], ex.types[k] = w, typ
-		return typ, w, nil, nil
 	}
 	pts, err := ex.readKeys(keys)
 	if err != nil {
@@ -216,6 +220,49 @@ func (ex *executor) colWindows(c column, keys []string, every time.Duration) (se
 		}
 	}
 	return pts.Type, ws, sorted, nil
+}
+
+// partialWindows answers a column from the replicas' partial aggregates (Engine.
+// Aggregate), the windows of its series merged; ok is false when the partials cannot
+// answer it: a selector alone without GROUP BY time() reports its point's time, which
+// partials stored by older nodes lack.
+func (ex *executor) partialWindows(c column, keys []string, every time.Duration) (typ series.Type, out []Window, ok bool, err error) {
+	needT := ex.p.every == 0 && len(ex.p.cols) == 1 && (c.fn == "min" || c.fn == "max")
+	byStart := map[int64]int{}
+	for _, k := range keys {
+		ws, ok := ex.windows[k]
+		t := ex.types[k]
+		if !ok {
+			t, ws, err = ex.h.eng.Aggregate(ex.ctx, k, ex.p.from, ex.p.to, every)
+			if errors.Is(err, ErrUnknownSeries) {
+				err = nil
+			}
+			if err != nil {
+				return t, nil, false, err
+			}
+			ex.windows[k], ex.types[k] = ws, t
+		}
+		if len(ws) == 0 {
+			continue
+		}
+		if typ != series.Unknown && t != typ {
+			return typ, nil, false, fmt.Errorf("the series of field %q hold different types (%s and %s): query them one by one", c.field, typ, t)
+		}
+		typ = t
+		for _, w := range ws {
+			if needT && !w.ExtremaT {
+				return typ, nil, false, nil
+			}
+			if i, seen := byStart[w.Start]; seen {
+				out[i] = mergeWindow(out[i], w)
+			} else {
+				byStart[w.Start] = len(out)
+				out = append(out, w)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	return typ, out, true, nil
 }
 
 // wholeRange is the window length that puts every point since the epoch in one

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"time"
 
@@ -18,6 +19,7 @@ type Handler struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	slots  chan struct{} // write requests in progress
+	comb   *combiner
 	m      *metrics
 	reg    *prometheus.Registry
 	nowFor func() time.Time
@@ -33,7 +35,7 @@ func New(eng Engine, cfg Config, logger *slog.Logger) (*Handler, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	h := &Handler{cfg: cfg, eng: eng, log: logger, mux: http.NewServeMux(),
-		slots: make(chan struct{}, cfg.MaxConcurrentWrites), nowFor: time.Now}
+		slots: make(chan struct{}, cfg.MaxConcurrentWrites), comb: newCombiner(eng), nowFor: time.Now}
 	h.reg = prometheus.NewRegistry()
 	h.m = newMetrics(h.reg, eng)
 	h.route("/ping", h.servePing)
@@ -43,6 +45,11 @@ func New(eng Engine, cfg Config, logger *slog.Logger) (*Handler, error) {
 	h.route("/query", h.serveQuery)
 	h.route("/api/v1/write", h.servePromWrite)
 	h.route("/metrics", h.serveMetrics)
+	if cfg.Profiling {
+		h.route("/debug/pprof/", pprof.Index)
+		h.route("/debug/pprof/profile", pprof.Profile)
+		h.route("/debug/pprof/trace", pprof.Trace)
+	}
 	return h, nil
 }
 

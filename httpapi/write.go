@@ -105,7 +105,8 @@ func (h *Handler) finishWrite(w http.ResponseWriter, out writeOutcome, dropped i
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// store writes every batch, one Put per series, a bounded number at once.
+// store writes every batch, one Put per series (combined with other requests' points
+// of the series, combine.go), a bounded number at once.
 func (h *Handler) store(ctx context.Context, batches []*seriesBatch) writeOutcome {
 	var (
 		mu  sync.Mutex
@@ -115,7 +116,7 @@ func (h *Handler) store(ctx context.Context, batches []*seriesBatch) writeOutcom
 	g.SetLimit(h.cfg.SeriesPerWriteParallel)
 	for _, b := range batches {
 		g.Go(func() error {
-			n, err := h.eng.Write(ctx, b.key, b.tags, b.pts)
+			n, err := h.comb.write(ctx, b.key, b.tags, b.pts)
 			mu.Lock()
 			defer mu.Unlock()
 			out.stored += n
@@ -173,14 +174,44 @@ func lineTime(dec *lineprotocol.Decoder, unit int64, now time.Time) (int64, erro
 	if b == nil {
 		return now.UnixNano(), nil
 	}
-	v, err := strconv.ParseInt(string(b), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("timestamp %q: want an integer", b)
+	v, ok := decimal(b)
+	if !ok {
+		var err error
+		if v, err = strconv.ParseInt(string(b), 10, 64); err != nil {
+			return 0, fmt.Errorf("timestamp %q: want an integer", b)
+		}
 	}
 	if v > math.MaxInt64/unit || v < math.MinInt64/unit {
 		return 0, fmt.Errorf("timestamp %d overflows nanoseconds since the epoch at this precision", v)
 	}
 	return v * unit, nil
+}
+
+// decimal parses an optionally negative decimal integer of at most 19 digits that fits
+// an int64, the form of every timestamp, faster than strconv (a fifth of parsing went
+// there); ok is false for anything else, which the caller hands to strconv.
+func decimal(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 19 {
+		return 0, false
+	}
+	var u uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		u = u*10 + uint64(c-'0')
+	}
+	switch {
+	case !neg && u <= math.MaxInt64:
+		return int64(u), true
+	case neg && u <= math.MaxInt64+1:
+		return int64(-u), true
+	}
+	return 0, false
 }
 
 // parseLines parses a body of line protocol into per-series batches. A line that

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -30,6 +31,7 @@ func startHTTP(addr string, node *tsdb.Node, ring clusterkey.Ring, logger *slog.
 	eng := httpapi.NewNodeEngine(node)
 	cfg := httpapi.DefaultConfig()
 	cfg.Tokens = tokens
+	cfg.Profiling = os.Getenv("TSDHT_HTTP_PPROF") == "1"
 	if len(tokens) == 0 {
 		logger.Warn("the HTTP API is open to whoever reaches " + addr + ": start the node with --cluster-key-file to require its token")
 	}

@@ -141,6 +141,11 @@ func diffQueries(base time.Time) []string {
 		// unstable sort selects (so the time it reports) is unspecified.
 		"SELECT max(n) "+cpu,
 		"SELECT first(v), last(v) "+tmp,
+		"SELECT * "+cpu+" LIMIT 10",
+		"SELECT *::field "+cpu+" ORDER BY time DESC LIMIT 5",
+		"SELECT * "+tmp,
+		"SELECT /^u/ "+cpu+" LIMIT 5",
+		"SELECT mean(*) "+cpu+" GROUP BY time(20s)",
 	)
 	return qs
 }

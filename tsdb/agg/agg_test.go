@@ -57,6 +57,96 @@ func checkAll(t *testing.T, what string, pts *series.Points, got *agg.Partial) {
 			t.Fatalf("%s (%d %s points): %v", what, pts.Len(), pts.Type, err)
 		}
 	}
+	checkExtremaT(t, what, pts, got)
+}
+
+// checkExtremaT checks MinT and MaxT against the earliest points holding the extremes.
+func checkExtremaT(t *testing.T, what string, pts *series.Points, got *agg.Partial) {
+	t.Helper()
+	if pts.Type == series.String || pts.Len() == 0 {
+		return
+	}
+	if !got.HasExtremaT {
+		t.Fatalf("%s: no times of the extremes", what)
+	}
+	val := func(i int) float64 {
+		if pts.Type == series.Int {
+			return float64(pts.I[i])
+		}
+		return pts.F[i]
+	}
+	mn, mx := 0, 0
+	for i := 1; i < pts.Len(); i++ {
+		if val(i) < val(mn) {
+			mn = i
+		}
+		if val(i) > val(mx) {
+			mx = i
+		}
+	}
+	if got.MinT != pts.T[mn] || got.MaxT != pts.T[mx] {
+		t.Fatalf("%s: min at %d, max at %d; want %d and %d (the earliest of equal values)", what, got.MinT, got.MaxT, pts.T[mn], pts.T[mx])
+	}
+}
+
+// Equal extremes in disjoint sets report the earliest time, whatever the order of the
+// merge (InfluxDB's min() and max() select the earliest of equal points).
+func TestMergeExtremaTies(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for iter := 0; iter < 200; iter++ {
+		typ := []series.Type{series.Float, series.Int}[iter%2]
+		n := 2 + r.IntN(60)
+		pts := series.Points{Type: typ}
+		for i := 0; i < n; i++ {
+			v := r.IntN(3) // few values: many ties
+			if typ == series.Int {
+				pts.AppendInt(int64(i)*7-100, int64(v))
+			} else {
+				pts.AppendFloat(int64(i)*7-100, float64(v)/4)
+			}
+		}
+		parts := 1 + r.IntN(5)
+		idx := make([][]int, parts)
+		for i := 0; i < n; i++ {
+			k := r.IntN(parts)
+			idx[k] = append(idx[k], i)
+		}
+		var total agg.Partial
+		for _, k := range r.Perm(parts) {
+			sub := subset(&pts, idx[k])
+			total = agg.Merge(total, agg.FromPoints(&sub, 0, sub.Len()))
+		}
+		checkExtremaT(t, "merged with ties", &pts, &total)
+	}
+}
+
+// Partials in the version 1 wire form (stores' statistics written before the times of
+// the extremes) decode, without those times, and merge into partials without them.
+func TestCodecV1Decodes(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, typ := range []series.Type{series.Float, series.Int, series.String} {
+		pts := randomPoints(r, typ, 50, 0, 1e9)
+		p := agg.WithHash(agg.FromPoints(&pts, 0, pts.Len()), &pts, 0, pts.Len())
+		b := agg.AppendPartialV1(nil, &p)
+		q, rest, err := agg.DecodePartial(b)
+		if err != nil || len(rest) != 0 {
+			t.Fatalf("%s: v1 decode: %v, %d bytes left", typ, err, len(rest))
+		}
+		if q.HasExtremaT {
+			t.Fatalf("%s: a v1 partial claims the times of its extremes", typ)
+		}
+		want := p
+		want.MinT, want.MaxT, want.HasExtremaT = 0, 0, false
+		if q != want {
+			t.Fatalf("%s: v1 decode\n got %+v\nwant %+v", typ, q, want)
+		}
+		if m := agg.Merge(q, p); m.HasExtremaT {
+			t.Fatalf("%s: merge with a v1 partial claims the times of the extremes", typ)
+		}
+		if v2 := agg.AppendPartial(nil, &p); v2[0] != 2 || bytes.Equal(v2, b) {
+			t.Fatalf("%s: AppendPartial writes version %d", typ, v2[0])
+		}
+	}
 }
 
 // Merging the partials of random disjoint subsets, in random order, gives the
@@ -228,7 +318,7 @@ func TestCodecRoundTrip(t *testing.T) {
 		if err != nil || len(rest) != 0 {
 			t.Fatalf("partial: %v, %d bytes left", err, len(rest))
 		}
-		if !bytes.Equal(agg.AppendPartial([]byte("x"), &q), pb) || q.Hash != p.Hash || q.Count != p.Count {
+		if !bytes.Equal(agg.AppendPartial([]byte("x"), &q), pb) || q != p {
 			t.Fatal("partial changed in a round trip")
 		}
 	}
@@ -243,6 +333,7 @@ func FuzzDecode(f *testing.F) {
 		f.Add(agg.AppendWindowsWire(nil, typ, agg.Windows(&pts, 0, 1e9, 1e8)))
 		p := agg.FromPoints(&pts, 0, pts.Len())
 		f.Add(agg.AppendPartial(nil, &p))
+		f.Add(agg.AppendPartialV1(nil, &p))
 	}
 	f.Add([]byte{1, 1, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -256,7 +347,8 @@ func FuzzDecode(f *testing.F) {
 		if p, rest, err := agg.DecodePartial(b); err == nil {
 			again := agg.AppendPartial(nil, &p)
 			q, _, err := agg.DecodePartial(again)
-			if err != nil || q.Count != p.Count || q.FirstT != p.FirstT || q.LastT != p.LastT {
+			if err != nil || q.Count != p.Count || q.FirstT != p.FirstT || q.LastT != p.LastT ||
+				q.HasExtremaT != p.HasExtremaT || q.MinT != p.MinT || q.MaxT != p.MaxT {
 				t.Fatalf("re-encoded partial differs: %v", err)
 			}
 			_ = rest

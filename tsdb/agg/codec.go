@@ -12,21 +12,31 @@ import (
 // Wire form of partials and windows: what a replica sends instead of points, and what
 // a store keeps as a pair's statistics.
 //
-//	partial: version byte (1) ‖ type byte ‖ body
-//	windows: version byte (1) ‖ type byte ‖ uvarint n ‖ varint start₀ ‖ body₀
+//	partial: version byte (2) ‖ type byte ‖ body
+//	windows: version byte (2) ‖ type byte ‖ uvarint n ‖ varint start₀ ‖ body₀
 //	         ‖ (uvarint startᵢ − startᵢ₋₁ ‖ bodyᵢ) for i = 1..n−1  (strictly ascending)
 //	body:    uvarint count; if count > 0:
 //	         varint firstT ‖ uvarint lastT − firstT ‖ 8 bytes hash (little-endian)
 //	         Float:  min, max, sum, comp, m2, first, last: 8 bytes each (IEEE 754, LE)
 //	         Int:    varint min, max, first, last ‖ varint sum.Hi ‖ uvarint sum.Lo ‖ 8 bytes m2
 //	         String: uvarint len ‖ bytes (first), uvarint len ‖ bytes (last)
+//	         Float and Int, version 2 only: uvarint minT′ ‖ uvarint maxT′, where
+//	         x′ = x − firstT + 1, or 0 when the partial lacks the time (HasExtremaT)
+//
+// Version 1 is version 2 without minT′ and maxT′: it still decodes (stores keep
+// partials as pairs' statistics), as partials without HasExtremaT. Encoding always
+// writes version 2, which a tsdht that reads only version 1 refuses as corrupt.
 //
 // Decoding checks every count and length against the bytes that remain before it
 // allocates (a window takes at least minWindowBytes), so hostile input costs its sender
 // and never panics.
-const codecVersion = 1
+const codecVersion = 2
 
-// minWindowBytes is the least a window takes: a start delta and a non-empty body.
+// codecVersion1 is the version without the times of the extremes.
+const codecVersion1 = 1
+
+// minWindowBytes is the least a window takes: a start delta and a non-empty body
+// (a string window of version 2 has no extremes' times).
 const minWindowBytes = 1 + 1 + 1 + 1 + 8
 
 // ErrCorrupt is wrapped by every decoding error.
@@ -39,10 +49,17 @@ func corrupt(format string, args ...any) error {
 // AppendPartial appends the wire form of p to dst.
 func AppendPartial(dst []byte, p *Partial) []byte {
 	dst = append(dst, codecVersion, byte(p.Type))
-	return appendBody(dst, p)
+	return appendBody(dst, p, codecVersion)
 }
 
-func appendBody(dst []byte, p *Partial) []byte {
+// AppendPartialV1 appends p in the version 1 wire form, which lacks MinT and MaxT:
+// what older tsdht wrote, for tests of the upgrade path.
+func AppendPartialV1(dst []byte, p *Partial) []byte {
+	dst = append(dst, codecVersion1, byte(p.Type))
+	return appendBody(dst, p, codecVersion1)
+}
+
+func appendBody(dst []byte, p *Partial, version byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(p.Count))
 	if p.Count == 0 {
 		return dst
@@ -67,16 +84,25 @@ func appendBody(dst []byte, p *Partial) []byte {
 		dst = binary.AppendUvarint(dst, uint64(len(p.SLast)))
 		dst = append(dst, p.SLast...)
 	}
+	if version >= 2 && (p.Type == series.Float || p.Type == series.Int) {
+		for _, t := range [...]int64{p.MinT, p.MaxT} {
+			var x uint64
+			if p.HasExtremaT {
+				x = uint64(t) - uint64(p.FirstT) + 1
+			}
+			dst = binary.AppendUvarint(dst, x)
+		}
+	}
 	return dst
 }
 
 // DecodePartial decodes a partial from the front of b and returns the bytes after it.
 func DecodePartial(b []byte) (Partial, []byte, error) {
-	t, b, err := header(b)
+	v, t, b, err := header(b)
 	if err != nil {
 		return Partial{}, nil, err
 	}
-	d := decoder{b: b}
+	d := decoder{b: b, version: v}
 	p := d.body(t)
 	if d.err != nil {
 		return Partial{}, nil, d.err
@@ -96,18 +122,18 @@ func AppendWindowsWire(dst []byte, t series.Type, ws []Window) []byte {
 		} else {
 			dst = binary.AppendUvarint(dst, uint64(ws[i].Start)-uint64(ws[i-1].Start))
 		}
-		dst = appendBody(dst, &ws[i].Partial)
+		dst = appendBody(dst, &ws[i].Partial, codecVersion)
 	}
 	return dst
 }
 
 // DecodeWindowsWire decodes what AppendWindowsWire wrote, the whole of b.
 func DecodeWindowsWire(b []byte) (series.Type, []Window, error) {
-	t, b, err := header(b)
+	v, t, b, err := header(b)
 	if err != nil {
 		return 0, nil, err
 	}
-	d := decoder{b: b}
+	d := decoder{b: b, version: v}
 	n := d.uvarint()
 	if d.err == nil && n > uint64(len(d.b))/minWindowBytes+1 {
 		return 0, nil, corrupt("%d windows in %d bytes", n, len(d.b))
@@ -138,24 +164,25 @@ func DecodeWindowsWire(b []byte) (series.Type, []Window, error) {
 	return t, ws, nil
 }
 
-func header(b []byte) (series.Type, []byte, error) {
+func header(b []byte) (byte, series.Type, []byte, error) {
 	if len(b) < 2 {
-		return 0, nil, corrupt("truncated header")
+		return 0, 0, nil, corrupt("truncated header")
 	}
-	if b[0] != codecVersion {
-		return 0, nil, corrupt("version %d, this tsdht reads %d", b[0], codecVersion)
+	if b[0] != codecVersion && b[0] != codecVersion1 {
+		return 0, 0, nil, corrupt("version %d, this tsdht reads %d and %d", b[0], codecVersion1, codecVersion)
 	}
 	t := series.Type(b[1])
 	if t > series.String {
-		return 0, nil, corrupt("value type %d", b[1])
+		return 0, 0, nil, corrupt("value type %d", b[1])
 	}
-	return t, b[2:], nil
+	return b[0], t, b[2:], nil
 }
 
 // decoder reads from b; the first error sticks and every later read returns zero.
 type decoder struct {
-	b   []byte
-	err error
+	b       []byte
+	err     error
+	version byte
 }
 
 func (d *decoder) fail(format string, args ...any) {
@@ -249,6 +276,18 @@ func (d *decoder) body(t series.Type) Partial {
 	case series.String:
 		p.SFirst = d.str()
 		p.SLast = d.str()
+	}
+	if d.version >= 2 && (t == series.Float || t == series.Int) {
+		mn, mx := d.uvarint(), d.uvarint()
+		switch {
+		case d.err != nil:
+		case mn == 0 && mx == 0:
+		case mn == 0 || mx == 0 || mn-1 > span || mx-1 > span:
+			d.fail("times of the extremes outside the partial's span")
+		default:
+			p.MinT, p.MaxT = p.FirstT+int64(mn-1), p.FirstT+int64(mx-1)
+			p.HasExtremaT = true
+		}
 	}
 	if d.err != nil {
 		return Partial{}

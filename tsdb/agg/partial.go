@@ -3,7 +3,8 @@
 // across shards, and what a store keeps per (shard, series) pair as its statistics.
 //
 // A Partial summarises a set of points of one series: count, first and last (time and
-// value), and for numbers min, max, a compensated sum and a variance term. Partials of
+// value), and for numbers min and max (with the times of the earliest points holding
+// them), a compensated sum and a variance term. Partials of
 // disjoint sets of points merge into the partial of their union (Merge); that is the
 // only merge defined. Two copies of the same points (replicas of one shard) are not
 // disjoint: a coordinator picks one copy per shard, or reconciles differing copies
@@ -52,6 +53,13 @@ type Partial struct {
 
 	// M2 is Σ(x − mean)² over the points (Float and Int series).
 	M2 float64
+
+	// MinT and MaxT are the times of the earliest points holding the minimum and the
+	// maximum (Float and Int series), when HasExtremaT: what InfluxQL's min() and max()
+	// report, ties going to the earliest point as InfluxDB's do. Partials decoded from
+	// the version 1 wire form, and merges that include one, lack them.
+	MinT, MaxT  int64
+	HasExtremaT bool
 
 	// Int series.
 	IMin, IMax    int64
@@ -147,14 +155,16 @@ func FromPoints(p *series.Points, i, j int) Partial {
 	switch p.Type {
 	case series.Float:
 		vs := p.F[i:j]
+		ts := p.T[i:j]
 		mn, mx := vs[0], vs[0]
+		mnT, mxT := ts[0], ts[0]
 		var s, c float64
 		nan := false
-		for _, v := range vs {
+		for k, v := range vs {
 			if v < mn {
-				mn = v
+				mn, mnT = v, ts[k]
 			} else if v > mx {
-				mx = v
+				mx, mxT = v, ts[k]
 			} else if v != v {
 				nan = true
 			}
@@ -171,6 +181,7 @@ func FromPoints(p *series.Points, i, j int) Partial {
 			mn, mx = math.NaN(), math.NaN()
 		}
 		out.Min, out.Max, out.Sum, out.Comp = mn, mx, s, c
+		out.MinT, out.MaxT, out.HasExtremaT = mnT, mxT, true
 		out.First, out.Last = vs[0], vs[len(vs)-1]
 		mean := out.SumFloat() / float64(len(vs))
 		var m2 float64
@@ -181,14 +192,22 @@ func FromPoints(p *series.Points, i, j int) Partial {
 		out.M2 = m2
 	case series.Int:
 		vs := p.I[i:j]
+		ts := p.T[i:j]
 		mn, mx := vs[0], vs[0]
+		mnT, mxT := ts[0], ts[0]
 		var sum Int128
-		for _, v := range vs {
-			mn, mx = min(mn, v), max(mx, v)
+		for k, v := range vs {
+			if v < mn {
+				mn, mnT = v, ts[k]
+			}
+			if v > mx {
+				mx, mxT = v, ts[k]
+			}
 			lo, carry := bits.Add64(sum.Lo, uint64(v), 0)
 			sum = Int128{Hi: sum.Hi + (v >> 63) + int64(carry), Lo: lo}
 		}
 		out.IMin, out.IMax, out.ISum = mn, mx, sum
+		out.MinT, out.MaxT, out.HasExtremaT = mnT, mxT, true
 		out.IFirst, out.ILast = vs[0], vs[len(vs)-1]
 		mean := out.Mean()
 		var m2 float64
@@ -224,8 +243,11 @@ func Merge(a, b Partial) Partial {
 	if lastB {
 		out.LastT = b.LastT
 	}
+	out.HasExtremaT = a.HasExtremaT && b.HasExtremaT
 	switch a.Type {
 	case series.Float:
+		out.MinT = extremumT(a.Min, b.Min, a.MinT, b.MinT, true)
+		out.MaxT = extremumT(a.Max, b.Max, a.MaxT, b.MaxT, false)
 		out.Min, out.Max = fmin(a.Min, b.Min), fmax(a.Max, b.Max)
 		s, c := neumaier(a.Sum, a.Comp+b.Comp, b.Sum)
 		out.Sum, out.Comp = s, c
@@ -237,6 +259,8 @@ func Merge(a, b Partial) Partial {
 			out.Last = b.Last
 		}
 	case series.Int:
+		out.MinT = intExtremumT(a.IMin, b.IMin, a.MinT, b.MinT, true)
+		out.MaxT = intExtremumT(a.IMax, b.IMax, a.MaxT, b.MaxT, false)
 		out.IMin, out.IMax = min(a.IMin, b.IMin), max(a.IMax, b.IMax)
 		out.ISum = a.ISum.Add(b.ISum)
 		out.M2 = chan_(a, b)
@@ -255,6 +279,34 @@ func Merge(a, b Partial) Partial {
 		}
 	}
 	return out
+}
+
+// extremumT returns the time of the merged minimum (or maximum) of two sets whose
+// extremes are va at ta and vb at tb: the time of the winning value, the earlier time on
+// a tie. A NaN extreme keeps its own time.
+func extremumT(va, vb float64, ta, tb int64, isMin bool) int64 {
+	switch {
+	case va != va:
+		return ta
+	case vb != vb:
+		return tb
+	case va == vb:
+		return min(ta, tb)
+	case (va < vb) == isMin:
+		return ta
+	}
+	return tb
+}
+
+// intExtremumT is extremumT for integers, compared exactly.
+func intExtremumT(va, vb int64, ta, tb int64, isMin bool) int64 {
+	switch {
+	case va == vb:
+		return min(ta, tb)
+	case (va < vb) == isMin:
+		return ta
+	}
+	return tb
 }
 
 // chan_ merges the variance terms of a and b (Chan, Golub and LeVeque).

@@ -67,7 +67,7 @@ func prefixEnd(prefix []byte) []byte {
 }
 
 // MergeEntry implements Catalog.
-func (p *Pebble) MergeEntry(e catalog.Entry) (catalog.Entry, error) {
+func (p *Pebble) MergeEntry(e catalog.Entry) (_ catalog.Entry, err error) {
 	if err := e.Validate(); err != nil {
 		return catalog.Entry{}, err
 	}
@@ -75,6 +75,11 @@ func (p *Pebble) MergeEntry(e catalog.Entry) (catalog.Entry, error) {
 		return catalog.Entry{}, ErrClosed
 	}
 	defer p.state.RUnlock()
+	defer func() { // after catMu is released (commitLater), also when nothing changed
+		if err == nil {
+			err = p.durable()
+		}
+	}()
 	p.catMu.Lock()
 	defer p.catMu.Unlock()
 	old, ok, err := p.loadEntry(e.Key)
@@ -94,7 +99,7 @@ func (p *Pebble) MergeEntry(e catalog.Entry) (catalog.Entry, error) {
 	defer b.Close()
 	err = b.Set(entryKey(e.Key), e.Encode(nil), nil)
 	if err == nil {
-		err = p.commit(b)
+		err = p.commitLater(b)
 	}
 	if err != nil {
 		return catalog.Entry{}, fmt.Errorf("store: catalog entry %q: %w", e.Key, err)
@@ -169,7 +174,7 @@ func (p *Pebble) entryBatch(after string) ([]catalog.Entry, error) {
 }
 
 // MergePostings implements Catalog.
-func (p *Pebble) MergePostings(tag catalog.Tag, members []catalog.Member) error {
+func (p *Pebble) MergePostings(tag catalog.Tag, members []catalog.Member) (err error) {
 	if err := checkMembers(tag, members); err != nil {
 		return err
 	}
@@ -180,6 +185,11 @@ func (p *Pebble) MergePostings(tag catalog.Tag, members []catalog.Member) error 
 		return ErrClosed
 	}
 	defer p.state.RUnlock()
+	defer func() { // after catMu is released (commitLater), also when nothing changed
+		if err == nil {
+			err = p.durable()
+		}
+	}()
 	p.catMu.Lock()
 	defer p.catMu.Unlock()
 	if err := errors.Join(p.failure(), p.space.check()); err != nil {
@@ -214,7 +224,7 @@ func (p *Pebble) MergePostings(tag catalog.Tag, members []catalog.Member) error 
 	if b.Empty() {
 		return nil
 	}
-	if err := p.commit(b); err != nil {
+	if err := p.commitLater(b); err != nil {
 		return fmt.Errorf("store: postings of %s: %w", tag, err)
 	}
 	return nil

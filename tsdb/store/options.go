@@ -22,8 +22,12 @@ const (
 	// batch is in the write-ahead log and fsynced, so an acknowledged point survives a
 	// process kill and a power cut (on storage that honours fsync; eMMC does). Each call
 	// waits for an fsync, but concurrent callers share one: pebble's commit pipeline
-	// groups every batch queued behind an fsync in progress into the next one. A lone
-	// writer gets no grouping, so it should send batches, not single points.
+	// groups every batch queued behind an fsync in progress into the next one. An
+	// append (or a catalog merge) waits for its fsync after releasing its pair's (or the
+	// catalog's) lock, so the next writer of the same pair joins that fsync instead of
+	// queueing behind it; its points are readable from the commit on, an fsync before
+	// the append returns. A lone writer gets no grouping, so it should send batches,
+	// not single points.
 	SyncAlways SyncMode = iota
 	// SyncBatch returns once the batch is in pebble's in-process WAL buffer and the
 	// memtable (readable at once); a background loop flushes and fsyncs the WAL every

@@ -65,9 +65,10 @@ type Pebble struct {
 	damage  damageLog // corrupt reads and WAL loss (damage.go)
 	changes changeLog // pairs changed since the repairer last asked (changes.go)
 
-	dirty atomic.Bool // SyncBatch: written since the last WAL sync
-	stop  chan struct{}
-	loops sync.WaitGroup
+	dirty    atomic.Bool  // SyncBatch: written since the last WAL sync
+	unsynced atomic.Int64 // commitLater writes not yet known synced (SyncAlways)
+	stop     chan struct{}
+	loops    sync.WaitGroup
 }
 
 // encoders lends chunk encoders to appends, which run concurrently.
@@ -288,6 +289,38 @@ func (p *Pebble) commit(b *pebble.Batch) error {
 	return nil
 }
 
+// commitLater commits b without waiting for the disk. With SyncAlways the caller must
+// call durable after releasing its locks and before it answers: writers that wait for
+// the disk outside their locks share one sync, where a sync under a pair's or the
+// catalog's lock made every other writer of it wait a whole sync. The write is
+// visible to readers from here on, a sync before the writer is told it is stored.
+func (p *Pebble) commitLater(b *pebble.Batch) error {
+	if err := p.apply(b, pebble.NoSync); err != nil {
+		return err
+	}
+	switch p.opts.Sync {
+	case SyncAlways:
+		p.unsynced.Add(1)
+	case SyncBatch:
+		p.dirty.Store(true)
+	}
+	return nil
+}
+
+// durable returns, with SyncAlways, once every write committed by commitLater before
+// it is on disk (at once when none waits). The caller holds p.state.
+func (p *Pebble) durable() error {
+	n := p.unsynced.Load()
+	if p.opts.Sync != SyncAlways || n == 0 {
+		return nil
+	}
+	if err := p.guard(func() error { return p.db.LogData(nil, pebble.Sync) }); err != nil {
+		return err
+	}
+	p.unsynced.Add(-n)
+	return nil
+}
+
 // apply commits b with wo, unless the engine has failed; a failure of the commit marks
 // the store failed (disk.go).
 func (p *Pebble) apply(b *pebble.Batch, wo *pebble.WriteOptions) error {
@@ -343,11 +376,16 @@ func (p *Pebble) Append(ref ShardRef, key string, pts series.Points) error {
 
 // append stores prepared points; filter, if not nil, may drop some of them under the
 // pair's lock (Restore drops what tombstones cover).
-func (p *Pebble) append(ref ShardRef, key string, pts series.Points, filter func(id []byte, pts *series.Points) error) error {
+func (p *Pebble) append(ref ShardRef, key string, pts series.Points, filter func(id []byte, pts *series.Points) error) (err error) {
 	if !p.enter() {
 		return ErrClosed
 	}
 	defer p.state.RUnlock()
+	defer func() { // after the pair's lock is released (commitLater)
+		if err == nil {
+			err = p.durable()
+		}
+	}()
 	p.dropMu.RLock()
 	defer p.dropMu.RUnlock()
 	if err := p.writable(ref.Start, time.Now()); err != nil {
@@ -411,7 +449,7 @@ func (p *Pebble) append(ref ShardRef, key string, pts series.Points, filter func
 		err = errors.Join(err, b.Merge(countersKey, delta.encode(), nil))
 	}
 	if err == nil {
-		err = p.commit(b)
+		err = p.commitLater(b)
 	}
 	if err != nil {
 		return fmt.Errorf("store: append to %q: %w", key, err)

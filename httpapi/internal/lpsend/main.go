@@ -53,8 +53,25 @@ func main() {
 	if n > 0 {
 		bodies = append(bodies, append([]byte(nil), b.Bytes()...))
 	}
-	if resp, err := http.Post(*url+"/query?q=CREATE+DATABASE+"+*db, "", nil); err == nil {
+	// InfluxDB answers /ping before its meta store takes CREATE DATABASE: ask until the
+	// database is known, before the clock starts.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if resp, err := http.Post(*url+"/query?q=CREATE+DATABASE+"+*db, "", nil); err == nil {
+			resp.Body.Close()
+		}
+		resp, err := http.Get(*url + "/query?db=" + *db + "&q=SHOW+MEASUREMENTS")
+		if err != nil {
+			log.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if !bytes.Contains(b, []byte("database not found")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			log.Fatalf("database %s still not found after 30 s: %s", *db, b)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	var next atomic.Int64
 	var retries atomic.Int64

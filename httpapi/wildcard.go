@@ -1,0 +1,185 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/influxdata/influxql"
+
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// SELECT *, SELECT *::field, SELECT /regex/, mean(*) and GROUP BY * are expanded by
+// influxql's own RewriteFields, as InfluxDB does, from the measurement's fields and tag
+// keys as the catalog lists them: fieldMapper answers its questions.
+
+// fieldMapper is influxql.FieldMapper over the catalog's series of one database.
+type fieldMapper struct {
+	ctx context.Context
+	eng Engine
+	db  string
+
+	meas   string
+	fields map[string]influxql.DataType
+	dims   map[string]struct{}
+}
+
+// FieldDimensions implements influxql.FieldMapper: the fields of measurement m (their
+// types as stored: booleans are integers here) and its tag keys.
+func (f *fieldMapper) FieldDimensions(m *influxql.Measurement) (map[string]influxql.DataType, map[string]struct{}, error) {
+	if m.Regex != nil || m.Name == "" {
+		return nil, nil, fmt.Errorf("FROM %s: %w (a regular expression as the source)", m, ErrNeedsCatalog)
+	}
+	db := f.db
+	if m.Database != "" {
+		db = m.Database
+	}
+	if f.fields != nil && f.meas == db+"\x00"+m.Name {
+		return copyTypes(f.fields), copySet(f.dims), nil
+	}
+	infos, err := f.eng.Series(f.ctx, SeriesQuery{
+		Match:  map[string]string{TagDB: db, TagMeasurement: m.Name},
+		Prefix: db + "/" + measurementEscaper.Replace(m.Name),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("expanding the fields of %s: %w", m.Name, err)
+	}
+	fields := map[string]influxql.DataType{}
+	dims := map[string]struct{}{}
+	for _, in := range infos {
+		if in.Tags[TagDB] != db || in.Tags[TagMeasurement] != m.Name {
+			continue
+		}
+		if _, seen := fields[in.Tags[TagField]]; !seen {
+			fields[in.Tags[TagField]] = influxType2(in.Type)
+		}
+		for k := range in.Tags {
+			if !strings.HasPrefix(k, "__") {
+				dims[k] = struct{}{}
+			}
+		}
+	}
+	f.meas, f.fields, f.dims = db+"\x00"+m.Name, fields, dims
+	return copyTypes(fields), copySet(dims), nil
+}
+
+// MapType implements influxql.TypeMapper.
+func (f *fieldMapper) MapType(m *influxql.Measurement, field string) influxql.DataType {
+	fields, dims, err := f.FieldDimensions(m)
+	if err != nil {
+		return influxql.Unknown
+	}
+	if t, ok := fields[field]; ok {
+		return t
+	}
+	if _, ok := dims[field]; ok {
+		return influxql.Tag
+	}
+	return influxql.Unknown
+}
+
+func influxType2(t series.Type) influxql.DataType {
+	switch t {
+	case series.Float:
+		return influxql.Float
+	case series.Int:
+		return influxql.Integer
+	case series.String:
+		return influxql.String
+	}
+	return influxql.Unknown
+}
+
+func copyTypes(m map[string]influxql.DataType) map[string]influxql.DataType {
+	out := make(map[string]influxql.DataType, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func copySet(m map[string]struct{}) map[string]struct{} {
+	out := make(map[string]struct{}, len(m))
+	for k := range m {
+		out[k] = struct{}{}
+	}
+	return out
+}
+
+// expandWildcards rewrites a SELECT's wildcards and regular expressions into the
+// fields and tags they name; a statement without any is returned as it is.
+func (h *Handler) expandWildcards(ctx context.Context, s *influxql.SelectStatement, db string) (*influxql.SelectStatement, error) {
+	if !s.HasFieldWildcard() && !s.HasDimensionWildcard() {
+		return s, nil
+	}
+	out, err := s.RewriteFields(&fieldMapper{ctx: ctx, eng: h.eng, db: db})
+	if err != nil {
+		return nil, err
+	}
+	if len(out.Fields) == 0 {
+		return nil, fmt.Errorf("%s names no field of the measurement (has anything been written to it?)", s.Fields)
+	}
+	return out, nil
+}
+
+// tagSet is the series of a group that share one full tag set: for each column, the
+// keys of the series holding its field. Raw SELECTs with tag columns answer set by set.
+type tagSet struct {
+	id   string // the tags, sorted, as InfluxDB orders series
+	tags map[string]string
+	keys [][]string
+}
+
+// rawTagged answers a raw SELECT with tag columns of one group: the rows of each tag
+// set with that set's tag values in the tag columns, merged by time (sets in the
+// order of their tags at equal times).
+func (ex *executor) rawTagged(g group) ([][]any, error) {
+	type timedRow struct {
+		t int64
+		r []any
+	}
+	var all []timedRow
+	for _, set := range g.sets {
+		times, rows, err := ex.rawRows(set.keys)
+		if err != nil {
+			return nil, err
+		}
+		for i, r := range rows {
+			for c, col := range ex.p.cols {
+				if col.tag {
+					if v, ok := set.tags[col.field]; ok {
+						r[c+1] = v
+					}
+				}
+			}
+			all = append(all, timedRow{times[i], r})
+		}
+	}
+	sort.SliceStable(all, func(a, b int) bool { return all[a].t < all[b].t })
+	out := make([][]any, len(all))
+	for i := range all {
+		out[i] = all[i].r
+	}
+	return out, nil
+}
+
+// setID returns the InfluxDB series-key order of a series' own tags.
+func setID(tags map[string]string) string {
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		if !strings.HasPrefix(k, "__") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(tags[k])
+		b.WriteByte(',')
+	}
+	return b.String()
+}
