@@ -368,17 +368,7 @@ func (c *Coordinator) latestBefore(ctx context.Context, key string, since, befor
 			return series.Points{}, err
 		}
 		if n := len(res.Windows); n > 0 {
-			w := &res.Windows[n-1]
-			out := series.Points{Type: w.Type}
-			switch w.Type {
-			case series.Float:
-				out.AppendFloat(w.LastT, w.Last)
-			case series.Int:
-				out.AppendInt(w.LastT, w.ILast)
-			case series.String:
-				out.AppendString(w.LastT, w.SLast)
-			}
-			return out, nil
+			return lastPoint(&res.Windows[n-1]), nil
 		}
 		hi = lo
 		step = min(step*latestGrowth, int64(math.MaxInt64/q/2), quantaPerRangeLimit)
@@ -391,3 +381,17 @@ const quantaPerRangeLimit = 1 << 19
 
 // DefaultLatestLookback is how far back Latest looks when not told.
 const DefaultLatestLookback = 30 * 24 * time.Hour
+
+// lastPoint returns the last point of window w as a one-point series.
+func lastPoint(w *agg.Window) series.Points {
+	out := series.Points{Type: w.Type}
+	switch w.Type {
+	case series.Float:
+		out.AppendFloat(w.LastT, w.Last)
+	case series.Int:
+		out.AppendInt(w.LastT, w.ILast)
+	case series.String:
+		out.AppendString(w.LastT, w.SLast)
+	}
+	return out
+}

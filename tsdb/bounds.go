@@ -276,17 +276,7 @@ func (c *Coordinator) latestIn(ctx context.Context, key string, from, to int64) 
 	if n == 0 {
 		return series.Points{}, false, nil
 	}
-	w := &res.Windows[n-1]
-	out := series.Points{Type: w.Type}
-	switch w.Type {
-	case series.Float:
-		out.AppendFloat(w.LastT, w.Last)
-	case series.Int:
-		out.AppendInt(w.LastT, w.ILast)
-	case series.String:
-		out.AppendString(w.LastT, w.SLast)
-	}
-	return out, true, nil
+	return lastPoint(&res.Windows[n-1]), true, nil
 }
 
 // Bounds bounds the points of a series with from <= t < to (wire.BoundsResp): First

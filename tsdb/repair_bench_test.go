@@ -30,7 +30,7 @@ func benchRepairPass(b *testing.B, span time.Duration) {
 	ctx := context.Background()
 	const channels = 40
 	secs := int(span / time.Second)
-	t0 := time.Now().Add(-span-2*time.Hour).Truncate(time.Hour).UnixNano()
+	t0 := time.Now().Add(-span - 2*time.Hour).Truncate(time.Hour).UnixNano()
 	for c := range channels {
 		key := fmt.Sprintf("pmu%d/ch%d", c/4, c%4)
 		var pts series.Points
