@@ -38,6 +38,7 @@ type Server struct {
 
 	keyLog  rateLog // refused cluster keys: at most one line per rateLogEvery
 	capLog  rateLog // connections refused at MaxConns
+	dropLog rateLog // connections refused or dropped for any other reason: dropLogBurst per rateLogEvery
 	reapLog rateLog // connections closed to make room at MaxConns
 	costLog rateLog // requests refused from their first bytes (HandleDecoded)
 
@@ -327,7 +328,7 @@ func (s *Server) serveConn(sc *serverConn) {
 		if errors.Is(err, ErrClusterKey) {
 			s.keyLog.warn(s.cfg.Logger, "rpc: refused connection: cluster key", "from", conn.RemoteAddr().String(), "err", err)
 		} else {
-			s.cfg.Logger.Warn("rpc: refused connection", "from", conn.RemoteAddr().String(), "err", err)
+			s.dropLog.warnBurst(s.cfg.Logger, dropLogBurst, "rpc: refused connection", "from", conn.RemoteAddr().String(), "err", err)
 		}
 		return
 	}
@@ -371,7 +372,7 @@ func (s *Server) serveConn(sc *serverConn) {
 		}
 		if err := sc.awaitFrame(fr); err != nil {
 			if err != errIdle && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
-				s.cfg.Logger.Warn("rpc: dropping connection", "from", conn.RemoteAddr().String(), "err", err)
+				s.dropLog.warnBurst(s.cfg.Logger, dropLogBurst, "rpc: dropping connection", "from", conn.RemoteAddr().String(), "err", err)
 			}
 			return
 		}
@@ -401,7 +402,7 @@ func (s *Server) serveConn(sc *serverConn) {
 				err = fmt.Errorf("frame not complete within %v (Config.FrameTimeout)", s.cfg.FrameTimeout)
 			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
-				s.cfg.Logger.Warn("rpc: dropping connection", "from", conn.RemoteAddr().String(), "err", err)
+				s.dropLog.warnBurst(s.cfg.Logger, dropLogBurst, "rpc: dropping connection", "from", conn.RemoteAddr().String(), "err", err)
 			}
 			return
 		}
@@ -411,7 +412,7 @@ func (s *Server) serveConn(sc *serverConn) {
 			if err == nil {
 				err = errors.New("response on a server connection")
 			}
-			s.cfg.Logger.Warn("rpc: dropping connection: bad request", "from", conn.RemoteAddr().String(), "err", err)
+			s.dropLog.warnBurst(s.cfg.Logger, dropLogBurst, "rpc: dropping connection: bad request", "from", conn.RemoteAddr().String(), "err", err)
 			return
 		}
 		req.held, held = held, hold{} // the worker gives it back when the response is sent
