@@ -228,24 +228,35 @@ func (k *kademlia) replicaSet(ctx context.Context, id quanta.ID, rf int) ([]Peer
 // reportFailure drops p, which failed a call, from the table (putting a
 // replacement in its place) and from every cached replica set.
 func (k *kademlia) reportFailure(p Peer) {
+	if k.n.Router.rests.resting(p.ID) {
+		return // stopped on purpose: it keeps its shards for its grace
+	}
 	k.cache.dropPeer(p.ID)
 	k.n.DropPeer(p.ID)
 	k.changed() // placement may have changed even if p was not in the table
 }
 
-// live returns what the node knows: its table's peers and itself, by ID.
+// live returns what the node knows: its table's peers that do not rest, and
+// itself, by ID.
 func (k *kademlia) live() []Peer {
-	ps := append(k.n.tablePeers(), k.n.Self())
+	ps := slices.DeleteFunc(k.n.tablePeers(), func(p Peer) bool { return k.n.Router.rests.resting(p.ID) })
+	ps = append(ps, k.n.Self())
 	slices.SortFunc(ps, func(a, b Peer) int { return strings.Compare(a.ID, b.ID) })
 	return ps
 }
 
-// members returns the peers of live as alive members: in kademlia mode a
-// node knows nothing of the others' state beyond its table.
+// members returns the peers of the table and itself as members: alive, or
+// stopped if they rest (they said they stop and will be back). In kademlia mode
+// a node knows nothing more of the others' state.
 func (k *kademlia) members() []Member {
 	var out []Member
-	for _, p := range k.live() {
+	ps := append(k.n.tablePeers(), k.n.Self())
+	slices.SortFunc(ps, func(a, b Peer) int { return strings.Compare(a.ID, b.ID) })
+	for _, p := range ps {
 		m := Member{Peer: p, State: StateAlive}
+		if k.n.Router.rests.resting(p.ID) {
+			m.State = StateStopped
+		}
 		if p.ID == k.n.Self().ID {
 			m.GossipAddr, m.Meta = k.n.GossipAddr(), k.n.localMeta()
 		}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
@@ -110,10 +111,17 @@ func (r *Router) lookup(ctx context.Context, target quanta.ID, k int, trace *[]H
 		for i, a := range answers {
 			c := batch[i]
 			if a.err != nil {
-				c.state = failed
 				stats.Failures++
-				if errors.Is(a.err, rpc.ErrUnreachable) {
-					r.DropPeer(c.ID)
+				// A peer resting within its grace (it stopped on purpose and
+				// will be back) stays among the closest: it still owns its
+				// shards, and writes for it leave hints.
+				if r.rests.resting(c.ID) {
+					c.state = replied
+				} else {
+					c.state = failed
+					if errors.Is(a.err, rpc.ErrUnreachable) {
+						r.DropPeer(c.ID)
+					}
 				}
 				if trace != nil {
 					*trace = append(*trace, Hop{Round: stats.Hops, Peer: c.Peer, Distance: Distance(target, c.Key), Err: a.err.Error()})
@@ -178,6 +186,9 @@ func (r *Router) findNode(ctx context.Context, addr string, req *findNodeRequest
 		p, err := fromWire(w)
 		if err != nil {
 			return nil, fmt.Errorf("find_node: %w", err)
+		}
+		if w.Rest > 0 && p.ID != r.self.ID {
+			r.rests.rest(p.ID, min(time.Duration(w.Rest)*time.Millisecond, maxRestLeft), true)
 		}
 		peers = append(peers, p)
 	}

@@ -1,6 +1,7 @@
 package dht
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -625,7 +626,10 @@ func (n *Node) BeginLeave(timeout time.Duration) error {
 // (a restart, an upgrade), taking up to timeout, and then closes the node. The
 // others keep it among the owners of its shards for their DownGrace
 // (StateStopped): their writes for it leave hints, and nothing is copied
-// elsewhere meanwhile. Leave is for a node that goes for good.
+// elsewhere meanwhile. Leave is for a node that goes for good. In
+// RoutingKademlia mode the peers of its routing table are told (MethodStopping),
+// keep it in their tables and lookups for their DownGrace, and pass that on in
+// their FIND_NODE answers.
 func (n *Node) Stop(timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = defaultLeaveTimeout
@@ -643,6 +647,13 @@ func (n *Node) Stop(timeout time.Duration) error {
 		if err = errors.Join(uerr, lerr); err != nil {
 			err = fmt.Errorf("dht: stop: %w", err)
 		}
+	} else if n.kad != nil && !n.closed {
+		// No gossip: tell the peers of the table; the others learn it from
+		// their FIND_NODE answers (rest.go).
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		heard := n.Router.announceStopping(ctx)
+		cancel()
+		n.logger.Info("dht: told the routing table this node stops and will be back", "peers", heard)
 	}
 	n.lifeMu.Unlock()
 	return errors.Join(err, n.Close())

@@ -34,6 +34,9 @@ func (r *Router) addReplacementLocked(p Peer) {
 // turned away). The replacement is pinged at the next stale check if it is
 // not heard from before.
 func (r *Router) DropPeer(id string) {
+	if r.rests.resting(id) {
+		return // it stopped on purpose and keeps its place for its grace
+	}
 	r.mu.RLock()
 	p, had := r.book[peer.ID(id)]
 	r.mu.RUnlock()
@@ -62,6 +65,7 @@ func (r *Router) DropPeer(id string) {
 // request of this node: the table's entries not heard from for a while are
 // the ones PingStale checks.
 func (r *Router) markAlive(p Peer) {
+	r.rests.wake(p.ID)
 	if r.AddPeer(p) {
 		r.table.UpdateLastSuccessfulOutboundQueryAt(p.PeerID(), time.Now())
 	}

@@ -75,6 +75,9 @@ type Router struct {
 	// a peer entered or left the table, outside the router's locks.
 	onAdd    func(Peer)
 	onRemove func(Peer)
+
+	// rests holds the peers that said they stop and will be back (rest.go).
+	rests restBook
 }
 
 // NewRouter returns the router of the node self. It uses cfg's BucketSize,
@@ -104,9 +107,11 @@ func newRouter(self Peer, cfg Config, srv *rpc.Server, cli *rpc.Client, learnSen
 		learnSenders: learnSenders,
 		book:         make(map[peer.ID]Peer),
 		replacements: make(map[int][]Peer),
+		rests:        restBook{grace: cfg.DownGrace},
 	}
 	srv.Handle(MethodFindNode, r.handleFindNode)
 	srv.Handle(MethodPing, r.handlePing)
+	srv.Handle(MethodStopping, r.handleStopping)
 	return r, nil
 }
 
@@ -198,6 +203,10 @@ func (r *Router) Close() error { return r.table.Close() }
 type wirePeer struct {
 	ID   []byte `msgpack:"id"`
 	Addr string `msgpack:"addr"`
+	// Rest is, in a FIND_NODE answer, how many milliseconds the peer still
+	// rests (it stopped on purpose: rest.go); 0 if it does not. Older nodes
+	// skip the field.
+	Rest int64 `msgpack:"rest,omitempty"`
 }
 
 // findNodeRequest asks for the K peers the receiver knows closest to Target.
@@ -262,7 +271,9 @@ func (r *Router) handleFindNode(_ context.Context, b []byte) ([]byte, error) {
 
 	var resp findNodeResponse
 	for _, p := range r.closestKnown(quanta.ID(req.Target), req.K) {
-		resp.Peers = append(resp.Peers, toWire(p))
+		w := toWire(p)
+		w.Rest = r.rests.left(p.ID).Milliseconds()
+		resp.Peers = append(resp.Peers, w)
 	}
 	return rpc.Encode(&resp)
 }
@@ -283,7 +294,9 @@ func (r *Router) handlePing(_ context.Context, b []byte) ([]byte, error) {
 }
 
 // learn offers the sender of a request to the table if learnSenders says so.
+// A sender that rested is awake again.
 func (r *Router) learn(p Peer) {
+	r.rests.wake(p.ID)
 	if r.learnSenders {
 		r.AddPeer(p)
 	}

@@ -127,3 +127,78 @@ func argAfter(args []string, flag string) string {
 	}
 	return ""
 }
+
+// TestKademliaStopKeepsData is the stop of TestStopKeepsDataDecommissionEmpties in
+// kademlia mode, where no gossip says "stopped": the others call the stopped node
+// stopped (it told their tables), keep it as an owner — the writes meant for it
+// leave hints instead of going to the next-closest node — and deliver the hints once
+// it is back.
+func TestKademliaStopKeepsData(t *testing.T) {
+	c := startProcs(t, 4, "--routing", "kademlia", "--rf", "3", "--repair-interval", "3s")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, _, code := c.run("", "status", "--cluster", c.nodes[0].rpc, "--json", "--timeout", "5s")
+		if code == 0 && len(statusRows(out)) == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node 0 does not know the 3 others; status:\n%s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	key := "stop/kademlia"
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Minute).UnixNano()
+	all := pmuPoints(t0, 7200)
+	if _, errOut, code := c.run(csvOf(all[:3600]), "put", "--cluster", c.nodes[0].rpc, "--series", key); code != 0 {
+		t.Fatalf("put: %s", errOut)
+	}
+	// held sums points and hinted points over what node 0's status lists.
+	held := func() (pts, hinted int64) {
+		for _, s := range c.statusOf(0) {
+			pts += s.Points
+			hinted += s.HintedPoints
+		}
+		return pts, hinted
+	}
+	stopped := c.nodes[3]
+	before := c.statusOf(0)[stopped.rpc].Points
+	stopped.cmd.Process.Signal(syscall.SIGTERM)
+	if code := c.waitExit(3, 20*time.Second); code != 0 {
+		t.Fatalf("SIGTERM: exit %d; log:\n%s", code, stopped.log)
+	}
+	if st := c.statusOf(0)[stopped.rpc].State; st != "stopped" {
+		t.Fatalf("status through node 0 shows the stopped node as %q, want stopped", st)
+	}
+	pts0, _ := held() // the stopped node reports nothing now
+	if _, errOut, code := c.run(csvOf(all[3600:]), "put", "--cluster", c.nodes[0].rpc, "--series", key); code != 0 {
+		t.Fatalf("put while a node is stopped: %s", errOut)
+	}
+	// Had the stopped node been dropped, every new point would have 3 copies among
+	// the 3 others; it owns about 3 in 4 of the shards, so its copies are missing
+	// (or held as hints by a coordinator that is no owner).
+	pts1, hinted := held()
+	if owned := pts1 - hinted - pts0; owned >= 3*3600 {
+		t.Fatalf("the live nodes own %d copies of the 3,600 points written while a node was stopped: "+
+			"its shards went to the next-closest nodes (hinted %d)", owned, hinted)
+	}
+	stopped.cmd = exec.Command(c.bin, stopped.cmd.Args[1:]...)
+	stopped.cmd.Stderr = &syncWriter{w: stopped.log}
+	if err := stopped.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Back: repair gives it what it missed, and the hints go.
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		pts, hinted := held()
+		st := c.statusOf(0)[stopped.rpc]
+		if pts == 3*7200 && hinted == 0 && st.State == "alive" && st.Points > before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted node did not get what it missed within 60 s: %d points held (want %d), %d hinted; status %+v",
+				pts, 3*7200, hinted, c.statusOf(0))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	c.checkRead(3, key, all, all[0].t, all[len(all)-1].t+1)
+}
