@@ -75,7 +75,7 @@ type repairer struct {
 	fullPasses  atomic.Int64
 	compared    atomic.Int64 // pairs whose hash passes compared with their owners
 
-	passes, lastPass, under, pushedPairs, pushedPoints, dropped atomic.Int64
+	passes, lastPass, under, pushedPairs, pushedPoints, pushedBytes, dropped atomic.Int64
 }
 
 func newRepairer(cfg *Config, place Placement, replicas Replicas, st store.Store, w Walker, types *registry, logger *slog.Logger) *repairer {
@@ -99,7 +99,7 @@ func (r *repairer) Kick() {
 func (r *repairer) stats() RepairStats {
 	return RepairStats{
 		Passes: r.passes.Load(), LastPass: r.lastPass.Load(), UnderReplicated: r.under.Load(),
-		PushedPairs: r.pushedPairs.Load(), PushedPoints: r.pushedPoints.Load(),
+		PushedPairs: r.pushedPairs.Load(), PushedPoints: r.pushedPoints.Load(), PushedBytes: r.pushedBytes.Load(),
 		DroppedPairs: r.dropped.Load(), HintedPoints: r.hints.points(), Refetched: r.refetched.Load(),
 	}
 }
@@ -523,12 +523,13 @@ func (r *repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*
 	for _, b := range batches {
 		req := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.items)), Repair: true}
 		sts := make([]*pairState, len(b.items))
-		points, done := 0, 0
+		points, done, size := 0, 0, 0
 		for i, pt := range b.items {
 			req.Shards[i] = wire.ShardWrite{ID: pt.st.pr.ref.ID[:], Start: pt.st.pr.ref.Start, Key: pt.st.pr.key, Points: pt.pts,
 				Deleted: pt.st.deleted}
 			sts[i] = pt.st
 			points += pt.pts.Len()
+			size += pt.pts.WireSize()
 			if pt.last {
 				done++
 			}
@@ -546,6 +547,7 @@ func (r *repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*
 		r.learnTombstones(sts, resp.Deleted)
 		r.pushedPairs.Add(int64(done))
 		r.pushedPoints.Add(int64(points))
+		r.pushedBytes.Add(int64(size))
 		for _, pt := range b.items {
 			if pt.last {
 				stored = append(stored, pt.st)

@@ -30,6 +30,8 @@ type statusJSON struct {
 	UnderReplicated int64  `json:"under_replicated"`
 	HintedPoints    int64  `json:"hinted_points"`
 	PushedPairs     int64  `json:"pushed_pairs"`
+	PushedPoints    int64  `json:"pushed_points"` // points in those pairs
+	PushedBytes     int64  `json:"pushed_bytes"`  // their wire size (timestamps and values)
 	HandedOffPairs  int64  `json:"handed_off_pairs"`
 	RepairPasses    int64  `json:"repair_passes"`
 	DiskBytes       int64  `json:"disk_bytes"`
@@ -52,7 +54,7 @@ func newStatusJSON(n wire.NodeStats) statusJSON {
 		NodeID: n.NodeID, RPC: n.RPCAddr, State: n.State, Reachable: n.Reachable, Error: n.Error,
 		Shards: n.Shards, Series: n.Series, Points: n.Points,
 		UnderReplicated: n.Repair.UnderReplicated, HintedPoints: n.Repair.HintedPoints,
-		PushedPairs: n.Repair.PushedPairs, HandedOffPairs: n.Repair.DroppedPairs, RepairPasses: n.Repair.Passes,
+		PushedPairs: n.Repair.PushedPairs, PushedPoints: n.Repair.PushedPoints, PushedBytes: n.Repair.PushedBytes, HandedOffPairs: n.Repair.DroppedPairs, RepairPasses: n.Repair.Passes,
 		DiskBytes: n.DiskBytes, MaxDiskBytes: n.MaxDisk, Retention: n.Retention, OldestQuantum: n.Oldest,
 		IDFormat: n.Format, RF: n.RF,
 		Corruptions: n.Corruptions, WALBytesDropped: n.WALBytesDropped, RefetchedPairs: n.Repair.Refetched,

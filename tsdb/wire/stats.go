@@ -43,8 +43,9 @@ type RepairStats struct {
 	UnderReplicated int64 `msgpack:"under"` // pairs held here with fewer than rf confirmed copies, at the last pass
 	PushedPairs     int64 `msgpack:"pushed"`
 	PushedPoints    int64 `msgpack:"pushed_pts"`
-	DroppedPairs    int64 `msgpack:"dropped"` // pairs handed off to their owners and deleted here
-	HintedPoints    int64 `msgpack:"hinted"`  // points held for unreachable replicas
+	PushedBytes     int64 `msgpack:"pushed_bytes,omitempty"` // the pushed points' wire size (timestamps and values)
+	DroppedPairs    int64 `msgpack:"dropped"`                // pairs handed off to their owners and deleted here
+	HintedPoints    int64 `msgpack:"hinted"`                 // points held for unreachable replicas
 	ReadRepairs     int64 `msgpack:"read_repairs"`
 	Refetched       int64 `msgpack:"refetched"` // damaged pairs replaced by another owner's copy
 }
