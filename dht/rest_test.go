@@ -28,7 +28,7 @@ func freshSet(t *testing.T, tn *testNode, target Peer, rf int) []Peer {
 func TestKademliaStopKeepsOwnership(t *testing.T) {
 	const (
 		n     = 8
-		grace = 6 * time.Second
+		grace = 12 * time.Second // room for the checks under qemu
 	)
 	mode := func(c *Config) { kademliaMode(2)(c); c.DownGrace = grace }
 	seed, err := startNode(t, t.TempDir(), nil, mode)
