@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,7 +99,14 @@ func TestSoakHostile(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("TSDHT_CLUSTER_KEY_FILE", keyFile) // the node and every CLI command the harness runs
-	c := startE2ECluster(t, 1, "--rf", "1", "--sync", "batch")
+	nodeArgs := []string{"--rf", "1", "--sync", "batch"}
+	profDir, httpAddr := os.Getenv("TSDHT_SOAK_PROFILE"), ""
+	if profDir != "" {
+		httpAddr = freeAddr(t)
+		nodeArgs = append(nodeArgs, "--http", httpAddr)
+		t.Setenv("TSDHT_HTTP_PPROF", "1")
+	}
+	c := startE2ECluster(t, 1, nodeArgs...)
 	addr := c.nodes[0].rpc
 	cli := rpc.NewClient(rpc.NewTCPTransport(), rpc.Config{ClusterKey: ring})
 	defer cli.Close()
@@ -167,11 +176,18 @@ func TestSoakHostile(t *testing.T) {
 	}()
 	nodeCPU, attackCPU := cpuTime(pid), cpuTime(attackers.Process.Pid)
 	attackStart := time.Now()
+	profiled := make(chan struct{})
+	if profDir != "" {
+		go profileNode(t, httpAddr, httpTokens(ring)[0], profDir, seconds, profiled)
+	} else {
+		close(profiled)
+	}
 	loud, errs := run(time.Duration(seconds) * time.Second)
 	wall := time.Since(attackStart).Seconds()
 	nodeUse := (cpuTime(pid) - nodeCPU).Seconds() / wall
 	attackUse := (cpuTime(attackers.Process.Pid) - attackCPU).Seconds() / wall
 	loudLoad := loadAvg()
+	<-profiled
 	werr := attackers.Wait()
 	close(stop)
 	<-sampled
@@ -429,6 +445,36 @@ func TestSoakAttackers(t *testing.T) {
 	sort.Strings(sum.Other)
 	b, _ := json.Marshal(sum)
 	fmt.Printf("\n%s%s\n", soakSummaryPrefix, b)
+}
+
+// profileNode saves the node's CPU profile (cpu.pprof) and an execution trace
+// (trace.out) under attack in dir, through its HTTP API's /debug/pprof/: with
+// TSDHT_SOAK_PROFILE=DIR, to find what delays the writer. The CPU profile covers the
+// middle of the attack phase and the trace 2 s after it.
+func profileNode(t *testing.T, addr, token, dir string, seconds int, done chan<- struct{}) {
+	defer close(done)
+	get := func(path, file string) {
+		req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Logf("profile %s: %v", path, err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(dir, file))
+		if err != nil {
+			t.Logf("profile %s: %v", path, err)
+			return
+		}
+		defer f.Close()
+		if _, err := io.Copy(f, resp.Body); err != nil || resp.StatusCode != http.StatusOK {
+			t.Logf("profile %s: %s %v", path, resp.Status, err)
+		}
+	}
+	time.Sleep(time.Duration(seconds) * time.Second / 8) // the attack's ramp
+	get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, seconds*5/8)), "cpu.pprof")
+	get("/debug/pprof/trace?seconds=2", "trace.out")
 }
 
 func p99(d []time.Duration) time.Duration {
