@@ -99,6 +99,7 @@ func TestSoakHostile(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("TSDHT_CLUSTER_KEY_FILE", keyFile) // the node and every CLI command the harness runs
+	t.Setenv("GOMEMLIMIT", "150MiB")            // the node's, as the Ansible role deploys it (tsdht_gomemlimit)
 	nodeArgs := []string{"--rf", "1", "--sync", "batch"}
 	profDir, httpAddr := os.Getenv("TSDHT_SOAK_PROFILE"), ""
 	if profDir != "" {
