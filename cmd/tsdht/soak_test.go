@@ -109,8 +109,14 @@ func TestSoakHostile(t *testing.T) {
 	}
 	c := startE2ECluster(t, 1, nodeArgs...)
 	addr := c.nodes[0].rpc
-	cli := rpc.NewClient(rpc.NewTCPTransport(), rpc.Config{ClusterKey: ring})
+	writerConns := &hijack{} // counts the writer's connections: one unless the node dropped it
+	cli := rpc.NewClient(writerConns, rpc.Config{ClusterKey: ring})
 	defer cli.Close()
+	dials := func() int {
+		writerConns.mu.Lock()
+		defer writerConns.mu.Unlock()
+		return len(writerConns.conns)
+	}
 	t0 := time.Now().Add(-10 * time.Minute).UnixNano()
 	var seq atomic.Int64
 	write := func() (time.Duration, error) {
@@ -148,6 +154,7 @@ func TestSoakHostile(t *testing.T) {
 		t.Fatalf("quiet run: %d writes failed: %v", len(errs), errs[0])
 	}
 	quietNode := (cpuTime(pid) - quietCPU).Seconds() / time.Since(quietStart).Seconds()
+	quietDials := dials()
 	quietLoad := loadAvg()
 
 	// The attackers, in a process of their own.
@@ -206,8 +213,8 @@ func TestSoakHostile(t *testing.T) {
 
 	p99q, p99l := p99(quiet), p99(loud)
 	t.Logf("quiet: %d writes, p99 %v, node CPU %.2f cores, load average %s", len(quiet), p99q, quietNode, quietLoad)
-	t.Logf("under attack: %d writes, p99 %v, node CPU %.2f cores, attackers' CPU %.2f cores, load average %s; node RSS peak %.1f MiB",
-		len(loud), p99l, nodeUse, attackUse, loudLoad, float64(rssPeak.Load())/1024)
+	t.Logf("under attack: %d writes, p99 %v, node CPU %.2f cores, attackers' CPU %.2f cores, load average %s; node RSS peak %.1f MiB; the writer connected %d times (%d while quiet)",
+		len(loud), p99l, nodeUse, attackUse, loudLoad, float64(rssPeak.Load())/1024, dials(), quietDials)
 	for i, k := range soakKinds {
 		t.Logf("  %-22s %5d made, %5d refused, %5d served", k, sum.Opened[i], sum.Refused[i], sum.Served[i])
 	}
