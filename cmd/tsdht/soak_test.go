@@ -245,6 +245,11 @@ func TestSoakHostile(t *testing.T) {
 	t.Logf("under attack: %d writes, p99 %v, node CPU %.2f cores, attackers' CPU %.2f cores, load average %s; node RSS peak %.1f MiB; the writer connected %d times",
 		len(loud), p99l, nodeCPU.Seconds()/loudWall, attackCPU.Seconds()/loudWall, strings.Join(loudLoads, "; "), float64(rssPeak.Load())/1024, dials())
 	t.Logf("p99 quiet/under attack by round: %s", strings.Join(roundP99, ", "))
+	sw := c.nodes[0].cmd.Stderr.(*syncWriter)
+	sw.mu.Lock()
+	logged := sw.w.String()
+	sw.mu.Unlock()
+	t.Logf("the node logged %d lines, %d of them WARN", strings.Count(logged, "\n"), strings.Count(logged, "level=WARN"))
 	for i, k := range soakKinds {
 		t.Logf("  %-22s %5d made, %5d refused, %5d served", k, sum.Opened[i], sum.Refused[i], sum.Served[i])
 	}
