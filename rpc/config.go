@@ -74,7 +74,8 @@ type Config struct {
 	// since it was accepted, and one part-way through a frame since its last
 	// byte arrived, so silent and stalled ones go first; one answered in the
 	// last second, or in its handshake for less than 100 ms, only when no
-	// other is left); if every connection runs a request, it is refused.
+	// other is left, and of those one that answered 8 requests or more
+	// last); if every connection runs a request, it is refused.
 	// Default 256.
 	MaxConns int
 

@@ -105,3 +105,51 @@ func FuzzFrameReader(f *testing.F) {
 		}
 	})
 }
+
+// readCounter counts the reads made of it.
+type readCounter struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *readCounter) Read(p []byte) (int, error) {
+	c.reads++
+	return c.r.Read(p)
+}
+
+// TestFrameSkipReadsInChunks: a frame its check refuses is read past in chunks of
+// skipChunk, not of the reader's 4 KiB buffer, so a refused 1 MiB frame costs the
+// server few reads of its connection; the frame after it is read whole, and one cut
+// short while skipped says so.
+func TestFrameSkipReadsInChunks(t *testing.T) {
+	refused := append(beginFrame(nil), bytes.Repeat([]byte{0xc0}, 1<<20)...)
+	if err := finishFrame(refused, 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	next := append(beginFrame(nil), "next"...)
+	if err := finishFrame(next, 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	cr := &readCounter{r: bytes.NewReader(append(append([]byte(nil), refused...), next...))}
+	fr := newFrameReader(cr, 4<<20)
+	no := errors.New("refused")
+	fr.check = func([]byte, int) error { return no }
+	_, err := fr.next()
+	var sf *skippedFrame
+	if !errors.As(err, &sf) || !errors.Is(err, no) {
+		t.Fatalf("refused frame: %v, want a *skippedFrame", err)
+	}
+	if most := (1<<20)/skipChunk + 3; cr.reads > most {
+		t.Errorf("skipping 1 MiB took %d reads, more than %d (chunks of %d bytes)", cr.reads, most, skipChunk)
+	}
+	fr.check = nil
+	if got, err := fr.next(); err != nil || string(got) != "next" {
+		t.Fatalf("the frame after the skipped one: %q, %v", got, err)
+	}
+
+	fr = newFrameReader(bytes.NewReader(refused[:len(refused)/2]), 4<<20)
+	fr.check = func([]byte, int) error { return no }
+	if _, err := fr.next(); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("a refused frame cut short: %v, want io.ErrUnexpectedEOF", err)
+	}
+}

@@ -444,3 +444,31 @@ func TestConnCapSparesLiveClients(t *testing.T) {
 		t.Errorf("the live client dialed %d times: it was reaped before a silent handshake", n)
 	}
 }
+
+// TestConnCapSparesSettledClients: at the cap, a flood of connections that each
+// make one call (live, as answered in the last second) takes the places of one
+// another, not that of a client that has made many calls, however recent they are.
+func TestConnCapSparesSettledClients(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MaxConns = 3
+	_, addr := startServer(t, NewTCPTransport(), "127.0.0.1:0", cfg, map[string]HandlerFunc{"echo": echo})
+	settled := &countingTransport{Transport: NewTCPTransport()}
+	c := newClient(t, settled, DefaultConfig())
+	for range settledCalls {
+		if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 * cfg.MaxConns {
+		flood := newClient(t, NewTCPTransport(), DefaultConfig())
+		if _, err := flood.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
+			t.Fatalf("flooding connection %d: %v", i, err)
+		}
+	}
+	if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := settled.dials.Load(); n != 1 {
+		t.Errorf("the settled client dialed %d times: a flood of one-call connections pushed it out", n)
+	}
+}

@@ -202,13 +202,15 @@ func (s *Server) accept(l net.Listener) {
 // reapGrace ago, or began its handshake less than handshakeGrace ago, is
 // taken only when no other is left: under a flood of new connections, each
 // as young as the last, a live client between two calls would otherwise be
-// the oldest. One in its handshake or part-way through a
+// the oldest. Of those, one that answered settledCalls requests or more goes
+// last: a flood of connections that make one cheap call each is live too,
+// and would otherwise push out a client that calls 60 times a second. One in its handshake or part-way through a
 // frame is closed; one waiting for its next frame is marked, and its reader
 // says goodbye and closes it. It reports whether it found one. Called with
 // s.mu held.
 func (s *Server) reapLocked() bool {
-	var victim, live *serverConn
-	var since, liveSince time.Time
+	var victim, live, settled *serverConn
+	var since, liveSince, settledSince time.Time
 	now := time.Now()
 	for _, sc := range s.conns {
 		sc.mu.Lock()
@@ -229,8 +231,13 @@ func (s *Server) reapLocked() bool {
 		// honest handshake takes a round trip or two).
 		served := sc.handshaking && now.Sub(sc.accepted) < handshakeGrace ||
 			!sc.handshaking && now.Sub(time.Unix(0, sc.lastServed.Load())) < reapGrace
+		settles := served && sc.answered.Load() >= settledCalls
 		sc.mu.Unlock()
 		switch {
+		case settles:
+			if settled == nil || t.Before(settledSince) {
+				settled, settledSince = sc, t
+			}
 		case served:
 			if live == nil || t.Before(liveSince) {
 				live, liveSince = sc, t
@@ -241,6 +248,9 @@ func (s *Server) reapLocked() bool {
 	}
 	if victim == nil {
 		victim, since = live, liveSince
+	}
+	if victim == nil {
+		victim, since = settled, settledSince
 	}
 	if victim == nil {
 		return false
@@ -274,6 +284,8 @@ type serverConn struct {
 	// lastServed is when the connection last sent a response, in UNIX
 	// nanoseconds (0: never).
 	lastServed atomic.Int64
+	// answered counts the responses the connection sent.
+	answered atomic.Int64
 	// lastRead is when the connection's reader last received bytes, in UNIX
 	// nanoseconds: a frame that stalls part-way is idle since then.
 	lastRead atomic.Int64
@@ -306,6 +318,10 @@ const reapGrace = time.Second
 // handshakeGrace is how long a connection in its handshake counts as live for
 // the reaper; past it, it goes before live ones.
 const handshakeGrace = 100 * time.Millisecond
+
+// settledCalls is how many requests a live connection must have answered to
+// be reaped after the other live ones.
+const settledCalls = 8
 
 // errIdle ends a connection that the server closed as idle or reaped.
 var errIdle = errors.New("idle connection closed")
@@ -574,6 +590,7 @@ func (sc *serverConn) serve(ctx context.Context, req *envelope) {
 		}
 	}
 	sc.lastServed.Store(time.Now().UnixNano())
+	sc.answered.Add(1)
 	sc.write(frame)
 }
 

@@ -170,14 +170,14 @@ func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every
 		return wire.AggResult{}, err
 	}
 	q := c.cfg.DHT.Quantum
+	var turn *longTurn // nil: a short aggregate
 	if from < to && (q.Start(to-1)-q.Start(from))/int64(q) >= readPageQuanta {
-		// A long aggregate takes its turn with the long reads (read.go), before it
-		// allocates anything for its range.
-		release, err := c.longRead(ctx, key)
-		if err != nil {
+		// A long aggregate takes its turn with the long reads, before it allocates
+		// anything for its range, and its pages are paced (longread.go).
+		if turn, err = c.longRead(ctx, key); err != nil {
 			return wire.AggResult{}, err
 		}
-		defer release()
+		defer turn.release()
 	}
 	starts, err := q.Covering(from, to)
 	if err != nil {
@@ -191,7 +191,9 @@ func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every
 		if err := ctx.Err(); err != nil {
 			return wire.AggResult{}, rpc.Errorf(CodeUnavailable, "aggregate of %q: %v", key, err)
 		}
-		if err := c.aggregatePage(ctx, key, starts[lo:min(lo+readPageQuanta, len(starts))], from, to, every, r, byQuorum, &res, &lists); err != nil {
+		if err := turn.page(ctx, func(ctx context.Context) error {
+			return c.aggregatePage(ctx, key, starts[lo:min(lo+readPageQuanta, len(starts))], from, to, every, r, byQuorum, &res, &lists)
+		}); err != nil {
 			return wire.AggResult{}, err
 		}
 	}
@@ -320,7 +322,7 @@ func (c *Coordinator) aggRound(ctx context.Context, key string, spans []shardSpa
 			}
 		}
 	}, perRequest, nil)
-	results := fanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout,
+	results := fanOut(ctx, batches, c.fetchLimit(ctx), c.cfg.CallTimeout,
 		func(ctx context.Context, b *peerBatch[item]) (*wire.AggResp, error) {
 			req := &wire.AggReq{Every: every, Shards: make([]wire.ShardAgg, len(b.items))}
 			for k, it := range b.items {

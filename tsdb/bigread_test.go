@@ -34,6 +34,7 @@ func TestHugeRangeCostsTimeNotMemory(t *testing.T) {
 	if _, err := n.Coordinator().Put(context.Background(), "huge", one, PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	n.Coordinator().longPace = newPacer(1, 0) // unpaced: this test is about memory (pacing: TestLongReadPaced)
 	cli := rpc.NewClient(rpc.NewTCPTransport(), rpc.Config{})
 	defer cli.Close()
 

@@ -36,7 +36,8 @@ type Coordinator struct {
 
 	repairSlots chan struct{} // bounds background read repairs
 	readRepairs atomic.Int64  // shards repaired by reads
-	longReads   chan struct{} // bounds reads of more than one page of quanta (read.go)
+	longReads   chan struct{} // bounds reads of more than one page of quanta (longread.go)
+	longPace    *pacer        // paces their pages (longread.go)
 }
 
 // maxReadRepairs bounds the read repairs in flight on one node.
@@ -44,7 +45,8 @@ const maxReadRepairs = 4
 
 func newCoordinator(cfg *Config, place Placement, replicas Replicas, types *registry, h *hints, logger *slog.Logger) *Coordinator {
 	return &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, log: logger, cat: &catalogCoord{},
-		commits: newGroupCommit(), repairSlots: make(chan struct{}, maxReadRepairs), longReads: make(chan struct{}, maxLongReads)}
+		commits: newGroupCommit(), repairSlots: make(chan struct{}, maxReadRepairs), longReads: make(chan struct{}, maxLongReads),
+		longPace: newPacer(longReadShare, longReadBurst)}
 }
 
 // shardSpan is one shard of a request with the part of the request's range inside it.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"time"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/rpc"
@@ -49,13 +48,14 @@ func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt G
 		return Result{}, err
 	}
 	q := c.cfg.DHT.Quantum
+	var turn *longTurn // nil: a short read
 	if from < to && (q.Start(to-1)-q.Start(from))/int64(q) >= readPageQuanta {
-		// A long read waits for its turn before it allocates anything for its range.
-		release, err := c.longRead(ctx, key)
-		if err != nil {
+		// A long read waits for its turn before it allocates anything for its range,
+		// and its pages are paced (longread.go).
+		if turn, err = c.longRead(ctx, key); err != nil {
 			return Result{}, err
 		}
-		defer release()
+		defer turn.release()
 	}
 	starts, err := q.Covering(from, to)
 	if err != nil {
@@ -70,12 +70,16 @@ func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt G
 		if err := ctx.Err(); err != nil {
 			return Result{}, rpc.Errorf(CodeUnavailable, "read of %q: %v", key, err)
 		}
-		spans, err := c.planRead(ctx, key, starts[lo:min(lo+readPageQuanta, len(starts))], from, to)
-		if err != nil {
-			return Result{}, err
-		}
-		answers := c.readFew(ctx, key, spans, r)
-		page, err := c.assemble(key, typ, spans, answers, r, opt.AllowPartial)
+		var page Result
+		err := turn.page(ctx, func(ctx context.Context) error {
+			spans, err := c.planRead(ctx, key, starts[lo:min(lo+readPageQuanta, len(starts))], from, to)
+			if err != nil {
+				return err
+			}
+			answers := c.readFew(ctx, key, spans, r)
+			page, err = c.assemble(key, typ, spans, answers, r, opt.AllowPartial)
+			return err
+		})
 		if err != nil {
 			return Result{}, err
 		}
@@ -96,33 +100,6 @@ func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt G
 
 // readPageQuanta is how many quanta a read plans and asks for at once.
 const readPageQuanta = 256
-
-// maxLongReads is how many reads of more than readPageQuanta quanta a node coordinates
-// at once; the others wait for their turn within their deadline. Such a read takes a
-// core for as long as it pages (seconds for the documented maximum of 2²⁰ quanta): a
-// flood of them, from an honest but careless client or a hostile member, then costs
-// the node one core, in turn, not its memory and both cores at once, and the reads
-// and writes of a page or less go on beside it (TestSoakHostile).
-const maxLongReads = 1
-
-// longRead waits for a long read's turn and returns its release, or an error with
-// CodeUnavailable if it did not come within nine tenths of the time left to ctx (so that
-// the caller still gets the answer before it stops waiting).
-func (c *Coordinator) longRead(ctx context.Context, key string) (func(), error) {
-	wait := ctx
-	if d, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		wait, cancel = context.WithDeadline(ctx, d.Add(-time.Until(d)/10))
-		defer cancel()
-	}
-	select {
-	case c.longReads <- struct{}{}:
-		return func() { <-c.longReads }, nil
-	case <-wait.Done():
-		return nil, rpc.Errorf(CodeUnavailable, "read of %q: other reads of more than %d quanta kept it waiting (they run %d at a time); retry, or ask for a shorter range",
-			key, readPageQuanta, maxLongReads)
-	}
-}
 
 // checkGet validates a read and returns its read quorum.
 func (c *Coordinator) checkGet(key string, from, to int64, opt GetOptions) (int, error) {
@@ -527,7 +504,7 @@ func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardS
 			}
 		}
 	}, maxShardsPerRequest, nil)
-	results := fanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout,
+	results := fanOut(ctx, batches, c.fetchLimit(ctx), c.cfg.CallTimeout,
 		func(ctx context.Context, b *peerBatch[fetch]) (*wire.ReadResp, error) {
 			req := &wire.ReadReq{Shards: make([]wire.ShardRead, len(b.items))}
 			for k, f := range b.items {

@@ -1,0 +1,156 @@
+package tsdb
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/tsdht/tsdht/rpc"
+)
+
+// Long reads: gets and aggregates over more than readPageQuanta quanta, which this
+// node coordinates page by page. Each costs the node CPU for every quantum of its
+// range, held or not (2²⁰ quanta, the documented maximum, take seconds of a core),
+// and any client may ask for one. So that a flood of them — careless or hostile —
+// costs the node a bounded share of its time, and the small reads and writes beside
+// them keep their latency (TestSoakHostile):
+//
+//   - they run one at a time (maxLongReads); the others wait for their turn within
+//     their deadline, and are refused CodeUnavailable when it does not come;
+//   - their pages are paced: the node's long reads together take at most
+//     longReadShare of its time on average, beyond a burst of longReadBurst at full
+//     speed (so an occasional hour or day of history is read at once); a page that
+//     would go over waits until the time is earned;
+//   - a paced page asks its replicas one request at a time, so that it keeps at
+//     most one core busy and the other cores serve everything else.
+
+// maxLongReads is how many long reads a node coordinates at once.
+const maxLongReads = 1
+
+// longReadShare is the share of wall time that a node's long reads take on average
+// once their burst is spent: 1/4 of one core.
+const longReadShare = 0.25
+
+// longReadBurst is how much page time long reads may take at full speed before
+// pacing starts, refilled at longReadShare: a one-hour read of 60 Hz data on one node
+// takes 16–18 ms, a day of 10 s quanta is 34 pages.
+const longReadBurst = 250 * time.Millisecond
+
+// pacer is a token bucket of time: pages are charged the wall time they took, and
+// time is earned back at share of the wall time that passes, up to burst. It is the
+// node's, shared by its long reads.
+type pacer struct {
+	share float64       // of wall time, in (0, 1]
+	burst time.Duration // the most time held
+	now   func() time.Time
+
+	mu     sync.Mutex
+	credit time.Duration // may be negative: the debt of the last page
+	last   time.Time     // when credit was last brought up to date
+	spent  time.Duration // all the time charged
+}
+
+func newPacer(share float64, burst time.Duration) *pacer {
+	return &pacer{share: share, burst: burst, credit: burst, now: time.Now}
+}
+
+// refillLocked brings p.credit up to now. Called with p.mu held.
+func (p *pacer) refillLocked() time.Time {
+	now := p.now()
+	if !p.last.IsZero() {
+		p.credit = min(p.burst, p.credit+time.Duration(float64(now.Sub(p.last))*p.share))
+	}
+	p.last = now
+	return now
+}
+
+// wait returns how long the next page must wait before it starts: until the debt
+// of the pages before it is earned back (0 when there is none).
+func (p *pacer) wait() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refillLocked()
+	if p.credit >= 0 {
+		return 0
+	}
+	return time.Duration(float64(-p.credit) / p.share)
+}
+
+// charge debits d, the time a page took.
+func (p *pacer) charge(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refillLocked()
+	p.credit -= d
+	p.spent += d
+}
+
+// longTurn is one long read's turn (longRead); a nil *longTurn is a short read's,
+// which runs its one page unpaced.
+type longTurn struct {
+	c   *Coordinator
+	key string
+}
+
+// longRead waits for a long read's turn, or returns an error with CodeUnavailable if
+// it did not come within nine tenths of the time left to ctx (so that the caller
+// still gets the answer before it stops waiting). The turn's release must be called.
+func (c *Coordinator) longRead(ctx context.Context, key string) (*longTurn, error) {
+	wait := ctx
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithDeadline(ctx, d.Add(-time.Until(d)/10))
+		defer cancel()
+	}
+	select {
+	case c.longReads <- struct{}{}:
+		return &longTurn{c: c, key: key}, nil
+	case <-wait.Done():
+		return nil, rpc.Errorf(CodeUnavailable, "read of %q: other reads of more than %d quanta kept it waiting (they run %d at a time); retry, or ask for a shorter range",
+			key, readPageQuanta, maxLongReads)
+	}
+}
+
+// release ends the turn; a nil turn's does nothing.
+func (t *longTurn) release() {
+	if t != nil {
+		<-t.c.longReads
+	}
+}
+
+// serialKey marks a paced page's context: its fetches go one at a time (fetchLimit).
+type serialKey struct{}
+
+// fetchLimit is how many requests a read page may have in flight at once.
+func (c *Coordinator) fetchLimit(ctx context.Context) int {
+	if ctx.Value(serialKey{}) != nil {
+		return 1
+	}
+	return c.cfg.ReadConcurrency
+}
+
+// page runs one page of the read, paced: it first waits until the node's long reads
+// have earned the time back (an error with CodeUnavailable if ctx ends first), then
+// runs fn, with its fetches one at a time if it had to wait, and charges the time fn
+// took. A nil turn runs fn at once.
+func (t *longTurn) page(ctx context.Context, fn func(context.Context) error) error {
+	if t == nil {
+		return fn(ctx)
+	}
+	p := t.c.longPace
+	if d := p.wait(); d > 0 {
+		timer := time.NewTimer(d)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return rpc.Errorf(CodeUnavailable, "read of %q: %v: reads of more than %d quanta are paced to %.0f%% of this node's time; retry later, or ask for a shorter range",
+				t.key, ctx.Err(), readPageQuanta, 100*p.share)
+		}
+		ctx = context.WithValue(ctx, serialKey{}, true)
+	}
+	start := p.now()
+	err := fn(ctx)
+	p.charge(p.now().Sub(start))
+	return err
+}
