@@ -145,7 +145,11 @@ func runBenchReport(c *cli.Context) error {
 			}
 			rebuilt := "| — | — | —"
 			if rb := r.RebuiltLatency; rb != nil {
-				rebuilt = fmt.Sprintf("| %.3f | %.3f | %.1f×", rb.Mean, rb.P50, rb.Speedup)
+				how := ""
+				if rb.Lookup {
+					how = " (lookup)"
+				}
+				rebuilt = fmt.Sprintf("| %.3f%s | %.3f | %.1f×", rb.Mean, how, rb.P50, rb.Speedup)
 			}
 			fmt.Fprintf(w, "| %s | %d | %d | %s | %.3f | %.3f | %.3f %s %s %s | %s | %d | %d | %s, %s |\n",
 				strings.ToUpper(r.IDFormat), r.RF, r.WriteQuorum, paperCell(r.PaperMs, 2), r.latency.Mean, r.latency.P50,

@@ -30,6 +30,7 @@ func benchWriteCommand() *cli.Command {
 			&cli.IntFlag{Name: "warmup", Value: 200, Usage: "untimed writes (and floor rounds) first: connections, series type"},
 			&cli.IntFlag{Name: "write-quorum", Usage: "replicas that must acknowledge each write (default: the nodes' own, a majority of rf)"},
 			&cli.BoolFlag{Name: "paper", Usage: "with --local: also write to the paper's design rebuilt (internal/paperdht) in the same run, interleaved"},
+			&cli.BoolFlag{Name: "paper-lookup", Usage: "with --paper: the rebuild finds each write's replicas by Kademlia's iterative FIND_NODE over RPC first, as Kademlia's STORE does (default: from its own full member list)"},
 			&cli.StringFlag{Name: "floor-addrs", Usage: "with --cluster: 'tsdht bench echo' servers (HOST:PORT,…; at least rf) on the nodes' hosts, for the floor; without them the floor is not measured"},
 		),
 		Action: runBench(runBenchWrite),
@@ -67,6 +68,9 @@ type RebuiltLatency struct {
 	// Speedup is the rebuild's mean over tsdht's mean; SpeedupP50 compares medians.
 	Speedup    float64 `json:"rebuilt_over_tsdht"`
 	SpeedupP50 float64 `json:"rebuilt_over_tsdht_p50"`
+	// Lookup says the rebuild found each write's replicas by an iterative FIND_NODE
+	// lookup over RPC (--paper-lookup).
+	Lookup bool `json:"rebuilt_lookup,omitempty"`
 }
 
 type writeResult struct {
@@ -83,6 +87,10 @@ type writeResult struct {
 
 func runBenchWrite(e *benchEnv, c *cli.Context) error {
 	count, warmup, wq, paper := c.Int("count"), c.Int("warmup"), c.Int("write-quorum"), c.Bool("paper")
+	lookup := c.Bool("paper-lookup")
+	if lookup && !paper {
+		return fmt.Errorf("--paper-lookup needs --paper")
+	}
 	if paper && e.local == 0 {
 		return fmt.Errorf("--paper needs --local: the rebuild runs inside the bench process")
 	}
@@ -110,7 +118,7 @@ func runBenchWrite(e *benchEnv, c *cli.Context) error {
 		"format", "rf", "w", "mean ms", "p50 ms", "p99 ms", "floor ms", "fl p50", "fl p99", "peers", "×floor",
 		"bare ms", "bare p50", "×bare", "×b p50", "rebuilt", "rb p50", "rb÷ts", "paper ms")
 	for _, cs := range e.cases() {
-		r, err := e.writeCase(cs, count, warmup, wq, floorAddrs, paper)
+		r, err := e.writeCase(cs, count, warmup, wq, floorAddrs, paper, lookup)
 		if err != nil {
 			return fmt.Errorf("[%s] %w", cs, err)
 		}
@@ -138,7 +146,7 @@ func runBenchWrite(e *benchEnv, c *cli.Context) error {
 	return nil
 }
 
-func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []string, paper bool) (*writeResult, error) {
+func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []string, paper, lookup bool) (*writeResult, error) {
 	bc, err := e.start(cs)
 	if err != nil {
 		return nil, err
@@ -185,7 +193,7 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 		}
 		defer bf.Close()
 		if paper {
-			if rebuilt, err = startRebuilt(e.local, cs.format, q); err != nil {
+			if rebuilt, err = startRebuilt(e.local, cs.format, q, lookup); err != nil {
 				fp.Close()
 				return nil, err
 			}
@@ -310,7 +318,7 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 	}
 	if rebuilt != nil {
 		x := summarize(rb)
-		r.RebuiltLatency = &RebuiltLatency{Mean: x.Mean, P50: x.P50, P99: x.P99}
+		r.RebuiltLatency = &RebuiltLatency{Mean: x.Mean, P50: x.P50, P99: x.P99, Lookup: lookup}
 		if r.latency.Mean > 0 {
 			r.RebuiltLatency.Speedup = x.Mean / r.latency.Mean
 		}
@@ -328,12 +336,14 @@ type rebuiltCluster struct {
 	writer *paperdht.Client
 }
 
-func startRebuilt(n int, f quanta.Format, q quanta.Quantum) (*rebuiltCluster, error) {
+func startRebuilt(n int, f quanta.Format, q quanta.Quantum, lookup bool) (*rebuiltCluster, error) {
 	nodes, err := paperdht.StartCluster(n)
 	if err != nil {
 		return nil, fmt.Errorf("rebuilt paper design: %w", err)
 	}
-	return &rebuiltCluster{nodes: nodes, writer: nodes.Client(0, f, q)}, nil
+	w := nodes.Client(0, f, q)
+	w.Lookup = lookup
+	return &rebuiltCluster{nodes: nodes, writer: w}, nil
 }
 
 func (rc *rebuiltCluster) put(key string, t int64, v float64, rf, quorum int) error {

@@ -15,7 +15,10 @@
 // (rpc.DialHTTP hijacks one HTTP connection per peer and multiplexes calls over it); a
 // write to the writer's own node stores in its map without an RPC; the replicas are
 // called in parallel (rpc.Client.Go) and a write returns once a quorum of them has
-// answered (the caller's choice; rf for all of them).
+// answered (the caller's choice; rf for all of them). Client.Lookup adds what
+// Kademlia's STORE does first ("as per Kademlia, all communication happens through
+// RPCs"): an iterative FIND_NODE lookup of the rf closest nodes, α = 3 queries at a
+// time, until the rf closest nodes seen have all answered.
 //
 // It is a yardstick, not part of tsdht: no deadlines on calls, no persistence, no
 // membership changes, no bounds on what a peer may send.
@@ -54,6 +57,23 @@ type StoreReply struct {
 	Stored int // measurements appended
 }
 
+// FindNodeArgs is the FindNode RPC's request: Kademlia's FIND_NODE.
+type FindNodeArgs struct {
+	Target quanta.ID
+}
+
+// FindNodeReply is the FindNode RPC's answer: the K contacts the node knows closest
+// to the target.
+type FindNodeReply struct {
+	Contacts []Contact
+}
+
+// K is Kademlia's bucket size: how many contacts a FindNode answer holds at most.
+const K = 20
+
+// Alpha is Kademlia's lookup parallelism.
+const Alpha = 3
+
 // GetArgs is the Get RPC's request: one shard.
 type GetArgs struct {
 	ID quanta.ID
@@ -70,8 +90,9 @@ type GetReply struct {
 type Node struct {
 	ID quanta.ID
 
-	mu   sync.RWMutex
-	data map[quanta.ID][]Measurement
+	mu       sync.RWMutex
+	data     map[quanta.ID][]Measurement
+	contacts []Contact // every node, itself included (SetContacts)
 
 	ln  net.Listener
 	srv *http.Server
@@ -90,6 +111,26 @@ func (s *Service) Store(args *StoreArgs, reply *StoreReply) error {
 func (s *Service) Get(args *GetArgs, reply *GetReply) error {
 	reply.M, reply.Held = s.n.get(args.ID)
 	return nil
+}
+
+// FindNode answers with the K contacts closest to the target.
+func (s *Service) FindNode(args *FindNodeArgs, reply *FindNodeReply) error {
+	reply.Contacts = s.n.findNode(args.Target)
+	return nil
+}
+
+// SetContacts tells the node the cluster's members (its routing table: with fewer
+// than K nodes per bucket, Kademlia's tables hold every node).
+func (n *Node) SetContacts(cs []Contact) {
+	n.mu.Lock()
+	n.contacts = slices.Clone(cs)
+	n.mu.Unlock()
+}
+
+func (n *Node) findNode(target quanta.ID) []Contact {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return Closest(n.contacts, target, K)
 }
 
 func (n *Node) store(id quanta.ID, m []Measurement) int {
@@ -179,6 +220,10 @@ func Closest(contacts []Contact, id quanta.ID, k int) []Contact {
 // written without an RPC) or a thin client (self nil). It keeps one net/rpc client per
 // peer, dialed at first use. Safe for concurrent use.
 type Client struct {
+	// Lookup makes every Put find its replicas by an iterative FIND_NODE lookup over
+	// RPC, as Kademlia's STORE does, instead of from the client's own contact list.
+	Lookup bool
+
 	self     *Node
 	contacts []Contact
 	format   quanta.Format
@@ -217,6 +262,12 @@ func (c *Client) Put(key string, t int64, v float64, rf, quorum int) error {
 	id := quanta.ShardID(c.format, key, c.quantum.Start(t))
 	args := &StoreArgs{ID: id, M: []Measurement{{T: t, V: v}}}
 	replicas := Closest(c.contacts, id, rf)
+	if c.Lookup {
+		var err error
+		if replicas, err = c.lookup(id, rf); err != nil {
+			return fmt.Errorf("paperdht: put %q: %w", key, err)
+		}
+	}
 	done := make(chan *rpc.Call, len(replicas))
 	acked, calls := 0, 0
 	var errs []error
@@ -246,6 +297,70 @@ func (c *Client) Put(key string, t int64, v float64, rf, quorum int) error {
 		return fmt.Errorf("paperdht: put %q: %d of %d replicas stored it, want %d: %w", key, acked, len(replicas), quorum, errors.Join(errs...))
 	}
 	return nil
+}
+
+// lookup finds the k nodes closest to id as Kademlia does: it asks the Alpha closest
+// nodes it knows of that it has not asked yet, in parallel, for their closest
+// contacts, and repeats until the k closest it has seen have all answered. A node
+// that fails to answer is dropped.
+func (c *Client) lookup(id quanta.ID, k int) ([]Contact, error) {
+	seen := map[quanta.ID]Contact{}
+	for _, x := range Closest(c.contacts, id, Alpha) {
+		seen[x.ID] = x
+	}
+	asked := map[quanta.ID]bool{}
+	type answer struct {
+		from Contact
+		cs   []Contact
+		err  error
+	}
+	for {
+		known := make([]Contact, 0, len(seen))
+		for _, x := range seen {
+			known = append(known, x)
+		}
+		var ask []Contact
+		for _, x := range Closest(known, id, k) {
+			if !asked[x.ID] && len(ask) < Alpha {
+				ask = append(ask, x)
+			}
+		}
+		if len(ask) == 0 {
+			return Closest(known, id, k), nil
+		}
+		var local []answer
+		calls := make(chan *rpc.Call, len(ask))
+		from := map[*rpc.Call]Contact{}
+		for _, x := range ask {
+			asked[x.ID] = true
+			if c.self != nil && x.ID == c.self.ID {
+				local = append(local, answer{from: x, cs: c.self.findNode(id)})
+				continue
+			}
+			cl, err := c.conn(x.Addr)
+			if err != nil {
+				local = append(local, answer{from: x, err: err})
+				continue
+			}
+			from[cl.Go("Node.FindNode", &FindNodeArgs{Target: id}, new(FindNodeReply), calls)] = x
+		}
+		for range from {
+			call := <-calls
+			local = append(local, answer{from: from[call], cs: call.Reply.(*FindNodeReply).Contacts, err: call.Error})
+		}
+		for _, a := range local {
+			if a.err != nil {
+				delete(seen, a.from.ID)
+				continue
+			}
+			for _, x := range a.cs {
+				seen[x.ID] = x
+			}
+		}
+		if len(seen) == 0 {
+			return nil, errors.New("lookup: no node answered")
+		}
+	}
 }
 
 // Get returns the measurements of series key in the quanta covering [from, to), whole
@@ -333,6 +448,9 @@ func StartCluster(n int) (*Cluster, error) {
 		}
 		cl.Nodes = append(cl.Nodes, node)
 		cl.Contacts = append(cl.Contacts, node.Contact())
+	}
+	for _, node := range cl.Nodes {
+		node.SetContacts(cl.Contacts)
 	}
 	return cl, nil
 }

@@ -92,3 +92,50 @@ func TestClosestIsXOR(t *testing.T) {
 		t.Fatalf("order %v, want a c b", order)
 	}
 }
+
+// The Kademlia lookup finds the true closest nodes, also from a client that knows only
+// three of them, and Put with Lookup stores where Closest says.
+func TestLookupFindsTheClosest(t *testing.T) {
+	cl, err := StartCluster(18)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	q := quanta.Quantum(10)
+	full := cl.Client(0, quanta.QFI, q)
+	full.Lookup = true
+	defer full.Close()
+	thin := NewClient(nil, cl.Contacts[5:8], quanta.QFI, q) // knows 3 nodes
+	thin.Lookup = true
+	defer thin.Close()
+	for i := range 40 {
+		id := quanta.ShardID(quanta.QFI, "k", int64(i)*10)
+		want := Closest(cl.Contacts, id, 7)
+		for name, c := range map[string]*Client{"full": full, "thin": thin} {
+			got, err := c.lookup(id, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%s: %d contacts, want %d", name, len(got), len(want))
+			}
+			for j := range want {
+				if got[j].ID != want[j].ID {
+					t.Fatalf("%s: lookup %d: contact %d is %x, want %x", name, i, j, got[j].ID[:4], want[j].ID[:4])
+				}
+			}
+		}
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	if err := thin.Put("k", t0, 1, 7, 7); err != nil {
+		t.Fatal(err)
+	}
+	id := quanta.ShardID(quanta.QFI, "k", q.Start(t0))
+	for _, c := range Closest(cl.Contacts, id, 7) {
+		for _, n := range cl.Nodes {
+			if n.ID == c.ID && n.Shards() != 1 {
+				t.Fatalf("replica %x holds %d shards, want 1", n.ID[:4], n.Shards())
+			}
+		}
+	}
+}
