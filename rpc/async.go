@@ -76,17 +76,15 @@ func (c *Client) Go(addr, method string, req []byte, timeout time.Duration, done
 		slow() // the connection broke before anything was sent: redial
 		return
 	}
-	if !cc.out.tryWrite(frame) {
-		select {
-		case cc.out.queue <- frame:
-		default:
-			// The sender is behind: wait for room as Call does, in a goroutine.
-			if _, ok := cc.take(id); ok {
-				c.release(cc)
-				slow()
-			}
-			return
+	select {
+	case cc.out.queue <- frame:
+	default:
+		// The sender is behind: wait for room as Call does, in a goroutine.
+		if _, ok := cc.take(id); ok {
+			c.release(cc)
+			slow()
 		}
+		return
 	}
 	timer.Store(time.AfterFunc(time.Until(deadline), func() {
 		if w, ok := cc.take(id); ok {

@@ -3,7 +3,6 @@ package rpc
 import (
 	"context"
 	"net"
-	"sync"
 	"time"
 )
 
@@ -17,12 +16,8 @@ const maxWriteBatch = 64
 // sender owns the write side of a connection. Frames queued by any goroutine
 // go out whole and in order, and those queued while a write was under way go
 // out together in the next one (writev on TCP): under load, far fewer system
-// calls than one write per frame, which matters on a 1 GHz ARM core. A frame
-// offered while the connection is idle (nothing queued, no write under way) is
-// written by the goroutine offering it (tryWrite): no hand-off to the sender,
-// whose wake-up cost as much as the write itself.
+// calls than one write per frame, which matters on a 1 GHz ARM core.
 type sender struct {
-	mu      sync.Mutex // held by whoever writes to conn: the sender or a tryWrite
 	conn    net.Conn
 	timeout time.Duration // for one write; a peer slower than this stopped reading
 	queue   chan []byte
@@ -46,33 +41,6 @@ func (s *sender) send(ctx context.Context, frame []byte) bool {
 	return false
 }
 
-// tryWrite writes frame on the calling goroutine if the connection is idle, and
-// reports whether it did (a failed write fails the connection, as the
-// sender's would, on a goroutine of its own: the calls it fails hear of it
-// there, never on their caller's goroutine). When it reports false, queue the
-// frame.
-// A write waits for the peer at most timeout, as the sender's do; a small frame
-// on an idle connection goes into the kernel's buffer at once.
-func (s *sender) tryWrite(frame []byte) bool {
-	if len(s.queue) > 0 || !s.mu.TryLock() {
-		return false
-	}
-	defer s.mu.Unlock()
-	select {
-	case <-s.stop:
-		return false // torn down: the caller's queueing finds out
-	default:
-	}
-	err := s.conn.SetWriteDeadline(time.Now().Add(s.timeout))
-	if err == nil {
-		_, err = s.conn.Write(frame)
-	}
-	if err != nil {
-		go s.fail(err)
-	}
-	return true
-}
-
 // run writes queued frames until stop is closed or a write fails.
 func (s *sender) run() {
 	batch := make([][]byte, 0, maxWriteBatch)
@@ -92,13 +60,11 @@ func (s *sender) run() {
 				break more
 			}
 		}
-		s.mu.Lock()
 		err := s.conn.SetWriteDeadline(time.Now().Add(s.timeout))
 		if err == nil {
 			bufs := net.Buffers(batch)
 			_, err = bufs.WriteTo(s.conn)
 		}
-		s.mu.Unlock()
 		if err != nil {
 			s.fail(err)
 			return
