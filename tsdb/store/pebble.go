@@ -65,10 +65,11 @@ type Pebble struct {
 	damage  damageLog // corrupt reads and WAL loss (damage.go)
 	changes changeLog // pairs changed since the repairer last asked (changes.go)
 
-	dirty    atomic.Bool  // SyncBatch: written since the last WAL sync
-	unsynced atomic.Int64 // commitLater writes not yet known synced (SyncAlways)
-	stop     chan struct{}
-	loops    sync.WaitGroup
+	dirty   atomic.Bool   // SyncBatch: written since the last WAL sync
+	applied atomic.Uint64 // commitLater writes applied (SyncAlways)
+	synced  atomic.Uint64 // how many of them are known on disk (durable)
+	stop    chan struct{}
+	loops   sync.WaitGroup
 }
 
 // encoders lends chunk encoders to appends, which run concurrently.
@@ -300,7 +301,7 @@ func (p *Pebble) commitLater(b *pebble.Batch) error {
 	}
 	switch p.opts.Sync {
 	case SyncAlways:
-		p.unsynced.Add(1)
+		p.applied.Add(1) // after the apply: whoever reads the count syncs past this write
 	case SyncBatch:
 		p.dirty.Store(true)
 	}
@@ -309,16 +310,28 @@ func (p *Pebble) commitLater(b *pebble.Batch) error {
 
 // durable returns, with SyncAlways, once every write committed by commitLater before
 // it is on disk (at once when none waits). The caller holds p.state.
+//
+// Counts only grow: two writers that sync for the same writes both record them synced,
+// and neither can make a later writer believe its own write was synced when it was not
+// (a pending count that two callers both subtracted once went negative, and the next
+// writer's sync was skipped: an acknowledged point lost to a crash under --sync always).
 func (p *Pebble) durable() error {
-	n := p.unsynced.Load()
-	if p.opts.Sync != SyncAlways || n == 0 {
+	if p.opts.Sync != SyncAlways {
+		return nil
+	}
+	target := p.applied.Load() // every write counted here is in the WAL's buffer
+	if p.synced.Load() >= target {
 		return nil
 	}
 	if err := p.guard(func() error { return p.db.LogData(nil, pebble.Sync) }); err != nil {
 		return err
 	}
-	p.unsynced.Add(-n)
-	return nil
+	for { // the WAL is synced past target: record it, unless another caller got further
+		cur := p.synced.Load()
+		if cur >= target || p.synced.CompareAndSwap(cur, target) {
+			return nil
+		}
+	}
 }
 
 // apply commits b with wo, unless the engine has failed; a failure of the commit marks
