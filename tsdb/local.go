@@ -21,7 +21,8 @@ type LocalCluster struct {
 }
 
 // StartLocal starts n nodes on 127.0.0.1 with ports picked by the kernel, the first
-// being the others' seed, and waits until every node sees all n as live. tweak, if not
+// being the others' seed, and waits until every node sees all n as live (for 30 s, or
+// until ctx's deadline if that is later: an emulated ARM core needs minutes). tweak, if not
 // nil, adjusts each node's configuration; by default nodes keep their shards in memory
 // under a fresh temporary directory.
 func StartLocal(ctx context.Context, n int, dir string, tweak func(i int, cfg *Config)) (*LocalCluster, error) {
@@ -39,7 +40,11 @@ func StartLocal(ctx context.Context, n int, dir string, tweak func(i int, cfg *C
 			return nil, err
 		}
 	}
-	if err := lc.WaitLive(ctx, n, 30*time.Second); err != nil {
+	within := 30 * time.Second
+	if d, ok := ctx.Deadline(); ok && time.Until(d) > within {
+		within = time.Until(d)
+	}
+	if err := lc.WaitLive(ctx, n, within); err != nil {
 		lc.Close()
 		return nil, err
 	}

@@ -93,9 +93,15 @@ type localReplica struct {
 // and the coordinator's.
 const replicaClockSlack = time.Minute
 
+// Write stores a write request's shards. A request of several shards (a coordinator's
+// group commit, a batch of a series over quanta) goes to a store.BatchAppender as one
+// batch: every shard checked first, then one engine commit, all or nothing.
 func (l *localReplica) Write(_ context.Context, req *wire.WriteReq) (*wire.WriteResp, error) {
-	stored := 0
 	limit := time.Now().Add(l.maxFuture + replicaClockSlack).UnixNano()
+	if ba, ok := l.store.(store.BatchAppender); ok && len(req.Shards) > 1 && !req.Repair {
+		return l.writeBatch(ba, req, limit)
+	}
+	stored := 0
 	var deleted []wire.ShardRanges
 	for i := range req.Shards {
 		w := &req.Shards[i]
@@ -127,6 +133,28 @@ func (l *localReplica) Write(_ context.Context, req *wire.WriteReq) (*wire.Write
 		stored += w.Points.Len()
 	}
 	return &wire.WriteResp{Stored: stored, Deleted: deleted}, nil
+}
+
+// writeBatch is Write of several shards through one AppendBatch.
+func (l *localReplica) writeBatch(ba store.BatchAppender, req *wire.WriteReq, limit int64) (*wire.WriteResp, error) {
+	batch := make([]store.PairAppend, len(req.Shards))
+	stored := 0
+	for i := range req.Shards {
+		w := &req.Shards[i]
+		ref, err := l.checkShard(w.ID, w.Start, w.Key)
+		if err != nil {
+			return nil, err
+		}
+		if err := l.checkPoints(w, limit); err != nil {
+			return nil, err
+		}
+		batch[i] = store.PairAppend{Ref: ref, Key: w.Key, Points: w.Points}
+		stored += w.Points.Len()
+	}
+	if err := ba.AppendBatch(batch); err != nil {
+		return nil, storeError(err)
+	}
+	return &wire.WriteResp{Stored: stored}, nil
 }
 
 // checkPoints refuses what a coordinator would have refused: invalid points (lengths,

@@ -299,7 +299,10 @@ func (e *benchEnv) start(cs benchCase) (*benchCluster, error) {
 		dir = filepath.Join(dir, fmt.Sprintf("%s-rf%d-%d", cs.format, cs.rf, time.Now().UnixNano()))
 	}
 	stores := localStores{kind: e.store, sync: e.sync}
-	lc, err := tsdb.StartLocal(e.ctx, e.local, dir, func(_ int, cfg *tsdb.Config) {
+	// Convergence may take up to --timeout (minutes on an emulated ARM core).
+	startCtx, cancel := context.WithTimeout(e.ctx, e.timeout)
+	defer cancel()
+	lc, err := tsdb.StartLocal(startCtx, e.local, dir, func(_ int, cfg *tsdb.Config) {
 		cfg.RF = cs.rf
 		cfg.DHT.Format = cs.format
 		cfg.DHT.Routing = e.routing

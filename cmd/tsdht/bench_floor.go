@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/signal"
 	"sync"
@@ -128,5 +130,93 @@ func (fp *floorProber) Close() {
 	fp.cli.Close()
 	for _, s := range fp.servers {
 		s.Close()
+	}
+}
+
+// The bare floor is the physical limit under a write on this machine: one 16-byte
+// request to each of the write's remote replicas over persistent loopback TCP to plain
+// Go echo servers (a goroutine per connection copying the bytes back), the writer
+// writing to every connection and then reading every answer on its own goroutine, with
+// no framing, no multiplexing, no codec (rpc's BenchmarkFanOut7/bare in a bench run).
+
+// barePayload is the bare floor's request and answer.
+const barePayload = 16
+
+// bareFloor is a set of bare echo servers and one connection to each.
+type bareFloor struct {
+	lns   []net.Listener
+	conns []net.Conn
+	buf   []byte
+}
+
+// newBareFloor starts n bare echo servers on loopback and connects to each.
+func newBareFloor(n int) (*bareFloor, error) {
+	bf := &bareFloor{buf: make([]byte, barePayload)}
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			bf.Close()
+			return nil, err
+		}
+		bf.lns = append(bf.lns, ln)
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			buf := make([]byte, barePayload)
+			for {
+				if _, err := io.ReadFull(c, buf); err != nil {
+					return
+				}
+				if _, err := c.Write(buf); err != nil {
+					return
+				}
+			}
+		}()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			bf.Close()
+			return nil, err
+		}
+		bf.conns = append(bf.conns, c)
+	}
+	return bf, nil
+}
+
+// round sends to the first k servers and reads their k answers; each connection's
+// answer is awaited for timeout at most.
+func (bf *bareFloor) round(k int, timeout time.Duration) (time.Duration, error) {
+	if k == 0 {
+		return 0, nil
+	}
+	if k > len(bf.conns) {
+		return 0, fmt.Errorf("bare floor of %d peers: only %d echo servers", k, len(bf.conns))
+	}
+	deadline := time.Now().Add(timeout)
+	for _, c := range bf.conns[:k] {
+		c.SetReadDeadline(deadline) // outside the measurement
+	}
+	t0 := time.Now()
+	for _, c := range bf.conns[:k] {
+		if _, err := c.Write(bf.buf); err != nil {
+			return 0, fmt.Errorf("bare floor: %w", err)
+		}
+	}
+	for _, c := range bf.conns[:k] {
+		if _, err := io.ReadFull(c, bf.buf); err != nil {
+			return 0, fmt.Errorf("bare floor: %w", err)
+		}
+	}
+	return time.Since(t0), nil
+}
+
+func (bf *bareFloor) Close() {
+	for _, c := range bf.conns {
+		c.Close()
+	}
+	for _, ln := range bf.lns {
+		ln.Close()
 	}
 }

@@ -60,14 +60,18 @@ func TestBenchJSON(t *testing.T) {
 		t.Skip("starts in-process clusters")
 	}
 	t.Run("write", func(t *testing.T) {
-		res := runBenchJSON(t, "write", "--local", "3", "--rf", "1,3", "--count", "30", "--warmup", "5", "--store", "memory")
+		res := runBenchJSON(t, "write", "--local", "3", "--rf", "1,3", "--count", "30", "--warmup", "5", "--store", "memory", "--paper")
 		if len(res) != 4 {
 			t.Fatalf("%d results, want 4 (qfi, kfi × rf 1, 3)", len(res))
 		}
 		seen := map[string]bool{}
 		for _, m := range res {
 			requireFields(t, m, append(commonFields, "count", "write_quorum", "mean_ms", "p50_ms", "p99_ms", "points_per_s",
-				"floor_mean_ms", "floor_p50_ms", "floor_p99_ms", "floor_peers", "x_floor")...)
+				"floor_mean_ms", "floor_p50_ms", "floor_p99_ms", "floor_peers", "x_floor",
+				"bare_mean_ms", "bare_p50_ms", "x_bare", "rebuilt_mean_ms", "rebuilt_p50_ms", "rebuilt_over_tsdht")...)
+			if m["rebuilt_mean_ms"].(float64) <= 0 || (m["rf"] == 3.0 && m["bare_mean_ms"].(float64) <= 0) {
+				t.Errorf("result %v: want the rebuild's and (rf 3) the bare floor's latencies measured", m)
+			}
 			if m["bench"] != "write" || m["count"] != 30.0 || m["sync"] != "none" || m["store"] != "memory" {
 				t.Errorf("result %v: want bench write, count 30, sync none, store memory", m)
 			}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/tsdht/tsdht/internal/paperdht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb"
 )
@@ -19,11 +20,17 @@ func benchWriteCommand() *cli.Command {
 			"--cluster, a thin client of the first address) stores --count single 60 Hz measurements one after\n" +
 			"another. In the same run it measures the floor: a bare request/response over persistent TCP to as\n" +
 			"many peers as the write has remote replicas (rf−1 when the writer is one of them, else rf), in\n" +
-			"parallel, against echo servers with no DHT and no store.",
+			"parallel, against echo servers with no DHT and no store — through package rpc (floor) and, with\n" +
+			"--local, through plain TCP to plain Go echo servers (bare). With --local and --paper it also\n" +
+			"writes the same points to the paper's design rebuilt (internal/paperdht: net/rpc over HTTP, gob,\n" +
+			"an in-memory hashmap) on as many nodes, at the same rf and write quorum. Writes, floors and the\n" +
+			"rebuild take turns in blocks of 100, so all meet the same background.",
 		Flags: append(benchFlags(18, []int{1, 4, 7}),
 			&cli.IntFlag{Name: "count", Value: 10000, Usage: "timed single-point writes per case"},
 			&cli.IntFlag{Name: "warmup", Value: 200, Usage: "untimed writes (and floor rounds) first: connections, series type"},
 			&cli.IntFlag{Name: "write-quorum", Usage: "replicas that must acknowledge each write (default: the nodes' own, a majority of rf)"},
+			&cli.BoolFlag{Name: "paper", Usage: "with --local: also write to the paper's design rebuilt (internal/paperdht) in the same run, interleaved"},
+			&cli.BoolFlag{Name: "paper-lookup", Usage: "with --paper: the rebuild finds each write's replicas by Kademlia's iterative FIND_NODE over RPC first, as Kademlia's STORE does (default: from its own full member list)"},
 			&cli.StringFlag{Name: "floor-addrs", Usage: "with --cluster: 'tsdht bench echo' servers (HOST:PORT,…; at least rf) on the nodes' hosts, for the floor; without them the floor is not measured"},
 		),
 		Action: runBench(runBenchWrite),
@@ -41,6 +48,31 @@ type FloorLatency struct {
 	RatioP50 float64 `json:"x_floor_p50"`
 }
 
+// BareLatency is the bare floor beside a write result (--local only), in ms: plain TCP
+// to plain Go echo servers, as many as the write's remote replicas.
+type BareLatency struct {
+	Mean float64 `json:"bare_mean_ms"`
+	P50  float64 `json:"bare_p50_ms"`
+	P99  float64 `json:"bare_p99_ms"`
+	// Ratio is the write's mean over the bare floor's mean; RatioP50 compares medians.
+	Ratio    float64 `json:"x_bare"`
+	RatioP50 float64 `json:"x_bare_p50"`
+}
+
+// RebuiltLatency is the paper's design rebuilt (internal/paperdht) writing the same
+// points in the same run (--paper), in ms.
+type RebuiltLatency struct {
+	Mean float64 `json:"rebuilt_mean_ms"`
+	P50  float64 `json:"rebuilt_p50_ms"`
+	P99  float64 `json:"rebuilt_p99_ms"`
+	// Speedup is the rebuild's mean over tsdht's mean; SpeedupP50 compares medians.
+	Speedup    float64 `json:"rebuilt_over_tsdht"`
+	SpeedupP50 float64 `json:"rebuilt_over_tsdht_p50"`
+	// Lookup says the rebuild found each write's replicas by an iterative FIND_NODE
+	// lookup over RPC (--paper-lookup).
+	Lookup bool `json:"rebuilt_lookup,omitempty"`
+}
+
 type writeResult struct {
 	caseInfo
 	Count       int `json:"count"`
@@ -48,11 +80,20 @@ type writeResult struct {
 	latency
 	PointsPerS float64 `json:"points_per_s"`
 	*FloorLatency
+	*BareLatency
+	*RebuiltLatency
 	PaperMs float64 `json:"paper_ms,omitempty"`
 }
 
 func runBenchWrite(e *benchEnv, c *cli.Context) error {
-	count, warmup, wq := c.Int("count"), c.Int("warmup"), c.Int("write-quorum")
+	count, warmup, wq, paper := c.Int("count"), c.Int("warmup"), c.Int("write-quorum"), c.Bool("paper")
+	lookup := c.Bool("paper-lookup")
+	if lookup && !paper {
+		return fmt.Errorf("--paper-lookup needs --paper")
+	}
+	if paper && e.local == 0 {
+		return fmt.Errorf("--paper needs --local: the rebuild runs inside the bench process")
+	}
 	if count < 1 || warmup < 0 {
 		return fmt.Errorf("need --count ≥ 1 and --warmup ≥ 0")
 	}
@@ -68,11 +109,16 @@ func runBenchWrite(e *benchEnv, c *cli.Context) error {
 	}
 	e.printf("tsdht bench write: %d sequential single-point writes per case\n", count)
 	e.printf("cluster: %s\nwriter:  %s\nmachine: %s\n", e.where(), writer, machine())
-	e.printf("floor:   one bare request/response to the write's remote replicas in parallel (echo servers: no DHT, no store)\n\n")
-	e.printf("%-6s %3s %3s %9s %9s %9s   %9s %9s %9s %6s %7s   %9s\n",
-		"format", "rf", "w", "mean ms", "p50 ms", "p99 ms", "floor ms", "fl p50", "fl p99", "peers", "×floor", "paper ms")
+	e.printf("floor:   one bare request/response to the write's remote replicas in parallel (echo servers: no DHT, no store)\n")
+	e.printf("bare:    the same over plain TCP to plain Go echo servers, 16 bytes, no rpc layer (--local only)\n")
+	if paper {
+		e.printf("rebuilt: the paper's design rebuilt (internal/paperdht: net/rpc over HTTP, gob, in-memory), same nodes count, rf and quorum\n")
+	}
+	e.printf("\n%-6s %3s %3s %9s %9s %9s   %9s %9s %9s %6s %7s   %9s %9s %7s %7s   %9s %9s %7s   %9s\n",
+		"format", "rf", "w", "mean ms", "p50 ms", "p99 ms", "floor ms", "fl p50", "fl p99", "peers", "×floor",
+		"bare ms", "bare p50", "×bare", "×b p50", "rebuilt", "rb p50", "rb÷ts", "paper ms")
 	for _, cs := range e.cases() {
-		r, err := e.writeCase(cs, count, warmup, wq, floorAddrs)
+		r, err := e.writeCase(cs, count, warmup, wq, floorAddrs, paper, lookup)
 		if err != nil {
 			return fmt.Errorf("[%s] %w", cs, err)
 		}
@@ -80,11 +126,19 @@ func runBenchWrite(e *benchEnv, c *cli.Context) error {
 		if f := r.FloorLatency; f != nil {
 			fl = fmt.Sprintf("%9.3f %9.3f %9.3f %6.2f %6.2f×", f.Mean, f.P50, f.P99, f.Peers, f.Ratio)
 		}
-		paper := "—"
-		if r.PaperMs > 0 {
-			paper = fmt.Sprintf("%.2f", r.PaperMs)
+		bare := "        —         —       —       —"
+		if b := r.BareLatency; b != nil {
+			bare = fmt.Sprintf("%9.3f %9.3f %6.2f× %6.2f×", b.Mean, b.P50, b.Ratio, b.RatioP50)
 		}
-		e.printf("%-6s %3d %3d %9.3f %9.3f %9.3f   %s   %9s\n", cs.format, cs.rf, r.WriteQuorum, r.latency.Mean, r.latency.P50, r.latency.P99, fl, paper)
+		rebuilt := "        —         —       —"
+		if rb := r.RebuiltLatency; rb != nil {
+			rebuilt = fmt.Sprintf("%9.3f %9.3f %6.1f×", rb.Mean, rb.P50, rb.Speedup)
+		}
+		paperMs := "—"
+		if r.PaperMs > 0 {
+			paperMs = fmt.Sprintf("%.2f", r.PaperMs)
+		}
+		e.printf("%-6s %3d %3d %9.3f %9.3f %9.3f   %s   %s   %s   %9s\n", cs.format, cs.rf, r.WriteQuorum, r.latency.Mean, r.latency.P50, r.latency.P99, fl, bare, rebuilt, paperMs)
 		if err := e.emit(r); err != nil {
 			return err
 		}
@@ -92,7 +146,7 @@ func runBenchWrite(e *benchEnv, c *cli.Context) error {
 	return nil
 }
 
-func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []string) (*writeResult, error) {
+func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []string, paper, lookup bool) (*writeResult, error) {
 	bc, err := e.start(cs)
 	if err != nil {
 		return nil, err
@@ -111,6 +165,8 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 	// The floor's fan-out for each timed write: its remote replicas.
 	fanout := make([]int, count)
 	var fp *floorProber
+	var bf *bareFloor
+	var rebuilt *rebuiltCluster
 	if bc.local != nil {
 		self := bc.local.Nodes[0].DHT()
 		q := tsdb.DefaultConfig().DHT.Quantum
@@ -130,6 +186,18 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 		}
 		if fp, err = newLocalFloor(cs.rf, e.timeout); err != nil {
 			return nil, err
+		}
+		if bf, err = newBareFloor(cs.rf); err != nil {
+			fp.Close()
+			return nil, err
+		}
+		defer bf.Close()
+		if paper {
+			if rebuilt, err = startRebuilt(e.local, cs.format, q, lookup); err != nil {
+				fp.Close()
+				return nil, err
+			}
+			defer rebuilt.Close()
 		}
 	} else if len(floorAddrs) > 0 {
 		for i := range fanout {
@@ -153,8 +221,9 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 	w := bc.node(0)
 	opt := tsdb.PutOptions{WriteQuorum: wq}
 	lat := make([]time.Duration, 0, count)
-	var floor []time.Duration
+	var floor, bare, rb []time.Duration
 	peers := 0
+	rbQuorum := r.WriteQuorum
 	var spent time.Duration
 	for lo, hi := -warmup, 0; lo < count; lo = hi {
 		hi = min(lo+block, count)
@@ -176,6 +245,19 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 				spent += d
 			}
 		}
+		if rebuilt != nil {
+			for i := lo; i < hi; i++ {
+				t := time.Now()
+				err := rebuilt.put(key, data.T[warmup+i], data.F[warmup+i], cs.rf, rbQuorum)
+				d := time.Since(t)
+				if err != nil {
+					return nil, fmt.Errorf("rebuilt paper design, write %d: %w", i, err)
+				}
+				if i >= 0 {
+					rb = append(rb, d)
+				}
+			}
+		}
 		if fp == nil {
 			continue
 		}
@@ -193,6 +275,22 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 				peers += k
 			}
 		}
+		if bf == nil {
+			continue
+		}
+		for i := lo; i < hi; i++ {
+			k := cs.rf
+			if i >= 0 {
+				k = fanout[i]
+			}
+			d, err := bf.round(k, e.timeout)
+			if err != nil {
+				return nil, err
+			}
+			if i >= 0 {
+				bare = append(bare, d)
+			}
+		}
 	}
 	r.latency = summarize(lat)
 	if spent > 0 {
@@ -208,5 +306,51 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 			r.FloorLatency.RatioP50 = r.latency.P50 / f.P50
 		}
 	}
+	if bf != nil {
+		b := summarize(bare)
+		r.BareLatency = &BareLatency{Mean: b.Mean, P50: b.P50, P99: b.P99}
+		if b.Mean > 0 {
+			r.BareLatency.Ratio = r.latency.Mean / b.Mean
+		}
+		if b.P50 > 0 {
+			r.BareLatency.RatioP50 = r.latency.P50 / b.P50
+		}
+	}
+	if rebuilt != nil {
+		x := summarize(rb)
+		r.RebuiltLatency = &RebuiltLatency{Mean: x.Mean, P50: x.P50, P99: x.P99, Lookup: lookup}
+		if r.latency.Mean > 0 {
+			r.RebuiltLatency.Speedup = x.Mean / r.latency.Mean
+		}
+		if r.latency.P50 > 0 {
+			r.RebuiltLatency.SpeedupP50 = x.P50 / r.latency.P50
+		}
+	}
 	return r, nil
+}
+
+// rebuiltCluster is the paper's design rebuilt (internal/paperdht) on as many nodes as
+// the --local cluster, written to by its node 0 as tsdht's writer is node 0.
+type rebuiltCluster struct {
+	nodes  *paperdht.Cluster
+	writer *paperdht.Client
+}
+
+func startRebuilt(n int, f quanta.Format, q quanta.Quantum, lookup bool) (*rebuiltCluster, error) {
+	nodes, err := paperdht.StartCluster(n)
+	if err != nil {
+		return nil, fmt.Errorf("rebuilt paper design: %w", err)
+	}
+	w := nodes.Client(0, f, q)
+	w.Lookup = lookup
+	return &rebuiltCluster{nodes: nodes, writer: w}, nil
+}
+
+func (rc *rebuiltCluster) put(key string, t int64, v float64, rf, quorum int) error {
+	return rc.writer.Put(key, t, v, rf, quorum)
+}
+
+func (rc *rebuiltCluster) Close() {
+	rc.writer.Close()
+	rc.nodes.Close()
 }

@@ -42,6 +42,41 @@ func (m *Mem) Append(ref ShardRef, key string, pts series.Points) error {
 	return m.appendLocked(ref, key, pts)
 }
 
+// AppendBatch implements BatchAppender: every entry is checked (arguments, then types)
+// before any is stored.
+func (m *Mem) AppendBatch(batch []PairAppend) error {
+	prepared := make([]PairAppend, 0, len(batch))
+	for _, a := range batch {
+		if empty, err := prepareAppend(a.Key, &a.Points); err != nil {
+			return err
+		} else if !empty {
+			prepared = append(prepared, a)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	types := map[string]series.Type{}
+	for _, a := range prepared {
+		t, ok := types[a.Key]
+		if !ok {
+			t, ok = m.types[a.Key]
+		}
+		if ok && t != a.Points.Type {
+			return mismatch(a.Key, t, a.Points.Type)
+		}
+		types[a.Key] = a.Points.Type
+	}
+	for _, a := range prepared {
+		if err := m.appendLocked(a.Ref, a.Key, a.Points); err != nil {
+			return err // cannot happen: every type was checked above
+		}
+	}
+	return nil
+}
+
 func (m *Mem) appendLocked(ref ShardRef, key string, pts series.Points) error {
 	if m.closed {
 		return ErrClosed

@@ -65,10 +65,11 @@ type Pebble struct {
 	damage  damageLog // corrupt reads and WAL loss (damage.go)
 	changes changeLog // pairs changed since the repairer last asked (changes.go)
 
-	dirty    atomic.Bool  // SyncBatch: written since the last WAL sync
-	unsynced atomic.Int64 // commitLater writes not yet known synced (SyncAlways)
-	stop     chan struct{}
-	loops    sync.WaitGroup
+	dirty   atomic.Bool   // SyncBatch: written since the last WAL sync
+	applied atomic.Uint64 // commitLater writes applied (SyncAlways)
+	synced  atomic.Uint64 // how many of them are known on disk (durable)
+	stop    chan struct{}
+	loops   sync.WaitGroup
 }
 
 // encoders lends chunk encoders to appends, which run concurrently.
@@ -300,7 +301,7 @@ func (p *Pebble) commitLater(b *pebble.Batch) error {
 	}
 	switch p.opts.Sync {
 	case SyncAlways:
-		p.unsynced.Add(1)
+		p.applied.Add(1) // after the apply: whoever reads the count syncs past this write
 	case SyncBatch:
 		p.dirty.Store(true)
 	}
@@ -309,16 +310,28 @@ func (p *Pebble) commitLater(b *pebble.Batch) error {
 
 // durable returns, with SyncAlways, once every write committed by commitLater before
 // it is on disk (at once when none waits). The caller holds p.state.
+//
+// Counts only grow: two writers that sync for the same writes both record them synced,
+// and neither can make a later writer believe its own write was synced when it was not
+// (a pending count that two callers both subtracted once went negative, and the next
+// writer's sync was skipped: an acknowledged point lost to a crash under --sync always).
 func (p *Pebble) durable() error {
-	n := p.unsynced.Load()
-	if p.opts.Sync != SyncAlways || n == 0 {
+	if p.opts.Sync != SyncAlways {
+		return nil
+	}
+	target := p.applied.Load() // every write counted here is in the WAL's buffer
+	if p.synced.Load() >= target {
 		return nil
 	}
 	if err := p.guard(func() error { return p.db.LogData(nil, pebble.Sync) }); err != nil {
 		return err
 	}
-	p.unsynced.Add(-n)
-	return nil
+	for { // the WAL is synced past target: record it, unless another caller got further
+		cur := p.synced.Load()
+		if cur >= target || p.synced.CompareAndSwap(cur, target) {
+			return nil
+		}
+	}
 }
 
 // apply commits b with wo, unless the engine has failed; a failure of the commit marks
@@ -371,96 +384,186 @@ func (p *Pebble) Append(ref ShardRef, key string, pts series.Points) error {
 	if empty, err := prepareAppend(key, &pts); empty || err != nil {
 		return err
 	}
-	return p.append(ref, key, pts, nil)
+	return p.append([]PairAppend{{Ref: ref, Key: key, Points: pts}}, nil)
 }
 
-// append stores prepared points; filter, if not nil, may drop some of them under the
-// pair's lock (Restore drops what tombstones cover).
-func (p *Pebble) append(ref ShardRef, key string, pts series.Points, filter func(id []byte, pts *series.Points) error) (err error) {
+// AppendBatch implements BatchAppender: one pebble batch, one commit, for all pairs.
+// With SyncAlways the points are durable when it returns.
+func (p *Pebble) AppendBatch(batch []PairAppend) error {
+	prepared := make([]PairAppend, 0, len(batch))
+	for _, a := range batch {
+		if empty, err := prepareAppend(a.Key, &a.Points); err != nil {
+			return err
+		} else if !empty {
+			prepared = append(prepared, a)
+		}
+	}
+	if len(prepared) == 0 {
+		return nil
+	}
+	return p.append(prepared, nil)
+}
+
+// pairWrite is one pair's part of an append.
+type pairWrite struct {
+	PairAppend
+	id    []byte
+	sid   string
+	claim typeClaim
+	skip  bool    // the filter left nothing to write
+	next  summary // the pair's summary after the commit
+	sum   summary // before it
+}
+
+// append stores prepared points of one or more pairs in one batch; filter, if not nil,
+// may drop some of them under the pairs' locks (Restore drops what tombstones cover;
+// it appends one pair).
+func (p *Pebble) append(batch []PairAppend, filter func(id []byte, pts *series.Points) error) (err error) {
 	if !p.enter() {
 		return ErrClosed
 	}
 	defer p.state.RUnlock()
-	defer func() { // after the pair's lock is released (commitLater)
+	defer func() { // after the pairs' locks are released (commitLater)
 		if err == nil {
 			err = p.durable()
 		}
 	}()
 	p.dropMu.RLock()
 	defer p.dropMu.RUnlock()
-	if err := p.writable(ref.Start, time.Now()); err != nil {
-		return fmt.Errorf("store: append to %q: %w", key, err)
+
+	// One entry per pair: the entries of a pair named twice are merged, the later's
+	// values winning, so that its lock is taken once and its counts stay exact.
+	ws := make([]pairWrite, 0, len(batch))
+	var byID map[string]int
+	if len(batch) > 1 {
+		byID = make(map[string]int, len(batch))
+	}
+	now := time.Now()
+	for _, a := range batch {
+		if err := p.writable(a.Ref.Start, now); err != nil {
+			return fmt.Errorf("store: append to %q: %w", a.Key, err)
+		}
+		id := pairID(a.Ref, a.Key)
+		sid := string(id)
+		if i, ok := byID[sid]; ok {
+			if have := ws[i].Points.Type; have != a.Points.Type {
+				return mismatch(a.Key, have, a.Points.Type)
+			}
+			ws[i].Points = series.Merge(ws[i].Points, a.Points)
+			continue
+		}
+		if byID != nil {
+			byID[sid] = len(ws)
+		}
+		ws = append(ws, pairWrite{PairAppend: a, id: id, sid: sid})
 	}
 
-	claim, _, err := p.types.claim(key, pts.Type, p.loadType)
-	if err != nil {
-		return err
-	}
-	committed := false
-	defer func() { p.types.settle(key, claim, committed) }()
-
-	id := pairID(ref, key)
-	sid := string(id)
-	defer p.pairs.lock(sid)()
-	if filter != nil {
-		if err := filter(id, &pts); err != nil || pts.Len() == 0 {
+	committed, claimed := false, 0
+	defer func() {
+		for i := range ws[:claimed] {
+			p.types.settle(ws[i].Key, ws[i].claim, committed && !ws[i].skip)
+		}
+	}()
+	for i := range ws {
+		cl, _, err := p.types.claim(ws[i].Key, ws[i].Points.Type, p.loadType)
+		if err != nil {
 			return err
 		}
+		ws[i].claim, claimed = cl, i+1
 	}
-	sum, err := p.summary(id, sid)
-	if err != nil {
-		return err
+	// Pairs are locked in the order of their IDs: two batches sharing pairs cannot
+	// wait for each other in a cycle.
+	order := make([]int, len(ws))
+	for i := range order {
+		order[i] = i
 	}
-	fresh, old, err := p.countNew(id, sum, &pts)
-	if err != nil {
-		return err
+	if len(ws) > 1 {
+		sort.Slice(order, func(a, b int) bool { return ws[order[a]].sid < ws[order[b]].sid })
 	}
-	stats, err := p.statsAfter(id, sum, &pts, &old, fresh)
-	if err != nil {
-		return fmt.Errorf("store: append to %q: %w", key, err)
+	for _, i := range order {
+		defer p.pairs.lock(ws[i].sid)()
 	}
 
-	n := pts.Len()
 	b := p.db.NewBatch()
 	defer b.Close()
-	blocks, tail, err := p.appendBlocks(b, id, sum, pts)
-	if err != nil {
-		return fmt.Errorf("store: append to %q: %w", key, err)
-	}
+	var delta counters
 	var k []byte
-	next := sum.with(fresh, pts.T[0], pts.T[n-1], blocks)
-	next.tailBlock = tail
-	next.stats, next.hasStats = stats, true
-	delta := counters{points: fresh}
-	if sum.count == 0 {
-		delta.shards = 1
+	for i := range ws {
+		w := &ws[i]
+		if filter != nil {
+			if err := filter(w.id, &w.Points); err != nil {
+				return err
+			}
+			if w.Points.Len() == 0 {
+				w.skip = true
+				continue
+			}
+		}
+		if w.sum, err = p.summary(w.id, w.sid); err != nil {
+			return err
+		}
+		fresh, old, err := p.countNew(w.id, w.sum, &w.Points)
+		if err != nil {
+			return err
+		}
+		stats, err := p.statsAfter(w.id, w.sum, &w.Points, &old, fresh)
+		if err != nil {
+			return fmt.Errorf("store: append to %q: %w", w.Key, err)
+		}
+		n := w.Points.Len()
+		blocks, tail, err := p.appendBlocks(b, w.id, w.sum, w.Points)
+		if err != nil {
+			return fmt.Errorf("store: append to %q: %w", w.Key, err)
+		}
+		w.next = w.sum.with(fresh, w.Points.T[0], w.Points.T[n-1], blocks)
+		w.next.tailBlock = tail
+		w.next.stats, w.next.hasStats = stats, true
+		delta.points += fresh
+		if w.sum.count == 0 {
+			delta.shards++
+		}
+		if w.claim.count {
+			delta.series++
+		}
+		err = b.Set(pairKey(k[:0], w.id, kindSummary), w.next.encode(), nil)
+		if !w.sum.marked { // the sealer's index: written once per unsealed stretch
+			err = errors.Join(err, b.Set(unsealedKey(w.id), nil, nil))
+		}
+		if w.claim.writeMeta {
+			err = errors.Join(err, b.Set(metaKey(w.Key), metaValue(w.Points.Type), nil))
+		}
+		if err != nil {
+			return fmt.Errorf("store: append to %q: %w", w.Key, err)
+		}
 	}
-	if claim.count {
-		delta.series = 1
-	}
-	err = b.Set(pairKey(k[:0], id, kindSummary), next.encode(), nil)
-	if !sum.marked { // the sealer's index: written once per unsealed stretch
-		err = errors.Join(err, b.Set(unsealedKey(id), nil, nil))
-	}
-	if claim.writeMeta {
-		err = errors.Join(err, b.Set(metaKey(key), metaValue(pts.Type), nil))
+	if b.Empty() {
+		return nil // the filter dropped everything
 	}
 	if !delta.zero() {
-		err = errors.Join(err, b.Merge(countersKey, delta.encode(), nil))
+		err = b.Merge(countersKey, delta.encode(), nil)
 	}
 	if err == nil {
 		err = p.commitLater(b)
 	}
 	if err != nil {
-		return fmt.Errorf("store: append to %q: %w", key, err)
+		if len(ws) == 1 {
+			return fmt.Errorf("store: append to %q: %w", ws[0].Key, err)
+		}
+		return fmt.Errorf("store: append to %d pairs (%q, …): %w", len(ws), ws[0].Key, err)
 	}
 	committed = true
-	p.pairs.remember(sid, next)
-	if next.count != sum.count || next.stats.Hash != sum.stats.Hash {
-		p.changes.note(sid) // what an idempotent re-write (a repair push) did not change is not news
+	for i := range ws {
+		w := &ws[i]
+		if w.skip {
+			continue
+		}
+		p.pairs.remember(w.sid, w.next)
+		if w.next.count != w.sum.count || w.next.stats.Hash != w.sum.stats.Hash {
+			p.changes.note(w.sid) // what an idempotent re-write (a repair push) did not change is not news
+		}
 	}
 	p.addCounters(delta)
-	p.appended.Add(fresh)
+	p.appended.Add(delta.points)
 	return nil
 }
 

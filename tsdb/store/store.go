@@ -30,6 +30,26 @@ type Appender interface {
 	Append(ref ShardRef, key string, pts series.Points) error
 }
 
+// PairAppend is one (shard, series) pair's points in an AppendBatch.
+type PairAppend struct {
+	Ref    ShardRef
+	Key    string
+	Points series.Points
+}
+
+// BatchAppender stores the points of several pairs at once: what a replica does with a
+// grouped write request, one engine commit (one WAL record) for the whole group where
+// Append would pay one per pair. Both stores implement it.
+type BatchAppender interface {
+	// AppendBatch stores every pair's points as Append would, all or nothing: if one
+	// pair is refused (invalid input, series.ErrTypeMismatch, ErrExpired, ErrDiskFull)
+	// nothing of the batch is stored and the error names that pair. A pair may appear
+	// more than once; where two of its entries hold one timestamp the later entry's
+	// value wins, as two Appends in that order would leave it. Counts, statistics and
+	// set hashes end exactly as after one Append per entry.
+	AppendBatch(batch []PairAppend) error
+}
+
 // Querier reads points back.
 type Querier interface {
 	// Read returns the points of series key in the shard with from <= t < to, sorted by

@@ -411,7 +411,7 @@ func (p *Pebble) Restore(ref ShardRef, key string, pts series.Points, senderDele
 		return 0, err
 	}
 	kept := 0
-	err := p.append(ref, key, pts, func(id []byte, pts *series.Points) error {
+	err := p.append([]PairAppend{{Ref: ref, Key: key, Points: pts}}, func(id []byte, pts *series.Points) error {
 		rs, err := p.loadTombstones(id)
 		if err != nil {
 			return err
