@@ -30,6 +30,7 @@ func benchWriteCommand() *cli.Command {
 			&cli.IntFlag{Name: "warmup", Value: 200, Usage: "untimed writes (and floor rounds) first: connections, series type"},
 			&cli.IntFlag{Name: "write-quorum", Usage: "replicas that must acknowledge each write (default: the nodes' own, a majority of rf)"},
 			&cli.BoolFlag{Name: "paper", Usage: "with --local: also write to the paper's design rebuilt (internal/paperdht) in the same run, interleaved"},
+			&cli.BoolFlag{Name: "paper-dial", Usage: "with --paper: the rebuild dials a connection for every RPC and closes it after the answer (net/rpc's package example) instead of keeping one per peer"},
 			&cli.BoolFlag{Name: "paper-lookup", Usage: "with --paper: the rebuild finds each write's replicas by Kademlia's iterative FIND_NODE over RPC first, as Kademlia's STORE does (default: from its own full member list)"},
 			&cli.StringFlag{Name: "floor-addrs", Usage: "with --cluster: 'tsdht bench echo' servers (HOST:PORT,…; at least rf) on the nodes' hosts, for the floor; without them the floor is not measured"},
 		),
@@ -71,6 +72,8 @@ type RebuiltLatency struct {
 	// Lookup says the rebuild found each write's replicas by an iterative FIND_NODE
 	// lookup over RPC (--paper-lookup).
 	Lookup bool `json:"rebuilt_lookup,omitempty"`
+	// DialEach says the rebuild dialed a connection per RPC (--paper-dial).
+	DialEach bool `json:"rebuilt_dial_each,omitempty"`
 }
 
 type writeResult struct {
@@ -87,9 +90,9 @@ type writeResult struct {
 
 func runBenchWrite(e *benchEnv, c *cli.Context) error {
 	count, warmup, wq, paper := c.Int("count"), c.Int("warmup"), c.Int("write-quorum"), c.Bool("paper")
-	lookup := c.Bool("paper-lookup")
-	if lookup && !paper {
-		return fmt.Errorf("--paper-lookup needs --paper")
+	lookup, dial := c.Bool("paper-lookup"), c.Bool("paper-dial")
+	if (lookup || dial) && !paper {
+		return fmt.Errorf("--paper-lookup and --paper-dial need --paper")
 	}
 	if paper && e.local == 0 {
 		return fmt.Errorf("--paper needs --local: the rebuild runs inside the bench process")
@@ -112,13 +115,20 @@ func runBenchWrite(e *benchEnv, c *cli.Context) error {
 	e.printf("floor:   one bare request/response to the write's remote replicas in parallel (echo servers: no DHT, no store)\n")
 	e.printf("bare:    the same over plain TCP to plain Go echo servers, 16 bytes, no rpc layer (--local only)\n")
 	if paper {
-		e.printf("rebuilt: the paper's design rebuilt (internal/paperdht: net/rpc over HTTP, gob, in-memory), same nodes count, rf and quorum\n")
+		how := "one kept connection per peer"
+		if dial {
+			how = "a connection dialed per RPC"
+		}
+		if lookup {
+			how += ", a FIND_NODE lookup before each write"
+		}
+		e.printf("rebuilt: the paper's design rebuilt (internal/paperdht: net/rpc over HTTP, gob, in-memory; %s), same nodes count, rf and quorum\n", how)
 	}
 	e.printf("\n%-6s %3s %3s %9s %9s %9s   %9s %9s %9s %6s %7s   %9s %9s %7s %7s   %9s %9s %7s   %9s\n",
 		"format", "rf", "w", "mean ms", "p50 ms", "p99 ms", "floor ms", "fl p50", "fl p99", "peers", "×floor",
 		"bare ms", "bare p50", "×bare", "×b p50", "rebuilt", "rb p50", "rb÷ts", "paper ms")
 	for _, cs := range e.cases() {
-		r, err := e.writeCase(cs, count, warmup, wq, floorAddrs, paper, lookup)
+		r, err := e.writeCase(cs, count, warmup, wq, floorAddrs, paper, rebuildOpts{lookup: lookup, dialEach: dial})
 		if err != nil {
 			return fmt.Errorf("[%s] %w", cs, err)
 		}
@@ -146,7 +156,7 @@ func runBenchWrite(e *benchEnv, c *cli.Context) error {
 	return nil
 }
 
-func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []string, paper, lookup bool) (*writeResult, error) {
+func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []string, paper bool, ro rebuildOpts) (*writeResult, error) {
 	bc, err := e.start(cs)
 	if err != nil {
 		return nil, err
@@ -193,7 +203,7 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 		}
 		defer bf.Close()
 		if paper {
-			if rebuilt, err = startRebuilt(e.local, cs.format, q, lookup); err != nil {
+			if rebuilt, err = startRebuilt(e.local, cs.format, q, ro); err != nil {
 				fp.Close()
 				return nil, err
 			}
@@ -318,7 +328,7 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 	}
 	if rebuilt != nil {
 		x := summarize(rb)
-		r.RebuiltLatency = &RebuiltLatency{Mean: x.Mean, P50: x.P50, P99: x.P99, Lookup: lookup}
+		r.RebuiltLatency = &RebuiltLatency{Mean: x.Mean, P50: x.P50, P99: x.P99, Lookup: ro.lookup, DialEach: ro.dialEach}
 		if r.latency.Mean > 0 {
 			r.RebuiltLatency.Speedup = x.Mean / r.latency.Mean
 		}
@@ -336,13 +346,17 @@ type rebuiltCluster struct {
 	writer *paperdht.Client
 }
 
-func startRebuilt(n int, f quanta.Format, q quanta.Quantum, lookup bool) (*rebuiltCluster, error) {
+// rebuildOpts are the rebuild's costlier readings of the paper: a lookup before each
+// write (--paper-lookup), a connection per RPC (--paper-dial).
+type rebuildOpts struct{ lookup, dialEach bool }
+
+func startRebuilt(n int, f quanta.Format, q quanta.Quantum, ro rebuildOpts) (*rebuiltCluster, error) {
 	nodes, err := paperdht.StartCluster(n)
 	if err != nil {
 		return nil, fmt.Errorf("rebuilt paper design: %w", err)
 	}
 	w := nodes.Client(0, f, q)
-	w.Lookup = lookup
+	w.Lookup, w.DialEach = ro.lookup, ro.dialEach
 	return &rebuiltCluster{nodes: nodes, writer: w}, nil
 }
 

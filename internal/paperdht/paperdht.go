@@ -223,6 +223,11 @@ type Client struct {
 	// Lookup makes every Put find its replicas by an iterative FIND_NODE lookup over
 	// RPC, as Kademlia's STORE does, instead of from the client's own contact list.
 	Lookup bool
+	// DialEach makes every RPC dial its own connection and close it after the answer
+	// (rpc.DialHTTP, call, Close), as net/rpc's package example does, instead of
+	// keeping one connection per peer: the costlier reading of a prototype that says
+	// only "RPCs over HTTP".
+	DialEach bool
 
 	self     *Node
 	contacts []Contact
@@ -237,6 +242,31 @@ type Client struct {
 // quantum q.
 func NewClient(self *Node, contacts []Contact, f quanta.Format, q quanta.Quantum) *Client {
 	return &Client{self: self, contacts: slices.Clone(contacts), format: f, quantum: q, conns: map[string]*rpc.Client{}}
+}
+
+// goCall starts the RPC method on the node at addr, as rpc.Client.Go does, and
+// delivers it on done. With DialEach the call has a connection of its own, closed once
+// it is answered.
+func (c *Client) goCall(addr, method string, args, reply any, done chan *rpc.Call) (*rpc.Call, error) {
+	if !c.DialEach {
+		cl, err := c.conn(addr)
+		if err != nil {
+			return nil, err
+		}
+		return cl.Go(method, args, reply, done), nil
+	}
+	cl, err := rpc.DialHTTP("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	inner := make(chan *rpc.Call, 1)
+	call := cl.Go(method, args, reply, inner)
+	go func() {
+		<-inner
+		cl.Close()
+		done <- call
+	}()
+	return call, nil
 }
 
 func (c *Client) conn(addr string) (*rpc.Client, error) {
@@ -277,12 +307,10 @@ func (c *Client) Put(key string, t int64, v float64, rf, quorum int) error {
 			acked++
 			continue
 		}
-		cl, err := c.conn(r.Addr)
-		if err != nil {
+		if _, err := c.goCall(r.Addr, "Node.Store", args, new(StoreReply), done); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		cl.Go("Node.Store", args, new(StoreReply), done)
 		calls++
 	}
 	for ; calls > 0 && acked < quorum; calls-- {
@@ -337,12 +365,12 @@ func (c *Client) lookup(id quanta.ID, k int) ([]Contact, error) {
 				local = append(local, answer{from: x, cs: c.self.findNode(id)})
 				continue
 			}
-			cl, err := c.conn(x.Addr)
+			call, err := c.goCall(x.Addr, "Node.FindNode", &FindNodeArgs{Target: id}, new(FindNodeReply), calls)
 			if err != nil {
 				local = append(local, answer{from: x, err: err})
 				continue
 			}
-			from[cl.Go("Node.FindNode", &FindNodeArgs{Target: id}, new(FindNodeReply), calls)] = x
+			from[call] = x
 		}
 		for range from {
 			call := <-calls
@@ -399,13 +427,12 @@ func (c *Client) getShard(id quanta.ID, rf int) ([]Measurement, error) {
 			}
 			continue
 		}
-		cl, err := c.conn(r.Addr)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
 		var reply GetReply
-		if err := cl.Call("Node.Get", &GetArgs{ID: id}, &reply); err != nil {
+		call, err := c.goCall(r.Addr, "Node.Get", &GetArgs{ID: id}, &reply, make(chan *rpc.Call, 1))
+		if err == nil {
+			err = (<-call.Done).Error
+		}
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}

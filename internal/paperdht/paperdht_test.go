@@ -139,3 +139,34 @@ func TestLookupFindsTheClosest(t *testing.T) {
 		}
 	}
 }
+
+// TestDialEach: with a connection per RPC, writes (with lookups) and reads work and no
+// connection is kept.
+func TestDialEach(t *testing.T) {
+	cl, err := StartCluster(6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	q := quanta.Quantum(10)
+	w := NewClient(nil, cl.Contacts[:2], quanta.KFI, q)
+	w.Lookup, w.DialEach = true, true
+	defer w.Close()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	const n = 50
+	for i := range n {
+		if err := w.Put("dial/each", t0+int64(i)*int64(time.Second), float64(i), 3, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := w.Get("dial/each", t0, t0+n*int64(time.Second), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n || got[n-1].V != n-1 {
+		t.Fatalf("read back %d measurements, want %d", len(got), n)
+	}
+	if len(w.conns) != 0 {
+		t.Fatalf("%d connections kept, want none", len(w.conns))
+	}
+}
