@@ -105,13 +105,22 @@ func (h *Handler) finishWrite(w http.ResponseWriter, out writeOutcome, dropped i
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// store writes every batch, one Put per series (combined with other requests' points
-// of the series, combine.go), a bounded number at once.
+// store writes every batch: all in one WriteMany when the engine has it (one replica
+// request per replica for the whole request), else one Write per series (combined with
+// other requests' points of the series, combine.go), a bounded number at once.
 func (h *Handler) store(ctx context.Context, batches []*seriesBatch) writeOutcome {
-	var (
-		mu  sync.Mutex
-		out writeOutcome
-	)
+	var out writeOutcome
+	if mw, ok := h.eng.(ManyWriter); ok {
+		ws := make([]SeriesWrite, len(batches))
+		for i, b := range batches {
+			ws[i] = SeriesWrite{Key: b.key, Tags: b.tags, Pts: b.pts}
+		}
+		for i, r := range mw.WriteMany(ctx, ws) {
+			out.add(batches[i], r.Stored, r.Err)
+		}
+		return out
+	}
+	var mu sync.Mutex
 	g := new(errgroup.Group)
 	g.SetLimit(h.cfg.SeriesPerWriteParallel)
 	for _, b := range batches {
@@ -119,30 +128,35 @@ func (h *Handler) store(ctx context.Context, batches []*seriesBatch) writeOutcom
 			n, err := h.comb.write(ctx, b.key, b.tags, b.pts)
 			mu.Lock()
 			defer mu.Unlock()
-			out.stored += n
-			if err == nil {
-				return nil
-			}
-			switch errorCode(err) {
-			case tsdb.CodeTypeMismatch, tsdb.CodeBadInput, tsdb.CodeExpired:
-				out.dropped += b.pts.Len() - n
-				if out.reason == "" {
-					if errorCode(err) == tsdb.CodeTypeMismatch {
-						out.reason = fmt.Sprintf("field type conflict: input %s: %v", b.desc, err)
-					} else {
-						out.reason = fmt.Sprintf("%s: %v", b.desc, err)
-					}
-				}
-			default:
-				if out.fatal == nil {
-					out.fatal = err
-				}
-			}
+			out.add(b, n, err)
 			return nil
 		})
 	}
 	_ = g.Wait()
 	return out
+}
+
+// add counts what storing batch b did: n points stored, and err for the rest.
+func (out *writeOutcome) add(b *seriesBatch, n int, err error) {
+	out.stored += n
+	if err == nil {
+		return
+	}
+	switch errorCode(err) {
+	case tsdb.CodeTypeMismatch, tsdb.CodeBadInput, tsdb.CodeExpired:
+		out.dropped += b.pts.Len() - n
+		if out.reason == "" {
+			if errorCode(err) == tsdb.CodeTypeMismatch {
+				out.reason = fmt.Sprintf("field type conflict: input %s: %v", b.desc, err)
+			} else {
+				out.reason = fmt.Sprintf("%s: %v", b.desc, err)
+			}
+		}
+	default:
+		if out.fatal == nil {
+			out.fatal = err
+		}
+	}
 }
 
 // parsePrecision maps InfluxDB 1.x's precision parameter to nanoseconds per unit.
