@@ -20,6 +20,7 @@ type Handler struct {
 	mux    *http.ServeMux
 	slots  chan struct{} // write requests in progress
 	comb   *combiner
+	many   *manyCombiner // nil: the engine has no WriteMany
 	m      *metrics
 	reg    *prometheus.Registry
 	nowFor func() time.Time
@@ -36,6 +37,9 @@ func New(eng Engine, cfg Config, logger *slog.Logger) (*Handler, error) {
 	}
 	h := &Handler{cfg: cfg, eng: eng, log: logger, mux: http.NewServeMux(),
 		slots: make(chan struct{}, cfg.MaxConcurrentWrites), comb: newCombiner(eng), nowFor: time.Now}
+	if mw, ok := eng.(ManyWriter); ok {
+		h.many = newManyCombiner(mw)
+	}
 	h.reg = prometheus.NewRegistry()
 	h.m = newMetrics(h.reg, eng)
 	h.route("/ping", h.servePing)

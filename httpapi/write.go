@@ -106,16 +106,17 @@ func (h *Handler) finishWrite(w http.ResponseWriter, out writeOutcome, dropped i
 }
 
 // store writes every batch: all in one WriteMany when the engine has it (one replica
-// request per replica for the whole request), else one Write per series (combined with
+// request per replica for the whole request, combined with the requests that arrive
+// while one is in flight, combine_many.go), else one Write per series (combined with
 // other requests' points of the series, combine.go), a bounded number at once.
 func (h *Handler) store(ctx context.Context, batches []*seriesBatch) writeOutcome {
 	var out writeOutcome
-	if mw, ok := h.eng.(ManyWriter); ok {
+	if h.many != nil {
 		ws := make([]SeriesWrite, len(batches))
 		for i, b := range batches {
 			ws[i] = SeriesWrite{Key: b.key, Tags: b.tags, Pts: b.pts}
 		}
-		for i, r := range mw.WriteMany(ctx, ws) {
+		for i, r := range h.many.write(ctx, ws) {
 			out.add(batches[i], r.Stored, r.Err)
 		}
 		return out

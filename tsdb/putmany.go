@@ -40,9 +40,11 @@ type SeriesResult struct {
 	Err    error
 }
 
-// localWriteParts bounds the parts the batch to this node's store is cut into: parts are
-// written at once and share the store's disk syncs.
-const localWriteParts = 16
+// localWriteParts is how many parts the batch to this node's store is cut into (0: a
+// part per shard). Parts are written at once, by storeWorkers, and share the store's
+// disk syncs: the store syncs once per append (Store.Append), so a part of several
+// shards costs a sync per shard in a row, while appends made at once share one.
+const localWriteParts = 0
 
 // PutMany writes points of many series, as Put would write each, and returns one result
 // per series, in the order of puts. A series whose shards missed their quorum because
@@ -286,7 +288,10 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 			remote = append(remote, b)
 			continue
 		}
-		per := (len(b.items) + localWriteParts - 1) / localWriteParts
+		per := 1
+		if parts := localWriteParts; parts > 0 {
+			per = (len(b.items) + parts - 1) / parts
+		}
 		for lo := 0; lo < len(b.items); lo += per {
 			local = append(local, &peerBatch[int]{peer: b.peer, items: b.items[lo:min(lo+per, len(b.items))]})
 		}
@@ -318,12 +323,12 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 	results := writeFanOut(bg, c.replicas, self, c.commits, remote, c.cfg.CallTimeout, req, hint)
 	locals := make(chan fanResult[int, *wire.WriteResp], len(local))
 	for _, b := range local {
-		go func() {
+		storeWorkers.run(func() {
 			cctx, cancel := context.WithTimeout(bg, c.cfg.CallTimeout)
 			resp, err := c.replicas.For(b.peer).Write(cctx, req(b))
 			cancel()
 			locals <- fanResult[int, *wire.WriteResp]{batch: b, resp: resp, err: err}
-		}()
+		})
 	}
 	for received := 0; t.undecided > 0 && received < len(remote)+len(local); received++ {
 		var r fanResult[int, *wire.WriteResp]
