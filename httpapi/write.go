@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -186,6 +185,11 @@ func lineTime(dec *lineprotocol.Decoder, unit int64, now time.Time) (int64, erro
 	if err != nil {
 		return 0, err
 	}
+	return timeOf(b, unit, now)
+}
+
+// timeOf returns the timestamp b (decimal, in units of unit ns) in ns, or now when b is nil.
+func timeOf(b []byte, unit int64, now time.Time) (int64, error) {
 	if b == nil {
 		return now.UnixNano(), nil
 	}
@@ -227,172 +231,6 @@ func decimal(b []byte) (int64, bool) {
 		return int64(-u), true
 	}
 	return 0, false
-}
-
-// parseLines parses a body of line protocol into per-series batches. A line that
-// does not parse, or whose field's type conflicts with an earlier line of the same
-// request, is dropped and counted; reason describes the first such line as
-// InfluxDB does ("unable to parse '…': …").
-//
-// The series key of a field is built (tags sorted and escaped) only the first time
-// the request names that series; later lines find their batch by the raw bytes of
-// measurement, tags and field, without allocating.
-func parseLines(body []byte, db string, prec int64, now time.Time) (batches []*seriesBatch, parsed, dropped int, reason string) {
-	byKey := make(map[string]*seriesBatch)
-	byRaw := make(map[string]*seriesBatch)
-	dec := lineprotocol.NewDecoderWithBytes(body)
-	var (
-		raw    []byte // length-prefixed measurement, tag keys and values, then a field key
-		tagOff []int  // per tag: start and end of its key, start and end of its value, in raw
-		arena  []byte // field keys of the line
-		fields []rawField
-	)
-	fail := func(err error) {
-		dropped++
-		if reason != "" {
-			return
-		}
-		var de *lineprotocol.DecodeError
-		if errors.As(err, &de) {
-			reason = fmt.Sprintf("unable to parse '%s': %v", lineAt(body, int(de.Line)), err)
-		} else {
-			reason = err.Error()
-		}
-	}
-	for dec.Next() {
-		raw, tagOff, arena, fields = raw[:0], tagOff[:0], arena[:0], fields[:0]
-		m, err := dec.Measurement()
-		if err != nil {
-			fail(err)
-			continue
-		}
-		raw = binary.AppendUvarint(raw, uint64(len(m)))
-		measStart := len(raw)
-		raw = append(raw, m...)
-		measEnd := len(raw)
-		for {
-			k, v, err2 := dec.NextTag()
-			if err = err2; err != nil || k == nil {
-				break
-			}
-			raw = binary.AppendUvarint(raw, uint64(len(k)))
-			ks := len(raw)
-			raw = append(raw, k...)
-			ke := len(raw)
-			raw = binary.AppendUvarint(raw, uint64(len(v)))
-			vs := len(raw)
-			raw = append(raw, v...)
-			tagOff = append(tagOff, ks, ke, vs, len(raw))
-		}
-		for err == nil {
-			k, v, err2 := dec.NextField()
-			if err = err2; err != nil || k == nil {
-				break
-			}
-			f := rawField{ks: len(arena), val: v}
-			arena = append(arena, k...)
-			f.ke = len(arena)
-			if v.Kind() == lineprotocol.String {
-				f.str = v.StringV() // copied now: the decoder reuses its unescaping buffer
-			}
-			fields = append(fields, f)
-		}
-		if err != nil {
-			fail(err)
-			continue
-		}
-		t, err := lineTime(dec, prec, now)
-		if err != nil {
-			fail(err)
-			continue
-		}
-		prefix := len(raw)
-		for _, f := range fields {
-			raw = binary.AppendUvarint(raw[:prefix], uint64(f.ke-f.ks))
-			raw = append(raw, arena[f.ks:f.ke]...)
-			b := byRaw[string(raw)]
-			if b == nil {
-				meas, field := string(raw[measStart:measEnd]), string(arena[f.ks:f.ke])
-				tags := make([]tagPair, 0, len(tagOff)/4)
-				for i := 0; i < len(tagOff); i += 4 {
-					tags = append(tags, tagPair{string(raw[tagOff[i]:tagOff[i+1]]), string(raw[tagOff[i+2]:tagOff[i+3]])})
-				}
-				if err := sortTags(tags); err != nil {
-					fail(fmt.Errorf("measurement %q: %v", meas, err))
-					continue
-				}
-				key := LineKey(db, meas, tags, field)
-				if err := series.ValidateKey(key); err != nil {
-					fail(fmt.Errorf("measurement %q, field %q: %v (shorten the measurement, tags or field)", meas, field, err))
-					continue
-				}
-				if b = byKey[key]; b == nil {
-					b = &seriesBatch{key: key, tags: lineTags(db, meas, tags, field),
-						desc: fmt.Sprintf("field %q on measurement %q", field, meas)}
-					byKey[key] = b
-					batches = append(batches, b)
-				}
-				byRaw[string(raw)] = b
-			}
-			if err := appendValue(&b.pts, t, f); err != nil {
-				fail(fmt.Errorf("field type conflict: input %s: %v", b.desc, err))
-				continue
-			}
-			parsed++
-		}
-	}
-	return batches, parsed, dropped, reason
-}
-
-// rawField is one field of a line being parsed.
-type rawField struct {
-	ks, ke int // its key in the line's arena
-	val    lineprotocol.Value
-	str    string // the value of a string field
-}
-
-// appendValue appends one line-protocol value. Floats are float, integers int,
-// unsigned integers int (refused past 2^63-1), strings string, and booleans int 1 or 0.
-func appendValue(p *series.Points, t int64, f rawField) error {
-	v := f.val
-	var want series.Type
-	switch v.Kind() {
-	case lineprotocol.Float:
-		want = series.Float
-	case lineprotocol.Int, lineprotocol.Uint, lineprotocol.Bool:
-		want = series.Int
-	case lineprotocol.String:
-		want = series.String
-	default:
-		return fmt.Errorf("unsupported value kind %v", v.Kind())
-	}
-	if p.Type != series.Unknown && p.Type != want {
-		return fmt.Errorf("is type %s, already exists as type %s in this request", influxType(want), influxType(p.Type))
-	}
-	switch v.Kind() {
-	case lineprotocol.Float:
-		p.AppendFloat(t, v.FloatV())
-	case lineprotocol.Int:
-		p.AppendInt(t, v.IntV())
-	case lineprotocol.Uint:
-		u := v.UintV()
-		if u > math.MaxInt64 {
-			return fmt.Errorf("unsigned value %d does not fit a signed 64-bit integer", u)
-		}
-		p.AppendInt(t, int64(u))
-	case lineprotocol.Bool:
-		var i int64
-		if v.BoolV() {
-			i = 1
-		}
-		p.AppendInt(t, i)
-	case lineprotocol.String:
-		if len(f.str) > series.MaxStringValueLen {
-			return fmt.Errorf("string value of %d bytes; at most %d", len(f.str), series.MaxStringValueLen)
-		}
-		p.AppendString(t, f.str)
-	}
-	return nil
 }
 
 func influxType(t series.Type) string {

@@ -1,0 +1,196 @@
+package httpapi
+
+import (
+	"bytes"
+	"strconv"
+
+	"github.com/influxdata/line-protocol/v2/lineprotocol"
+)
+
+// The fast path of line protocol.
+//
+// Nearly every line a collector sends looks like
+//
+//	measurement,tag=value,tag=value field=1.5,other=2i 1700000000000000000
+//
+// with no escapes and no quoted strings. fast reads exactly such lines — printable ASCII,
+// single spaces between the three sections, one '=' in each tag and field, values that
+// are plain decimal floats, integers (i), unsigned integers (u) or booleans — and gives
+// them the meaning line-protocol/v2's decoder gives them; anything else (an escape, a
+// quote, a comment, a tab, a carriage return, non-ASCII, a value of another form, an
+// error) it leaves to the decoder, so errors are always the decoder's. FuzzFastLine
+// holds the two to the same answers.
+
+// fast parses line l (without its newline) into p if it has the common shape, and
+// reports whether it did; an empty line is skipped.
+func (p *lineParser) fast(l []byte) bool {
+	if len(l) == 0 {
+		return true
+	}
+	if l[0] == '#' {
+		return false // a comment
+	}
+	for _, c := range l {
+		if c < ' ' || c > '~' || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	sp1 := bytes.IndexByte(l, ' ')
+	if sp1 <= 0 {
+		return false
+	}
+	head, rest := l[:sp1], l[sp1+1:]
+	fields, ts := rest, []byte(nil)
+	if sp2 := bytes.IndexByte(rest, ' '); sp2 >= 0 {
+		fields, ts = rest[:sp2], rest[sp2+1:]
+		if len(ts) == 0 || bytes.IndexByte(ts, ' ') >= 0 {
+			return false
+		}
+	}
+	if len(fields) == 0 {
+		return false
+	}
+	var t int64
+	if ts != nil {
+		if _, ok := decimal(ts); !ok {
+			return false
+		}
+		var err error
+		if t, err = timeOf(ts, p.prec, p.now); err != nil {
+			return false
+		}
+	} else {
+		t = p.now.UnixNano()
+	}
+
+	// Measurement and tags.
+	comma := bytes.IndexByte(head, ',')
+	m := head
+	if comma >= 0 {
+		m = head[:comma]
+	}
+	if len(m) == 0 || bytes.IndexByte(m, '=') >= 0 {
+		return false
+	}
+	p.begin(m)
+	for comma >= 0 {
+		head = head[comma+1:]
+		comma = bytes.IndexByte(head, ',')
+		tg := head
+		if comma >= 0 {
+			tg = head[:comma]
+		}
+		eq := bytes.IndexByte(tg, '=')
+		if eq <= 0 || eq == len(tg)-1 || bytes.IndexByte(tg[eq+1:], '=') >= 0 {
+			return false
+		}
+		p.tag(tg[:eq], tg[eq+1:])
+	}
+
+	// Fields.
+	for len(fields) > 0 {
+		comma := bytes.IndexByte(fields, ',')
+		fd := fields
+		if comma >= 0 {
+			fd, fields = fields[:comma], fields[comma+1:]
+			if len(fields) == 0 {
+				return false // a trailing comma
+			}
+		} else {
+			fields = nil
+		}
+		eq := bytes.IndexByte(fd, '=')
+		if eq <= 0 || eq == len(fd)-1 || bytes.IndexByte(fd[eq+1:], '=') >= 0 {
+			return false
+		}
+		if !fastValue(p.field(fd[:eq]), fd[eq+1:]) {
+			return false
+		}
+	}
+	p.end(t)
+	return true
+}
+
+// fastValue reads a field value of the common forms into f.
+func fastValue(f *rawField, v []byte) bool {
+	switch last := v[len(v)-1]; {
+	case last == 'i':
+		if !plainInt(v[:len(v)-1], true) {
+			return false
+		}
+		n, err := strconv.ParseInt(string(v[:len(v)-1]), 10, 64)
+		f.kind, f.i = lineprotocol.Int, n
+		return err == nil
+	case last == 'u':
+		if !plainInt(v[:len(v)-1], false) {
+			return false
+		}
+		n, err := strconv.ParseUint(string(v[:len(v)-1]), 10, 64)
+		f.kind, f.u = lineprotocol.Uint, n
+		return err == nil
+	}
+	switch string(v) {
+	case "t", "T", "true", "True", "TRUE":
+		f.kind, f.i = lineprotocol.Bool, 1
+		return true
+	case "f", "F", "false", "False", "FALSE":
+		f.kind, f.i = lineprotocol.Bool, 0
+		return true
+	}
+	if !plainFloat(v) {
+		return false
+	}
+	x, err := strconv.ParseFloat(string(v), 64)
+	f.kind, f.f = lineprotocol.Float, x
+	return err == nil
+}
+
+// plainInt reports whether b is digits, after a '-' if neg allows one.
+func plainInt(b []byte, neg bool) bool {
+	if neg && len(b) > 0 && b[0] == '-' {
+		b = b[1:]
+	}
+	if len(b) == 0 {
+		return false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// plainFloat reports whether b is -?digits(.digits)?([eE][+-]?digits)?.
+func plainFloat(b []byte) bool {
+	i := 0
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	digits := func() bool {
+		s := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		return i > s
+	}
+	if !digits() {
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if !digits() {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return false
+		}
+	}
+	return i == len(b)
+}
