@@ -70,7 +70,7 @@ func BenchmarkParseLinesDecoder(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(body.Len()))
 	for i := 0; i < b.N; i++ {
-		p := &lineParser{db: "bench", prec: 1, now: now, body: body.Bytes(), byKey: map[string]*seriesBatch{}, byRaw: map[string]*seriesBatch{}}
+		p := newLineParser("bench", 1, now, body.Bytes())
 		if p.decode(body.Bytes(), 1); p.parsed != 5000 {
 			b.Fatalf("parsed %d: %s", p.parsed, p.reason)
 		}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 
 	"github.com/influxdata/line-protocol/v2/lineprotocol"
@@ -63,31 +64,9 @@ func (p *lineParser) fast(l []byte) bool {
 		t = p.now.UnixNano()
 	}
 
-	// Measurement and tags.
-	comma := bytes.IndexByte(head, ',')
-	m := head
-	if comma >= 0 {
-		m = head[:comma]
-	}
-	if len(m) == 0 || bytes.IndexByte(m, '=') >= 0 {
-		return false
-	}
-	p.begin(m)
-	for comma >= 0 {
-		head = head[comma+1:]
-		comma = bytes.IndexByte(head, ',')
-		tg := head
-		if comma >= 0 {
-			tg = head[:comma]
-		}
-		eq := bytes.IndexByte(tg, '=')
-		if eq <= 0 || eq == len(tg)-1 || bytes.IndexByte(tg[eq+1:], '=') >= 0 {
-			return false
-		}
-		p.tag(tg[:eq], tg[eq+1:])
-	}
-
-	// Fields.
+	// Fields first: a line naming series this request already named (nearly every
+	// line) needs only its values read and its batches found by its own bytes.
+	p.fields, p.arena = p.fields[:0], p.arena[:0]
 	for len(fields) > 0 {
 		comma := bytes.IndexByte(fields, ',')
 		fd := fields
@@ -103,11 +82,73 @@ func (p *lineParser) fast(l []byte) bool {
 		if eq <= 0 || eq == len(fd)-1 || bytes.IndexByte(fd[eq+1:], '=') >= 0 {
 			return false
 		}
-		if !fastValue(p.field(fd[:eq]), fd[eq+1:]) {
+		f := rawField{ks: len(p.arena)}
+		p.arena = append(p.arena, fd[:eq]...)
+		f.ke = len(p.arena)
+		if !fastValue(&f, fd[eq+1:]) {
 			return false
 		}
+		p.fields = append(p.fields, f)
 	}
+	// Each field's batch, by "measurement,tags field" as the line spells it.
+	p.seen = append(p.seen[:0], make([]*seriesBatch, len(p.fields))...)
+	all := true
+	for i, f := range p.fields {
+		p.lineKey = append(append(append(p.lineKey[:0], head...), ' '), p.arena[f.ks:f.ke]...)
+		p.seen[i] = p.byLine[string(p.lineKey)]
+		all = all && p.seen[i] != nil
+	}
+	if !all {
+		return p.fastNew(head, t)
+	}
+	for i := range p.fields {
+		b := p.seen[i]
+		if err := appendValue(&b.pts, t, &p.fields[i]); err != nil {
+			p.fail(fmt.Errorf("field type conflict: input %s: %v", b.desc, err), 0)
+			continue
+		}
+		p.parsed++
+	}
+	return true
+}
+
+// fastNew files a fast line some of whose series this request had not named yet: its
+// measurement and tags are read, its series keys built (end), and its batches found
+// by its own bytes from then on.
+func (p *lineParser) fastNew(head []byte, t int64) bool {
+	head0 := head[:len(head):len(head)] // appending copies
+	comma := bytes.IndexByte(head, ',')
+	m := head
+	if comma >= 0 {
+		m = head[:comma]
+	}
+	if len(m) == 0 || bytes.IndexByte(m, '=') >= 0 {
+		return false
+	}
+	fields, arena := p.fields, p.arena
+	p.begin(m)
+	p.fields, p.arena = fields, arena
+	for comma >= 0 {
+		head = head[comma+1:]
+		comma = bytes.IndexByte(head, ',')
+		tg := head
+		if comma >= 0 {
+			tg = head[:comma]
+		}
+		eq := bytes.IndexByte(tg, '=')
+		if eq <= 0 || eq == len(tg)-1 || bytes.IndexByte(tg[eq+1:], '=') >= 0 {
+			return false
+		}
+		p.tag(tg[:eq], tg[eq+1:])
+	}
+	fields, arena = p.fields, p.arena
 	p.end(t)
+	for i, b := range p.seen {
+		if b != nil {
+			f := fields[i]
+			p.byLine[string(append(append(head0, ' '), arena[f.ks:f.ke]...))] = b
+		}
+	}
 	return true
 }
 

@@ -29,8 +29,7 @@ import (
 // the request names that series; later lines find their batch by the raw bytes of
 // measurement, tags and field, without allocating.
 func parseLines(body []byte, db string, prec int64, now time.Time) (batches []*seriesBatch, parsed, dropped int, reason string) {
-	p := &lineParser{db: db, prec: prec, now: now, body: body,
-		byKey: make(map[string]*seriesBatch), byRaw: make(map[string]*seriesBatch)}
+	p := newLineParser(db, prec, now, body)
 	rest, line := body, 1
 	for len(rest) > 0 {
 		end := bytes.IndexByte(rest, '\n')
@@ -50,6 +49,11 @@ func parseLines(body []byte, db string, prec int64, now time.Time) (batches []*s
 	return p.batches, p.parsed, p.dropped, p.reason
 }
 
+func newLineParser(db string, prec int64, now time.Time, body []byte) *lineParser {
+	return &lineParser{db: db, prec: prec, now: now, body: body, byKey: make(map[string]*seriesBatch),
+		byRaw: make(map[string]*seriesBatch), byLine: make(map[string]*seriesBatch)}
+}
+
 // lineParser is the state of parsing one body.
 type lineParser struct {
 	db   string
@@ -60,6 +64,7 @@ type lineParser struct {
 	batches []*seriesBatch
 	byKey   map[string]*seriesBatch // series key → batch
 	byRaw   map[string]*seriesBatch // raw measurement, tags and field → batch
+	byLine  map[string]*seriesBatch // "measurement,tags field" as a fast line spells them → batch
 	parsed  int
 	dropped int
 	reason  string
@@ -71,6 +76,9 @@ type lineParser struct {
 	fields []rawField //
 	measS  int        // the measurement in raw
 	measE  int
+
+	seen    []*seriesBatch // per field of the line: its batch (nil: none, the field was dropped)
+	lineKey []byte         // scratch for byLine's keys
 }
 
 // rawField is one field of a line being parsed.
@@ -130,7 +138,8 @@ func (p *lineParser) field(k []byte) *rawField {
 // end files the line's fields, stamped t, in their series' batches.
 func (p *lineParser) end(t int64) {
 	prefix := len(p.raw)
-	for _, f := range p.fields {
+	p.seen = append(p.seen[:0], make([]*seriesBatch, len(p.fields))...)
+	for i, f := range p.fields {
 		p.raw = binary.AppendUvarint(p.raw[:prefix], uint64(f.ke-f.ks))
 		p.raw = append(p.raw, p.arena[f.ks:f.ke]...)
 		b := p.byRaw[string(p.raw)]
@@ -157,6 +166,7 @@ func (p *lineParser) end(t int64) {
 			}
 			p.byRaw[string(p.raw)] = b
 		}
+		p.seen[i] = b
 		if err := appendValue(&b.pts, t, &f); err != nil {
 			p.fail(fmt.Errorf("field type conflict: input %s: %v", b.desc, err), 0)
 			continue

@@ -322,13 +322,20 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 	bg := context.WithoutCancel(ctx)
 	results := writeFanOut(bg, c.replicas, self, c.commits, remote, c.cfg.CallTimeout, req, hint)
 	locals := make(chan fanResult[int, *wire.WriteResp], len(local))
-	for _, b := range local {
-		storeWorkers.run(func() {
-			cctx, cancel := context.WithTimeout(bg, c.cfg.CallTimeout)
-			resp, err := c.replicas.For(b.peer).Write(cctx, req(b))
-			cancel()
-			locals <- fanResult[int, *wire.WriteResp]{batch: b, resp: resp, err: err}
-		})
+	if len(local) > 0 {
+		// One deadline for all the parts: they start together.
+		lctx, cancel := context.WithTimeout(bg, c.cfg.CallTimeout)
+		var left sync.WaitGroup
+		left.Add(len(local))
+		go func() { left.Wait(); cancel() }()
+		r := c.replicas.For(local[0].peer)
+		for _, b := range local {
+			storeWorkers.run(func() {
+				resp, err := r.Write(lctx, req(b))
+				locals <- fanResult[int, *wire.WriteResp]{batch: b, resp: resp, err: err}
+				left.Done()
+			})
+		}
 	}
 	for received := 0; t.undecided > 0 && received < len(remote)+len(local); received++ {
 		var r fanResult[int, *wire.WriteResp]
