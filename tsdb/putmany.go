@@ -337,11 +337,21 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 			})
 		}
 	}
-	for received := 0; t.undecided > 0 && received < len(remote)+len(local); received++ {
+	// A replica refuses a request of several shards whole when it refuses one of them (a
+	// type conflict, a point past the retention): each of its shards then goes again
+	// alone, so that only the series at fault fails. alone holds every such answer.
+	total := 0
+	for _, b := range batches {
+		total += len(b.items)
+	}
+	alone := make(chan fanResult[int, *wire.WriteResp], total)
+	pending := len(remote) + len(local)
+	for received := 0; t.undecided > 0 && received < pending; received++ {
 		var r fanResult[int, *wire.WriteResp]
 		select {
 		case r = <-results:
 		case r = <-locals:
+		case r = <-alone:
 		case <-ctx.Done():
 			for s := range spans {
 				if !t.decided(s) && t.errs[s] == nil {
@@ -349,6 +359,21 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 				}
 			}
 			return t
+		}
+		var re *rpc.RemoteError
+		if len(r.batch.items) > 1 && errors.As(r.err, &re) {
+			pending += len(r.batch.items)
+			rep := c.replicas.For(r.batch.peer)
+			for _, s := range r.batch.items {
+				one := &peerBatch[int]{peer: r.batch.peer, items: []int{s}}
+				storeWorkers.run(func() {
+					cctx, cancel := context.WithTimeout(bg, c.cfg.CallTimeout)
+					resp, err := rep.Write(cctx, req(one))
+					cancel()
+					alone <- fanResult[int, *wire.WriteResp]{batch: one, resp: resp, err: err}
+				})
+			}
+			continue
 		}
 		t.add(r.batch.items, r.batch.peer, r.err)
 	}

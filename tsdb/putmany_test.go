@@ -3,6 +3,8 @@ package tsdb
 import (
 	"context"
 	"fmt"
+	"github.com/tsdht/tsdht/tsdb/store"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -89,4 +91,40 @@ func intPoints(t0 int64, n int) series.Points {
 		p.AppendInt(t0+int64(i)*int64(time.Second), int64(i))
 	}
 	return p
+}
+
+// TestPutManyBlamesOnlyTheExpiredSeries: replicas keep 2 h; one series of a PutMany is
+// stamped 3 h ago. The replicas refuse the requests that carry it whole; each of their
+// shards goes again alone, so the old series alone fails, with CodeExpired, and the
+// others are stored on every replica.
+func TestPutManyBlamesOnlyTheExpiredSeries(t *testing.T) {
+	lc := startCluster(t, 3, func(_ int, cfg *Config) {
+		st, err := store.OpenPebble(filepath.Join(cfg.DHT.DataDir, "store"),
+			store.PebbleOptions{Sync: store.SyncNone, SealInterval: -1, Retention: 2 * time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Store = st
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	old := time.Now().Add(-3 * time.Hour).UnixNano()
+	puts := []SeriesPut{{Key: "exp/old", Points: sixtyHz(old, 10)}}
+	for s := range 5 {
+		puts = append(puts, SeriesPut{Key: fmt.Sprintf("exp/new%d", s), Points: sixtyHz(base(), 10)})
+	}
+	res := lc.Nodes[0].Coordinator().PutMany(ctx, puts, PutOptions{})
+	if code(res[0].Err) != CodeExpired || res[0].Stored != 0 {
+		t.Fatalf("series 3 h old: stored %d, %v; want %s", res[0].Stored, res[0].Err, CodeExpired)
+	}
+	for i, p := range puts[1:] {
+		if r := res[i+1]; r.Err != nil || r.Stored != 10 {
+			t.Fatalf("%s: stored %d: %v", p.Key, r.Stored, r.Err)
+		}
+		got, err := lc.Nodes[1].Coordinator().Get(ctx, p.Key, p.Points.T[0], p.Points.T[9]+1, GetOptions{ReadQuorum: 3})
+		if err != nil {
+			t.Fatalf("%s: %v", p.Key, err)
+		}
+		requireSame(t, p.Points, got.Points)
+	}
 }
