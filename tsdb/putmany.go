@@ -40,11 +40,13 @@ type SeriesResult struct {
 	Err    error
 }
 
-// localWriteParts is how many parts the batch to this node's store is cut into (0: a
-// part per shard). Parts are written at once, by storeWorkers, and share the store's
-// disk syncs: the store syncs once per append (Store.Append), so a part of several
-// shards costs a sync per shard in a row, while appends made at once share one.
-const localWriteParts = 0
+// localWriteParts is how many parts the batch to this node's own store is cut into (0:
+// a part per shard); parts are written at once, on storeWorkers. One part is one
+// replica request, which a store that appends a request's shards in one commit and one
+// disk sync (store.BatchAppender) stores at the cost of one append; a store that
+// appends shard by shard syncs once per shard in a row, and then a part per shard
+// (appends at once share their syncs) is faster.
+const localWriteParts = 1
 
 // PutMany writes points of many series, as Put would write each, and returns one result
 // per series, in the order of puts. A series whose shards missed their quorum because
