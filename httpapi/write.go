@@ -59,12 +59,15 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.releaseWrite()
-	body, err := readBody(r, h.cfg.MaxBodyBytes)
+	buf := bodies.Get().(*bytes.Buffer)
+	body, err := readBody(r, h.cfg.MaxBodyBytes, buf)
 	if err != nil {
+		putBody(buf)
 		bodyError(w, err)
 		return
 	}
 	batches, parsed, dropped, reason := parseLines(body, db, prec, h.nowFor())
+	putBody(buf) // nothing parsed refers to it
 	if parsed == 0 && dropped > 0 {
 		h.m.pointsDropped.WithLabelValues("influx").Add(float64(dropped))
 		httpError(w, http.StatusBadRequest, reason)
