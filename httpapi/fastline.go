@@ -31,20 +31,29 @@ func (p *lineParser) fast(l []byte) bool {
 	if l[0] == '#' {
 		return false // a comment
 	}
-	for _, c := range l {
-		if c < ' ' || c > '~' || c == '"' || c == '\\' {
+	// One pass: the characters allowed, and where the (at most two) spaces are.
+	sp1, sp2 := -1, -1
+	for i, c := range l {
+		switch {
+		case c == ' ':
+			if sp1 < 0 {
+				sp1 = i
+			} else if sp2 < 0 {
+				sp2 = i
+			} else {
+				return false
+			}
+		case c < '!' || c > '~' || c == '"' || c == '\\':
 			return false
 		}
 	}
-	sp1 := bytes.IndexByte(l, ' ')
 	if sp1 <= 0 {
 		return false
 	}
-	head, rest := l[:sp1], l[sp1+1:]
-	fields, ts := rest, []byte(nil)
-	if sp2 := bytes.IndexByte(rest, ' '); sp2 >= 0 {
-		fields, ts = rest[:sp2], rest[sp2+1:]
-		if len(ts) == 0 || bytes.IndexByte(ts, ' ') >= 0 {
+	head, fields, ts := l[:sp1], l[sp1+1:], []byte(nil)
+	if sp2 >= 0 {
+		fields, ts = l[sp1+1:sp2], l[sp2+1:]
+		if len(ts) == 0 {
 			return false
 		}
 	}
