@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -40,13 +41,22 @@ type SeriesResult struct {
 	Err    error
 }
 
-// localWriteParts is how many parts the batch to this node's own store is cut into (0:
-// a part per shard); parts are written at once, on storeWorkers. One part is one
+// localParts returns how many parts PutMany cuts the batch to this node's own store into
+// (0: a part per shard); parts are written at once, on storeWorkers. One part is one
 // replica request, which a store that appends a request's shards in one commit and one
-// disk sync (store.BatchAppender) stores at the cost of one append; a store that
-// appends shard by shard syncs once per shard in a row, and then a part per shard
-// (appends at once share their syncs) is faster.
-const localWriteParts = 1
+// disk sync (a method AppendBatch: store.BatchAppender) stores at the cost of about one
+// append: then one part. A store that appends shard by shard syncs once per shard in a
+// row, and there a part per shard is faster (appends made at once share their syncs).
+func (c *Coordinator) localParts(self dht.Peer) int {
+	l, ok := c.replicas.For(self).(*localReplica)
+	if !ok {
+		return 1
+	}
+	if _, batches := reflect.TypeOf(l.store).MethodByName("AppendBatch"); batches {
+		return 1
+	}
+	return 0
+}
 
 // PutMany writes points of many series, as Put would write each, and returns one result
 // per series, in the order of puts. A series whose shards missed their quorum because
@@ -262,7 +272,7 @@ func (t *manyTally) add(items []int, peer dht.Peer, err error) {
 // writeMany sends every shard to all its replicas at once, one request per replica (cut
 // by size), and returns when each shard has reached quorum or can no longer reach it, as
 // writeSpans does for one series. The batch to this node is cut into up to
-// localWriteParts parts written at once.
+// localParts parts written at once.
 func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []shardSpan, owner []int, w int) *manyTally {
 	t := &manyTally{spans: spans, w: w, acks: make([]int, len(spans)), fails: make([]int, len(spans)),
 		errs: make([]error, len(spans)), undecided: len(spans)}
@@ -291,7 +301,7 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 			continue
 		}
 		per := 1
-		if parts := localWriteParts; parts > 0 {
+		if parts := c.localParts(b.peer); parts > 0 {
 			per = (len(b.items) + parts - 1) / parts
 		}
 		for lo := 0; lo < len(b.items); lo += per {
