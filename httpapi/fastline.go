@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/influxdata/line-protocol/v2/lineprotocol"
@@ -62,13 +63,11 @@ func (p *lineParser) fast(l []byte) bool {
 	}
 	var t int64
 	if ts != nil {
-		if _, ok := decimal(ts); !ok {
-			return false
+		v, ok := decimal(ts)
+		if !ok || v > math.MaxInt64/p.prec || v < math.MinInt64/p.prec {
+			return false // the decoder's to refuse
 		}
-		var err error
-		if t, err = timeOf(ts, p.prec, p.now); err != nil {
-			return false
-		}
+		t = v * p.prec
 	} else {
 		t = p.now.UnixNano()
 	}
@@ -100,14 +99,14 @@ func (p *lineParser) fast(l []byte) bool {
 		p.fields = append(p.fields, f)
 	}
 	// Each field's batch, by "measurement,tags field" as the line spells it.
-	p.seen = append(p.seen[:0], make([]*seriesBatch, len(p.fields))...)
+	p.seen = resize(p.seen, len(p.fields))
 	all := true
 	for i, f := range p.fields {
 		p.lineKey = append(append(append(p.lineKey[:0], head...), ' '), p.arena[f.ks:f.ke]...)
 		p.seen[i] = p.byLine[string(p.lineKey)]
 		all = all && p.seen[i] != nil
 	}
-	if !all {
+	if !all && !p.fromCache(head) {
 		return p.fastNew(head, t)
 	}
 	for i := range p.fields {
@@ -156,9 +155,43 @@ func (p *lineParser) fastNew(head []byte, t int64) bool {
 		if b != nil {
 			f := fields[i]
 			p.byLine[string(append(append(head0, ' '), arena[f.ks:f.ke]...))] = b
+			p.cache.put(p.cacheKey(head0, arena[f.ks:f.ke]), b)
 		}
 	}
 	return true
+}
+
+// fromCache finds the batches of the line's fields (p.seen) whose series earlier
+// requests named, through p.cache: it reports whether it found them all, and then
+// the line is read as one whose series this request had named.
+func (p *lineParser) fromCache(head []byte) bool {
+	if p.cache == nil {
+		return false
+	}
+	for i, f := range p.fields {
+		if p.seen[i] != nil {
+			continue
+		}
+		sp := p.cache.get(p.cacheKey(head, p.arena[f.ks:f.ke]))
+		if sp == nil {
+			return false
+		}
+		b := p.byKey[sp.key]
+		if b == nil {
+			b = &seriesBatch{key: sp.key, tags: sp.tags, desc: sp.desc}
+			p.byKey[sp.key] = b
+			p.batches = append(p.batches, b)
+		}
+		p.seen[i] = b
+		p.byLine[string(append(append(p.lineKey[:0], head...), ' '))+string(p.arena[f.ks:f.ke])] = b
+	}
+	return true
+}
+
+// cacheKey returns the seriesCache key of a field of a line (in a scratch buffer).
+func (p *lineParser) cacheKey(head, field []byte) []byte {
+	p.lineKey = append(append(append(append(append(p.lineKey[:0], p.db...), 0), head...), ' '), field...)
+	return p.lineKey
 }
 
 // fastValue reads a field value of the common forms into f.

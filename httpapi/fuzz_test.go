@@ -87,8 +87,9 @@ func FuzzDecimal(f *testing.F) {
 	})
 }
 
-// FuzzFastLine: wherever the fast path reads a line (twice: once new, once known),
-// line-protocol/v2's decoder reads it the same: the same series, types, timestamps and values, the same lines dropped
+// FuzzFastLine: wherever the fast path reads a line (twice: once new, once known; and
+// in a later request, through the series cache), line-protocol/v2's decoder reads it
+// the same: the same series, types, timestamps and values, the same lines dropped
 // and the same reason.
 func FuzzFastLine(f *testing.F) {
 	for _, s := range []string{
@@ -113,6 +114,24 @@ func FuzzFastLine(f *testing.F) {
 		}
 		dec := newLineParser("db", prec, now, body)
 		dec.decode(body, 1)
+		// And as a later request of a handler whose earlier request named the series.
+		cache := newSeriesCache()
+		first := newLineParser("db", prec, now, body)
+		first.cache = cache
+		first.fast([]byte(line))
+		later := newLineParser("db", prec, now, body)
+		later.cache = cache
+		later.fast([]byte(line))
+		later.fast([]byte(line))
+		for _, p := range []*lineParser{fast, later} {
+			sameAsDecoder(t, line, p, dec)
+		}
+	})
+}
+
+func sameAsDecoder(t *testing.T, line string, fast, dec *lineParser) {
+	t.Helper()
+	{
 		if fast.parsed != dec.parsed || fast.dropped != dec.dropped || fast.reason != dec.reason || len(fast.batches) != len(dec.batches) {
 			t.Fatalf("%q: fast path parsed %d dropped %d (%q) in %d series; the decoder %d, %d (%q) in %d",
 				line, fast.parsed, fast.dropped, fast.reason, len(fast.batches), dec.parsed, dec.dropped, dec.reason, len(dec.batches))
@@ -123,7 +142,7 @@ func FuzzFastLine(f *testing.F) {
 				t.Fatalf("%q: fast path read %q %v %+v; the decoder %q %v %+v", line, a.key, a.tags, a.pts, b.key, b.tags, b.pts)
 			}
 		}
-	})
+	}
 }
 
 // The fast path takes the lines collectors send (so that it is used at all), and

@@ -29,7 +29,14 @@ import (
 // the request names that series; later lines find their batch by the raw bytes of
 // measurement, tags and field, without allocating.
 func parseLines(body []byte, db string, prec int64, now time.Time) (batches []*seriesBatch, parsed, dropped int, reason string) {
+	return parseLinesCached(body, db, prec, now, nil)
+}
+
+// parseLinesCached is parseLines with the series of fast lines found in cache (nil:
+// none) when earlier requests named them.
+func parseLinesCached(body []byte, db string, prec int64, now time.Time, cache *seriesCache) (batches []*seriesBatch, parsed, dropped int, reason string) {
 	p := newLineParser(db, prec, now, body)
+	p.cache = cache
 	rest, line := body, 1
 	for len(rest) > 0 {
 		end := bytes.IndexByte(rest, '\n')
@@ -77,6 +84,7 @@ type lineParser struct {
 	measS  int        // the measurement in raw
 	measE  int
 
+	cache   *seriesCache   // series of fast lines named by earlier requests; nil: none
 	seen    []*seriesBatch // per field of the line: its batch (nil: none, the field was dropped)
 	lineKey []byte         // scratch for byLine's keys
 }
@@ -138,7 +146,7 @@ func (p *lineParser) field(k []byte) *rawField {
 // end files the line's fields, stamped t, in their series' batches.
 func (p *lineParser) end(t int64) {
 	prefix := len(p.raw)
-	p.seen = append(p.seen[:0], make([]*seriesBatch, len(p.fields))...)
+	p.seen = resize(p.seen, len(p.fields))
 	for i, f := range p.fields {
 		p.raw = binary.AppendUvarint(p.raw[:prefix], uint64(f.ke-f.ks))
 		p.raw = append(p.raw, p.arena[f.ks:f.ke]...)
@@ -273,4 +281,14 @@ func appendValue(p *series.Points, t int64, f *rawField) error {
 		p.AppendString(t, f.str)
 	}
 	return nil
+}
+
+// resize returns s with n nil elements, reusing its array when it can.
+func resize(s []*seriesBatch, n int) []*seriesBatch {
+	if cap(s) < n {
+		return make([]*seriesBatch, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }

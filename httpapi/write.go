@@ -66,7 +66,7 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request) {
 		bodyError(w, err)
 		return
 	}
-	batches, parsed, dropped, reason := parseLines(body, db, prec, h.nowFor())
+	batches, parsed, dropped, reason := parseLinesCached(body, db, prec, h.nowFor(), h.series)
 	putBody(buf) // nothing parsed refers to it
 	if parsed == 0 && dropped > 0 {
 		h.m.pointsDropped.WithLabelValues("influx").Add(float64(dropped))
