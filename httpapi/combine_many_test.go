@@ -60,7 +60,7 @@ func gathered(t *testing.T, c *manyCombiner, n int) {
 // back in order.
 func TestManyCombinerMergesConcurrentRequests(t *testing.T) {
 	g := &gatedManyEngine{NodeEngine: engine, entered: make(chan struct{}), release: make(chan struct{})}
-	c := newManyCombiner(g)
+	c := newManyCombiner(g, 1)
 	start := base.Add(9 * time.Minute).UnixNano()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -117,7 +117,7 @@ func TestManyCombinerMergesConcurrentRequests(t *testing.T) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.busy || c.next != nil {
+	if c.inflight != 0 || c.next != nil {
 		t.Fatal("the combiner is still busy after every write returned")
 	}
 }
@@ -127,7 +127,7 @@ func TestManyCombinerMergesConcurrentRequests(t *testing.T) {
 // that wrote the same series, nor its other series.
 func TestManyCombinerBlamesOnlyTheBadRequest(t *testing.T) {
 	g := &gatedManyEngine{NodeEngine: engine, entered: make(chan struct{}), release: make(chan struct{})}
-	c := newManyCombiner(g)
+	c := newManyCombiner(g, 1)
 	start := base.Add(11 * time.Minute).UnixNano()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

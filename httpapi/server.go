@@ -40,7 +40,7 @@ func New(eng Engine, cfg Config, logger *slog.Logger) (*Handler, error) {
 		slots: make(chan struct{}, cfg.MaxConcurrentWrites), comb: newCombiner(eng), nowFor: time.Now}
 	h.series = newSeriesCache()
 	if mw, ok := eng.(ManyWriter); ok {
-		h.many = newManyCombiner(mw)
+		h.many = newManyCombiner(mw, writesInFlight)
 	}
 	h.reg = prometheus.NewRegistry()
 	h.m = newMetrics(h.reg, eng)
