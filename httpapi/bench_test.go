@@ -55,3 +55,25 @@ func BenchmarkParseLines(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*5000)/b.Elapsed().Seconds(), "points/s")
 }
+
+// BenchmarkParseLinesDecoder parses BenchmarkParseLines's body with line-protocol/v2's
+// decoder alone (no fast path), for comparison.
+func BenchmarkParseLinesDecoder(b *testing.B) {
+	start := time.Now().Add(-6 * time.Hour).Truncate(time.Hour).UnixNano()
+	var body bytes.Buffer
+	for k := 0; k < 50; k++ {
+		for s := 0; s < 100; s++ {
+			fmt.Fprintf(&body, "bench,host=h%d v=%v %d\n", s, float64(k)*0.37+float64(s), start+int64(k)*1e9/60)
+		}
+	}
+	now := time.Now()
+	b.ReportAllocs()
+	b.SetBytes(int64(body.Len()))
+	for i := 0; i < b.N; i++ {
+		p := newLineParser("bench", 1, now, body.Bytes())
+		if p.decode(body.Bytes(), 1); p.parsed != 5000 {
+			b.Fatalf("parsed %d: %s", p.parsed, p.reason)
+		}
+	}
+	b.ReportMetric(float64(b.N*5000)/b.Elapsed().Seconds(), "points/s")
+}

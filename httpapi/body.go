@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 )
 
 // errTooLarge is wrapped by readBody's error for a body over the limit.
@@ -15,8 +16,13 @@ var errTooLarge = errors.New("request body too large")
 
 // readBody reads a request body of at most max bytes — before and, with
 // Content-Encoding gzip, after decompression — refusing a larger one as soon as
-// its size shows, without allocating for it.
-func readBody(r *http.Request, max int64) ([]byte, error) {
+// its size shows, without allocating for it. It reads into buf (reset first) when
+// buf is not nil.
+func readBody(r *http.Request, max int64, buf *bytes.Buffer) ([]byte, error) {
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
+	buf.Reset()
 	if r.ContentLength > max && !isGzip(r) {
 		return nil, fmt.Errorf("%w: %d bytes, at most %d accepted: split the batch", errTooLarge, r.ContentLength, max)
 	}
@@ -29,7 +35,6 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 		defer zr.Close()
 		src = io.LimitReader(zr, max+1)
 	}
-	var buf bytes.Buffer
 	if r.ContentLength > 0 && r.ContentLength <= max {
 		buf.Grow(int(r.ContentLength))
 	}
@@ -41,6 +46,21 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("reading the body: %v", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// bodies keeps the buffers of line-protocol bodies for the next requests: a body
+// is parsed into points, keys and strings of their own, so its buffer is free
+// once the request was parsed.
+var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBody bounds the buffers bodies keeps: a rare large body's buffer is left
+// to the collector.
+const maxPooledBody = 4 << 20
+
+func putBody(b *bytes.Buffer) {
+	if b.Cap() <= maxPooledBody {
+		bodies.Put(b)
+	}
 }
 
 func isGzip(r *http.Request) bool {

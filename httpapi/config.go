@@ -28,7 +28,8 @@ type Config struct {
 	// waiting request holds no body memory. Default 2s.
 	WriteQueueWait time.Duration
 	// SeriesPerWriteParallel bounds the series of one write request being stored at
-	// once (one coordinator Put per series). Default 256: a series' Put mostly waits
+	// once by an Engine without WriteMany (one Write per series; NodeEngine writes a
+	// request's series in one WriteMany and does not use it). Default 256: a series' Put mostly waits
 	// for the replicas' disk syncs, which the store shares among the appends that wait
 	// at once, so the more series wait together the fewer syncs a request costs.
 	SeriesPerWriteParallel int

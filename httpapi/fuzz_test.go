@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"maps"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,4 +85,82 @@ func FuzzDecimal(f *testing.F) {
 			t.Fatalf("decimal(%q) refused what strconv reads as %d", s, w)
 		}
 	})
+}
+
+// FuzzFastLine: wherever the fast path reads a line (twice: once new, once known; and
+// in a later request, through the series cache), line-protocol/v2's decoder reads it
+// the same: the same series, types, timestamps and values, the same lines dropped
+// and the same reason.
+func FuzzFastLine(f *testing.F) {
+	for _, s := range []string{
+		"cpu,host=a,region=eu v=1.5,n=2i,u=3u,b=true 1700000000000000000",
+		"cpu v=-0.5e-3,w=1E+5,x=.5,y=1.,z=+1", "m v=1", "m,t=1 v=t,w=F,x=FALSE,y=True", "m v=1 -5", "m v=1 -0",
+		"m v=1 99999999999999999999", "m v=1e999", "m v=9223372036854775808i", "m v=18446744073709551616u",
+		"m,a=1,a=2 v=1", "m v=1,v=2i", "m,t=a=b v=1", "m v=a=b", "m=x v=1", "m,t v=1", "m v=", "m  v=1", "m v=1,",
+		"m v=1 1 ", "m\tv=1", "m v=1\r", "# c", "m v=1x", "m v=0x10", "m v=1_0", "m v=inf", "m v=NaN", "m v=-i", "m v=i",
+	} {
+		f.Add(s, int8(0))
+	}
+	f.Fuzz(func(t *testing.T, line string, precIdx int8) {
+		line = strings.ReplaceAll(line, "\n", "")
+		precs := []int64{1, 1e3, 1e6, 1e9, 60e9, 3600e9}
+		prec := precs[int(uint8(precIdx))%len(precs)]
+		now := time.Unix(1700000000, 123)
+		// Twice: the second time the fast path finds the line's series by its bytes.
+		body := []byte(line + "\n" + line)
+		fast := newLineParser("db", prec, now, body)
+		if !fast.fast([]byte(line)) || !fast.fast([]byte(line)) {
+			return
+		}
+		dec := newLineParser("db", prec, now, body)
+		dec.decode(body, 1)
+		// And as a later request of a handler whose earlier request named the series.
+		cache := newSeriesCache()
+		first := newLineParser("db", prec, now, body)
+		first.cache = cache
+		first.fast([]byte(line))
+		later := newLineParser("db", prec, now, body)
+		later.cache = cache
+		later.fast([]byte(line))
+		later.fast([]byte(line))
+		for _, p := range []*lineParser{fast, later} {
+			sameAsDecoder(t, line, p, dec)
+		}
+	})
+}
+
+func sameAsDecoder(t *testing.T, line string, fast, dec *lineParser) {
+	t.Helper()
+	{
+		if fast.parsed != dec.parsed || fast.dropped != dec.dropped || fast.reason != dec.reason || len(fast.batches) != len(dec.batches) {
+			t.Fatalf("%q: fast path parsed %d dropped %d (%q) in %d series; the decoder %d, %d (%q) in %d",
+				line, fast.parsed, fast.dropped, fast.reason, len(fast.batches), dec.parsed, dec.dropped, dec.reason, len(dec.batches))
+		}
+		for i, a := range fast.batches {
+			b := dec.batches[i]
+			if a.key != b.key || a.desc != b.desc || !maps.Equal(a.tags, b.tags) || !reflect.DeepEqual(a.pts, b.pts) {
+				t.Fatalf("%q: fast path read %q %v %+v; the decoder %q %v %+v", line, a.key, a.tags, a.pts, b.key, b.tags, b.pts)
+			}
+		}
+	}
+}
+
+// The fast path takes the lines collectors send (so that it is used at all), and
+// leaves the others to the decoder.
+func TestFastLineTakesCommonLines(t *testing.T) {
+	p := newLineParser("db", 1, time.Unix(0, 0), nil)
+	for _, l := range []string{"bench,host=h1 v=12.37 1700000000000000000", "cpu,cpu=cpu0,host=a usage_idle=99.5,usage_user=0.25 1",
+		"mem used=123456i,free=9u,ok=true", "m v=-1.5e-7"} {
+		if !p.fast([]byte(l)) {
+			t.Errorf("fast path refused %q", l)
+		}
+	}
+	for _, l := range []string{`m s="x" 1`, `m\ x v=1`, "# comment", "m v=1\r", " m v=1", "m v=1.", "m v=inf"} {
+		if p.fast([]byte(l)) {
+			t.Errorf("fast path took %q, the decoder's to read", l)
+		}
+	}
+	if p.parsed != 7 || p.dropped != 0 { // 1 + 2 + 3 + 1 fields
+		t.Fatalf("parsed %d, dropped %d (%s)", p.parsed, p.dropped, p.reason)
+	}
 }

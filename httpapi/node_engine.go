@@ -12,7 +12,6 @@ import (
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
-	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // NodeEngine is the Engine over a running node's coordinator: writes and reads go
@@ -46,19 +45,9 @@ func (e *NodeEngine) Write(ctx context.Context, key string, tags map[string]stri
 	if err != nil || len(tags) == 0 || e.tagged(key) {
 		return n, err
 	}
-	req := &wire.MetaReq{Key: key, SetTags: true, AddTags: true}
-	keys := make([]string, 0, len(tags))
-	for k := range tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		req.Pairs = append(req.Pairs, k, tags[k])
-	}
-	if _, err := e.node.Coordinator().Meta(ctx, req); err != nil {
+	if err := e.recordTags(ctx, key, tags); err != nil {
 		return n, fmt.Errorf("stored %d points of %q, but recording its tags failed: %w", n, key, err)
 	}
-	e.remember(key)
 	return n, nil
 }
 

@@ -26,7 +26,7 @@ func (h *Handler) servePromWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.releaseWrite()
-	compressed, err := readBody(r, h.cfg.MaxBodyBytes)
+	compressed, err := readBody(r, h.cfg.MaxBodyBytes, nil)
 	if err != nil {
 		bodyError(w, err)
 		return

@@ -20,6 +20,8 @@ type Handler struct {
 	mux    *http.ServeMux
 	slots  chan struct{} // write requests in progress
 	comb   *combiner
+	many   *manyCombiner // nil: the engine has no WriteMany
+	series *seriesCache  // the series of line protocol's common lines, across requests
 	m      *metrics
 	reg    *prometheus.Registry
 	nowFor func() time.Time
@@ -36,6 +38,10 @@ func New(eng Engine, cfg Config, logger *slog.Logger) (*Handler, error) {
 	}
 	h := &Handler{cfg: cfg, eng: eng, log: logger, mux: http.NewServeMux(),
 		slots: make(chan struct{}, cfg.MaxConcurrentWrites), comb: newCombiner(eng), nowFor: time.Now}
+	h.series = newSeriesCache()
+	if mw, ok := eng.(ManyWriter); ok {
+		h.many = newManyCombiner(mw, writesInFlight)
+	}
 	h.reg = prometheus.NewRegistry()
 	h.m = newMetrics(h.reg, eng)
 	h.route("/ping", h.servePing)

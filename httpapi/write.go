@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -60,12 +59,15 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.releaseWrite()
-	body, err := readBody(r, h.cfg.MaxBodyBytes)
+	buf := bodies.Get().(*bytes.Buffer)
+	body, err := readBody(r, h.cfg.MaxBodyBytes, buf)
 	if err != nil {
+		putBody(buf)
 		bodyError(w, err)
 		return
 	}
-	batches, parsed, dropped, reason := parseLines(body, db, prec, h.nowFor())
+	batches, parsed, dropped, reason := parseLinesCached(body, db, prec, h.nowFor(), h.series)
+	putBody(buf) // nothing parsed refers to it
 	if parsed == 0 && dropped > 0 {
 		h.m.pointsDropped.WithLabelValues("influx").Add(float64(dropped))
 		httpError(w, http.StatusBadRequest, reason)
@@ -105,13 +107,23 @@ func (h *Handler) finishWrite(w http.ResponseWriter, out writeOutcome, dropped i
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// store writes every batch, one Put per series (combined with other requests' points
-// of the series, combine.go), a bounded number at once.
+// store writes every batch: all in one WriteMany when the engine has it (one replica
+// request per replica for the whole request, combined with the requests that arrive
+// while one is in flight, combine_many.go), else one Write per series (combined with
+// other requests' points of the series, combine.go), a bounded number at once.
 func (h *Handler) store(ctx context.Context, batches []*seriesBatch) writeOutcome {
-	var (
-		mu  sync.Mutex
-		out writeOutcome
-	)
+	var out writeOutcome
+	if h.many != nil {
+		ws := make([]SeriesWrite, len(batches))
+		for i, b := range batches {
+			ws[i] = SeriesWrite{Key: b.key, Tags: b.tags, Pts: b.pts}
+		}
+		for i, r := range h.many.write(ctx, ws) {
+			out.add(batches[i], r.Stored, r.Err)
+		}
+		return out
+	}
+	var mu sync.Mutex
 	g := new(errgroup.Group)
 	g.SetLimit(h.cfg.SeriesPerWriteParallel)
 	for _, b := range batches {
@@ -119,30 +131,35 @@ func (h *Handler) store(ctx context.Context, batches []*seriesBatch) writeOutcom
 			n, err := h.comb.write(ctx, b.key, b.tags, b.pts)
 			mu.Lock()
 			defer mu.Unlock()
-			out.stored += n
-			if err == nil {
-				return nil
-			}
-			switch errorCode(err) {
-			case tsdb.CodeTypeMismatch, tsdb.CodeBadInput, tsdb.CodeExpired:
-				out.dropped += b.pts.Len() - n
-				if out.reason == "" {
-					if errorCode(err) == tsdb.CodeTypeMismatch {
-						out.reason = fmt.Sprintf("field type conflict: input %s: %v", b.desc, err)
-					} else {
-						out.reason = fmt.Sprintf("%s: %v", b.desc, err)
-					}
-				}
-			default:
-				if out.fatal == nil {
-					out.fatal = err
-				}
-			}
+			out.add(b, n, err)
 			return nil
 		})
 	}
 	_ = g.Wait()
 	return out
+}
+
+// add counts what storing batch b did: n points stored, and err for the rest.
+func (out *writeOutcome) add(b *seriesBatch, n int, err error) {
+	out.stored += n
+	if err == nil {
+		return
+	}
+	switch errorCode(err) {
+	case tsdb.CodeTypeMismatch, tsdb.CodeBadInput, tsdb.CodeExpired:
+		out.dropped += b.pts.Len() - n
+		if out.reason == "" {
+			if errorCode(err) == tsdb.CodeTypeMismatch {
+				out.reason = fmt.Sprintf("field type conflict: input %s: %v", b.desc, err)
+			} else {
+				out.reason = fmt.Sprintf("%s: %v", b.desc, err)
+			}
+		}
+	default:
+		if out.fatal == nil {
+			out.fatal = err
+		}
+	}
 }
 
 // parsePrecision maps InfluxDB 1.x's precision parameter to nanoseconds per unit.
@@ -171,6 +188,11 @@ func lineTime(dec *lineprotocol.Decoder, unit int64, now time.Time) (int64, erro
 	if err != nil {
 		return 0, err
 	}
+	return timeOf(b, unit, now)
+}
+
+// timeOf returns the timestamp b (decimal, in units of unit ns) in ns, or now when b is nil.
+func timeOf(b []byte, unit int64, now time.Time) (int64, error) {
 	if b == nil {
 		return now.UnixNano(), nil
 	}
@@ -212,172 +234,6 @@ func decimal(b []byte) (int64, bool) {
 		return int64(-u), true
 	}
 	return 0, false
-}
-
-// parseLines parses a body of line protocol into per-series batches. A line that
-// does not parse, or whose field's type conflicts with an earlier line of the same
-// request, is dropped and counted; reason describes the first such line as
-// InfluxDB does ("unable to parse '…': …").
-//
-// The series key of a field is built (tags sorted and escaped) only the first time
-// the request names that series; later lines find their batch by the raw bytes of
-// measurement, tags and field, without allocating.
-func parseLines(body []byte, db string, prec int64, now time.Time) (batches []*seriesBatch, parsed, dropped int, reason string) {
-	byKey := make(map[string]*seriesBatch)
-	byRaw := make(map[string]*seriesBatch)
-	dec := lineprotocol.NewDecoderWithBytes(body)
-	var (
-		raw    []byte // length-prefixed measurement, tag keys and values, then a field key
-		tagOff []int  // per tag: start and end of its key, start and end of its value, in raw
-		arena  []byte // field keys of the line
-		fields []rawField
-	)
-	fail := func(err error) {
-		dropped++
-		if reason != "" {
-			return
-		}
-		var de *lineprotocol.DecodeError
-		if errors.As(err, &de) {
-			reason = fmt.Sprintf("unable to parse '%s': %v", lineAt(body, int(de.Line)), err)
-		} else {
-			reason = err.Error()
-		}
-	}
-	for dec.Next() {
-		raw, tagOff, arena, fields = raw[:0], tagOff[:0], arena[:0], fields[:0]
-		m, err := dec.Measurement()
-		if err != nil {
-			fail(err)
-			continue
-		}
-		raw = binary.AppendUvarint(raw, uint64(len(m)))
-		measStart := len(raw)
-		raw = append(raw, m...)
-		measEnd := len(raw)
-		for {
-			k, v, err2 := dec.NextTag()
-			if err = err2; err != nil || k == nil {
-				break
-			}
-			raw = binary.AppendUvarint(raw, uint64(len(k)))
-			ks := len(raw)
-			raw = append(raw, k...)
-			ke := len(raw)
-			raw = binary.AppendUvarint(raw, uint64(len(v)))
-			vs := len(raw)
-			raw = append(raw, v...)
-			tagOff = append(tagOff, ks, ke, vs, len(raw))
-		}
-		for err == nil {
-			k, v, err2 := dec.NextField()
-			if err = err2; err != nil || k == nil {
-				break
-			}
-			f := rawField{ks: len(arena), val: v}
-			arena = append(arena, k...)
-			f.ke = len(arena)
-			if v.Kind() == lineprotocol.String {
-				f.str = v.StringV() // copied now: the decoder reuses its unescaping buffer
-			}
-			fields = append(fields, f)
-		}
-		if err != nil {
-			fail(err)
-			continue
-		}
-		t, err := lineTime(dec, prec, now)
-		if err != nil {
-			fail(err)
-			continue
-		}
-		prefix := len(raw)
-		for _, f := range fields {
-			raw = binary.AppendUvarint(raw[:prefix], uint64(f.ke-f.ks))
-			raw = append(raw, arena[f.ks:f.ke]...)
-			b := byRaw[string(raw)]
-			if b == nil {
-				meas, field := string(raw[measStart:measEnd]), string(arena[f.ks:f.ke])
-				tags := make([]tagPair, 0, len(tagOff)/4)
-				for i := 0; i < len(tagOff); i += 4 {
-					tags = append(tags, tagPair{string(raw[tagOff[i]:tagOff[i+1]]), string(raw[tagOff[i+2]:tagOff[i+3]])})
-				}
-				if err := sortTags(tags); err != nil {
-					fail(fmt.Errorf("measurement %q: %v", meas, err))
-					continue
-				}
-				key := LineKey(db, meas, tags, field)
-				if err := series.ValidateKey(key); err != nil {
-					fail(fmt.Errorf("measurement %q, field %q: %v (shorten the measurement, tags or field)", meas, field, err))
-					continue
-				}
-				if b = byKey[key]; b == nil {
-					b = &seriesBatch{key: key, tags: lineTags(db, meas, tags, field),
-						desc: fmt.Sprintf("field %q on measurement %q", field, meas)}
-					byKey[key] = b
-					batches = append(batches, b)
-				}
-				byRaw[string(raw)] = b
-			}
-			if err := appendValue(&b.pts, t, f); err != nil {
-				fail(fmt.Errorf("field type conflict: input %s: %v", b.desc, err))
-				continue
-			}
-			parsed++
-		}
-	}
-	return batches, parsed, dropped, reason
-}
-
-// rawField is one field of a line being parsed.
-type rawField struct {
-	ks, ke int // its key in the line's arena
-	val    lineprotocol.Value
-	str    string // the value of a string field
-}
-
-// appendValue appends one line-protocol value. Floats are float, integers int,
-// unsigned integers int (refused past 2^63-1), strings string, and booleans int 1 or 0.
-func appendValue(p *series.Points, t int64, f rawField) error {
-	v := f.val
-	var want series.Type
-	switch v.Kind() {
-	case lineprotocol.Float:
-		want = series.Float
-	case lineprotocol.Int, lineprotocol.Uint, lineprotocol.Bool:
-		want = series.Int
-	case lineprotocol.String:
-		want = series.String
-	default:
-		return fmt.Errorf("unsupported value kind %v", v.Kind())
-	}
-	if p.Type != series.Unknown && p.Type != want {
-		return fmt.Errorf("is type %s, already exists as type %s in this request", influxType(want), influxType(p.Type))
-	}
-	switch v.Kind() {
-	case lineprotocol.Float:
-		p.AppendFloat(t, v.FloatV())
-	case lineprotocol.Int:
-		p.AppendInt(t, v.IntV())
-	case lineprotocol.Uint:
-		u := v.UintV()
-		if u > math.MaxInt64 {
-			return fmt.Errorf("unsigned value %d does not fit a signed 64-bit integer", u)
-		}
-		p.AppendInt(t, int64(u))
-	case lineprotocol.Bool:
-		var i int64
-		if v.BoolV() {
-			i = 1
-		}
-		p.AppendInt(t, i)
-	case lineprotocol.String:
-		if len(f.str) > series.MaxStringValueLen {
-			return fmt.Errorf("string value of %d bytes; at most %d", len(f.str), series.MaxStringValueLen)
-		}
-		p.AppendString(t, f.str)
-	}
-	return nil
 }
 
 func influxType(t series.Type) string {

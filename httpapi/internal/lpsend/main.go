@@ -1,6 +1,7 @@
 // Command lpsend loads an InfluxDB 1.x /write endpoint with line protocol and prints
 // one JSON object: points stored per second. scripts/bench-http runs it, the same
-// sender against tsdht and InfluxDB.
+// sender against tsdht and InfluxDB. It reports the CPU it used itself
+// (sender_cores_busy), to show whether the sender was the bottleneck.
 //
 //	lpsend -url http://127.0.0.1:8086 -db bench -series 100 -points 200000 -batch 5000 -senders 4 -label tsdht
 package main
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -73,6 +75,7 @@ func main() {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	cpu0 := cpuSeconds()
 	var next atomic.Int64
 	var retries atomic.Int64
 	var wg sync.WaitGroup
@@ -108,9 +111,20 @@ func main() {
 	}
 	wg.Wait()
 	secs := time.Since(t0).Seconds()
+	senderCPU := cpuSeconds() - cpu0
 	_ = json.NewEncoder(os.Stdout).Encode(map[string]any{
 		"bench": "http-write", "target": *label, "points": *points, "series": *nseries, "batch": *batch,
 		"senders": *senders, "seconds": secs, "points_per_s": float64(*points) / secs, "retries": retries.Load(),
+		"sender_cpu_s": senderCPU, "sender_cores_busy": senderCPU / secs,
 	})
-	fmt.Fprintf(os.Stderr, "%s: %d points in %.2f s = %.0f points/s\n", *label, *points, secs, float64(*points)/secs)
+	fmt.Fprintf(os.Stderr, "%s: %d points in %.2f s = %.0f points/s (sender: %.2f cores busy)\n", *label, *points, secs, float64(*points)/secs, senderCPU/secs)
+}
+
+// cpuSeconds returns the CPU time (user and system) this process has used.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }

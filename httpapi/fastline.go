@@ -1,0 +1,279 @@
+package httpapi
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/influxdata/line-protocol/v2/lineprotocol"
+)
+
+// The fast path of line protocol.
+//
+// Nearly every line a collector sends looks like
+//
+//	measurement,tag=value,tag=value field=1.5,other=2i 1700000000000000000
+//
+// with no escapes and no quoted strings. fast reads exactly such lines — printable ASCII,
+// single spaces between the three sections, one '=' in each tag and field, values that
+// are plain decimal floats, integers (i), unsigned integers (u) or booleans — and gives
+// them the meaning line-protocol/v2's decoder gives them; anything else (an escape, a
+// quote, a comment, a tab, a carriage return, non-ASCII, a value of another form, an
+// error) it leaves to the decoder, so errors are always the decoder's. FuzzFastLine
+// holds the two to the same answers.
+
+// fast parses line l (without its newline) into p if it has the common shape, and
+// reports whether it did; an empty line is skipped.
+func (p *lineParser) fast(l []byte) bool {
+	if len(l) == 0 {
+		return true
+	}
+	if l[0] == '#' {
+		return false // a comment
+	}
+	// One pass: the characters allowed, and where the (at most two) spaces are.
+	sp1, sp2 := -1, -1
+	for i, c := range l {
+		switch {
+		case c == ' ':
+			if sp1 < 0 {
+				sp1 = i
+			} else if sp2 < 0 {
+				sp2 = i
+			} else {
+				return false
+			}
+		case c < '!' || c > '~' || c == '"' || c == '\\':
+			return false
+		}
+	}
+	if sp1 <= 0 {
+		return false
+	}
+	head, fields, ts := l[:sp1], l[sp1+1:], []byte(nil)
+	if sp2 >= 0 {
+		fields, ts = l[sp1+1:sp2], l[sp2+1:]
+		if len(ts) == 0 {
+			return false
+		}
+	}
+	if len(fields) == 0 {
+		return false
+	}
+	var t int64
+	if ts != nil {
+		v, ok := decimal(ts)
+		if !ok || v > math.MaxInt64/p.prec || v < math.MinInt64/p.prec {
+			return false // the decoder's to refuse
+		}
+		t = v * p.prec
+	} else {
+		t = p.now.UnixNano()
+	}
+
+	// Fields first: a line naming series this request already named (nearly every
+	// line) needs only its values read and its batches found by its own bytes.
+	p.fields, p.arena = p.fields[:0], p.arena[:0]
+	for len(fields) > 0 {
+		comma := bytes.IndexByte(fields, ',')
+		fd := fields
+		if comma >= 0 {
+			fd, fields = fields[:comma], fields[comma+1:]
+			if len(fields) == 0 {
+				return false // a trailing comma
+			}
+		} else {
+			fields = nil
+		}
+		eq := bytes.IndexByte(fd, '=')
+		if eq <= 0 || eq == len(fd)-1 || bytes.IndexByte(fd[eq+1:], '=') >= 0 {
+			return false
+		}
+		f := rawField{ks: len(p.arena)}
+		p.arena = append(p.arena, fd[:eq]...)
+		f.ke = len(p.arena)
+		if !fastValue(&f, fd[eq+1:]) {
+			return false
+		}
+		p.fields = append(p.fields, f)
+	}
+	// Each field's batch, by "measurement,tags field" as the line spells it.
+	p.seen = resize(p.seen, len(p.fields))
+	all := true
+	for i, f := range p.fields {
+		p.lineKey = append(append(append(p.lineKey[:0], head...), ' '), p.arena[f.ks:f.ke]...)
+		p.seen[i] = p.byLine[string(p.lineKey)]
+		all = all && p.seen[i] != nil
+	}
+	if !all && !p.fromCache(head) {
+		return p.fastNew(head, t)
+	}
+	for i := range p.fields {
+		b := p.seen[i]
+		if err := appendValue(&b.pts, t, &p.fields[i]); err != nil {
+			p.fail(fmt.Errorf("field type conflict: input %s: %v", b.desc, err), 0)
+			continue
+		}
+		p.parsed++
+	}
+	return true
+}
+
+// fastNew files a fast line some of whose series this request had not named yet: its
+// measurement and tags are read, its series keys built (end), and its batches found
+// by its own bytes from then on.
+func (p *lineParser) fastNew(head []byte, t int64) bool {
+	head0 := head[:len(head):len(head)] // appending copies
+	comma := bytes.IndexByte(head, ',')
+	m := head
+	if comma >= 0 {
+		m = head[:comma]
+	}
+	if len(m) == 0 || bytes.IndexByte(m, '=') >= 0 {
+		return false
+	}
+	fields, arena := p.fields, p.arena
+	p.begin(m)
+	p.fields, p.arena = fields, arena
+	for comma >= 0 {
+		head = head[comma+1:]
+		comma = bytes.IndexByte(head, ',')
+		tg := head
+		if comma >= 0 {
+			tg = head[:comma]
+		}
+		eq := bytes.IndexByte(tg, '=')
+		if eq <= 0 || eq == len(tg)-1 || bytes.IndexByte(tg[eq+1:], '=') >= 0 {
+			return false
+		}
+		p.tag(tg[:eq], tg[eq+1:])
+	}
+	fields, arena = p.fields, p.arena
+	p.end(t)
+	for i, b := range p.seen {
+		if b != nil {
+			f := fields[i]
+			p.byLine[string(append(append(head0, ' '), arena[f.ks:f.ke]...))] = b
+			p.cache.put(p.cacheKey(head0, arena[f.ks:f.ke]), b)
+		}
+	}
+	return true
+}
+
+// fromCache finds the batches of the line's fields (p.seen) whose series earlier
+// requests named, through p.cache: it reports whether it found them all, and then
+// the line is read as one whose series this request had named.
+func (p *lineParser) fromCache(head []byte) bool {
+	if p.cache == nil {
+		return false
+	}
+	for i, f := range p.fields {
+		if p.seen[i] != nil {
+			continue
+		}
+		sp := p.cache.get(p.cacheKey(head, p.arena[f.ks:f.ke]))
+		if sp == nil {
+			return false
+		}
+		b := p.byKey[sp.key]
+		if b == nil {
+			b = &seriesBatch{key: sp.key, tags: sp.tags, desc: sp.desc}
+			p.byKey[sp.key] = b
+			p.batches = append(p.batches, b)
+		}
+		p.seen[i] = b
+		p.byLine[string(append(append(p.lineKey[:0], head...), ' '))+string(p.arena[f.ks:f.ke])] = b
+	}
+	return true
+}
+
+// cacheKey returns the seriesCache key of a field of a line (in a scratch buffer).
+func (p *lineParser) cacheKey(head, field []byte) []byte {
+	p.lineKey = append(append(append(append(append(p.lineKey[:0], p.db...), 0), head...), ' '), field...)
+	return p.lineKey
+}
+
+// fastValue reads a field value of the common forms into f.
+func fastValue(f *rawField, v []byte) bool {
+	switch last := v[len(v)-1]; {
+	case last == 'i':
+		if !plainInt(v[:len(v)-1], true) {
+			return false
+		}
+		n, err := strconv.ParseInt(string(v[:len(v)-1]), 10, 64)
+		f.kind, f.i = lineprotocol.Int, n
+		return err == nil
+	case last == 'u':
+		if !plainInt(v[:len(v)-1], false) {
+			return false
+		}
+		n, err := strconv.ParseUint(string(v[:len(v)-1]), 10, 64)
+		f.kind, f.u = lineprotocol.Uint, n
+		return err == nil
+	}
+	switch string(v) {
+	case "t", "T", "true", "True", "TRUE":
+		f.kind, f.i = lineprotocol.Bool, 1
+		return true
+	case "f", "F", "false", "False", "FALSE":
+		f.kind, f.i = lineprotocol.Bool, 0
+		return true
+	}
+	if !plainFloat(v) {
+		return false
+	}
+	x, err := strconv.ParseFloat(string(v), 64)
+	f.kind, f.f = lineprotocol.Float, x
+	return err == nil
+}
+
+// plainInt reports whether b is digits, after a '-' if neg allows one.
+func plainInt(b []byte, neg bool) bool {
+	if neg && len(b) > 0 && b[0] == '-' {
+		b = b[1:]
+	}
+	if len(b) == 0 {
+		return false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// plainFloat reports whether b is -?digits(.digits)?([eE][+-]?digits)?.
+func plainFloat(b []byte) bool {
+	i := 0
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	digits := func() bool {
+		s := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		return i > s
+	}
+	if !digits() {
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if !digits() {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return false
+		}
+	}
+	return i == len(b)
+}

@@ -1,0 +1,294 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/influxdata/line-protocol/v2/lineprotocol"
+
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// parseLines parses a body of line protocol into per-series batches. A line that
+// does not parse, or whose field's type conflicts with an earlier line of the same
+// request, is dropped and counted; reason describes the first such line as
+// InfluxDB does ("unable to parse '…': …").
+//
+// Lines of the common shape — ASCII, no escapes, no quoted strings, no comments —
+// are read by a parser of their own (fastline.go), a few times faster than the
+// general decoder; from the first line of any other shape on, the rest of the body
+// goes to line-protocol/v2's decoder (a quoted string may span lines, so only the
+// decoder knows where such a line ends). Both give a line the same meaning
+// (FuzzFastLine checks).
+//
+// The series key of a field is built (tags sorted and escaped) only the first time
+// the request names that series; later lines find their batch by the raw bytes of
+// measurement, tags and field, without allocating.
+func parseLines(body []byte, db string, prec int64, now time.Time) (batches []*seriesBatch, parsed, dropped int, reason string) {
+	return parseLinesCached(body, db, prec, now, nil)
+}
+
+// parseLinesCached is parseLines with the series of fast lines found in cache (nil:
+// none) when earlier requests named them.
+func parseLinesCached(body []byte, db string, prec int64, now time.Time, cache *seriesCache) (batches []*seriesBatch, parsed, dropped int, reason string) {
+	p := newLineParser(db, prec, now, body)
+	p.cache = cache
+	rest, line := body, 1
+	for len(rest) > 0 {
+		end := bytes.IndexByte(rest, '\n')
+		l := rest
+		if end >= 0 {
+			l = rest[:end]
+		}
+		if !p.fast(l) {
+			p.decode(rest, line)
+			break
+		}
+		if end < 0 {
+			break
+		}
+		rest, line = rest[end+1:], line+1
+	}
+	return p.batches, p.parsed, p.dropped, p.reason
+}
+
+func newLineParser(db string, prec int64, now time.Time, body []byte) *lineParser {
+	return &lineParser{db: db, prec: prec, now: now, body: body, byKey: make(map[string]*seriesBatch),
+		byRaw: make(map[string]*seriesBatch), byLine: make(map[string]*seriesBatch)}
+}
+
+// lineParser is the state of parsing one body.
+type lineParser struct {
+	db   string
+	prec int64
+	now  time.Time
+	body []byte
+
+	batches []*seriesBatch
+	byKey   map[string]*seriesBatch // series key → batch
+	byRaw   map[string]*seriesBatch // raw measurement, tags and field → batch
+	byLine  map[string]*seriesBatch // "measurement,tags field" as a fast line spells them → batch
+	parsed  int
+	dropped int
+	reason  string
+
+	// The line being parsed.
+	raw    []byte     // length-prefixed measurement, tag keys and values, then a field key
+	tagOff []int      // per tag: start and end of its key, start and end of its value, in raw
+	arena  []byte     // field keys of the line
+	fields []rawField //
+	measS  int        // the measurement in raw
+	measE  int
+
+	cache   *seriesCache   // series of fast lines named by earlier requests; nil: none
+	seen    []*seriesBatch // per field of the line: its batch (nil: none, the field was dropped)
+	lineKey []byte         // scratch for byLine's keys
+}
+
+// rawField is one field of a line being parsed.
+type rawField struct {
+	ks, ke int // its key in the line's arena
+	kind   lineprotocol.ValueKind
+	f      float64
+	i      int64  // Int, and Bool as 1 or 0
+	u      uint64 // Uint
+	str    string // String
+}
+
+// fail drops a line: err says why; a decoder's error quotes line (its number in the
+// body, from 1).
+func (p *lineParser) fail(err error, line int) {
+	p.dropped++
+	if p.reason != "" {
+		return
+	}
+	var de *lineprotocol.DecodeError
+	if errors.As(err, &de) {
+		p.reason = fmt.Sprintf("unable to parse '%s': %v", lineAt(p.body, line), err)
+	} else {
+		p.reason = err.Error()
+	}
+}
+
+// begin starts a line of measurement m.
+func (p *lineParser) begin(m []byte) {
+	p.raw, p.tagOff, p.arena, p.fields = p.raw[:0], p.tagOff[:0], p.arena[:0], p.fields[:0]
+	p.raw = binary.AppendUvarint(p.raw, uint64(len(m)))
+	p.measS = len(p.raw)
+	p.raw = append(p.raw, m...)
+	p.measE = len(p.raw)
+}
+
+func (p *lineParser) tag(k, v []byte) {
+	p.raw = binary.AppendUvarint(p.raw, uint64(len(k)))
+	ks := len(p.raw)
+	p.raw = append(p.raw, k...)
+	ke := len(p.raw)
+	p.raw = binary.AppendUvarint(p.raw, uint64(len(v)))
+	vs := len(p.raw)
+	p.raw = append(p.raw, v...)
+	p.tagOff = append(p.tagOff, ks, ke, vs, len(p.raw))
+}
+
+// field adds a field of key k; the caller fills in its value.
+func (p *lineParser) field(k []byte) *rawField {
+	f := rawField{ks: len(p.arena)}
+	p.arena = append(p.arena, k...)
+	f.ke = len(p.arena)
+	p.fields = append(p.fields, f)
+	return &p.fields[len(p.fields)-1]
+}
+
+// end files the line's fields, stamped t, in their series' batches.
+func (p *lineParser) end(t int64) {
+	prefix := len(p.raw)
+	p.seen = resize(p.seen, len(p.fields))
+	for i, f := range p.fields {
+		p.raw = binary.AppendUvarint(p.raw[:prefix], uint64(f.ke-f.ks))
+		p.raw = append(p.raw, p.arena[f.ks:f.ke]...)
+		b := p.byRaw[string(p.raw)]
+		if b == nil {
+			meas, field := string(p.raw[p.measS:p.measE]), string(p.arena[f.ks:f.ke])
+			tags := make([]tagPair, 0, len(p.tagOff)/4)
+			for i := 0; i < len(p.tagOff); i += 4 {
+				tags = append(tags, tagPair{string(p.raw[p.tagOff[i]:p.tagOff[i+1]]), string(p.raw[p.tagOff[i+2]:p.tagOff[i+3]])})
+			}
+			if err := sortTags(tags); err != nil {
+				p.fail(fmt.Errorf("measurement %q: %v", meas, err), 0)
+				continue
+			}
+			key := LineKey(p.db, meas, tags, field)
+			if err := series.ValidateKey(key); err != nil {
+				p.fail(fmt.Errorf("measurement %q, field %q: %v (shorten the measurement, tags or field)", meas, field, err), 0)
+				continue
+			}
+			if b = p.byKey[key]; b == nil {
+				b = &seriesBatch{key: key, tags: lineTags(p.db, meas, tags, field),
+					desc: fmt.Sprintf("field %q on measurement %q", field, meas)}
+				p.byKey[key] = b
+				p.batches = append(p.batches, b)
+			}
+			p.byRaw[string(p.raw)] = b
+		}
+		p.seen[i] = b
+		if err := appendValue(&b.pts, t, &f); err != nil {
+			p.fail(fmt.Errorf("field type conflict: input %s: %v", b.desc, err), 0)
+			continue
+		}
+		p.parsed++
+	}
+}
+
+// decode parses body (the rest of the request's body, starting at line first) with
+// line-protocol/v2's decoder.
+func (p *lineParser) decode(body []byte, first int) {
+	dec := lineprotocol.NewDecoderWithBytes(body)
+	fail := func(err error) {
+		var de *lineprotocol.DecodeError
+		if !errors.As(err, &de) {
+			p.fail(err, 0)
+			return
+		}
+		// The decoder counts lines from the start of what it was given.
+		e := *de
+		e.Line += int64(first - 1)
+		p.fail(&e, int(e.Line))
+	}
+	for dec.Next() {
+		m, err := dec.Measurement()
+		if err != nil {
+			fail(err)
+			continue
+		}
+		p.begin(m)
+		for {
+			k, v, err2 := dec.NextTag()
+			if err = err2; err != nil || k == nil {
+				break
+			}
+			p.tag(k, v)
+		}
+		for err == nil {
+			k, v, err2 := dec.NextField()
+			if err = err2; err != nil || k == nil {
+				break
+			}
+			f := p.field(k)
+			f.kind = v.Kind()
+			switch f.kind {
+			case lineprotocol.Float:
+				f.f = v.FloatV()
+			case lineprotocol.Int:
+				f.i = v.IntV()
+			case lineprotocol.Uint:
+				f.u = v.UintV()
+			case lineprotocol.Bool:
+				if v.BoolV() {
+					f.i = 1
+				}
+			case lineprotocol.String:
+				f.str = v.StringV() // copied now: the decoder reuses its unescaping buffer
+			}
+		}
+		if err != nil {
+			fail(err)
+			continue
+		}
+		t, err := lineTime(dec, p.prec, p.now)
+		if err != nil {
+			fail(err)
+			continue
+		}
+		p.end(t)
+	}
+}
+
+// appendValue appends one line-protocol value. Floats are float, integers int,
+// unsigned integers int (refused past 2^63-1), strings string, and booleans int 1 or 0.
+func appendValue(p *series.Points, t int64, f *rawField) error {
+	var want series.Type
+	switch f.kind {
+	case lineprotocol.Float:
+		want = series.Float
+	case lineprotocol.Int, lineprotocol.Uint, lineprotocol.Bool:
+		want = series.Int
+	case lineprotocol.String:
+		want = series.String
+	default:
+		return fmt.Errorf("unsupported value kind %v", f.kind)
+	}
+	if p.Type != series.Unknown && p.Type != want {
+		return fmt.Errorf("is type %s, already exists as type %s in this request", influxType(want), influxType(p.Type))
+	}
+	switch f.kind {
+	case lineprotocol.Float:
+		p.AppendFloat(t, f.f)
+	case lineprotocol.Int, lineprotocol.Bool:
+		p.AppendInt(t, f.i)
+	case lineprotocol.Uint:
+		if f.u > math.MaxInt64 {
+			return fmt.Errorf("unsigned value %d does not fit a signed 64-bit integer", f.u)
+		}
+		p.AppendInt(t, int64(f.u))
+	case lineprotocol.String:
+		if len(f.str) > series.MaxStringValueLen {
+			return fmt.Errorf("string value of %d bytes; at most %d", len(f.str), series.MaxStringValueLen)
+		}
+		p.AppendString(t, f.str)
+	}
+	return nil
+}
+
+// resize returns s with n nil elements, reusing its array when it can.
+func resize(s []*seriesBatch, n int) []*seriesBatch {
+	if cap(s) < n {
+		return make([]*seriesBatch, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}

@@ -1,0 +1,87 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/tsdht/tsdht/tsdb"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// ManyWriter is an Engine that stores the points of many series in one call. A write
+// request (5,000 lines of line protocol name a hundred series, a remote write as many)
+// then costs each replica one request, not one per series. An Engine without it gets
+// one Write per series, combined across requests (combine.go).
+type ManyWriter interface {
+	// WriteMany stores the points of each series as Write would and returns, per
+	// series and in order, how many points reached the write quorum and why the rest
+	// did not.
+	WriteMany(ctx context.Context, ws []SeriesWrite) []WriteResult
+}
+
+// SeriesWrite is the points of one series in a WriteMany, with its tags (as Write).
+type SeriesWrite struct {
+	Key  string
+	Tags map[string]string
+	Pts  series.Points
+}
+
+// WriteResult is what WriteMany did with one series.
+type WriteResult struct {
+	Stored int
+	Err    error
+}
+
+// WriteMany implements ManyWriter with one coordinated PutMany for all the series, then
+// — once per series and process, as Write — the tags of each series it stored into
+// the series' catalog entry, a bounded number at once.
+func (e *NodeEngine) WriteMany(ctx context.Context, ws []SeriesWrite) []WriteResult {
+	puts := make([]tsdb.SeriesPut, len(ws))
+	for i := range ws {
+		puts[i] = tsdb.SeriesPut{Key: ws[i].Key, Points: ws[i].Pts}
+	}
+	rs := e.node.Coordinator().PutMany(ctx, puts, tsdb.PutOptions{})
+	out := make([]WriteResult, len(ws))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, maxTagWrites)
+	for i := range ws {
+		out[i] = WriteResult{Stored: rs[i].Stored, Err: rs[i].Err}
+		if rs[i].Err != nil || len(ws[i].Tags) == 0 || e.tagged(ws[i].Key) {
+			continue
+		}
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			if err := e.recordTags(ctx, ws[i].Key, ws[i].Tags); err != nil {
+				out[i].Err = fmt.Errorf("stored %d points of %q, but recording its tags failed: %w", out[i].Stored, ws[i].Key, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// maxTagWrites bounds the catalog updates of one WriteMany in flight at once.
+const maxTagWrites = 32
+
+// recordTags sets a series' tags in its catalog entry and remembers it did.
+func (e *NodeEngine) recordTags(ctx context.Context, key string, tags map[string]string) error {
+	req := &wire.MetaReq{Key: key, SetTags: true, AddTags: true}
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		req.Pairs = append(req.Pairs, k, tags[k])
+	}
+	if _, err := e.node.Coordinator().Meta(ctx, req); err != nil {
+		return err
+	}
+	e.remember(key)
+	return nil
+}

@@ -1,0 +1,393 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// Writes of many series at once.
+//
+// A batch of line protocol or a Prometheus remote write names hundreds of series. Put
+// writes one series: one replica request per replica per series. PutMany writes them
+// all in one fan-out: every shard of every series is grouped by replica, so each replica
+// gets one request (cut by maxRequestBytes) per PutMany, and the batch to this node's own
+// store is cut into a few parts written at once, so that their disk syncs are shared.
+// Each series is still acknowledged at the write quorum of each of its shards, exactly as
+// Put acknowledges it, and each series gets its own result.
+
+// SeriesPut is the points of one series in a PutMany.
+type SeriesPut struct {
+	Key    string
+	Points series.Points
+}
+
+// SeriesResult is what PutMany did with one series: how many points reached their write
+// quorum, and why the rest did not (nil when all did). Err carries an rpc.RemoteError
+// code as Put's errors do: CodeBadInput, CodeTypeMismatch and CodeExpired refuse the
+// points themselves (sending them again will not help); CodeUnavailable means the
+// cluster failed (retrying the write is safe: writes are idempotent).
+type SeriesResult struct {
+	Stored int
+	Err    error
+}
+
+// localParts returns how many parts PutMany cuts the batch to this node's own store into
+// (0: a part per shard); parts are written at once, on storeWorkers. One part is one
+// replica request, which a store that appends a request's shards in one commit and one
+// disk sync (a method AppendBatch: store.BatchAppender) stores at the cost of about one
+// append: then one part. A store that appends shard by shard syncs once per shard in a
+// row, and there a part per shard is faster (appends made at once share their syncs).
+func (c *Coordinator) localParts(self dht.Peer) int {
+	l, ok := c.replicas.For(self).(*localReplica)
+	if !ok {
+		return 1
+	}
+	if _, batches := reflect.TypeOf(l.store).MethodByName("AppendBatch"); batches {
+		return 1
+	}
+	return 0
+}
+
+// PutMany writes points of many series, as Put would write each, and returns one result
+// per series, in the order of puts. A series whose shards missed their quorum because
+// replicas were unreachable is retried as Put retries (Config.WriteRetry).
+func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt PutOptions) []SeriesResult {
+	res := make([]SeriesResult, len(puts))
+	if len(puts) == 0 {
+		return res
+	}
+	w, ok := c.prepareMany(ctx, puts, opt, res)
+	if !ok {
+		return res
+	}
+	// Every shard of every series that is ready, with the series it belongs to.
+	var spans []shardSpan
+	var owner []int
+	for i := range puts {
+		if res[i].Err != nil || puts[i].Points.Len() == 0 {
+			continue
+		}
+		ss, err := c.splitByQuantum(ctx, puts[i].Key, puts[i].Points)
+		if err != nil {
+			res[i].Err = err
+			continue
+		}
+		for range ss {
+			owner = append(owner, i)
+		}
+		spans = append(spans, ss...)
+	}
+	if len(spans) == 0 {
+		return res
+	}
+	t := c.writeMany(ctx, puts, spans, owner, w)
+	// Per series: what reached quorum, and the first failure of the rest.
+	retry := make(map[int]bool)
+	for s := range spans {
+		i := owner[s]
+		if t.acks[s] >= w {
+			res[i].Stored += spans[s].pts.Len()
+			continue
+		}
+		if res[i].Err == nil {
+			res[i].Err = t.errs[s]
+			if res[i].Err == nil {
+				res[i].Err = rpc.Errorf(CodeUnavailable, "no answer in time")
+			}
+		}
+		var re *rpc.RemoteError
+		retry[i] = !errors.As(res[i].Err, &re) || re.Code == CodeUnavailable
+	}
+	for i := range puts {
+		if res[i].Err == nil && puts[i].Points.Len() > 0 {
+			c.noteTail(puts[i].Key, puts[i].Points.T[puts[i].Points.Len()-1])
+		}
+	}
+	var wg sync.WaitGroup
+	for i, again := range retry {
+		if !again {
+			res[i].Err = c.manyError(puts[i].Key, res[i].Stored, puts[i].Points.Len(), w, res[i].Err)
+			continue
+		}
+		// Replicas failed: the series goes again alone, through Put's retries, with the
+		// points that did not reach quorum (idempotent for any replica that has them).
+		rest := unstoredOf(spans, owner, t.acks, w, i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := c.PutReport(ctx, puts[i].Key, rest, opt)
+			res[i].Stored += r.Stored
+			res[i].Err = err
+		}()
+	}
+	wg.Wait()
+	return res
+}
+
+// manyError words the failure of one series of a PutMany as Put would.
+func (c *Coordinator) manyError(key string, stored, total, w int, err error) error {
+	code := CodeUnavailable
+	var re *rpc.RemoteError
+	if errors.As(err, &re) && (re.Code == CodeTypeMismatch || re.Code == CodeBadInput || re.Code == CodeExpired) {
+		code = re.Code
+	}
+	return rpc.Errorf(code, "write of %q: stored %d of %d points; the rest did not reach write quorum %d: %v", key, stored, total, w, err)
+}
+
+// unstoredOf returns the points of series i whose shards did not reach quorum.
+func unstoredOf(spans []shardSpan, owner []int, acks []int, w, i int) series.Points {
+	var parts []series.Points
+	for s := range spans {
+		if owner[s] == i && acks[s] < w {
+			parts = append(parts, spans[s].pts)
+		}
+	}
+	return series.Concat(parts...)
+}
+
+// prepareMany checks every series, fixes its type in the registry and keeps its catalog
+// entry, as PutReport does before writing points; a series that fails gets its error in
+// res. What the caches answer is done here; a series that needs a round trip gets a
+// goroutine, a bounded number at once. It returns the write quorum, or false when the
+// options themselves are wrong (every result then carries the error).
+func (c *Coordinator) prepareMany(ctx context.Context, puts []SeriesPut, opt PutOptions, res []SeriesResult) (int, bool) {
+	w := c.cfg.WriteQuorum
+	if opt.WriteQuorum != 0 {
+		w = opt.WriteQuorum
+	}
+	if w < 1 || w > c.cfg.RF {
+		err := rpc.Errorf(CodeBadInput, "write quorum %d: must be 1..rf (%d)", w, c.cfg.RF)
+		for i := range res {
+			res[i].Err = err
+		}
+		return 0, false
+	}
+	deadline := time.Now().Add(c.cfg.WriteRetry)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	prepare := func(i int) {
+		p := &puts[i]
+		if _, err := c.checkPut(p.Key, p.Points, opt); err != nil {
+			res[i].Err = err
+			return
+		}
+		if err := c.untilPlaced(ctx, deadline, func() error { return c.types.ensure(ctx, p.Key, p.Points.Type, w) }); err != nil {
+			res[i].Err = err
+			return
+		}
+		last := p.Points.Len() - 1
+		if err := c.untilPlaced(ctx, deadline, func() error {
+			return c.noteWrite(ctx, p.Key, catalog.Entry{Key: p.Key, Type: p.Points.Type}, p.Points.T[0], p.Points.T[last], w)
+		}); err != nil {
+			res[i].Err = err
+		}
+	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, maxPrepareParallel)
+	for i := range puts {
+		p := &puts[i]
+		if p.Points.Len() == 0 {
+			continue
+		}
+		p.Points.Normalize()
+		if c.cached(p.Key, &p.Points) {
+			prepare(i)
+			continue
+		}
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			prepare(i)
+		}()
+	}
+	wg.Wait()
+	return w, true
+}
+
+// maxPrepareParallel bounds the series of one PutMany whose type and catalog entry are
+// being fixed by round trips at once.
+const maxPrepareParallel = 64
+
+// cached reports whether the type and catalog entry of a series are cached so that
+// writing pts (normalized) needs no round trip before the points go.
+func (c *Coordinator) cached(key string, pts *series.Points) bool {
+	if t, ok := c.types.cached(key); !ok || t != pts.Type {
+		return false
+	}
+	cur, ok := c.cat.cached(key)
+	if !ok {
+		return false
+	}
+	minT, maxT := pts.T[0], pts.T[pts.Len()-1]
+	return cur.Live() && cur.Type == pts.Type && cur.HasBounds && cur.First <= minT && maxT <= cur.Last &&
+		maxT <= time.Now().UnixNano()+int64(aheadSlack)
+}
+
+// manyTally counts, per shard of a PutMany, the replicas that stored it and the first
+// error of those that did not.
+type manyTally struct {
+	spans     []shardSpan
+	w         int
+	acks      []int
+	fails     []int
+	errs      []error
+	undecided int
+}
+
+func (t *manyTally) decided(s int) bool {
+	return t.acks[s] >= t.w || t.fails[s] > len(t.spans[s].replicas)-t.w
+}
+
+func (t *manyTally) add(items []int, peer dht.Peer, err error) {
+	for _, s := range items {
+		if t.decided(s) {
+			continue
+		}
+		if err == nil {
+			t.acks[s]++
+		} else {
+			t.fails[s]++
+			if t.errs[s] == nil {
+				t.errs[s] = fmt.Errorf("replica %s: %w", peer.RPCAddr, err)
+			}
+		}
+		if t.decided(s) {
+			t.undecided--
+		}
+	}
+}
+
+// writeMany sends every shard to all its replicas at once, one request per replica (cut
+// by size), and returns when each shard has reached quorum or can no longer reach it, as
+// writeSpans does for one series. The batch to this node is cut into up to
+// localParts parts written at once.
+func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []shardSpan, owner []int, w int) *manyTally {
+	t := &manyTally{spans: spans, w: w, acks: make([]int, len(spans)), fails: make([]int, len(spans)),
+		errs: make([]error, len(spans)), undecided: len(spans)}
+	for s := range spans {
+		if len(spans[s].replicas) < w {
+			t.fails[s] = w
+			t.undecided--
+			t.errs[s] = rpc.Errorf(CodeUnavailable, "only %d live nodes for write quorum %d", len(spans[s].replicas), w)
+		}
+	}
+	size := func(s int) int { return shardWriteOverhead + len(puts[owner[s]].Key) + spans[s].pts.WireSize() }
+	batches := groupByPeer(func(yield func(dht.Peer, int) bool) {
+		for s := range spans {
+			for _, p := range spans[s].replicas {
+				if !yield(p, s) {
+					return
+				}
+			}
+		}
+	}, 0, size)
+	self := c.place.Self().ID
+	var remote, local []*peerBatch[int]
+	for _, b := range batches {
+		if b.peer.ID != self {
+			remote = append(remote, b)
+			continue
+		}
+		per := 1
+		if parts := c.localParts(b.peer); parts > 0 {
+			per = (len(b.items) + parts - 1) / parts
+		}
+		for lo := 0; lo < len(b.items); lo += per {
+			local = append(local, &peerBatch[int]{peer: b.peer, items: b.items[lo:min(lo+per, len(b.items))]})
+		}
+	}
+	req := func(b *peerBatch[int]) *wire.WriteReq {
+		r := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.items))}
+		for j, s := range b.items {
+			sp := &spans[s]
+			r.Shards[j] = wire.ShardWrite{ID: sp.ref.ID[:], Start: sp.ref.Start, Key: puts[owner[s]].Key, Points: sp.pts}
+		}
+		return r
+	}
+	var hintMu sync.Mutex
+	hinted := make([]bool, len(spans))
+	hint := func(b *peerBatch[int], err error) {
+		if !unanswered(err) {
+			return
+		}
+		hintMu.Lock()
+		defer hintMu.Unlock()
+		for _, s := range b.items {
+			if !hinted[s] && !isReplica(spans[s].replicas, self) {
+				hinted[s] = true
+				c.hints.record(spans[s].ref, puts[owner[s]].Key, spans[s].pts)
+			}
+		}
+	}
+	bg := context.WithoutCancel(ctx)
+	results := writeFanOut(bg, c.replicas, self, c.commits, remote, c.cfg.CallTimeout, req, hint)
+	locals := make(chan fanResult[int, *wire.WriteResp], len(local))
+	if len(local) > 0 {
+		// One deadline for all the parts: they start together.
+		lctx, cancel := context.WithTimeout(bg, c.cfg.CallTimeout)
+		var left sync.WaitGroup
+		left.Add(len(local))
+		go func() { left.Wait(); cancel() }()
+		r := c.replicas.For(local[0].peer)
+		for _, b := range local {
+			storeWorkers.run(func() {
+				resp, err := r.Write(lctx, req(b))
+				locals <- fanResult[int, *wire.WriteResp]{batch: b, resp: resp, err: err}
+				left.Done()
+			})
+		}
+	}
+	// A replica refuses a request of several shards whole when it refuses one of them (a
+	// type conflict, a point past the retention): each of its shards then goes again
+	// alone, so that only the series at fault fails. alone holds every such answer.
+	total := 0
+	for _, b := range batches {
+		total += len(b.items)
+	}
+	alone := make(chan fanResult[int, *wire.WriteResp], total)
+	pending := len(remote) + len(local)
+	for received := 0; t.undecided > 0 && received < pending; received++ {
+		var r fanResult[int, *wire.WriteResp]
+		select {
+		case r = <-results:
+		case r = <-locals:
+		case r = <-alone:
+		case <-ctx.Done():
+			for s := range spans {
+				if !t.decided(s) && t.errs[s] == nil {
+					t.errs[s] = rpc.Errorf(CodeUnavailable, "%v", ctx.Err())
+				}
+			}
+			return t
+		}
+		var re *rpc.RemoteError
+		if len(r.batch.items) > 1 && errors.As(r.err, &re) {
+			pending += len(r.batch.items)
+			rep := c.replicas.For(r.batch.peer)
+			for _, s := range r.batch.items {
+				one := &peerBatch[int]{peer: r.batch.peer, items: []int{s}}
+				storeWorkers.run(func() {
+					cctx, cancel := context.WithTimeout(bg, c.cfg.CallTimeout)
+					resp, err := rep.Write(cctx, req(one))
+					cancel()
+					alone <- fanResult[int, *wire.WriteResp]{batch: one, resp: resp, err: err}
+				})
+			}
+			continue
+		}
+		t.add(r.batch.items, r.batch.peer, r.err)
+	}
+	return t
+}
