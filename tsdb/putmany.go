@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"sync"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
@@ -44,7 +44,7 @@ type SeriesResult struct {
 // localParts returns how many parts PutMany cuts the batch to this node's own store into
 // (0: a part per shard); parts are written at once, on storeWorkers. One part is one
 // replica request, which a store that appends a request's shards in one commit and one
-// disk sync (a method AppendBatch: store.BatchAppender) stores at the cost of about one
+// disk sync (a store.BatchAppender) stores at the cost of about one
 // append: then one part. A store that appends shard by shard syncs once per shard in a
 // row, and there a part per shard is faster (appends made at once share their syncs).
 func (c *Coordinator) localParts(self dht.Peer) int {
@@ -52,7 +52,7 @@ func (c *Coordinator) localParts(self dht.Peer) int {
 	if !ok {
 		return 1
 	}
-	if _, batches := reflect.TypeOf(l.store).MethodByName("AppendBatch"); batches {
+	if _, batches := l.store.(store.BatchAppender); batches {
 		return 1
 	}
 	return 0
