@@ -17,7 +17,8 @@ import (
 // quanta, a cut quantum, a digest, an absent shard — packed (wire.MethodAggSeries),
 // and the same through an older node's only method (a server that knows MethodAgg
 // alone, which the coordinator's replica falls back to): both answers equal what the
-// replica computes in process. A packed request naming a time that starts no quantum
+// replica computes in process; so do Latest's requests (wire.MethodLatestPart, or
+// the entry and the windows asked apart of an older node). A packed request naming a time that starts no quantum
 // is refused.
 func TestAggSeriesMatchesAgg(t *testing.T) {
 	ctx := context.Background()
@@ -78,9 +79,25 @@ func TestAggSeriesMatchesAgg(t *testing.T) {
 	}
 	same("packed", got)
 
-	// An older node: it serves MethodAgg only.
+	// Latest's one request (MethodLatestPart) answers the entry and the same windows.
+	latest := func(name string, rep Replica) {
+		t.Helper()
+		a, err := askLatestPart(ctx, rep, "pmu/f", true, req.Every, req.Shards)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !a.held || a.entry.Key != "pmu/f" || !a.entry.Live() {
+			t.Fatalf("%s: entry %+v held %v", name, a.entry, a.held)
+		}
+		same(name, &wire.AggResp{Shards: a.shards})
+	}
+	latest("latest part, in process", n.local)
+	latest("latest part", remote)
+
+	// An older node: it serves MethodAgg and the catalog only.
 	old := rpc.NewServer(rpc.NewTCPTransport(), rpc.Config{})
 	defer old.Close()
+	registerCatalogReplica(old, n.local)
 	handle(old, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
 		resp, err := n.local.Agg(ctx, req)
 		if err == nil {
@@ -99,6 +116,7 @@ func TestAggSeriesMatchesAgg(t *testing.T) {
 		t.Fatalf("from an older node: %v", err)
 	}
 	same("older node", got)
+	latest("latest part from an older node", remote)
 
 	bad := &wire.AggSeriesReq{Key: "pmu/f", Every: 5e9, Shards: wire.AppendAggSpans(nil, []wire.ShardAgg{{Start: start + 1, From: t0, To: t0 + 1}})}
 	err = rpc.Invoke(ctx, cli, n.RPCAddr(), wire.MethodAggSeries, bad, &wire.AggSeriesResp{})

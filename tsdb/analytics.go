@@ -195,8 +195,8 @@ func oneSeries(shards []wire.ShardAgg) bool {
 	return true
 }
 
-// registerAnalytics registers the analytics methods: MethodAgg and MethodAggSeries as a
-// replica, and
+// registerAnalytics registers the analytics methods: MethodAgg, MethodAggSeries and
+// MethodLatestPart as a replica, and
 // MethodAggregate, MethodLatest and MethodBounds as a coordinator.
 func (n *Node) registerAnalytics() {
 	handle(n.srv, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
@@ -216,6 +216,7 @@ func (n *Node) registerAnalytics() {
 		}
 		return &wire.AggSeriesResp{Shards: wire.AppendAggResults(nil, resp.Shards)}, nil
 	})
+	handle(n.srv, wire.MethodLatestPart, n.local.latestPart)
 	handle(n.srv, wire.MethodAggregate, func(ctx context.Context, req *wire.AggregateReq) (*wire.AggregateResp, error) {
 		res, err := n.coord.Aggregate(ctx, req.Key, req.From, req.To, req.Every, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial})
 		if err != nil {

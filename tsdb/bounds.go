@@ -185,9 +185,10 @@ func (c *Coordinator) searchRange(e catalog.Entry, since, before int64) (lo, sta
 
 // Latest returns the latest point of a series in [since, before), none if it has no
 // point there: one entry read, then an aggregate of the quanta after the tail (see
-// above), walking back only when those hold nothing. The aggregate of the last few
-// quanta before the clock's cap runs beside the entry read (speculation): for a live
-// series it is the answer, and Latest costs about one round trip to the replicas.
+// above), walking back only when those hold nothing. The statistics of the last few
+// quanta before the clock's cap are asked with the entry, in the same requests
+// (speculation, latestRound): for a live series they are the answer, and Latest costs
+// one request to each replica involved, settled once a read quorum has answered.
 func (c *Coordinator) Latest(ctx context.Context, key string, since, before int64) (series.Points, error) {
 	if since > before {
 		return series.Points{}, rpc.Errorf(CodeBadInput, "latest of %q: since %d is after before %d", key, since, before)
@@ -200,48 +201,32 @@ func (c *Coordinator) Latest(ctx context.Context, key string, since, before int6
 		specLo = q.StartNanos(e.Tail) // what this coordinator last saw of the tail
 	}
 	specLo, specHi := max(since, specLo), min(before, now+int64(aheadSlack+latestClockMargin))
-	type spec struct {
-		pt    series.Points
-		found bool
-		err   error
+	if specLo >= specHi {
+		specLo, specHi = 0, 0 // nothing to speculate on: the round reads the entry only
 	}
-	var specs chan spec
-	if specLo < specHi {
-		specs = make(chan spec, 1)
-		go func() {
-			pt, found, err := c.latestIn(ctx, key, specLo, specHi)
-			specs <- spec{pt, found, err}
-		}()
-	}
-	e, err := c.liveEntry(ctx, key)
+	round, err := c.latestRound(ctx, key, specLo, specHi)
 	if err != nil {
-		if specs != nil {
-			<-specs
-		}
 		return series.Points{}, err
 	}
+	if !round.found || !round.entry.Live() {
+		return series.Points{}, rpc.Errorf(CodeUnknownSeries, "unknown series %q", key)
+	}
+	e := round.entry
 	if _, ok := c.cat.cached(key); !ok {
 		c.cat.remember(e)
 	}
 	lo, start, hi := c.searchRange(e, since, before)
-	if specs != nil {
-		// Whatever the entry says, the speculation must finish before we return.
-		s := <-specs
-		if lo >= hi {
-			return series.Points{}, nil
+	if lo >= hi {
+		return series.Points{}, nil
+	}
+	if round.settled && specLo < specHi && hi <= specHi {
+		// The speculation covered [specLo, hi): its latest point is the latest of
+		// [lo, hi) when it found one; when not, look below specLo only.
+		if round.ptFound && round.pt.T[0] >= lo {
+			return round.pt, nil
 		}
-		if s.err == nil && hi <= specHi {
-			// The speculation covered [specLo, hi): its latest point is the latest of
-			// [lo, hi) when it found one; when not, look below specLo only.
-			if s.found && s.pt.T[0] >= lo {
-				return s.pt, nil
-			}
-			if !s.found {
-				start, hi = min(start, specLo), min(hi, specLo)
-				if lo >= hi {
-					return series.Points{}, nil
-				}
-			}
+		if !round.ptFound {
+			start, hi = min(start, specLo), min(hi, specLo)
 		}
 	}
 	if lo >= hi {

@@ -271,3 +271,29 @@ func (d *packedReader) u64() uint64 {
 	d.b = d.b[8:]
 	return v
 }
+
+// MethodLatestPart asks a replica, in one round trip, for what a coordinator's Latest
+// needs of it: the series' catalog entry, when asked (it is one of the series' registry
+// replicas), and the windows of the series' newest shards it holds (as
+// MethodAggSeries): LatestPartReq → LatestPartResp. Under KFI a series' registry
+// replicas are usually its shards' replicas too, so Latest costs one request to each of
+// them. A node that does not know it answers rpc.CodeUnknownMethod; the coordinator
+// then asks MethodEntryGet and MethodAgg.
+const MethodLatestPart = "tsdb.latestpart"
+
+// LatestPartReq asks for series Key's entry (Entry) and its windows of width Every in
+// the shards Shards describes (AppendAggSpans; may be empty).
+type LatestPartReq struct {
+	Key    string `msgpack:"k"`
+	Entry  bool   `msgpack:"n"`
+	Every  int64  `msgpack:"e"`
+	Shards []byte `msgpack:"s"`
+}
+
+// LatestPartResp answers a LatestPartReq: the entry, if asked and held (Entry is its
+// catalog.Entry.Encode form, empty when the replica holds none), and one
+// ShardAggResult per shard asked (AppendAggResults).
+type LatestPartResp struct {
+	Entry  []byte `msgpack:"n"`
+	Shards []byte `msgpack:"s"`
+}
