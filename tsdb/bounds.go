@@ -154,8 +154,9 @@ func (c *Coordinator) liveEntry(ctx context.Context, key string) (catalog.Entry,
 }
 
 // searchRange is where an entry says the points of [since, before) can be: [lo, hi),
-// and from where Latest starts looking (start, lo <= start <= hi).
-func (c *Coordinator) searchRange(e catalog.Entry, since, before int64) (lo, start, hi int64) {
+// and from where Latest starts looking (start, lo <= start <= hi), now being the
+// coordinator's clock.
+func (c *Coordinator) searchRange(e catalog.Entry, since, before, now int64) (lo, start, hi int64) {
 	if !e.HasBounds {
 		return since, since, since
 	}
@@ -165,7 +166,7 @@ func (c *Coordinator) searchRange(e catalog.Entry, since, before int64) (lo, sta
 	}
 	// A write stamped past aheadSlack recorded Ahead before its points were stored.
 	capped := int64(math.MaxInt64)
-	if now, slack := time.Now().UnixNano(), int64(aheadSlack+latestClockMargin); now < math.MaxInt64-slack {
+	if slack := int64(aheadSlack + latestClockMargin); now < math.MaxInt64-slack {
 		capped = now + slack
 	}
 	if e.HasAhead && e.Ahead >= capped {
@@ -215,7 +216,7 @@ func (c *Coordinator) Latest(ctx context.Context, key string, since, before int6
 	if _, ok := c.cat.cached(key); !ok {
 		c.cat.remember(e)
 	}
-	lo, start, hi := c.searchRange(e, since, before)
+	lo, start, hi := c.searchRange(e, since, before, now) // the clock the speculation used
 	if lo >= hi {
 		return series.Points{}, nil
 	}
@@ -274,7 +275,7 @@ func (c *Coordinator) Bounds(ctx context.Context, key string, from, to int64) (w
 	if err != nil {
 		return wire.BoundsResp{}, err
 	}
-	lo, start, hi := c.searchRange(e, from, to)
+	lo, start, hi := c.searchRange(e, from, to, time.Now().UnixNano())
 	if lo >= hi {
 		return wire.BoundsResp{}, nil
 	}

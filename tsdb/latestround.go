@@ -37,11 +37,12 @@ type latestRoundResult struct {
 }
 
 // latestRound reads series key's catalog entry from its registry replicas and the
-// windows of its whole quanta in [from, to) from their replicas, one request per node
-// (under KFI the registry replicas are usually the shards' replicas too). It returns
-// once a read quorum of registry replicas has answered and every shard is settled by
-// settleQuorum, or once every replica has answered; it fails only when too few registry
-// replicas answered (as readEntry).
+// windows of its quanta in [from, to) from their replicas, one request per node (under
+// KFI the registry replicas are usually the shards' replicas too). It asks a read
+// quorum of each first, chosen to ask few nodes, and the other replicas only where
+// those did not settle (settleQuorum); it returns once a read quorum of registry
+// replicas has answered and every shard is settled, or once every replica has
+// answered. It fails only when too few registry replicas answered (as readEntry).
 func (c *Coordinator) latestRound(ctx context.Context, key string, from, to int64) (latestRoundResult, error) {
 	var out latestRoundResult
 	if err := series.ValidateKey(key); err != nil {
@@ -62,78 +63,103 @@ func (c *Coordinator) latestRound(ctx context.Context, key string, from, to int6
 			return out, err
 		}
 	}
-	// One batch per node: its shards (items: shard index, replica position) and, for a
-	// registry replica, the entry.
-	type item struct{ shard, replica int }
-	isOwner := make(map[string]bool, len(owners))
-	batches := groupByPeer(func(yield func(p dht.Peer, it item) bool) {
-		for _, p := range owners {
-			isOwner[p.ID] = true
-			if !yield(p, item{shard: -1}) {
-				return
-			}
-		}
-		for i := range spans {
-			for j, p := range spans[i].replicas {
-				if !yield(p, item{shard: i, replica: j}) {
-					return
-				}
-			}
-		}
-	}, 0, nil)
-	every := q.Duration().Nanoseconds()
-	results := fanOut(ctx, batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[item]) (latestAnswer, error) {
-		var shards []wire.ShardAgg
-		for _, it := range b.items {
-			if it.shard >= 0 {
-				s := &spans[it.shard]
-				shards = append(shards, wire.ShardAgg{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to})
-			}
-		}
-		return askLatestPart(ctx, c.replicas.For(b.peer), key, isOwner[b.peer.ID], every, shards)
-	})
-
+	// Groups of replicas to settle: each shard's, and last the entry's registry replicas.
+	groups := append(spans[:len(spans):len(spans)], shardSpan{replicas: owners})
+	entryGroup := len(spans)
+	r := c.cfg.ReadQuorum
+	asked := make([][]bool, len(groups))
 	answers := make([][]aggAnswer, len(spans))
-	for i := range spans {
-		answers[i] = make([]aggAnswer, len(spans[i].replicas))
+	need := make([]int, len(groups))
+	for i := range groups {
+		asked[i] = make([]bool, len(groups[i].replicas))
+		need[i] = min(r, len(groups[i].replicas))
+		if i < len(spans) {
+			answers[i] = make([]aggAnswer, len(spans[i].replicas))
+		}
 	}
 	windows := make([][]agg.Window, len(spans))
 	done := make([]bool, len(spans))
 	left := len(spans) // shards not settled yet
-	r := c.cfg.ReadQuorum
-	needEntries, entries := min(r, len(owners)), 0
+	needEntries, entries := need[entryGroup], 0
+	every := q.Duration().Nanoseconds()
 	var lastErr error
-	for range batches {
-		a := <-results
-		if a.err != nil {
-			lastErr = a.err
-			c.log.Debug("latest from a replica failed", "series", key, "peer", nodeID(a.batch.peer), "err", a.err)
-			continue
-		}
-		k := 0 // the answer's shards follow the batch's shard items, in order
-		for _, it := range a.batch.items {
-			if it.shard < 0 {
-				entries++
-				if a.resp.held && a.resp.entry.Key == key {
-					if out.found {
-						out.entry = catalog.Merge(out.entry, a.resp.entry)
-					} else {
-						out.entry, out.found = a.resp.entry, true
-					}
+
+	// ask sends plan, one request per node, and takes the answers as they come until
+	// everything is settled or every node has answered.
+	ask := func(plan []fetch) {
+		batches := groupByPeer(func(yield func(p dht.Peer, f fetch) bool) {
+			for _, f := range plan {
+				if !yield(groups[f.shard].replicas[f.replica], f) {
+					return
 				}
+			}
+		}, 0, nil)
+		results := fanOut(ctx, batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[fetch]) (latestAnswer, error) {
+			var shards []wire.ShardAgg
+			entry := false
+			for _, f := range b.items {
+				if f.shard == entryGroup {
+					entry = true
+					continue
+				}
+				s := &spans[f.shard]
+				shards = append(shards, wire.ShardAgg{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to})
+			}
+			return askLatestPart(ctx, c.replicas.For(b.peer), key, entry, every, shards)
+		})
+		for range batches {
+			a := <-results
+			if a.err != nil {
+				lastErr = a.err
+				c.log.Debug("latest from a replica failed", "series", key, "peer", nodeID(a.batch.peer), "err", a.err)
 				continue
 			}
-			answers[it.shard][it.replica] = aggAnswer{ok: true, res: a.resp.shards[k], isData: true}
-			k++
-			if !done[it.shard] {
-				if ws, ok, complete := settleQuorum(answers[it.shard], r); ok || complete {
-					done[it.shard], windows[it.shard] = true, ws
-					left--
+			k := 0 // the answer's shards follow the batch's shard items, in order
+			for _, f := range a.batch.items {
+				if f.shard == entryGroup {
+					entries++
+					if a.resp.held && a.resp.entry.Key == key {
+						if out.found {
+							out.entry = catalog.Merge(out.entry, a.resp.entry)
+						} else {
+							out.entry, out.found = a.resp.entry, true
+						}
+					}
+					continue
+				}
+				answers[f.shard][f.replica] = aggAnswer{ok: true, res: a.resp.shards[k], isData: true}
+				k++
+				if !done[f.shard] {
+					if ws, ok, complete := settleQuorum(answers[f.shard], r); ok || complete {
+						done[f.shard], windows[f.shard] = true, ws
+						left--
+					}
+				}
+			}
+			if entries >= needEntries && left == 0 {
+				return
+			}
+		}
+	}
+	// First a read quorum of each group, chosen to ask few nodes (this one first); then,
+	// where that did not settle (a replica failed, or those asked differ), the others.
+	self := c.place.Self().ID
+	ask(chooseReplicas(groups, asked, need, self, true))
+	if entries < needEntries || left > 0 {
+		var plan []fetch
+		for i := range groups {
+			if i == entryGroup && entries >= needEntries || i < len(spans) && done[i] {
+				continue
+			}
+			for j := range groups[i].replicas {
+				if !asked[i][j] {
+					plan = append(plan, fetch{shard: i, replica: j, data: true})
+					asked[i][j] = true
 				}
 			}
 		}
-		if entries >= needEntries && left == 0 {
-			break
+		if len(plan) > 0 {
+			ask(plan)
 		}
 	}
 	if entries < needEntries {
