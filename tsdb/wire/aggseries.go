@@ -18,6 +18,11 @@ import (
 // the coordinator then asks MethodAgg.
 const MethodAggSeries = "tsdb.aggs"
 
+// MaxAggSeriesShards bounds the shards of one MethodAggSeries or MethodLatestPart
+// request: a replica refuses more (each costs it a statistics lookup), so a request's
+// cost to the replica is bounded whatever a peer sends.
+const MaxAggSeriesShards = 4096
+
 // AggSeriesReq asks a replica for the windows of width Every ns of series Key in the
 // shards Shards describes (MethodAggSeries).
 type AggSeriesReq struct {
@@ -79,12 +84,15 @@ func AppendAggSpans(dst []byte, shards []ShardAgg) []byte {
 }
 
 // DecodeAggSpans decodes what AppendAggSpans wrote, the whole of b, into shards of
-// series key (IDs unset).
+// series key (IDs unset); more than MaxAggSeriesShards shards are refused.
 func DecodeAggSpans(b []byte, key string) ([]ShardAgg, error) {
 	d := packedReader{b: b}
 	n := d.header(minSpanBytes)
 	if d.err != nil {
 		return nil, d.err
+	}
+	if n > MaxAggSeriesShards {
+		return nil, fmt.Errorf("%d shards in one request; at most %d (wire.MaxAggSeriesShards)", n, MaxAggSeriesShards)
 	}
 	out := make([]ShardAgg, n)
 	var start, to int64

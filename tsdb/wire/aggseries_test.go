@@ -73,6 +73,9 @@ func TestAggPackedCorrupt(t *testing.T) {
 			t.Errorf("spans %s: %v, want ErrCorruptAgg", name, err)
 		}
 	}
+	if _, err := DecodeAggSpans(AppendAggSpans(nil, make([]ShardAgg, MaxAggSeriesShards+1)), "k"); err == nil {
+		t.Errorf("%d spans decoded, at most %d", MaxAggSeriesShards+1, MaxAggSeriesShards)
+	}
 	res := AppendAggResults(nil, []ShardAggResult{{Held: true, Count: 1, Type: series.Float}})
 	for name, b := range map[string][]byte{
 		"count too large": {aggSeriesVersion, 0xff, 0xff, 0x03},
