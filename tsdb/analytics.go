@@ -21,8 +21,11 @@ import (
 // Analytics: windowed aggregates computed where the data lives.
 //
 // A coordinator asks each shard's closest replica for its partial aggregates per window
-// (wire.MethodAgg) and the other replicas only for their statistics digest: the pair's
-// count and order-independent point-set hash. A shard whose held replicas all agree
+// and the other replicas only for their statistics digest: the pair's count and
+// order-independent point-set hash. Each node gets one request for all of its shards of
+// a page (wire.MethodAggSeries: the series named once, shards by quantum start, answers
+// packed; wire.MethodAgg for a node that does not know it), and reads their statistics
+// in one store pass (store.PairStatsBatch). A shard whose held replicas all agree
 // with the one that sent windows is answered by those windows. Otherwise the replicas
 // hold different versions: the shard falls back to a read of its points — the read's
 // rounds, union and last-write-wins merge, read repair and completeness rule — and is
@@ -438,7 +441,16 @@ func (c *Coordinator) aggRound(ctx context.Context, key string, spans []shardSpa
 				s := &spans[it.shard]
 				req.Shards[k] = wire.ShardAgg{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to, Digest: !it.data}
 			}
-			return c.replicas.For(b.peer).Agg(ctx, req)
+			rep := c.replicas.For(b.peer)
+			if l, ok := rep.(*localReplica); ok {
+				// This node's store, with the references planned here: no ID to check.
+				refs := make([]store.ShardRef, len(b.items))
+				for k, it := range b.items {
+					refs[k] = spans[it.shard].ref
+				}
+				return l.aggShards(every, req.Shards, refs)
+			}
+			return rep.Agg(ctx, req)
 		})
 	for range batches {
 		r := <-results

@@ -138,21 +138,6 @@ func (k *catalogCoord) advanceTail(key string, t int64) {
 	}
 }
 
-// liveEntry reads a series' entry at quorum; a series without one is unknown.
-func (c *Coordinator) liveEntry(ctx context.Context, key string) (catalog.Entry, error) {
-	if err := series.ValidateKey(key); err != nil {
-		return catalog.Entry{}, rpc.Errorf(CodeBadInput, "%v", err)
-	}
-	e, found, err := c.readEntry(ctx, key)
-	if err != nil {
-		return catalog.Entry{}, err
-	}
-	if !found || !e.Live() {
-		return catalog.Entry{}, rpc.Errorf(CodeUnknownSeries, "unknown series %q", key)
-	}
-	return e, nil
-}
-
 // searchRange is where an entry says the points of [since, before) can be: [lo, hi),
 // and from where Latest starts looking (start, lo <= start <= hi), now being the
 // coordinator's clock.
@@ -191,8 +176,15 @@ func (c *Coordinator) searchRange(e catalog.Entry, since, before, now int64) (lo
 // (speculation, latestRound): for a live series they are the answer, and Latest costs
 // one request to each replica involved, settled once a read quorum has answered.
 func (c *Coordinator) Latest(ctx context.Context, key string, since, before int64) (series.Points, error) {
+	pt, _, err := c.latest(ctx, key, since, before)
+	return pt, err
+}
+
+// latest is Latest; it also returns where the entry says the points of [since,
+// before) start (searchRange's lo), which Bounds answers as First.
+func (c *Coordinator) latest(ctx context.Context, key string, since, before int64) (series.Points, int64, error) {
 	if since > before {
-		return series.Points{}, rpc.Errorf(CodeBadInput, "latest of %q: since %d is after before %d", key, since, before)
+		return series.Points{}, 0, rpc.Errorf(CodeBadInput, "latest of %q: since %d is after before %d", key, since, before)
 	}
 	q := c.cfg.DHT.Quantum
 	now := time.Now().UnixNano()
@@ -207,10 +199,10 @@ func (c *Coordinator) Latest(ctx context.Context, key string, since, before int6
 	}
 	round, err := c.latestRound(ctx, key, specLo, specHi)
 	if err != nil {
-		return series.Points{}, err
+		return series.Points{}, 0, err
 	}
 	if !round.found || !round.entry.Live() {
-		return series.Points{}, rpc.Errorf(CodeUnknownSeries, "unknown series %q", key)
+		return series.Points{}, 0, rpc.Errorf(CodeUnknownSeries, "unknown series %q", key)
 	}
 	e := round.entry
 	if _, ok := c.cat.cached(key); !ok {
@@ -218,28 +210,29 @@ func (c *Coordinator) Latest(ctx context.Context, key string, since, before int6
 	}
 	lo, start, hi := c.searchRange(e, since, before, now) // the clock the speculation used
 	if lo >= hi {
-		return series.Points{}, nil
+		return series.Points{}, lo, nil
 	}
 	if round.settled && specLo < specHi && hi <= specHi {
 		// The speculation covered [specLo, hi): its latest point is the latest of
 		// [lo, hi) when it found one; when not, look below specLo only.
 		if round.ptFound && round.pt.T[0] >= lo {
-			return round.pt, nil
+			return round.pt, lo, nil
 		}
 		if !round.ptFound {
 			start, hi = min(start, specLo), min(hi, specLo)
 		}
 	}
 	if lo >= hi {
-		return series.Points{}, nil
+		return series.Points{}, lo, nil
 	}
 	if start < hi {
 		pt, found, err := c.latestIn(ctx, key, start, hi)
 		if err != nil || found {
-			return pt, err
+			return pt, lo, err
 		}
 	}
-	return c.latestBefore(ctx, key, lo, start)
+	pt, err := c.latestBefore(ctx, key, lo, start)
+	return pt, lo, err
 }
 
 // latestSpecQuanta is how many quanta before the current one Latest's speculation
@@ -266,33 +259,15 @@ func (c *Coordinator) latestIn(ctx context.Context, key string, from, to int64) 
 }
 
 // Bounds bounds the points of a series with from <= t < to (wire.BoundsResp): First
-// from the catalog entry (an hour's rounding), Last exact (as Latest).
+// from the catalog entry (an hour's rounding), Last exact (as Latest, in the same
+// requests).
 func (c *Coordinator) Bounds(ctx context.Context, key string, from, to int64) (wire.BoundsResp, error) {
 	if from > to {
 		return wire.BoundsResp{}, rpc.Errorf(CodeBadInput, "range: from %d is after to %d", from, to)
 	}
-	e, err := c.liveEntry(ctx, key)
-	if err != nil {
+	pt, lo, err := c.latest(ctx, key, from, to)
+	if err != nil || pt.Len() == 0 {
 		return wire.BoundsResp{}, err
-	}
-	lo, start, hi := c.searchRange(e, from, to, time.Now().UnixNano())
-	if lo >= hi {
-		return wire.BoundsResp{}, nil
-	}
-	var pt series.Points
-	found := false
-	if start < hi {
-		if pt, found, err = c.latestIn(ctx, key, start, hi); err != nil {
-			return wire.BoundsResp{}, err
-		}
-	}
-	if !found {
-		if pt, err = c.latestBefore(ctx, key, lo, start); err != nil {
-			return wire.BoundsResp{}, err
-		}
-	}
-	if pt.Len() == 0 {
-		return wire.BoundsResp{}, nil
 	}
 	return wire.BoundsResp{Found: true, First: lo, Last: pt.T[0]}, nil
 }
