@@ -147,25 +147,48 @@ func Identifier(start int64) string { return strconv.FormatInt(start, 10) }
 
 // ShardID returns the ID of the shard holding series key at quantum start (UNIX seconds).
 func ShardID(f Format, key string, start int64) ID {
-	if f == HFI {
+	ids := NewSeriesIDs(f, key)
+	return ids.At(start)
+}
+
+// SeriesIDs computes the shard IDs of one series at many quanta, hashing the key once:
+// At(start) == ShardID(f, key, start). The zero value is not usable; NewSeriesIDs makes one.
+type SeriesIDs struct {
+	f   Format
+	key string
+	hk  [sha1.Size]byte // SHA-1 of key (KFI, QFI)
+}
+
+// NewSeriesIDs returns the shard IDs of series key under format f.
+func NewSeriesIDs(f Format, key string) SeriesIDs {
+	s := SeriesIDs{f: f, key: key}
+	if f != HFI {
+		s.hk = sha1.Sum([]byte(key))
+	}
+	return s
+}
+
+// At returns the ID of the series' shard at quantum start (UNIX seconds).
+func (s *SeriesIDs) At(start int64) ID {
+	var buf [24]byte
+	q := strconv.AppendInt(buf[:0], start, 10) // Identifier(start), without allocating
+	var id ID
+	if s.f == HFI {
 		h := sha1.New()
-		h.Write([]byte(Identifier(start)))
+		h.Write(q)
 		h.Write([]byte{0})
-		h.Write([]byte(key))
-		var id ID
+		h.Write([]byte(s.key))
 		h.Sum(id[:0])
 		return id
 	}
-	hq := sha1.Sum([]byte(Identifier(start)))
-	hk := sha1.Sum([]byte(key))
-	var id ID
-	switch f {
+	hq := sha1.Sum(q)
+	switch s.f {
 	case KFI:
-		copy(id[:10], hk[:10])
+		copy(id[:10], s.hk[:10])
 		copy(id[10:], hq[:10])
 	default:
 		copy(id[:10], hq[:10])
-		copy(id[10:], hk[:10])
+		copy(id[10:], s.hk[:10])
 	}
 	return id
 }

@@ -33,6 +33,15 @@ func TestShardIDVectors(t *testing.T) {
 		if got := ShardID(HFI, c.key, c.start).String(); got != c.hfi {
 			t.Errorf("HFI(%q,%d) = %s, want %s", c.key, c.start, got, c.hfi)
 		}
+		// One SeriesIDs serves every quantum of its series.
+		for _, f := range []Format{QFI, KFI, HFI} {
+			ids := NewSeriesIDs(f, c.key)
+			for _, start := range []int64{c.start + 10, c.start, c.start - 10} {
+				if got, want := ids.At(start), ShardID(f, c.key, start); got != want {
+					t.Errorf("SeriesIDs(%s, %q).At(%d) = %s, want %s", f, c.key, start, got, want)
+				}
+			}
+		}
 		id, err := ParseID(c.qfi)
 		if err != nil || id != ShardID(QFI, c.key, c.start) {
 			t.Errorf("ParseID(%s) = %v, %v", c.qfi, id, err)

@@ -138,24 +138,10 @@ func (k *catalogCoord) advanceTail(key string, t int64) {
 	}
 }
 
-// liveEntry reads a series' entry at quorum; a series without one is unknown.
-func (c *Coordinator) liveEntry(ctx context.Context, key string) (catalog.Entry, error) {
-	if err := series.ValidateKey(key); err != nil {
-		return catalog.Entry{}, rpc.Errorf(CodeBadInput, "%v", err)
-	}
-	e, found, err := c.readEntry(ctx, key)
-	if err != nil {
-		return catalog.Entry{}, err
-	}
-	if !found || !e.Live() {
-		return catalog.Entry{}, rpc.Errorf(CodeUnknownSeries, "unknown series %q", key)
-	}
-	return e, nil
-}
-
 // searchRange is where an entry says the points of [since, before) can be: [lo, hi),
-// and from where Latest starts looking (start, lo <= start <= hi).
-func (c *Coordinator) searchRange(e catalog.Entry, since, before int64) (lo, start, hi int64) {
+// and from where Latest starts looking (start, lo <= start <= hi), now being the
+// coordinator's clock.
+func (c *Coordinator) searchRange(e catalog.Entry, since, before, now int64) (lo, start, hi int64) {
 	if !e.HasBounds {
 		return since, since, since
 	}
@@ -165,7 +151,7 @@ func (c *Coordinator) searchRange(e catalog.Entry, since, before int64) (lo, sta
 	}
 	// A write stamped past aheadSlack recorded Ahead before its points were stored.
 	capped := int64(math.MaxInt64)
-	if now, slack := time.Now().UnixNano(), int64(aheadSlack+latestClockMargin); now < math.MaxInt64-slack {
+	if slack := int64(aheadSlack + latestClockMargin); now < math.MaxInt64-slack {
 		capped = now + slack
 	}
 	if e.HasAhead && e.Ahead >= capped {
@@ -185,12 +171,20 @@ func (c *Coordinator) searchRange(e catalog.Entry, since, before int64) (lo, sta
 
 // Latest returns the latest point of a series in [since, before), none if it has no
 // point there: one entry read, then an aggregate of the quanta after the tail (see
-// above), walking back only when those hold nothing. The aggregate of the last few
-// quanta before the clock's cap runs beside the entry read (speculation): for a live
-// series it is the answer, and Latest costs about one round trip to the replicas.
+// above), walking back only when those hold nothing. The statistics of the last few
+// quanta before the clock's cap are asked with the entry, in the same requests
+// (speculation, latestRound): for a live series they are the answer, and Latest costs
+// one request to each replica involved, settled once a read quorum has answered.
 func (c *Coordinator) Latest(ctx context.Context, key string, since, before int64) (series.Points, error) {
+	pt, _, err := c.latest(ctx, key, since, before)
+	return pt, err
+}
+
+// latest is Latest; it also returns where the entry says the points of [since,
+// before) start (searchRange's lo), which Bounds answers as First.
+func (c *Coordinator) latest(ctx context.Context, key string, since, before int64) (series.Points, int64, error) {
 	if since > before {
-		return series.Points{}, rpc.Errorf(CodeBadInput, "latest of %q: since %d is after before %d", key, since, before)
+		return series.Points{}, 0, rpc.Errorf(CodeBadInput, "latest of %q: since %d is after before %d", key, since, before)
 	}
 	q := c.cfg.DHT.Quantum
 	now := time.Now().UnixNano()
@@ -200,60 +194,45 @@ func (c *Coordinator) Latest(ctx context.Context, key string, since, before int6
 		specLo = q.StartNanos(e.Tail) // what this coordinator last saw of the tail
 	}
 	specLo, specHi := max(since, specLo), min(before, now+int64(aheadSlack+latestClockMargin))
-	type spec struct {
-		pt    series.Points
-		found bool
-		err   error
+	if specLo >= specHi {
+		specLo, specHi = 0, 0 // nothing to speculate on: the round reads the entry only
 	}
-	var specs chan spec
-	if specLo < specHi {
-		specs = make(chan spec, 1)
-		go func() {
-			pt, found, err := c.latestIn(ctx, key, specLo, specHi)
-			specs <- spec{pt, found, err}
-		}()
-	}
-	e, err := c.liveEntry(ctx, key)
+	round, err := c.latestRound(ctx, key, specLo, specHi)
 	if err != nil {
-		if specs != nil {
-			<-specs
-		}
-		return series.Points{}, err
+		return series.Points{}, 0, err
 	}
+	if !round.found || !round.entry.Live() {
+		return series.Points{}, 0, rpc.Errorf(CodeUnknownSeries, "unknown series %q", key)
+	}
+	e := round.entry
 	if _, ok := c.cat.cached(key); !ok {
 		c.cat.remember(e)
 	}
-	lo, start, hi := c.searchRange(e, since, before)
-	if specs != nil {
-		// Whatever the entry says, the speculation must finish before we return.
-		s := <-specs
-		if lo >= hi {
-			return series.Points{}, nil
+	lo, start, hi := c.searchRange(e, since, before, now) // the clock the speculation used
+	if lo >= hi {
+		return series.Points{}, lo, nil
+	}
+	if round.settled && specLo < specHi && hi <= specHi {
+		// The speculation covered [specLo, hi): its latest point is the latest of
+		// [lo, hi) when it found one; when not, look below specLo only.
+		if round.ptFound && round.pt.T[0] >= lo {
+			return round.pt, lo, nil
 		}
-		if s.err == nil && hi <= specHi {
-			// The speculation covered [specLo, hi): its latest point is the latest of
-			// [lo, hi) when it found one; when not, look below specLo only.
-			if s.found && s.pt.T[0] >= lo {
-				return s.pt, nil
-			}
-			if !s.found {
-				start, hi = min(start, specLo), min(hi, specLo)
-				if lo >= hi {
-					return series.Points{}, nil
-				}
-			}
+		if !round.ptFound {
+			start, hi = min(start, specLo), min(hi, specLo)
 		}
 	}
 	if lo >= hi {
-		return series.Points{}, nil
+		return series.Points{}, lo, nil
 	}
 	if start < hi {
 		pt, found, err := c.latestIn(ctx, key, start, hi)
 		if err != nil || found {
-			return pt, err
+			return pt, lo, err
 		}
 	}
-	return c.latestBefore(ctx, key, lo, start)
+	pt, err := c.latestBefore(ctx, key, lo, start)
+	return pt, lo, err
 }
 
 // latestSpecQuanta is how many quanta before the current one Latest's speculation
@@ -280,33 +259,15 @@ func (c *Coordinator) latestIn(ctx context.Context, key string, from, to int64) 
 }
 
 // Bounds bounds the points of a series with from <= t < to (wire.BoundsResp): First
-// from the catalog entry (an hour's rounding), Last exact (as Latest).
+// from the catalog entry (an hour's rounding), Last exact (as Latest, in the same
+// requests).
 func (c *Coordinator) Bounds(ctx context.Context, key string, from, to int64) (wire.BoundsResp, error) {
 	if from > to {
 		return wire.BoundsResp{}, rpc.Errorf(CodeBadInput, "range: from %d is after to %d", from, to)
 	}
-	e, err := c.liveEntry(ctx, key)
-	if err != nil {
+	pt, lo, err := c.latest(ctx, key, from, to)
+	if err != nil || pt.Len() == 0 {
 		return wire.BoundsResp{}, err
-	}
-	lo, start, hi := c.searchRange(e, from, to)
-	if lo >= hi {
-		return wire.BoundsResp{}, nil
-	}
-	var pt series.Points
-	found := false
-	if start < hi {
-		if pt, found, err = c.latestIn(ctx, key, start, hi); err != nil {
-			return wire.BoundsResp{}, err
-		}
-	}
-	if !found {
-		if pt, err = c.latestBefore(ctx, key, lo, start); err != nil {
-			return wire.BoundsResp{}, err
-		}
-	}
-	if pt.Len() == 0 {
-		return wire.BoundsResp{}, nil
 	}
 	return wire.BoundsResp{Found: true, First: lo, Last: pt.T[0]}, nil
 }

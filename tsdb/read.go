@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
@@ -124,8 +125,9 @@ func (c *Coordinator) checkGet(key string, from, to int64, opt GetOptions) (int,
 func (c *Coordinator) planRead(ctx context.Context, key string, starts []int64, from, to int64) ([]shardSpan, error) {
 	q := c.cfg.DHT.Quantum
 	spans := make([]shardSpan, len(starts))
+	ids := quanta.NewSeriesIDs(c.cfg.DHT.Format, key)
 	for i, s := range starts {
-		ref := shardRef(c.cfg.DHT.Format, key, s)
+		ref := store.ShardRef{ID: ids.At(s), Start: s}
 		replicas, err := c.locate(ctx, ref.ID)
 		if err != nil {
 			return nil, err

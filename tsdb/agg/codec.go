@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/tsdht/tsdht/tsdb/series"
 )
@@ -129,6 +130,13 @@ func AppendWindowsWire(dst []byte, t series.Type, ws []Window) []byte {
 
 // DecodeWindowsWire decodes what AppendWindowsWire wrote, the whole of b.
 func DecodeWindowsWire(b []byte) (series.Type, []Window, error) {
+	return AppendDecodedWindows(nil, b)
+}
+
+// AppendDecodedWindows decodes what AppendWindowsWire wrote, the whole of b, appends
+// the windows to dst and returns the extended slice: many answers' windows in one
+// backing array.
+func AppendDecodedWindows(dst []Window, b []byte) (series.Type, []Window, error) {
 	v, t, b, err := header(b)
 	if err != nil {
 		return 0, nil, err
@@ -138,7 +146,7 @@ func DecodeWindowsWire(b []byte) (series.Type, []Window, error) {
 	if d.err == nil && n > uint64(len(d.b))/minWindowBytes+1 {
 		return 0, nil, corrupt("%d windows in %d bytes", n, len(d.b))
 	}
-	ws := make([]Window, 0, int(n))
+	ws := slices.Grow(dst, int(n))
 	var prev int64
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		var start int64

@@ -103,11 +103,15 @@ func getSortable(b []byte) int64 { return int64(binary.BigEndian.Uint64(b) ^ (1 
 
 // pairID returns the id of series key in shard ref; key must be valid.
 func pairID(ref ShardRef, key string) []byte {
-	b := make([]byte, 0, 8+quanta.IDLen+1+len(key))
-	b = putSortable(b, ref.Start)
-	b = append(b, ref.ID[:]...)
-	b = append(b, byte(len(key)-1))
-	return append(b, key...)
+	return appendPairID(make([]byte, 0, 8+quanta.IDLen+1+len(key)), ref, key)
+}
+
+// appendPairID appends the id of series key in shard ref to dst; key must be valid.
+func appendPairID(dst []byte, ref ShardRef, key string) []byte {
+	dst = putSortable(dst, ref.Start)
+	dst = append(dst, ref.ID[:]...)
+	dst = append(dst, byte(len(key)-1))
+	return append(dst, key...)
 }
 
 // validPairID reports whether id is well formed: what the sealer reads back from 'u'.

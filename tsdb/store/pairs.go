@@ -52,6 +52,14 @@ func (t *pairTable) summary(id string) (summary, bool) {
 	return s, ok
 }
 
+// summaryOf is summary for an id in bytes, without converting it to a string.
+func (t *pairTable) summaryOf(id []byte) (summary, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.summaries[string(id)]
+	return s, ok
+}
+
 // remember caches the summary of pair id; the caller holds its lock, so no other
 // writer can cache an older one.
 func (t *pairTable) remember(id string, s summary) {

@@ -1,8 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
 	"math"
+
+	"github.com/cockroachdb/pebble"
 
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -91,6 +94,33 @@ func (p *Pebble) statsAfter(id []byte, sum summary, pts, old *series.Points, fre
 	return agg.Merge(sum.stats, pairStats(pts)), nil
 }
 
+// StatsBatcher is an Analyzer that reads the statistics of one series in many shards
+// in one pass: what a replica answering an aggregate of many quanta asks.
+type StatsBatcher interface {
+	// PairStatsBatch calls yield(i, stats, held) with what PairStats(refs[i], key)
+	// returns, for each i in order, and stops at the first error (yield's included).
+	// refs in ascending Start cost the least.
+	PairStatsBatch(refs []ShardRef, key string, yield func(i int, stats agg.Partial, held bool) error) error
+}
+
+// PairStatsBatch is a's PairStatsBatch when a is a StatsBatcher, and otherwise calls
+// PairStats for each of refs.
+func PairStatsBatch(a Analyzer, refs []ShardRef, key string, yield func(i int, stats agg.Partial, held bool) error) error {
+	if b, ok := a.(StatsBatcher); ok {
+		return b.PairStatsBatch(refs, key, yield)
+	}
+	for i, ref := range refs {
+		st, held, err := a.PairStats(ref, key)
+		if err != nil {
+			return err
+		}
+		if err := yield(i, st, held); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // PairStats implements Analyzer.
 func (p *Pebble) PairStats(ref ShardRef, key string) (agg.Partial, bool, error) {
 	if err := series.ValidateKey(key); err != nil {
@@ -106,6 +136,12 @@ func (p *Pebble) PairStats(ref ShardRef, key string) (agg.Partial, bool, error) 
 	if err != nil {
 		return agg.Partial{}, false, fmt.Errorf("store: stats of %q: %w", key, err)
 	}
+	return p.statsOf(id, sid, key, s)
+}
+
+// statsOf returns the statistics of pair id (sid = string(id)) of series key, whose
+// summary is s; the caller has entered the store.
+func (p *Pebble) statsOf(id []byte, sid, key string, s summary) (agg.Partial, bool, error) {
 	if s.count == 0 {
 		return agg.Partial{}, false, nil
 	}
@@ -115,7 +151,8 @@ func (p *Pebble) PairStats(ref ShardRef, key string) (agg.Partial, bool, error) 
 	// A summary from before statistics were kept: compute them under the pair's lock
 	// and cache them; the pair's next append or seal stores them.
 	defer p.pairs.lock(sid)()
-	if s, err = p.summary(id, sid); err != nil || s.count == 0 || s.hasStats {
+	s, err := p.summary(id, sid)
+	if err != nil || s.count == 0 || s.hasStats {
 		return s.stats, s.count > 0, err
 	}
 	all, _, err := p.readPair(id, math.MinInt64, math.MaxInt64)
@@ -125,6 +162,61 @@ func (p *Pebble) PairStats(ref ShardRef, key string) (agg.Partial, bool, error) 
 	s.stats, s.hasStats = pairStats(&all), true
 	p.pairs.remember(sid, s)
 	return s.stats, true, nil
+}
+
+// PairStatsBatch implements StatsBatcher: each pair's summary comes from the cache of
+// recently written pairs or, past it, from one iterator that seeks forward through the
+// pairs (they sort by quantum start), not from one lookup per pair.
+func (p *Pebble) PairStatsBatch(refs []ShardRef, key string, yield func(i int, stats agg.Partial, held bool) error) error {
+	if err := series.ValidateKey(key); err != nil {
+		return err
+	}
+	if !p.enter() {
+		return ErrClosed
+	}
+	defer p.state.RUnlock()
+	var it *pebble.Iterator // opened at the first pair not in the cache
+	defer func() {
+		if it != nil {
+			it.Close()
+		}
+	}()
+	var id, k []byte
+	for i, ref := range refs {
+		id = appendPairID(id[:0], ref, key)
+		s, cached := p.pairs.summaryOf(id)
+		if !cached {
+			if it == nil {
+				var err error
+				if it, err = p.db.NewIter(&pebble.IterOptions{LowerBound: []byte{famPair}, UpperBound: []byte{famPair + 1}}); err != nil {
+					return fmt.Errorf("store: stats of %q: %w", key, err)
+				}
+			}
+			k = pairKey(k[:0], id, kindSummary)
+			if it.SeekGE(k) && bytes.Equal(it.Key(), k) {
+				var err error
+				if s, err = decodeSummary(it.Value()); err != nil {
+					return fmt.Errorf("store: stats of %q: %w", key, err)
+				}
+			} else if err := it.Error(); err != nil {
+				return fmt.Errorf("store: stats of %q: %w", key, err)
+			}
+		}
+		var st agg.Partial
+		held := s.count > 0
+		if held && s.hasStats {
+			st = s.stats
+		} else if held {
+			var err error
+			if st, held, err = p.statsOf(id, string(id), key, s); err != nil {
+				return err
+			}
+		}
+		if err := yield(i, st, held); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Aggregate implements Analyzer.

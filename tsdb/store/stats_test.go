@@ -37,6 +37,20 @@ func TestStatsOfAnOldSummary(t *testing.T) {
 	if s, err := p.summary(id, string(id)); err != nil || s.hasStats || s.count != 3 {
 		t.Fatalf("old summary: %+v, %v", s, err)
 	}
+	// The batch reads it with its iterator, and computes its statistics as PairStats does.
+	absent := ShardRef{ID: quanta.ShardID(quanta.KFI, "old", 1_700_000_010), Start: 1_700_000_010}
+	var batch []agg.Partial
+	err = p.PairStatsBatch([]ShardRef{ref, absent}, "old", func(i int, st agg.Partial, held bool) error {
+		if held != (i == 0) {
+			t.Errorf("batch: shard %d held %v", i, held)
+		}
+		batch = append(batch, st)
+		return nil
+	})
+	if err != nil || len(batch) != 2 || batch[0].Count != 3 || batch[0].Min != 1 || batch[0].Hash != agg.PointsHash(&pts, 0, 3) {
+		t.Fatalf("batch stats of an old summary: %+v, %v", batch, err)
+	}
+	p.pairs = newPairTable(16) // the batch cached what it computed: read the record again
 	st, held, err := p.PairStats(ref, "old")
 	if err != nil || !held || st.Count != 3 || st.Min != 1 || st.Max != 3 || st.Hash != agg.PointsHash(&pts, 0, 3) {
 		t.Fatalf("stats of an old summary: %+v, held %v, %v", st, held, err)
@@ -45,6 +59,15 @@ func TestStatsOfAnOldSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.pairs = newPairTable(16) // read the record, not the cache
+	err = p.PairStatsBatch([]ShardRef{absent, ref}, "old", func(i int, st agg.Partial, held bool) error {
+		if i == 1 && (!held || st.Count != 4 || st.Min != -1) {
+			t.Errorf("batch from the record: %+v, held %v", st, held)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	s, err = p.summary(id, string(id))
 	if err != nil || !s.hasStats || s.stats.Count != 4 || s.stats.Min != -1 || s.stats.Sum+s.stats.Comp != 5 {
 		t.Fatalf("after an append: %+v, %v", s, err)

@@ -14,7 +14,7 @@ import (
 func messages() []any {
 	return []any{&WriteReq{}, &WriteResp{}, &ReadReq{}, &ReadResp{}, &TypeReq{}, &TypeResp{},
 		&PutReq{}, &PutResp{}, &GetReq{}, &GetResp{}, &LocateReq{}, &LocateResp{},
-		&DecommissionReq{}, &DecommissionResp{}, &StatusResp{}, &NodeStats{}}
+		&DecommissionReq{}, &DecommissionResp{}, &StatusResp{}, &NodeStats{}, &AggSeriesReq{}, &AggSeriesResp{}}
 }
 
 func allocated(f func()) uint64 {

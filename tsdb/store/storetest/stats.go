@@ -46,6 +46,34 @@ var statsCases = []testCase{
 	{"AggregateMatchesBruteForce", aggregateProperty},
 }
 
+// checkStatsBatch compares store.PairStatsBatch over the first n quanta of refOf with
+// PairStats of each.
+func checkStatsBatch(t *testing.T, s store.Store, key string, refOf func(q int) store.ShardRef, n int) {
+	t.Helper()
+	refs := make([]store.ShardRef, n)
+	for q := range refs {
+		refs[q] = refOf(q)
+	}
+	seen := 0
+	err := store.PairStatsBatch(s, refs, key, func(i int, st agg.Partial, held bool) error {
+		if i != seen {
+			return fmt.Errorf("yield of shard %d, want %d", i, seen)
+		}
+		seen++
+		want, wheld, err := s.PairStats(refs[i], key)
+		if err != nil {
+			return err
+		}
+		if held != wheld || st != want {
+			return fmt.Errorf("shard %d: PairStatsBatch gives %+v (held %v), PairStats %+v (held %v)", i, st, held, want, wheld)
+		}
+		return nil
+	})
+	if err != nil || seen != n {
+		t.Fatalf("PairStatsBatch of %q: %d of %d shards, %v", key, seen, n, err)
+	}
+}
+
 // checkPairStats compares PairStats with the pair's points: every function, and the
 // hash.
 func checkPairStats(t *testing.T, s store.Store, r store.ShardRef, key, when string) {
@@ -142,6 +170,8 @@ func aggregateProperty(t *testing.T, s store.Store, _ func()) {
 					checkPairStats(t, s, refOf(q), key, fmt.Sprintf("%s quantum %d, op %d", key, q, op))
 				}
 			}
+			checkStatsBatch(t, s, key, refOf, propQuanta+1) // one past the quanta written: absent
+
 			for _, every := range []int64{1e6, 7e6, 1e9, 3e9, 10e9, 15e9, 20e9, 60e9, 3600e9, 86400e9, 2 * 86400e9} {
 				ranges := [][2]int64{{propBase - 1e9, propBase + propQuanta*propQuantum + 1e9}}
 				for k := 0; k < 3; k++ {
