@@ -488,7 +488,7 @@ func (c *Coordinator) latestBefore(ctx context.Context, key string, since, befor
 		if hi-since > step*q {
 			lo = agg.WindowStart(hi-step*q, q)
 		}
-		res, err := c.Aggregate(ctx, key, lo, hi, q, GetOptions{})
+		res, err := c.Aggregate(ctx, key, lo, hi, spanWindow(lo, hi, q), GetOptions{})
 		if err != nil {
 			return series.Points{}, err
 		}

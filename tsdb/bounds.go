@@ -244,10 +244,11 @@ const (
 	maxSpecQuanta    = 64
 )
 
-// latestIn returns the latest point in [from, to) from one aggregate of whole quanta.
+// latestIn returns the latest point in [from, to) from one aggregate of whole quanta,
+// in windows as wide as the range (so at most two, whatever the range holds).
 func (c *Coordinator) latestIn(ctx context.Context, key string, from, to int64) (series.Points, bool, error) {
 	q := c.cfg.DHT.Quantum.Duration().Nanoseconds()
-	res, err := c.aggregate(ctx, key, from, to, q, GetOptions{}, true)
+	res, err := c.aggregate(ctx, key, from, to, spanWindow(from, to, q), GetOptions{}, true)
 	if err != nil {
 		return series.Points{}, false, err
 	}
@@ -270,4 +271,18 @@ func (c *Coordinator) Bounds(ctx context.Context, key string, from, to int64) (w
 		return wire.BoundsResp{}, err
 	}
 	return wire.BoundsResp{Found: true, First: lo, Last: pt.T[0]}, nil
+}
+
+// spanWindow returns the smallest whole number of quanta q that is at least to − from:
+// windows that wide cut [from, to) in at most two, each of whole quanta, so an
+// aggregate of any range answers with at most two windows.
+func spanWindow(from, to, q int64) int64 {
+	if to <= from {
+		return q
+	}
+	d := to - from
+	if d < 0 || d > math.MaxInt64-q { // the range overflows: the widest whole window
+		return math.MaxInt64 / q * q
+	}
+	return ((d-1)/q + 1) * q
 }
