@@ -38,6 +38,8 @@ type Coordinator struct {
 	readRepairs atomic.Int64  // shards repaired by reads
 	longReads   chan struct{} // bounds reads of more than one page of quanta (longread.go)
 	longPace    *pacer        // paces their pages (longread.go)
+
+	rollup *rollups // nil: rollups off (rollup*.go)
 }
 
 // maxReadRepairs bounds the read repairs in flight on one node.
@@ -93,6 +95,7 @@ func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Poin
 		return res, err
 	}
 	pts.Normalize()
+	all := pts
 	if err := c.untilPlaced(ctx, deadline, func() error {
 		return c.noteWrite(ctx, key, catalog.Entry{Key: key, Type: pts.Type}, pts.T[0], pts.T[pts.Len()-1], w)
 	}); err != nil {
@@ -110,6 +113,10 @@ func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Poin
 		stored, rest, err := c.writeSpans(ctx, key, spans, w)
 		res.Stored += stored
 		if err == nil {
+			// Late points mark their rollup windows dirty before the client hears (rollup.go).
+			if err := c.markLate(ctx, key, &all); err != nil {
+				return res, err
+			}
 			c.noteTail(key, pts.T[pts.Len()-1])
 			if res.Waited > 0 {
 				c.log.Info("write stored after waiting for failed replicas to leave placement", "series", key, "waited", res.Waited.Round(time.Millisecond).String())
