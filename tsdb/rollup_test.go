@@ -124,7 +124,7 @@ func TestRollupLatePointChangesEveryLevel(t *testing.T) {
 			sealAll(t, lc)
 			check() // the dirty windows come from the raw shards
 			h2, m2 := rollupHits(lc)
-			if m2-m1 != 3 || h2-h1 != int64(2*1440+48+2)-3 {
+			if m2-m1 != 3 || h2-h1 != int64(1440+24+1)-3 {
 				t.Fatalf("after a late point: %d windows from rollups, %d from raw shards (want 3)", h2-h1, m2-m1)
 			}
 			for _, every := range widths {
