@@ -78,8 +78,7 @@ type PutResult struct {
 // against their replica sets as they are then, with a growing pause, until they are
 // stored or Config.WriteRetry (or ctx's deadline, if sooner) has passed. Writes are
 // idempotent, so a replica that did store a retried point is not harmed.
-func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Points, opt PutOptions) (PutResult, error) {
-	var res PutResult
+func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Points, opt PutOptions) (res PutResult, err error) {
 	w, err := c.checkPut(key, pts, opt)
 	if err != nil || pts.Len() == 0 {
 		return res, err
@@ -95,7 +94,9 @@ func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Poin
 		return res, err
 	}
 	pts.Normalize()
-	all := pts
+	// Late points mark their rollup windows dirty once stored, before the client hears
+	// (rollup.go); a write that stored some points and failed marks them too.
+	defer c.markStored(ctx, key, pts, &res, &err)
 	if err := c.untilPlaced(ctx, deadline, func() error {
 		return c.noteWrite(ctx, key, catalog.Entry{Key: key, Type: pts.Type}, pts.T[0], pts.T[pts.Len()-1], w)
 	}); err != nil {
@@ -113,10 +114,6 @@ func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Poin
 		stored, rest, err := c.writeSpans(ctx, key, spans, w)
 		res.Stored += stored
 		if err == nil {
-			// Late points mark their rollup windows dirty before the client hears (rollup.go).
-			if err := c.markLate(ctx, key, &all); err != nil {
-				return res, err
-			}
 			c.noteTail(key, pts.T[pts.Len()-1])
 			if res.Waited > 0 {
 				c.log.Info("write stored after waiting for failed replicas to leave placement", "series", key, "waited", res.Waited.Round(time.Millisecond).String())

@@ -47,8 +47,8 @@ type RollupConfig struct {
 	Levels []time.Duration
 	// Horizon is how far behind now a home holds windows: windows ending later are
 	// answered from the raw shards. Writes older than now − Horizon/2 mark their windows
-	// dirty at the homes, so clocks of the cluster must agree within Horizon/2. Default
-	// 2 minutes.
+	// dirty at the homes, so clocks of the cluster must agree within Horizon/2. At least
+	// two quanta. Default 2 minutes, or two quanta if longer.
 	Horizon time.Duration
 	// PullInterval is how often a home pulls what changed: dirty and unsettled windows,
 	// and the windows that passed the horizon. A pass with nothing to pull costs nothing
@@ -68,7 +68,7 @@ func DefaultRollupConfig(q quanta.Quantum) RollupConfig {
 			levels = append(levels, d)
 		}
 	}
-	return RollupConfig{Levels: levels, Horizon: 2 * time.Minute, PullInterval: 15 * time.Second, MaxSeries: 4096}
+	return RollupConfig{Levels: levels, Horizon: max(2*time.Minute, 2*q.Duration()), PullInterval: 15 * time.Second, MaxSeries: 4096}
 }
 
 // withDefaults returns c with zero fields set to the defaults for quantum q.

@@ -11,6 +11,7 @@ import (
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // rollupCluster starts n nodes with rollups on (pulls only when the test says, by
@@ -148,6 +149,23 @@ func TestRollupLatePointChangesEveryLevel(t *testing.T) {
 			if _, m4 := rollupHits(lc); m4 != m3 {
 				t.Fatalf("after the homes pulled again, %d windows still from raw shards", m4-m3)
 			}
+			// Deletes invalidate rollups: a range, then the whole series written anew.
+			hour := int64(time.Hour)
+			if _, err := c.Delete(ctx, &wire.DelReq{Key: "roll/late", From: t0 + 2*hour, To: t0 + 6*hour}); err != nil {
+				t.Fatal(err)
+			}
+			check()
+			rollUp(t, lc)
+			check()
+			if _, err := c.Delete(ctx, &wire.DelReq{Key: "roll/late", Whole: true}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Put(ctx, "roll/late", everyPoint(t0, t0+day, int64(47*time.Minute), r), PutOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			check()
+			rollUp(t, lc)
+			check()
 		})
 	}
 }
