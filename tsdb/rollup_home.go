@@ -25,6 +25,10 @@ const (
 	// whole-quantum answer is one window (about 100 bytes), so a request stays well
 	// inside a frame.
 	maxPullShardsPerRequest = 1024
+	// maxRoundsPerPass bounds the pull rounds of one series in one pass, so that a
+	// series whose bounds start long ago does not hold up the others: it goes on at
+	// the next pass.
+	maxRoundsPerPass = 64
 )
 
 // rollups is a node's rollup machinery: the home side (the series it keeps rollups
@@ -268,7 +272,7 @@ func (r *rollups) close() {
 }
 
 // pass pulls, for every series held, what changed: until each series is caught up to
-// the horizon, or an error.
+// the horizon, has had maxRoundsPerPass rounds, or failed.
 func (r *rollups) pass(ctx context.Context) error {
 	r.pulling.Lock()
 	defer r.pulling.Unlock()
@@ -280,7 +284,7 @@ func (r *rollups) pass(ctx context.Context) error {
 	r.mu.Unlock()
 	var errs []error
 	for _, k := range keys {
-		for {
+		for range maxRoundsPerPass {
 			more, err := r.pullSeries(ctx, k)
 			if err != nil {
 				errs = append(errs, err)

@@ -27,8 +27,9 @@ func (n *Node) registerRollups(r *rollups) {
 	})
 }
 
-// RollupNow pulls, as a home, every series this node keeps rollups of up to the
-// horizon (tests and benchmarks; a node pulls every Rollups.PullInterval anyway).
+// RollupNow runs one pull pass as a home: every series this node keeps rollups of up
+// to the horizon, or 64 rounds of 8,640 quanta per series, whichever comes first (tests
+// and benchmarks; a node runs a pass every Rollups.PullInterval anyway).
 func (n *Node) RollupNow(ctx context.Context) error {
 	if n.rollup == nil {
 		return nil
