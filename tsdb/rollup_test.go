@@ -348,6 +348,12 @@ func TestRollupFailuresNeverWrong(t *testing.T) {
 	check()
 	rollUp(t, lc)
 	check()
+	// Before a second node goes, the first one's shards get their third copy back: the
+	// raw reads that check the answers need a read quorum of each shard's replicas.
+	if err := lc.WaitLive(ctx, len(lc.Nodes)-1, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	repairAll(t, lc)
 	for i, n := range lc.Nodes {
 		if n != nil && isHome[n.DHT().Self().ID] && i != 0 {
 			if err := lc.Kill(i); err != nil {
