@@ -260,6 +260,9 @@ type aggAnswer struct {
 // series with from <= t < to, ascending, each window's partial aggregate merged across
 // shards. Windows are aligned to multiples of every since the epoch.
 func (c *Coordinator) Aggregate(ctx context.Context, key string, from, to, every int64, opt GetOptions) (wire.AggResult, error) {
+	if res, ok, err := c.rollupAggregate(ctx, key, from, to, every, opt); ok {
+		return res, err
+	}
 	return c.aggregate(ctx, key, from, to, every, opt, false)
 }
 

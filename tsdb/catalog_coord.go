@@ -517,7 +517,12 @@ func (c *Coordinator) Delete(ctx context.Context, req *wire.DelReq) (int, error)
 			hi = to
 		}
 		if lo < hi {
-			if shards, err = c.deleteRange(ctx, req.Key, lo, hi, req.Whole); err != nil {
+			shards, err = c.deleteRange(ctx, req.Key, lo, hi, req.Whole)
+			// Rollups over the range are stale whether or not every shard was reached.
+			if merr := c.markDeleted(ctx, req.Key, lo, hi, req.Whole); err == nil {
+				err = merr
+			}
+			if err != nil {
 				return shards, err
 			}
 		}

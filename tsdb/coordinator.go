@@ -38,6 +38,8 @@ type Coordinator struct {
 	readRepairs atomic.Int64  // shards repaired by reads
 	longReads   chan struct{} // bounds reads of more than one page of quanta (longread.go)
 	longPace    *pacer        // paces their pages (longread.go)
+
+	rollup *rollups // nil: rollups off (rollup*.go)
 }
 
 // maxReadRepairs bounds the read repairs in flight on one node.
@@ -76,8 +78,7 @@ type PutResult struct {
 // against their replica sets as they are then, with a growing pause, until they are
 // stored or Config.WriteRetry (or ctx's deadline, if sooner) has passed. Writes are
 // idempotent, so a replica that did store a retried point is not harmed.
-func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Points, opt PutOptions) (PutResult, error) {
-	var res PutResult
+func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Points, opt PutOptions) (res PutResult, err error) {
 	w, err := c.checkPut(key, pts, opt)
 	if err != nil || pts.Len() == 0 {
 		return res, err
@@ -93,6 +94,9 @@ func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Poin
 		return res, err
 	}
 	pts.Normalize()
+	// Late points mark their rollup windows dirty once stored, before the client hears
+	// (rollup.go); a write that stored some points and failed marks them too.
+	defer c.markStored(ctx, key, pts, &res, &err)
 	if err := c.untilPlaced(ctx, deadline, func() error {
 		return c.noteWrite(ctx, key, catalog.Entry{Key: key, Type: pts.Type}, pts.T[0], pts.T[pts.Len()-1], w)
 	}); err != nil {

@@ -95,6 +95,8 @@ type Config struct {
 	Transport rpc.Transport
 	// Store holds this node's shards; the node closes it on Close. Required.
 	Store store.Store
+	// Rollups configures rollups (rollup.go, docs/rollups.md). Default off.
+	Rollups RollupConfig
 	// Logger receives the node's log, and its RPC's and DHT's (it replaces
 	// RPC.Logger and DHT.Logger); every record carries the node's 40-hex ID as
 	// "node". Nil discards it.
@@ -170,6 +172,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	c.Rollups = c.Rollups.withDefaults(c.DHT.Quantum)
 	return c
 }
 
@@ -213,6 +216,11 @@ func (c Config) Validate() error {
 	if err := c.RPC.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if c.DHT.Quantum >= 1 {
+		if err := c.Rollups.Validate(c.DHT.Quantum); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -233,6 +241,7 @@ type Node struct {
 	coord    *Coordinator
 	repair   *repairer // nil when the store cannot be walked
 	hints    *hints    // nil with repair
+	rollup   *rollups  // nil: rollups off
 	rpcAdr   string
 
 	decommissioned chan struct{} // closed when a decommission asked over RPC handed off
@@ -278,6 +287,9 @@ func Start(cfg Config) (*Node, error) {
 	registerReplica(n.srv, n.local)
 	n.registerCoordinator()
 	n.registerAnalytics()
+	if n.rollup != nil {
+		n.registerRollups(n.rollup)
+	}
 	if err := n.dht.Start(); err != nil {
 		if errors.Is(err, dht.ErrIncompatible) || n.dht.GossipAddr() == "" {
 			n.dht.Close()
@@ -288,6 +300,10 @@ func Start(cfg Config) (*Node, error) {
 		// After a power cut the seeds may not be back yet: the node serves and keeps
 		// re-joining in the background.
 		n.log.Warn("serving while not joined", "err", err)
+	}
+	if n.rollup != nil {
+		n.rollup.started.Store(true)
+		go n.rollup.run()
 	}
 	if n.repair != nil {
 		go n.repair.run(n.dht.Subscribe())
@@ -309,6 +325,10 @@ func (n *Node) assemble() {
 		n.repair.hints = n.hints
 	}
 	n.coord = newCoordinator(cfg, n.dht, n.replicas, types, n.hints, n.log)
+	if cfg.Rollups.Enabled {
+		n.rollup = newRollups(cfg.Rollups, n.coord, n.cli, n.log)
+		n.coord.rollup = n.rollup
+	}
 }
 
 // RPCAddr returns the address the node's RPC server is bound to.
@@ -334,6 +354,9 @@ func (n *Node) Close() error {
 		n.repair.close()
 	}
 	n.coord.closeTails()
+	if n.rollup != nil && n.rollup.started.Load() {
+		n.rollup.close()
+	}
 	errs := []error{n.dht.Stop(2 * time.Second)}
 	errs = append(errs, n.srv.Close(), n.cli.Close())
 	st := n.store.Stats()
@@ -407,6 +430,9 @@ func (n *Node) Decommissioned() <-chan struct{} { return n.decommissioned }
 func (n *Node) Kill() error {
 	if n.repair != nil {
 		n.repair.close()
+	}
+	if n.rollup != nil && n.rollup.started.Load() {
+		n.rollup.close()
 	}
 	errs := []error{n.dht.Close()}
 	errs = append(errs, n.srv.Close(), n.cli.Close(), n.store.Close())

@@ -14,7 +14,8 @@ import (
 func messages() []any {
 	return []any{&WriteReq{}, &WriteResp{}, &ReadReq{}, &ReadResp{}, &TypeReq{}, &TypeResp{},
 		&PutReq{}, &PutResp{}, &GetReq{}, &GetResp{}, &LocateReq{}, &LocateResp{},
-		&DecommissionReq{}, &DecommissionResp{}, &StatusResp{}, &NodeStats{}, &AggSeriesReq{}, &AggSeriesResp{}}
+		&DecommissionReq{}, &DecommissionResp{}, &StatusResp{}, &NodeStats{}, &AggSeriesReq{}, &AggSeriesResp{},
+		&RollupMarkReq{}, &RollupMarkResp{}, &RollupReadReq{}, &RollupReadResp{}}
 }
 
 func allocated(f func()) uint64 {
@@ -38,6 +39,8 @@ func FuzzDecodeMessages(f *testing.F) {
 		&ReadResp{Shards: []ShardResult{{Held: true, Count: 1, Points: pts}}},
 		&PutReq{Key: "k", Points: pts}, &GetReq{Key: "k", To: 5}, &GetResp{Packed: []byte{1, 2}},
 		&StatusResp{Nodes: []NodeStats{{Shards: 1}}}, &DecommissionReq{NodeID: "ab"},
+		&RollupMarkReq{Key: "k", Starts: []int64{60e9, 120e9}}, &RollupReadReq{Key: "k", Width: 60e9, To: 120e9},
+		&RollupReadResp{Known: []int64{0, 60e9}, Packed: []byte{1, 2}},
 	} {
 		b, err := msgpack.Marshal(m)
 		if err != nil {

@@ -1,0 +1,123 @@
+package tsdb
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tsdht/tsdht/quanta"
+)
+
+// Rollups: coarser levels of a series' statistics kept at its rollup homes, so that an
+// aggregate over a day of minutes or a year of days is one request per home instead of
+// one per quantum. docs/rollups.md argues the design; in short:
+//
+//   - A series' homes are its registry replicas (the rf nodes closest to KeyID(key)).
+//     A home keeps, per window of the finest level (1 minute by default), the merged
+//     statistics of the window's quanta and their digest, and builds the coarser levels
+//     (1 h, 1 day) from them. Recent windows, within Horizon of now, are never held:
+//     they are always answered from the raw shards.
+//   - Pull, not push: a home pulls the per-quantum statistics from every raw replica of
+//     the window's quanta (MethodAgg, the same digests replicas compare), in the
+//     background. A window is settled when every replica that answered holds the same
+//     copy (by digest) and at least a read quorum answered.
+//   - Late writes mark dirty: a write whose points are older than now − Horizon/2 at the
+//     coordinator, once its replicas acknowledged and before the client is, marks their
+//     windows dirty at a write quorum of the homes; a range delete marks its range, a
+//     series delete resets it. A dirty window stays unsettled until a pull that started
+//     after the mark.
+//   - Reads: the planner takes the coarsest level whose width divides the aggregate's,
+//     asks every home once, and uses a window only where a read quorum of homes answered
+//     and every home that answered holds it settled with the same digest. Every other
+//     window, the unaligned edges and the span inside the horizon are aggregated from the
+//     raw shards (Coordinator.aggregate), so an answer is as exact as one computed from
+//     the raw data.
+
+// RollupConfig configures rollups (Config.Rollups). The zero value is the default:
+// rollups off. Every node of a cluster must be configured alike: a coordinator with
+// rollups off does not mark late writes dirty at homes with rollups on.
+type RollupConfig struct {
+	// Enabled turns rollups on: this node keeps rollups for the series it is a home of,
+	// marks late writes and deletes at the homes, and answers aggregates from them.
+	// Default off.
+	Enabled bool
+	// Levels are the window widths kept, finest first, each a multiple of the previous
+	// and the finest a multiple of the quantum. Default 1 minute, 1 hour and 1 day,
+	// without those that are not multiples of the quantum.
+	Levels []time.Duration
+	// Horizon is how far behind now a home holds windows: windows ending later are
+	// answered from the raw shards. Writes older than now − Horizon/2 mark their windows
+	// dirty at the homes, so clocks of the cluster must agree within Horizon/2. At least
+	// two quanta. Default 2 minutes, or two quanta if longer.
+	Horizon time.Duration
+	// PullInterval is how often a home pulls what changed: dirty and unsettled windows,
+	// and the windows that passed the horizon. A pass with nothing to pull costs nothing
+	// but a look at its series. Default 15 seconds.
+	PullInterval time.Duration
+	// MaxSeries bounds the series one home keeps rollups of; past it a home answers
+	// that it holds nothing of a new series (its aggregates come from the raw shards).
+	// A home starts keeping a series when a coordinator first asks it. Default 4096.
+	MaxSeries int
+}
+
+// DefaultRollupConfig returns the defaults (rollups off) for quantum q.
+func DefaultRollupConfig(q quanta.Quantum) RollupConfig {
+	var levels []time.Duration
+	for _, d := range []time.Duration{time.Minute, time.Hour, 24 * time.Hour} {
+		if d%q.Duration() == 0 {
+			levels = append(levels, d)
+		}
+	}
+	return RollupConfig{Levels: levels, Horizon: max(2*time.Minute, 2*q.Duration()), PullInterval: 15 * time.Second, MaxSeries: 4096}
+}
+
+// withDefaults returns c with zero fields set to the defaults for quantum q.
+func (c RollupConfig) withDefaults(q quanta.Quantum) RollupConfig {
+	d := DefaultRollupConfig(q)
+	if len(c.Levels) == 0 {
+		c.Levels = d.Levels
+	}
+	if c.Horizon == 0 {
+		c.Horizon = d.Horizon
+	}
+	if c.PullInterval == 0 {
+		c.PullInterval = d.PullInterval
+	}
+	if c.MaxSeries == 0 {
+		c.MaxSeries = d.MaxSeries
+	}
+	return c
+}
+
+// Validate reports settings that cannot work with quantum q.
+func (c RollupConfig) Validate(q quanta.Quantum) error {
+	c = c.withDefaults(q)
+	var errs []error
+	if c.Enabled && len(c.Levels) == 0 {
+		errs = append(errs, fmt.Errorf("rollups: no level is a multiple of the quantum %v: set Rollups.Levels", q.Duration()))
+	}
+	for i, l := range c.Levels {
+		switch {
+		case l <= 0 || l%q.Duration() != 0:
+			errs = append(errs, fmt.Errorf("rollups: level %v: must be a positive multiple of the quantum %v", l, q.Duration()))
+		case i > 0 && (l <= c.Levels[i-1] || l%c.Levels[i-1] != 0):
+			errs = append(errs, fmt.Errorf("rollups: level %v: must be a larger multiple of the level before it (%v)", l, c.Levels[i-1]))
+		}
+	}
+	if c.Horizon < 0 || c.PullInterval < 0 || c.MaxSeries < 0 {
+		errs = append(errs, errors.New("rollups: horizon, pull interval and max series must not be negative (0 takes the default)"))
+	}
+	if c.Horizon > 0 && c.Horizon < 2*q.Duration() {
+		errs = append(errs, fmt.Errorf("rollups: horizon %v: must be at least two quanta (%v)", c.Horizon, 2*q.Duration()))
+	}
+	return errors.Join(errs...)
+}
+
+// widths returns the levels in ns.
+func (c RollupConfig) widths() []int64 {
+	out := make([]int64, len(c.Levels))
+	for i, l := range c.Levels {
+		out[i] = l.Nanoseconds()
+	}
+	return out
+}

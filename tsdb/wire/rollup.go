@@ -1,0 +1,56 @@
+package wire
+
+// Rollup methods (tsdb/rollup*.go, docs/rollups.md). A series' rollup homes are its
+// registry replicas; they pull per-quantum statistics from the raw owners with
+// MethodAgg and answer coordinators with windows of a rollup level.
+const (
+	// MethodRollupMark marks a series' rollup windows dirty at one of its homes, after
+	// a late write or a delete reached its replicas: RollupMarkReq → RollupMarkResp.
+	MethodRollupMark = "tsdb.rollup.mark"
+	// MethodRollupRead asks a home for a series' windows of one level over a range:
+	// RollupReadReq → RollupReadResp.
+	MethodRollupRead = "tsdb.rollup.read"
+)
+
+// Limits of the rollup messages, checked by senders and receivers.
+const (
+	// MaxRollupMarks bounds the windows of one RollupMarkReq; a write touching more
+	// late windows sends a range instead (From, To).
+	MaxRollupMarks = 4096
+	// MaxRollupReadWindows bounds the windows one RollupReadReq covers: (To − From) /
+	// Width. A coordinator asks for longer ranges in parts.
+	MaxRollupReadWindows = 1 << 16
+)
+
+// RollupMarkReq marks dirty, at a home of Key, the finest-level windows starting at
+// Starts (ns) and, when From < To, every window meeting [From, To). Reset drops what
+// the home holds of the series (the series was deleted).
+type RollupMarkReq struct {
+	Key    string  `msgpack:"k"`
+	Starts []int64 `msgpack:"s"`
+	From   int64   `msgpack:"f"`
+	To     int64   `msgpack:"t"`
+	Reset  bool    `msgpack:"r"`
+}
+
+// RollupMarkResp acknowledges a RollupMarkReq.
+type RollupMarkResp struct{}
+
+// RollupReadReq asks a home for the windows of width Width (one of its levels, ns)
+// over From <= t < To, both multiples of Width.
+type RollupReadReq struct {
+	Key   string `msgpack:"k"`
+	Width int64  `msgpack:"w"`
+	From  int64  `msgpack:"f"`
+	To    int64  `msgpack:"t"`
+}
+
+// RollupReadResp answers a RollupReadReq. Known lists, ascending, the ranges [lo, hi)
+// (pairs of ns) whose every window the home holds settled: a window inside them is
+// either in Packed or holds no point. Packed holds the known non-empty windows
+// (agg.AppendWindowsWire), each Partial's Hash the window's digest: two homes with
+// equal digests hold the same statistics of the same points.
+type RollupReadResp struct {
+	Known  []int64 `msgpack:"k"`
+	Packed []byte  `msgpack:"w"`
+}
