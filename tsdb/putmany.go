@@ -131,7 +131,33 @@ func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt PutOpti
 		}()
 	}
 	wg.Wait()
+	c.markManyLate(ctx, puts, res)
 	return res
+}
+
+// markManyLate marks at their homes the late points of every series that stored some
+// (markLate: rollup.go), as Put does; a failed mark becomes the series' error when it
+// had none. A series retried through PutReport was marked there too: marking twice only
+// makes a home pull again.
+func (c *Coordinator) markManyLate(ctx context.Context, puts []SeriesPut, res []SeriesResult) {
+	if c.rollup == nil {
+		return
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, c.cfg.ReadConcurrency)
+	for i := range puts {
+		if res[i].Stored == 0 {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := c.markLate(ctx, puts[i].Key, &puts[i].Points); err != nil && res[i].Err == nil {
+				res[i].Err = err
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // manyError words the failure of one series of a PutMany as Put would.

@@ -149,6 +149,21 @@ func TestRollupLatePointChangesEveryLevel(t *testing.T) {
 			if _, m4 := rollupHits(lc); m4 != m3 {
 				t.Fatalf("after the homes pulled again, %d windows still from raw shards", m4-m3)
 			}
+			// A late point through PutMany (the HTTP API's write) marks its windows too.
+			late2 := t0 + 17*int64(time.Hour) + 3*int64(time.Minute) + 5
+			var two series.Points
+			two.AppendFloat(late2, -1e6)
+			if r := lc.Nodes[3].Coordinator().PutMany(ctx, []SeriesPut{{Key: "roll/late", Points: two}}, PutOptions{}); r[0].Err != nil || r[0].Stored != 1 {
+				t.Fatalf("PutMany of a late point: stored %d: %v", r[0].Stored, r[0].Err)
+			}
+			sealAll(t, lc)
+			_, m5 := rollupHits(lc)
+			check()
+			if _, m6 := rollupHits(lc); m6-m5 != 3 {
+				t.Fatalf("after a late point through PutMany: %d windows from raw shards, want 3 (its minute, hour and day)", m6-m5)
+			}
+			rollUp(t, lc)
+			check()
 			// Deletes invalidate rollups: a range, then the whole series written anew.
 			hour := int64(time.Hour)
 			if _, err := c.Delete(ctx, &wire.DelReq{Key: "roll/late", From: t0 + 2*hour, To: t0 + 6*hour}); err != nil {
