@@ -42,6 +42,7 @@ func newKademlia(n *Node) *kademlia {
 	}
 	n.Router.onAdd = k.peerAdded
 	n.Router.onRemove = k.peerRemoved
+	n.Router.onGone = k.peerGone
 	return k
 }
 
@@ -174,6 +175,13 @@ func (k *kademlia) peerAdded(p Peer) {
 // peerRemoved drops the cached replica sets that hold p, and wakes the loop.
 func (k *kademlia) peerRemoved(p Peer) {
 	k.cache.dropPeer(p.ID)
+	k.changed()
+}
+
+// peerGone drops the cached replica sets that hold the peer id, which said it
+// leaves (it may be in them without being in the table), and wakes the loop.
+func (k *kademlia) peerGone(id string) {
+	k.cache.dropPeer(id)
 	k.changed()
 }
 

@@ -128,6 +128,15 @@ func (r *Router) lookup(ctx context.Context, target quanta.ID, k int, trace *[]H
 				}
 				continue
 			}
+			if r.gone.has(c.ID) {
+				// It said it leaves (in this answer or since): it owns nothing,
+				// but what it knows of the others still helps.
+				c.state = failed
+				for _, p := range a.peers {
+					l.add(p, unqueried)
+				}
+				continue
+			}
 			c.state = replied
 			r.markAlive(c.Peer)
 			if trace != nil {
@@ -159,7 +168,7 @@ type answer struct {
 // their answers in the same order.
 func (r *Router) queryAll(ctx context.Context, batch []*candidate, target quanta.ID, k int) []answer {
 	answers := make([]answer, len(batch))
-	req := &findNodeRequest{Target: target[:], K: k, From: toWire(r.self)}
+	req := &findNodeRequest{Target: target[:], K: k, From: r.selfWire()}
 	var wg sync.WaitGroup
 	for i, c := range batch {
 		wg.Go(func() {
@@ -187,7 +196,20 @@ func (r *Router) findNode(ctx context.Context, addr string, req *findNodeRequest
 		if err != nil {
 			return nil, fmt.Errorf("find_node: %w", err)
 		}
-		if w.Rest > 0 && p.ID != r.self.ID {
+		if p.ID == r.self.ID {
+			peers = append(peers, p)
+			continue
+		}
+		// Only a node speaking of itself says it leaves (depart.go); the
+		// responder's own entry saying nothing of the kind means it is back.
+		if w.Leaving {
+			r.markGone(p.ID)
+			continue // it hands its data off: it owns nothing
+		}
+		if w.Addr == addr {
+			r.gone.forget(p.ID)
+		}
+		if w.Rest > 0 {
 			r.rests.rest(p.ID, min(time.Duration(w.Rest)*time.Millisecond, maxRestLeft), true)
 		}
 		peers = append(peers, p)

@@ -588,6 +588,8 @@ func (n *Node) notifySubscribers() {
 // others will report the departure as StateLeft, not StateDead, however
 // they learn of it. Then memberlist's Leave gossips the departure, so that
 // the others remove the node at once rather than after failure detection.
+// In RoutingKademlia mode the peers of its routing table are told
+// (MethodLeaving) and drop it at once (depart.go).
 func (n *Node) Leave(timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = defaultLeaveTimeout
@@ -606,6 +608,9 @@ func (n *Node) Leave(timeout time.Duration) error {
 		if err = errors.Join(uerr, lerr); err != nil {
 			err = fmt.Errorf("dht: leave: %w", err)
 		}
+	} else if n.kad != nil && !n.closed {
+		// Again at the end: peers met during the hand-off hear it too.
+		n.announceLeavingKad(deadline)
 	}
 	n.lifeMu.Unlock()
 	return errors.Join(err, n.Close())
@@ -616,14 +621,37 @@ func (n *Node) Leave(timeout time.Duration) error {
 // Live, so it owns nothing, while it still answers. The layer above hands its
 // data off in between and then calls Leave. Without this step a node that
 // received a hand-off would still count the leaver as an owner, and could
-// drop its fresh copy as surplus.
+// drop its fresh copy as surplus. In RoutingKademlia mode the peers of its
+// routing table are told (MethodLeaving) and drop it from their tables and
+// replica sets; every request and answer the node sends from then on says it
+// leaves, so that the nodes it meets drop it too.
 func (n *Node) BeginLeave(timeout time.Duration) error {
 	n.lifeMu.Lock()
 	defer n.lifeMu.Unlock()
-	if n.ml == nil || n.closed || n.leaving.Load() {
+	if n.closed || n.leaving.Load() {
+		return nil
+	}
+	if n.kad != nil {
+		n.announceLeavingKad(time.Now().Add(timeout))
+		return nil
+	}
+	if n.ml == nil {
 		return nil
 	}
 	return n.announceLeaving(time.Now().Add(timeout))
+}
+
+// announceLeavingKad, in RoutingKademlia mode, makes this node say it leaves in
+// every request and answer that introduces it, and tells the peers of its table
+// (MethodLeaving) within deadline: they drop it at once (depart.go). lifeMu is
+// held.
+func (n *Node) announceLeavingKad(deadline time.Time) {
+	n.leaving.Store(true)
+	n.Router.leaving.Store(true)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	heard := n.Router.announce(ctx, MethodLeaving)
+	cancel()
+	n.logger.Info("dht: told the routing table this node leaves for good", "peers", heard)
 }
 
 // Stop tells the cluster that this node stops and will come back with its data
@@ -655,7 +683,7 @@ func (n *Node) Stop(timeout time.Duration) error {
 		// No gossip: tell the peers of the table; the others learn it from
 		// their FIND_NODE answers (rest.go).
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		heard := n.Router.announceStopping(ctx)
+		heard := n.Router.announce(ctx, MethodStopping)
 		cancel()
 		n.logger.Info("dht: told the routing table this node stops and will be back", "peers", heard)
 	}

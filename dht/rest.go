@@ -20,7 +20,8 @@ const MethodStopping = "dht.stopping"
 // at its own DownGrace.
 const maxRestLeft = 24 * time.Hour
 
-// stoppingRequest introduces the node that stops.
+// stoppingRequest introduces the node that stops (MethodStopping) or leaves
+// (MethodLeaving).
 type stoppingRequest struct {
 	From wirePeer `msgpack:"from"`
 }
@@ -120,10 +121,11 @@ func (r *Router) handleStopping(_ context.Context, b []byte) ([]byte, error) {
 	return rpc.Encode(&struct{}{})
 }
 
-// announceStopping tells every peer of the table, alpha at a time and within
-// ctx, that this node stops and will be back. It returns how many heard it.
-func (r *Router) announceStopping(ctx context.Context) int {
-	req := &stoppingRequest{From: toWire(r.self)}
+// announce tells every peer of the table, alpha at a time and within ctx, what
+// method says of this node (MethodStopping, MethodLeaving). It returns how many
+// heard it.
+func (r *Router) announce(ctx context.Context, method string) int {
+	req := &stoppingRequest{From: r.selfWire()}
 	var (
 		mu    sync.Mutex
 		wg    sync.WaitGroup
@@ -139,7 +141,7 @@ func (r *Router) announceStopping(ctx context.Context) int {
 			defer func() { <-sem }()
 			cctx, cancel := context.WithTimeout(ctx, r.queryTimeout)
 			defer cancel()
-			if rpc.Invoke(cctx, r.cli, p.RPCAddr, MethodStopping, req, &struct{}{}) == nil {
+			if rpc.Invoke(cctx, r.cli, p.RPCAddr, method, req, &struct{}{}) == nil {
 				mu.Lock()
 				heard++
 				mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	kb "github.com/libp2p/go-libp2p-kbucket"
@@ -78,6 +79,13 @@ type Router struct {
 
 	// rests holds the peers that said they stop and will be back (rest.go).
 	rests restBook
+	// gone holds the peers that said they leave for good (depart.go); onGone,
+	// if set before the router serves, is called after one was dropped.
+	gone   goneBook
+	onGone func(id string)
+	// leaving says that this node has begun to leave: it says so in every
+	// request and answer that introduces it.
+	leaving atomic.Bool
 }
 
 // NewRouter returns the router of the node self. It uses cfg's BucketSize,
@@ -112,6 +120,7 @@ func newRouter(self Peer, cfg Config, srv *rpc.Server, cli *rpc.Client, learnSen
 	srv.Handle(MethodFindNode, r.handleFindNode)
 	srv.Handle(MethodPing, r.handlePing)
 	srv.Handle(MethodStopping, r.handleStopping)
+	srv.Handle(MethodLeaving, r.handleLeaving)
 	return r, nil
 }
 
@@ -124,7 +133,7 @@ func (r *Router) Self() Peer { return r.self }
 // a peer whose bucket is full of other peers is not added (with learnSenders
 // it goes to the bucket's replacement cache).
 func (r *Router) AddPeer(p Peer) bool {
-	if p.ID == r.self.ID {
+	if p.ID == r.self.ID || r.gone.has(p.ID) {
 		return false
 	}
 	r.mu.Lock()
@@ -207,6 +216,10 @@ type wirePeer struct {
 	// rests (it stopped on purpose: rest.go); 0 if it does not. Older nodes
 	// skip the field.
 	Rest int64 `msgpack:"rest,omitempty"`
+	// Leaving says that the peer has begun to leave for good (depart.go): set
+	// by a node introducing itself once it hands off; the receiver drops it.
+	// Older nodes skip the field.
+	Leaving bool `msgpack:"leaving,omitempty"`
 }
 
 // findNodeRequest asks for the K peers the receiver knows closest to Target.
@@ -267,11 +280,14 @@ func (r *Router) handleFindNode(_ context.Context, b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeBadRequest, "find_node: sender: %v", err)
 	}
-	r.learn(from)
+	r.learn(from, req.From.Leaving)
 
 	var resp findNodeResponse
 	for _, p := range r.closestKnown(quanta.ID(req.Target), req.K) {
 		w := toWire(p)
+		if p.ID == r.self.ID {
+			w = r.selfWire()
+		}
 		w.Rest = r.rests.left(p.ID).Milliseconds()
 		resp.Peers = append(resp.Peers, w)
 	}
@@ -289,13 +305,19 @@ func (r *Router) handlePing(_ context.Context, b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, rpc.Errorf(rpc.CodeBadRequest, "ping: sender: %v", err)
 	}
-	r.learn(from)
-	return rpc.Encode(&pingResponse{Self: toWire(r.self)})
+	r.learn(from, req.From.Leaving)
+	return rpc.Encode(&pingResponse{Self: r.selfWire()})
 }
 
 // learn offers the sender of a request to the table if learnSenders says so.
-// A sender that rested is awake again.
-func (r *Router) learn(p Peer) {
+// A sender that rested is awake again; one that says it leaves is dropped, and
+// one that said so before and no longer does has rejoined.
+func (r *Router) learn(p Peer, leaving bool) {
+	if leaving {
+		r.markGone(p.ID)
+		return
+	}
+	r.gone.forget(p.ID)
 	r.rests.wake(p.ID)
 	if r.learnSenders {
 		r.AddPeer(p)
@@ -308,13 +330,18 @@ func (r *Router) Ping(ctx context.Context, addr string) (Peer, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.queryTimeout)
 	defer cancel()
 	var resp pingResponse
-	if err := rpc.Invoke(ctx, r.cli, addr, MethodPing, &pingRequest{From: toWire(r.self)}, &resp); err != nil {
+	if err := rpc.Invoke(ctx, r.cli, addr, MethodPing, &pingRequest{From: r.selfWire()}, &resp); err != nil {
 		return Peer{}, fmt.Errorf("dht: ping %s: %w", addr, err)
 	}
 	p, err := fromWire(resp.Self)
 	if err != nil {
 		return Peer{}, fmt.Errorf("dht: ping %s: %w", addr, err)
 	}
+	if resp.Self.Leaving {
+		r.markGone(p.ID)
+		return p, nil
+	}
+	r.gone.forget(p.ID)
 	r.markAlive(p)
 	return p, nil
 }

@@ -297,3 +297,64 @@ func TestRollingRestartMovesOnlyWhatWasWritten(t *testing.T) {
 		c.checkRead(s%nodes, key(s), all, all[0].t, all[len(all)-1].t+1)
 	}
 }
+
+// TestKademliaDecommission is the decommission of TestStopKeepsDataDecommissionEmpties
+// in kademlia mode, where no gossip says "left": the leaver tells its routing table,
+// which drops it at once (no failed call needed) and does not take it back from
+// other nodes' answers; its shards end with 3 copies among the others, with no hints
+// waiting for it, and the writes that follow store every copy on the live nodes.
+func TestKademliaDecommission(t *testing.T) {
+	c := startProcs(t, 4, "--routing", "kademlia", "--rf", "3", "--repair-interval", "3s")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, _, code := c.run("", "status", "--cluster", c.nodes[0].rpc, "--json", "--timeout", "5s")
+		if code == 0 && len(statusRows(out)) == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node 0 does not know the 3 others; status:\n%s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	key := "decom/kademlia"
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Minute).UnixNano()
+	all := pmuPoints(t0, 7200)
+	if _, errOut, code := c.run(csvOf(all[:3600]), "put", "--cluster", c.nodes[0].rpc, "--series", key); code != 0 {
+		t.Fatalf("put: %s", errOut)
+	}
+	leaver := c.nodes[1]
+	id := c.statusOf(0)[leaver.rpc].NodeID
+	out, errOut, code := c.run("", "decommission", "--cluster", c.nodes[0].rpc, "--node", id)
+	if code != 0 {
+		t.Fatalf("decommission: exit %d: %s%s; node log:\n%s", code, out, errOut, leaver.log)
+	}
+	if code := c.waitExit(1, 30*time.Second); code != 0 {
+		t.Fatalf("decommissioned node exited %d; log:\n%s", code, leaver.log)
+	}
+	out, _, code = c.run("", "fsck", "--data", argAfter(leaver.cmd.Args, "--data"))
+	if code != 0 || !strings.Contains(out, "pairs: 0 read") {
+		t.Fatalf("the decommissioned node's store is not empty: exit %d\n%s", code, out)
+	}
+	// Every live node has dropped it without calling it first.
+	for _, i := range []int{0, 2, 3} {
+		if st, ok := c.statusOf(i)[leaver.rpc]; ok {
+			t.Fatalf("node %d still lists the decommissioned node (%s) right after it left", i, st.State)
+		}
+	}
+	// What follows is written to the live nodes only: 3 copies of each point, no hints.
+	if _, errOut, code := c.run(csvOf(all[3600:]), "put", "--cluster", c.nodes[2].rpc, "--series", key); code != 0 {
+		t.Fatalf("put after the decommission: %s", errOut)
+	}
+	var pts, hinted int64
+	for _, s := range c.statusOf(0) {
+		pts += s.Points
+		hinted += s.HintedPoints
+	}
+	if pts != 3*7200 || hinted != 0 {
+		t.Fatalf("the 3 live nodes hold %d copies (want %d) and %d hinted points (want 0): %+v",
+			pts, 3*7200, hinted, c.statusOf(0))
+	}
+	for _, i := range []int{0, 2, 3} {
+		c.checkRead(i, key, all, all[0].t, all[len(all)-1].t+1)
+	}
+}
