@@ -546,6 +546,13 @@ func profileNode(t *testing.T, addr, token, dir string, seconds int, done chan<-
 	get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, seconds*5/8)), "cpu.pprof")
 	get("/debug/pprof/allocs", "allocs1.pprof")
 	get("/debug/pprof/trace?seconds=2", "trace.out")
+	lines, err := writerTrace(filepath.Join(dir, "trace.out"))
+	if err != nil {
+		t.Logf("the node's trace: %v", err)
+	}
+	for _, l := range lines {
+		t.Log(l)
+	}
 }
 
 func p99(d []time.Duration) time.Duration {

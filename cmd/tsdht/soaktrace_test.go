@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The writer's requests in an execution trace of the node (TSDHT_SOAK_PROFILE): where
+// the time of the slowest went, read from `go tool trace -d=parsed` (the trace parser
+// of the Go toolchain that wrote it).
+
+// traceMove is one state transition of a goroutine.
+type traceMove struct {
+	t        int64  // ns, trace clock
+	by       int64  // the goroutine that made it (a wake-up's waker), or -1
+	from, to string // Running, Runnable, Waiting, Syscall, ...
+	frames   []string
+}
+
+var traceMoveRE = regexp.MustCompile(`^M=-?\d+ P=-?\d+ G=(-?\d+) StateTransition Time=(\d+) GoID=(\d+) (\w+)->(\w+)`)
+
+// readTrace parses the state transitions of every goroutine, and counts GC cycles.
+func readTrace(file string) (map[int64][]*traceMove, int, error) {
+	cmd := exec.Command("go", "tool", "trace", "-d=parsed", file)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, 0, err
+	}
+	gs := map[int64][]*traceMove{}
+	gcs := 0
+	var cur *traceMove
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "M="):
+			cur = nil
+			if m := traceMoveRE.FindStringSubmatch(line); m != nil {
+				by, _ := strconv.ParseInt(m[1], 10, 64)
+				t, _ := strconv.ParseInt(m[2], 10, 64)
+				g, _ := strconv.ParseInt(m[3], 10, 64)
+				cur = &traceMove{t: t, by: by, from: m[4], to: m[5]}
+				gs[g] = append(gs[g], cur)
+			} else if strings.Contains(line, `RangeBegin`) && strings.Contains(line, `"GC concurrent mark phase"`) {
+				gcs++
+			}
+		case cur != nil && strings.HasPrefix(line, "\t") && !strings.HasPrefix(line, "\t\t"):
+			f, _, _ := strings.Cut(strings.TrimSpace(line), " @")
+			cur.frames = append(cur.frames, f)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return nil, 0, fmt.Errorf("go tool trace -d=parsed %s: %w", file, err)
+	}
+	return gs, gcs, sc.Err()
+}
+
+// busiest returns the goroutine with the most transitions whose stacks mention fn: the
+// writer's connection waits for its next frame (serverConn.awaitFrame) 60 times a
+// second through the whole trace, the hostile ones briefly.
+func busiest(gs map[int64][]*traceMove, fn string) int64 {
+	best, n := int64(-1), 0
+	for g, ms := range gs {
+		if len(ms) > n && slices.ContainsFunc(ms, func(m *traceMove) bool {
+			return slices.ContainsFunc(m.frames, func(f string) bool { return strings.Contains(f, fn) })
+		}) {
+			best, n = g, len(ms)
+		}
+	}
+	return best
+}
+
+// traceClass names what a goroutine was doing from the stack where it stopped running.
+func traceClass(frames []string) string {
+	s := strings.Join(frames, " ")
+	switch {
+	case strings.Contains(s, "gcBgMarkWorker"), strings.Contains(s, "gcMarkDone"), strings.Contains(s, "gcAssist"), strings.Contains(s, "bgsweep"), strings.Contains(s, "gcParkAssist"):
+		return "the collector"
+	case strings.Contains(s, "planRead"), strings.Contains(s, "aggShards"), strings.Contains(s, "aggRound"), strings.Contains(s, "runFetches"),
+		strings.Contains(s, "localReplica"), strings.Contains(s, "pebble"), strings.Contains(s, "quanta."):
+		return "long reads"
+	case strings.Contains(s, "rpc."), strings.Contains(s, "internal/poll"), strings.Contains(s, "syscall."), strings.Contains(s, "net."):
+		return "connections"
+	}
+	return "other" // goroutines ending, timers
+}
+
+// writerTrace summarises the writer's requests in the node's trace: each runs from
+// its connection's goroutine waking with the request to its worker's return to the
+// idle wait. For the slowest 5 % (a 2 s trace holds about 120) it splits the time into waiting for a P (runnable),
+// in system calls, blocked, and running, and names what ran on the Ps while the
+// writer's goroutines waited for one.
+func writerTrace(file string) ([]string, error) {
+	gs, gcs, err := readTrace(file)
+	if err != nil {
+		return nil, err
+	}
+	conn := busiest(gs, "rpc.(*serverConn).awaitFrame")
+	// Its worker is the goroutine it wakes the most.
+	worker, most := int64(-1), 0
+	for g, ms := range gs {
+		n := 0
+		for _, m := range ms {
+			if m.by == conn && m.from == "Waiting" && g != conn {
+				n++
+			}
+		}
+		if n > most {
+			worker, most = g, n
+		}
+	}
+	if conn < 0 || worker < 0 {
+		return nil, fmt.Errorf("the writer's goroutines are not in the trace")
+	}
+	type ev struct {
+		w bool
+		m *traceMove
+	}
+	var evs []ev
+	for _, m := range gs[conn] {
+		evs = append(evs, ev{false, m})
+	}
+	for _, m := range gs[worker] {
+		evs = append(evs, ev{true, m})
+	}
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].m.t < evs[j].m.t })
+	type req struct {
+		start, end int64
+		state      map[string]int64 // ns per state of the goroutine that had the request
+		waits      [][2]int64       // runnable spans
+	}
+	var reqs []*req
+	var cur *req
+	handed := false // the worker has the request, not the connection's goroutine
+	state := map[bool]string{}
+	var last int64
+	for _, e := range evs {
+		if !e.w && e.m.from == "Waiting" && e.m.to == "Runnable" && (cur == nil || !handed) {
+			cur, handed, last = &req{start: e.m.t, state: map[string]int64{}}, false, e.m.t
+			state[false] = e.m.to
+			continue
+		}
+		if cur != nil {
+			holder := state[handed]
+			cur.state[holder] += e.m.t - last
+			if holder == "Runnable" {
+				cur.waits = append(cur.waits, [2]int64{last, e.m.t})
+			}
+			last = e.m.t
+		}
+		state[e.w] = e.m.to
+		if cur == nil {
+			continue
+		}
+		if e.w && e.m.from == "Waiting" && !handed {
+			handed = true
+		}
+		if e.w && handed && e.m.from == "Running" && e.m.to == "Waiting" && slices.ContainsFunc(e.m.frames[:min(2, len(e.m.frames))], func(f string) bool { return strings.Contains(f, "worker") }) {
+			cur.end = e.m.t
+			reqs = append(reqs, cur)
+			cur = nil
+		}
+	}
+	if len(reqs) < 10 {
+		return nil, fmt.Errorf("%d of the writer's requests found in the trace", len(reqs))
+	}
+	sort.Slice(reqs, func(i, j int) bool { return reqs[i].end-reqs[i].start < reqs[j].end-reqs[j].start })
+	took := func(r *req) time.Duration { return time.Duration(r.end - r.start) }
+	out := []string{fmt.Sprintf("the node's trace: %d of the writer's requests, p50 %v, p90 %v, p99 %v (time in the node); %d GC cycles in %v",
+		len(reqs), took(reqs[len(reqs)/2]).Round(time.Microsecond), took(reqs[len(reqs)*9/10]).Round(time.Microsecond),
+		took(reqs[len(reqs)*99/100]).Round(time.Microsecond), gcs, time.Duration(evs[len(evs)-1].m.t-evs[0].m.t).Round(100*time.Millisecond))}
+	slow := reqs[len(reqs)*95/100:]
+	states := map[string]int64{}
+	ran := map[string]int64{}
+	var total int64
+	for _, r := range slow {
+		total += r.end - r.start
+		for s, d := range r.state {
+			states[s] += d
+		}
+		for _, w := range r.waits {
+			for g, ms := range gs {
+				if g == conn || g == worker {
+					continue
+				}
+				for i, m := range ms {
+					if m.from != "Running" || i == 0 || ms[i-1].to != "Running" {
+						continue
+					}
+					if lo, hi := max(ms[i-1].t, w[0]), min(m.t, w[1]); hi > lo {
+						ran[traceClass(m.frames)] += hi - lo
+					}
+				}
+			}
+		}
+	}
+	pct := func(d int64, of int64) string { return fmt.Sprintf("%.0f%%", 100*float64(d)/float64(max(of, 1))) }
+	out = append(out, fmt.Sprintf("its slowest 5%% (%d): waiting for a P %s, in system calls %s, blocked %s, running %s",
+		len(slow), pct(states["Runnable"], total), pct(states["Syscall"], total), pct(states["Waiting"], total), pct(states["Running"], total)))
+	var on int64
+	for _, d := range ran {
+		on += d
+	}
+	var parts []string
+	for _, c := range []string{"the collector", "long reads", "connections", "other"} {
+		parts = append(parts, c+" "+pct(ran[c], on))
+	}
+	out = append(out, "while they waited, the Ps ran: "+strings.Join(parts, ", "))
+	return out, nil
+}
