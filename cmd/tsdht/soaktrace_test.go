@@ -96,6 +96,20 @@ func traceClass(frames []string) string {
 	return "other" // goroutines ending, timers
 }
 
+// blockedAt names where a goroutine blocked: the first frame outside the runtime and
+// sync, internal/poll and context packages.
+func blockedAt(frames []string) string {
+	for _, f := range frames {
+		if !strings.HasPrefix(f, "runtime.") && !strings.HasPrefix(f, "sync.") && !strings.HasPrefix(f, "internal/") && !strings.HasPrefix(f, "context.") {
+			return f
+		}
+	}
+	if len(frames) > 0 {
+		return frames[0]
+	}
+	return "?"
+}
+
 // writerTrace summarises the writer's requests in the node's trace: each runs from
 // its connection's goroutine waking with the request to its worker's return to the
 // idle wait. For the slowest 5 % (a 2 s trace holds about 120) it splits the time into waiting for a P (runnable),
@@ -107,69 +121,68 @@ func writerTrace(file string) ([]string, error) {
 		return nil, err
 	}
 	conn := busiest(gs, "rpc.(*serverConn).awaitFrame")
-	// Its worker is the goroutine it wakes the most.
-	worker, most := int64(-1), 0
-	for g, ms := range gs {
-		n := 0
-		for _, m := range ms {
-			if m.by == conn && m.from == "Waiting" && g != conn {
-				n++
-			}
-		}
-		if n > most {
-			worker, most = g, n
-		}
+	if conn < 0 {
+		return nil, fmt.Errorf("the writer's connection is not in the trace")
 	}
-	if conn < 0 || worker < 0 {
-		return nil, fmt.Errorf("the writer's goroutines are not in the trace")
-	}
+	// Its workers are the goroutines it wakes or starts (a second one when the first
+	// is still busy).
 	type ev struct {
-		w bool
+		g int64
 		m *traceMove
 	}
 	var evs []ev
-	for _, m := range gs[conn] {
-		evs = append(evs, ev{false, m})
-	}
-	for _, m := range gs[worker] {
-		evs = append(evs, ev{true, m})
+	for g, ms := range gs {
+		if g == conn || slices.ContainsFunc(ms, func(m *traceMove) bool { return m.by == conn && m.to == "Runnable" }) {
+			for _, m := range ms {
+				evs = append(evs, ev{g, m})
+			}
+		}
 	}
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].m.t < evs[j].m.t })
 	type req struct {
 		start, end int64
 		state      map[string]int64 // ns per state of the goroutine that had the request
 		waits      [][2]int64       // runnable spans
+		blocked    map[string]int64 // ns blocked, by where (blockedAt)
 	}
 	var reqs []*req
 	var cur *req
-	handed := false // the worker has the request, not the connection's goroutine
-	state := map[bool]string{}
+	holder := int64(-1) // the goroutine that has the request: conn, then its worker
+	state := map[int64]string{}
+	where := map[int64]string{} // where each goroutine last blocked
 	var last int64
 	for _, e := range evs {
-		if !e.w && e.m.from == "Waiting" && e.m.to == "Runnable" && (cur == nil || !handed) {
-			cur, handed, last = &req{start: e.m.t, state: map[string]int64{}}, false, e.m.t
-			state[false] = e.m.to
+		if e.g == conn && e.m.from == "Waiting" && e.m.to == "Runnable" && (cur == nil || holder == conn) {
+			cur, holder, last = &req{start: e.m.t, state: map[string]int64{}, blocked: map[string]int64{}}, conn, e.m.t
+			state[conn] = e.m.to
 			continue
 		}
 		if cur != nil {
-			holder := state[handed]
-			cur.state[holder] += e.m.t - last
-			if holder == "Runnable" {
+			st := state[holder]
+			cur.state[st] += e.m.t - last
+			if st == "Runnable" {
 				cur.waits = append(cur.waits, [2]int64{last, e.m.t})
+			}
+			if st == "Waiting" {
+				cur.blocked[where[holder]] += e.m.t - last
 			}
 			last = e.m.t
 		}
-		state[e.w] = e.m.to
+		state[e.g] = e.m.to
+		if e.m.to == "Waiting" {
+			where[e.g] = blockedAt(e.m.frames)
+		}
 		if cur == nil {
 			continue
 		}
-		if e.w && e.m.from == "Waiting" && !handed {
-			handed = true
+		if holder == conn && e.g != conn && e.m.by == conn && e.m.to == "Runnable" {
+			holder = e.g // handed to a worker
 		}
-		if e.w && handed && e.m.from == "Running" && e.m.to == "Waiting" && slices.ContainsFunc(e.m.frames[:min(2, len(e.m.frames))], func(f string) bool { return strings.Contains(f, "worker") }) {
+		if e.g == holder && holder != conn && e.m.from == "Running" && (e.m.to == "NotExist" ||
+			e.m.to == "Waiting" && slices.ContainsFunc(e.m.frames[:min(2, len(e.m.frames))], func(f string) bool { return strings.Contains(f, "worker") })) {
 			cur.end = e.m.t
 			reqs = append(reqs, cur)
-			cur = nil
+			cur, holder = nil, -1
 		}
 	}
 	if len(reqs) < 10 {
@@ -183,15 +196,19 @@ func writerTrace(file string) ([]string, error) {
 	slow := reqs[len(reqs)*95/100:]
 	states := map[string]int64{}
 	ran := map[string]int64{}
+	blocked := map[string]int64{}
 	var total int64
 	for _, r := range slow {
 		total += r.end - r.start
 		for s, d := range r.state {
 			states[s] += d
 		}
+		for s, d := range r.blocked {
+			blocked[s] += d
+		}
 		for _, w := range r.waits {
 			for g, ms := range gs {
-				if g == conn || g == worker {
+				if g == conn {
 					continue
 				}
 				for i, m := range ms {
@@ -216,6 +233,14 @@ func writerTrace(file string) ([]string, error) {
 	for _, c := range []string{"the collector", "long reads", "connections", "other"} {
 		parts = append(parts, c+" "+pct(ran[c], on))
 	}
-	out = append(out, "while they waited, the Ps ran: "+strings.Join(parts, ", "))
+	out = append(out, "while they waited for a P, the Ps ran: "+strings.Join(parts, ", "))
+	if len(blocked) > 0 {
+		var at []string
+		for f, d := range blocked {
+			at = append(at, fmt.Sprintf("%s %v", f, time.Duration(d).Round(10*time.Microsecond)))
+		}
+		sort.Strings(at)
+		out = append(out, "they were blocked in: "+strings.Join(at, ", "))
+	}
 	return out, nil
 }
