@@ -81,13 +81,14 @@ func busiest(gs map[int64][]*traceMove, fn string) int64 {
 	return best
 }
 
-// traceClass names what a goroutine was doing from the stack where it stopped running.
+// traceClass names what a goroutine was doing from the stack where it stopped running
+// (for one that ended, the stack that started it).
 func traceClass(frames []string) string {
 	s := strings.Join(frames, " ")
 	switch {
 	case strings.Contains(s, "gcBgMarkWorker"), strings.Contains(s, "gcMarkDone"), strings.Contains(s, "gcAssist"), strings.Contains(s, "bgsweep"), strings.Contains(s, "gcParkAssist"):
 		return "the collector"
-	case strings.Contains(s, "planRead"), strings.Contains(s, "aggShards"), strings.Contains(s, "aggRound"), strings.Contains(s, "runFetches"),
+	case strings.Contains(s, "planRead"), strings.Contains(s, "aggShards"), strings.Contains(s, "tsdb.fanOut"), strings.Contains(s, "aggRound"), strings.Contains(s, "runFetches"),
 		strings.Contains(s, "localReplica"), strings.Contains(s, "pebble"), strings.Contains(s, "quanta."):
 		return "long reads"
 	case strings.Contains(s, "rpc."), strings.Contains(s, "internal/poll"), strings.Contains(s, "syscall."), strings.Contains(s, "net."):
@@ -216,7 +217,11 @@ func writerTrace(file string) ([]string, error) {
 						continue
 					}
 					if lo, hi := max(ms[i-1].t, w[0]), min(m.t, w[1]); hi > lo {
-						ran[traceClass(m.frames)] += hi - lo
+						frames := m.frames
+						if m.to == "NotExist" {
+							frames = ms[0].frames // an ending goroutine: what started it
+						}
+						ran[traceClass(frames)] += hi - lo
 					}
 				}
 			}
