@@ -291,7 +291,7 @@ func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every
 		}
 		defer turn.release()
 	}
-	starts, err := q.Covering(from, to)
+	cover, err := coverQuanta(q, from, to)
 	if err != nil {
 		return wire.AggResult{}, rpc.Errorf(CodeBadInput, "%v", err)
 	}
@@ -299,19 +299,19 @@ func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every
 	var lists [][]agg.Window
 	// Page through the quanta, as Get does: what an aggregate holds besides its windows
 	// is bounded whatever its range.
-	for lo := 0; lo < len(starts); lo += aggPageQuanta {
+	for lo := 0; lo < cover.n; lo += aggPageQuanta {
 		if err := ctx.Err(); err != nil {
 			return wire.AggResult{}, rpc.Errorf(CodeUnavailable, "aggregate of %q: %v", key, err)
 		}
 		if err := turn.page(ctx, func(ctx context.Context) error {
-			return c.aggregatePage(ctx, key, starts[lo:min(lo+aggPageQuanta, len(starts))], from, to, every, r, byQuorum, &res, &lists)
+			return c.aggregatePage(ctx, key, cover.page(lo, aggPageQuanta), from, to, every, r, byQuorum, &res, &lists)
 		}); err != nil {
 			return wire.AggResult{}, err
 		}
 	}
 	if res.Missing > 0 {
 		if !opt.AllowPartial {
-			return wire.AggResult{}, rpc.Errorf(CodePartial, "aggregate of %q: %d of %d shards could not be read from any replica", key, res.Missing, len(starts))
+			return wire.AggResult{}, rpc.Errorf(CodePartial, "aggregate of %q: %d of %d shards could not be read from any replica", key, res.Missing, cover.n)
 		}
 		res.Partial = true
 	}

@@ -2,9 +2,12 @@ package tsdb
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 )
 
@@ -21,8 +24,14 @@ import (
 //     longReadShare of its time on average, beyond a burst of longReadBurst at full
 //     speed (so an occasional hour or day of history is read at once); a page that
 //     would go over waits until the time is earned;
-//   - a paced page asks its replicas one request at a time, so that it keeps at
-//     most one core busy and the other cores serve everything else.
+//   - a long read's page asks its replicas one request at a time, so that it keeps at
+//     most one core busy and the other cores serve everything else, and it yields
+//     the core before it starts (runtime.Gosched), so that the requests that arrived
+//     while the last page ran go first: a small request waits for at most about one
+//     page, not for the burst;
+//   - a long read holds the starts of one page of quanta at a time (coverQuanta),
+//     not of its whole range: 2²⁰ quanta would be 8 MiB per read, garbage that the
+//     collector then charges to every request beside it.
 
 // maxLongReads is how many long reads a node coordinates at once.
 const maxLongReads = 1
@@ -129,10 +138,14 @@ func (c *Coordinator) fetchLimit(ctx context.Context) int {
 	return c.cfg.ReadConcurrency
 }
 
+// longYield gives up the core before a long read's page (runtime.Gosched; a test
+// counts the calls).
+var longYield = runtime.Gosched
+
 // page runs one page of the read, paced: it first waits until the node's long reads
-// have earned the time back (an error with CodeUnavailable if ctx ends first), then
-// runs fn, with its fetches one at a time if it had to wait, and charges the time fn
-// took. A nil turn runs fn at once.
+// have earned the time back (an error with CodeUnavailable if ctx ends first) and
+// yields the core (longYield), then runs fn with its fetches one at a time, and
+// charges the time fn took. A nil turn runs fn at once.
 func (t *longTurn) page(ctx context.Context, fn func(context.Context) error) error {
 	if t == nil {
 		return fn(ctx)
@@ -147,10 +160,47 @@ func (t *longTurn) page(ctx context.Context, fn func(context.Context) error) err
 			return rpc.Errorf(CodeUnavailable, "read of %q: %v: reads of more than %d quanta are paced to %.0f%% of this node's time; retry later, or ask for a shorter range",
 				t.key, ctx.Err(), readPageQuanta, 100*p.share)
 		}
-		ctx = context.WithValue(ctx, serialKey{}, true)
 	}
+	longYield()
+	ctx = context.WithValue(ctx, serialKey{}, true)
 	start := p.now()
 	err := fn(ctx)
 	p.charge(p.now().Sub(start))
 	return err
+}
+
+// quantaCover is the quanta covering a range, n of them from first, whose starts are
+// made a page at a time (page), so that a read holds what one page needs whatever its
+// range.
+type quantaCover struct {
+	q     quanta.Quantum
+	first int64 // the first quantum's start, in UNIX seconds
+	n     int
+}
+
+// coverQuanta is quanta.Quantum.Covering without the slice: it checks the range the
+// same way, and with the same errors.
+func coverQuanta(q quanta.Quantum, from, to int64) (quantaCover, error) {
+	if from > to {
+		return quantaCover{}, fmt.Errorf("%w (from %d > to %d)", quanta.ErrBadRange, from, to)
+	}
+	if from == to {
+		return quantaCover{q: q}, nil
+	}
+	first, last := q.Start(from), q.Start(to-1)
+	n := (last-first)/int64(q) + 1
+	if n > quanta.MaxQuantaPerRange || n <= 0 {
+		return quantaCover{}, fmt.Errorf("range [%d, %d) covers %d quanta of %v; at most %d per request", from, to, uint64(n), q.Duration(), quanta.MaxQuantaPerRange)
+	}
+	return quantaCover{q: q, first: first, n: int(n)}, nil
+}
+
+// page returns the starts of the quanta lo to lo+size (or the last), ascending.
+func (c quantaCover) page(lo, size int) []int64 {
+	hi := min(lo+size, c.n)
+	starts := make([]int64, 0, max(hi-lo, 0))
+	for i := lo; i < hi; i++ {
+		starts = append(starts, c.first+int64(i)*int64(c.q))
+	}
+	return starts
 }

@@ -3,9 +3,12 @@ package tsdb
 import (
 	"context"
 	"errors"
+	"runtime"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
@@ -86,8 +89,8 @@ func TestPacerBurst(t *testing.T) {
 	}
 }
 
-// TestLongTurnPage: a page that had to wait asks its replicas one request at a time;
-// one that did not, and a short read's, ReadConcurrency at once; a page whose wait
+// TestLongTurnPage: a long read's page asks its replicas one request at a time, paced
+// or not; a short read's ReadConcurrency at once; a page whose wait
 // outlasts its deadline is refused with CodeUnavailable, saying why and what to do.
 func TestLongTurnPage(t *testing.T) {
 	c := &Coordinator{cfg: &Config{ReadConcurrency: 16}, longReads: make(chan struct{}, maxLongReads)}
@@ -112,7 +115,7 @@ func TestLongTurnPage(t *testing.T) {
 	}
 	defer turn.release()
 	for range 5 { // within the burst, 100 ms
-		if n, err := limit(turn, ctx); err != nil || n != 16 {
+		if n, err := limit(turn, ctx); err != nil || n != 1 {
 			t.Fatalf("a long read's page within the burst: limit %d, %v", n, err)
 		}
 	}
@@ -170,5 +173,95 @@ func TestLongReadPaced(t *testing.T) {
 	ares, err := c.Aggregate(context.Background(), "paced", to-8*readPageQuanta*q, to, readPageQuanta*q, GetOptions{})
 	if err != nil || len(ares.Windows) != 8 {
 		t.Fatalf("paced aggregate: %d windows, %v", len(ares.Windows), err)
+	}
+}
+
+// TestCoverQuanta: a range's quanta made a page at a time are Covering's, page after
+// page, and its errors are Covering's; making the cover allocates nothing, whatever
+// the range.
+func TestCoverQuanta(t *testing.T) {
+	q := quanta.Quantum(10)
+	const s = int64(time.Second)
+	for _, r := range [][2]int64{{0, 0}, {5 * s, 5 * s}, {0, 1}, {3 * s, 95 * s}, {-25 * s, 31 * s}, {0, 7000 * s},
+		{0, quanta.MaxQuantaPerRange * 10 * s}, {0, quanta.MaxQuantaPerRange*10*s + 1}, {9, 3}} {
+		want, werr := q.Covering(r[0], r[1])
+		cover, err := coverQuanta(q, r[0], r[1])
+		if (err == nil) != (werr == nil) || err != nil && err.Error() != werr.Error() {
+			t.Fatalf("[%d, %d): error %v, Covering's %v", r[0], r[1], err, werr)
+		}
+		if err != nil {
+			continue
+		}
+		var got []int64
+		for lo := 0; lo < cover.n; lo += 256 {
+			p := cover.page(lo, 256)
+			if len(p) > 256 {
+				t.Fatalf("[%d, %d): a page of %d starts", r[0], r[1], len(p))
+			}
+			got = append(got, p...)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("[%d, %d): %d starts, Covering %d (first %v, %v)", r[0], r[1], len(got), len(want), got[:min(3, len(got))], want[:min(3, len(want))])
+		}
+	}
+	if n := testing.AllocsPerRun(10, func() { _, _ = coverQuanta(q, 0, quanta.MaxQuantaPerRange*10*s) }); n != 0 {
+		t.Fatalf("covering the documented maximum range allocates %v times", n)
+	}
+}
+
+// TestLongReadYieldsAndHoldsAPage reads, and aggregates, the documented maximum range,
+// 2²⁰ quanta, stopping the read after its third page and the aggregate after its first
+// (of 2,048 quanta): each page yielded the core before it ran, and the read allocated
+// a few pages' worth, not the 8 MiB that the starts of the whole range take (a long
+// read's garbage is collected at the cost of every request beside it).
+func TestLongReadYieldsAndHoldsAPage(t *testing.T) {
+	lc, err := StartLocal(context.Background(), 1, "", func(_ int, cfg *Config) { cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	c := lc.Nodes[0].Coordinator()
+	var pts series.Points
+	now := time.Now().UnixNano()
+	pts.AppendFloat(now-time.Hour.Nanoseconds(), 1)
+	if _, err := c.Put(context.Background(), "huge", pts, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	q := int64(lc.Nodes[0].cfg.DHT.Quantum) * int64(time.Second)
+	from, to := now-(quanta.MaxQuantaPerRange-1)*q, now
+	for _, aggregate := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		pages, stop := 0, 3
+		if aggregate {
+			stop = 1
+		}
+		longYield = func() {
+			if pages++; pages == stop {
+				cancel()
+			}
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		if aggregate {
+			_, err = c.Aggregate(ctx, "huge", from, to, 24*time.Hour.Nanoseconds(), GetOptions{})
+		} else {
+			_, err = c.Get(ctx, "huge", from, to, GetOptions{})
+		}
+		runtime.ReadMemStats(&after)
+		longYield = runtime.Gosched
+		cancel()
+		var re *rpc.RemoteError
+		if !errors.As(err, &re) || re.Code != CodeUnavailable {
+			t.Fatalf("aggregate %v: a read stopped after %d pages: %v, want %s", aggregate, stop, err, CodeUnavailable)
+		}
+		if pages != stop {
+			t.Fatalf("aggregate %v: %d pages yielded before the read stopped, want %d", aggregate, pages, stop)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 4<<20 {
+			t.Fatalf("aggregate %v: %d pages of the maximum range allocated %d KiB, more than 4 MiB", aggregate, stop, got>>10)
+		} else {
+			t.Logf("aggregate %v: %d pages of the maximum range allocated %d KiB", aggregate, stop, got>>10)
+		}
 	}
 }

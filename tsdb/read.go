@@ -58,7 +58,7 @@ func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt G
 		}
 		defer turn.release()
 	}
-	starts, err := q.Covering(from, to)
+	cover, err := coverQuanta(q, from, to)
 	if err != nil {
 		return Result{}, rpc.Errorf(CodeBadInput, "%v", err)
 	}
@@ -67,13 +67,13 @@ func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt G
 	res := Result{Points: series.Points{Type: typ}}
 	var parts []series.Points
 	size := 0
-	for lo := 0; lo < len(starts); lo += readPageQuanta {
+	for lo := 0; lo < cover.n; lo += readPageQuanta {
 		if err := ctx.Err(); err != nil {
 			return Result{}, rpc.Errorf(CodeUnavailable, "read of %q: %v", key, err)
 		}
 		var page Result
 		err := turn.page(ctx, func(ctx context.Context) error {
-			spans, err := c.planRead(ctx, key, starts[lo:min(lo+readPageQuanta, len(starts))], from, to)
+			spans, err := c.planRead(ctx, key, cover.page(lo, readPageQuanta), from, to)
 			if err != nil {
 				return err
 			}

@@ -101,6 +101,19 @@ func TestSoakHostile(t *testing.T) {
 	}
 	t.Setenv("TSDHT_CLUSTER_KEY_FILE", keyFile) // the node and every CLI command the harness runs
 	t.Setenv("GOMEMLIMIT", "150MiB")            // the node's, as the Ansible role deploys it (tsdht_gomemlimit)
+	if g := os.Getenv("TSDHT_SOAK_GOGC"); g != "" {
+		t.Setenv("GOGC", g) // the node's (and the attackers'): to measure what the collector costs the writer
+	}
+	// TSDHT_SOAK_PIN=NODE:ATTACKERS, two CPU lists for taskset (0:1), keeps the node and
+	// the attackers on CPUs of their own, as on separate machines: the node then has
+	// fewer cores than the machine, in quiet phases too.
+	var pinNode, pinAttackers string
+	if pin := os.Getenv("TSDHT_SOAK_PIN"); pin != "" {
+		var ok bool
+		if pinNode, pinAttackers, ok = strings.Cut(pin, ":"); !ok {
+			t.Fatalf("TSDHT_SOAK_PIN=%q: want two CPU lists for taskset, NODE:ATTACKERS, e.g. 0:1", pin)
+		}
+	}
 	nodeArgs := []string{"--rf", "1", "--sync", "batch"}
 	profDir, httpAddr := os.Getenv("TSDHT_SOAK_PROFILE"), ""
 	if profDir != "" {
@@ -148,6 +161,11 @@ func TestSoakHostile(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := c.nodes[0].cmd.Process.Pid
+	if pinNode != "" {
+		if out, err := exec.Command("taskset", "-a", "-p", "-c", pinNode, strconv.Itoa(pid)).CombinedOutput(); err != nil {
+			t.Fatalf("taskset the node to CPUs %s: %v\n%s", pinNode, err, out)
+		}
+	}
 	var rssPeak atomic.Int64
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
@@ -174,18 +192,19 @@ func TestSoakHostile(t *testing.T) {
 	// phase starts the attackers afresh at the same rate (perKind over seconds in all).
 	var quiet, loud []time.Duration
 	var errs []error
-	var quietCPU, nodeCPU, attackCPU time.Duration
+	var quietCPU, nodeCPU, attackCPU, quietRunq, loudRunq time.Duration
 	var quietWall, loudWall float64
 	var quietLoads, loudLoads, roundP99 []string
 	sum := soakSummary{Opened: make([]int64, len(soakKinds)), Refused: make([]int64, len(soakKinds)), Served: make([]int64, len(soakKinds))}
 	phase := time.Duration(seconds) * time.Second / time.Duration(rounds)
 	for round := range rounds {
-		cpu0, start := cpuTime(pid), time.Now()
+		cpu0, rq0, start := cpuTime(pid), runqWait(pid), time.Now()
 		q, qerrs := run(phase)
 		if len(qerrs) > 0 {
 			t.Fatalf("quiet run: %d writes failed: %v", len(qerrs), qerrs[0])
 		}
 		quietCPU += cpuTime(pid) - cpu0
+		quietRunq += runqWait(pid) - rq0
 		quietWall += time.Since(start).Seconds()
 		quietLoads = append(quietLoads, loadAvg())
 		quiet = append(quiet, q...)
@@ -199,13 +218,16 @@ func TestSoakHostile(t *testing.T) {
 			// then show whether they kept their rate).
 			attackers = exec.Command("nice", append([]string{"-n", n}, attackers.Args...)...)
 		}
+		if pinAttackers != "" {
+			attackers = exec.Command("taskset", append([]string{"-c", pinAttackers}, attackers.Args...)...)
+		}
 		attackers.Env = append(os.Environ(), "TSDHT_SOAK_TARGET="+addr,
 			fmt.Sprintf("TSDHT_SOAK_SHAPE=%d,%d,%d", seconds/rounds, perKind/rounds, open))
 		attackers.Stdout, attackers.Stderr = &out, &out
 		if err := attackers.Start(); err != nil {
 			t.Fatal(err)
 		}
-		cpu0, acpu0, start := cpuTime(pid), cpuTime(attackers.Process.Pid), time.Now()
+		cpu0, acpu0, rq0, start := cpuTime(pid), cpuTime(attackers.Process.Pid), runqWait(pid), time.Now()
 		profiled := make(chan struct{})
 		if profDir != "" && round == 0 {
 			go profileNode(t, httpAddr, httpTokens(ring)[0], profDir, seconds/rounds, profiled)
@@ -214,6 +236,7 @@ func TestSoakHostile(t *testing.T) {
 		}
 		l, lerrs := run(phase)
 		nodeCPU += cpuTime(pid) - cpu0
+		loudRunq += runqWait(pid) - rq0
 		attackCPU += cpuTime(attackers.Process.Pid) - acpu0
 		loudWall += time.Since(start).Seconds()
 		loudLoads = append(loudLoads, loadAvg())
@@ -245,6 +268,8 @@ func TestSoakHostile(t *testing.T) {
 	t.Logf("under attack: %d writes, p99 %v, node CPU %.2f cores, attackers' CPU %.2f cores, load average %s; node RSS peak %.1f MiB; the writer connected %d times",
 		len(loud), p99l, nodeCPU.Seconds()/loudWall, attackCPU.Seconds()/loudWall, strings.Join(loudLoads, "; "), float64(rssPeak.Load())/1024, dials())
 	t.Logf("p99 quiet/under attack by round: %s", strings.Join(roundP99, ", "))
+	t.Logf("the node's threads waited for a CPU (the kernel's run queue) %.1f ms per second quiet, %.1f ms per second under attack",
+		float64(quietRunq.Microseconds())/1000/quietWall, float64(loudRunq.Microseconds())/1000/loudWall)
 	sw := c.nodes[0].cmd.Stderr.(*syncWriter)
 	sw.mu.Lock()
 	logged := sw.w.String()
@@ -490,8 +515,9 @@ func TestSoakAttackers(t *testing.T) {
 	fmt.Printf("\n%s%s\n", soakSummaryPrefix, b)
 }
 
-// profileNode saves the node's CPU profile (cpu.pprof) and an execution trace
-// (trace.out) under attack in dir, through its HTTP API's /debug/pprof/: with
+// profileNode saves the node's CPU profile (cpu.pprof), its allocations over the
+// same time (allocs1.pprof minus allocs0.pprof: go tool pprof -base) and an
+// execution trace (trace.out) under attack in dir, through its HTTP API's /debug/pprof/: with
 // TSDHT_SOAK_PROFILE=DIR, to find what delays the writer. The CPU profile covers the
 // middle of the attack phase and the trace 2 s after it.
 func profileNode(t *testing.T, addr, token, dir string, seconds int, done chan<- struct{}) {
@@ -516,8 +542,17 @@ func profileNode(t *testing.T, addr, token, dir string, seconds int, done chan<-
 		}
 	}
 	time.Sleep(time.Duration(seconds) * time.Second / 8) // the attack's ramp
+	get("/debug/pprof/allocs", "allocs0.pprof")
 	get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, seconds*5/8)), "cpu.pprof")
+	get("/debug/pprof/allocs", "allocs1.pprof")
 	get("/debug/pprof/trace?seconds=2", "trace.out")
+	lines, err := writerTrace(filepath.Join(dir, "trace.out"))
+	if err != nil {
+		t.Logf("the node's trace: %v", err)
+	}
+	for _, l := range lines {
+		t.Log(l)
+	}
 }
 
 func p99(d []time.Duration) time.Duration {
@@ -557,6 +592,25 @@ func cpuTime(pid int) time.Duration {
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// runqWait sums the time a process's threads waited on the kernel's run queues for a
+// CPU, from /proc/PID/task/*/schedstat (0 if it cannot): the scheduling delay the
+// machine, not the process, caused. Threads that ended are not counted.
+func runqWait(pid int) time.Duration {
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/schedstat")
+	var sum time.Duration
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if fs := strings.Fields(string(b)); len(fs) >= 2 {
+			ns, _ := strconv.ParseInt(fs[1], 10, 64)
+			sum += time.Duration(ns)
+		}
+	}
+	return sum
 }
 
 // loadAvg returns /proc/loadavg's 1, 5 and 15 minute load averages.
