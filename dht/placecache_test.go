@@ -9,7 +9,8 @@ import (
 )
 
 // A placeCache answers as ClosestPeers over its owners, from the cache the second time,
-// and starts afresh when full.
+// and keeps at most two generations of maxPlaceCache sets: a flood of IDs used once (a
+// long read) drops its own, while a set in use in between (a writer's) stays cached.
 func TestPlaceCache(t *testing.T) {
 	owners := testPeers(t, 18, 7)
 	pc := newPlaceCache(owners)
@@ -30,13 +31,21 @@ func TestPlaceCache(t *testing.T) {
 			}
 		}
 	}
-	for i := range maxPlaceCache + 1 {
-		pc.closest(quanta.KeyID(fmt.Sprint("many", i)), 3)
+	pc = newPlaceCache(owners[:3]) // cheaper sorts for the flood
+	hotID := quanta.KeyID("the writer's series")
+	hot := pc.closest(hotID, 3)
+	for i := range 3 * maxPlaceCache {
+		pc.closest(quanta.KeyID(fmt.Sprint("many", i)), 1)
+		if i%(maxPlaceCache/2) == 0 {
+			if again := pc.closest(hotID, 3); &again[0] != &hot[0] {
+				t.Fatalf("after %d sets used once, the set in use was computed again, not kept", i)
+			}
+		}
 	}
 	pc.mu.Lock()
-	n := len(pc.sets)
+	n, prev := len(pc.sets), len(pc.prev)
 	pc.mu.Unlock()
-	if n > maxPlaceCache {
-		t.Fatalf("%d cached sets, more than the bound %d", n, maxPlaceCache)
+	if n > maxPlaceCache || prev > maxPlaceCache {
+		t.Fatalf("%d + %d cached sets, more than two generations of %d", n, prev, maxPlaceCache)
 	}
 }

@@ -43,9 +43,11 @@ func (n *Node) ReplicaSet(id quanta.ID, rf int) []Peer {
 	return pc.closest(id, rf)
 }
 
-// maxPlaceCache bounds the replica sets a placeCache remembers: past it, it
-// starts afresh (a write touches a few IDs per quantum, so the bound is hit
-// only by long backfills, which then pay the sort again).
+// maxPlaceCache bounds the replica sets a placeCache remembers in each of its
+// two generations: past it, the current generation becomes the previous one and
+// the oldest is dropped, so a long backfill or a long read (which touch many IDs
+// once) pay the sort again for their own IDs only, while a set still in use —
+// a writer's, found in the previous generation — moves back into the current one.
 const maxPlaceCache = 1 << 14
 
 // placeCache remembers the replica sets computed over one list of owners. A
@@ -55,7 +57,8 @@ const maxPlaceCache = 1 << 14
 type placeCache struct {
 	owners []Peer
 	mu     sync.Mutex
-	sets   map[placeKey][]Peer
+	sets   map[placeKey][]Peer // the current generation
+	prev   map[placeKey][]Peer // the one before, read only; nil at first
 }
 
 type placeKey struct {
@@ -74,18 +77,30 @@ func (c *placeCache) closest(id quanta.ID, rf int) []Peer {
 	k := placeKey{id, rf}
 	c.mu.Lock()
 	ps, ok := c.sets[k]
+	if !ok {
+		if ps, ok = c.prev[k]; ok {
+			c.putLocked(k, ps)
+		}
+	}
 	c.mu.Unlock()
 	if ok {
 		return ps
 	}
 	ps = slices.Clip(ClosestPeers(c.owners, id, rf))
 	c.mu.Lock()
-	if len(c.sets) >= maxPlaceCache {
-		clear(c.sets)
-	}
-	c.sets[k] = ps
+	c.putLocked(k, ps)
 	c.mu.Unlock()
 	return ps
+}
+
+// putLocked remembers ps in the current generation, starting a new one when it
+// is full: a swap, so the lock is never held for a clear of the whole map.
+// c.mu is held.
+func (c *placeCache) putLocked(k placeKey, ps []Peer) {
+	if len(c.sets) >= maxPlaceCache {
+		c.prev, c.sets = c.sets, make(map[placeKey][]Peer, maxPlaceCache/4)
+	}
+	c.sets[k] = ps
 }
 
 // Locate returns the rf live nodes closest to id, closest first: the form
