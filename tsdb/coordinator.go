@@ -29,7 +29,7 @@ type Coordinator struct {
 	hints    *hints // nil: no hints kept
 	log      *slog.Logger
 
-	cat   *catalogCoord // catalog entries and the tag index (catalog_coord.go)
+	cat    *catalogCoord // catalog entries and the tag index (catalog_coord.go)
 	newest newestTracker // newest quanta reported to the registry by writes (bounds.go)
 
 	commits *groupCommit // groups concurrent writes per replica (groupcommit.go)
