@@ -2,10 +2,13 @@ package tsdb
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"time"
 
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -140,59 +143,103 @@ func (c *Coordinator) reportNewest(ctx context.Context, key string, t int64, w i
 		}
 		cur = got
 	}
-	if !cur.Live() || !cur.HasBounds || t < cur.First || t > cur.Last {
-		return rpc.Errorf(CodeUnavailable, "catalog entry of %q: its bounds do not cover %d (deleted meanwhile?)", key, t)
-	}
 	if !c.needsNewest(key, cur, t) {
 		return nil
 	}
-	upd := catalog.Entry{Key: key, Type: cur.Type, Created: cur.Created, HasBounds: true, First: cur.First, Last: cur.Last,
-		HasNewest: true, Newest: t}
-	if _, err := c.mergeEntry(ctx, upd, w); err != nil {
+	nw, err := c.sendNewest(ctx, cur, t, w)
+	if err != nil {
 		return err
 	}
-	c.noteNewest(key, cur.Created, t)
+	return nw.collect()
+}
+
+// newestWrite is a Newest report in flight (sendNewest), or one to send again (retry).
+type newestWrite struct {
+	c       *Coordinator
+	ctx     context.Context
+	key     string
+	created int64
+	t       int64
+	w       int
+	answers <-chan fanResult[struct{}, []catalog.Entry]
+	n       int  // requests sent
+	retry   bool // wait sends the report again (reportNewest)
+}
+
+// sendNewest sends, without waiting, Newest = t for entry cur to every registry
+// replica of its series. The requests outlive ctx's cancellation (a write acknowledged
+// at quorum leaves the others to finish), not its values, nor CallTimeout.
+func (c *Coordinator) sendNewest(ctx context.Context, cur catalog.Entry, t int64, w int) (*newestWrite, error) {
+	if !cur.Live() || !cur.HasBounds || t < cur.First || t > cur.Last {
+		return nil, rpc.Errorf(CodeUnavailable, "catalog entry of %q: its bounds do not cover %d (deleted meanwhile?)", cur.Key, t)
+	}
+	owners, err := c.catalogOwners(ctx, quanta.KeyID(cur.Key), fmt.Sprintf("catalog entry of %q", cur.Key))
+	if err != nil {
+		return nil, err
+	}
+	upd := []catalog.Entry{{Key: cur.Key, Type: cur.Type, Created: cur.Created, HasBounds: true, First: cur.First, Last: cur.Last,
+		HasNewest: true, Newest: t}}
+	answers := fanOut(context.WithoutCancel(ctx), owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[struct{}]) ([]catalog.Entry, error) {
+		return c.replicas.For(b.peer).MergeEntries(ctx, upd)
+	})
+	return &newestWrite{c: c, ctx: ctx, key: cur.Key, created: cur.Created, t: t, w: w, answers: answers, n: len(owners)}, nil
+}
+
+// collect waits until w registry replicas (all, if fewer) stored the report, or too
+// many failed.
+func (nw *newestWrite) collect() error {
+	need := min(nw.w, nw.n)
+	ok, failed := 0, 0
+	var lastErr error
+	for ok < need {
+		if failed > nw.n-need {
+			nw.retry = true
+			return rpc.Errorf(CodeUnavailable, "newest quantum of %q stored at %d of %d registry replicas, %d needed: %v",
+				nw.key, ok, nw.n, need, lastErr)
+		}
+		select {
+		case a := <-nw.answers:
+			if a.err != nil || len(a.resp) != 1 {
+				failed++
+				lastErr = errors.Join(a.err, lastErr)
+				continue
+			}
+			ok++
+		case <-nw.ctx.Done():
+			nw.retry = true
+			return rpc.Errorf(CodeUnavailable, "newest quantum of %q: %v", nw.key, nw.ctx.Err())
+		}
+	}
+	nw.c.noteNewest(nw.key, nw.created, nw.t)
 	return nil
 }
 
-// newestWrite is a Newest report sent beside a write's points (startNewest).
-type newestWrite struct {
-	c    *Coordinator
-	key  string
-	t    int64
-	w    int
-	done chan struct{}
-	err  error
-	sent bool // the first attempt was waited for: wait sends again
-}
-
-// startNewest starts reportNewest for a write whose newest point is at t, to run
-// while the write's points are sent; nil when nothing needs reporting. The write is
+// startNewest sends the Newest report of a write whose newest point is at t, to
+// travel beside the write's points; nil when nothing needs reporting. The write is
 // acknowledged only after wait returned nil.
 func (c *Coordinator) startNewest(ctx context.Context, key string, t int64, w int) *newestWrite {
-	if cur, ok := c.cat.cached(key); ok && !c.needsNewest(key, cur, t) {
+	cur, ok := c.cat.cached(key)
+	if ok && !c.needsNewest(key, cur, t) {
 		return nil
 	}
-	nw := &newestWrite{c: c, key: key, t: t, w: w, done: make(chan struct{})}
-	go func() {
-		defer close(nw.done)
-		nw.err = c.reportNewest(ctx, key, t, w)
-	}()
-	return nw
+	if ok {
+		if nw, err := c.sendNewest(ctx, cur, t, w); err == nil {
+			return nw
+		}
+	}
+	return &newestWrite{c: c, ctx: ctx, key: key, t: t, w: w, retry: true}
 }
 
-// wait returns the report's outcome; called again after a failure it sends the report
-// again (untilPlaced's retries). A nil report waits for nothing.
-func (nw *newestWrite) wait(ctx context.Context) error {
+// wait returns once the report is stored at quorum; after a failure, called again, it
+// sends the report again (untilPlaced's retries). A nil report waits for nothing.
+func (nw *newestWrite) wait() error {
 	if nw == nil {
 		return nil
 	}
-	if !nw.sent {
-		nw.sent = true
-		<-nw.done
-		return nw.err
+	if nw.retry {
+		return nw.c.reportNewest(nw.ctx, nw.key, nw.t, nw.w)
 	}
-	return nw.c.reportNewest(ctx, nw.key, nw.t, nw.w)
+	return nw.collect()
 }
 
 // searchRange is where an entry says the points of [since, before) can be: [lo, hi),

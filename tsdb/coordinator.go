@@ -116,7 +116,7 @@ func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Poin
 		stored, rest, err := c.writeSpans(ctx, key, spans, w)
 		res.Stored += stored
 		if err == nil {
-			if err := c.untilPlaced(ctx, deadline, func() error { return newest.wait(ctx) }); err != nil {
+			if err := c.untilPlaced(ctx, deadline, newest.wait); err != nil {
 				return res, err
 			}
 			if res.Waited > 0 {
