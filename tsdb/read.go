@@ -186,19 +186,13 @@ func (c *Coordinator) readFew(ctx context.Context, key string, spans []shardSpan
 		asked[i] = make([]bool, len(spans[i].replicas))
 	}
 	// Round one: points from one replica, digests from width-1 others: with every
-	// replica asked, the points of the closest; with a read quorum, of replicas chosen
-	// to ask few nodes.
+	// replica asked, the points of the closest; with a read quorum, the width replicas
+	// of every shard chosen together to ask few nodes, then which of them sends the
+	// points (chooseData).
 	var plan []fetch
 	if c.cfg.ReadQuorumOnly {
-		ones := make([]int, len(spans))
-		for i := range ones {
-			ones[i] = 1
-		}
-		plan = chooseReplicas(spans, asked, ones, self, true)
-		for i := range width {
-			width[i]--
-		}
-		plan = append(plan, chooseReplicas(spans, asked, width, self, false)...)
+		plan = chooseReplicas(spans, asked, width, self, false)
+		chooseData(spans, plan, self)
 	} else {
 		for i := range spans {
 			for j := range spans[i].replicas {
@@ -330,6 +324,45 @@ func chooseReplicas(spans []shardSpan, asked [][]bool, need []int, self string, 
 					break
 				}
 			}
+		}
+	}
+}
+
+// chooseData makes one fetch of every shard in plan a fetch of its points: this node's
+// replica when it is one; otherwise the replica on the node given the fewest points to
+// send so far (ties: the closer replica), so that the points' work is spread over the
+// nodes the read asks anyway.
+func chooseData(spans []shardSpan, plan []fetch, self string) {
+	byShard := map[int][]int{} // shard → its fetches in plan
+	for k, f := range plan {
+		byShard[f.shard] = append(byShard[f.shard], k)
+	}
+	load := map[string]int{}
+	for i := range spans {
+		best := -1
+		for _, k := range byShard[i] {
+			f := plan[k]
+			if f.data {
+				best = -2 // already fetching its points
+				break
+			}
+			id := spans[i].replicas[f.replica].ID
+			if id == self {
+				best = k
+				break
+			}
+			if best < 0 {
+				best = k
+				continue
+			}
+			bid := spans[i].replicas[plan[best].replica].ID
+			if load[id] < load[bid] || load[id] == load[bid] && f.replica < plan[best].replica {
+				best = k
+			}
+		}
+		if best >= 0 {
+			plan[best].data = true
+			load[spans[i].replicas[plan[best].replica].ID]++
 		}
 	}
 }

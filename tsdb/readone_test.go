@@ -3,7 +3,9 @@ package tsdb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math/rand"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -173,5 +175,75 @@ func TestChooseReplicasFewNodes(t *testing.T) {
 	plan = chooseReplicas(spans, asked, need, "self", true)
 	if len(plan) != 2 || plan[0].replica == plan[1].replica || plan[0].replica == 0 || plan[1].replica == 0 {
 		t.Fatalf("plan %v: want replicas 1 and 2 of shard 0", plan)
+	}
+}
+
+// A read quorum chosen together for every shard asks fewer distinct nodes than one
+// replica per shard for the points and then the others for digests, on placements
+// like QFI's (every shard on rf nodes of 18 at random): 16 shards (150 s), rf 3, r 2.
+// Every shard gets r distinct replicas, one of them sending its points.
+func TestChooseReplicasTogether(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	const nodes, shards, rf, r = 18, 16, 3, 2
+	var together, apart int
+	for range 200 {
+		spans := make([]shardSpan, shards)
+		for i := range spans {
+			for _, n := range rng.Perm(nodes)[:rf] {
+				spans[i].replicas = append(spans[i].replicas, dht.Peer{ID: fmt.Sprintf("n%d", n)})
+			}
+		}
+		fresh := func() [][]bool {
+			a := make([][]bool, shards)
+			for i := range a {
+				a[i] = make([]bool, rf)
+			}
+			return a
+		}
+		count := func(plan []fetch) int {
+			seen := map[string]bool{}
+			for _, f := range plan {
+				seen[spans[f.shard].replicas[f.replica].ID] = true
+			}
+			return len(seen)
+		}
+		fill := func(v int) []int {
+			s := make([]int, shards)
+			for i := range s {
+				s[i] = v
+			}
+			return s
+		}
+		plan := chooseReplicas(spans, fresh(), fill(r), "n0", false)
+		chooseData(spans, plan, "n0")
+		per, data := make([]map[int]bool, shards), make([]int, shards)
+		for _, f := range plan {
+			if per[f.shard] == nil {
+				per[f.shard] = map[int]bool{}
+			}
+			per[f.shard][f.replica] = true
+			if f.data {
+				data[f.shard]++
+			}
+		}
+		for i := range spans {
+			if len(per[i]) != r || data[i] != 1 {
+				t.Fatalf("shard %d: %d distinct replicas, %d sending points; want %d and 1", i, len(per[i]), data[i], r)
+			}
+		}
+		for _, f := range plan {
+			if f.data && isReplica(spans[f.shard].replicas, "n0") && spans[f.shard].replicas[f.replica].ID != "n0" {
+				t.Fatalf("shard %d: this node is a replica but another sends the points", f.shard)
+			}
+		}
+		together += count(plan)
+		a := fresh()
+		old := chooseReplicas(spans, a, fill(1), "n0", true)
+		old = append(old, chooseReplicas(spans, a, fill(r-1), "n0", false)...)
+		apart += count(old)
+	}
+	t.Logf("distinct nodes per read, mean of 200: together %.2f, points first then digests %.2f", float64(together)/200, float64(apart)/200)
+	if together >= apart {
+		t.Fatalf("choosing together asks %d nodes in all, apart %d: want fewer", together, apart)
 	}
 }
