@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
@@ -312,7 +313,8 @@ func chooseReplicas(spans []shardSpan, asked [][]bool, need []int, self string, 
 			}
 		}
 		if bestCv == nil {
-			return plan // every shard covered, or out of replicas to ask
+			// Every shard covered, or out of replicas to ask.
+			return pruneNodes(spans, asked, plan, self)
 		}
 		for i := range spans {
 			if left[i] <= 0 {
@@ -324,6 +326,67 @@ func chooseReplicas(spans []shardSpan, asked [][]bool, need []int, self string, 
 					break
 				}
 			}
+		}
+	}
+}
+
+// pruneNodes improves a greedy plan: it drops a node (never this one) whose every
+// fetch can move to a replica of the same shard on another node the plan asks anyway,
+// not asked before, fewest-fetch nodes first, until no node can be dropped. It keeps
+// asked in step with the plan.
+func pruneNodes(spans []shardSpan, asked [][]bool, plan []fetch, self string) []fetch {
+	count := map[string]int{}
+	for _, f := range plan {
+		count[spans[f.shard].replicas[f.replica].ID]++
+	}
+	for {
+		var nodes []string
+		for id, n := range count {
+			if n > 0 && id != self {
+				nodes = append(nodes, id)
+			}
+		}
+		slices.SortFunc(nodes, func(a, b string) int {
+			if d := count[a] - count[b]; d != 0 {
+				return d
+			}
+			return strings.Compare(a, b)
+		})
+		dropped := false
+		for _, id := range nodes {
+			moves := map[int]int{} // plan index → the replica it moves to
+			for k, f := range plan {
+				if spans[f.shard].replicas[f.replica].ID != id {
+					continue
+				}
+				to := -1
+				for j, p := range spans[f.shard].replicas {
+					if !asked[f.shard][j] && p.ID != id && count[p.ID] > 0 {
+						to = j
+						break
+					}
+				}
+				if to < 0 {
+					moves = nil
+					break
+				}
+				moves[k] = to
+			}
+			if moves == nil {
+				continue
+			}
+			for k, to := range moves {
+				f := &plan[k]
+				asked[f.shard][f.replica], asked[f.shard][to] = false, true
+				count[spans[f.shard].replicas[to].ID]++
+				f.replica = to
+			}
+			delete(count, id)
+			dropped = true
+			break
+		}
+		if !dropped {
+			return plan
 		}
 	}
 }
