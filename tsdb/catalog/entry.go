@@ -39,7 +39,8 @@ type Entry struct {
 	// Tail is the time of the newest point a coordinator acknowledged to this
 	// incarnation and then reported (valid when HasTail): a hint, sent after the write
 	// without waiting for a quorum, so it may lag or miss a replica. Never above Last.
-	// Latest starts its search there and checks the quanta after it (docs/analytics.md).
+	// Builds that keep Newest no longer send it; Latest uses it only for entries
+	// without Newest (tsdb/bounds.go).
 	Tail    int64
 	HasTail bool
 	// Ahead is the latest time written by a write stamped further ahead of its
