@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
@@ -187,13 +186,19 @@ func (c *Coordinator) readFew(ctx context.Context, key string, spans []shardSpan
 		asked[i] = make([]bool, len(spans[i].replicas))
 	}
 	// Round one: points from one replica, digests from width-1 others: with every
-	// replica asked, the points of the closest; with a read quorum, the width replicas
-	// of every shard chosen together to ask few nodes, then which of them sends the
-	// points (chooseData).
+	// replica asked, the points of the closest; with a read quorum, of replicas chosen
+	// to ask few nodes.
 	var plan []fetch
 	if c.cfg.ReadQuorumOnly {
-		plan = chooseReplicas(spans, asked, width, self, false)
-		chooseData(spans, plan, self)
+		ones := make([]int, len(spans))
+		for i := range ones {
+			ones[i] = 1
+		}
+		plan = chooseReplicas(spans, asked, ones, self, true)
+		for i := range width {
+			width[i]--
+		}
+		plan = append(plan, chooseReplicas(spans, asked, width, self, false)...)
 	} else {
 		for i := range spans {
 			for j := range spans[i].replicas {
@@ -313,8 +318,7 @@ func chooseReplicas(spans []shardSpan, asked [][]bool, need []int, self string, 
 			}
 		}
 		if bestCv == nil {
-			// Every shard covered, or out of replicas to ask.
-			return pruneNodes(spans, asked, plan, self)
+			return plan // every shard covered, or out of replicas to ask
 		}
 		for i := range spans {
 			if left[i] <= 0 {
@@ -326,106 +330,6 @@ func chooseReplicas(spans []shardSpan, asked [][]bool, need []int, self string, 
 					break
 				}
 			}
-		}
-	}
-}
-
-// pruneNodes improves a greedy plan: it drops a node (never this one) whose every
-// fetch can move to a replica of the same shard on another node the plan asks anyway,
-// not asked before, fewest-fetch nodes first, until no node can be dropped. It keeps
-// asked in step with the plan.
-func pruneNodes(spans []shardSpan, asked [][]bool, plan []fetch, self string) []fetch {
-	count := map[string]int{}
-	for _, f := range plan {
-		count[spans[f.shard].replicas[f.replica].ID]++
-	}
-	for {
-		var nodes []string
-		for id, n := range count {
-			if n > 0 && id != self {
-				nodes = append(nodes, id)
-			}
-		}
-		slices.SortFunc(nodes, func(a, b string) int {
-			if d := count[a] - count[b]; d != 0 {
-				return d
-			}
-			return strings.Compare(a, b)
-		})
-		dropped := false
-		for _, id := range nodes {
-			moves := map[int]int{} // plan index → the replica it moves to
-			for k, f := range plan {
-				if spans[f.shard].replicas[f.replica].ID != id {
-					continue
-				}
-				to := -1
-				for j, p := range spans[f.shard].replicas {
-					if !asked[f.shard][j] && p.ID != id && count[p.ID] > 0 {
-						to = j
-						break
-					}
-				}
-				if to < 0 {
-					moves = nil
-					break
-				}
-				moves[k] = to
-			}
-			if moves == nil {
-				continue
-			}
-			for k, to := range moves {
-				f := &plan[k]
-				asked[f.shard][f.replica], asked[f.shard][to] = false, true
-				count[spans[f.shard].replicas[to].ID]++
-				f.replica = to
-			}
-			delete(count, id)
-			dropped = true
-			break
-		}
-		if !dropped {
-			return plan
-		}
-	}
-}
-
-// chooseData makes one fetch of every shard in plan a fetch of its points: this node's
-// replica when it is one; otherwise the replica on the node given the fewest points to
-// send so far (ties: the closer replica), so that the points' work is spread over the
-// nodes the read asks anyway.
-func chooseData(spans []shardSpan, plan []fetch, self string) {
-	byShard := map[int][]int{} // shard → its fetches in plan
-	for k, f := range plan {
-		byShard[f.shard] = append(byShard[f.shard], k)
-	}
-	load := map[string]int{}
-	for i := range spans {
-		best := -1
-		for _, k := range byShard[i] {
-			f := plan[k]
-			if f.data {
-				best = -2 // already fetching its points
-				break
-			}
-			id := spans[i].replicas[f.replica].ID
-			if id == self {
-				best = k
-				break
-			}
-			if best < 0 {
-				best = k
-				continue
-			}
-			bid := spans[i].replicas[plan[best].replica].ID
-			if load[id] < load[bid] || load[id] == load[bid] && f.replica < plan[best].replica {
-				best = k
-			}
-		}
-		if best >= 0 {
-			plan[best].data = true
-			load[spans[i].replicas[plan[best].replica].ID]++
 		}
 	}
 }
