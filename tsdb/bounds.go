@@ -33,8 +33,8 @@ import (
 // by point, every write of a series written less often than once a quantum.
 //
 // Latest reads the entry and, in the same requests (latestRound), the statistics of the
-// quantum it expects to be Newest's: the one its coordinator last saw, or the clock's
-// and the one before. When Newest's quantum is among them and holds a point, that is
+// quantum it expects to be Newest's: the one its coordinator last saw (and the next, when
+// the clock has just entered it), or the clock's and the one before. When Newest's quantum is among them and holds a point, that is
 // the answer: one request to each of about four nodes (two registry replicas, two of
 // the quantum's), settled at a read quorum. Otherwise it reads Newest's quantum, and
 // walks back from there only when that holds nothing (a delete of the newest points).
@@ -306,14 +306,20 @@ func (c *Coordinator) latest(ctx context.Context, key string, since, before int6
 	q := c.cfg.DHT.Quantum
 	now := time.Now().UnixNano()
 	qn := q.Duration().Nanoseconds()
-	// Speculate on the quantum of the newest Newest seen here, else on the clock's and
-	// the one before (and up to the clock's slack after, for entries without Newest).
+	// Speculate on the quantum of the newest Newest seen here — and the one after when
+	// the clock has just entered it (a live series moves there next) — else on the
+	// clock's and the one before (and up to the clock's slack after, for entries
+	// without Newest).
 	var specLo, specHi int64
 	if seen, ok := c.seenNewest(key); ok {
 		specLo = q.StartNanos(seen)
-		specHi = specLo + qn
-		if specLo > math.MaxInt64-qn {
-			specHi = math.MaxInt64
+		n := int64(1)
+		if specLo <= math.MaxInt64-qn && q.StartNanos(now) == specLo+qn {
+			n = 2
+		}
+		specHi = math.MaxInt64
+		if specLo <= math.MaxInt64-n*qn {
+			specHi = specLo + n*qn
 		}
 	} else {
 		specLo, specHi = q.StartNanos(now)-latestSpecQuanta*qn, now+int64(aheadSlack+latestClockMargin)
