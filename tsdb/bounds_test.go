@@ -2,11 +2,16 @@ package tsdb
 
 import (
 	"context"
+	"log/slog"
 	"math"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/client"
@@ -332,4 +337,63 @@ func TestPutManyReportsNewest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newestFailing fails, while failing is set, every catalog merge that carries a Newest,
+// as a registry replica that cannot be reached would.
+type newestFailing struct {
+	Replica
+	failing atomic.Bool
+}
+
+func (n *newestFailing) MergeEntries(ctx context.Context, es []catalog.Entry) ([]catalog.Entry, error) {
+	for _, e := range es {
+		if e.HasNewest && n.failing.Load() {
+			return nil, rpc.ErrUnreachable
+		}
+	}
+	return n.Replica.MergeEntries(ctx, es)
+}
+
+// A write into a new quantum is acknowledged only once its quantum is Newest at a write
+// quorum of registry replicas; a write into a quantum already reported sends nothing.
+func TestWriteWaitsForNewest(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 3, 2, 2
+	cfg.CallTimeout = 2 * time.Second
+	cfg.WriteRetry = 300 * time.Millisecond
+	logger := slog.New(slog.DiscardHandler)
+	reps := map[string]*newestFailing{}
+	replicas := replicaMap{}
+	var owners []dht.Peer
+	for _, id := range []string{"a", "b", "self"} {
+		p := dht.Peer{ID: id, RPCAddr: id + ":1"}
+		owners = append(owners, p)
+		reps[id] = &newestFailing{Replica: &localReplica{store: store.NewMem(), quantum: cfg.DHT.Quantum, format: cfg.DHT.Format,
+			stats: func() wire.NodeStats { return wire.NodeStats{} }}}
+		replicas[id] = reps[id]
+	}
+	place := &fixedPlacement{self: owners[2], owners: owners}
+	coord := newCoordinator(&cfg, place, replicas, newRegistry(place, replicas, &cfg, logger), nil, logger)
+	key := "pmu/newest"
+	qn := cfg.DHT.Quantum.Duration().Nanoseconds()
+	t0 := cfg.DHT.Quantum.BeginNanos(cfg.DHT.Quantum.Start(base()))
+
+	put1(t, coord, key, t0, 1)
+	wantLatest(t, coord, key, t0, 1)
+
+	// Two registry replicas of three refuse Newest: a write in the same quantum needs
+	// none and is acknowledged; one in the next quantum is not.
+	reps["a"].failing.Store(true)
+	reps["b"].failing.Store(true)
+	put1(t, coord, key, t0+1, 2)
+	var p series.Points
+	p.AppendFloat(t0+qn, 3)
+	if _, err := coord.Put(context.Background(), key, p, PutOptions{}); code(err) != CodeUnavailable || !strings.Contains(err.Error(), "newest quantum") {
+		t.Fatalf("a write whose newest quantum reached one registry replica of three: %v; want a %s error about the newest quantum", err, CodeUnavailable)
+	}
+	// One refuses: a write quorum still stores it, and latest finds it.
+	reps["b"].failing.Store(false)
+	put1(t, coord, key, t0+qn+1, 4)
+	wantLatest(t, coord, key, t0+qn+1, 4)
 }
