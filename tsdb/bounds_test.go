@@ -2,26 +2,66 @@ package tsdb
 
 import (
 	"context"
+	"log/slog"
 	"math"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/client"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
-// registryTail returns the tail a node's copy of key's entry holds, if any.
-func registryTail(t *testing.T, n *Node, key string) (int64, bool) {
+// registryNewest returns the Newest a node's copy of key's entry holds, if any.
+func registryNewest(t *testing.T, n *Node, key string) (int64, bool) {
 	t.Helper()
 	e, ok, err := n.Store().(store.Catalog).Entry(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e.Tail, ok && e.HasTail
+	return e.Newest, ok && e.HasNewest
+}
+
+// wantNewestAtQuorum fails unless at least w of key's registry replicas hold a Newest
+// in at's quantum or later: what an acknowledged write of a point at at guarantees.
+func wantNewestAtQuorum(t *testing.T, lc *LocalCluster, key string, at int64, w int) {
+	t.Helper()
+	ctx := context.Background()
+	owners, err := lc.Nodes[0].dht.Locate(ctx, quanta.KeyID(key), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := lc.Nodes[0].cfg.DHT.Quantum
+	held := 0
+	for _, n := range lc.Nodes {
+		if n.dht == nil || !isReplica(owners, n.dht.Self().ID) {
+			continue
+		}
+		if nw, ok := registryNewest(t, n, key); ok && q.StartNanos(nw) >= q.StartNanos(at) {
+			held++
+		}
+	}
+	if held < w {
+		t.Fatalf("a write at %d was acknowledged with its quantum as Newest at %d registry replicas, want >= %d", at, held, w)
+	}
+}
+
+// mustCached returns the catalog entry c holds of key.
+func mustCached(t *testing.T, c *Coordinator, key string) catalog.Entry {
+	t.Helper()
+	e, ok := c.cat.cached(key)
+	if !ok {
+		t.Fatalf("no cached entry of %s", key)
+	}
+	return e
 }
 
 func wantLatest(t *testing.T, c *Coordinator, key string, wantT int64, wantV float64) {
@@ -41,11 +81,11 @@ func put1(t *testing.T, c *Coordinator, key string, ts int64, v float64) {
 	}
 }
 
-// Latest is exact whatever the tail hint says: after the tail reached the registry,
-// after a late point, an overwrite, a write whose tail was never reported, a point
-// stamped in the future, a delete of the newest points, with a registry replica down,
-// and after the whole series is deleted.
-func TestLatestExactWhateverTheTail(t *testing.T) {
+// Latest is exact: after a write (its quantum is Newest at quorum once acknowledged),
+// after a late point, an overwrite, writes through coordinators whose view of the newest
+// quantum lags, out-of-order points, a point stamped in the future, a delete of the
+// newest points, with a registry replica down, and after the whole series is deleted.
+func TestLatestExact(t *testing.T) {
 	lc := startCluster(t, 4, func(_ int, cfg *Config) { cfg.CallTimeout = 10 * time.Second })
 	ctx := context.Background()
 	key := "pmu/bounds"
@@ -64,14 +104,11 @@ func TestLatestExactWhateverTheTail(t *testing.T) {
 	for _, n := range lc.Nodes {
 		byID[n.dht.Self().ID] = n
 	}
-	waitFor(t, 10*time.Second, "the tail to reach every registry replica", func() bool {
-		for _, p := range owners {
-			if tail, ok := registryTail(t, byID[p.ID], key); !ok || tail != last {
-				return false
-			}
-		}
-		return true
-	})
+	// Acknowledged: its quantum is Newest at a write quorum, before any wait.
+	wantNewestAtQuorum(t, lc, key, last, 2)
+	if c0.needsNewest(key, mustCached(t, c0, key), last+int64(time.Millisecond)) {
+		t.Fatalf("a second write into the newest quantum would report it again")
+	}
 	wantLatest(t, c1, key, last, pts.F[pts.Len()-1])
 
 	// A late point does not move it; an overwrite of the latest point changes its value.
@@ -101,14 +138,24 @@ func TestLatestExactWhateverTheTail(t *testing.T) {
 	put1(t, c1, key, mid, 5)
 	wantLatest(t, c0, key, mid, 5)
 
-	// A write whose tail is never reported (its coordinator reports none) is found.
-	lc.Nodes[2].Coordinator().closeTails()
-	silent := last + int64(3*time.Minute)
-	put1(t, lc.Nodes[2].Coordinator(), key, silent, 7)
-	if tail, _ := registryTail(t, byID[owners[0].ID], key); tail >= silent {
-		t.Fatalf("the tail %d was reported by a coordinator that reports none", tail)
-	}
-	wantLatest(t, c0, key, silent, 7)
+	// A write through a coordinator that has not seen the series' newest quantum, into
+	// a later one, then a later quantum again through the first: each reports its
+	// quantum before it is acknowledged, and a third coordinator, whose hint of where
+	// the newest quantum is lags, finds them.
+	c2 := lc.Nodes[2].Coordinator()
+	wantLatest(t, c2, key, mid, 5) // c2's hint: mid's quantum
+	later := last + int64(3*time.Minute)
+	put1(t, c1, key, later, 6)
+	wantNewestAtQuorum(t, lc, key, later, 2)
+	wantLatest(t, c2, key, later, 6)
+	silent := later + int64(time.Minute)
+	put1(t, c0, key, silent, 7)
+	wantNewestAtQuorum(t, lc, key, silent, 2)
+	// Out of order: an older point into the newest quantum, one into an older quantum.
+	put1(t, c1, key, silent-int64(time.Millisecond), 70)
+	put1(t, c1, key, later-int64(time.Millisecond), 60)
+	wantLatest(t, c2, key, silent, 7)
+	wantLatest(t, c1, key, silent, 7)
 
 	// A point stamped in the future (within MaxFuture) is the latest.
 	future := time.Now().Add(5 * time.Minute).UnixNano()
@@ -120,9 +167,9 @@ func TestLatestExactWhateverTheTail(t *testing.T) {
 		t.Fatalf("latest before the future point: %v, %v", got, err)
 	}
 
-	// Deleting the newest points: the latest is the one before them, though the tail
-	// points past it.
-	if _, err := c1.Delete(ctx, &wire.DelReq{Key: key, From: silent, To: future + 1}); err != nil {
+	// Deleting the newest points: the latest is the one before them, though Newest
+	// points past it (Latest walks back).
+	if _, err := c1.Delete(ctx, &wire.DelReq{Key: key, From: later - int64(time.Millisecond), To: future + 1}); err != nil {
 		t.Fatal(err)
 	}
 	wantLatest(t, c0, key, mid, 5)
@@ -258,4 +305,95 @@ func TestSpanWindow(t *testing.T) {
 			t.Errorf("spanWindow(%d, %d) = %d, want %d", c.from, c.to, got, c.want)
 		}
 	}
+}
+
+// PutMany, too, acknowledges a series only once its newest quantum is Newest at a write
+// quorum, under either ID format: a coordinator that did not write finds each latest.
+func TestPutManyReportsNewest(t *testing.T) {
+	for _, f := range []quanta.Format{quanta.KFI, quanta.QFI} {
+		t.Run(f.String(), func(t *testing.T) {
+			lc := startCluster(t, 5, func(_ int, cfg *Config) { cfg.DHT.Format = f })
+			c0, c3 := lc.Nodes[0].Coordinator(), lc.Nodes[3].Coordinator()
+			t0 := base()
+			for step := range 3 {
+				var puts []SeriesPut
+				var ats []int64
+				for k := range 4 {
+					var p series.Points
+					// Each step moves every series a few quanta on, out of order within the batch.
+					at := t0 + int64(step)*int64(time.Minute) + int64(k)*int64(time.Second)
+					p.AppendFloat(at, float64(step))
+					p.AppendFloat(at-int64(20*time.Second), -1)
+					ats = append(ats, at)
+					puts = append(puts, SeriesPut{Key: "many/" + string(rune('a'+k)), Points: p})
+				}
+				for i, r := range c0.PutMany(context.Background(), puts, PutOptions{}) {
+					if r.Err != nil || r.Stored != 2 {
+						t.Fatalf("put many: %+v", r)
+					}
+					wantNewestAtQuorum(t, lc, puts[i].Key, ats[i], 2)
+					wantLatest(t, c3, puts[i].Key, ats[i], float64(step))
+				}
+			}
+		})
+	}
+}
+
+// newestFailing fails, while failing is set, every catalog merge that carries a Newest,
+// as a registry replica that cannot be reached would.
+type newestFailing struct {
+	Replica
+	failing atomic.Bool
+}
+
+func (n *newestFailing) MergeEntries(ctx context.Context, es []catalog.Entry) ([]catalog.Entry, error) {
+	for _, e := range es {
+		if e.HasNewest && n.failing.Load() {
+			return nil, rpc.ErrUnreachable
+		}
+	}
+	return n.Replica.MergeEntries(ctx, es)
+}
+
+// A write into a new quantum is acknowledged only once its quantum is Newest at a write
+// quorum of registry replicas; a write into a quantum already reported sends nothing.
+func TestWriteWaitsForNewest(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 3, 2, 2
+	cfg.CallTimeout = 2 * time.Second
+	cfg.WriteRetry = 300 * time.Millisecond
+	logger := slog.New(slog.DiscardHandler)
+	reps := map[string]*newestFailing{}
+	replicas := replicaMap{}
+	var owners []dht.Peer
+	for _, id := range []string{"a", "b", "self"} {
+		p := dht.Peer{ID: id, RPCAddr: id + ":1"}
+		owners = append(owners, p)
+		reps[id] = &newestFailing{Replica: &localReplica{store: store.NewMem(), quantum: cfg.DHT.Quantum, format: cfg.DHT.Format,
+			stats: func() wire.NodeStats { return wire.NodeStats{} }}}
+		replicas[id] = reps[id]
+	}
+	place := &fixedPlacement{self: owners[2], owners: owners}
+	coord := newCoordinator(&cfg, place, replicas, newRegistry(place, replicas, &cfg, logger), nil, logger)
+	key := "pmu/newest"
+	qn := cfg.DHT.Quantum.Duration().Nanoseconds()
+	t0 := cfg.DHT.Quantum.BeginNanos(cfg.DHT.Quantum.Start(base()))
+
+	put1(t, coord, key, t0, 1)
+	wantLatest(t, coord, key, t0, 1)
+
+	// Two registry replicas of three refuse Newest: a write in the same quantum needs
+	// none and is acknowledged; one in the next quantum is not.
+	reps["a"].failing.Store(true)
+	reps["b"].failing.Store(true)
+	put1(t, coord, key, t0+1, 2)
+	var p series.Points
+	p.AppendFloat(t0+qn, 3)
+	if _, err := coord.Put(context.Background(), key, p, PutOptions{}); code(err) != CodeUnavailable || !strings.Contains(err.Error(), "newest quantum") {
+		t.Fatalf("a write whose newest quantum reached one registry replica of three: %v; want a %s error about the newest quantum", err, CodeUnavailable)
+	}
+	// One refuses: a write quorum still stores it, and latest finds it.
+	reps["b"].failing.Store(false)
+	put1(t, coord, key, t0+qn+1, 4)
+	wantLatest(t, coord, key, t0+qn+1, 4)
 }

@@ -29,8 +29,8 @@ type Coordinator struct {
 	hints    *hints // nil: no hints kept
 	log      *slog.Logger
 
-	cat   *catalogCoord // catalog entries and the tag index (catalog_coord.go)
-	tails tailReporter  // tails reported to the registry after writes (bounds.go)
+	cat    *catalogCoord // catalog entries and the tag index (catalog_coord.go)
+	newest newestTracker // newest quanta reported to the registry by writes (bounds.go)
 
 	commits *groupCommit // groups concurrent writes per replica (groupcommit.go)
 
@@ -105,6 +105,8 @@ func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Poin
 	if time.Since(start) > 50*time.Millisecond {
 		res.Waited = time.Since(start)
 	}
+	// A write reaching a newer quantum reports it beside its points (bounds.go).
+	newest := c.startNewest(ctx, key, pts.T[pts.Len()-1], w)
 	pause := 100 * time.Millisecond
 	for {
 		spans, err := c.splitByQuantum(ctx, key, pts)
@@ -114,7 +116,9 @@ func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Poin
 		stored, rest, err := c.writeSpans(ctx, key, spans, w)
 		res.Stored += stored
 		if err == nil {
-			c.noteTail(key, pts.T[pts.Len()-1])
+			if err := c.untilPlaced(ctx, deadline, newest.wait); err != nil {
+				return res, err
+			}
 			if res.Waited > 0 {
 				c.log.Info("write stored after waiting for failed replicas to leave placement", "series", key, "waited", res.Waited.Round(time.Millisecond).String())
 			}

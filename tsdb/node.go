@@ -353,7 +353,6 @@ func (n *Node) Close() error {
 	if n.repair != nil {
 		n.repair.close()
 	}
-	n.coord.closeTails()
 	if n.rollup != nil && n.rollup.started.Load() {
 		n.rollup.close()
 	}

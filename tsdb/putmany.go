@@ -108,11 +108,6 @@ func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt PutOpti
 		var re *rpc.RemoteError
 		retry[i] = !errors.As(res[i].Err, &re) || re.Code == CodeUnavailable
 	}
-	for i := range puts {
-		if res[i].Err == nil && puts[i].Points.Len() > 0 {
-			c.noteTail(puts[i].Key, puts[i].Points.T[puts[i].Points.Len()-1])
-		}
-	}
 	var wg sync.WaitGroup
 	for i, again := range retry {
 		if !again {
@@ -217,6 +212,11 @@ func (c *Coordinator) prepareMany(ctx context.Context, puts []SeriesPut, opt Put
 			return c.noteWrite(ctx, p.Key, catalog.Entry{Key: p.Key, Type: p.Points.Type}, p.Points.T[0], p.Points.T[last], w)
 		}); err != nil {
 			res[i].Err = err
+			return
+		}
+		// A series reaching a newer quantum reports it before its points (bounds.go).
+		if err := c.untilPlaced(ctx, deadline, func() error { return c.reportNewest(ctx, p.Key, p.Points.T[last], w) }); err != nil {
+			res[i].Err = err
 		}
 	}
 	var wg sync.WaitGroup
@@ -258,7 +258,7 @@ func (c *Coordinator) cached(key string, pts *series.Points) bool {
 	}
 	minT, maxT := pts.T[0], pts.T[pts.Len()-1]
 	return cur.Live() && cur.Type == pts.Type && cur.HasBounds && cur.First <= minT && maxT <= cur.Last &&
-		maxT <= time.Now().UnixNano()+int64(aheadSlack)
+		maxT <= time.Now().UnixNano()+int64(aheadSlack) && !c.needsNewest(key, cur, maxT)
 }
 
 // manyTally counts, per shard of a PutMany, the replicas that stored it and the first

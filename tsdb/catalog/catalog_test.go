@@ -28,6 +28,10 @@ func randomEntry(r *rand.Rand, key string) Entry {
 				e.HasAhead = true
 				e.Ahead = e.First + int64(r.Intn(int(e.Last-e.First)+1))
 			}
+			if r.Intn(2) == 0 {
+				e.HasNewest = true
+				e.Newest = e.First + int64(r.Intn(int(e.Last-e.First)+1))
+			}
 		}
 	}
 	if r.Intn(3) > 0 {
@@ -118,6 +122,19 @@ func TestMergeRules(t *testing.T) {
 	}
 	if bad := (Entry{Key: k, Type: series.Float, Created: 10, HasBounds: true, First: 5, Last: 9, HasTail: true, Tail: 10}); bad.Validate() == nil {
 		t.Fatalf("a tail past the bounds validates")
+	}
+	newest := Entry{Key: k, Type: series.Float, Created: 10, HasBounds: true, First: 5, Last: 9, HasNewest: true, Newest: 8}
+	if m2 := Merge(Merge(m, Entry{Key: k, Type: series.Float, Created: 10, HasBounds: true, First: 5, Last: 9, HasNewest: true, Newest: 6}), newest); !m2.HasNewest || m2.Newest != 8 {
+		t.Fatalf("the newest newest does not win: %+v", m2)
+	}
+	if m2 := Merge(newest, Entry{Key: k, Type: series.Float, Created: 11}); m2.HasNewest {
+		t.Fatalf("a new incarnation kept the old one's newest: %+v", m2)
+	}
+	if bad := (Entry{Key: k, Type: series.Float, Created: 10, HasBounds: true, First: 5, Last: 9, HasNewest: true, Newest: 10}); bad.Validate() == nil {
+		t.Fatalf("a newest past the bounds validates")
+	}
+	if got, err := DecodeEntry(newest.Encode(nil)); err != nil || !reflect.DeepEqual(got, newest) {
+		t.Fatalf("newest does not survive encoding: %+v, %v", got, err)
 	}
 	meta := Entry{Key: k, MetaVersion: 11, Unit: "Hz", Tags: []Tag{{"bus", "3"}}}
 	m = Merge(m, meta)

@@ -14,7 +14,7 @@ const entryVersion = 1
 
 // MaxEntryLen bounds an encoded entry: what a decoder accepts at most.
 const MaxEntryLen = 1 + 2 + series.MaxKeyLen + 1 + 3*10 + 2 + MaxUnitLen + 2 + MaxDescriptionLen + 8 +
-	1 + MaxTags*(2+MaxTagKeyLen+2+MaxTagValueLen) + 1 + 4*10 + 10
+	1 + MaxTags*(2+MaxTagKeyLen+2+MaxTagValueLen) + 1 + 5*10 + 10
 
 // ErrCorrupt is wrapped by decoding errors.
 var ErrCorrupt = errors.New("catalog: corrupt encoding")
@@ -24,11 +24,11 @@ var ErrCorrupt = errors.New("catalog: corrupt encoding")
 //	version 1 ‖ str key ‖ type byte ‖ varint Created ‖ varint MetaVersion ‖ varint Deleted
 //	‖ str unit ‖ str description ‖ float64 nominal rate (8 bytes, big-endian bits)
 //	‖ uvarint tag count ‖ (str k ‖ str v)… ‖ bounds flag byte [‖ varint First ‖ varint Last
-//	[‖ varint Tail] [‖ varint Ahead]]
+//	[‖ varint Tail] [‖ varint Ahead] [‖ varint Newest]]
 //
 // where str is uvarint length ‖ bytes. The bounds flag is 0 (no bounds) or 1 (bounds),
-// plus 2 with a tail and 4 with an ahead, so an entry without either encodes as it
-// always has.
+// plus 2 with a tail, 4 with an ahead and 8 with a newest, so an entry without them
+// encodes as it always has.
 func (e *Entry) Encode(dst []byte) []byte {
 	w := writer{b: dst}
 	w.b = append(w.b, entryVersion)
@@ -49,6 +49,9 @@ func (e *Entry) Encode(dst []byte) []byte {
 		if e.HasAhead {
 			flag |= 4
 		}
+		if e.HasNewest {
+			flag |= 8
+		}
 		w.b = append(w.b, flag)
 		w.varint(e.First)
 		w.varint(e.Last)
@@ -57,6 +60,9 @@ func (e *Entry) Encode(dst []byte) []byte {
 		}
 		if e.HasAhead {
 			w.varint(e.Ahead)
+		}
+		if e.HasNewest {
+			w.varint(e.Newest)
 		}
 	} else {
 		w.b = append(w.b, 0)
@@ -89,8 +95,8 @@ func DecodeEntry(b []byte) (Entry, error) {
 	e.Tags = r.tags()
 	switch flag := r.byte(); {
 	case flag == 0:
-	case flag&^7 == 0 && flag&1 == 1:
-		e.HasBounds, e.HasTail, e.HasAhead = true, flag&2 != 0, flag&4 != 0
+	case flag&^15 == 0 && flag&1 == 1:
+		e.HasBounds, e.HasTail, e.HasAhead, e.HasNewest = true, flag&2 != 0, flag&4 != 0, flag&8 != 0
 		e.First = r.varint()
 		e.Last = r.varint()
 		if e.HasTail {
@@ -98,6 +104,9 @@ func DecodeEntry(b []byte) (Entry, error) {
 		}
 		if e.HasAhead {
 			e.Ahead = r.varint()
+		}
+		if e.HasNewest {
+			e.Newest = r.varint()
 		}
 	default:
 		r.fail("bounds flag")

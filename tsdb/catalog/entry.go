@@ -20,7 +20,7 @@ import (
 // made strictly increasing per process. An entry has three parts, each merged on its own:
 //   - the incarnation (Created, Type, First/Last): the copy with the highest Created
 //     wins (on a tie, the lower type byte), and copies of the same incarnation widen
-//     each other's bounds and advance each other's tail and ahead (the highest wins);
+//     each other's bounds and advance each other's tail, ahead and newest (the highest wins);
 //   - the metadata (Unit, Description, Tags, NominalRate): last writer wins by
 //     MetaVersion (on a tie, the larger encoding);
 //   - the deletion: Deleted is the version of the latest whole-series delete, the
@@ -39,7 +39,8 @@ type Entry struct {
 	// Tail is the time of the newest point a coordinator acknowledged to this
 	// incarnation and then reported (valid when HasTail): a hint, sent after the write
 	// without waiting for a quorum, so it may lag or miss a replica. Never above Last.
-	// Latest starts its search there and checks the quanta after it (docs/analytics.md).
+	// Builds that keep Newest no longer send it; Latest uses it only for entries
+	// without Newest (tsdb/bounds.go).
 	Tail    int64
 	HasTail bool
 	// Ahead is the latest time written by a write stamped further ahead of its
@@ -48,6 +49,13 @@ type Entry struct {
 	// clock for points a clock that lies put there. Never above Last.
 	Ahead    int64
 	HasAhead bool
+	// Newest is the time of the newest point of a write that reached a quantum newer
+	// than any a write had reached before (valid when HasNewest): kept at the write's
+	// quorum before that write is acknowledged, so no acknowledged point lies in a
+	// quantum after Newest's. Latest reads Newest's quantum and walks back from there.
+	// Never above Last.
+	Newest    int64
+	HasNewest bool
 
 	Unit        string
 	Description string
@@ -84,6 +92,8 @@ func (e *Entry) Validate() error {
 		return fmt.Errorf("catalog entry %q: tail outside the time bounds", e.Key)
 	case e.HasAhead && (!e.HasBounds || e.Ahead < e.First || e.Ahead > e.Last):
 		return fmt.Errorf("catalog entry %q: ahead outside the time bounds", e.Key)
+	case e.HasNewest && (!e.HasBounds || e.Newest < e.First || e.Newest > e.Last):
+		return fmt.Errorf("catalog entry %q: newest outside the time bounds", e.Key)
 	case len(e.Unit) > MaxUnitLen || !utf8.ValidString(e.Unit):
 		return fmt.Errorf("catalog entry %q: unit must be at most %d bytes of UTF-8", e.Key, MaxUnitLen)
 	case len(e.Description) > MaxDescriptionLen || !utf8.ValidString(e.Description):
@@ -125,6 +135,7 @@ func Merge(a, b Entry) Entry {
 	out.First, out.Last, out.HasBounds = inc.First, inc.Last, inc.HasBounds
 	out.Tail, out.HasTail = inc.Tail, inc.HasTail
 	out.Ahead, out.HasAhead = inc.Ahead, inc.HasAhead
+	out.Newest, out.HasNewest = inc.Newest, inc.HasNewest
 	if other.Created == inc.Created && other.Type == inc.Type && other.HasBounds {
 		if !out.HasBounds {
 			out.First, out.Last, out.HasBounds = other.First, other.Last, true
@@ -136,6 +147,9 @@ func Merge(a, b Entry) Entry {
 		}
 		if other.HasAhead && (!out.HasAhead || other.Ahead > out.Ahead) {
 			out.Ahead, out.HasAhead = other.Ahead, true
+		}
+		if other.HasNewest && (!out.HasNewest || other.Newest > out.Newest) {
+			out.Newest, out.HasNewest = other.Newest, true
 		}
 	}
 
@@ -159,6 +173,7 @@ func (e *Entry) dropDeleted() {
 	if e.Created != 0 && e.Created <= e.Deleted {
 		e.Type, e.Created, e.First, e.Last, e.HasBounds = series.Unknown, 0, 0, 0, false
 		e.Tail, e.HasTail, e.Ahead, e.HasAhead = 0, false, 0, false
+		e.Newest, e.HasNewest = 0, false
 	}
 	if e.MetaVersion != 0 && e.MetaVersion <= e.Deleted {
 		e.Unit, e.Description, e.Tags, e.NominalRate, e.MetaVersion = "", "", nil, 0, 0
