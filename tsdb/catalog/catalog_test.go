@@ -197,6 +197,48 @@ func TestDecodeRefusesHostileLengths(t *testing.T) {
 	}
 }
 
+// An entry from a later build (a bounds flag bit this one does not know, its fields
+// after this build's) decodes to what this build knows.
+func TestDecodeEntrySkipsLaterFields(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	for range 50 {
+		e := randomEntry(r, "pmu/later")
+		if !e.HasBounds {
+			continue
+		}
+		b := e.Encode(nil)
+		// The bounds flag byte is the first byte after the tags: find it by
+		// encoding the entry without bounds, which ends at the flag.
+		nb := e
+		nb.HasBounds, nb.HasTail, nb.HasAhead, nb.HasNewest = false, false, false, false
+		at := len(nb.Encode(nil)) - 1
+		later := append([]byte(nil), b...)
+		later[at] |= 16
+		later = append(later, 0x05, 0xff, 0x01) // the later build's field
+		got, err := DecodeEntry(later)
+		if err != nil {
+			t.Fatalf("an entry with a later build's field: %v", err)
+		}
+		if !Equal(got, e) {
+			t.Fatalf("an entry with a later build's field decodes as %+v, want %+v", got, e)
+		}
+	}
+	e := randomEntryWithBounds(t, r)
+	if _, err := DecodeEntry(append(e.Encode(nil), 0)); err == nil {
+		t.Fatal("trailing bytes without a later build's flag were accepted")
+	}
+}
+
+func randomEntryWithBounds(t *testing.T, r *rand.Rand) Entry {
+	for range 1000 {
+		if e := randomEntry(r, "pmu/b"); e.HasBounds {
+			return e
+		}
+	}
+	t.Fatal("randomEntry gives no entry with bounds")
+	return Entry{}
+}
+
 func FuzzDecodeEntry(f *testing.F) {
 	r := rand.New(rand.NewSource(3))
 	for i := 0; i < 20; i++ {

@@ -16,6 +16,9 @@ const entryVersion = 1
 const MaxEntryLen = 1 + 2 + series.MaxKeyLen + 1 + 3*10 + 2 + MaxUnitLen + 2 + MaxDescriptionLen + 8 +
 	1 + MaxTags*(2+MaxTagKeyLen+2+MaxTagValueLen) + 1 + 5*10 + 10
 
+// knownBoundsFlags are the bounds flag bits this build decodes (see Encode).
+const knownBoundsFlags = 1 | 2 | 4 | 8
+
 // ErrCorrupt is wrapped by decoding errors.
 var ErrCorrupt = errors.New("catalog: corrupt encoding")
 
@@ -28,7 +31,10 @@ var ErrCorrupt = errors.New("catalog: corrupt encoding")
 //
 // where str is uvarint length ‖ bytes. The bounds flag is 0 (no bounds) or 1 (bounds),
 // plus 2 with a tail, 4 with an ahead and 8 with a newest, so an entry without them
-// encodes as it always has.
+// encodes as it always has. A flag with higher bits set says that a later build's
+// fields follow; this build decodes what it knows and skips them, so a later build
+// can add fields without its entries being refused by this one during a rolling
+// upgrade (builds before this one refuse any bit they do not know).
 func (e *Entry) Encode(dst []byte) []byte {
 	w := writer{b: dst}
 	w.b = append(w.b, entryVersion)
@@ -95,7 +101,7 @@ func DecodeEntry(b []byte) (Entry, error) {
 	e.Tags = r.tags()
 	switch flag := r.byte(); {
 	case flag == 0:
-	case flag&^15 == 0 && flag&1 == 1:
+	case flag&1 == 1:
 		e.HasBounds, e.HasTail, e.HasAhead, e.HasNewest = true, flag&2 != 0, flag&4 != 0, flag&8 != 0
 		e.First = r.varint()
 		e.Last = r.varint()
@@ -107,6 +113,10 @@ func DecodeEntry(b []byte) (Entry, error) {
 		}
 		if e.HasNewest {
 			e.Newest = r.varint()
+		}
+		if flag&^knownBoundsFlags != 0 {
+			// A later build's fields follow: this one keeps what it knows.
+			r.b = nil
 		}
 	default:
 		r.fail("bounds flag")
