@@ -94,8 +94,8 @@ type writeResult struct {
 	Count       int `json:"count"`
 	WriteQuorum int `json:"write_quorum"`
 	latency
-	CPU WriteCPU `json:"cpu"`
-	PointsPerS float64 `json:"points_per_s"`
+	CPU        WriteCPU `json:"cpu"`
+	PointsPerS float64  `json:"points_per_s"`
 	*FloorLatency
 	*BareLatency
 	*RebuiltLatency
