@@ -76,21 +76,27 @@ func (c *Client) Go(addr, method string, req []byte, timeout time.Duration, done
 		slow() // the connection broke before anything was sent: redial
 		return
 	}
-	select {
-	case cc.out.queue <- frame:
-	default:
-		// The sender is behind: wait for room as Call does, in a goroutine.
-		if _, ok := cc.take(id); ok {
-			c.release(cc)
-			slow()
-		}
-		return
-	}
+	// The timer first: on the direct path the response may arrive (and take
+	// the waiter) before trySend returns.
 	timer.Store(time.AfterFunc(time.Until(deadline), func() {
 		if w, ok := cc.take(id); ok {
 			w.deliver(result{err: context.DeadlineExceeded})
 		}
 	}))
+	if cc.out.trySend(frame) {
+		return
+	}
+	select {
+	case cc.out.queue <- frame:
+	default:
+		// The sender is behind: wait for room as Call does, in a goroutine.
+		if _, ok := cc.take(id); ok {
+			timer.Load().Stop()
+			c.release(cc)
+			slow()
+		}
+		return
+	}
 }
 
 // ready returns the connection to addr, counted as used until release, if

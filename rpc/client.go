@@ -291,7 +291,7 @@ func (cc *clientConn) roundTrip(ctx context.Context, id uint64, frame []byte) ([
 	if err := cc.register(id, waiter{ch: ch}); err != nil {
 		return nil, err
 	}
-	if !cc.out.send(ctx, frame) && ctx.Err() != nil {
+	if !cc.out.trySend(frame) && !cc.out.send(ctx, frame) && ctx.Err() != nil {
 		cc.forget(id)
 		return nil, ctx.Err()
 	}
