@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math/rand"
+	"runtime"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -87,6 +88,10 @@ type WriteCPU struct {
 	Bare  float64 `json:"cpu_us_per_bare,omitempty"`
 	// Idle is the idle cluster's CPU in µs per ms of wall time (1000: a whole core).
 	Idle float64 `json:"cpu_idle_us_per_ms"`
+	// Allocs and AllocBytes are the process's heap allocations while the writes ran,
+	// per write: what feeds the garbage collector.
+	Allocs     float64 `json:"allocs_per_write"`
+	AllocBytes float64 `json:"alloc_bytes_per_write"`
 }
 
 type writeResult struct {
@@ -163,8 +168,8 @@ func runBenchWrite(e *benchEnv, c *cli.Context) error {
 			paperMs = fmt.Sprintf("%.2f", r.PaperMs)
 		}
 		e.printf("%-6s %3d %3d %9.3f %9.3f %9.3f   %s   %s   %s   %9s\n", cs.format, cs.rf, r.WriteQuorum, r.latency.Mean, r.latency.P50, r.latency.P99, fl, bare, rebuilt, paperMs)
-		e.printf("       cpu µs per write %.0f, per floor round %.0f, per bare round %.0f (process CPU while each ran; idle cluster %.0f µs per ms)\n",
-			r.CPU.Write, r.CPU.Floor, r.CPU.Bare, r.CPU.Idle)
+		e.printf("       cpu µs per write %.0f, per floor round %.0f, per bare round %.0f (process CPU while each ran; idle cluster %.0f µs per ms); %.0f allocations, %.0f bytes per write\n",
+			r.CPU.Write, r.CPU.Floor, r.CPU.Bare, r.CPU.Idle, r.CPU.Allocs, r.CPU.AllocBytes)
 		if err := e.emit(r); err != nil {
 			return err
 		}
@@ -252,6 +257,8 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 	rbQuorum := r.WriteQuorum
 	var spent time.Duration
 	var cpuWrite, cpuFloor, cpuBare time.Duration // process CPU while each ran, timed blocks only
+	var mallocs, allocBytes uint64                // heap allocations while the writes ran
+	var ms runtime.MemStats
 	cpuSince := func(c0 time.Duration, lo int, into *time.Duration) {
 		if lo >= 0 {
 			*into += processCPU() - c0
@@ -267,6 +274,8 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 			time.Sleep(200 * time.Millisecond)
 			r.CPU.Idle = float64(processCPU()-c0) / float64(time.Since(t0)) * 1e3
 		}
+		runtime.ReadMemStats(&ms)
+		m0, b0 := ms.Mallocs, ms.TotalAlloc
 		c0 := processCPU()
 		for i := lo; i < hi; i++ {
 			t := time.Now()
@@ -284,6 +293,10 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 			}
 		}
 		cpuSince(c0, lo, &cpuWrite)
+		if lo >= 0 {
+			runtime.ReadMemStats(&ms)
+			mallocs, allocBytes = mallocs+ms.Mallocs-m0, allocBytes+ms.TotalAlloc-b0
+		}
 		if rebuilt != nil {
 			for i := lo; i < hi; i++ {
 				t := time.Now()
@@ -337,6 +350,7 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 	}
 	us := func(d time.Duration) float64 { return float64(d) / 1e3 / float64(count) }
 	r.CPU.Write, r.CPU.Floor, r.CPU.Bare = us(cpuWrite), us(cpuFloor), us(cpuBare)
+	r.CPU.Allocs, r.CPU.AllocBytes = float64(mallocs)/float64(count), float64(allocBytes)/float64(count)
 	r.latency = summarize(lat)
 	if spent > 0 {
 		r.PointsPerS = float64(count) / spent.Seconds()
