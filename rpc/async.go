@@ -28,69 +28,100 @@ func (c *Client) Go(addr, method string, req []byte, timeout time.Duration, done
 	if timeout <= 0 {
 		timeout = defaultCallTimeout
 	}
-	deadline := time.Now().Add(timeout)
-	finish := func(resp []byte, err error) {
-		var remote *RemoteError
-		if err != nil && !errors.As(err, &remote) {
-			err = fmt.Errorf("rpc call %s to %s: %w", method, addr, err)
-		}
-		done(resp, err)
-	}
-	slow := func() {
-		go func() {
-			ctx, cancel := context.WithDeadline(context.Background(), deadline)
-			resp, err := c.call(ctx, addr, method, req)
-			cancel()
-			finish(resp, err)
-		}()
-	}
+	g := &goCall{c: c, addr: addr, method: method, req: req, deadline: time.Now().Add(timeout), done: done}
 	cc := c.ready(addr)
 	if cc == nil {
-		slow() // dial (or report the client closed) as Call does
+		g.slow() // dial (or report the client closed) as Call does
 		return
 	}
-	id := c.nextID.Add(1)
-	env := envelope{kind: kindRequest, id: id, method: method, timeout: timeout, body: req}
+	g.cc, g.id = cc, c.nextID.Add(1)
+	env := envelope{kind: kindRequest, id: g.id, method: method, timeout: timeout, body: req}
 	frame := env.appendTo(beginFrame(make([]byte, 0, frameHeaderLen+32+len(method)+len(req))))
 	if err := finishFrame(frame, c.cfg.MaxFrameSize); err != nil {
 		c.release(cc)
-		go finish(nil, err) // done never runs on the caller's goroutine
+		go g.finish(nil, err) // done never runs on the caller's goroutine
 		return
 	}
-	var timer atomic.Pointer[time.Timer]
-	w := waiter{fn: func(r result) {
-		if t := timer.Load(); t != nil {
-			t.Stop()
-		}
+	if err := cc.register(g.id, waiter{call: g}); err != nil {
 		c.release(cc)
-		// As in call: a connection the server closed as idle, or that broke
-		// before the request went out, never ran it; try once more.
-		if r.err != nil && (errors.Is(r.err, errGoingAway) || errors.Is(r.err, errNotSent)) && time.Now().Before(deadline) {
-			slow()
-			return
-		}
-		finish(r.body, r.err)
-	}}
-	if err := cc.register(id, w); err != nil {
-		c.release(cc)
-		slow() // the connection broke before anything was sent: redial
+		g.slow() // the connection broke before anything was sent: redial
+		return
+	}
+	// The timer first: on the direct path the response may arrive (and take
+	// the waiter) before trySend returns.
+	g.timer.Store(time.AfterFunc(time.Until(g.deadline), g.expire))
+	if cc.out.trySend(frame) {
 		return
 	}
 	select {
 	case cc.out.queue <- frame:
 	default:
 		// The sender is behind: wait for room as Call does, in a goroutine.
-		if _, ok := cc.take(id); ok {
+		if _, ok := cc.take(g.id); ok {
+			g.timer.Load().Stop()
 			c.release(cc)
-			slow()
+			g.slow()
 		}
+	}
+}
+
+// goCall is one call started by Go: one allocation holds what its callbacks
+// need, instead of a closure each.
+type goCall struct {
+	c        *Client
+	addr     string
+	method   string
+	req      []byte
+	deadline time.Time
+	done     func(resp []byte, err error)
+
+	cc    *clientConn // the connection it went out on; nil on the slow path
+	id    uint64
+	timer atomic.Pointer[time.Timer] // fails the call at deadline
+}
+
+// finish hands done the outcome, errors other than the peer's own wrapped
+// with the method and address, as Call does.
+func (g *goCall) finish(resp []byte, err error) {
+	var remote *RemoteError
+	if err != nil && !errors.As(err, &remote) {
+		err = fmt.Errorf("rpc call %s to %s: %w", g.method, g.addr, err)
+	}
+	g.done(resp, err)
+}
+
+// slow runs the call as a Call in a goroutine of its own, bounded by the
+// same deadline.
+func (g *goCall) slow() {
+	go func() {
+		ctx, cancel := context.WithDeadline(context.Background(), g.deadline)
+		resp, err := g.c.call(ctx, g.addr, g.method, g.req)
+		cancel()
+		g.finish(resp, err)
+	}()
+}
+
+// deliver receives the call's result from the connection (its reader, or
+// fail), or from expire.
+func (g *goCall) deliver(r result) {
+	if t := g.timer.Load(); t != nil {
+		t.Stop()
+	}
+	g.c.release(g.cc)
+	// As in call: a connection the server closed as idle, or that broke
+	// before the request went out, never ran it; try once more.
+	if r.err != nil && (errors.Is(r.err, errGoingAway) || errors.Is(r.err, errNotSent)) && time.Now().Before(g.deadline) {
+		g.slow()
 		return
 	}
-	timer.Store(time.AfterFunc(time.Until(deadline), func() {
-		if w, ok := cc.take(id); ok {
-			w.deliver(result{err: context.DeadlineExceeded})
-		}
-	}))
+	g.finish(r.body, r.err)
+}
+
+// expire fails the call when its deadline passes, unless it was answered.
+func (g *goCall) expire() {
+	if w, ok := g.cc.take(g.id); ok {
+		w.deliver(result{err: context.DeadlineExceeded})
+	}
 }
 
 // ready returns the connection to addr, counted as used until release, if

@@ -118,6 +118,7 @@ func BenchmarkFanOut7(b *testing.B) {
 		}
 		buf := make([]byte, len(req))
 		b.ResetTimer()
+		defer reportCPU(b, processCPU())
 		for b.Loop() {
 			for _, c := range conns {
 				if _, err := c.Write(req); err != nil {
@@ -144,6 +145,7 @@ func BenchmarkFanOut7(b *testing.B) {
 	b.Run("go", func(b *testing.B) {
 		done := make(chan error, peers)
 		b.ReportAllocs()
+		defer reportCPU(b, processCPU())
 		for b.Loop() {
 			for _, a := range addrs {
 				c.Go(a, "echo", req, 5*time.Second, func(_ []byte, err error) { done <- err })
@@ -158,6 +160,7 @@ func BenchmarkFanOut7(b *testing.B) {
 	b.Run("call", func(b *testing.B) {
 		done := make(chan error, peers)
 		b.ReportAllocs()
+		defer reportCPU(b, processCPU())
 		for b.Loop() {
 			for _, a := range addrs {
 				go func() {
@@ -174,4 +177,11 @@ func BenchmarkFanOut7(b *testing.B) {
 			}
 		}
 	})
+}
+
+// reportCPU reports the process's CPU time since start per operation (cpu-µs/op):
+// client, servers and the kernel's loopback work together, which is what a round
+// costs a machine whose cores are all busy.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(processCPU()-start)/1e3/float64(b.N), "cpu-µs/op")
 }

@@ -245,17 +245,17 @@ type result struct {
 }
 
 // waiter is how a pending call hears its result: a Call waits on ch; a Go
-// call has fn run (ch is nil).
+// call has its deliver run (ch is nil).
 type waiter struct {
-	ch chan result
-	fn func(result)
+	ch   chan result
+	call *goCall
 }
 
 // deliver hands r to the waiter. It never blocks: ch has room for the one
-// result, and fn must not block.
+// result, and a Go call's done must not block.
 func (w waiter) deliver(r result) {
-	if w.fn != nil {
-		w.fn(r)
+	if w.call != nil {
+		w.call.deliver(r)
 		return
 	}
 	w.ch <- r
@@ -291,7 +291,7 @@ func (cc *clientConn) roundTrip(ctx context.Context, id uint64, frame []byte) ([
 	if err := cc.register(id, waiter{ch: ch}); err != nil {
 		return nil, err
 	}
-	if !cc.out.send(ctx, frame) && ctx.Err() != nil {
+	if !cc.out.trySend(frame) && !cc.out.send(ctx, frame) && ctx.Err() != nil {
 		cc.forget(id)
 		return nil, ctx.Err()
 	}

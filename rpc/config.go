@@ -98,7 +98,8 @@ type Config struct {
 
 	// WriteTimeout bounds writing one frame. A peer that does not take a
 	// frame within it has stopped reading, and its connection is closed.
-	// Default 10s.
+	// The deadline is moved forward only once half of it is used, so a write
+	// has between WriteTimeout/2 and WriteTimeout. Default 10s.
 	WriteTimeout time.Duration
 
 	// IdleTimeout closes a Client's connection after it carried no call for

@@ -9,7 +9,10 @@
 // A Client keeps one connection per remote address and multiplexes
 // concurrent calls over it by request ID. Call waits for its answer; Go starts a
 // call and hands its outcome to a callback, with no goroutine or context of
-// its own (a coordinator's fan-out to many replicas). A Server reads requests from each
+// its own (a coordinator's fan-out to many replicas). A frame goes out on the
+// caller's goroutine when its connection has nothing queued and nothing being
+// written, else through the connection's sender goroutine, which writes what
+// queued in one writev. A Server reads requests from each
 // connection and runs each in its own goroutine, at most
 // Config.MaxInflightPerConn at a time per connection; when that many are
 // running it stops reading, so a fast sender is slowed down by TCP rather

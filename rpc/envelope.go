@@ -92,9 +92,11 @@ func (e *envelope) decode(b []byte) error {
 	}
 	switch e.kind {
 	case kindRequest:
-		if e.method, err = r.str(); err != nil {
+		p, err := r.strBytes()
+		if err != nil {
 			return err
 		}
+		e.method = internMethod(p)
 		timeout, err := r.uint()
 		if err != nil {
 			return err
@@ -243,24 +245,29 @@ func (r *msgReader) uint() (uint64, error) {
 }
 
 func (r *msgReader) str() (string, error) {
+	p, err := r.strBytes()
+	return string(p), err
+}
+
+// strBytes reads a str and returns its bytes, aliasing r.b.
+func (r *msgReader) strBytes() ([]byte, error) {
 	start := r.off
 	c, err := r.code()
 	var n uint64
 	switch {
 	case err != nil:
-		return "", err
+		return nil, err
 	case c >= 0xa0 && c <= 0xbf:
 		n = uint64(c & 0x1f)
 	case c >= 0xd9 && c <= 0xdb: // str8..str32
 		n, err = r.length(1 << (c - 0xd9))
 	default:
-		return "", malformed(start, fmt.Sprintf("code %#x: string expected", c))
+		return nil, malformed(start, fmt.Sprintf("code %#x: string expected", c))
 	}
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	p, err := r.need(n, "string")
-	return string(p), err
+	return r.need(n, "string")
 }
 
 func (r *msgReader) bin() ([]byte, error) {

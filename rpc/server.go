@@ -277,6 +277,7 @@ type serverConn struct {
 	accepted time.Time
 	budget   *semaphore.Weighted // Config.MaxInflightBytesPerConn
 	wmu      sync.Mutex          // one response at a time on the wire
+	wdl      time.Time           // the write deadline conn holds; under wmu
 	running  atomic.Int32        // requests handed to workers whose response is not sent yet
 	// lastActive is when the connection last read a request or sent a
 	// response, in UNIX nanoseconds: the reaper takes the oldest.
@@ -560,9 +561,9 @@ func (sc *serverConn) worker(ctx context.Context, req *envelope, work <-chan *en
 // serve runs the handler of req and sends its response.
 func (sc *serverConn) serve(ctx context.Context, req *envelope) {
 	if req.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, req.timeout)
-		defer cancel()
+		rc := newReqContext(ctx, time.Now().Add(req.timeout)) // no timer unless the handler waits on it
+		defer rc.release()
+		ctx = rc
 	}
 	resp := envelope{kind: kindResponse, id: req.id}
 	body, err := sc.s.call(ctx, req.method, req.body)
@@ -613,8 +614,13 @@ func (s *Server) call(ctx context.Context, method string, req []byte) (resp []by
 func (sc *serverConn) write(frame []byte) {
 	sc.wmu.Lock()
 	defer sc.wmu.Unlock()
-	sc.lastActive.Store(time.Now().UnixNano()) // before the peer can see the response
-	err := sc.conn.SetWriteDeadline(time.Now().Add(sc.s.cfg.WriteTimeout))
+	now := time.Now()
+	sc.lastActive.Store(now.UnixNano()) // before the peer can see the response
+	var err error
+	if wt := sc.s.cfg.WriteTimeout; sc.wdl.Sub(now) < wt/2 { // moved when half used up: no timer update per response
+		sc.wdl = now.Add(wt)
+		err = sc.conn.SetWriteDeadline(sc.wdl)
+	}
 	if err == nil {
 		_, err = sc.conn.Write(frame)
 	}

@@ -251,8 +251,18 @@ func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardS
 		}
 	}, 0, func(i int) int { return shardWriteOverhead + len(key) + spans[i].pts.WireSize() })
 	hint := c.hinter(key, spans)
+	var one *wire.WriteReq // the request of a single-shard write, shared by its replicas
 	results := writeFanOut(context.WithoutCancel(ctx), c.replicas, c.place.Self().ID, c.commits, batches, c.cfg.CallTimeout,
 		func(b *peerBatch[int]) *wire.WriteReq {
+			if len(b.items) == 1 && len(spans) == 1 {
+				// A single-shard write: every replica gets the same request, and
+				// writeFanOut encodes it once.
+				if one == nil {
+					s := &spans[0]
+					one = &wire.WriteReq{Shards: []wire.ShardWrite{{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, Points: s.pts}}}
+				}
+				return one
+			}
 			req := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.items))}
 			for j, i := range b.items {
 				s := &spans[i]

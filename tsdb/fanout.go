@@ -83,7 +83,8 @@ func fanOut[T, R any](ctx context.Context, batches []*peerBatch[T], limit int, t
 	return out
 }
 
-// writeFanOut sends each batch's write request (made by req) to its peer at once and
+// writeFanOut sends each batch's write request (made by req, on the caller's goroutine;
+// batches with the same items may get the same request, encoded once) to its peer at once and
 // delivers every outcome on the returned channel, which holds them all, as fanOut does;
 // failed runs for each failed batch before its outcome is delivered (it may block: it
 // runs on a goroutine of its own). Remote replicas are written through asyncWriter, with
@@ -105,14 +106,27 @@ func writeFanOut(ctx context.Context, replicas Replicas, self string, g *groupCo
 		}
 		out <- fanResult[int, *wire.WriteResp]{batch: b, resp: resp, err: err}
 	}
-	write := func(b *peerBatch[int], r Replica) {
+	write := func(b *peerBatch[int], r Replica, rq *wire.WriteReq) {
 		cctx, cancel := ctx, context.CancelFunc(func() {})
 		if timeout > 0 {
 			cctx, cancel = context.WithTimeout(ctx, timeout)
 		}
-		resp, err := r.Write(cctx, req(b))
+		resp, err := r.Write(cctx, rq)
 		cancel()
 		deliver(b, resp, err)
+	}
+	// Batches holding the same request (every replica of a single-shard write) share
+	// its encoding: req returns the same one for them.
+	var lastReq *wire.WriteReq
+	var lastBody []byte
+	encoded := func(rq *wire.WriteReq) []byte {
+		if rq != lastReq {
+			lastReq, lastBody = rq, nil
+			if b, err := wire.EncodeWriteReq(rq); err == nil {
+				lastBody = b
+			} // else WriteAsync encodes it again and reports the error
+		}
+		return lastBody
 	}
 	var local []*peerBatch[int]
 	for _, b := range batches {
@@ -121,17 +135,18 @@ func writeFanOut(ctx context.Context, replicas Replicas, self string, g *groupCo
 			local = append(local, b)
 		case isAsync(r):
 			done := func(resp *wire.WriteResp, err error) { deliver(b, resp, err) }
+			rq := req(b)
 			if g != nil {
-				g.write(b.peer.ID, r.(asyncWriter), req(b), b.bytes, done)
+				g.write(b.peer.ID, r.(asyncWriter), rq, encoded(rq), b.bytes, done)
 			} else {
-				r.(asyncWriter).WriteAsync(req(b), done)
+				r.(asyncWriter).WriteAsync(rq, encoded(rq), done)
 			}
 		default:
-			go write(b, r)
+			go write(b, r, req(b))
 		}
 	}
 	for _, b := range local {
-		write(b, replicas.For(b.peer))
+		write(b, replicas.For(b.peer), req(b))
 	}
 	return out
 }

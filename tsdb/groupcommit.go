@@ -44,6 +44,7 @@ type peerQueue struct {
 // queuedWrite is one coordinator's request to the peer, and whom to tell.
 type queuedWrite struct {
 	req   *wire.WriteReq
+	body  []byte // req's encoding, if made already; nil: encoded when sent
 	bytes int
 	done  func(*wire.WriteResp, error)
 }
@@ -51,9 +52,10 @@ type queuedWrite struct {
 // write sends req to the peer (through w, the peer's replica) alone or grouped with
 // other writes to it; done receives the outcome: the whole group's response on
 // success (callers use only whether it succeeded), the replica's own error for req.
-// bytes is req's size (its points' WireSize and overheads). done must not block.
-func (g *groupCommit) write(peer string, w asyncWriter, req *wire.WriteReq, bytes int, done func(*wire.WriteResp, error)) {
-	qw := queuedWrite{req: req, bytes: bytes, done: done}
+// bytes is req's size (its points' WireSize and overheads); body, if not nil, its
+// encoding, sent as it is when req goes alone. done must not block.
+func (g *groupCommit) write(peer string, w asyncWriter, req *wire.WriteReq, body []byte, bytes int, done func(*wire.WriteResp, error)) {
+	qw := queuedWrite{req: req, body: body, bytes: bytes, done: done}
 	g.mu.Lock()
 	q := g.peers[peer]
 	if q == nil {
@@ -109,14 +111,14 @@ func (g *groupCommit) flushLocked(peer string, w asyncWriter, q *peerQueue) {
 // send writes a group as one request and, when it answers, hands each write its
 // outcome and sends what queued meanwhile.
 func (g *groupCommit) send(peer string, w asyncWriter, group []queuedWrite) {
-	req := group[0].req
+	req, body := group[0].req, group[0].body
 	if len(group) > 1 {
-		req = &wire.WriteReq{Shards: make([]wire.ShardWrite, 0, groupShards(group))}
+		req, body = &wire.WriteReq{Shards: make([]wire.ShardWrite, 0, groupShards(group))}, nil
 		for _, qw := range group {
 			req.Shards = append(req.Shards, qw.req.Shards...)
 		}
 	}
-	w.WriteAsync(req, func(resp *wire.WriteResp, err error) {
+	w.WriteAsync(req, body, func(resp *wire.WriteResp, err error) {
 		g.mu.Lock()
 		q := g.peers[peer]
 		q.inflight--
@@ -131,7 +133,7 @@ func (g *groupCommit) send(peer string, w asyncWriter, group []queuedWrite) {
 			// The replica refused the group for one write's sake (a type mismatch,
 			// say): each goes again alone, so the others are not failed with it.
 			for _, qw := range group {
-				w.WriteAsync(qw.req, qw.done)
+				w.WriteAsync(qw.req, qw.body, qw.done)
 			}
 			return
 		}

@@ -19,7 +19,7 @@ type heldWriter struct {
 	sent chan struct{} // a value per request
 }
 
-func (h *heldWriter) WriteAsync(req *wire.WriteReq, done func(*wire.WriteResp, error)) {
+func (h *heldWriter) WriteAsync(req *wire.WriteReq, _ []byte, done func(*wire.WriteResp, error)) {
 	h.mu.Lock()
 	h.reqs = append(h.reqs, req)
 	h.done = append(h.done, done)
@@ -63,7 +63,7 @@ func TestGroupCommit(t *testing.T) {
 	var wg sync.WaitGroup
 	write := func(key string) {
 		wg.Add(1)
-		g.write("p", h, oneShard(key), 10, func(_ *wire.WriteResp, err error) {
+		g.write("p", h, oneShard(key), nil, 10, func(_ *wire.WriteResp, err error) {
 			mu.Lock()
 			outcomes[key] = err
 			mu.Unlock()

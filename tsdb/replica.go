@@ -103,15 +103,18 @@ func (r remoteReplica) invoke(ctx context.Context, method string, req, resp any)
 type asyncWriter interface {
 	// WriteAsync starts Write(req) bounded by the replica's call timeout; done
 	// receives its outcome exactly once, possibly before WriteAsync returns. done
-	// must not block.
-	WriteAsync(req *wire.WriteReq, done func(*wire.WriteResp, error))
+	// must not block. body, if not nil, is req's encoding (wire.EncodeWriteReq),
+	// made once for every replica a write goes to.
+	WriteAsync(req *wire.WriteReq, body []byte, done func(*wire.WriteResp, error))
 }
 
-func (r remoteReplica) WriteAsync(req *wire.WriteReq, done func(*wire.WriteResp, error)) {
-	body, err := rpc.Encode(req)
-	if err != nil {
-		done(nil, err)
-		return
+func (r remoteReplica) WriteAsync(req *wire.WriteReq, body []byte, done func(*wire.WriteResp, error)) {
+	if body == nil {
+		var err error
+		if body, err = wire.EncodeWriteReq(req); err != nil {
+			done(nil, err)
+			return
+		}
 	}
 	r.cli.Go(r.peer.RPCAddr, wire.MethodWrite, body, r.timeout, func(out []byte, err error) {
 		if err != nil {
@@ -122,7 +125,7 @@ func (r remoteReplica) WriteAsync(req *wire.WriteReq, done func(*wire.WriteResp,
 			return
 		}
 		var resp wire.WriteResp
-		if err := rpc.Decode(out, &resp); err != nil {
+		if err := wire.DecodeWriteResp(out, &resp); err != nil {
 			// As rpc.Invoke: a bad response is no bad request of the caller's.
 			done(nil, fmt.Errorf("rpc: response of %s from %s: %v", wire.MethodWrite, r.peer.RPCAddr, err))
 			return

@@ -38,7 +38,18 @@ func handle[Req, Resp any](srv *rpc.Server, method string, h func(ctx context.Co
 // registerReplica serves a Replica over RPC: the methods a node answers as a replica of
 // shards and of series metadata.
 func registerReplica(srv *rpc.Server, r Replica) {
-	handle(srv, wire.MethodWrite, r.Write)
+	// Writes are decoded and encoded by hand (wire.DecodeWriteReq): the hot path.
+	srv.HandleDecoded(wire.MethodWrite, (*wire.WriteReq)(nil), func(ctx context.Context, b []byte) ([]byte, error) {
+		var req wire.WriteReq
+		if err := wire.DecodeWriteReq(b, &req); err != nil {
+			return nil, rpc.Errorf(CodeBadInput, "%s: %v", wire.MethodWrite, err)
+		}
+		resp, err := r.Write(ctx, &req)
+		if err != nil {
+			return nil, err
+		}
+		return wire.EncodeWriteResp(resp)
+	})
 	handle(srv, wire.MethodRead, func(ctx context.Context, req *wire.ReadReq) (*wire.ReadResp, error) {
 		resp, err := r.Read(ctx, req)
 		if err != nil {

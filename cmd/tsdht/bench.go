@@ -70,6 +70,7 @@ func benchFlags(local int, rf []int) []cli.Flag {
 		&cli.StringFlag{Name: "data", Usage: "directory for the --local nodes' data (default: a fresh temporary directory, removed afterwards)"},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object per case on stdout, progress on stderr"},
 		&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the whole run (with --local: the nodes too) to this file"},
+		&cli.StringFlag{Name: "memprofile", Usage: "write a heap profile (allocations of the whole run: go tool pprof -sample_index=alloc_space) to this file at the end"},
 		&cli.StringFlag{Name: "routing", Value: "full", Usage: "--local nodes' routing mode: full or kademlia (see tsdht node --routing)"},
 		&cli.BoolFlag{Name: "read-quorum-only", Usage: "--local nodes read a read quorum of each shard's replicas, not all (see go doc ./tsdb Config.ReadQuorumOnly)"},
 		timeoutFlag,
@@ -386,6 +387,18 @@ func runBench(run func(e *benchEnv, c *cli.Context) error) cli.ActionFunc {
 				return fmt.Errorf("--cpuprofile: %w", err)
 			}
 			defer pprof.StopCPUProfile()
+		}
+		if path := c.String("memprofile"); path != "" {
+			f, err := os.Create(path)
+			if err != nil {
+				return fmt.Errorf("--memprofile: %w", err)
+			}
+			defer f.Close()
+			defer func() {
+				if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+					e.progress("--memprofile: %v", err)
+				}
+			}()
 		}
 		return run(e, c)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math/rand"
+	"runtime"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -76,12 +77,30 @@ type RebuiltLatency struct {
 	DialEach bool `json:"rebuilt_dial_each,omitempty"`
 }
 
+// WriteCPU is the bench process's CPU time (user + system, all threads: with --local
+// the coordinator, every replica and the kernel's loopback work) spent while each
+// kind of operation ran, per operation, in µs. Background work of the idle cluster
+// (gossip, timers) runs meanwhile and is counted too; Idle says how much of it there
+// is, measured before the timed blocks.
+type WriteCPU struct {
+	Write float64 `json:"cpu_us_per_write"`
+	Floor float64 `json:"cpu_us_per_floor,omitempty"`
+	Bare  float64 `json:"cpu_us_per_bare,omitempty"`
+	// Idle is the idle cluster's CPU in µs per ms of wall time (1000: a whole core).
+	Idle float64 `json:"cpu_idle_us_per_ms"`
+	// Allocs and AllocBytes are the process's heap allocations while the writes ran,
+	// per write: what feeds the garbage collector.
+	Allocs     float64 `json:"allocs_per_write"`
+	AllocBytes float64 `json:"alloc_bytes_per_write"`
+}
+
 type writeResult struct {
 	caseInfo
 	Count       int `json:"count"`
 	WriteQuorum int `json:"write_quorum"`
 	latency
-	PointsPerS float64 `json:"points_per_s"`
+	CPU        WriteCPU `json:"cpu"`
+	PointsPerS float64  `json:"points_per_s"`
 	*FloorLatency
 	*BareLatency
 	*RebuiltLatency
@@ -149,6 +168,8 @@ func runBenchWrite(e *benchEnv, c *cli.Context) error {
 			paperMs = fmt.Sprintf("%.2f", r.PaperMs)
 		}
 		e.printf("%-6s %3d %3d %9.3f %9.3f %9.3f   %s   %s   %s   %9s\n", cs.format, cs.rf, r.WriteQuorum, r.latency.Mean, r.latency.P50, r.latency.P99, fl, bare, rebuilt, paperMs)
+		e.printf("       cpu µs per write %.0f, per floor round %.0f, per bare round %.0f (process CPU while each ran; idle cluster %.0f µs per ms); %.0f allocations, %.0f bytes per write\n",
+			r.CPU.Write, r.CPU.Floor, r.CPU.Bare, r.CPU.Idle, r.CPU.Allocs, r.CPU.AllocBytes)
 		if err := e.emit(r); err != nil {
 			return err
 		}
@@ -235,11 +256,27 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 	peers := 0
 	rbQuorum := r.WriteQuorum
 	var spent time.Duration
+	var cpuWrite, cpuFloor, cpuBare time.Duration // process CPU while each ran, timed blocks only
+	var mallocs, allocBytes uint64                // heap allocations while the writes ran
+	var ms runtime.MemStats
+	cpuSince := func(c0 time.Duration, lo int, into *time.Duration) {
+		if lo >= 0 {
+			*into += processCPU() - c0
+		}
+	}
 	for lo, hi := -warmup, 0; lo < count; lo = hi {
 		hi = min(lo+block, count)
 		if lo < 0 {
 			hi = 0 // the warm-up is a block of its own
 		}
+		if lo == 0 { // after the warm-up: what the idle cluster burns by itself
+			c0, t0 := processCPU(), time.Now()
+			time.Sleep(200 * time.Millisecond)
+			r.CPU.Idle = float64(processCPU()-c0) / float64(time.Since(t0)) * 1e3
+		}
+		runtime.ReadMemStats(&ms)
+		m0, b0 := ms.Mallocs, ms.TotalAlloc
+		c0 := processCPU()
 		for i := lo; i < hi; i++ {
 			t := time.Now()
 			stored, err := w.Put(e.ctx, key, data.Slice(warmup+i, warmup+i+1), opt)
@@ -254,6 +291,11 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 				lat = append(lat, d)
 				spent += d
 			}
+		}
+		cpuSince(c0, lo, &cpuWrite)
+		if lo >= 0 {
+			runtime.ReadMemStats(&ms)
+			mallocs, allocBytes = mallocs+ms.Mallocs-m0, allocBytes+ms.TotalAlloc-b0
 		}
 		if rebuilt != nil {
 			for i := lo; i < hi; i++ {
@@ -271,6 +313,7 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 		if fp == nil {
 			continue
 		}
+		c0 = processCPU()
 		for i := lo; i < hi; i++ {
 			k := cs.rf
 			if i >= 0 {
@@ -285,9 +328,11 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 				peers += k
 			}
 		}
+		cpuSince(c0, lo, &cpuFloor)
 		if bf == nil {
 			continue
 		}
+		c0 = processCPU()
 		for i := lo; i < hi; i++ {
 			k := cs.rf
 			if i >= 0 {
@@ -301,7 +346,11 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 				bare = append(bare, d)
 			}
 		}
+		cpuSince(c0, lo, &cpuBare)
 	}
+	us := func(d time.Duration) float64 { return float64(d) / 1e3 / float64(count) }
+	r.CPU.Write, r.CPU.Floor, r.CPU.Bare = us(cpuWrite), us(cpuFloor), us(cpuBare)
+	r.CPU.Allocs, r.CPU.AllocBytes = float64(mallocs)/float64(count), float64(allocBytes)/float64(count)
 	r.latency = summarize(lat)
 	if spent > 0 {
 		r.PointsPerS = float64(count) / spent.Seconds()

@@ -6,7 +6,8 @@
 // Messages are msgpack maps keyed by short names, so that a field can be added without
 // breaking older peers (as_array structs cannot be versioned): a cluster can run two
 // versions at once during a rolling upgrade. The names are the protocol; never reuse or
-// rename one.
+// rename one. The write path's WriteReq and WriteResp are encoded and decoded by hand
+// (writecodec.go), byte for byte as msgpack/v5 would, and fuzzed against it.
 //
 // Two levels of methods exist. Replica methods move shards and series metadata between
 // a coordinating node and the nodes that store them. Coordinator methods let a thin
