@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 )
 
-// maxInterned bounds the method names kept by internMethod: a server has a few
-// dozen methods, and a peer sending made-up names must not grow the table.
+// maxInterned bounds the method names kept by internName: a server has a few
+// dozen methods.
 const maxInterned = 128
 
 var (
@@ -14,22 +14,29 @@ var (
 	internedMu sync.Mutex                        // serialises replacements
 )
 
-// internMethod returns p as a string, the same string for the same name every
-// time once the name is known: a server decodes a method name for every
-// request, and looking it up costs no allocation where converting it would.
-// After maxInterned names, new ones are converted each time.
+// internMethod returns p as a string: the interned copy when p names a method a
+// server of this process registered (no allocation), a new string otherwise. A
+// peer sending made-up names costs itself a conversion each and never grows the
+// table.
 func internMethod(p []byte) string {
 	if m := interned.Load(); m != nil {
 		if s, ok := (*m)[string(p)]; ok {
 			return s
 		}
 	}
-	s := string(p)
+	return string(p)
+}
+
+// internName adds a registered method's name to the table (Server.Handle), up to
+// maxInterned names.
+func internName(s string) {
 	internedMu.Lock()
 	defer internedMu.Unlock()
 	old := interned.Load()
-	if old != nil && len(*old) >= maxInterned {
-		return s
+	if old != nil {
+		if _, ok := (*old)[s]; ok || len(*old) >= maxInterned {
+			return
+		}
 	}
 	next := make(map[string]string, 1+lenOf(old))
 	if old != nil {
@@ -39,7 +46,6 @@ func internMethod(p []byte) string {
 	}
 	next[s] = s
 	interned.Store(&next)
-	return s
 }
 
 func lenOf(m *map[string]string) int {

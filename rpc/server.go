@@ -109,6 +109,7 @@ func (s *Server) handle(method string, h handler) {
 	}
 	handlers[method] = h
 	s.handlers.Store(&handlers)
+	internName(method)
 }
 
 // Listen listens on addr and serves it in background goroutines until
