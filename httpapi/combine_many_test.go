@@ -22,13 +22,13 @@ type gatedManyEngine struct {
 	release chan struct{}
 }
 
-func (g *gatedManyEngine) WriteMany(ctx context.Context, ws []SeriesWrite) []WriteResult {
+func (g *gatedManyEngine) WriteMany(ctx context.Context, ws []SeriesWrite, committed func()) []WriteResult {
 	g.calls.Add(1)
 	g.first.Do(func() {
 		close(g.entered)
 		<-g.release
 	})
-	return g.NodeEngine.WriteMany(ctx, ws)
+	return g.NodeEngine.WriteMany(ctx, ws, committed)
 }
 
 // gathered waits until the group behind the WriteMany in flight holds n points.
@@ -117,7 +117,7 @@ func TestManyCombinerMergesConcurrentRequests(t *testing.T) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.inflight != 0 || c.next != nil {
+	if c.inflight != 0 || c.appending || c.next != nil {
 		t.Fatal("the combiner is still busy after every write returned")
 	}
 }
