@@ -101,9 +101,9 @@ func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt PutOpti
 }
 
 // PutManyThen is PutMany that calls committed, once, as soon as this node's own store
-// has committed its share of the write (store.CommitNotifier), before that share waits
-// for its disk sync and before the other replicas answer; or when PutManyThen returns,
-// if that comes first (no local share, an error before the write, a store without
+// has committed the write (store.CommitNotifier), before it waits for its disk sync,
+// when the write goes to this node alone; or when PutManyThen returns, if that comes
+// first (shards with replicas elsewhere, an error before the write, a store without
 // CommitNotifier). A writer that starts its next PutMany from committed keeps each
 // series' appends here in the order of its writes (in-order appends are the store's
 // cheap case) while its next write's appends overlap this one's sync. committed says
@@ -354,8 +354,8 @@ func (t *manyTally) add(items []int, peer dht.Peer, err error) {
 // writeSpans does for one series. The batch to this node is cut into up to
 // localParts parts written at once.
 //
-// committed is called once every local part is committed or has failed (at once when
-// there are none); it may be called more than once.
+// committed is called once every local part is committed or has failed when every
+// shard goes to this node alone; it may be called more than once.
 func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []shardSpan, owner []int, w int, committed func()) *manyTally {
 	t := &manyTally{spans: spans, w: w, acks: make([]int, len(spans)), fails: make([]int, len(spans)),
 		errs: make([]error, len(spans)), undecided: len(spans)}
@@ -431,7 +431,12 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 		lr, _ := r.(*localReplica)
 		var uncommitted sync.WaitGroup // local parts not yet committed
 		uncommitted.Add(len(local))
-		go func() { uncommitted.Wait(); committed() }()
+		if len(remote) == 0 {
+			// With replicas elsewhere the next write would go to them before this one
+			// is answered: smaller groups, more requests for the same points. It waits
+			// for this write's end (PutManyThen) instead.
+			go func() { uncommitted.Wait(); committed() }()
+		}
 		for _, b := range local {
 			storeWorkers.run(func() {
 				var once sync.Once
@@ -448,7 +453,7 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 				left.Done()
 			})
 		}
-	} else {
+	} else if len(remote) == 0 {
 		committed()
 	}
 	// A replica refuses a request of several shards whole when it refuses one of them (a
