@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"time"
 
@@ -42,80 +41,27 @@ type SeriesResult struct {
 	Err    error
 }
 
-// localParts returns how many parts PutMany cuts a batch of the given points to this
-// node's own store into (0: a part per shard); parts are written at once, on
-// storeWorkers, each part's shards by one goroutine.
-//
-// A store that appends a request's shards in one commit and one disk sync (a
-// store.BatchAppender) gets a part per core, but no part under minLocalPartPoints
-// points: the parts' pairs are disjoint, so their appends (encoding, the pairs'
-// summaries) run on separate cores, and they wait for one shared sync (the store's
-// commits made at once share it). A store that appends shard by shard syncs once per
-// shard in a row, and there a part per shard is faster.
-func (c *Coordinator) localParts(self dht.Peer, points int) int {
+// localParts returns how many parts PutMany cuts the batch to this node's own store into
+// (0: a part per shard); parts are written at once, on storeWorkers. One part is one
+// replica request, which a store that appends a request's shards in one commit and one
+// disk sync (a store.BatchAppender) stores at the cost of about one
+// append: then one part. A store that appends shard by shard syncs once per shard in a
+// row, and there a part per shard is faster (appends made at once share their syncs).
+func (c *Coordinator) localParts(self dht.Peer) int {
 	l, ok := c.replicas.For(self).(*localReplica)
 	if !ok {
 		return 1
 	}
 	if _, batches := l.store.(store.BatchAppender); batches {
-		return max(1, min(runtime.GOMAXPROCS(0), points/minLocalPartPoints))
+		return 1
 	}
 	return 0
-}
-
-// minLocalPartPoints is the fewest points worth a part of their own (localParts): below
-// it, handing a part to another goroutine and committing it separately costs more than
-// the second core gains.
-const minLocalPartPoints = 2000
-
-// cutParts cuts items (indexes of spans) into parts contiguous runs of about equal
-// points.
-func cutParts(items []int, spans []shardSpan, parts int) [][]int {
-	if parts <= 1 || len(items) <= 1 {
-		return [][]int{items}
-	}
-	total := 0
-	for _, s := range items {
-		total += spans[s].pts.Len()
-	}
-	var out [][]int
-	lo, acc := 0, 0
-	for i, s := range items {
-		acc += spans[s].pts.Len()
-		if len(out) < parts-1 && acc*parts >= total*(len(out)+1) {
-			out = append(out, items[lo:i+1])
-			lo = i + 1
-		}
-	}
-	if lo < len(items) {
-		out = append(out, items[lo:])
-	}
-	return out
 }
 
 // PutMany writes points of many series, as Put would write each, and returns one result
 // per series, in the order of puts. A series whose shards missed their quorum because
 // replicas were unreachable is retried as Put retries (Config.WriteRetry).
 func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt PutOptions) []SeriesResult {
-	return c.PutManyThen(ctx, puts, opt, nil)
-}
-
-// PutManyThen is PutMany that calls committed, once, as soon as this node's own store
-// has committed the write (store.CommitNotifier), before it waits for its disk sync,
-// when the write goes to this node alone; or when PutManyThen returns, if that comes
-// first (shards with replicas elsewhere, an error before the write, a store without
-// CommitNotifier). A writer that starts its next PutMany from committed keeps each
-// series' appends here in the order of its writes (in-order appends are the store's
-// cheap case) while its next write's appends overlap this one's sync. committed says
-// nothing about the write's outcome: the results do, when PutManyThen returns.
-func (c *Coordinator) PutManyThen(ctx context.Context, puts []SeriesPut, opt PutOptions, committed func()) []SeriesResult {
-	var once sync.Once
-	done := func() {
-		if committed != nil {
-			once.Do(committed)
-		}
-	}
-	defer done()
 	res := make([]SeriesResult, len(puts))
 	if len(puts) == 0 {
 		return res
@@ -144,7 +90,7 @@ func (c *Coordinator) PutManyThen(ctx context.Context, puts []SeriesPut, opt Put
 	if len(spans) == 0 {
 		return res
 	}
-	t := c.writeMany(ctx, puts, spans, owner, w, done)
+	t := c.writeMany(ctx, puts, spans, owner, w)
 	// Per series: what reached quorum, and the first failure of the rest.
 	retry := make(map[int]bool)
 	for s := range spans {
@@ -353,10 +299,7 @@ func (t *manyTally) add(items []int, peer dht.Peer, err error) {
 // by size), and returns when each shard has reached quorum or can no longer reach it, as
 // writeSpans does for one series. The batch to this node is cut into up to
 // localParts parts written at once.
-//
-// committed is called once every local part is committed or has failed when every
-// shard goes to this node alone; it may be called more than once.
-func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []shardSpan, owner []int, w int, committed func()) *manyTally {
+func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []shardSpan, owner []int, w int) *manyTally {
 	t := &manyTally{spans: spans, w: w, acks: make([]int, len(spans)), fails: make([]int, len(spans)),
 		errs: make([]error, len(spans)), undecided: len(spans)}
 	for s := range spans {
@@ -383,16 +326,12 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 			remote = append(remote, b)
 			continue
 		}
-		points := 0
-		for _, s := range b.items {
-			points += spans[s].pts.Len()
+		per := 1
+		if parts := c.localParts(b.peer); parts > 0 {
+			per = (len(b.items) + parts - 1) / parts
 		}
-		parts := c.localParts(b.peer, points)
-		if parts == 0 {
-			parts = len(b.items)
-		}
-		for _, items := range cutParts(b.items, spans, parts) {
-			local = append(local, &peerBatch[int]{peer: b.peer, items: items})
+		for lo := 0; lo < len(b.items); lo += per {
+			local = append(local, &peerBatch[int]{peer: b.peer, items: b.items[lo:min(lo+per, len(b.items))]})
 		}
 	}
 	req := func(b *peerBatch[int]) *wire.WriteReq {
@@ -428,33 +367,13 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 		left.Add(len(local))
 		go func() { left.Wait(); cancel() }()
 		r := c.replicas.For(local[0].peer)
-		lr, _ := r.(*localReplica)
-		var uncommitted sync.WaitGroup // local parts not yet committed
-		uncommitted.Add(len(local))
-		if len(remote) == 0 {
-			// With replicas elsewhere the next write would go to them before this one
-			// is answered: smaller groups, more requests for the same points. It waits
-			// for this write's end (PutManyThen) instead.
-			go func() { uncommitted.Wait(); committed() }()
-		}
 		for _, b := range local {
 			storeWorkers.run(func() {
-				var once sync.Once
-				partDone := func() { once.Do(uncommitted.Done) }
-				var resp *wire.WriteResp
-				var err error
-				if lr != nil {
-					resp, err = lr.writeThen(lctx, req(b), partDone)
-				} else {
-					resp, err = r.Write(lctx, req(b))
-				}
-				partDone()
+				resp, err := r.Write(lctx, req(b))
 				locals <- fanResult[int, *wire.WriteResp]{batch: b, resp: resp, err: err}
 				left.Done()
 			})
 		}
-	} else if len(remote) == 0 {
-		committed()
 	}
 	// A replica refuses a request of several shards whole when it refuses one of them (a
 	// type conflict, a point past the retention): each of its shards then goes again
@@ -497,16 +416,4 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 		t.add(r.batch.items, r.batch.peer, r.err)
 	}
 	return t
-}
-
-// writeThen is Write that calls onCommit once the store has committed req (before it
-// waits for its disk sync), when the store says when (store.CommitNotifier); else
-// onCommit is not called.
-func (l *localReplica) writeThen(ctx context.Context, req *wire.WriteReq, onCommit func()) (*wire.WriteResp, error) {
-	cn, ok := l.store.(store.CommitNotifier)
-	if !ok || len(req.Shards) < 2 || req.Repair {
-		return l.Write(ctx, req)
-	}
-	limit := time.Now().Add(l.maxFuture + replicaClockSlack).UnixNano()
-	return l.writeBatch(func(b []store.PairAppend) error { return cn.AppendBatchThen(b, onCommit) }, req, limit)
 }
