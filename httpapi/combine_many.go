@@ -50,6 +50,9 @@ func newManyCombiner(mw ManyWriter, max int) *manyCombiner { return &manyCombine
 // arrive while a WriteMany is in flight, and returns per series of ws how many of its
 // points were stored: all of them, or none when the (combined) write failed.
 func (c *manyCombiner) write(ctx context.Context, ws []SeriesWrite) []WriteResult {
+	for i := range ws {
+		ws[i].Pts.Normalize() // sorted runs merge into a group's points in one pass
+	}
 	c.mu.Lock()
 	if c.inflight < c.max && c.next == nil {
 		// Room in flight: this request goes now; later ones gather behind it.
@@ -84,7 +87,7 @@ func (c *manyCombiner) write(ctx context.Context, ws []SeriesWrite) []WriteResul
 			g.byKey[ws[i].Key] = j
 			g.ws = append(g.ws, SeriesWrite{Key: ws[i].Key, Tags: ws[i].Tags, Pts: series.Points{Type: ws[i].Pts.Type}})
 		}
-		appendPoints(&g.ws[j].Pts, &ws[i].Pts)
+		mergePoints(&g.ws[j].Pts, &ws[i].Pts)
 		at[i] = j
 	}
 	c.mu.Unlock()
@@ -122,6 +125,19 @@ func (c *manyCombiner) write(ctx context.Context, ws []SeriesWrite) []WriteResul
 		}
 	}
 	return res
+}
+
+// mergePoints adds src's points to dst's, both sorted, keeping dst sorted; where both
+// hold a timestamp, src's value wins (the later request's, as when each request is
+// written alone). Requests mostly bring later points than the group holds: then an
+// append, otherwise a merge; either way the write has no sort to do (a stable sort of
+// the group's points took 3 % of a node's CPU under scripts/bench-http).
+func mergePoints(dst, src *series.Points) {
+	if n := dst.Len(); n == 0 || src.Len() == 0 || src.T[0] > dst.T[n-1] {
+		appendPoints(dst, src)
+		return
+	}
+	*dst = series.Merge(*dst, *src)
 }
 
 // finish ends the WriteMany in flight: the group that gathered behind it, if any, is

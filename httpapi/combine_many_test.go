@@ -173,3 +173,27 @@ func TestManyCombinerBlamesOnlyTheBadRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestMergePoints: a request's points join a group's sorted, later ones appended, earlier
+// or overlapping ones merged, the request's value winning a shared timestamp.
+func TestMergePoints(t *testing.T) {
+	pts := func(ts ...int64) series.Points {
+		var p series.Points
+		for _, x := range ts {
+			p.AppendFloat(x, float64(x))
+		}
+		return p
+	}
+	dst := series.Points{Type: series.Float}
+	for _, src := range []series.Points{pts(5, 6), pts(7, 9), pts(1, 6, 8)} {
+		if src.T[0] == 1 {
+			src.F[1] = -6 // the later request's value of t=6
+		}
+		mergePoints(&dst, &src)
+	}
+	wantT := []int64{1, 5, 6, 7, 8, 9}
+	wantF := []float64{1, 5, -6, 7, 8, 9}
+	if fmt.Sprint(dst.T) != fmt.Sprint(wantT) || fmt.Sprint(dst.F) != fmt.Sprint(wantF) {
+		t.Fatalf("merged %v %v, want %v %v", dst.T, dst.F, wantT, wantF)
+	}
+}

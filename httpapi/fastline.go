@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"fmt"
-	"math"
 	"strconv"
 
 	"github.com/influxdata/line-protocol/v2/lineprotocol"
@@ -64,7 +63,7 @@ func (p *lineParser) fast(l []byte) bool {
 	var t int64
 	if ts != nil {
 		v, ok := decimal(ts)
-		if !ok || v > math.MaxInt64/p.prec || v < math.MinInt64/p.prec {
+		if !ok || v > p.maxTS || v < p.minTS {
 			return false // the decoder's to refuse
 		}
 		t = v * p.prec
