@@ -25,6 +25,7 @@ type Mem struct {
 
 	cat   memCatalog           // catalog.go
 	tombs map[shardKey][]Range // tombstones.go
+	rollups memRollups        // rollups.go
 }
 
 // NewMem returns an empty in-memory store.
