@@ -658,19 +658,26 @@ func (r *rollups) recompute(key string, s *homeSeries, fins []int64, jlo, jhi in
 	}
 	for i := 1; i < len(r.widths); i++ {
 		w, fw := r.widths[i], r.widths[i-1]
+		// set: the windows to compute, true where a window under them changed (its
+		// record goes, complete or not). A window only passed by the front has no
+		// record yet: it is written once complete, and an idle series writes nothing.
 		set := make(map[int64]bool)
 		for t := range prev {
 			set[agg.WindowStart(t, w)] = true
 		}
 		if jlo < jhi {
 			for t := agg.WindowStart(jlo, w); t < jhi; t += w {
-				set[t] = true
+				if _, ok := set[t]; !ok {
+					set[t] = false
+				}
 			}
 		}
 		cutBelow := r.cutoff(i - 1)
 		next := make(map[int64]agg.Partial)
-		for c := range set {
-			u.Delete = append(u.Delete, spanOne(uint8(i), c))
+		for c, changed := range set {
+			if changed {
+				u.Delete = append(u.Delete, spanOne(uint8(i), c))
+			}
 			if c < s.from || c+w > s.front {
 				continue // not complete yet
 			}
@@ -713,7 +720,13 @@ func (r *rollups) recompute(key string, s *homeSeries, fins []int64, jlo, jhi in
 				u.Put = append(u.Put, store.RollupRecord{Level: uint8(i), Start: c, Value: windowValue(out)})
 			}
 		}
-		below, prev = next, set
+		changedHere := make(map[int64]bool)
+		for c, changed := range set {
+			if changed {
+				changedHere[c] = true
+			}
+		}
+		below, prev = next, changedHere
 	}
 	return nil
 }
