@@ -59,6 +59,7 @@ type rollups struct {
 	// Counters: finest-level... windows answered from rollups and from raw shards.
 	hits, misses atomic.Int64
 	pulls        atomic.Int64 // pull rounds
+	pulled       atomic.Int64 // finest windows pulled
 	dropped      atomic.Int64 // series dropped: no longer a home, or levels changed
 	started      atomic.Bool  // run was started
 
@@ -149,6 +150,7 @@ type RollupStats struct {
 	Hits    int64 // rollup windows answered from the homes
 	Misses  int64 // rollup windows the homes could not settle, aggregated from raw shards
 	Pulls   int64 // pull rounds this node ran as a home
+	Pulled  int64 // finest windows those rounds asked the raw replicas for
 	Series  int   // series this node keeps rollups of
 	Dropped int64 // series this node stopped keeping: no longer one of their homes
 }
@@ -162,7 +164,7 @@ func (c *Coordinator) RollupStats() RollupStats {
 	r.mu.RLock()
 	n := len(r.series)
 	r.mu.RUnlock()
-	return RollupStats{Hits: r.hits.Load(), Misses: r.misses.Load(), Pulls: r.pulls.Load(), Series: n, Dropped: r.dropped.Load()}
+	return RollupStats{Hits: r.hits.Load(), Misses: r.misses.Load(), Pulls: r.pulls.Load(), Pulled: r.pulled.Load(), Series: n, Dropped: r.dropped.Load()}
 }
 
 // cutoff returns the start of level i's oldest window inside its retention
@@ -596,6 +598,7 @@ func (r *rollups) pullSeries(ctx context.Context, key string) (more bool, err er
 	var got []pulled
 	if len(wins) > 0 {
 		r.pulls.Add(1)
+		r.pulled.Add(int64(len(wins)))
 		if got, err = r.pullWindows(ctx, key, wins); err != nil {
 			return false, err
 		}
@@ -672,7 +675,7 @@ func (r *rollups) recompute(key string, s *homeSeries, fins []int64, jlo, jhi in
 				}
 			}
 		}
-		cutBelow := r.cutoff(i - 1)
+		cutBelow := r.cutoff(0)
 		next := make(map[int64]agg.Partial)
 		for c, changed := range set {
 			if changed {
@@ -700,14 +703,21 @@ func (r *rollups) recompute(key string, s *homeSeries, fins []int64, jlo, jhi in
 				p, has := below[t]
 				switch {
 				case has:
-				case i == 1:
+				case i == 1 && jlo <= t && t < jhi:
+					ok = r.known0(s, t, math.MinInt64) // passed now: empty
+				case i == 1 && t >= cutBelow:
 					ok = r.known0(s, t, cutBelow)
 					p = stored[t] // no record: empty
+				case i == 1:
+					// Past the finest level's retention a missing record may have
+					// been swept: only a record still there counts.
+					p, has = stored[t]
+					ok = has && r.known0(s, t, math.MinInt64)
 				case prev[t]:
 					ok = false // changed now and not complete: its record goes
 				default:
-					p, has = stored[t]
-					ok = has && t >= cutBelow
+					p, has = stored[t] // every complete window has a record
+					ok = has
 				}
 				if ok && p.Count > 0 {
 					h := out.Hash + p.Hash

@@ -283,3 +283,53 @@ func TestRollupHomeDropsSeriesAfterMembershipChange(t *testing.T) {
 		checkAgg(t, lc.Nodes[1].Coordinator(), key, t0, t0+hour, min)
 	}
 }
+
+// rollupPulled sums the finest windows the live nodes pulled as homes.
+func rollupPulled(lc *LocalCluster) (n int64) {
+	for _, node := range lc.Nodes {
+		if node != nil {
+			n += node.Coordinator().RollupStats().Pulled
+		}
+	}
+	return n
+}
+
+// Idle stays idle: a home pulls a series' windows up to its bounds once and moves over
+// the empty rest without asking any replica; the empty windows are vouched for (every
+// level), and later passes with nothing written pull nothing, however far the horizon
+// moved.
+func TestRollupIdleSeriesPullsNothing(t *testing.T) {
+	lc := rollupCluster(t, 3, quanta.KFI)
+	ctx := context.Background()
+	rnd := rand.New(rand.NewPCG(7, 8))
+	day, hour, min := int64(24*time.Hour), int64(time.Hour), int64(time.Minute)
+	t0 := dayStart(3) + 5*hour
+	key := "roll/idle"
+	c := lc.Nodes[0].Coordinator()
+	if _, err := c.Put(ctx, key, everyPoint(t0, t0+hour, min, rnd), PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sealAll(t, lc)
+	checkAgg(t, c, key, dayStart(3), dayStart(0), day) // the homes start keeping it
+	rollUp(t, lc)
+	// Up to the bounds (the hour, rounded out to hours): at most 8 hours of minutes
+	// from the day's start per home, not the 3 days up to the horizon.
+	pulled := rollupPulled(lc)
+	if pulled == 0 || pulled > 3*8*60 {
+		t.Fatalf("%d minutes pulled by 3 homes for one hour of data 3 days ago", pulled)
+	}
+	h0, _ := rollupHits(lc)
+	checkAgg(t, c, key, dayStart(3), dayStart(0), day)
+	checkAgg(t, c, key, dayStart(1), dayStart(1)+hour, min) // empty minutes, a day later
+	if h1, _ := rollupHits(lc); h1-h0 != 3+60 {
+		t.Fatalf("%d windows from the homes, want 3 days and 60 empty minutes", h1-h0)
+	}
+	// An hour later, nothing written: the homes move on without pulling.
+	for _, n := range lc.Nodes {
+		n.rollup.now = func() time.Time { return time.Now().Add(time.Hour) }
+	}
+	rollUp(t, lc)
+	if again := rollupPulled(lc); again != pulled {
+		t.Fatalf("a pass with nothing written pulled %d windows", again-pulled)
+	}
+}
