@@ -333,3 +333,80 @@ func TestRollupIdleSeriesPullsNothing(t *testing.T) {
 		t.Fatalf("a pass with nothing written pulled %d windows", again-pulled)
 	}
 }
+
+// Rollups kept longer than the raw data keep answering once the raw quanta are dropped
+// by retention: per day and per hour (levels kept forever) the same answer as before the
+// drop; per minute, with the minutes past their own retention too, the raw path answers
+// what the raw store still holds — nothing, as `get` shows — rather than failing
+// (docs/rollups.md, "Retention per level").
+func TestRollupOutlivesRawRetention(t *testing.T) {
+	lc := startCluster(t, 3, func(i int, cfg *Config) {
+		cfg.DHT.Format = quanta.KFI
+		cfg.DHT.Quantum = 60
+		cfg.CallTimeout = 30 * time.Second
+		cfg.MaxFuture = 7 * 24 * time.Hour // a point 3 days ahead lets the test move the stores' clock
+		cfg.Rollups = RollupConfig{Enabled: true, Horizon: 3 * time.Minute, PullInterval: time.Hour,
+			Retention: []time.Duration{time.Hour, 0, 0}}
+		st, err := store.OpenPebble(filepath.Join(cfg.DHT.DataDir, "store"), store.PebbleOptions{Sync: store.SyncNone, SealInterval: -1,
+			Quantum: 60, Retention: 48 * time.Hour, EnforceInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Store = st
+	})
+	ctx := context.Background()
+	rnd := rand.New(rand.NewPCG(11, 12))
+	day, hour, min := int64(24*time.Hour), int64(time.Hour), int64(time.Minute)
+	from, to := dayStart(1), dayStart(0)
+	key := "roll/outlive"
+	c := lc.Nodes[0].Coordinator()
+	pts := everyPoint(from, to, 5*min, rnd)
+	ahead := time.Now().Add(3 * 24 * time.Hour)
+	pts.AppendFloat(ahead.UnixNano(), 1) // the stores' newest quantum, 3 days ahead
+	if _, err := c.Put(ctx, key, pts, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sealAll(t, lc)
+	checkAgg(t, c, key, from, to, day) // the homes start keeping it
+	rollUp(t, lc)
+	before := map[int64]wire.AggResult{}
+	for _, every := range []int64{day, hour} {
+		checkAgg(t, c, key, from, to, every) // from the homes, checked against the raw points
+		res, err := c.Aggregate(ctx, key, from, to, every, GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[every] = res
+	}
+	dropped := 0
+	for _, n := range lc.Nodes {
+		d, err := n.Store().(*store.Pebble).EnforceRetention(ahead) // drops the day: 2 days old then
+		if err != nil {
+			t.Fatal(err)
+		}
+		dropped += d
+	}
+	if dropped == 0 {
+		t.Fatal("raw retention dropped nothing")
+	}
+	if got, err := c.Get(ctx, key, from, to, GetOptions{}); err != nil || got.Points.Len() != 0 {
+		t.Fatalf("raw points left after retention: %d, %v", got.Points.Len(), err)
+	}
+	for _, every := range []int64{day, hour} {
+		h0, _ := rollupHits(lc)
+		res, err := c.Aggregate(ctx, key, from, to, every, GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h1, _ := rollupHits(lc); h1-h0 != (to-from)/every {
+			t.Fatalf("every %v: %d windows from the homes, want %d", time.Duration(every), h1-h0, (to-from)/every)
+		}
+		if fmt.Sprint(res) != fmt.Sprint(before[every]) {
+			t.Fatalf("every %v after the raw data was dropped:\n%v\nbefore:\n%v", time.Duration(every), res, before[every])
+		}
+	}
+	res, err := c.Aggregate(ctx, key, from, to, min, GetOptions{})
+	if err != nil || len(res.Windows) != 0 {
+		t.Fatalf("per minute, minutes and raw data both past retention: %d windows, %v", len(res.Windows), err)
+	}
+}
