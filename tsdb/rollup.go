@@ -14,9 +14,12 @@ import (
 //
 //   - A series' homes are its registry replicas (the rf nodes closest to KeyID(key)).
 //     A home keeps, per window of the finest level (1 minute by default), the merged
-//     statistics of the window's quanta and their digest, and builds the coarser levels
-//     (1 h, 1 day) from them. Recent windows, within Horizon of now, are never held:
-//     they are always answered from the raw shards.
+//     statistics of the window's quanta and their digest, and the coarser levels (1 h,
+//     1 day) merged from them, in its store (store.RollupStore, rollup_store.go), each
+//     level for its Retention; in memory only each series' head and marked windows,
+//     bounded by MaxSeries and MaxMarks. Recent windows, within Horizon of now, are
+//     never held: they are always answered from the raw shards. A home drops a series
+//     it stopped being a home of.
 //   - Pull, not push: a home pulls the per-quantum statistics from every raw replica of
 //     the window's quanta (MethodAgg, the same digests replicas compare), in the
 //     background. A window is settled when every replica that answered holds the same
