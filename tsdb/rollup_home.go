@@ -350,10 +350,12 @@ func (r *rollups) mark(req *wire.RollupMarkReq) error {
 
 // forget drops everything held of key (a later read starts it again). r.mu held.
 func (r *rollups) forget(key string) error {
-	delete(r.series, key)
 	if err := r.st.UpdateRollups(store.RollupUpdate{Key: key, Drop: true}); err != nil {
+		// Vouch for nothing meanwhile, and keep the series so that a retry drops it.
+		r.series[key] = newHomeSeries()
 		return rpc.Errorf(CodeUnavailable, "rollups of %q: the home's store: %v", key, err)
 	}
+	delete(r.series, key)
 	return nil
 }
 
