@@ -98,9 +98,14 @@ func benchRollup(b *testing.B, f quanta.Format, year bool, q quanta.Quantum) {
 	}
 	// The homes start keeping the series when first asked: one window is enough (the
 	// raw path over a year of 10 s quanta, 3 million shards, outlasts a call's deadline).
-	if _, err := cli.Agg(ctx, key, from, from+every, every, fns, wire.GetOptions{}); err != nil {
+	if _, err := lc.Nodes[0].Coordinator().Aggregate(ctx, key, from, from+every, every, GetOptions{}); err != nil {
 		b.Fatal(err)
 	}
+	series := 0
+	for _, node := range lc.Nodes {
+		series += node.Coordinator().RollupStats().Series
+	}
+	b.Logf("the homes keep %d series", series)
 	start := time.Now()
 	for range 100 { // a pass pulls at most 64 rounds per series: until one pulls nothing
 		before := rollupPulled(lc)
