@@ -326,7 +326,8 @@ func (n *Node) assemble() {
 	}
 	n.coord = newCoordinator(cfg, n.dht, n.replicas, types, n.hints, n.log)
 	if cfg.Rollups.Enabled {
-		n.rollup = newRollups(cfg.Rollups, n.coord, n.cli, n.log)
+		st, _ := n.store.(store.RollupStore) // nil: kept in memory (newRollups)
+		n.rollup = newRollups(cfg.Rollups, n.coord, n.cli, n.log, st, n.dht.Self().ID)
 		n.coord.rollup = n.rollup
 	}
 }

@@ -14,9 +14,12 @@ import (
 //
 //   - A series' homes are its registry replicas (the rf nodes closest to KeyID(key)).
 //     A home keeps, per window of the finest level (1 minute by default), the merged
-//     statistics of the window's quanta and their digest, and builds the coarser levels
-//     (1 h, 1 day) from them. Recent windows, within Horizon of now, are never held:
-//     they are always answered from the raw shards.
+//     statistics of the window's quanta and their digest, and the coarser levels (1 h,
+//     1 day) merged from them, in its store (store.RollupStore, rollup_store.go), each
+//     level for its Retention; in memory only each series' head and marked windows,
+//     bounded by MaxSeries and MaxMarks. Recent windows, within Horizon of now, are
+//     never held: they are always answered from the raw shards. A home drops a series
+//     it stopped being a home of.
 //   - Pull, not push: a home pulls the per-quantum statistics from every raw replica of
 //     the window's quanta (MethodAgg, the same digests replicas compare), in the
 //     background. A window is settled when every replica that answered holds the same
@@ -56,8 +59,33 @@ type RollupConfig struct {
 	PullInterval time.Duration
 	// MaxSeries bounds the series one home keeps rollups of; past it a home answers
 	// that it holds nothing of a new series (its aggregates come from the raw shards).
-	// A home starts keeping a series when a coordinator first asks it. Default 4096.
+	// A home starts keeping a series when a coordinator first asks it. What a home
+	// holds in memory is at most MaxSeries × (about 200 bytes + MaxMarks × about 50
+	// bytes); the windows themselves are in the store. Default 4096.
 	MaxSeries int
+	// MaxMarks bounds the finest windows of one series a home holds marked (dirty, or
+	// unsettled after a pull the replicas disagreed on) in memory; past it the home
+	// pulls everything from the oldest marked window again instead. Default 4096.
+	MaxMarks int
+	// Retention says, per level (in the order of Levels), how long a home keeps its
+	// windows; 0 keeps them forever. A window older than its level's retention is no
+	// longer answered from (reads use a coarser level or the raw shards) and is deleted
+	// from the store within 10 minutes. It is independent of the raw data's retention
+	// (store.PebbleOptions.Retention, `tsdht node --retention`): levels kept longer than
+	// the raw data keep answering for it. Default: 90 days for levels under an hour,
+	// forever for the others. Fewer entries than levels: the rest take the default.
+	Retention []time.Duration
+}
+
+// maxLevels bounds Levels.
+const maxLevels = 8
+
+// defaultRetention returns the default retention of a level of width w.
+func defaultRetention(w time.Duration) time.Duration {
+	if w < time.Hour {
+		return 90 * 24 * time.Hour
+	}
+	return 0
 }
 
 // DefaultRollupConfig returns the defaults (rollups off) for quantum q.
@@ -68,7 +96,11 @@ func DefaultRollupConfig(q quanta.Quantum) RollupConfig {
 			levels = append(levels, d)
 		}
 	}
-	return RollupConfig{Levels: levels, Horizon: max(2*time.Minute, 2*q.Duration()), PullInterval: 15 * time.Second, MaxSeries: 4096}
+	c := RollupConfig{Levels: levels, Horizon: max(2*time.Minute, 2*q.Duration()), PullInterval: 15 * time.Second, MaxSeries: 4096, MaxMarks: 4096}
+	for _, l := range levels {
+		c.Retention = append(c.Retention, defaultRetention(l))
+	}
+	return c
 }
 
 // withDefaults returns c with zero fields set to the defaults for quantum q.
@@ -86,13 +118,36 @@ func (c RollupConfig) withDefaults(q quanta.Quantum) RollupConfig {
 	if c.MaxSeries == 0 {
 		c.MaxSeries = d.MaxSeries
 	}
+	if c.MaxMarks == 0 {
+		c.MaxMarks = d.MaxMarks
+	}
+	ret := make([]time.Duration, len(c.Levels))
+	for i, l := range c.Levels {
+		if i < len(c.Retention) {
+			ret[i] = c.Retention[i]
+		} else {
+			ret[i] = defaultRetention(l)
+		}
+	}
+	c.Retention = ret
 	return c
 }
 
 // Validate reports settings that cannot work with quantum q.
 func (c RollupConfig) Validate(q quanta.Quantum) error {
-	c = c.withDefaults(q)
 	var errs []error
+	if len(c.Retention) > max(len(c.Levels), len(DefaultRollupConfig(q).Levels)) {
+		errs = append(errs, fmt.Errorf("rollups: %d retentions for fewer levels: give one per level, in the order of the levels", len(c.Retention)))
+	}
+	for _, d := range c.Retention {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("rollups: retention %v: must not be negative (0 keeps a level forever)", d))
+		}
+	}
+	c = c.withDefaults(q)
+	if len(c.Levels) > maxLevels {
+		errs = append(errs, fmt.Errorf("rollups: %d levels, at most %d", len(c.Levels), maxLevels))
+	}
 	if c.Enabled && len(c.Levels) == 0 {
 		errs = append(errs, fmt.Errorf("rollups: no level is a multiple of the quantum %v: set Rollups.Levels", q.Duration()))
 	}
@@ -104,8 +159,8 @@ func (c RollupConfig) Validate(q quanta.Quantum) error {
 			errs = append(errs, fmt.Errorf("rollups: level %v: must be a larger multiple of the level before it (%v)", l, c.Levels[i-1]))
 		}
 	}
-	if c.Horizon < 0 || c.PullInterval < 0 || c.MaxSeries < 0 {
-		errs = append(errs, errors.New("rollups: horizon, pull interval and max series must not be negative (0 takes the default)"))
+	if c.Horizon < 0 || c.PullInterval < 0 || c.MaxSeries < 0 || c.MaxMarks < 0 {
+		errs = append(errs, errors.New("rollups: horizon, pull interval, max series and max marks must not be negative (0 takes the default)"))
 	}
 	if c.Horizon > 0 && c.Horizon < 2*q.Duration() {
 		errs = append(errs, fmt.Errorf("rollups: horizon %v: must be at least two quanta (%v)", c.Horizon, 2*q.Duration()))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
@@ -32,15 +34,21 @@ const (
 )
 
 // rollups is a node's rollup machinery: the home side (the series it keeps rollups
-// of, pulled in the background) and what its coordinator needs to mark and read.
+// of, pulled in the background, their levels in the store) and what its coordinator
+// needs to mark and read.
 type rollups struct {
 	cfg    RollupConfig
 	widths []int64 // levels in ns, finest first
+	print  uint64  // levelsPrint(widths)
 	coord  *Coordinator
 	cli    *rpc.Client
 	log    *slog.Logger
+	st     store.RollupStore
+	self   string // this node's peer ID: a series whose homes leave it out is dropped
 
-	mu     sync.Mutex
+	// mu guards series and seq. Reads of the store that must agree with the marks
+	// (read) hold it shared; marks and the application of pulls hold it exclusively.
+	mu     sync.RWMutex
 	seq    uint64 // orders marks and pulls
 	series map[string]*homeSeries
 
@@ -51,48 +59,100 @@ type rollups struct {
 	// Counters: finest-level... windows answered from rollups and from raw shards.
 	hits, misses atomic.Int64
 	pulls        atomic.Int64 // pull rounds
+	pulled       atomic.Int64 // finest windows pulled
+	dropped      atomic.Int64 // series dropped: no longer a home, or levels changed
 	started      atomic.Bool  // run was started
 
 	afterPull atomic.Pointer[func()] // tests: runs between a pull's answers and their use
+	now       func() time.Time       // tests may move the clock
 
 	// pulling serialises passes: two pulls of one window must not apply out of order.
 	pulling sync.Mutex
 }
 
-// homeSeries is what a home holds of one series. The finest-level window starting at w
-// is known (settled) when from <= w, w + width <= front, and it is neither dirty nor
-// unsettled; a known window with no entry in l0 holds no point.
+// homeSeries is what a home holds of one series in memory: its head and its marks,
+// nothing per window (the windows are in the store). The finest-level window starting
+// at w is known (settled) when from <= w, w + width <= front, it is inside the level's
+// retention, and it is neither dirty nor unsettled; a known window with no record holds
+// no point. A coarser window is known when its record exists and is inside its level's
+// retention. len(dirty) + len(unsettled) <= Rollups.MaxMarks.
 type homeSeries struct {
 	started     bool
-	from, front int64                   // ns; [from, front) has been pulled
-	resetSeq    uint64                  // pulls that started before it are discarded
-	l0          map[int64]agg.Partial   // non-empty finest windows; Hash is the digest
-	dirty       map[int64]uint64        // finest window → seq of its latest mark
-	unsettled   map[int64]struct{}      // pulled, but the replicas disagreed or too few answered
-	cache       []map[int64]agg.Partial // per level ≥ 1: known windows
+	from, front int64 // ns; [from, front) has been pulled
 	typ         series.Type
+	resetSeq    uint64             // pulls that started before it are discarded
+	dirty       map[int64]uint64   // finest window → seq of its latest mark
+	unsettled   map[int64]struct{} // pulled, but the replicas disagreed or too few answered
+	away        int                // consecutive passes at which this node was not a home
+	swept       time.Time          // last retention sweep
 }
 
-func newRollups(cfg RollupConfig, coord *Coordinator, cli *rpc.Client, log *slog.Logger) *rollups {
-	return &rollups{cfg: cfg, widths: cfg.widths(), coord: coord, cli: cli, log: log,
-		series: make(map[string]*homeSeries), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-}
-
-func newHomeSeries(levels int) *homeSeries {
-	s := &homeSeries{l0: make(map[int64]agg.Partial), dirty: make(map[int64]uint64), unsettled: make(map[int64]struct{})}
-	s.cache = make([]map[int64]agg.Partial, levels)
-	for i := 1; i < levels; i++ {
-		s.cache[i] = make(map[int64]agg.Partial)
+func newRollups(cfg RollupConfig, coord *Coordinator, cli *rpc.Client, log *slog.Logger, st store.RollupStore, self string) *rollups {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	return s
+	if st == nil {
+		st = store.NewMem()
+	}
+	r := &rollups{cfg: cfg, widths: cfg.widths(), coord: coord, cli: cli, log: log, st: st, self: self, now: time.Now,
+		series: make(map[string]*homeSeries), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	r.print = levelsPrint(r.widths)
+	if err := r.load(); err != nil {
+		r.log.Warn("rollups: could not load what the store holds; those series are pulled again", "err", err)
+	}
+	return r
+}
+
+func newHomeSeries() *homeSeries {
+	return &homeSeries{dirty: make(map[int64]uint64), unsettled: make(map[int64]struct{})}
+}
+
+func (s *homeSeries) head(print uint64) []byte {
+	return encodeHead(rollupHead{Started: s.started, Type: s.typ, From: s.from, Front: s.front, Levels: print})
+}
+
+// load reads the series this home kept before a restart: heads and marks. Series
+// over MaxSeries, with unreadable heads, or written under other levels are dropped.
+func (r *rollups) load() error {
+	var drop []string
+	err := r.st.RollupHeads(func(key string, b []byte) bool {
+		h, err := decodeHead(b)
+		if err != nil || h.Levels != r.print || len(r.series) >= r.cfg.MaxSeries {
+			drop = append(drop, key)
+			return true
+		}
+		s := newHomeSeries()
+		s.started, s.typ, s.from, s.front = h.Started, h.Type, h.From, h.Front
+		r.series[key] = s
+		return true
+	})
+	r.seq = 1
+	var errs []error
+	for key, s := range r.series {
+		errs = append(errs, r.st.RollupRecords(key, markLevel, math.MinInt64, math.MaxInt64, func(w int64, v []byte) bool {
+			if len(v) == 1 && v[0] == markUnsettled {
+				s.unsettled[w] = struct{}{}
+			} else {
+				s.dirty[w] = r.seq // settled by any later pull
+			}
+			return true
+		}))
+	}
+	for _, key := range drop {
+		r.dropped.Add(1)
+		errs = append(errs, r.st.UpdateRollups(store.RollupUpdate{Key: key, Drop: true}))
+	}
+	return errors.Join(append(errs, err)...)
 }
 
 // RollupStats counts a coordinator's use of rollups.
 type RollupStats struct {
-	Hits   int64 // rollup windows answered from the homes
-	Misses int64 // rollup windows the homes could not settle, aggregated from raw shards
-	Pulls  int64 // pull rounds this node ran as a home
-	Series int   // series this node keeps rollups of
+	Hits    int64 // rollup windows answered from the homes
+	Misses  int64 // rollup windows the homes could not settle, aggregated from raw shards
+	Pulls   int64 // pull rounds this node ran as a home
+	Pulled  int64 // finest windows those rounds asked the raw replicas for
+	Series  int   // series this node keeps rollups of
+	Dropped int64 // series this node stopped keeping: no longer one of their homes
 }
 
 // RollupStats returns the coordinator's rollup counters (zero when rollups are off).
@@ -101,47 +161,39 @@ func (c *Coordinator) RollupStats() RollupStats {
 	if r == nil {
 		return RollupStats{}
 	}
-	r.mu.Lock()
+	r.mu.RLock()
 	n := len(r.series)
-	r.mu.Unlock()
-	return RollupStats{Hits: r.hits.Load(), Misses: r.misses.Load(), Pulls: r.pulls.Load(), Series: n}
+	r.mu.RUnlock()
+	return RollupStats{Hits: r.hits.Load(), Misses: r.misses.Load(), Pulls: r.pulls.Load(), Pulled: r.pulled.Load(), Series: n, Dropped: r.dropped.Load()}
 }
 
-// invalidate drops the cached coarser windows holding finest window w.
-func (r *rollups) invalidate(s *homeSeries, w int64) {
+// cutoff returns the start of level i's oldest window inside its retention
+// (math.MinInt64 when the level is kept forever).
+func (r *rollups) cutoff(i int) int64 {
+	if i >= len(r.cfg.Retention) || r.cfg.Retention[i] <= 0 {
+		return math.MinInt64
+	}
+	return agg.WindowStart(r.now().Add(-r.cfg.Retention[i]).UnixNano(), r.widths[i]) + r.widths[i]
+}
+
+// known0 reports whether finest window w is known. r.mu held.
+func (r *rollups) known0(s *homeSeries, w, cut int64) bool {
+	if !s.started || w < s.from || w+r.widths[0] > s.front || w < cut || s.dirty[w] != 0 {
+		return false
+	}
+	_, bad := s.unsettled[w]
+	return !bad
+}
+
+// coarseSpans appends the spans of the coarser windows holding finest window w.
+func (r *rollups) coarseSpans(dst []store.RollupSpan, w int64) []store.RollupSpan {
 	for i := 1; i < len(r.widths); i++ {
-		delete(s.cache[i], agg.WindowStart(w, r.widths[i]))
+		dst = append(dst, spanOne(uint8(i), agg.WindowStart(w, r.widths[i])))
 	}
+	return dst
 }
 
-// window returns level i's window at start and whether it is known. r.mu held.
-func (r *rollups) window(s *homeSeries, i int, start int64) (agg.Partial, bool) {
-	if i == 0 {
-		w := r.widths[0]
-		if !s.started || start < s.from || start+w > s.front || s.dirty[start] != 0 {
-			return agg.Partial{}, false
-		}
-		if _, bad := s.unsettled[start]; bad {
-			return agg.Partial{}, false
-		}
-		return s.l0[start], true
-	}
-	if p, ok := s.cache[i][start]; ok {
-		return p, true
-	}
-	var out agg.Partial
-	for t, end := start, start+r.widths[i]; t < end; t += r.widths[i-1] {
-		p, ok := r.window(s, i-1, t)
-		if !ok {
-			return agg.Partial{}, false
-		}
-		out = agg.Merge(out, p)
-	}
-	s.cache[i][start] = out
-	return out, true
-}
-
-// read answers a coordinator's RollupReadReq.
+// read answers a coordinator's RollupReadReq from the store.
 func (r *rollups) read(req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
 	lvl := -1
 	for i, w := range r.widths {
@@ -158,26 +210,56 @@ func (r *rollups) read(req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
 	case (req.To-req.From)/req.Width > wire.MaxRollupReadWindows || req.To-req.From < 0:
 		return nil, rpc.Errorf(wire.CodeTooLarge, "rollup read of %q: more than %d windows: ask in parts", req.Key, wire.MaxRollupReadWindows)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	if series.ValidateKey(req.Key) != nil {
+		return nil, rpc.Errorf(CodeBadInput, "rollup read: %v", series.ValidateKey(req.Key))
+	}
+	r.mu.RLock()
 	s := r.series[req.Key]
 	if s == nil {
-		if len(r.series) < r.cfg.MaxSeries {
-			r.series[req.Key] = newHomeSeries(len(r.widths))
-			r.seq++
-			select {
-			case r.kick <- struct{}{}:
-			default:
-			}
-		}
+		r.mu.RUnlock()
+		r.adopt(req.Key)
 		return &wire.RollupReadResp{}, nil
+	}
+	defer r.mu.RUnlock()
+	// The level's records in the range, ascending.
+	type rec struct {
+		start int64
+		p     agg.Partial
+	}
+	var recs []rec
+	var derr error
+	if err := r.st.RollupRecords(req.Key, uint8(lvl), req.From, req.To, func(start int64, v []byte) bool {
+		p, err := decodeWindow(v)
+		if err != nil {
+			derr = err
+			return false
+		}
+		recs = append(recs, rec{start, p})
+		return true
+	}); err != nil || derr != nil {
+		return nil, rpc.Errorf(CodeUnavailable, "rollup read of %q: the home's store: %v", req.Key, errors.Join(err, derr))
 	}
 	resp := &wire.RollupReadResp{}
 	var ws []agg.Window
 	typ := s.typ
 	open := false
+	cut := r.cutoff(lvl)
+	k := 0
 	for t := req.From; t < req.To; t += req.Width {
-		p, ok := r.window(s, lvl, t)
+		for k < len(recs) && recs[k].start < t {
+			k++
+		}
+		var p agg.Partial
+		var ok bool
+		has := k < len(recs) && recs[k].start == t
+		if has {
+			p = recs[k].p
+		}
+		if lvl == 0 {
+			ok = r.known0(s, t, cut)
+		} else {
+			ok = has && t >= cut && t >= s.from && t+req.Width <= s.front
+		}
 		if ok != open {
 			resp.Known = append(resp.Known, t)
 			open = ok
@@ -196,7 +278,28 @@ func (r *rollups) read(req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
 	return resp, nil
 }
 
-// mark applies a coordinator's RollupMarkReq.
+// adopt starts keeping a series a coordinator asked for, below MaxSeries.
+func (r *rollups) adopt(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.series[key] != nil || len(r.series) >= r.cfg.MaxSeries {
+		return
+	}
+	s := newHomeSeries()
+	if err := r.st.UpdateRollups(store.RollupUpdate{Key: key, Drop: true, Head: s.head(r.print)}); err != nil {
+		r.log.Warn("rollups: cannot store a new series", "series", key, "err", err)
+		return
+	}
+	r.series[key] = s
+	r.seq++
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// mark applies a coordinator's RollupMarkReq; the marks are in the store when it
+// returns nil.
 func (r *rollups) mark(req *wire.RollupMarkReq) error {
 	if len(req.Starts) > wire.MaxRollupMarks {
 		return rpc.Errorf(CodeBadInput, "rollup mark of %q: %d windows, at most %d: send a range", req.Key, len(req.Starts), wire.MaxRollupMarks)
@@ -209,34 +312,74 @@ func (r *rollups) mark(req *wire.RollupMarkReq) error {
 		return nil // nothing held: every later pull starts after this mark
 	}
 	if req.Reset {
-		delete(r.series, req.Key)
-		return nil
+		return r.forget(req.Key)
 	}
 	w0 := r.widths[0]
+	u := store.RollupUpdate{Key: req.Key}
 	for _, t := range req.Starts {
 		w := agg.WindowStart(t, w0)
+		if s.dirty[w] == 0 {
+			u.Put = append(u.Put, store.RollupRecord{Level: markLevel, Start: w, Value: []byte{markDirty}})
+			u.Delete = r.coarseSpans(u.Delete, w)
+		}
 		s.dirty[w] = r.seq
-		r.invalidate(s, w)
 	}
 	if req.From < req.To {
 		lo := agg.WindowStart(req.From, w0)
 		if !s.started || lo <= s.from {
-			delete(r.series, req.Key) // start over: the whole series is pulled again
-			return nil
+			return r.forget(req.Key) // start over: the whole series is pulled again
 		}
-		// Pull everything from lo again; pulls under way are discarded.
-		s.front = min(s.front, lo)
-		for w := range s.l0 {
-			if w >= lo {
-				delete(s.l0, w)
-			}
+		r.rewind(s, lo, &u)
+	}
+	if n := len(s.dirty) + len(s.unsettled); n > r.cfg.MaxMarks {
+		// Over the limit: pull everything from the oldest mark again instead.
+		lo := int64(math.MaxInt64)
+		for w := range s.dirty {
+			lo = min(lo, w)
 		}
-		for i := 1; i < len(s.cache); i++ {
-			clear(s.cache[i])
+		for w := range s.unsettled {
+			lo = min(lo, w)
 		}
-		s.resetSeq = r.seq
+		r.rewind(s, max(lo, s.from), &u)
+	}
+	if err := r.st.UpdateRollups(u); err != nil {
+		return rpc.Errorf(CodeUnavailable, "rollup mark of %q: the home's store: %v", req.Key, err)
 	}
 	return nil
+}
+
+// forget drops everything held of key (a later read starts it again). r.mu held.
+func (r *rollups) forget(key string) error {
+	if err := r.st.UpdateRollups(store.RollupUpdate{Key: key, Drop: true}); err != nil {
+		// Vouch for nothing meanwhile, and keep the series so that a retry drops it.
+		r.series[key] = newHomeSeries()
+		return rpc.Errorf(CodeUnavailable, "rollups of %q: the home's store: %v", key, err)
+	}
+	delete(r.series, key)
+	return nil
+}
+
+// rewind makes the home pull everything from finest window lo on again: the records
+// from there are deleted in u, pulls under way are discarded. r.mu held.
+func (r *rollups) rewind(s *homeSeries, lo int64, u *store.RollupUpdate) {
+	s.front = max(s.from, min(s.front, lo))
+	lo = s.front
+	for w := range s.dirty {
+		if w >= lo {
+			delete(s.dirty, w)
+		}
+	}
+	for w := range s.unsettled {
+		if w >= lo {
+			delete(s.unsettled, w)
+		}
+	}
+	u.Delete = append(u.Delete, store.RollupSpan{Level: markLevel, From: lo, To: math.MaxInt64})
+	for i, w := range r.widths {
+		u.Delete = append(u.Delete, store.RollupSpan{Level: uint8(i), From: agg.WindowStart(lo, w), To: math.MaxInt64})
+	}
+	u.Head = s.head(r.print)
+	s.resetSeq = r.seq
 }
 
 // run pulls every PullInterval, or when a read started a new series, until close.
@@ -272,18 +415,25 @@ func (r *rollups) close() {
 }
 
 // pass pulls, for every series held, what changed: until each series is caught up to
-// the horizon, has had maxRoundsPerPass rounds, or failed.
+// the horizon, has had maxRoundsPerPass rounds, or failed. It drops the series this
+// node stopped being a home of (at two passes in a row) and the windows past their
+// level's retention.
 func (r *rollups) pass(ctx context.Context) error {
 	r.pulling.Lock()
 	defer r.pulling.Unlock()
-	r.mu.Lock()
+	r.mu.RLock()
 	keys := make([]string, 0, len(r.series))
 	for k := range r.series {
 		keys = append(keys, k)
 	}
-	r.mu.Unlock()
+	r.mu.RUnlock()
 	var errs []error
 	for _, k := range keys {
+		if home, err := r.stillHome(ctx, k); err != nil || !home {
+			errs = append(errs, err)
+			continue
+		}
+		r.sweep(k)
 		for range maxRoundsPerPass {
 			more, err := r.pullSeries(ctx, k)
 			if err != nil {
@@ -298,29 +448,91 @@ func (r *rollups) pass(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	if len(errs) > 0 {
-		return errs[0]
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
+// stillHome reports whether this node is one of key's homes; a series it has not been
+// a home of at two passes in a row is dropped.
+func (r *rollups) stillHome(ctx context.Context, key string) (bool, error) {
+	if r.self == "" || r.coord == nil {
+		return true, nil
+	}
+	homes, err := r.coord.homes(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	home := slices.ContainsFunc(homes, func(p dht.Peer) bool { return p.ID == r.self })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.series[key]
+	if s == nil {
+		return false, nil
+	}
+	if home {
+		s.away = 0
+		return true, nil
+	}
+	if s.away++; s.away >= 2 {
+		r.dropped.Add(1)
+		r.log.Info("rollups: no longer a home of the series; dropping what this node kept of it", "series", key)
+		return false, r.forget(key)
+	}
+	return false, nil
+}
+
+// sweepEvery is how often a home deletes, per series, the windows past their level's
+// retention (reads stop using them at once; the sweep frees the disk).
+const sweepEvery = 10 * time.Minute
+
+func (r *rollups) sweep(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.series[key]
+	if s == nil || r.now().Sub(s.swept) < sweepEvery {
+		return
+	}
+	s.swept = r.now()
+	u := store.RollupUpdate{Key: key}
+	for i := range r.widths {
+		if cut := r.cutoff(i); cut != math.MinInt64 {
+			u.Delete = append(u.Delete, store.RollupSpan{Level: uint8(i), From: math.MinInt64, To: cut})
+		}
+	}
+	if len(u.Delete) > 0 {
+		if err := r.st.UpdateRollups(u); err != nil {
+			r.log.Warn("rollups: retention sweep failed", "series", key, "err", err)
+		}
+	}
+}
+
+// maxJumpTop bounds, in windows of the coarsest level, how far one round moves a front
+// over windows the series' bounds show empty (a round recomputes the coarser windows
+// it passes).
+const maxJumpTop = 32
+
 // pullSeries runs one pull round of a series: its dirty and unsettled windows, then
-// the windows past its front up to the horizon, at most maxPullQuanta quanta. more
+// the windows past its front up to the horizon, at most maxPullQuanta quanta. Windows
+// past the series' catalog bounds are not pulled: they are empty (a point written
+// there later widens the bounds first, and is a late write that marks its window). more
 // says there is more to pull.
 func (r *rollups) pullSeries(ctx context.Context, key string) (more bool, err error) {
 	q := r.coord.cfg.DHT.Quantum
 	qn := q.Duration().Nanoseconds()
 	w0 := r.widths[0]
 	top := r.widths[len(r.widths)-1]
-	r.mu.Lock()
+	horizon := agg.WindowStart(r.now().Add(-r.cfg.Horizon).UnixNano(), w0)
+	r.mu.RLock()
 	s := r.series[key]
 	if s == nil {
-		r.mu.Unlock()
+		r.mu.RUnlock()
 		return false, nil
 	}
 	started := s.started
-	r.mu.Unlock()
-	if !started {
+	needFront := !started || s.front+w0 <= horizon
+	r.mu.RUnlock()
+	// The series' bounds, read at quorum before the round: windows past Last are empty.
+	emptyFrom := int64(math.MaxInt64)
+	if needFront {
 		e, err := r.coord.Entry(ctx, key)
 		if err != nil {
 			var re *rpc.RemoteError
@@ -332,15 +544,19 @@ func (r *rollups) pullSeries(ctx context.Context, key string) (more bool, err er
 		if !e.HasBounds {
 			return false, nil
 		}
-		r.mu.Lock()
-		if r.series[key] == s && !s.started {
-			s.started, s.typ = true, e.Type
-			s.from = agg.WindowStart(e.First, top)
-			s.front = s.from
+		if e.Last < math.MaxInt64-w0 {
+			emptyFrom = agg.WindowStart(e.Last, w0) + w0
 		}
-		r.mu.Unlock()
+		if !started {
+			r.mu.Lock()
+			if r.series[key] == s && !s.started {
+				s.started, s.typ = true, e.Type
+				s.from = agg.WindowStart(e.First, top)
+				s.front = s.from
+			}
+			r.mu.Unlock()
+		}
 	}
-	horizon := agg.WindowStart(time.Now().Add(-r.cfg.Horizon).UnixNano(), w0)
 	perWindow := w0 / qn
 	budget := int64(maxPullQuanta) / perWindow
 	if budget < 1 {
@@ -366,20 +582,28 @@ func (r *rollups) pullSeries(ctx context.Context, key string) (more bool, err er
 		}
 	}
 	front, hi := s.front, s.front
-	for hi+w0 <= horizon && int64(len(wins)) < budget {
+	for hi+w0 <= horizon && hi < emptyFrom && int64(len(wins)) < budget {
 		wins = append(wins, hi)
 		hi += w0
+	}
+	// Past the bounds: empty up to the horizon, without asking anyone.
+	end := hi
+	if hi >= emptyFrom && hi+w0 <= horizon {
+		end = min(horizon, agg.WindowStart(hi, top)+maxJumpTop*top)
 	}
 	r.seq++
 	pullSeq := r.seq
 	r.mu.Unlock()
-	if len(wins) == 0 {
+	if len(wins) == 0 && end == front {
 		return false, nil
 	}
-	r.pulls.Add(1)
-	got, err := r.pullWindows(ctx, key, wins)
-	if err != nil {
-		return false, err
+	var got []pulled
+	if len(wins) > 0 {
+		r.pulls.Add(1)
+		r.pulled.Add(int64(len(wins)))
+		if got, err = r.pullWindows(ctx, key, wins); err != nil {
+			return false, err
+		}
 	}
 	if f := r.afterPull.Load(); f != nil {
 		(*f)()
@@ -389,26 +613,134 @@ func (r *rollups) pullSeries(ctx context.Context, key string) (more bool, err er
 	if r.series[key] != s || pullSeq < s.resetSeq || s.front != front {
 		return true, nil // reset or rewound meanwhile: pull again
 	}
+	u := store.RollupUpdate{Key: key}
+	fresh := make(map[int64]agg.Partial, len(wins)) // finest windows settled now
+	var fins []int64                                // finest windows changed now
 	for i, w := range wins {
 		if s.dirty[w] > pullSeq {
 			continue // marked after this pull started
 		}
+		fins = append(fins, w)
+		if _, was := s.unsettled[w]; was || s.dirty[w] != 0 {
+			u.Delete = append(u.Delete, spanOne(markLevel, w))
+		}
 		delete(s.dirty, w)
-		r.invalidate(s, w)
 		if !got[i].ok {
 			s.unsettled[w] = struct{}{}
+			u.Put = append(u.Put, store.RollupRecord{Level: markLevel, Start: w, Value: []byte{markUnsettled}})
 			continue
 		}
 		delete(s.unsettled, w)
+		fresh[w] = got[i].p
 		if got[i].p.Count > 0 {
-			s.l0[w] = got[i].p
 			s.typ = got[i].p.Type
+			u.Put = append(u.Put, store.RollupRecord{Level: 0, Start: w, Value: windowValue(got[i].p)})
 		} else {
-			delete(s.l0, w)
+			u.Delete = append(u.Delete, spanOne(0, w))
 		}
 	}
-	s.front = hi
-	return hi+w0 <= horizon || len(s.dirty) > 0 && hasOlder(s.dirty, pullSeq, s.front), nil
+	s.front = end
+	if err := r.recompute(key, s, fins, hi, end, fresh, &u); err != nil {
+		return false, err
+	}
+	if len(u.Put) > 0 || len(u.Delete) > 0 {
+		u.Head = s.head(r.print)
+		if err := r.st.UpdateRollups(u); err != nil {
+			return false, err
+		}
+	}
+	return end+w0 <= horizon || len(s.dirty) > 0 && hasOlder(s.dirty, pullSeq, s.front), nil
+}
+
+// recompute puts into u, for every coarser level, the complete windows over the
+// finest windows fins and the range [jlo, jhi) (a complete window: every finer window
+// under it known), reading the finer windows from fresh (level 0, settled now), what
+// the level below computed now, or the store. r.mu held.
+func (r *rollups) recompute(key string, s *homeSeries, fins []int64, jlo, jhi int64, fresh map[int64]agg.Partial, u *store.RollupUpdate) error {
+	below, prev := fresh, make(map[int64]bool, len(fins))
+	for _, w := range fins {
+		prev[w] = true
+	}
+	for i := 1; i < len(r.widths); i++ {
+		w, fw := r.widths[i], r.widths[i-1]
+		// set: the windows to compute, true where a window under them changed (its
+		// record goes, complete or not). A window only passed by the front has no
+		// record yet: it is written once complete, and an idle series writes nothing.
+		set := make(map[int64]bool)
+		for t := range prev {
+			set[agg.WindowStart(t, w)] = true
+		}
+		if jlo < jhi {
+			for t := agg.WindowStart(jlo, w); t < jhi; t += w {
+				if _, ok := set[t]; !ok {
+					set[t] = false
+				}
+			}
+		}
+		cutBelow := r.cutoff(0)
+		next := make(map[int64]agg.Partial)
+		for c, changed := range set {
+			if changed {
+				u.Delete = append(u.Delete, spanOne(uint8(i), c))
+			}
+			if c < s.from || c+w > s.front {
+				continue // not complete yet
+			}
+			stored := make(map[int64]agg.Partial, w/fw)
+			var derr error
+			if err := r.st.RollupRecords(key, uint8(i-1), c, c+w, func(st int64, v []byte) bool {
+				p, err := decodeWindow(v)
+				if err != nil {
+					derr = err
+					return false
+				}
+				stored[st] = p
+				return true
+			}); err != nil || derr != nil {
+				return errors.Join(err, derr)
+			}
+			var out agg.Partial
+			ok := true
+			for t := c; t < c+w && ok; t += fw {
+				p, has := below[t]
+				switch {
+				case has:
+				case i == 1 && jlo <= t && t < jhi:
+					ok = r.known0(s, t, math.MinInt64) // passed now: empty
+				case i == 1 && t >= cutBelow:
+					ok = r.known0(s, t, cutBelow)
+					p = stored[t] // no record: empty
+				case i == 1:
+					// Past the finest level's retention a missing record may have
+					// been swept: only a record still there counts.
+					p, has = stored[t]
+					ok = has && r.known0(s, t, math.MinInt64)
+				case prev[t]:
+					ok = false // changed now and not complete: its record goes
+				default:
+					p, has = stored[t] // every complete window has a record
+					ok = has
+				}
+				if ok && p.Count > 0 {
+					h := out.Hash + p.Hash
+					out = agg.Merge(out, p)
+					out.Hash = h
+				}
+			}
+			if ok {
+				next[c] = out
+				u.Put = append(u.Put, store.RollupRecord{Level: uint8(i), Start: c, Value: windowValue(out)})
+			}
+		}
+		changedHere := make(map[int64]bool)
+		for c, changed := range set {
+			if changed {
+				changedHere[c] = true
+			}
+		}
+		below, prev = next, changedHere
+	}
+	return nil
 }
 
 // hasOlder reports a dirty window below front marked before seq: one the round's

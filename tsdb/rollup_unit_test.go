@@ -9,6 +9,8 @@ import (
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
@@ -42,8 +44,8 @@ func TestRollupConfigDefaultsAndValidate(t *testing.T) {
 // A home refuses reads it cannot answer with an error naming what to change, and
 // answers a series it does not hold yet with nothing known (and starts holding it).
 func TestRollupHomeReadChecks(t *testing.T) {
-	cfg := RollupConfig{Enabled: true}.withDefaults(quanta.Quantum(10))
-	r := newRollups(cfg, nil, nil, nil)
+	cfg := RollupConfig{Enabled: true, Retention: []time.Duration{0, 0, 0}}.withDefaults(quanta.Quantum(10))
+	r := newRollups(cfg, nil, nil, nil, nil, "")
 	min := int64(time.Minute)
 	for _, c := range []struct {
 		req  wire.RollupReadReq
@@ -71,7 +73,9 @@ func TestRollupHomeReadChecks(t *testing.T) {
 	// A settled window, then a mark: unknown again until pulled.
 	s := r.series["k"]
 	s.started, s.from, s.front = true, 0, 10*min
-	s.l0[2*min] = agg.Partial{Count: 1, Hash: 9}
+	if err := r.st.UpdateRollups(store.RollupUpdate{Key: "k", Put: []store.RollupRecord{{Start: 2 * min, Value: windowValue(agg.Partial{Type: series.Float, Count: 1, Hash: 9})}}}); err != nil {
+		t.Fatal(err)
+	}
 	resp, _ = r.read(&wire.RollupReadReq{Key: "k", Width: min, From: 0, To: 10 * min})
 	if len(resp.Known) != 2 || resp.Known[0] != 0 || resp.Known[1] != 10*min {
 		t.Fatalf("known %v", resp.Known)

@@ -44,6 +44,7 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "retention", Value: "0", Usage: "drop quanta that ended longer ago than this (a Go duration or days: 720h, 30d, 7d12h) and refuse writes into them; 0 keeps everything"},
 			&cli.StringFlag{Name: "max-disk", Value: "0", Usage: "disk budget of the store (512MB, 2GB, 1.5GiB or bytes; MB = 10^6, MiB = 2^20): over it the oldest quanta are dropped; 0 is unlimited. Pebble's WAL takes ~10-20 MiB of it"},
 			&cli.BoolFlag{Name: "rollups", Usage: "keep 1-minute, 1-hour and 1-day rollups of the series this node is a registry replica of and answer aggregates from them where they are exact (docs/rollups.md); the same on every node"},
+			&cli.StringFlag{Name: "rollup-retention", Usage: "how long the rollup levels are kept, one duration per level (1 minute, 1 hour, 1 day), comma-separated, 0 = forever; independent of --retention, so rollups can answer for raw data already dropped (default 90d,0,0)"},
 			&cli.DurationFlag{Name: "repair-interval", Value: 10 * time.Minute, Usage: "how often (±25%) the node compares every shard it holds with its owners; membership changes start a pass at once"},
 			&cli.Float64Flag{Name: "repair-rate", Value: 4, Usage: "MB/s of repair and hand-off work (points read and pushed, 12 bytes a point); 0 = unbounded"},
 			&cli.DurationFlag{Name: "handoff-timeout", Value: 30 * time.Second, Usage: "how long a decommission asked without a deadline may spend handing the shards off (SIGTERM keeps the data and hands nothing off)"},
@@ -96,6 +97,9 @@ func runNode(c *cli.Context) error {
 	cfg.MaxFuture = c.Duration("max-future")
 	cfg.RepairInterval = c.Duration("repair-interval")
 	cfg.Rollups.Enabled = c.Bool("rollups")
+	if cfg.Rollups.Retention, err = parseRollupRetention(c.String("rollup-retention")); err != nil {
+		return err
+	}
 	cfg.RepairRate = int64(c.Float64("repair-rate") * 1e6)
 	cfg.RepairUnthrottled = c.Float64("repair-rate") == 0
 	cfg.HandoffTimeout = c.Duration("handoff-timeout")

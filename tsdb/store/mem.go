@@ -23,8 +23,9 @@ type Mem struct {
 	points int64
 	closed bool
 
-	cat   memCatalog           // catalog.go
-	tombs map[shardKey][]Range // tombstones.go
+	cat     memCatalog           // catalog.go
+	tombs   map[shardKey][]Range // tombstones.go
+	rollups memRollups           // rollups.go
 }
 
 // NewMem returns an empty in-memory store.

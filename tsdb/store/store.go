@@ -1,8 +1,9 @@
 // Package store owns a node's local shard storage: the points of each (shard, series)
-// sorted by time, the per-series metadata that fixes a series' value type, the
-// interface the time-series server uses to reach them, whatever engine sits underneath,
-// and what the disk engine keeps and for how long: retention by age, a disk budget, and
-// refused writes instead of a dead node when the disk is full.
+// sorted by time, the per-series metadata that fixes a series' value type, the records
+// a rollup home keeps (rollups.go), the interface the time-series server uses to reach
+// them, whatever engine sits underneath, and what the disk engine keeps and for how
+// long: retention by age, a disk budget, and refused writes instead of a dead node when
+// the disk is full.
 package store
 
 import (
