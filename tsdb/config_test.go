@@ -53,6 +53,8 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{Config{Store: store.NewMem(), RF: 8}, "replication factor 8"},
 		{Config{Store: store.NewMem(), RF: 3, WriteQuorum: 4}, "write quorum 4"},
 		{Config{Store: store.NewMem(), CallTimeout: -time.Second}, "call timeout"},
+		{Config{Store: store.NewMem(), LongReadShare: 1.5}, "long read share 1.5"},
+		{Config{Store: store.NewMem(), LongReadShare: -0.1}, "long read share -0.1"},
 		{Config{}, "no store"},
 	} {
 		err := c.cfg.Validate()

@@ -46,9 +46,13 @@ type Coordinator struct {
 const maxReadRepairs = 4
 
 func newCoordinator(cfg *Config, place Placement, replicas Replicas, types *registry, h *hints, logger *slog.Logger) *Coordinator {
+	share := cfg.LongReadShare
+	if share <= 0 { // a Config that did not go through withDefaults
+		share = longReadShare
+	}
 	return &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, log: logger, cat: &catalogCoord{},
 		commits: newGroupCommit(), repairSlots: make(chan struct{}, maxReadRepairs), longReads: make(chan struct{}, maxLongReads),
-		longPace: newPacer(longReadShare, longReadBurst)}
+		longPace: newPacer(share, longReadBurst)}
 }
 
 // shardSpan is one shard of a request with the part of the request's range inside it.

@@ -36,8 +36,8 @@ import (
 // maxLongReads is how many long reads a node coordinates at once.
 const maxLongReads = 1
 
-// longReadShare is the share of wall time that a node's long reads take on average
-// once their burst is spent: 1/4 of one core.
+// longReadShare is the default share of wall time that a node's long reads take on
+// average once their burst is spent (Config.LongReadShare): 1/4 of one core.
 const longReadShare = 0.25
 
 // longReadBurst is how much page time long reads may take at full speed before

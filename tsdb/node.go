@@ -57,6 +57,12 @@ type Config struct {
 	CallTimeout time.Duration
 	// ReadConcurrency bounds the requests one read has in flight. Default 16.
 	ReadConcurrency int
+	// LongReadShare is the share of its wall time this node's long reads (gets and
+	// aggregates over more than a page of quanta) take on average once their burst
+	// is spent (longread.go): what bounds a flood of them, careless or hostile. In
+	// (0, 1]; 1 does not pace them (a node serving one trusted dashboard, tests).
+	// Default 0.25.
+	LongReadShare float64
 	// RepairInterval is how often, give or take a quarter, a node compares every shard
 	// it holds with the shard's owners and pushes what they lack. Membership changes
 	// start a pass at once. Default 10 minutes.
@@ -113,6 +119,7 @@ func DefaultConfig() Config {
 		MaxFuture:       10 * time.Minute,
 		CallTimeout:     5 * time.Second,
 		ReadConcurrency: 16,
+		LongReadShare:   longReadShare,
 		RepairInterval:  10 * time.Minute,
 		RepairSettle:    500 * time.Millisecond,
 		RepairFullEvery: 6 * time.Hour,
@@ -155,6 +162,9 @@ func (c Config) withDefaults() Config {
 	if c.ReadConcurrency == 0 {
 		c.ReadConcurrency = d.ReadConcurrency
 	}
+	if c.LongReadShare == 0 {
+		c.LongReadShare = d.LongReadShare
+	}
 	set(&c.RepairInterval, d.RepairInterval)
 	set(&c.RepairSettle, d.RepairSettle)
 	set(&c.RepairFullEvery, d.RepairFullEvery)
@@ -192,6 +202,9 @@ func (c Config) Validate() error {
 	}
 	if c.Store == nil {
 		errs = append(errs, errors.New("no store configured"))
+	}
+	if !(c.LongReadShare > 0 && c.LongReadShare <= 1) {
+		errs = append(errs, fmt.Errorf("long read share %v: must be in (0, 1] (0 takes the default, %v)", c.LongReadShare, longReadShare))
 	}
 	if c.DHT.Quantum < 1 {
 		errs = append(errs, fmt.Errorf("quantum %ds: must be at least 1s", c.DHT.Quantum))
