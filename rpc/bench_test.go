@@ -6,6 +6,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/internal/cputime"
 )
 
 // benchCall measures small calls to one peer over tr.
@@ -118,7 +120,7 @@ func BenchmarkFanOut7(b *testing.B) {
 		}
 		buf := make([]byte, len(req))
 		b.ResetTimer()
-		defer reportCPU(b, processCPU())
+		defer reportCPU(b, cputime.Process())
 		for b.Loop() {
 			for _, c := range conns {
 				if _, err := c.Write(req); err != nil {
@@ -145,7 +147,7 @@ func BenchmarkFanOut7(b *testing.B) {
 	b.Run("go", func(b *testing.B) {
 		done := make(chan error, peers)
 		b.ReportAllocs()
-		defer reportCPU(b, processCPU())
+		defer reportCPU(b, cputime.Process())
 		for b.Loop() {
 			for _, a := range addrs {
 				c.Go(a, "echo", req, 5*time.Second, func(_ []byte, err error) { done <- err })
@@ -160,7 +162,7 @@ func BenchmarkFanOut7(b *testing.B) {
 	b.Run("call", func(b *testing.B) {
 		done := make(chan error, peers)
 		b.ReportAllocs()
-		defer reportCPU(b, processCPU())
+		defer reportCPU(b, cputime.Process())
 		for b.Loop() {
 			for _, a := range addrs {
 				go func() {
@@ -183,5 +185,5 @@ func BenchmarkFanOut7(b *testing.B) {
 // client, servers and the kernel's loopback work together, which is what a round
 // costs a machine whose cores are all busy.
 func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64(processCPU()-start)/1e3/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64(cputime.Process()-start)/1e3/float64(b.N), "cpu-µs/op")
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/tsdht/tsdht/internal/mp"
 )
 
 // An envelope is what every frame carries: a msgpack array whose layout
@@ -50,17 +52,17 @@ type envelope struct {
 // appendTo appends e's msgpack encoding to dst.
 func (e *envelope) appendTo(dst []byte) []byte {
 	dst = append(dst, 0x90|envelopeFields) // fixarray
-	dst = appendUint(dst, envelopeVersion)
-	dst = appendUint(dst, uint64(e.kind))
-	dst = appendUint(dst, e.id)
+	dst = mp.AppendUint(dst, envelopeVersion)
+	dst = mp.AppendUint(dst, uint64(e.kind))
+	dst = mp.AppendUint(dst, e.id)
 	if e.kind == kindRequest {
-		dst = appendStr(dst, e.method)
-		dst = appendUint(dst, uint64(max(e.timeout, 0)))
+		dst = mp.AppendStr(dst, e.method)
+		dst = mp.AppendUint(dst, uint64(max(e.timeout, 0)))
 	} else {
-		dst = appendStr(dst, e.code)
-		dst = appendStr(dst, e.msg)
+		dst = mp.AppendStr(dst, e.code)
+		dst = mp.AppendStr(dst, e.msg)
 	}
-	return appendBin(dst, e.body)
+	return append(mp.AppendBinHeader(dst, len(e.body)), e.body...) // a nil body as an empty bin, as always
 }
 
 // decode fills e from b, which must hold exactly one envelope. e.body
@@ -124,51 +126,6 @@ func (e *envelope) decode(b []byte) error {
 		return malformed(r.off, fmt.Sprintf("%d trailing bytes after envelope", len(b)-r.off))
 	}
 	return nil
-}
-
-// The append functions write the most compact msgpack form of a value.
-
-func appendUint(dst []byte, v uint64) []byte {
-	switch {
-	case v <= 0x7f:
-		return append(dst, byte(v))
-	case v <= math.MaxUint8:
-		return append(dst, 0xcc, byte(v))
-	case v <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(dst, 0xcd), uint16(v))
-	case v <= math.MaxUint32:
-		return binary.BigEndian.AppendUint32(append(dst, 0xce), uint32(v))
-	default:
-		return binary.BigEndian.AppendUint64(append(dst, 0xcf), v)
-	}
-}
-
-func appendStr(dst []byte, s string) []byte {
-	n := len(s)
-	switch {
-	case n <= 31:
-		dst = append(dst, 0xa0|byte(n))
-	case n <= math.MaxUint8:
-		dst = append(dst, 0xd9, byte(n))
-	case n <= math.MaxUint16:
-		dst = binary.BigEndian.AppendUint16(append(dst, 0xda), uint16(n))
-	default:
-		dst = binary.BigEndian.AppendUint32(append(dst, 0xdb), uint32(n))
-	}
-	return append(dst, s...)
-}
-
-func appendBin(dst []byte, p []byte) []byte {
-	n := len(p)
-	switch {
-	case n <= math.MaxUint8:
-		dst = append(dst, 0xc4, byte(n))
-	case n <= math.MaxUint16:
-		dst = binary.BigEndian.AppendUint16(append(dst, 0xc5), uint16(n))
-	default:
-		dst = binary.BigEndian.AppendUint32(append(dst, 0xc6), uint32(n))
-	}
-	return append(dst, p...)
 }
 
 // msgReader reads the few msgpack types an envelope uses, checking every

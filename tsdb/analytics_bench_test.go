@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/cputime"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/client"
@@ -66,7 +67,7 @@ func benchAggregate(b *testing.B, span time.Duration, f quanta.Format) {
 	from, to := t0, t0+int64(span)
 	fns := []agg.Fn{agg.Mean, agg.Min, agg.Max}
 	b.Run("agg", func(b *testing.B) {
-		cpu := processCPU()
+		cpu := cputime.Process()
 		for b.Loop() {
 			tab, err := cli.Agg(ctx, "pmu/freq", from, to, minute, fns, wire.GetOptions{})
 			if err != nil || len(tab.Rows) != int(span/time.Minute) {
@@ -75,7 +76,7 @@ func benchAggregate(b *testing.B, span time.Duration, f quanta.Format) {
 		}
 		// The CPU the whole cluster spent per aggregate (background work included): a
 		// figure a loaded machine changes less than the time.
-		b.ReportMetric((processCPU()-cpu).Seconds()*1e3/float64(b.N), "cpu-ms/op")
+		b.ReportMetric((cputime.Process()-cpu).Seconds()*1e3/float64(b.N), "cpu-ms/op")
 	})
 	b.Run("get", func(b *testing.B) {
 		for b.Loop() {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/tsdht/tsdht/internal/cputime"
 	"github.com/tsdht/tsdht/internal/paperdht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb"
@@ -261,7 +262,7 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 	var ms runtime.MemStats
 	cpuSince := func(c0 time.Duration, lo int, into *time.Duration) {
 		if lo >= 0 {
-			*into += processCPU() - c0
+			*into += cputime.Process() - c0
 		}
 	}
 	for lo, hi := -warmup, 0; lo < count; lo = hi {
@@ -270,13 +271,13 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 			hi = 0 // the warm-up is a block of its own
 		}
 		if lo == 0 { // after the warm-up: what the idle cluster burns by itself
-			c0, t0 := processCPU(), time.Now()
+			c0, t0 := cputime.Process(), time.Now()
 			time.Sleep(200 * time.Millisecond)
-			r.CPU.Idle = float64(processCPU()-c0) / float64(time.Since(t0)) * 1e3
+			r.CPU.Idle = float64(cputime.Process()-c0) / float64(time.Since(t0)) * 1e3
 		}
 		runtime.ReadMemStats(&ms)
 		m0, b0 := ms.Mallocs, ms.TotalAlloc
-		c0 := processCPU()
+		c0 := cputime.Process()
 		for i := lo; i < hi; i++ {
 			t := time.Now()
 			stored, err := w.Put(e.ctx, key, data.Slice(warmup+i, warmup+i+1), opt)
@@ -313,7 +314,7 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 		if fp == nil {
 			continue
 		}
-		c0 = processCPU()
+		c0 = cputime.Process()
 		for i := lo; i < hi; i++ {
 			k := cs.rf
 			if i >= 0 {
@@ -332,7 +333,7 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 		if bf == nil {
 			continue
 		}
-		c0 = processCPU()
+		c0 = cputime.Process()
 		for i := lo; i < hi; i++ {
 			k := cs.rf
 			if i >= 0 {

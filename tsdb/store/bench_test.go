@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/cputime"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
@@ -31,8 +32,8 @@ func benchAppend(b *testing.B, mode SyncMode) {
 	b.Run("point", func(b *testing.B) {
 		p := open(b)
 		t := testStart * 1e9
-		cpu := processCPU()
-		defer func() { b.ReportMetric(float64(processCPU()-cpu)/1e3/float64(b.N), "cpu-µs/op") }()
+		cpu := cputime.Process()
+		defer func() { b.ReportMetric(float64(cputime.Process()-cpu)/1e3/float64(b.N), "cpu-µs/op") }()
 		for b.Loop() {
 			t++
 			if err := p.Append(testRef, "k", series.Points{Type: series.Float, T: []int64{t}, F: []float64{60}}); err != nil {
