@@ -43,6 +43,10 @@ func newSimulation(tb testing.TB, n int, seed uint64) *simulation {
 	// the idle timeout (2 minutes on a board) down with it, or every node
 	// keeps a connection, and its goroutines, to every peer it ever asked.
 	s.rcfg.IdleTimeout = 500 * time.Millisecond
+	// Under -race on a loaded CI machine a live router can take over a second to
+	// answer, and a lookup whose candidates all time out comes back short; down
+	// nodes fail at once on the in-memory network whatever the timeout.
+	s.cfg.QueryTimeout = 5 * time.Second
 	for range n {
 		s.addRouter(tb)
 	}
