@@ -83,10 +83,11 @@ func (c *Client) AggWindows(ctx context.Context, key string, from, to, every int
 	}
 	// Windows are aligned to the epoch, not to from: a narrower range over the same
 	// points gives the same windows.
-	from, to, err := c.Clamp(ctx, key, from, to)
+	cf, ct, err := c.Clamp(ctx, key, from, to)
 	if err != nil {
 		return err
 	}
+	from, to = widenToWindows(from, to, cf, ct, every)
 	part := aggPart(every)
 	// A window cut by a part's end is held back and merged with its rest from the next
 	// part: the points of the two parts are disjoint.
@@ -157,4 +158,25 @@ func (c *Client) Latest(ctx context.Context, keys []string, since, before int64)
 		}
 	}
 	return out, nil
+}
+
+// widenToWindows widens [cf, ct), the part of [from, to) that Clamp left, back to the
+// bounds of the windows its ends fall in, without leaving [from, to): the points and so
+// the answer are the same, and whole windows can come from rollups (rollups answer only
+// whole windows: a clamped end would leave its window to the raw shards).
+func widenToWindows(from, to, cf, ct, every int64) (int64, int64) {
+	if cf >= ct {
+		return cf, ct
+	}
+	if s := agg.WindowStart(cf, every); s > from {
+		cf = s
+	} else {
+		cf = from
+	}
+	if e := agg.WindowStart(ct-1, every); to >= math.MinInt64+every && e < to-every {
+		ct = e + every
+	} else {
+		ct = to
+	}
+	return cf, ct
 }
