@@ -56,7 +56,7 @@ type rollups struct {
 	stop chan struct{}
 	done chan struct{}
 
-	// Counters: finest-level... windows answered from rollups and from raw shards.
+	// Counters: see RollupStats.
 	hits, misses atomic.Int64
 	pulls        atomic.Int64 // pull rounds
 	pulled       atomic.Int64 // finest windows pulled
@@ -147,8 +147,8 @@ func (r *rollups) load() error {
 
 // RollupStats counts a coordinator's use of rollups.
 type RollupStats struct {
-	Hits    int64 // rollup windows answered from the homes
-	Misses  int64 // rollup windows the homes could not settle, aggregated from raw shards
+	Hits    int64 // rollup windows (of any level) answered from the homes
+	Misses  int64 // rollup windows the homes could not vouch for and no finer level covered: aggregated from raw shards
 	Pulls   int64 // pull rounds this node ran as a home
 	Pulled  int64 // finest windows those rounds asked the raw replicas for
 	Series  int   // series this node keeps rollups of

@@ -140,29 +140,28 @@ func (c *Coordinator) markHomes(ctx context.Context, key string, req *wire.Rollu
 
 // rollupAggregate answers an aggregate from the rollup homes where they agree, and
 // from the raw shards (aggregate) elsewhere. handled is false when rollups cannot help
-// (off, no level divides every, or no whole window older than the horizon): the
-// caller aggregates the raw shards then.
+// (off, no level divides every, or no whole window of a level older than the horizon):
+// the caller aggregates the raw shards then.
+//
+// The range is covered coarsest level first (rollupPlan): the whole windows of the
+// coarsest level that divides every, then at its edges the whole windows of the next
+// finer one, and so on down to the raw shards. A range ending now reads at most the
+// horizon (and the part of a finest window before it) from the raw shards, not the
+// whole last window of every; a window the homes cannot vouch for is covered by the
+// finer levels the same way.
 func (c *Coordinator) rollupAggregate(ctx context.Context, key string, from, to, every int64, opt GetOptions) (res wire.AggResult, handled bool, err error) {
 	r := c.rollup
-	if r == nil || every <= 0 {
+	if r == nil || every <= 0 || from >= to || from < math.MinInt64+every || to > math.MaxInt64-every {
 		return res, false, nil
 	}
-	width := int64(0)
-	for _, w := range r.widths {
-		if every%w == 0 {
-			width = w
+	var levels []int64 // dividing every, coarsest first
+	for i := len(r.widths) - 1; i >= 0; i-- {
+		if every%r.widths[i] == 0 {
+			levels = append(levels, r.widths[i])
 		}
 	}
-	if width == 0 || from >= to || from < math.MinInt64+every || to > math.MaxInt64-every {
-		return res, false, nil
-	}
-	// [a, b): whole windows of every, older than the horizon.
-	a := agg.WindowStart(from, every)
-	if a < from {
-		a += every
-	}
-	b := min(agg.WindowStart(to, every), agg.WindowStart(time.Now().Add(-r.cfg.Horizon).UnixNano(), every))
-	if a >= b {
+	horizon := time.Now().Add(-r.cfg.Horizon).UnixNano()
+	if len(levels) == 0 || !rollupUseful(from, to, horizon, levels) {
 		return res, false, nil
 	}
 	rq, err := c.checkGet(key, from, to, opt)
@@ -181,35 +180,57 @@ func (c *Coordinator) rollupAggregate(ctx context.Context, key string, from, to,
 	}
 	var lists [][]agg.Window
 	var raw [][2]int64 // ranges aggregated from the raw shards
-	if from < a {
-		raw = append(raw, [2]int64{from, a})
-	}
-	chunk := max(every, (wire.MaxRollupReadWindows*width)/every*every)
-	for lo := a; lo < b; {
-		hi := b
-		if b-lo > chunk {
-			hi = lo + chunk
+	down := false // too few homes answered a chunk: the rest comes from the raw shards
+	var cover func(lo, hi int64, levels []int64)
+	cover = func(lo, hi int64, levels []int64) {
+		if lo >= hi {
+			return
 		}
-		ws, bad := c.rollupChunk(ctx, key, homes, width, lo, hi, rq)
-		if len(ws) > 0 {
-			lists = append(lists, rewindow(ws, every))
+		if len(levels) == 0 || down {
+			raw = appendRange(raw, lo, hi)
+			return
 		}
-		for _, g := range bad {
-			if n := len(raw); n > 0 && raw[n-1][1] == g[0] {
-				raw[n-1][1] = g[1]
-			} else {
-				raw = append(raw, g)
+		width := levels[0]
+		a, b := wholeWindows(lo, hi, horizon, width)
+		if a >= b {
+			cover(lo, hi, levels[1:])
+			return
+		}
+		cover(lo, a, levels[1:])
+		chunk := int64(wire.MaxRollupReadWindows) * width
+		for x := a; x < b; {
+			y := b
+			if b-x > chunk {
+				y = x + chunk
 			}
+			if down {
+				raw = appendRange(raw, x, y)
+				x = y
+				continue
+			}
+			ws, bad, reached := c.rollupChunk(ctx, key, homes, width, x, y, rq)
+			if !reached {
+				// Too few homes answered: the finer levels would fare no better.
+				down = true
+				r.misses.Add((y - x) / width)
+				raw = appendRange(raw, x, y)
+				x = y
+				continue
+			}
+			if len(ws) > 0 {
+				lists = append(lists, rewindow(ws, every))
+			}
+			for _, g := range bad {
+				if len(levels) == 1 {
+					r.misses.Add((g[1] - g[0]) / width)
+				}
+				cover(g[0], g[1], levels[1:])
+			}
+			x = y
 		}
-		lo = hi
+		cover(b, hi, levels[1:])
 	}
-	if b < to {
-		if n := len(raw); n > 0 && raw[n-1][1] == b {
-			raw[n-1][1] = to
-		} else {
-			raw = append(raw, [2]int64{b, to})
-		}
-	}
+	cover(from, to, levels)
 	for _, g := range raw {
 		part, err := c.aggregate(ctx, key, g[0], g[1], every, opt, false)
 		if err != nil {
@@ -227,10 +248,44 @@ func (c *Coordinator) rollupAggregate(ctx context.Context, key string, from, to,
 	return res, true, nil
 }
 
+// wholeWindows returns [a, b): the whole windows of width inside [lo, hi) that end by
+// horizon. a >= b when there are none.
+func wholeWindows(lo, hi, horizon, width int64) (a, b int64) {
+	if lo < math.MinInt64+width || hi > math.MaxInt64-width {
+		return 0, 0
+	}
+	a = agg.WindowStart(lo, width)
+	if a < lo {
+		a += width
+	}
+	return a, min(agg.WindowStart(hi, width), agg.WindowStart(horizon, width))
+}
+
+// rollupUseful reports whether some level has a whole window in [from, to) older than
+// the horizon.
+func rollupUseful(from, to, horizon int64, levels []int64) bool {
+	for _, w := range levels {
+		if a, b := wholeWindows(from, to, horizon, w); a < b {
+			return true
+		}
+	}
+	return false
+}
+
+// appendRange appends [lo, hi) to ascending ranges, joining it to the last when they meet.
+func appendRange(rs [][2]int64, lo, hi int64) [][2]int64 {
+	if n := len(rs); n > 0 && rs[n-1][1] == lo {
+		rs[n-1][1] = hi
+		return rs
+	}
+	return append(rs, [2]int64{lo, hi})
+}
+
 // rollupChunk asks every home for the windows of width over [lo, hi) and returns those
 // a read quorum of homes agrees on — every home that answered holds the window settled
-// with the same digest — and the ranges the raw shards must answer.
-func (c *Coordinator) rollupChunk(ctx context.Context, key string, homes []dht.Peer, width, lo, hi int64, rq int) (ws []agg.Window, bad [][2]int64) {
+// with the same digest — and the ranges of the windows they could not vouch for.
+// reached is false when fewer than a read quorum of homes answered.
+func (c *Coordinator) rollupChunk(ctx context.Context, key string, homes []dht.Peer, width, lo, hi int64, rq int) (ws []agg.Window, bad [][2]int64, reached bool) {
 	req := &wire.RollupReadReq{Key: key, Width: width, From: lo, To: hi}
 	type view struct {
 		known []int64
@@ -265,10 +320,9 @@ func (c *Coordinator) rollupChunk(ctx context.Context, key string, homes []dht.P
 		}
 	}
 	if len(views) < min(rq, len(homes)) {
-		r.misses.Add((hi - lo) / width)
-		return nil, [][2]int64{{lo, hi}}
+		return nil, nil, false
 	}
-	var hits, misses int64
+	var hits int64
 	for t := lo; t < hi; t += width {
 		ok := true
 		var got *agg.Window
@@ -294,7 +348,6 @@ func (c *Coordinator) rollupChunk(ctx context.Context, key string, homes []dht.P
 			}
 		}
 		if !ok {
-			misses++
 			addBad(t)
 			continue
 		}
@@ -306,8 +359,7 @@ func (c *Coordinator) rollupChunk(ctx context.Context, key string, homes []dht.P
 		}
 	}
 	r.hits.Add(hits)
-	r.misses.Add(misses)
-	return ws, bad
+	return ws, bad, true
 }
 
 // rewindow merges ascending windows into windows of width every, a multiple of theirs.

@@ -69,3 +69,43 @@ func TestRollupEveryWindowFromHomes(t *testing.T) {
 		}
 	}
 }
+
+// A range that ends now is covered coarsest level first: the whole days from the day
+// level, today's whole hours older than the horizon from the hour level, the minutes
+// after them from the minute level, and only the horizon from the raw shards.
+func TestRollupRangeToNowUsesEveryLevel(t *testing.T) {
+	lc := rollupCluster(t, 5, quanta.QFI)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(5, 6))
+	day, hour, minute := int64(24*time.Hour), int64(time.Hour), int64(time.Minute)
+	horizon := int64(3 * time.Minute) // rollupCluster's
+	t0 := dayStart(3)
+	now := time.Now().UnixNano()
+	if _, err := lc.Nodes[0].Coordinator().Put(ctx, "roll/now", everyPoint(t0, now, 3*minute+7, r), PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	checkAgg(t, lc.Nodes[1].Coordinator(), "roll/now", t0, t0+day, day) // the homes start keeping it
+	sealAll(t, lc)
+	for range 20 {
+		before := rollupPulled(lc)
+		rollUp(t, lc)
+		if rollupPulled(lc) == before {
+			break
+		}
+	}
+	// What the levels can answer of [t0, at): the days, today's hours and the minutes
+	// after them, all older than the horizon.
+	levelWindows := func(at int64) int64 {
+		edge := at - horizon
+		d, h := agg.WindowStart(edge, day), agg.WindowStart(edge, hour)
+		return (d-t0)/day + (h-d)/hour + (agg.WindowStart(edge, minute)-h)/minute
+	}
+	before := levelWindows(time.Now().UnixNano())
+	h0, _ := rollupHits(lc)
+	checkAgg(t, lc.Nodes[2].Coordinator(), "roll/now", t0, time.Now().UnixNano()+1, day)
+	h, _ := rollupHits(lc)
+	after := levelWindows(time.Now().UnixNano())
+	if got := h - h0; got < before || got > after {
+		t.Errorf("%d windows from the homes; want %d to %d (days, today's hours, then minutes)", got, before, after)
+	}
+}
