@@ -180,7 +180,7 @@ func (c *Coordinator) rollupAggregate(ctx context.Context, key string, from, to,
 	}
 	var lists [][]agg.Window
 	var raw [][2]int64 // ranges aggregated from the raw shards
-	down := false // too few homes answered a chunk: the rest comes from the raw shards
+	down := false      // too few homes answered a chunk: the rest comes from the raw shards
 	var cover func(lo, hi int64, levels []int64)
 	cover = func(lo, hi int64, levels []int64) {
 		if lo >= hi {
