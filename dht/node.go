@@ -159,6 +159,7 @@ func (n *Node) Start() error {
 	}
 	ml, err := memberlist.Create(mlc)
 	if err != nil {
+		mlc.Transport.Shutdown()
 		return fmt.Errorf("dht: starting memberlist on %s: %w", n.cfg.GossipAddr, err)
 	}
 	// Create completed mlc: with port 0 it holds the port that was bound.
@@ -239,6 +240,14 @@ func (n *Node) memberlistConfig() (*memberlist.Config, error) {
 	d := delegate{n}
 	c.Delegate, c.Events, c.Alive, c.Merge = d, d, d, d
 	c.Logger = log.New(memberlistLog{n}, "", 0)
+	// Last: the listeners are bound once nothing above can fail. The caller shuts
+	// the transport down if memberlist does not start.
+	t, err := newGossipTransport(ip.IP, port, c.Logger)
+	if err != nil {
+		return nil, err
+	}
+	c.Transport = t
+	c.BindPort, c.AdvertisePort = t.Port(), t.Port()
 	return c, nil
 }
 
