@@ -47,6 +47,7 @@ type Node struct {
 	// until the old entry is dead and DeadNodeReclaimTime has passed.
 	staleSelf  atomic.Bool
 	gossipAddr atomic.Pointer[string] // advertised, once started
+	compatible compatCache            // members' metadata checkCompatible accepted
 
 	// changed wakes the loop after memberlist reported a change; buffered
 	// 1, so that a burst of events costs one pass.
