@@ -21,6 +21,10 @@
 // replica set is never computed from one routing table alone: buckets overflow
 // past about forty nodes, and two nodes would then disagree.
 //
+// Memberlist talks over the node's own transport (gossip_transport.go): UDP
+// packets and TCP streams on the gossip address, each packet read into one
+// buffer and handed over as a copy of its own size.
+//
 // With a cluster key (Config.ClusterKey) memberlist encrypts and
 // authenticates all gossip with a key derived from it, so only nodes that
 // hold it can join or learn the members; rpc does its own proof. In kademlia

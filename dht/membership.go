@@ -10,6 +10,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/memberlist"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -250,8 +251,50 @@ var ErrIncompatible = errors.New("this node's configuration differs from the clu
 const incompatibleNode = "incompatible node "
 
 // checkCompatible says why the node named name, with metadata meta, cannot be
-// in this node's cluster, or returns nil.
+// in this node's cluster, or returns nil. A (name, metadata) pair it accepted once
+// is accepted again without decoding: memberlist asks for every alive message it
+// receives, gossip and state exchanges included, and decoding the metadata (a peer
+// ID, a base58 name) each time was a good part of an idle cluster's allocations.
 func (n *Node) checkCompatible(name string, meta []byte) error {
+	if n.compatible.accepted(name, meta) {
+		return nil
+	}
+	if err := n.checkMeta(name, meta); err != nil {
+		return err
+	}
+	n.compatible.accept(name, meta)
+	return nil
+}
+
+// compatCache holds the (name, metadata) pairs checkCompatible accepted, at most
+// compatCacheMax: past that it starts again empty.
+type compatCache struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// compatCacheMax bounds the cache; a cluster's members and their metadata
+// versions (leaving, stopping) fit many times over.
+const compatCacheMax = 4096
+
+func (c *compatCache) accepted(name string, meta []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	have, ok := c.m[name]
+	return ok && have == string(meta)
+}
+
+func (c *compatCache) accept(name string, meta []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= compatCacheMax {
+		c.m = make(map[string]string)
+	}
+	c.m[name] = string(meta)
+}
+
+// checkMeta is checkCompatible without the cache.
+func (n *Node) checkMeta(name string, meta []byte) error {
 	p, m, err := decodeMeta(meta)
 	if err != nil {
 		return fmt.Errorf(incompatibleNode+"%s: %w", name, err)

@@ -78,3 +78,38 @@ func FuzzDecodeMeta(f *testing.F) {
 		}
 	})
 }
+
+// checkCompatible remembers what it accepted, and only that: the same member with
+// other metadata is checked again, and a refusal is never remembered.
+func TestCheckCompatibleCache(t *testing.T) {
+	n := &Node{cfg: Config{Quantum: 10, Format: quanta.QFI, Routing: RoutingFull}}
+	p := testPeers(t, 1, 4)[0]
+	name := memberlistName(p.PeerID())
+	good := encodeMeta(p, Meta{Protocol: ProtocolVersion, Quantum: 10, Format: quanta.QFI, Routing: RoutingFull})
+	leaving := encodeMeta(p, Meta{Protocol: ProtocolVersion, Quantum: 10, Format: quanta.QFI, Routing: RoutingFull, Leaving: true})
+	bad := encodeMeta(p, Meta{Protocol: ProtocolVersion, Quantum: 60, Format: quanta.QFI, Routing: RoutingFull})
+	for range 2 {
+		if err := n.checkCompatible(name, good); err != nil {
+			t.Fatalf("compatible member refused: %v", err)
+		}
+	}
+	if !n.compatible.accepted(name, good) {
+		t.Fatal("an accepted member was not remembered")
+	}
+	if err := n.checkCompatible(name, bad); err == nil || !strings.Contains(err.Error(), "quantum") {
+		t.Fatalf("same member, another quantum: %v, want a refusal naming the quantum", err)
+	}
+	if n.compatible.accepted(name, bad) {
+		t.Fatal("a refused metadata was remembered")
+	}
+	if err := n.checkCompatible(name, leaving); err != nil {
+		t.Fatalf("metadata saying it leaves: %v", err)
+	}
+	if err := n.checkCompatible("someone-else", good); err == nil {
+		t.Fatal("metadata under another member's name accepted")
+	}
+	allocs := testing.AllocsPerRun(100, func() { n.checkCompatible(name, leaving) })
+	if allocs != 0 {
+		t.Errorf("checking a remembered member allocates %v times, want 0", allocs)
+	}
+}

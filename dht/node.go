@@ -47,6 +47,7 @@ type Node struct {
 	// until the old entry is dead and DeadNodeReclaimTime has passed.
 	staleSelf  atomic.Bool
 	gossipAddr atomic.Pointer[string] // advertised, once started
+	compatible compatCache            // members' metadata checkCompatible accepted
 
 	// changed wakes the loop after memberlist reported a change; buffered
 	// 1, so that a burst of events costs one pass.
@@ -159,6 +160,7 @@ func (n *Node) Start() error {
 	}
 	ml, err := memberlist.Create(mlc)
 	if err != nil {
+		mlc.Transport.Shutdown()
 		return fmt.Errorf("dht: starting memberlist on %s: %w", n.cfg.GossipAddr, err)
 	}
 	// Create completed mlc: with port 0 it holds the port that was bound.
@@ -239,6 +241,14 @@ func (n *Node) memberlistConfig() (*memberlist.Config, error) {
 	d := delegate{n}
 	c.Delegate, c.Events, c.Alive, c.Merge = d, d, d, d
 	c.Logger = log.New(memberlistLog{n}, "", 0)
+	// Last: the listeners are bound once nothing above can fail. The caller shuts
+	// the transport down if memberlist does not start.
+	t, err := newGossipTransport(ip.IP, port, c.Logger)
+	if err != nil {
+		return nil, err
+	}
+	c.Transport = t
+	c.BindPort, c.AdvertisePort = t.Port(), t.Port()
 	return c, nil
 }
 

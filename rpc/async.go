@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 )
 
@@ -14,13 +13,14 @@ import (
 //
 // While a connection to addr is up, a Go call costs no goroutine and no
 // context: the request is queued on the connection's sender, the response is
-// handed to done by the connection's reader, and a timer fails the call with
-// context.DeadlineExceeded when timeout passes. A coordinator that writes to
+// handed to done by the connection's reader, and the connection's one expiry
+// timer (armed for the earliest deadline of its pending Go calls, not one timer
+// per call) fails the call with context.DeadlineExceeded when timeout passes. A coordinator that writes to
 // seven replicas at once pays seven of these instead of seven goroutines and
 // fourteen contexts. When there is no connection yet (it must be dialed), or
 // its send queue is full, the call runs as a Call in a goroutine of its own.
 //
-// done runs on the connection's reader goroutine, a timer's goroutine or a
+// done runs on the connection's reader goroutine, the timer's goroutine or a
 // call's own goroutine, never on the caller's: it must not block (hand the
 // outcome to a buffered channel) and must not call the Client synchronously
 // in a way that waits for another response.
@@ -42,14 +42,13 @@ func (c *Client) Go(addr, method string, req []byte, timeout time.Duration, done
 		go g.finish(nil, err) // done never runs on the caller's goroutine
 		return
 	}
+	// Registering arms the connection's expiry for the deadline: on the direct
+	// path the response may arrive (and take the waiter) before trySend returns.
 	if err := cc.register(g.id, waiter{call: g}); err != nil {
 		c.release(cc)
 		g.slow() // the connection broke before anything was sent: redial
 		return
 	}
-	// The timer first: on the direct path the response may arrive (and take
-	// the waiter) before trySend returns.
-	g.timer.Store(time.AfterFunc(time.Until(g.deadline), g.expire))
 	if cc.out.trySend(frame) {
 		return
 	}
@@ -58,7 +57,6 @@ func (c *Client) Go(addr, method string, req []byte, timeout time.Duration, done
 	default:
 		// The sender is behind: wait for room as Call does, in a goroutine.
 		if _, ok := cc.take(g.id); ok {
-			g.timer.Load().Stop()
 			c.release(cc)
 			g.slow()
 		}
@@ -75,19 +73,29 @@ type goCall struct {
 	deadline time.Time
 	done     func(resp []byte, err error)
 
-	cc    *clientConn // the connection it went out on; nil on the slow path
-	id    uint64
-	timer atomic.Pointer[time.Timer] // fails the call at deadline
+	cc *clientConn // the connection it went out on; nil on the slow path
+	id uint64
 }
 
 // finish hands done the outcome, errors other than the peer's own wrapped
 // with the method and address, as Call does.
 func (g *goCall) finish(resp []byte, err error) {
-	var remote *RemoteError
-	if err != nil && !errors.As(err, &remote) {
-		err = fmt.Errorf("rpc call %s to %s: %w", g.method, g.addr, err)
+	if err != nil {
+		err = wrapCallError(g.method, g.addr, err)
 	}
 	g.done(resp, err)
+}
+
+// wrapCallError wraps err, unless it is the peer's own *RemoteError, with the
+// method and address. A function of its own: the *RemoteError that errors.As
+// fills escapes, and declared in the caller it cost every successful call an
+// allocation.
+func wrapCallError(method, addr string, err error) error {
+	var remote *RemoteError
+	if errors.As(err, &remote) {
+		return err
+	}
+	return fmt.Errorf("rpc call %s to %s: %w", method, addr, err)
 }
 
 // slow runs the call as a Call in a goroutine of its own, bounded by the
@@ -101,12 +109,9 @@ func (g *goCall) slow() {
 	}()
 }
 
-// deliver receives the call's result from the connection (its reader, or
-// fail), or from expire.
+// deliver receives the call's result from the connection: its reader, fail,
+// or its expiry.
 func (g *goCall) deliver(r result) {
-	if t := g.timer.Load(); t != nil {
-		t.Stop()
-	}
 	g.c.release(g.cc)
 	// As in call: a connection the server closed as idle, or that broke
 	// before the request went out, never ran it; try once more.
@@ -115,13 +120,6 @@ func (g *goCall) deliver(r result) {
 		return
 	}
 	g.finish(r.body, r.err)
-}
-
-// expire fails the call when its deadline passes, unless it was answered.
-func (g *goCall) expire() {
-	if w, ok := g.cc.take(g.id); ok {
-		w.deliver(result{err: context.DeadlineExceeded})
-	}
 }
 
 // ready returns the connection to addr, counted as used until release, if

@@ -139,3 +139,59 @@ func TestGoFrameTooLarge(t *testing.T) {
 		t.Errorf("oversized request: %v, want ErrFrameTooLarge", r.err)
 	}
 }
+
+// One expiry timer serves every Go call of a connection: a call with a short
+// timeout started after one with a long timeout still fails at its own deadline
+// (the timer is brought forward), the timer re-arms for calls still pending after
+// it fired, and no call fails before its deadline.
+func TestGoExpiryPerConnection(t *testing.T) {
+	for _, nw := range networks() {
+		t.Run(nw.name, func(t *testing.T) {
+			_, addr := startServer(t, nw.server, nw.addr, Config{}, map[string]HandlerFunc{"echo": echo, "block": block})
+			c := newClient(t, nw.client, Config{})
+			startGo(c, addr, "echo", nil, 0).wait(t) // connected: the calls below take the direct path
+
+			const long, short = 3 * time.Second, 50 * time.Millisecond
+			start := time.Now()
+			slow := startGo(c, addr, "block", nil, long)
+			quick := startGo(c, addr, "block", nil, short)
+			quick.wait(t)
+			if !errors.Is(quick.err, context.DeadlineExceeded) {
+				t.Fatalf("short call: %v, want DeadlineExceeded", quick.err)
+			}
+			if took := time.Since(start); took < short || took >= long {
+				t.Fatalf("short call failed after %v: want its own deadline (%v), not before it nor at the long call's (%v)", took, short, long)
+			}
+			select {
+			case <-slow.done:
+				t.Fatalf("the long call ended with the short one: %v", slow.err)
+			default:
+			}
+			// The timer fired for the short call: it must come back for a
+			// later short call, and answered calls are unaffected.
+			second := time.Now()
+			again := startGo(c, addr, "block", nil, short)
+			ok := startGo(c, addr, "echo", []byte("still"), long)
+			ok.wait(t)
+			if ok.err != nil || string(ok.resp) != "still" {
+				t.Fatalf("echo beside blocked calls: %q, %v", ok.resp, ok.err)
+			}
+			again.wait(t)
+			if !errors.Is(again.err, context.DeadlineExceeded) || time.Since(second) >= long {
+				t.Fatalf("second short call: %v after %v", again.err, time.Since(second))
+			}
+			slow.wait(t)
+			if !errors.Is(slow.err, context.DeadlineExceeded) {
+				t.Fatalf("long call: %v, want DeadlineExceeded", slow.err)
+			}
+			if took := time.Since(start); took < long {
+				t.Fatalf("long call failed after %v, before its deadline (%v)", took, long)
+			}
+			for _, r := range []*goResult{slow, quick, again, ok} {
+				if n := r.calls.Load(); n != 1 {
+					t.Fatalf("done ran %d times", n)
+				}
+			}
+		})
+	}
+}

@@ -66,9 +66,8 @@ func (c *Client) Call(ctx context.Context, addr, method string, req []byte) ([]b
 		defer cancel()
 	}
 	resp, err := c.call(ctx, addr, method, req)
-	var remote *RemoteError
-	if err != nil && !errors.As(err, &remote) {
-		err = fmt.Errorf("rpc call %s to %s: %w", method, addr, err)
+	if err != nil {
+		err = wrapCallError(method, addr, err)
 	}
 	return resp, err
 }
@@ -237,6 +236,12 @@ type clientConn struct {
 	pending map[uint64]waiter // calls waiting for a response, by request ID
 	err     error             // why the conn broke; nil while it works
 	done    chan struct{}     // closed when it broke
+	// expiry fails the pending Go calls whose deadline passed. One timer per
+	// connection, armed for the earliest deadline among them (expiryAt; zero
+	// while unarmed), instead of one per call: a timer per call was an
+	// allocation and two timer-heap operations for every replica of a write.
+	expiry   *time.Timer
+	expiryAt time.Time
 }
 
 type result struct {
@@ -313,7 +318,60 @@ func (cc *clientConn) register(id uint64, w waiter) error {
 		return fmt.Errorf("%w (%w)", cc.err, errNotSent)
 	}
 	cc.pending[id] = w
+	if w.call != nil {
+		cc.armExpiry(w.call.deadline)
+	}
 	return nil
+}
+
+// armExpiry makes the expiry fire at deadline d at the latest. Called with cc.mu
+// held. While calls with later deadlines follow one another (the usual case: one
+// timeout for all), it costs a comparison.
+func (cc *clientConn) armExpiry(d time.Time) {
+	if !cc.expiryAt.IsZero() && !cc.expiryAt.After(d) {
+		return
+	}
+	cc.expiryAt = d
+	if cc.expiry == nil {
+		cc.expiry = time.AfterFunc(time.Until(d), cc.expire)
+	} else {
+		cc.expiry.Reset(time.Until(d))
+	}
+}
+
+// expire runs from the expiry timer: it fails every pending Go call whose
+// deadline has passed with context.DeadlineExceeded and arms the timer for the
+// earliest deadline left. It scans the pending calls once per firing, and the
+// timer fires about once per call timeout while calls are under way.
+func (cc *clientConn) expire() {
+	now := time.Now()
+	var late []waiter
+	cc.mu.Lock()
+	if cc.pending == nil || now.Before(cc.expiryAt) {
+		// The conn broke (fail told every call), or a Reset to a later time
+		// overtook this run: the timer fires again when it is due.
+		cc.mu.Unlock()
+		return
+	}
+	cc.expiryAt = time.Time{}
+	var next time.Time
+	for id, w := range cc.pending {
+		switch {
+		case w.call == nil: // a Call waits on its own context
+		case !now.Before(w.call.deadline):
+			delete(cc.pending, id)
+			late = append(late, w)
+		case next.IsZero() || w.call.deadline.Before(next):
+			next = w.call.deadline
+		}
+	}
+	if !next.IsZero() {
+		cc.armExpiry(next)
+	}
+	cc.mu.Unlock()
+	for _, w := range late {
+		w.deliver(result{err: context.DeadlineExceeded})
+	}
 }
 
 // take removes and returns the waiter of id, if it still waits: whoever takes
@@ -397,6 +455,9 @@ func (cc *clientConn) fail(reason error) {
 	pending := cc.pending
 	cc.pending = nil
 	close(cc.done)
+	if cc.expiry != nil {
+		cc.expiry.Stop()
+	}
 	cc.mu.Unlock()
 
 	for _, w := range pending {

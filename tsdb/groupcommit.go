@@ -23,6 +23,10 @@ const (
 	// maxGroupShards bounds the shards of one grouped request; the request's bytes are
 	// bounded by maxRequestBytes as well.
 	maxGroupShards = 256
+	// maxIdleQueues is how many peers' queues stay when they fall idle: a lone
+	// writer's next write to a peer finds its queue instead of allocating one. Past
+	// it, idle queues go.
+	maxIdleQueues = 1024
 )
 
 // groupCommit queues writes per peer.
@@ -124,12 +128,11 @@ func (g *groupCommit) send(peer string, w asyncWriter, group []queuedWrite) {
 		q.inflight--
 		if len(q.waiting) > 0 {
 			g.flushLocked(peer, w, q)
-		} else if q.inflight == 0 {
+		} else if q.inflight == 0 && len(g.peers) > maxIdleQueues {
 			delete(g.peers, peer)
 		}
 		g.mu.Unlock()
-		var re *rpc.RemoteError
-		if len(group) > 1 && errors.As(err, &re) {
+		if len(group) > 1 && refused(err) {
 			// The replica refused the group for one write's sake (a type mismatch,
 			// say): each goes again alone, so the others are not failed with it.
 			for _, qw := range group {
@@ -141,4 +144,15 @@ func (g *groupCommit) send(peer string, w asyncWriter, group []queuedWrite) {
 			qw.done(resp, err)
 		}
 	})
+}
+
+// refused reports whether err is the replica's own answer (an *rpc.RemoteError). A
+// function of its own: the target errors.As fills escapes, and declared in the
+// callback it cost every write an allocation.
+func refused(err error) bool {
+	if err == nil {
+		return false
+	}
+	var re *rpc.RemoteError
+	return errors.As(err, &re)
 }

@@ -109,8 +109,10 @@ func TestGroupCommit(t *testing.T) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.peers) != 0 {
-		t.Errorf("%d peer queues left after every write answered", len(g.peers))
+	for peer, q := range g.peers { // an idle queue stays, for the peer's next write
+		if q.inflight != 0 || len(q.waiting) != 0 || q.timer != nil {
+			t.Errorf("peer %s: %d requests in flight, %d writes waiting, timer %v after every write answered", peer, q.inflight, len(q.waiting), q.timer != nil)
+		}
 	}
 }
 
@@ -152,5 +154,29 @@ func TestConcurrentSinglePointWrites(t *testing.T) {
 			}
 			requireSame(t, sixtyHz(t0, points), res.Points)
 		}
+	}
+}
+
+// A peer's queue stays when it falls idle, for its next write, but no more than
+// maxIdleQueues of them do.
+func TestGroupCommitIdleQueuesBounded(t *testing.T) {
+	g := newGroupCommit()
+	h := &heldWriter{sent: make(chan struct{}, 1)}
+	for i := range maxIdleQueues + 50 {
+		done := make(chan error, 1)
+		g.write(fmt.Sprint("peer-", i), h, oneShard("k"), nil, 10, func(_ *wire.WriteResp, err error) { done <- err })
+		h.await(t)
+		h.answer(t, i, nil)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n := len(g.peers); n == 0 || n > maxIdleQueues+1 {
+		t.Errorf("%d idle peer queues kept, want between 1 and %d", n, maxIdleQueues+1)
+	}
+	if _, ok := g.peers["peer-0"]; !ok {
+		t.Error("the first peer's idle queue was dropped while under the bound")
 	}
 }

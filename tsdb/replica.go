@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/tsdht/tsdht/dht"
@@ -62,13 +63,36 @@ type peerReplicas struct {
 	cli     *rpc.Client
 	timeout time.Duration
 	failed  FailureReporter // nil: nobody to tell
+
+	// remotes holds the Replica of each peer called, boxed once: boxing a new
+	// remoteReplica on every call was an allocation per replica of every write.
+	// At most maxCachedReplicas; past that it starts again empty.
+	mu      sync.RWMutex
+	remotes map[string]Replica
 }
+
+// maxCachedReplicas bounds peerReplicas' cache: the peers of a large cluster, and
+// those that came and went, fit many times over.
+const maxCachedReplicas = 4096
 
 func (r *peerReplicas) For(p dht.Peer) Replica {
 	if p.ID == r.self {
 		return r.local
 	}
-	return remoteReplica{peer: p, cli: r.cli, timeout: r.timeout, failed: r.failed}
+	r.mu.RLock()
+	c, ok := r.remotes[p.ID]
+	r.mu.RUnlock()
+	if ok && c.(remoteReplica).peer == p { // the same address: a restarted peer may have moved
+		return c
+	}
+	c = remoteReplica{peer: p, cli: r.cli, timeout: r.timeout, failed: r.failed}
+	r.mu.Lock()
+	if r.remotes == nil || len(r.remotes) >= maxCachedReplicas {
+		r.remotes = make(map[string]Replica)
+	}
+	r.remotes[p.ID] = c
+	r.mu.Unlock()
+	return c
 }
 
 // FailureReporter is implemented by a Placement that learns liveness from the calls

@@ -25,24 +25,38 @@ func newPairTable(max int) *pairTable {
 
 // lock locks pair id and returns the function that unlocks it.
 func (t *pairTable) lock(id string) (unlock func()) {
+	l := t.acquire(id)
+	return func() { t.release(id, l) }
+}
+
+// acquire locks pair id; release(id, l) unlocks it. No closure: the append path
+// takes and drops a lock per pair of every write.
+func (t *pairTable) acquire(id string) *pairLock {
 	t.mu.Lock()
 	l := t.locks[id]
 	if l == nil {
-		l = &pairLock{}
+		l = pairLocks.Get().(*pairLock)
 		t.locks[id] = l
 	}
 	l.refs++
 	t.mu.Unlock()
 	l.Lock()
-	return func() {
-		l.Unlock()
-		t.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(t.locks, id)
-		}
-		t.mu.Unlock()
-	}
+	return l
 }
+
+// release unlocks pair id, which acquire returned as l.
+func (t *pairTable) release(id string, l *pairLock) {
+	l.Unlock()
+	t.mu.Lock()
+	if l.refs--; l.refs == 0 {
+		delete(t.locks, id)
+		pairLocks.Put(l) // nobody holds or waits for it: refs counted them all
+	}
+	t.mu.Unlock()
+}
+
+// pairLocks recycles the locks of pairs nobody writes at the moment.
+var pairLocks = sync.Pool{New: func() any { return new(pairLock) }}
 
 // summary returns the cached summary of pair id; the caller holds its lock.
 func (t *pairTable) summary(id string) (summary, bool) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -354,8 +355,11 @@ func (p *Pebble) guard(f func() error) (err error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			err = engineFailure(r)
-			if p.failed.CompareAndSwap(nil, &err) {
+			// A variable of its own: the address of err would make every call
+			// allocate it.
+			failure := engineFailure(r)
+			err = failure
+			if p.failed.CompareAndSwap(nil, &failure) {
 				p.opts.Logger.Error("store: the storage engine failed; refusing writes until restart", "dir", p.dir, "err", err)
 			} else {
 				err = *p.failed.Load()
@@ -433,7 +437,13 @@ func (p *Pebble) append(batch []PairAppend, filter func(id []byte, pts *series.P
 
 	// One entry per pair: the entries of a pair named twice are merged, the later's
 	// values winning, so that its lock is taken once and its counts stay exact.
-	ws := make([]pairWrite, 0, len(batch))
+	var ws []pairWrite
+	var onePair [1]pairWrite // a lone single-point write allocates no slice
+	if len(batch) == 1 {
+		ws = onePair[:0]
+	} else {
+		ws = make([]pairWrite, 0, len(batch))
+	}
 	var byID map[string]int
 	if len(batch) > 1 {
 		byID = make(map[string]int, len(batch))
@@ -473,28 +483,48 @@ func (p *Pebble) append(batch []PairAppend, filter func(id []byte, pts *series.P
 	}
 	// Pairs are locked in the order of their IDs: two batches sharing pairs cannot
 	// wait for each other in a cycle.
-	order := make([]int, len(ws))
+	var oneOrder [1]int
+	order := oneOrder[:]
+	if len(ws) > 1 {
+		order = make([]int, len(ws))
+	}
 	for i := range order {
 		order[i] = i
 	}
 	if len(ws) > 1 {
-		sort.Slice(order, func(a, b int) bool { return ws[order[a]].sid < ws[order[b]].sid })
+		slices.SortFunc(order, func(a, b int) int { return strings.Compare(ws[a].sid, ws[b].sid) })
 	}
+	// One deferred release for all: a defer in a loop is an allocation each.
+	var oneLock [1]*pairLock
+	locks := oneLock[:0]
+	if len(ws) > 1 {
+		locks = make([]*pairLock, 0, len(ws))
+	}
+	defer func() {
+		for j, l := range locks {
+			p.pairs.release(ws[order[j]].sid, l)
+		}
+	}()
 	for _, i := range order {
-		defer p.pairs.lock(ws[i].sid)()
+		locks = append(locks, p.pairs.acquire(ws[i].sid))
 	}
 
 	b := p.db.NewBatch()
 	defer b.Close()
 	var delta counters
-	var k []byte
+	// k and v are scratch for keys and values: the batch copies what it is given.
+	kcap := 64 + len(ws[0].id)
+	scratch := make([]byte, 0, kcap+summaryCap)
+	k, v := scratch[:0:kcap], scratch[kcap:kcap]
 	for i := range ws {
 		w := &ws[i]
 		if filter != nil {
-			if err := filter(w.id, &w.Points); err != nil {
+			// A copy: handing filter &w.Points would put every append's ws on the heap.
+			pts := w.Points
+			if err := filter(w.id, &pts); err != nil {
 				return err
 			}
-			if w.Points.Len() == 0 {
+			if w.Points = pts; w.Points.Len() == 0 {
 				w.skip = true
 				continue
 			}
@@ -525,9 +555,11 @@ func (p *Pebble) append(batch []PairAppend, filter func(id []byte, pts *series.P
 		if w.claim.count {
 			delta.series++
 		}
-		err = b.Set(pairKey(k[:0], w.id, kindSummary), w.next.encode(), nil)
+		k, v = pairKey(k[:0], w.id, kindSummary), w.next.appendTo(v[:0])
+		err = b.Set(k, v, nil)
 		if !w.sum.marked { // the sealer's index: written once per unsealed stretch
-			err = errors.Join(err, b.Set(unsealedKey(w.id), nil, nil))
+			k = append(append(k[:0], famUnsealed), w.id...)
+			err = errors.Join(err, b.Set(k, nil, nil))
 		}
 		if w.claim.writeMeta {
 			err = errors.Join(err, b.Set(metaKey(w.Key), metaValue(w.Points.Type), nil))
@@ -613,7 +645,10 @@ func (p *Pebble) appendBlocks(b *pebble.Batch, id []byte, sum summary, pts serie
 	}
 	enc := encoders.Get().(*chunk.Encoder)
 	defer encoders.Put(enc)
-	var k, v []byte
+	// One allocation for the key and a small block's value; the batch copies both.
+	kcap := len(id) + 32
+	buf := make([]byte, 0, kcap+blockScratch)
+	k, v := buf[:0:kcap], buf[kcap:kcap]
 	n, limit := pts.Len(), p.opts.ChunkMaxPoints
 	for i := 0; i < n; i += limit {
 		part := pts.Slice(i, min(i+limit, n))
@@ -631,6 +666,10 @@ func (p *Pebble) appendBlocks(b *pebble.Batch, id []byte, sum summary, pts serie
 	}
 	return used, tail, nil
 }
+
+// blockScratch is room for the encoding of a block of a few points, what a
+// single-point append writes between folds.
+const blockScratch = 128
 
 // summary returns the summary of pair id, from the cache or the store.
 func (p *Pebble) summary(id []byte, sid string) (summary, error) {

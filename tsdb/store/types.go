@@ -61,14 +61,16 @@ func (c *typeCache) claim(key string, t series.Type, load func(string) (series.T
 	for {
 		c.mu.Lock()
 		if e := c.m[key]; e != nil {
-			defer c.mu.Unlock()
+			// No defer: in a loop, each would be an allocation on every append.
 			if e.t != t {
+				c.mu.Unlock()
 				return typeClaim{}, e.t, mismatch(key, e.t, t)
 			}
 			cl := typeClaim{writeMeta: !e.durable, count: !e.durable && !e.counted}
 			if cl.count {
 				e.counted = true
 			}
+			c.mu.Unlock()
 			return cl, t, nil
 		}
 		evictions := c.evictions
