@@ -43,6 +43,7 @@ type Pebble struct {
 
 	shards, series, points atomic.Int64
 	appended               atomic.Int64 // new points stored since open
+	overlapReads           atomic.Int64 // appends that read the pair to find overwrites (countNew)
 	engine                 engineStats  // pebble's figures, cached (flash.go)
 
 	seal sealer
@@ -518,6 +519,7 @@ func (p *Pebble) append(batch []PairAppend, filter func(id []byte, pts *series.P
 		w.next = w.sum.with(fresh, w.Points.T[0], w.Points.T[n-1], blocks)
 		w.next.tailBlock = tail
 		w.next.stats, w.next.hasStats = stats, true
+		w.next.cover = coverOf(&w.sum).add(w.Points.T[0], w.Points.T[n-1])
 		delta.points += fresh
 		if w.sum.count == 0 {
 			delta.shards++
@@ -650,13 +652,15 @@ func (p *Pebble) summary(id []byte, sid string) (summary, error) {
 
 // countNew returns how many of pts' timestamps the pair does not hold yet, and the
 // points it holds in pts' span. A batch entirely after (or before) what the pair holds
-// is all new, which is the common case and needs no read; otherwise the overlapping
-// span is read.
+// is all new, which is the common case and needs no read; so is a batch none of whose
+// points falls in the pair's cover (cover.go), a batch that fills a gap left by
+// batches committed out of order. Otherwise the overlapping span is read.
 func (p *Pebble) countNew(id []byte, sum summary, pts *series.Points) (int64, series.Points, error) {
 	n := pts.Len()
-	if sum.count == 0 || pts.T[0] > sum.maxT || pts.T[n-1] < sum.minT {
+	if sum.count == 0 || pts.T[0] > sum.maxT || pts.T[n-1] < sum.minT || !sum.cover.meets(pts.T) {
 		return int64(n), series.Points{}, nil
 	}
+	p.overlapReads.Add(1)
 	old, _, err := p.readPair(id, pts.T[0], pts.T[n-1])
 	if err != nil {
 		return 0, series.Points{}, err
