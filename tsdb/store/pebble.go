@@ -76,6 +76,10 @@ type Pebble struct {
 // encoders lends chunk encoders to appends, which run concurrently.
 var encoders = sync.Pool{New: func() any { return new(chunk.Encoder) }}
 
+// blockEncoders lends appends quick encoders for their blocks: a block is re-encoded
+// when its quantum is sealed, so its encoding saves CPU rather than the last bytes.
+var blockEncoders = sync.Pool{New: func() any { return &chunk.Encoder{Quick: true} }}
+
 // OpenPebble opens the store in dir, creating it if needed. A store whose files are
 // damaged is refused with an error that names the file: pebble checks the manifest's
 // records and every table's size against it at open (TestPebbleCorruptStoreIsRefused);
@@ -613,8 +617,8 @@ func (p *Pebble) appendBlocks(b *pebble.Batch, id []byte, sum summary, pts serie
 		pts = series.Merge(old, pts)
 		tail = next
 	}
-	enc := encoders.Get().(*chunk.Encoder)
-	defer encoders.Put(enc)
+	enc := blockEncoders.Get().(*chunk.Encoder)
+	defer blockEncoders.Put(enc)
 	var k, v []byte
 	n, limit := pts.Len(), p.opts.ChunkMaxPoints
 	for i := 0; i < n; i += limit {
