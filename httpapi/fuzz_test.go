@@ -73,7 +73,10 @@ func TestParseLinesEscapesAndTagOrder(t *testing.T) {
 // FuzzDecimal: the fast timestamp parser agrees with strconv wherever it answers.
 func FuzzDecimal(f *testing.F) {
 	for _, s := range []string{"0", "-1", "1700000000000000000", "9223372036854775807", "-9223372036854775808",
-		"9223372036854775808", "99999999999999999999", "12a", "", "-", "+5", "007"} {
+		"9223372036854775808", "99999999999999999999", "12a", "", "-", "+5", "007",
+		// eight digits at a time: a byte just outside '0'..'9' in every position
+		"12345678", "1234567:", "/2345678", "1234:678", "12345678123456/8", "1234567812345678", "-12345678",
+		"1700000000000000000", "170000000000000000:", "17000000\x0000000000"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
