@@ -100,14 +100,15 @@ type PebbleOptions struct {
 	CacheSize int64
 	// MemTableSize is the size of one pebble memtable in bytes; up to two are held in
 	// RAM at once. It also sizes the WAL on disk, a fixed cost: the live WAL file and up
-	// to three recycled ones, each about MemTableSize (about 9 MiB at the default).
-	// Default 2 MiB. Every memtable flushed becomes a table that compactions merge into
-	// the stored data, rewriting the tables it overlaps, so smaller memtables cost flash
-	// and CPU on a sustained load: for 2 M points through /write (scripts/bench-http)
-	// the store wrote 45 bytes a point with 512 KiB memtables, 37 with 1 MiB, 32 with
-	// 2 MiB and 30 with 4 MiB, and spent about 13 % less CPU a point at 2 MiB than at
-	// 512 KiB. Small stores that write little (a PMU's hour) keep more of their disk
-	// in the fixed WAL with larger memtables.
+	// to three recycled ones, each about MemTableSize. Default 512 KiB: with 4 MiB the
+	// WAL alone took 18 MiB, 3.6 bytes a point of an hour of 24 PMU channels
+	// (BenchmarkPMUBytesPerPoint), twice what the data itself takes. The other side of
+	// the trade, measured: every flushed memtable is a table that compactions merge
+	// into the stored data, so over 2 M points through /write (scripts/bench-http) a
+	// node wrote 45 bytes a point to flash with 512 KiB memtables, 37 with 1 MiB, 32
+	// with 2 MiB and 30 with 4 MiB, and spent about 13 % less CPU a point with 2 MiB;
+	// but the PMU hour then took 3.58 bytes a point on disk instead of 1.86 (its WAL
+	// 1.78 instead of 0.22).
 	MemTableSize int64
 	// L0CompactionThreshold is how many flushed tables pile up before pebble compacts
 	// them into the level below. Each such compaction rewrites the newest table below
@@ -143,7 +144,7 @@ type PebbleOptions struct {
 	// each WAL file preallocated at 1.1 × MemTableSize) plus up to three finished WAL
 	// files kept for reuse. Measured after 1.2 M points: 9 MiB of WAL with 4 MiB
 	// memtables (4.5 MiB live + 4.5 MiB kept), 1.5 MiB with 1 MiB memtables; the
-	// worst case is about 5 × 1.1 × MemTableSize (11 MiB at the default). Between two
+	// worst case is about 5 × 1.1 × MemTableSize (2.8 MiB at the default). Between two
 	// passes (EnforceInterval) the usage grows by what is written. A budget below the
 	// overhead drops every ended quantum and says so in the log.
 	MaxDisk int64
@@ -169,7 +170,7 @@ type PebbleOptions struct {
 }
 
 // DefaultPebbleOptions returns the options sized for a BeagleBone Black (512 MB RAM,
-// eMMC): about 16 MiB of block cache, 2 × 2 MiB of memtables and 8 MiB of hot chunks.
+// eMMC): about 16 MiB of block cache, 2 × 512 KiB of memtables and 8 MiB of hot chunks.
 func DefaultPebbleOptions() PebbleOptions {
 	return PebbleOptions{
 		Sync:                  SyncAlways,
@@ -177,7 +178,7 @@ func DefaultPebbleOptions() PebbleOptions {
 		Quantum:               quanta.Quantum(quanta.DefaultQuantum / time.Second),
 		ChunkMaxPoints:        2048,
 		CacheSize:             16 << 20,
-		MemTableSize:          2 << 20,
+		MemTableSize:          512 << 10,
 		L0CompactionThreshold: 8,
 		TargetFileSize:        512 << 10,
 		MaxOpenFiles:          256,
