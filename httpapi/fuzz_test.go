@@ -4,6 +4,7 @@ import (
 	"maps"
 	"math"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,7 +73,10 @@ func TestParseLinesEscapesAndTagOrder(t *testing.T) {
 // FuzzDecimal: the fast timestamp parser agrees with strconv wherever it answers.
 func FuzzDecimal(f *testing.F) {
 	for _, s := range []string{"0", "-1", "1700000000000000000", "9223372036854775807", "-9223372036854775808",
-		"9223372036854775808", "99999999999999999999", "12a", "", "-", "+5", "007"} {
+		"9223372036854775808", "99999999999999999999", "12a", "", "-", "+5", "007",
+		// eight digits at a time: a byte just outside '0'..'9' in every position
+		"12345678", "1234567:", "/2345678", "1234:678", "12345678123456/8", "1234567812345678", "-12345678",
+		"1700000000000000000", "170000000000000000:", "17000000\x0000000000"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -163,4 +167,35 @@ func TestFastLineTakesCommonLines(t *testing.T) {
 	if p.parsed != 7 || p.dropped != 0 { // 1 + 2 + 3 + 1 fields
 		t.Fatalf("parsed %d, dropped %d (%s)", p.parsed, p.dropped, p.reason)
 	}
+}
+
+// FuzzFastFloat: fastFloat reads exactly the plain decimal forms and returns, bit for
+// bit, the float64 strconv.ParseFloat returns; it refuses what strconv refuses (out of
+// range) and every other form.
+func FuzzFastFloat(f *testing.F) {
+	for _, s := range []string{"0", "-0", "21.37", "-0.005", "1.5e3", "1E+5", "-2.5e-22", "123456789012345",
+		"1234567890123456", "37.370000000000005", "9007199254740993", "1e22", "1e23", "1e-22", "1e-23",
+		"1e308", "1e309", "4.9e-324", "1e-400", "00000000000000000001.5", ".5", "1.", "+1", "1e", "1e+",
+		"0.1e99999999999", "1_0", "NaN", "inf", "-"} {
+		f.Add(s)
+	}
+	plain := regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := fastFloat([]byte(s))
+		want, err := strconv.ParseFloat(s, 64)
+		switch {
+		case !plain.MatchString(s):
+			if ok {
+				t.Fatalf("fastFloat(%q) read a value of another form as %v", s, got)
+			}
+		case err != nil:
+			if ok {
+				t.Fatalf("fastFloat(%q) = %v, strconv refuses it: %v", s, got, err)
+			}
+		case !ok:
+			t.Fatalf("fastFloat(%q) refused what strconv reads as %v", s, want)
+		case math.Float64bits(got) != math.Float64bits(want):
+			t.Fatalf("fastFloat(%q) = %v (%#x), strconv says %v (%#x)", s, got, math.Float64bits(got), want, math.Float64bits(want))
+		}
+	})
 }

@@ -44,6 +44,7 @@ func parseLinesCached(body []byte, db string, prec int64, now time.Time, cache *
 		if end >= 0 {
 			l = rest[:end]
 		}
+		p.left = len(rest) - len(l)
 		if !p.fast(l) {
 			p.decode(rest, line)
 			break
@@ -88,6 +89,7 @@ type lineParser struct {
 	measE  int
 
 	cache   *seriesCache   // series of fast lines named by earlier requests; nil: none
+	left    int            // bytes of the body after the fast line being parsed
 	seen    []*seriesBatch // per field of the line: its batch (nil: none, the field was dropped)
 	lineKey []byte         // scratch for byLine's keys
 }

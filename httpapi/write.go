@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -221,6 +222,13 @@ func decimal(b []byte) (int64, bool) {
 		return 0, false
 	}
 	var u uint64
+	for len(b) >= 8 { // 8 digits at a time: a 19-digit timestamp was 4 % of a node's CPU
+		v, ok := eightDigits(b)
+		if !ok {
+			return 0, false
+		}
+		u, b = u*1e8+v, b[8:]
+	}
 	for _, c := range b {
 		if c < '0' || c > '9' {
 			return 0, false
@@ -234,6 +242,20 @@ func decimal(b []byte) (int64, bool) {
 		return int64(-u), true
 	}
 	return 0, false
+}
+
+// eightDigits reads b[:8] as eight decimal digits, all in one 64-bit word: every byte
+// must be '0'..'9' (high nibble 3, and adding 6 to the low nibble carries nothing);
+// then neighbouring digits, pairs and quads are combined by multiplication.
+func eightDigits(b []byte) (uint64, bool) {
+	v := binary.LittleEndian.Uint64(b)
+	const hi, six, ascii = 0xF0F0F0F0F0F0F0F0, 0x0606060606060606, 0x3030303030303030
+	if v&hi != ascii || (v+six)&hi != ascii {
+		return 0, false
+	}
+	v = (v & 0x0F0F0F0F0F0F0F0F) * (10<<8 + 1) >> 8
+	v = (v & 0x00FF00FF00FF00FF) * (100<<16 + 1) >> 16
+	return (v & 0x0000FFFF0000FFFF) * (10000<<32 + 1) >> 32, true
 }
 
 func influxType(t series.Type) string {

@@ -82,8 +82,15 @@ func decimalMantissas(vals []float64, out []int64) (e int, m []int64, ok bool) {
 	return e, m, true
 }
 
-// appendFloats appends the smallest float column encoding of vals.
+// appendFloats appends the smallest float column encoding of vals; a quick encoder
+// (Encoder.Quick) takes the decimal one whenever the values are short decimals.
 func appendFloats(dst []byte, vals []float64, s *scratch) []byte {
+	if s.ints.quick {
+		if e, m, ok := decimalMantissas(vals, s.mant); ok {
+			s.mant = m
+			return appendInts(append(dst, floatDecimal, byte(e)), m, &s.ints)
+		}
+	}
 	best := appendXOR(append(s.floatBuf[:0], floatXOR), vals)
 	s.floatBuf = best
 	e, m, ok := decimalMantissas(vals, s.mant)

@@ -58,13 +58,22 @@ type intScratch struct {
 	sort []int64
 	// noConstant: write no constant streams (Encode's fallback, see maxPointsPerByte).
 	noConstant bool
+	// quick: try only quickModes of intModes (Encoder.Quick).
+	quick bool
 }
+
+// quickModes is how many of intModes, from the first, a quick encoder tries.
+const quickModes = 3
 
 // appendInts appends the smallest version-2 int stream of vals to dst: it sizes each
 // mode without writing it, then writes the smallest.
 func appendInts(dst []byte, vals []int64, s *intScratch) []byte {
 	best, bestSize := -1, 0
-	for i, m := range intModes {
+	modes := intModes
+	if s.quick {
+		modes = intModes[:quickModes]
+	}
+	for i, m := range modes {
 		if m.order*m.lag > len(vals) {
 			continue
 		}

@@ -164,6 +164,9 @@ type summary struct {
 	// points when first needed (stats.go).
 	stats    agg.Partial
 	hasStats bool
+	// cover: ranges every held timestamp falls in (cover.go). Not persisted: a
+	// summary read from disk has none, and [minT, maxT] stands for it.
+	cover timeCover
 }
 
 // statsVersion is the byte before the statistics in a pair summary.

@@ -44,6 +44,7 @@ type Pebble struct {
 
 	shards, series, points atomic.Int64
 	appended               atomic.Int64 // new points stored since open
+	overlapReads           atomic.Int64 // appends that read the pair to find overwrites (countNew)
 	engine                 engineStats  // pebble's figures, cached (flash.go)
 
 	seal sealer
@@ -75,6 +76,10 @@ type Pebble struct {
 
 // encoders lends chunk encoders to appends, which run concurrently.
 var encoders = sync.Pool{New: func() any { return new(chunk.Encoder) }}
+
+// blockEncoders lends appends quick encoders for their blocks: a block is re-encoded
+// when its quantum is sealed, so its encoding saves CPU rather than the last bytes.
+var blockEncoders = sync.Pool{New: func() any { return &chunk.Encoder{Quick: true} }}
 
 // OpenPebble opens the store in dir, creating it if needed. A store whose files are
 // damaged is refused with an error that names the file: pebble checks the manifest's
@@ -548,6 +553,7 @@ func (p *Pebble) append(batch []PairAppend, filter func(id []byte, pts *series.P
 		w.next = w.sum.with(fresh, w.Points.T[0], w.Points.T[n-1], blocks)
 		w.next.tailBlock = tail
 		w.next.stats, w.next.hasStats = stats, true
+		w.next.cover = coverOf(&w.sum).add(w.Points.T[0], w.Points.T[n-1])
 		delta.points += fresh
 		if w.sum.count == 0 {
 			delta.shards++
@@ -643,8 +649,8 @@ func (p *Pebble) appendBlocks(b *pebble.Batch, id []byte, sum summary, pts serie
 		pts = series.Merge(old, pts)
 		tail = next
 	}
-	enc := encoders.Get().(*chunk.Encoder)
-	defer encoders.Put(enc)
+	enc := blockEncoders.Get().(*chunk.Encoder)
+	defer blockEncoders.Put(enc)
 	// One allocation for the key and a small block's value; the batch copies both.
 	kcap := len(id) + 32
 	buf := make([]byte, 0, kcap+blockScratch)
@@ -689,13 +695,15 @@ func (p *Pebble) summary(id []byte, sid string) (summary, error) {
 
 // countNew returns how many of pts' timestamps the pair does not hold yet, and the
 // points it holds in pts' span. A batch entirely after (or before) what the pair holds
-// is all new, which is the common case and needs no read; otherwise the overlapping
-// span is read.
+// is all new, which is the common case and needs no read; so is a batch none of whose
+// points falls in the pair's cover (cover.go), a batch that fills a gap left by
+// batches committed out of order. Otherwise the overlapping span is read.
 func (p *Pebble) countNew(id []byte, sum summary, pts *series.Points) (int64, series.Points, error) {
 	n := pts.Len()
-	if sum.count == 0 || pts.T[0] > sum.maxT || pts.T[n-1] < sum.minT {
+	if sum.count == 0 || pts.T[0] > sum.maxT || pts.T[n-1] < sum.minT || !sum.cover.meets(pts.T) {
 		return int64(n), series.Points{}, nil
 	}
+	p.overlapReads.Add(1)
 	old, _, err := p.readPair(id, pts.T[0], pts.T[n-1])
 	if err != nil {
 		return 0, series.Points{}, err
