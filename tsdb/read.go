@@ -512,6 +512,9 @@ func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardS
 			for k, f := range b.items {
 				s := &spans[f.shard]
 				req.Shards[k] = wire.ShardRead{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to, Digest: !f.data, Packed: f.data}
+				if f.data {
+					req.Shards[k].PackedVersion = series.PackedVersion
+				}
 			}
 			return c.replicas.For(b.peer).Read(ctx, req)
 		})
