@@ -163,13 +163,14 @@ func runBenchReport(c *cli.Context) error {
 			"whole quanta). Every read returned exactly the points asked for (checked). *Cold*: the first read of the span.\n\n")
 		fmt.Fprintf(w, "*Replicas*: which of each shard's replicas a read asks — all of them (the default), or a read quorum "+
 			"chosen to ask few nodes (`--read-quorum-only`). *÷ shortest*: the mean over the mean of the shortest span of "+
-			"the same format and replicas in this table.\n\n")
-		fmt.Fprintf(w, "| format | replicas | span | quanta | points returned | paper | tsdht mean | p50 | p99 | cold | ÷ shortest | paper ÷ tsdht | reads | rf | nodes | store, sync |\n")
-		fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+			"the same format, replicas and values in this table. *Values*: float64 (full precision, noise in every bit: "+
+			"about 8 bytes a point on the wire) or float32 (readings as a C37.118 PMU sends them: about 4).\n\n")
+		fmt.Fprintf(w, "| format | replicas | values | span | quanta | points returned | paper | tsdht mean | p50 | p99 | cold | ÷ shortest | paper ÷ tsdht | reads | rf | nodes | store, sync |\n")
+		fmt.Fprintf(w, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 		for _, r := range reads {
 			x := r.read
-			fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %s | %.3f | %.3f | %.3f | %.3f | %s | %s | %d | %d | %d | %s, %s |\n",
-				strings.ToUpper(x.IDFormat), replicasRead(x.ReadQuorumOnly), spanName(x.SpanS), x.Quanta, x.Returned,
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %d | %s | %.3f | %.3f | %.3f | %.3f | %s | %s | %d | %d | %d | %s, %s |\n",
+				strings.ToUpper(x.IDFormat), replicasRead(x.ReadQuorumOnly), valuesName(x.Values), spanName(x.SpanS), x.Quanta, x.Returned,
 				paperCell(x.PaperMs, 0), x.Mean, x.P50, x.P99, x.ColdMs, overShortest(x, reads), speedup(x.PaperMs, x.Mean),
 				x.Reads, x.RF, x.Nodes, x.Store, x.Sync)
 		}
@@ -204,6 +205,15 @@ func replicasRead(quorumOnly bool) string {
 	return "all"
 }
 
+// valuesName names what a read's values were; float64 for results that predate the
+// field.
+func valuesName(v string) string {
+	if v == "" {
+		return "float64"
+	}
+	return v
+}
+
 // overShortest returns x's mean over that of the shortest span measured in the same
 // case (format, rf, nodes, replicas read), as "2.9×", or "—" for the shortest itself.
 func overShortest(x *readResult, reads []benchRecord) string {
@@ -211,7 +221,7 @@ func overShortest(x *readResult, reads []benchRecord) string {
 	for _, r := range reads {
 		y := r.read
 		if y.IDFormat == x.IDFormat && y.RF == x.RF && y.Nodes == x.Nodes && y.ReadQuorumOnly == x.ReadQuorumOnly &&
-			y.Target == x.Target && (short == nil || y.SpanS < short.SpanS) {
+			y.Target == x.Target && valuesName(y.Values) == valuesName(x.Values) && (short == nil || y.SpanS < short.SpanS) {
 			short = y
 		}
 	}
@@ -264,6 +274,9 @@ func writePlotData(prefix string, writes, reads []benchRecord) error {
 		label := strings.ToUpper(r.IDFormat) + " " + spanName(r.SpanS)
 		if r.ReadQuorumOnly {
 			label += " rq"
+		}
+		if r.Values == "float32" {
+			label += " f32"
 		}
 		fmt.Fprintf(&rb, "\"%s\" %s %g\n", label, plotNum(r.PaperMs), r.Mean)
 	}
