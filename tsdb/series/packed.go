@@ -129,16 +129,17 @@ func fromSignedBits(m int64) float64 {
 // appendBitDeltas appends the bitDeltas form of vs (the form byte, the shift, the
 // deltas); false if some value is -0, which it cannot carry.
 func appendBitDeltas(dst []byte, vs []float64) ([]byte, bool) {
-	shift := 63
+	// The trailing zeros every value has are those of all their bits or-ed (a
+	// magnitude's trailing zeros are its negation's).
+	var all uint64
 	for _, v := range vs {
-		m := signedBits(v)
-		if m == 0 && math.Signbit(v) {
+		b := math.Float64bits(v)
+		if b == 1<<63 { // -0
 			return dst, false
 		}
-		if m != 0 {
-			shift = min(shift, bits.TrailingZeros64(uint64(m)))
-		}
+		all |= b &^ (1 << 63)
 	}
+	shift := min(63, bits.TrailingZeros64(all))
 	dst = append(dst, bitDeltas, byte(shift))
 	var prev int64
 	for _, v := range vs {
