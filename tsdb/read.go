@@ -93,8 +93,11 @@ func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt G
 			}
 		}
 	}
-	if all := series.Concat(parts...); all.Len() > 0 {
-		res.Points = all
+	switch {
+	case len(parts) == 1: // one page (any read of up to readPageQuanta quanta): no copy
+		res.Points = parts[0]
+	case len(parts) > 1:
+		res.Points = series.Concat(parts...)
 	}
 	return res, nil
 }
