@@ -57,7 +57,7 @@ func (n *Node) registerCoordinator() {
 		}
 		resp := &wire.GetResp{Partial: res.Partial, Missing: res.Missing, Entry: entry}
 		if req.Packed {
-			resp.Packed = series.AppendPacked(nil, &res.Points)
+			resp.Packed = series.AppendPackedFor(nil, &res.Points, req.PackedVersion)
 		} else {
 			resp.Points = res.Points
 		}

@@ -93,8 +93,11 @@ func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt G
 			}
 		}
 	}
-	if all := series.Concat(parts...); all.Len() > 0 {
-		res.Points = all
+	switch {
+	case len(parts) == 1: // one page (any read of up to readPageQuanta quanta): no copy
+		res.Points = parts[0]
+	case len(parts) > 1:
+		res.Points = series.Concat(parts...)
 	}
 	return res, nil
 }
@@ -512,6 +515,9 @@ func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardS
 			for k, f := range b.items {
 				s := &spans[f.shard]
 				req.Shards[k] = wire.ShardRead{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to, Digest: !f.data, Packed: f.data}
+				if f.data {
+					req.Shards[k].PackedVersion = series.PackedVersion
+				}
 			}
 			return c.replicas.For(b.peer).Read(ctx, req)
 		})

@@ -57,7 +57,7 @@ func registerReplica(srv *rpc.Server, r Replica) {
 		}
 		for i := range resp.Shards {
 			if res := &resp.Shards[i]; req.Shards[i].Packed && !req.Shards[i].Digest {
-				res.Packed = series.AppendPacked(nil, &res.Points)
+				res.Packed = series.AppendPackedFor(nil, &res.Points, req.Shards[i].PackedVersion)
 				res.Points = series.Points{}
 			}
 		}

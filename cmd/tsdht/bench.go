@@ -72,7 +72,7 @@ func benchFlags(local int, rf []int) []cli.Flag {
 		&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the whole run (with --local: the nodes too) to this file"},
 		&cli.StringFlag{Name: "memprofile", Usage: "write a heap profile (allocations of the whole run: go tool pprof -sample_index=alloc_space) to this file at the end"},
 		&cli.StringFlag{Name: "routing", Value: "full", Usage: "--local nodes' routing mode: full or kademlia (see tsdht node --routing)"},
-		&cli.BoolFlag{Name: "read-quorum-only", Usage: "--local nodes read a read quorum of each shard's replicas, not all (see go doc ./tsdb Config.ReadQuorumOnly)"},
+		&cli.BoolFlag{Name: "read-quorum-only", Usage: "--local nodes read a read quorum of each shard's replicas, not all (see go doc ./tsdb Config.ReadQuorumOnly); with --cluster only reported: say so when its nodes run tsdht node --read-quorum-only"},
 		timeoutFlag,
 	}
 }
@@ -117,8 +117,8 @@ type caseInfo struct {
 	// Routing is the --local nodes' routing mode, "full" or "kademlia"; empty with
 	// --cluster (the nodes' own).
 	Routing string `json:"routing,omitempty"`
-	// ReadQuorumOnly says the --local nodes read a read quorum of each shard's
-	// replicas, not all of them.
+	// ReadQuorumOnly says the nodes read a read quorum of each shard's replicas, not
+	// all of them (with --cluster: as --read-quorum-only said of them).
 	ReadQuorumOnly bool `json:"read_quorum_only,omitempty"`
 }
 
@@ -204,7 +204,7 @@ func (e *benchEnv) progress(format string, args ...any) {
 // info describes a case for its JSON result.
 func (e *benchEnv) info(bench string, cs benchCase) caseInfo {
 	ci := caseInfo{Bench: bench, IDFormat: cs.format.String(), RF: cs.rf, Sync: e.sync.String(), Store: e.store,
-		Nodes: e.local, Target: "local", Routing: e.routing.String(), ReadQuorumOnly: e.quorum && e.local > 0}
+		Nodes: e.local, Target: "local", Routing: e.routing.String(), ReadQuorumOnly: e.quorum}
 	if e.local == 0 {
 		ci.Routing = ""
 		ci.Nodes, ci.Target, ci.Store = len(e.addrs), "cluster", "cluster" // the nodes' own: --sync is as reported

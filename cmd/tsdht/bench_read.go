@@ -26,6 +26,7 @@ func benchReadCommand() *cli.Command {
 			&cli.IntSliceFlag{Name: "spans", Value: cli.NewIntSlice(10, 80, 150), Usage: "seconds of the latest history each read asks for"},
 			&cli.IntFlag{Name: "reads", Value: 100, Usage: "timed reads per span (spans of an hour or more: at most 10)"},
 			&cli.IntFlag{Name: "batch", Value: 3600, Usage: "points per write request while loading the history"},
+			&cli.BoolFlag{Name: "float32", Usage: "write float32 readings, as a C37.118 PMU in floating-point format sends them, instead of full float64 values"},
 		),
 		Action: runBench(runBenchRead),
 	}
@@ -39,6 +40,9 @@ type readResult struct {
 	Reads  int `json:"reads"`
 	// Returned is the points each read returned: always the points asked for.
 	Returned int `json:"points_returned"`
+	// Values is what the points' values are: "float64" (full precision, with noise
+	// in every bit) or "float32" (readings as a PMU sends them, --float32).
+	Values string `json:"values,omitempty"`
 	latency
 	ColdMs     float64 `json:"cold_ms"`      // the first read of the span
 	PointsPerS float64 `json:"points_per_s"` // points returned per second of mean read time
@@ -72,7 +76,7 @@ func runBenchRead(e *benchEnv, c *cli.Context) error {
 	e.printf("%-6s %3s %7s %6s %9s %6s %9s %9s %9s %9s   %9s\n",
 		"format", "rf", "span s", "quanta", "points", "reads", "mean ms", "p50 ms", "p99 ms", "cold ms", "paper ms")
 	for _, cs := range e.cases() {
-		results, err := e.readCase(cs, points, batch, reads, spans)
+		results, err := e.readCase(cs, points, batch, reads, spans, c.Bool("float32"))
 		if err != nil {
 			return fmt.Errorf("[%s] %w", cs, err)
 		}
@@ -92,7 +96,7 @@ func runBenchRead(e *benchEnv, c *cli.Context) error {
 	return nil
 }
 
-func (e *benchEnv) readCase(cs benchCase, points, batch, reads int, spans []int) ([]*readResult, error) {
+func (e *benchEnv) readCase(cs benchCase, points, batch, reads int, spans []int, float32s bool) ([]*readResult, error) {
 	bc, err := e.start(cs)
 	if err != nil {
 		return nil, err
@@ -100,7 +104,10 @@ func (e *benchEnv) readCase(cs benchCase, points, batch, reads int, spans []int)
 	defer bc.Close()
 
 	// The history ends a second ago, as a PMU's would.
-	const key = "bench/read/pmu1/vang"
+	key := "bench/read/pmu1/vang"
+	if float32s {
+		key += "32" // a series of its own: a cluster can hold both
+	}
 	period := int64(time.Second) / 60
 	t0 := time.Now().Add(-time.Second).UnixNano() - int64(points)*period
 	p := &pmu{name: "bench", rnd: rand.New(rand.NewSource(2))}
@@ -111,6 +118,11 @@ func (e *benchEnv) readCase(cs benchCase, points, batch, reads int, spans []int)
 	for lo := 0; lo < points; lo += batch {
 		p.t0 = t0 + int64(lo)*period
 		pts := p.samples(min(batch, points-lo))["vang"]
+		if float32s {
+			for i, v := range pts.F {
+				pts.F[i] = float64(float32(v))
+			}
+		}
 		if _, err := writer.Put(e.ctx, key, pts, tsdb.PutOptions{}); err != nil {
 			return nil, fmt.Errorf("write: %w", err)
 		}
@@ -153,7 +165,10 @@ func (e *benchEnv) readCase(cs benchCase, points, batch, reads int, spans []int)
 			}
 		}
 		r := &readResult{caseInfo: e.info("read", cs), Points: points, SpanS: span, Quanta: len(starts), Reads: n,
-			Returned: want.Len(), latency: summarize(lat), ColdMs: ms(lat[0])}
+			Returned: want.Len(), Values: "float64", latency: summarize(lat), ColdMs: ms(lat[0])}
+		if float32s {
+			r.Values = "float32"
+		}
 		if r.Mean > 0 {
 			r.PointsPerS = float64(r.Returned) / (r.Mean / 1e3)
 		}

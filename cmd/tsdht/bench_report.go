@@ -161,13 +161,18 @@ func runBenchReport(c *cli.Context) error {
 		fmt.Fprintf(w, "## Table II — read of the latest history from another node, ms per read\n\n")
 		fmt.Fprintf(w, "One series written at 60 Hz; another node reads the latest span, trimmed exactly (the paper padded to "+
 			"whole quanta). Every read returned exactly the points asked for (checked). *Cold*: the first read of the span.\n\n")
-		fmt.Fprintf(w, "| format | span | quanta | points returned | paper | tsdht mean | p50 | p99 | cold | paper ÷ tsdht | reads | rf | nodes | store, sync |\n")
-		fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+		fmt.Fprintf(w, "*Replicas*: which of each shard's replicas a read asks — all of them (the default), or a read quorum "+
+			"chosen to ask few nodes (`--read-quorum-only`). *÷ shortest*: the mean over the mean of the shortest span of "+
+			"the same format, replicas and values in this table. *Values*: float64 (full precision, noise in every bit: "+
+			"about 8 bytes a point on the wire) or float32 (readings as a C37.118 PMU sends them: about 4).\n\n")
+		fmt.Fprintf(w, "| format | replicas | values | span | quanta | points returned | paper | tsdht mean | p50 | p99 | cold | ÷ shortest | paper ÷ tsdht | reads | rf | nodes | store, sync |\n")
+		fmt.Fprintf(w, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 		for _, r := range reads {
 			x := r.read
-			fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %.3f | %.3f | %.3f | %.3f | %s | %d | %d | %d | %s, %s |\n",
-				strings.ToUpper(x.IDFormat), spanName(x.SpanS), x.Quanta, x.Returned, paperCell(x.PaperMs, 0), x.Mean, x.P50,
-				x.P99, x.ColdMs, speedup(x.PaperMs, x.Mean), x.Reads, x.RF, x.Nodes, x.Store, x.Sync)
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %d | %s | %.3f | %.3f | %.3f | %.3f | %s | %s | %d | %d | %d | %s, %s |\n",
+				strings.ToUpper(x.IDFormat), replicasRead(x.ReadQuorumOnly), valuesName(x.Values), spanName(x.SpanS), x.Quanta, x.Returned,
+				paperCell(x.PaperMs, 0), x.Mean, x.P50, x.P99, x.ColdMs, overShortest(x, reads), speedup(x.PaperMs, x.Mean),
+				x.Reads, x.RF, x.Nodes, x.Store, x.Sync)
 		}
 		fmt.Fprintln(w)
 	}
@@ -190,6 +195,40 @@ func runBenchReport(c *cli.Context) error {
 		return writePlotData(prefix, writes, reads)
 	}
 	return nil
+}
+
+// replicasRead names which replicas of each shard a read asked.
+func replicasRead(quorumOnly bool) string {
+	if quorumOnly {
+		return "read quorum"
+	}
+	return "all"
+}
+
+// valuesName names what a read's values were; float64 for results that predate the
+// field.
+func valuesName(v string) string {
+	if v == "" {
+		return "float64"
+	}
+	return v
+}
+
+// overShortest returns x's mean over that of the shortest span measured in the same
+// case (format, rf, nodes, replicas read), as "2.9×", or "—" for the shortest itself.
+func overShortest(x *readResult, reads []benchRecord) string {
+	var short *readResult
+	for _, r := range reads {
+		y := r.read
+		if y.IDFormat == x.IDFormat && y.RF == x.RF && y.Nodes == x.Nodes && y.ReadQuorumOnly == x.ReadQuorumOnly &&
+			y.Target == x.Target && valuesName(y.Values) == valuesName(x.Values) && (short == nil || y.SpanS < short.SpanS) {
+			short = y
+		}
+	}
+	if short == nil || short == x || short.SpanS == x.SpanS || short.Mean == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f×", x.Mean/short.Mean)
 }
 
 func paperCell(ms float64, prec int) string {
@@ -232,7 +271,14 @@ func writePlotData(prefix string, writes, reads []benchRecord) error {
 	fmt.Fprintf(&rb, "# case paper_ms tsdht_mean_ms\n")
 	for _, rec := range reads {
 		r := rec.read
-		fmt.Fprintf(&rb, "\"%s %s\" %s %g\n", strings.ToUpper(r.IDFormat), spanName(r.SpanS), plotNum(r.PaperMs), r.Mean)
+		label := strings.ToUpper(r.IDFormat) + " " + spanName(r.SpanS)
+		if r.ReadQuorumOnly {
+			label += " rq"
+		}
+		if r.Values == "float32" {
+			label += " f32"
+		}
+		fmt.Fprintf(&rb, "\"%s\" %s %g\n", label, plotNum(r.PaperMs), r.Mean)
 	}
 	if err := os.WriteFile(prefix+"-write.dat", []byte(wb.String()), 0o644); err != nil {
 		return err

@@ -97,9 +97,16 @@ func TestBenchJSON(t *testing.T) {
 			if m["span_s"] != span || got < 60*span || got > 60*span+1 || m["points"] != 1200.0 || m["reads"] != 3.0 {
 				t.Errorf("result %v: want span %v s, %v–%v points of 1200, 3 reads", m, span, 60*span, 60*span+1)
 			}
-			if m["sync"] != "none" || m["store"] != "disk" {
-				t.Errorf("result %v: want sync none on disk", m)
+			if m["sync"] != "none" || m["store"] != "disk" || m["values"] != "float64" {
+				t.Errorf("result %v: want sync none on disk, float64 values", m)
 			}
+		}
+		// --float32 writes float32 readings (the bench checks every point read back) and
+		// says so; --read-quorum-only is reported.
+		res = runBenchJSON(t, "read", "--local", "3", "--rf", "3", "--id-format", "qfi", "--points", "1200",
+			"--spans", "10", "--reads", "2", "--sync", "none", "--float32", "--read-quorum-only")
+		if len(res) != 1 || res[0]["values"] != "float32" || res[0]["read_quorum_only"] != true {
+			t.Errorf("results %v: want one, of float32 values, read_quorum_only", res)
 		}
 	})
 	t.Run("ingest", func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 )
 
 // The packed form of Points is what reads send over the network when the reader asks for
@@ -16,25 +17,47 @@ import (
 //	version byte (1) ‖ type byte ‖ uvarint n
 //	timestamps: varint t0, then n-1 zig-zag varint delta-of-deltas
 //	Float: byte k; k <= maxDecimals: the values are v·10^k exactly, sent as zig-zag
-//	       varint deltas of those integers; k = rawFloats: 8 little-endian bytes each
+//	       varint deltas of those integers; k = rawFloats: 8 little-endian bytes each;
+//	       k = bitDeltas (version 2 only): byte s, then zig-zag varint deltas of each
+//	       value's bits read as a signed magnitude (sign bit → sign) shifted right by s,
+//	       the trailing zero bits every value has: a float32 reading (what C37.118 PMUs
+//	       send) has 29 of them, and neighbouring readings share their high bits
 //	Int:   zig-zag varint deltas
 //	String: uvarint length ‖ bytes, each
 //
 // Every count is checked against the bytes that remain before anything is allocated,
 // so a hostile or corrupt input cannot make the decoder allocate more than a small
 // multiple of its size; decoding never panics.
+//
+// Version 2 differs from version 1 only by the bitDeltas float form. A writer uses it
+// only for a reader that said it decodes version 2 (AppendPackedFor); the decoder reads
+// both.
 const packedVersion = 1
+
+// PackedVersion is the newest packed form this package writes and reads. A reader
+// sends it with its request (wire.ShardRead.PackedVersion) so that a replica answers in
+// a form the reader decodes, whichever of them was upgraded first.
+const PackedVersion = 2
 
 const (
 	maxDecimals = 9    // 10^9 · |v| must stay below 2^53 for the integers to be exact
 	rawFloats   = 0xff // the values had no common decimal scale
+	bitDeltas   = 0xfe // version 2: deltas of the values' bits as signed magnitudes
 )
 
 var pow10 = [maxDecimals + 1]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
 
-// AppendPacked appends the packed form of p to dst. p must be valid.
-func AppendPacked(dst []byte, p *Points) []byte {
+// AppendPacked appends the packed form of p to dst, in version 1, which every reader
+// decodes. p must be valid.
+func AppendPacked(dst []byte, p *Points) []byte { return AppendPackedFor(dst, p, packedVersion) }
+
+// AppendPackedFor appends the packed form of p to dst for a reader that decodes packed
+// versions up to v (below 1 counts as 1, above PackedVersion as PackedVersion): the
+// smallest form that reader decodes. p must be valid.
+func AppendPackedFor(dst []byte, p *Points, v int) []byte {
+	v = min(max(v, packedVersion), PackedVersion)
 	n := p.Len()
+	head := len(dst)
 	dst = append(dst, packedVersion, byte(p.Type))
 	dst = binary.AppendUvarint(dst, uint64(n))
 	if n == 0 {
@@ -58,6 +81,14 @@ func AppendPacked(dst []byte, p *Points) []byte {
 				prev = m
 			}
 		} else {
+			mark := len(dst)
+			if v >= 2 {
+				if d, ok := appendBitDeltas(dst, p.F); ok && len(d)-mark < 1+8*n {
+					d[head] = 2 // the one form version 1 lacks
+					return d
+				}
+				dst = dst[:mark]
+			}
 			dst = append(dst, rawFloats)
 			for _, v := range p.F {
 				dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(v))
@@ -72,6 +103,51 @@ func AppendPacked(dst []byte, p *Points) []byte {
 		}
 	}
 	return dst
+}
+
+// signedBits returns the bits of v as a signed magnitude: the sign bit gives the sign
+// of the rest, so that values either side of zero are near each other, and a value's
+// trailing zero bits stay trailing zeros. -0 has none of its own (it is 0): the caller
+// sends such values otherwise.
+func signedBits(v float64) int64 {
+	b := math.Float64bits(v)
+	m := int64(b &^ (1 << 63))
+	if b>>63 != 0 {
+		return -m
+	}
+	return m
+}
+
+// fromSignedBits inverts signedBits.
+func fromSignedBits(m int64) float64 {
+	if m < 0 {
+		return math.Float64frombits(uint64(-m) | 1<<63)
+	}
+	return math.Float64frombits(uint64(m))
+}
+
+// appendBitDeltas appends the bitDeltas form of vs (the form byte, the shift, the
+// deltas); false if some value is -0, which it cannot carry.
+func appendBitDeltas(dst []byte, vs []float64) ([]byte, bool) {
+	// The trailing zeros every value has are those of all their bits or-ed (a
+	// magnitude's trailing zeros are its negation's).
+	var all uint64
+	for _, v := range vs {
+		b := math.Float64bits(v)
+		if b == 1<<63 { // -0
+			return dst, false
+		}
+		all |= b &^ (1 << 63)
+	}
+	shift := min(63, bits.TrailingZeros64(all))
+	dst = append(dst, bitDeltas, byte(shift))
+	var prev int64
+	for _, v := range vs {
+		m := signedBits(v) >> shift
+		dst = binary.AppendVarint(dst, m-prev) // wraps on overflow, and unwraps the same way
+		prev = m
+	}
+	return dst, true
 }
 
 // decimalScale returns the smallest k <= maxDecimals such that every value is exactly
@@ -104,8 +180,9 @@ func DecodePacked(b []byte) (Points, error) {
 	if len(b) < 2 {
 		return bad("truncated header")
 	}
-	if b[0] != packedVersion {
-		return bad(fmt.Sprintf("version %d", b[0]))
+	version := b[0]
+	if version < packedVersion || version > PackedVersion {
+		return bad(fmt.Sprintf("version %d (this build reads 1 to %d)", version, PackedVersion))
 	}
 	p := Points{Type: Type(b[1])}
 	b = b[2:]
@@ -160,6 +237,22 @@ func DecodePacked(b []byte) (Points, error) {
 				p.F[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
 			}
 			b = b[8*n:]
+		case scale == bitDeltas && version >= 2:
+			if len(b) < 1 || b[0] > 63 {
+				return bad("bit deltas shift")
+			}
+			shift := b[0]
+			b = b[1:]
+			var m int64
+			for i := range p.F {
+				d, k := binary.Varint(b)
+				if k <= 0 {
+					return bad("bit delta")
+				}
+				b = b[k:]
+				m += d
+				p.F[i] = fromSignedBits(m << shift)
+			}
 		case scale <= maxDecimals:
 			// takeDeltas's loop, converting as it goes: no int slice to allocate.
 			var m int64

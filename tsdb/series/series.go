@@ -287,6 +287,19 @@ func Concat(parts ...Points) Points {
 		return out
 	}
 	out.T = make([]int64, 0, n)
+	for i := range parts { // the value column sized once too: a read's answer is long
+		if parts[i].Len() > 0 {
+			switch parts[i].Type {
+			case Float:
+				out.F = make([]float64, 0, n)
+			case Int:
+				out.I = make([]int64, 0, n)
+			case String:
+				out.S = make([]string, 0, n)
+			}
+			break
+		}
+	}
 	for i := range parts {
 		q := &parts[i]
 		if q.Len() == 0 {

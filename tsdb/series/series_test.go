@@ -229,3 +229,26 @@ func TestBatchesCutBySize(t *testing.T) {
 		t.Fatalf("cut by points: %d batches", len(bs))
 	}
 }
+
+// Concat allocates its result once, timestamps and values: a long read's answer is
+// concatenated from hundreds of shards and must not grow its value column step by step.
+func TestConcatAllocatesOnce(t *testing.T) {
+	r := rand.New(rand.NewSource(13))
+	for _, typ := range []Type{Float, Int, String} {
+		var parts []Points
+		for range 16 {
+			parts = append(parts, Points{Type: typ}, randomPoints(r, typ, 563))
+		}
+		want := 0
+		for i := range parts {
+			want += parts[i].Len()
+		}
+		var got Points
+		if allocs := testing.AllocsPerRun(10, func() { got = Concat(parts...) }); allocs != 2 {
+			t.Errorf("%v: Concat of %d parts made %v allocations; want 2", typ, len(parts), allocs)
+		}
+		if got.Len() != want || got.Type != typ {
+			t.Errorf("%v: Concat gave %d points of %v; want %d of %v", typ, got.Len(), got.Type, want, typ)
+		}
+	}
+}

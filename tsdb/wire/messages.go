@@ -48,6 +48,10 @@ type ShardRead struct {
 	// PMU point instead of 12). A replica that predates it ignores the field and answers
 	// in Points, which a reader also takes.
 	Packed bool `msgpack:"pk,omitempty"`
+	// PackedVersion, with Packed, is the newest packed form the reader decodes
+	// (series.PackedVersion); 0 means 1. A replica answers in the smallest form up to
+	// it (series.AppendPackedFor); one that predates the field answers in version 1.
+	PackedVersion int `msgpack:"pv,omitempty"`
 	// SetHash, with Digest, asks for the pair's set hash instead: agg.Partial.Hash of all
 	// its points (order-independent, kept by the store's statistics on every write, so a
 	// replica answers without reading points), From and To ignored. A replica that
@@ -121,7 +125,10 @@ type GetReq struct {
 	ReadQuorum   int    `msgpack:"r"` // 0: the node's default
 	AllowPartial bool   `msgpack:"partial"`
 	Packed       bool   `msgpack:"pk,omitempty"` // answer in GetResp.Packed (see ShardRead.Packed)
-	Entry        bool   `msgpack:"e,omitempty"`  // answer the series' catalog entry too
+	// PackedVersion is the newest packed form the asker decodes; 0 means 1 (see
+	// ShardRead.PackedVersion).
+	PackedVersion int  `msgpack:"pv,omitempty"`
+	Entry         bool `msgpack:"e,omitempty"` // answer the series' catalog entry too
 }
 
 // GetResp answers a GetReq.
