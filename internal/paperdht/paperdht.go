@@ -220,8 +220,9 @@ func Closest(contacts []Contact, id quanta.ID, k int) []Contact {
 // written without an RPC) or a thin client (self nil). It keeps one net/rpc client per
 // peer, dialed at first use. Safe for concurrent use.
 type Client struct {
-	// Lookup makes every Put find its replicas by an iterative FIND_NODE lookup over
-	// RPC, as Kademlia's STORE does, instead of from the client's own contact list.
+	// Lookup makes every Put and Get find its replicas by an iterative FIND_NODE lookup
+	// over RPC, as Kademlia's STORE and FIND_VALUE do, instead of from the client's own
+	// contact list (which need not hold the closest nodes).
 	Lookup bool
 	// DialEach makes every RPC dial its own connection and close it after the answer
 	// (rpc.DialHTTP, call, Close), as net/rpc's package example does, instead of
@@ -419,8 +420,15 @@ func (c *Client) Get(key string, from, to int64, rf int) ([]Measurement, error) 
 }
 
 func (c *Client) getShard(id quanta.ID, rf int) ([]Measurement, error) {
+	replicas := Closest(c.contacts, id, rf)
+	if c.Lookup { // as Put found them: the contacts alone may not hold the closest nodes
+		var err error
+		if replicas, err = c.lookup(id, rf); err != nil {
+			return nil, fmt.Errorf("paperdht: shard %s: %w", id, err)
+		}
+	}
 	var errs []error
-	for _, r := range Closest(c.contacts, id, rf) {
+	for _, r := range replicas {
 		if c.self != nil && r.ID == c.self.ID {
 			if m, ok := c.self.get(id); ok {
 				return m, nil
