@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
@@ -22,7 +23,9 @@ import (
 // structure (spans, answers, requests), never its points' storage, and are cleared
 // before each reuse so that they keep no points alive.
 type pageBufs struct {
+	long    bool // a long read's (from pageBufPool), not a short read's fresh ones
 	spans   []shardSpan
+	owners  []dht.Peer // the spans' replica sets, when placed by a scan (replicaScanner)
 	starts  []int64
 	answers [][]replicaAnswer
 	flat    []replicaAnswer // answers' backing array
@@ -52,7 +55,15 @@ type pageBufs struct {
 	ptrs    []*peerBatch[fetch]
 }
 
-var pageBufPool = sync.Pool{New: func() any { return new(pageBufs) }}
+var pageBufPool = sync.Pool{New: func() any { return &pageBufs{long: true} }}
+
+// replicaScanner is a Placement that can find a replica set into the caller's slice
+// without its cache (dht.Node.ReplicaSetInto): a long read's page places its shards
+// so, each once, instead of filling the cache that writes and short reads use with
+// sets nobody asks for again. ok is false where it cannot (then Locate).
+type replicaScanner interface {
+	ReplicaSetInto(dst []dht.Peer, id quanta.ID, rf int) (ps []dht.Peer, ok bool)
+}
 
 // pageBufsOf returns the buffers a long read's page context carries, or else fresh,
 // empty ones.

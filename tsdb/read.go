@@ -126,13 +126,31 @@ func (c *Coordinator) checkGet(key string, from, to int64, opt GetOptions) (int,
 // finds each one's replicas.
 func (c *Coordinator) planRead(ctx context.Context, key string, starts []int64, from, to int64) ([]shardSpan, error) {
 	q := c.cfg.DHT.Quantum
-	spans := reuse(&pageBufsOf(ctx).spans, len(starts))
+	b := pageBufsOf(ctx)
+	spans := reuse(&b.spans, len(starts))
+	// A long read's page places its shards by a scan, into its own buffer, not
+	// through the placement cache (replicaScanner).
+	scan, _ := c.place.(replicaScanner)
+	var owners []dht.Peer
+	if !b.long {
+		scan = nil
+	} else if scan != nil {
+		owners = reuse(&b.owners, len(starts)*c.cfg.RF)
+	}
 	ids := quanta.NewSeriesIDs(c.cfg.DHT.Format, key)
 	for i, s := range starts {
 		ref := store.ShardRef{ID: ids.At(s), Start: s}
-		replicas, err := c.locate(ctx, ref.ID)
-		if err != nil {
-			return nil, err
+		var replicas []dht.Peer
+		ok := false
+		if scan != nil {
+			at := i * c.cfg.RF
+			replicas, ok = scan.ReplicaSetInto(owners[at:at:at+c.cfg.RF], ref.ID, c.cfg.RF)
+		}
+		if !ok || len(replicas) == 0 {
+			var err error
+			if replicas, err = c.locate(ctx, ref.ID); err != nil {
+				return nil, err
+			}
 		}
 		spans[i] = shardSpan{ref: ref, from: max(from, q.BeginNanos(s)), to: min(to, q.EndNanos(s)), replicas: replicas}
 	}
