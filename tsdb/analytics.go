@@ -312,7 +312,9 @@ func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every
 			return wire.AggResult{}, rpc.Errorf(CodeUnavailable, "aggregate of %q: %v", key, err)
 		}
 		if err := turn.page(ctx, func(ctx context.Context) error {
-			return c.aggregatePage(ctx, key, cover.page(lo, aggPageQuanta), from, to, every, r, byQuorum, &res, &lists)
+			b := pageBufsOf(ctx)
+			b.starts = cover.pageInto(b.starts, lo, aggPageQuanta)
+			return c.aggregatePage(ctx, key, b.starts, from, to, every, r, byQuorum, &res, &lists)
 		}); err != nil {
 			return wire.AggResult{}, err
 		}
