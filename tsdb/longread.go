@@ -30,9 +30,17 @@ import (
 //     the core before it starts (runtime.Gosched), so that the requests that arrived
 //     while the last page ran go first: a small request waits for at most about one
 //     page, not for the burst;
+//   - so the node runs at most one long-read page at a time, whichever connection
+//     or client the reads came from: one turn for the whole node, and a turn's pages
+//     one after another (pacer.most counts it; TestLongReadsOnePageAtATime);
 //   - a long read holds the starts of one page of quanta at a time (coverQuanta),
 //     not of its whole range: 2²⁰ quanta would be 8 MiB per read, garbage that the
-//     collector then charges to every request beside it.
+//     collector then charges to every request beside it;
+//   - for the same reason its pages reuse one set of working slices (pageBufs:
+//     spans, answers, requests, this node's answers) and place their shards by a
+//     scan of the owners into it (replicaScanner), not through the placement cache
+//     that writes use: tens of bytes allocated per quantum, not a kilobyte
+//     (TestLongReadAllocs).
 
 // maxLongReads is how many long reads a node coordinates at once.
 const maxLongReads = 1
