@@ -442,7 +442,11 @@ func (c *Coordinator) aggRound(ctx context.Context, key string, spans []shardSpa
 	batches := bufs.groupFetches(spans, plan, perRequest)
 	// Every batch's request shards, store references and this node's answers, in one
 	// array each: a batch has its own part of them.
-	reads, refs, mine := reuse(&bufs.aggReads, len(plan)), reuse(&bufs.refs, len(plan)), reuse(&bufs.aggResults, len(plan))
+	reads, refs := reuse(&bufs.aggReads, len(plan)), reuse(&bufs.refs, len(plan))
+	var mine []wire.ShardAggResult // a short aggregate's local answer makes its own
+	if bufs.long {
+		mine = reuse(&bufs.aggResults, len(plan))
+	}
 	results := fanOut(ctx, batches, c.fetchLimit(ctx), c.cfg.CallTimeout,
 		func(ctx context.Context, b *peerBatch[fetch]) (*wire.AggResp, error) {
 			off := 0
@@ -465,7 +469,11 @@ func (c *Coordinator) aggRound(ctx context.Context, key string, spans []shardSpa
 				for k, it := range b.items {
 					refs[k] = spans[it.shard].ref
 				}
-				return l.aggShards(every, req.Shards, refs, mine[off:off+n:off+n])
+				var out []wire.ShardAggResult
+				if mine != nil {
+					out = mine[off : off+n : off+n]
+				}
+				return l.aggShards(every, req.Shards, refs, out)
 			}
 			return rep.Agg(ctx, req)
 		})

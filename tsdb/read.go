@@ -523,7 +523,11 @@ func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardS
 	batches := bufs.groupFetches(spans, plan, maxShardsPerRequest)
 	// Every batch's request shards, and this node's answers, in one array each (of the
 	// page's buffers): a batch has its own part of them.
-	reads, mine := reuse(&bufs.reads, len(plan)), reuse(&bufs.results, len(plan))
+	reads := reuse(&bufs.reads, len(plan))
+	var mine []wire.ShardResult // a short read's local answer makes its own
+	if bufs.long {
+		mine = reuse(&bufs.results, len(plan))
+	}
 	results := fanOut(ctx, batches, c.fetchLimit(ctx), c.cfg.CallTimeout,
 		func(ctx context.Context, b *peerBatch[fetch]) (*wire.ReadResp, error) {
 			off := 0
@@ -535,7 +539,9 @@ func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardS
 			}
 			n := len(b.items)
 			req := &wire.ReadReq{Shards: reads[off : off+n : off+n]}
-			ctx = withResults(ctx, mine[off:off+n:off+n])
+			if mine != nil {
+				ctx = withResults(ctx, mine[off:off+n:off+n])
+			}
 			for k, f := range b.items {
 				s := &spans[f.shard]
 				req.Shards[k] = wire.ShardRead{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to, Digest: !f.data, Packed: f.data}
