@@ -19,9 +19,10 @@ import (
 // request beside them pays for (BenchmarkLongReadQuantum, TestLongReadAllocs).
 //
 // A long read's page carries its pageBufs in its context (longTurn.page); a short
-// read has none, and the same functions then use a pageBufs of their own, fresh. Nothing a read returns refers to them: they hold the page's
-// structure (spans, answers, requests), never its points' storage, and are cleared
-// before each reuse so that they keep no points alive.
+// read has none, and the same functions then use a pageBufs of their own, fresh.
+// Nothing a read returns refers to them: they hold the page's structure (spans,
+// answers, requests), never its points' storage, and are cleared before each reuse so
+// that they keep no points alive.
 type pageBufs struct {
 	long    bool // a long read's (from pageBufPool), not a short read's fresh ones
 	spans   []shardSpan
