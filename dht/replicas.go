@@ -59,6 +59,9 @@ type placeCache struct {
 	mu     sync.Mutex
 	sets   map[placeKey][]Peer // the current generation
 	prev   map[placeKey][]Peer // the one before, read only; nil at first
+
+	keysOnce sync.Once
+	keys     [][32]byte // the owners' routing-table keys, made once (scan.go)
 }
 
 type placeKey struct {

@@ -48,7 +48,22 @@ func (e *skippedFrame) Error() string { return e.err.Error() }
 func (e *skippedFrame) Unwrap() error { return e.err }
 
 func newFrameReader(r io.Reader, limit int) *frameReader {
-	return &frameReader{r: bufio.NewReaderSize(r, 4<<10), limit: limit}
+	br := readerPool.Get().(*bufio.Reader)
+	br.Reset(r)
+	return &frameReader{r: br, limit: limit}
+}
+
+// readerPool holds the 4 KiB read buffers of frame readers released (release): a
+// server under a flood of short-lived connections — thousands a minute of hostile
+// ones, each handshaked and dropped — reuses them instead of making one for each.
+var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
+
+// release gives the reader's buffer back for another connection's reader; fr is not
+// to be used again. Whatever it had buffered is dropped.
+func (fr *frameReader) release() {
+	fr.r.Reset(nil)
+	readerPool.Put(fr.r)
+	fr.r = nil
 }
 
 // next returns the payload of the next frame in a new buffer that the caller

@@ -366,6 +366,7 @@ func (s *Server) serveConn(sc *serverConn) {
 	inflight := make(chan struct{}, s.cfg.MaxInflightPerConn)
 	work := make(chan *envelope) // to a worker waiting for its next request
 	fr := newFrameReader(readActivity{conn, &sc.lastRead}, s.cfg.MaxFrameSize)
+	defer fr.release() // read only here: its buffer goes to the next connection
 	sc.budget = semaphore.NewWeighted(int64(s.cfg.MaxInflightBytesPerConn))
 	var held hold // budget taken for the frame being read
 	var frameDeadline time.Time

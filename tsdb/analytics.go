@@ -9,7 +9,6 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
-	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/agg"
@@ -82,7 +81,7 @@ func (l *localReplica) Agg(_ context.Context, req *wire.AggReq) (*wire.AggResp, 
 			return nil, rpc.Errorf(CodeBadInput, "shard %x is not series %q at quantum %d", r.ID, r.Key, r.Start)
 		}
 	}
-	return l.aggShards(req.Every, req.Shards, refs)
+	return l.aggShards(req.Every, req.Shards, refs, nil)
 }
 
 // aggSeries answers a packed request (wire.MethodAggSeries): the shards' IDs are
@@ -106,20 +105,29 @@ func (l *localReplica) aggSeries(req *wire.AggSeriesReq) (*wire.AggResp, error) 
 		}
 		refs[i] = store.ShardRef{ID: ids.At(shards[i].Start), Start: shards[i].Start}
 	}
-	return l.aggShards(req.Every, shards, refs)
+	return l.aggShards(req.Every, shards, refs, nil)
 }
 
 // aggShards answers shards, whose store references are refs (checked), with windows of
-// width every (checked). The pairs' statistics are read in one pass
-// (store.PairStatsBatch); windows that cut a quantum are computed from its points.
-func (l *localReplica) aggShards(every int64, shards []wire.ShardAgg, refs []store.ShardRef) (*wire.AggResp, error) {
+// width every (checked), in out when it has a result per shard (a long aggregate's
+// page buffer: pagebufs.go), else in a new slice. The pairs' statistics are read in
+// one pass (store.PairStatsBatch); windows that cut a quantum are computed from its
+// points.
+func (l *localReplica) aggShards(every int64, shards []wire.ShardAgg, refs []store.ShardRef, out []wire.ShardAggResult) (*wire.AggResp, error) {
 	for i := range shards {
 		if r := &shards[i]; r.From > r.To {
 			return nil, rpc.Errorf(CodeBadInput, "aggregate of %q: from %d is after to %d", r.Key, r.From, r.To)
 		}
 	}
-	resp := &wire.AggResp{Shards: make([]wire.ShardAggResult, len(shards))}
-	whole := make([]agg.Window, 0, len(shards)) // the windows answered by statistics, in one array
+	if len(out) != len(shards) {
+		out = make([]wire.ShardAggResult, len(shards))
+	}
+	clear(out)
+	resp := &wire.AggResp{Shards: out}
+	// The windows answered by statistics, in one array as far as it goes: grown as
+	// held shards come (most of a long aggregate's hold nothing), each answer keeps
+	// the array it was made in.
+	var whole []agg.Window
 	yield := func(i int, st agg.Partial, held bool) error {
 		r, res := &shards[i], &resp.Shards[i]
 		res.Held, res.Count, res.Hash, res.Type = held, st.Count, statsDigest(st.Count, st.Hash), st.Type
@@ -304,7 +312,9 @@ func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every
 			return wire.AggResult{}, rpc.Errorf(CodeUnavailable, "aggregate of %q: %v", key, err)
 		}
 		if err := turn.page(ctx, func(ctx context.Context) error {
-			return c.aggregatePage(ctx, key, cover.page(lo, aggPageQuanta), from, to, every, r, byQuorum, &res, &lists)
+			b := pageBufsOf(ctx)
+			b.starts = cover.pageInto(b.starts, lo, aggPageQuanta)
+			return c.aggregatePage(ctx, key, b.starts, from, to, every, r, byQuorum, &res, &lists)
 		}); err != nil {
 			return wire.AggResult{}, err
 		}
@@ -415,33 +425,39 @@ func settleAgg(ans []aggAnswer, r int, byQuorum bool) (ws []agg.Window, ok, comp
 // aggRound asks every shard's closest replica for windows and the others for digests,
 // grouped by node.
 func (c *Coordinator) aggRound(ctx context.Context, key string, spans []shardSpan, every int64) [][]aggAnswer {
-	answers := make([][]aggAnswer, len(spans))
-	type item struct {
-		shard, replica int
-		data           bool
-	}
+	// A long aggregate's page reuses the slices of the one before (pagebufs.go).
+	bufs := pageBufsOf(ctx)
+	answers := bufs.aggAnswersFor(spans)
 	// Narrow windows make big answers: fewer shards per request then.
 	q := c.cfg.DHT.Quantum.Duration().Nanoseconds()
 	perShard := q/every + 2
 	perRequest := int(max(1, min(maxAggShardsPerRequest, maxAggWindowsPerRequest/perShard)))
-	n := 0
+	plan := bufs.plan[:0]
 	for i := range spans {
-		n += len(spans[i].replicas)
-	}
-	flat := make([]aggAnswer, n) // every shard's answers, in one array
-	batches := groupByPeer(func(yield func(dht.Peer, item) bool) {
-		for i := range spans {
-			answers[i], flat = flat[:len(spans[i].replicas):len(spans[i].replicas)], flat[len(spans[i].replicas):]
-			for j, p := range spans[i].replicas {
-				if !yield(p, item{shard: i, replica: j, data: j == 0}) {
-					return
-				}
-			}
+		for j := range spans[i].replicas {
+			plan = append(plan, fetch{shard: i, replica: j, data: j == 0})
 		}
-	}, perRequest, nil)
+	}
+	bufs.plan = plan
+	batches := bufs.groupFetches(spans, plan, perRequest)
+	// Every batch's request shards, store references and this node's answers, in one
+	// array each: a batch has its own part of them.
+	reads, refs := reuse(&bufs.aggReads, len(plan)), reuse(&bufs.refs, len(plan))
+	var mine []wire.ShardAggResult // a short aggregate's local answer makes its own
+	if bufs.long {
+		mine = reuse(&bufs.aggResults, len(plan))
+	}
 	results := fanOut(ctx, batches, c.fetchLimit(ctx), c.cfg.CallTimeout,
-		func(ctx context.Context, b *peerBatch[item]) (*wire.AggResp, error) {
-			req := &wire.AggReq{Every: every, Shards: make([]wire.ShardAgg, len(b.items))}
+		func(ctx context.Context, b *peerBatch[fetch]) (*wire.AggResp, error) {
+			off := 0
+			for _, o := range batches {
+				if o == b {
+					break
+				}
+				off += len(o.items)
+			}
+			n := len(b.items)
+			req := &wire.AggReq{Every: every, Shards: reads[off : off+n : off+n]}
 			for k, it := range b.items {
 				s := &spans[it.shard]
 				req.Shards[k] = wire.ShardAgg{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to, Digest: !it.data}
@@ -449,11 +465,15 @@ func (c *Coordinator) aggRound(ctx context.Context, key string, spans []shardSpa
 			rep := c.replicas.For(b.peer)
 			if l, ok := rep.(*localReplica); ok {
 				// This node's store, with the references planned here: no ID to check.
-				refs := make([]store.ShardRef, len(b.items))
+				refs := refs[off : off+n : off+n]
 				for k, it := range b.items {
 					refs[k] = spans[it.shard].ref
 				}
-				return l.aggShards(every, req.Shards, refs)
+				var out []wire.ShardAggResult
+				if mine != nil {
+					out = mine[off : off+n : off+n]
+				}
+				return l.aggShards(every, req.Shards, refs, out)
 			}
 			return rep.Agg(ctx, req)
 		})

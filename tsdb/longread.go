@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tsdht/tsdht/quanta"
@@ -29,9 +30,17 @@ import (
 //     the core before it starts (runtime.Gosched), so that the requests that arrived
 //     while the last page ran go first: a small request waits for at most about one
 //     page, not for the burst;
+//   - so the node runs at most one long-read page at a time, whichever connection
+//     or client the reads came from: one turn for the whole node, and a turn's pages
+//     one after another (pacer.most counts it; TestLongReadsOnePageAtATime);
 //   - a long read holds the starts of one page of quanta at a time (coverQuanta),
 //     not of its whole range: 2²⁰ quanta would be 8 MiB per read, garbage that the
-//     collector then charges to every request beside it.
+//     collector then charges to every request beside it;
+//   - for the same reason its pages reuse one set of working slices (pageBufs:
+//     spans, answers, requests, this node's answers) and place their shards by a
+//     scan of the owners into it (replicaScanner), not through the placement cache
+//     that writes use: tens of bytes allocated per quantum, not a kilobyte
+//     (TestLongReadAllocs).
 
 // maxLongReads is how many long reads a node coordinates at once.
 const maxLongReads = 1
@@ -52,6 +61,11 @@ type pacer struct {
 	share float64       // of wall time, in (0, 1]
 	burst time.Duration // the most time held
 	now   func() time.Time
+
+	// running counts the pages running now, and most the most that ever ran at once:
+	// one, as long reads take turns (maxLongReads) and a read's pages run one after
+	// another (TestLongReadsOnePageAtATime).
+	running, most atomic.Int32
 
 	mu     sync.Mutex
 	credit time.Duration // may be negative: the debt of the last page
@@ -97,8 +111,9 @@ func (p *pacer) charge(d time.Duration) {
 // longTurn is one long read's turn (longRead); a nil *longTurn is a short read's,
 // which runs its one page unpaced.
 type longTurn struct {
-	c   *Coordinator
-	key string
+	c    *Coordinator
+	key  string
+	bufs *pageBufs // its pages' working slices, reused page after page
 }
 
 // longRead waits for a long read's turn, or returns an error with CodeUnavailable if
@@ -113,7 +128,7 @@ func (c *Coordinator) longRead(ctx context.Context, key string) (*longTurn, erro
 	}
 	select {
 	case c.longReads <- struct{}{}:
-		return &longTurn{c: c, key: key}, nil
+		return &longTurn{c: c, key: key, bufs: pageBufPool.Get().(*pageBufs)}, nil
 	case <-wait.Done():
 		return nil, rpc.Errorf(CodeUnavailable, "read of %q: other reads of more than %d quanta kept it waiting (they run %d at a time); retry, or ask for a shorter range",
 			key, readPageQuanta, maxLongReads)
@@ -123,11 +138,14 @@ func (c *Coordinator) longRead(ctx context.Context, key string) (*longTurn, erro
 // release ends the turn; a nil turn's does nothing.
 func (t *longTurn) release() {
 	if t != nil {
+		pageBufPool.Put(t.bufs)
+		t.bufs = nil
 		<-t.c.longReads
 	}
 }
 
-// serialKey marks a paced page's context: its fetches go one at a time (fetchLimit).
+// serialKey marks a paced page's context: its fetches go one at a time (fetchLimit),
+// and its value is the page's buffers (*pageBufs, pagebufs.go).
 type serialKey struct{}
 
 // fetchLimit is how many requests a read page may have in flight at once.
@@ -144,8 +162,8 @@ var longYield = runtime.Gosched
 
 // page runs one page of the read, paced: it first waits until the node's long reads
 // have earned the time back (an error with CodeUnavailable if ctx ends first) and
-// yields the core (longYield), then runs fn with its fetches one at a time, and
-// charges the time fn took. A nil turn runs fn at once.
+// yields the core (longYield), then runs fn with its fetches one at a time and the
+// turn's buffers (pageBufs), and charges the time fn took. A nil turn runs fn at once.
 func (t *longTurn) page(ctx context.Context, fn func(context.Context) error) error {
 	if t == nil {
 		return fn(ctx)
@@ -162,10 +180,13 @@ func (t *longTurn) page(ctx context.Context, fn func(context.Context) error) err
 		}
 	}
 	longYield()
-	ctx = context.WithValue(ctx, serialKey{}, true)
+	ctx = context.WithValue(ctx, serialKey{}, t.bufs)
+	for n, m := p.running.Add(1), p.most.Load(); n > m && !p.most.CompareAndSwap(m, n); m = p.most.Load() {
+	}
 	start := p.now()
 	err := fn(ctx)
 	p.charge(p.now().Sub(start))
+	p.running.Add(-1)
 	return err
 }
 
@@ -197,8 +218,16 @@ func coverQuanta(q quanta.Quantum, from, to int64) (quantaCover, error) {
 
 // page returns the starts of the quanta lo to lo+size (or the last), ascending.
 func (c quantaCover) page(lo, size int) []int64 {
+	return c.pageInto(nil, lo, size)
+}
+
+// pageInto is page, made in buf when it is large enough.
+func (c quantaCover) pageInto(buf []int64, lo, size int) []int64 {
 	hi := min(lo+size, c.n)
-	starts := make([]int64, 0, max(hi-lo, 0))
+	starts := buf[:0]
+	if cap(starts) < hi-lo {
+		starts = make([]int64, 0, max(hi-lo, 0))
+	}
 	for i := lo; i < hi; i++ {
 		starts = append(starts, c.first+int64(i)*int64(c.q))
 	}

@@ -73,7 +73,9 @@ func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt G
 		}
 		var page Result
 		err := turn.page(ctx, func(ctx context.Context) error {
-			spans, err := c.planRead(ctx, key, cover.page(lo, readPageQuanta), from, to)
+			b := pageBufsOf(ctx)
+			b.starts = cover.pageInto(b.starts, lo, readPageQuanta)
+			spans, err := c.planRead(ctx, key, b.starts, from, to)
 			if err != nil {
 				return err
 			}
@@ -127,13 +129,31 @@ func (c *Coordinator) checkGet(key string, from, to int64, opt GetOptions) (int,
 // finds each one's replicas.
 func (c *Coordinator) planRead(ctx context.Context, key string, starts []int64, from, to int64) ([]shardSpan, error) {
 	q := c.cfg.DHT.Quantum
-	spans := make([]shardSpan, len(starts))
+	b := pageBufsOf(ctx)
+	spans := reuse(&b.spans, len(starts))
+	// A long read's page places its shards by a scan, into its own buffer, not
+	// through the placement cache (replicaScanner).
+	scan, _ := c.place.(replicaScanner)
+	var owners []dht.Peer
+	if !b.long {
+		scan = nil
+	} else if scan != nil {
+		owners = reuse(&b.owners, len(starts)*c.cfg.RF)
+	}
 	ids := quanta.NewSeriesIDs(c.cfg.DHT.Format, key)
 	for i, s := range starts {
 		ref := store.ShardRef{ID: ids.At(s), Start: s}
-		replicas, err := c.locate(ctx, ref.ID)
-		if err != nil {
-			return nil, err
+		var replicas []dht.Peer
+		ok := false
+		if scan != nil {
+			at := i * c.cfg.RF
+			replicas, ok = scan.ReplicaSetInto(owners[at:at:at+c.cfg.RF], ref.ID, c.cfg.RF)
+		}
+		if !ok || len(replicas) == 0 {
+			var err error
+			if replicas, err = c.locate(ctx, ref.ID); err != nil {
+				return nil, err
+			}
 		}
 		spans[i] = shardSpan{ref: ref, from: max(from, q.BeginNanos(s)), to: min(to, q.EndNanos(s)), replicas: replicas}
 	}
@@ -177,21 +197,19 @@ func (c *Coordinator) readRounds(ctx context.Context, key string, spans []shardS
 // the points of replicas whose digest matches none in hand, and ask replicas not asked
 // yet where some failed. It returns what each said.
 func (c *Coordinator) readFew(ctx context.Context, key string, spans []shardSpan, r int) [][]replicaAnswer {
-	answers := make([][]replicaAnswer, len(spans))
-	width := make([]int, len(spans))
+	b := pageBufsOf(ctx)
+	answers := b.answersFor(spans)
+	width := reuse(&b.width, len(spans))
 	for i := range spans {
-		answers[i] = make([]replicaAnswer, len(spans[i].replicas))
 		width[i] = c.readWidth(len(spans[i].replicas), r)
 	}
 	self := c.place.Self().ID
-	asked := make([][]bool, len(spans))
-	for i := range spans {
-		asked[i] = make([]bool, len(spans[i].replicas))
-	}
+	asked := b.askedFor(spans)
 	// Round one: points from one replica, digests from width-1 others: with every
 	// replica asked, the points of the closest; with a read quorum, of replicas chosen
 	// to ask few nodes.
-	var plan []fetch
+	plan := b.plan[:0]
+	defer func() { b.plan = plan[:0] }()
 	if c.cfg.ReadQuorumOnly {
 		ones := make([]int, len(spans))
 		for i := range ones {
@@ -218,7 +236,7 @@ func (c *Coordinator) readFew(ctx context.Context, key string, spans []shardSpan
 	// asks something new, or the same replicas again for at most maxExtraReadRounds.
 	for round := 0; round < maxExtraReadRounds+c.cfg.RF && ctx.Err() == nil; round++ {
 		plan = plan[:0]
-		more := make([]int, len(spans))
+		more := reuse(&b.more, len(spans))
 		for i := range spans {
 			missing := missingData(i, answers[i])
 			plan = append(plan, missing...)
@@ -341,7 +359,7 @@ func chooseReplicas(spans []shardSpan, asked [][]bool, need []int, self string, 
 // replicas on the way.
 func (c *Coordinator) assemble(key string, typ series.Type, spans []shardSpan, answers [][]replicaAnswer, r int, allowPartial bool) (Result, error) {
 	res := Result{Points: series.Points{Type: typ}}
-	parts := make([]series.Points, 0, len(spans))
+	var parts []series.Points // of the shards holding points: most of a long read's hold none
 	for i := range spans {
 		pts, complete := mergeAnswers(answers[i], r)
 		if !complete {
@@ -353,7 +371,9 @@ func (c *Coordinator) assemble(key string, typ series.Type, spans []shardSpan, a
 			continue
 		}
 		c.readRepair(key, &spans[i], answers[i], pts)
-		parts = append(parts, pts)
+		if pts.Len() > 0 {
+			parts = append(parts, pts)
+		}
 	}
 	if res.Missing > 0 {
 		if !allowPartial {
@@ -502,16 +522,29 @@ func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardS
 	for _, f := range plan {
 		answers[f.shard][f.replica].asked = true
 	}
-	batches := groupByPeer(func(yield func(dht.Peer, fetch) bool) {
-		for _, f := range plan {
-			if !yield(spans[f.shard].replicas[f.replica], f) {
-				return
-			}
-		}
-	}, maxShardsPerRequest, nil)
+	bufs := pageBufsOf(ctx)
+	batches := bufs.groupFetches(spans, plan, maxShardsPerRequest)
+	// Every batch's request shards, and this node's answers, in one array each (of the
+	// page's buffers): a batch has its own part of them.
+	reads := reuse(&bufs.reads, len(plan))
+	var mine []wire.ShardResult // a short read's local answer makes its own
+	if bufs.long {
+		mine = reuse(&bufs.results, len(plan))
+	}
 	results := fanOut(ctx, batches, c.fetchLimit(ctx), c.cfg.CallTimeout,
 		func(ctx context.Context, b *peerBatch[fetch]) (*wire.ReadResp, error) {
-			req := &wire.ReadReq{Shards: make([]wire.ShardRead, len(b.items))}
+			off := 0
+			for _, o := range batches {
+				if o == b {
+					break
+				}
+				off += len(o.items)
+			}
+			n := len(b.items)
+			req := &wire.ReadReq{Shards: reads[off : off+n : off+n]}
+			if mine != nil {
+				ctx = withResults(ctx, mine[off:off+n:off+n])
+			}
 			for k, f := range b.items {
 				s := &spans[f.shard]
 				req.Shards[k] = wire.ShardRead{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to, Digest: !f.data, Packed: f.data}
@@ -572,9 +605,12 @@ func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, 
 			deleted = append(deleted, a.res.Deleted...)
 		}
 	}
+	// The repair outlives the read's page, whose spans a long read reuses
+	// (pagebufs.go): it keeps copies of what it needs of s.
+	id, start := s.ref.ID, s.ref.Start
 	req := &wire.WriteReq{Repair: true}
 	for _, part := range merged.Batches(0, maxRequestBytes-shardWriteOverhead-len(key)) {
-		req.Shards = append(req.Shards, wire.ShardWrite{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, Points: part, Deleted: deleted})
+		req.Shards = append(req.Shards, wire.ShardWrite{ID: id[:], Start: start, Key: key, Points: part, Deleted: deleted})
 	}
 	if len(req.Shards) > 1 {
 		<-c.repairSlots // the slot taken above
@@ -587,7 +623,7 @@ func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, 
 			_, err := c.replicas.For(p).Write(ctx, req)
 			cancel()
 			if err != nil {
-				c.log.Warn("read repair failed", "series", key, "quantum", s.ref.Start, "peer", nodeID(p), "rpc", p.RPCAddr, "err", err)
+				c.log.Warn("read repair failed", "series", key, "quantum", start, "peer", nodeID(p), "rpc", p.RPCAddr, "err", err)
 			} else {
 				c.readRepairs.Add(1)
 			}

@@ -188,8 +188,10 @@ func (l *localReplica) checkPoints(w *wire.ShardWrite, limit int64) error {
 	return nil
 }
 
-func (l *localReplica) Read(_ context.Context, req *wire.ReadReq) (*wire.ReadResp, error) {
-	resp := &wire.ReadResp{Shards: make([]wire.ShardResult, len(req.Shards))}
+func (l *localReplica) Read(ctx context.Context, req *wire.ReadReq) (*wire.ReadResp, error) {
+	// A long read's page gives the slice to answer in (pagebufs.go); the caller copies
+	// the answers out before it reuses it.
+	resp := &wire.ReadResp{Shards: resultsFor(ctx, len(req.Shards))}
 	answer := 0
 	for i := range req.Shards {
 		r := &req.Shards[i]

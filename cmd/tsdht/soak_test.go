@@ -114,6 +114,8 @@ func TestSoakHostile(t *testing.T) {
 			t.Fatalf("TSDHT_SOAK_PIN=%q: want two CPU lists for taskset, NODE:ATTACKERS, e.g. 0:1", pin)
 		}
 	}
+	// The node's collector cycles, one line each on its stderr (counted per phase).
+	t.Setenv("GODEBUG", "gctrace=1")
 	nodeArgs := []string{"--rf", "1", "--sync", "batch"}
 	profDir, httpAddr := os.Getenv("TSDHT_SOAK_PROFILE"), ""
 	if profDir != "" {
@@ -161,6 +163,12 @@ func TestSoakHostile(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := c.nodes[0].cmd.Process.Pid
+	nodeLog := c.nodes[0].cmd.Stderr.(*syncWriter)
+	gcCycles := func() int { // so far
+		nodeLog.mu.Lock()
+		defer nodeLog.mu.Unlock()
+		return strings.Count(nodeLog.w.String(), "\ngc ")
+	}
 	if pinNode != "" {
 		if out, err := exec.Command("taskset", "-a", "-p", "-c", pinNode, strconv.Itoa(pid)).CombinedOutput(); err != nil {
 			t.Fatalf("taskset the node to CPUs %s: %v\n%s", pinNode, err, out)
@@ -193,18 +201,20 @@ func TestSoakHostile(t *testing.T) {
 	var quiet, loud []time.Duration
 	var errs []error
 	var quietCPU, nodeCPU, attackCPU, quietRunq, loudRunq time.Duration
+	var quietGC, loudGC int
 	var quietWall, loudWall float64
 	var quietLoads, loudLoads, roundP99 []string
 	sum := soakSummary{Opened: make([]int64, len(soakKinds)), Refused: make([]int64, len(soakKinds)), Served: make([]int64, len(soakKinds))}
 	phase := time.Duration(seconds) * time.Second / time.Duration(rounds)
 	for round := range rounds {
-		cpu0, rq0, start := cpuTime(pid), runqWait(pid), time.Now()
+		cpu0, rq0, gc0, start := cpuTime(pid), runqWait(pid), gcCycles(), time.Now()
 		q, qerrs := run(phase)
 		if len(qerrs) > 0 {
 			t.Fatalf("quiet run: %d writes failed: %v", len(qerrs), qerrs[0])
 		}
 		quietCPU += cpuTime(pid) - cpu0
 		quietRunq += runqWait(pid) - rq0
+		quietGC += gcCycles() - gc0
 		quietWall += time.Since(start).Seconds()
 		quietLoads = append(quietLoads, loadAvg())
 		quiet = append(quiet, q...)
@@ -227,7 +237,7 @@ func TestSoakHostile(t *testing.T) {
 		if err := attackers.Start(); err != nil {
 			t.Fatal(err)
 		}
-		cpu0, acpu0, rq0, start := cpuTime(pid), cpuTime(attackers.Process.Pid), runqWait(pid), time.Now()
+		cpu0, acpu0, rq0, gc0, start := cpuTime(pid), cpuTime(attackers.Process.Pid), runqWait(pid), gcCycles(), time.Now()
 		profiled := make(chan struct{})
 		if profDir != "" && round == 0 {
 			go profileNode(t, httpAddr, httpTokens(ring)[0], profDir, seconds/rounds, profiled)
@@ -237,6 +247,7 @@ func TestSoakHostile(t *testing.T) {
 		l, lerrs := run(phase)
 		nodeCPU += cpuTime(pid) - cpu0
 		loudRunq += runqWait(pid) - rq0
+		loudGC += gcCycles() - gc0
 		attackCPU += cpuTime(attackers.Process.Pid) - acpu0
 		loudWall += time.Since(start).Seconds()
 		loudLoads = append(loudLoads, loadAvg())
@@ -270,11 +281,12 @@ func TestSoakHostile(t *testing.T) {
 	t.Logf("p99 quiet/under attack by round: %s", strings.Join(roundP99, ", "))
 	t.Logf("the node's threads waited for a CPU (the kernel's run queue) %.1f ms per second quiet, %.1f ms per second under attack",
 		float64(quietRunq.Microseconds())/1000/quietWall, float64(loudRunq.Microseconds())/1000/loudWall)
-	sw := c.nodes[0].cmd.Stderr.(*syncWriter)
-	sw.mu.Lock()
-	logged := sw.w.String()
-	sw.mu.Unlock()
-	t.Logf("the node logged %d lines, %d of them WARN", strings.Count(logged, "\n"), strings.Count(logged, "level=WARN"))
+	t.Logf("the node's collector ran %.2f cycles per second quiet, %.2f per second under attack (GODEBUG=gctrace=1)",
+		float64(quietGC)/quietWall, float64(loudGC)/loudWall)
+	nodeLog.mu.Lock()
+	logged := nodeLog.w.String()
+	nodeLog.mu.Unlock()
+	t.Logf("the node logged %d lines, %d of them WARN (and %d of the collector's)", strings.Count(logged, "\n")-gcCycles(), strings.Count(logged, "level=WARN"), gcCycles())
 	for i, k := range soakKinds {
 		t.Logf("  %-22s %5d made, %5d refused, %5d served", k, sum.Opened[i], sum.Refused[i], sum.Served[i])
 	}
