@@ -1,6 +1,7 @@
 package store
 
 import (
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -75,5 +76,48 @@ func TestWALHoldsOnlyWhatItMust(t *testing.T) {
 			t.Fatalf("after 6 flushes: WAL files %v, %d bytes, %d on disk; want the live one only, not preallocated", names, size, alloc)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestIdleFlushEmptiesWAL checks idleflush.go: a sealer pass that follows writes
+// leaves them in the WAL; the next pass without writes flushes them, so the WAL on
+// disk goes to nothing, and the points are still there.
+func TestIdleFlushEmptiesWAL(t *testing.T) {
+	dir := t.TempDir()
+	p := openTest(t, dir, testOptions(SyncAlways))
+	defer p.Close()
+	t0 := testStart * 1e9
+	pts := series.Points{Type: series.Float}
+	for i := range 1000 {
+		pts.T = append(pts.T, t0+int64(i))
+		pts.F = append(pts.F, float64(i)/7)
+	}
+	if err := p.Append(testRef, "k", pts); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(testStart, 0) // the quantum has not ended: nothing to seal
+	if err := p.sealPass(now); err != nil {
+		t.Fatal(err)
+	}
+	if names, size, _ := walFiles(t, dir); size == 0 {
+		t.Fatalf("a pass right after writes flushed them (WAL files %v empty)", names)
+	}
+	if err := p.sealPass(now); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		names, size, alloc := walFiles(t, dir)
+		if size == 0 && alloc == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after an idle pass: WAL files %v hold %d bytes (%d on disk), want none", names, size, alloc)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	got, held, err := p.Read(testRef, "k", math.MinInt64, math.MaxInt64)
+	if err != nil || !held || got.Len() != pts.Len() {
+		t.Fatalf("after the idle flush: %d points, held %v, err %v; want %d", got.Len(), held, err, pts.Len())
 	}
 }
