@@ -107,9 +107,12 @@ type PebbleOptions struct {
 	// wrote 33 bytes a point to flash against 46 (load 5–8). The WAL on disk does not
 	// grow with it the way pebble's defaults make it (walfiles.go): it holds the records
 	// of the memtables not yet flushed, at most about 2 × MemTableSize, nothing
-	// preallocated or kept for reuse. On an hour of 24 PMU channels
-	// (BenchmarkPMUBytesPerPoint, noise-1x) the store took 1.93 bytes a point with 2 MiB
-	// (WAL 0.14), 1.85 with 512 KiB (WAL 0.02) and 2.22 with 4 MiB (WAL 0.46).
+	// preallocated or kept for reuse, and nothing once writes stop (idleflush.go). On
+	// an hour of 24 PMU channels (BenchmarkPMUBytesPerPoint, noise-1x) the store took
+	// 1.84 bytes a point two minutes after the hour with 2 MiB (WAL 0). While the stream
+	// still flows the WAL's share depends on where in a memtable's filling it is: at the
+	// end of the hour, 0.14 with 2 MiB (1.93 in all), 0.02 with 512 KiB (1.85) and 0.46
+	// with 4 MiB (2.22); with pebble's own WAL files, 1.78 with 2 MiB (3.58).
 	MemTableSize int64
 	// L0CompactionThreshold is how many flushed tables pile up before pebble compacts
 	// them into the level below. Each such compaction rewrites the newest table below
