@@ -58,8 +58,9 @@ func usage(tb testing.TB, dir string) dirUsage {
 
 // BenchmarkPMUBytesPerPoint plays the reference PMU data set (internal/pmudata: 6 PMUs
 // × 4 float32 channels at 60 Hz, one hour, 5.18 M points) into a store as a node
-// receives it in real time — one 60-point batch per channel per second, the sealer
-// run every quantum (10 s) on a simulated clock — and reports the growth of the whole
+// receives it in real time — one 60-point batch per channel per second, the background
+// sealer's pass (sealPass: the seal, then the flush when writes stopped) every quantum
+// (10 s) on a simulated clock — and reports the growth of the whole
 // data directory (allocated blocks: WAL, tables, manifest, everything) per point:
 //
 //	live-B/point      at the end of the hour, while the last quanta are unsealed
@@ -125,7 +126,7 @@ func benchPMUDensity(b *testing.B, cfg pmudata.Config, chans []pmudata.Channel) 
 			points += int64(batch.Len())
 		}
 		if (sec+1)%10 == 0 {
-			if _, err := p.SealNow(time.Unix(sec+1, 0)); err != nil {
+			if err := p.sealPass(time.Unix(sec+1, 0)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -133,7 +134,7 @@ func benchPMUDensity(b *testing.B, cfg pmudata.Config, chans []pmudata.Channel) 
 	perPoint := func(n int64) float64 { return float64(n) / float64(points) }
 	live := usage(b, dir)
 	for sec := end; sec <= end+120; sec += 10 {
-		if _, err := p.SealNow(time.Unix(sec, 0)); err != nil {
+		if err := p.sealPass(time.Unix(sec, 0)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -14,9 +14,8 @@ import (
 //
 // Pebble (v1.1.5) does not survive running out of space itself. Measured on small tmpfs
 // filesystems with the reserve below disabled, and read in its source:
-//   - If a WAL write fails first (TestPebbleDiskFullEngine: 4 MiB memtables on 16 MiB;
-//     pebble preallocates each WAL file at 1.1 × MemTableSize), every later synced
-//     commit fails, and DB.Apply answers the failed commit with Logger.Fatalf ("fatal
+//   - If a WAL write fails first (TestPebbleDiskFullEngine: 4 MiB memtables on 16 MiB),
+//     every later synced commit fails, and DB.Apply answers the failed commit with Logger.Fatalf ("fatal
 //     commit error"), which must not return: pebble's default logger exits the
 //     process. The batch is already in the memtable. Unsynced commits see no error at
 //     all; the WAL error stays latched, and the next WAL rotation (a full memtable, a

@@ -18,7 +18,7 @@ type engineStats struct {
 }
 
 type engineFigures struct {
-	disk  int64 // DiskSpaceUsage: tables, WAL (recycled files too), manifest
+	disk  int64 // DiskSpaceUsage: tables, WAL, manifest
 	flash int64 // bytes written to the device since open: WAL, flushes, compactions
 }
 

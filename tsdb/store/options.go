@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/bloom"
+	"github.com/cockroachdb/pebble/vfs"
 
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/chunk"
@@ -99,16 +100,19 @@ type PebbleOptions struct {
 	// CacheSize is pebble's block cache in bytes. Default 16 MiB.
 	CacheSize int64
 	// MemTableSize is the size of one pebble memtable in bytes; up to two are held in
-	// RAM at once. It also sizes the WAL on disk, a fixed cost: the live WAL file and up
-	// to three recycled ones, each about MemTableSize. Default 512 KiB: with 4 MiB the
-	// WAL alone took 18 MiB, 3.6 bytes a point of an hour of 24 PMU channels
-	// (BenchmarkPMUBytesPerPoint), twice what the data itself takes. The other side of
-	// the trade, measured: every flushed memtable is a table that compactions merge
-	// into the stored data, so over 2 M points through /write (scripts/bench-http) a
-	// node wrote 45 bytes a point to flash with 512 KiB memtables, 37 with 1 MiB, 32
-	// with 2 MiB and 30 with 4 MiB, and spent about 13 % less CPU a point with 2 MiB;
-	// but the PMU hour then took 3.58 bytes a point on disk instead of 1.86 (its WAL
-	// 1.78 instead of 0.22).
+	// RAM at once. Default 2 MiB. Every flushed memtable is a table that compactions
+	// merge into the stored data, so larger memtables cost less CPU and flash a point:
+	// over 2 M points through /write (scripts/bench-http, docs/http.md) a node spent
+	// about 1.1–1.5 µs of CPU a point with 2 MiB against 1.4–1.8 with 512 KiB, and
+	// wrote 33 bytes a point to flash against 46 (load 5–8). The WAL on disk does not
+	// grow with it the way pebble's defaults make it (walfiles.go): it holds the records
+	// of the memtables not yet flushed, at most about 2 × MemTableSize, nothing
+	// preallocated or kept for reuse, and nothing once writes stop (idleflush.go). On
+	// an hour of 24 PMU channels (BenchmarkPMUBytesPerPoint, noise-1x) the store took
+	// 1.84 bytes a point two minutes after the hour with 2 MiB (WAL 0). While the stream
+	// still flows the WAL's share depends on where in a memtable's filling it is: at the
+	// end of the hour, 0.14 with 2 MiB (1.93 in all), 0.02 with 512 KiB (1.85) and 0.46
+	// with 4 MiB (2.22); with pebble's own WAL files, 1.78 with 2 MiB (3.58).
 	MemTableSize int64
 	// L0CompactionThreshold is how many flushed tables pile up before pebble compacts
 	// them into the level below. Each such compaction rewrites the newest table below
@@ -140,13 +144,11 @@ type PebbleOptions struct {
 	// the background loop drops the oldest ended quanta, then compacts their range so
 	// that the space is reclaimed (EnforceDiskBudget); a pass aims 1/16 under the
 	// budget. 0 is unlimited. The budget includes the engine's fixed overhead, which
-	// dropping data cannot reclaim: the WAL of the memtables not yet flushed (up to two,
-	// each WAL file preallocated at 1.1 × MemTableSize) plus up to three finished WAL
-	// files kept for reuse. Measured after 1.2 M points: 9 MiB of WAL with 4 MiB
-	// memtables (4.5 MiB live + 4.5 MiB kept), 1.5 MiB with 1 MiB memtables; the
-	// worst case is about 5 × 1.1 × MemTableSize (2.8 MiB at the default). Between two
-	// passes (EnforceInterval) the usage grows by what is written. A budget below the
-	// overhead drops every ended quantum and says so in the log.
+	// dropping data cannot reclaim: the WAL of the memtables not yet flushed, at most
+	// about 2 × MemTableSize (4 MiB at the default; walfiles.go: pebble's preallocation
+	// and reuse of WAL files are off). Between two passes (EnforceInterval) the usage
+	// grows by what is written. A budget below the overhead drops every ended quantum
+	// and says so in the log.
 	MaxDisk int64
 	// EnforceInterval is how often the background loop enforces Retention and MaxDisk.
 	// A negative value disables the loop (tests call EnforceRetention and
@@ -170,7 +172,7 @@ type PebbleOptions struct {
 }
 
 // DefaultPebbleOptions returns the options sized for a BeagleBone Black (512 MB RAM,
-// eMMC): about 16 MiB of block cache, 2 × 512 KiB of memtables and 8 MiB of hot chunks.
+// eMMC): about 16 MiB of block cache, 2 × 2 MiB of memtables and 8 MiB of hot chunks.
 func DefaultPebbleOptions() PebbleOptions {
 	return PebbleOptions{
 		Sync:                  SyncAlways,
@@ -178,7 +180,7 @@ func DefaultPebbleOptions() PebbleOptions {
 		Quantum:               quanta.Quantum(quanta.DefaultQuantum / time.Second),
 		ChunkMaxPoints:        2048,
 		CacheSize:             16 << 20,
-		MemTableSize:          512 << 10,
+		MemTableSize:          2 << 20,
 		L0CompactionThreshold: 8,
 		TargetFileSize:        512 << 10,
 		MaxOpenFiles:          256,
@@ -292,6 +294,9 @@ func (o PebbleOptions) pebbleOptions() *pebble.Options {
 		MaxConcurrentCompactions: func() int { return 1 },
 		Logger:                   pebbleLogger{o.Logger},
 		EventListener:            o.eventListener(),
+		// The WAL on disk holds what it must and no more (walfiles.go).
+		FS:      noPreallocFS{vfs.Default},
+		Cleaner: noRecycleCleaner{},
 	}
 	// Bloom filters make the point lookups of metadata and per-pair summaries cheap.
 	po.Levels = make([]pebble.LevelOptions, 7)

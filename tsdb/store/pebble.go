@@ -48,6 +48,7 @@ type Pebble struct {
 	engine                 engineStats  // pebble's figures, cached (flash.go)
 
 	seal sealer
+	idle idleFlush // flushes the memtable when writes stop (idleflush.go)
 
 	catMu     sync.Mutex   // serialises catalog and tombstone read-modify-writes (catalog_pebble.go, tombstones.go)
 	tombState atomic.Int32 // whether any tombstone exists (tombstones.go)
@@ -139,10 +140,7 @@ func OpenPebble(dir string, opts PebbleOptions) (p *Pebble, err error) {
 		p.loop(opts.SyncInterval, p.syncWAL)
 	}
 	if opts.SealInterval > 0 {
-		p.loop(opts.SealInterval, func() error {
-			_, err := p.SealNow(time.Now())
-			return err
-		})
+		p.loop(opts.SealInterval, func() error { return p.sealPass(time.Now()) })
 	}
 	if opts.EnforceInterval > 0 && (opts.Retention > 0 || opts.MaxDisk > 0) {
 		p.loop(opts.EnforceInterval, p.enforce)

@@ -1,0 +1,65 @@
+package store
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Flushing when writes stop.
+//
+// The WAL on disk holds the records of the memtables not yet flushed (walfiles.go): up
+// to about 2 × MemTableSize while writes flow, and as long as no more come, however
+// long that is, since pebble flushes a memtable only when it is full. So after a pass
+// of the background sealer in which the store took no new point and sealed nothing,
+// while a pass before had, the store flushes its memtable: the WAL then shrinks to an
+// empty file, a stream that stopped costs its data's bytes and not a memtable's WAL
+// besides, and a flush costs little when no writes compete with it. A steady stream
+// never triggers it.
+
+// idleFlush is the state of that check.
+type idleFlush struct {
+	mu       sync.Mutex
+	appended int64 // Pebble.appended at the previous pass
+	dirty    bool  // the store was written since the last idle flush
+}
+
+// sealPass is one pass of the background sealer at now: SealNow, then the idle flush.
+func (p *Pebble) sealPass(now time.Time) error {
+	n, err := p.SealNow(now)
+	if err != nil {
+		return err
+	}
+	return p.flushIfIdle(n > 0)
+}
+
+// flushIfIdle flushes the memtable if the store took no new point since the previous
+// call, sealed is false, and something was written since the last such flush.
+func (p *Pebble) flushIfIdle(sealed bool) error {
+	f := &p.idle
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a := p.appended.Load()
+	wrote := sealed || a != f.appended
+	f.appended = a
+	if wrote {
+		f.dirty = true
+		return nil
+	}
+	if !f.dirty {
+		return nil
+	}
+	// A flush writes a table before the WAL goes: on a full disk it waits (disk.go).
+	if err := p.space.check(); err != nil {
+		return fmt.Errorf("store: idle flush: %w", err)
+	}
+	if !p.enter() {
+		return ErrClosed
+	}
+	defer p.state.RUnlock()
+	if err := p.db.Flush(); err != nil {
+		return fmt.Errorf("store: idle flush: %w", err)
+	}
+	f.dirty = false
+	return nil
+}
