@@ -250,14 +250,17 @@ func TestFsck(t *testing.T) {
 
 // TestPebbleDamagedManifestIsNamed cuts the MANIFEST of a store at several points of
 // its last records: where pebble then refuses the store it names a table file that
-// exists; the store's error must name the MANIFEST.
+// exists; the store's error must name the MANIFEST. The cuts reach back over the last
+// 512 bytes: the records that close a store (obsolete WAL and table deletions) can
+// come after the last one naming a table, and a cut inside them alone is a torn tail
+// that pebble rightly ignores.
 func TestPebbleDamagedManifestIsNamed(t *testing.T) {
 	src := t.TempDir()
 	writeSealedMany(t, src)
 	m := onlyFile(t, src, "MANIFEST-*")
 	st, _ := os.Stat(m)
 	refused := 0
-	for cut := int64(1); cut <= 64 && cut < st.Size(); cut += 3 {
+	for cut := int64(1); cut <= 512 && cut < st.Size(); cut += 7 {
 		dir := t.TempDir()
 		copyDir(t, src, dir)
 		if err := os.Truncate(filepath.Join(dir, filepath.Base(m)), st.Size()-cut); err != nil {
