@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -52,6 +53,10 @@ func New(eng Engine, cfg Config, logger *slog.Logger) (*Handler, error) {
 	h.route("/api/v1/write", h.servePromWrite)
 	h.route("/metrics", h.serveMetrics)
 	if cfg.Profiling {
+		// Block and mutex profiles record nothing unless sampled: one blocking event
+		// per 10 µs blocked, one contended unlock in 20.
+		runtime.SetBlockProfileRate(10_000)
+		runtime.SetMutexProfileFraction(20)
 		h.route("/debug/pprof/", pprof.Index)
 		h.route("/debug/pprof/profile", pprof.Profile)
 		h.route("/debug/pprof/trace", pprof.Trace)
