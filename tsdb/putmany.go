@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/tsdht/tsdht/dht"
-	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -68,12 +67,20 @@ func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt PutOpti
 	if len(puts) == 0 {
 		return res
 	}
+	deadline := time.Now().Add(c.cfg.WriteRetry)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
 	region := trace.StartRegion(ctx, "putmany.prepare")
-	w, ok := c.prepareMany(ctx, puts, opt, res)
+	w, ok := c.prepareMany(ctx, deadline, puts, opt, res)
 	region.End()
 	if !ok {
 		return res
 	}
+	// A series reaching a newer quantum reports it beside its points (bounds.go): all
+	// such series at once, one request per registry replica; a series is acknowledged
+	// only once its report is stored too.
+	newest := c.startNewestMany(ctx, deadline, puts, res, w)
 	// Every shard of every series that is ready, with the series it belongs to.
 	var spans []shardSpan
 	var owner []int
@@ -92,6 +99,7 @@ func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt PutOpti
 		spans = append(spans, ss...)
 	}
 	if len(spans) == 0 {
+		newest.wait(res)
 		return res
 	}
 	region = trace.StartRegion(ctx, "putmany.write")
@@ -132,6 +140,9 @@ func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt PutOpti
 		}()
 	}
 	wg.Wait()
+	region = trace.StartRegion(ctx, "putmany.newest")
+	newest.wait(res)
+	region.End()
 	defer trace.StartRegion(ctx, "putmany.marklate").End()
 	c.markManyLate(ctx, puts, res)
 	return res
@@ -188,7 +199,7 @@ func unstoredOf(spans []shardSpan, owner []int, acks []int, w, i int) series.Poi
 // res. What the caches answer is done here; a series that needs a round trip gets a
 // goroutine, a bounded number at once. It returns the write quorum, or false when the
 // options themselves are wrong (every result then carries the error).
-func (c *Coordinator) prepareMany(ctx context.Context, puts []SeriesPut, opt PutOptions, res []SeriesResult) (int, bool) {
+func (c *Coordinator) prepareMany(ctx context.Context, deadline time.Time, puts []SeriesPut, opt PutOptions, res []SeriesResult) (int, bool) {
 	w := c.cfg.WriteQuorum
 	if opt.WriteQuorum != 0 {
 		w = opt.WriteQuorum
@@ -199,10 +210,6 @@ func (c *Coordinator) prepareMany(ctx context.Context, puts []SeriesPut, opt Put
 			res[i].Err = err
 		}
 		return 0, false
-	}
-	deadline := time.Now().Add(c.cfg.WriteRetry)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
 	}
 	prepare := func(i int) {
 		p := &puts[i]
@@ -242,121 +249,7 @@ func (c *Coordinator) prepareMany(ctx context.Context, puts []SeriesPut, opt Put
 		}()
 	}
 	wg.Wait()
-	// A series reaching a newer quantum reports it before its points (bounds.go): all
-	// such series of the batch at once, one request per registry replica.
-	c.reportNewestMany(ctx, deadline, puts, res, w)
 	return w, true
-}
-
-// reportNewestMany reports, as reportNewest does for one, the newest quantum of every
-// series of puts (normalized) that reached one its coordinator has not reported: their
-// entries go to each registry replica in one request (cut as groupByPeer cuts), which a
-// store that merges entries at once (store.EntriesMerger) stores in one commit and one
-// disk sync, where one request per series cost a commit and a sync each (a quarter of
-// a node's time under scripts/bench-http, every tenth of a second, with the default
-// quantum). A series whose report missed its quorum, or whose entry is not cached, goes
-// alone through reportNewest's retries; its error lands in res.
-func (c *Coordinator) reportNewestMany(ctx context.Context, deadline time.Time, puts []SeriesPut, res []SeriesResult, w int) {
-	type report struct {
-		i      int
-		e      catalog.Entry
-		owners []dht.Peer
-		need   int // answers for quorum
-		acks   int
-		fails  int
-	}
-	var reps []report
-	var alone []int
-	for i := range puts {
-		p := &puts[i]
-		if res[i].Err != nil || p.Points.Len() == 0 {
-			continue
-		}
-		t := p.Points.T[p.Points.Len()-1]
-		cur, ok := c.cat.cached(p.Key)
-		if ok && !c.needsNewest(p.Key, cur, t) {
-			continue
-		}
-		if !ok || !cur.Live() || !cur.HasBounds || t < cur.First || t > cur.Last {
-			alone = append(alone, i)
-			continue
-		}
-		owners, err := c.place.Locate(ctx, quanta.KeyID(p.Key), c.cfg.RF)
-		if err != nil || len(owners) == 0 {
-			alone = append(alone, i)
-			continue
-		}
-		reps = append(reps, report{i: i, owners: owners, need: min(w, len(owners)), e: catalog.Entry{Key: cur.Key, Type: cur.Type,
-			Created: cur.Created, HasBounds: true, First: cur.First, Last: cur.Last, HasNewest: true, Newest: t}})
-	}
-	if len(reps) > 0 {
-		batches := groupByPeer(func(yield func(dht.Peer, int) bool) {
-			for r := range reps {
-				for _, o := range reps[r].owners {
-					if !yield(o, r) {
-						return
-					}
-				}
-			}
-		}, catalogRepairBatch, func(r int) int { return entrySize(reps[r].e) })
-		answers := fanOut(context.WithoutCancel(ctx), batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[int]) ([]catalog.Entry, error) {
-			es := make([]catalog.Entry, len(b.items))
-			for j, r := range b.items {
-				es[j] = reps[r].e
-			}
-			return c.replicas.For(b.peer).MergeEntries(ctx, es)
-		})
-		undecided := len(reps)
-		decided := func(r *report) bool { return r.acks >= r.need || r.fails > len(r.owners)-r.need }
-	collect:
-		for received := 0; received < len(batches) && undecided > 0; received++ {
-			select {
-			case a := <-answers:
-				ok := a.err == nil && len(a.resp) == len(a.batch.items)
-				for _, r := range a.batch.items {
-					rp := &reps[r]
-					if decided(rp) {
-						continue
-					}
-					if ok {
-						rp.acks++
-					} else {
-						rp.fails++
-					}
-					if decided(rp) {
-						undecided--
-					}
-				}
-			case <-ctx.Done():
-				break collect
-			}
-		}
-		for r := range reps {
-			rp := &reps[r]
-			if rp.acks >= rp.need {
-				c.noteNewest(rp.e.Key, rp.e.Created, rp.e.Newest)
-			} else {
-				alone = append(alone, rp.i)
-			}
-		}
-	}
-	if len(alone) == 0 {
-		return
-	}
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, maxPrepareParallel)
-	for _, i := range alone {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			p := &puts[i]
-			t := p.Points.T[p.Points.Len()-1]
-			if err := c.untilPlaced(ctx, deadline, func() error { return c.reportNewest(ctx, p.Key, t, w) }); err != nil {
-				res[i].Err = err
-			}
-		})
-	}
-	wg.Wait()
 }
 
 // maxPrepareParallel bounds the series of one PutMany whose type and catalog entry are
@@ -364,7 +257,8 @@ func (c *Coordinator) reportNewestMany(ctx context.Context, deadline time.Time, 
 const maxPrepareParallel = 64
 
 // cached reports whether the type and catalog entry of a series are cached so that
-// writing pts (normalized) needs no round trip before the points go.
+// writing pts (normalized) needs no round trip before the points go (a Newest report
+// goes beside them: putmany_newest.go).
 func (c *Coordinator) cached(key string, pts *series.Points) bool {
 	if t, ok := c.types.cached(key); !ok || t != pts.Type {
 		return false
@@ -375,7 +269,7 @@ func (c *Coordinator) cached(key string, pts *series.Points) bool {
 	}
 	minT, maxT := pts.T[0], pts.T[pts.Len()-1]
 	return cur.Live() && cur.Type == pts.Type && cur.HasBounds && cur.First <= minT && maxT <= cur.Last &&
-		maxT <= time.Now().UnixNano()+int64(aheadSlack) && !c.needsNewest(key, cur, maxT)
+		maxT <= time.Now().UnixNano()+int64(aheadSlack)
 }
 
 // manyTally counts, per shard of a PutMany, the replicas that stored it and the first
