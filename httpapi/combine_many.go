@@ -11,21 +11,16 @@ import (
 
 // Write combining across requests, for an Engine that writes many series at once.
 //
-// One WriteMany at a time appends to this node's store: the requests that arrive
-// meanwhile gather into the next one, each series' points merged with what the others
-// brought of it, and that goes as one WriteMany as soon as the one before has committed
-// its local share (ManyWriter's committed), before that one waits for its disk sync or
-// for the other replicas. So the next group's appends run while the previous group's
-// sync is under way (the two share it), and a series' groups still reach the store in
-// the order they were formed: a group's points are then mostly later than what the
-// store holds, the cheap append that reads nothing back. Up to maxWrites WriteManys are
-// in flight at once. A replica appends a series once per group, not once per request:
-// fewer, larger appends, disk syncs and replica requests for the same points. Every
-// request is still answered only once its own points reached the write quorum and were
-// synced as --sync says (or failed), and a request waits for at most one more
-// WriteMany. When the group's WriteMany refuses a series' points for what they are (a
-// timestamp too far ahead, past the retention), each request that brought points of it
-// writes its own again alone, so that a request is only ever told about its own points.
+// Up to writesInFlight WriteManys of requests' series are in flight at a time; the
+// requests that arrive meanwhile gather into the next one, each series' points appended to what the others
+// brought of it, and that goes as one WriteMany when the one in flight returns. A
+// replica then appends a series once per group, not once per request: fewer, larger
+// appends, disk syncs and replica requests for the same points. Every request is still
+// answered only once its own points reached the write quorum (or failed), and a request
+// waits for at most one more WriteMany. When the group's WriteMany refuses a series'
+// points for what they are (a timestamp too far ahead, past the retention), each request
+// that brought points of it writes its own again alone, so that a request is only ever
+// told about its own points.
 
 // manyCombiner gathers concurrent requests' series into one WriteMany.
 type manyCombiner struct {
@@ -33,10 +28,9 @@ type manyCombiner struct {
 
 	max int // WriteManys in flight at once
 
-	mu        sync.Mutex
-	inflight  int        // WriteManys in flight
-	appending bool       // one of them has not committed yet
-	next      *manyGroup // what gathers behind them; nil if nothing does yet
+	mu       sync.Mutex
+	inflight int        // WriteManys in flight
+	next     *manyGroup // what gathers behind them; nil if nothing does yet
 }
 
 // manyGroup is the series of the requests waiting for the next WriteMany.
@@ -61,16 +55,13 @@ func (c *manyCombiner) write(ctx context.Context, ws []SeriesWrite) []WriteResul
 		ws[i].Pts.Normalize() // sorted runs merge into a group's points in one pass
 	}
 	c.mu.Lock()
-	if !c.appending && c.inflight < c.max && c.next == nil {
-		// Nothing appending: this request goes now; later ones gather behind it.
-		c.appending = true
+	if c.inflight < c.max && c.next == nil {
+		// Room in flight: this request goes now; later ones gather behind it.
 		c.inflight++
 		c.mu.Unlock()
-		commit := c.committer()
 		region := trace.StartRegion(ctx, "http.writemany")
-		res := c.mw.WriteMany(ctx, ws, commit)
+		res := c.mw.WriteMany(ctx, ws)
 		region.End()
-		commit() // in case the writer never called it
 		c.finish()
 		return res
 	}
@@ -80,7 +71,7 @@ func (c *manyCombiner) write(ctx context.Context, ws []SeriesWrite) []WriteResul
 			if j, ok := g.byKey[ws[i].Key]; ok && g.ws[j].Pts.Type != ws[i].Pts.Type {
 				// A type conflict must be blamed on the request that brings it.
 				c.mu.Unlock()
-				return c.mw.WriteMany(ctx, ws, nil)
+				return c.mw.WriteMany(ctx, ws)
 			}
 		}
 	} else {
@@ -132,7 +123,7 @@ func (c *manyCombiner) write(ctx context.Context, ws []SeriesWrite) []WriteResul
 		for k, i := range again {
 			sub[k] = ws[i]
 		}
-		for k, r := range c.mw.WriteMany(ctx, sub, nil) {
+		for k, r := range c.mw.WriteMany(ctx, sub) {
 			res[again[k]] = r
 		}
 	}
@@ -142,7 +133,8 @@ func (c *manyCombiner) write(ctx context.Context, ws []SeriesWrite) []WriteResul
 // mergePoints adds src's points to dst's, both sorted, keeping dst sorted; where both
 // hold a timestamp, src's value wins (the later request's, as when each request is
 // written alone). Requests mostly bring later points than the group holds: then an
-// append, otherwise a merge; either way the write has no sort to do.
+// append, otherwise a merge; either way the write has no sort to do (a stable sort of
+// the group's points took 3 % of a node's CPU under scripts/bench-http).
 func mergePoints(dst, src *series.Points) {
 	if n := dst.Len(); n == 0 || src.Len() == 0 || src.T[0] > dst.T[n-1] {
 		appendPoints(dst, src)
@@ -151,47 +143,20 @@ func mergePoints(dst, src *series.Points) {
 	*dst = series.Merge(*dst, *src)
 }
 
-// committer returns the committed callback of one WriteMany: the first call ends its
-// appending and starts the group gathered behind it, if any.
-func (c *manyCombiner) committer() func() {
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			c.mu.Lock()
-			c.appending = false
-			g := c.startLocked()
-			c.mu.Unlock()
-			if g != nil {
-				go c.run(g)
-			}
-		})
-	}
-}
-
-// finish ends a WriteMany in flight (its committed was called): the group that gathered
-// behind it, if any and if it was waiting for room, is written next (by a goroutine of
-// its own, so the request that just finished is answered now).
+// finish ends the WriteMany in flight: the group that gathered behind it, if any, is
+// written next (by a goroutine of its own, so the request that just finished is answered
+// now).
 func (c *manyCombiner) finish() {
 	c.mu.Lock()
-	c.inflight--
-	g := c.startLocked()
+	g := c.next
+	c.next = nil
+	if g == nil {
+		c.inflight--
+	}
 	c.mu.Unlock()
 	if g != nil {
 		go c.run(g)
 	}
-}
-
-// startLocked takes the gathered group, if it may go now: nothing is appending and
-// there is room in flight. The caller runs it. c.mu is held.
-func (c *manyCombiner) startLocked() *manyGroup {
-	g := c.next
-	if g == nil || c.appending || c.inflight >= c.max {
-		return nil
-	}
-	c.next = nil
-	c.appending = true
-	c.inflight++
-	return g
 }
 
 func (c *manyCombiner) run(g *manyGroup) {
@@ -199,18 +164,16 @@ func (c *manyCombiner) run(g *manyGroup) {
 	if g.hasDL {
 		ctx, cancel = context.WithDeadline(ctx, g.deadline)
 	}
-	commit := c.committer()
 	region := trace.StartRegion(ctx, "http.writemany")
-	g.res = c.mw.WriteMany(ctx, g.ws, commit)
+	g.res = c.mw.WriteMany(ctx, g.ws)
 	region.End()
 	cancel()
-	commit() // in case the writer never called it
 	c.finish()
 	close(g.done)
 }
 
-// writesInFlight is how many WriteManys a handler has in flight at once, at most one of
-// them appending (the others wait for their sync or for other replicas). A group waits
-// for the one before it to commit, not to return, so the bound only caps the groups
-// waiting for slow replicas.
-const writesInFlight = 4
+// writesInFlight is how many WriteManys a handler has in flight at once. One gathers
+// the most into each: with 2, one node's rate was no higher (329k/276k/440k against
+// 463k/317k/449k points/s, scripts/bench-http --only tsdht-1, alternating runs at load
+// 10–14) and its CPU per point higher.
+const writesInFlight = 1

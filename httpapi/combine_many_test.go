@@ -22,13 +22,13 @@ type gatedManyEngine struct {
 	release chan struct{}
 }
 
-func (g *gatedManyEngine) WriteMany(ctx context.Context, ws []SeriesWrite, committed func()) []WriteResult {
+func (g *gatedManyEngine) WriteMany(ctx context.Context, ws []SeriesWrite) []WriteResult {
 	g.calls.Add(1)
 	g.first.Do(func() {
 		close(g.entered)
 		<-g.release
 	})
-	return g.NodeEngine.WriteMany(ctx, ws, committed)
+	return g.NodeEngine.WriteMany(ctx, ws)
 }
 
 // gathered waits until the group behind the WriteMany in flight holds n points.
@@ -117,7 +117,7 @@ func TestManyCombinerMergesConcurrentRequests(t *testing.T) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.inflight != 0 || c.appending || c.next != nil {
+	if c.inflight != 0 || c.next != nil {
 		t.Fatal("the combiner is still busy after every write returned")
 	}
 }
@@ -174,80 +174,26 @@ func TestManyCombinerBlamesOnlyTheBadRequest(t *testing.T) {
 	}
 }
 
-// pipeWriter is a ManyWriter whose WriteManys each report their commit (when commit is
-// set) and then wait for release before they return, recording when each began.
-type pipeWriter struct {
-	commit  bool
-	began   chan int // the number of points of each WriteMany, as it begins
-	release chan struct{}
-}
-
-func (p *pipeWriter) WriteMany(_ context.Context, ws []SeriesWrite, committed func()) []WriteResult {
-	n := 0
-	for _, w := range ws {
-		n += w.Pts.Len()
+// TestMergePoints: a request's points join a group's sorted, later ones appended, earlier
+// or overlapping ones merged, the request's value winning a shared timestamp.
+func TestMergePoints(t *testing.T) {
+	pts := func(ts ...int64) series.Points {
+		var p series.Points
+		for _, x := range ts {
+			p.AppendFloat(x, float64(x))
+		}
+		return p
 	}
-	p.began <- n
-	if p.commit && committed != nil {
-		committed()
+	dst := series.Points{Type: series.Float}
+	for _, src := range []series.Points{pts(5, 6), pts(7, 9), pts(1, 6, 8)} {
+		if src.T[0] == 1 {
+			src.F[1] = -6 // the later request's value of t=6
+		}
+		mergePoints(&dst, &src)
 	}
-	<-p.release
-	out := make([]WriteResult, len(ws))
-	for i := range ws {
-		out[i].Stored = ws[i].Pts.Len()
-	}
-	return out
-}
-
-// TestManyCombinerStartsNextAtCommit: the group gathered behind a WriteMany goes as
-// soon as that WriteMany reports its commit, while it still waits (for its sync), and
-// not before its commit when it never reports one.
-func TestManyCombinerStartsNextAtCommit(t *testing.T) {
-	for _, commit := range []bool{true, false} {
-		t.Run(fmt.Sprintf("commit=%v", commit), func(t *testing.T) {
-			p := &pipeWriter{commit: commit, began: make(chan int, 4), release: make(chan struct{})}
-			c := newManyCombiner(p, writesInFlight)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			write := func(key string, ts int64) SeriesWrite {
-				var pts series.Points
-				pts.AppendFloat(ts, 1)
-				return SeriesWrite{Key: key, Pts: pts}
-			}
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() { defer wg.Done(); c.write(ctx, []SeriesWrite{write("a", 1)}) }()
-			<-p.began // the first WriteMany is in flight (and committed, if commit)
-			wg.Add(2)
-			go func() { defer wg.Done(); c.write(ctx, []SeriesWrite{write("a", 2)}) }()
-			go func() { defer wg.Done(); c.write(ctx, []SeriesWrite{write("b", 2)}) }()
-			if commit {
-				// Both later requests go without the first returning: as the next group,
-				// or one at once if it came before the first reported its commit.
-				got := 0
-				for got < 2 {
-					select {
-					case n := <-p.began:
-						got += n
-					case <-time.After(30 * time.Second):
-						t.Fatalf("%d of 2 points written after the first write committed; want them going before it returns", got)
-					}
-				}
-			} else {
-				gathered(t, c, 2)
-				select {
-				case n := <-p.began:
-					t.Fatalf("a WriteMany of %d points began before the one in flight committed or returned", n)
-				default:
-				}
-			}
-			close(p.release)
-			wg.Wait()
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if c.inflight != 0 || c.appending || c.next != nil {
-				t.Fatal("the combiner is still busy after every write returned")
-			}
-		})
+	wantT := []int64{1, 5, 6, 7, 8, 9}
+	wantF := []float64{1, 5, -6, 7, 8, 9}
+	if fmt.Sprint(dst.T) != fmt.Sprint(wantT) || fmt.Sprint(dst.F) != fmt.Sprint(wantF) {
+		t.Fatalf("merged %v %v, want %v %v", dst.T, dst.F, wantT, wantF)
 	}
 }

@@ -18,11 +18,8 @@ import (
 type ManyWriter interface {
 	// WriteMany stores the points of each series as Write would and returns, per
 	// series and in order, how many points reached the write quorum and why the rest
-	// did not. committed, when not nil, is called (at most once, from any goroutine)
-	// as soon as this node's own store has committed its share, before that share is
-	// synced and before other replicas answer (tsdb.Coordinator.PutManyThen): the
-	// writer may start its next WriteMany from there. It says nothing of the outcome.
-	WriteMany(ctx context.Context, ws []SeriesWrite, committed func()) []WriteResult
+	// did not.
+	WriteMany(ctx context.Context, ws []SeriesWrite) []WriteResult
 }
 
 // SeriesWrite is the points of one series in a WriteMany, with its tags (as Write).
@@ -41,12 +38,12 @@ type WriteResult struct {
 // WriteMany implements ManyWriter with one coordinated PutMany for all the series, then
 // — once per series and process, as Write — the tags of each series it stored into
 // the series' catalog entry, a bounded number at once.
-func (e *NodeEngine) WriteMany(ctx context.Context, ws []SeriesWrite, committed func()) []WriteResult {
+func (e *NodeEngine) WriteMany(ctx context.Context, ws []SeriesWrite) []WriteResult {
 	puts := make([]tsdb.SeriesPut, len(ws))
 	for i := range ws {
 		puts[i] = tsdb.SeriesPut{Key: ws[i].Key, Points: ws[i].Pts}
 	}
-	rs := e.node.Coordinator().PutManyThen(ctx, puts, tsdb.PutOptions{}, committed)
+	rs := e.node.Coordinator().PutMany(ctx, puts, tsdb.PutOptions{})
 	out := make([]WriteResult, len(ws))
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, maxTagWrites)

@@ -63,25 +63,6 @@ func (c *Coordinator) localParts(self dht.Peer) int {
 // per series, in the order of puts. A series whose shards missed their quorum because
 // replicas were unreachable is retried as Put retries (Config.WriteRetry).
 func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt PutOptions) []SeriesResult {
-	return c.PutManyThen(ctx, puts, opt, nil)
-}
-
-// PutManyThen is PutMany that calls committed, once, as soon as this node's own store
-// has committed the write (store.CommitNotifier), before it waits for its disk sync,
-// when the write goes to this node alone; or when PutManyThen returns, if that comes
-// first (shards with replicas elsewhere, an error before the write, a store without
-// CommitNotifier). A writer that starts its next PutMany from committed keeps each
-// series' appends here in the order of its writes (in-order appends are the store's
-// cheap case) while its next write's appends overlap this one's sync. committed says
-// nothing about the write's outcome: the results do, when PutManyThen returns.
-func (c *Coordinator) PutManyThen(ctx context.Context, puts []SeriesPut, opt PutOptions, committed func()) []SeriesResult {
-	var once sync.Once
-	done := func() {
-		if committed != nil {
-			once.Do(committed)
-		}
-	}
-	defer done()
 	res := make([]SeriesResult, len(puts))
 	if len(puts) == 0 {
 		return res
@@ -122,7 +103,7 @@ func (c *Coordinator) PutManyThen(ctx context.Context, puts []SeriesPut, opt Put
 		return res
 	}
 	region = trace.StartRegion(ctx, "putmany.write")
-	t := c.writeMany(ctx, puts, spans, owner, w, done)
+	t := c.writeMany(ctx, puts, spans, owner, w)
 	region.End()
 	// Per series: what reached quorum, and the first failure of the rest.
 	retry := make(map[int]bool)
@@ -329,10 +310,7 @@ func (t *manyTally) add(items []int, peer dht.Peer, err error) {
 // by size), and returns when each shard has reached quorum or can no longer reach it, as
 // writeSpans does for one series. The batch to this node is cut into up to
 // localParts parts written at once.
-//
-// committed is called once every local part is committed or has failed when every
-// shard goes to this node alone; it may be called more than once.
-func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []shardSpan, owner []int, w int, committed func()) *manyTally {
+func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []shardSpan, owner []int, w int) *manyTally {
 	t := &manyTally{spans: spans, w: w, acks: make([]int, len(spans)), fails: make([]int, len(spans)),
 		errs: make([]error, len(spans)), undecided: len(spans)}
 	for s := range spans {
@@ -400,33 +378,13 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 		left.Add(len(local))
 		go func() { left.Wait(); cancel() }()
 		r := c.replicas.For(local[0].peer)
-		lr, _ := r.(*localReplica)
-		var uncommitted sync.WaitGroup // local parts not yet committed
-		uncommitted.Add(len(local))
-		if len(remote) == 0 {
-			// With replicas elsewhere the next write would go to them before this one
-			// is answered: smaller groups, more requests for the same points. It waits
-			// for this write's end (PutManyThen) instead.
-			go func() { uncommitted.Wait(); committed() }()
-		}
 		for _, b := range local {
 			storeWorkers.run(func() {
-				var once sync.Once
-				partDone := func() { once.Do(uncommitted.Done) }
-				var resp *wire.WriteResp
-				var err error
-				if lr != nil {
-					resp, err = lr.writeThen(lctx, req(b), partDone)
-				} else {
-					resp, err = r.Write(lctx, req(b))
-				}
-				partDone()
+				resp, err := r.Write(lctx, req(b))
 				locals <- fanResult[int, *wire.WriteResp]{batch: b, resp: resp, err: err}
 				left.Done()
 			})
 		}
-	} else if len(remote) == 0 {
-		committed()
 	}
 	// A replica refuses a request of several shards whole when it refuses one of them (a
 	// type conflict, a point past the retention): each of its shards then goes again
@@ -469,16 +427,4 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 		t.add(r.batch.items, r.batch.peer, r.err)
 	}
 	return t
-}
-
-// writeThen is Write that calls onCommit once the store has committed req (before it
-// waits for its disk sync), when the store says when (store.CommitNotifier); else
-// onCommit is not called.
-func (l *localReplica) writeThen(ctx context.Context, req *wire.WriteReq, onCommit func()) (*wire.WriteResp, error) {
-	cn, ok := l.store.(store.CommitNotifier)
-	if !ok || len(req.Shards) < 2 || req.Repair {
-		return l.Write(ctx, req)
-	}
-	limit := time.Now().Add(l.maxFuture + replicaClockSlack).UnixNano()
-	return l.writeBatch(func(b []store.PairAppend) error { return cn.AppendBatchThen(b, onCommit) }, req, limit)
 }

@@ -110,7 +110,7 @@ const replicaClockSlack = time.Minute
 func (l *localReplica) Write(_ context.Context, req *wire.WriteReq) (*wire.WriteResp, error) {
 	limit := time.Now().Add(l.maxFuture + replicaClockSlack).UnixNano()
 	if ba, ok := l.store.(store.BatchAppender); ok && len(req.Shards) > 1 && !req.Repair {
-		return l.writeBatch(ba.AppendBatch, req, limit)
+		return l.writeBatch(ba, req, limit)
 	}
 	stored := 0
 	var deleted []wire.ShardRanges
@@ -146,8 +146,8 @@ func (l *localReplica) Write(_ context.Context, req *wire.WriteReq) (*wire.Write
 	return &wire.WriteResp{Stored: stored, Deleted: deleted}, nil
 }
 
-// writeBatch is Write of several shards through one AppendBatch (appendBatch).
-func (l *localReplica) writeBatch(appendBatch func([]store.PairAppend) error, req *wire.WriteReq, limit int64) (*wire.WriteResp, error) {
+// writeBatch is Write of several shards through one AppendBatch.
+func (l *localReplica) writeBatch(ba store.BatchAppender, req *wire.WriteReq, limit int64) (*wire.WriteResp, error) {
 	batch := make([]store.PairAppend, len(req.Shards))
 	stored := 0
 	for i := range req.Shards {
@@ -162,7 +162,7 @@ func (l *localReplica) writeBatch(appendBatch func([]store.PairAppend) error, re
 		batch[i] = store.PairAppend{Ref: ref, Key: w.Key, Points: w.Points}
 		stored += w.Points.Len()
 	}
-	if err := appendBatch(batch); err != nil {
+	if err := ba.AppendBatch(batch); err != nil {
 		return nil, storeError(err)
 	}
 	return &wire.WriteResp{Stored: stored}, nil

@@ -427,21 +427,12 @@ type pairWrite struct {
 // append stores prepared points of one or more pairs in one batch; filter, if not nil,
 // may drop some of them under the pairs' locks (Restore drops what tombstones cover;
 // it appends one pair).
-func (p *Pebble) append(batch []PairAppend, filter func(id []byte, pts *series.Points) error) error {
-	return p.appendThen(batch, filter, nil)
-}
-
-// appendThen is append that calls onCommit (if not nil) once the batch is committed and
-// the pairs' locks are released, before it waits for the disk (AppendBatchThen).
-func (p *Pebble) appendThen(batch []PairAppend, filter func(id []byte, pts *series.Points) error, onCommit func()) (err error) {
+func (p *Pebble) append(batch []PairAppend, filter func(id []byte, pts *series.Points) error) (err error) {
 	if !p.enter() {
 		return ErrClosed
 	}
 	defer p.state.RUnlock()
 	defer func() { // after the pairs' locks are released (commitLater)
-		if err == nil && onCommit != nil {
-			onCommit()
-		}
 		if err == nil {
 			r := trace.StartRegion(context.Background(), "store.durable")
 			err = p.durable()
