@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"runtime/trace"
 	"sync"
 	"time"
 
@@ -58,7 +59,9 @@ func (c *manyCombiner) write(ctx context.Context, ws []SeriesWrite) []WriteResul
 		// Room in flight: this request goes now; later ones gather behind it.
 		c.inflight++
 		c.mu.Unlock()
+		region := trace.StartRegion(ctx, "http.writemany")
 		res := c.mw.WriteMany(ctx, ws)
+		region.End()
 		c.finish()
 		return res
 	}
@@ -161,7 +164,9 @@ func (c *manyCombiner) run(g *manyGroup) {
 	if g.hasDL {
 		ctx, cancel = context.WithDeadline(ctx, g.deadline)
 	}
+	region := trace.StartRegion(ctx, "http.writemany")
 	g.res = c.mw.WriteMany(ctx, g.ws)
+	region.End()
 	cancel()
 	c.finish()
 	close(g.done)

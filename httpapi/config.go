@@ -54,7 +54,9 @@ type Config struct {
 	Tokens []string
 	// Profiling serves Go's profiles (net/http/pprof) under /debug/pprof/, behind the
 	// same tokens as the rest of the API. Off by default: a CPU profile costs the node
-	// while it runs. `tsdht node` turns it on when TSDHT_HTTP_PPROF=1 is set.
+	// while it runs, as do /debug/pprof/block and /debug/pprof/mutex?seconds=N, which
+	// sample blocking and lock contention (process-wide) for those N seconds. `tsdht node`
+	// turns it on when TSDHT_HTTP_PPROF=1 is set.
 	Profiling bool
 }
 

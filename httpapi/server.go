@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -53,10 +54,33 @@ func New(eng Engine, cfg Config, logger *slog.Logger) (*Handler, error) {
 	h.route("/metrics", h.serveMetrics)
 	if cfg.Profiling {
 		h.route("/debug/pprof/", pprof.Index)
+		h.route("/debug/pprof/block", sampled("block", func(on bool) { runtime.SetBlockProfileRate(ifOn(on, 10_000)) }))
+		h.route("/debug/pprof/mutex", sampled("mutex", func(on bool) { runtime.SetMutexProfileFraction(ifOn(on, 20)) }))
 		h.route("/debug/pprof/profile", pprof.Profile)
 		h.route("/debug/pprof/trace", pprof.Trace)
 	}
 	return h, nil
+}
+
+// sampled serves the block or mutex profile (name), which records nothing unless
+// sampled: sample turns the sampling on (one blocking event per 10 µs blocked, one
+// contended unlock in 20) for the request's ?seconds= and off after, so that a node
+// pays for it only while it is profiled.
+func sampled(name string, sample func(on bool)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("seconds") != "" {
+			sample(true)
+			defer sample(false)
+		}
+		pprof.Handler(name).ServeHTTP(w, r)
+	}
+}
+
+func ifOn(on bool, rate int) int {
+	if on {
+		return rate
+	}
+	return 0
 }
 
 // ServeHTTP implements http.Handler.

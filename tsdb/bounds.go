@@ -28,7 +28,8 @@ import (
 // acknowledged only once both are stored. So no acknowledged point lies in a quantum
 // after Newest's, and a read quorum of registry replicas, which meets that write
 // quorum, says so. What it costs a write: one more request to each registry replica,
-// sent beside the points' requests (Put) or before them (PutMany), once per quantum of
+// sent beside the points' requests (for a PutMany, those of all its series in one
+// request per registry replica: putmany_newest.go), once per quantum of
 // data per series and coordinator — one write in 600 of a 60 Hz series written point
 // by point, every write of a series written less often than once a quantum.
 //

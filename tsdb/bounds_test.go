@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"strings"
@@ -344,15 +345,84 @@ func TestPutManyReportsNewest(t *testing.T) {
 type newestFailing struct {
 	Replica
 	failing atomic.Bool
+	reports atomic.Int64 // catalog merges that carried a Newest
 }
 
 func (n *newestFailing) MergeEntries(ctx context.Context, es []catalog.Entry) ([]catalog.Entry, error) {
 	for _, e := range es {
-		if e.HasNewest && n.failing.Load() {
-			return nil, rpc.ErrUnreachable
+		if e.HasNewest {
+			n.reports.Add(1)
+			if n.failing.Load() {
+				return nil, rpc.ErrUnreachable
+			}
+			break
 		}
 	}
 	return n.Replica.MergeEntries(ctx, es)
+}
+
+// A PutMany reaching a new quantum for many series reports all their Newests in one
+// request per registry replica, and acknowledges no series whose report missed the
+// write quorum (each fails with CodeUnavailable, its points stored, as Put's would be);
+// once a quorum takes the reports, every series is acknowledged and latest finds it.
+func TestPutManyWaitsForNewest(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 3, 2, 2
+	cfg.CallTimeout = 2 * time.Second
+	cfg.WriteRetry = 300 * time.Millisecond
+	logger := slog.New(slog.DiscardHandler)
+	reps := map[string]*newestFailing{}
+	replicas := replicaMap{}
+	var owners []dht.Peer
+	for _, id := range []string{"a", "b", "self"} {
+		p := dht.Peer{ID: id, RPCAddr: id + ":1"}
+		owners = append(owners, p)
+		reps[id] = &newestFailing{Replica: &localReplica{store: store.NewMem(), quantum: cfg.DHT.Quantum, format: cfg.DHT.Format,
+			stats: func() wire.NodeStats { return wire.NodeStats{} }}}
+		replicas[id] = reps[id]
+	}
+	place := &fixedPlacement{self: owners[2], owners: owners}
+	coord := newCoordinator(&cfg, place, replicas, newRegistry(place, replicas, &cfg, logger), nil, logger)
+	qn := cfg.DHT.Quantum.Duration().Nanoseconds()
+	t0 := cfg.DHT.Quantum.BeginNanos(cfg.DHT.Quantum.Start(base()))
+	const n = 50
+	putAll := func(at int64, v float64) []SeriesResult {
+		puts := make([]SeriesPut, n)
+		for k := range puts {
+			var p series.Points
+			p.AppendFloat(at+int64(k), v)
+			puts[k] = SeriesPut{Key: fmt.Sprintf("many/newest%d", k), Points: p}
+		}
+		return coord.PutMany(context.Background(), puts, PutOptions{})
+	}
+	before := reps["a"].reports.Load()
+	for k, r := range putAll(t0, 1) {
+		if r.Err != nil || r.Stored != 1 {
+			t.Fatalf("series %d: %+v", k, r)
+		}
+	}
+	if got := reps["a"].reports.Load() - before; got != 1 {
+		t.Errorf("registry replica a got %d requests carrying Newest for %d series in one PutMany; want 1", got, n)
+	}
+	// Two registry replicas of three refuse Newest: the next quantum is acknowledged
+	// for no series.
+	reps["a"].failing.Store(true)
+	reps["b"].failing.Store(true)
+	for k, r := range putAll(t0+qn, 2) {
+		if code(r.Err) != CodeUnavailable || !strings.Contains(r.Err.Error(), "newest quantum") {
+			t.Fatalf("series %d, newest quantum at one registry replica of three: %+v; want a %s error about the newest quantum", k, r, CodeUnavailable)
+		}
+	}
+	// One refuses: a write quorum takes them, and latest finds every series' point.
+	reps["b"].failing.Store(false)
+	for k, r := range putAll(t0+2*qn, 3) {
+		if r.Err != nil || r.Stored != 1 {
+			t.Fatalf("series %d: %+v", k, r)
+		}
+	}
+	for k := range n {
+		wantLatest(t, coord, fmt.Sprintf("many/newest%d", k), t0+2*qn+int64(k), 3)
+	}
 }
 
 // A write into a new quantum is acknowledged only once its quantum is Newest at a write

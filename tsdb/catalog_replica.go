@@ -69,13 +69,24 @@ func (l *localReplica) MergeEntries(_ context.Context, es []catalog.Entry) ([]ca
 	if err != nil {
 		return nil, err
 	}
-	out := make([]catalog.Entry, len(es))
-	for i, e := range es {
+	for _, e := range es {
 		if err := e.Validate(); err != nil {
 			return nil, rpc.Errorf(CodeBadInput, "%v", err)
 		}
-		if out[i], err = cs.MergeEntry(e); err != nil {
+	}
+	out := make([]catalog.Entry, len(es))
+	em, batched := cs.(store.EntriesMerger)
+	if batched = batched && len(es) > 1; batched {
+		// One commit and one disk sync for all (a PutMany's newest quanta).
+		if out, err = em.MergeEntries(es); err != nil {
 			return nil, storeError(err)
+		}
+	}
+	for i, e := range es {
+		if !batched {
+			if out[i], err = cs.MergeEntry(e); err != nil {
+				return nil, storeError(err)
+			}
 		}
 		// A whole-series delete frees the key: forget its type, so that a new one may
 		// be declared. A type declared after the delete comes back with its own entry.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/trace"
 	"sync"
 	"time"
 
@@ -66,10 +67,20 @@ func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt PutOpti
 	if len(puts) == 0 {
 		return res
 	}
-	w, ok := c.prepareMany(ctx, puts, opt, res)
+	deadline := time.Now().Add(c.cfg.WriteRetry)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	region := trace.StartRegion(ctx, "putmany.prepare")
+	w, ok := c.prepareMany(ctx, deadline, puts, opt, res)
+	region.End()
 	if !ok {
 		return res
 	}
+	// A series reaching a newer quantum reports it beside its points (bounds.go): all
+	// such series at once, one request per registry replica; a series is acknowledged
+	// only once its report is stored too.
+	newest := c.startNewestMany(ctx, deadline, puts, res, w)
 	// Every shard of every series that is ready, with the series it belongs to.
 	var spans []shardSpan
 	var owner []int
@@ -88,9 +99,12 @@ func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt PutOpti
 		spans = append(spans, ss...)
 	}
 	if len(spans) == 0 {
+		newest.wait(res)
 		return res
 	}
+	region = trace.StartRegion(ctx, "putmany.write")
 	t := c.writeMany(ctx, puts, spans, owner, w)
+	region.End()
 	// Per series: what reached quorum, and the first failure of the rest.
 	retry := make(map[int]bool)
 	for s := range spans {
@@ -126,6 +140,10 @@ func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt PutOpti
 		}()
 	}
 	wg.Wait()
+	region = trace.StartRegion(ctx, "putmany.newest")
+	newest.wait(res)
+	region.End()
+	defer trace.StartRegion(ctx, "putmany.marklate").End()
 	c.markManyLate(ctx, puts, res)
 	return res
 }
@@ -181,7 +199,7 @@ func unstoredOf(spans []shardSpan, owner []int, acks []int, w, i int) series.Poi
 // res. What the caches answer is done here; a series that needs a round trip gets a
 // goroutine, a bounded number at once. It returns the write quorum, or false when the
 // options themselves are wrong (every result then carries the error).
-func (c *Coordinator) prepareMany(ctx context.Context, puts []SeriesPut, opt PutOptions, res []SeriesResult) (int, bool) {
+func (c *Coordinator) prepareMany(ctx context.Context, deadline time.Time, puts []SeriesPut, opt PutOptions, res []SeriesResult) (int, bool) {
 	w := c.cfg.WriteQuorum
 	if opt.WriteQuorum != 0 {
 		w = opt.WriteQuorum
@@ -192,10 +210,6 @@ func (c *Coordinator) prepareMany(ctx context.Context, puts []SeriesPut, opt Put
 			res[i].Err = err
 		}
 		return 0, false
-	}
-	deadline := time.Now().Add(c.cfg.WriteRetry)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
 	}
 	prepare := func(i int) {
 		p := &puts[i]
@@ -213,10 +227,6 @@ func (c *Coordinator) prepareMany(ctx context.Context, puts []SeriesPut, opt Put
 		}); err != nil {
 			res[i].Err = err
 			return
-		}
-		// A series reaching a newer quantum reports it before its points (bounds.go).
-		if err := c.untilPlaced(ctx, deadline, func() error { return c.reportNewest(ctx, p.Key, p.Points.T[last], w) }); err != nil {
-			res[i].Err = err
 		}
 	}
 	var wg sync.WaitGroup
@@ -247,7 +257,8 @@ func (c *Coordinator) prepareMany(ctx context.Context, puts []SeriesPut, opt Put
 const maxPrepareParallel = 64
 
 // cached reports whether the type and catalog entry of a series are cached so that
-// writing pts (normalized) needs no round trip before the points go.
+// writing pts (normalized) needs no round trip before the points go (a Newest report
+// goes beside them: putmany_newest.go).
 func (c *Coordinator) cached(key string, pts *series.Points) bool {
 	if t, ok := c.types.cached(key); !ok || t != pts.Type {
 		return false
@@ -258,7 +269,7 @@ func (c *Coordinator) cached(key string, pts *series.Points) bool {
 	}
 	minT, maxT := pts.T[0], pts.T[pts.Len()-1]
 	return cur.Live() && cur.Type == pts.Type && cur.HasBounds && cur.First <= minT && maxT <= cur.Last &&
-		maxT <= time.Now().UnixNano()+int64(aheadSlack) && !c.needsNewest(key, cur, maxT)
+		maxT <= time.Now().UnixNano()+int64(aheadSlack)
 }
 
 // manyTally counts, per shard of a PutMany, the replicas that stored it and the first

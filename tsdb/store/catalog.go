@@ -32,6 +32,16 @@ type Catalog interface {
 	PostingTags(fn func(catalog.Tag) bool) error
 }
 
+// EntriesMerger is a Catalog that merges many entries at the cost of about one: one
+// commit and one disk sync for all of them. A coordinator's write of many series
+// reports their newest quanta through it (tsdb/putmany.go).
+type EntriesMerger interface {
+	// MergeEntries merges each entry as MergeEntry would, in order (a key named twice
+	// merges into what the first made), and returns the results in order; all are
+	// stored or, on an error, none. Every entry must be valid.
+	MergeEntries(es []catalog.Entry) ([]catalog.Entry, error)
+}
+
 // MaxPostingsPage bounds Postings' limit.
 const MaxPostingsPage = 10_000
 

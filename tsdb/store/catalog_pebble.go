@@ -107,6 +107,67 @@ func (p *Pebble) MergeEntry(e catalog.Entry) (_ catalog.Entry, err error) {
 	return e, nil
 }
 
+// MergeEntries implements EntriesMerger: the entries merged in one batch, one commit
+// and, with SyncAlways, one disk sync, all or nothing.
+func (p *Pebble) MergeEntries(es []catalog.Entry) (_ []catalog.Entry, err error) {
+	for _, e := range es {
+		if err := e.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	if !p.enter() {
+		return nil, ErrClosed
+	}
+	defer p.state.RUnlock()
+	defer func() { // after catMu is released (commitLater), also when nothing changed
+		if err == nil {
+			err = p.durable()
+		}
+	}()
+	p.catMu.Lock()
+	defer p.catMu.Unlock()
+	out := make([]catalog.Entry, len(es))
+	// What this call merged so far, per key: a key named twice merges into the first.
+	merged := make(map[string]int, len(es))
+	changed := 0
+	for i, e := range es {
+		old, ok := catalog.Entry{}, false
+		if j, seen := merged[e.Key]; seen {
+			old, ok = out[j], true
+		} else if old, ok, err = p.loadEntry(e.Key); err != nil {
+			return nil, err
+		}
+		if ok {
+			e = catalog.Merge(old, e)
+		}
+		out[i] = e
+		merged[e.Key] = i
+		if !ok || !catalog.Equal(e, old) {
+			changed++
+		}
+	}
+	if changed == 0 {
+		return out, nil
+	}
+	if err := errors.Join(p.failure(), p.space.check()); err != nil {
+		return nil, fmt.Errorf("store: %d catalog entries (%q, …): %w", len(es), es[0].Key, err)
+	}
+	b := p.db.NewBatch()
+	defer b.Close()
+	for key, i := range merged {
+		if err = b.Set(entryKey(key), out[i].Encode(nil), nil); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = p.commitLater(b)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: %d catalog entries (%q, …): %w", len(es), es[0].Key, err)
+	}
+	return out, nil
+}
+
 func (p *Pebble) loadEntry(key string) (catalog.Entry, bool, error) {
 	v, closer, err := p.db.Get(entryKey(key))
 	if errors.Is(err, pebble.ErrNotFound) {

@@ -86,3 +86,60 @@ func TestDecodeRangesRefusesCorruption(t *testing.T) {
 		}
 	}
 }
+
+// TestPebbleMergeEntriesAsOneByOne checks that merging entries at once stores what
+// merging them one by one (on a memory store) does, a key named twice included, that
+// an invalid entry refuses the whole call, and that the entries survive a reopen.
+func TestPebbleMergeEntriesAsOneByOne(t *testing.T) {
+	dir := t.TempDir()
+	o := testOptions(SyncAlways)
+	p := openTest(t, dir, o)
+	m := NewMem()
+	defer m.Close()
+	base := catalog.Entry{Key: "a", Type: series.Float, Created: 5, HasBounds: true, First: 0, Last: 3599}
+	if _, err := p.MergeEntry(base); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.MergeEntry(base); err != nil {
+		t.Fatal(err)
+	}
+	es := []catalog.Entry{
+		{Key: "a", Type: series.Float, Created: 5, HasBounds: true, First: 0, Last: 3599, HasNewest: true, Newest: 100},
+		{Key: "b", Type: series.Int, Created: 6, HasBounds: true, First: 3600, Last: 7199},
+		{Key: "a", Type: series.Float, Created: 5, HasBounds: true, First: 0, Last: 7199, HasNewest: true, Newest: 50},
+	}
+	got, err := p.MergeEntries(es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range es {
+		want, err := m.MergeEntry(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !catalog.Equal(got[i], want) {
+			t.Fatalf("entry %d: MergeEntries gave %+v, one by one %+v", i, got[i], want)
+		}
+	}
+	if got[2].Newest != 100 || got[2].Last != 7199 {
+		t.Fatalf("the second entry of a did not merge into the first: %+v", got[2])
+	}
+	bad := []catalog.Entry{{Key: "c", Type: series.Float, Created: 7}, {Key: ""}}
+	if _, err := p.MergeEntries(bad); err == nil {
+		t.Fatal("MergeEntries took an invalid entry")
+	}
+	if _, ok, _ := p.Entry("c"); ok {
+		t.Fatal("MergeEntries stored part of a call it refused")
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p = openTest(t, dir, o)
+	defer p.Close()
+	for _, k := range []string{"a", "b"} {
+		want, _, _ := m.Entry(k)
+		if e, ok, err := p.Entry(k); err != nil || !ok || !catalog.Equal(e, want) {
+			t.Fatalf("entry %s after reopen: %+v %v %v, want %+v", k, e, ok, err, want)
+		}
+	}
+}

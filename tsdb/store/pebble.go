@@ -2,11 +2,13 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"os"
+	"runtime/trace"
 	"slices"
 	"sort"
 	"strings"
@@ -432,9 +434,12 @@ func (p *Pebble) append(batch []PairAppend, filter func(id []byte, pts *series.P
 	defer p.state.RUnlock()
 	defer func() { // after the pairs' locks are released (commitLater)
 		if err == nil {
+			r := trace.StartRegion(context.Background(), "store.durable")
 			err = p.durable()
+			r.End()
 		}
 	}()
+	defer trace.StartRegion(context.Background(), "store.append").End()
 	p.dropMu.RLock()
 	defer p.dropMu.RUnlock()
 

@@ -1,0 +1,155 @@
+package tsdb
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/tsdb/catalog"
+)
+
+// The newest quanta of a PutMany's series, reported at once.
+//
+// A write whose newest point reaches a quantum its coordinator has not reported for the
+// series reports it to the series' registry replicas (bounds.go). A batch of many series
+// crosses into a new quantum for all of them at about the same time: PutMany sends all
+// their reports in one request per registry replica (cut as groupByPeer cuts), beside
+// the points, and a store that merges entries at once (store.EntriesMerger) stores them
+// in one commit and one disk sync. One request per series before the points cost a
+// commit and a sync each, a stall of the write every quantum: a quarter of a node's wall
+// time under scripts/bench-http with the default quantum.
+
+// newestMany is the Newest reports of one PutMany in flight.
+type newestMany struct {
+	c        *Coordinator
+	ctx      context.Context
+	deadline time.Time
+	puts     []SeriesPut
+	w        int
+	reps     []newestReport
+	batches  int
+	answers  <-chan fanResult[int, []catalog.Entry]
+	alone    []int // series (indexes of puts) reported one by one, through reportNewest
+}
+
+// newestReport is the report of one series and how its registry replicas answered.
+type newestReport struct {
+	i      int // the series' index in puts
+	e      catalog.Entry
+	owners int // registry replicas
+	need   int // answers for quorum
+	acks   int
+	fails  int
+}
+
+func (r *newestReport) decided() bool { return r.acks >= r.need || r.fails > r.owners-r.need }
+
+// startNewestMany sends the Newest reports that the series of puts (normalized, checked:
+// those with an error in res are skipped) need for a write at quorum w, without waiting.
+// A series whose entry is not cached, or whose replicas cannot be located, is reported
+// alone by wait.
+func (c *Coordinator) startNewestMany(ctx context.Context, deadline time.Time, puts []SeriesPut, res []SeriesResult, w int) *newestMany {
+	nm := &newestMany{c: c, ctx: ctx, deadline: deadline, puts: puts, w: w}
+	var owners [][]dht.Peer
+	for i := range puts {
+		p := &puts[i]
+		if res[i].Err != nil || p.Points.Len() == 0 {
+			continue
+		}
+		t := p.Points.T[p.Points.Len()-1]
+		cur, ok := c.cat.cached(p.Key)
+		if ok && !c.needsNewest(p.Key, cur, t) {
+			continue
+		}
+		if !ok || !cur.Live() || !cur.HasBounds || t < cur.First || t > cur.Last {
+			nm.alone = append(nm.alone, i)
+			continue
+		}
+		peers, err := c.place.Locate(ctx, quanta.KeyID(p.Key), c.cfg.RF)
+		if err != nil || len(peers) == 0 {
+			nm.alone = append(nm.alone, i)
+			continue
+		}
+		owners = append(owners, peers)
+		nm.reps = append(nm.reps, newestReport{i: i, owners: len(peers), need: min(w, len(peers)), e: catalog.Entry{Key: cur.Key,
+			Type: cur.Type, Created: cur.Created, HasBounds: true, First: cur.First, Last: cur.Last, HasNewest: true, Newest: t}})
+	}
+	if len(nm.reps) == 0 {
+		return nm
+	}
+	batches := groupByPeer(func(yield func(dht.Peer, int) bool) {
+		for r := range nm.reps {
+			for _, o := range owners[r] {
+				if !yield(o, r) {
+					return
+				}
+			}
+		}
+	}, catalogRepairBatch, func(r int) int { return entrySize(nm.reps[r].e) })
+	nm.batches = len(batches)
+	// The requests outlive ctx's cancellation, as sendNewest's do.
+	nm.answers = fanOut(context.WithoutCancel(ctx), batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[int]) ([]catalog.Entry, error) {
+		es := make([]catalog.Entry, len(b.items))
+		for j, r := range b.items {
+			es[j] = nm.reps[r].e
+		}
+		return c.replicas.For(b.peer).MergeEntries(ctx, es)
+	})
+	return nm
+}
+
+// wait returns once every report is stored at quorum or failed. A report that missed
+// its quorum goes again alone, with reportNewest's retries until the deadline; a series
+// whose report still fails gets the error in res, unless it has one already.
+func (nm *newestMany) wait(res []SeriesResult) {
+	undecided := len(nm.reps)
+collect:
+	for received := 0; received < nm.batches && undecided > 0; received++ {
+		select {
+		case a := <-nm.answers:
+			ok := a.err == nil && len(a.resp) == len(a.batch.items)
+			for _, r := range a.batch.items {
+				rp := &nm.reps[r]
+				if rp.decided() {
+					continue
+				}
+				if ok {
+					rp.acks++
+				} else {
+					rp.fails++
+				}
+				if rp.decided() {
+					undecided--
+				}
+			}
+		case <-nm.ctx.Done():
+			break collect
+		}
+	}
+	alone := nm.alone
+	for r := range nm.reps {
+		rp := &nm.reps[r]
+		if rp.acks >= rp.need {
+			nm.c.noteNewest(rp.e.Key, rp.e.Created, rp.e.Newest)
+		} else {
+			alone = append(alone, rp.i)
+		}
+	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, maxPrepareParallel)
+	for _, i := range alone {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			p := &nm.puts[i]
+			t := p.Points.T[p.Points.Len()-1]
+			err := nm.c.untilPlaced(nm.ctx, nm.deadline, func() error { return nm.c.reportNewest(nm.ctx, p.Key, t, nm.w) })
+			if err != nil && res[i].Err == nil {
+				res[i].Err = err
+			}
+		})
+	}
+	wg.Wait()
+}
