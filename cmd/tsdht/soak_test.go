@@ -303,6 +303,12 @@ func TestSoakHostile(t *testing.T) {
 		float64(quietRunq.Microseconds())/1000/quietWall, float64(loudRunq.Microseconds())/1000/loudWall)
 	t.Logf("the node's collector ran %.2f cycles per second quiet, %.2f per second under attack (GODEBUG=gctrace=1)",
 		float64(quietGC)/quietWall, float64(loudGC)/loudWall)
+	// One line of the figures above, for scripts/soak-runs to gather over runs.
+	t.Logf("%sratio=%.2f interval=%.2f-%.2f p99_quiet_ms=%.2f p99_attack_ms=%.2f runq_quiet_ms_per_s=%.0f runq_attack_ms_per_s=%.0f gc_attack_per_s=%.2f node_cores=%.2f attackers_cores=%.2f writes_attack=%d load=%s rss_mib=%.1f",
+		soakResultPrefix, float64(p99l)/float64(p99q), lo, hi, ms(p99q), ms(p99l),
+		float64(quietRunq.Microseconds())/1000/quietWall, float64(loudRunq.Microseconds())/1000/loudWall,
+		float64(loudGC)/loudWall, nodeCPU.Seconds()/loudWall, attackCPU.Seconds()/loudWall, len(loud),
+		loadRange(append(quietLoads, loudLoads...)), float64(rssPeak.Load())/1024)
 	nodeLog.mu.Lock()
 	logged := nodeLog.w.String()
 	nodeLog.mu.Unlock()
@@ -585,6 +591,23 @@ func profileNode(t *testing.T, addr, token, dir string, seconds int, done chan<-
 	for _, l := range lines {
 		t.Log(l)
 	}
+}
+
+// soakResultPrefix starts the line of TestSoakHostile's figures that scripts/soak-runs reads.
+const soakResultPrefix = "SOAK-RESULT "
+
+// loadRange returns the lowest and highest 1-minute load averages of loadAvg's readings.
+func loadRange(loads []string) string {
+	lo, hi := 0.0, 0.0
+	for i, l := range loads {
+		f, _, _ := strings.Cut(l, " ")
+		v, _ := strconv.ParseFloat(f, 64)
+		if i == 0 || v < lo {
+			lo = v
+		}
+		hi = max(hi, v)
+	}
+	return fmt.Sprintf("%.1f-%.1f", lo, hi)
 }
 
 // quantiles describes a phase's latencies: p50, p90, p99, p99.9 and the slowest.
