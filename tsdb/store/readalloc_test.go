@@ -48,8 +48,12 @@ func TestReadAbsentAllocs(t *testing.T) {
 		i++
 	})
 	t.Logf("%.1f allocations per absent pair read", allocs)
-	if allocs > 2 {
-		t.Errorf("%.1f allocations per absent pair read, want at most 2 (the iterator's bounds, and pebble's own)", allocs)
+	limit := 2.0 // the iterator's bounds, and pebble's own
+	if raceBuild {
+		limit++ // pebble's pooled iterator, sometimes dropped by the race detector
+	}
+	if allocs > limit {
+		t.Errorf("%.1f allocations per absent pair read, want at most %.0f (the iterator's bounds, and pebble's own)", allocs, limit)
 	}
 }
 
