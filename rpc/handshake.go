@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"hash"
 	"io"
 	"net"
 	"sync"
@@ -95,11 +96,37 @@ func (h hello) compatible() error {
 // mac computes one side's proof. transcript is both hellos, the two nonces
 // and the key ID, as the proof's layout above says.
 func mac(key clusterkey.Key, role byte, transcript []byte) []byte {
-	h := hmac.New(sha256.New, authKey(key))
-	h.Write([]byte(authPurpose))
-	h.Write([]byte{role})
+	pool := authMACs(key)
+	h := pool.Get().(hash.Hash)
+	defer pool.Put(h)
+	h.Reset()
+	head := roleHeads[0]
+	if role == 'C' {
+		head = roleHeads[1]
+	}
+	h.Write(head)
 	h.Write(transcript)
-	return h.Sum(nil)
+	return h.Sum(make([]byte, 0, macLen))
+}
+
+// roleHeads is what a proof's MAC covers first: the purpose and the role,
+// 'S' at index 0 and 'C' at 1, made once.
+var roleHeads = [2][]byte{[]byte(authPurpose + "S"), []byte(authPurpose + "C")}
+
+// macPools holds, per cluster key (ID → *sync.Pool), HMACs keyed for the
+// proof, reset between uses: a fresh HMAC costs six allocations and hashes its
+// key's two pads again, and a node under a flood of handshakes, with the
+// cluster key or without, computes one or two proofs per connection. Only our
+// own keys enter it.
+var macPools sync.Map
+
+func authMACs(key clusterkey.Key) *sync.Pool {
+	if p, ok := macPools.Load(key.ID()); ok {
+		return p.(*sync.Pool)
+	}
+	k := authKey(key)
+	p, _ := macPools.LoadOrStore(key.ID(), &sync.Pool{New: func() any { return hmac.New(sha256.New, k) }})
+	return p.(*sync.Pool)
 }
 
 // authKeys caches the HMAC key derived from each cluster key (ID → []byte):

@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,10 @@ type Server struct {
 	conns     map[net.Conn]*serverConn
 	live      int // conns not marked for reaping: what MaxConns counts
 	closed    bool
+
+	reapKept    []reapCand // idle connections the reaper's last scan found, to take next (oldest last)
+	reapScanned time.Time  // when that scan ran
+	reapScans   int        // scans so far (for tests)
 }
 
 // NewServer returns a Server that listens through t.
@@ -209,53 +214,119 @@ func (s *Server) accept(l net.Listener) {
 // frame is closed; one waiting for its next frame is marked, and its reader
 // says goodbye and closes it. It reports whether it found one. Called with
 // s.mu held.
+//
+// A scan of every connection costs MaxConns lock-and-look steps, and under a
+// flood every accept reaps: so a scan keeps the reapKeep oldest idle
+// connections it found besides the one it takes, and the accepts of the next
+// reapKeepFor take those, each checked again (still open, idle since the same
+// time, running nothing), before scanning anew. A connection that only became idle
+// enough to reap in that short time may thus go after those the scan found.
 func (s *Server) reapLocked() bool {
-	var victim, live, settled *serverConn
-	var since, liveSince, settledSince time.Time
 	now := time.Now()
-	for _, sc := range s.conns {
-		sc.mu.Lock()
-		var t time.Time
-		switch {
-		case sc.reaped:
-			sc.mu.Unlock()
-			continue
-		case sc.handshaking:
-			t = sc.accepted
-		case sc.running.Load() == 0:
-			t = time.Unix(0, max(sc.lastActive.Load(), sc.lastRead.Load()))
-		default:
-			sc.mu.Unlock()
-			continue
+	if now.Sub(s.reapScanned) < reapKeepFor {
+		for len(s.reapKept) > 0 {
+			c := s.reapKept[len(s.reapKept)-1]
+			s.reapKept[len(s.reapKept)-1] = reapCand{}
+			s.reapKept = s.reapKept[:len(s.reapKept)-1]
+			if s.conns[c.sc.conn] != c.sc {
+				continue // closed since the scan
+			}
+			if since, class := c.sc.reapClass(now); class == reapIdle && since.Equal(c.since) {
+				s.reapOne(c.sc, c.since)
+				return true
+			}
 		}
-		// Live: answered a request lately, or handshaking since just now (an
-		// honest handshake takes a round trip or two).
-		served := sc.handshaking && now.Sub(sc.accepted) < handshakeGrace ||
-			!sc.handshaking && now.Sub(time.Unix(0, sc.lastServed.Load())) < reapGrace
-		settles := served && sc.answered.Load() >= settledCalls
-		sc.mu.Unlock()
-		switch {
-		case settles:
+	}
+	s.reapScans++
+	clear(s.reapKept)
+	kept := s.reapKept[:0] // the oldest idle ones, oldest first, at most reapKeep+1
+	var live, settled *serverConn
+	var liveSince, settledSince time.Time
+	for _, sc := range s.conns {
+		t, class := sc.reapClass(now)
+		switch class {
+		case reapSettled:
 			if settled == nil || t.Before(settledSince) {
 				settled, settledSince = sc, t
 			}
-		case served:
+		case reapLive:
 			if live == nil || t.Before(liveSince) {
 				live, liveSince = sc, t
 			}
-		case victim == nil || t.Before(since):
-			victim, since = sc, t
+		case reapIdle:
+			if len(kept) <= reapKeep || t.Before(kept[len(kept)-1].since) {
+				i, _ := slices.BinarySearchFunc(kept, t, func(c reapCand, t time.Time) int { return c.since.Compare(t) })
+				kept = slices.Insert(kept, i, reapCand{sc, t})
+				if len(kept) > reapKeep+1 {
+					kept[len(kept)-1] = reapCand{}
+					kept = kept[:len(kept)-1]
+				}
+			}
 		}
 	}
-	if victim == nil {
-		victim, since = live, liveSince
+	if len(kept) > 0 {
+		victim := kept[0]
+		slices.Reverse(kept[1:]) // popped from the end: oldest first
+		s.reapKept, s.reapScanned = kept[1:], now
+		s.reapOne(victim.sc, victim.since)
+		return true
 	}
-	if victim == nil {
-		victim, since = settled, settledSince
-	}
-	if victim == nil {
+	s.reapKept = kept
+	switch {
+	case live != nil:
+		s.reapOne(live, liveSince)
+	case settled != nil:
+		s.reapOne(settled, settledSince)
+	default:
 		return false
 	}
+	return true
+}
+
+// reapCand is a connection a reaper's scan found idle, and since when.
+type reapCand struct {
+	sc    *serverConn
+	since time.Time
+}
+
+// The reaper's classes of connections, in the order it takes them.
+const (
+	reapNone    = iota // reaped already, or running a request: never taken
+	reapIdle           // taken first, the one idle the longest
+	reapLive           // answered lately or handshaking since just now: when no idle one is left
+	reapSettled        // live, and answered settledCalls requests or more: last
+)
+
+// reapClass returns sc's class for the reaper and since when it is idle.
+func (sc *serverConn) reapClass(now time.Time) (since time.Time, class int) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	switch {
+	case sc.reaped:
+		return time.Time{}, reapNone
+	case sc.handshaking:
+		since = sc.accepted
+	case sc.running.Load() == 0:
+		since = time.Unix(0, max(sc.lastActive.Load(), sc.lastRead.Load()))
+	default:
+		return time.Time{}, reapNone
+	}
+	// Live: answered a request lately, or handshaking since just now (an
+	// honest handshake takes a round trip or two).
+	served := sc.handshaking && now.Sub(sc.accepted) < handshakeGrace ||
+		!sc.handshaking && now.Sub(time.Unix(0, sc.lastServed.Load())) < reapGrace
+	switch {
+	case served && sc.answered.Load() >= settledCalls:
+		return since, reapSettled
+	case served:
+		return since, reapLive
+	}
+	return since, reapIdle
+}
+
+// reapOne closes victim, idle since since, to make room at MaxConns. Called
+// with s.mu held.
+func (s *Server) reapOne(victim *serverConn, since time.Time) {
 	victim.mu.Lock()
 	s.reapLog.warn(s.cfg.Logger, "rpc: at Config.MaxConns: closing the connection idle the longest to make room",
 		"max_conns", s.cfg.MaxConns, "from", victim.conn.RemoteAddr().String(), "idle", time.Since(since).Round(time.Millisecond))
@@ -268,8 +339,15 @@ func (s *Server) reapLocked() bool {
 	}
 	victim.mu.Unlock()
 	s.live--
-	return true
 }
+
+// reapKeep is how many idle connections a reaper's scan keeps to take next,
+// besides the one it takes; reapKeepFor is how long they are taken before a
+// new scan. A flood that reaps at every accept then scans once per reapKeep+1
+// accepts.
+const reapKeep = 15
+
+var reapKeepFor = 50 * time.Millisecond // a var for TestReapKeepsOldestIdle
 
 // serverConn is the state of one served connection that its handlers share.
 type serverConn struct {

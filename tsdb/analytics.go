@@ -61,7 +61,7 @@ func statsDigest(count int64, hash uint64) uint64 {
 }
 
 // Agg answers a replica's share of an aggregate from the local store.
-func (l *localReplica) Agg(_ context.Context, req *wire.AggReq) (*wire.AggResp, error) {
+func (l *localReplica) Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
 	if err := agg.CheckWidth(req.Every); err != nil {
 		return nil, rpc.Errorf(CodeBadInput, "%v", err)
 	}
@@ -81,7 +81,7 @@ func (l *localReplica) Agg(_ context.Context, req *wire.AggReq) (*wire.AggResp, 
 			return nil, rpc.Errorf(CodeBadInput, "shard %x is not series %q at quantum %d", r.ID, r.Key, r.Start)
 		}
 	}
-	return l.aggShards(req.Every, req.Shards, refs, nil)
+	return l.aggShards(ctx, req.Every, req.Shards, refs, nil)
 }
 
 // aggSeries answers a packed request (wire.MethodAggSeries): the shards' IDs are
@@ -105,7 +105,7 @@ func (l *localReplica) aggSeries(req *wire.AggSeriesReq) (*wire.AggResp, error) 
 		}
 		refs[i] = store.ShardRef{ID: ids.At(shards[i].Start), Start: shards[i].Start}
 	}
-	return l.aggShards(req.Every, shards, refs, nil)
+	return l.aggShards(context.Background(), req.Every, shards, refs, nil) // served for another node: no page of this node's
 }
 
 // aggShards answers shards, whose store references are refs (checked), with windows of
@@ -113,7 +113,7 @@ func (l *localReplica) aggSeries(req *wire.AggSeriesReq) (*wire.AggResp, error) 
 // page buffer: pagebufs.go), else in a new slice. The pairs' statistics are read in
 // one pass (store.PairStatsBatch); windows that cut a quantum are computed from its
 // points.
-func (l *localReplica) aggShards(every int64, shards []wire.ShardAgg, refs []store.ShardRef, out []wire.ShardAggResult) (*wire.AggResp, error) {
+func (l *localReplica) aggShards(ctx context.Context, every int64, shards []wire.ShardAgg, refs []store.ShardRef, out []wire.ShardAggResult) (*wire.AggResp, error) {
 	for i := range shards {
 		if r := &shards[i]; r.From > r.To {
 			return nil, rpc.Errorf(CodeBadInput, "aggregate of %q: from %d is after to %d", r.Key, r.From, r.To)
@@ -129,6 +129,7 @@ func (l *localReplica) aggShards(every int64, shards []wire.ShardAgg, refs []sto
 	// the array it was made in.
 	var whole []agg.Window
 	yield := func(i int, st agg.Partial, held bool) error {
+		yieldInPage(ctx, i) // a long read's page lets small requests in (longread.go)
 		r, res := &shards[i], &resp.Shards[i]
 		res.Held, res.Count, res.Hash, res.Type = held, st.Count, statsDigest(st.Count, st.Hash), st.Type
 		if r.Digest || !held {
@@ -473,7 +474,7 @@ func (c *Coordinator) aggRound(ctx context.Context, key string, spans []shardSpa
 				if mine != nil {
 					out = mine[off : off+n : off+n]
 				}
-				return l.aggShards(every, req.Shards, refs, out)
+				return l.aggShards(ctx, every, req.Shards, refs, out)
 			}
 			return rep.Agg(ctx, req)
 		})

@@ -30,6 +30,8 @@ import (
 //     the core before it starts (runtime.Gosched), so that the requests that arrived
 //     while the last page ran go first: a small request waits for at most about one
 //     page, not for the burst;
+//   - within a page, this node's store yields the core every pageYieldEvery quanta
+//     (yieldInPage), so that a small request waits for at most that much of a page;
 //   - so the node runs at most one long-read page at a time, whichever connection
 //     or client the reads came from: one turn for the whole node, and a turn's pages
 //     one after another (pacer.most counts it; TestLongReadsOnePageAtATime);
@@ -159,6 +161,27 @@ func (c *Coordinator) fetchLimit(ctx context.Context) int {
 // longYield gives up the core before a long read's page (runtime.Gosched; a test
 // counts the calls).
 var longYield = runtime.Gosched
+
+// pageYieldEvery is how many quanta of a long read's page this node's store reads
+// between two yields of the core (yieldInPage). A page of an aggregate is 2,048
+// quanta and one of a get 256, milliseconds of a core: a small request that arrives
+// while one runs, with the node's other cores busy too (hostile connections, the
+// collector, other processes), would otherwise wait for the rest of the page.
+const pageYieldEvery = 64
+
+// pageYield is what yieldInPage calls (runtime.Gosched; a test counts the calls).
+var pageYield = runtime.Gosched
+
+// yieldInPage is called with the index of each quantum a read asks this node's store
+// for: within a long read's page (ctx marked by longTurn.page) it yields the core
+// every pageYieldEvery quanta, so that the goroutines that became runnable meanwhile
+// — a writer's request among them — run before the page goes on. A short read, or a
+// page served for another node, never yields.
+func yieldInPage(ctx context.Context, i int) {
+	if i%pageYieldEvery == pageYieldEvery-1 && ctx.Value(serialKey{}) != nil {
+		pageYield()
+	}
+}
 
 // page runs one page of the read, paced: it first waits until the node's long reads
 // have earned the time back (an error with CodeUnavailable if ctx ends first) and

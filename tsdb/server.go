@@ -194,6 +194,7 @@ func (l *localReplica) Read(ctx context.Context, req *wire.ReadReq) (*wire.ReadR
 	resp := &wire.ReadResp{Shards: resultsFor(ctx, len(req.Shards))}
 	answer := 0
 	for i := range req.Shards {
+		yieldInPage(ctx, i) // a long read's page lets small requests in (longread.go)
 		r := &req.Shards[i]
 		ref, err := l.checkShard(r.ID, r.Start, r.Key)
 		if err != nil {

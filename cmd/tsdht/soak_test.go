@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -163,6 +164,13 @@ func TestSoakHostile(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := c.nodes[0].cmd.Process.Pid
+	// A second of writes not counted: the node's first requests warm what every later
+	// one reuses (workers, pools, caches), which would otherwise fall in the first
+	// quiet round only.
+	if _, werrs := run(time.Second); len(werrs) > 0 {
+		t.Fatalf("warm-up: %d writes failed: %v", len(werrs), werrs[0])
+	}
+	baseFDs := openFDs(pid)
 	nodeLog := c.nodes[0].cmd.Stderr.(*syncWriter)
 	gcCycles := func() int { // so far
 		nodeLog.mu.Lock()
@@ -252,7 +260,7 @@ func TestSoakHostile(t *testing.T) {
 		loudWall += time.Since(start).Seconds()
 		loudLoads = append(loudLoads, loadAvg())
 		loud, errs = append(loud, l...), append(errs, lerrs...)
-		roundP99 = append(roundP99, fmt.Sprintf("%v/%v", p99(q).Round(10*time.Microsecond), p99(l).Round(10*time.Microsecond)))
+		roundP99 = append(roundP99, fmt.Sprintf("%v/%v (%.2f×)", p99(q).Round(10*time.Microsecond), p99(l).Round(10*time.Microsecond), float64(p99(l))/float64(p99(q))))
 		<-profiled
 		werr := attackers.Wait()
 		var rs soakSummary
@@ -272,6 +280,13 @@ func TestSoakHostile(t *testing.T) {
 			sum.Served[i] += rs.Served[i]
 		}
 		sum.Other = append(sum.Other, rs.Other...)
+		// The next quiet round starts once the node has closed what the attack left
+		// open (its open files back to what they were before it): else the quiet
+		// round's first seconds are the end of the attack.
+		settled, fds := waitFor(15*time.Second, func() bool { return openFDs(pid) <= baseFDs+4 }), openFDs(pid)
+		if !settled {
+			t.Logf("round %d: the node still had %d files open 15 s after the attack (%d before it); the quiet round starts anyway", round+1, fds, baseFDs)
+		}
 	}
 
 	p99q, p99l := p99(quiet), p99(loud)
@@ -279,10 +294,21 @@ func TestSoakHostile(t *testing.T) {
 	t.Logf("under attack: %d writes, p99 %v, node CPU %.2f cores, attackers' CPU %.2f cores, load average %s; node RSS peak %.1f MiB; the writer connected %d times",
 		len(loud), p99l, nodeCPU.Seconds()/loudWall, attackCPU.Seconds()/loudWall, strings.Join(loudLoads, "; "), float64(rssPeak.Load())/1024, dials())
 	t.Logf("p99 quiet/under attack by round: %s", strings.Join(roundP99, ", "))
+	t.Logf("latency quiet:        %s", quantiles(quiet))
+	t.Logf("latency under attack: %s", quantiles(loud))
+	lo, hi := p99RatioInterval(quiet, loud, 2000)
+	t.Logf("p99 ratio under attack / quiet: %.2f× (90%% bootstrap interval %.2f–%.2f×: how far the p99s of %d and %d writes move when the same run's writes are drawn again)",
+		float64(p99l)/float64(p99q), lo, hi, len(quiet), len(loud))
 	t.Logf("the node's threads waited for a CPU (the kernel's run queue) %.1f ms per second quiet, %.1f ms per second under attack",
 		float64(quietRunq.Microseconds())/1000/quietWall, float64(loudRunq.Microseconds())/1000/loudWall)
 	t.Logf("the node's collector ran %.2f cycles per second quiet, %.2f per second under attack (GODEBUG=gctrace=1)",
 		float64(quietGC)/quietWall, float64(loudGC)/loudWall)
+	// One line of the figures above, for scripts/soak-runs to gather over runs.
+	t.Logf("%sratio=%.2f interval=%.2f-%.2f p99_quiet_ms=%.2f p99_attack_ms=%.2f runq_quiet_ms_per_s=%.0f runq_attack_ms_per_s=%.0f gc_attack_per_s=%.2f node_cores=%.2f attackers_cores=%.2f writes_attack=%d load=%s rss_mib=%.1f",
+		soakResultPrefix, float64(p99l)/float64(p99q), lo, hi, ms(p99q), ms(p99l),
+		float64(quietRunq.Microseconds())/1000/quietWall, float64(loudRunq.Microseconds())/1000/loudWall,
+		float64(loudGC)/loudWall, nodeCPU.Seconds()/loudWall, attackCPU.Seconds()/loudWall, len(loud),
+		loadRange(append(quietLoads, loudLoads...)), float64(rssPeak.Load())/1024)
 	nodeLog.mu.Lock()
 	logged := nodeLog.w.String()
 	nodeLog.mu.Unlock()
@@ -565,6 +591,77 @@ func profileNode(t *testing.T, addr, token, dir string, seconds int, done chan<-
 	for _, l := range lines {
 		t.Log(l)
 	}
+}
+
+// soakResultPrefix starts the line of TestSoakHostile's figures that scripts/soak-runs reads.
+const soakResultPrefix = "SOAK-RESULT "
+
+// loadRange returns the lowest and highest 1-minute load averages of loadAvg's readings.
+func loadRange(loads []string) string {
+	lo, hi := 0.0, 0.0
+	for i, l := range loads {
+		f, _, _ := strings.Cut(l, " ")
+		v, _ := strconv.ParseFloat(f, 64)
+		if i == 0 || v < lo {
+			lo = v
+		}
+		hi = max(hi, v)
+	}
+	return fmt.Sprintf("%.1f-%.1f", lo, hi)
+}
+
+// quantiles describes a phase's latencies: p50, p90, p99, p99.9 and the slowest.
+func quantiles(d []time.Duration) string {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	at := func(q float64) time.Duration {
+		return s[min(len(s)-1, int(float64(len(s))*q))].Round(10 * time.Microsecond)
+	}
+	return fmt.Sprintf("p50 %v, p90 %v, p99 %v, p99.9 %v, max %v", at(0.5), at(0.9), at(0.99), at(0.999), s[len(s)-1].Round(10*time.Microsecond))
+}
+
+// p99RatioInterval bootstraps the ratio of loud's p99 to quiet's: it draws each phase's
+// writes again, as many, with replacement, n times, and returns the 5th and 95th
+// percentiles of the ratios. A wide interval says that one run's ratio is mostly the
+// noise of the 36 or so writes that set each p99, not the attack.
+func p99RatioInterval(quiet, loud []time.Duration, n int) (lo, hi float64) {
+	rng := rand.New(rand.NewPCG(1, 2)) // fixed: the interval is a function of the run
+	q, l := slices.Clone(quiet), slices.Clone(loud)
+	slices.Sort(q)
+	slices.Sort(l)
+	// A draw's p99 is the element of the sorted phase at the p99 of the drawn indices.
+	draw := func(s []time.Duration, idx []int) time.Duration {
+		for i := range idx {
+			idx[i] = rng.IntN(len(s))
+		}
+		slices.Sort(idx)
+		return s[idx[len(idx)*99/100]]
+	}
+	qi, li := make([]int, len(q)), make([]int, len(l))
+	ratios := make([]float64, n)
+	for i := range ratios {
+		ratios[i] = float64(draw(l, li)) / float64(draw(q, qi))
+	}
+	slices.Sort(ratios)
+	return ratios[n*5/100], ratios[n*95/100]
+}
+
+// openFDs counts a process's open files (sockets included) from /proc (0 if it cannot).
+func openFDs(pid int) int {
+	fds, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+	return len(fds)
+}
+
+// waitFor polls cond until it holds or d passes, and reports whether it held.
+func waitFor(d time.Duration, cond func() bool) bool {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(d); !cond(); <-tick.C {
+		if time.Now().After(end) {
+			return false
+		}
+	}
+	return true
 }
 
 func p99(d []time.Duration) time.Duration {

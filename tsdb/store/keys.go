@@ -106,6 +106,10 @@ func pairID(ref ShardRef, key string) []byte {
 	return appendPairID(make([]byte, 0, 8+quanta.IDLen+1+len(key)), ref, key)
 }
 
+// pairIDStack is room for a pair id of a key of up to 100 bytes, for an id made on
+// the stack (a longer one grows onto the heap).
+const pairIDStack = 8 + quanta.IDLen + 1 + 100
+
 // appendPairID appends the id of series key in shard ref to dst; key must be valid.
 func appendPairID(dst []byte, ref ShardRef, key string) []byte {
 	dst = putSortable(dst, ref.Start)

@@ -736,7 +736,8 @@ func (p *Pebble) Read(ref ShardRef, key string, from, to int64) (series.Points, 
 	if to <= from {
 		lo, hi = 1, 0
 	}
-	pts, held, err := p.readPair(pairID(ref, key), lo, hi)
+	var idBuf [pairIDStack]byte // a long read asks for quanta by the million, most absent: no garbage per quantum
+	pts, held, err := p.readPair(appendPairID(idBuf[:0], ref, key), lo, hi)
 	if err != nil {
 		return series.Points{}, false, p.damaged(fmt.Errorf("store: read %q of quantum %d: %w", key, ref.Start, err))
 	}
@@ -747,9 +748,18 @@ func (p *Pebble) Read(ref ShardRef, key string, from, to int64) (series.Points, 
 // sealed chunks and unsealed blocks from one snapshot; a block's point wins over a
 // chunk's point at the same time (it was written later). held reports whether the pair holds
 // any point at all.
+//
+// It allocates one buffer of its own for the iterator's bounds (pebble keeps them), and
+// id does not escape: a pair the store does not hold, which a long read over a sparse
+// range asks for quantum after quantum, costs that buffer and pebble's iterator
+// (TestReadAbsentAllocs).
 func (p *Pebble) readPair(id []byte, lo, hi int64) (series.Points, bool, error) {
-	lower := pairKey(nil, id, kindSummary)
-	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: pairKey(nil, id, kindEnd)})
+	n := len(id) + 2 // a pair key: famPair ‖ id ‖ kind
+	bounds := make([]byte, 0, 2*n)
+	lower := pairKey(bounds, id, kindSummary)[:n:n]
+	upper := pairKey(bounds[n:n], id, kindEnd)
+	opts := pebble.IterOptions{LowerBound: lower, UpperBound: upper}
+	it, err := p.db.NewIter(&opts)
 	if err != nil {
 		return series.Points{}, false, err
 	}
@@ -761,9 +771,10 @@ func (p *Pebble) readPair(id []byte, lo, hi int64) (series.Points, bool, error) 
 
 	var parts []series.Points
 	// The chunk that may hold lo starts at or before it.
-	valid := it.SeekLT(pointKey(nil, id, kindChunk, lo))
+	seek := pointKey(make([]byte, 0, n+8), id, kindChunk, lo) // then the first block's key
+	valid := it.SeekLT(seek)
 	if !valid || keyKind(it.Key(), len(id)) != kindChunk {
-		valid = it.SeekGE(pointKey(nil, id, kindChunk, lo))
+		valid = it.SeekGE(seek)
 	}
 	for ; valid && keyKind(it.Key(), len(id)) == kindChunk; valid = it.Next() {
 		if keyTime(it.Key()) > hi {
@@ -781,7 +792,7 @@ func (p *Pebble) readPair(id []byte, lo, hi int64) (series.Points, bool, error) 
 		return series.Points{}, false, err
 	}
 
-	it.SeekGE(pairKey(nil, id, kindBlock))
+	it.SeekGE(pairKey(seek[:0], id, kindBlock))
 	raw, err := unsealedPoints(it, id, lo, hi)
 	if err != nil {
 		return series.Points{}, false, err
@@ -789,7 +800,7 @@ func (p *Pebble) readPair(id []byte, lo, hi int64) (series.Points, bool, error) 
 	out := series.Concat(parts...) // copies: cached chunks stay untouched
 	if raw.Len() > 0 {
 		if out.Len() > 0 && out.Type != raw.Type {
-			return series.Points{}, false, fmt.Errorf("%w: unsealed and sealed points of pair %x differ in type", ErrCorrupt, id)
+			return series.Points{}, false, fmt.Errorf("%w: unsealed and sealed points of pair %x differ in type", ErrCorrupt, bytes.Clone(id))
 		}
 		out = series.Merge(out, raw)
 	}
@@ -814,7 +825,7 @@ func unsealedPoints(it *pebble.Iterator, id []byte, lo, hi int64) (series.Points
 			last := &blocks[k-1]
 			ascending = ascending && c.T[0] > last.T[last.Len()-1]
 			if c.Type != last.Type {
-				return series.Points{}, fmt.Errorf("%w: blocks of pair %x differ in type", ErrCorrupt, id)
+				return series.Points{}, fmt.Errorf("%w: blocks of pair %x differ in type", ErrCorrupt, bytes.Clone(id)) // id is the caller's, maybe on its stack
 			}
 		}
 		blocks = append(blocks, c)

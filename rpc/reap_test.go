@@ -1,0 +1,59 @@
+package rpc
+
+import (
+	"errors"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestReapKeepsOldestIdle: at MaxConns a flood of new connections reaps the
+// idle ones oldest first, one per new connection, and a scan of every
+// connection serves the next reapKeep accepts too.
+func TestReapKeepsOldestIdle(t *testing.T) {
+	defer func(d time.Duration) { reapKeepFor = d }(reapKeepFor)
+	reapKeepFor = time.Minute // the scan's kept connections serve the whole test
+	cfg := DefaultConfig()
+	cfg.MaxConns = 32
+	cfg.HandshakeTimeout = time.Minute
+	s, addr := startServer(t, NewTCPTransport(), "127.0.0.1:0", cfg, nil)
+	counts := func() (live, scans int) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.live, s.reapScans
+	}
+	var oldConns []net.Conn
+	for range 32 { // silent: in their handshake, idle since they were accepted
+		oldConns = append(oldConns, rawConn(t, addr))
+	}
+	waitFor(t, "32 connections accepted", func() bool { live, _ := counts(); return live == 32 })
+	accepted := time.Now()
+	waitFor(t, "the handshake grace to pass", func() bool { return time.Since(accepted) > 2*handshakeGrace })
+	for range 16 {
+		rawConn(t, addr)
+	}
+	waitFor(t, "16 more accepted", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.conns) == 32 && s.reapScans > 0
+	})
+	for i, conn := range oldConns {
+		if i < 16 {
+			conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		} else {
+			conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		}
+		_, err := conn.Read(make([]byte, 64))
+		timedOut := errors.Is(err, os.ErrDeadlineExceeded)
+		switch {
+		case i < 16 && timedOut:
+			t.Errorf("connection %d of the first 16 (the oldest idle) was not reaped", i)
+		case i >= 16 && !timedOut:
+			t.Errorf("connection %d of the last 16 was closed (%v) while older idle ones were left", i, err)
+		}
+	}
+	if _, scans := counts(); scans != 1 {
+		t.Errorf("%d scans of every connection for 16 reaps, want 1 (the others from the %d it kept)", scans, reapKeep)
+	}
+}

@@ -1,0 +1,79 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// TestPageYields: within a long read's page, get or aggregate, this node's store
+// yields the core every pageYieldEvery quanta (so a small request waits for at most
+// that much of a page, not for the page); a short read never yields.
+func TestPageYields(t *testing.T) {
+	lc, err := StartLocal(context.Background(), 1, "", func(_ int, cfg *Config) { cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	c := lc.Nodes[0].Coordinator()
+	var pts series.Points
+	now := time.Now().UnixNano()
+	pts.AppendFloat(now-time.Hour.Nanoseconds(), 1)
+	if _, err := c.Put(context.Background(), "huge", pts, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	q := int64(lc.Nodes[0].cfg.DHT.Quantum) * int64(time.Second)
+	defer func() { longYield, pageYield = runtime.Gosched, runtime.Gosched }()
+	for _, tc := range []struct {
+		name  string
+		quant int // quanta per page
+		read  func(ctx context.Context, from, to int64) error
+	}{
+		{"get", readPageQuanta, func(ctx context.Context, from, to int64) error {
+			_, err := c.Get(ctx, "huge", from, to, GetOptions{})
+			return err
+		}},
+		{"aggregate", aggPageQuanta, func(ctx context.Context, from, to int64) error {
+			_, err := c.Aggregate(ctx, "huge", from, to, 24*time.Hour.Nanoseconds(), GetOptions{})
+			return err
+		}},
+	} {
+		yields := 0
+		pageYield = func() { yields++ }
+
+		// Short: one page or less, never yields.
+		if err := tc.read(context.Background(), now-int64(readPageQuanta/2)*q, now); err != nil {
+			t.Fatalf("%s of %d quanta: %v", tc.name, readPageQuanta/2, err)
+		}
+		if yields != 0 {
+			t.Errorf("%s of %d quanta (a short read) yielded %d times, want 0", tc.name, readPageQuanta/2, yields)
+		}
+
+		// Long: stopped after 2 pages, having yielded within each.
+		ctx, cancel := context.WithCancel(context.Background())
+		pages := 0
+		longYield = func() {
+			if pages++; pages == 3 {
+				cancel()
+			}
+		}
+		yields = 0
+		err := tc.read(ctx, now-(quanta.MaxQuantaPerRange-1)*q, now)
+		longYield = runtime.Gosched
+		cancel()
+		var re *rpc.RemoteError
+		if !errors.As(err, &re) || re.Code != CodeUnavailable {
+			t.Fatalf("%s stopped after 2 pages: %v, want %s", tc.name, err, CodeUnavailable)
+		}
+		if want := 2 * (tc.quant / pageYieldEvery); yields < want {
+			t.Errorf("%s: %d yields in 2 pages of %d quanta, want at least %d (one every %d quanta)", tc.name, yields, tc.quant, want, pageYieldEvery)
+		}
+		t.Logf("%s: %d yields in 2 pages of %d quanta", tc.name, yields, tc.quant)
+	}
+}
