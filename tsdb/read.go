@@ -531,7 +531,7 @@ func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardS
 	if bufs.long {
 		mine = reuse(&bufs.results, len(plan))
 	}
-	results := fanOut(ctx, batches, c.fetchLimit(ctx), c.cfg.CallTimeout,
+	results := fanOut(ctx, batches, c.requestLimit(ctx, len(batches)), c.cfg.CallTimeout,
 		func(ctx context.Context, b *peerBatch[fetch]) (*wire.ReadResp, error) {
 			off := 0
 			for _, o := range batches {
@@ -571,6 +571,23 @@ func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardS
 			answers[f.shard][f.replica] = replicaAnswer{asked: true, ok: true, res: r.resp.Shards[k], isData: f.data}
 		}
 	}
+}
+
+// maxReadFanOut is how many requests a read's page sends at once whatever
+// Config.ReadConcurrency says: one to each node the page asks, for a page that asks up
+// to this many (a page asks a node for up to maxShardsPerRequest shards at once). A
+// read of 150 s of history at rf 3 asks some 17 nodes; any limit below that made a
+// second wave of requests wait for the first, a round trip more.
+const maxReadFanOut = 64
+
+// requestLimit is how many of a page's n requests go at once: all of them, up to
+// maxReadFanOut, and up to Config.ReadConcurrency beyond that; one at a time for a paced
+// page of a long read (fetchLimit).
+func (c *Coordinator) requestLimit(ctx context.Context, n int) int {
+	if ctx.Value(serialKey{}) != nil {
+		return c.fetchLimit(ctx)
+	}
+	return max(c.fetchLimit(ctx), min(n, maxReadFanOut))
 }
 
 // readRepair pushes, in the background, the merged points of a shard to every replica
