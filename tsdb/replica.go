@@ -195,7 +195,15 @@ func (r remoteReplica) Read(ctx context.Context, req *wire.ReadReq) (*wire.ReadR
 		// As rpc.Invoke: a bad response is no bad request of the caller's.
 		return nil, fmt.Errorf("rpc: response of %s from %s: %v", wire.MethodRead, r.peer.RPCAddr, err)
 	}
-	if err := r.answered(len(req.Shards), len(resp.Shards), func(i int) error { return resp.Shards[i].Unpack() }); err != nil {
+	// Each answer's packed form stays beside its points: a coordinator forwards it to
+	// a thin client as it came where it has nothing to merge (readparts.go).
+	if err := r.answered(len(req.Shards), len(resp.Shards), func(i int) error {
+		s := &resp.Shards[i]
+		packed := s.Packed
+		err := s.Unpack()
+		s.Packed = packed
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	return &resp, nil

@@ -223,3 +223,38 @@ func FuzzReadCodec(f *testing.F) {
 		}
 	})
 }
+
+// GetResp.Unpack joins parts in time order, skips empty ones, and refuses parts out
+// of order or of mixed types; without parts it reads Packed.
+func TestGetRespUnpackParts(t *testing.T) {
+	var a, b, s series.Points
+	for i := range 10 {
+		a.AppendFloat(int64(i), float64(i)/3)
+		b.AppendFloat(int64(100+i), float64(i)/7)
+	}
+	s.AppendString(200, "x")
+	pack := func(p series.Points) []byte { return series.AppendPackedFor(nil, &p, series.PackedVersion) }
+	empty := series.Points{Type: series.Float}
+	r := GetResp{Parts: [][]byte{pack(a), pack(empty), pack(b)}, Packed: pack(empty)}
+	if err := r.Unpack(); err != nil {
+		t.Fatal(err)
+	}
+	if want := series.Concat(a, b); !reflect.DeepEqual(r.Points, want) {
+		t.Fatalf("Unpack of parts = %+v; want %+v", r.Points, want)
+	}
+	for what, parts := range map[string][][]byte{
+		"out of order": {pack(b), pack(a)},
+		"overlapping":  {pack(a), pack(a)},
+		"mixed types":  {pack(a), pack(s)},
+		"undecodable":  {pack(a), {0xff}},
+	} {
+		r := GetResp{Parts: parts}
+		if err := r.Unpack(); err == nil {
+			t.Errorf("Unpack took parts %s", what)
+		}
+	}
+	r = GetResp{Packed: pack(a)}
+	if err := r.Unpack(); err != nil || !reflect.DeepEqual(r.Points, a) {
+		t.Fatalf("Unpack without parts = %+v, %v", r.Points, err)
+	}
+}
