@@ -124,8 +124,6 @@ func (c *Coordinator) get(ctx context.Context, key string, from, to int64, opt G
 	return res, packed, nil
 }
 
-
-
 // readPageQuanta is how many quanta a read plans and asks for at once.
 const readPageQuanta = 256
 
