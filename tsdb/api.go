@@ -47,7 +47,13 @@ func (n *Node) registerCoordinator() {
 				}
 			}()
 		}
-		res, err := n.coord.Get(ctx, req.Key, req.From, req.To, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial, MaxBytes: maxReadAnswerBytes})
+		// Asked for parts, the answer forwards the replicas' packed answers
+		// (readparts.go); Packed then carries only the series' type.
+		parts := 0
+		if req.Packed && req.Parts {
+			parts = max(req.PackedVersion, 1)
+		}
+		res, packed, err := n.coord.get(ctx, req.Key, req.From, req.To, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial, MaxBytes: maxReadAnswerBytes}, parts)
 		wg.Wait()
 		if err != nil {
 			return nil, err
@@ -55,7 +61,7 @@ func (n *Node) registerCoordinator() {
 		if entryErr != nil {
 			return nil, entryErr
 		}
-		resp := &wire.GetResp{Partial: res.Partial, Missing: res.Missing, Entry: entry}
+		resp := &wire.GetResp{Partial: res.Partial, Missing: res.Missing, Entry: entry, Parts: packed}
 		if req.Packed {
 			resp.Packed = series.AppendPackedFor(nil, &res.Points, req.PackedVersion)
 		} else {

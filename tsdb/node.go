@@ -55,7 +55,11 @@ type Config struct {
 	MaxFuture time.Duration
 	// CallTimeout bounds each replica call a coordinator makes. Default 5 s.
 	CallTimeout time.Duration
-	// ReadConcurrency bounds the requests one read has in flight. Default 16.
+	// ReadConcurrency bounds the requests one read has in flight beyond one to each
+	// node it asks: a read of points sends a request to each of up to 64 nodes at
+	// once, whatever this says, so that no request waits for another's answer (a read
+	// of 150 s of history at rf 3 asks some 17 nodes), and at most this many when it
+	// asks more. Default 16.
 	ReadConcurrency int
 	// LongReadShare is the share of its wall time this node's long reads (gets and
 	// aggregates over more than a page of quanta) take on average once their burst

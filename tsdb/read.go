@@ -40,13 +40,22 @@ type replicaAnswer struct {
 // ReadQuorum + WriteQuorum > RF). Replicas found holding other points than the merged
 // answer are repaired in the background; anti-entropy repairs the others.
 func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt GetOptions) (Result, error) {
+	res, _, err := c.get(ctx, key, from, to, opt, 0)
+	return res, err
+}
+
+// get reads as Get does. With parts > 0 it returns the points as packed runs in time
+// order, in forms up to version parts, instead of in Result.Points (GetReq.Parts):
+// each shard's answer as its replica packed it where there was nothing to merge
+// (forwardable), else the merged points packed here.
+func (c *Coordinator) get(ctx context.Context, key string, from, to int64, opt GetOptions, parts int) (Result, [][]byte, error) {
 	r, err := c.checkGet(key, from, to, opt)
 	if err != nil {
-		return Result{}, err
+		return Result{}, nil, err
 	}
 	typ, err := c.types.lookup(ctx, key)
 	if err != nil {
-		return Result{}, err
+		return Result{}, nil, err
 	}
 	q := c.cfg.DHT.Quantum
 	var turn *longTurn // nil: a short read
@@ -54,24 +63,29 @@ func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt G
 		// A long read waits for its turn before it allocates anything for its range,
 		// and its pages are paced (longread.go).
 		if turn, err = c.longRead(ctx, key); err != nil {
-			return Result{}, err
+			return Result{}, nil, err
 		}
 		defer turn.release()
 	}
 	cover, err := coverQuanta(q, from, to)
 	if err != nil {
-		return Result{}, rpc.Errorf(CodeBadInput, "%v", err)
+		return Result{}, nil, rpc.Errorf(CodeBadInput, "%v", err)
 	}
 	// Page through the quanta, so that what a read holds besides its answer is bounded
 	// whatever its range: the documented maximum range costs time, not memory.
 	res := Result{Points: series.Points{Type: typ}}
-	var parts []series.Points
+	var runs []series.Points
+	var packed [][]byte
 	size := 0
+	tooLarge := func() error {
+		return rpc.Errorf(CodeTooLarge, "read of %q: the answer would exceed %d bytes; ask for a shorter range", key, opt.MaxBytes)
+	}
 	for lo := 0; lo < cover.n; lo += readPageQuanta {
 		if err := ctx.Err(); err != nil {
-			return Result{}, rpc.Errorf(CodeUnavailable, "read of %q: %v", key, err)
+			return Result{}, nil, rpc.Errorf(CodeUnavailable, "read of %q: %v", key, err)
 		}
 		var page Result
+		var pageParts [][]byte
 		err := turn.page(ctx, func(ctx context.Context) error {
 			b := pageBufsOf(ctx)
 			b.starts = cover.pageInto(b.starts, lo, readPageQuanta)
@@ -80,28 +94,34 @@ func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt G
 				return err
 			}
 			answers := c.readFew(ctx, key, spans, r)
-			page, err = c.assemble(key, typ, spans, answers, r, opt.AllowPartial)
+			page, pageParts, err = c.assemble(key, typ, spans, answers, r, opt.AllowPartial, parts)
 			return err
 		})
 		if err != nil {
-			return Result{}, err
+			return Result{}, nil, err
 		}
 		res.Missing += page.Missing
 		res.Partial = res.Partial || page.Partial
+		for _, p := range pageParts {
+			packed = append(packed, p)
+			if size += len(p); opt.MaxBytes > 0 && size > opt.MaxBytes {
+				return Result{}, nil, tooLarge()
+			}
+		}
 		if page.Points.Len() > 0 {
-			parts = append(parts, page.Points)
+			runs = append(runs, page.Points)
 			if size += page.Points.WireSize(); opt.MaxBytes > 0 && size > opt.MaxBytes {
-				return Result{}, rpc.Errorf(CodeTooLarge, "read of %q: the answer would exceed %d bytes; ask for a shorter range", key, opt.MaxBytes)
+				return Result{}, nil, tooLarge()
 			}
 		}
 	}
 	switch {
-	case len(parts) == 1: // one page (any read of up to readPageQuanta quanta): no copy
-		res.Points = parts[0]
-	case len(parts) > 1:
-		res.Points = series.Concat(parts...)
+	case len(runs) == 1: // one page (any read of up to readPageQuanta quanta): no copy
+		res.Points = runs[0]
+	case len(runs) > 1:
+		res.Points = series.Concat(runs...)
 	}
-	return res, nil
+	return res, packed, nil
 }
 
 // readPageQuanta is how many quanta a read plans and asks for at once.
@@ -356,35 +376,50 @@ func chooseReplicas(spans []shardSpan, asked [][]bool, need []int, self string, 
 }
 
 // assemble merges the answers shard by shard into the read's result, repairing stale
-// replicas on the way.
-func (c *Coordinator) assemble(key string, typ series.Type, spans []shardSpan, answers [][]replicaAnswer, r int, allowPartial bool) (Result, error) {
+// replicas on the way. With parts > 0 it returns the shards' points as packed runs
+// instead (Coordinator.get), forwarding a replica's packed answer as it came where
+// there is nothing to merge.
+func (c *Coordinator) assemble(key string, typ series.Type, spans []shardSpan, answers [][]replicaAnswer, r int, allowPartial bool, parts int) (Result, [][]byte, error) {
 	res := Result{Points: series.Points{Type: typ}}
-	var parts []series.Points // of the shards holding points: most of a long read's hold none
+	var runs []series.Points // of the shards holding points: most of a long read's hold none
+	var packed [][]byte
 	for i := range spans {
+		if parts > 0 {
+			if p, n, ok := forwardable(answers[i], parts); ok {
+				if n > 0 {
+					packed = append(packed, p)
+				}
+				continue
+			}
+		}
 		pts, complete := mergeAnswers(answers[i], r)
 		if !complete {
 			if slices.ContainsFunc(answers[i], func(a replicaAnswer) bool { return a.tooLarge }) {
-				return Result{}, rpc.Errorf(CodeTooLarge, "read of %q: the points of quantum %d in [%d, %d) do not fit in one answer; ask for a shorter range",
+				return Result{}, nil, rpc.Errorf(CodeTooLarge, "read of %q: the points of quantum %d in [%d, %d) do not fit in one answer; ask for a shorter range",
 					key, spans[i].ref.Start, spans[i].from, spans[i].to)
 			}
 			res.Missing++
 			continue
 		}
 		c.readRepair(key, &spans[i], answers[i], pts)
-		if pts.Len() > 0 {
-			parts = append(parts, pts)
+		switch {
+		case pts.Len() == 0:
+		case parts > 0:
+			packed = append(packed, series.AppendPackedFor(nil, &pts, parts))
+		default:
+			runs = append(runs, pts)
 		}
 	}
 	if res.Missing > 0 {
 		if !allowPartial {
-			return Result{}, rpc.Errorf(CodePartial, "read of %q: %d of %d shards could not be read from any replica", key, res.Missing, len(spans))
+			return Result{}, nil, rpc.Errorf(CodePartial, "read of %q: %d of %d shards could not be read from any replica", key, res.Missing, len(spans))
 		}
 		res.Partial = true
 	}
-	if all := series.Concat(parts...); all.Len() > 0 {
+	if all := series.Concat(runs...); all.Len() > 0 {
 		res.Points = all
 	}
-	return res, nil
+	return res, packed, nil
 }
 
 // maxExtraReadRounds bounds the rounds after the first: one is enough unless replicas
@@ -531,7 +566,7 @@ func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardS
 	if bufs.long {
 		mine = reuse(&bufs.results, len(plan))
 	}
-	results := fanOut(ctx, batches, c.fetchLimit(ctx), c.cfg.CallTimeout,
+	results := fanOut(ctx, batches, c.requestLimit(ctx, len(batches)), c.cfg.CallTimeout,
 		func(ctx context.Context, b *peerBatch[fetch]) (*wire.ReadResp, error) {
 			off := 0
 			for _, o := range batches {
@@ -571,6 +606,23 @@ func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardS
 			answers[f.shard][f.replica] = replicaAnswer{asked: true, ok: true, res: r.resp.Shards[k], isData: f.data}
 		}
 	}
+}
+
+// maxReadFanOut is how many requests a read's page sends at once whatever
+// Config.ReadConcurrency says: one to each node the page asks, for a page that asks up
+// to this many (a page asks a node for up to maxShardsPerRequest shards at once). A
+// read of 150 s of history at rf 3 asks some 17 nodes; any limit below that made a
+// second wave of requests wait for the first, a round trip more.
+const maxReadFanOut = 64
+
+// requestLimit is how many of a page's n requests go at once: all of them, up to
+// maxReadFanOut, and up to Config.ReadConcurrency beyond that; one at a time for a paced
+// page of a long read (fetchLimit).
+func (c *Coordinator) requestLimit(ctx context.Context, n int) int {
+	if ctx.Value(serialKey{}) != nil {
+		return c.fetchLimit(ctx)
+	}
+	return max(c.fetchLimit(ctx), min(n, maxReadFanOut))
 }
 
 // readRepair pushes, in the background, the merged points of a shard to every replica

@@ -162,3 +162,43 @@ func TestCoordinatorAsksNewestPackedVersion(t *testing.T) {
 		}
 	}
 }
+
+// Repair's fetch of an owner's copy of a damaged pair asks for the newest packed
+// version too (an owner that predates it answers in version 1, which DecodePacked
+// reads as well: TestReadAnswersInTheAskersPackedVersion).
+func TestRepairRefetchAsksNewestPackedVersion(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 2, 1, 1
+	logger := slog.New(slog.DiscardHandler)
+	local := func(st store.Store) *localReplica {
+		return &localReplica{store: st, quantum: cfg.DHT.Quantum, format: cfg.DHT.Format, stats: func() wire.NodeStats { return wire.NodeStats{} }}
+	}
+	self, owner := dht.Peer{ID: "self", RPCAddr: "self:1"}, dht.Peer{ID: "a", RPCAddr: "a:1"}
+	selfStore, ownerStore := store.NewMem(), store.NewMem()
+	rec := &versionRecorder{Replica: local(ownerStore)}
+	replicas := replicaMap{self.ID: local(selfStore), owner.ID: rec}
+	place := &fixedPlacement{self: self, owners: []dht.Peer{self, owner}}
+	types := newRegistry(place, replicas, &cfg, logger)
+	rep := newRepairer(&cfg, place, replicas, selfStore, selfStore, types, logger)
+
+	q := cfg.DHT.Quantum
+	start := q.Start(base())
+	pts := float32Readings(q.BeginNanos(start), 600)
+	ref := shardRef(cfg.DHT.Format, "s", start)
+	if err := ownerStore.Append(ref, "s", pts); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.refetchDamaged(context.Background(), pairRef{ref: ref, key: "s"}) {
+		t.Fatal("refetchDamaged found no copy on the owner that holds one")
+	}
+	got, _, err := selfStore.Read(ref, "s", q.BeginNanos(start), q.EndNanos(start))
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireSame(t, pts, got)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.versions) != 1 || rec.versions[0] != series.PackedVersion {
+		t.Fatalf("the refetch asked for packed versions %v; want [%d]", rec.versions, series.PackedVersion)
+	}
+}

@@ -640,8 +640,10 @@ func (r *repairer) refetchDamaged(ctx context.Context, pr pairRef) bool {
 		if p.ID == self {
 			continue
 		}
+		// In the newest packed form this build decodes: an owner that predates it
+		// answers in the form it knows (version 1), which DecodePacked reads too.
 		req := &wire.ReadReq{Shards: []wire.ShardRead{{ID: pr.ref.ID[:], Start: pr.ref.Start, Key: pr.key,
-			From: q.BeginNanos(pr.ref.Start), To: q.EndNanos(pr.ref.Start), Packed: true}}}
+			From: q.BeginNanos(pr.ref.Start), To: q.EndNanos(pr.ref.Start), Packed: true, PackedVersion: series.PackedVersion}}}
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
 		resp, err := r.replicas.For(p).Read(cctx, req)
 		cancel()

@@ -181,11 +181,29 @@ func (r remoteReplica) answered(asked, got int, unpack func(i int) error) error 
 }
 
 func (r remoteReplica) Read(ctx context.Context, req *wire.ReadReq) (*wire.ReadResp, error) {
-	var resp wire.ReadResp
-	if err := r.invoke(ctx, wire.MethodRead, req, &resp); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	out, err := r.cli.Call(ctx, r.peer.RPCAddr, wire.MethodRead, wire.EncodeReadReq(req))
+	if err != nil {
+		if r.failed != nil && errors.Is(err, rpc.ErrUnreachable) {
+			r.failed.ReportFailure(r.peer)
+		}
 		return nil, err
 	}
-	if err := r.answered(len(req.Shards), len(resp.Shards), func(i int) error { return resp.Shards[i].Unpack() }); err != nil {
+	var resp wire.ReadResp
+	if err := wire.DecodeReadResp(out, &resp); err != nil {
+		// As rpc.Invoke: a bad response is no bad request of the caller's.
+		return nil, fmt.Errorf("rpc: response of %s from %s: %v", wire.MethodRead, r.peer.RPCAddr, err)
+	}
+	// Each answer's packed form stays beside its points: a coordinator forwards it to
+	// a thin client as it came where it has nothing to merge (readparts.go).
+	if err := r.answered(len(req.Shards), len(resp.Shards), func(i int) error {
+		s := &resp.Shards[i]
+		packed := s.Packed
+		err := s.Unpack()
+		s.Packed = packed
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	return &resp, nil

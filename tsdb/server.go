@@ -50,8 +50,13 @@ func registerReplica(srv *rpc.Server, r Replica) {
 		}
 		return wire.EncodeWriteResp(resp)
 	})
-	handle(srv, wire.MethodRead, func(ctx context.Context, req *wire.ReadReq) (*wire.ReadResp, error) {
-		resp, err := r.Read(ctx, req)
+	// Reads too (wire.DecodeReadReq): a long read asks dozens of shards of each replica.
+	srv.HandleDecoded(wire.MethodRead, (*wire.ReadReq)(nil), func(ctx context.Context, b []byte) ([]byte, error) {
+		var req wire.ReadReq
+		if err := wire.DecodeReadReq(b, &req); err != nil {
+			return nil, rpc.Errorf(CodeBadInput, "%s: %v", wire.MethodRead, err)
+		}
+		resp, err := r.Read(ctx, &req)
 		if err != nil {
 			return nil, err
 		}
@@ -61,7 +66,7 @@ func registerReplica(srv *rpc.Server, r Replica) {
 				res.Points = series.Points{}
 			}
 		}
-		return resp, nil
+		return wire.EncodeReadResp(resp)
 	})
 	handle(srv, wire.MethodDeclare, func(ctx context.Context, req *wire.TypeReq) (*wire.TypeResp, error) {
 		t, err := r.DeclareType(ctx, req.Key, req.Type)

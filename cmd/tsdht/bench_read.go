@@ -18,7 +18,8 @@ func benchReadCommand() *cli.Command {
 		Usage: "Table II: write --points at 60 Hz, then read the latest --spans of history from another node",
 		Description: "As the paper measured: one node (node 0, or the first --cluster address) writes --points\n" +
 			"measurements of one series at 60 Hz; another node (the last one) reads the latest 10, 80 and\n" +
-			"150 s of that history --reads times each, computing shard IDs, fetching every quantum and merging.\n" +
+			"150 s of that history --reads times each, computing shard IDs, fetching every quantum and merging;\n" +
+			"the spans' reads take turns, so that their ratios hold while the machine's load drifts.\n" +
 			"Each read must return exactly the points written in its range (trimmed, not padded to whole quanta):\n" +
 			"the bench fails otherwise. Spans of 1 h and 1 day are added when --points holds them.",
 		Flags: append(benchFlags(18, []int{3}),
@@ -134,10 +135,20 @@ func (e *benchEnv) readCase(cs benchCase, points, batch, reads int, spans []int,
 
 	q := tsdb.DefaultConfig().DHT.Quantum
 	end := all.T[all.Len()-1] + 1
-	var out []*readResult
-	for _, span := range spans {
+	// The spans' reads take turns (a 10 s read, an 80 s, a 150 s, again…), so that
+	// their ratios hold on a machine whose load drifts during the run.
+	type spanRun struct {
+		span   int
+		from   int64
+		want   series.Points
+		quanta int
+		n      int
+		lat    []time.Duration
+	}
+	runs := make([]*spanRun, len(spans))
+	rounds := 0
+	for k, span := range spans {
 		from := end - int64(span)*int64(time.Second)
-		want := all.Trim(from, end)
 		starts, err := q.Covering(from, end)
 		if err != nil {
 			return nil, err
@@ -146,33 +157,42 @@ func (e *benchEnv) readCase(cs benchCase, points, batch, reads int, spans []int,
 		if span >= 3600 {
 			n = min(n, 10)
 		}
-		e.progress("[%s] %d reads of the latest %d s…", cs, n, span)
-		lat := make([]time.Duration, 0, n)
-		for i := 0; i < n; i++ {
+		runs[k] = &spanRun{span: span, from: from, want: all.Trim(from, end), quanta: len(starts), n: n, lat: make([]time.Duration, 0, n)}
+		rounds = max(rounds, n)
+	}
+	e.progress("[%s] %d reads of the latest %v s, taking turns…", cs, reads, spans)
+	for i := 0; i < rounds; i++ {
+		for _, r := range runs {
+			if i >= r.n {
+				continue
+			}
 			t := time.Now()
-			res, err := reader.Get(e.ctx, key, from, end, tsdb.GetOptions{})
+			res, err := reader.Get(e.ctx, key, r.from, end, tsdb.GetOptions{})
 			if err != nil {
-				return nil, fmt.Errorf("read of %d s: %w", span, err)
+				return nil, fmt.Errorf("read of %d s: %w", r.span, err)
 			}
-			lat = append(lat, time.Since(t))
+			r.lat = append(r.lat, time.Since(t))
 			if i == 0 {
-				err = samePoints(&want, &res.Points) // value by value, once
-			} else if res.Points.Len() != want.Len() {
-				err = fmt.Errorf("got %d points, want %d", res.Points.Len(), want.Len())
+				err = samePoints(&r.want, &res.Points) // value by value, once
+			} else if res.Points.Len() != r.want.Len() {
+				err = fmt.Errorf("got %d points, want %d", res.Points.Len(), r.want.Len())
 			}
 			if err != nil {
-				return nil, fmt.Errorf("read %d of the latest %d s returned the wrong points: %w", i, span, err)
+				return nil, fmt.Errorf("read %d of the latest %d s returned the wrong points: %w", i, r.span, err)
 			}
 		}
-		r := &readResult{caseInfo: e.info("read", cs), Points: points, SpanS: span, Quanta: len(starts), Reads: n,
-			Returned: want.Len(), Values: "float64", latency: summarize(lat), ColdMs: ms(lat[0])}
+	}
+	var out []*readResult
+	for _, sr := range runs {
+		r := &readResult{caseInfo: e.info("read", cs), Points: points, SpanS: sr.span, Quanta: sr.quanta, Reads: sr.n,
+			Returned: sr.want.Len(), Values: "float64", latency: summarize(sr.lat), ColdMs: ms(sr.lat[0])}
 		if float32s {
 			r.Values = "float32"
 		}
 		if r.Mean > 0 {
 			r.PointsPerS = float64(r.Returned) / (r.Mean / 1e3)
 		}
-		if s, ok := paperReadS[cs.format][span]; ok {
+		if s, ok := paperReadS[cs.format][sr.span]; ok {
 			r.PaperMs = s * 1e3
 		}
 		out = append(out, r)

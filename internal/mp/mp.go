@@ -289,3 +289,17 @@ func (r *Reader) Bool() (bool, bool) {
 	}
 	return false, false
 }
+
+// Uint reads any integer form of a value ≥ 0: what AppendUint writes, and the signed
+// forms of non-negative values.
+func (r *Reader) Uint() (uint64, bool) {
+	if r.Off < len(r.B) && r.B[r.Off] == 0xcf { // uint64: may exceed an int64
+		r.Off++
+		return r.length(8)
+	}
+	v, ok := r.Int()
+	if !ok || v < 0 {
+		return 0, false
+	}
+	return uint64(v), true
+}

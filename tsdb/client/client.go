@@ -151,8 +151,8 @@ func (c *Client) get(ctx context.Context, key string, from, to int64, opt wire.G
 		}
 		var resp wire.GetResp
 		req := &wire.GetReq{Key: key, From: lo, To: hi, ReadQuorum: opt.ReadQuorum, AllowPartial: opt.AllowPartial, Packed: true,
-			PackedVersion: series.PackedVersion,
-			Entry:         entry != nil}
+			PackedVersion: series.PackedVersion, Parts: true,
+			Entry: entry != nil}
 		if err := c.invoke(ctx, wire.MethodGet, req, &resp); err != nil {
 			var re *rpc.RemoteError
 			tooLarge := errors.Is(err, rpc.ErrFrameTooLarge) || errors.As(err, &re) && re.Code == wire.CodeTooLarge

@@ -1,6 +1,10 @@
 package wire
 
-import "github.com/tsdht/tsdht/tsdb/series"
+import (
+	"fmt"
+
+	"github.com/tsdht/tsdht/tsdb/series"
+)
 
 // ShardWrite is the points of one series in one shard.
 type ShardWrite struct {
@@ -129,6 +133,11 @@ type GetReq struct {
 	// ShardRead.PackedVersion).
 	PackedVersion int  `msgpack:"pv,omitempty"`
 	Entry         bool `msgpack:"e,omitempty"` // answer the series' catalog entry too
+	// Parts, with Packed, asks for the points in GetResp.Parts: each shard's packed
+	// answer forwarded as its replica sent it, where the coordinator had nothing to
+	// merge, instead of decoded, joined and packed again. A node that predates the
+	// field answers in Packed.
+	Parts bool `msgpack:"pa,omitempty"`
 }
 
 // GetResp answers a GetReq.
@@ -138,10 +147,41 @@ type GetResp struct {
 	Partial bool          `msgpack:"partial"`
 	Missing int           `msgpack:"missing"`     // shards no replica could serve
 	Entry   []byte        `msgpack:"e,omitempty"` // the catalog entry, when asked (catalog.Entry.Encode)
+	// Parts holds the points, when the get asked so (GetReq.Parts) and there are any,
+	// as packed runs in time order (each in a form up to GetReq.PackedVersion); Packed
+	// then only says the series' type.
+	Parts [][]byte `msgpack:"pa,omitempty"`
 }
 
-// Unpack moves packed points into Points.
-func (r *GetResp) Unpack() error { return unpackInto(&r.Points, &r.Packed) }
+// Unpack moves packed points, in Parts or Packed, into Points. Parts must decode to
+// points of one type in time order, each run after the one before it.
+func (r *GetResp) Unpack() error {
+	if len(r.Parts) == 0 {
+		return unpackInto(&r.Points, &r.Packed)
+	}
+	runs := make([]series.Points, 0, len(r.Parts))
+	for i, b := range r.Parts {
+		p, err := series.DecodePacked(b)
+		if err != nil {
+			return fmt.Errorf("part %d of %d: %w", i, len(r.Parts), err)
+		}
+		if p.Len() == 0 {
+			continue
+		}
+		if k := len(runs); k > 0 {
+			prev := &runs[k-1]
+			if p.Type != prev.Type {
+				return fmt.Errorf("part %d of %d holds %s points after %s ones", i, len(r.Parts), p.Type, prev.Type)
+			}
+			if p.T[0] <= prev.T[prev.Len()-1] {
+				return fmt.Errorf("part %d of %d starts at %d, not after the part before it (%d)", i, len(r.Parts), p.T[0], prev.T[prev.Len()-1])
+			}
+		}
+		runs = append(runs, p)
+	}
+	r.Points, r.Parts, r.Packed = series.Concat(runs...), nil, nil
+	return nil
+}
 
 // unpackInto decodes *packed, if any, into *pts and clears it: an answer carries its
 // points in one form or the other (ShardRead.Packed).
