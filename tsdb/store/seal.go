@@ -114,15 +114,18 @@ func (p *Pebble) sealPair(id []byte) error {
 	gen := p.seal.gen + 1
 	n := pts.Len()
 	var buf []byte
+	written := 0 // bytes of the pair's keys and values after the seal (idlecompact.go)
 	for i := 0; i < n; i += p.opts.ChunkMaxPoints {
 		part := pts.Slice(i, min(i+p.opts.ChunkMaxPoints, n))
 		buf = binary.AppendUvarint(buf[:0], gen)
 		if buf, err = p.seal.enc.Encode(buf, part); err != nil {
 			return err
 		}
-		if err := b.Set(pointKey(nil, id, kindChunk, part.T[0]), buf, nil); err != nil {
+		k := pointKey(nil, id, kindChunk, part.T[0])
+		if err := b.Set(k, buf, nil); err != nil {
 			return err
 		}
+		written += len(k) + len(buf)
 	}
 	if err := b.Set(genKey, binary.AppendUvarint(nil, gen), nil); err != nil {
 		return err
@@ -147,6 +150,7 @@ func (p *Pebble) sealPair(id []byte) error {
 			return err
 		}
 	}
+	written += len(id) + 2 + len(sum.encode())
 	// Sealing changes no point, so it need not wait for an fsync: the WAL keeps batches
 	// in order, and any later synced write makes this one durable too.
 	if err := p.apply(b, pebble.NoSync); err != nil {
@@ -154,6 +158,7 @@ func (p *Pebble) sealPair(id []byte) error {
 	}
 	p.seal.gen = gen
 	p.seal.dropOldGen = false
+	p.noteSeal(getSortable(id), written)
 	if _, cached := p.pairs.summary(string(id)); cached || sum.hasStats {
 		sum.marked = false // the 'u' key is gone: the next append rewrites it
 		p.pairs.remember(string(id), sum)
