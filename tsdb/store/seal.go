@@ -108,7 +108,8 @@ func (p *Pebble) sealPair(id []byte) error {
 	// later writes win over the earlier deletions. Point deletions, because pebble
 	// re-fragments every range deletion in the memtable for each new iterator, and a
 	// backfill seals hundreds of pairs a second.
-	if err := p.deleteKeys(b, pairKey(nil, id, kindChunk), pairKey(nil, id, kindEnd)); err != nil {
+	old, err := p.deleteSealed(b, id)
+	if err != nil {
 		return err
 	}
 	gen := p.seal.gen + 1
@@ -158,12 +159,31 @@ func (p *Pebble) sealPair(id []byte) error {
 	}
 	p.seal.gen = gen
 	p.seal.dropOldGen = false
-	p.noteSeal(getSortable(id), written)
+	p.noteSeal(getSortable(id), written-old)
 	if _, cached := p.pairs.summary(string(id)); cached || sum.hasStats {
 		sum.marked = false // the 'u' key is gone: the next append rewrites it
 		p.pairs.remember(string(id), sum)
 	}
 	return nil
+}
+
+// deleteSealed adds to b a deletion of the pair's chunks and blocks, and returns the
+// bytes (keys and values) of the chunks among them: what an earlier seal wrote, which
+// this one replaces (idlecompact.go counts what seals add).
+func (p *Pebble) deleteSealed(b *pebble.Batch, id []byte) (int, error) {
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: pairKey(nil, id, kindChunk), UpperBound: pairKey(nil, id, kindBlock)})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for valid := it.First(); valid && err == nil; valid = it.Next() {
+		n += len(it.Key()) + len(it.Value())
+		err = b.Delete(it.Key(), nil)
+	}
+	if err := errors.Join(err, it.Error(), it.Close()); err != nil {
+		return 0, err
+	}
+	return n, p.deleteKeys(b, pairKey(nil, id, kindBlock), pairKey(nil, id, kindEnd))
 }
 
 // deleteKeys adds to b a deletion of every key in [lower, upper).
