@@ -1,8 +1,11 @@
 package store
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble"
 
 	"github.com/tsdht/tsdht/internal/pmudata"
 	"github.com/tsdht/tsdht/quanta"
@@ -10,10 +13,12 @@ import (
 
 // BenchmarkPMUBulkBytesPerPoint loads the reference PMU hour (internal/pmudata, noise
 // 1x) into a store as `tsdht put` does after the fact — one series at a time, batches
-// of 10,000 points split by quantum, one AppendBatch each — with the background
-// sealer's pass (sealPass) every sealEvery points on a clock an hour after the data,
-// then runs passes as an idle node would (the seal, then idle flush and compaction),
-// and reports the growth of the whole data directory per point:
+// of 10,000 points split by quantum, one AppendBatch each — with a pass of the
+// background sealer (sealPass, on a clock an hour after the data) every 100,000 or
+// 1,000,000 points of the load, or none until the load is over (seal-every-4611…: the
+// sealer's tick came after a fast load), then runs passes as an idle node would (the
+// seal, then the idle flush and compaction), and reports the growth of the whole data
+// directory per point:
 //
 //	load-B/point    right after the load
 //	idle-B/point    after the idle passes: everything sealed, nothing forced
@@ -21,18 +26,32 @@ import (
 //	                compactions: Stats.FlashBytesWritten)
 //	flash/raw       flash bytes ÷ 16 bytes a point: the write amplification
 //
+// Each figure is taken once pebble has no compaction running and has deleted the files
+// its compactions made obsolete. Sub-benchmarks: the default options, and
+// NoIdleCompaction (the replaced blocks left to pebble's own compactions).
 // -v logs pebble's metrics after the load and after the idle passes.
 func BenchmarkPMUBulkBytesPerPoint(b *testing.B) {
 	cfg := pmudata.Default()
 	chans := pmudata.Generate(cfg)
-	for b.Loop() {
-		benchPMUBulk(b, cfg, chans, 500_000)
+	for _, every := range []int64{100_000, 1_000_000, 1 << 62} {
+		for _, off := range []bool{false, true} {
+			name := "idle-compaction"
+			if off {
+				name = "no-idle-compaction"
+			}
+			b.Run(fmt.Sprintf("seal-every-%d/%s", every, name), func(b *testing.B) {
+				for b.Loop() {
+					benchPMUBulk(b, cfg, chans, every, off)
+				}
+			})
+		}
 	}
 }
 
-func benchPMUBulk(b *testing.B, cfg pmudata.Config, chans []pmudata.Channel, sealEvery int64) {
+func benchPMUBulk(b *testing.B, cfg pmudata.Config, chans []pmudata.Channel, sealEvery int64, noIdle bool) {
 	dir := b.TempDir()
 	o := DefaultPebbleOptions()
+	o.NoIdleCompaction = noIdle
 	o.Sync = SyncNone
 	o.SealInterval = -1 // the passes run below
 	o.EnforceInterval = -1
@@ -74,7 +93,7 @@ func benchPMUBulk(b *testing.B, cfg pmudata.Config, chans []pmudata.Channel, sea
 	settle(b, p)
 	loaded := usage(b, dir)
 	if testing.Verbose() {
-		b.Logf("after the load:\n%s", p.db.Metrics())
+		logEngine(b, p, "after the load")
 	}
 	for range 12 {
 		now = now.Add(10 * time.Second)
@@ -85,7 +104,7 @@ func benchPMUBulk(b *testing.B, cfg pmudata.Config, chans []pmudata.Channel, sea
 	settle(b, p)
 	idle := usage(b, dir)
 	if testing.Verbose() {
-		b.Logf("after the idle passes:\n%s", p.db.Metrics())
+		logEngine(b, p, "after the idle passes")
 		listDir(b, dir)
 	}
 	st := p.Stats()
@@ -114,4 +133,32 @@ func settle(tb testing.TB, p *Pebble) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// logEngine logs pebble's metrics, its count of deletions in tables, what the tables
+// hold in the pair family, and what is live there (a scan): the difference is what
+// the seals replaced and a compaction has not dropped yet.
+func logEngine(tb testing.TB, p *Pebble, when string) {
+	tb.Helper()
+	m := p.db.Metrics()
+	held, err := p.db.EstimateDiskUsage([]byte{famPair}, []byte{famPair + 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: []byte{famPair}, UpperBound: []byte{famPair + 1}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var live [kindEnd]int64
+	for valid := it.First(); valid; valid = it.Next() {
+		k := it.Key()
+		id := k[1:]
+		n := 8 + quanta.IDLen + 1 + int(id[8+quanta.IDLen]) + 1
+		live[id[n-1+1]] += int64(len(k) + len(it.Value()))
+	}
+	if err := it.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Logf("%s:\n%s\ntables: %d deletions; pair family %d bytes on disk, live (uncompressed) summaries %d, chunks %d, blocks %d",
+		when, m, m.Keys.TombstoneCount, held, live[kindSummary], live[kindChunk], live[kindBlock])
 }

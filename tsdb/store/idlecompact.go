@@ -67,6 +67,9 @@ func (p *Pebble) compactedWindows() int64 {
 // noteSeal records that a seal wrote n bytes (keys and values) into the pair whose
 // quantum starts at start (seconds).
 func (p *Pebble) noteSeal(start int64, n int) {
+	if p.opts.NoIdleCompaction {
+		return
+	}
 	c := &p.compact
 	w := p.idleWindow(start)
 	c.mu.Lock()
@@ -157,7 +160,7 @@ func (p *Pebble) compactWindow(w, sealed int64) (bool, error) {
 	p.compact.mu.Lock()
 	p.compact.done++
 	p.compact.mu.Unlock()
-	p.opts.Logger.Debug("store: compacted what the seals replaced", "dir", p.dir,
+	p.opts.Logger.Info("store: compacted what the seals replaced", "dir", p.dir,
 		"window", w, "held", held, "sealed", sealed)
 	return true, nil
 }

@@ -32,7 +32,7 @@ func (p *Pebble) sealPass(now time.Time) error {
 		return err
 	}
 	flushed, err := p.flushIfIdle(n > 0)
-	if err != nil || !flushed {
+	if err != nil || !flushed || p.opts.NoIdleCompaction {
 		return err
 	}
 	_, err = p.compactIdle()
