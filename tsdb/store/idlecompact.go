@@ -21,34 +21,37 @@ import (
 // as the node stayed idle. A node that keeps taking writes keeps flushing into level 0,
 // so pebble's own compactions get there.
 //
-// So the store counts, per window of idleWindowQuanta quanta, the bytes its seals
-// wrote (net of the chunks they replaced); when a pass of the background sealer finds the store idle (the moment
-// idleflush.go flushes the memtable), it compares, window by window, what the tables
-// hold in the window's key range (pebble's EstimateDiskUsage) with what the seals wrote
-// there, and compacts a window once (pebble's manual compaction, one at a time, never
-// parallel) when
+// So each seal notes, per window of idleWindowQuanta quanta, the bytes it wrote (net of
+// the chunks it replaced) and the bytes of the pair it deleted that were in tables, not
+// only in the memtable (an iterator with OnlyReadGuaranteedDurable, which in pebble
+// v1.1.5 reads the tables alone): the garbage it leaves on disk. When a pass of the
+// background sealer finds the store idle (the moment idleflush.go flushes the
+// memtable), it checks each noted window against what its key range holds in the
+// tables (pebble's EstimateDiskUsage) and compacts it once (pebble's manual
+// compaction, one window at a time, never parallel) when
 //
-//   - the seals wrote at least half of what the window holds, so that the comparison is
-//     about this round of seals and not older data sealed before (a window a few late
-//     points were re-sealed into is left to pebble);
-//   - and the window holds more than the seals wrote by at least 1/idleGarbageFraction
-//     of that, and by at least idleGarbageMin bytes: what the compaction would give
-//     back. (The seals' bytes are counted before pebble's compression, the tables'
-//     after, so the test errs toward not compacting.)
+//   - the seals left at least 1/idleGarbageFraction of what the window holds, and at
+//     least idleGarbageMin bytes, as garbage in tables: a stream sealed while its
+//     blocks were in the memtable leaves none, a late point re-sealed into an old
+//     quantum leaves one pair's chunks, and neither is worth a rewrite;
+//   - and the window still holds at least half of that garbage beyond what the seals
+//     wrote: pebble's own compactions may have dropped it meanwhile.
 //
-// Each counter is dropped after its check, compacted or not, so a window is compacted
-// at most once per round of seals, and a store with no new seal does no such work: an
+// Each note is dropped after its check, compacted or not, so a window is compacted at
+// most once per round of seals, and a store with no new seal does no such work: an
 // idle node stays idle. The compaction rewrites the window's tables once (their bytes
-// are what it costs in flash); it stops between windows when writes come back, leaving
-// the rest for the next idle moment.
+// are what it costs in flash; level-0 tables that overlap the window are taken whole);
+// it stops between windows when writes come back, leaving the rest for the next idle
+// moment. The notes live in memory: a restart between the seals and the idle moment
+// leaves that garbage to pebble.
 
 const (
 	// idleWindowQuanta is the width of a window, in quanta: an hour at the default 10 s.
 	idleWindowQuanta = 360
-	// idleGarbageFraction: a window is compacted when its tables hold more than its
-	// seals wrote by at least 1/idleGarbageFraction of what the seals wrote.
+	// idleGarbageFraction: a window is compacted when its seals left in tables at least
+	// 1/idleGarbageFraction of what the window holds.
 	idleGarbageFraction = 8
-	// idleGarbageMin is the least a compaction must give back, in bytes.
+	// idleGarbageMin is the least garbage worth a compaction, in bytes.
 	idleGarbageMin = 64 << 10
 	// idleWindowsMax bounds the windows counted between two idle moments (a store that
 	// never idles); past it the seals of new windows are not counted.
@@ -57,9 +60,11 @@ const (
 
 // idleCompact is the state of that compaction.
 type idleCompact struct {
-	mu     sync.Mutex
-	sealed map[int64]int64 // window → bytes the seals wrote into it since its last check
+	mu      sync.Mutex
+	windows map[int64]windowSeals // what the seals did to each window since its last check
 	done   int64           // windows compacted since open (for tests)
+	// afterWindow, if set, runs after each window's check (tests: writes coming back).
+	afterWindow func()
 }
 
 // compactedWindows returns how many windows compactIdle compacted since open.
@@ -69,9 +74,20 @@ func (p *Pebble) compactedWindows() int64 {
 	return p.compact.done
 }
 
-// noteSeal records that a seal wrote n bytes (keys and values) into the pair whose
-// quantum starts at start (seconds).
-func (p *Pebble) noteSeal(start int64, n int) {
+// windowSeals is what a window's seals did: bytes (keys and values) written, net of the
+// chunks they replaced, and bytes they deleted that were in tables.
+type windowSeals struct{ sealed, replaced int64 }
+
+// pendingWindows returns how many windows wait for compactIdle's check.
+func (p *Pebble) pendingWindows() int {
+	p.compact.mu.Lock()
+	defer p.compact.mu.Unlock()
+	return len(p.compact.windows)
+}
+
+// noteSeal records that a seal wrote n bytes (keys and values, net) into the pair whose
+// quantum starts at start (seconds), and deleted onDisk bytes that were in tables.
+func (p *Pebble) noteSeal(start int64, n, onDisk int) {
 	if p.opts.NoIdleCompaction {
 		return
 	}
@@ -79,13 +95,16 @@ func (p *Pebble) noteSeal(start int64, n int) {
 	w := p.idleWindow(start)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.sealed == nil {
-		c.sealed = make(map[int64]int64)
+	if c.windows == nil {
+		c.windows = make(map[int64]windowSeals)
 	}
-	if _, ok := c.sealed[w]; !ok && len(c.sealed) >= idleWindowsMax {
+	s, ok := c.windows[w]
+	if !ok && len(c.windows) >= idleWindowsMax {
 		return
 	}
-	c.sealed[w] += int64(n)
+	s.sealed += int64(n)
+	s.replaced += int64(onDisk)
+	c.windows[w] = s
 }
 
 // idleWindow returns the window a quantum start falls in.
@@ -112,8 +131,8 @@ func (p *Pebble) windowBounds(w int64) (lo, hi []byte) {
 func (p *Pebble) compactIdle() (int, error) {
 	c := &p.compact
 	c.mu.Lock()
-	windows := make([]int64, 0, len(c.sealed))
-	for w := range c.sealed {
+	windows := make([]int64, 0, len(c.windows))
+	for w := range c.windows {
 		windows = append(windows, w)
 	}
 	c.mu.Unlock()
@@ -125,23 +144,26 @@ func (p *Pebble) compactIdle() (int, error) {
 			return n, nil // writes are back: the rest waits for the next idle moment
 		}
 		c.mu.Lock()
-		sealed := c.sealed[w]
-		delete(c.sealed, w)
+		s := c.windows[w]
+		delete(c.windows, w)
 		c.mu.Unlock()
-		ok, err := p.compactWindow(w, sealed)
+		ok, err := p.compactWindow(w, s)
 		if err != nil {
 			return n, err
 		}
 		if ok {
 			n++
 		}
+		if c.afterWindow != nil {
+			c.afterWindow()
+		}
 	}
 	return n, nil
 }
 
-// compactWindow compacts window w if its tables hold enough more than the sealed
-// bytes written into it; it reports whether it did.
-func (p *Pebble) compactWindow(w, sealed int64) (bool, error) {
+// compactWindow compacts window w if its seals left enough garbage in its tables; it
+// reports whether it did.
+func (p *Pebble) compactWindow(w int64, s windowSeals) (bool, error) {
 	if !p.enter() {
 		return false, ErrClosed
 	}
@@ -151,8 +173,7 @@ func (p *Pebble) compactWindow(w, sealed int64) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("store: idle compaction: %w", err)
 	}
-	garbage := int64(held) - sealed
-	if sealed < int64(held)/2 || garbage < max(sealed/idleGarbageFraction, idleGarbageMin) {
+	if s.replaced < max(int64(held)/idleGarbageFraction, idleGarbageMin) || int64(held)-s.sealed < s.replaced/2 {
 		return false, nil
 	}
 	// A compaction writes its output before it deletes its input (disk.go).
@@ -166,6 +187,6 @@ func (p *Pebble) compactWindow(w, sealed int64) (bool, error) {
 	p.compact.done++
 	p.compact.mu.Unlock()
 	p.opts.Logger.Info("store: compacted what the seals replaced", "dir", p.dir,
-		"window", w, "held", held, "sealed", sealed)
+		"window", w, "held", held, "sealed", s.sealed, "replaced", s.replaced)
 	return true, nil
 }

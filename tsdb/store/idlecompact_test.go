@@ -177,3 +177,54 @@ func TestIdleCompactionOnlyAfterReplacements(t *testing.T) {
 		t.Fatalf("idle passes wrote %d bytes to flash: want none", f-flash)
 	}
 }
+
+// TestIdleCompactionYieldsToWrites checks that the idle compaction stops between
+// windows when writes come back, and checks the rest at the next idle moment.
+func TestIdleCompactionYieldsToWrites(t *testing.T) {
+	cfg := pmudata.Default()
+	cfg.PMUs = 1
+	cfg.Duration = 10 * time.Minute
+	first := pmudata.Generate(cfg)
+	cfg.Start = cfg.Start.Add(time.Hour) // the next window
+	second := pmudata.Generate(cfg)
+	p := openTest(t, t.TempDir(), idleTestOptions())
+	defer p.Close()
+	bulkLoad(t, p, first)
+	bulkLoad(t, p, second)
+	if err := p.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	now := cfg.Start.Add(cfg.Duration + time.Hour)
+	if err := p.sealPass(now); err != nil {
+		t.Fatal(err)
+	}
+	late := first[0].Points.Slice(0, 1) // an overwrite: a write, whatever it stores
+	ref := ShardRef{ID: quanta.ShardID(quanta.QFI, first[0].Key(), q0(p, first[0])), Start: q0(p, first[0])}
+	p.compact.afterWindow = func() {
+		p.compact.afterWindow = nil
+		if err := p.Append(ref, first[0].Key(), late); err != nil {
+			t.Error(err)
+		}
+		p.appended.Add(1) // an overwrite stores no new point; count it as a write
+	}
+	if err := p.sealPass(now); err != nil { // idle: compacts one window, then sees the write
+		t.Fatal(err)
+	}
+	if n := p.compactedWindows(); n != 1 {
+		t.Fatalf("the idle pass compacted %d windows before writes came back, want 1", n)
+	}
+	if n := p.pendingWindows(); n != 1 {
+		t.Fatalf("after writes came back %d windows wait for a check, want 1", n)
+	}
+	for range 3 { // a pass that sees the write, then idle again
+		now = now.Add(10 * time.Second)
+		if err := p.sealPass(now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The second window is checked at the next idle moment (the first window's
+	// compaction took level 0 whole, so it may find nothing left to drop).
+	if n := p.pendingWindows(); n != 0 {
+		t.Fatalf("after the writes stopped again %d windows still wait for a check, want none", n)
+	}
+}

@@ -112,6 +112,10 @@ func (p *Pebble) sealPair(id []byte) error {
 	if err != nil {
 		return err
 	}
+	onDisk, err := p.tableBytes(id)
+	if err != nil {
+		return err
+	}
 	gen := p.seal.gen + 1
 	n := pts.Len()
 	var buf []byte
@@ -159,7 +163,7 @@ func (p *Pebble) sealPair(id []byte) error {
 	}
 	p.seal.gen = gen
 	p.seal.dropOldGen = false
-	p.noteSeal(getSortable(id), written-old)
+	p.noteSeal(getSortable(id), written-old, onDisk)
 	if _, cached := p.pairs.summary(string(id)); cached || sum.hasStats {
 		sum.marked = false // the 'u' key is gone: the next append rewrites it
 		p.pairs.remember(string(id), sum)
@@ -184,6 +188,25 @@ func (p *Pebble) deleteSealed(b *pebble.Batch, id []byte) (int, error) {
 		return 0, err
 	}
 	return n, p.deleteKeys(b, pairKey(nil, id, kindBlock), pairKey(nil, id, kindEnd))
+}
+
+// tableBytes returns the bytes (keys and values) of the pair's chunks and blocks that
+// are in pebble's tables, not only in the memtable: what a seal leaves on disk as
+// garbage until a compaction drops it (idlecompact.go).
+func (p *Pebble) tableBytes(id []byte) (int, error) {
+	it, err := p.db.NewIter(&pebble.IterOptions{
+		LowerBound:                pairKey(nil, id, kindChunk),
+		UpperBound:                pairKey(nil, id, kindEnd),
+		OnlyReadGuaranteedDurable: true, // pebble v1.1.5: tables only, memtables ignored
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for valid := it.First(); valid; valid = it.Next() {
+		n += len(it.Key()) + len(it.Value())
+	}
+	return n, errors.Join(it.Error(), it.Close())
 }
 
 // deleteKeys adds to b a deletion of every key in [lower, upper).
