@@ -62,7 +62,7 @@ const (
 type idleCompact struct {
 	mu      sync.Mutex
 	windows map[int64]windowSeals // what the seals did to each window since its last check
-	done   int64           // windows compacted since open (for tests)
+	done    int64                 // windows compacted since open (for tests)
 	// afterWindow, if set, runs after each window's check (tests: writes coming back).
 	afterWindow func()
 }
