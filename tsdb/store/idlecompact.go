@@ -28,14 +28,15 @@ import (
 // background sealer finds the store idle (the moment idleflush.go flushes the
 // memtable), it checks each noted window against what its key range holds in the
 // tables (pebble's EstimateDiskUsage) and compacts it once (pebble's manual
-// compaction, one window at a time, never parallel) when
-//
-//   - the seals left at least 1/idleGarbageFraction of what the window holds, and at
-//     least idleGarbageMin bytes, as garbage in tables: a stream sealed while its
-//     blocks were in the memtable leaves none, a late point re-sealed into an old
-//     quantum leaves one pair's chunks, and neither is worth a rewrite;
-//   - and the window still holds at least half of that garbage beyond what the seals
-//     wrote: pebble's own compactions may have dropped it meanwhile.
+// compaction, one window at a time, never parallel) when the seals left as garbage in tables at least 1/idleGarbageFraction of what the
+// window holds, and at least idleGarbageMin bytes. A stream sealed while its blocks were
+// in the memtable leaves almost none (a few pairs whose blocks a full memtable flushed
+// before their seal), a late point re-sealed into an old quantum leaves one pair's
+// chunks, and neither is worth a rewrite; a bulk load sealed after its blocks reached
+// the tables leaves most of them. (The garbage is counted before pebble's compression
+// and the window after, so the test errs toward compacting a window the seals filled
+// with garbage, which pebble may have compacted meanwhile: then the rewrite is wasted,
+// once.)
 //
 // Each note is dropped after its check, compacted or not, so a window is compacted at
 // most once per round of seals, and a store with no new seal does no such work: an
@@ -50,7 +51,7 @@ const (
 	idleWindowQuanta = 360
 	// idleGarbageFraction: a window is compacted when its seals left in tables at least
 	// 1/idleGarbageFraction of what the window holds.
-	idleGarbageFraction = 8
+	idleGarbageFraction = 4
 	// idleGarbageMin is the least garbage worth a compaction, in bytes.
 	idleGarbageMin = 64 << 10
 	// idleWindowsMax bounds the windows counted between two idle moments (a store that
@@ -173,7 +174,7 @@ func (p *Pebble) compactWindow(w int64, s windowSeals) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("store: idle compaction: %w", err)
 	}
-	if s.replaced < max(int64(held)/idleGarbageFraction, idleGarbageMin) || int64(held)-s.sealed < s.replaced/2 {
+	if s.replaced < max(int64(held)/idleGarbageFraction, idleGarbageMin) {
 		return false, nil
 	}
 	// A compaction writes its output before it deletes its input (disk.go).
