@@ -73,6 +73,8 @@ func usage(tb testing.TB, dir string) dirUsage {
 //	                  byte kept was written
 //	flash/raw         flash bytes ÷ 16 bytes a point (8 of timestamp, 8 of value): the
 //	                  usual write amplification, device bytes per byte of user data
+//	idle-compactions  key ranges the idle passes after the stream compacted
+//	                  (idlecompact.go)
 //
 // A raw point is 16 bytes. -benchtime 1x is enough: the data set is deterministic.
 func BenchmarkPMUBytesPerPoint(b *testing.B) {
@@ -138,6 +140,7 @@ func benchPMUDensity(b *testing.B, cfg pmudata.Config, chans []pmudata.Channel) 
 			b.Fatal(err)
 		}
 	}
+	settle(b, p)
 	later := usage(b, dir)
 	if testing.Verbose() {
 		listDir(b, dir)
@@ -150,6 +153,7 @@ func benchPMUDensity(b *testing.B, cfg pmudata.Config, chans []pmudata.Channel) 
 	if err := p.db.Compact([]byte{0}, []byte{0xff}, false); err != nil {
 		b.Fatal(err)
 	}
+	settle(b, p) // the compaction's input files are deleted after it returns
 	compacted := usage(b, dir)
 	if testing.Verbose() {
 		b.Log("after the compaction:")
@@ -164,6 +168,7 @@ func benchPMUDensity(b *testing.B, cfg pmudata.Config, chans []pmudata.Channel) 
 	b.ReportMetric(float64(st.FlashBytesWritten)/float64(later.total()-before.total()), "flash/stored")
 	b.ReportMetric(perPoint(st.FlashBytesWritten)/16, "flash/raw")
 	b.ReportMetric(float64(points), "points")
+	b.ReportMetric(float64(p.compactedWindows()), "idle-compactions")
 }
 
 func listDir(tb testing.TB, dir string) {

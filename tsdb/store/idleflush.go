@@ -24,18 +24,25 @@ type idleFlush struct {
 	dirty    bool  // the store was written since the last idle flush
 }
 
-// sealPass is one pass of the background sealer at now: SealNow, then the idle flush.
+// sealPass is one pass of the background sealer at now: SealNow, then the idle flush
+// and, after one, the compaction of what the seals replaced (idlecompact.go).
 func (p *Pebble) sealPass(now time.Time) error {
 	n, err := p.SealNow(now)
 	if err != nil {
 		return err
 	}
-	return p.flushIfIdle(n > 0)
+	flushed, err := p.flushIfIdle(n > 0)
+	if err != nil || !flushed || p.opts.NoIdleCompaction {
+		return err
+	}
+	_, err = p.compactIdle()
+	return err
 }
 
 // flushIfIdle flushes the memtable if the store took no new point since the previous
-// call, sealed is false, and something was written since the last such flush.
-func (p *Pebble) flushIfIdle(sealed bool) error {
+// call, sealed is false, and something was written since the last such flush; it
+// reports whether it flushed.
+func (p *Pebble) flushIfIdle(sealed bool) (bool, error) {
 	f := &p.idle
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -44,22 +51,22 @@ func (p *Pebble) flushIfIdle(sealed bool) error {
 	f.appended = a
 	if wrote {
 		f.dirty = true
-		return nil
+		return false, nil
 	}
 	if !f.dirty {
-		return nil
+		return false, nil
 	}
 	// A flush writes a table before the WAL goes: on a full disk it waits (disk.go).
 	if err := p.space.check(); err != nil {
-		return fmt.Errorf("store: idle flush: %w", err)
+		return false, fmt.Errorf("store: idle flush: %w", err)
 	}
 	if !p.enter() {
-		return ErrClosed
+		return false, ErrClosed
 	}
 	defer p.state.RUnlock()
 	if err := p.db.Flush(); err != nil {
-		return fmt.Errorf("store: idle flush: %w", err)
+		return false, fmt.Errorf("store: idle flush: %w", err)
 	}
 	f.dirty = false
-	return nil
+	return true, nil
 }

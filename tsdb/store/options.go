@@ -119,6 +119,13 @@ type PebbleOptions struct {
 	// (writes go to the newest quanta, at the end of the key space), so a larger
 	// batch halves the flash written per point. Default 8.
 	L0CompactionThreshold int
+	// NoIdleCompaction turns off the compaction, once writes stop, of the key ranges
+	// where seals replaced blocks that had already reached a table (idlecompact.go).
+	// Left on, a node that took a bulk load of history comes back to the size of its
+	// sealed data within a sealer pass or two of the load's end, at the cost of
+	// rewriting that range once; off, the replaced blocks stay on disk until pebble's
+	// own compactions reach them, which on an idle node may be never.
+	NoIdleCompaction bool
 	// TargetFileSize is the size of pebble's table files, which bounds what a
 	// compaction of new data rewrites. Default 512 KiB.
 	TargetFileSize int64

@@ -49,8 +49,9 @@ type Pebble struct {
 	overlapReads           atomic.Int64 // appends that read the pair to find overwrites (countNew)
 	engine                 engineStats  // pebble's figures, cached (flash.go)
 
-	seal sealer
-	idle idleFlush // flushes the memtable when writes stop (idleflush.go)
+	seal    sealer
+	idle    idleFlush   // flushes the memtable when writes stop (idleflush.go)
+	compact idleCompact // then compacts what the seals replaced (idlecompact.go)
 
 	catMu     sync.Mutex   // serialises catalog and tombstone read-modify-writes (catalog_pebble.go, tombstones.go)
 	tombState atomic.Int32 // whether any tombstone exists (tombstones.go)

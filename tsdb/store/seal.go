@@ -108,21 +108,29 @@ func (p *Pebble) sealPair(id []byte) error {
 	// later writes win over the earlier deletions. Point deletions, because pebble
 	// re-fragments every range deletion in the memtable for each new iterator, and a
 	// backfill seals hundreds of pairs a second.
-	if err := p.deleteKeys(b, pairKey(nil, id, kindChunk), pairKey(nil, id, kindEnd)); err != nil {
+	old, err := p.deleteSealed(b, id)
+	if err != nil {
+		return err
+	}
+	onDisk, err := p.tableBytes(id)
+	if err != nil {
 		return err
 	}
 	gen := p.seal.gen + 1
 	n := pts.Len()
 	var buf []byte
+	written := 0 // bytes of the pair's keys and values after the seal (idlecompact.go)
 	for i := 0; i < n; i += p.opts.ChunkMaxPoints {
 		part := pts.Slice(i, min(i+p.opts.ChunkMaxPoints, n))
 		buf = binary.AppendUvarint(buf[:0], gen)
 		if buf, err = p.seal.enc.Encode(buf, part); err != nil {
 			return err
 		}
-		if err := b.Set(pointKey(nil, id, kindChunk, part.T[0]), buf, nil); err != nil {
+		k := pointKey(nil, id, kindChunk, part.T[0])
+		if err := b.Set(k, buf, nil); err != nil {
 			return err
 		}
+		written += len(k) + len(buf)
 	}
 	if err := b.Set(genKey, binary.AppendUvarint(nil, gen), nil); err != nil {
 		return err
@@ -147,6 +155,7 @@ func (p *Pebble) sealPair(id []byte) error {
 			return err
 		}
 	}
+	written += len(id) + 2 + len(sum.encode())
 	// Sealing changes no point, so it need not wait for an fsync: the WAL keeps batches
 	// in order, and any later synced write makes this one durable too.
 	if err := p.apply(b, pebble.NoSync); err != nil {
@@ -154,11 +163,50 @@ func (p *Pebble) sealPair(id []byte) error {
 	}
 	p.seal.gen = gen
 	p.seal.dropOldGen = false
+	p.noteSeal(getSortable(id), written-old, onDisk)
 	if _, cached := p.pairs.summary(string(id)); cached || sum.hasStats {
 		sum.marked = false // the 'u' key is gone: the next append rewrites it
 		p.pairs.remember(string(id), sum)
 	}
 	return nil
+}
+
+// deleteSealed adds to b a deletion of the pair's chunks and blocks, and returns the
+// bytes (keys and values) of the chunks among them: what an earlier seal wrote, which
+// this one replaces (idlecompact.go counts what seals add).
+func (p *Pebble) deleteSealed(b *pebble.Batch, id []byte) (int, error) {
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: pairKey(nil, id, kindChunk), UpperBound: pairKey(nil, id, kindBlock)})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for valid := it.First(); valid && err == nil; valid = it.Next() {
+		n += len(it.Key()) + len(it.Value())
+		err = b.Delete(it.Key(), nil)
+	}
+	if err := errors.Join(err, it.Error(), it.Close()); err != nil {
+		return 0, err
+	}
+	return n, p.deleteKeys(b, pairKey(nil, id, kindBlock), pairKey(nil, id, kindEnd))
+}
+
+// tableBytes returns the bytes (keys and values) of the pair's chunks and blocks that
+// are in pebble's tables, not only in the memtable: what a seal leaves on disk as
+// garbage until a compaction drops it (idlecompact.go).
+func (p *Pebble) tableBytes(id []byte) (int, error) {
+	it, err := p.db.NewIter(&pebble.IterOptions{
+		LowerBound:                pairKey(nil, id, kindChunk),
+		UpperBound:                pairKey(nil, id, kindEnd),
+		OnlyReadGuaranteedDurable: true, // pebble v1.1.5: tables only, memtables ignored
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for valid := it.First(); valid; valid = it.Next() {
+		n += len(it.Key()) + len(it.Value())
+	}
+	return n, errors.Join(it.Error(), it.Close())
 }
 
 // deleteKeys adds to b a deletion of every key in [lower, upper).
