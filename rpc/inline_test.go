@@ -10,8 +10,8 @@ import (
 )
 
 // TestHandleInline: a handler registered with HandleInline answers small
-// requests (buffered whole) and large ones (read in pieces, under a frame
-// deadline), sequential and concurrent, sees the caller's deadline, survives a
+// requests (buffered whole, run inline) and large ones (read in pieces, under
+// a frame deadline, run on a worker), sequential and concurrent, sees the caller's deadline, survives a
 // panic, and gives its byte budget back: many more requests than the
 // connection's budget holds go through one after another.
 func TestHandleInline(t *testing.T) {
@@ -50,7 +50,7 @@ func TestHandleInline(t *testing.T) {
 		}
 	}
 	// More request bytes, one after another, than the connection's budget:
-	// each inline request must give its bytes back.
+	// each request must give its bytes back (these large ones on a worker).
 	big := make([]byte, 200<<10)
 	for i := range 3 * cfg.MaxInflightBytes / len(big) {
 		if _, err := c.Call(ctxTimeout(t, 10*time.Second), addr, "echo", big); err != nil {
@@ -138,6 +138,46 @@ func TestHandleInlineHoldsItsConnection(t *testing.T) {
 	}
 	if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "echo", []byte("after")); err != nil {
 		t.Fatalf("call after the inline handler returned: %v", err)
+	}
+}
+
+// TestHandleInlineLargeGoesToWorker: a request to an inline method larger than
+// maxInlineRequest runs on a worker, so it does not hold up the small ones
+// behind it on the same connection.
+func TestHandleInlineLargeGoesToWorker(t *testing.T) {
+	release := make(chan struct{})
+	s, addr := startServer(t, NewTCPTransport(), "127.0.0.1:0", DefaultConfig(), nil)
+	s.HandleInline("write", nil, func(_ context.Context, req []byte) ([]byte, error) {
+		if len(req) > maxInlineRequest {
+			<-release // a big one that takes long
+		}
+		return []byte("ok"), nil
+	})
+	c := newClient(t, NewTCPTransport(), DefaultConfig())
+	if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "write", nil); err != nil { // dial first
+		t.Fatal(err)
+	}
+	big := make(chan error, 1)
+	go func() {
+		_, err := c.Call(ctxTimeout(t, 10*time.Second), addr, "write", make([]byte, maxInlineRequest+1))
+		big <- err
+	}()
+	waitFor(t, "the big request to run", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, sc := range s.conns {
+			if sc.running.Load() > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "write", []byte("small")); err != nil {
+		t.Errorf("small inline request behind a big one on the same connection: %v", err)
+	}
+	close(release)
+	if err := <-big; err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -99,13 +99,15 @@ func (s *Server) HandleDecoded(method string, req any, h HandlerFunc) {
 }
 
 // HandleInline is HandleDecoded for a handler that finishes quickly and never
-// waits on the network, such as a store append: it runs on the connection's
-// reader goroutine instead of being handed to a worker, which spares a
-// goroutine hand-off per request (on a 1 GHz ARM core, a good part of a small
-// request's cost). While it runs, the connection reads no further request, so
-// a slow inline handler delays the requests behind it on the same connection
-// (other connections are not held up). req is as for HandleDecoded; nil means
-// no type, and no cost bound on the first bytes.
+// waits on the network, such as a store append: a request of at most
+// maxInlineRequest bytes runs on the connection's reader goroutine instead of
+// being handed to a worker, which spares a goroutine hand-off per request (on
+// a 1 GHz ARM core, a good part of a small request's cost); a larger one (a
+// repair's push of many points) goes to a worker as any other, so that it does
+// not hold up the small ones behind it. While an inline request runs, the
+// connection reads no further request (other connections are not held up).
+// req is as for HandleDecoded; nil means no type, and no cost bound on the
+// first bytes.
 func (s *Server) HandleInline(method string, req any, h HandlerFunc) {
 	hd := handler{h: h, inline: true}
 	if req != nil {
@@ -117,6 +119,10 @@ func (s *Server) HandleInline(method string, req any, h HandlerFunc) {
 	}
 	s.handle(method, hd)
 }
+
+// maxInlineRequest is the largest request body an inline handler runs on the
+// connection's reader: a single-point write is a few hundred bytes.
+const maxInlineRequest = 4 << 10
 
 func (s *Server) handle(method string, h handler) {
 	if h.h == nil {
@@ -471,7 +477,7 @@ func (s *Server) serveConn(sc *serverConn) {
 		req.arrived = sc.lastRead.Load() // when its last bytes were read
 		sc.lastActive.Store(req.arrived)
 		sc.running.Add(1)
-		if (*s.handlers.Load())[req.method].inline {
+		if len(b) <= maxInlineRequest && (*s.handlers.Load())[req.method].inline {
 			sc.serve(ctx, &req)
 			s.budget.give(sc.budget, &req.held)
 			sc.running.Add(-1)
