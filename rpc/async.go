@@ -28,7 +28,8 @@ func (c *Client) Go(addr, method string, req []byte, timeout time.Duration, done
 	if timeout <= 0 {
 		timeout = defaultCallTimeout
 	}
-	g := &goCall{c: c, addr: addr, method: method, req: req, deadline: time.Now().Add(timeout), done: done}
+	now := time.Now() // the one clock reading of a call that finds its connection
+	g := &goCall{c: c, addr: addr, method: method, req: req, deadline: now.Add(timeout), done: done}
 	cc := c.ready(addr)
 	if cc == nil {
 		g.slow() // dial (or report the client closed) as Call does
@@ -49,7 +50,9 @@ func (c *Client) Go(addr, method string, req []byte, timeout time.Duration, done
 		g.slow() // the connection broke before anything was sent: redial
 		return
 	}
-	if cc.out.trySend(frame) {
+	// The connection counts as used from now on (see release).
+	cc.lastUsed.Store(int64(now.Sub(c.epoch)))
+	if cc.out.trySendAt(frame, now) {
 		return
 	}
 	select {
@@ -112,7 +115,9 @@ func (g *goCall) slow() {
 // deliver receives the call's result from the connection: its reader, fail,
 // or its expiry.
 func (g *goCall) deliver(r result) {
-	g.c.release(g.cc)
+	// Go stamped the connection used when the call went out: a call ends
+	// within its timeout, far inside IdleTimeout, so no second clock reading.
+	g.cc.refs.Add(-1)
 	// As in call: a connection the server closed as idle, or that broke
 	// before the request went out, never ran it; try once more.
 	if r.err != nil && (errors.Is(r.err, errGoingAway) || errors.Is(r.err, errNotSent)) && time.Now().Before(g.deadline) {

@@ -84,7 +84,7 @@ func BenchmarkValidate(b *testing.B) {
 // beat. bare: plain Go echo servers (a goroutine per connection copying 16 bytes back),
 // the client writing to all seven connections and then reading each answer, with no
 // framing, no multiplexing and no goroutine per request. go: seven rpc.Client.Go
-// calls to rpc echo servers. call: seven rpc.Client.Call, each in a goroutine with its
+// calls to rpc echo servers (go-inline: the echo registered with HandleInline). call: seven rpc.Client.Call, each in a goroutine with its
 // own context, as a fan-out without Go costs.
 func BenchmarkFanOut7(b *testing.B) {
 	const peers = 7
@@ -136,7 +136,9 @@ func BenchmarkFanOut7(b *testing.B) {
 	})
 	addrs := make([]string, peers)
 	for i := range addrs {
-		_, addrs[i] = startServer(b, NewTCPTransport(), "127.0.0.1:0", DefaultConfig(), map[string]HandlerFunc{"echo": echo})
+		var s *Server
+		s, addrs[i] = startServer(b, NewTCPTransport(), "127.0.0.1:0", DefaultConfig(), map[string]HandlerFunc{"echo": echo})
+		s.HandleInline("echo-inline", nil, echo)
 	}
 	c := newClient(b, NewTCPTransport(), DefaultConfig())
 	for _, a := range addrs { // dial outside the measurement
@@ -144,21 +146,27 @@ func BenchmarkFanOut7(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.Run("go", func(b *testing.B) {
-		done := make(chan error, peers)
-		b.ReportAllocs()
-		defer reportCPU(b, cputime.Process())
-		for b.Loop() {
-			for _, a := range addrs {
-				c.Go(a, "echo", req, 5*time.Second, func(_ []byte, err error) { done <- err })
-			}
-			for range addrs {
-				if err := <-done; err != nil {
-					b.Fatal(err)
+	goRound := func(method string) func(b *testing.B) {
+		return func(b *testing.B) {
+			done := make(chan error, peers)
+			b.ReportAllocs()
+			defer reportCPU(b, cputime.Process())
+			for b.Loop() {
+				for _, a := range addrs {
+					c.Go(a, method, req, 5*time.Second, func(_ []byte, err error) { done <- err })
+				}
+				for range addrs {
+					if err := <-done; err != nil {
+						b.Fatal(err)
+					}
 				}
 			}
 		}
-	})
+	}
+	b.Run("go", goRound("echo"))
+	// go-inline: the echo handler registered with HandleInline, as a replica's
+	// write is: it runs on the connection's reader, no hand-off to a worker.
+	b.Run("go-inline", goRound("echo-inline"))
 	b.Run("call", func(b *testing.B) {
 		done := make(chan error, peers)
 		b.ReportAllocs()

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -38,28 +39,39 @@ type hold struct {
 }
 
 // take charges n more bytes to h, from the connection's budget conn and from
-// b. It reports whether it had to wait (the wait does not count against the
-// frame's read deadline: a sender held back is not a slow sender).
-func (b *byteBudget) take(ctx context.Context, conn *semaphore.Weighted, h *hold, n int) (waited bool, err error) {
+// b. It returns how long it had to wait (the wait does not count against the
+// frame's read deadline: a sender held back is not a slow sender); the clock
+// is read only when it waits.
+func (b *byteBudget) take(ctx context.Context, conn *semaphore.Weighted, h *hold, n int) (waited time.Duration, err error) {
+	var start time.Time
 	if !conn.TryAcquire(int64(n)) {
-		waited = true
+		start = time.Now()
 		if err := conn.Acquire(ctx, int64(n)); err != nil {
-			return waited, err
+			return time.Since(start), err
 		}
+	}
+	since := func() time.Duration {
+		if start.IsZero() {
+			return 0
+		}
+		return time.Since(start)
 	}
 	h.conn += n
 	if h.reserve {
-		return waited, nil // the reserve covers the whole frame
+		return since(), nil // the reserve covers the whole frame
 	}
 	if b.shared.TryAcquire(int64(n)) {
 		h.shared += n
-		return waited, nil
+		return since(), nil
+	}
+	if start.IsZero() {
+		start = time.Now()
 	}
 	if err := b.reserve.Acquire(ctx, 1); err != nil {
-		return true, err
+		return time.Since(start), err
 	}
 	h.reserve = true
-	return true, nil
+	return time.Since(start), nil
 }
 
 // give returns what h holds to conn and b, and clears h.

@@ -13,10 +13,13 @@
 // caller's goroutine when its connection has nothing queued and nothing being
 // written, else through the connection's sender goroutine, which writes what
 // queued in one writev. A Server reads requests from each
-// connection and runs each in its own goroutine, at most
-// Config.MaxInflightPerConn at a time per connection; when that many are
+// connection and hands each to one of the connection's worker goroutines, at
+// most Config.MaxInflightPerConn at a time per connection; when that many are
 // running it stops reading, so a fast sender is slowed down by TCP rather
-// than buffered in memory. Request bytes are charged to a server-wide and a
+// than buffered in memory. A method registered with HandleInline (quick, never
+// waiting on the network: a replica's store append) runs on the connection's
+// reader itself, with no hand-off. A small frame that arrived whole costs no
+// read deadline; the idle deadline moves once half of it is used. Request bytes are charged to a server-wide and a
 // per-connection budget as they arrive (byteBudget); a frame must arrive
 // within Config.FrameTimeout; at most Config.MaxConns connections are served,
 // the idlest making room; idle ones are closed after Config.ServerIdleTimeout

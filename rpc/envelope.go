@@ -46,7 +46,8 @@ type envelope struct {
 
 	body []byte
 
-	held hold // server side: what this request holds of the byte budgets; not sent
+	held    hold  // server side: what this request holds of the byte budgets; not sent
+	arrived int64 // server side: when its bytes were read, in UNIX nanoseconds; not sent
 }
 
 // appendTo appends e's msgpack encoding to dst.

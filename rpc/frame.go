@@ -66,6 +66,17 @@ func (fr *frameReader) release() {
 	fr.r = nil
 }
 
+// buffered reports whether the next frame is in the reader's buffer whole, so
+// that next reads nothing from the connection.
+func (fr *frameReader) buffered() bool {
+	n := fr.r.Buffered()
+	if n < frameHeaderLen {
+		return false
+	}
+	hdr, _ := fr.r.Peek(frameHeaderLen) // cannot fail: the bytes are buffered
+	return uint64(binary.BigEndian.Uint32(hdr)) <= uint64(n-frameHeaderLen)
+}
+
 // next returns the payload of the next frame in a new buffer that the caller
 // owns. A declared length over the limit is refused before anything is
 // allocated; the stream is then out of sync and must be dropped.

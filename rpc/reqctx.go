@@ -42,14 +42,17 @@ func (r *reqContext) Done() <-chan struct{} {
 	return r.inner.Done()
 }
 
-func (r *reqContext) Err() error {
+func (r *reqContext) Err() error { return r.errAt(time.Now()) }
+
+// errAt is Err with the clock read already (now).
+func (r *reqContext) errAt(now time.Time) error {
 	if r.made.Load() {
 		return r.inner.Err()
 	}
 	if err := r.parent.Err(); err != nil {
 		return err
 	}
-	if !time.Now().Before(r.deadline) {
+	if !now.Before(r.deadline) {
 		return context.DeadlineExceeded
 	}
 	return nil

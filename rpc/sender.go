@@ -52,11 +52,14 @@ func (s *sender) send(ctx context.Context, frame []byte) bool {
 // queued and no write is under way, and reports whether it did; false: the
 // caller queues it (send). A write that fails fails the connection (and so
 // every call waiting on it), as the sender's own does.
-func (s *sender) trySend(frame []byte) bool {
+func (s *sender) trySend(frame []byte) bool { return s.trySendAt(frame, time.Now()) }
+
+// trySendAt is trySend with the clock read already (now).
+func (s *sender) trySendAt(frame []byte, now time.Time) bool {
 	if len(s.queue) > 0 || !s.mu.TryLock() {
 		return false
 	}
-	err := s.extendDeadline()
+	err := s.extendDeadlineAt(now)
 	if err == nil {
 		_, err = s.conn.Write(frame)
 	}
@@ -71,8 +74,9 @@ func (s *sender) trySend(frame []byte) bool {
 // that cannot finish within timeout/2..timeout means the peer stopped reading.
 // Moving it only when half is used up spares a timer update per frame. The
 // caller holds s.mu.
-func (s *sender) extendDeadline() error {
-	now := time.Now()
+func (s *sender) extendDeadline() error { return s.extendDeadlineAt(time.Now()) }
+
+func (s *sender) extendDeadlineAt(now time.Time) error {
 	if s.deadline.Sub(now) >= s.timeout/2 {
 		return nil
 	}

@@ -42,7 +42,13 @@ type peerQueue struct {
 	inflight int           // grouped requests under way
 	waiting  []queuedWrite // to go in the next request
 	bytes    int           // the waiting shards' sizes
-	timer    *time.Timer   // sends the waiting ones after maxGroupWait; nil if none wait
+	// timer sends the waiting ones after maxGroupWait while armed. It is made once
+	// per queue and reset, not made per group: a lone writer whose previous write's
+	// last replicas are still answering queues behind them on every write, and a
+	// timer made each time was two allocations and a timer-heap insertion per peer.
+	timer *time.Timer
+	armed bool
+	w     asyncWriter // the peer's replica, as the latest write named it: the timer's flush sends through it
 }
 
 // queuedWrite is one coordinator's request to the peer, and whom to tell.
@@ -77,14 +83,22 @@ func (g *groupCommit) write(peer string, w asyncWriter, req *wire.WriteReq, body
 	}
 	q.waiting = append(q.waiting, qw)
 	q.bytes += bytes
-	if q.timer == nil {
-		q.timer = time.AfterFunc(maxGroupWait, func() {
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			if q.timer != nil && len(q.waiting) > 0 {
-				g.flushLocked(peer, w, q)
-			}
-		})
+	q.w = w
+	if !q.armed {
+		q.armed = true
+		if q.timer == nil {
+			q.timer = time.AfterFunc(maxGroupWait, func() {
+				g.mu.Lock()
+				defer g.mu.Unlock()
+				// A firing that a flush overtook finds the queue disarmed, or
+				// re-armed for writes that came since: those go a little early.
+				if q.armed && len(q.waiting) > 0 {
+					g.flushLocked(peer, q.w, q)
+				}
+			})
+		} else {
+			q.timer.Reset(maxGroupWait)
+		}
 	}
 	g.mu.Unlock()
 }
@@ -102,9 +116,9 @@ func groupShards(ws []queuedWrite) int {
 func (g *groupCommit) flushLocked(peer string, w asyncWriter, q *peerQueue) {
 	group := q.waiting
 	q.waiting, q.bytes = nil, 0
-	if q.timer != nil {
+	if q.armed {
+		q.armed = false
 		q.timer.Stop()
-		q.timer = nil
 	}
 	q.inflight++
 	// Sending under the lock would let done (which may run at once, on an error)

@@ -110,8 +110,8 @@ func TestGroupCommit(t *testing.T) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for peer, q := range g.peers { // an idle queue stays, for the peer's next write
-		if q.inflight != 0 || len(q.waiting) != 0 || q.timer != nil {
-			t.Errorf("peer %s: %d requests in flight, %d writes waiting, timer %v after every write answered", peer, q.inflight, len(q.waiting), q.timer != nil)
+		if q.inflight != 0 || len(q.waiting) != 0 || q.armed {
+			t.Errorf("peer %s: %d requests in flight, %d writes waiting, timer armed %v after every write answered", peer, q.inflight, len(q.waiting), q.armed)
 		}
 	}
 }

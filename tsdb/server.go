@@ -38,8 +38,11 @@ func handle[Req, Resp any](srv *rpc.Server, method string, h func(ctx context.Co
 // registerReplica serves a Replica over RPC: the methods a node answers as a replica of
 // shards and of series metadata.
 func registerReplica(srv *rpc.Server, r Replica) {
-	// Writes are decoded and encoded by hand (wire.DecodeWriteReq): the hot path.
-	srv.HandleDecoded(wire.MethodWrite, (*wire.WriteReq)(nil), func(ctx context.Context, b []byte) ([]byte, error) {
+	// Writes are decoded and encoded by hand (wire.DecodeWriteReq): the hot path. A
+	// write is a store append that never waits on the network, so a small one runs on
+	// the connection's reader (rpc.Server.HandleInline) with no hand-off to a worker;
+	// a large one (a repair's push) goes to a worker.
+	srv.HandleInline(wire.MethodWrite, (*wire.WriteReq)(nil), func(ctx context.Context, b []byte) ([]byte, error) {
 		var req wire.WriteReq
 		if err := wire.DecodeWriteReq(b, &req); err != nil {
 			return nil, rpc.Errorf(CodeBadInput, "%s: %v", wire.MethodWrite, err)
