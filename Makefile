@@ -81,7 +81,7 @@ test-arm:
 				"$$(grep -c '^--- PASS' "$$dir/$$name.log")" "$$(grep -c -- '--- SKIP' "$$dir/$$name.log")"; \
 		else \
 			printf 'FAIL \t%s\t%ds (%s); the end of %s:\n' "$$pkg" $$((SECONDS - s0)) "$$mode" "$$dir/$$name.log"; \
-			grep -E '^(--- FAIL|panic|fatal error)|_test.go:[0-9]+:' "$$dir/$$name.log" | head -20; tail -n 15 "$$dir/$$name.log"; \
+			scripts/test-failures "$$dir/$$name.log" | head -120; echo "  … the log ends:"; tail -n 8 "$$dir/$$name.log"; \
 			failed+=("$$pkg"); \
 		fi; \
 	done; \

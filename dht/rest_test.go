@@ -31,37 +31,68 @@ func TestKademliaStopKeepsOwnership(t *testing.T) {
 		grace = 12 * time.Second // room for the checks under qemu
 	)
 	mode := func(c *Config) { kademliaMode(2)(c); c.DownGrace = grace }
-	seed, err := startNode(t, t.TempDir(), nil, mode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes := []*testNode{seed}
-	for range n - 1 {
-		tn, err := startNode(t, t.TempDir(), []string{seed.GossipAddr()}, mode)
+	// The test needs a stopper that some table does not hold, so that the others
+	// learn of it through FIND_NODE answers. IDs are random: now and then (about 1
+	// run in 30 under qemu) every table holds every candidate; then a fresh cluster,
+	// with new IDs, is started, at most four times.
+	var seed, stopper *testNode
+	var others []*testNode
+	for attempt := 1; ; attempt++ {
+		var err error
+		seed, err = startNode(t, t.TempDir(), nil, mode)
 		if err != nil {
 			t.Fatal(err)
 		}
-		nodes = append(nodes, tn)
-	}
-	stopper, others := nodes[n-1], nodes[:n-1]
-	target := stopper.Self() // the closest node to its own key
-	waitFor(t, 20*time.Second, "every node to find the stopper first for its own key", func() bool {
-		for _, tn := range others {
-			if rs := freshSet(t, tn, target, 3); len(rs) == 0 || rs[0].ID != target.ID {
-				return false
+		nodes := []*testNode{seed}
+		for range n - 1 {
+			tn, err := startNode(t, t.TempDir(), []string{seed.GossipAddr()}, mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes = append(nodes, tn)
+		}
+		// The stopper: the node (not the seed) that the fewest other tables hold.
+		holdersOf := func(c *testNode) (held int) {
+			for _, tn := range nodes {
+				if tn != c && has(tn.tablePeers(), c.Self().ID) {
+					held++
+				}
+			}
+			return held
+		}
+		stopper = nodes[1]
+		for _, c := range nodes[2:] {
+			if holdersOf(c) < holdersOf(stopper) {
+				stopper = c
 			}
 		}
-		return true
-	})
-	holders := 0
-	for _, tn := range others {
-		if has(tn.tablePeers(), target.ID) {
-			holders++
+		others = others[:0]
+		for _, tn := range nodes {
+			if tn != stopper {
+				others = append(others, tn)
+			}
+		}
+		target := stopper.Self() // the closest node to its own key
+		waitFor(t, 20*time.Second, "every node to find the stopper first for its own key", func() bool {
+			for _, tn := range others {
+				if rs := freshSet(t, tn, target, 3); len(rs) == 0 || rs[0].ID != target.ID {
+					return false
+				}
+			}
+			return true
+		})
+		if held := holdersOf(stopper); held < len(others) {
+			break
+		}
+		if attempt == 4 {
+			t.Fatalf("in %d clusters every table held the stopper: the test would not exercise FIND_NODE answers", attempt)
+		}
+		t.Logf("attempt %d: every table holds the stopper; starting a fresh cluster with new IDs", attempt)
+		for _, tn := range nodes {
+			tn.kill()
 		}
 	}
-	if holders == len(others) {
-		t.Fatalf("every table holds the stopper: the test would not exercise FIND_NODE answers")
-	}
+	target := stopper.Self()
 
 	stop := func() time.Time {
 		if err := stopper.Stop(time.Second); err != nil {
