@@ -12,32 +12,10 @@ import (
 func TestKademliaLeaveDropsAtOnce(t *testing.T) {
 	const n = 12 // with buckets of 2 the leaver's table cannot hold every node
 	mode := kademliaMode(2)
-	seed, err := startNode(t, t.TempDir(), nil, mode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes := []*testNode{seed}
-	for range n - 1 {
-		tn, err := startNode(t, t.TempDir(), []string{seed.GossipAddr()}, mode)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, tn)
-	}
-	leaver, others := nodes[n-1], nodes[:n-1]
-	target := leaver.Self() // the closest node to its own key
-	waitFor(t, 20*time.Second, "every node to find the leaver first for its own key", func() bool {
-		for _, tn := range others {
-			if rs := freshSet(t, tn, target, 3); len(rs) == 0 || rs[0].ID != target.ID {
-				return false
-			}
-		}
-		return true
-	})
+	tableSize := func(c *testNode, _ []*testNode) int { return len(c.tablePeers()) }
+	seed, leaver, others := startSparseKademlia(t, n, mode, "the leaver's table holds every node", tableSize)
+	target := leaver.Self()
 	told := leaver.tablePeers() // whom it tells; the others meet it in lookups
-	if len(told) == len(others) {
-		t.Fatalf("the leaver's table holds every node: the test would not exercise nodes it cannot tell")
-	}
 	for _, tn := range others {
 		tn.ReplicaSet(target.Key, 3) // cache a set that holds it
 	}

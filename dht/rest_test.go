@@ -2,6 +2,7 @@ package dht
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 )
@@ -19,24 +20,14 @@ func freshSet(t *testing.T, tn *testNode, target Peer, rf int) []Peer {
 	return ps
 }
 
-// TestKademliaStopKeepsOwnership is TestStopKeepsOwnership in kademlia mode,
-// where no gossip carries "stopped": a node stopped on purpose tells its table;
-// every other node — those whose tables do not hold it learn it from FIND_NODE
-// answers — keeps it first in the replica set of its own key for the grace,
-// even after reporting it failed; it shows as stopped; a restart within the
-// grace is alive at once; after the grace it goes like a dead node.
-func TestKademliaStopKeepsOwnership(t *testing.T) {
-	const (
-		n     = 8
-		grace = 12 * time.Second // room for the checks under qemu
-	)
-	mode := func(c *Config) { kademliaMode(2)(c); c.DownGrace = grace }
-	// The test needs a stopper that some table does not hold, so that the others
-	// learn of it through FIND_NODE answers. IDs are random: now and then (about 1
-	// run in 30 under qemu) every table holds every candidate; then a fresh cluster,
-	// with new IDs, is started, at most four times.
-	var seed, stopper *testNode
-	var others []*testNode
+// startSparseKademlia starts n nodes in mode, joined through the first (seed), picks
+// the node (not the seed) with the lowest count(node, nodes) and waits until every
+// other node finds it first for its own key. Tests of how nodes learn of a peer
+// through lookups need count < n-1 (e.g. some table lacks it); IDs are random, and
+// now and then (about 1 run in 30 under qemu) no node qualifies: then a fresh cluster,
+// with new IDs, is started, at most four times; why names the failing case.
+func startSparseKademlia(t *testing.T, n int, mode func(*Config), why string, count func(c *testNode, nodes []*testNode) int) (seed, picked *testNode, others []*testNode) {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
 		var err error
 		seed, err = startNode(t, t.TempDir(), nil, mode)
@@ -51,29 +42,15 @@ func TestKademliaStopKeepsOwnership(t *testing.T) {
 			}
 			nodes = append(nodes, tn)
 		}
-		// The stopper: the node (not the seed) that the fewest other tables hold.
-		holdersOf := func(c *testNode) (held int) {
-			for _, tn := range nodes {
-				if tn != c && has(tn.tablePeers(), c.Self().ID) {
-					held++
-				}
-			}
-			return held
-		}
-		stopper = nodes[1]
+		picked = nodes[1]
 		for _, c := range nodes[2:] {
-			if holdersOf(c) < holdersOf(stopper) {
-				stopper = c
+			if count(c, nodes) < count(picked, nodes) {
+				picked = c
 			}
 		}
-		others = others[:0]
-		for _, tn := range nodes {
-			if tn != stopper {
-				others = append(others, tn)
-			}
-		}
-		target := stopper.Self() // the closest node to its own key
-		waitFor(t, 20*time.Second, "every node to find the stopper first for its own key", func() bool {
+		others = slices.DeleteFunc(slices.Clone(nodes), func(tn *testNode) bool { return tn == picked })
+		target := picked.Self() // the closest node to its own key
+		waitFor(t, 20*time.Second, "every node to find the picked node first for its own key", func() bool {
 			for _, tn := range others {
 				if rs := freshSet(t, tn, target, 3); len(rs) == 0 || rs[0].ID != target.ID {
 					return false
@@ -81,17 +58,42 @@ func TestKademliaStopKeepsOwnership(t *testing.T) {
 			}
 			return true
 		})
-		if held := holdersOf(stopper); held < len(others) {
-			break
+		if count(picked, nodes) < n-1 {
+			return seed, picked, others
 		}
 		if attempt == 4 {
-			t.Fatalf("in %d clusters every table held the stopper: the test would not exercise FIND_NODE answers", attempt)
+			t.Fatalf("in %d clusters of %d the picked node failed the test's premise (%s)", attempt, n, why)
 		}
-		t.Logf("attempt %d: every table holds the stopper; starting a fresh cluster with new IDs", attempt)
+		t.Logf("attempt %d: %s; starting a fresh cluster with new IDs", attempt, why)
 		for _, tn := range nodes {
 			tn.kill()
 		}
 	}
+}
+
+// TestKademliaStopKeepsOwnership is TestStopKeepsOwnership in kademlia mode,
+// where no gossip carries "stopped": a node stopped on purpose tells its table;
+// every other node — those whose tables do not hold it learn it from FIND_NODE
+// answers — keeps it first in the replica set of its own key for the grace,
+// even after reporting it failed; it shows as stopped; a restart within the
+// grace is alive at once; after the grace it goes like a dead node.
+func TestKademliaStopKeepsOwnership(t *testing.T) {
+	const (
+		n     = 8
+		grace = 12 * time.Second // room for the checks under qemu
+	)
+	mode := func(c *Config) { kademliaMode(2)(c); c.DownGrace = grace }
+	// The stopper must be a node that some table does not hold, so that the others
+	// learn of it through FIND_NODE answers.
+	heldBy := func(c *testNode, nodes []*testNode) (held int) {
+		for _, tn := range nodes {
+			if tn != c && has(tn.tablePeers(), c.Self().ID) {
+				held++
+			}
+		}
+		return held
+	}
+	seed, stopper, others := startSparseKademlia(t, n, mode, "every other table holds it", heldBy)
 	target := stopper.Self()
 
 	stop := func() time.Time {
