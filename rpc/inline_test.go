@@ -108,21 +108,8 @@ func TestHandleInlineHoldsItsConnection(t *testing.T) {
 	if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil { // dial first
 		t.Fatal(err)
 	}
-	blocked := make(chan error, 1)
-	go func() {
-		_, err := c.Call(ctxTimeout(t, 10*time.Second), addr, "block", nil)
-		blocked <- err
-	}()
-	waitFor(t, "the inline handler to run", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, sc := range s.conns {
-			if sc.running.Load() > 0 {
-				return true
-			}
-		}
-		return false
-	})
+	blocked := callInBackground(t, c, addr, "block", nil)
+	waitHandlerRunning(t, s, "the inline handler to run")
 	// Behind it on the same connection: no answer while it runs.
 	if _, err := c.Call(ctxTimeout(t, 200*time.Millisecond), addr, "echo", []byte("behind")); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("call behind a running inline handler on its connection: %v, want a deadline exceeded", err)
@@ -157,21 +144,8 @@ func TestHandleInlineLargeGoesToWorker(t *testing.T) {
 	if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "write", nil); err != nil { // dial first
 		t.Fatal(err)
 	}
-	big := make(chan error, 1)
-	go func() {
-		_, err := c.Call(ctxTimeout(t, 10*time.Second), addr, "write", make([]byte, maxInlineRequest+1))
-		big <- err
-	}()
-	waitFor(t, "the big request to run", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, sc := range s.conns {
-			if sc.running.Load() > 0 {
-				return true
-			}
-		}
-		return false
-	})
+	big := callInBackground(t, c, addr, "write", make([]byte, maxInlineRequest+1))
+	waitHandlerRunning(t, s, "the big request to run")
 	if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "write", []byte("small")); err != nil {
 		t.Errorf("small inline request behind a big one on the same connection: %v", err)
 	}
@@ -209,4 +183,30 @@ func TestServerIdleDeadlineMovedLazily(t *testing.T) {
 	if n := tr.dials.Load(); n != 1 {
 		t.Errorf("%d dials for calls at most %v apart, want 1: a busy connection was closed as idle", n, maxGap)
 	}
+}
+
+// callInBackground makes a call (10 s deadline) in the background; its error arrives on the
+// channel.
+func callInBackground(t *testing.T, c *Client, addr, method string, req []byte) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Call(ctxTimeout(t, 10*time.Second), addr, method, req)
+		done <- err
+	}()
+	return done
+}
+
+// waitHandlerRunning waits until a handler runs on one of s's connections.
+func waitHandlerRunning(t *testing.T, s *Server, what string) {
+	t.Helper()
+	waitFor(t, what, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, sc := range s.conns {
+			if sc.running.Load() > 0 {
+				return true
+			}
+		}
+		return false
+	})
 }
