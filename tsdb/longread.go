@@ -169,8 +169,27 @@ var longYield = runtime.Gosched
 // collector, other processes), would otherwise wait for the rest of the page.
 const pageYieldEvery = 64
 
-// pageYield is what yieldInPage calls (runtime.Gosched; a test counts the calls).
-var pageYield = runtime.Gosched
+// pageNap is how long a paced page sleeps at each of its yields (yieldInPage).
+// runtime.Gosched lets the goroutines already runnable go first, but not a request
+// that has just arrived: the runtime looks for network events only when a P has
+// nothing queued, or every 10 ms from its monitor, and a yielding page is queued. A
+// page that sleeps leaves its P nothing to run, so the P polls the network and the
+// request runs before the page goes on. (On a core of its own under the hostile soak,
+// the writer's p99 under attack was 5.6–6.5 ms with the naps, 7.4–8.8 ms without;
+// docs/security.md.) When nothing else runs, the runtime's poller sleeps in whole
+// milliseconds: a nap can last up to 1 ms, so only pages the pacer already holds back
+// nap (see page).
+const pageNap = 50 * time.Microsecond
+
+// pageYield is what yieldInPage calls: with nap, for a page the pacer held back, a
+// sleep of pageNap, else runtime.Gosched (a test counts the calls).
+var pageYield = func(nap bool) {
+	if nap {
+		time.Sleep(pageNap)
+		return
+	}
+	runtime.Gosched()
+}
 
 // yieldInPage is called with the index of each quantum a read asks this node's store
 // for: within a long read's page (ctx marked by longTurn.page) it yields the core
@@ -178,21 +197,29 @@ var pageYield = runtime.Gosched
 // — a writer's request among them — run before the page goes on. A short read, or a
 // page served for another node, never yields.
 func yieldInPage(ctx context.Context, i int) {
-	if i%pageYieldEvery == pageYieldEvery-1 && ctx.Value(serialKey{}) != nil {
-		pageYield()
+	if i%pageYieldEvery != pageYieldEvery-1 {
+		return
+	}
+	if b, ok := ctx.Value(serialKey{}).(*pageBufs); ok {
+		pageYield(b.nap)
 	}
 }
 
 // page runs one page of the read, paced: it first waits until the node's long reads
 // have earned the time back (an error with CodeUnavailable if ctx ends first) and
 // yields the core (longYield), then runs fn with its fetches one at a time and the
-// turn's buffers (pageBufs), and charges the time fn took. A nil turn runs fn at once.
+// turn's buffers (pageBufs), and charges the time fn took. A page that had to wait
+// naps at its yields (pageYield): long reads past their burst are a flood or a
+// long analysis, and its naps, charged as its time, leave the node's other requests
+// both the network poller and more of the core. A nil turn runs fn at once.
 func (t *longTurn) page(ctx context.Context, fn func(context.Context) error) error {
 	if t == nil {
 		return fn(ctx)
 	}
 	p := t.c.longPace
-	if d := p.wait(); d > 0 {
+	d := p.wait()
+	t.bufs.nap = d > 0
+	if d > 0 {
 		timer := time.NewTimer(d)
 		select {
 		case <-timer.C:

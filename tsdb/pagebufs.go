@@ -25,6 +25,7 @@ import (
 // that they keep no points alive.
 type pageBufs struct {
 	long    bool // a long read's (from pageBufPool), not a short read's fresh ones
+	nap     bool // this page was held back by the pacer: it naps at its yields (longread.go)
 	spans   []shardSpan
 	owners  []dht.Peer // the spans' replica sets, when placed by a scan (replicaScanner)
 	starts  []int64

@@ -14,7 +14,8 @@ import (
 
 // TestPageYields: within a long read's page, get or aggregate, this node's store
 // yields the core every pageYieldEvery quanta (so a small request waits for at most
-// that much of a page, not for the page); a short read never yields.
+// that much of a page, not for the page); a short read never yields; a page within
+// the pacer's burst yields without napping, and one the pacer held back naps.
 func TestPageYields(t *testing.T) {
 	lc, err := StartLocal(context.Background(), 1, "", func(_ int, cfg *Config) { cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1 })
 	if err != nil {
@@ -29,7 +30,8 @@ func TestPageYields(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := int64(lc.Nodes[0].cfg.DHT.Quantum) * int64(time.Second)
-	defer func() { longYield, pageYield = runtime.Gosched, runtime.Gosched }()
+	savedPageYield := pageYield
+	defer func() { longYield, pageYield = runtime.Gosched, savedPageYield }()
 	for _, tc := range []struct {
 		name  string
 		quant int // quanta per page
@@ -44,8 +46,12 @@ func TestPageYields(t *testing.T) {
 			return err
 		}},
 	} {
-		yields := 0
-		pageYield = func() { yields++ }
+		yields, naps := 0, 0
+		pageYield = func(nap bool) {
+			if yields++; nap {
+				naps++
+			}
+		}
 
 		// Short: one page or less, never yields.
 		if err := tc.read(context.Background(), now-int64(readPageQuanta/2)*q, now); err != nil {
@@ -74,6 +80,32 @@ func TestPageYields(t *testing.T) {
 		if want := 2 * (tc.quant / pageYieldEvery); yields < want {
 			t.Errorf("%s: %d yields in 2 pages of %d quanta, want at least %d (one every %d quanta)", tc.name, yields, tc.quant, want, pageYieldEvery)
 		}
+		if naps != 0 {
+			t.Errorf("%s: %d of %d yields napped within the pacer's burst, want none", tc.name, naps, yields)
+		}
 		t.Logf("%s: %d yields in 2 pages of %d quanta", tc.name, yields, tc.quant)
+
+		// Paced: with the node's long reads in debt, the pages wait, then nap.
+		c.longPace.charge(longReadBurst + time.Millisecond) // 4 ms to earn back
+		ctx, cancel = context.WithCancel(context.Background())
+		pages = 0
+		longYield = func() {
+			if pages++; pages == 3 {
+				cancel()
+			}
+		}
+		yields, naps = 0, 0
+		err = tc.read(ctx, now-(quanta.MaxQuantaPerRange-1)*q, now)
+		longYield = runtime.Gosched
+		cancel()
+		if !errors.As(err, &re) || re.Code != CodeUnavailable {
+			t.Fatalf("%s paced, stopped after 2 pages: %v, want %s", tc.name, err, CodeUnavailable)
+		}
+		if yields == 0 || naps != yields {
+			t.Errorf("%s paced: %d of %d yields napped, want all (and some)", tc.name, naps, yields)
+		}
+		c.longPace.mu.Lock()
+		c.longPace.credit = longReadBurst // the next case starts with its burst
+		c.longPace.mu.Unlock()
 	}
 }
