@@ -174,9 +174,10 @@ const pageYieldEvery = 64
 // that has just arrived: the runtime looks for network events only when a P has
 // nothing queued, or every 10 ms from its monitor, and a yielding page is queued. A
 // page that sleeps leaves its P nothing to run, so the P polls the network and the
-// request runs before the page goes on. (On a core of its own under the hostile soak,
-// the writer's p99 under attack was 5.6–6.5 ms with the naps, 7.4–8.8 ms without;
-// docs/security.md.) When nothing else runs, the runtime's poller sleeps in whole
+// request runs before the page goes on. (Under the hostile soak the node's CPU fell
+// from 0.53–0.55 cores to 0.38–0.40 with the naps, and its writer's p99 under attack
+// on shared cores from 5.1–6.2 ms to 4.2–4.9; docs/security.md.) When nothing else
+// runs, the runtime's poller sleeps in whole
 // milliseconds: a nap can last up to 1 ms, so only pages the pacer already holds back
 // nap (see page).
 const pageNap = 50 * time.Microsecond
