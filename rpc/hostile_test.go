@@ -374,14 +374,28 @@ func TestHandshakeTrickle(t *testing.T) {
 func TestConnCapReapsStalledFrames(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.MaxConns = 3
-	_, addr := startServer(t, NewTCPTransport(), "127.0.0.1:0", cfg, map[string]HandlerFunc{"echo": echo})
+	s, addr := startServer(t, NewTCPTransport(), "127.0.0.1:0", cfg, map[string]HandlerFunc{"echo": echo})
 	var stalled []net.Conn
 	for range 2 {
 		conn := rawConn(t, addr)
 		handshake(t, conn)
+		sent := time.Now()
 		if _, err := conn.Write(binary.BigEndian.AppendUint32(nil, 1<<20)); err != nil {
 			t.Fatal(err)
 		}
+		// The server has read the header before the next stalls: on a busy machine
+		// its readers could otherwise take the two in either order, and the second
+		// would be the one idle the longest.
+		waitFor(t, "the server to read the stalled frame's header", func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			for _, sc := range s.conns {
+				if sc.conn.RemoteAddr().String() == conn.LocalAddr().String() {
+					return sc.lastRead.Load() >= sent.UnixNano()
+				}
+			}
+			return false
+		})
 		stalled = append(stalled, conn)
 	}
 	live := &countingTransport{Transport: NewTCPTransport()}

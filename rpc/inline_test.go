@@ -101,15 +101,19 @@ func TestHandleInline(t *testing.T) {
 // connection reads no further request (the documented price), while a request
 // to a worker-served method on another connection is answered.
 func TestHandleInlineHoldsItsConnection(t *testing.T) {
-	release := make(chan struct{})
+	started, release := make(chan struct{}), make(chan struct{})
 	s, addr := startServer(t, NewTCPTransport(), "127.0.0.1:0", DefaultConfig(), map[string]HandlerFunc{"echo": echo})
-	s.HandleInline("block", nil, func(context.Context, []byte) ([]byte, error) { <-release; return []byte("done"), nil })
+	s.HandleInline("block", nil, func(context.Context, []byte) ([]byte, error) {
+		close(started) // called once
+		<-release
+		return []byte("done"), nil
+	})
 	c := newClient(t, NewTCPTransport(), DefaultConfig())
 	if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil { // dial first
 		t.Fatal(err)
 	}
 	blocked := callInBackground(t, c, addr, "block", nil)
-	waitHandlerRunning(t, s, "the inline handler to run")
+	waitStarted(t, started, "the inline handler to run")
 	// Behind it on the same connection: no answer while it runs.
 	if _, err := c.Call(ctxTimeout(t, 200*time.Millisecond), addr, "echo", []byte("behind")); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("call behind a running inline handler on its connection: %v, want a deadline exceeded", err)
@@ -132,11 +136,12 @@ func TestHandleInlineHoldsItsConnection(t *testing.T) {
 // maxInlineRequest runs on a worker, so it does not hold up the small ones
 // behind it on the same connection.
 func TestHandleInlineLargeGoesToWorker(t *testing.T) {
-	release := make(chan struct{})
+	started, release := make(chan struct{}), make(chan struct{})
 	s, addr := startServer(t, NewTCPTransport(), "127.0.0.1:0", DefaultConfig(), nil)
 	s.HandleInline("write", nil, func(_ context.Context, req []byte) ([]byte, error) {
 		if len(req) > maxInlineRequest {
-			<-release // a big one that takes long
+			close(started) // the one big request
+			<-release      // takes long
 		}
 		return []byte("ok"), nil
 	})
@@ -145,7 +150,7 @@ func TestHandleInlineLargeGoesToWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := callInBackground(t, c, addr, "write", make([]byte, maxInlineRequest+1))
-	waitHandlerRunning(t, s, "the big request to run")
+	waitStarted(t, started, "the big request to run")
 	if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "write", []byte("small")); err != nil {
 		t.Errorf("small inline request behind a big one on the same connection: %v", err)
 	}
@@ -196,17 +201,14 @@ func callInBackground(t *testing.T, c *Client, addr, method string, req []byte) 
 	return done
 }
 
-// waitHandlerRunning waits until a handler runs on one of s's connections.
-func waitHandlerRunning(t *testing.T, s *Server, what string) {
+// waitStarted waits until a handler closes started. (A scan of the server's
+// connections for a running request could see the request before, whose count
+// the server drops only after its answer has reached the client.)
+func waitStarted(t *testing.T, started <-chan struct{}, what string) {
 	t.Helper()
-	waitFor(t, what, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, sc := range s.conns {
-			if sc.running.Load() > 0 {
-				return true
-			}
-		}
-		return false
-	})
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("waited 10 s for %s", what)
+	}
 }
