@@ -61,22 +61,29 @@ func TestPageYields(t *testing.T) {
 			t.Errorf("%s of %d quanta (a short read) yielded %d times, want 0", tc.name, readPageQuanta/2, yields)
 		}
 
-		// Long: stopped after 2 pages, having yielded within each.
-		ctx, cancel := context.WithCancel(context.Background())
-		pages := 0
-		longYield = func() {
-			if pages++; pages == 3 {
-				cancel()
+		// readTwoPages reads the whole range, stopped after 2 pages, with the
+		// yields and naps counted afresh.
+		readTwoPages := func(what string) {
+			t.Helper()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			pages := 0
+			longYield = func() {
+				if pages++; pages == 3 {
+					cancel()
+				}
+			}
+			defer func() { longYield = runtime.Gosched }()
+			yields, naps = 0, 0
+			err := tc.read(ctx, now-(quanta.MaxQuantaPerRange-1)*q, now)
+			var re *rpc.RemoteError
+			if !errors.As(err, &re) || re.Code != CodeUnavailable {
+				t.Fatalf("%s stopped after 2 pages: %v, want %s", what, err, CodeUnavailable)
 			}
 		}
-		yields = 0
-		err := tc.read(ctx, now-(quanta.MaxQuantaPerRange-1)*q, now)
-		longYield = runtime.Gosched
-		cancel()
-		var re *rpc.RemoteError
-		if !errors.As(err, &re) || re.Code != CodeUnavailable {
-			t.Fatalf("%s stopped after 2 pages: %v, want %s", tc.name, err, CodeUnavailable)
-		}
+
+		// Long: stopped after 2 pages, having yielded within each.
+		readTwoPages(tc.name)
 		if want := 2 * (tc.quant / pageYieldEvery); yields < want {
 			t.Errorf("%s: %d yields in 2 pages of %d quanta, want at least %d (one every %d quanta)", tc.name, yields, tc.quant, want, pageYieldEvery)
 		}
@@ -87,20 +94,7 @@ func TestPageYields(t *testing.T) {
 
 		// Paced: with the node's long reads in debt, the pages wait, then nap.
 		c.longPace.charge(longReadBurst + time.Millisecond) // 4 ms to earn back
-		ctx, cancel = context.WithCancel(context.Background())
-		pages = 0
-		longYield = func() {
-			if pages++; pages == 3 {
-				cancel()
-			}
-		}
-		yields, naps = 0, 0
-		err = tc.read(ctx, now-(quanta.MaxQuantaPerRange-1)*q, now)
-		longYield = runtime.Gosched
-		cancel()
-		if !errors.As(err, &re) || re.Code != CodeUnavailable {
-			t.Fatalf("%s paced, stopped after 2 pages: %v, want %s", tc.name, err, CodeUnavailable)
-		}
+		readTwoPages(tc.name + " paced")
 		if yields == 0 || naps != yields {
 			t.Errorf("%s paced: %d of %d yields napped, want all (and some)", tc.name, naps, yields)
 		}
