@@ -3,11 +3,11 @@ package tsdb
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/netyield"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 )
@@ -27,9 +27,9 @@ import (
 //     would go over waits until the time is earned;
 //   - a long read's page asks its replicas one request at a time, so that it keeps at
 //     most one core busy and the other cores serve everything else, and it yields
-//     the core before it starts (runtime.Gosched), so that the requests that arrived
-//     while the last page ran go first: a small request waits for at most about one
-//     page, not for the burst;
+//     the core before it starts (netyield.Yield, which also lets the runtime poll the
+//     network), so that the requests that arrived while the last page ran go first: a
+//     small request waits for at most about one page, not for the burst;
 //   - within a page, this node's store yields the core every pageYieldEvery quanta
 //     (yieldInPage), so that a small request waits for at most that much of a page;
 //   - so the node runs at most one long-read page at a time, whichever connection
@@ -158,9 +158,9 @@ func (c *Coordinator) fetchLimit(ctx context.Context) int {
 	return c.cfg.ReadConcurrency
 }
 
-// longYield gives up the core before a long read's page (runtime.Gosched; a test
+// longYield gives up the core before a long read's page (netyield.Yield; a test
 // counts the calls).
-var longYield = runtime.Gosched
+var longYield = netyield.Yield
 
 // pageYieldEvery is how many quanta of a long read's page this node's store reads
 // between two yields of the core (yieldInPage). A page of an aggregate is 2,048
@@ -169,27 +169,27 @@ var longYield = runtime.Gosched
 // collector, other processes), would otherwise wait for the rest of the page.
 const pageYieldEvery = 64
 
-// pageNap is how long a paced page sleeps at each of its yields (yieldInPage).
-// runtime.Gosched lets the goroutines already runnable go first, but not a request
-// that has just arrived: the runtime looks for network events only when a P has
-// nothing queued, or every 10 ms from its monitor, and a yielding page is queued. A
-// page that sleeps leaves its P nothing to run, so the P polls the network and the
-// request runs before the page goes on. (Under the hostile soak the node's CPU fell
-// from 0.53–0.55 cores to 0.38–0.40 with the naps, and its writer's p99 under attack
-// on shared cores from 5.1–6.2 ms to 4.2–4.9; docs/security.md.) When nothing else
-// runs, the runtime's poller sleeps in whole
-// milliseconds: a nap can last up to 1 ms, so only pages the pacer already holds back
-// nap (see page).
+// pageNap is how long a paced page sleeps at each of its yields (yieldInPage), so
+// that long reads past their burst also leave the node's other requests more of the
+// core: the naps count as page time (under the hostile soak the node's CPU fell from
+// 0.53–0.55 cores to 0.38–0.40 with them; docs/security.md). When nothing else runs,
+// the runtime's poller sleeps in whole milliseconds: a nap can last up to 1 ms, so
+// only pages the pacer already holds back nap (see page).
 const pageNap = 50 * time.Microsecond
 
 // pageYield is what yieldInPage calls: with nap, for a page the pacer held back, a
-// sleep of pageNap, else runtime.Gosched (a test counts the calls).
+// sleep of pageNap, else netyield.Yield (a test counts the calls). Either lets the
+// runtime poll the network before the page goes on. runtime.Gosched would not: the
+// runtime looks for network events only when a P has nothing queued, or every 10 ms
+// from its monitor, and a page that merely yields is still queued, so a writer's
+// request that has just arrived would wait for the rest of the page, or 10 ms (the
+// soak's writer, at 0.4 ms p99 quiet, saw 8.5 ms under the huge reads alone).
 var pageYield = func(nap bool) {
 	if nap {
 		time.Sleep(pageNap)
 		return
 	}
-	runtime.Gosched()
+	netyield.Yield()
 }
 
 // yieldInPage is called with the index of each quantum a read asks this node's store

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/netyield"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -254,7 +255,7 @@ func TestLongReadYieldsAndHoldsAPage(t *testing.T) {
 			_, err = c.Get(ctx, "huge", from, to, GetOptions{})
 		}
 		runtime.ReadMemStats(&after)
-		longYield = runtime.Gosched
+		longYield = netyield.Yield
 		cancel()
 		var re *rpc.RemoteError
 		if !errors.As(err, &re) || re.Code != CodeUnavailable {
@@ -305,7 +306,7 @@ func BenchmarkLongReadQuantum(b *testing.B) {
 		_, _ = c.Get(ctx, "huge", from, to, GetOptions{})
 		cancel()
 	}
-	longYield = runtime.Gosched
+	longYield = netyield.Yield
 }
 
 // BenchmarkLongAggregateQuantum is BenchmarkLongReadQuantum for an aggregate with
@@ -340,7 +341,7 @@ func BenchmarkLongAggregateQuantum(b *testing.B) {
 		_, _ = c.Aggregate(ctx, "huge", from, to, 24*time.Hour.Nanoseconds(), GetOptions{})
 		cancel()
 	}
-	longYield = runtime.Gosched
+	longYield = netyield.Yield
 }
 
 // TestLongReadAllocs bounds what a quantum of a long read, and of a long aggregate,
@@ -366,7 +367,7 @@ func TestLongReadAllocs(t *testing.T) {
 	}
 	q := int64(lc.Nodes[0].cfg.DHT.Quantum) * int64(time.Second)
 	from, to := now-(quanta.MaxQuantaPerRange-1)*q, now
-	defer func() { longYield = runtime.Gosched }()
+	defer func() { longYield = netyield.Yield }()
 	for _, tc := range []struct {
 		name  string
 		pages int

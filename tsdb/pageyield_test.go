@@ -3,7 +3,6 @@ package tsdb
 import (
 	"context"
 	"errors"
-	"runtime"
 	"testing"
 	"time"
 
@@ -30,8 +29,8 @@ func TestPageYields(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := int64(lc.Nodes[0].cfg.DHT.Quantum) * int64(time.Second)
-	savedPageYield := pageYield
-	defer func() { longYield, pageYield = runtime.Gosched, savedPageYield }()
+	savedLongYield, savedPageYield := longYield, pageYield
+	defer func() { longYield, pageYield = savedLongYield, savedPageYield }()
 	for _, tc := range []struct {
 		name  string
 		quant int // quanta per page
@@ -62,8 +61,11 @@ func TestPageYields(t *testing.T) {
 		}
 
 		// readTwoPages reads the whole range, stopped after 2 pages, with the
-		// yields and naps counted afresh.
-		readTwoPages := func(what string) {
+		// yields and naps counted afresh. With debt, each page leaves the node's
+		// long reads 1 ms in debt, so that the next one waits too (else whether it
+		// does depends on how long the last one took, against how late the wait's
+		// timer fired).
+		readTwoPages := func(what string, debt bool) {
 			t.Helper()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -72,8 +74,11 @@ func TestPageYields(t *testing.T) {
 				if pages++; pages == 3 {
 					cancel()
 				}
+				if debt {
+					c.longPace.charge(time.Millisecond)
+				}
 			}
-			defer func() { longYield = runtime.Gosched }()
+			defer func() { longYield = savedLongYield }()
 			yields, naps = 0, 0
 			err := tc.read(ctx, now-(quanta.MaxQuantaPerRange-1)*q, now)
 			var re *rpc.RemoteError
@@ -83,7 +88,7 @@ func TestPageYields(t *testing.T) {
 		}
 
 		// Long: stopped after 2 pages, having yielded within each.
-		readTwoPages(tc.name)
+		readTwoPages(tc.name, false)
 		if want := 2 * (tc.quant / pageYieldEvery); yields < want {
 			t.Errorf("%s: %d yields in 2 pages of %d quanta, want at least %d (one every %d quanta)", tc.name, yields, tc.quant, want, pageYieldEvery)
 		}
@@ -94,7 +99,7 @@ func TestPageYields(t *testing.T) {
 
 		// Paced: with the node's long reads in debt, the pages wait, then nap.
 		c.longPace.charge(longReadBurst + time.Millisecond) // 4 ms to earn back
-		readTwoPages(tc.name + " paced")
+		readTwoPages(tc.name+" paced", true)
 		if yields == 0 || naps != yields {
 			t.Errorf("%s paced: %d of %d yields napped, want all (and some)", tc.name, naps, yields)
 		}
