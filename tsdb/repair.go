@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/internal/netyield"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
@@ -198,6 +199,7 @@ func (r *repairer) pass(ctx context.Context, kind passKind) error {
 		if len(batch) == repairBatchSize {
 			stepErr = r.step(ctx, batch, leaving, &acc)
 			batch = batch[:0]
+			netyield.Yield() // a node's writers' requests go first (internal/netyield)
 		}
 		return stepErr == nil && ctx.Err() == nil
 	}

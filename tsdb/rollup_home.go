@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/internal/netyield"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -444,6 +445,7 @@ func (r *rollups) pass(ctx context.Context) error {
 				break
 			}
 		}
+		netyield.Yield() // a node's writers' requests go first (internal/netyield)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
