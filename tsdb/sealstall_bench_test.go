@@ -19,8 +19,8 @@ import (
 // BenchmarkWriteDuringSeal measures what a seal costs the writers of a node with one
 // core (GOMAXPROCS 1, as on a BeagleBone): a node on a disk store holds a quantum of
 // 2,000 pairs of 600 points each, and a client over TCP writes one point every 2 ms
-// while the node seals them all. It reports the seal's time and the writes' median and
-// slowest latency during the seal. The store yields to the network poller between two
+// while the node seals them all. It reports the seal's mean time, and of the writes
+// during the seals the worst run's median latency and the slowest. The store yields to the network poller between two
 // pairs (store.sealYield); without that, every write during the seal waited for it to
 // end or for the runtime's 10 ms poll.
 //

@@ -2,20 +2,18 @@ package store
 
 import (
 	"fmt"
-	"net"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/tsdht/tsdht/internal/netyield"
+	"github.com/tsdht/tsdht/internal/netyield/netyieldtest"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
-// TestSealLetsTheNetworkIn seals 200 pairs on one P after writing to a TCP connection
-// whose other end a goroutine is reading: that goroutine can run only once the runtime
-// has polled the network, and it must run within two pairs of the seal's start, not
-// after the whole seal (sealYield).
+// TestSealLetsTheNetworkIn seals 200 pairs on one P after making a goroutine runnable
+// through the network (netyieldtest.Probe): it must run within two pairs of the seal's
+// start, not after the whole seal (sealYield).
 func TestSealLetsTheNetworkIn(t *testing.T) {
 	p := openTest(t, t.TempDir(), testOptions(SyncNone))
 	defer p.Close()
@@ -29,40 +27,16 @@ func TestSealLetsTheNetworkIn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	var yields, at atomic.Int64
-	at.Store(-1)
+	var yields atomic.Int64
 	saved := sealYield
 	defer func() { sealYield = saved }()
 	sealYield = func() {
 		yields.Add(1)
 		saved()
 	}
-	go func() {
-		if _, err := s.Read(make([]byte, 1)); err == nil {
-			at.Store(yields.Load())
-		}
-	}()
-	netyield.Yield() // the reader reaches its Read and parks in the poller
-	if _, err := c.Write([]byte{1}); err != nil {
-		t.Fatal(err)
-	}
+	probe := netyieldtest.NewProbe(t, yields.Load)
+	probe.Send(t)
 	n, err := p.SealNow(time.Unix(testStart+3600, 0))
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +44,7 @@ func TestSealLetsTheNetworkIn(t *testing.T) {
 	if n != pairs {
 		t.Fatalf("sealed %d pairs, want %d", n, pairs)
 	}
-	if got := at.Load(); got < 0 || got > 2 {
+	if got := probe.RanAt(); got < 0 || got > 2 {
 		t.Errorf("the reader ran after %d of the seal's %d pairs (-1: not during the seal), want within 2", got, pairs)
 	}
 }
