@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/trace"
 	"slices"
 	"sort"
 	"strconv"
@@ -156,13 +157,16 @@ func TestSoakHostile(t *testing.T) {
 		err := rpc.Invoke(ctx, cli, addr, wire.MethodPut, &wire.PutReq{Key: "soak", Points: pts}, &wire.PutResp{})
 		return time.Since(start), err
 	}
-	// The writer at 60 Hz: latencies, and every error.
+	// The writer at 60 Hz: latencies, and every error; each write's start in starts.
+	var starts []time.Time
 	run := func(d time.Duration) (lat []time.Duration, errs []error) {
+		starts = starts[:0]
 		tick := time.NewTicker(time.Second / 60)
 		defer tick.Stop()
 		end := time.Now().Add(d)
 		for time.Now().Before(end) {
 			<-tick.C
+			starts = append(starts, time.Now())
 			l, err := write()
 			if err != nil {
 				errs = append(errs, err)
@@ -182,6 +186,15 @@ func TestSoakHostile(t *testing.T) {
 		t.Fatalf("warm-up: %d writes failed: %v", len(werrs), werrs[0])
 	}
 	baseFDs := openFDs(targetPid)
+	// TSDHT_SOAK_WRITER_FIFO=1 runs the writer's process (this one) at SCHED_FIFO:
+	// its thread then takes its CPU the moment an answer wakes it, whoever runs
+	// there, as on a machine of its own. The attackers are started at SCHED_OTHER.
+	writerFIFO := os.Getenv("TSDHT_SOAK_WRITER_FIFO") != ""
+	if writerFIFO {
+		if out, err := exec.Command("chrt", "-a", "-f", "-p", "10", strconv.Itoa(os.Getpid())).CombinedOutput(); err != nil {
+			t.Fatalf("chrt the writer to SCHED_FIFO: %v\n%s", err, out)
+		}
+	}
 	nodeLog := c.nodes[0].cmd.Stderr.(*syncWriter)
 	gcCycles := func() int { // so far
 		nodeLog.mu.Lock()
@@ -250,6 +263,9 @@ func TestSoakHostile(t *testing.T) {
 		if pinAttackers != "" {
 			attackers = exec.Command("taskset", append([]string{"-c", pinAttackers}, attackers.Args...)...)
 		}
+		if writerFIFO {
+			attackers = exec.Command("chrt", append([]string{"-o", "0"}, attackers.Args...)...)
+		}
 		attackers.Env = append(os.Environ(), "TSDHT_SOAK_TARGET="+target,
 			fmt.Sprintf("TSDHT_SOAK_SHAPE=%d,%d,%d", seconds/rounds, perKind/rounds, open))
 		attackers.Stdout, attackers.Stderr = &out, &out
@@ -257,11 +273,13 @@ func TestSoakHostile(t *testing.T) {
 			t.Fatal(err)
 		}
 		cpu0, acpu0, rq0, gc0, start := cpuTime(pid), cpuTime(attackers.Process.Pid), runqWait(pid), gcCycles(), time.Now()
-		profiled := make(chan struct{})
+		profiled, selfTraced := make(chan struct{}), make(chan struct{})
 		if profDir != "" && round == 0 {
 			go profileNode(t, httpAddr, httpTokens(ring)[0], profDir, seconds/rounds, profiled)
+			go traceSelf(t, filepath.Join(profDir, "writer-trace.out"), seconds/rounds, selfTraced)
 		} else {
 			close(profiled)
+			close(selfTraced)
 		}
 		l, lerrs := run(phase)
 		nodeCPU += cpuTime(pid) - cpu0
@@ -273,6 +291,31 @@ func TestSoakHostile(t *testing.T) {
 		loud, errs = append(loud, l...), append(errs, lerrs...)
 		roundP99 = append(roundP99, fmt.Sprintf("%v/%v (%.2f×)", p99(q).Round(10*time.Microsecond), p99(l).Round(10*time.Microsecond), float64(p99(l))/float64(p99(q))))
 		<-profiled
+		<-selfTraced
+		if profDir != "" && round == 0 {
+			if nt, err := readTrace(filepath.Join(profDir, "trace.out")); err != nil {
+				t.Logf("the node's trace: %v", err)
+			} else {
+				for _, f := range []func() ([]string, error){
+					func() ([]string, error) { return writerTrace(nt) },
+					func() ([]string, error) {
+						ct, err := readTrace(filepath.Join(profDir, "writer-trace.out"))
+						if err != nil {
+							return nil, fmt.Errorf("the writer's trace: %w", err)
+						}
+						return writerArrivals(nt, ct, starts, l)
+					},
+				} {
+					lines, err := f()
+					if err != nil {
+						t.Logf("the node's trace: %v", err)
+					}
+					for _, line := range lines {
+						t.Log(line)
+					}
+				}
+			}
+		}
 		werr := attackers.Wait()
 		var rs soakSummary
 		for _, line := range strings.Split(out.String(), "\n") {
@@ -567,8 +610,9 @@ func TestSoakAttackers(t *testing.T) {
 // profileNode saves the node's CPU profile (cpu.pprof), its allocations over the
 // same time (allocs1.pprof minus allocs0.pprof: go tool pprof -base) and an
 // execution trace (trace.out) under attack in dir, through its HTTP API's /debug/pprof/: with
-// TSDHT_SOAK_PROFILE=DIR, to find what delays the writer. The CPU profile covers the
-// middle of the attack phase and the trace 2 s after it.
+// TSDHT_SOAK_PROFILE=DIR, to find what delays the writer. The trace covers half the
+// attack phase after its ramp (the writer's own, writer-trace.out, the same time:
+// traceSelf), the CPU profile the quarter after that.
 func profileNode(t *testing.T, addr, token, dir string, seconds int, done chan<- struct{}) {
 	defer close(done)
 	get := func(path, file string) {
@@ -591,17 +635,29 @@ func profileNode(t *testing.T, addr, token, dir string, seconds int, done chan<-
 		}
 	}
 	time.Sleep(time.Duration(seconds) * time.Second / 8) // the attack's ramp
+	get(fmt.Sprintf("/debug/pprof/trace?seconds=%d", max(2, seconds/2)), "trace.out")
 	get("/debug/pprof/allocs", "allocs0.pprof")
-	get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, seconds*5/8)), "cpu.pprof")
+	get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, seconds/4)), "cpu.pprof")
 	get("/debug/pprof/allocs", "allocs1.pprof")
-	get("/debug/pprof/trace?seconds=2", "trace.out")
-	lines, err := writerTrace(filepath.Join(dir, "trace.out"))
+}
+
+// traceSelf writes an execution trace of this process (the writer) to file over the
+// same time as profileNode's trace of the node.
+func traceSelf(t *testing.T, file string, seconds int, done chan<- struct{}) {
+	defer close(done)
+	time.Sleep(time.Duration(seconds) * time.Second / 8)
+	f, err := os.Create(file)
 	if err != nil {
-		t.Logf("the node's trace: %v", err)
+		t.Logf("the writer's trace: %v", err)
+		return
 	}
-	for _, l := range lines {
-		t.Log(l)
+	defer f.Close()
+	if err := trace.Start(f); err != nil {
+		t.Logf("the writer's trace: %v", err)
+		return
 	}
+	time.Sleep(time.Duration(max(2, seconds/2)) * time.Second)
+	trace.Stop()
 }
 
 // soakResultPrefix starts the line of TestSoakHostile's figures that scripts/soak-runs reads.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"os/exec"
 	"regexp"
@@ -20,24 +21,88 @@ import (
 type traceMove struct {
 	t        int64  // ns, trace clock
 	by       int64  // the goroutine that made it (a wake-up's waker), or -1
+	p        int64  // the P it happened on, or -1 (sysmon, a thread without one)
 	from, to string // Running, Runnable, Waiting, Syscall, ...
 	frames   []string
 }
 
-var traceMoveRE = regexp.MustCompile(`^M=-?\d+ P=-?\d+ G=(-?\d+) StateTransition Time=(\d+) GoID=(\d+) (\w+)->(\w+)`)
+// procMove is one state transition of a P: Idle->Running, Running->Idle.
+type procMove struct {
+	t        int64
+	p        int64
+	from, to string
+}
 
-// readTrace parses the state transitions of every goroutine, and counts GC cycles.
-func readTrace(file string) (map[int64][]*traceMove, int, error) {
+// nodeTrace is what readTrace takes from a trace.
+type nodeTrace struct {
+	gs    map[int64][]*traceMove // by goroutine, in time order
+	procs []procMove             // in time order
+	gcs   int                    // GC cycles begun
+	// Clock snapshots, one per generation of the trace (about a second), in order:
+	// trace time syncs[i].trace was wall time syncs[i].wall.
+	syncs []clockSync
+}
+
+type clockSync struct {
+	trace int64
+	wall  time.Time
+}
+
+// near returns the clock snapshot closest to trace time t: the trace clock's rate is
+// estimated, so the wall clock is read from the nearest.
+func (nt *nodeTrace) near(t int64) clockSync {
+	i, _ := slices.BinarySearchFunc(nt.syncs, t, func(s clockSync, t int64) int { return cmp.Compare(s.trace, t) })
+	switch {
+	case i == len(nt.syncs):
+		return nt.syncs[i-1]
+	case i > 0 && t-nt.syncs[i-1].trace < nt.syncs[i].trace-t:
+		return nt.syncs[i-1]
+	}
+	return nt.syncs[i]
+}
+
+// wallTime returns trace time t on the wall clock.
+func (nt *nodeTrace) wallTime(t int64) time.Time {
+	s := nt.near(t)
+	return s.wall.Add(time.Duration(t - s.trace))
+}
+
+// span returns the time from the trace's first P transition to its last.
+func (nt *nodeTrace) span() time.Duration {
+	if len(nt.procs) == 0 {
+		return 0
+	}
+	return time.Duration(nt.procs[len(nt.procs)-1].t - nt.procs[0].t)
+}
+
+// traceTime returns wall time w in the trace's clock.
+func (nt *nodeTrace) traceTime(w time.Time) int64 {
+	i, _ := slices.BinarySearchFunc(nt.syncs, w, func(s clockSync, w time.Time) int { return s.wall.Compare(w) })
+	s := nt.syncs[min(i, len(nt.syncs)-1)]
+	if i > 0 && (i == len(nt.syncs) || w.Sub(nt.syncs[i-1].wall) < nt.syncs[i].wall.Sub(w)) {
+		s = nt.syncs[i-1]
+	}
+	return s.trace + w.Sub(s.wall).Nanoseconds()
+}
+
+var (
+	traceMoveRE = regexp.MustCompile(`^M=-?\d+ P=(-?\d+) G=(-?\d+) StateTransition Time=(\d+) GoID=(\d+) (\w+)->(\w+)`)
+	procMoveRE  = regexp.MustCompile(`^M=-?\d+ P=-?\d+ G=-?\d+ StateTransition Time=(\d+) ProcID=(\d+) (\w+)->(\w+)`)
+	syncRE      = regexp.MustCompile(`^M=-?\d+ P=-?\d+ G=-?\d+ Sync Time=\d+ N=\d+ Trace=(\d+) Mono=\d+ Wall=(\S+)`)
+)
+
+// readTrace parses the state transitions of every goroutine and P, the first clock
+// snapshot, and counts GC cycles.
+func readTrace(file string) (*nodeTrace, error) {
 	cmd := exec.Command("go", "tool", "trace", "-d=parsed", file)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	gs := map[int64][]*traceMove{}
-	gcs := 0
+	nt := &nodeTrace{gs: map[int64][]*traceMove{}}
 	var cur *traceMove
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -47,13 +112,23 @@ func readTrace(file string) (map[int64][]*traceMove, int, error) {
 		case strings.HasPrefix(line, "M="):
 			cur = nil
 			if m := traceMoveRE.FindStringSubmatch(line); m != nil {
-				by, _ := strconv.ParseInt(m[1], 10, 64)
-				t, _ := strconv.ParseInt(m[2], 10, 64)
-				g, _ := strconv.ParseInt(m[3], 10, 64)
-				cur = &traceMove{t: t, by: by, from: m[4], to: m[5]}
-				gs[g] = append(gs[g], cur)
+				p, _ := strconv.ParseInt(m[1], 10, 64)
+				by, _ := strconv.ParseInt(m[2], 10, 64)
+				t, _ := strconv.ParseInt(m[3], 10, 64)
+				g, _ := strconv.ParseInt(m[4], 10, 64)
+				cur = &traceMove{t: t, by: by, p: p, from: m[5], to: m[6]}
+				nt.gs[g] = append(nt.gs[g], cur)
+			} else if m := procMoveRE.FindStringSubmatch(line); m != nil {
+				t, _ := strconv.ParseInt(m[1], 10, 64)
+				p, _ := strconv.ParseInt(m[2], 10, 64)
+				nt.procs = append(nt.procs, procMove{t: t, p: p, from: m[3], to: m[4]})
+			} else if m := syncRE.FindStringSubmatch(line); m != nil {
+				var cs clockSync
+				cs.trace, _ = strconv.ParseInt(m[1], 10, 64)
+				cs.wall, _ = time.Parse(time.RFC3339Nano, m[2])
+				nt.syncs = append(nt.syncs, cs)
 			} else if strings.Contains(line, `RangeBegin`) && strings.Contains(line, `"GC concurrent mark phase"`) {
-				gcs++
+				nt.gcs++
 			}
 		case cur != nil && strings.HasPrefix(line, "\t") && !strings.HasPrefix(line, "\t\t"):
 			f, _, _ := strings.Cut(strings.TrimSpace(line), " @")
@@ -61,9 +136,9 @@ func readTrace(file string) (map[int64][]*traceMove, int, error) {
 		}
 	}
 	if err := cmd.Wait(); err != nil {
-		return nil, 0, fmt.Errorf("go tool trace -d=parsed %s: %w", file, err)
+		return nil, fmt.Errorf("go tool trace -d=parsed %s: %w", file, err)
 	}
-	return gs, gcs, sc.Err()
+	return nt, sc.Err()
 }
 
 // busiest returns the goroutine with the most transitions whose stacks mention fn: the
@@ -111,19 +186,24 @@ func blockedAt(frames []string) string {
 	return "?"
 }
 
-// writerTrace summarises the writer's requests in the node's trace: each runs from
+// writerReq is one of the writer's requests in the node's trace.
+type writerReq struct {
+	start, end int64            // the connection's goroutine woken with it; its worker done
+	wrote      int64            // the worker's last system call began: the answer's write
+	wroteFor   int64            // ns that system call took
+	state      map[string]int64 // ns per state of the goroutine that had the request
+	waits      [][2]int64       // runnable spans
+	blocked    map[string]int64 // ns blocked, by where (blockedAt)
+}
+
+// writerRequests finds the writer's requests in the node's trace: each runs from
 // its connection's goroutine waking with the request to its worker's return to the
-// idle wait. For the slowest 5 % (a 2 s trace holds about 120) it splits the time into waiting for a P (runnable),
-// in system calls, blocked, and running, and names what ran on the Ps while the
-// writer's goroutines waited for one.
-func writerTrace(file string) ([]string, error) {
-	gs, gcs, err := readTrace(file)
-	if err != nil {
-		return nil, err
-	}
-	conn := busiest(gs, "rpc.(*serverConn).awaitFrame")
+// idle wait.
+func writerRequests(nt *nodeTrace) (conn int64, reqs []*writerReq, err error) {
+	gs := nt.gs
+	conn = busiest(gs, "rpc.(*serverConn).awaitFrame")
 	if conn < 0 {
-		return nil, fmt.Errorf("the writer's connection is not in the trace")
+		return -1, nil, fmt.Errorf("the writer's connection is not in the trace")
 	}
 	// Its workers are the goroutines it wakes or starts (a second one when the first
 	// is still busy).
@@ -140,21 +220,14 @@ func writerTrace(file string) ([]string, error) {
 		}
 	}
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].m.t < evs[j].m.t })
-	type req struct {
-		start, end int64
-		state      map[string]int64 // ns per state of the goroutine that had the request
-		waits      [][2]int64       // runnable spans
-		blocked    map[string]int64 // ns blocked, by where (blockedAt)
-	}
-	var reqs []*req
-	var cur *req
+	var cur *writerReq
 	holder := int64(-1) // the goroutine that has the request: conn, then its worker
 	state := map[int64]string{}
 	where := map[int64]string{} // where each goroutine last blocked
 	var last int64
 	for _, e := range evs {
 		if e.g == conn && e.m.from == "Waiting" && e.m.to == "Runnable" && (cur == nil || holder == conn) {
-			cur, holder, last = &req{start: e.m.t, state: map[string]int64{}, blocked: map[string]int64{}}, conn, e.m.t
+			cur, holder, last = &writerReq{start: e.m.t, state: map[string]int64{}, blocked: map[string]int64{}}, conn, e.m.t
 			state[conn] = e.m.to
 			continue
 		}
@@ -179,6 +252,12 @@ func writerTrace(file string) ([]string, error) {
 		if holder == conn && e.g != conn && e.m.by == conn && e.m.to == "Runnable" {
 			holder = e.g // handed to a worker
 		}
+		if e.g == holder && e.m.to == "Syscall" {
+			cur.wrote, cur.wroteFor = e.m.t, 0 // the last system call of the request's is the answer's write
+		}
+		if e.g == holder && e.m.from == "Syscall" && cur.wrote > 0 && cur.wroteFor == 0 {
+			cur.wroteFor = e.m.t - cur.wrote
+		}
 		if e.g == holder && holder != conn && e.m.from == "Running" && (e.m.to == "NotExist" ||
 			e.m.to == "Waiting" && slices.ContainsFunc(e.m.frames[:min(2, len(e.m.frames))], func(f string) bool { return strings.Contains(f, "worker") })) {
 			cur.end = e.m.t
@@ -186,14 +265,27 @@ func writerTrace(file string) ([]string, error) {
 			cur, holder = nil, -1
 		}
 	}
+	return conn, reqs, nil
+}
+
+// writerTrace summarises the writer's requests in the node's trace (writerRequests).
+// For the slowest 5 % it splits the time into waiting
+// for a P (runnable), in system calls, blocked, and running, and names what ran on the
+// Ps while the writer's goroutines waited for one.
+func writerTrace(nt *nodeTrace) ([]string, error) {
+	gs, gcs := nt.gs, nt.gcs
+	conn, reqs, err := writerRequests(nt)
+	if err != nil {
+		return nil, err
+	}
 	if len(reqs) < 10 {
 		return nil, fmt.Errorf("%d of the writer's requests found in the trace", len(reqs))
 	}
 	sort.Slice(reqs, func(i, j int) bool { return reqs[i].end-reqs[i].start < reqs[j].end-reqs[j].start })
-	took := func(r *req) time.Duration { return time.Duration(r.end - r.start) }
+	took := func(r *writerReq) time.Duration { return time.Duration(r.end - r.start) }
 	out := []string{fmt.Sprintf("the node's trace: %d of the writer's requests, p50 %v, p90 %v, p99 %v (time in the node); %d GC cycles in %v",
 		len(reqs), took(reqs[len(reqs)/2]).Round(time.Microsecond), took(reqs[len(reqs)*9/10]).Round(time.Microsecond),
-		took(reqs[len(reqs)*99/100]).Round(time.Microsecond), gcs, time.Duration(evs[len(evs)-1].m.t-evs[0].m.t).Round(100*time.Millisecond))}
+		took(reqs[len(reqs)*99/100]).Round(time.Microsecond), gcs, nt.span().Round(100*time.Millisecond))}
 	slow := reqs[len(reqs)*95/100:]
 	states := map[string]int64{}
 	ran := map[string]int64{}
@@ -248,4 +340,198 @@ func writerTrace(file string) ([]string, error) {
 		out = append(out, "they were blocked in: "+strings.Join(at, ", "))
 	}
 	return out, nil
+}
+
+// writerArrivals splits each write the writer timed during the traces (its start on
+// the wall clock, and its latency) at four moments: the writer's write system call
+// (from its own trace, ct), the node's poller handing the request to the writer's
+// connection (its goroutine waking), the node's worker writing the answer (its
+// system call beginning), and the writer's poller handing the answer to its connection's reader.
+// So each write's time is in five parts: the writer sending, the request on its way
+// into the node (the kernel, and the node not yet polling), the node serving it, the
+// answer on its way into the writer (the kernel, and the writer's thread waiting for
+// its CPU), and the writer taking it. For the median half and the slowest 5 % it says
+// how long each part took, and for the way into the node how busy its Ps were and
+// with what.
+func writerArrivals(nt, ct *nodeTrace, starts []time.Time, lats []time.Duration) ([]string, error) {
+	if len(nt.syncs) == 0 || len(ct.syncs) == 0 {
+		return nil, fmt.Errorf("a trace has no clock snapshot")
+	}
+	conn, reqs, err := writerRequests(nt)
+	if err != nil {
+		return nil, err
+	}
+	served := map[int64]int64{} // a request's start (its connection's wake) -> its answer's write
+	writeFor := map[int64]int64{}
+	for _, r := range reqs {
+		if r.wrote > r.start {
+			served[r.start], writeFor[r.start] = r.wrote, r.wroteFor
+		}
+	}
+	var wakes []*traceMove
+	for _, m := range nt.gs[conn] {
+		if _, ok := served[m.t]; ok && m.from == "Waiting" && m.to == "Runnable" {
+			wakes = append(wakes, m)
+		}
+	}
+	if len(wakes) == 0 {
+		return nil, fmt.Errorf("the writer's connection never woke in the node's trace")
+	}
+	// The writer's side: its sends (system calls under the rpc sender) and its
+	// connection reader's wakes.
+	// The reader is the goroutine that wakes the writer's with the answer (from
+	// readLoop): the most frequent such waker.
+	wakers := map[int64]int{}
+	for _, ms := range ct.gs {
+		for _, m := range ms {
+			if m.by >= 0 && m.from == "Waiting" && m.to == "Runnable" && slices.ContainsFunc(m.frames, func(f string) bool { return strings.Contains(f, "rpc.(*clientConn).readLoop") }) {
+				wakers[m.by]++
+			}
+		}
+	}
+	reader, most := int64(-1), 0
+	for g, n := range wakers {
+		if n > most {
+			reader, most = g, n
+		}
+	}
+	if reader < 0 {
+		return nil, fmt.Errorf("the writer's connection reader is not in its trace")
+	}
+	var sends, answers []int64
+	for _, m := range ct.gs[reader] {
+		if m.from == "Waiting" && m.to == "Runnable" {
+			answers = append(answers, m.t)
+		}
+	}
+	for _, ms := range ct.gs {
+		for _, m := range ms {
+			if m.from == "Running" && m.to == "Syscall" && slices.ContainsFunc(m.frames, func(f string) bool { return strings.Contains(f, "rpc.(*sender)") }) {
+				sends = append(sends, m.t)
+			}
+		}
+	}
+	slices.Sort(sends)
+	after := func(ts []int64, t int64) (int64, bool) { // the first of ts at t or later
+		i, _ := slices.BinarySearch(ts, t)
+		if i == len(ts) {
+			return 0, false
+		}
+		return ts[i], true
+	}
+	nodeWall := nt.wallTime
+	lo, hi := wakes[0].t, wakes[len(wakes)-1].t
+	type arrival struct {
+		lat, write                 time.Duration    // in all; the node's write system call, part of back
+		send, in, node, back, take time.Duration    // the five parts
+		busy                       float64          // share of the way in some P of the node was running
+		ran                        map[string]int64 // what ran on the node's Ps then, ns by class
+	}
+	var as []arrival
+	for i, s := range starts {
+		ts := nt.traceTime(s)
+		if ts < lo || ts > hi {
+			continue
+		}
+		j, _ := slices.BinarySearchFunc(wakes, ts, func(m *traceMove, t int64) int { return int(m.t - t) })
+		if j == len(wakes) {
+			continue
+		}
+		w := wakes[j]
+		end := s.Add(lats[i])
+		sent, ok1 := after(sends, ct.traceTime(s))
+		answered, ok2 := after(answers, ct.traceTime(nodeWall(served[w.t])))
+		if !ok1 || !ok2 || nodeWall(served[w.t]).After(end) {
+			continue // outside the writer's trace, or not this write's
+		}
+		sentAt, answeredAt := ct.wallTime(sent), ct.wallTime(answered)
+		a := arrival{
+			lat:   lats[i],
+			send:  sentAt.Sub(s),
+			in:    nodeWall(w.t).Sub(sentAt),
+			node:  time.Duration(served[w.t] - w.t),
+			write: time.Duration(writeFor[w.t]),
+			back:  answeredAt.Sub(nodeWall(served[w.t])),
+			take:  end.Sub(answeredAt),
+			ran:   map[string]int64{},
+		}
+		// The node's Ps' busy time on the way in.
+		t0 := nt.traceTime(sentAt)
+		running := map[int64]int64{} // P -> since
+		var busy int64
+		for _, pm := range nt.procs {
+			if pm.t > w.t {
+				break
+			}
+			switch {
+			case pm.to == "Running":
+				running[pm.p] = pm.t
+			case pm.from == "Running":
+				if since, ok := running[pm.p]; ok {
+					if l, h := max(since, t0), pm.t; h > l {
+						busy += h - l
+					}
+					delete(running, pm.p)
+				}
+			}
+		}
+		for _, since := range running {
+			if l := max(since, t0); w.t > l {
+				busy += w.t - l
+			}
+		}
+		if w.t > t0 {
+			a.busy = float64(busy) / float64(w.t-t0)
+		}
+		for g, ms := range nt.gs {
+			if g == conn {
+				continue
+			}
+			for k, m := range ms {
+				if m.from != "Running" || k == 0 || ms[k-1].to != "Running" {
+					continue
+				}
+				if l, h := max(ms[k-1].t, t0), min(m.t, w.t); h > l {
+					frames := m.frames
+					if m.to == "NotExist" {
+						frames = ms[0].frames
+					}
+					a.ran[traceClass(frames)] += h - l
+				}
+			}
+		}
+		as = append(as, a)
+	}
+	if len(as) < 20 {
+		return nil, fmt.Errorf("%d of the writer's requests found in both traces", len(as))
+	}
+	slices.SortFunc(as, func(a, b arrival) int { return int(a.lat - b.lat) })
+	describe := func(name string, part []arrival) string {
+		var sum arrival
+		sum.ran = map[string]int64{}
+		var on int64
+		for _, a := range part {
+			sum.lat, sum.send, sum.in, sum.node, sum.back, sum.take = sum.lat+a.lat, sum.send+a.send, sum.in+a.in, sum.node+a.node, sum.back+a.back, sum.take+a.take
+			sum.busy += a.busy
+			sum.write += a.write
+			for c, d := range a.ran {
+				sum.ran[c] += d
+				on += d
+			}
+		}
+		n := time.Duration(len(part))
+		avg := func(d time.Duration) time.Duration { return (d / n).Round(time.Microsecond) }
+		var classes []string
+		for _, c := range []string{"the collector", "long reads", "connections", "other"} {
+			classes = append(classes, fmt.Sprintf("%s %.0f%%", c, 100*float64(sum.ran[c])/float64(max(on, 1))))
+		}
+		return fmt.Sprintf("%s (%d): latency %v = the writer sending %v + on the way in %v (the node's P busy %.0f%% of it: %s) + in the node %v + on the way back %v (the node's write system call %v) + the writer taking it %v",
+			name, len(part), avg(sum.lat), avg(sum.send), avg(sum.in), 100*sum.busy/float64(len(part)), strings.Join(classes, ", "),
+			avg(sum.node), avg(sum.back), avg(sum.write), avg(sum.take))
+	}
+	return []string{
+		fmt.Sprintf("the writer's %d requests in both traces (the node's and the writer's, matched by their wall clocks):", len(as)),
+		describe("median half", as[len(as)/4:len(as)*3/4]),
+		describe("slowest 5%", as[len(as)*95/100:]),
+	}, nil
 }
