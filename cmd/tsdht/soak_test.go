@@ -189,11 +189,17 @@ func TestSoakHostile(t *testing.T) {
 	// TSDHT_SOAK_WRITER_FIFO=1 runs the writer's process (this one) at SCHED_FIFO:
 	// its thread then takes its CPU the moment an answer wakes it, whoever runs
 	// there, as on a machine of its own. The attackers are started at SCHED_OTHER.
+	// Whatever it starts after that is started at SCHED_OTHER (chrt -o 0).
 	writerFIFO := os.Getenv("TSDHT_SOAK_WRITER_FIFO") != ""
 	if writerFIFO {
 		if out, err := exec.Command("chrt", "-a", "-f", "-p", "10", strconv.Itoa(os.Getpid())).CombinedOutput(); err != nil {
 			t.Fatalf("chrt the writer to SCHED_FIFO: %v\n%s", err, out)
 		}
+		soakFIFO.Store(true)
+		defer func() {
+			exec.Command("chrt", "-a", "-o", "-p", "0", strconv.Itoa(os.Getpid())).Run()
+			soakFIFO.Store(false)
+		}()
 	}
 	nodeLog := c.nodes[0].cmd.Stderr.(*syncWriter)
 	gcCycles := func() int { // so far

@@ -10,12 +10,17 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
 // The writer's requests in an execution trace of the node (TSDHT_SOAK_PROFILE): where
 // the time of the slowest went, read from `go tool trace -d=parsed` (the trace parser
 // of the Go toolchain that wrote it).
+
+// soakFIFO says this process runs at SCHED_FIFO (TSDHT_SOAK_WRITER_FIFO): what it
+// starts must ask for SCHED_OTHER.
+var soakFIFO atomic.Bool
 
 // traceMove is one state transition of a goroutine.
 type traceMove struct {
@@ -95,6 +100,11 @@ var (
 // snapshot, and counts GC cycles.
 func readTrace(file string) (*nodeTrace, error) {
 	cmd := exec.Command("go", "tool", "trace", "-d=parsed", file)
+	if soakFIFO.Load() {
+		// Not at the writer's SCHED_FIFO: a parse of seconds would keep a CPU from
+		// everything else.
+		cmd = exec.Command("chrt", append([]string{"-o", "0"}, cmd.Args...)...)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -420,6 +430,35 @@ func writerArrivals(nt, ct *nodeTrace, starts []time.Time, lats []time.Duration)
 		return ts[i], true
 	}
 	nodeWall := nt.wallTime
+	// When the node's Ps ran, and its goroutines but the writer's connection (by
+	// class), for summing over each write's way in.
+	var procs, ran timeline
+	since := map[int64]int64{}
+	for _, pm := range nt.procs {
+		switch {
+		case pm.to == "Running":
+			since[pm.p] = pm.t
+		case pm.from == "Running":
+			if t, ok := since[pm.p]; ok {
+				procs.add(t, pm.t, "busy")
+				delete(since, pm.p)
+			}
+		}
+	}
+	for g, ms := range nt.gs {
+		if g == conn {
+			continue
+		}
+		for k, m := range ms {
+			if m.from == "Running" && k > 0 && ms[k-1].to == "Running" {
+				frames := m.frames
+				if m.to == "NotExist" {
+					frames = ms[0].frames
+				}
+				ran.add(ms[k-1].t, m.t, traceClass(frames))
+			}
+		}
+	}
 	lo, hi := wakes[0].t, wakes[len(wakes)-1].t
 	type arrival struct {
 		lat, write                 time.Duration    // in all; the node's write system call, part of back
@@ -455,51 +494,12 @@ func writerArrivals(nt, ct *nodeTrace, starts []time.Time, lats []time.Duration)
 			take:  end.Sub(answeredAt),
 			ran:   map[string]int64{},
 		}
-		// The node's Ps' busy time on the way in.
+		// The node's Ps' busy time on the way in, and what ran on them.
 		t0 := nt.traceTime(sentAt)
-		running := map[int64]int64{} // P -> since
-		var busy int64
-		for _, pm := range nt.procs {
-			if pm.t > w.t {
-				break
-			}
-			switch {
-			case pm.to == "Running":
-				running[pm.p] = pm.t
-			case pm.from == "Running":
-				if since, ok := running[pm.p]; ok {
-					if l, h := max(since, t0), pm.t; h > l {
-						busy += h - l
-					}
-					delete(running, pm.p)
-				}
-			}
-		}
-		for _, since := range running {
-			if l := max(since, t0); w.t > l {
-				busy += w.t - l
-			}
-		}
 		if w.t > t0 {
-			a.busy = float64(busy) / float64(w.t-t0)
+			a.busy = float64(procs.sum(t0, w.t)["busy"]) / float64(w.t-t0)
 		}
-		for g, ms := range nt.gs {
-			if g == conn {
-				continue
-			}
-			for k, m := range ms {
-				if m.from != "Running" || k == 0 || ms[k-1].to != "Running" {
-					continue
-				}
-				if l, h := max(ms[k-1].t, t0), min(m.t, w.t); h > l {
-					frames := m.frames
-					if m.to == "NotExist" {
-						frames = ms[0].frames
-					}
-					a.ran[traceClass(frames)] += h - l
-				}
-			}
-		}
+		a.ran = ran.sum(t0, w.t)
 		as = append(as, a)
 	}
 	if len(as) < 20 {
@@ -534,4 +534,41 @@ func writerArrivals(nt, ct *nodeTrace, starts []time.Time, lats []time.Duration)
 		describe("median half", as[len(as)/4:len(as)*3/4]),
 		describe("slowest 5%", as[len(as)*95/100:]),
 	}, nil
+}
+
+// timeline holds spans of time by class, cut at every millisecond so that what
+// overlaps a short window is found without looking at every span.
+type timeline struct {
+	ms map[int64][]timeSpan // by millisecond of the trace clock
+}
+
+type timeSpan struct {
+	from, to int64
+	class    string
+}
+
+// add records that class held [from, to).
+func (tl *timeline) add(from, to int64, class string) {
+	if tl.ms == nil {
+		tl.ms = map[int64][]timeSpan{}
+	}
+	for from < to {
+		k := from / 1e6
+		end := min(to, (k+1)*1e6)
+		tl.ms[k] = append(tl.ms[k], timeSpan{from, end, class})
+		from = end
+	}
+}
+
+// sum returns how long each class held within [lo, hi).
+func (tl *timeline) sum(lo, hi int64) map[string]int64 {
+	out := map[string]int64{}
+	for k := lo / 1e6; k <= hi/1e6; k++ {
+		for _, s := range tl.ms[k] {
+			if l, h := max(s.from, lo), min(s.to, hi); h > l {
+				out[s.class] += h - l
+			}
+		}
+	}
+	return out
 }
