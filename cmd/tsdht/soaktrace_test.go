@@ -151,16 +151,20 @@ func readTrace(file string) (*nodeTrace, error) {
 	return nt, sc.Err()
 }
 
-// busiest returns the goroutine with the most transitions whose stacks mention fn: the
-// writer's connection waits for its next frame (serverConn.awaitFrame) 60 times a
-// second through the whole trace, the hostile ones briefly.
+// busiest returns the goroutine that blocked in fn the most times: the writer's
+// connection waits for its next frame (serverConn.awaitFrame) 60 times a second
+// through the whole trace, the hostile ones a few times each.
 func busiest(gs map[int64][]*traceMove, fn string) int64 {
 	best, n := int64(-1), 0
 	for g, ms := range gs {
-		if len(ms) > n && slices.ContainsFunc(ms, func(m *traceMove) bool {
-			return slices.ContainsFunc(m.frames, func(f string) bool { return strings.Contains(f, fn) })
-		}) {
-			best, n = g, len(ms)
+		k := 0
+		for _, m := range ms {
+			if m.to == "Waiting" && slices.ContainsFunc(m.frames, func(f string) bool { return strings.Contains(f, fn) }) {
+				k++
+			}
+		}
+		if k > n {
+			best, n = g, k
 		}
 	}
 	return best
