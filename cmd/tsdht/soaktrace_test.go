@@ -96,8 +96,8 @@ var (
 	syncRE      = regexp.MustCompile(`^M=-?\d+ P=-?\d+ G=-?\d+ Sync Time=\d+ N=\d+ Trace=(\d+) Mono=\d+ Wall=(\S+)`)
 )
 
-// readTrace parses the state transitions of every goroutine and P, the first clock
-// snapshot, and counts GC cycles.
+// readTrace parses the state transitions of every goroutine and P and the clock
+// snapshots, and counts GC cycles.
 func readTrace(file string) (*nodeTrace, error) {
 	cmd := exec.Command("go", "tool", "trace", "-d=parsed", file)
 	if soakFIFO.Load() {
@@ -392,9 +392,8 @@ func writerArrivals(nt, ct *nodeTrace, starts []time.Time, lats []time.Duration)
 		return nil, fmt.Errorf("the writer's connection never woke in the node's trace")
 	}
 	// The writer's side: its sends (system calls under the rpc sender) and its
-	// connection reader's wakes.
-	// The reader is the goroutine that wakes the writer's with the answer (from
-	// readLoop): the most frequent such waker.
+	// connection reader's wakes. The reader is the goroutine that wakes the writer's
+	// with the answer (from readLoop): the most frequent such waker.
 	wakers := map[int64]int{}
 	for _, ms := range ct.gs {
 		for _, m := range ms {
