@@ -384,6 +384,19 @@ func TestPMUStoreAndForward(t *testing.T) {
 	// SIGKILL the ingester while it spools, then see what the spool holds.
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	p.cmd.Wait()
+	// The simulator records the frames it sent as runs of consecutive indices, and the
+	// test tells the two processes' frames apart by a gap between runs. A restart faster
+	// than a frame period (1/60 s: a fast machine makes one) leaves none, so wait until
+	// two frames fell due after the last one sent: the dead connection takes at most one
+	// more write before it fails.
+	for {
+		runs := s.Runs()
+		due := time.Unix(0, s.Time(runs[len(runs)-1].Last+3))
+		if time.Now().After(due) {
+			break
+		}
+		time.Sleep(time.Until(due))
+	}
 	recs, err := spool.ReadAll(spoolDir)
 	if err != nil {
 		t.Fatal(err)
