@@ -57,3 +57,40 @@ func TestReapKeepsOldestIdle(t *testing.T) {
 		t.Errorf("%d scans of every connection for 16 reaps, want 1 (the others from the %d it kept)", scans, reapKeep)
 	}
 }
+
+// TestReapClass: which connections the reaper counts as live. A connection
+// through its handshake that has not sent its first request yet is live for
+// handshakeGrace from the handshake's end, as one in its handshake is from its
+// accept, so that a flood cannot take an honest client between its handshake
+// and its first call (TestConnCap once saw that: "request not sent").
+func TestReapClass(t *testing.T) {
+	now := time.Now()
+	ago := func(d time.Duration) int64 { return now.Add(-d).UnixNano() }
+	for _, c := range []struct {
+		name                   string
+		handshaking            bool
+		accepted, active, sent time.Duration // how long ago; sent < 0: never answered
+		answered               int64
+		want                   int
+	}{
+		{"in its handshake, just accepted", true, time.Millisecond, 0, -1, 0, reapLive},
+		{"in its handshake past the grace", true, 2 * handshakeGrace, 0, -1, 0, reapIdle},
+		{"handshake done just now, no request yet", false, 2 * handshakeGrace, time.Millisecond, -1, 0, reapLive},
+		{"handshake done past the grace, no request yet", false, 4 * handshakeGrace, 2 * handshakeGrace, -1, 0, reapIdle},
+		{"answered just now", false, time.Hour, time.Millisecond, time.Millisecond, 1, reapLive},
+		{"answered many, just now", false, time.Hour, time.Millisecond, time.Millisecond, settledCalls, reapSettled},
+		{"answered long ago", false, time.Hour, 2 * reapGrace, 2 * reapGrace, settledCalls, reapIdle},
+	} {
+		sc := &serverConn{accepted: now.Add(-c.accepted), handshaking: c.handshaking}
+		if !c.handshaking {
+			sc.lastActive.Store(ago(c.active))
+		}
+		if c.sent >= 0 {
+			sc.lastServed.Store(ago(c.sent))
+		}
+		sc.answered.Store(c.answered)
+		if _, got := sc.reapClass(now); got != c.want {
+			t.Errorf("%s: class %d, want %d", c.name, got, c.want)
+		}
+	}
+}

@@ -233,7 +233,8 @@ func (s *Server) accept(l net.Listener) {
 // frame, since its last byte arrived, so that stalled and trickling frames go
 // before live clients). A connection that answered a request less than
 // reapGrace ago, or began its handshake less than handshakeGrace ago, is
-// taken only when no other is left: under a flood of new connections, each
+// taken only when no other is left (so is one whose handshake ended less than
+// handshakeGrace ago and that has sent no request yet): under a flood of new connections, each
 // as young as the last, a live client between two calls would otherwise be
 // the oldest. Of those, one that answered settledCalls requests or more goes
 // last: a flood of connections that make one cheap call each is live too,
@@ -339,9 +340,19 @@ func (sc *serverConn) reapClass(now time.Time) (since time.Time, class int) {
 		return time.Time{}, reapNone
 	}
 	// Live: answered a request lately, or handshaking since just now (an
-	// honest handshake takes a round trip or two).
-	served := sc.handshaking && now.Sub(sc.accepted) < handshakeGrace ||
-		!sc.handshaking && now.Sub(time.Unix(0, sc.lastServed.Load())) < reapGrace
+	// honest handshake takes a round trip or two), or through its handshake
+	// since just now and yet to send its first request (an honest client sends
+	// it at once; without this grace a flood would reap it between the two, and
+	// its first call would fail with the request not sent).
+	var served bool
+	switch last := sc.lastServed.Load(); {
+	case sc.handshaking:
+		served = now.Sub(sc.accepted) < handshakeGrace
+	case last == 0:
+		served = now.Sub(time.Unix(0, sc.lastActive.Load())) < handshakeGrace
+	default:
+		served = now.Sub(time.Unix(0, last)) < reapGrace
+	}
 	switch {
 	case served && sc.answered.Load() >= settledCalls:
 		return since, reapSettled
@@ -428,8 +439,9 @@ func (r readActivity) Read(p []byte) (int, error) {
 // live, to be reaped at MaxConns only when no other connection can be.
 const reapGrace = time.Second
 
-// handshakeGrace is how long a connection in its handshake counts as live for
-// the reaper; past it, it goes before live ones.
+// handshakeGrace is how long a connection in its handshake, or through it and
+// yet to send its first request, counts as live for the reaper; past it, it
+// goes before live ones.
 const handshakeGrace = 100 * time.Millisecond
 
 // settledCalls is how many requests a live connection must have answered to
