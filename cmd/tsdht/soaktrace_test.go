@@ -56,11 +56,17 @@ type clockSync struct {
 // near returns the clock snapshot closest to trace time t: the trace clock's rate is
 // estimated, so the wall clock is read from the nearest.
 func (nt *nodeTrace) near(t int64) clockSync {
-	i, _ := slices.BinarySearchFunc(nt.syncs, t, func(s clockSync, t int64) int { return cmp.Compare(s.trace, t) })
+	return nt.nearest(t, func(s clockSync) int64 { return s.trace })
+}
+
+// nearest returns the clock snapshot whose key (its trace or its wall time, in ns) is
+// closest to k.
+func (nt *nodeTrace) nearest(k int64, key func(clockSync) int64) clockSync {
+	i, _ := slices.BinarySearchFunc(nt.syncs, k, func(s clockSync, k int64) int { return cmp.Compare(key(s), k) })
 	switch {
 	case i == len(nt.syncs):
 		return nt.syncs[i-1]
-	case i > 0 && t-nt.syncs[i-1].trace < nt.syncs[i].trace-t:
+	case i > 0 && k-key(nt.syncs[i-1]) < key(nt.syncs[i])-k:
 		return nt.syncs[i-1]
 	}
 	return nt.syncs[i]
@@ -82,11 +88,7 @@ func (nt *nodeTrace) span() time.Duration {
 
 // traceTime returns wall time w in the trace's clock.
 func (nt *nodeTrace) traceTime(w time.Time) int64 {
-	i, _ := slices.BinarySearchFunc(nt.syncs, w, func(s clockSync, w time.Time) int { return s.wall.Compare(w) })
-	s := nt.syncs[min(i, len(nt.syncs)-1)]
-	if i > 0 && (i == len(nt.syncs) || w.Sub(nt.syncs[i-1].wall) < nt.syncs[i].wall.Sub(w)) {
-		s = nt.syncs[i-1]
-	}
+	s := nt.nearest(w.UnixNano(), func(s clockSync) int64 { return s.wall.UnixNano() })
 	return s.trace + w.Sub(s.wall).Nanoseconds()
 }
 
@@ -287,7 +289,7 @@ func writerRequests(nt *nodeTrace) (conn int64, reqs []*writerReq, err error) {
 // for a P (runnable), in system calls, blocked, and running, and names what ran on the
 // Ps while the writer's goroutines waited for one.
 func writerTrace(nt *nodeTrace) ([]string, error) {
-	gs, gcs := nt.gs, nt.gcs
+	gcs := nt.gcs
 	conn, reqs, err := writerRequests(nt)
 	if err != nil {
 		return nil, err
@@ -301,6 +303,7 @@ func writerTrace(nt *nodeTrace) ([]string, error) {
 		len(reqs), took(reqs[len(reqs)/2]).Round(time.Microsecond), took(reqs[len(reqs)*9/10]).Round(time.Microsecond),
 		took(reqs[len(reqs)*99/100]).Round(time.Microsecond), gcs, nt.span().Round(100*time.Millisecond))}
 	slow := reqs[len(reqs)*95/100:]
+	others := nt.ranBy(conn)
 	states := map[string]int64{}
 	ran := map[string]int64{}
 	blocked := map[string]int64{}
@@ -314,22 +317,8 @@ func writerTrace(nt *nodeTrace) ([]string, error) {
 			blocked[s] += d
 		}
 		for _, w := range r.waits {
-			for g, ms := range gs {
-				if g == conn {
-					continue
-				}
-				for i, m := range ms {
-					if m.from != "Running" || i == 0 || ms[i-1].to != "Running" {
-						continue
-					}
-					if lo, hi := max(ms[i-1].t, w[0]), min(m.t, w[1]); hi > lo {
-						frames := m.frames
-						if m.to == "NotExist" {
-							frames = ms[0].frames // an ending goroutine: what started it
-						}
-						ran[traceClass(frames)] += hi - lo
-					}
-				}
+			for c, d := range others.sum(w[0], w[1]) {
+				ran[c] += d
 			}
 		}
 	}
@@ -448,20 +437,7 @@ func writerArrivals(nt, ct *nodeTrace, starts []time.Time, lats []time.Duration)
 			}
 		}
 	}
-	for g, ms := range nt.gs {
-		if g == conn {
-			continue
-		}
-		for k, m := range ms {
-			if m.from == "Running" && k > 0 && ms[k-1].to == "Running" {
-				frames := m.frames
-				if m.to == "NotExist" {
-					frames = ms[0].frames
-				}
-				ran.add(ms[k-1].t, m.t, traceClass(frames))
-			}
-		}
-	}
+	ran = nt.ranBy(conn)
 	lo, hi := wakes[0].t, wakes[len(wakes)-1].t
 	type arrival struct {
 		lat, write                 time.Duration    // in all; the node's write system call, part of back
@@ -537,6 +513,27 @@ func writerArrivals(nt, ct *nodeTrace, starts []time.Time, lats []time.Duration)
 		describe("median half", as[len(as)/4:len(as)*3/4]),
 		describe("slowest 5%", as[len(as)*95/100:]),
 	}, nil
+}
+
+// ranBy returns when every goroutine but except ran, by class (traceClass; an ending
+// goroutine by what started it).
+func (nt *nodeTrace) ranBy(except int64) timeline {
+	var tl timeline
+	for g, ms := range nt.gs {
+		if g == except {
+			continue
+		}
+		for k, m := range ms {
+			if m.from == "Running" && k > 0 && ms[k-1].to == "Running" {
+				frames := m.frames
+				if m.to == "NotExist" {
+					frames = ms[0].frames
+				}
+				tl.add(ms[k-1].t, m.t, traceClass(frames))
+			}
+		}
+	}
+	return tl
 }
 
 // timeline holds spans of time by class, cut at every millisecond so that what
