@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/cockroachdb/pebble"
 )
 
 // engineStats are the figures Stats takes from pebble's Metrics. Metrics takes pebble's
@@ -57,11 +59,7 @@ func (p *Pebble) refreshEngineFigures(done chan struct{}) {
 		m := p.db.Metrics()
 		p.state.RUnlock()
 		f.disk = int64(min(m.DiskSpaceUsage(), math.MaxInt64))
-		// Every byte pebble writes is a WAL record, a flushed table or a compacted
-		// table (the manifest and OPTIONS files are a few KiB); ingested tables are not
-		// used by the store.
-		t := m.Total()
-		f.flash = int64(min(m.WAL.BytesWritten+t.BytesFlushed+t.BytesCompacted, math.MaxInt64))
+		f.flash = int64(min(flashBytes(m), math.MaxInt64))
 	}
 	e := &p.engine
 	e.mu.Lock()
@@ -70,4 +68,17 @@ func (p *Pebble) refreshEngineFigures(done chan struct{}) {
 		e.last = f
 	}
 	e.inflight = nil
+}
+
+// flashBytes is what pebble wrote to the device: every byte is a WAL record, a flushed
+// table or a compacted table (the manifest and OPTIONS files are a few KiB); ingested
+// tables are not used by the store. The levels' figures are summed here rather than
+// taken from Metrics.Total, whose BytesFlushed already includes the WAL's bytes (added
+// to it once more, they counted every WAL byte twice).
+func flashBytes(m *pebble.Metrics) uint64 {
+	n := m.WAL.BytesWritten
+	for i := range m.Levels {
+		n += m.Levels[i].BytesFlushed + m.Levels[i].BytesCompacted
+	}
+	return n
 }
