@@ -20,7 +20,7 @@ func BenchmarkAppendSyncBatch(b *testing.B)  { benchAppend(b, SyncBatch) }
 func BenchmarkAppendSyncNone(b *testing.B)   { benchAppend(b, SyncNone) }
 
 // benchAppend measures one Append: "point" is the latency of a lone single-point
-// write, "batch60" of a 60-point batch (one second of a PMU channel), and
+// write (and "point-60hz" of one in a stream at 60 Hz), "batch60" of a 60-point batch (one second of a PMU channel), and
 // "parallel-point" the cost per single-point write when 8 writers share fsyncs
 // through pebble's group commit.
 func benchAppend(b *testing.B, mode SyncMode) {
@@ -40,6 +40,28 @@ func benchAppend(b *testing.B, mode SyncMode) {
 				b.Fatal(err)
 			}
 		}
+	})
+	// point-60hz: lone single-point writes of one 60 Hz channel, as a replica takes
+	// them from a writer that sends every sample by itself: a new pair every quantum
+	// (600 points), folds of each pair's tail, and what all that writes to flash.
+	b.Run("point-60hz", func(b *testing.B) {
+		p := open(b)
+		t := testStart * 1e9
+		cpu := cputime.Process()
+		q := p.Quantum()
+		for b.Loop() {
+			t += 16_666_667
+			start := q.Start(t)
+			ref := ShardRef{ID: quanta.ShardID(quanta.QFI, "k", start), Start: start}
+			if err := p.Append(ref, "k", series.Points{Type: series.Float, T: []int64{t}, F: []float64{60}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(cputime.Process()-cpu)/1e3/float64(b.N), "cpu-µs/op")
+		if err := p.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(p.Stats().FlashBytesWritten)/float64(b.N), "flash-B/point")
 	})
 	b.Run("batch60", func(b *testing.B) {
 		p := open(b)

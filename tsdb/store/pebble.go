@@ -618,8 +618,12 @@ const foldTail = 16
 // foldKeep is the size from which a block leaves the tail for good (when no smaller
 // block precedes it there). It bounds what a fold rewrites: a quantum written point by
 // point re-encodes each point about foldKeep/foldTail/2 times on average, and a batch
-// of foldKeep points or more is never rewritten before the seal.
-const foldKeep = 256
+// of foldKeep points or more is never rewritten before the seal. At 64 a 600-point
+// quantum written point by point is read back as about ten blocks until its seal; at
+// 256 it was three, but each point was encoded four times as often: a single-point
+// append took 6-9 % more of an emulated ARMv7 core (BenchmarkAppendSyncNone/point-60hz
+// under qemu-arm: 53.4-55.0 µs against 49.7-51.4).
+const foldKeep = 64
 
 // appendBlocks adds pts to batch b as new blocks of pair id. When the pair's tail (its
 // blocks from sum.tailBlock on) has grown to foldTail blocks, the tail and pts are
