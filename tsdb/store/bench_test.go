@@ -20,9 +20,9 @@ func BenchmarkAppendSyncBatch(b *testing.B)  { benchAppend(b, SyncBatch) }
 func BenchmarkAppendSyncNone(b *testing.B)   { benchAppend(b, SyncNone) }
 
 // benchAppend measures one Append: "point" is the latency of a lone single-point
-// write (and "point-60hz" of one in a stream at 60 Hz), "batch60" of a 60-point batch (one second of a PMU channel), and
-// "parallel-point" the cost per single-point write when 8 writers share fsyncs
-// through pebble's group commit.
+// write (and "point-60hz" of one in a stream at 60 Hz), "batch60" of a 60-point batch
+// (one second of a PMU channel), and "parallel-point" the cost per single-point write
+// when 8 writers share fsyncs through pebble's group commit.
 func benchAppend(b *testing.B, mode SyncMode) {
 	open := func(b *testing.B) *Pebble {
 		p := openTest(b, b.TempDir(), testOptions(mode))
