@@ -20,9 +20,10 @@ func BenchmarkAppendSyncBatch(b *testing.B)  { benchAppend(b, SyncBatch) }
 func BenchmarkAppendSyncNone(b *testing.B)   { benchAppend(b, SyncNone) }
 
 // benchAppend measures one Append: "point" is the latency of a lone single-point
-// write (and "point-60hz" of one in a stream at 60 Hz), "batch60" of a 60-point batch
-// (one second of a PMU channel), and "parallel-point" the cost per single-point write
-// when 8 writers share fsyncs through pebble's group commit.
+// write (and "point-60hz" of one in a stream at 60 Hz), "frame-40series" of 40 series'
+// one point each in one batch, "batch60" of a 60-point batch (one second of a PMU
+// channel), and "parallel-point" the cost per single-point write when 8 writers share
+// fsyncs through pebble's group commit.
 func benchAppend(b *testing.B, mode SyncMode) {
 	open := func(b *testing.B) *Pebble {
 		p := openTest(b, b.TempDir(), testOptions(mode))
@@ -62,6 +63,33 @@ func benchAppend(b *testing.B, mode SyncMode) {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(p.Stats().FlashBytesWritten)/float64(b.N), "flash-B/point")
+	})
+	// frame-40series: a batch of 40 series with one point each, 60 times a second, as
+	// a replica takes a PMU frame's channels or a scrape's samples sent at once; per
+	// point, what each series' one-point share of a batch costs (ns/point, flash).
+	b.Run("frame-40series", func(b *testing.B) {
+		p := open(b)
+		const width = 40
+		t := testStart * 1e9
+		q := p.Quantum()
+		batch := make([]PairAppend, width)
+		for b.Loop() {
+			t += 16_666_667
+			start := q.Start(t)
+			for i := range batch {
+				key := fmt.Sprintf("pmu%d/ch%d", i/4, i%4)
+				batch[i] = PairAppend{Ref: ShardRef{ID: quanta.ShardID(quanta.QFI, key, start), Start: start}, Key: key,
+					Points: series.Points{Type: series.Float, T: []int64{t}, F: []float64{60 + float64(i)}}}
+			}
+			if err := p.AppendBatch(batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*width), "ns/point")
+		if err := p.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(p.Stats().FlashBytesWritten)/float64(b.N*width), "flash-B/point")
 	})
 	b.Run("batch60", func(b *testing.B) {
 		p := open(b)
