@@ -73,13 +73,18 @@ func benchAppend(b *testing.B, mode SyncMode) {
 		t := testStart * 1e9
 		q := p.Quantum()
 		batch := make([]PairAppend, width)
+		for i := range batch {
+			batch[i].Key = fmt.Sprintf("pmu%d/ch%d", i/4, i%4)
+		}
 		for b.Loop() {
 			t += 16_666_667
 			start := q.Start(t)
 			for i := range batch {
-				key := fmt.Sprintf("pmu%d/ch%d", i/4, i%4)
-				batch[i] = PairAppend{Ref: ShardRef{ID: quanta.ShardID(quanta.QFI, key, start), Start: start}, Key: key,
-					Points: series.Points{Type: series.Float, T: []int64{t}, F: []float64{60 + float64(i)}}}
+				a := &batch[i]
+				if a.Ref.Start != start || a.Ref.ID == (quanta.ID{}) { // the shard IDs change once a quantum
+					a.Ref = ShardRef{ID: quanta.ShardID(quanta.QFI, a.Key, start), Start: start}
+				}
+				a.Points = series.Points{Type: series.Float, T: []int64{t}, F: []float64{60 + float64(i)}}
 			}
 			if err := p.AppendBatch(batch); err != nil {
 				b.Fatal(err)
