@@ -71,12 +71,15 @@ type Config struct {
 	// it holds with the shard's owners and pushes what they lack. Membership changes
 	// start a pass at once. Default 10 minutes.
 	RepairInterval time.Duration
-	// RepairFullEvery is how often a periodic pass compares every pair held. The
-	// passes between compare only what changed: the pairs written, pushed or deleted
-	// into since their quantum was sealed, and those the last pass left short of rf
-	// confirmed copies or held for others — so an idle node's pass costs what changed,
-	// not what it holds. A membership change, a failed pass and RepairNow always
-	// compare everything; so does every pass on a store that cannot list what changed.
+	// RepairFullEvery is how often a periodic pass compares every pair held and reads
+	// every point (a scrub: checksums verified, a damaged block fetched again from an
+	// owner). The passes between compare only what changed: the pairs written, pushed
+	// or deleted into since their quantum was sealed, and those the last pass left
+	// short of rf confirmed copies or held for others — so an idle node's pass costs
+	// what changed, not what it holds. A membership change, a failed pass and
+	// RepairNow always compare everything; so does every pass on a store that cannot
+	// list what changed. Only RepairNow, the first pass after start and these periodic
+	// ones scrub: a membership change compares set hashes, which no point is read for.
 	// Default 6 hours.
 	RepairFullEvery time.Duration
 	// RepairSettle is how long a pass waits after a membership change for further

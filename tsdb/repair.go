@@ -71,6 +71,7 @@ type repairer struct {
 	// What the passes between full ones go by; guarded by passMu.
 	fullVersion uint64    // placement version when the last completed full pass began
 	fullAt      time.Time // when it began; zero: none since start, or a later pass failed
+	scrubAt     time.Time // when the last completed scrub began; zero: none since start
 	pending     []pairRef // pairs the last pass left short of rf confirmed copies, or held for others
 	pendingOver bool      // the last pass left more than maxPending: the next one is full
 	fullPasses  atomic.Int64
@@ -174,6 +175,15 @@ func (r *repairer) full(k passKind) bool {
 		r.place.Version() != r.fullVersion || time.Since(r.fullAt) >= r.cfg.RepairFullEvery
 }
 
+// scrub reports whether a full pass of kind k also reads every pair's points, verifying
+// their checksums: RepairNow's, the first after start, and one every RepairFullEvery.
+// The full passes a membership change or a failure brings compare the pairs' set hashes
+// only (reading a pair to push it), so that a node joining or restarting does not make
+// every node read everything it holds. passMu is held.
+func (r *repairer) scrub(k passKind) bool {
+	return k == passFull || k == passAuto && (r.scrubAt.IsZero() || time.Since(r.scrubAt) >= r.cfg.RepairFullEvery)
+}
+
 // pass compares the pairs this node holds with their owners: all of them, or (passAuto
 // between full passes) those changed since their seal and those left unconfirmed.
 func (r *repairer) pass(ctx context.Context, kind passKind) error {
@@ -191,7 +201,7 @@ func (r *repairer) pass(ctx context.Context, kind passKind) error {
 		}
 	}
 	began, before := time.Now(), r.stats()
-	acc := passTotals{registered: map[string]bool{}, verify: full}
+	acc := passTotals{registered: map[string]bool{}, verify: full && r.scrub(kind)}
 	var batch []pairRef
 	var stepErr error
 	visit := func(ref store.ShardRef, key string) bool {
@@ -247,6 +257,9 @@ func (r *repairer) pass(ctx context.Context, kind passKind) error {
 		if full && !leaving {
 			r.fullAt, r.fullVersion = began, version
 			r.fullPasses.Add(1)
+		}
+		if acc.verify {
+			r.scrubAt = began
 		}
 	} else {
 		r.fullAt = time.Time{} // what it left unconfirmed is not known: compare everything next

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -216,4 +217,75 @@ func fullPassesOf(lc *LocalCluster) int64 {
 		}
 	}
 	return n
+}
+
+// readCounter counts the point reads made of a store.
+type readCounter struct {
+	*store.Pebble
+	reads atomic.Int64
+}
+
+func (c *readCounter) Read(ref store.ShardRef, key string, from, to int64) (series.Points, bool, error) {
+	c.reads.Add(1)
+	return c.Pebble.Read(ref, key, from, to)
+}
+
+// A pass after a membership change compares every pair's set hash with its owners but
+// reads no point: otherwise a node joining or restarting would make every node read
+// everything it holds. RepairNow and the periodic full pass (every RepairFullEvery)
+// read every pair, verifying checksums (a scrub).
+func TestMembershipPassReadsNoPoints(t *testing.T) {
+	var counter *readCounter
+	lc := pebbleCluster(t, 3, func(i int, cfg *Config) {
+		if i == 0 {
+			counter = &readCounter{Pebble: cfg.Store.(*store.Pebble)}
+			cfg.Store = counter
+		}
+	})
+	ctx := context.Background()
+	t0 := base()
+	for k := range 4 {
+		if _, err := lc.Nodes[0].Coordinator().Put(ctx, fmt.Sprintf("pmu%d/freq", k), sixtyHz(t0, 60*60), PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, st := range []*store.Pebble{counter.Pebble, lc.Nodes[1].Store().(*store.Pebble), lc.Nodes[2].Store().(*store.Pebble)} {
+		if _, err := st.SealNow(time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := int64(counter.Stats().Shards)
+	if held < 24 {
+		t.Fatalf("node 0 holds %d pairs, want ≥ 24", held)
+	}
+	r := lc.Nodes[0].repair
+	reads := func(pass func()) int64 {
+		before := counter.reads.Load()
+		pass()
+		return counter.reads.Load() - before
+	}
+	if n := reads(func() {
+		if _, err := lc.Nodes[0].RepairNow(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}); n < held {
+		t.Fatalf("RepairNow read %d pairs, want every one of %d", n, held)
+	}
+	// As after a membership change: the placement this node last compared under is not
+	// the current one.
+	r.passMu.Lock()
+	r.fullVersion--
+	r.passMu.Unlock()
+	var compared int64
+	if n := reads(func() { compared = autoPass(t, lc, 0) }); n != 0 || compared != held {
+		t.Fatalf("a pass after a membership change compared %d pairs and read %d; want %d compared, none read", compared, n, held)
+	}
+	// The periodic full pass, once RepairFullEvery has passed since the last scrub.
+	r.passMu.Lock()
+	r.fullAt = time.Now().Add(-r.cfg.RepairFullEvery - time.Minute)
+	r.scrubAt = r.fullAt
+	r.passMu.Unlock()
+	if n := reads(func() { autoPass(t, lc, 0) }); n < held {
+		t.Fatalf("the periodic full pass read %d pairs, want every one of %d", n, held)
+	}
 }
