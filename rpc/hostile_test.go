@@ -285,10 +285,9 @@ func TestConnCap(t *testing.T) {
 	}()
 
 	// Every connection busy: a new one is refused, and says so in the log. The busy
-	// clients come one at a time, each once the one before is running: a connection
-	// between its handshake and its first request counts as idle, and under CI's
-	// load another busy client's accept reaped one (the test then waited for 4
-	// busy connections in vain).
+	// clients come one at a time, each once the one before is running, so that none is
+	// between its handshake and its first request when another's accept reaps (it is
+	// spared only for handshakeGrace: TestReapClass).
 	busy := make([]*Client, 4)
 	var wg sync.WaitGroup
 	for i := range busy {
