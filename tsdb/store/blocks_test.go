@@ -66,7 +66,7 @@ func TestPebbleBlocksMatchModel(t *testing.T) {
 // TestPebbleAppendIsOneBlock: a batch is stored as one key however many points it has,
 // up to ChunkMaxPoints, and split beyond.
 func TestPebbleAppendIsOneBlock(t *testing.T) {
-	o := testOptions(SyncNone)
+	o := unbuffered(SyncNone)
 	o.ChunkMaxPoints = 100
 	p := openTest(t, t.TempDir(), o)
 	defer p.Close()

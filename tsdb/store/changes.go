@@ -74,7 +74,10 @@ func (c *changeLog) take() ([]PairRef, bool) {
 }
 
 // TakeChanged implements ChangeTracker.
-func (p *Pebble) TakeChanged() ([]PairRef, bool) { return p.changes.take() }
+func (p *Pebble) TakeChanged() ([]PairRef, bool) {
+	_ = p.settle() // a pair still buffered after a failed drain is noted when it drains
+	return p.changes.take()
+}
 
 // splitPairID returns the shard and series of a well-formed pair id (validPairID).
 func splitPairID(id []byte) (ShardRef, string) {

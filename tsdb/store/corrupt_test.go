@@ -143,7 +143,7 @@ func TestPebbleDamagedWALIsReported(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			p := openTest(t, dir, testOptions(SyncNone))
+			p := openTest(t, dir, unbuffered(SyncNone)) // a WAL record per batch
 			const batches, per = 400, 50
 			const n = batches * per
 			r := rand.New(rand.NewSource(2))

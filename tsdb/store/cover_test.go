@@ -82,7 +82,7 @@ func TestTimeCoverCoversEveryAddedRange(t *testing.T) {
 // points and statistics must equal those of the points written, and batches that only
 // fill gaps must not have read the pair.
 func TestOutOfOrderBatchesStayExact(t *testing.T) {
-	p := openTest(t, t.TempDir(), testOptions(SyncNone))
+	p := openTest(t, t.TempDir(), unbuffered(SyncNone)) // counts the engine's reads per batch
 	defer p.Close()
 	t0 := testStart * 1e9
 	const batch = 50

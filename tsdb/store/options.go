@@ -30,21 +30,23 @@ const (
 	// the append returns. A lone writer gets no grouping, so it should send batches,
 	// not single points.
 	SyncAlways SyncMode = iota
-	// SyncBatch returns once the batch is in pebble's in-process WAL buffer and the
-	// memtable (readable at once); a background loop flushes and fsyncs the WAL every
+	// SyncBatch returns once the batch is in the write buffer (buffer.go) or pebble's
+	// in-process WAL buffer and the memtable (readable at once either way); a background
+	// loop drains the write buffer into pebble, then flushes and fsyncs the WAL, every
 	// PebbleOptions.SyncInterval while there were writes. A process kill or a power cut
 	// loses at most the writes acknowledged in the last SyncInterval plus one fsync
 	// time; what survives is always a prefix of the acknowledged writes, never one with
 	// holes.
 	SyncBatch
-	// SyncNone never fsyncs (pebble.NoSync). Measured with pebble v1.1.5 (see
-	// TestKillLosesUnsyncedTail): a NoSync commit leaves its WAL record in pebble's
-	// in-process 32 KiB block buffer, which reaches the file only when the block fills,
-	// at a memtable rotation or at Close, so even a process kill (not only a power cut)
-	// loses the unflushed tail: up to ~32 KiB of WAL, a couple of hundred single-point
-	// appends, and for a trickle of writes that tail can be hours old. A power cut loses
-	// in addition whatever the kernel had not written back. A clean Close loses
-	// nothing. What survives is a prefix of the acknowledged writes.
+	// SyncNone never fsyncs (pebble.NoSync). Appends wait in the write buffer for up
+	// to PebbleOptions.BufferWait (buffer.go), then reach pebble. Measured with pebble
+	// v1.1.5 (see TestKillLosesUnsyncedTail): a NoSync commit leaves its WAL record in
+	// pebble's in-process 32 KiB block buffer, which reaches the file only when the block
+	// fills, at a memtable rotation or at Close, so even a process kill (not only a power
+	// cut) loses the write buffer and the unflushed tail: up to ~32 KiB of WAL, for a
+	// trickle of writes hours old. A power cut loses in addition whatever the kernel had
+	// not written back. A clean Close loses nothing. What survives is a prefix of the
+	// acknowledged writes.
 	SyncNone
 )
 
@@ -79,6 +81,19 @@ type PebbleOptions struct {
 	// SyncInterval is how often SyncBatch fsyncs the WAL: the most acknowledged writing
 	// time a crash can lose in that mode. Default 100 ms.
 	SyncInterval time.Duration
+	// WriteBuffer is how many bytes of acknowledged appends SyncBatch and SyncNone may
+	// hold in memory before they reach pebble (buffer.go): appends to series whose type
+	// the store already knows wait there and reach pebble together, one block and one
+	// summary per pair, instead of a pebble batch each. Every other call (reads,
+	// statistics, seals, deletes, repair) first moves the buffer into pebble, so nothing
+	// reads around it. Default 1 MiB; a full buffer is drained by the append that finds
+	// it full. Negative turns the buffer off. SyncAlways never buffers.
+	WriteBuffer int64
+	// BufferWait is, with SyncNone, how long an acknowledged append may wait in the
+	// write buffer before the buffer is drained into pebble. Default 1 s. SyncBatch
+	// drains the buffer before every WAL sync instead, so its guarantee stays
+	// SyncInterval.
+	BufferWait time.Duration
 
 	// Quantum is the cluster's quantum length; the store needs it to know when a
 	// quantum has ended (ShardRef carries only its start). Default quanta.DefaultQuantum.
@@ -184,6 +199,8 @@ func DefaultPebbleOptions() PebbleOptions {
 	return PebbleOptions{
 		Sync:                  SyncAlways,
 		SyncInterval:          100 * time.Millisecond,
+		WriteBuffer:           1 << 20,
+		BufferWait:            time.Second,
 		Quantum:               quanta.Quantum(quanta.DefaultQuantum / time.Second),
 		ChunkMaxPoints:        2048,
 		CacheSize:             16 << 20,
@@ -202,6 +219,12 @@ func (o PebbleOptions) withDefaults() PebbleOptions {
 	d := DefaultPebbleOptions()
 	if o.SyncInterval == 0 {
 		o.SyncInterval = d.SyncInterval
+	}
+	if o.WriteBuffer == 0 {
+		o.WriteBuffer = d.WriteBuffer
+	}
+	if o.BufferWait == 0 {
+		o.BufferWait = d.BufferWait
 	}
 	if o.Quantum == 0 {
 		o.Quantum = d.Quantum
@@ -269,7 +292,7 @@ func (o PebbleOptions) Validate() error {
 		name string
 		v    int64
 	}{
-		{"sync interval", int64(o.SyncInterval)}, {"seal grace", int64(o.SealGrace)},
+		{"sync interval", int64(o.SyncInterval)}, {"buffer wait", int64(o.BufferWait)}, {"seal grace", int64(o.SealGrace)},
 		{"chunk size", int64(o.ChunkMaxPoints)}, {"cache size", o.CacheSize}, {"memtable size", o.MemTableSize},
 		{"open files", int64(o.MaxOpenFiles)}, {"type cache", int64(o.TypeCacheEntries)},
 		{"pair cache", int64(o.PairCacheEntries)}, {"retention", int64(o.Retention)},

@@ -68,8 +68,9 @@ type Pebble struct {
 	space  spaceGuard
 	failed atomic.Pointer[error] // the engine failed a write: refuse all writes (disk.go)
 
-	damage  damageLog // corrupt reads and WAL loss (damage.go)
-	changes changeLog // pairs changed since the repairer last asked (changes.go)
+	damage  damageLog    // corrupt reads and WAL loss (damage.go)
+	buf     *writeBuffer // appends on their way to pebble (buffer.go); nil with SyncAlways
+	changes changeLog    // pairs changed since the repairer last asked (changes.go)
 
 	dirty   atomic.Bool   // SyncBatch: written since the last WAL sync
 	applied atomic.Uint64 // commitLater writes applied (SyncAlways)
@@ -125,6 +126,7 @@ func OpenPebble(dir string, opts PebbleOptions) (p *Pebble, err error) {
 		hot:   newHotCache(opts.HotCacheSize),
 		space: spaceGuard{dir: dir, reserve: opts.DiskReserve},
 		stop:  make(chan struct{}),
+		buf:   newWriteBuffer(opts),
 	}
 	if scanErr != nil {
 		opts.Logger.Warn("store: could not check the write-ahead logs for damage before replaying them", "dir", dir, "err", scanErr.Error())
@@ -265,6 +267,9 @@ func (p *Pebble) loop(interval time.Duration, f func() error) {
 // syncWAL flushes and fsyncs the WAL if anything was written since the last sync; an
 // empty synced record makes pebble sync everything queued before it.
 func (p *Pebble) syncWAL() error {
+	if err := p.settle(); err != nil { // what waits in the write buffer is synced too
+		return err
+	}
 	if !p.dirty.Swap(false) {
 		return nil
 	}
@@ -389,12 +394,27 @@ func (p *Pebble) addCounters(c counters) {
 	p.points.Add(c.points)
 }
 
-// Append implements Appender. With SyncAlways the points are durable when it returns.
+// Append implements Appender. With SyncAlways the points are durable when it returns;
+// with SyncBatch and SyncNone they may wait in the write buffer (buffer.go), readable
+// all the same.
 func (p *Pebble) Append(ref ShardRef, key string, pts series.Points) error {
 	if empty, err := prepareAppend(key, &pts); empty || err != nil {
 		return err
 	}
-	return p.append([]PairAppend{{Ref: ref, Key: key, Points: pts}}, nil)
+	one := [1]PairAppend{{Ref: ref, Key: key, Points: pts}}
+	return p.appendNow(one[:])
+}
+
+// appendNow stores a prepared batch: into the write buffer if it may wait there,
+// otherwise in a commit of its own, after what the buffer holds.
+func (p *Pebble) appendNow(batch []PairAppend) error {
+	if p.buffer(batch) {
+		return nil
+	}
+	if err := p.settle(); err != nil {
+		return err
+	}
+	return p.append(batch, nil, false)
 }
 
 // AppendBatch implements BatchAppender: one pebble batch, one commit, for all pairs.
@@ -411,7 +431,7 @@ func (p *Pebble) AppendBatch(batch []PairAppend) error {
 	if len(prepared) == 0 {
 		return nil
 	}
-	return p.append(prepared, nil)
+	return p.appendNow(prepared)
 }
 
 // pairWrite is one pair's part of an append.
@@ -427,8 +447,11 @@ type pairWrite struct {
 
 // append stores prepared points of one or more pairs in one batch; filter, if not nil,
 // may drop some of them under the pairs' locks (Restore drops what tombstones cover;
-// it appends one pair).
-func (p *Pebble) append(batch []PairAppend, filter func(id []byte, pts *series.Points) error) (err error) {
+// it appends one pair). drained says the batch is the write buffer's: its appends were
+// acknowledged, so a pair whose quantum expired meanwhile is left out (retention drops
+// it anyway) instead of failing the others, and a disk that filled meanwhile takes them
+// into its reserve.
+func (p *Pebble) append(batch []PairAppend, filter func(id []byte, pts *series.Points) error, drained bool) (err error) {
 	if !p.enter() {
 		return ErrClosed
 	}
@@ -459,7 +482,16 @@ func (p *Pebble) append(batch []PairAppend, filter func(id []byte, pts *series.P
 	}
 	now := time.Now()
 	for _, a := range batch {
-		if err := p.writable(a.Ref.Start, now); err != nil {
+		if drained {
+			// Acknowledged when the disk had room: it goes into the reserve (at most
+			// WriteBuffer of it, as the buffer takes nothing once the disk is full).
+			if p.expired(a.Ref.Start, now) != nil {
+				continue
+			}
+			if err := p.failure(); err != nil {
+				return err
+			}
+		} else if err := p.writable(a.Ref.Start, now); err != nil {
 			return fmt.Errorf("store: append to %q: %w", a.Key, err)
 		}
 		id := pairID(a.Ref, a.Key)
@@ -475,6 +507,9 @@ func (p *Pebble) append(batch []PairAppend, filter func(id []byte, pts *series.P
 			byID[sid] = len(ws)
 		}
 		ws = append(ws, pairWrite{PairAppend: a, id: id, sid: sid})
+	}
+	if len(ws) == 0 {
+		return nil // a drain whose every pair expired
 	}
 
 	committed, claimed := false, 0
@@ -730,6 +765,9 @@ func (p *Pebble) countNew(id []byte, sum summary, pts *series.Points) (int64, se
 
 // Read implements Querier.
 func (p *Pebble) Read(ref ShardRef, key string, from, to int64) (series.Points, bool, error) {
+	if err := p.settle(); err != nil {
+		return series.Points{}, false, err
+	}
 	if err := series.ValidateKey(key); err != nil {
 		return series.Points{}, false, err
 	}
@@ -947,6 +985,7 @@ func (p *Pebble) Quantum() quanta.Quantum { return p.opts.Quantum }
 // FlashBytesWritten come from pebble's metrics, fetched without ever blocking for long
 // (flash.go): after an engine failure they are the last figures known.
 func (p *Pebble) Stats() Stats {
+	_ = p.settle() // a failed drain is the appends' and reads' error to report
 	s := Stats{
 		Shards:         int(p.shards.Load()),
 		Series:         int(p.series.Load()),
@@ -975,6 +1014,9 @@ func (p *Pebble) Stats() Stats {
 // Flush writes the memtables to table files (pebble.DB.Flush): what a clean Close
 // leaves in the WAL is then in tables. Operators' tools and tests use it.
 func (p *Pebble) Flush() error {
+	if err := p.settle(); err != nil {
+		return err
+	}
 	if !p.enter() {
 		return ErrClosed
 	}
@@ -1019,6 +1061,9 @@ func filesSize(dir string) int64 {
 // database, which syncs the WAL: after a clean Close nothing is lost in any sync mode.
 // Calls after Close return ErrClosed.
 func (p *Pebble) Close() error {
+	if err := p.closeBuffer(); err != nil && !errors.Is(err, ErrClosed) {
+		p.opts.Logger.Error("store: acknowledged appends lost at close", "dir", p.dir, "err", err)
+	}
 	p.state.Lock()
 	if p.closed {
 		p.state.Unlock()

@@ -30,6 +30,14 @@ func testOptions(mode SyncMode) PebbleOptions {
 	return o
 }
 
+// unbuffered returns testOptions(mode) without the write buffer, for tests of how the
+// engine lays out each append (blocks, WAL records): buffered, appends reach it merged.
+func unbuffered(mode SyncMode) PebbleOptions {
+	o := testOptions(mode)
+	o.WriteBuffer = -1
+	return o
+}
+
 func openTest(t testing.TB, dir string, o PebbleOptions) *Pebble {
 	t.Helper()
 	p, err := OpenPebble(dir, o)
@@ -350,9 +358,25 @@ func TestPebbleCorruptStoreIsRefused(t *testing.T) {
 
 // TestPebbleTornWALKeepsPrefix cuts the WAL in half, as a power cut during a write
 // may: the store opens, and what it holds is a prefix of the writes.
+//
+// Buffered, the appends reach the WAL as one record per drain of the write buffer
+// (a small buffer here drains every few dozen appends): the cut keeps whole drains.
 func TestPebbleTornWALKeepsPrefix(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		buffer int64
+	}{{"unbuffered", -1}, {"buffered", 4 << 10}} {
+		t.Run(c.name, func(t *testing.T) {
+			o := testOptions(SyncNone)
+			o.WriteBuffer = c.buffer
+			testTornWALKeepsPrefix(t, o)
+		})
+	}
+}
+
+func testTornWALKeepsPrefix(t *testing.T, o PebbleOptions) {
 	dir := t.TempDir()
-	p := openTest(t, dir, testOptions(SyncNone))
+	p := openTest(t, dir, o)
 	const n = 500
 	for i := range n {
 		pts := series.Points{Type: series.Int, T: []int64{testStart*1e9 + int64(i)}, I: []int64{int64(i)}}
@@ -368,7 +392,7 @@ func TestPebbleTornWALKeepsPrefix(t *testing.T) {
 	if err := os.Truncate(wal, st.Size()/2); err != nil {
 		t.Fatal(err)
 	}
-	p = openTest(t, dir, testOptions(SyncNone))
+	p = openTest(t, dir, o)
 	defer p.Close()
 	pts, _, err := p.Read(testRef, "k", math.MinInt64, math.MaxInt64)
 	if err != nil {

@@ -19,6 +19,9 @@ const walkBatch = 256
 // store held, so it may call back into the store; pairs added or deleted during the
 // walk may or may not be seen.
 func (p *Pebble) Pairs(fn func(ref ShardRef, key string) bool) error {
+	if err := p.settle(); err != nil {
+		return err
+	}
 	from := []byte{famPair}
 	for {
 		refs, keys, next, err := p.pairBatch(from)
@@ -74,6 +77,9 @@ func (p *Pebble) pairBatch(from []byte) (refs []ShardRef, keys []string, next []
 // owners with it); the series keeps its type. Deleting a pair the store does not hold
 // is not an error.
 func (p *Pebble) Delete(ref ShardRef, key string) error {
+	if err := p.settle(); err != nil {
+		return err
+	}
 	if err := series.ValidateKey(key); err != nil {
 		return err
 	}

@@ -75,6 +75,7 @@ func (p *Pebble) retentionLimit(now time.Time) int64 {
 // wipe the store. Such a clock makes appends of current data fail instead, loudly, with
 // the retention named, and they work again when the clock is right.
 func (p *Pebble) EnforceRetention(now time.Time) (dropped int, err error) {
+	_ = p.settle() // what waits for an expired quantum is left out; a failed drain must not keep space from being freed
 	if p.opts.Retention <= 0 {
 		return 0, nil
 	}
@@ -103,6 +104,7 @@ func (p *Pebble) EnforceRetention(now time.Time) (dropped int, err error) {
 // by the next pass (it is among the oldest). The background loop calls it every
 // EnforceInterval.
 func (p *Pebble) EnforceDiskBudget() (dropped int, err error) {
+	_ = p.settle() // a failed drain (a full disk) must not keep space from being freed
 	if p.opts.MaxDisk <= 0 {
 		return 0, nil
 	}

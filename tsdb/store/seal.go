@@ -41,6 +41,9 @@ const sealBatch = 256
 // quantum is stored raw beside the chunks and folded in by a later pass. The
 // background sealer calls it every SealInterval; it returns how many pairs it sealed.
 func (p *Pebble) SealNow(now time.Time) (int, error) {
+	if err := p.settle(); err != nil {
+		return 0, err
+	}
 	p.seal.mu.Lock()
 	defer p.seal.mu.Unlock()
 	// A quantum starting at s (seconds) ends at s+Q; seal it once s+Q+grace <= now,

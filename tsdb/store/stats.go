@@ -123,6 +123,9 @@ func PairStatsBatch(a Analyzer, refs []ShardRef, key string, yield func(i int, s
 
 // PairStats implements Analyzer.
 func (p *Pebble) PairStats(ref ShardRef, key string) (agg.Partial, bool, error) {
+	if err := p.settle(); err != nil {
+		return agg.Partial{}, false, err
+	}
 	if err := series.ValidateKey(key); err != nil {
 		return agg.Partial{}, false, err
 	}
@@ -168,6 +171,9 @@ func (p *Pebble) statsOf(id []byte, sid, key string, s summary) (agg.Partial, bo
 // recently written pairs or, past it, from one iterator that seeks forward through the
 // pairs (they sort by quantum start), not from one lookup per pair.
 func (p *Pebble) PairStatsBatch(refs []ShardRef, key string, yield func(i int, stats agg.Partial, held bool) error) error {
+	if err := p.settle(); err != nil {
+		return err
+	}
 	if err := series.ValidateKey(key); err != nil {
 		return err
 	}
@@ -221,6 +227,9 @@ func (p *Pebble) PairStatsBatch(refs []ShardRef, key string, yield func(i int, s
 
 // Aggregate implements Analyzer.
 func (p *Pebble) Aggregate(ref ShardRef, key string, from, to, every int64) ([]agg.Window, bool, error) {
+	if err := p.settle(); err != nil {
+		return nil, false, err
+	}
 	if err := agg.CheckWidth(every); err != nil {
 		return nil, false, err
 	}

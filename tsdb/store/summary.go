@@ -10,6 +10,9 @@ type Summary struct {
 // store holds the pair at all. The time-series server answers whole-quantum digest
 // requests with it, so a replica confirms a shard without reading its points.
 func (p *Pebble) Summary(ref ShardRef, key string) (Summary, bool, error) {
+	if err := p.settle(); err != nil {
+		return Summary{}, false, err
+	}
 	if !p.enter() {
 		return Summary{}, false, ErrClosed
 	}

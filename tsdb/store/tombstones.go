@@ -298,6 +298,9 @@ func (p *Pebble) Tombstones(ref ShardRef, key string) ([]Range, error) {
 // DeleteRange implements Deleter. It rewrites the pair's remaining points as fresh
 // blocks, in one atomic batch with the tombstone; the sealer compresses them later.
 func (p *Pebble) DeleteRange(ref ShardRef, key string, from, to int64) (int64, error) {
+	if err := p.settle(); err != nil {
+		return 0, err
+	}
 	if err := checkDelete(key, from, to); err != nil {
 		return 0, err
 	}
@@ -407,6 +410,9 @@ func (p *Pebble) rewritePair(b *pebble.Batch, id []byte, sum summary, pts series
 // the pair's lock, so a concurrent delete is either before (and filters) or after
 // (and drops what was restored).
 func (p *Pebble) Restore(ref ShardRef, key string, pts series.Points, senderDeleted []Range) (int, error) {
+	if err := p.settle(); err != nil {
+		return 0, err
+	}
 	if empty, err := prepareAppend(key, &pts); empty || err != nil {
 		return 0, err
 	}
@@ -419,12 +425,15 @@ func (p *Pebble) Restore(ref ShardRef, key string, pts series.Points, senderDele
 		*pts = dropCovered(*pts, Exempt(rs, senderDeleted))
 		kept = pts.Len()
 		return nil
-	})
+	}, false)
 	return kept, err
 }
 
 // ForgetType implements Deleter.
 func (p *Pebble) ForgetType(key string) error {
+	if err := p.settle(); err != nil {
+		return err
+	}
 	if err := series.ValidateKey(key); err != nil {
 		return err
 	}

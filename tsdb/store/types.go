@@ -133,6 +133,17 @@ func (c *typeCache) lookup(key string) (series.Type, bool, uint64) {
 	return series.Unknown, false, c.evictions
 }
 
+// durableType returns key's type if the cache holds it as stored: an append of that
+// type needs no type write, so it may wait in the write buffer.
+func (c *typeCache) durableType(key string) (series.Type, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.m[key]; e != nil && e.durable {
+		return e.t, true
+	}
+	return series.Unknown, false
+}
+
 // remember caches a type read from the store, unless the cache changed since lookup.
 func (c *typeCache) remember(key string, t series.Type, evictions uint64) {
 	c.mu.Lock()
