@@ -89,7 +89,10 @@ func (c *placeCache) closest(id quanta.ID, rf int) []Peer {
 	if ok {
 		return ps
 	}
-	ps = slices.Clip(ClosestPeers(c.owners, id, rf))
+	// The owners' routing-table keys are computed once per membership (closestInto):
+	// ClosestPeers hashed every owner's ID again for each set, 16 % of a repair pass
+	// after a membership change, which asks for the set of every pair held.
+	ps = slices.Clip(c.closestInto(nil, id, rf))
 	c.mu.Lock()
 	c.putLocked(k, ps)
 	c.mu.Unlock()

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/internal/netyield"
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
@@ -47,9 +49,12 @@ const repairBatchSize = 64
 // A full pass compares every pair held. The passes between full ones compare only the
 // pairs the store says changed since the last pass (store.ChangeTracker) and those the
 // last pass left unconfirmed: a pair every owner confirmed and nothing touched since is
-// skipped until the next full pass, which comes with any membership change, a failed
-// pass, a lost count of changes, and every RepairFullEvery. A store that does not track
-// changes gets full passes only.
+// skipped until the next full pass, which comes with a failed pass, a lost count of
+// changes, and every RepairFullEvery. After a membership change a pass compares, besides
+// those, the pairs whose owners the change moved, found by computing each pair's owners
+// under the membership the last pass began with and under the current one (a placement
+// that can do that: viewer); without one, a membership change brings a full pass. A
+// store that does not track changes gets full passes only.
 type repairer struct {
 	cfg       *Config
 	place     Placement
@@ -69,12 +74,15 @@ type repairer struct {
 	passMu sync.Mutex // one pass at a time
 
 	// What the passes between full ones go by; guarded by passMu.
-	fullVersion uint64    // placement version when the last completed full pass began
+	fullVersion uint64   // placement version when the last completed full or membership pass began
+	view        dht.View // the placement then (viewOK: there is one)
+	viewOK      bool
 	fullAt      time.Time // when it began; zero: none since start, or a later pass failed
 	scrubAt     time.Time // when the last completed scrub began; zero: none since start
 	pending     []pairRef // pairs the last pass left short of rf confirmed copies, or held for others
 	pendingOver bool      // the last pass left more than maxPending: the next one is full
 	fullPasses  atomic.Int64
+	movedPasses atomic.Int64 // membership passes that compared only the pairs whose owners moved
 	compared    atomic.Int64 // pairs whose hash passes compared with their owners
 
 	passes, lastPass, under, pushedPairs, pushedPoints, pushedBytes, dropped atomic.Int64
@@ -171,8 +179,38 @@ func (r *repairer) full(k passKind) bool {
 		return true
 	}
 	_, tracked := r.store.(store.ChangeTracker)
-	return !tracked || r.fullAt.IsZero() || r.pendingOver ||
-		r.place.Version() != r.fullVersion || time.Since(r.fullAt) >= r.cfg.RepairFullEvery
+	return !tracked || r.fullAt.IsZero() || r.pendingOver || time.Since(r.fullAt) >= r.cfg.RepairFullEvery ||
+		r.place.Version() != r.fullVersion && !r.viewOK
+}
+
+// viewer is a Placement whose owners follow from the membership alone (dht.Node in
+// RoutingFull mode), so that a pass can tell which pairs a membership change moved.
+type viewer interface {
+	View() (dht.View, bool)
+}
+
+// currentView returns the placement's current view, if it has one.
+func (r *repairer) currentView() (dht.View, bool) {
+	if v, ok := r.place.(viewer); ok {
+		return v.View()
+	}
+	return dht.View{}, false
+}
+
+// ownersMoved reports whether id's rf owners under old and cur differ as sets; a and b
+// are scratch for the two sets.
+func ownersMoved(old, cur dht.View, id quanta.ID, rf int, a, b *[]dht.Peer) bool {
+	*a = old.ReplicaSetInto(*a, id, rf)
+	*b = cur.ReplicaSetInto(*b, id, rf)
+	if len(*a) != len(*b) {
+		return true
+	}
+	for _, p := range *a {
+		if !slices.ContainsFunc(*b, func(q dht.Peer) bool { return q.ID == p.ID }) {
+			return true
+		}
+	}
+	return false
 }
 
 // scrub reports whether a full pass of kind k also reads every pair's points, verifying
@@ -192,6 +230,13 @@ func (r *repairer) pass(ctx context.Context, kind passKind) error {
 	leaving := kind == passLeaving
 	full := r.full(kind)
 	version := r.place.Version()
+	view, viewOK := r.currentView()
+	// A membership change since the last pass: compare what it moved, besides what
+	// changed and what was left unconfirmed.
+	moved := !full && version != r.fullVersion
+	if moved && !viewOK {
+		full, moved = true, false
+	}
 	var changed []store.PairRef
 	if ct, ok := r.store.(store.ChangeTracker); ok {
 		// Taken before the pass, full or not: what changes during it is the next one's.
@@ -217,7 +262,7 @@ func (r *repairer) pass(ctx context.Context, kind passKind) error {
 	if full {
 		err = r.walker.Pairs(visit)
 	} else {
-		seen := make(map[pairRef]bool, len(r.pending))
+		seen := make(map[pairRef]bool, len(r.pending)+len(changed))
 		for _, pr := range r.pending {
 			seen[pr] = true
 			if !visit(pr.ref, pr.key) {
@@ -228,9 +273,20 @@ func (r *repairer) pass(ctx context.Context, kind passKind) error {
 			if stepErr != nil || ctx.Err() != nil {
 				break
 			}
-			if !seen[pairRef{c.Ref, c.Key}] {
+			if pr := (pairRef{c.Ref, c.Key}); !seen[pr] {
+				seen[pr] = true
 				visit(c.Ref, c.Key)
 			}
+		}
+		if moved && stepErr == nil && ctx.Err() == nil {
+			old, rf := r.view, r.cfg.RF
+			var a, b []dht.Peer
+			err = r.walker.Pairs(func(ref store.ShardRef, key string) bool {
+				if seen[pairRef{ref, key}] || !ownersMoved(old, view, ref.ID, rf, &a, &b) {
+					return ctx.Err() == nil
+				}
+				return visit(ref, key)
+			})
 		}
 	}
 	if err == nil && stepErr == nil && len(batch) > 0 {
@@ -254,9 +310,15 @@ func (r *repairer) pass(ctx context.Context, kind passKind) error {
 		r.passes.Add(1)
 		r.lastPass.Store(time.Now().UnixMilli())
 		r.pending, r.pendingOver = acc.pending, acc.pendingOver
+		if (full || moved) && !leaving {
+			r.fullVersion, r.view, r.viewOK = version, view, viewOK
+		}
 		if full && !leaving {
-			r.fullAt, r.fullVersion = began, version
+			r.fullAt = began
 			r.fullPasses.Add(1)
+		}
+		if moved {
+			r.movedPasses.Add(1)
 		}
 		if acc.verify {
 			r.scrubAt = began

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
 )
@@ -56,9 +59,10 @@ func autoPass(t testing.TB, lc *LocalCluster, i int) int64 {
 }
 
 // Between full passes a pass compares what changed: nothing on an idle node holding
-// sealed data, exactly the touched pair after a late write; a membership change, the
-// full-pass interval and RepairNow compare everything again — and a full pass finds a
-// copy lost without any write (which the passes between cannot see).
+// sealed data, exactly the touched pair after a late write; the full-pass interval and
+// RepairNow compare everything again — and a full pass finds a copy lost without any
+// write (which the passes between cannot see). A membership change:
+// TestJoinComparesWhatMoved.
 func TestRepairPassesCostWhatChanged(t *testing.T) {
 	lc := pebbleCluster(t, 3, nil)
 	ctx := context.Background()
@@ -153,22 +157,94 @@ func TestRepairPassesCostWhatChanged(t *testing.T) {
 	if n := autoPass(t, lc, 0); n != int64(held) {
 		t.Fatalf("with a full pass due: compared %d pairs, want %d", n, held)
 	}
-	fulls := r.fullPasses.Load()
+
+}
+
+// A join: the passes it brings compare the pairs whose owners it moved, not every pair
+// held, and still put every pair on its owners. Which pairs moved is computed here with
+// dht.ClosestPeers over the member lists before and after (the repairer computes it its
+// own way, through dht.View). Key-first shard IDs and rf 2 of 3 spread node 0's pairs
+// over owner sets a join moves about half of.
+func TestJoinComparesWhatMoved(t *testing.T) {
+	tweak := func(i int, cfg *Config) {
+		cfg.DHT.Format = quanta.KFI
+		cfg.RF = 2
+	}
+	lc := pebbleCluster(t, 3, tweak)
+	ctx := context.Background()
+	t0 := base()
+	want := map[string]series.Points{}
+	for k := range 48 {
+		key := fmt.Sprintf("pmu%d/ch%d", k/4, k%4)
+		want[key] = sixtyHz(t0, 60*20)
+		if _, err := lc.Nodes[0].Coordinator().Put(ctx, key, want[key], PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sealAll(t, lc)
+	held := int64(lc.Nodes[0].Store().Stats().Shards)
+	quiet(t, lc, 0, held)
+	var mine []pairRef
+	if err := lc.Nodes[0].Store().(*store.Pebble).Pairs(func(ref store.ShardRef, key string) bool {
+		mine = append(mine, pairRef{ref, key})
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := lc.Nodes[0].repair
+	membersBefore := lc.Nodes[0].DHT().Live()
+	r.passMu.Lock()
+	comparedBefore, movedBefore, fulls := r.compared.Load(), r.movedPasses.Load(), r.fullPasses.Load()
+	r.passMu.Unlock()
 	if _, err := lc.Add(func(i int, cfg *Config) {
 		healConfig(i, cfg)
+		tweak(i, cfg)
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := lc.WaitLive(ctx, 4, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	// The join's own pass (in the background) or this one compares everything.
-	autoPass(t, lc, 0)
-	if r.fullPasses.Load() == fulls {
-		t.Fatal("no full pass after a join")
+	autoPass(t, lc, 0) // the join's own pass may have run in the background already
+	// Placed by the passes the join brings (waitHealed runs RepairNow: full passes).
+	waitUntil(t, 30*time.Second, "the join's passes to put every pair on its owners", func() bool {
+		bad, _ := misplaced(t, lc, 2)
+		return bad == 0
+	})
+	membersAfter := lc.Nodes[0].DHT().Live()
+	moved := 0
+	for _, pr := range mine {
+		if !sameIDs(dht.ClosestPeers(membersBefore, pr.ref.ID, 2), dht.ClosestPeers(membersAfter, pr.ref.ID, 2)) {
+			moved++
+		}
 	}
-	waitHealed(t, lc, 3, 30*time.Second)
+	if moved == 0 || moved == len(mine) {
+		t.Fatalf("the join moved %d of node 0's %d pairs: the test needs some moved and some not", moved, len(mine))
+	}
+	r.passMu.Lock()
+	compared, movedPasses, fullPasses := r.compared.Load()-comparedBefore, r.movedPasses.Load()-movedBefore, r.fullPasses.Load()-fulls
+	r.passMu.Unlock()
+	if movedPasses == 0 || fullPasses != 0 {
+		t.Fatalf("after the join: %d membership passes, %d full ones; want membership passes only", movedPasses, fullPasses)
+	}
+	if compared < int64(moved) || compared >= int64(len(mine)) {
+		t.Fatalf("after a join that moved %d of node 0's %d pairs, its passes compared %d", moved, len(mine), compared)
+	}
+	t.Logf("the join moved %d of node 0's %d pairs; its passes compared %d", moved, len(mine), compared)
 	checkAll(t, lc, want)
+}
+
+// sameIDs reports whether two owner lists hold the same nodes, in any order.
+func sameIDs(a, b []dht.Peer) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, p := range a {
+		if !slices.ContainsFunc(b, func(q dht.Peer) bool { return q.ID == p.ID }) {
+			return false
+		}
+	}
+	return true
 }
 
 // quiet runs a full pass on node i, which must compare all held pairs, then a
@@ -230,10 +306,11 @@ func (c *readCounter) Read(ref store.ShardRef, key string, from, to int64) (seri
 	return c.Pebble.Read(ref, key, from, to)
 }
 
-// A pass after a membership change compares every pair's set hash with its owners but
-// reads no point: otherwise a node joining or restarting would make every node read
-// everything it holds. RepairNow and the periodic full pass (every RepairFullEvery)
-// read every pair, verifying checksums (a scrub).
+// A pass after a membership change reads no point: otherwise a node joining or
+// restarting would make every node read everything it holds. It compares the pairs the
+// change moved to other owners (none here) or, where the placement cannot tell which
+// moved, every pair's set hash. RepairNow and the periodic full pass (every
+// RepairFullEvery) read every pair, verifying checksums (a scrub).
 func TestMembershipPassReadsNoPoints(t *testing.T) {
 	var counter *readCounter
 	lc := pebbleCluster(t, 3, func(i int, cfg *Config) {
@@ -271,12 +348,20 @@ func TestMembershipPassReadsNoPoints(t *testing.T) {
 	}); n < held {
 		t.Fatalf("RepairNow read %d pairs, want every one of %d", n, held)
 	}
-	// As after a membership change: the placement this node last compared under is not
-	// the current one.
+	// As after a membership change that moved none of this node's pairs: the placement
+	// version moved, the owners did not.
 	r.passMu.Lock()
 	r.fullVersion--
 	r.passMu.Unlock()
 	var compared int64
+	if n := reads(func() { compared = autoPass(t, lc, 0) }); n != 0 || compared != 0 {
+		t.Fatalf("a pass after a membership change that moved nothing compared %d pairs and read %d; want none of either", compared, n)
+	}
+	// As after a membership change under a placement that cannot say what moved.
+	r.passMu.Lock()
+	r.fullVersion--
+	r.view, r.viewOK = dht.View{}, false
+	r.passMu.Unlock()
 	if n := reads(func() { compared = autoPass(t, lc, 0) }); n != 0 || compared != held {
 		t.Fatalf("a pass after a membership change compared %d pairs and read %d; want %d compared, none read", compared, n, held)
 	}
