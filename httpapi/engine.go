@@ -57,6 +57,8 @@ type Stats struct {
 
 	FlashBytesWritten int64 // bytes the store wrote to flash since it opened (WAL, flushes, compactions)
 	AppendedPoints    int64 // new points stored since the store opened
+	BufferedAppends   int64 // appends that waited in the store's write buffer (--sync batch, none)
+	BufferDrains      int64 // commits that brought the write buffer to the engine
 
 	RepairKnown     bool  // the repair counters below are filled in
 	RepairPasses    int64 // repair passes run

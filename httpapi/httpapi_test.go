@@ -557,7 +557,7 @@ func TestMetrics(t *testing.T) {
 	}
 	for _, name := range []string{"tsdht_http_requests_total", "tsdht_http_request_duration_seconds", "tsdht_http_points_written_total",
 		"tsdht_store_points", "tsdht_store_shards", "tsdht_cluster_live_members", "tsdht_repair_under_replicated_pairs",
-		"tsdht_repair_hinted_points", "tsdht_store_flash_bytes_written_total", "tsdht_store_points_appended_total", "go_goroutines", "process_resident_memory_bytes"} {
+		"tsdht_repair_hinted_points", "tsdht_store_flash_bytes_written_total", "tsdht_store_points_appended_total", "tsdht_store_buffered_appends_total", "tsdht_store_buffer_drains_total", "go_goroutines", "process_resident_memory_bytes"} {
 		if fams[name] == nil {
 			t.Errorf("/metrics lacks %s", name)
 		}

@@ -67,6 +67,8 @@ var (
 	descDropped   = prometheus.NewDesc("tsdht_store_dropped_quanta_total", "Quanta dropped by retention or the disk budget since the store opened.", nil, nil)
 	descFlash     = prometheus.NewDesc("tsdht_store_flash_bytes_written_total", "Bytes the store wrote to flash since it opened: WAL, flushed and compacted tables (0 for a store in memory).", nil, nil)
 	descAppended  = prometheus.NewDesc("tsdht_store_points_appended_total", "New points stored since the store opened; tsdht_store_flash_bytes_written_total over it is what a point costs the flash.", nil, nil)
+	descBuffered  = prometheus.NewDesc("tsdht_store_buffered_appends_total", "Appends that waited in the store's write buffer (--sync batch or none) and reached the engine in a shared commit.", nil, nil)
+	descDrains    = prometheus.NewDesc("tsdht_store_buffer_drains_total", "Commits that brought the store's write buffer to the engine; tsdht_store_buffered_appends_total over it is how many appends share one.", nil, nil)
 	descLive      = prometheus.NewDesc("tsdht_cluster_live_members", "Cluster members this node sees alive.", nil, nil)
 	descPasses    = prometheus.NewDesc("tsdht_repair_passes_total", "Repair passes run.", nil, nil)
 	descUnder     = prometheus.NewDesc("tsdht_repair_under_replicated_pairs", "Pairs held here with fewer than rf confirmed copies, at the last pass.", nil, nil)
@@ -78,7 +80,7 @@ var (
 )
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descShards, descSeries, descPoints, descDisk, descDropped, descFlash, descAppended, descLive,
+	for _, d := range []*prometheus.Desc{descShards, descSeries, descPoints, descDisk, descDropped, descFlash, descAppended, descBuffered, descDrains, descLive,
 		descPasses, descUnder, descHinted, descPushed, descPushedPts, descHanded, descReadRep} {
 		ch <- d
 	}
@@ -103,6 +105,8 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	k(descDropped, float64(s.Dropped))
 	k(descFlash, float64(s.FlashBytesWritten))
 	k(descAppended, float64(s.AppendedPoints))
+	k(descBuffered, float64(s.BufferedAppends))
+	k(descDrains, float64(s.BufferDrains))
 	g(descLive, float64(s.LiveMembers))
 	if s.RepairKnown {
 		k(descPasses, float64(s.RepairPasses))

@@ -173,6 +173,7 @@ func (e *NodeEngine) Stats(ctx context.Context) (Stats, error) {
 	st := e.node.Store().Stats()
 	s := Stats{Shards: st.Shards, Series: st.Series, Points: st.Points, DiskBytes: st.DiskBytes,
 		Dropped: st.DroppedQuanta, FlashBytesWritten: st.FlashBytesWritten, AppendedPoints: st.AppendedPoints,
+		BufferedAppends: st.BufferedAppends, BufferDrains: st.BufferDrains,
 		LiveMembers: len(e.node.DHT().Live())}
 	e.mu.Lock()
 	defer e.mu.Unlock()

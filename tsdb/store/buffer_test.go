@@ -61,8 +61,8 @@ func TestBufferMergesAppends(t *testing.T) {
 			if got := countKeys(t, p, id, kindBlock); got != 2 {
 				t.Fatalf("pebble holds %d blocks after one drain, want 2", got)
 			}
-			if st := p.Stats(); st.Points != n {
-				t.Fatalf("Stats.Points = %d, want %d", st.Points, n)
+			if st := p.Stats(); st.Points != n || st.BufferedAppends != n-1 || st.BufferDrains != 1 {
+				t.Fatalf("Stats: %d points, %d buffered appends in %d drains; want %d, %d in 1", st.Points, st.BufferedAppends, st.BufferDrains, n, n-1)
 			}
 		})
 	}

@@ -998,6 +998,9 @@ func (p *Pebble) Stats() Stats {
 	s.Corruptions, s.WALBytesDropped = p.damage.corrupt.Load(), p.damage.walDropped.Load()
 	f := p.engineFigures()
 	s.DiskBytes, s.FlashBytesWritten = f.disk, f.flash
+	if p.buf != nil {
+		s.BufferedAppends, s.BufferDrains = p.buf.drained.Load(), p.buf.drains.Load()
+	}
 	if p.failure() != nil && s.DiskBytes == 0 {
 		s.DiskBytes = filesSize(p.dir) // the engine failed before its figures were read
 	}

@@ -110,6 +110,12 @@ type Stats struct {
 	// store in memory.
 	FlashBytesWritten int64
 	AppendedPoints    int64
+
+	// The write buffer (--sync batch and none): appends that waited in it, and the
+	// commits that brought them to the engine. Their ratio is how many appends share a
+	// commit. Zero without a buffer.
+	BufferedAppends int64
+	BufferDrains    int64
 }
 
 // Counts returns the counting part of s (Shards, Series, Points): what two stores
