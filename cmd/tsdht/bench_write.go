@@ -438,6 +438,9 @@ func (rc *rebuiltCluster) Close() {
 // drainWriteBuffers moves what waits in the nodes' write buffers into their engines.
 func drainWriteBuffers(nodes []*tsdb.Node) error {
 	for _, n := range nodes {
+		if n == nil {
+			continue
+		}
 		if d, ok := n.Store().(interface{ DrainWriteBuffer() error }); ok {
 			if err := d.DrainWriteBuffer(); err != nil {
 				return fmt.Errorf("drain a node's write buffer: %w", err)
