@@ -171,7 +171,11 @@ func (p *Pebble) drain() error {
 	if len(taken) == 0 {
 		return nil
 	}
-	err := p.append(groupAppends(taken), nil, true)
+	grouped := groupAppends(taken)
+	err := p.append(grouped, nil, true)
+	if errors.Is(err, series.ErrTypeMismatch) {
+		err = p.drainEach(grouped)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err != nil {
@@ -187,6 +191,26 @@ func (p *Pebble) drain() error {
 	b.unsettled.Add(-int64(len(taken)))
 	b.drains.Add(1)
 	b.drained.Add(int64(len(taken)))
+	return nil
+}
+
+// drainEach commits the grouped appends of a drain one pair at a time, leaving out a
+// pair whose series changed type since its appends were taken (ForgetType and a new
+// declaration racing them): one such pair must not keep every other from the engine,
+// nor fail every later drain. Any other error stops it; the caller puts everything
+// back, and appends are unions, so what was committed here is committed again harmlessly.
+func (p *Pebble) drainEach(grouped []PairAppend) error {
+	for i := range grouped {
+		err := p.append(grouped[i:i+1], nil, true)
+		if errors.Is(err, series.ErrTypeMismatch) {
+			p.opts.Logger.Error("store: acknowledged points dropped: their series changed type before they reached the engine",
+				"series", grouped[i].Key, "points", grouped[i].Points.Len(), "err", err)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -223,6 +247,10 @@ func groupAppends(taken []PairAppend) []PairAppend {
 			continue
 		}
 		g := &out[i].Points
+		if g.Type != a.Points.Type {
+			out = append(out, a) // refused on its own by append (drainEach)
+			continue
+		}
 		if g.T[len(g.T)-1] < a.Points.T[0] {
 			g.T = append(g.T, a.Points.T...)
 			switch g.Type {

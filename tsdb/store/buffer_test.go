@@ -278,3 +278,37 @@ func TestBufferReadsSeeAcknowledgedWrites(t *testing.T) {
 		t.Fatalf("Stats.Points = %d, want %d", st.Points, writers*n)
 	}
 }
+
+// TestBufferDropsWhatChangedType: a pair whose series changed type between its appends'
+// acceptance and their drain (ForgetType and a new declaration racing them) is left out
+// of the drain, and the other pairs, and later drains, still reach the engine.
+func TestBufferDropsWhatChangedType(t *testing.T) {
+	p := openTest(t, t.TempDir(), bufferedOptions(SyncNone))
+	defer p.Close()
+	for i := range 3 {
+		for _, key := range []string{"a", "b"} {
+			if err := p.Append(testRef, key, onePoint(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// What the race leaves: an int point of float series b waiting in the buffer.
+	stale := PairAppend{Ref: testRef, Key: "b", Points: series.Points{Type: series.Int, T: []int64{testStart*1e9 + 99}, I: []int64{7}}}
+	p.buf.mu.Lock()
+	p.buf.pending = append(p.buf.pending, stale)
+	p.buf.bytes += bufferedSize(&stale)
+	p.buf.unsettled.Add(1)
+	p.buf.mu.Unlock()
+	if pts, _, err := p.Read(testRef, "a", math.MinInt64, math.MaxInt64); err != nil || pts.Len() != 3 {
+		t.Fatalf("read a: %d points (%v), want 3", pts.Len(), err)
+	}
+	if pts, _, err := p.Read(testRef, "b", math.MinInt64, math.MaxInt64); err != nil || pts.Len() != 3 || pts.Type != series.Float {
+		t.Fatalf("read b: %d %v points (%v), want its 3 floats", pts.Len(), pts.Type, err)
+	}
+	if err := p.Append(testRef, "a", onePoint(3)); err != nil {
+		t.Fatal(err)
+	}
+	if pts, _, err := p.Read(testRef, "a", math.MinInt64, math.MaxInt64); err != nil || pts.Len() != 4 {
+		t.Fatalf("read a after: %d points (%v), want 4", pts.Len(), err)
+	}
+}
