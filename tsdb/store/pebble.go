@@ -24,10 +24,12 @@ import (
 )
 
 // Pebble is the durable Store: an embedded cockroachdb/pebble LSM tree in a data
-// directory (key layout in keys.go). Each append is stored as one block, readable at
-// once; quanta that have ended are sealed in the background: their blocks are merged
-// into sorted, compressed chunks (package chunk). Every change is one atomic pebble batch, so a power cut
-// leaves either all of an Append or none of it.
+// directory (key layout in keys.go). Each append is stored as one block per pair,
+// readable at once; under SyncBatch and SyncNone appends may first wait in a write
+// buffer and reach pebble together, one block per pair for all of them (buffer.go).
+// Quanta that have ended are sealed in the background: their blocks are merged into
+// sorted, compressed chunks (package chunk). Every change is one atomic pebble batch, so
+// a power cut leaves either all of an Append or none of it.
 type Pebble struct {
 	dir  string
 	opts PebbleOptions
