@@ -80,8 +80,9 @@ func bufferedSize(a *PairAppend) int64 {
 }
 
 // buffer takes a prepared batch into the write buffer if every pair of it may wait
-// there; it reports whether it did. An error is a refusal the direct path would give
-// too. The caller sends a batch not taken through the direct path.
+// there, and reports whether it did. It refuses nothing itself: a batch not taken goes
+// through the direct path, which refuses what must be refused with the error it
+// always gave.
 func (p *Pebble) buffer(batch []PairAppend) bool {
 	b := p.buf
 	if b == nil {
