@@ -229,6 +229,11 @@ func (r *repairer) pass(ctx context.Context, kind passKind) error {
 	defer r.passMu.Unlock()
 	leaving := kind == passLeaving
 	full := r.full(kind)
+	// The version before the view: dht installs a membership's placement before it
+	// counts the version, so a change between the two reads leaves the view recorded
+	// at least as new as the version, and the next pass, seeing a newer version,
+	// compares against it. The other order could record an older view under the newer
+	// version and never compare what that change moved.
 	version := r.place.Version()
 	view, viewOK := r.currentView()
 	// A membership change since the last pass: compare what it moved, besides what
