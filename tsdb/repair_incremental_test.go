@@ -255,11 +255,14 @@ func quiet(t *testing.T, lc *LocalCluster, i int, held int64) {
 	r := lc.Nodes[i].repair
 	for attempt := 0; ; attempt++ {
 		v := lc.Nodes[i].DHT().Version()
-		before := r.compared.Load()
+		before, passes := r.compared.Load(), r.passes.Load()
 		if _, err := lc.Nodes[i].RepairNow(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if n := r.compared.Load() - before; n != held {
+			if r.passes.Load()-passes > 1 && attempt < 10 {
+				continue // a background pass (membership news) ran beside it and counted too
+			}
 			t.Fatalf("a full pass compared %d pairs, want all %d", n, held)
 		}
 		n := autoPass(t, lc, i)
