@@ -163,8 +163,10 @@ func TestRepairPassesCostWhatChanged(t *testing.T) {
 // A join: the passes it brings compare the pairs whose owners it moved, not every pair
 // held, and still put every pair on its owners. Which pairs moved is computed here with
 // dht.ClosestPeers over the member lists before and after (the repairer computes it its
-// own way, through dht.View). Key-first shard IDs and rf 2 of 3 spread node 0's pairs
-// over owner sets a join moves about half of.
+// own way, through dht.View). Key-first shard IDs and rf 2 of 3 spread the pairs over
+// owner sets; which of a node's pairs a join moves depends on the random node IDs (it may
+// move all of one node's), so every node that was there is checked, and some node must
+// have kept some pairs' owners.
 func TestJoinComparesWhatMoved(t *testing.T) {
 	tweak := func(i int, cfg *Config) {
 		cfg.DHT.Format = quanta.KFI
@@ -182,20 +184,27 @@ func TestJoinComparesWhatMoved(t *testing.T) {
 		}
 	}
 	sealAll(t, lc)
-	held := int64(lc.Nodes[0].Store().Stats().Shards)
-	quiet(t, lc, 0, held)
-	var mine []pairRef
-	if err := lc.Nodes[0].Store().(*store.Pebble).Pairs(func(ref store.ShardRef, key string) bool {
-		mine = append(mine, pairRef{ref, key})
-		return true
-	}); err != nil {
-		t.Fatal(err)
+	type before struct {
+		mine                   []pairRef
+		compared, moved, fulls int64
 	}
-	r := lc.Nodes[0].repair
+	var was [3]before
+	for i := range was {
+		quiet(t, lc, i, int64(lc.Nodes[i].Store().Stats().Shards))
+	}
+	for i := range was {
+		if err := lc.Nodes[i].Store().(*store.Pebble).Pairs(func(ref store.ShardRef, key string) bool {
+			was[i].mine = append(was[i].mine, pairRef{ref, key})
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		r := lc.Nodes[i].repair
+		r.passMu.Lock()
+		was[i].compared, was[i].moved, was[i].fulls = r.compared.Load(), r.movedPasses.Load(), r.fullPasses.Load()
+		r.passMu.Unlock()
+	}
 	membersBefore := lc.Nodes[0].DHT().Live()
-	r.passMu.Lock()
-	comparedBefore, movedBefore, fulls := r.compared.Load(), r.movedPasses.Load(), r.fullPasses.Load()
-	r.passMu.Unlock()
 	if _, err := lc.Add(func(i int, cfg *Config) {
 		healConfig(i, cfg)
 		tweak(i, cfg)
@@ -205,32 +214,39 @@ func TestJoinComparesWhatMoved(t *testing.T) {
 	if err := lc.WaitLive(ctx, 4, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	autoPass(t, lc, 0) // the join's own pass may have run in the background already
+	for i := range was {
+		autoPass(t, lc, i) // the join's own passes may have run in the background already
+	}
 	// Placed by the passes the join brings (waitHealed runs RepairNow: full passes).
 	waitUntil(t, 30*time.Second, "the join's passes to put every pair on its owners", func() bool {
 		bad, _ := misplaced(t, lc, 2)
 		return bad == 0
 	})
 	membersAfter := lc.Nodes[0].DHT().Live()
-	moved := 0
-	for _, pr := range mine {
-		if !sameIDs(dht.ClosestPeers(membersBefore, pr.ref.ID, 2), dht.ClosestPeers(membersAfter, pr.ref.ID, 2)) {
-			moved++
+	kept := 0
+	for i, w := range was {
+		moved := 0
+		for _, pr := range w.mine {
+			if !sameIDs(dht.ClosestPeers(membersBefore, pr.ref.ID, 2), dht.ClosestPeers(membersAfter, pr.ref.ID, 2)) {
+				moved++
+			}
 		}
+		kept += len(w.mine) - moved
+		r := lc.Nodes[i].repair
+		r.passMu.Lock()
+		compared, movedPasses, fullPasses := r.compared.Load()-w.compared, r.movedPasses.Load()-w.moved, r.fullPasses.Load()-w.fulls
+		r.passMu.Unlock()
+		if movedPasses == 0 || fullPasses != 0 {
+			t.Fatalf("node %d after the join: %d membership passes, %d full ones; want membership passes only", i, movedPasses, fullPasses)
+		}
+		if compared < int64(moved) || moved < len(w.mine) && compared >= int64(len(w.mine)) {
+			t.Fatalf("after a join that moved %d of node %d's %d pairs, its passes compared %d", moved, i, len(w.mine), compared)
+		}
+		t.Logf("the join moved %d of node %d's %d pairs; its passes compared %d", moved, i, len(w.mine), compared)
 	}
-	if moved == 0 || moved == len(mine) {
-		t.Fatalf("the join moved %d of node 0's %d pairs: the test needs some moved and some not", moved, len(mine))
+	if kept == 0 {
+		t.Fatal("the join moved every pair of every node: the test tested nothing")
 	}
-	r.passMu.Lock()
-	compared, movedPasses, fullPasses := r.compared.Load()-comparedBefore, r.movedPasses.Load()-movedBefore, r.fullPasses.Load()-fulls
-	r.passMu.Unlock()
-	if movedPasses == 0 || fullPasses != 0 {
-		t.Fatalf("after the join: %d membership passes, %d full ones; want membership passes only", movedPasses, fullPasses)
-	}
-	if compared < int64(moved) || compared >= int64(len(mine)) {
-		t.Fatalf("after a join that moved %d of node 0's %d pairs, its passes compared %d", moved, len(mine), compared)
-	}
-	t.Logf("the join moved %d of node 0's %d pairs; its passes compared %d", moved, len(mine), compared)
 	checkAll(t, lc, want)
 }
 
