@@ -179,8 +179,7 @@ func (r *repairer) full(k passKind) bool {
 		return true
 	}
 	_, tracked := r.store.(store.ChangeTracker)
-	return !tracked || r.fullAt.IsZero() || r.pendingOver || time.Since(r.fullAt) >= r.cfg.RepairFullEvery ||
-		r.place.Version() != r.fullVersion && !r.viewOK
+	return !tracked || r.fullAt.IsZero() || r.pendingOver || time.Since(r.fullAt) >= r.cfg.RepairFullEvery
 }
 
 // viewer is a Placement whose owners follow from the membership alone (dht.Node in
@@ -202,15 +201,20 @@ func (r *repairer) currentView() (dht.View, bool) {
 func ownersMoved(old, cur dht.View, id quanta.ID, rf int, a, b *[]dht.Peer) bool {
 	*a = old.ReplicaSetInto(*a, id, rf)
 	*b = cur.ReplicaSetInto(*b, id, rf)
-	if len(*a) != len(*b) {
-		return true
+	return !samePeers(*a, *b)
+}
+
+// samePeers reports whether two owner lists name the same nodes, in any order.
+func samePeers(a, b []dht.Peer) bool {
+	if len(a) != len(b) {
+		return false
 	}
-	for _, p := range *a {
-		if !slices.ContainsFunc(*b, func(q dht.Peer) bool { return q.ID == p.ID }) {
-			return true
+	for _, p := range a {
+		if !slices.ContainsFunc(b, func(q dht.Peer) bool { return q.ID == p.ID }) {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // scrub reports whether a full pass of kind k also reads every pair's points, verifying
@@ -237,9 +241,9 @@ func (r *repairer) pass(ctx context.Context, kind passKind) error {
 	version := r.place.Version()
 	view, viewOK := r.currentView()
 	// A membership change since the last pass: compare what it moved, besides what
-	// changed and what was left unconfirmed.
+	// changed and what was left unconfirmed — or everything, without both views.
 	moved := !full && version != r.fullVersion
-	if moved && !viewOK {
+	if moved && !(viewOK && r.viewOK) {
 		full, moved = true, false
 	}
 	var changed []store.PairRef

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -227,7 +226,7 @@ func TestJoinComparesWhatMoved(t *testing.T) {
 	for i, w := range was {
 		moved := 0
 		for _, pr := range w.mine {
-			if !sameIDs(dht.ClosestPeers(membersBefore, pr.ref.ID, 2), dht.ClosestPeers(membersAfter, pr.ref.ID, 2)) {
+			if !samePeers(dht.ClosestPeers(membersBefore, pr.ref.ID, 2), dht.ClosestPeers(membersAfter, pr.ref.ID, 2)) {
 				moved++
 			}
 		}
@@ -248,19 +247,6 @@ func TestJoinComparesWhatMoved(t *testing.T) {
 		t.Fatal("the join moved every pair of every node: the test tested nothing")
 	}
 	checkAll(t, lc, want)
-}
-
-// sameIDs reports whether two owner lists hold the same nodes, in any order.
-func sameIDs(a, b []dht.Peer) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, p := range a {
-		if !slices.ContainsFunc(b, func(q dht.Peer) bool { return q.ID == p.ID }) {
-			return false
-		}
-	}
-	return true
 }
 
 // quiet runs a full pass on node i, which must compare all held pairs, then a

@@ -102,6 +102,9 @@ func (p *Pebble) buffer(batch []PairAppend) bool {
 		}
 		size += bufferedSize(a)
 	}
+	if size > b.limit {
+		return false // it would never fit: no copies for nothing
+	}
 	// The caller's points may be reused once it has its answer: the buffer keeps copies,
 	// made before taking the lock.
 	copies := make([]PairAppend, len(batch))
