@@ -285,7 +285,9 @@ func Start(cfg Config) (*Node, error) {
 	n.srv = rpc.NewServer(cfg.Transport, cfg.RPC)
 	n.cli = rpc.NewClient(cfg.Transport, cfg.RPC)
 
-	addr, err := n.srv.Listen(cfg.RPCBind)
+	// Bound now, served only once every handler is registered below: a request that
+	// comes earlier waits in the backlog instead of finding its method missing.
+	addr, err := n.srv.Bind(cfg.RPCBind)
 	if err != nil {
 		n.cli.Close()
 		return nil, fmt.Errorf("rpc listen on %s: %w", cfg.RPCBind, err)
@@ -302,14 +304,15 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.assemble()
-	// Handlers go in only now that everything they touch exists; a request that comes
-	// earlier is answered "unknown method" and retried like any failed call.
+	// Handlers go in only now that everything they touch exists, and the server
+	// accepts only once they are in.
 	registerReplica(n.srv, n.local)
 	n.registerCoordinator()
 	n.registerAnalytics()
 	if n.rollup != nil {
 		n.registerRollups(n.rollup)
 	}
+	n.srv.Serve()
 	if err := n.dht.Start(); err != nil {
 		if errors.Is(err, dht.ErrIncompatible) || n.dht.GossipAddr() == "" {
 			n.dht.Close()
@@ -367,25 +370,32 @@ func (n *Node) Store() store.Store { return n.store }
 // Close stops the node and keeps its data: what SIGTERM and SIGINT do, so that a
 // restart or an upgrade moves nothing. The others learn that it stopped (not that it
 // died) and keep it among the owners of its shards for their DHT.DownGrace: their
-// writes for it leave hints, which reach it when it is back. The network stops
-// before the store closes (operations after an engine's Close would panic); closing
-// the store flushes it. Decommission is for a node that goes for good.
+// writes for it leave hints, which reach it when it is back. Decommission is for a
+// node that goes for good.
 func (n *Node) Close() error {
+	st := n.store.Stats()
+	err := n.shutdown(func() error { return n.dht.Stop(2 * time.Second) })
+	if err == nil {
+		n.log.Info("stopped; data kept for the restart", "pairs", st.Shards, "points", st.Points)
+	}
+	return err
+}
+
+// shutdown is the one stop sequence of Close, Leave and Kill, which differ only in
+// how the node says goodbye to its peers (depart): background work stops first (so
+// that none of it starts a call on a closing network), then membership, then the
+// network, and the store last (operations after an engine's Close would panic;
+// closing it flushes it).
+func (n *Node) shutdown(depart func() error) error {
 	if n.repair != nil {
 		n.repair.close()
 	}
 	if n.rollup != nil && n.rollup.started.Load() {
 		n.rollup.close()
 	}
-	errs := []error{n.dht.Stop(2 * time.Second)}
-	errs = append(errs, n.srv.Close(), n.cli.Close())
-	st := n.store.Stats()
-	errs = append(errs, n.store.Close())
-	err := errors.Join(errs...)
-	if err == nil {
-		n.log.Info("stopped; data kept for the restart", "pairs", st.Shards, "points", st.Points)
-	}
-	return err
+	errs := []error{depart()}
+	errs = append(errs, n.srv.Close(), n.cli.Close(), n.store.Close())
+	return errors.Join(errs...)
 }
 
 // HandOff prepares a decommission: it tells the others that this node is leaving
@@ -427,12 +437,7 @@ func (n *Node) HandOff(ctx context.Context) (wire.DecommissionResp, error) {
 
 // Leave leaves the cluster for good and closes the node, data or not: after HandOff.
 func (n *Node) Leave() error {
-	if n.repair != nil {
-		n.repair.close()
-	}
-	errs := []error{n.dht.Leave(2 * time.Second)}
-	errs = append(errs, n.srv.Close(), n.cli.Close(), n.store.Close())
-	return errors.Join(errs...)
+	return n.shutdown(func() error { return n.dht.Leave(2 * time.Second) })
 }
 
 // Decommission hands every shard off and leaves the cluster for good (HandOff, then
@@ -448,15 +453,7 @@ func (n *Node) Decommissioned() <-chan struct{} { return n.decommissioned }
 
 // Kill stops the node without leaving, as a crash would (for tests).
 func (n *Node) Kill() error {
-	if n.repair != nil {
-		n.repair.close()
-	}
-	if n.rollup != nil && n.rollup.started.Load() {
-		n.rollup.close()
-	}
-	errs := []error{n.dht.Close()}
-	errs = append(errs, n.srv.Close(), n.cli.Close(), n.store.Close())
-	return errors.Join(errs...)
+	return n.shutdown(n.dht.Close)
 }
 
 // RepairNow runs one full repair pass (every pair held compared with its owners) and
