@@ -27,12 +27,6 @@ type NodeEngine struct {
 
 	tagMu sync.Mutex
 	tags  map[string]struct{} // series whose tags this engine recorded
-
-	mu        sync.Mutex
-	self      *tsdb.Client // for the repair counters, through the node's own status
-	repair    Stats
-	repairAt  time.Time
-	repairErr error
 }
 
 // NewNodeEngine returns the engine over node.
@@ -167,65 +161,21 @@ func (e *NodeEngine) Ready() error {
 	return errors.New("this node has not joined its cluster yet")
 }
 
-// Stats implements Engine. The store's counters are read directly; the repair
-// counters come from the node's own status RPC, at most every 10 s.
+// Stats implements Engine, from the node's own counters, read in process.
 func (e *NodeEngine) Stats(ctx context.Context) (Stats, error) {
 	st := e.node.Store().Stats()
-	s := Stats{Shards: st.Shards, Series: st.Series, Points: st.Points, DiskBytes: st.DiskBytes,
+	r := e.node.Stats().Repair
+	return Stats{Shards: st.Shards, Series: st.Series, Points: st.Points, DiskBytes: st.DiskBytes,
 		Dropped: st.DroppedQuanta, FlashBytesWritten: st.FlashBytesWritten, AppendedPoints: st.AppendedPoints,
 		BufferedAppends: st.BufferedAppends, BufferDrains: st.BufferDrains,
-		LiveMembers: len(e.node.DHT().Live())}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if time.Since(e.repairAt) > 10*time.Second {
-		e.repairAt = time.Now()
-		e.repairErr = e.fetchRepair(ctx)
-	}
-	if e.repairErr == nil {
-		s.RepairKnown = true
-		s.RepairPasses, s.UnderReplicated, s.HintedPoints = e.repair.RepairPasses, e.repair.UnderReplicated, e.repair.HintedPoints
-		s.PushedPairs, s.PushedPoints, s.HandedOff, s.ReadRepairs = e.repair.PushedPairs, e.repair.PushedPoints, e.repair.HandedOff, e.repair.ReadRepairs
-	}
-	return s, nil
+		LiveMembers: len(e.node.DHT().Live()),
+		RepairKnown: true, RepairPasses: r.Passes, UnderReplicated: r.UnderReplicated, HintedPoints: r.HintedPoints,
+		PushedPairs: r.PushedPairs, PushedPoints: r.PushedPoints, HandedOff: r.DroppedPairs, ReadRepairs: r.ReadRepairs}, nil
 }
 
-func (e *NodeEngine) fetchRepair(ctx context.Context) error {
-	if e.self == nil {
-		cfg := tsdb.DefaultClientConfig()
-		cfg.Timeout = 5 * time.Second
-		c, err := tsdb.NewClient([]string{e.node.RPCAddr()}, cfg)
-		if err != nil {
-			return err
-		}
-		e.self = c
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	nodes, err := e.self.Status(ctx)
-	if err != nil {
-		return err
-	}
-	me := e.node.DHT().Self().Key.String()
-	for _, n := range nodes {
-		if n.NodeID == me {
-			r := n.Repair
-			e.repair = Stats{RepairPasses: r.Passes, UnderReplicated: r.UnderReplicated, HintedPoints: r.HintedPoints,
-				PushedPairs: r.PushedPairs, PushedPoints: r.PushedPoints, HandedOff: r.DroppedPairs, ReadRepairs: r.ReadRepairs}
-			return nil
-		}
-	}
-	return errors.New("this node is missing from its own status")
-}
-
-// Close releases the engine's own connections (not the node).
-func (e *NodeEngine) Close() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.self != nil {
-		return e.self.Close()
-	}
-	return nil
-}
+// Close releases nothing: the engine holds no connection of its own (it reaches
+// its node in process). It is here for callers that close what they open.
+func (e *NodeEngine) Close() error { return nil }
 
 // errorCode returns the machine-readable code of a tsdb/rpc error, or "".
 func errorCode(err error) string {

@@ -339,7 +339,7 @@ func Start(cfg Config) (*Node, error) {
 // assemble builds the node's parts over its DHT, store and RPC client.
 func (n *Node) assemble() {
 	cfg := &n.cfg
-	n.local = &localReplica{store: n.store, quantum: cfg.DHT.Quantum, format: cfg.DHT.Format, stats: n.localStats, maxFuture: cfg.MaxFuture}
+	n.local = &localReplica{store: n.store, quantum: cfg.DHT.Quantum, format: cfg.DHT.Format, stats: n.Stats, maxFuture: cfg.MaxFuture}
 	n.replicas = &peerReplicas{self: n.dht.Self().ID, local: n.local, cli: n.cli, timeout: cfg.CallTimeout, failed: n.dht}
 	types := newRegistry(n.dht, n.replicas, cfg, n.log)
 	if w, ok := n.store.(Walker); ok && cfg.RepairInterval > 0 {

@@ -365,7 +365,9 @@ func digest(p *series.Points) uint64 {
 	return h.Sum64()
 }
 
-func (n *Node) localStats() NodeStats {
+// Stats returns this node's own counters (store, repair, read repairs), read in
+// process: what status reports for it, without a call over the network.
+func (n *Node) Stats() NodeStats {
 	self := n.dht.Self()
 	st := n.store.Stats()
 	var rs RepairStats
