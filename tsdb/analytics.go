@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -86,7 +87,7 @@ func (l *localReplica) Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp
 
 // aggSeries answers a packed request (wire.MethodAggSeries): the shards' IDs are
 // computed here from the series and their starts.
-func (l *localReplica) aggSeries(req *wire.AggSeriesReq) (*wire.AggResp, error) {
+func (l *localReplica) aggSeries(ctx context.Context, req *wire.AggSeriesReq) (*wire.AggResp, error) {
 	if err := agg.CheckWidth(req.Every); err != nil {
 		return nil, rpc.Errorf(CodeBadInput, "%v", err)
 	}
@@ -105,8 +106,12 @@ func (l *localReplica) aggSeries(req *wire.AggSeriesReq) (*wire.AggResp, error) 
 		}
 		refs[i] = store.ShardRef{ID: ids.At(shards[i].Start), Start: shards[i].Start}
 	}
-	return l.aggShards(context.Background(), req.Every, shards, refs, nil) // served for another node: no page of this node's
+	return l.aggShards(ctx, req.Every, shards, refs, nil)
 }
+
+// ctxCheckEvery is how many shards an aggregate reads between looks at whether its
+// caller is still waiting.
+const ctxCheckEvery = 16
 
 // aggShards answers shards, whose store references are refs (checked), with windows of
 // width every (checked), in out when it has a result per shard (a long aggregate's
@@ -130,6 +135,10 @@ func (l *localReplica) aggShards(ctx context.Context, every int64, shards []wire
 	var whole []agg.Window
 	yield := func(i int, st agg.Partial, held bool) error {
 		yieldInPage(ctx, i) // a long read's page lets small requests in (longread.go)
+		if i%ctxCheckEvery == ctxCheckEvery-1 && ctx.Err() != nil {
+			// The caller gave up (cancelled, or past its deadline): stop reading for it.
+			return fmt.Errorf("aggregate stopped after %d of %d shards: %w", i+1, len(shards), ctx.Err())
+		}
 		r, res := &shards[i], &resp.Shards[i]
 		res.Held, res.Count, res.Hash, res.Type = held, st.Count, statsDigest(st.Count, st.Hash), st.Type
 		if r.Digest || !held {
@@ -227,7 +236,7 @@ func (n *Node) registerAnalytics() {
 		return resp, nil
 	})
 	handle(n.srv, wire.MethodAggSeries, func(ctx context.Context, req *wire.AggSeriesReq) (*wire.AggSeriesResp, error) {
-		resp, err := n.local.aggSeries(req)
+		resp, err := n.local.aggSeries(ctx, req)
 		if err != nil {
 			return nil, err
 		}

@@ -285,7 +285,7 @@ func (l *localReplica) latestPart(ctx context.Context, req *wire.LatestPartReq) 
 			}
 		}
 	}
-	shards, err := l.aggSeries(&wire.AggSeriesReq{Key: req.Key, Every: req.Every, Shards: req.Shards})
+	shards, err := l.aggSeries(ctx, &wire.AggSeriesReq{Key: req.Key, Every: req.Every, Shards: req.Shards})
 	if err != nil {
 		return nil, err
 	}
