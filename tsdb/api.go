@@ -82,7 +82,7 @@ func (n *Node) registerCoordinator() {
 			}
 			peers = ps
 			for _, h := range hops {
-				resp.Hops = append(resp.Hops, wire.Hop{Round: h.Round, Peer: peerInfo(h.Peer, "alive"),
+				resp.Hops = append(resp.Hops, wire.Hop{Round: h.Round, Peer: peerInfo(h.Peer, dht.StateAlive),
 					Distance: hex.EncodeToString(h.Distance[:]), Returned: h.Returned, Err: h.Err})
 			}
 		} else {
@@ -92,7 +92,7 @@ func (n *Node) registerCoordinator() {
 			}
 		}
 		for _, p := range peers {
-			resp.Replicas = append(resp.Replicas, peerInfo(p, "alive"))
+			resp.Replicas = append(resp.Replicas, peerInfo(p, dht.StateAlive))
 		}
 		return &resp, nil
 	})
@@ -132,7 +132,7 @@ func (n *Node) serveDecommission(ctx context.Context, req *wire.DecommissionReq)
 	return &resp, nil
 }
 
-func peerInfo(p dht.Peer, state string) PeerInfo {
+func peerInfo(p dht.Peer, state dht.MemberState) PeerInfo {
 	return PeerInfo{PeerID: peer.ID(p.ID).String(), NodeID: nodeID(p), RPCAddr: p.RPCAddr, State: state}
 }
 

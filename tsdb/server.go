@@ -9,6 +9,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/agg"
@@ -377,7 +378,7 @@ func (n *Node) Stats() NodeStats {
 	rs.ReadRepairs = n.coord.readRepairs.Load()
 	return NodeStats{
 		Repair:    rs,
-		PeerInfo:  peerInfo(self, "alive"),
+		PeerInfo:  peerInfo(self, dht.StateAlive),
 		Shards:    st.Shards,
 		Series:    st.Series,
 		Points:    st.Points,

@@ -129,7 +129,7 @@ func nodeIDOf(cfg Config) string {
 	return nodeID(dht.NewPeer(id, ""))
 }
 
-func memberState(n *Node, id string) string {
+func memberState(n *Node, id string) dht.MemberState {
 	for _, m := range n.DHT().Members() {
 		if nodeID(m.Peer) == id {
 			return m.State

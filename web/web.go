@@ -173,7 +173,7 @@ func (h *handler) cluster(w http.ResponseWriter, r *http.Request) {
 	}
 	var out Cluster
 	for _, n := range nodes {
-		if n.State == "alive" {
+		if n.Alive() {
 			out.Live++
 		}
 		if n.Reachable && n.RF > out.RF {
@@ -181,7 +181,7 @@ func (h *handler) cluster(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for _, n := range nodes {
-		m := Member{NodeID: n.NodeID, RPC: n.RPCAddr, State: n.State, Reachable: n.Reachable, Error: n.Error,
+		m := Member{NodeID: n.NodeID, RPC: n.RPCAddr, State: string(n.State), Reachable: n.Reachable, Error: n.Error,
 			Shards: n.Shards, Series: n.Series, Points: n.Points, Under: n.Repair.UnderReplicated, DiskBytes: n.DiskBytes}
 		if out.RF > 0 && out.Live < out.RF {
 			m.Under = int64(n.Shards) // every pair has fewer than rf copies
