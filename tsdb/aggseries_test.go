@@ -82,14 +82,14 @@ func TestAggSeriesMatchesAgg(t *testing.T) {
 	// Latest's one request (MethodLatestPart) answers the entry and the same windows.
 	latest := func(name string, rep Replica) {
 		t.Helper()
-		a, err := askLatestPart(ctx, rep, "pmu/f", true, req.Every, req.Shards)
+		a, err := rep.LatestPart(ctx, "pmu/f", true, req.Every, req.Shards)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if !a.held || a.entry.Key != "pmu/f" || !a.entry.Live() {
-			t.Fatalf("%s: entry %+v held %v", name, a.entry, a.held)
+		if !a.Held || a.Entry.Key != "pmu/f" || !a.Entry.Live() {
+			t.Fatalf("%s: entry %+v held %v", name, a.Entry, a.Held)
 		}
-		same(name, &wire.AggResp{Shards: a.shards})
+		same(name, &wire.AggResp{Shards: a.Shards})
 	}
 	latest("latest part, in process", n.local)
 	latest("latest part", remote)
@@ -98,7 +98,7 @@ func TestAggSeriesMatchesAgg(t *testing.T) {
 	old := rpc.NewServer(rpc.NewTCPTransport(), rpc.Config{})
 	defer old.Close()
 	registerCatalogReplica(old, n.local)
-	handle(old, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
+	Handle(old, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
 		resp, err := n.local.Agg(ctx, req)
 		if err == nil {
 			for i := range resp.Shards {

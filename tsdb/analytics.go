@@ -82,7 +82,7 @@ func (l *localReplica) Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp
 			return nil, rpc.Errorf(CodeBadInput, "shard %x is not series %q at quantum %d", r.ID, r.Key, r.Start)
 		}
 	}
-	return l.aggShards(ctx, req.Every, req.Shards, refs, nil)
+	return l.AggRefs(ctx, req.Every, req.Shards, refs, nil, nil)
 }
 
 // aggSeries answers a packed request (wire.MethodAggSeries): the shards' IDs are
@@ -106,19 +106,20 @@ func (l *localReplica) aggSeries(ctx context.Context, req *wire.AggSeriesReq) (*
 		}
 		refs[i] = store.ShardRef{ID: ids.At(shards[i].Start), Start: shards[i].Start}
 	}
-	return l.aggShards(ctx, req.Every, shards, refs, nil)
+	return l.AggRefs(ctx, req.Every, shards, refs, nil, nil)
 }
 
 // ctxCheckEvery is how many shards an aggregate reads between looks at whether its
 // caller is still waiting.
 const ctxCheckEvery = 16
 
-// aggShards answers shards, whose store references are refs (checked), with windows of
-// width every (checked), in out when it has a result per shard (a long aggregate's
-// page buffer: pagebufs.go), else in a new slice. The pairs' statistics are read in
+// AggRefs implements Local: it answers shards, whose store references are refs
+// (checked), with windows of width every (checked), in out when it has a result per
+// shard (a long aggregate's page buffer: pagebufs.go), else in a new slice, and calls
+// yield (when not nil) with the index of each shard before it reads it. The pairs' statistics are read in
 // one pass (store.PairStatsBatch); windows that cut a quantum are computed from its
 // points.
-func (l *localReplica) aggShards(ctx context.Context, every int64, shards []wire.ShardAgg, refs []store.ShardRef, out []wire.ShardAggResult) (*wire.AggResp, error) {
+func (l *localReplica) AggRefs(ctx context.Context, every int64, shards []wire.ShardAgg, refs []store.ShardRef, out []wire.ShardAggResult, yield func(i int)) (*wire.AggResp, error) {
 	for i := range shards {
 		if r := &shards[i]; r.From > r.To {
 			return nil, rpc.Errorf(CodeBadInput, "aggregate of %q: from %d is after to %d", r.Key, r.From, r.To)
@@ -133,8 +134,10 @@ func (l *localReplica) aggShards(ctx context.Context, every int64, shards []wire
 	// held shards come (most of a long aggregate's hold nothing), each answer keeps
 	// the array it was made in.
 	var whole []agg.Window
-	yield := func(i int, st agg.Partial, held bool) error {
-		yieldInPage(ctx, i) // a long read's page lets small requests in (longread.go)
+	each := func(i int, st agg.Partial, held bool) error {
+		if yield != nil {
+			yield(i) // a long read's page lets small requests in (longread.go)
+		}
 		if i%ctxCheckEvery == ctxCheckEvery-1 && ctx.Err() != nil {
 			// The caller gave up (cancelled, or past its deadline): stop reading for it.
 			return fmt.Errorf("aggregate stopped after %d of %d shards: %w", i+1, len(shards), ctx.Err())
@@ -159,8 +162,8 @@ func (l *localReplica) aggShards(ctx context.Context, every int64, shards []wire
 		res.Windows = ws
 		return nil
 	}
-	if oneSeries(shards) && len(shards) > 0 {
-		if err := store.PairStatsBatch(l.store, refs, shards[0].Key, yield); err != nil {
+	if OneSeries(shards) && len(shards) > 0 {
+		if err := store.PairStatsBatch(l.store, refs, shards[0].Key, each); err != nil {
 			return nil, storeError(err)
 		}
 		return resp, nil
@@ -168,7 +171,7 @@ func (l *localReplica) aggShards(ctx context.Context, every int64, shards []wire
 	for i := range shards {
 		st, held, err := l.store.PairStats(refs[i], shards[i].Key)
 		if err == nil {
-			err = yield(i, st, held)
+			err = each(i, st, held)
 		}
 		if err != nil {
 			return nil, storeError(err)
@@ -181,7 +184,7 @@ func (l *localReplica) aggShards(ctx context.Context, every int64, shards []wire
 // the shards name several series or the replica does not know that method,
 // wire.MethodAgg.
 func (r remoteReplica) Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
-	if len(req.Shards) > 0 && oneSeries(req.Shards) {
+	if len(req.Shards) > 0 && OneSeries(req.Shards) {
 		var resp wire.AggSeriesResp
 		sreq := &wire.AggSeriesReq{Key: req.Shards[0].Key, Every: req.Every, Shards: wire.AppendAggSpans(nil, req.Shards)}
 		err := r.invoke(ctx, wire.MethodAggSeries, sreq, &resp)
@@ -212,7 +215,7 @@ func (r remoteReplica) Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp
 }
 
 // oneSeries reports whether shards all name one series.
-func oneSeries(shards []wire.ShardAgg) bool {
+func OneSeries(shards []wire.ShardAgg) bool {
 	for i := range shards {
 		if shards[i].Key != shards[0].Key {
 			return false
@@ -225,7 +228,7 @@ func oneSeries(shards []wire.ShardAgg) bool {
 // MethodLatestPart as a replica, and
 // MethodAggregate, MethodLatest and MethodBounds as a coordinator.
 func (n *Node) registerAnalytics() {
-	handle(n.srv, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
+	Handle(n.srv, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
 		resp, err := n.local.Agg(ctx, req)
 		if err != nil {
 			return nil, err
@@ -235,15 +238,15 @@ func (n *Node) registerAnalytics() {
 		}
 		return resp, nil
 	})
-	handle(n.srv, wire.MethodAggSeries, func(ctx context.Context, req *wire.AggSeriesReq) (*wire.AggSeriesResp, error) {
+	Handle(n.srv, wire.MethodAggSeries, func(ctx context.Context, req *wire.AggSeriesReq) (*wire.AggSeriesResp, error) {
 		resp, err := n.local.aggSeries(ctx, req)
 		if err != nil {
 			return nil, err
 		}
 		return &wire.AggSeriesResp{Shards: wire.AppendAggResults(nil, resp.Shards)}, nil
 	})
-	handle(n.srv, wire.MethodLatestPart, n.local.latestPart)
-	handle(n.srv, wire.MethodAggregate, func(ctx context.Context, req *wire.AggregateReq) (*wire.AggregateResp, error) {
+	Handle(n.srv, wire.MethodLatestPart, n.local.latestPart)
+	Handle(n.srv, wire.MethodAggregate, func(ctx context.Context, req *wire.AggregateReq) (*wire.AggregateResp, error) {
 		res, err := n.coord.Aggregate(ctx, req.Key, req.From, req.To, req.Every, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial})
 		if err != nil {
 			return nil, err
@@ -251,14 +254,14 @@ func (n *Node) registerAnalytics() {
 		return &wire.AggregateResp{Type: res.Type, Packed: agg.AppendWindowsWire(nil, res.Type, res.Windows),
 			Partial: res.Partial, Missing: res.Missing}, nil
 	})
-	handle(n.srv, wire.MethodLatest, func(ctx context.Context, req *wire.LatestReq) (*wire.LatestResp, error) {
+	Handle(n.srv, wire.MethodLatest, func(ctx context.Context, req *wire.LatestReq) (*wire.LatestResp, error) {
 		pts, err := n.coord.Latest(ctx, req.Key, req.Since, req.Before)
 		if err != nil {
 			return nil, err
 		}
 		return &wire.LatestResp{Point: pts}, nil
 	})
-	handle(n.srv, wire.MethodBounds, func(ctx context.Context, req *wire.BoundsReq) (*wire.BoundsResp, error) {
+	Handle(n.srv, wire.MethodBounds, func(ctx context.Context, req *wire.BoundsReq) (*wire.BoundsResp, error) {
 		resp, err := n.coord.Bounds(ctx, req.Key, req.From, req.To)
 		if err != nil {
 			return nil, err
@@ -321,10 +324,9 @@ func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every
 		if err := ctx.Err(); err != nil {
 			return wire.AggResult{}, rpc.Errorf(CodeUnavailable, "aggregate of %q: %v", key, err)
 		}
-		if err := turn.page(ctx, func(ctx context.Context) error {
-			b := pageBufsOf(ctx)
+		if err := turn.page(ctx, func(ctx context.Context, b *pageBufs) error {
 			b.starts = cover.pageInto(b.starts, lo, aggPageQuanta)
-			return c.aggregatePage(ctx, key, b.starts, from, to, every, r, byQuorum, &res, &lists)
+			return c.aggregatePage(ctx, b, key, b.starts, from, to, every, r, byQuorum, &res, &lists)
 		}); err != nil {
 			return wire.AggResult{}, err
 		}
@@ -346,12 +348,17 @@ func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every
 // aggregatePage aggregates the shards of the quanta starting at starts, within
 // [from, to): it appends their windows to lists and counts in res.Missing the shards
 // no replica could serve. byQuorum is aggregate's.
-func (c *Coordinator) aggregatePage(ctx context.Context, key string, starts []int64, from, to, every int64, r int, byQuorum bool, res *wire.AggResult, lists *[][]agg.Window) error {
-	spans, err := c.planRead(ctx, key, starts, from, to)
+func (c *Coordinator) aggregatePage(ctx context.Context, b *pageBufs, key string, starts []int64, from, to, every int64, r int, byQuorum bool, res *wire.AggResult, lists *[][]agg.Window) error {
+	spans, err := c.planRead(ctx, b, key, starts, from, to)
 	if err != nil {
 		return err
 	}
-	answers := c.aggRound(ctx, key, spans, every)
+	answers := c.aggRound(ctx, b, key, spans, every)
+	if err := ctx.Err(); err != nil {
+		// The caller has gone: reading the points of what went unanswered would be
+		// for nobody.
+		return rpc.Errorf(CodeUnavailable, "aggregate of %q: %v", key, err)
+	}
 	var differ []shardSpan // shards whose replicas disagree: read their points
 	for i := range spans {
 		ws, ok, complete := settleAgg(answers[i], r, byQuorum)
@@ -365,7 +372,7 @@ func (c *Coordinator) aggregatePage(ctx context.Context, key string, starts []in
 		}
 	}
 	if len(differ) > 0 {
-		read := c.readRounds(ctx, key, differ)
+		read := c.readRounds(ctx, b, key, differ)
 		for i := range differ {
 			pts, complete := mergeAnswers(read[i], r)
 			if !complete {
@@ -434,9 +441,9 @@ func settleAgg(ans []aggAnswer, r int, byQuorum bool) (ws []agg.Window, ok, comp
 
 // aggRound asks every shard's closest replica for windows and the others for digests,
 // grouped by node.
-func (c *Coordinator) aggRound(ctx context.Context, key string, spans []shardSpan, every int64) [][]aggAnswer {
+func (c *Coordinator) aggRound(ctx context.Context, bufs *pageBufs, key string, spans []shardSpan, every int64) [][]aggAnswer {
 	// A long aggregate's page reuses the slices of the one before (pagebufs.go).
-	bufs := pageBufsOf(ctx)
+	bufs = orFresh(bufs)
 	answers := bufs.aggAnswersFor(spans)
 	// Narrow windows make big answers: fewer shards per request then.
 	q := c.cfg.DHT.Quantum.Duration().Nanoseconds()
@@ -457,44 +464,44 @@ func (c *Coordinator) aggRound(ctx context.Context, key string, spans []shardSpa
 	if bufs.long {
 		mine = reuse(&bufs.aggResults, len(plan))
 	}
-	results := fanOut(ctx, batches, c.fetchLimit(ctx), c.cfg.CallTimeout,
-		func(ctx context.Context, b *peerBatch[fetch]) (*wire.AggResp, error) {
+	self := c.place.Self().ID
+	results := FanOut(ctx, batches, c.fetchLimit(bufs), c.cfg.CallTimeout,
+		func(ctx context.Context, b *PeerBatch[fetch]) (*wire.AggResp, error) {
 			off := 0
 			for _, o := range batches {
 				if o == b {
 					break
 				}
-				off += len(o.items)
+				off += len(o.Items)
 			}
-			n := len(b.items)
+			n := len(b.Items)
 			req := &wire.AggReq{Every: every, Shards: reads[off : off+n : off+n]}
-			for k, it := range b.items {
+			for k, it := range b.Items {
 				s := &spans[it.shard]
 				req.Shards[k] = wire.ShardAgg{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to, Digest: !it.data}
 			}
-			rep := c.replicas.For(b.peer)
-			if l, ok := rep.(*localReplica); ok {
+			if l := c.replicas.Local(); l != nil && b.Peer.ID == self {
 				// This node's store, with the references planned here: no ID to check.
 				refs := refs[off : off+n : off+n]
-				for k, it := range b.items {
+				for k, it := range b.Items {
 					refs[k] = spans[it.shard].ref
 				}
 				var out []wire.ShardAggResult
 				if mine != nil {
 					out = mine[off : off+n : off+n]
 				}
-				return l.aggShards(ctx, every, req.Shards, refs, out)
+				return l.AggRefs(ctx, every, req.Shards, refs, out, bufs.yield)
 			}
-			return rep.Agg(ctx, req)
+			return c.replicas.For(b.Peer).Agg(ctx, req)
 		})
 	for range batches {
 		r := <-results
-		if r.err != nil {
-			c.log.Warn("aggregate from a replica failed", "series", key, "peer", nodeID(r.batch.peer), "rpc", r.batch.peer.RPCAddr, "err", r.err)
+		if r.Err != nil {
+			c.log.Warn("aggregate from a replica failed", "series", key, "peer", NodeID(r.Batch.Peer), "rpc", r.Batch.Peer.RPCAddr, "err", r.Err)
 			continue
 		}
-		for k, it := range r.batch.items {
-			answers[it.shard][it.replica] = aggAnswer{ok: true, res: r.resp.Shards[k], isData: it.data}
+		for k, it := range r.Batch.Items {
+			answers[it.shard][it.replica] = aggAnswer{ok: true, res: r.Resp.Shards[k], isData: it.data}
 		}
 	}
 	return answers

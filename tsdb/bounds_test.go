@@ -43,7 +43,7 @@ func wantNewestAtQuorum(t *testing.T, lc *LocalCluster, key string, at int64, w 
 	q := lc.Nodes[0].cfg.DHT.Quantum
 	held := 0
 	for _, n := range lc.Nodes {
-		if n.dht == nil || !isReplica(owners, n.dht.Self().ID) {
+		if n.dht == nil || !IsReplica(owners, n.dht.Self().ID) {
 			continue
 		}
 		if nw, ok := registryNewest(t, n, key); ok && q.StartNanos(nw) >= q.StartNanos(at) {
@@ -179,7 +179,7 @@ func TestLatestExact(t *testing.T) {
 	// (at quorum 2 of 3) is seen.
 	victim := -1
 	for i, n := range lc.Nodes {
-		if i != 0 && isReplica(owners, n.dht.Self().ID) {
+		if i != 0 && IsReplica(owners, n.dht.Self().ID) {
 			victim = i
 			break
 		}

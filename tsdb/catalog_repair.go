@@ -73,7 +73,7 @@ func (r *repairer) catalogStep(ctx context.Context, cs store.Catalog, entries []
 			}
 		}
 	}
-	batches := groupByPeer(func(yield func(dht.Peer, catalog.Entry) bool) {
+	batches := GroupByPeer(func(yield func(dht.Peer, catalog.Entry) bool) {
 		for _, o := range work {
 			for _, p := range o.peers {
 				if p.ID != self && !yield(p, o.e) {
@@ -82,16 +82,16 @@ func (r *repairer) catalogStep(ctx context.Context, cs store.Catalog, entries []
 			}
 		}
 	}, catalogRepairBatch, entrySize)
-	answers := fanOut(ctx, batches, 0, r.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[catalog.Entry]) ([]catalog.Entry, error) {
-		return r.replicas.For(b.peer).MergeEntries(ctx, b.items)
+	answers := FanOut(ctx, batches, 0, r.cfg.CallTimeout, func(ctx context.Context, b *PeerBatch[catalog.Entry]) ([]catalog.Entry, error) {
+		return r.replicas.For(b.Peer).MergeEntries(ctx, b.Items)
 	})
 	for range batches {
 		a := <-answers
-		if a.err != nil {
-			r.log.Warn("repair: pushing catalog entries failed", "peer", nodeID(a.batch.peer), "rpc", a.batch.peer.RPCAddr, "err", a.err)
+		if a.Err != nil {
+			r.log.Warn("repair: pushing catalog entries failed", "peer", NodeID(a.Batch.Peer), "rpc", a.Batch.Peer.RPCAddr, "err", a.Err)
 			continue
 		}
-		for _, e := range a.resp {
+		for _, e := range a.Resp {
 			// What the owner knew and this node did not (a delete, newer metadata).
 			if _, err := cs.MergeEntry(e); err != nil {
 				return err
@@ -110,16 +110,16 @@ func (r *repairer) catalogStep(ctx context.Context, cs store.Catalog, entries []
 		if err != nil {
 			return err
 		}
-		tb := make([]*peerBatch[struct{}], len(owners))
+		tb := make([]*PeerBatch[struct{}], len(owners))
 		for i, p := range owners {
-			tb[i] = &peerBatch[struct{}]{peer: p, items: []struct{}{{}}}
+			tb[i] = &PeerBatch[struct{}]{Peer: p, Items: []struct{}{{}}}
 		}
-		res := fanOut(ctx, tb, 0, r.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[struct{}]) (struct{}, error) {
-			return struct{}{}, r.replicas.For(b.peer).MergePostings(ctx, tag, ms)
+		res := FanOut(ctx, tb, 0, r.cfg.CallTimeout, func(ctx context.Context, b *PeerBatch[struct{}]) (struct{}, error) {
+			return struct{}{}, r.replicas.For(b.Peer).MergePostings(ctx, tag, ms)
 		})
 		for range tb {
-			if a := <-res; a.err != nil {
-				r.log.Warn("repair: pushing postings failed", "tag", tag.K, "value", tag.V, "peer", nodeID(a.batch.peer), "rpc", a.batch.peer.RPCAddr, "err", a.err)
+			if a := <-res; a.Err != nil {
+				r.log.Warn("repair: pushing postings failed", "tag", tag.K, "value", tag.V, "peer", NodeID(a.Batch.Peer), "rpc", a.Batch.Peer.RPCAddr, "err", a.Err)
 			}
 		}
 	}

@@ -13,7 +13,7 @@ import (
 // on their tag's replicas, and range deletes on shard replicas (docs/catalog.md).
 
 func registerCatalogReplica(srv *rpc.Server, r Replica) {
-	handle(srv, wire.MethodEntryMerge, func(ctx context.Context, req *wire.EntriesMsg) (*wire.EntriesMsg, error) {
+	Handle(srv, wire.MethodEntryMerge, func(ctx context.Context, req *wire.EntriesMsg) (*wire.EntriesMsg, error) {
 		es, err := req.Decode()
 		if err != nil {
 			return nil, rpc.Errorf(CodeBadInput, "%v", err)
@@ -24,7 +24,7 @@ func registerCatalogReplica(srv *rpc.Server, r Replica) {
 		}
 		return wire.EncodeEntries(out), nil
 	})
-	handle(srv, wire.MethodEntryGet, func(ctx context.Context, req *wire.KeysReq) (*wire.EntriesMsg, error) {
+	Handle(srv, wire.MethodEntryGet, func(ctx context.Context, req *wire.KeysReq) (*wire.EntriesMsg, error) {
 		if len(req.Keys) > wire.MaxEntriesPerRequest {
 			return nil, rpc.Errorf(CodeBadInput, "%d keys; at most %d", len(req.Keys), wire.MaxEntriesPerRequest)
 		}
@@ -34,20 +34,20 @@ func registerCatalogReplica(srv *rpc.Server, r Replica) {
 		}
 		return wire.EncodeEntries(out), nil
 	})
-	handle(srv, wire.MethodPostingsMerge, func(ctx context.Context, req *wire.PostingsMergeReq) (*struct{}, error) {
+	Handle(srv, wire.MethodPostingsMerge, func(ctx context.Context, req *wire.PostingsMergeReq) (*struct{}, error) {
 		if len(req.Members) > wire.MaxEntriesPerRequest {
 			return nil, rpc.Errorf(CodeBadInput, "%d members; at most %d", len(req.Members), wire.MaxEntriesPerRequest)
 		}
 		return &struct{}{}, r.MergePostings(ctx, catalog.Tag{K: req.K, V: req.V}, wire.ToMembers(req.Members))
 	})
-	handle(srv, wire.MethodPostings, func(ctx context.Context, req *wire.PostingsReq) (*wire.PostingsResp, error) {
+	Handle(srv, wire.MethodPostings, func(ctx context.Context, req *wire.PostingsReq) (*wire.PostingsResp, error) {
 		ms, err := r.Postings(ctx, catalog.Tag{K: req.K, V: req.V}, req.After, req.Limit)
 		if err != nil {
 			return nil, err
 		}
 		return &wire.PostingsResp{Members: wire.FromMembers(ms)}, nil
 	})
-	handle(srv, wire.MethodDeleteRange, r.DeleteRange)
+	Handle(srv, wire.MethodDeleteRange, r.DeleteRange)
 }
 
 // catalogStore is what the catalog needs of a node's store.

@@ -12,45 +12,45 @@ import (
 )
 
 // peerBatch is the work one request carries to one peer.
-type peerBatch[T any] struct {
-	peer  dht.Peer
-	items []T
+type PeerBatch[T any] struct {
+	Peer  dht.Peer
+	Items []T
 	bytes int // the items' sizes, when grouped by size
 }
 
 // maxRequestBytes bounds the bytes of one replica request (its points' WireSize), well
 // inside an RPC frame (4 MiB): batches are cut by bytes as well as by count, so that any
 // valid write within the documented limits fits, whatever its points are.
-const maxRequestBytes = 1 << 20
+const MaxRequestBytes = 1 << 20
 
 // groupByPeer groups work items by the peer they go to, in the order peers first appear,
 // cutting a peer's items into batches of at most maxBatch (0: no limit) and, when size is
 // not nil, of at most maxRequestBytes by size (an item larger than that goes alone).
-func groupByPeer[T any](work iter.Seq2[dht.Peer, T], maxBatch int, size func(T) int) []*peerBatch[T] {
-	open := map[string]*peerBatch[T]{} // the batch of each peer still taking items
-	var out []*peerBatch[T]
+func GroupByPeer[T any](work iter.Seq2[dht.Peer, T], maxBatch int, size func(T) int) []*PeerBatch[T] {
+	open := map[string]*PeerBatch[T]{} // the batch of each peer still taking items
+	var out []*PeerBatch[T]
 	for p, item := range work {
 		n := 0
 		if size != nil {
 			n = size(item)
 		}
 		b := open[p.ID]
-		if b == nil || maxBatch > 0 && len(b.items) == maxBatch || len(b.items) > 0 && b.bytes+n > maxRequestBytes {
-			b = &peerBatch[T]{peer: p}
+		if b == nil || maxBatch > 0 && len(b.Items) == maxBatch || len(b.Items) > 0 && b.bytes+n > MaxRequestBytes {
+			b = &PeerBatch[T]{Peer: p}
 			open[p.ID] = b
 			out = append(out, b)
 		}
-		b.items = append(b.items, item)
+		b.Items = append(b.Items, item)
 		b.bytes += n
 	}
 	return out
 }
 
 // fanResult is the outcome of one batch.
-type fanResult[T, R any] struct {
-	batch *peerBatch[T]
-	resp  R
-	err   error
+type FanResult[T, R any] struct {
+	Batch *PeerBatch[T]
+	Resp  R
+	Err   error
 }
 
 // fanOut calls call once per batch, at most limit calls at once (0: all at once), each
@@ -58,9 +58,9 @@ type fanResult[T, R any] struct {
 // on the returned channel as it finishes. The channel holds every outcome, so a receiver
 // may stop reading early (a write that reached its quorum) and the remaining calls still
 // finish in the background.
-func fanOut[T, R any](ctx context.Context, batches []*peerBatch[T], limit int, timeout time.Duration,
-	call func(ctx context.Context, b *peerBatch[T]) (R, error)) <-chan fanResult[T, R] {
-	out := make(chan fanResult[T, R], len(batches))
+func FanOut[T, R any](ctx context.Context, batches []*PeerBatch[T], limit int, timeout time.Duration,
+	call func(ctx context.Context, b *PeerBatch[T]) (R, error)) <-chan FanResult[T, R] {
+	out := make(chan FanResult[T, R], len(batches))
 	var sem chan struct{}
 	if limit > 0 && limit < len(batches) {
 		sem = make(chan struct{}, limit)
@@ -77,7 +77,7 @@ func fanOut[T, R any](ctx context.Context, batches []*peerBatch[T], limit int, t
 			}
 			resp, err := call(cctx, b)
 			cancel()
-			out <- fanResult[T, R]{batch: b, resp: resp, err: err}
+			out <- FanResult[T, R]{Batch: b, Resp: resp, Err: err}
 		}()
 	}
 	return out
@@ -93,20 +93,20 @@ func fanOut[T, R any](ctx context.Context, batches []*peerBatch[T], limit int, t
 // other replica gets a goroutine. Each call is bounded by timeout, and by ctx for a
 // synchronous one. A group commit, if g is not nil, sends the asynchronous ones
 // (groupcommit.go).
-func writeFanOut(ctx context.Context, replicas Replicas, self string, g *groupCommit, batches []*peerBatch[int], timeout time.Duration,
-	req func(b *peerBatch[int]) *wire.WriteReq, failed func(b *peerBatch[int], err error)) <-chan fanResult[int, *wire.WriteResp] {
-	out := make(chan fanResult[int, *wire.WriteResp], len(batches))
-	deliver := func(b *peerBatch[int], resp *wire.WriteResp, err error) {
+func WriteFanOut(ctx context.Context, replicas Replicas, self string, g *GroupCommit, batches []*PeerBatch[int], timeout time.Duration,
+	req func(b *PeerBatch[int]) *wire.WriteReq, failed func(b *PeerBatch[int], err error)) <-chan FanResult[int, *wire.WriteResp] {
+	out := make(chan FanResult[int, *wire.WriteResp], len(batches))
+	deliver := func(b *PeerBatch[int], resp *wire.WriteResp, err error) {
 		if err != nil && failed != nil {
 			go func() {
 				failed(b, err)
-				out <- fanResult[int, *wire.WriteResp]{batch: b, err: err}
+				out <- FanResult[int, *wire.WriteResp]{Batch: b, Err: err}
 			}()
 			return
 		}
-		out <- fanResult[int, *wire.WriteResp]{batch: b, resp: resp, err: err}
+		out <- FanResult[int, *wire.WriteResp]{Batch: b, Resp: resp, Err: err}
 	}
-	write := func(b *peerBatch[int], r Replica, rq *wire.WriteReq) {
+	write := func(b *PeerBatch[int], r Replica, rq *wire.WriteReq) {
 		cctx, cancel := ctx, context.CancelFunc(func() {})
 		if timeout > 0 {
 			cctx, cancel = context.WithTimeout(ctx, timeout)
@@ -128,38 +128,38 @@ func writeFanOut(ctx context.Context, replicas Replicas, self string, g *groupCo
 		}
 		return lastBody
 	}
-	var local []*peerBatch[int]
+	var local []*PeerBatch[int]
 	for _, b := range batches {
-		switch r := replicas.For(b.peer); {
-		case b.peer.ID == self:
+		switch r := replicas.For(b.Peer); {
+		case b.Peer.ID == self:
 			local = append(local, b)
-		case isAsync(r):
+		case IsAsync(r):
 			done := func(resp *wire.WriteResp, err error) { deliver(b, resp, err) }
 			rq := req(b)
 			if g != nil {
-				g.write(b.peer.ID, r.(asyncWriter), rq, encoded(rq), b.bytes, done)
+				g.Write(b.Peer.ID, r.(AsyncWriter), rq, encoded(rq), b.bytes, done)
 			} else {
-				r.(asyncWriter).WriteAsync(rq, encoded(rq), done)
+				r.(AsyncWriter).WriteAsync(rq, encoded(rq), done)
 			}
 		default:
 			go write(b, r, req(b))
 		}
 	}
 	for _, b := range local {
-		write(b, replicas.For(b.peer), req(b))
+		write(b, replicas.For(b.Peer), req(b))
 	}
 	return out
 }
 
-func isAsync(r Replica) bool {
-	_, ok := r.(asyncWriter)
+func IsAsync(r Replica) bool {
+	_, ok := r.(AsyncWriter)
 	return ok
 }
 
 // unanswered reports whether a replica call failed without an answer from the replica —
 // it could not be reached or did not answer in time — rather than with an error it
 // returned. Only such a replica may be missing what was written to it.
-func unanswered(err error) bool {
+func Unanswered(err error) bool {
 	if err == nil {
 		return false
 	}

@@ -16,7 +16,7 @@ func TestGroupByPeerKeepsOrderAndCutsBatches(t *testing.T) {
 		p dht.Peer
 		i int
 	}{{a, 0}, {b, 1}, {a, 2}, {a, 3}, {b, 4}}
-	batches := groupByPeer(func(yield func(dht.Peer, int) bool) {
+	batches := GroupByPeer(func(yield func(dht.Peer, int) bool) {
 		for _, w := range work {
 			if !yield(w.p, w.i) {
 				return
@@ -25,7 +25,7 @@ func TestGroupByPeerKeepsOrderAndCutsBatches(t *testing.T) {
 	}, 2, nil)
 	got := ""
 	for _, bt := range batches {
-		got += fmt.Sprintf("%s%v ", bt.peer.ID, bt.items)
+		got += fmt.Sprintf("%s%v ", bt.Peer.ID, bt.Items)
 	}
 	if want := "a[0 2] b[1 4] a[3] "; got != want {
 		t.Fatalf("batches %q; want %q", got, want)
@@ -33,12 +33,12 @@ func TestGroupByPeerKeepsOrderAndCutsBatches(t *testing.T) {
 }
 
 func TestFanOutBoundsConcurrencyAndDeadlines(t *testing.T) {
-	var batches []*peerBatch[int]
+	var batches []*PeerBatch[int]
 	for i := range 12 {
-		batches = append(batches, &peerBatch[int]{peer: dht.Peer{ID: fmt.Sprint(i)}, items: []int{i}})
+		batches = append(batches, &PeerBatch[int]{Peer: dht.Peer{ID: fmt.Sprint(i)}, Items: []int{i}})
 	}
 	var running, peak atomic.Int32
-	results := fanOut(context.Background(), batches, 3, 50*time.Millisecond, func(ctx context.Context, b *peerBatch[int]) (int, error) {
+	results := FanOut(context.Background(), batches, 3, 50*time.Millisecond, func(ctx context.Context, b *PeerBatch[int]) (int, error) {
 		n := running.Add(1)
 		defer running.Add(-1)
 		for {
@@ -47,26 +47,26 @@ func TestFanOutBoundsConcurrencyAndDeadlines(t *testing.T) {
 				break
 			}
 		}
-		if b.items[0]%4 == 0 { // a replica that never answers
+		if b.Items[0]%4 == 0 { // a replica that never answers
 			<-ctx.Done()
 			return 0, ctx.Err()
 		}
 		if _, ok := ctx.Deadline(); !ok {
 			return 0, fmt.Errorf("no per-peer deadline")
 		}
-		return b.items[0] * 10, nil
+		return b.Items[0] * 10, nil
 	})
 	failed := 0
 	for range batches {
 		r := <-results
 		switch {
-		case r.err == nil && r.resp != r.batch.items[0]*10:
-			t.Errorf("batch %d answered %d", r.batch.items[0], r.resp)
-		case r.err != nil && r.batch.items[0]%4 != 0:
-			t.Errorf("batch %d: %v", r.batch.items[0], r.err)
-		case r.err != nil:
-			if !unanswered(r.err) {
-				t.Errorf("a deadline is not taken as unanswered: %v", r.err)
+		case r.Err == nil && r.Resp != r.Batch.Items[0]*10:
+			t.Errorf("batch %d answered %d", r.Batch.Items[0], r.Resp)
+		case r.Err != nil && r.Batch.Items[0]%4 != 0:
+			t.Errorf("batch %d: %v", r.Batch.Items[0], r.Err)
+		case r.Err != nil:
+			if !Unanswered(r.Err) {
+				t.Errorf("a deadline is not taken as unanswered: %v", r.Err)
 			}
 			failed++
 		}

@@ -30,12 +30,12 @@ const (
 )
 
 // groupCommit queues writes per peer.
-type groupCommit struct {
+type GroupCommit struct {
 	mu    sync.Mutex
 	peers map[string]*peerQueue
 }
 
-func newGroupCommit() *groupCommit { return &groupCommit{peers: map[string]*peerQueue{}} }
+func NewGroupCommit() *GroupCommit { return &GroupCommit{peers: map[string]*peerQueue{}} }
 
 // peerQueue is one peer's writes in flight and waiting.
 type peerQueue struct {
@@ -48,7 +48,7 @@ type peerQueue struct {
 	// timer made each time was two allocations and a timer-heap insertion per peer.
 	timer *time.Timer
 	armed bool
-	w     asyncWriter // the peer's replica, as the latest write named it: the timer's flush sends through it
+	w     AsyncWriter // the peer's replica, as the latest write named it: the timer's flush sends through it
 }
 
 // queuedWrite is one coordinator's request to the peer, and whom to tell.
@@ -64,7 +64,7 @@ type queuedWrite struct {
 // success (callers use only whether it succeeded), the replica's own error for req.
 // bytes is req's size (its points' WireSize and overheads); body, if not nil, its
 // encoding, sent as it is when req goes alone. done must not block.
-func (g *groupCommit) write(peer string, w asyncWriter, req *wire.WriteReq, body []byte, bytes int, done func(*wire.WriteResp, error)) {
+func (g *GroupCommit) Write(peer string, w AsyncWriter, req *wire.WriteReq, body []byte, bytes int, done func(*wire.WriteResp, error)) {
 	qw := queuedWrite{req: req, body: body, bytes: bytes, done: done}
 	g.mu.Lock()
 	q := g.peers[peer]
@@ -78,7 +78,7 @@ func (g *groupCommit) write(peer string, w asyncWriter, req *wire.WriteReq, body
 		g.send(peer, w, []queuedWrite{qw})
 		return
 	}
-	if len(q.waiting) > 0 && (q.bytes+bytes > maxRequestBytes || groupShards(q.waiting)+len(req.Shards) > maxGroupShards) {
+	if len(q.waiting) > 0 && (q.bytes+bytes > MaxRequestBytes || groupShards(q.waiting)+len(req.Shards) > maxGroupShards) {
 		g.flushLocked(peer, w, q) // full: it goes now, and this one starts the next group
 	}
 	q.waiting = append(q.waiting, qw)
@@ -113,7 +113,7 @@ func groupShards(ws []queuedWrite) int {
 
 // flushLocked sends the waiting writes of q as one request. g.mu is held; the send
 // runs on its own goroutine-free path (asyncWriter) after the lock is released.
-func (g *groupCommit) flushLocked(peer string, w asyncWriter, q *peerQueue) {
+func (g *GroupCommit) flushLocked(peer string, w AsyncWriter, q *peerQueue) {
 	group := q.waiting
 	q.waiting, q.bytes = nil, 0
 	if q.armed {
@@ -128,7 +128,7 @@ func (g *groupCommit) flushLocked(peer string, w asyncWriter, q *peerQueue) {
 
 // send writes a group as one request and, when it answers, hands each write its
 // outcome and sends what queued meanwhile.
-func (g *groupCommit) send(peer string, w asyncWriter, group []queuedWrite) {
+func (g *GroupCommit) send(peer string, w AsyncWriter, group []queuedWrite) {
 	req, body := group[0].req, group[0].body
 	if len(group) > 1 {
 		req, body = &wire.WriteReq{Shards: make([]wire.ShardWrite, 0, groupShards(group))}, nil

@@ -56,14 +56,14 @@ func oneShard(key string) *wire.WriteReq {
 // one request when it answers (or after the bounded wait); a group the replica refuses
 // goes again write by write, so one bad write does not fail the others.
 func TestGroupCommit(t *testing.T) {
-	g := newGroupCommit()
+	g := NewGroupCommit()
 	h := &heldWriter{sent: make(chan struct{}, 100)}
 	var mu sync.Mutex
 	outcomes := map[string]error{}
 	var wg sync.WaitGroup
 	write := func(key string) {
 		wg.Add(1)
-		g.write("p", h, oneShard(key), nil, 10, func(_ *wire.WriteResp, err error) {
+		g.Write("p", h, oneShard(key), nil, 10, func(_ *wire.WriteResp, err error) {
 			mu.Lock()
 			outcomes[key] = err
 			mu.Unlock()
@@ -160,11 +160,11 @@ func TestConcurrentSinglePointWrites(t *testing.T) {
 // A peer's queue stays when it falls idle, for its next write, but no more than
 // maxIdleQueues of them do.
 func TestGroupCommitIdleQueuesBounded(t *testing.T) {
-	g := newGroupCommit()
+	g := NewGroupCommit()
 	h := &heldWriter{sent: make(chan struct{}, 1)}
 	for i := range maxIdleQueues + 50 {
 		done := make(chan error, 1)
-		g.write(fmt.Sprint("peer-", i), h, oneShard("k"), nil, 10, func(_ *wire.WriteResp, err error) { done <- err })
+		g.Write(fmt.Sprint("peer-", i), h, oneShard("k"), nil, 10, func(_ *wire.WriteResp, err error) { done <- err })
 		h.await(t)
 		h.answer(t, i, nil)
 		if err := <-done; err != nil {

@@ -18,10 +18,10 @@ import (
 // read quorum of each has answered and agrees, not when the slowest has.
 
 // latestAnswer is what one replica said in Latest's round.
-type latestAnswer struct {
-	entry  catalog.Entry
-	held   bool // the replica holds the entry (asked for it)
-	shards []wire.ShardAggResult
+type LatestAnswer struct {
+	Entry  catalog.Entry
+	Held   bool // the replica holds the entry (asked for it)
+	Shards []wire.ShardAggResult
 }
 
 // latestRoundResult is what Latest's round found.
@@ -59,7 +59,7 @@ func (c *Coordinator) latestRound(ctx context.Context, key string, from, to int6
 		if err != nil {
 			return out, rpc.Errorf(CodeBadInput, "%v", err)
 		}
-		if spans, err = c.planRead(ctx, key, starts, from, to); err != nil {
+		if spans, err = c.planRead(ctx, nil, key, starts, from, to); err != nil {
 			return out, err
 		}
 	}
@@ -87,17 +87,17 @@ func (c *Coordinator) latestRound(ctx context.Context, key string, from, to int6
 	// ask sends plan, one request per node, and takes the answers as they come until
 	// everything is settled or every node has answered.
 	ask := func(plan []fetch) {
-		batches := groupByPeer(func(yield func(p dht.Peer, f fetch) bool) {
+		batches := GroupByPeer(func(yield func(p dht.Peer, f fetch) bool) {
 			for _, f := range plan {
 				if !yield(groups[f.shard].replicas[f.replica], f) {
 					return
 				}
 			}
 		}, 0, nil)
-		results := fanOut(ctx, batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[fetch]) (latestAnswer, error) {
+		results := FanOut(ctx, batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *PeerBatch[fetch]) (LatestAnswer, error) {
 			var shards []wire.ShardAgg
 			entry := false
-			for _, f := range b.items {
+			for _, f := range b.Items {
 				if f.shard == entryGroup {
 					entry = true
 					continue
@@ -105,29 +105,29 @@ func (c *Coordinator) latestRound(ctx context.Context, key string, from, to int6
 				s := &spans[f.shard]
 				shards = append(shards, wire.ShardAgg{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to})
 			}
-			return askLatestPart(ctx, c.replicas.For(b.peer), key, entry, every, shards)
+			return c.replicas.For(b.Peer).LatestPart(ctx, key, entry, every, shards)
 		})
 		for range batches {
 			a := <-results
-			if a.err != nil {
-				lastErr = a.err
-				c.log.Debug("latest from a replica failed", "series", key, "peer", nodeID(a.batch.peer), "err", a.err)
+			if a.Err != nil {
+				lastErr = a.Err
+				c.log.Debug("latest from a replica failed", "series", key, "peer", NodeID(a.Batch.Peer), "err", a.Err)
 				continue
 			}
 			k := 0 // the answer's shards follow the batch's shard items, in order
-			for _, f := range a.batch.items {
+			for _, f := range a.Batch.Items {
 				if f.shard == entryGroup {
 					entries++
-					if a.resp.held && a.resp.entry.Key == key {
+					if a.Resp.Held && a.Resp.Entry.Key == key {
 						if out.found {
-							out.entry = catalog.Merge(out.entry, a.resp.entry)
+							out.entry = catalog.Merge(out.entry, a.Resp.Entry)
 						} else {
-							out.entry, out.found = a.resp.entry, true
+							out.entry, out.found = a.Resp.Entry, true
 						}
 					}
 					continue
 				}
-				answers[f.shard][f.replica] = aggAnswer{ok: true, res: a.resp.shards[k], isData: true}
+				answers[f.shard][f.replica] = aggAnswer{ok: true, res: a.Resp.Shards[k], isData: true}
 				k++
 				if !done[f.shard] {
 					if ws, ok, complete := settleQuorum(answers[f.shard], r); ok || complete {
@@ -211,19 +211,24 @@ func settleQuorum(ans []aggAnswer, r int) (ws []agg.Window, ok, complete bool) {
 	return nil, false, empty >= need
 }
 
-// askLatestPart asks one replica for what Latest needs of it: the series' entry if
-// entry, and the windows of shards (each whole quanta or cut by the range). A remote
-// replica gets one request (wire.MethodLatestPart); any other replica, or a node that
-// does not know that method, is asked for the two parts separately.
-func askLatestPart(ctx context.Context, rep Replica, key string, entry bool, every int64, shards []wire.ShardAgg) (latestAnswer, error) {
-	if r, ok := rep.(remoteReplica); ok {
-		a, err := r.latestPart(ctx, key, entry, every, shards)
-		var re *rpc.RemoteError
-		if err == nil || !errors.As(err, &re) || re.Code != rpc.CodeUnknownMethod {
-			return a, err
-		}
+// LatestPart implements Replica: one request (wire.MethodLatestPart), or, to a node
+// that does not know that method, the two parts separately (LatestInParts).
+func (r remoteReplica) LatestPart(ctx context.Context, key string, entry bool, every int64, shards []wire.ShardAgg) (LatestAnswer, error) {
+	a, err := r.latestPart(ctx, key, entry, every, shards)
+	var re *rpc.RemoteError
+	if err != nil && errors.As(err, &re) && re.Code == rpc.CodeUnknownMethod {
+		return LatestInParts(ctx, r, key, entry, every, shards)
 	}
-	var a latestAnswer
+	return a, err
+}
+
+// LatestInParts answers Replica.LatestPart by asking rep for its two parts
+// separately: the series' entry if entry (Entries), and the windows of shards (Agg).
+func LatestInParts(ctx context.Context, rep interface {
+	Entries(ctx context.Context, keys []string) ([]catalog.Entry, error)
+	Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error)
+}, key string, entry bool, every int64, shards []wire.ShardAgg) (LatestAnswer, error) {
+	var a LatestAnswer
 	if entry {
 		es, err := rep.Entries(ctx, []string{key})
 		if err != nil {
@@ -231,7 +236,7 @@ func askLatestPart(ctx context.Context, rep Replica, key string, entry bool, eve
 		}
 		for _, e := range es {
 			if e.Key == key {
-				a.entry, a.held = e, true
+				a.Entry, a.Held = e, true
 			}
 		}
 	}
@@ -240,14 +245,19 @@ func askLatestPart(ctx context.Context, rep Replica, key string, entry bool, eve
 		if err != nil {
 			return a, err
 		}
-		a.shards = resp.Shards
+		a.Shards = resp.Shards
 	}
 	return a, nil
 }
 
+// LatestPart implements Replica from this node's catalog and store.
+func (l *localReplica) LatestPart(ctx context.Context, key string, entry bool, every int64, shards []wire.ShardAgg) (LatestAnswer, error) {
+	return LatestInParts(ctx, l, key, entry, every, shards)
+}
+
 // latestPart asks a remote replica in one request (wire.MethodLatestPart).
-func (r remoteReplica) latestPart(ctx context.Context, key string, entry bool, every int64, shards []wire.ShardAgg) (latestAnswer, error) {
-	var a latestAnswer
+func (r remoteReplica) latestPart(ctx context.Context, key string, entry bool, every int64, shards []wire.ShardAgg) (LatestAnswer, error) {
+	var a LatestAnswer
 	var resp wire.LatestPartResp
 	req := &wire.LatestPartReq{Key: key, Entry: entry, Every: every, Shards: wire.AppendAggSpans(nil, shards)}
 	if err := r.invoke(ctx, wire.MethodLatestPart, req, &resp); err != nil {
@@ -258,7 +268,7 @@ func (r remoteReplica) latestPart(ctx context.Context, key string, entry bool, e
 		if err != nil {
 			return a, rpc.Errorf(CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
 		}
-		a.entry, a.held = e, true
+		a.Entry, a.Held = e, true
 	}
 	res, err := wire.DecodeAggResults(resp.Shards)
 	if err != nil {
@@ -267,7 +277,7 @@ func (r remoteReplica) latestPart(ctx context.Context, key string, entry bool, e
 	if err := r.answered(len(shards), len(res), func(int) error { return nil }); err != nil {
 		return a, err
 	}
-	a.shards = res
+	a.Shards = res
 	return a, nil
 }
 

@@ -74,7 +74,7 @@ func TestCleanShutdownLogsNoErrors(t *testing.T) {
 	}
 	ids := map[string]bool{}
 	for _, n := range lc.Nodes {
-		ids[nodeID(n.DHT().Self())] = true
+		ids[NodeID(n.DHT().Self())] = true
 	}
 	if err := lc.Close(); err != nil {
 		t.Fatalf("close: %v", err)

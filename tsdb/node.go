@@ -279,7 +279,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	// Every record names the node as status does.
-	logger := cfg.Logger.With("node", nodeID(dht.NewPeer(id, "")))
+	logger := cfg.Logger.With("node", NodeID(dht.NewPeer(id, "")))
 	cfg.Logger, cfg.RPC.Logger, cfg.DHT.Logger = logger, logger, logger
 	n := &Node{log: logger, store: cfg.Store, decommissioned: make(chan struct{})}
 	n.srv = rpc.NewServer(cfg.Transport, cfg.RPC)
@@ -340,7 +340,7 @@ func Start(cfg Config) (*Node, error) {
 func (n *Node) assemble() {
 	cfg := &n.cfg
 	n.local = &localReplica{store: n.store, quantum: cfg.DHT.Quantum, format: cfg.DHT.Format, stats: n.Stats, maxFuture: cfg.MaxFuture}
-	n.replicas = &peerReplicas{self: n.dht.Self().ID, local: n.local, cli: n.cli, timeout: cfg.CallTimeout, failed: n.dht}
+	n.replicas = &PeerReplicas{self: n.dht.Self().ID, local: n.local, cli: n.cli, timeout: cfg.CallTimeout, failed: n.dht}
 	types := newRegistry(n.dht, n.replicas, cfg, n.log)
 	if w, ok := n.store.(Walker); ok && cfg.RepairInterval > 0 {
 		n.repair = newRepairer(cfg, n.dht, n.replicas, n.store, w, types, n.log)
@@ -348,6 +348,9 @@ func (n *Node) assemble() {
 		n.repair.hints = n.hints
 	}
 	n.coord = newCoordinator(cfg, n.dht, n.replicas, types, n.hints, n.log)
+	if _, batches := n.store.(store.BatchAppender); !batches {
+		n.coord.localParts = 0
+	}
 	if cfg.Rollups.Enabled {
 		st, _ := n.store.(store.RollupStore) // nil: kept in memory (newRollups)
 		n.rollup = newRollups(cfg.Rollups, n.coord, n.cli, n.log, st, n.dht.Self().ID)
@@ -403,7 +406,7 @@ func (n *Node) shutdown(depart func() error) error {
 // the pair's owners and deletes each once every owner confirmed it. The node stays a
 // member; Leave or Decommission ends it.
 func (n *Node) HandOff(ctx context.Context) (wire.DecommissionResp, error) {
-	resp := wire.DecommissionResp{NodeID: nodeID(n.dht.Self())}
+	resp := wire.DecommissionResp{NodeID: NodeID(n.dht.Self())}
 	if n.repair == nil {
 		return resp, errors.New("this node's store cannot be walked: it cannot hand its shards off")
 	}

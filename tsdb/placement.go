@@ -32,11 +32,11 @@ type Placement interface {
 
 var _ Placement = (*dht.Node)(nil)
 
-// nodeID returns a peer's 160-bit ID in 40 hex digits: how status and the logs name it.
-func nodeID(p dht.Peer) string { return hex.EncodeToString(p.Key[:]) }
+// NodeID returns a peer's 160-bit ID in 40 hex digits: how status and the logs name it.
+func NodeID(p dht.Peer) string { return hex.EncodeToString(p.Key[:]) }
 
 // isReplica reports whether id is among replicas.
-func isReplica(replicas []dht.Peer, id string) bool {
+func IsReplica(replicas []dht.Peer, id string) bool {
 	for _, p := range replicas {
 		if p.ID == id {
 			return true

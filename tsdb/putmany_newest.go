@@ -30,7 +30,7 @@ type newestMany struct {
 	w        int
 	reps     []newestReport
 	batches  int
-	answers  <-chan fanResult[int, []catalog.Entry]
+	answers  <-chan FanResult[int, []catalog.Entry]
 	alone    []int // series (indexes of puts) reported one by one, through reportNewest
 }
 
@@ -79,7 +79,7 @@ func (c *Coordinator) startNewestMany(ctx context.Context, deadline time.Time, p
 	if len(nm.reps) == 0 {
 		return nm
 	}
-	batches := groupByPeer(func(yield func(dht.Peer, int) bool) {
+	batches := GroupByPeer(func(yield func(dht.Peer, int) bool) {
 		for r := range nm.reps {
 			for _, o := range owners[r] {
 				if !yield(o, r) {
@@ -90,12 +90,12 @@ func (c *Coordinator) startNewestMany(ctx context.Context, deadline time.Time, p
 	}, catalogRepairBatch, func(r int) int { return entrySize(nm.reps[r].e) })
 	nm.batches = len(batches)
 	// The requests outlive ctx's cancellation, as sendNewest's do.
-	nm.answers = fanOut(context.WithoutCancel(ctx), batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[int]) ([]catalog.Entry, error) {
-		es := make([]catalog.Entry, len(b.items))
-		for j, r := range b.items {
+	nm.answers = FanOut(context.WithoutCancel(ctx), batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *PeerBatch[int]) ([]catalog.Entry, error) {
+		es := make([]catalog.Entry, len(b.Items))
+		for j, r := range b.Items {
 			es[j] = nm.reps[r].e
 		}
-		return c.replicas.For(b.peer).MergeEntries(ctx, es)
+		return c.replicas.For(b.Peer).MergeEntries(ctx, es)
 	})
 	return nm
 }
@@ -109,8 +109,8 @@ collect:
 	for received := 0; received < nm.batches && undecided > 0; received++ {
 		select {
 		case a := <-nm.answers:
-			ok := a.err == nil && len(a.resp) == len(a.batch.items)
-			for _, r := range a.batch.items {
+			ok := a.Err == nil && len(a.Resp) == len(a.Batch.Items)
+			for _, r := range a.Batch.Items {
 				rp := &nm.reps[r]
 				if rp.decided() {
 					continue

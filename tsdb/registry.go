@@ -37,12 +37,12 @@ func newRegistry(place Placement, replicas Replicas, cfg *Config, logger *slog.L
 }
 
 // owners returns the registry replicas of a series, each as a batch of one.
-func (g *registry) owners(ctx context.Context, key string) ([]*peerBatch[string], error) {
+func (g *registry) owners(ctx context.Context, key string) ([]*PeerBatch[string], error) {
 	peers, err := g.place.Locate(ctx, quanta.KeyID(key), g.rf)
 	if err != nil {
 		return nil, rpc.Errorf(CodeUnavailable, "series %q: no registry replica: %v", key, err)
 	}
-	return groupByPeer(func(yield func(dht.Peer, string) bool) {
+	return GroupByPeer(func(yield func(dht.Peer, string) bool) {
 		for _, p := range peers {
 			if !yield(p, key) {
 				return
@@ -93,8 +93,8 @@ func (g *registry) ensure(ctx context.Context, key string, t series.Type, w int)
 	if err != nil {
 		return err
 	}
-	answers := fanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *peerBatch[string]) (series.Type, error) {
-		return g.replicas.For(b.peer).DeclareType(ctx, key, t)
+	answers := FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *PeerBatch[string]) (series.Type, error) {
+		return g.replicas.For(b.Peer).DeclareType(ctx, key, t)
 	})
 	ok := 0
 	var lastErr error
@@ -102,12 +102,12 @@ func (g *registry) ensure(ctx context.Context, key string, t series.Type, w int)
 		a := <-answers
 		var re *rpc.RemoteError
 		switch {
-		case a.err == nil:
+		case a.Err == nil:
 			ok++
-		case errors.As(a.err, &re) && re.Code == CodeTypeMismatch:
+		case errors.As(a.Err, &re) && re.Code == CodeTypeMismatch:
 			return rpc.Errorf(CodeTypeMismatch, "%s", re.Msg)
 		default:
-			lastErr = a.err
+			lastErr = a.Err
 		}
 	}
 	if ok < w {
@@ -131,22 +131,22 @@ func (g *registry) lookup(ctx context.Context, key string) (series.Type, error) 
 		t  series.Type
 		ok bool
 	}
-	answers := fanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *peerBatch[string]) (known, error) {
-		t, ok, err := g.replicas.For(b.peer).SeriesType(ctx, key)
+	answers := FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *PeerBatch[string]) (known, error) {
+		t, ok, err := g.replicas.For(b.Peer).SeriesType(ctx, key)
 		return known{t, ok}, err
 	})
 	responded := 0
 	var lastErr error
 	for range owners {
 		a := <-answers
-		if a.err != nil {
-			lastErr = a.err
+		if a.Err != nil {
+			lastErr = a.Err
 			continue
 		}
 		responded++
-		if a.resp.ok {
-			g.remember(key, a.resp.t)
-			return a.resp.t, nil
+		if a.Resp.ok {
+			g.remember(key, a.Resp.t)
+			return a.Resp.t, nil
 		}
 	}
 	if need := min(g.readQuorum, len(owners)); responded < need {
@@ -164,12 +164,12 @@ func (g *registry) redeclare(ctx context.Context, key string, t series.Type) {
 		g.log.Warn("repair: registry not found", "series", key, "err", err)
 		return
 	}
-	answers := fanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *peerBatch[string]) (series.Type, error) {
-		return g.replicas.For(b.peer).DeclareType(ctx, key, t)
+	answers := FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *PeerBatch[string]) (series.Type, error) {
+		return g.replicas.For(b.Peer).DeclareType(ctx, key, t)
 	})
 	for range owners {
-		if a := <-answers; a.err != nil {
-			g.log.Warn("repair: re-declaring a series failed", "series", key, "peer", nodeID(a.batch.peer), "rpc", a.batch.peer.RPCAddr, "err", a.err)
+		if a := <-answers; a.Err != nil {
+			g.log.Warn("repair: re-declaring a series failed", "series", key, "peer", NodeID(a.Batch.Peer), "rpc", a.Batch.Peer.RPCAddr, "err", a.Err)
 		}
 	}
 }

@@ -451,7 +451,7 @@ func (r *repairer) load(ctx context.Context, batch []pairRef, leaving bool, acc 
 		} else if st.owners, err = r.place.Locate(ctx, pr.ref.ID, r.cfg.RF); err != nil {
 			return nil, err
 		}
-		st.selfOwner = isReplica(st.owners, self.ID)
+		st.selfOwner = IsReplica(st.owners, self.ID)
 		states = append(states, st)
 	}
 	return states, nil
@@ -478,7 +478,7 @@ func (r *repairer) redeclare(ctx context.Context, states []*pairState, acc *pass
 // confirmed to hold at least this node's points.
 func (r *repairer) compare(ctx context.Context, states []*pairState) {
 	self := r.place.Self().ID
-	batches := groupByPeer(func(yield func(dht.Peer, *pairState) bool) {
+	batches := GroupByPeer(func(yield func(dht.Peer, *pairState) bool) {
 		for _, st := range states {
 			for _, p := range st.owners {
 				if p.ID != self && !yield(p, st) {
@@ -490,22 +490,22 @@ func (r *repairer) compare(ctx context.Context, states []*pairState) {
 	q := r.cfg.DHT.Quantum
 	// No deadline for the whole exchange: pushes wait for the rate limiter. Each call
 	// has its own.
-	results := fanOut(ctx, batches, 0, 0, func(ctx context.Context, b *peerBatch[*pairState]) ([]*pairState, error) {
-		req := &wire.ReadReq{Shards: make([]wire.ShardRead, len(b.items))}
-		for i, st := range b.items {
+	results := FanOut(ctx, batches, 0, 0, func(ctx context.Context, b *PeerBatch[*pairState]) ([]*pairState, error) {
+		req := &wire.ReadReq{Shards: make([]wire.ShardRead, len(b.Items))}
+		for i, st := range b.Items {
 			// Strong as well: an owner that predates SetHash answers with its digest of the
 			// points, compared below with this node's.
 			req.Shards[i] = wire.ShardRead{ID: st.pr.ref.ID[:], Start: st.pr.ref.Start, Key: st.pr.key,
 				From: q.BeginNanos(st.pr.ref.Start), To: q.EndNanos(st.pr.ref.Start), Digest: true, Strong: true, SetHash: true}
 		}
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
-		resp, err := r.replicas.For(b.peer).Read(cctx, req)
+		resp, err := r.replicas.For(b.Peer).Read(cctx, req)
 		cancel()
 		if err != nil {
 			return nil, err // not confirmed: retried next pass
 		}
 		var confirmed, push []*pairState
-		for i, st := range b.items {
+		for i, st := range b.Items {
 			res := resp.Shards[i]
 			hash := st.hash
 			if !res.SetHash {
@@ -518,10 +518,10 @@ func (r *repairer) compare(ctx context.Context, states []*pairState) {
 				push = append(push, st)
 			}
 		}
-		return append(confirmed, r.push(ctx, b.peer, push)...), nil
+		return append(confirmed, r.push(ctx, b.Peer, push)...), nil
 	})
 	for range batches {
-		for _, st := range (<-results).resp {
+		for _, st := range (<-results).Resp {
 			st.confirmed++
 		}
 	}
@@ -593,12 +593,12 @@ func (r *repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*
 	var parts []part
 	for _, st := range pairs {
 		r.loadPoints(st)
-		bs := st.local.Batches(0, maxRequestBytes-shardWriteOverhead-len(st.pr.key))
+		bs := st.local.Batches(0, MaxRequestBytes-shardWriteOverhead-len(st.pr.key))
 		for i, b := range bs {
 			parts = append(parts, part{st, b, i == len(bs)-1})
 		}
 	}
-	batches := groupByPeer(func(yield func(dht.Peer, part) bool) {
+	batches := GroupByPeer(func(yield func(dht.Peer, part) bool) {
 		for _, pt := range parts {
 			if !yield(p, pt) {
 				return
@@ -607,10 +607,10 @@ func (r *repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*
 	}, maxShardsPerRequest, func(pt part) int { return shardWriteOverhead + len(pt.st.pr.key) + pt.pts.WireSize() })
 	var stored []*pairState
 	for _, b := range batches {
-		req := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.items)), Repair: true}
-		sts := make([]*pairState, len(b.items))
+		req := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.Items)), Repair: true}
+		sts := make([]*pairState, len(b.Items))
 		points, done, size := 0, 0, 0
-		for i, pt := range b.items {
+		for i, pt := range b.Items {
 			req.Shards[i] = wire.ShardWrite{ID: pt.st.pr.ref.ID[:], Start: pt.st.pr.ref.Start, Key: pt.st.pr.key, Points: pt.pts,
 				Deleted: pt.st.deleted}
 			sts[i] = pt.st
@@ -627,14 +627,14 @@ func (r *repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*
 		resp, err := r.replicas.For(p).Write(cctx, req)
 		cancel()
 		if err != nil {
-			r.log.Warn("repair: push failed", "pairs", len(b.items), "peer", nodeID(p), "rpc", p.RPCAddr, "err", err)
+			r.log.Warn("repair: push failed", "pairs", len(b.Items), "peer", NodeID(p), "rpc", p.RPCAddr, "err", err)
 			return stored
 		}
 		r.learnTombstones(sts, resp.Deleted)
 		r.pushedPairs.Add(int64(done))
 		r.pushedPoints.Add(int64(points))
 		r.pushedBytes.Add(int64(size))
-		for _, pt := range b.items {
+		for _, pt := range b.Items {
 			if pt.last {
 				stored = append(stored, pt.st)
 			}
@@ -748,7 +748,7 @@ func (r *repairer) refetchDamaged(ctx context.Context, pr pairRef) bool {
 		}
 		r.refetched.Add(1)
 		r.log.Info("repair: replaced a damaged pair with an owner's copy", "series", pr.key, "quantum", pr.ref.Start,
-			"points", resp.Shards[0].Points.Len(), "from", nodeID(p))
+			"points", resp.Shards[0].Points.Len(), "from", NodeID(p))
 		return true
 	}
 	r.log.Warn("repair: a damaged pair has no readable copy on another owner; kept as it is", "series", pr.key, "quantum", pr.ref.Start)

@@ -11,6 +11,7 @@ import (
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
@@ -49,17 +50,38 @@ type Replica interface {
 	Postings(ctx context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error)
 	// DeleteRange deletes points of shards and records tombstones (wire.MethodDeleteRange).
 	DeleteRange(ctx context.Context, req *wire.DeleteReq) (*wire.DeleteResp, error)
+	// LatestPart returns what Latest needs of this replica in one round trip: the
+	// series' entry if entry, and the windows of shards (wire.MethodLatestPart).
+	LatestPart(ctx context.Context, key string, entry bool, every int64, shards []wire.ShardAgg) (LatestAnswer, error)
+}
+
+// Local is the replica that is this node, as its own coordinator reaches it: beside
+// Replica, it answers a page of a long read into buffers the coordinator reuses, and
+// yields the core between shards as the page asks (longread.go) — what a remote
+// replica is told by a request of its own.
+type Local interface {
+	Replica
+	// ReadInto is Read answering in out when it has a result per shard, else in a new
+	// slice, calling yield (when not nil) with each shard's index before reading it.
+	ReadInto(ctx context.Context, req *wire.ReadReq, out []wire.ShardResult, yield func(i int)) (*wire.ReadResp, error)
+	// AggRefs is Agg of shards whose store references refs the caller computed (no ID
+	// to compute or check), answering in out when it has a result per shard, else in
+	// a new slice, calling yield (when not nil) with each shard's index.
+	AggRefs(ctx context.Context, every int64, shards []wire.ShardAgg, refs []store.ShardRef, out []wire.ShardAggResult, yield func(i int)) (*wire.AggResp, error)
 }
 
 // Replicas resolves a peer to the Replica that reaches it.
 type Replicas interface {
 	For(p dht.Peer) Replica
+	// Local returns this node's own replica, which For(self) also returns; nil where
+	// this node holds none (tests that place every replica elsewhere).
+	Local() Local
 }
 
 // peerReplicas reaches this node locally and every other over RPC.
-type peerReplicas struct {
+type PeerReplicas struct {
 	self    string // peer ID of this node
-	local   Replica
+	local   Local
 	cli     *rpc.Client
 	timeout time.Duration
 	failed  FailureReporter // nil: nobody to tell
@@ -75,7 +97,9 @@ type peerReplicas struct {
 // those that came and went, fit many times over.
 const maxCachedReplicas = 4096
 
-func (r *peerReplicas) For(p dht.Peer) Replica {
+func (r *PeerReplicas) Local() Local { return r.local }
+
+func (r *PeerReplicas) For(p dht.Peer) Replica {
 	if p.ID == r.self {
 		return r.local
 	}
@@ -124,7 +148,7 @@ func (r remoteReplica) invoke(ctx context.Context, method string, req, resp any)
 // asyncWriter is a Replica that can start a write and return at once, with no
 // goroutine of its own while the write is under way (remoteReplica, over
 // rpc.Client.Go): what a coordinator uses to write to several replicas at once.
-type asyncWriter interface {
+type AsyncWriter interface {
 	// WriteAsync starts Write(req) bounded by the replica's call timeout; done
 	// receives its outcome exactly once, possibly before WriteAsync returns. done
 	// must not block. body, if not nil, is req's encoding (wire.EncodeWriteReq),

@@ -9,7 +9,7 @@ import (
 // peerReplicas boxes a peer's replica once, gives a moved peer a replica at its new
 // address, and keeps at most maxCachedReplicas.
 func TestPeerReplicasCache(t *testing.T) {
-	r := &peerReplicas{self: "me"}
+	r := &PeerReplicas{self: "me"}
 	p := dht.Peer{ID: "peer", RPCAddr: "10.0.0.1:7000"}
 	first := r.For(p)
 	if got := r.For(p).(remoteReplica).peer; got != p {

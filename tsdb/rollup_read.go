@@ -16,13 +16,13 @@ import (
 
 // registerRollups serves the home side of rollups.
 func (n *Node) registerRollups(r *rollups) {
-	handle(n.srv, wire.MethodRollupMark, func(_ context.Context, req *wire.RollupMarkReq) (*wire.RollupMarkResp, error) {
+	Handle(n.srv, wire.MethodRollupMark, func(_ context.Context, req *wire.RollupMarkReq) (*wire.RollupMarkResp, error) {
 		if err := r.mark(req); err != nil {
 			return nil, err
 		}
 		return &wire.RollupMarkResp{}, nil
 	})
-	handle(n.srv, wire.MethodRollupRead, func(_ context.Context, req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
+	Handle(n.srv, wire.MethodRollupRead, func(_ context.Context, req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
 		return r.read(req)
 	})
 }

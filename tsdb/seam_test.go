@@ -31,6 +31,7 @@ func (f *fixedPlacement) Subscribe() <-chan struct{} { return nil }
 type replicaMap map[string]Replica
 
 func (m replicaMap) For(p dht.Peer) Replica { return m[p.ID] }
+func (m replicaMap) Local() Local           { return nil }
 
 // stallingReplica is a replica whose writes hang until their deadline while stalled is
 // open, as a replica behind a dead link would.

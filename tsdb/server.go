@@ -22,7 +22,7 @@ import (
 // declared length first) and encodes the response. Registered with HandleDecoded, a
 // request whose first bytes already break Decode's cost bound is refused by rpc before
 // the rest of it is read.
-func handle[Req, Resp any](srv *rpc.Server, method string, h func(ctx context.Context, req *Req) (*Resp, error)) {
+func Handle[Req, Resp any](srv *rpc.Server, method string, h func(ctx context.Context, req *Req) (*Resp, error)) {
 	srv.HandleDecoded(method, (*Req)(nil), func(ctx context.Context, b []byte) ([]byte, error) {
 		var req Req
 		if err := rpc.Decode(b, &req); err != nil {
@@ -72,14 +72,14 @@ func registerReplica(srv *rpc.Server, r Replica) {
 		}
 		return wire.EncodeReadResp(resp)
 	})
-	handle(srv, wire.MethodDeclare, func(ctx context.Context, req *wire.TypeReq) (*wire.TypeResp, error) {
+	Handle(srv, wire.MethodDeclare, func(ctx context.Context, req *wire.TypeReq) (*wire.TypeResp, error) {
 		t, err := r.DeclareType(ctx, req.Key, req.Type)
 		if err != nil {
 			return nil, err
 		}
 		return &wire.TypeResp{Known: true, Type: t}, nil
 	})
-	handle(srv, wire.MethodType, func(ctx context.Context, req *wire.TypeReq) (*wire.TypeResp, error) {
+	Handle(srv, wire.MethodType, func(ctx context.Context, req *wire.TypeReq) (*wire.TypeResp, error) {
 		t, ok, err := r.SeriesType(ctx, req.Key)
 		if err != nil {
 			return nil, err
@@ -87,7 +87,7 @@ func registerReplica(srv *rpc.Server, r Replica) {
 		return &wire.TypeResp{Known: ok, Type: t}, nil
 	})
 	registerCatalogReplica(srv, r)
-	handle(srv, wire.MethodStats, func(ctx context.Context, _ *struct{}) (*wire.NodeStats, error) {
+	Handle(srv, wire.MethodStats, func(ctx context.Context, _ *struct{}) (*wire.NodeStats, error) {
 		s, err := r.Stats(ctx)
 		if err != nil {
 			return nil, err
@@ -198,12 +198,25 @@ func (l *localReplica) checkPoints(w *wire.ShardWrite, limit int64) error {
 }
 
 func (l *localReplica) Read(ctx context.Context, req *wire.ReadReq) (*wire.ReadResp, error) {
-	// A long read's page gives the slice to answer in (pagebufs.go); the caller copies
-	// the answers out before it reuses it.
-	resp := &wire.ReadResp{Shards: resultsFor(ctx, len(req.Shards))}
+	return l.ReadInto(ctx, req, nil, nil)
+}
+
+// ReadInto implements Local: Read answering in out when it has a result per shard (a
+// long read's page buffer, pagebufs.go, which the caller copies the answers out of
+// before it reuses it), else in a new slice, calling yield (when not nil) with the
+// index of each shard before it reads it.
+func (l *localReplica) ReadInto(ctx context.Context, req *wire.ReadReq, out []wire.ShardResult, yield func(i int)) (*wire.ReadResp, error) {
+	if len(out) == len(req.Shards) {
+		clear(out)
+	} else {
+		out = make([]wire.ShardResult, len(req.Shards))
+	}
+	resp := &wire.ReadResp{Shards: out}
 	answer := 0
 	for i := range req.Shards {
-		yieldInPage(ctx, i) // a long read's page lets small requests in (longread.go)
+		if yield != nil {
+			yield(i) // a long read's page lets small requests in (longread.go)
+		}
 		r := &req.Shards[i]
 		ref, err := l.checkShard(r.ID, r.Start, r.Key)
 		if err != nil {

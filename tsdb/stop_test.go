@@ -126,12 +126,12 @@ func nodeIDOf(cfg Config) string {
 	if err != nil {
 		panic(err)
 	}
-	return nodeID(dht.NewPeer(id, ""))
+	return NodeID(dht.NewPeer(id, ""))
 }
 
 func memberState(n *Node, id string) dht.MemberState {
 	for _, m := range n.DHT().Members() {
-		if nodeID(m.Peer) == id {
+		if NodeID(m.Peer) == id {
 			return m.State
 		}
 	}

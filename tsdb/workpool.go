@@ -11,7 +11,7 @@ import (
 // pooled goroutine keeps its grown stack for the next job. Up to max goroutines wait for
 // jobs, each leaving after idle without one; when all are busy, a job gets a goroutine
 // of its own, so run never blocks.
-type workPool struct {
+type WorkPool struct {
 	max  int
 	idle time.Duration
 	jobs chan func()
@@ -20,12 +20,12 @@ type workPool struct {
 	n  int // goroutines of the pool
 }
 
-func newWorkPool(max int, idle time.Duration) *workPool {
-	return &workPool{max: max, idle: idle, jobs: make(chan func())}
+func NewWorkPool(max int, idle time.Duration) *WorkPool {
+	return &WorkPool{max: max, idle: idle, jobs: make(chan func())}
 }
 
 // run runs f on a goroutine of the pool, or on a new one.
-func (p *workPool) run(f func()) {
+func (p *WorkPool) Run(f func()) {
 	select {
 	case p.jobs <- f: // a waiting goroutine took it
 		return
@@ -44,7 +44,7 @@ func (p *workPool) run(f func()) {
 	go p.work(f)
 }
 
-func (p *workPool) work(f func()) {
+func (p *WorkPool) work(f func()) {
 	f()
 	t := time.NewTimer(p.idle)
 	defer t.Stop()
@@ -64,4 +64,4 @@ func (p *workPool) work(f func()) {
 
 // storeWorkers writes PutMany's shards to this node's store (one pool per process: the
 // nodes of a LocalCluster share it).
-var storeWorkers = newWorkPool(256, 10*time.Second)
+var StoreWorkers = NewWorkPool(256, 10*time.Second)
