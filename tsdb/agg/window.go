@@ -55,7 +55,7 @@ func WindowCount(from, to, every int64) int64 {
 // are the range's, in order, with nothing to merge.
 func PageEnd(lo, to, every, n int64) int64 {
 	start := WindowStart(lo, every)
-	if n < 1 || every > (math.MaxInt64-start)/n {
+	if n < 1 || every > math.MaxInt64/n || start > math.MaxInt64-n*every {
 		return to // a page of n windows reaches past the end of time
 	}
 	return min(start+n*every, to)
