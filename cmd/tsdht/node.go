@@ -151,15 +151,15 @@ func nodeConfig(c *cli.Context) (tsdb.Config, error) {
 	cfg := tsdb.DefaultConfig()
 	q, err := quanta.NewQuantum(c.Duration("quantum"))
 	if err != nil {
-		return cfg, fmt.Errorf("--quantum: %w", err)
+		return cfg, badFlag("--quantum: %w", err)
 	}
 	f, err := quanta.ParseFormat(c.String("id-format"))
 	if err != nil {
-		return cfg, fmt.Errorf("--id-format: %w", err)
+		return cfg, badFlag("--id-format: %w", err)
 	}
 	routing, err := dht.ParseRouting(c.String("routing"))
 	if err != nil {
-		return cfg, fmt.Errorf("--routing: %w", err)
+		return cfg, badFlag("--routing: %w", err)
 	}
 	cfg.DHT.GossipAddr = c.String("gossip")
 	cfg.DHT.Join = splitAddrs(c.String("join"))
@@ -211,17 +211,17 @@ func storeOptions(c *cli.Context) (*store.PebbleOptions, error) {
 	case "memory":
 		for _, f := range []string{"retention", "max-disk"} {
 			if c.IsSet(f) {
-				return nil, fmt.Errorf("--%s applies to --store disk", f)
+				return nil, badFlag("--%s applies to --store disk", f)
 			}
 		}
 		return nil, nil
 	case "disk":
 	default:
-		return nil, fmt.Errorf("--store %q: want disk or memory", c.String("store"))
+		return nil, badFlag("--store %q: want disk or memory", c.String("store"))
 	}
 	mode, err := store.ParseSyncMode(c.String("sync"))
 	if err != nil {
-		return nil, fmt.Errorf("--sync: %w", err)
+		return nil, badFlag("--sync: %w", err)
 	}
 	opts := store.DefaultPebbleOptions()
 	opts.Sync = mode
@@ -229,14 +229,14 @@ func storeOptions(c *cli.Context) (*store.PebbleOptions, error) {
 	opts.CacheSize = c.Int64("cache-mb") * mib
 	opts.HotCacheSize = c.Int64("hot-mb") * mib
 	if opts.Retention, err = store.ParseDuration(c.String("retention")); err != nil {
-		return nil, fmt.Errorf("--retention: %w", err)
+		return nil, badFlag("--retention: %w", err)
 	}
 	if opts.MaxDisk, err = store.ParseSize(c.String("max-disk")); err != nil {
-		return nil, fmt.Errorf("--max-disk: %w", err)
+		return nil, badFlag("--max-disk: %w", err)
 	}
 	if c.IsSet("disk-reserve") {
 		if opts.DiskReserve, err = store.ParseSize(c.String("disk-reserve")); err != nil {
-			return nil, fmt.Errorf("--disk-reserve: %w", err)
+			return nil, badFlag("--disk-reserve: %w", err)
 		}
 		opts.NoDiskReserve = opts.DiskReserve == 0
 	}
@@ -247,7 +247,7 @@ func storeOptions(c *cli.Context) (*store.PebbleOptions, error) {
 func newLogger(level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+		return nil, badFlag("--log-level %q: want debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: l}
 	switch format {
@@ -256,5 +256,5 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+	return nil, badFlag("--log-format %q: want text or json", format)
 }
