@@ -10,7 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// Exit statuses of every tsdht command, documented in `tsdht --help` and the README.
+// Exit statuses of every tsdht command, documented in `tsdht --help` and docs/cli.md.
 const (
 	exitOK      = 0 // success
 	exitFailure = 1 // a runtime failure: unreachable cluster, bad input data, a refused write
