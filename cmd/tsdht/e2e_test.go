@@ -140,6 +140,24 @@ func (c *e2eCluster) startNode(rpc, gossip string, args ...string) *proc {
 	return p
 }
 
+// startLogged starts cmd with its stdout and stderr in one log, stops it (SIGTERM) when
+// the test ends, and shows the log under what if the test failed.
+func startLogged(t *testing.T, what string, cmd *exec.Cmd) {
+	t.Helper()
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &syncWriter{w: &log}, &syncWriter{w: &log}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s log:\n%s", what, log.String())
+		}
+	})
+}
+
 type syncWriter struct {
 	mu sync.Mutex
 	w  *bytes.Buffer

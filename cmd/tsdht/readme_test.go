@@ -3,12 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -177,19 +177,7 @@ func (e *readmeEnv) background(ex readmeExample, cmd string) {
 	if args[0] != "tsdht" {
 		t.Fatalf("README.md:%d: only tsdht runs in the background here", ex.line)
 	}
-	p := exec.Command(e.c.bin, args[1:]...)
-	var log bytes.Buffer
-	p.Stdout, p.Stderr = &syncWriter{w: &log}, &syncWriter{w: &log}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Process.Signal(syscall.SIGTERM)
-		p.Wait()
-		if t.Failed() {
-			t.Logf("README.md:%d: $ %s\n%s", ex.line, ex.cmd, log.String())
-		}
-	})
+	startLogged(t, fmt.Sprintf("README.md:%d: $ %s", ex.line, ex.cmd), exec.Command(e.c.bin, args[1:]...))
 }
 
 // readmePlaceholders are what the README's output may show in place of what varies.
