@@ -709,8 +709,8 @@ func (sc *serverConn) goodbye() error {
 
 // workerIdle is how long a connection's worker waits for another request before it
 // ends. Workers are kept, not started per request, because a fresh goroutine grows
-// its stack again for every request (12–20 % of a single-point write's CPU was
-// runtime.morestack); an idle one costs its stack until then.
+// its stack again for every request (runtime.morestack, a large share of a small
+// request's CPU); an idle one costs its stack until then.
 const workerIdle = 10 * time.Second
 
 // worker serves req, then whatever requests the connection hands it, until the

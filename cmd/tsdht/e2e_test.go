@@ -95,20 +95,23 @@ func startE2ECluster(t *testing.T, n int, args ...string) *e2eCluster {
 // first, and does not wait for them to form a cluster.
 func startProcs(t *testing.T, n int, args ...string) *e2eCluster {
 	t.Helper()
-	c := &e2eCluster{t: t, bin: tsdhtBinary(t)}
+	c := newE2ECluster(t)
 	for i := 0; i < n; i++ {
-		p := &proc{rpc: freeAddr(t), gossip: freeAddr(t), log: &bytes.Buffer{}}
-		a := []string{"node", "--rpc", p.rpc, "--gossip", p.gossip, "--data", filepath.Join(t.TempDir(), "n"+strconv.Itoa(i))}
+		rpc, gossip := freeAddr(t), freeAddr(t)
+		a := []string{"node", "--rpc", rpc, "--gossip", gossip, "--data", filepath.Join(t.TempDir(), "n"+strconv.Itoa(i))}
 		if i > 0 {
 			a = append(a, "--join", c.nodes[0].gossip)
 		}
-		p.cmd = exec.Command(c.bin, append(a, args...)...)
-		p.cmd.Stderr = &syncWriter{w: p.log}
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		c.nodes = append(c.nodes, p)
+		c.startNode(rpc, gossip, append(a, args...)...)
 	}
+	return c
+}
+
+// newE2ECluster returns a cluster of no nodes yet, whose nodes are stopped (and their
+// logs shown, if the test failed) when the test ends.
+func newE2ECluster(t *testing.T) *e2eCluster {
+	t.Helper()
+	c := &e2eCluster{t: t, bin: tsdhtBinary(t)}
 	t.Cleanup(func() {
 		for i, p := range c.nodes {
 			if p.cmd.ProcessState == nil {
@@ -121,6 +124,38 @@ func startProcs(t *testing.T, n int, args ...string) *e2eCluster {
 		}
 	})
 	return c
+}
+
+// startNode starts the binary with args (beginning with "node"), serving RPC on rpc and
+// gossip on gossip, as one more node of c.
+func (c *e2eCluster) startNode(rpc, gossip string, args ...string) *proc {
+	c.t.Helper()
+	p := &proc{rpc: rpc, gossip: gossip, log: &bytes.Buffer{}}
+	p.cmd = exec.Command(c.bin, args...)
+	p.cmd.Stderr = &syncWriter{w: p.log}
+	if err := p.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.nodes = append(c.nodes, p)
+	return p
+}
+
+// startLogged starts cmd with its stdout and stderr in one log, stops it (SIGTERM) when
+// the test ends, and shows the log under what if the test failed.
+func startLogged(t *testing.T, what string, cmd *exec.Cmd) {
+	t.Helper()
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &syncWriter{w: &log}, &syncWriter{w: &log}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s log:\n%s", what, log.String())
+		}
+	})
 }
 
 type syncWriter struct {

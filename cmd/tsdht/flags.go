@@ -76,7 +76,7 @@ func dialCluster(c *cli.Context) (*client.Client, error) {
 func seriesKey(c *cli.Context) (string, error) {
 	key := c.String("series")
 	if err := series.ValidateKey(key); err != nil {
-		return "", fmt.Errorf("--series: %w", err)
+		return "", badFlag("--series: %w", err)
 	}
 	return key, nil
 }

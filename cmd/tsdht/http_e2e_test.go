@@ -206,19 +206,7 @@ bind-address = %q
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var log bytes.Buffer
-	cmd := exec.Command(bin, "-config", cfg)
-	cmd.Stdout, cmd.Stderr = &syncWriter{w: &log}, &syncWriter{w: &log}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("influxd log:\n%s", log.String())
-		}
-	})
+	startLogged(t, "influxd", exec.Command(bin, "-config", cfg))
 	waitHTTP(t, "http://"+addr+"/ping", 60*time.Second)
 	return addr
 }

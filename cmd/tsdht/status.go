@@ -177,15 +177,15 @@ func locateCommand() *cli.Command {
 			}
 			at, err := parseTimeFlag(c.String("at"), time.Now())
 			if err != nil {
-				return fmt.Errorf("--at: %w", err)
+				return badFlag("--at: %w", err)
 			}
 			f, err := quanta.ParseFormat(c.String("id-format"))
 			if err != nil {
-				return fmt.Errorf("--id-format: %w", err)
+				return badFlag("--id-format: %w", err)
 			}
 			q, err := quanta.NewQuantum(c.Duration("quantum"))
 			if err != nil {
-				return fmt.Errorf("--quantum: %w", err)
+				return badFlag("--quantum: %w", err)
 			}
 			id := quanta.ShardID(f, key, q.Start(at))
 			fmt.Println(id)
