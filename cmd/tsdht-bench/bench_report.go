@@ -152,8 +152,8 @@ func runBenchReport(c *cli.Context) error {
 				rebuilt = fmt.Sprintf("| %.3f%s | %.3f | %.1f×", rb.Mean, how, rb.P50, rb.Speedup)
 			}
 			fmt.Fprintf(w, "| %s | %d | %d | %s | %.3f | %.3f | %.3f %s %s %s | %s | %d | %d | %s, %s |\n",
-				strings.ToUpper(r.IDFormat), r.RF, r.WriteQuorum, paperCell(r.PaperMs, 2), r.latency.Mean, r.latency.P50,
-				r.latency.P99, fl, bare, rebuilt, speedup(r.PaperMs, r.latency.Mean), r.Count, r.Nodes, r.Store, r.Sync)
+				strings.ToUpper(r.IDFormat), r.RF, r.WriteQuorum, paperCell(r.PaperMs, 2), r.timing.Mean, r.timing.P50,
+				r.timing.P99, fl, bare, rebuilt, speedup(r.PaperMs, r.timing.Mean), r.Count, r.Nodes, r.Store, r.Sync)
 		}
 		fmt.Fprintln(w)
 	}
@@ -266,7 +266,7 @@ func writePlotData(prefix string, writes, reads []benchRecord) error {
 		if r.FloorLatency != nil {
 			floor = fmt.Sprintf("%g", r.FloorLatency.Mean)
 		}
-		fmt.Fprintf(&wb, "\"%s rf%d\" %s %g %s\n", strings.ToUpper(r.IDFormat), r.RF, plotNum(r.PaperMs), r.latency.Mean, floor)
+		fmt.Fprintf(&wb, "\"%s rf%d\" %s %g %s\n", strings.ToUpper(r.IDFormat), r.RF, plotNum(r.PaperMs), r.timing.Mean, floor)
 	}
 	fmt.Fprintf(&rb, "# case paper_ms tsdht_mean_ms\n")
 	for _, rec := range reads {
