@@ -160,3 +160,23 @@ func TestBenchReportKeepsCommandsVerbatim(t *testing.T) {
 		t.Fatalf("commands not shown verbatim:\n%s", out.String())
 	}
 }
+
+// --level 2 makes the report a section of a longer document (scripts/bench-report):
+// its title one level down, its tables another, and without --machine no machine line.
+func TestBenchReportAsASection(t *testing.T) {
+	var out bytes.Buffer
+	err := runApp(&out, "report", "--level", "2", "--no-paper-note", "--title", "Ingest here", "../../docs/bench/ingest.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	if !strings.HasPrefix(s, "## Ingest here\n") || !strings.Contains(s, "\n### Ingest — concurrent 60 Hz series") {
+		t.Errorf("headings not one level down:\n%s", s)
+	}
+	if strings.Contains(s, "Measured") || strings.Contains(s, "The paper: Krentz") {
+		t.Errorf("a section states neither machine nor the paper's set-up:\n%s", s)
+	}
+	if err := runApp(io.Discard, "report", "--level", "0", "../../docs/bench/ingest.jsonl"); err == nil {
+		t.Error("--level 0: no error")
+	}
+}
