@@ -332,40 +332,38 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 		if fp == nil {
 			continue
 		}
-		c0 = cputime.Process()
-		for i := lo; i < hi; i++ {
-			k := cs.rf
-			if i >= 0 {
-				k = fanout[i]
+		// timeRounds times one floor round per write of the block, each to as many
+		// peers as that write had remote replicas, into lat, cpu and (unless nil) peers.
+		timeRounds := func(round func(k int) (time.Duration, error), lat *[]time.Duration, cpu *time.Duration, peers *int) error {
+			c0 := cputime.Process()
+			for i := lo; i < hi; i++ {
+				k := cs.rf
+				if i >= 0 {
+					k = fanout[i]
+				}
+				d, err := round(k)
+				if err != nil {
+					return err
+				}
+				if i >= 0 {
+					*lat = append(*lat, d)
+					if peers != nil {
+						*peers += k
+					}
+				}
 			}
-			d, err := fp.round(e.ctx, k)
-			if err != nil {
-				return nil, err
-			}
-			if i >= 0 {
-				floor = append(floor, d)
-				peers += k
-			}
+			cpuSince(c0, lo, cpu)
+			return nil
 		}
-		cpuSince(c0, lo, &cpuFloor)
+		if err := timeRounds(func(k int) (time.Duration, error) { return fp.round(e.ctx, k) }, &floor, &cpuFloor, &peers); err != nil {
+			return nil, err
+		}
 		if bf == nil {
 			continue
 		}
-		c0 = cputime.Process()
-		for i := lo; i < hi; i++ {
-			k := cs.rf
-			if i >= 0 {
-				k = fanout[i]
-			}
-			d, err := bf.round(k, e.timeout)
-			if err != nil {
-				return nil, err
-			}
-			if i >= 0 {
-				bare = append(bare, d)
-			}
+		if err := timeRounds(func(k int) (time.Duration, error) { return bf.round(k, e.timeout) }, &bare, &cpuBare, nil); err != nil {
+			return nil, err
 		}
-		cpuSince(c0, lo, &cpuBare)
 	}
 	us := func(d time.Duration) float64 { return float64(d) / 1e3 / float64(count) }
 	r.CPU.Write, r.CPU.Floor, r.CPU.Bare = us(cpuWrite), us(cpuFloor), us(cpuBare)
@@ -376,35 +374,28 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 	}
 	if fp != nil {
 		f := summarize(floor)
-		r.FloorLatency = &FloorLatency{Mean: f.Mean, P50: f.P50, P99: f.P99, Peers: float64(peers) / float64(count)}
-		if f.Mean > 0 {
-			r.FloorLatency.Ratio = r.timing.Mean / f.Mean
-		}
-		if f.P50 > 0 {
-			r.FloorLatency.RatioP50 = r.timing.P50 / f.P50
-		}
+		r.FloorLatency = &FloorLatency{Mean: f.Mean, P50: f.P50, P99: f.P99, Peers: float64(peers) / float64(count),
+			Ratio: ratio(r.timing.Mean, f.Mean), RatioP50: ratio(r.timing.P50, f.P50)}
 	}
 	if bf != nil {
 		b := summarize(bare)
-		r.BareLatency = &BareLatency{Mean: b.Mean, P50: b.P50, P99: b.P99}
-		if b.Mean > 0 {
-			r.BareLatency.Ratio = r.timing.Mean / b.Mean
-		}
-		if b.P50 > 0 {
-			r.BareLatency.RatioP50 = r.timing.P50 / b.P50
-		}
+		r.BareLatency = &BareLatency{Mean: b.Mean, P50: b.P50, P99: b.P99,
+			Ratio: ratio(r.timing.Mean, b.Mean), RatioP50: ratio(r.timing.P50, b.P50)}
 	}
 	if rebuilt != nil {
 		x := summarize(rb)
-		r.RebuiltLatency = &RebuiltLatency{Mean: x.Mean, P50: x.P50, P99: x.P99, Lookup: ro.lookup, DialEach: ro.dialEach}
-		if r.timing.Mean > 0 {
-			r.RebuiltLatency.Speedup = x.Mean / r.timing.Mean
-		}
-		if r.timing.P50 > 0 {
-			r.RebuiltLatency.SpeedupP50 = x.P50 / r.timing.P50
-		}
+		r.RebuiltLatency = &RebuiltLatency{Mean: x.Mean, P50: x.P50, P99: x.P99, Lookup: ro.lookup, DialEach: ro.dialEach,
+			Speedup: ratio(x.Mean, r.timing.Mean), SpeedupP50: ratio(x.P50, r.timing.P50)}
 	}
 	return r, nil
+}
+
+// ratio returns a over b, or 0 when b is not positive (nothing measured).
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
 }
 
 // rebuiltCluster is the paper's design rebuilt (internal/paperdht) on as many nodes as
