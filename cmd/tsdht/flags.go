@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tsdht/tsdht/clusterkey"
+	"github.com/tsdht/tsdht/internal/cliflag"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/client"
@@ -28,11 +29,11 @@ var seriesFlag = &cli.StringFlag{
 	Required: true,
 }
 
-var timeoutFlag = &cli.DurationFlag{
-	Name:  "timeout",
-	Value: 30 * time.Second,
-	Usage: "how long one request to the cluster may take",
-}
+// timeoutFlag and splitAddrs are shared with tsdht-bench, which takes the same flags.
+var (
+	timeoutFlag = cliflag.Timeout
+	splitAddrs  = cliflag.SplitAddrs
+)
 
 var clusterKeyFlag = &cli.StringFlag{
 	Name:    "cluster-key-file",
@@ -51,16 +52,6 @@ func clusterKey(c *cli.Context) (clusterkey.Ring, error) {
 		return nil, fmt.Errorf("--cluster-key-file: %w", err)
 	}
 	return ring, nil
-}
-
-func splitAddrs(s string) []string {
-	var out []string
-	for _, a := range strings.Split(s, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			out = append(out, a)
-		}
-	}
-	return out
 }
 
 // dialCluster returns a thin client of the --cluster nodes.

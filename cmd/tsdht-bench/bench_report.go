@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -21,15 +20,21 @@ func benchReportCommand() *cli.Command {
 		ArgsUsage: "[RESULTS.jsonl…]",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "title", Value: "tsdht against the paper", Usage: "the report's heading"},
-			&cli.StringFlag{Name: "machine", Usage: "what the results were measured on (default: this machine)"},
+			&cli.StringFlag{Name: "machine", Usage: "what the results were measured on (default: not stated)"},
 			&cli.StringFlag{Name: "setup", Usage: "a paragraph on how the cluster was run"},
 			// Not a StringSliceFlag: that splits values at commas, and commands have them.
 			&cli.GenericFlag{Name: "command", Value: &verbatimList{}, Usage: "the command(s) that produced the results, shown verbatim; repeat for several"},
 			&cli.StringFlag{Name: "plot", Usage: "also write gnuplot data: PREFIX-write.dat and PREFIX-read.dat"},
+			&cli.IntFlag{Name: "level", Value: 1, Usage: "the heading level of the title (its tables one deeper): 2 makes the report a section of a longer document"},
+			&cli.BoolFlag{Name: "no-paper-note", Usage: "leave out the paragraph on how the paper measured (a longer document states it once)"},
 		},
 		Action: runBenchReport,
 	}
 }
+
+// paperNote says how the paper measured, whose figures reports set beside tsdht's.
+const paperNote = "The paper: Krentz, Dubey, Karsai, *Towards an Edge-Located Time-Series Database*, §V — 18 BeagleBone Blacks " +
+	"(1 GHz Cortex-A8), Go net/rpc over HTTP with gob, in-memory store, one flat switched network."
 
 // benchRecord is any bench result, as decoded from its JSON line.
 type benchRecord struct {
@@ -96,21 +101,25 @@ func runBenchReport(c *cli.Context) error {
 	if len(recs) == 0 {
 		return fmt.Errorf("no bench results in the input")
 	}
-	m := c.String("machine")
-	if m == "" {
-		m = machine()
+	level := c.Int("level")
+	if level < 1 || level > 5 {
+		return fmt.Errorf("--level %d: want 1..5", level)
 	}
+	title, section := strings.Repeat("#", level), strings.Repeat("#", level+1)
 	w := bufio.NewWriter(c.App.Writer)
-	fmt.Fprintf(w, "# %s\n\n", c.String("title"))
-	fmt.Fprintf(w, "Measured %s on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), m)
+	fmt.Fprintf(w, "%s %s\n\n", title, c.String("title"))
+	if m := c.String("machine"); m != "" {
+		fmt.Fprintf(w, "Measured on %s.\n\n", m)
+	}
 	if s := c.String("setup"); s != "" {
 		fmt.Fprintf(w, "%s\n\n", s)
 	}
 	if cmds := *c.Generic("command").(*verbatimList); len(cmds) > 0 {
 		fmt.Fprintf(w, "```sh\n%s\n```\n\n", strings.Join(cmds, "\n"))
 	}
-	fmt.Fprintf(w, "The paper: Krentz, Dubey, Karsai, *Towards an Edge-Located Time-Series Database*, §V — 18 BeagleBone Blacks "+
-		"(1 GHz Cortex-A8), Go net/rpc over HTTP with gob, in-memory store, one flat switched network.\n\n")
+	if !c.Bool("no-paper-note") {
+		fmt.Fprintf(w, "%s\n\n", paperNote)
+	}
 
 	var writes, reads, ingests []benchRecord
 	for _, r := range recs {
@@ -124,7 +133,7 @@ func runBenchReport(c *cli.Context) error {
 		}
 	}
 	if len(writes) > 0 {
-		fmt.Fprintf(w, "## Table I — single-point write, ms per write\n\n")
+		fmt.Fprintf(w, "%s Table I — single-point write, ms per write\n\n", section)
 		fmt.Fprintf(w, "One writer issues single-point writes one after another. *Floor*: a bare request/response to the write's "+
 			"remote replicas in parallel over the same persistent TCP connections, with no DHT and no store, measured in "+
 			"the same run. *w*: replicas that acknowledge before the write returns.\n\n")
@@ -152,13 +161,13 @@ func runBenchReport(c *cli.Context) error {
 				rebuilt = fmt.Sprintf("| %.3f%s | %.3f | %.1f×", rb.Mean, how, rb.P50, rb.Speedup)
 			}
 			fmt.Fprintf(w, "| %s | %d | %d | %s | %.3f | %.3f | %.3f %s %s %s | %s | %d | %d | %s, %s |\n",
-				strings.ToUpper(r.IDFormat), r.RF, r.WriteQuorum, paperCell(r.PaperMs, 2), r.latency.Mean, r.latency.P50,
-				r.latency.P99, fl, bare, rebuilt, speedup(r.PaperMs, r.latency.Mean), r.Count, r.Nodes, r.Store, r.Sync)
+				strings.ToUpper(r.IDFormat), r.RF, r.WriteQuorum, paperCell(r.PaperMs, 2), r.timing.Mean, r.timing.P50,
+				r.timing.P99, fl, bare, rebuilt, speedup(r.PaperMs, r.timing.Mean), r.Count, r.Nodes, r.Store, r.Sync)
 		}
 		fmt.Fprintln(w)
 	}
 	if len(reads) > 0 {
-		fmt.Fprintf(w, "## Table II — read of the latest history from another node, ms per read\n\n")
+		fmt.Fprintf(w, "%s Table II — read of the latest history from another node, ms per read\n\n", section)
 		fmt.Fprintf(w, "One series written at 60 Hz; another node reads the latest span, trimmed exactly (the paper padded to "+
 			"whole quanta). Every read returned exactly the points asked for (checked). *Cold*: the first read of the span.\n\n")
 		fmt.Fprintf(w, "*Replicas*: which of each shard's replicas a read asks — all of them (the default), or a read quorum "+
@@ -177,7 +186,7 @@ func runBenchReport(c *cli.Context) error {
 		fmt.Fprintln(w)
 	}
 	if len(ingests) > 0 {
-		fmt.Fprintf(w, "## Ingest — concurrent 60 Hz series in batches\n\n")
+		fmt.Fprintf(w, "%s Ingest — concurrent 60 Hz series in batches\n\n", section)
 		fmt.Fprintf(w, "| format | rf | nodes | series | batch | backfill s | seconds | points | points/s | batch mean ms | p50 | p99 | node skew | store, sync |\n")
 		fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 		for _, r := range ingests {
@@ -266,7 +275,7 @@ func writePlotData(prefix string, writes, reads []benchRecord) error {
 		if r.FloorLatency != nil {
 			floor = fmt.Sprintf("%g", r.FloorLatency.Mean)
 		}
-		fmt.Fprintf(&wb, "\"%s rf%d\" %s %g %s\n", strings.ToUpper(r.IDFormat), r.RF, plotNum(r.PaperMs), r.latency.Mean, floor)
+		fmt.Fprintf(&wb, "\"%s rf%d\" %s %g %s\n", strings.ToUpper(r.IDFormat), r.RF, plotNum(r.PaperMs), r.timing.Mean, floor)
 	}
 	fmt.Fprintf(&rb, "# case paper_ms tsdht_mean_ms\n")
 	for _, rec := range reads {

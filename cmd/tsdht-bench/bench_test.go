@@ -6,17 +6,21 @@ import (
 	"io"
 	"strings"
 	"testing"
-
-	"github.com/urfave/cli/v2"
 )
 
-// runBenchJSON runs `tsdht bench args… --json` in process and returns its JSON lines,
+// runApp runs `tsdht-bench args…` in process, its results to out.
+func runApp(out io.Writer, args ...string) error {
+	app := newApp()
+	app.Writer, app.ErrWriter = out, io.Discard
+	return app.Run(append([]string{"tsdht-bench"}, args...))
+}
+
+// runBenchJSON runs `tsdht-bench args… --json` in process and returns its JSON lines,
 // each decoded; anything else on stdout fails the test.
 func runBenchJSON(t *testing.T, args ...string) []map[string]any {
 	t.Helper()
 	var out bytes.Buffer
-	app := &cli.App{Name: "tsdht", Commands: []*cli.Command{benchCommand()}, Writer: &out, ErrWriter: io.Discard}
-	if err := app.Run(append(append([]string{"tsdht", "bench"}, args...), "--json")); err != nil {
+	if err := runApp(&out, append(args, "--json")...); err != nil {
 		t.Fatalf("bench %s: %v", strings.Join(args, " "), err)
 	}
 	var res []map[string]any
@@ -132,8 +136,7 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{"read", "--local", "3", "--points", "100", "--spans", "10"}, // span longer than the history
 		{"write", "--cluster", "127.0.0.1:1", "--rf", "1,4"},         // a cluster has one rf
 	} {
-		app := &cli.App{Name: "tsdht", Commands: []*cli.Command{benchCommand()}, Writer: io.Discard, ErrWriter: io.Discard}
-		if err := app.Run(append([]string{"tsdht", "bench"}, args...)); err == nil {
+		if err := runApp(io.Discard, args...); err == nil {
 			t.Errorf("bench %s: no error", strings.Join(args, " "))
 		}
 	}
@@ -148,13 +151,32 @@ func jsonNum(v any) string {
 // split it into lines.
 func TestBenchReportKeepsCommandsVerbatim(t *testing.T) {
 	var out bytes.Buffer
-	app := &cli.App{Name: "tsdht", Commands: []*cli.Command{benchCommand()}, Writer: &out, ErrWriter: io.Discard}
-	err := app.Run([]string{"tsdht", "bench", "report", "--command", "tsdht bench write --rf 1,4,7", "--command", "second",
-		"../../docs/bench/paper-loopback.jsonl"})
+	err := runApp(&out, "report", "--command", "tsdht-bench write --rf 1,4,7", "--command", "second",
+		"../../docs/bench/paper-loopback.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "```sh\ntsdht bench write --rf 1,4,7\nsecond\n```") {
+	if !strings.Contains(out.String(), "```sh\ntsdht-bench write --rf 1,4,7\nsecond\n```") {
 		t.Fatalf("commands not shown verbatim:\n%s", out.String())
+	}
+}
+
+// --level 2 makes the report a section of a longer document (scripts/bench-report):
+// its title one level down, its tables another, and without --machine no machine line.
+func TestBenchReportAsASection(t *testing.T) {
+	var out bytes.Buffer
+	err := runApp(&out, "report", "--level", "2", "--no-paper-note", "--title", "Ingest here", "../../docs/bench/ingest.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	if !strings.HasPrefix(s, "## Ingest here\n") || !strings.Contains(s, "\n### Ingest — concurrent 60 Hz series") {
+		t.Errorf("headings not one level down:\n%s", s)
+	}
+	if strings.Contains(s, "Measured") || strings.Contains(s, "The paper: Krentz") {
+		t.Errorf("a section states neither machine nor the paper's set-up:\n%s", s)
+	}
+	if err := runApp(io.Discard, "report", "--level", "0", "../../docs/bench/ingest.jsonl"); err == nil {
+		t.Error("--level 0: no error")
 	}
 }

@@ -16,24 +16,29 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/internal/cliflag"
+	"github.com/tsdht/tsdht/internal/latency"
+	"github.com/tsdht/tsdht/internal/localcluster"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
 )
 
-// benchCommand groups the benchmarks that reproduce the paper's Tables I and II and
-// measure what the paper did not: the network floor under a write, long reads, and
-// sustained ingest. Every subcommand follows DESIGN.md's benchmark output contract.
-func benchCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "bench",
-		Usage: "measure writes, reads and ingest as the paper did (and more); --json for scripts",
-		Description: "Each subcommand runs one case per (--id-format, --rf) against --local N nodes inside\n" +
+// newApp is tsdht-bench: the benchmarks that reproduce the paper's Tables I and II and
+// measure what the paper did not — the network floor under a write, long reads, and
+// sustained ingest. Every measuring command follows DESIGN.md's benchmark output
+// contract. They are a binary of their own so that the node binary carries none of
+// their code (nor the paper's design rebuilt, internal/paperdht).
+func newApp() *cli.App {
+	return &cli.App{
+		Name:  "tsdht-bench",
+		Usage: "measure tsdht's writes, reads and ingest as the paper did (and more); --json for scripts",
+		Description: "Each measuring command runs one case per (--id-format, --rf) against --local N nodes inside\n" +
 			"this process (a fresh cluster per case) or against a running --cluster. With --json it prints\n" +
 			"one JSON object per case on stdout (fields: DESIGN.md, \"Benchmark output contract\");\n" +
 			"progress goes to stderr.",
-		Subcommands: []*cli.Command{
+		Commands: []*cli.Command{
 			benchWriteCommand(),
 			benchReadCommand(),
 			benchIngestCommand(),
@@ -73,7 +78,7 @@ func benchFlags(local int, rf []int) []cli.Flag {
 		&cli.StringFlag{Name: "memprofile", Usage: "write a heap profile (allocations of the whole run: go tool pprof -sample_index=alloc_space) to this file at the end"},
 		&cli.StringFlag{Name: "routing", Value: "full", Usage: "--local nodes' routing mode: full or kademlia (see tsdht node --routing)"},
 		&cli.BoolFlag{Name: "read-quorum-only", Usage: "--local nodes read a read quorum of each shard's replicas, not all (see go doc ./tsdb Config.ReadQuorumOnly); with --cluster only reported: say so when its nodes run tsdht node --read-quorum-only"},
-		timeoutFlag,
+		cliflag.Timeout,
 	}
 }
 
@@ -128,7 +133,7 @@ func newBenchEnv(c *cli.Context) (*benchEnv, error) {
 		out:     c.App.Writer,
 		log:     c.App.ErrWriter,
 		json:    c.Bool("json"),
-		addrs:   splitAddrs(c.String("cluster")),
+		addrs:   cliflag.SplitAddrs(c.String("cluster")),
 		rfs:     c.IntSlice("rf"),
 		store:   c.String("store"),
 		dataDir: c.String("data"),
@@ -148,11 +153,11 @@ func newBenchEnv(c *cli.Context) (*benchEnv, error) {
 	if e.sync, err = store.ParseSyncMode(c.String("sync")); err != nil {
 		return nil, fmt.Errorf("--sync: %w", err)
 	}
-	if e.store != "disk" && e.store != "memory" {
-		return nil, fmt.Errorf("--store %q: want disk or memory", e.store)
+	if err := localcluster.CheckKind(e.store); err != nil {
+		return nil, err
 	}
 	for _, s := range c.StringSlice("id-format") {
-		for _, part := range splitAddrs(s) { // also accepts "qfi,kfi" in one argument
+		for _, part := range cliflag.SplitAddrs(s) { // also accepts "qfi,kfi" in one argument
 			f, err := quanta.ParseFormat(part)
 			if err != nil {
 				return nil, fmt.Errorf("--id-format: %w", err)
@@ -299,20 +304,16 @@ func (e *benchEnv) start(cs benchCase) (*benchCluster, error) {
 	if dir != "" {
 		dir = filepath.Join(dir, fmt.Sprintf("%s-rf%d-%d", cs.format, cs.rf, time.Now().UnixNano()))
 	}
-	stores := localStores{kind: e.store, sync: e.sync}
 	// Convergence may take up to --timeout (minutes on an emulated ARM core).
 	startCtx, cancel := context.WithTimeout(e.ctx, e.timeout)
 	defer cancel()
-	lc, err := tsdb.StartLocal(startCtx, e.local, dir, func(_ int, cfg *tsdb.Config) {
-		cfg.RF = cs.rf
-		cfg.DHT.Format = cs.format
-		cfg.DHT.Routing = e.routing
-		cfg.ReadQuorumOnly = e.quorum
-		stores.open(cfg)
-	})
-	if err == nil && stores.err != nil {
-		err = errors.Join(lc.Close(), stores.err)
-	}
+	lc, err := localcluster.Start(startCtx, e.local, dir, localcluster.Stores{Kind: e.store, Sync: e.sync},
+		func(_ int, cfg *tsdb.Config) {
+			cfg.RF = cs.rf
+			cfg.DHT.Format = cs.format
+			cfg.DHT.Routing = e.routing
+			cfg.ReadQuorumOnly = e.quorum
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -404,15 +405,15 @@ func runBench(run func(e *benchEnv, c *cli.Context) error) cli.ActionFunc {
 	}
 }
 
-// latency summarises request latencies in milliseconds.
-type latency struct {
+// timing summarises request latencies in milliseconds.
+type timing struct {
 	Mean float64 `json:"mean_ms"`
 	P50  float64 `json:"p50_ms"`
 	P99  float64 `json:"p99_ms"`
 }
 
-func summarize(ds []time.Duration) latency {
-	return latency{Mean: ms(mean(ds)), P50: ms(pct(ds, 50)), P99: ms(pct(ds, 99))}
+func summarize(ds []time.Duration) timing {
+	return timing{Mean: latency.Ms(latency.Mean(ds)), P50: latency.Ms(latency.Pct(ds, 50)), P99: latency.Ms(latency.Pct(ds, 99))}
 }
 
 // machine describes the host in one line, for reports.

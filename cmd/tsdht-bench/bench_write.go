@@ -8,8 +8,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/tsdht/tsdht/internal/cliflag"
 	"github.com/tsdht/tsdht/internal/cputime"
 	"github.com/tsdht/tsdht/internal/paperdht"
+	"github.com/tsdht/tsdht/internal/pmuplay"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb"
 )
@@ -36,7 +38,7 @@ func benchWriteCommand() *cli.Command {
 			&cli.BoolFlag{Name: "paper", Usage: "with --local: also write to the paper's design rebuilt (internal/paperdht) in the same run, interleaved"},
 			&cli.BoolFlag{Name: "paper-dial", Usage: "with --paper: the rebuild dials a connection for every RPC and closes it after the answer (net/rpc's package example) instead of keeping one per peer"},
 			&cli.BoolFlag{Name: "paper-lookup", Usage: "with --paper: the rebuild finds each write's replicas by Kademlia's iterative FIND_NODE over RPC first, as Kademlia's STORE does (default: from its own full member list)"},
-			&cli.StringFlag{Name: "floor-addrs", Usage: "with --cluster: 'tsdht bench echo' servers (HOST:PORT,…; at least rf) on the nodes' hosts, for the floor; without them the floor is not measured"},
+			&cli.StringFlag{Name: "floor-addrs", Usage: "with --cluster: 'tsdht-bench echo' servers (HOST:PORT,…; at least rf) on the nodes' hosts, for the floor; without them the floor is not measured"},
 		),
 		Action: runBench(runBenchWrite),
 	}
@@ -101,7 +103,7 @@ type writeResult struct {
 	caseInfo
 	Count       int `json:"count"`
 	WriteQuorum int `json:"write_quorum"`
-	latency
+	timing
 	CPU        WriteCPU `json:"cpu"`
 	PointsPerS float64  `json:"points_per_s"`
 	*FloorLatency
@@ -127,12 +129,12 @@ func runBenchWrite(e *benchEnv, c *cli.Context) error {
 			return fmt.Errorf("--write-quorum %d: must be 1..rf (%d)", wq, rf)
 		}
 	}
-	floorAddrs := splitAddrs(c.String("floor-addrs"))
+	floorAddrs := cliflag.SplitAddrs(c.String("floor-addrs"))
 	writer := "node 0's coordinator, inside this process (as in the paper: one node issues the writes)"
 	if e.local == 0 {
 		writer = "a thin client of " + e.addrs[0] + " (which coordinates: one more hop than the paper's writer node)"
 	}
-	e.printf("tsdht bench write: %d sequential single-point writes per case\n", count)
+	e.printf("tsdht-bench write: %d sequential single-point writes per case\n", count)
 	e.printf("cluster: %s\nwriter:  %s\nmachine: %s\n", e.where(), writer, machine())
 	e.printf("floor:   one bare request/response to the write's remote replicas in parallel (echo servers: no DHT, no store)\n")
 	e.printf("bare:    the same over plain TCP to plain Go echo servers, 16 bytes, no rpc layer (--local only)\n")
@@ -170,7 +172,7 @@ func runBenchWrite(e *benchEnv, c *cli.Context) error {
 		if r.PaperMs > 0 {
 			paperMs = fmt.Sprintf("%.2f", r.PaperMs)
 		}
-		e.printf("%-6s %3d %3d %9.3f %9.3f %9.3f   %s   %s   %s   %9s\n", cs.format, cs.rf, r.WriteQuorum, r.latency.Mean, r.latency.P50, r.latency.P99, fl, bare, rebuilt, paperMs)
+		e.printf("%-6s %3d %3d %9.3f %9.3f %9.3f   %s   %s   %s   %9s\n", cs.format, cs.rf, r.WriteQuorum, r.timing.Mean, r.timing.P50, r.timing.P99, fl, bare, rebuilt, paperMs)
 		e.printf("       cpu µs per write %.0f, per floor round %.0f, per bare round %.0f (process CPU while each ran; idle cluster %.0f µs per ms); %.0f allocations, %.0f bytes per write\n",
 			r.CPU.Write, r.CPU.Floor, r.CPU.Bare, r.CPU.Idle, r.CPU.Allocs, r.CPU.AllocBytes)
 		if err := e.emit(r); err != nil {
@@ -193,8 +195,8 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 	n := warmup + count
 	period := int64(time.Second) / 60
 	t0 := time.Now().UnixNano() - max(0, int64(n)*period-int64(5*time.Minute))
-	p := &pmu{name: "bench", rnd: rand.New(rand.NewSource(1)), t0: t0}
-	data := p.samples(n)["vang"]
+	p := &pmuplay.PMU{Name: "bench", Rnd: rand.New(rand.NewSource(1)), T0: t0}
+	data := p.Samples(n)["vang"]
 
 	// The floor's fan-out for each timed write: its remote replicas.
 	fanout := make([]int, count)
@@ -330,79 +332,70 @@ func (e *benchEnv) writeCase(cs benchCase, count, warmup, wq int, floorAddrs []s
 		if fp == nil {
 			continue
 		}
-		c0 = cputime.Process()
-		for i := lo; i < hi; i++ {
-			k := cs.rf
-			if i >= 0 {
-				k = fanout[i]
+		// timeRounds times one floor round per write of the block, each to as many
+		// peers as that write had remote replicas, into lat, cpu and (unless nil) peers.
+		timeRounds := func(round func(k int) (time.Duration, error), lat *[]time.Duration, cpu *time.Duration, peers *int) error {
+			c0 := cputime.Process()
+			for i := lo; i < hi; i++ {
+				k := cs.rf
+				if i >= 0 {
+					k = fanout[i]
+				}
+				d, err := round(k)
+				if err != nil {
+					return err
+				}
+				if i >= 0 {
+					*lat = append(*lat, d)
+					if peers != nil {
+						*peers += k
+					}
+				}
 			}
-			d, err := fp.round(e.ctx, k)
-			if err != nil {
-				return nil, err
-			}
-			if i >= 0 {
-				floor = append(floor, d)
-				peers += k
-			}
+			cpuSince(c0, lo, cpu)
+			return nil
 		}
-		cpuSince(c0, lo, &cpuFloor)
+		if err := timeRounds(func(k int) (time.Duration, error) { return fp.round(e.ctx, k) }, &floor, &cpuFloor, &peers); err != nil {
+			return nil, err
+		}
 		if bf == nil {
 			continue
 		}
-		c0 = cputime.Process()
-		for i := lo; i < hi; i++ {
-			k := cs.rf
-			if i >= 0 {
-				k = fanout[i]
-			}
-			d, err := bf.round(k, e.timeout)
-			if err != nil {
-				return nil, err
-			}
-			if i >= 0 {
-				bare = append(bare, d)
-			}
+		if err := timeRounds(func(k int) (time.Duration, error) { return bf.round(k, e.timeout) }, &bare, &cpuBare, nil); err != nil {
+			return nil, err
 		}
-		cpuSince(c0, lo, &cpuBare)
 	}
 	us := func(d time.Duration) float64 { return float64(d) / 1e3 / float64(count) }
 	r.CPU.Write, r.CPU.Floor, r.CPU.Bare = us(cpuWrite), us(cpuFloor), us(cpuBare)
 	r.CPU.Allocs, r.CPU.AllocBytes = float64(mallocs)/float64(count), float64(allocBytes)/float64(count)
-	r.latency = summarize(lat)
+	r.timing = summarize(lat)
 	if spent > 0 {
 		r.PointsPerS = float64(count) / spent.Seconds()
 	}
 	if fp != nil {
 		f := summarize(floor)
-		r.FloorLatency = &FloorLatency{Mean: f.Mean, P50: f.P50, P99: f.P99, Peers: float64(peers) / float64(count)}
-		if f.Mean > 0 {
-			r.FloorLatency.Ratio = r.latency.Mean / f.Mean
-		}
-		if f.P50 > 0 {
-			r.FloorLatency.RatioP50 = r.latency.P50 / f.P50
-		}
+		r.FloorLatency = &FloorLatency{Mean: f.Mean, P50: f.P50, P99: f.P99, Peers: float64(peers) / float64(count),
+			Ratio: ratio(r.timing.Mean, f.Mean), RatioP50: ratio(r.timing.P50, f.P50)}
 	}
 	if bf != nil {
 		b := summarize(bare)
-		r.BareLatency = &BareLatency{Mean: b.Mean, P50: b.P50, P99: b.P99}
-		if b.Mean > 0 {
-			r.BareLatency.Ratio = r.latency.Mean / b.Mean
-		}
-		if b.P50 > 0 {
-			r.BareLatency.RatioP50 = r.latency.P50 / b.P50
-		}
+		r.BareLatency = &BareLatency{Mean: b.Mean, P50: b.P50, P99: b.P99,
+			Ratio: ratio(r.timing.Mean, b.Mean), RatioP50: ratio(r.timing.P50, b.P50)}
 	}
 	if rebuilt != nil {
 		x := summarize(rb)
-		r.RebuiltLatency = &RebuiltLatency{Mean: x.Mean, P50: x.P50, P99: x.P99, Lookup: ro.lookup, DialEach: ro.dialEach}
-		if r.latency.Mean > 0 {
-			r.RebuiltLatency.Speedup = x.Mean / r.latency.Mean
-		}
-		if r.latency.P50 > 0 {
-			r.RebuiltLatency.SpeedupP50 = x.P50 / r.latency.P50
-		}
+		r.RebuiltLatency = &RebuiltLatency{Mean: x.Mean, P50: x.P50, P99: x.P99, Lookup: ro.lookup, DialEach: ro.dialEach,
+			Speedup: ratio(x.Mean, r.timing.Mean), SpeedupP50: ratio(x.P50, r.timing.P50)}
 	}
 	return r, nil
+}
+
+// ratio returns a over b, or 0 when b is not positive (nothing measured).
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
 }
 
 // rebuiltCluster is the paper's design rebuilt (internal/paperdht) on as many nodes as

@@ -46,7 +46,7 @@ func startEcho(addr string) (*rpc.Server, string, error) {
 func benchEchoCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "echo",
-		Usage: "serve a bare RPC echo (no DHT, no store): the peer of `bench write --floor-addrs`",
+		Usage: "serve a bare RPC echo (no DHT, no store): the peer of `tsdht-bench write --floor-addrs`",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Required: true, Usage: "HOST:PORT to serve on"},
 		},
@@ -55,7 +55,7 @@ func benchEchoCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.App.ErrWriter, "tsdht bench echo: serving on %s\n", addr)
+			fmt.Fprintf(c.App.ErrWriter, "tsdht-bench echo: serving on %s\n", addr)
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 			select {
@@ -90,7 +90,7 @@ func newLocalFloor(n int, timeout time.Duration) (*floorProber, error) {
 	return fp, nil
 }
 
-// newRemoteFloor probes echo servers already running (`tsdht bench echo`).
+// newRemoteFloor probes echo servers already running (`tsdht-bench echo`).
 func newRemoteFloor(addrs []string, timeout time.Duration) *floorProber {
 	return &floorProber{cli: rpc.NewClient(rpc.NewTCPTransport(), rpc.DefaultConfig()), addrs: addrs, timeout: timeout}
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/tsdht/tsdht/internal/latency"
+	"github.com/tsdht/tsdht/internal/pmuplay"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
@@ -44,7 +46,7 @@ type readResult struct {
 	// Values is what the points' values are: "float64" (full precision, with noise
 	// in every bit) or "float32" (readings as a PMU sends them, --float32).
 	Values string `json:"values,omitempty"`
-	latency
+	timing
 	ColdMs     float64 `json:"cold_ms"`      // the first read of the span
 	PointsPerS float64 `json:"points_per_s"` // points returned per second of mean read time
 	PaperMs    float64 `json:"paper_ms,omitempty"`
@@ -72,7 +74,7 @@ func runBenchRead(e *benchEnv, c *cli.Context) error {
 	if e.local == 0 {
 		reader = "a thin client of the last --cluster address (%d), which coordinates"
 	}
-	e.printf("tsdht bench read: %d points of one series written at 60 Hz by node 0, read back by another node\n", points)
+	e.printf("tsdht-bench read: %d points of one series written at 60 Hz by node 0, read back by another node\n", points)
 	e.printf("cluster: %s\nreader:  "+reader+"\nmachine: %s\n\n", e.where(), max(e.local, len(e.addrs))-1, machine())
 	e.printf("%-6s %3s %7s %6s %9s %6s %9s %9s %9s %9s   %9s\n",
 		"format", "rf", "span s", "quanta", "points", "reads", "mean ms", "p50 ms", "p99 ms", "cold ms", "paper ms")
@@ -111,14 +113,14 @@ func (e *benchEnv) readCase(cs benchCase, points, batch, reads int, spans []int,
 	}
 	period := int64(time.Second) / 60
 	t0 := time.Now().Add(-time.Second).UnixNano() - int64(points)*period
-	p := &pmu{name: "bench", rnd: rand.New(rand.NewSource(2))}
+	p := &pmuplay.PMU{Name: "bench", Rnd: rand.New(rand.NewSource(2))}
 	var parts []series.Points
 	writer, reader := bc.node(0), bc.node(bc.size()-1)
 	e.progress("[%s] writing %d points at 60 Hz in batches of %d…", cs, points, batch)
 	t := time.Now()
 	for lo := 0; lo < points; lo += batch {
-		p.t0 = t0 + int64(lo)*period
-		pts := p.samples(min(batch, points-lo))["vang"]
+		p.T0 = t0 + int64(lo)*period
+		pts := p.Samples(min(batch, points-lo))["vang"]
 		if float32s {
 			for i, v := range pts.F {
 				pts.F[i] = float64(float32(v))
@@ -173,7 +175,7 @@ func (e *benchEnv) readCase(cs benchCase, points, batch, reads int, spans []int,
 			}
 			r.lat = append(r.lat, time.Since(t))
 			if i == 0 {
-				err = samePoints(&r.want, &res.Points) // value by value, once
+				err = pmuplay.SamePoints(&r.want, &res.Points) // value by value, once
 			} else if res.Points.Len() != r.want.Len() {
 				err = fmt.Errorf("got %d points, want %d", res.Points.Len(), r.want.Len())
 			}
@@ -185,7 +187,7 @@ func (e *benchEnv) readCase(cs benchCase, points, batch, reads int, spans []int,
 	var out []*readResult
 	for _, sr := range runs {
 		r := &readResult{caseInfo: e.info("read", cs), Points: points, SpanS: sr.span, Quanta: sr.quanta, Reads: sr.n,
-			Returned: sr.want.Len(), Values: "float64", latency: summarize(sr.lat), ColdMs: ms(sr.lat[0])}
+			Returned: sr.want.Len(), Values: "float64", timing: summarize(sr.lat), ColdMs: latency.Ms(sr.lat[0])}
 		if float32s {
 			r.Values = "float32"
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/tsdht/tsdht/internal/pmuplay"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
@@ -42,8 +43,8 @@ type ingestResult struct {
 	BackfillS float64 `json:"backfill_s"`
 	Points    int64   `json:"points"`
 	Batches   int     `json:"batches"`
-	// latency is per batch.
-	latency
+	// timing is per batch.
+	timing
 	PointsPerS float64 `json:"points_per_s"`
 	// NodeSkew is, with --local, the most points any node stores over the mean: 1 when
 	// the load is spread evenly, nodes/rf when every point lands on the same rf nodes.
@@ -59,7 +60,7 @@ func runBenchIngest(e *benchEnv, c *cli.Context) error {
 	if batch > tsdb.MaxPutBatch {
 		return fmt.Errorf("--batch %d: at most %d points per request", batch, tsdb.MaxPutBatch)
 	}
-	e.printf("tsdht bench ingest: %d concurrent 60 Hz series in batches of %d points for %v (backfill %v)\n", m, batch, secs, backfill)
+	e.printf("tsdht-bench ingest: %d concurrent 60 Hz series in batches of %d points for %v (backfill %v)\n", m, batch, secs, backfill)
 	e.printf("cluster: %s\nwriters: one per series, through every node's coordinator in turn\nmachine: %s\n\n", e.where(), machine())
 	e.printf("%-6s %3s %12s %10s %8s %14s %9s %9s %9s %9s\n", "format", "rf", "points", "seconds", "batches", "points/s", "mean ms", "p50 ms", "p99 ms", "node skew")
 	for _, cs := range e.cases() {
@@ -86,7 +87,7 @@ func (e *benchEnv) ingestCase(cs benchCase, m, batch int, secs, backfill time.Du
 	// One template batch of PMU samples at offsets from 0; every batch of every series
 	// reuses its values and jitter at its own timestamps, so generating load costs
 	// next to nothing beside the cluster.
-	tmpl := (&pmu{name: "bench", rnd: rand.New(rand.NewSource(3))}).samples(batch)["vang"]
+	tmpl := (&pmuplay.PMU{Name: "bench", Rnd: rand.New(rand.NewSource(3))}).Samples(batch)["vang"]
 	period := int64(time.Second) / 60
 	begin := time.Now()
 	first := begin.Add(-backfill).UnixNano()
@@ -165,7 +166,7 @@ func (e *benchEnv) ingestCase(cs benchCase, m, batch int, secs, backfill time.Du
 		return nil, failure
 	}
 	r := &ingestResult{caseInfo: e.info("ingest", cs), Series: m, Seconds: elapsed.Seconds(), Batch: batch,
-		BackfillS: backfill.Seconds(), Points: points.Load(), Batches: len(lat), latency: summarize(lat)}
+		BackfillS: backfill.Seconds(), Points: points.Load(), Batches: len(lat), timing: summarize(lat)}
 	r.PointsPerS = float64(r.Points) / elapsed.Seconds()
 	if bc.local != nil {
 		var most, sum int64
