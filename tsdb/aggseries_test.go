@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
@@ -72,15 +74,15 @@ func TestAggSeriesMatchesAgg(t *testing.T) {
 			}
 		}
 	}
-	remote := remoteReplica{peer: dht.Peer{ID: "peer", RPCAddr: n.RPCAddr()}, cli: cli, timeout: 10 * time.Second}
+	remote := cluster.NewReplicas("self", nil, cli, 10*time.Second, nil).For(dht.Peer{ID: "peer", RPCAddr: n.RPCAddr()})
 	got, err := remote.Agg(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	same("packed", got)
 
-	// Latest's one request (MethodLatestPart) answers the entry and the same windows.
-	latest := func(name string, rep Replica) {
+	// latest's one request (MethodLatestPart) answers the entry and the same windows.
+	latest := func(name string, rep cluster.Replica) {
 		t.Helper()
 		a, err := rep.LatestPart(ctx, "pmu/f", true, req.Every, req.Shards)
 		if err != nil {
@@ -98,7 +100,7 @@ func TestAggSeriesMatchesAgg(t *testing.T) {
 	old := rpc.NewServer(rpc.NewTCPTransport(), rpc.Config{})
 	defer old.Close()
 	registerCatalogReplica(old, n.local)
-	Handle(old, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
+	cluster.Handle(old, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
 		resp, err := n.local.Agg(ctx, req)
 		if err == nil {
 			for i := range resp.Shards {
@@ -111,7 +113,7 @@ func TestAggSeriesMatchesAgg(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	remote.peer.RPCAddr = addr.String()
+	remote = cluster.NewReplicas("self", nil, cli, 10*time.Second, nil).For(dht.Peer{ID: "peer", RPCAddr: addr.String()})
 	if got, err = remote.Agg(ctx, req); err != nil {
 		t.Fatalf("from an older node: %v", err)
 	}

@@ -2,13 +2,11 @@ package tsdb
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/tsdht/tsdht/tsdb/cluster"
 
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
@@ -52,14 +50,6 @@ const (
 	// for longer ranges in parts (client.Agg).
 	MaxAggWindows = wire.MaxAggWindows
 )
-
-// statsDigest is the digest replicas compare a pair by: its count and point-set hash.
-func statsDigest(count int64, hash uint64) uint64 {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(count))
-	binary.LittleEndian.PutUint64(b[8:], hash)
-	return xxhash.Sum64(b[:])
-}
 
 // Agg answers a replica's share of an aggregate from the local store.
 func (l *localReplica) Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
@@ -143,7 +133,7 @@ func (l *localReplica) AggRefs(ctx context.Context, every int64, shards []wire.S
 			return fmt.Errorf("aggregate stopped after %d of %d shards: %w", i+1, len(shards), ctx.Err())
 		}
 		r, res := &shards[i], &resp.Shards[i]
-		res.Held, res.Count, res.Hash, res.Type = held, st.Count, statsDigest(st.Count, st.Hash), st.Type
+		res.Held, res.Count, res.Hash, res.Type = held, st.Count, cluster.StatsDigest(st.Count, st.Hash), st.Type
 		if r.Digest || !held {
 			return nil
 		}
@@ -162,7 +152,7 @@ func (l *localReplica) AggRefs(ctx context.Context, every int64, shards []wire.S
 		res.Windows = ws
 		return nil
 	}
-	if OneSeries(shards) && len(shards) > 0 {
+	if cluster.OneSeries(shards) && len(shards) > 0 {
 		if err := store.PairStatsBatch(l.store, refs, shards[0].Key, each); err != nil {
 			return nil, storeError(err)
 		}
@@ -180,55 +170,11 @@ func (l *localReplica) AggRefs(ctx context.Context, every int64, shards []wire.S
 	return resp, nil
 }
 
-// Agg asks a remote replica: one series' shards packed (wire.MethodAggSeries), or, when
-// the shards name several series or the replica does not know that method,
-// wire.MethodAgg.
-func (r remoteReplica) Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
-	if len(req.Shards) > 0 && OneSeries(req.Shards) {
-		var resp wire.AggSeriesResp
-		sreq := &wire.AggSeriesReq{Key: req.Shards[0].Key, Every: req.Every, Shards: wire.AppendAggSpans(nil, req.Shards)}
-		err := r.invoke(ctx, wire.MethodAggSeries, sreq, &resp)
-		var re *rpc.RemoteError
-		switch {
-		case err == nil:
-			shards, err := wire.DecodeAggResults(resp.Shards)
-			if err != nil {
-				return nil, rpc.Errorf(CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
-			}
-			if err := r.answered(len(req.Shards), len(shards), func(int) error { return nil }); err != nil {
-				return nil, err
-			}
-			return &wire.AggResp{Shards: shards}, nil
-		case !errors.As(err, &re) || re.Code != rpc.CodeUnknownMethod:
-			return nil, err
-		}
-		// An older node: ask it the other way.
-	}
-	var resp wire.AggResp
-	if err := r.invoke(ctx, wire.MethodAgg, req, &resp); err != nil {
-		return nil, err
-	}
-	if err := r.answered(len(req.Shards), len(resp.Shards), func(i int) error { return resp.Shards[i].Unpack() }); err != nil {
-		return nil, err
-	}
-	return &resp, nil
-}
-
-// oneSeries reports whether shards all name one series.
-func OneSeries(shards []wire.ShardAgg) bool {
-	for i := range shards {
-		if shards[i].Key != shards[0].Key {
-			return false
-		}
-	}
-	return true
-}
-
 // registerAnalytics registers the analytics methods: MethodAgg, MethodAggSeries and
 // MethodLatestPart as a replica, and
 // MethodAggregate, MethodLatest and MethodBounds as a coordinator.
 func (n *Node) registerAnalytics() {
-	Handle(n.srv, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
+	cluster.Handle(n.srv, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
 		resp, err := n.local.Agg(ctx, req)
 		if err != nil {
 			return nil, err
@@ -238,15 +184,15 @@ func (n *Node) registerAnalytics() {
 		}
 		return resp, nil
 	})
-	Handle(n.srv, wire.MethodAggSeries, func(ctx context.Context, req *wire.AggSeriesReq) (*wire.AggSeriesResp, error) {
+	cluster.Handle(n.srv, wire.MethodAggSeries, func(ctx context.Context, req *wire.AggSeriesReq) (*wire.AggSeriesResp, error) {
 		resp, err := n.local.aggSeries(ctx, req)
 		if err != nil {
 			return nil, err
 		}
 		return &wire.AggSeriesResp{Shards: wire.AppendAggResults(nil, resp.Shards)}, nil
 	})
-	Handle(n.srv, wire.MethodLatestPart, n.local.latestPart)
-	Handle(n.srv, wire.MethodAggregate, func(ctx context.Context, req *wire.AggregateReq) (*wire.AggregateResp, error) {
+	cluster.Handle(n.srv, wire.MethodLatestPart, n.local.latestPart)
+	cluster.Handle(n.srv, wire.MethodAggregate, func(ctx context.Context, req *wire.AggregateReq) (*wire.AggregateResp, error) {
 		res, err := n.coord.Aggregate(ctx, req.Key, req.From, req.To, req.Every, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial})
 		if err != nil {
 			return nil, err
@@ -254,14 +200,14 @@ func (n *Node) registerAnalytics() {
 		return &wire.AggregateResp{Type: res.Type, Packed: agg.AppendWindowsWire(nil, res.Type, res.Windows),
 			Partial: res.Partial, Missing: res.Missing}, nil
 	})
-	Handle(n.srv, wire.MethodLatest, func(ctx context.Context, req *wire.LatestReq) (*wire.LatestResp, error) {
+	cluster.Handle(n.srv, wire.MethodLatest, func(ctx context.Context, req *wire.LatestReq) (*wire.LatestResp, error) {
 		pts, err := n.coord.Latest(ctx, req.Key, req.Since, req.Before)
 		if err != nil {
 			return nil, err
 		}
 		return &wire.LatestResp{Point: pts}, nil
 	})
-	Handle(n.srv, wire.MethodBounds, func(ctx context.Context, req *wire.BoundsReq) (*wire.BoundsResp, error) {
+	cluster.Handle(n.srv, wire.MethodBounds, func(ctx context.Context, req *wire.BoundsReq) (*wire.BoundsResp, error) {
 		resp, err := n.coord.Bounds(ctx, req.Key, req.From, req.To)
 		if err != nil {
 			return nil, err
@@ -465,8 +411,8 @@ func (c *Coordinator) aggRound(ctx context.Context, bufs *pageBufs, key string, 
 		mine = reuse(&bufs.aggResults, len(plan))
 	}
 	self := c.place.Self().ID
-	results := FanOut(ctx, batches, c.fetchLimit(bufs), c.cfg.CallTimeout,
-		func(ctx context.Context, b *PeerBatch[fetch]) (*wire.AggResp, error) {
+	results := cluster.FanOut(ctx, batches, c.fetchLimit(bufs), c.cfg.CallTimeout,
+		func(ctx context.Context, b *cluster.PeerBatch[fetch]) (*wire.AggResp, error) {
 			off := 0
 			for _, o := range batches {
 				if o == b {
@@ -497,7 +443,7 @@ func (c *Coordinator) aggRound(ctx context.Context, bufs *pageBufs, key string, 
 	for range batches {
 		r := <-results
 		if r.Err != nil {
-			c.log.Warn("aggregate from a replica failed", "series", key, "peer", NodeID(r.Batch.Peer), "rpc", r.Batch.Peer.RPCAddr, "err", r.Err)
+			c.log.Warn("aggregate from a replica failed", "series", key, "peer", cluster.NodeID(r.Batch.Peer), "rpc", r.Batch.Peer.RPCAddr, "err", r.Err)
 			continue
 		}
 		for k, it := range r.Batch.Items {

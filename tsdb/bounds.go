@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
@@ -162,7 +164,7 @@ type newestWrite struct {
 	created int64
 	t       int64
 	w       int
-	answers <-chan FanResult[struct{}, []catalog.Entry]
+	answers <-chan cluster.FanResult[struct{}, []catalog.Entry]
 	n       int  // requests sent
 	retry   bool // wait sends the report again (reportNewest)
 }
@@ -180,7 +182,7 @@ func (c *Coordinator) sendNewest(ctx context.Context, cur catalog.Entry, t int64
 	}
 	upd := []catalog.Entry{{Key: cur.Key, Type: cur.Type, Created: cur.Created, HasBounds: true, First: cur.First, Last: cur.Last,
 		HasNewest: true, Newest: t}}
-	answers := FanOut(context.WithoutCancel(ctx), owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *PeerBatch[struct{}]) ([]catalog.Entry, error) {
+	answers := cluster.FanOut(context.WithoutCancel(ctx), owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) ([]catalog.Entry, error) {
 		return c.replicas.For(b.Peer).MergeEntries(ctx, upd)
 	})
 	return &newestWrite{c: c, ctx: ctx, key: cur.Key, created: cur.Created, t: t, w: w, answers: answers, n: len(owners)}, nil

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
@@ -43,7 +45,7 @@ func wantNewestAtQuorum(t *testing.T, lc *LocalCluster, key string, at int64, w 
 	q := lc.Nodes[0].cfg.DHT.Quantum
 	held := 0
 	for _, n := range lc.Nodes {
-		if n.dht == nil || !IsReplica(owners, n.dht.Self().ID) {
+		if n.dht == nil || !cluster.IsReplica(owners, n.dht.Self().ID) {
 			continue
 		}
 		if nw, ok := registryNewest(t, n, key); ok && q.StartNanos(nw) >= q.StartNanos(at) {
@@ -179,7 +181,7 @@ func TestLatestExact(t *testing.T) {
 	// (at quorum 2 of 3) is seen.
 	victim := -1
 	for i, n := range lc.Nodes {
-		if i != 0 && IsReplica(owners, n.dht.Self().ID) {
+		if i != 0 && cluster.IsReplica(owners, n.dht.Self().ID) {
 			victim = i
 			break
 		}
@@ -343,7 +345,7 @@ func TestPutManyReportsNewest(t *testing.T) {
 // newestFailing fails, while failing is set, every catalog merge that carries a Newest,
 // as a registry replica that cannot be reached would.
 type newestFailing struct {
-	Replica
+	cluster.Replica
 	failing atomic.Bool
 	reports atomic.Int64 // catalog merges that carried a Newest
 }

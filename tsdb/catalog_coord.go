@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
@@ -87,14 +89,14 @@ func ceilStep(t int64) int64 { // the last ns of t's step
 }
 
 // owners returns the replica set of a catalog ID.
-func (c *Coordinator) catalogOwners(ctx context.Context, id quanta.ID, what string) ([]*PeerBatch[struct{}], error) {
+func (c *Coordinator) catalogOwners(ctx context.Context, id quanta.ID, what string) ([]*cluster.PeerBatch[struct{}], error) {
 	peers, err := c.place.Locate(ctx, id, c.cfg.RF)
 	if err != nil || len(peers) == 0 {
 		return nil, rpc.Errorf(CodeUnavailable, "%s: no replica found: %v", what, err)
 	}
-	out := make([]*PeerBatch[struct{}], len(peers))
+	out := make([]*cluster.PeerBatch[struct{}], len(peers))
 	for i, p := range peers {
-		out[i] = &PeerBatch[struct{}]{Peer: p, Items: []struct{}{{}}}
+		out[i] = &cluster.PeerBatch[struct{}]{Peer: p, Items: []struct{}{{}}}
 	}
 	return out, nil
 }
@@ -106,7 +108,7 @@ func (c *Coordinator) mergeEntry(ctx context.Context, e catalog.Entry, w int) (c
 	if err != nil {
 		return catalog.Entry{}, err
 	}
-	answers := FanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *PeerBatch[struct{}]) ([]catalog.Entry, error) {
+	answers := cluster.FanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) ([]catalog.Entry, error) {
 		return c.replicas.For(b.Peer).MergeEntries(ctx, []catalog.Entry{e})
 	})
 	merged, ok := e, 0
@@ -133,7 +135,7 @@ func (c *Coordinator) readEntry(ctx context.Context, key string) (catalog.Entry,
 	if err != nil {
 		return catalog.Entry{}, false, err
 	}
-	answers := FanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *PeerBatch[struct{}]) ([]catalog.Entry, error) {
+	answers := cluster.FanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) ([]catalog.Entry, error) {
 		return c.replicas.For(b.Peer).Entries(ctx, []string{key})
 	})
 	var merged catalog.Entry
@@ -171,7 +173,7 @@ func (c *Coordinator) mergePostings(ctx context.Context, tag catalog.Tag, ms []c
 	if err != nil {
 		return err
 	}
-	answers := FanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *PeerBatch[struct{}]) (struct{}, error) {
+	answers := cluster.FanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) (struct{}, error) {
 		return struct{}{}, c.replicas.For(b.Peer).MergePostings(ctx, tag, ms)
 	})
 	ok := 0
@@ -212,7 +214,7 @@ func (c *Coordinator) readPostings(ctx context.Context, tag catalog.Tag, after s
 	if err != nil {
 		return nil, err
 	}
-	answers := FanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *PeerBatch[struct{}]) ([]catalog.Member, error) {
+	answers := cluster.FanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) ([]catalog.Member, error) {
 		return c.replicas.For(b.Peer).Postings(ctx, tag, after, limit)
 	})
 	byKey := map[string]catalog.Member{}
@@ -454,7 +456,7 @@ func (c *Coordinator) entries(ctx context.Context, keys []string) ([]catalog.Ent
 		}
 		work = append(work, owned{peers, k})
 	}
-	batches := GroupByPeer(func(yield func(dht.Peer, string) bool) {
+	batches := cluster.GroupByPeer(func(yield func(dht.Peer, string) bool) {
 		for _, o := range work {
 			for _, p := range o.peers {
 				if !yield(p, o.key) {
@@ -463,7 +465,7 @@ func (c *Coordinator) entries(ctx context.Context, keys []string) ([]catalog.Ent
 			}
 		}
 	}, entriesPerRead, func(k string) int { return len(k) + 4 })
-	answers := FanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout, func(ctx context.Context, b *PeerBatch[string]) ([]catalog.Entry, error) {
+	answers := cluster.FanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[string]) ([]catalog.Entry, error) {
 		return c.replicas.For(b.Peer).Entries(ctx, b.Items)
 	})
 	byKey := make(map[string]catalog.Entry, len(keys))
@@ -588,7 +590,7 @@ func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int6
 				it    item
 			}{peers, item{i, wire.ShardDelete{ID: ref.ID[:], Start: s, Key: key, From: f, To: t, Whole: whole}}})
 		}
-		batches := GroupByPeer(func(yield func(dht.Peer, item) bool) {
+		batches := cluster.GroupByPeer(func(yield func(dht.Peer, item) bool) {
 			for _, wk := range work {
 				for _, p := range wk.peers {
 					if !yield(p, wk.it) {
@@ -597,7 +599,7 @@ func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int6
 				}
 			}
 		}, maxDeleteShards, func(it item) int { return len(it.sd.Key) + 48 })
-		answers := FanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout, func(ctx context.Context, b *PeerBatch[item]) (*wire.DeleteResp, error) {
+		answers := cluster.FanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[item]) (*wire.DeleteResp, error) {
 			req := &wire.DeleteReq{Shards: make([]wire.ShardDelete, len(b.Items))}
 			for j, it := range b.Items {
 				req.Shards[j] = it.sd
@@ -630,7 +632,7 @@ func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int6
 
 // registerCatalogCoordinator registers the catalog's coordinator methods.
 func (n *Node) registerCatalogCoordinator() {
-	Handle(n.srv, wire.MethodSeries, func(ctx context.Context, req *wire.SeriesReq) (*wire.EntriesMsg, error) {
+	cluster.Handle(n.srv, wire.MethodSeries, func(ctx context.Context, req *wire.SeriesReq) (*wire.EntriesMsg, error) {
 		match, err := catalog.ParseTags(req.Match...)
 		if err != nil {
 			return nil, rpc.Errorf(CodeBadInput, "--match: %v", err)
@@ -645,14 +647,14 @@ func (n *Node) registerCatalogCoordinator() {
 		}
 		return wire.EncodeEntries(es), nil
 	})
-	Handle(n.srv, wire.MethodMeta, func(ctx context.Context, req *wire.MetaReq) (*wire.EntriesMsg, error) {
+	cluster.Handle(n.srv, wire.MethodMeta, func(ctx context.Context, req *wire.MetaReq) (*wire.EntriesMsg, error) {
 		e, err := n.coord.Meta(ctx, req)
 		if err != nil {
 			return nil, err
 		}
 		return wire.EncodeEntries([]catalog.Entry{e}), nil
 	})
-	Handle(n.srv, wire.MethodDelete, func(ctx context.Context, req *wire.DelReq) (*wire.DelResp, error) {
+	cluster.Handle(n.srv, wire.MethodDelete, func(ctx context.Context, req *wire.DelReq) (*wire.DelResp, error) {
 		shards, err := n.coord.Delete(ctx, req)
 		if err != nil {
 			return nil, err

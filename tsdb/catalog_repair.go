@@ -3,6 +3,8 @@ package tsdb
 import (
 	"context"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/catalog"
@@ -73,7 +75,7 @@ func (r *repairer) catalogStep(ctx context.Context, cs store.Catalog, entries []
 			}
 		}
 	}
-	batches := GroupByPeer(func(yield func(dht.Peer, catalog.Entry) bool) {
+	batches := cluster.GroupByPeer(func(yield func(dht.Peer, catalog.Entry) bool) {
 		for _, o := range work {
 			for _, p := range o.peers {
 				if p.ID != self && !yield(p, o.e) {
@@ -82,13 +84,13 @@ func (r *repairer) catalogStep(ctx context.Context, cs store.Catalog, entries []
 			}
 		}
 	}, catalogRepairBatch, entrySize)
-	answers := FanOut(ctx, batches, 0, r.cfg.CallTimeout, func(ctx context.Context, b *PeerBatch[catalog.Entry]) ([]catalog.Entry, error) {
+	answers := cluster.FanOut(ctx, batches, 0, r.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[catalog.Entry]) ([]catalog.Entry, error) {
 		return r.replicas.For(b.Peer).MergeEntries(ctx, b.Items)
 	})
 	for range batches {
 		a := <-answers
 		if a.Err != nil {
-			r.log.Warn("repair: pushing catalog entries failed", "peer", NodeID(a.Batch.Peer), "rpc", a.Batch.Peer.RPCAddr, "err", a.Err)
+			r.log.Warn("repair: pushing catalog entries failed", "peer", cluster.NodeID(a.Batch.Peer), "rpc", a.Batch.Peer.RPCAddr, "err", a.Err)
 			continue
 		}
 		for _, e := range a.Resp {
@@ -110,16 +112,16 @@ func (r *repairer) catalogStep(ctx context.Context, cs store.Catalog, entries []
 		if err != nil {
 			return err
 		}
-		tb := make([]*PeerBatch[struct{}], len(owners))
+		tb := make([]*cluster.PeerBatch[struct{}], len(owners))
 		for i, p := range owners {
-			tb[i] = &PeerBatch[struct{}]{Peer: p, Items: []struct{}{{}}}
+			tb[i] = &cluster.PeerBatch[struct{}]{Peer: p, Items: []struct{}{{}}}
 		}
-		res := FanOut(ctx, tb, 0, r.cfg.CallTimeout, func(ctx context.Context, b *PeerBatch[struct{}]) (struct{}, error) {
+		res := cluster.FanOut(ctx, tb, 0, r.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) (struct{}, error) {
 			return struct{}{}, r.replicas.For(b.Peer).MergePostings(ctx, tag, ms)
 		})
 		for range tb {
 			if a := <-res; a.Err != nil {
-				r.log.Warn("repair: pushing postings failed", "tag", tag.K, "value", tag.V, "peer", NodeID(a.Batch.Peer), "rpc", a.Batch.Peer.RPCAddr, "err", a.Err)
+				r.log.Warn("repair: pushing postings failed", "tag", tag.K, "value", tag.V, "peer", cluster.NodeID(a.Batch.Peer), "rpc", a.Batch.Peer.RPCAddr, "err", a.Err)
 			}
 		}
 	}

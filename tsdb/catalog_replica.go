@@ -3,6 +3,8 @@ package tsdb
 import (
 	"context"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/store"
@@ -12,8 +14,8 @@ import (
 // The catalog's replica methods: entries on a series' registry replicas, posting lists
 // on their tag's replicas, and range deletes on shard replicas (docs/catalog.md).
 
-func registerCatalogReplica(srv *rpc.Server, r Replica) {
-	Handle(srv, wire.MethodEntryMerge, func(ctx context.Context, req *wire.EntriesMsg) (*wire.EntriesMsg, error) {
+func registerCatalogReplica(srv *rpc.Server, r cluster.Replica) {
+	cluster.Handle(srv, wire.MethodEntryMerge, func(ctx context.Context, req *wire.EntriesMsg) (*wire.EntriesMsg, error) {
 		es, err := req.Decode()
 		if err != nil {
 			return nil, rpc.Errorf(CodeBadInput, "%v", err)
@@ -24,7 +26,7 @@ func registerCatalogReplica(srv *rpc.Server, r Replica) {
 		}
 		return wire.EncodeEntries(out), nil
 	})
-	Handle(srv, wire.MethodEntryGet, func(ctx context.Context, req *wire.KeysReq) (*wire.EntriesMsg, error) {
+	cluster.Handle(srv, wire.MethodEntryGet, func(ctx context.Context, req *wire.KeysReq) (*wire.EntriesMsg, error) {
 		if len(req.Keys) > wire.MaxEntriesPerRequest {
 			return nil, rpc.Errorf(CodeBadInput, "%d keys; at most %d", len(req.Keys), wire.MaxEntriesPerRequest)
 		}
@@ -34,20 +36,20 @@ func registerCatalogReplica(srv *rpc.Server, r Replica) {
 		}
 		return wire.EncodeEntries(out), nil
 	})
-	Handle(srv, wire.MethodPostingsMerge, func(ctx context.Context, req *wire.PostingsMergeReq) (*struct{}, error) {
+	cluster.Handle(srv, wire.MethodPostingsMerge, func(ctx context.Context, req *wire.PostingsMergeReq) (*struct{}, error) {
 		if len(req.Members) > wire.MaxEntriesPerRequest {
 			return nil, rpc.Errorf(CodeBadInput, "%d members; at most %d", len(req.Members), wire.MaxEntriesPerRequest)
 		}
 		return &struct{}{}, r.MergePostings(ctx, catalog.Tag{K: req.K, V: req.V}, wire.ToMembers(req.Members))
 	})
-	Handle(srv, wire.MethodPostings, func(ctx context.Context, req *wire.PostingsReq) (*wire.PostingsResp, error) {
+	cluster.Handle(srv, wire.MethodPostings, func(ctx context.Context, req *wire.PostingsReq) (*wire.PostingsResp, error) {
 		ms, err := r.Postings(ctx, catalog.Tag{K: req.K, V: req.V}, req.After, req.Limit)
 		if err != nil {
 			return nil, err
 		}
 		return &wire.PostingsResp{Members: wire.FromMembers(ms)}, nil
 	})
-	Handle(srv, wire.MethodDeleteRange, r.DeleteRange)
+	cluster.Handle(srv, wire.MethodDeleteRange, r.DeleteRange)
 }
 
 // catalogStore is what the catalog needs of a node's store.
@@ -206,53 +208,3 @@ func toWireRanges(rs []store.Range) []wire.Range {
 }
 
 // --- remote ---
-
-func (r remoteReplica) MergeEntries(ctx context.Context, es []catalog.Entry) ([]catalog.Entry, error) {
-	var resp wire.EntriesMsg
-	if err := r.invoke(ctx, wire.MethodEntryMerge, wire.EncodeEntries(es), &resp); err != nil {
-		return nil, err
-	}
-	out, err := resp.Decode()
-	if err != nil {
-		return nil, rpc.Errorf(CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
-	}
-	return out, nil
-}
-
-func (r remoteReplica) Entries(ctx context.Context, keys []string) ([]catalog.Entry, error) {
-	var resp wire.EntriesMsg
-	if err := r.invoke(ctx, wire.MethodEntryGet, &wire.KeysReq{Keys: keys}, &resp); err != nil {
-		return nil, err
-	}
-	out, err := resp.Decode()
-	if err != nil {
-		return nil, rpc.Errorf(CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
-	}
-	return out, nil
-}
-
-func (r remoteReplica) MergePostings(ctx context.Context, tag catalog.Tag, ms []catalog.Member) error {
-	return r.invoke(ctx, wire.MethodPostingsMerge, &wire.PostingsMergeReq{K: tag.K, V: tag.V, Members: wire.FromMembers(ms)}, &struct{}{})
-}
-
-func (r remoteReplica) Postings(ctx context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error) {
-	var resp wire.PostingsResp
-	if err := r.invoke(ctx, wire.MethodPostings, &wire.PostingsReq{K: tag.K, V: tag.V, After: after, Limit: limit}, &resp); err != nil {
-		return nil, err
-	}
-	ms := wire.ToMembers(resp.Members)
-	for _, m := range ms {
-		if err := catalog.ValidateMember(m); err != nil {
-			return nil, rpc.Errorf(CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
-		}
-	}
-	return ms, nil
-}
-
-func (r remoteReplica) DeleteRange(ctx context.Context, req *wire.DeleteReq) (*wire.DeleteResp, error) {
-	var resp wire.DeleteResp
-	if err := r.invoke(ctx, wire.MethodDeleteRange, req, &resp); err != nil {
-		return nil, err
-	}
-	return &resp, nil
-}

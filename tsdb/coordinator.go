@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
@@ -23,8 +25,8 @@ import (
 // in parallel.
 type Coordinator struct {
 	cfg      *Config
-	place    Placement
-	replicas Replicas
+	place    cluster.Placement
+	replicas cluster.Replicas
 	types    *registry
 	hints    *hints // nil: no hints kept
 	log      *slog.Logger
@@ -32,7 +34,7 @@ type Coordinator struct {
 	cat    *catalogCoord // catalog entries and the tag index (catalog_coord.go)
 	newest newestTracker // newest quanta reported to the registry by writes (bounds.go)
 
-	commits *GroupCommit // groups concurrent writes per replica (groupcommit.go)
+	commits *cluster.GroupCommit // groups concurrent writes per replica (groupcommit.go)
 
 	repairSlots chan struct{} // bounds background read repairs
 	readRepairs atomic.Int64  // shards repaired by reads
@@ -54,13 +56,13 @@ type Coordinator struct {
 // maxReadRepairs bounds the read repairs in flight on one node.
 const maxReadRepairs = 4
 
-func newCoordinator(cfg *Config, place Placement, replicas Replicas, types *registry, h *hints, logger *slog.Logger) *Coordinator {
+func newCoordinator(cfg *Config, place cluster.Placement, replicas cluster.Replicas, types *registry, h *hints, logger *slog.Logger) *Coordinator {
 	share := cfg.LongReadShare
 	if share <= 0 { // a Config that did not go through withDefaults
 		share = longReadShare
 	}
 	return &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, log: logger, cat: &catalogCoord{},
-		commits: NewGroupCommit(), repairSlots: make(chan struct{}, maxReadRepairs), longReads: make(chan struct{}, maxLongReads),
+		commits: cluster.NewGroupCommit(), repairSlots: make(chan struct{}, maxReadRepairs), longReads: make(chan struct{}, maxLongReads),
 		longPace: newPacer(share, longReadBurst), localParts: 1}
 }
 
@@ -238,7 +240,7 @@ func (c *Coordinator) splitByQuantum(ctx context.Context, key string, pts series
 		}
 		// A quantum holding more than a request's worth (long strings) goes in parts.
 		q := pts.Slice(lo, hi)
-		for _, part := range q.Batches(0, MaxRequestBytes-shardWriteOverhead) {
+		for _, part := range q.Batches(0, cluster.MaxRequestBytes-shardWriteOverhead) {
 			spans = append(spans, shardSpan{ref: ref, replicas: replicas, pts: part})
 		}
 		lo = hi
@@ -254,7 +256,7 @@ const shardWriteOverhead = 64
 // finish in the background, so the last copies land without the client waiting; any
 // replica that does not answer leaves a hint.
 func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardSpan, w int) (int, series.Points, error) {
-	batches := GroupByPeer(func(yield func(dht.Peer, int) bool) {
+	batches := cluster.GroupByPeer(func(yield func(dht.Peer, int) bool) {
 		for i := range spans {
 			for _, p := range spans[i].replicas {
 				if !yield(p, i) {
@@ -265,8 +267,8 @@ func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardS
 	}, 0, func(i int) int { return shardWriteOverhead + len(key) + spans[i].pts.WireSize() })
 	hint := c.hinter(key, spans)
 	var one *wire.WriteReq // the request of a single-shard write, shared by its replicas
-	results := WriteFanOut(context.WithoutCancel(ctx), c.replicas, c.place.Self().ID, c.commits, batches, c.cfg.CallTimeout,
-		func(b *PeerBatch[int]) *wire.WriteReq {
+	results := cluster.WriteFanOut(context.WithoutCancel(ctx), c.replicas, c.place.Self().ID, c.commits, batches, c.cfg.CallTimeout,
+		func(b *cluster.PeerBatch[int]) *wire.WriteReq {
 			if len(b.Items) == 1 && len(spans) == 1 {
 				// A single-shard write: every replica gets the same request, and
 				// writeFanOut encodes it once.
@@ -283,8 +285,8 @@ func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardS
 			}
 			return req
 		},
-		func(b *PeerBatch[int], err error) {
-			if Unanswered(err) {
+		func(b *cluster.PeerBatch[int], err error) {
+			if cluster.Unanswered(err) {
 				hint(b.Items)
 			}
 		})
@@ -311,7 +313,7 @@ func (c *Coordinator) hinter(key string, spans []shardSpan) func(shards []int) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, i := range shards {
-			if !hinted[i] && !IsReplica(spans[i].replicas, self) {
+			if !hinted[i] && !cluster.IsReplica(spans[i].replicas, self) {
 				hinted[i] = true
 				c.hints.record(spans[i].ref, key, spans[i].pts)
 			}
@@ -345,7 +347,7 @@ func (t *writeTally) decided(i int) bool {
 }
 
 // add counts one replica's answer for the shards of its batch.
-func (t *writeTally) add(b *PeerBatch[int], err error) {
+func (t *writeTally) add(b *cluster.PeerBatch[int], err error) {
 	if err != nil && t.firstErr == nil {
 		t.firstErr = fmt.Errorf("replica %s: %w", b.Peer.RPCAddr, err)
 	}

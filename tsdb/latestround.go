@@ -2,7 +2,8 @@ package tsdb
 
 import (
 	"context"
-	"errors"
+
+	"github.com/tsdht/tsdht/tsdb/cluster"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
@@ -16,13 +17,6 @@ import (
 // Latest's round: the series' catalog entry and the statistics of its newest quanta in
 // one request to each replica involved (wire.MethodLatestPart), settled as soon as a
 // read quorum of each has answered and agrees, not when the slowest has.
-
-// latestAnswer is what one replica said in Latest's round.
-type LatestAnswer struct {
-	Entry  catalog.Entry
-	Held   bool // the replica holds the entry (asked for it)
-	Shards []wire.ShardAggResult
-}
 
 // latestRoundResult is what Latest's round found.
 type latestRoundResult struct {
@@ -63,7 +57,7 @@ func (c *Coordinator) latestRound(ctx context.Context, key string, from, to int6
 			return out, err
 		}
 	}
-	// Groups of replicas to settle: each shard's, and last the entry's registry replicas.
+	// groups of replicas to settle: each shard's, and last the entry's registry replicas.
 	groups := append(spans[:len(spans):len(spans)], shardSpan{replicas: owners})
 	entryGroup := len(spans)
 	r := c.cfg.ReadQuorum
@@ -87,14 +81,14 @@ func (c *Coordinator) latestRound(ctx context.Context, key string, from, to int6
 	// ask sends plan, one request per node, and takes the answers as they come until
 	// everything is settled or every node has answered.
 	ask := func(plan []fetch) {
-		batches := GroupByPeer(func(yield func(p dht.Peer, f fetch) bool) {
+		batches := cluster.GroupByPeer(func(yield func(p dht.Peer, f fetch) bool) {
 			for _, f := range plan {
 				if !yield(groups[f.shard].replicas[f.replica], f) {
 					return
 				}
 			}
 		}, 0, nil)
-		results := FanOut(ctx, batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *PeerBatch[fetch]) (LatestAnswer, error) {
+		results := cluster.FanOut(ctx, batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[fetch]) (cluster.LatestAnswer, error) {
 			var shards []wire.ShardAgg
 			entry := false
 			for _, f := range b.Items {
@@ -111,7 +105,7 @@ func (c *Coordinator) latestRound(ctx context.Context, key string, from, to int6
 			a := <-results
 			if a.Err != nil {
 				lastErr = a.Err
-				c.log.Debug("latest from a replica failed", "series", key, "peer", NodeID(a.Batch.Peer), "err", a.Err)
+				c.log.Debug("latest from a replica failed", "series", key, "peer", cluster.NodeID(a.Batch.Peer), "err", a.Err)
 				continue
 			}
 			k := 0 // the answer's shards follow the batch's shard items, in order
@@ -211,74 +205,9 @@ func settleQuorum(ans []aggAnswer, r int) (ws []agg.Window, ok, complete bool) {
 	return nil, false, empty >= need
 }
 
-// LatestPart implements Replica: one request (wire.MethodLatestPart), or, to a node
-// that does not know that method, the two parts separately (LatestInParts).
-func (r remoteReplica) LatestPart(ctx context.Context, key string, entry bool, every int64, shards []wire.ShardAgg) (LatestAnswer, error) {
-	a, err := r.latestPart(ctx, key, entry, every, shards)
-	var re *rpc.RemoteError
-	if err != nil && errors.As(err, &re) && re.Code == rpc.CodeUnknownMethod {
-		return LatestInParts(ctx, r, key, entry, every, shards)
-	}
-	return a, err
-}
-
-// LatestInParts answers Replica.LatestPart by asking rep for its two parts
-// separately: the series' entry if entry (Entries), and the windows of shards (Agg).
-func LatestInParts(ctx context.Context, rep interface {
-	Entries(ctx context.Context, keys []string) ([]catalog.Entry, error)
-	Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error)
-}, key string, entry bool, every int64, shards []wire.ShardAgg) (LatestAnswer, error) {
-	var a LatestAnswer
-	if entry {
-		es, err := rep.Entries(ctx, []string{key})
-		if err != nil {
-			return a, err
-		}
-		for _, e := range es {
-			if e.Key == key {
-				a.Entry, a.Held = e, true
-			}
-		}
-	}
-	if len(shards) > 0 {
-		resp, err := rep.Agg(ctx, &wire.AggReq{Every: every, Shards: shards})
-		if err != nil {
-			return a, err
-		}
-		a.Shards = resp.Shards
-	}
-	return a, nil
-}
-
 // LatestPart implements Replica from this node's catalog and store.
-func (l *localReplica) LatestPart(ctx context.Context, key string, entry bool, every int64, shards []wire.ShardAgg) (LatestAnswer, error) {
-	return LatestInParts(ctx, l, key, entry, every, shards)
-}
-
-// latestPart asks a remote replica in one request (wire.MethodLatestPart).
-func (r remoteReplica) latestPart(ctx context.Context, key string, entry bool, every int64, shards []wire.ShardAgg) (LatestAnswer, error) {
-	var a LatestAnswer
-	var resp wire.LatestPartResp
-	req := &wire.LatestPartReq{Key: key, Entry: entry, Every: every, Shards: wire.AppendAggSpans(nil, shards)}
-	if err := r.invoke(ctx, wire.MethodLatestPart, req, &resp); err != nil {
-		return a, err
-	}
-	if entry && len(resp.Entry) > 0 {
-		e, err := catalog.DecodeEntry(resp.Entry)
-		if err != nil {
-			return a, rpc.Errorf(CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
-		}
-		a.Entry, a.Held = e, true
-	}
-	res, err := wire.DecodeAggResults(resp.Shards)
-	if err != nil {
-		return a, rpc.Errorf(CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
-	}
-	if err := r.answered(len(shards), len(res), func(int) error { return nil }); err != nil {
-		return a, err
-	}
-	a.Shards = res
-	return a, nil
+func (l *localReplica) LatestPart(ctx context.Context, key string, entry bool, every int64, shards []wire.ShardAgg) (cluster.LatestAnswer, error) {
+	return cluster.LatestInParts(ctx, l, key, entry, every, shards)
 }
 
 // latestPart answers wire.MethodLatestPart from the local store and catalog.

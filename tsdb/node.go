@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
@@ -257,7 +259,7 @@ type Node struct {
 	dht      *dht.Node
 	store    store.Store
 	local    *localReplica
-	replicas Replicas
+	replicas cluster.Replicas
 	coord    *Coordinator
 	repair   *repairer // nil when the store cannot be walked
 	hints    *hints    // nil with repair
@@ -279,7 +281,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	// Every record names the node as status does.
-	logger := cfg.Logger.With("node", NodeID(dht.NewPeer(id, "")))
+	logger := cfg.Logger.With("node", cluster.NodeID(dht.NewPeer(id, "")))
 	cfg.Logger, cfg.RPC.Logger, cfg.DHT.Logger = logger, logger, logger
 	n := &Node{log: logger, store: cfg.Store, decommissioned: make(chan struct{})}
 	n.srv = rpc.NewServer(cfg.Transport, cfg.RPC)
@@ -340,7 +342,7 @@ func Start(cfg Config) (*Node, error) {
 func (n *Node) assemble() {
 	cfg := &n.cfg
 	n.local = &localReplica{store: n.store, quantum: cfg.DHT.Quantum, format: cfg.DHT.Format, stats: n.Stats, maxFuture: cfg.MaxFuture}
-	n.replicas = &PeerReplicas{self: n.dht.Self().ID, local: n.local, cli: n.cli, timeout: cfg.CallTimeout, failed: n.dht}
+	n.replicas = cluster.NewReplicas(n.dht.Self().ID, n.local, n.cli, cfg.CallTimeout, n.dht)
 	types := newRegistry(n.dht, n.replicas, cfg, n.log)
 	if w, ok := n.store.(Walker); ok && cfg.RepairInterval > 0 {
 		n.repair = newRepairer(cfg, n.dht, n.replicas, n.store, w, types, n.log)
@@ -406,7 +408,7 @@ func (n *Node) shutdown(depart func() error) error {
 // the pair's owners and deletes each once every owner confirmed it. The node stays a
 // member; Leave or Decommission ends it.
 func (n *Node) HandOff(ctx context.Context) (wire.DecommissionResp, error) {
-	resp := wire.DecommissionResp{NodeID: NodeID(n.dht.Self())}
+	resp := wire.DecommissionResp{NodeID: cluster.NodeID(n.dht.Self())}
 	if n.repair == nil {
 		return resp, errors.New("this node's store cannot be walked: it cannot hand its shards off")
 	}

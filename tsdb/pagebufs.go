@@ -3,6 +3,8 @@ package tsdb
 import (
 	"sync"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/store"
@@ -52,8 +54,8 @@ type pageBufs struct {
 	counts  []int
 	offs    []int
 	items   []fetch
-	batches []PeerBatch[fetch]
-	ptrs    []*PeerBatch[fetch]
+	batches []cluster.PeerBatch[fetch]
+	ptrs    []*cluster.PeerBatch[fetch]
 }
 
 var pageBufPool = sync.Pool{New: func() any { return &pageBufs{long: true} }}
@@ -134,7 +136,7 @@ func (b *pageBufs) aggAnswersFor(spans []shardSpan) [][]aggAnswer {
 // grouped by the replica they ask (spans[f.shard].replicas[f.replica]), peers in the
 // order they first appear, each peer's fetches in plan's order and cut into batches of
 // at most maxBatch. The batches hold until b's next groupFetches.
-func (b *pageBufs) groupFetches(spans []shardSpan, plan []fetch, maxBatch int) []*PeerBatch[fetch] {
+func (b *pageBufs) groupFetches(spans []shardSpan, plan []fetch, maxBatch int) []*cluster.PeerBatch[fetch] {
 	if b.peerAt == nil {
 		b.peerAt = make(map[string]int)
 	}
@@ -171,7 +173,7 @@ func (b *pageBufs) groupFetches(spans []shardSpan, plan []fetch, maxBatch int) [
 	for k, n := range counts {
 		for lo := at; lo < at+n; lo += maxBatch {
 			hi := min(lo+maxBatch, at+n)
-			batches[j] = PeerBatch[fetch]{Peer: peers[k], Items: items[lo:hi:hi]}
+			batches[j] = cluster.PeerBatch[fetch]{Peer: peers[k], Items: items[lo:hi:hi]}
 			ptrs[j] = &batches[j]
 			j++
 		}

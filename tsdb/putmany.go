@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
@@ -303,7 +305,7 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 		}
 	}
 	size := func(s int) int { return shardWriteOverhead + len(puts[owner[s]].Key) + spans[s].pts.WireSize() }
-	batches := GroupByPeer(func(yield func(dht.Peer, int) bool) {
+	batches := cluster.GroupByPeer(func(yield func(dht.Peer, int) bool) {
 		for s := range spans {
 			for _, p := range spans[s].replicas {
 				if !yield(p, s) {
@@ -313,7 +315,7 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 		}
 	}, 0, size)
 	self := c.place.Self().ID
-	var remote, local []*PeerBatch[int]
+	var remote, local []*cluster.PeerBatch[int]
 	for _, b := range batches {
 		if b.Peer.ID != self {
 			remote = append(remote, b)
@@ -324,10 +326,10 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 			per = (len(b.Items) + parts - 1) / parts
 		}
 		for lo := 0; lo < len(b.Items); lo += per {
-			local = append(local, &PeerBatch[int]{Peer: b.Peer, Items: b.Items[lo:min(lo+per, len(b.Items))]})
+			local = append(local, &cluster.PeerBatch[int]{Peer: b.Peer, Items: b.Items[lo:min(lo+per, len(b.Items))]})
 		}
 	}
-	req := func(b *PeerBatch[int]) *wire.WriteReq {
+	req := func(b *cluster.PeerBatch[int]) *wire.WriteReq {
 		r := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.Items))}
 		for j, s := range b.Items {
 			sp := &spans[s]
@@ -337,22 +339,22 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 	}
 	var hintMu sync.Mutex
 	hinted := make([]bool, len(spans))
-	hint := func(b *PeerBatch[int], err error) {
-		if !Unanswered(err) {
+	hint := func(b *cluster.PeerBatch[int], err error) {
+		if !cluster.Unanswered(err) {
 			return
 		}
 		hintMu.Lock()
 		defer hintMu.Unlock()
 		for _, s := range b.Items {
-			if !hinted[s] && !IsReplica(spans[s].replicas, self) {
+			if !hinted[s] && !cluster.IsReplica(spans[s].replicas, self) {
 				hinted[s] = true
 				c.hints.record(spans[s].ref, puts[owner[s]].Key, spans[s].pts)
 			}
 		}
 	}
 	bg := context.WithoutCancel(ctx)
-	results := WriteFanOut(bg, c.replicas, self, c.commits, remote, c.cfg.CallTimeout, req, hint)
-	locals := make(chan FanResult[int, *wire.WriteResp], len(local))
+	results := cluster.WriteFanOut(bg, c.replicas, self, c.commits, remote, c.cfg.CallTimeout, req, hint)
+	locals := make(chan cluster.FanResult[int, *wire.WriteResp], len(local))
 	if len(local) > 0 {
 		// One deadline for all the parts: they start together.
 		lctx, cancel := context.WithTimeout(bg, c.cfg.CallTimeout)
@@ -361,9 +363,9 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 		go func() { left.Wait(); cancel() }()
 		r := c.replicas.For(local[0].Peer)
 		for _, b := range local {
-			StoreWorkers.Run(func() {
+			cluster.StoreWorkers.Run(func() {
 				resp, err := r.Write(lctx, req(b))
-				locals <- FanResult[int, *wire.WriteResp]{Batch: b, Resp: resp, Err: err}
+				locals <- cluster.FanResult[int, *wire.WriteResp]{Batch: b, Resp: resp, Err: err}
 				left.Done()
 			})
 		}
@@ -375,10 +377,10 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 	for _, b := range batches {
 		total += len(b.Items)
 	}
-	alone := make(chan FanResult[int, *wire.WriteResp], total)
+	alone := make(chan cluster.FanResult[int, *wire.WriteResp], total)
 	pending := len(remote) + len(local)
 	for received := 0; t.undecided > 0 && received < pending; received++ {
-		var r FanResult[int, *wire.WriteResp]
+		var r cluster.FanResult[int, *wire.WriteResp]
 		select {
 		case r = <-results:
 		case r = <-locals:
@@ -396,12 +398,12 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 			pending += len(r.Batch.Items)
 			rep := c.replicas.For(r.Batch.Peer)
 			for _, s := range r.Batch.Items {
-				one := &PeerBatch[int]{Peer: r.Batch.Peer, Items: []int{s}}
-				StoreWorkers.Run(func() {
+				one := &cluster.PeerBatch[int]{Peer: r.Batch.Peer, Items: []int{s}}
+				cluster.StoreWorkers.Run(func() {
 					cctx, cancel := context.WithTimeout(bg, c.cfg.CallTimeout)
 					resp, err := rep.Write(cctx, req(one))
 					cancel()
-					alone <- FanResult[int, *wire.WriteResp]{Batch: one, Resp: resp, Err: err}
+					alone <- cluster.FanResult[int, *wire.WriteResp]{Batch: one, Resp: resp, Err: err}
 				})
 			}
 			continue

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/catalog"
@@ -30,7 +32,7 @@ type newestMany struct {
 	w        int
 	reps     []newestReport
 	batches  int
-	answers  <-chan FanResult[int, []catalog.Entry]
+	answers  <-chan cluster.FanResult[int, []catalog.Entry]
 	alone    []int // series (indexes of puts) reported one by one, through reportNewest
 }
 
@@ -79,7 +81,7 @@ func (c *Coordinator) startNewestMany(ctx context.Context, deadline time.Time, p
 	if len(nm.reps) == 0 {
 		return nm
 	}
-	batches := GroupByPeer(func(yield func(dht.Peer, int) bool) {
+	batches := cluster.GroupByPeer(func(yield func(dht.Peer, int) bool) {
 		for r := range nm.reps {
 			for _, o := range owners[r] {
 				if !yield(o, r) {
@@ -90,7 +92,7 @@ func (c *Coordinator) startNewestMany(ctx context.Context, deadline time.Time, p
 	}, catalogRepairBatch, func(r int) int { return entrySize(nm.reps[r].e) })
 	nm.batches = len(batches)
 	// The requests outlive ctx's cancellation, as sendNewest's do.
-	nm.answers = FanOut(context.WithoutCancel(ctx), batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *PeerBatch[int]) ([]catalog.Entry, error) {
+	nm.answers = cluster.FanOut(context.WithoutCancel(ctx), batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[int]) ([]catalog.Entry, error) {
 		es := make([]catalog.Entry, len(b.Items))
 		for j, r := range b.Items {
 			es[j] = nm.reps[r].e

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
@@ -566,8 +568,8 @@ func (c *Coordinator) runFetches(ctx context.Context, bufs *pageBufs, key string
 		mine = reuse(&bufs.results, len(plan))
 	}
 	self := c.place.Self().ID
-	results := FanOut(ctx, batches, c.requestLimit(bufs, len(batches)), c.cfg.CallTimeout,
-		func(ctx context.Context, b *PeerBatch[fetch]) (*wire.ReadResp, error) {
+	results := cluster.FanOut(ctx, batches, c.requestLimit(bufs, len(batches)), c.cfg.CallTimeout,
+		func(ctx context.Context, b *cluster.PeerBatch[fetch]) (*wire.ReadResp, error) {
 			off := 0
 			for _, o := range batches {
 				if o == b {
@@ -604,7 +606,7 @@ func (c *Coordinator) runFetches(ctx context.Context, bufs *pageBufs, key string
 				}
 				continue
 			}
-			c.log.Warn("read from a replica failed", "series", key, "peer", NodeID(r.Batch.Peer), "rpc", r.Batch.Peer.RPCAddr, "err", r.Err)
+			c.log.Warn("read from a replica failed", "series", key, "peer", cluster.NodeID(r.Batch.Peer), "rpc", r.Batch.Peer.RPCAddr, "err", r.Err)
 			continue // those answers stay !ok: the replica did not answer
 		}
 		for k, f := range r.Batch.Items {
@@ -639,7 +641,7 @@ func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, 
 	}
 	q := c.cfg.DHT.Quantum
 	whole := s.from == q.BeginNanos(s.ref.Start) && s.to == q.EndNanos(s.ref.Start)
-	count, hash := merged.Len(), readDigest(&merged, whole)
+	count, hash := merged.Len(), cluster.ReadDigest(&merged, whole)
 	var stale []dht.Peer
 	for j, a := range ans {
 		if a.ok && (a.res.Count != count || a.res.Hash != hash) {
@@ -666,7 +668,7 @@ func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, 
 	// (pagebufs.go): it keeps copies of what it needs of s.
 	id, start := s.ref.ID, s.ref.Start
 	req := &wire.WriteReq{Repair: true}
-	for _, part := range merged.Batches(0, MaxRequestBytes-shardWriteOverhead-len(key)) {
+	for _, part := range merged.Batches(0, cluster.MaxRequestBytes-shardWriteOverhead-len(key)) {
 		req.Shards = append(req.Shards, wire.ShardWrite{ID: id[:], Start: start, Key: key, Points: part, Deleted: deleted})
 	}
 	if len(req.Shards) > 1 {
@@ -680,7 +682,7 @@ func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, 
 			_, err := c.replicas.For(p).Write(ctx, req)
 			cancel()
 			if err != nil {
-				c.log.Warn("read repair failed", "series", key, "quantum", start, "peer", NodeID(p), "rpc", p.RPCAddr, "err", err)
+				c.log.Warn("read repair failed", "series", key, "quantum", start, "peer", cluster.NodeID(p), "rpc", p.RPCAddr, "err", err)
 			} else {
 				c.readRepairs.Add(1)
 			}

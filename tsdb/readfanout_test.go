@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/store"
@@ -32,7 +34,7 @@ func (s *spreadPlacement) Locate(_ context.Context, id quanta.ID, rf int) ([]dht
 // the replicas sharing its barrier, or until the barrier's deadline passes, and
 // records the most in flight.
 type barrierReplica struct {
-	Replica
+	cluster.Replica
 	b *readBarrier
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/store"
@@ -20,7 +22,7 @@ import (
 // countingReplica counts the shards it is asked to read, and fails reads while failing
 // is set, as a replica that cannot be reached would.
 type countingReplica struct {
-	Replica
+	cluster.Replica
 	shards  atomic.Int64
 	failing atomic.Bool
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
@@ -112,7 +114,7 @@ func TestReadAnswersInTheAskersPackedVersion(t *testing.T) {
 
 // versionRecorder records the packed versions a coordinator asks its replicas for.
 type versionRecorder struct {
-	Replica
+	cluster.Replica
 	mu       sync.Mutex
 	versions []int
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
@@ -20,8 +22,8 @@ const maxTypeCache = 1 << 16
 // registry keeps series metadata — today a series' type — on the replica set of
 // SHA-1(key), the series' registry replicas, and caches what it learnt.
 type registry struct {
-	place      Placement
-	replicas   Replicas
+	place      cluster.Placement
+	replicas   cluster.Replicas
 	rf         int
 	readQuorum int
 	timeout    time.Duration // per replica call
@@ -31,18 +33,18 @@ type registry struct {
 	types map[string]series.Type
 }
 
-func newRegistry(place Placement, replicas Replicas, cfg *Config, logger *slog.Logger) *registry {
+func newRegistry(place cluster.Placement, replicas cluster.Replicas, cfg *Config, logger *slog.Logger) *registry {
 	return &registry{place: place, replicas: replicas, rf: cfg.RF, readQuorum: cfg.ReadQuorum,
 		timeout: cfg.CallTimeout, log: logger, types: make(map[string]series.Type)}
 }
 
 // owners returns the registry replicas of a series, each as a batch of one.
-func (g *registry) owners(ctx context.Context, key string) ([]*PeerBatch[string], error) {
+func (g *registry) owners(ctx context.Context, key string) ([]*cluster.PeerBatch[string], error) {
 	peers, err := g.place.Locate(ctx, quanta.KeyID(key), g.rf)
 	if err != nil {
 		return nil, rpc.Errorf(CodeUnavailable, "series %q: no registry replica: %v", key, err)
 	}
-	return GroupByPeer(func(yield func(dht.Peer, string) bool) {
+	return cluster.GroupByPeer(func(yield func(dht.Peer, string) bool) {
 		for _, p := range peers {
 			if !yield(p, key) {
 				return
@@ -93,7 +95,7 @@ func (g *registry) ensure(ctx context.Context, key string, t series.Type, w int)
 	if err != nil {
 		return err
 	}
-	answers := FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *PeerBatch[string]) (series.Type, error) {
+	answers := cluster.FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *cluster.PeerBatch[string]) (series.Type, error) {
 		return g.replicas.For(b.Peer).DeclareType(ctx, key, t)
 	})
 	ok := 0
@@ -131,7 +133,7 @@ func (g *registry) lookup(ctx context.Context, key string) (series.Type, error) 
 		t  series.Type
 		ok bool
 	}
-	answers := FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *PeerBatch[string]) (known, error) {
+	answers := cluster.FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *cluster.PeerBatch[string]) (known, error) {
 		t, ok, err := g.replicas.For(b.Peer).SeriesType(ctx, key)
 		return known{t, ok}, err
 	})
@@ -164,12 +166,12 @@ func (g *registry) redeclare(ctx context.Context, key string, t series.Type) {
 		g.log.Warn("repair: registry not found", "series", key, "err", err)
 		return
 	}
-	answers := FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *PeerBatch[string]) (series.Type, error) {
+	answers := cluster.FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *cluster.PeerBatch[string]) (series.Type, error) {
 		return g.replicas.For(b.Peer).DeclareType(ctx, key, t)
 	})
 	for range owners {
 		if a := <-answers; a.Err != nil {
-			g.log.Warn("repair: re-declaring a series failed", "series", key, "peer", NodeID(a.Batch.Peer), "rpc", a.Batch.Peer.RPCAddr, "err", a.Err)
+			g.log.Warn("repair: re-declaring a series failed", "series", key, "peer", cluster.NodeID(a.Batch.Peer), "rpc", a.Batch.Peer.RPCAddr, "err", a.Err)
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/internal/netyield"
 	"github.com/tsdht/tsdht/quanta"
@@ -57,8 +59,8 @@ const repairBatchSize = 64
 // store that does not track changes gets full passes only.
 type repairer struct {
 	cfg       *Config
-	place     Placement
-	replicas  Replicas
+	place     cluster.Placement
+	replicas  cluster.Replicas
 	store     store.Store
 	walker    Walker
 	types     *registry
@@ -88,7 +90,7 @@ type repairer struct {
 	passes, lastPass, under, pushedPairs, pushedPoints, pushedBytes, dropped atomic.Int64
 }
 
-func newRepairer(cfg *Config, place Placement, replicas Replicas, st store.Store, w Walker, types *registry, logger *slog.Logger) *repairer {
+func newRepairer(cfg *Config, place cluster.Placement, replicas cluster.Replicas, st store.Store, w Walker, types *registry, logger *slog.Logger) *repairer {
 	return &repairer{
 		cfg: cfg, place: place, replicas: replicas, store: st, walker: w, types: types, log: logger,
 		kick:  make(chan struct{}, 1),
@@ -406,7 +408,7 @@ func (r *repairer) load(ctx context.Context, batch []pairRef, leaving bool, acc 
 			}
 			deleted = toWireRanges(rs)
 		}
-		stats, held, err := pairSetHash(r.store, pr.ref, pr.key)
+		stats, held, err := cluster.PairSetHash(r.store, pr.ref, pr.key)
 		var pts series.Points
 		if err == nil && held && acc.verify {
 			// A full pass scrubs: it reads the points (checksums verified), charged like
@@ -451,7 +453,7 @@ func (r *repairer) load(ctx context.Context, batch []pairRef, leaving bool, acc 
 		} else if st.owners, err = r.place.Locate(ctx, pr.ref.ID, r.cfg.RF); err != nil {
 			return nil, err
 		}
-		st.selfOwner = IsReplica(st.owners, self.ID)
+		st.selfOwner = cluster.IsReplica(st.owners, self.ID)
 		states = append(states, st)
 	}
 	return states, nil
@@ -478,7 +480,7 @@ func (r *repairer) redeclare(ctx context.Context, states []*pairState, acc *pass
 // confirmed to hold at least this node's points.
 func (r *repairer) compare(ctx context.Context, states []*pairState) {
 	self := r.place.Self().ID
-	batches := GroupByPeer(func(yield func(dht.Peer, *pairState) bool) {
+	batches := cluster.GroupByPeer(func(yield func(dht.Peer, *pairState) bool) {
 		for _, st := range states {
 			for _, p := range st.owners {
 				if p.ID != self && !yield(p, st) {
@@ -490,7 +492,7 @@ func (r *repairer) compare(ctx context.Context, states []*pairState) {
 	q := r.cfg.DHT.Quantum
 	// No deadline for the whole exchange: pushes wait for the rate limiter. Each call
 	// has its own.
-	results := FanOut(ctx, batches, 0, 0, func(ctx context.Context, b *PeerBatch[*pairState]) ([]*pairState, error) {
+	results := cluster.FanOut(ctx, batches, 0, 0, func(ctx context.Context, b *cluster.PeerBatch[*pairState]) ([]*pairState, error) {
 		req := &wire.ReadReq{Shards: make([]wire.ShardRead, len(b.Items))}
 		for i, st := range b.Items {
 			// Strong as well: an owner that predates SetHash answers with its digest of the
@@ -510,7 +512,7 @@ func (r *repairer) compare(ctx context.Context, states []*pairState) {
 			hash := st.hash
 			if !res.SetHash {
 				r.loadPoints(st) // an owner that predates set hashes: compare digests of the points
-				hash = digest(&st.local)
+				hash = cluster.Digest(&st.local)
 			}
 			if res.Held && res.Count == st.count && res.Hash == hash {
 				confirmed = append(confirmed, st)
@@ -569,7 +571,7 @@ func (r *repairer) settle(states []*pairState, acc *passTotals) error {
 		}
 		// Every owner holds this node's points: hand the pair off, unless it changed
 		// since it was read (a late hint) — the next pass takes it then.
-		now, held, err := pairSetHash(r.store, st.pr.ref, st.pr.key)
+		now, held, err := cluster.PairSetHash(r.store, st.pr.ref, st.pr.key)
 		if err != nil || !held || now.Count != int64(st.count) || now.Hash != st.hash {
 			continue
 		}
@@ -593,12 +595,12 @@ func (r *repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*
 	var parts []part
 	for _, st := range pairs {
 		r.loadPoints(st)
-		bs := st.local.Batches(0, MaxRequestBytes-shardWriteOverhead-len(st.pr.key))
+		bs := st.local.Batches(0, cluster.MaxRequestBytes-shardWriteOverhead-len(st.pr.key))
 		for i, b := range bs {
 			parts = append(parts, part{st, b, i == len(bs)-1})
 		}
 	}
-	batches := GroupByPeer(func(yield func(dht.Peer, part) bool) {
+	batches := cluster.GroupByPeer(func(yield func(dht.Peer, part) bool) {
 		for _, pt := range parts {
 			if !yield(p, pt) {
 				return
@@ -627,7 +629,7 @@ func (r *repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*
 		resp, err := r.replicas.For(p).Write(cctx, req)
 		cancel()
 		if err != nil {
-			r.log.Warn("repair: push failed", "pairs", len(b.Items), "peer", NodeID(p), "rpc", p.RPCAddr, "err", err)
+			r.log.Warn("repair: push failed", "pairs", len(b.Items), "peer", cluster.NodeID(p), "rpc", p.RPCAddr, "err", err)
 			return stored
 		}
 		r.learnTombstones(sts, resp.Deleted)
@@ -748,7 +750,7 @@ func (r *repairer) refetchDamaged(ctx context.Context, pr pairRef) bool {
 		}
 		r.refetched.Add(1)
 		r.log.Info("repair: replaced a damaged pair with an owner's copy", "series", pr.key, "quantum", pr.ref.Start,
-			"points", resp.Shards[0].Points.Len(), "from", NodeID(p))
+			"points", resp.Shards[0].Points.Len(), "from", cluster.NodeID(p))
 		return true
 	}
 	r.log.Warn("repair: a damaged pair has no readable copy on another owner; kept as it is", "series", pr.key, "quantum", pr.ref.Start)

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/internal/netyield"
 	"github.com/tsdht/tsdht/rpc"
@@ -781,7 +783,7 @@ func (r *rollups) pullWindows(ctx context.Context, key string, wins []int64) ([]
 	}
 	type item struct{ shard, replica int }
 	answers := make([][]aggAnswer, len(spans))
-	batches := GroupByPeer(func(yield func(dht.Peer, item) bool) {
+	batches := cluster.GroupByPeer(func(yield func(dht.Peer, item) bool) {
 		for i := range spans {
 			answers[i] = make([]aggAnswer, len(spans[i].replicas))
 			for j, p := range spans[i].replicas {
@@ -791,8 +793,8 @@ func (r *rollups) pullWindows(ctx context.Context, key string, wins []int64) ([]
 			}
 		}
 	}, maxPullShardsPerRequest, nil)
-	results := FanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout,
-		func(ctx context.Context, b *PeerBatch[item]) (*wire.AggResp, error) {
+	results := cluster.FanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout,
+		func(ctx context.Context, b *cluster.PeerBatch[item]) (*wire.AggResp, error) {
 			req := &wire.AggReq{Every: qn, Shards: make([]wire.ShardAgg, len(b.Items))}
 			for k, it := range b.Items {
 				s := &spans[it.shard]

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -28,15 +30,15 @@ func (f *fixedPlacement) Version() uint64            { return 1 }
 func (f *fixedPlacement) Subscribe() <-chan struct{} { return nil }
 
 // replicaMap resolves peers by ID to replicas the test built.
-type replicaMap map[string]Replica
+type replicaMap map[string]cluster.Replica
 
-func (m replicaMap) For(p dht.Peer) Replica { return m[p.ID] }
-func (m replicaMap) Local() Local           { return nil }
+func (m replicaMap) For(p dht.Peer) cluster.Replica { return m[p.ID] }
+func (m replicaMap) Local() cluster.Local           { return nil }
 
 // stallingReplica is a replica whose writes hang until their deadline while stalled is
 // open, as a replica behind a dead link would.
 type stallingReplica struct {
-	Replica
+	cluster.Replica
 	stalled chan struct{} // closed: writes go through
 }
 

@@ -2,43 +2,22 @@ package tsdb
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"math"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/tsdht/tsdht/tsdb/cluster"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
-	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
-// handle registers a typed handler: it decodes the request (rpc.Decode validates every
-// declared length first) and encodes the response. Registered with HandleDecoded, a
-// request whose first bytes already break Decode's cost bound is refused by rpc before
-// the rest of it is read.
-func Handle[Req, Resp any](srv *rpc.Server, method string, h func(ctx context.Context, req *Req) (*Resp, error)) {
-	srv.HandleDecoded(method, (*Req)(nil), func(ctx context.Context, b []byte) ([]byte, error) {
-		var req Req
-		if err := rpc.Decode(b, &req); err != nil {
-			return nil, rpc.Errorf(CodeBadInput, "%s: %v", method, err)
-		}
-		resp, err := h(ctx, &req)
-		if err != nil {
-			return nil, err
-		}
-		return rpc.Encode(resp)
-	})
-}
-
 // registerReplica serves a Replica over RPC: the methods a node answers as a replica of
 // shards and of series metadata.
-func registerReplica(srv *rpc.Server, r Replica) {
+func registerReplica(srv *rpc.Server, r cluster.Replica) {
 	// Writes are decoded and encoded by hand (wire.DecodeWriteReq): the hot path. A
 	// write is a store append that never waits on the network, so a small one runs on
 	// the connection's reader (rpc.Server.HandleInline) with no hand-off to a worker;
@@ -72,14 +51,14 @@ func registerReplica(srv *rpc.Server, r Replica) {
 		}
 		return wire.EncodeReadResp(resp)
 	})
-	Handle(srv, wire.MethodDeclare, func(ctx context.Context, req *wire.TypeReq) (*wire.TypeResp, error) {
+	cluster.Handle(srv, wire.MethodDeclare, func(ctx context.Context, req *wire.TypeReq) (*wire.TypeResp, error) {
 		t, err := r.DeclareType(ctx, req.Key, req.Type)
 		if err != nil {
 			return nil, err
 		}
 		return &wire.TypeResp{Known: true, Type: t}, nil
 	})
-	Handle(srv, wire.MethodType, func(ctx context.Context, req *wire.TypeReq) (*wire.TypeResp, error) {
+	cluster.Handle(srv, wire.MethodType, func(ctx context.Context, req *wire.TypeReq) (*wire.TypeResp, error) {
 		t, ok, err := r.SeriesType(ctx, req.Key)
 		if err != nil {
 			return nil, err
@@ -87,7 +66,7 @@ func registerReplica(srv *rpc.Server, r Replica) {
 		return &wire.TypeResp{Known: ok, Type: t}, nil
 	})
 	registerCatalogReplica(srv, r)
-	Handle(srv, wire.MethodStats, func(ctx context.Context, _ *struct{}) (*wire.NodeStats, error) {
+	cluster.Handle(srv, wire.MethodStats, func(ctx context.Context, _ *struct{}) (*wire.NodeStats, error) {
 		s, err := r.Stats(ctx)
 		if err != nil {
 			return nil, err
@@ -230,7 +209,7 @@ func (l *localReplica) ReadInto(ctx context.Context, req *wire.ReadReq, out []wi
 			return nil, storeError(err)
 		}
 		if r.Digest && r.SetHash {
-			st, held, err := pairSetHash(l.store, ref, r.Key)
+			st, held, err := cluster.PairSetHash(l.store, ref, r.Key)
 			if err != nil {
 				return nil, storeError(err)
 			}
@@ -238,19 +217,19 @@ func (l *localReplica) ReadInto(ctx context.Context, req *wire.ReadReq, out []wi
 			continue
 		}
 		whole := !r.Strong && r.From <= l.quantum.BeginNanos(r.Start) && r.To >= l.quantum.EndNanos(r.Start)
-		if sum, ok := l.store.(summarizer); ok && whole && r.Digest {
+		if sum, ok := l.store.(cluster.Summarizer); ok && whole && r.Digest {
 			s, held, err := sum.Summary(ref, r.Key)
 			if err != nil {
 				return nil, storeError(err)
 			}
-			res.Held, res.Count, res.Hash = held, int(s.Count), summaryHash(s.Count, s.MinT, s.MaxT)
+			res.Held, res.Count, res.Hash = held, int(s.Count), cluster.SummaryHash(s.Count, s.MinT, s.MaxT)
 			continue
 		}
 		pts, held, err := l.store.Read(ref, r.Key, r.From, r.To)
 		if err != nil {
 			return nil, storeError(err)
 		}
-		res.Held, res.Count, res.Hash = held, pts.Len(), readDigest(&pts, whole)
+		res.Held, res.Count, res.Hash = held, pts.Len(), cluster.ReadDigest(&pts, whole)
 		if !r.Digest {
 			res.Points = pts
 			if answer += pts.WireSize(); answer > maxReadAnswerBytes {
@@ -308,75 +287,6 @@ func storeError(err error) error {
 		return rpc.Errorf(CodeExpired, "%v", err)
 	}
 	return rpc.Errorf(CodeUnavailable, "%v", err)
-}
-
-// summarizer is a store that can describe a pair without reading it.
-type summarizer interface {
-	Summary(ref store.ShardRef, key string) (store.Summary, bool, error)
-}
-
-// readDigest is the digest a read compares replicas by. For a whole quantum it is the
-// pair's summary — count and first and last timestamp — which a replica answers without
-// reading a point: missing points (a new owner, a lost write) show in it. A value
-// overwritten on one replica only does not; the repairer's strong digests (digest) catch
-// that. A partial quantum is read anyway, so it gets the strong digest.
-func readDigest(p *series.Points, whole bool) uint64 {
-	if !whole {
-		return digest(p)
-	}
-	if p.Len() == 0 {
-		return summaryHash(0, 0, 0)
-	}
-	return summaryHash(int64(p.Len()), p.T[0], p.T[p.Len()-1])
-}
-
-func summaryHash(count, minT, maxT int64) uint64 {
-	if count == 0 {
-		minT, maxT = 0, 0
-	}
-	var b [24]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(count))
-	binary.LittleEndian.PutUint64(b[8:], uint64(minT))
-	binary.LittleEndian.PutUint64(b[16:], uint64(maxT))
-	return xxhash.Sum64(b[:])
-}
-
-// pairSetHash returns the statistics of all of a pair's points with their set hash
-// (agg.Partial.Hash): from the store's statistics when it keeps them (no point read),
-// else computed from the points.
-func pairSetHash(st store.Store, ref store.ShardRef, key string) (agg.Partial, bool, error) {
-	if a, ok := st.(store.Analyzer); ok {
-		return a.PairStats(ref, key)
-	}
-	pts, held, err := st.Read(ref, key, math.MinInt64, math.MaxInt64)
-	if err != nil || !held {
-		return agg.Partial{}, held, err
-	}
-	n := pts.Len()
-	return agg.WithHash(agg.FromPoints(&pts, 0, n), &pts, 0, n), true, nil
-}
-
-// digest hashes a replica's answer for one shard so that replicas can be compared
-// without shipping their points: equal digests mean equal data.
-func digest(p *series.Points) uint64 {
-	h := xxhash.New()
-	var b [16]byte
-	for i := range p.T {
-		binary.LittleEndian.PutUint64(b[:8], uint64(p.T[i]))
-		switch p.Type {
-		case series.Float:
-			binary.LittleEndian.PutUint64(b[8:], math.Float64bits(p.F[i]))
-			h.Write(b[:])
-		case series.Int:
-			binary.LittleEndian.PutUint64(b[8:], uint64(p.I[i]))
-			h.Write(b[:])
-		case series.String:
-			h.Write(b[:8])
-			h.WriteString(p.S[i])
-			h.Write([]byte{0})
-		}
-	}
-	return h.Sum64()
 }
 
 // Stats returns this node's own counters (store, repair, read repairs), read in

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
@@ -126,12 +128,12 @@ func nodeIDOf(cfg Config) string {
 	if err != nil {
 		panic(err)
 	}
-	return NodeID(dht.NewPeer(id, ""))
+	return cluster.NodeID(dht.NewPeer(id, ""))
 }
 
 func memberState(n *Node, id string) dht.MemberState {
 	for _, m := range n.DHT().Members() {
-		if NodeID(m.Peer) == id {
+		if cluster.NodeID(m.Peer) == id {
 			return m.State
 		}
 	}

@@ -1,4 +1,4 @@
-package tsdb
+package cluster
 
 import (
 	"context"
@@ -35,7 +35,7 @@ var _ Placement = (*dht.Node)(nil)
 // NodeID returns a peer's 160-bit ID in 40 hex digits: how status and the logs name it.
 func NodeID(p dht.Peer) string { return hex.EncodeToString(p.Key[:]) }
 
-// isReplica reports whether id is among replicas.
+// IsReplica reports whether id is among replicas.
 func IsReplica(replicas []dht.Peer, id string) bool {
 	for _, p := range replicas {
 		if p.ID == id {

@@ -1,4 +1,4 @@
-package tsdb
+package cluster
 
 import (
 	"errors"
@@ -29,7 +29,7 @@ const (
 	maxIdleQueues = 1024
 )
 
-// groupCommit queues writes per peer.
+// GroupCommit queues writes per peer.
 type GroupCommit struct {
 	mu    sync.Mutex
 	peers map[string]*peerQueue
@@ -59,7 +59,7 @@ type queuedWrite struct {
 	done  func(*wire.WriteResp, error)
 }
 
-// write sends req to the peer (through w, the peer's replica) alone or grouped with
+// Write sends req to the peer (through w, the peer's replica) alone or grouped with
 // other writes to it; done receives the outcome: the whole group's response on
 // success (callers use only whether it succeeded), the replica's own error for req.
 // bytes is req's size (its points' WireSize and overheads); body, if not nil, its

@@ -1,4 +1,4 @@
-package tsdb
+package cluster
 
 import (
 	"context"
@@ -21,24 +21,37 @@ import (
 // replica answered carry an rpc.RemoteError code (wire.Code…); any other error means it
 // did not answer (unreachable, or past its deadline).
 type Replica interface {
+	DataReplica
+	MetaReplica
+}
+
+// DataReplica is what a replica serves of the points it holds.
+type DataReplica interface {
 	// Write stores shards (wire.MethodWrite).
 	Write(ctx context.Context, req *wire.WriteReq) (*wire.WriteResp, error)
 	// Read reads shards or their digests (wire.MethodRead). The answer holds one result
 	// per shard asked, points unpacked into Points.
 	Read(ctx context.Context, req *wire.ReadReq) (*wire.ReadResp, error)
+	// Agg returns shards' windowed partial aggregates, or only their statistics digests
+	// (wire.MethodAgg), windows decoded into Windows.
+	Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error)
+	// LatestPart returns what Latest needs of this replica in one round trip: the
+	// series' entry if entry, and the windows of shards (wire.MethodLatestPart).
+	LatestPart(ctx context.Context, key string, entry bool, every int64, shards []wire.ShardAgg) (LatestAnswer, error)
+	// DeleteRange deletes points of shards and records tombstones (wire.MethodDeleteRange).
+	DeleteRange(ctx context.Context, req *wire.DeleteReq) (*wire.DeleteResp, error)
+	// Stats returns the replica's own counters.
+	Stats(ctx context.Context) (wire.NodeStats, error)
+}
+
+// MetaReplica is what a registry replica serves of the series' metadata: their types
+// and their catalog entries and tag index (docs/catalog.md).
+type MetaReplica interface {
 	// DeclareType fixes a series' type at this registry replica and returns the type it
 	// holds; a different type fixed earlier fails with wire.CodeTypeMismatch.
 	DeclareType(ctx context.Context, key string, t series.Type) (series.Type, error)
 	// SeriesType returns a series' type as this registry replica knows it.
 	SeriesType(ctx context.Context, key string) (t series.Type, known bool, err error)
-	// Stats returns the replica's own counters.
-	Stats(ctx context.Context) (wire.NodeStats, error)
-	// Agg returns shards' windowed partial aggregates, or only their statistics digests
-	// (wire.MethodAgg, analytics.go), windows decoded into Windows.
-	Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error)
-
-	// The catalog (catalog_replica.go, docs/catalog.md).
-
 	// MergeEntries merges catalog entries at this registry replica and returns the
 	// merged ones, in order (wire.MethodEntryMerge).
 	MergeEntries(ctx context.Context, es []catalog.Entry) ([]catalog.Entry, error)
@@ -48,11 +61,6 @@ type Replica interface {
 	MergePostings(ctx context.Context, tag catalog.Tag, ms []catalog.Member) error
 	// Postings reads a page of a tag's posting list (wire.MethodPostings).
 	Postings(ctx context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error)
-	// DeleteRange deletes points of shards and records tombstones (wire.MethodDeleteRange).
-	DeleteRange(ctx context.Context, req *wire.DeleteReq) (*wire.DeleteResp, error)
-	// LatestPart returns what Latest needs of this replica in one round trip: the
-	// series' entry if entry, and the windows of shards (wire.MethodLatestPart).
-	LatestPart(ctx context.Context, key string, entry bool, every int64, shards []wire.ShardAgg) (LatestAnswer, error)
 }
 
 // Local is the replica that is this node, as its own coordinator reaches it: beside
@@ -78,7 +86,7 @@ type Replicas interface {
 	Local() Local
 }
 
-// peerReplicas reaches this node locally and every other over RPC.
+// PeerReplicas reaches this node locally and every other over RPC.
 type PeerReplicas struct {
 	self    string // peer ID of this node
 	local   Local
@@ -145,7 +153,7 @@ func (r remoteReplica) invoke(ctx context.Context, method string, req, resp any)
 	return err
 }
 
-// asyncWriter is a Replica that can start a write and return at once, with no
+// AsyncWriter is a Replica that can start a write and return at once, with no
 // goroutine of its own while the write is under way (remoteReplica, over
 // rpc.Client.Go): what a coordinator uses to write to several replicas at once.
 type AsyncWriter interface {
@@ -194,11 +202,11 @@ func (r remoteReplica) Write(ctx context.Context, req *wire.WriteReq) (*wire.Wri
 // answer's points: a short or undecodable answer counts as no answer.
 func (r remoteReplica) answered(asked, got int, unpack func(i int) error) error {
 	if got != asked {
-		return rpc.Errorf(CodeUnavailable, "replica %s answered %d of %d shards", r.peer.RPCAddr, got, asked)
+		return rpc.Errorf(wire.CodeUnavailable, "replica %s answered %d of %d shards", r.peer.RPCAddr, got, asked)
 	}
 	for i := 0; i < got; i++ {
 		if err := unpack(i); err != nil {
-			return rpc.Errorf(CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
+			return rpc.Errorf(wire.CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
 		}
 	}
 	return nil
@@ -253,4 +261,177 @@ func (r remoteReplica) Stats(ctx context.Context) (wire.NodeStats, error) {
 	var s wire.NodeStats
 	err := r.invoke(ctx, wire.MethodStats, &struct{}{}, &s)
 	return s, err
+}
+
+// Agg asks a remote replica: one series' shards packed (wire.MethodAggSeries), or, when
+// the shards name several series or the replica does not know that method,
+// wire.MethodAgg.
+func (r remoteReplica) Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
+	if len(req.Shards) > 0 && OneSeries(req.Shards) {
+		var resp wire.AggSeriesResp
+		sreq := &wire.AggSeriesReq{Key: req.Shards[0].Key, Every: req.Every, Shards: wire.AppendAggSpans(nil, req.Shards)}
+		err := r.invoke(ctx, wire.MethodAggSeries, sreq, &resp)
+		var re *rpc.RemoteError
+		switch {
+		case err == nil:
+			shards, err := wire.DecodeAggResults(resp.Shards)
+			if err != nil {
+				return nil, rpc.Errorf(wire.CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
+			}
+			if err := r.answered(len(req.Shards), len(shards), func(int) error { return nil }); err != nil {
+				return nil, err
+			}
+			return &wire.AggResp{Shards: shards}, nil
+		case !errors.As(err, &re) || re.Code != rpc.CodeUnknownMethod:
+			return nil, err
+		}
+		// An older node: ask it the other way.
+	}
+	var resp wire.AggResp
+	if err := r.invoke(ctx, wire.MethodAgg, req, &resp); err != nil {
+		return nil, err
+	}
+	if err := r.answered(len(req.Shards), len(resp.Shards), func(i int) error { return resp.Shards[i].Unpack() }); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// OneSeries reports whether shards all name one series.
+func OneSeries(shards []wire.ShardAgg) bool {
+	for i := range shards {
+		if shards[i].Key != shards[0].Key {
+			return false
+		}
+	}
+	return true
+}
+
+func (r remoteReplica) MergeEntries(ctx context.Context, es []catalog.Entry) ([]catalog.Entry, error) {
+	var resp wire.EntriesMsg
+	if err := r.invoke(ctx, wire.MethodEntryMerge, wire.EncodeEntries(es), &resp); err != nil {
+		return nil, err
+	}
+	out, err := resp.Decode()
+	if err != nil {
+		return nil, rpc.Errorf(wire.CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
+	}
+	return out, nil
+}
+
+func (r remoteReplica) Entries(ctx context.Context, keys []string) ([]catalog.Entry, error) {
+	var resp wire.EntriesMsg
+	if err := r.invoke(ctx, wire.MethodEntryGet, &wire.KeysReq{Keys: keys}, &resp); err != nil {
+		return nil, err
+	}
+	out, err := resp.Decode()
+	if err != nil {
+		return nil, rpc.Errorf(wire.CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
+	}
+	return out, nil
+}
+
+func (r remoteReplica) MergePostings(ctx context.Context, tag catalog.Tag, ms []catalog.Member) error {
+	return r.invoke(ctx, wire.MethodPostingsMerge, &wire.PostingsMergeReq{K: tag.K, V: tag.V, Members: wire.FromMembers(ms)}, &struct{}{})
+}
+
+func (r remoteReplica) Postings(ctx context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error) {
+	var resp wire.PostingsResp
+	if err := r.invoke(ctx, wire.MethodPostings, &wire.PostingsReq{K: tag.K, V: tag.V, After: after, Limit: limit}, &resp); err != nil {
+		return nil, err
+	}
+	ms := wire.ToMembers(resp.Members)
+	for _, m := range ms {
+		if err := catalog.ValidateMember(m); err != nil {
+			return nil, rpc.Errorf(wire.CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
+		}
+	}
+	return ms, nil
+}
+
+func (r remoteReplica) DeleteRange(ctx context.Context, req *wire.DeleteReq) (*wire.DeleteResp, error) {
+	var resp wire.DeleteResp
+	if err := r.invoke(ctx, wire.MethodDeleteRange, req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// LatestAnswer is what one replica said in Latest's round.
+type LatestAnswer struct {
+	Entry  catalog.Entry
+	Held   bool // the replica holds the entry (asked for it)
+	Shards []wire.ShardAggResult
+}
+
+// LatestPart implements Replica: one request (wire.MethodLatestPart), or, to a node
+// that does not know that method, the two parts separately (LatestInParts).
+func (r remoteReplica) LatestPart(ctx context.Context, key string, entry bool, every int64, shards []wire.ShardAgg) (LatestAnswer, error) {
+	a, err := r.latestPart(ctx, key, entry, every, shards)
+	var re *rpc.RemoteError
+	if err != nil && errors.As(err, &re) && re.Code == rpc.CodeUnknownMethod {
+		return LatestInParts(ctx, r, key, entry, every, shards)
+	}
+	return a, err
+}
+
+// LatestInParts answers Replica.LatestPart by asking rep for its two parts
+// separately: the series' entry if entry (Entries), and the windows of shards (Agg).
+func LatestInParts(ctx context.Context, rep interface {
+	Entries(ctx context.Context, keys []string) ([]catalog.Entry, error)
+	Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error)
+}, key string, entry bool, every int64, shards []wire.ShardAgg) (LatestAnswer, error) {
+	var a LatestAnswer
+	if entry {
+		es, err := rep.Entries(ctx, []string{key})
+		if err != nil {
+			return a, err
+		}
+		for _, e := range es {
+			if e.Key == key {
+				a.Entry, a.Held = e, true
+			}
+		}
+	}
+	if len(shards) > 0 {
+		resp, err := rep.Agg(ctx, &wire.AggReq{Every: every, Shards: shards})
+		if err != nil {
+			return a, err
+		}
+		a.Shards = resp.Shards
+	}
+	return a, nil
+}
+
+// latestPart asks a remote replica in one request (wire.MethodLatestPart).
+func (r remoteReplica) latestPart(ctx context.Context, key string, entry bool, every int64, shards []wire.ShardAgg) (LatestAnswer, error) {
+	var a LatestAnswer
+	var resp wire.LatestPartResp
+	req := &wire.LatestPartReq{Key: key, Entry: entry, Every: every, Shards: wire.AppendAggSpans(nil, shards)}
+	if err := r.invoke(ctx, wire.MethodLatestPart, req, &resp); err != nil {
+		return a, err
+	}
+	if entry && len(resp.Entry) > 0 {
+		e, err := catalog.DecodeEntry(resp.Entry)
+		if err != nil {
+			return a, rpc.Errorf(wire.CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
+		}
+		a.Entry, a.Held = e, true
+	}
+	res, err := wire.DecodeAggResults(resp.Shards)
+	if err != nil {
+		return a, rpc.Errorf(wire.CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
+	}
+	if err := r.answered(len(shards), len(res), func(int) error { return nil }); err != nil {
+		return a, err
+	}
+	a.Shards = res
+	return a, nil
+}
+
+// NewReplicas returns the Replicas of a node whose peer ID is self: local for itself,
+// and every other peer over cli, each call bounded by timeout. failed, when not nil,
+// is told of every peer a call could not reach.
+func NewReplicas(self string, local Local, cli *rpc.Client, timeout time.Duration, failed FailureReporter) *PeerReplicas {
+	return &PeerReplicas{self: self, local: local, cli: cli, timeout: timeout, failed: failed}
 }

@@ -1,4 +1,4 @@
-package tsdb
+package cluster
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
-// peerBatch is the work one request carries to one peer.
+// PeerBatch is the work one request carries to one peer.
 type PeerBatch[T any] struct {
 	Peer  dht.Peer
 	Items []T
@@ -23,7 +23,7 @@ type PeerBatch[T any] struct {
 // valid write within the documented limits fits, whatever its points are.
 const MaxRequestBytes = 1 << 20
 
-// groupByPeer groups work items by the peer they go to, in the order peers first appear,
+// GroupByPeer groups work items by the peer they go to, in the order peers first appear,
 // cutting a peer's items into batches of at most maxBatch (0: no limit) and, when size is
 // not nil, of at most maxRequestBytes by size (an item larger than that goes alone).
 func GroupByPeer[T any](work iter.Seq2[dht.Peer, T], maxBatch int, size func(T) int) []*PeerBatch[T] {
@@ -46,14 +46,14 @@ func GroupByPeer[T any](work iter.Seq2[dht.Peer, T], maxBatch int, size func(T) 
 	return out
 }
 
-// fanResult is the outcome of one batch.
+// FanResult is the outcome of one batch.
 type FanResult[T, R any] struct {
 	Batch *PeerBatch[T]
 	Resp  R
 	Err   error
 }
 
-// fanOut calls call once per batch, at most limit calls at once (0: all at once), each
+// FanOut calls call once per batch, at most limit calls at once (0: all at once), each
 // under its own deadline of timeout (0: only ctx's), and delivers every batch's outcome
 // on the returned channel as it finishes. The channel holds every outcome, so a receiver
 // may stop reading early (a write that reached its quorum) and the remaining calls still
@@ -83,7 +83,7 @@ func FanOut[T, R any](ctx context.Context, batches []*PeerBatch[T], limit int, t
 	return out
 }
 
-// writeFanOut sends each batch's write request (made by req, on the caller's goroutine;
+// WriteFanOut sends each batch's write request (made by req, on the caller's goroutine;
 // batches with the same items may get the same request, encoded once) to its peer at once and
 // delivers every outcome on the returned channel, which holds them all, as fanOut does;
 // failed runs for each failed batch before its outcome is delivered (it may block: it
@@ -156,7 +156,7 @@ func IsAsync(r Replica) bool {
 	return ok
 }
 
-// unanswered reports whether a replica call failed without an answer from the replica —
+// Unanswered reports whether a replica call failed without an answer from the replica —
 // it could not be reached or did not answer in time — rather than with an error it
 // returned. Only such a replica may be missing what was written to it.
 func Unanswered(err error) bool {

@@ -1,11 +1,11 @@
-package tsdb
+package cluster
 
 import (
 	"sync"
 	"time"
 )
 
-// workPool runs short jobs on goroutines that outlive them. A write's appends to this
+// WorkPool runs short jobs on goroutines that outlive them. A write's appends to this
 // node's store go deep (coordinator, replica, store, pebble); a fresh goroutine for each
 // grows its stack to that depth every time (10 % of a node's CPU under HTTP writes). A
 // pooled goroutine keeps its grown stack for the next job. Up to max goroutines wait for
@@ -24,7 +24,7 @@ func NewWorkPool(max int, idle time.Duration) *WorkPool {
 	return &WorkPool{max: max, idle: idle, jobs: make(chan func())}
 }
 
-// run runs f on a goroutine of the pool, or on a new one.
+// Run runs f on a goroutine of the pool, or on a new one.
 func (p *WorkPool) Run(f func()) {
 	select {
 	case p.jobs <- f: // a waiting goroutine took it
