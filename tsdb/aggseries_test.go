@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/replica"
+
 	"github.com/tsdht/tsdht/tsdb/cluster"
 
 	"github.com/tsdht/tsdht/dht"
@@ -99,7 +101,7 @@ func TestAggSeriesMatchesAgg(t *testing.T) {
 	// An older node: it serves MethodAgg and the catalog only.
 	old := rpc.NewServer(rpc.NewTCPTransport(), rpc.Config{})
 	defer old.Close()
-	registerCatalogReplica(old, n.local)
+	replica.RegisterCatalog(old, n.local)
 	cluster.Handle(old, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
 		resp, err := n.local.Agg(ctx, req)
 		if err == nil {

@@ -2,17 +2,14 @@ package tsdb
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"time"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
 
-	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/series"
-	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
@@ -51,147 +48,9 @@ const (
 	MaxAggWindows = wire.MaxAggWindows
 )
 
-// Agg answers a replica's share of an aggregate from the local store.
-func (l *localReplica) Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
-	if err := agg.CheckWidth(req.Every); err != nil {
-		return nil, rpc.Errorf(CodeBadInput, "%v", err)
-	}
-	refs := make([]store.ShardRef, len(req.Shards))
-	var ids quanta.SeriesIDs // the IDs of the previous shard's series: shards of one series hash its key once
-	idsKey := ""
-	for i := range req.Shards {
-		r := &req.Shards[i]
-		if err := series.ValidateKey(r.Key); err != nil {
-			return nil, rpc.Errorf(CodeBadInput, "%v", err)
-		}
-		if i == 0 || r.Key != idsKey {
-			ids, idsKey = quanta.NewSeriesIDs(l.format, r.Key), r.Key
-		}
-		refs[i] = store.ShardRef{ID: ids.At(r.Start), Start: r.Start}
-		if len(r.ID) != quanta.IDLen || quanta.ID(r.ID) != refs[i].ID || r.Start%int64(l.quantum) != 0 {
-			return nil, rpc.Errorf(CodeBadInput, "shard %x is not series %q at quantum %d", r.ID, r.Key, r.Start)
-		}
-	}
-	return l.AggRefs(ctx, req.Every, req.Shards, refs, nil, nil)
-}
-
-// aggSeries answers a packed request (wire.MethodAggSeries): the shards' IDs are
-// computed here from the series and their starts.
-func (l *localReplica) aggSeries(ctx context.Context, req *wire.AggSeriesReq) (*wire.AggResp, error) {
-	if err := agg.CheckWidth(req.Every); err != nil {
-		return nil, rpc.Errorf(CodeBadInput, "%v", err)
-	}
-	if err := series.ValidateKey(req.Key); err != nil {
-		return nil, rpc.Errorf(CodeBadInput, "%v", err)
-	}
-	shards, err := wire.DecodeAggSpans(req.Shards, req.Key)
-	if err != nil {
-		return nil, rpc.Errorf(CodeBadInput, "%s: %v", wire.MethodAggSeries, err)
-	}
-	ids := quanta.NewSeriesIDs(l.format, req.Key)
-	refs := make([]store.ShardRef, len(shards))
-	for i := range shards {
-		if shards[i].Start%int64(l.quantum) != 0 {
-			return nil, rpc.Errorf(CodeBadInput, "%s of %q: %d is not the start of a quantum", wire.MethodAggSeries, req.Key, shards[i].Start)
-		}
-		refs[i] = store.ShardRef{ID: ids.At(shards[i].Start), Start: shards[i].Start}
-	}
-	return l.AggRefs(ctx, req.Every, shards, refs, nil, nil)
-}
-
-// ctxCheckEvery is how many shards an aggregate reads between looks at whether its
-// caller is still waiting.
-const ctxCheckEvery = 16
-
-// AggRefs implements Local: it answers shards, whose store references are refs
-// (checked), with windows of width every (checked), in out when it has a result per
-// shard (a long aggregate's page buffer: pagebufs.go), else in a new slice, and calls
-// yield (when not nil) with the index of each shard before it reads it. The pairs' statistics are read in
-// one pass (store.PairStatsBatch); windows that cut a quantum are computed from its
-// points.
-func (l *localReplica) AggRefs(ctx context.Context, every int64, shards []wire.ShardAgg, refs []store.ShardRef, out []wire.ShardAggResult, yield func(i int)) (*wire.AggResp, error) {
-	for i := range shards {
-		if r := &shards[i]; r.From > r.To {
-			return nil, rpc.Errorf(CodeBadInput, "aggregate of %q: from %d is after to %d", r.Key, r.From, r.To)
-		}
-	}
-	if len(out) != len(shards) {
-		out = make([]wire.ShardAggResult, len(shards))
-	}
-	clear(out)
-	resp := &wire.AggResp{Shards: out}
-	// The windows answered by statistics, in one array as far as it goes: grown as
-	// held shards come (most of a long aggregate's hold nothing), each answer keeps
-	// the array it was made in.
-	var whole []agg.Window
-	each := func(i int, st agg.Partial, held bool) error {
-		if yield != nil {
-			yield(i) // a long read's page lets small requests in (longread.go)
-		}
-		if i%ctxCheckEvery == ctxCheckEvery-1 && ctx.Err() != nil {
-			// The caller gave up (cancelled, or past its deadline): stop reading for it.
-			return fmt.Errorf("aggregate stopped after %d of %d shards: %w", i+1, len(shards), ctx.Err())
-		}
-		r, res := &shards[i], &resp.Shards[i]
-		res.Held, res.Count, res.Hash, res.Type = held, st.Count, cluster.StatsDigest(st.Count, st.Hash), st.Type
-		if r.Digest || !held {
-			return nil
-		}
-		begin, end := l.quantum.BeginNanos(r.Start), l.quantum.EndNanos(r.Start)
-		if store.WholeQuantum(begin, end, r.From, r.To, every) {
-			// The statistics in hand answer (store.AggregateQuantum would read them again).
-			st.Hash = 0
-			whole = append(whole, agg.Window{Start: agg.WindowStart(begin, every), Partial: st})
-			res.Windows = whole[len(whole)-1 : len(whole) : len(whole)]
-			return nil
-		}
-		ws, _, err := l.store.Aggregate(refs[i], r.Key, r.From, r.To, every)
-		if err != nil {
-			return err
-		}
-		res.Windows = ws
-		return nil
-	}
-	if cluster.OneSeries(shards) && len(shards) > 0 {
-		if err := store.PairStatsBatch(l.store, refs, shards[0].Key, each); err != nil {
-			return nil, storeError(err)
-		}
-		return resp, nil
-	}
-	for i := range shards {
-		st, held, err := l.store.PairStats(refs[i], shards[i].Key)
-		if err == nil {
-			err = each(i, st, held)
-		}
-		if err != nil {
-			return nil, storeError(err)
-		}
-	}
-	return resp, nil
-}
-
-// registerAnalytics registers the analytics methods: MethodAgg, MethodAggSeries and
-// MethodLatestPart as a replica, and
-// MethodAggregate, MethodLatest and MethodBounds as a coordinator.
+// registerAnalytics registers the analytics methods a coordinator serves:
+// MethodAggregate, MethodLatest and MethodBounds.
 func (n *Node) registerAnalytics() {
-	cluster.Handle(n.srv, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
-		resp, err := n.local.Agg(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		for i := range resp.Shards {
-			resp.Shards[i].Pack()
-		}
-		return resp, nil
-	})
-	cluster.Handle(n.srv, wire.MethodAggSeries, func(ctx context.Context, req *wire.AggSeriesReq) (*wire.AggSeriesResp, error) {
-		resp, err := n.local.aggSeries(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		return &wire.AggSeriesResp{Shards: wire.AppendAggResults(nil, resp.Shards)}, nil
-	})
-	cluster.Handle(n.srv, wire.MethodLatestPart, n.local.latestPart)
 	cluster.Handle(n.srv, wire.MethodAggregate, func(ctx context.Context, req *wire.AggregateReq) (*wire.AggregateResp, error) {
 		res, err := n.coord.Aggregate(ctx, req.Key, req.From, req.To, req.Every, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial})
 		if err != nil {

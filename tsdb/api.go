@@ -55,7 +55,7 @@ func (n *Node) registerCoordinator() {
 		if req.Packed && req.Parts {
 			parts = max(req.PackedVersion, 1)
 		}
-		res, packed, err := n.coord.get(ctx, req.Key, req.From, req.To, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial, MaxBytes: maxReadAnswerBytes}, parts)
+		res, packed, err := n.coord.get(ctx, req.Key, req.From, req.To, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial, MaxBytes: wire.MaxReadAnswerBytes}, parts)
 		wg.Wait()
 		if err != nil {
 			return nil, err

@@ -547,10 +547,6 @@ func (c *Coordinator) Delete(ctx context.Context, req *wire.DelReq) (int, error)
 // maxDeleteBatch bounds the quanta of one round of a range delete.
 const maxDeleteBatch = 4096
 
-// maxDeleteShards bounds the shards of one delete request to one replica (a replica
-// refuses more).
-const maxDeleteShards = maxShardsPerRequest * 16
-
 // deleteRange sends the range's deletes to every shard's replicas, in slices of
 // quanta, and fails if a shard could not reach its write quorum (a retry is harmless).
 func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int64, whole bool) (int, error) {
@@ -579,7 +575,7 @@ func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int6
 			it    item
 		}
 		for i, s := range starts {
-			ref := shardRef(c.cfg.DHT.Format, key, s)
+			ref := cluster.ShardRef(c.cfg.DHT.Format, key, s)
 			peers, err := c.locate(ctx, ref.ID)
 			if err != nil {
 				return done, err
@@ -598,7 +594,7 @@ func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int6
 					}
 				}
 			}
-		}, maxDeleteShards, func(it item) int { return len(it.sd.Key) + 48 })
+		}, wire.MaxDeleteShards, func(it item) int { return len(it.sd.Key) + 48 })
 		answers := cluster.FanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[item]) (*wire.DeleteResp, error) {
 			req := &wire.DeleteReq{Shards: make([]wire.ShardDelete, len(b.Items))}
 			for j, it := range b.Items {

@@ -233,7 +233,7 @@ func (c *Coordinator) splitByQuantum(ctx context.Context, key string, pts series
 		for hi < pts.Len() && pts.T[hi] < end {
 			hi++
 		}
-		ref := shardRef(c.cfg.DHT.Format, key, start)
+		ref := cluster.ShardRef(c.cfg.DHT.Format, key, start)
 		replicas, err := c.locate(ctx, ref.ID)
 		if err != nil {
 			return nil, err

@@ -204,30 +204,3 @@ func settleQuorum(ans []aggAnswer, r int) (ws []agg.Window, ok, complete bool) {
 	}
 	return nil, false, empty >= need
 }
-
-// LatestPart implements Replica from this node's catalog and store.
-func (l *localReplica) LatestPart(ctx context.Context, key string, entry bool, every int64, shards []wire.ShardAgg) (cluster.LatestAnswer, error) {
-	return cluster.LatestInParts(ctx, l, key, entry, every, shards)
-}
-
-// latestPart answers wire.MethodLatestPart from the local store and catalog.
-func (l *localReplica) latestPart(ctx context.Context, req *wire.LatestPartReq) (*wire.LatestPartResp, error) {
-	resp := &wire.LatestPartResp{}
-	if req.Entry {
-		es, err := l.Entries(ctx, []string{req.Key})
-		if err != nil {
-			return nil, err
-		}
-		for i := range es {
-			if es[i].Key == req.Key {
-				resp.Entry = es[i].Encode(nil)
-			}
-		}
-	}
-	shards, err := l.aggSeries(ctx, &wire.AggSeriesReq{Key: req.Key, Every: req.Every, Shards: req.Shards})
-	if err != nil {
-		return nil, err
-	}
-	resp.Shards = wire.AppendAggResults(nil, shards.Shards)
-	return resp, nil
-}

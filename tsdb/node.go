@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/replica"
+
 	"github.com/tsdht/tsdht/tsdb/cluster"
 
 	"github.com/tsdht/tsdht/dht"
@@ -258,7 +260,7 @@ type Node struct {
 	cli      *rpc.Client
 	dht      *dht.Node
 	store    store.Store
-	local    *localReplica
+	local    *replica.Local
 	replicas cluster.Replicas
 	coord    *Coordinator
 	repair   *repairer // nil when the store cannot be walked
@@ -308,7 +310,7 @@ func Start(cfg Config) (*Node, error) {
 	n.assemble()
 	// Handlers go in only now that everything they touch exists, and the server
 	// accepts only once they are in.
-	registerReplica(n.srv, n.local)
+	replica.Register(n.srv, n.local)
 	n.registerCoordinator()
 	n.registerAnalytics()
 	if n.rollup != nil {
@@ -341,7 +343,7 @@ func Start(cfg Config) (*Node, error) {
 // assemble builds the node's parts over its DHT, store and RPC client.
 func (n *Node) assemble() {
 	cfg := &n.cfg
-	n.local = &localReplica{store: n.store, quantum: cfg.DHT.Quantum, format: cfg.DHT.Format, stats: n.Stats, maxFuture: cfg.MaxFuture}
+	n.local = replica.New(replica.Config{Store: n.store, Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format, Stats: n.Stats, MaxFuture: cfg.MaxFuture})
 	n.replicas = cluster.NewReplicas(n.dht.Self().ID, n.local, n.cli, cfg.CallTimeout, n.dht)
 	types := newRegistry(n.dht, n.replicas, cfg, n.log)
 	if w, ok := n.store.(Walker); ok && cfg.RepairInterval > 0 {
@@ -469,4 +471,37 @@ func (n *Node) RepairNow(ctx context.Context) (RepairStats, error) {
 	}
 	err := n.repair.pass(ctx, passFull)
 	return n.repair.stats(), err
+}
+
+// Stats returns this node's own counters (store, repair, read repairs), read in
+// process: what status reports for it, without a call over the network.
+func (n *Node) Stats() NodeStats {
+	self := n.dht.Self()
+	st := n.store.Stats()
+	var rs RepairStats
+	if n.repair != nil {
+		rs = n.repair.stats()
+	}
+	rs.ReadRepairs = n.coord.readRepairs.Load()
+	return NodeStats{
+		Repair:    rs,
+		PeerInfo:  peerInfo(self, dht.StateAlive),
+		Shards:    st.Shards,
+		Series:    st.Series,
+		Points:    st.Points,
+		DiskBytes: st.DiskBytes,
+		Retention: st.Retention.String(),
+		MaxDisk:   st.MaxDisk,
+		Oldest:    st.OldestQuantum,
+		Dropped:   st.DroppedQuanta,
+
+		Corruptions:       st.Corruptions,
+		WALBytesDropped:   st.WALBytesDropped,
+		FlashBytesWritten: st.FlashBytesWritten,
+		AppendedPoints:    st.AppendedPoints,
+		Format:            n.cfg.DHT.Format.String(),
+		Quantum:           int64(n.cfg.DHT.Quantum),
+		RF:                n.cfg.RF,
+		Reachable:         true,
+	}
 }

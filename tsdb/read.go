@@ -499,7 +499,7 @@ func mergeFiltered(ans []replicaAnswer) series.Points {
 	var all []store.Range
 	for _, a := range ans {
 		if a.ok {
-			all = append(all, fromWireRanges(a.res.Deleted)...)
+			all = append(all, cluster.FromWireRanges(a.res.Deleted)...)
 		}
 	}
 	var pts series.Points
@@ -509,7 +509,7 @@ func mergeFiltered(ans []replicaAnswer) series.Points {
 		}
 		p := a.res.Points
 		if len(all) > 0 {
-			p = dropRanges(p, store.Exempt(all, fromWireRanges(a.res.Deleted)))
+			p = dropRanges(p, store.Exempt(all, cluster.FromWireRanges(a.res.Deleted)))
 		}
 		pts = series.Merge(pts, p)
 	}

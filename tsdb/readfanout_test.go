@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/replica"
+
 	"github.com/tsdht/tsdht/tsdb/cluster"
 
 	"github.com/tsdht/tsdht/dht"
@@ -82,8 +84,8 @@ func TestReadAsksEveryNodeAtOnce(t *testing.T) {
 	for i := range 24 {
 		p := dht.Peer{ID: fmt.Sprintf("n%02d", i), RPCAddr: fmt.Sprintf("n%02d:1", i)}
 		peers = append(peers, p)
-		replicas[p.ID] = &barrierReplica{Replica: &localReplica{store: store.NewMem(), quantum: cfg.DHT.Quantum, format: cfg.DHT.Format,
-			stats: func() wire.NodeStats { return wire.NodeStats{} }}, b: barrier}
+		replicas[p.ID] = &barrierReplica{Replica: replica.New(replica.Config{Store: store.NewMem(), Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format,
+			Stats: func() wire.NodeStats { return wire.NodeStats{} }}), b: barrier}
 	}
 	place := &spreadPlacement{fixedPlacement{self: self, owners: peers}}
 	coord := newCoordinator(&cfg, place, replicas, newRegistry(place, replicas, &cfg, logger), nil, logger)

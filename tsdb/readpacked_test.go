@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tsdht/tsdht/tsdb/replica"
+
 	"github.com/tsdht/tsdht/tsdb/cluster"
 
 	"github.com/tsdht/tsdht/dht"
@@ -42,7 +44,7 @@ func TestReadAnswersInTheAskersPackedVersion(t *testing.T) {
 	if _, err := n.Coordinator().Put(ctx, "s", pts, PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ref := shardRef(n.cfg.DHT.Format, "s", start)
+	ref := cluster.ShardRef(n.cfg.DHT.Format, "s", start)
 	cli := rpc.NewClient(rpc.NewTCPTransport(), rpc.Config{})
 	defer cli.Close()
 	read := func(version int) wire.ShardResult {
@@ -136,8 +138,8 @@ func TestCoordinatorAsksNewestPackedVersion(t *testing.T) {
 	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1
 	logger := slog.New(slog.DiscardHandler)
 	self := dht.Peer{ID: "self", RPCAddr: "self:1"}
-	rec := &versionRecorder{Replica: &localReplica{store: store.NewMem(), quantum: cfg.DHT.Quantum, format: cfg.DHT.Format,
-		stats: func() wire.NodeStats { return wire.NodeStats{} }}}
+	rec := &versionRecorder{Replica: replica.New(replica.Config{Store: store.NewMem(), Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format,
+		Stats: func() wire.NodeStats { return wire.NodeStats{} }})}
 	replicas := replicaMap{"self": rec}
 	place := &fixedPlacement{self: self, owners: []dht.Peer{self}}
 	coord := newCoordinator(&cfg, place, replicas, newRegistry(place, replicas, &cfg, logger), nil, logger)
@@ -172,8 +174,8 @@ func TestRepairRefetchAsksNewestPackedVersion(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 2, 1, 1
 	logger := slog.New(slog.DiscardHandler)
-	local := func(st store.Store) *localReplica {
-		return &localReplica{store: st, quantum: cfg.DHT.Quantum, format: cfg.DHT.Format, stats: func() wire.NodeStats { return wire.NodeStats{} }}
+	local := func(st store.Store) *replica.Local {
+		return replica.New(replica.Config{Store: st, Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format, Stats: func() wire.NodeStats { return wire.NodeStats{} }})
 	}
 	self, owner := dht.Peer{ID: "self", RPCAddr: "self:1"}, dht.Peer{ID: "a", RPCAddr: "a:1"}
 	selfStore, ownerStore := store.NewMem(), store.NewMem()
@@ -186,7 +188,7 @@ func TestRepairRefetchAsksNewestPackedVersion(t *testing.T) {
 	q := cfg.DHT.Quantum
 	start := q.Start(base())
 	pts := float32Readings(q.BeginNanos(start), 600)
-	ref := shardRef(cfg.DHT.Format, "s", start)
+	ref := cluster.ShardRef(cfg.DHT.Format, "s", start)
 	if err := ownerStore.Append(ref, "s", pts); err != nil {
 		t.Fatal(err)
 	}

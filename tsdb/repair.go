@@ -406,7 +406,7 @@ func (r *repairer) load(ctx context.Context, batch []pairRef, leaving bool, acc 
 			if err != nil {
 				return nil, err
 			}
-			deleted = toWireRanges(rs)
+			deleted = cluster.ToWireRanges(rs)
 		}
 		stats, held, err := cluster.PairSetHash(r.store, pr.ref, pr.key)
 		var pts series.Points

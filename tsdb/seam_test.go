@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/replica"
+
 	"github.com/tsdht/tsdht/tsdb/cluster"
 
 	"github.com/tsdht/tsdht/dht"
@@ -71,8 +73,8 @@ func TestWriteQuorumWithStalledReplicaLeavesHint(t *testing.T) {
 	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 3, 2, 2
 	cfg.CallTimeout = 300 * time.Millisecond
 	logger := slog.New(slog.DiscardHandler)
-	local := func(st store.Store) *localReplica {
-		return &localReplica{store: st, quantum: cfg.DHT.Quantum, format: cfg.DHT.Format, stats: func() wire.NodeStats { return wire.NodeStats{} }}
+	local := func(st store.Store) *replica.Local {
+		return replica.New(replica.Config{Store: st, Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format, Stats: func() wire.NodeStats { return wire.NodeStats{} }})
 	}
 	selfStore, aStore, bStore, cStore := store.NewMem(), store.NewMem(), store.NewMem(), store.NewMem()
 	peer := func(id string) dht.Peer { return dht.Peer{ID: id, RPCAddr: id + ":1"} }
@@ -100,7 +102,7 @@ func TestWriteQuorumWithStalledReplicaLeavesHint(t *testing.T) {
 		t.Errorf("the put took %v: it waited for the stalled replica (call timeout %v)", took, cfg.CallTimeout)
 	}
 	waitFor(t, 10*time.Second, "a hint for the stalled replica", func() bool { return h.points() == 300 })
-	ref := shardRef(cfg.DHT.Format, "pmu/stall", start)
+	ref := cluster.ShardRef(cfg.DHT.Format, "pmu/stall", start)
 	readAll := func(st store.Store) series.Points {
 		p, _, err := st.Read(ref, "pmu/stall", q.BeginNanos(start), q.EndNanos(start))
 		if err != nil {

@@ -1,4 +1,4 @@
-package tsdb
+package replica
 
 import (
 	"context"
@@ -36,14 +36,14 @@ func TestCancelledAggregateStopsAtTheReplica(t *testing.T) {
 	defer cancel()
 	st := &cancellingStore{Store: store.NewMem(), cancelAt: cancelAt, cancel: cancel}
 	q := quanta.Quantum(10)
-	l := &localReplica{store: st, quantum: q, format: quanta.KFI}
+	l := &Local{store: st, quantum: q, format: quanta.KFI}
 	spans := make([]wire.ShardAgg, shards)
 	t0 := int64(1_700_000_000)
 	for i := range spans {
 		start := t0 + int64(i)*int64(q)
 		spans[i] = wire.ShardAgg{Key: "s", Start: start, From: q.BeginNanos(start), To: q.EndNanos(start)}
 	}
-	_, err := l.aggSeries(ctx, &wire.AggSeriesReq{Key: "s", Every: int64(q) * 1e9, Shards: wire.AppendAggSpans(nil, spans)})
+	_, err := l.AggSeries(ctx, &wire.AggSeriesReq{Key: "s", Every: int64(q) * 1e9, Shards: wire.AppendAggSpans(nil, spans)})
 	if err == nil {
 		t.Fatal("an aggregate whose caller cancelled it answered")
 	}

@@ -1,4 +1,4 @@
-package tsdb
+package replica
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
 
-	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -17,7 +16,8 @@ import (
 
 // registerReplica serves a Replica over RPC: the methods a node answers as a replica of
 // shards and of series metadata.
-func registerReplica(srv *rpc.Server, r cluster.Replica) {
+func Register(srv *rpc.Server, l *Local) {
+	r := cluster.Replica(l)
 	// Writes are decoded and encoded by hand (wire.DecodeWriteReq): the hot path. A
 	// write is a store append that never waits on the network, so a small one runs on
 	// the connection's reader (rpc.Server.HandleInline) with no hand-off to a worker;
@@ -25,7 +25,7 @@ func registerReplica(srv *rpc.Server, r cluster.Replica) {
 	srv.HandleInline(wire.MethodWrite, (*wire.WriteReq)(nil), func(ctx context.Context, b []byte) ([]byte, error) {
 		var req wire.WriteReq
 		if err := wire.DecodeWriteReq(b, &req); err != nil {
-			return nil, rpc.Errorf(CodeBadInput, "%s: %v", wire.MethodWrite, err)
+			return nil, rpc.Errorf(wire.CodeBadInput, "%s: %v", wire.MethodWrite, err)
 		}
 		resp, err := r.Write(ctx, &req)
 		if err != nil {
@@ -37,7 +37,7 @@ func registerReplica(srv *rpc.Server, r cluster.Replica) {
 	srv.HandleDecoded(wire.MethodRead, (*wire.ReadReq)(nil), func(ctx context.Context, b []byte) ([]byte, error) {
 		var req wire.ReadReq
 		if err := wire.DecodeReadReq(b, &req); err != nil {
-			return nil, rpc.Errorf(CodeBadInput, "%s: %v", wire.MethodRead, err)
+			return nil, rpc.Errorf(wire.CodeBadInput, "%s: %v", wire.MethodRead, err)
 		}
 		resp, err := r.Read(ctx, &req)
 		if err != nil {
@@ -65,7 +65,7 @@ func registerReplica(srv *rpc.Server, r cluster.Replica) {
 		}
 		return &wire.TypeResp{Known: ok, Type: t}, nil
 	})
-	registerCatalogReplica(srv, r)
+	RegisterCatalog(srv, r)
 	cluster.Handle(srv, wire.MethodStats, func(ctx context.Context, _ *struct{}) (*wire.NodeStats, error) {
 		s, err := r.Stats(ctx)
 		if err != nil {
@@ -73,19 +73,61 @@ func registerReplica(srv *rpc.Server, r cluster.Replica) {
 		}
 		return &s, nil
 	})
+	cluster.Handle(srv, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
+		resp, err := l.Agg(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for i := range resp.Shards {
+			resp.Shards[i].Pack()
+		}
+		return resp, nil
+	})
+	cluster.Handle(srv, wire.MethodAggSeries, func(ctx context.Context, req *wire.AggSeriesReq) (*wire.AggSeriesResp, error) {
+		resp, err := l.AggSeries(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return &wire.AggSeriesResp{Shards: wire.AppendAggResults(nil, resp.Shards)}, nil
+	})
+	cluster.Handle(srv, wire.MethodLatestPart, l.latestPart)
 }
 
 // localReplica is this node as a replica: it serves shards and series metadata from the
 // local store. It is the Replica a node reaches itself through, and what it serves to
 // the others over RPC.
-type localReplica struct {
-	store   store.Store
-	quantum quanta.Quantum
-	format  quanta.Format
-	stats   func() wire.NodeStats
-	// maxFuture refuses points stamped further ahead than this (plus replicaClockSlack),
-	// as coordinators do: a replica checks what it is sent, whoever sends it.
+type Local struct {
+	store     store.Store
+	quantum   quanta.Quantum
+	format    quanta.Format
+	stats     func() wire.NodeStats
 	maxFuture time.Duration
+}
+
+// Config configures a Local replica.
+type Config struct {
+	// Store holds the replica's shards, series types and catalog. Required.
+	Store store.Store
+	// Quantum is the cluster's quantum: a shard's start must be the start of one.
+	Quantum quanta.Quantum
+	// Format is the cluster's shard ID layout: a shard's ID must be its series' at its
+	// start.
+	Format quanta.Format
+	// MaxFuture refuses points stamped further ahead than this (plus
+	// replicaClockSlack), as coordinators do: a replica checks what it is sent,
+	// whoever sends it. 0 refuses none.
+	MaxFuture time.Duration
+	// Stats returns the node's counters, which Stats answers; nil answers zero.
+	Stats func() wire.NodeStats
+}
+
+// New returns the replica of cfg.Store.
+func New(cfg Config) *Local {
+	stats := cfg.Stats
+	if stats == nil {
+		stats = func() wire.NodeStats { return wire.NodeStats{} }
+	}
+	return &Local{store: cfg.Store, quantum: cfg.Quantum, format: cfg.Format, stats: stats, maxFuture: cfg.MaxFuture}
 }
 
 // replicaClockSlack is what a replica adds to MaxFuture for the skew between its clock
@@ -95,7 +137,7 @@ const replicaClockSlack = time.Minute
 // Write stores a write request's shards. A request of several shards (a coordinator's
 // group commit, a batch of a series over quanta) goes to a store.BatchAppender as one
 // batch: every shard checked first, then one engine commit, all or nothing.
-func (l *localReplica) Write(_ context.Context, req *wire.WriteReq) (*wire.WriteResp, error) {
+func (l *Local) Write(_ context.Context, req *wire.WriteReq) (*wire.WriteResp, error) {
 	limit := time.Now().Add(l.maxFuture + replicaClockSlack).UnixNano()
 	if ba, ok := l.store.(store.BatchAppender); ok && len(req.Shards) > 1 && !req.Repair {
 		return l.writeBatch(ba, req, limit)
@@ -114,7 +156,7 @@ func (l *localReplica) Write(_ context.Context, req *wire.WriteReq) (*wire.Write
 		if d, ok := l.store.(store.Deleter); ok && req.Repair {
 			// Another replica's copy: what a tombstone covers stays deleted, and the
 			// sender learns the tombstones.
-			n, err := d.Restore(ref, w.Key, w.Points, fromWireRanges(w.Deleted))
+			n, err := d.Restore(ref, w.Key, w.Points, cluster.FromWireRanges(w.Deleted))
 			if err != nil {
 				return nil, storeError(err)
 			}
@@ -135,7 +177,7 @@ func (l *localReplica) Write(_ context.Context, req *wire.WriteReq) (*wire.Write
 }
 
 // writeBatch is Write of several shards through one AppendBatch.
-func (l *localReplica) writeBatch(ba store.BatchAppender, req *wire.WriteReq, limit int64) (*wire.WriteResp, error) {
+func (l *Local) writeBatch(ba store.BatchAppender, req *wire.WriteReq, limit int64) (*wire.WriteResp, error) {
 	batch := make([]store.PairAppend, len(req.Shards))
 	stored := 0
 	for i := range req.Shards {
@@ -159,24 +201,24 @@ func (l *localReplica) writeBatch(ba store.BatchAppender, req *wire.WriteReq, li
 // checkPoints refuses what a coordinator would have refused: invalid points (lengths,
 // string sizes), points outside the shard's quantum (they would be filed under the
 // wrong shard ID), points stamped too far in the future.
-func (l *localReplica) checkPoints(w *wire.ShardWrite, limit int64) error {
+func (l *Local) checkPoints(w *wire.ShardWrite, limit int64) error {
 	if err := w.Points.Valid(); err != nil {
-		return rpc.Errorf(CodeBadInput, "write of %q: %v", w.Key, err)
+		return rpc.Errorf(wire.CodeBadInput, "write of %q: %v", w.Key, err)
 	}
 	lo, hi := l.quantum.BeginNanos(w.Start), l.quantum.EndNanos(w.Start)
 	for _, t := range w.Points.T {
 		if t < lo || t >= hi {
-			return rpc.Errorf(CodeBadInput, "write of %q: point at %d is outside the shard's quantum [%d, %d)", w.Key, t, lo, hi)
+			return rpc.Errorf(wire.CodeBadInput, "write of %q: point at %d is outside the shard's quantum [%d, %d)", w.Key, t, lo, hi)
 		}
 		if t > limit {
-			return rpc.Errorf(CodeBadInput, "write of %q: timestamp %s is more than %v in the future of this replica's clock (check the writer's clock)",
+			return rpc.Errorf(wire.CodeBadInput, "write of %q: timestamp %s is more than %v in the future of this replica's clock (check the writer's clock)",
 				w.Key, time.Unix(0, t).UTC().Format(time.RFC3339Nano), l.maxFuture+replicaClockSlack)
 		}
 	}
 	return nil
 }
 
-func (l *localReplica) Read(ctx context.Context, req *wire.ReadReq) (*wire.ReadResp, error) {
+func (l *Local) Read(ctx context.Context, req *wire.ReadReq) (*wire.ReadResp, error) {
 	return l.ReadInto(ctx, req, nil, nil)
 }
 
@@ -184,7 +226,7 @@ func (l *localReplica) Read(ctx context.Context, req *wire.ReadReq) (*wire.ReadR
 // long read's page buffer, pagebufs.go, which the caller copies the answers out of
 // before it reuses it), else in a new slice, calling yield (when not nil) with the
 // index of each shard before it reads it.
-func (l *localReplica) ReadInto(ctx context.Context, req *wire.ReadReq, out []wire.ShardResult, yield func(i int)) (*wire.ReadResp, error) {
+func (l *Local) ReadInto(ctx context.Context, req *wire.ReadReq, out []wire.ShardResult, yield func(i int)) (*wire.ReadResp, error) {
 	if len(out) == len(req.Shards) {
 		clear(out)
 	} else {
@@ -202,7 +244,7 @@ func (l *localReplica) ReadInto(ctx context.Context, req *wire.ReadReq, out []wi
 			return nil, err
 		}
 		if r.From > r.To {
-			return nil, rpc.Errorf(CodeBadInput, "read of %q: from %d is after to %d", r.Key, r.From, r.To)
+			return nil, rpc.Errorf(wire.CodeBadInput, "read of %q: from %d is after to %d", r.Key, r.From, r.To)
 		}
 		res := &resp.Shards[i]
 		if res.Deleted, err = l.tombstones(ref, r.Key); err != nil {
@@ -232,20 +274,17 @@ func (l *localReplica) ReadInto(ctx context.Context, req *wire.ReadReq, out []wi
 		res.Held, res.Count, res.Hash = held, pts.Len(), cluster.ReadDigest(&pts, whole)
 		if !r.Digest {
 			res.Points = pts
-			if answer += pts.WireSize(); answer > maxReadAnswerBytes {
-				return nil, rpc.Errorf(CodeTooLarge, "read of %q: the answer would exceed %d bytes (quantum %d holds long values); ask for a shorter range",
-					r.Key, maxReadAnswerBytes, r.Start)
+			if answer += pts.WireSize(); answer > wire.MaxReadAnswerBytes {
+				return nil, rpc.Errorf(wire.CodeTooLarge, "read of %q: the answer would exceed %d bytes (quantum %d holds long values); ask for a shorter range",
+					r.Key, wire.MaxReadAnswerBytes, r.Start)
 			}
 		}
 	}
 	return resp, nil
 }
 
-// maxReadAnswerBytes bounds the points one replica read answers with (their WireSize),
-// inside an RPC frame (4 MiB) with room for the envelope.
-const maxReadAnswerBytes = 3 << 20
 
-func (l *localReplica) DeclareType(_ context.Context, key string, t series.Type) (series.Type, error) {
+func (l *Local) DeclareType(_ context.Context, key string, t series.Type) (series.Type, error) {
 	have, err := l.store.DeclareType(key, t)
 	if err != nil {
 		return have, storeError(err)
@@ -253,71 +292,33 @@ func (l *localReplica) DeclareType(_ context.Context, key string, t series.Type)
 	return have, nil
 }
 
-func (l *localReplica) SeriesType(_ context.Context, key string) (series.Type, bool, error) {
+func (l *Local) SeriesType(_ context.Context, key string) (series.Type, bool, error) {
 	t, ok := l.store.SeriesType(key)
 	return t, ok, nil
 }
 
-func (l *localReplica) Stats(context.Context) (wire.NodeStats, error) { return l.stats(), nil }
+func (l *Local) Stats(context.Context) (wire.NodeStats, error) { return l.stats(), nil }
 
 // checkShard refuses a shard whose ID does not belong to its key and quantum under this
 // cluster's layout: a confused or hostile peer must not file points under a wrong ID.
-func (l *localReplica) checkShard(id []byte, start int64, key string) (store.ShardRef, error) {
+func (l *Local) checkShard(id []byte, start int64, key string) (store.ShardRef, error) {
 	if err := series.ValidateKey(key); err != nil {
-		return store.ShardRef{}, rpc.Errorf(CodeBadInput, "%v", err)
+		return store.ShardRef{}, rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
-	ref := shardRef(l.format, key, start)
+	ref := cluster.ShardRef(l.format, key, start)
 	if len(id) != quanta.IDLen || quanta.ID(id) != ref.ID || start%int64(l.quantum) != 0 {
-		return store.ShardRef{}, rpc.Errorf(CodeBadInput, "shard %x is not series %q at quantum %d", id, key, start)
+		return store.ShardRef{}, rpc.Errorf(wire.CodeBadInput, "shard %x is not series %q at quantum %d", id, key, start)
 	}
 	return ref, nil
-}
-
-// shardRef returns the store reference of a series' shard at quantum start.
-func shardRef(f quanta.Format, key string, start int64) store.ShardRef {
-	return store.ShardRef{ID: quanta.ShardID(f, key, start), Start: start}
 }
 
 // storeError maps a store failure to an error code a client can act on.
 func storeError(err error) error {
 	switch {
 	case errors.Is(err, series.ErrTypeMismatch):
-		return rpc.Errorf(CodeTypeMismatch, "%v", err)
+		return rpc.Errorf(wire.CodeTypeMismatch, "%v", err)
 	case errors.Is(err, store.ErrExpired):
-		return rpc.Errorf(CodeExpired, "%v", err)
+		return rpc.Errorf(wire.CodeExpired, "%v", err)
 	}
-	return rpc.Errorf(CodeUnavailable, "%v", err)
-}
-
-// Stats returns this node's own counters (store, repair, read repairs), read in
-// process: what status reports for it, without a call over the network.
-func (n *Node) Stats() NodeStats {
-	self := n.dht.Self()
-	st := n.store.Stats()
-	var rs RepairStats
-	if n.repair != nil {
-		rs = n.repair.stats()
-	}
-	rs.ReadRepairs = n.coord.readRepairs.Load()
-	return NodeStats{
-		Repair:    rs,
-		PeerInfo:  peerInfo(self, dht.StateAlive),
-		Shards:    st.Shards,
-		Series:    st.Series,
-		Points:    st.Points,
-		DiskBytes: st.DiskBytes,
-		Retention: st.Retention.String(),
-		MaxDisk:   st.MaxDisk,
-		Oldest:    st.OldestQuantum,
-		Dropped:   st.DroppedQuanta,
-
-		Corruptions:       st.Corruptions,
-		WALBytesDropped:   st.WALBytesDropped,
-		FlashBytesWritten: st.FlashBytesWritten,
-		AppendedPoints:    st.AppendedPoints,
-		Format:            n.cfg.DHT.Format.String(),
-		Quantum:           int64(n.cfg.DHT.Quantum),
-		RF:                n.cfg.RF,
-		Reachable:         true,
-	}
+	return rpc.Errorf(wire.CodeUnavailable, "%v", err)
 }

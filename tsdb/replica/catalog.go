@@ -1,4 +1,4 @@
-package tsdb
+package replica
 
 import (
 	"context"
@@ -14,11 +14,11 @@ import (
 // The catalog's replica methods: entries on a series' registry replicas, posting lists
 // on their tag's replicas, and range deletes on shard replicas (docs/catalog.md).
 
-func registerCatalogReplica(srv *rpc.Server, r cluster.Replica) {
+func RegisterCatalog(srv *rpc.Server, r cluster.Replica) {
 	cluster.Handle(srv, wire.MethodEntryMerge, func(ctx context.Context, req *wire.EntriesMsg) (*wire.EntriesMsg, error) {
 		es, err := req.Decode()
 		if err != nil {
-			return nil, rpc.Errorf(CodeBadInput, "%v", err)
+			return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
 		}
 		out, err := r.MergeEntries(ctx, es)
 		if err != nil {
@@ -28,7 +28,7 @@ func registerCatalogReplica(srv *rpc.Server, r cluster.Replica) {
 	})
 	cluster.Handle(srv, wire.MethodEntryGet, func(ctx context.Context, req *wire.KeysReq) (*wire.EntriesMsg, error) {
 		if len(req.Keys) > wire.MaxEntriesPerRequest {
-			return nil, rpc.Errorf(CodeBadInput, "%d keys; at most %d", len(req.Keys), wire.MaxEntriesPerRequest)
+			return nil, rpc.Errorf(wire.CodeBadInput, "%d keys; at most %d", len(req.Keys), wire.MaxEntriesPerRequest)
 		}
 		out, err := r.Entries(ctx, req.Keys)
 		if err != nil {
@@ -38,7 +38,7 @@ func registerCatalogReplica(srv *rpc.Server, r cluster.Replica) {
 	})
 	cluster.Handle(srv, wire.MethodPostingsMerge, func(ctx context.Context, req *wire.PostingsMergeReq) (*struct{}, error) {
 		if len(req.Members) > wire.MaxEntriesPerRequest {
-			return nil, rpc.Errorf(CodeBadInput, "%d members; at most %d", len(req.Members), wire.MaxEntriesPerRequest)
+			return nil, rpc.Errorf(wire.CodeBadInput, "%d members; at most %d", len(req.Members), wire.MaxEntriesPerRequest)
 		}
 		return &struct{}{}, r.MergePostings(ctx, catalog.Tag{K: req.K, V: req.V}, wire.ToMembers(req.Members))
 	})
@@ -58,22 +58,22 @@ type catalogStore interface {
 	store.Deleter
 }
 
-func (l *localReplica) catalog() (catalogStore, error) {
+func (l *Local) catalog() (catalogStore, error) {
 	cs, ok := l.store.(catalogStore)
 	if !ok {
-		return nil, rpc.Errorf(CodeUnavailable, "this node's store keeps no catalog")
+		return nil, rpc.Errorf(wire.CodeUnavailable, "this node's store keeps no catalog")
 	}
 	return cs, nil
 }
 
-func (l *localReplica) MergeEntries(_ context.Context, es []catalog.Entry) ([]catalog.Entry, error) {
+func (l *Local) MergeEntries(_ context.Context, es []catalog.Entry) ([]catalog.Entry, error) {
 	cs, err := l.catalog()
 	if err != nil {
 		return nil, err
 	}
 	for _, e := range es {
 		if err := e.Validate(); err != nil {
-			return nil, rpc.Errorf(CodeBadInput, "%v", err)
+			return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
 		}
 	}
 	out := make([]catalog.Entry, len(es))
@@ -103,7 +103,7 @@ func (l *localReplica) MergeEntries(_ context.Context, es []catalog.Entry) ([]ca
 	return out, nil
 }
 
-func (l *localReplica) Entries(_ context.Context, keys []string) ([]catalog.Entry, error) {
+func (l *Local) Entries(_ context.Context, keys []string) ([]catalog.Entry, error) {
 	cs, err := l.catalog()
 	if err != nil {
 		return nil, err
@@ -121,36 +121,36 @@ func (l *localReplica) Entries(_ context.Context, keys []string) ([]catalog.Entr
 	return out, nil
 }
 
-func (l *localReplica) MergePostings(_ context.Context, tag catalog.Tag, ms []catalog.Member) error {
+func (l *Local) MergePostings(_ context.Context, tag catalog.Tag, ms []catalog.Member) error {
 	cs, err := l.catalog()
 	if err != nil {
 		return err
 	}
 	if err := cs.MergePostings(tag, ms); err != nil {
-		return rpc.Errorf(CodeBadInput, "%v", err)
+		return rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
 	return nil
 }
 
-func (l *localReplica) Postings(_ context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error) {
+func (l *Local) Postings(_ context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error) {
 	cs, err := l.catalog()
 	if err != nil {
 		return nil, err
 	}
 	ms, err := cs.Postings(tag, after, limit)
 	if err != nil {
-		return nil, rpc.Errorf(CodeBadInput, "%v", err)
+		return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
 	return ms, nil
 }
 
-func (l *localReplica) DeleteRange(_ context.Context, req *wire.DeleteReq) (*wire.DeleteResp, error) {
+func (l *Local) DeleteRange(_ context.Context, req *wire.DeleteReq) (*wire.DeleteResp, error) {
 	cs, err := l.catalog()
 	if err != nil {
 		return nil, err
 	}
-	if len(req.Shards) > maxDeleteShards {
-		return nil, rpc.Errorf(CodeBadInput, "%d shards in one delete; at most %d", len(req.Shards), maxDeleteShards)
+	if len(req.Shards) > wire.MaxDeleteShards {
+		return nil, rpc.Errorf(wire.CodeBadInput, "%d shards in one delete; at most %d", len(req.Shards), wire.MaxDeleteShards)
 	}
 	var resp wire.DeleteResp
 	for _, d := range req.Shards {
@@ -159,7 +159,7 @@ func (l *localReplica) DeleteRange(_ context.Context, req *wire.DeleteReq) (*wir
 			return nil, err
 		}
 		if d.From >= d.To {
-			return nil, rpc.Errorf(CodeBadInput, "delete of %q: empty range [%d, %d)", d.Key, d.From, d.To)
+			return nil, rpc.Errorf(wire.CodeBadInput, "delete of %q: empty range [%d, %d)", d.Key, d.From, d.To)
 		}
 		n, err := cs.DeleteRange(ref, d.Key, d.From, d.To)
 		if err != nil {
@@ -177,7 +177,7 @@ func (l *localReplica) DeleteRange(_ context.Context, req *wire.DeleteReq) (*wir
 
 // tombstones returns the pair's deleted ranges on the wire, nil if none or if the
 // store keeps none.
-func (l *localReplica) tombstones(ref store.ShardRef, key string) ([]wire.Range, error) {
+func (l *Local) tombstones(ref store.ShardRef, key string) ([]wire.Range, error) {
 	d, ok := l.store.(store.Deleter)
 	if !ok {
 		return nil, nil
@@ -186,25 +186,7 @@ func (l *localReplica) tombstones(ref store.ShardRef, key string) ([]wire.Range,
 	if err != nil || len(rs) == 0 {
 		return nil, err
 	}
-	return toWireRanges(rs), nil
-}
-
-func fromWireRanges(rs []wire.Range) []store.Range {
-	var out []store.Range
-	for _, r := range rs {
-		if r.From < r.To {
-			out = append(out, store.Range{From: r.From, To: r.To})
-		}
-	}
-	return out
-}
-
-func toWireRanges(rs []store.Range) []wire.Range {
-	out := make([]wire.Range, len(rs))
-	for i, r := range rs {
-		out[i] = wire.Range{From: r.From, To: r.To}
-	}
-	return out
+	return cluster.ToWireRanges(rs), nil
 }
 
 // --- remote ---
