@@ -283,7 +283,6 @@ func (l *Local) ReadInto(ctx context.Context, req *wire.ReadReq, out []wire.Shar
 	return resp, nil
 }
 
-
 func (l *Local) DeclareType(_ context.Context, key string, t series.Type) (series.Type, error) {
 	have, err := l.store.DeclareType(key, t)
 	if err != nil {
