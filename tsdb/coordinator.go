@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tsdht/tsdht/tsdb/repair"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -28,7 +29,7 @@ type Coordinator struct {
 	place    cluster.Placement
 	replicas cluster.Replicas
 	types    *registry
-	hints    *hints // nil: no hints kept
+	hints    *repair.Hints // nil: no hints kept
 	log      *slog.Logger
 
 	cat    *catalogCoord // catalog entries and the tag index (catalog_coord.go)
@@ -56,7 +57,7 @@ type Coordinator struct {
 // maxReadRepairs bounds the read repairs in flight on one node.
 const maxReadRepairs = 4
 
-func newCoordinator(cfg *Config, place cluster.Placement, replicas cluster.Replicas, types *registry, h *hints, logger *slog.Logger) *Coordinator {
+func newCoordinator(cfg *Config, place cluster.Placement, replicas cluster.Replicas, types *registry, h *repair.Hints, logger *slog.Logger) *Coordinator {
 	share := cfg.LongReadShare
 	if share <= 0 { // a Config that did not go through withDefaults
 		share = longReadShare
@@ -240,16 +241,13 @@ func (c *Coordinator) splitByQuantum(ctx context.Context, key string, pts series
 		}
 		// A quantum holding more than a request's worth (long strings) goes in parts.
 		q := pts.Slice(lo, hi)
-		for _, part := range q.Batches(0, cluster.MaxRequestBytes-shardWriteOverhead) {
+		for _, part := range q.Batches(0, cluster.MaxRequestBytes-cluster.ShardWriteOverhead) {
 			spans = append(spans, shardSpan{ref: ref, replicas: replicas, pts: part})
 		}
 		lo = hi
 	}
 	return spans, nil
 }
-
-// shardWriteOverhead bounds what a wire.ShardWrite adds to its key and points.
-const shardWriteOverhead = 64
 
 // writeSpans sends every shard to all its replicas at once and returns when each shard
 // has reached quorum or can no longer reach it. Replica writes still in flight then
@@ -264,7 +262,7 @@ func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardS
 				}
 			}
 		}
-	}, 0, func(i int) int { return shardWriteOverhead + len(key) + spans[i].pts.WireSize() })
+	}, 0, func(i int) int { return cluster.ShardWriteOverhead + len(key) + spans[i].pts.WireSize() })
 	hint := c.hinter(key, spans)
 	var one *wire.WriteReq // the request of a single-shard write, shared by its replicas
 	results := cluster.WriteFanOut(context.WithoutCancel(ctx), c.replicas, c.place.Self().ID, c.commits, batches, c.cfg.CallTimeout,
@@ -315,7 +313,7 @@ func (c *Coordinator) hinter(key string, spans []shardSpan) func(shards []int) {
 		for _, i := range shards {
 			if !hinted[i] && !cluster.IsReplica(spans[i].replicas, self) {
 				hinted[i] = true
-				c.hints.record(spans[i].ref, key, spans[i].pts)
+				c.hints.Record(spans[i].ref, key, spans[i].pts)
 			}
 		}
 	}

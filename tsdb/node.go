@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tsdht/tsdht/tsdb/repair"
 	"log/slog"
 	"sync"
 	"time"
@@ -250,6 +251,13 @@ func (c Config) Validate() error {
 
 func majority(rf int) int { return rf/2 + 1 }
 
+// repairConfig is what the repairer takes of c.
+func (c *Config) repairConfig() repair.RepairConfig {
+	return repair.RepairConfig{RF: c.RF, Quantum: c.DHT.Quantum, CallTimeout: c.CallTimeout, Interval: c.RepairInterval,
+		FullEvery: c.RepairFullEvery, Settle: c.RepairSettle, Rate: c.RepairRate, Unthrottled: c.RepairUnthrottled,
+		MaxHintPoints: c.MaxHintPoints}
+}
+
 // Node is one tsdht node: RPC server, DHT membership, local store, and coordinator. It
 // wires the parts together; they reach each other only through Placement (the DHT),
 // Replicas (this node locally, the others over RPC) and the hints kept for the repairer.
@@ -263,9 +271,9 @@ type Node struct {
 	local    *replica.Local
 	replicas cluster.Replicas
 	coord    *Coordinator
-	repair   *repairer // nil when the store cannot be walked
-	hints    *hints    // nil with repair
-	rollup   *rollups  // nil: rollups off
+	repair   *repair.Repairer // nil when the store cannot be walked
+	hints    *repair.Hints    // nil with repair
+	rollup   *rollups         // nil: rollups off
 	rpcAdr   string
 
 	decommissioned chan struct{} // closed when a decommission asked over RPC handed off
@@ -333,7 +341,7 @@ func Start(cfg Config) (*Node, error) {
 		go n.rollup.run()
 	}
 	if n.repair != nil {
-		go n.repair.run(n.dht.Subscribe())
+		go n.repair.Run(n.dht.Subscribe())
 	} else {
 		n.log.Warn(fmt.Sprintf("store %T cannot be walked: this node will not repair or hand off shards", n.store))
 	}
@@ -346,10 +354,9 @@ func (n *Node) assemble() {
 	n.local = replica.New(replica.Config{Store: n.store, Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format, Stats: n.Stats, MaxFuture: cfg.MaxFuture})
 	n.replicas = cluster.NewReplicas(n.dht.Self().ID, n.local, n.cli, cfg.CallTimeout, n.dht)
 	types := newRegistry(n.dht, n.replicas, cfg, n.log)
-	if w, ok := n.store.(Walker); ok && cfg.RepairInterval > 0 {
-		n.repair = newRepairer(cfg, n.dht, n.replicas, n.store, w, types, n.log)
-		n.hints = newHints(n.store, cfg.MaxHintPoints, n.repair.Kick, n.log)
-		n.repair.hints = n.hints
+	if w, ok := n.store.(repair.Walker); ok && cfg.RepairInterval > 0 {
+		n.repair = repair.NewRepairer(cfg.repairConfig(), n.dht, n.replicas, n.store, w, types, n.log)
+		n.hints = n.repair.Hints()
 	}
 	n.coord = newCoordinator(cfg, n.dht, n.replicas, types, n.hints, n.log)
 	if _, batches := n.store.(store.BatchAppender); !batches {
@@ -395,7 +402,7 @@ func (n *Node) Close() error {
 // closing it flushes it).
 func (n *Node) shutdown(depart func() error) error {
 	if n.repair != nil {
-		n.repair.close()
+		n.repair.Close()
 	}
 	if n.rollup != nil && n.rollup.started.Load() {
 		n.rollup.close()
@@ -424,9 +431,9 @@ func (n *Node) HandOff(ctx context.Context) (wire.DecommissionResp, error) {
 		ctx, cancel = context.WithTimeout(ctx, n.cfg.HandoffTimeout)
 		defer cancel()
 	}
-	before := n.repair.stats()
-	err := n.repair.pass(ctx, passLeaving)
-	after := n.repair.stats()
+	before := n.repair.Stats()
+	err := n.repair.Pass(ctx, repair.PassLeaving)
+	after := n.repair.Stats()
 	resp.PushedPairs = after.PushedPairs - before.PushedPairs
 	resp.HandedOff = after.DroppedPairs - before.DroppedPairs
 	resp.StillHeld = n.store.Stats().Shards
@@ -469,8 +476,8 @@ func (n *Node) RepairNow(ctx context.Context) (RepairStats, error) {
 	if n.repair == nil {
 		return RepairStats{}, errors.New("this node's store cannot be walked: no repair")
 	}
-	err := n.repair.pass(ctx, passFull)
-	return n.repair.stats(), err
+	err := n.repair.Pass(ctx, repair.PassFull)
+	return n.repair.Stats(), err
 }
 
 // Stats returns this node's own counters (store, repair, read repairs), read in
@@ -480,7 +487,7 @@ func (n *Node) Stats() NodeStats {
 	st := n.store.Stats()
 	var rs RepairStats
 	if n.repair != nil {
-		rs = n.repair.stats()
+		rs = n.repair.Stats()
 	}
 	rs.ReadRepairs = n.coord.readRepairs.Load()
 	return NodeStats{

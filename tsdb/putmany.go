@@ -304,7 +304,7 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 			t.errs[s] = rpc.Errorf(CodeUnavailable, "only %d live nodes for write quorum %d", len(spans[s].replicas), w)
 		}
 	}
-	size := func(s int) int { return shardWriteOverhead + len(puts[owner[s]].Key) + spans[s].pts.WireSize() }
+	size := func(s int) int { return cluster.ShardWriteOverhead + len(puts[owner[s]].Key) + spans[s].pts.WireSize() }
 	batches := cluster.GroupByPeer(func(yield func(dht.Peer, int) bool) {
 		for s := range spans {
 			for _, p := range spans[s].replicas {
@@ -348,7 +348,7 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 		for _, s := range b.Items {
 			if !hinted[s] && !cluster.IsReplica(spans[s].replicas, self) {
 				hinted[s] = true
-				c.hints.record(spans[s].ref, puts[owner[s]].Key, spans[s].pts)
+				c.hints.Record(spans[s].ref, puts[owner[s]].Key, spans[s].pts)
 			}
 		}
 	}

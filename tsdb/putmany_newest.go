@@ -89,7 +89,7 @@ func (c *Coordinator) startNewestMany(ctx context.Context, deadline time.Time, p
 				}
 			}
 		}
-	}, catalogRepairBatch, func(r int) int { return entrySize(nm.reps[r].e) })
+	}, cluster.EntryBatch, func(r int) int { return cluster.EntrySize(nm.reps[r].e) })
 	nm.batches = len(batches)
 	// The requests outlive ctx's cancellation, as sendNewest's do.
 	nm.answers = cluster.FanOut(context.WithoutCancel(ctx), batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[int]) ([]catalog.Entry, error) {

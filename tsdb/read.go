@@ -15,9 +15,6 @@ import (
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
-// maxShardsPerRequest bounds one read request so its answer stays well inside a frame.
-const maxShardsPerRequest = 64
-
 // replicaAnswer is what one replica said about one shard.
 type replicaAnswer struct {
 	asked    bool // the replica was asked (readFew)
@@ -559,7 +556,7 @@ func (c *Coordinator) runFetches(ctx context.Context, bufs *pageBufs, key string
 		answers[f.shard][f.replica].asked = true
 	}
 	bufs = orFresh(bufs)
-	batches := bufs.groupFetches(spans, plan, maxShardsPerRequest)
+	batches := bufs.groupFetches(spans, plan, cluster.MaxShardsPerRequest)
 	// Every batch's request shards, and this node's answers, in one array each (of the
 	// page's buffers): a batch has its own part of them.
 	reads := reuse(&bufs.reads, len(plan))
@@ -668,7 +665,7 @@ func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, 
 	// (pagebufs.go): it keeps copies of what it needs of s.
 	id, start := s.ref.ID, s.ref.Start
 	req := &wire.WriteReq{Repair: true}
-	for _, part := range merged.Batches(0, cluster.MaxRequestBytes-shardWriteOverhead-len(key)) {
+	for _, part := range merged.Batches(0, cluster.MaxRequestBytes-cluster.ShardWriteOverhead-len(key)) {
 		req.Shards = append(req.Shards, wire.ShardWrite{ID: id[:], Start: start, Key: key, Points: part, Deleted: deleted})
 	}
 	if len(req.Shards) > 1 {

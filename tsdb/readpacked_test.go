@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"context"
+	"github.com/tsdht/tsdht/tsdb/repair"
 	"log/slog"
 	"math"
 	"sync"
@@ -183,7 +184,7 @@ func TestRepairRefetchAsksNewestPackedVersion(t *testing.T) {
 	replicas := replicaMap{self.ID: local(selfStore), owner.ID: rec}
 	place := &fixedPlacement{self: self, owners: []dht.Peer{self, owner}}
 	types := newRegistry(place, replicas, &cfg, logger)
-	rep := newRepairer(&cfg, place, replicas, selfStore, selfStore, types, logger)
+	rep := repair.NewRepairer(cfg.repairConfig(), place, replicas, selfStore, selfStore, types, logger)
 
 	q := cfg.DHT.Quantum
 	start := q.Start(base())
@@ -192,7 +193,7 @@ func TestRepairRefetchAsksNewestPackedVersion(t *testing.T) {
 	if err := ownerStore.Append(ref, "s", pts); err != nil {
 		t.Fatal(err)
 	}
-	if !rep.refetchDamaged(context.Background(), pairRef{ref: ref, key: "s"}) {
+	if !rep.RefetchDamaged(context.Background(), ref, "s") {
 		t.Fatal("refetchDamaged found no copy on the owner that holds one")
 	}
 	got, _, err := selfStore.Read(ref, "s", q.BeginNanos(start), q.EndNanos(start))

@@ -158,9 +158,9 @@ func (g *registry) lookup(ctx context.Context, key string) (series.Type, error) 
 	return series.Unknown, rpc.Errorf(CodeUnknownSeries, "unknown series %q", key)
 }
 
-// redeclare tells every registry replica of a series its type, for the repairer: an
+// Redeclare tells every registry replica of a series its type, for the repairer: an
 // owner that already knows it answers at no cost, a new owner learns it.
-func (g *registry) redeclare(ctx context.Context, key string, t series.Type) {
+func (g *registry) Redeclare(ctx context.Context, key string, t series.Type) {
 	owners, err := g.owners(ctx, key)
 	if err != nil {
 		g.log.Warn("repair: registry not found", "series", key, "err", err)

@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"context"
+	"github.com/tsdht/tsdht/tsdb/repair"
 	"log/slog"
 	"testing"
 	"time"
@@ -84,9 +85,8 @@ func TestWriteQuorumWithStalledReplicaLeavesHint(t *testing.T) {
 	place := &fixedPlacement{self: self, owners: []dht.Peer{a, b, c}}
 
 	types := newRegistry(place, replicas, &cfg, logger)
-	rep := newRepairer(&cfg, place, replicas, selfStore, selfStore, types, logger)
-	h := newHints(selfStore, cfg.MaxHintPoints, rep.Kick, logger)
-	rep.hints = h
+	rep := repair.NewRepairer(cfg.repairConfig(), place, replicas, selfStore, selfStore, types, logger)
+	h := rep.Hints()
 	coord := newCoordinator(&cfg, place, replicas, types, h, logger)
 
 	ctx := context.Background()
@@ -101,7 +101,7 @@ func TestWriteQuorumWithStalledReplicaLeavesHint(t *testing.T) {
 	if took := time.Since(began); took >= cfg.CallTimeout {
 		t.Errorf("the put took %v: it waited for the stalled replica (call timeout %v)", took, cfg.CallTimeout)
 	}
-	waitFor(t, 10*time.Second, "a hint for the stalled replica", func() bool { return h.points() == 300 })
+	waitFor(t, 10*time.Second, "a hint for the stalled replica", func() bool { return h.Points() == 300 })
 	ref := cluster.ShardRef(cfg.DHT.Format, "pmu/stall", start)
 	readAll := func(st store.Store) series.Points {
 		p, _, err := st.Read(ref, "pmu/stall", q.BeginNanos(start), q.EndNanos(start))
@@ -131,7 +131,7 @@ func TestWriteQuorumWithStalledReplicaLeavesHint(t *testing.T) {
 
 	// The replica answers again: one pass delivers the hint and hands it off.
 	close(stalled.stalled)
-	if err := rep.pass(ctx, passFull); err != nil {
+	if err := rep.Pass(ctx, repair.PassFull); err != nil {
 		t.Fatal(err)
 	}
 	requireSame(t, pts, readAll(cStore))
@@ -139,7 +139,7 @@ func TestWriteQuorumWithStalledReplicaLeavesHint(t *testing.T) {
 		n := p.Len()
 		t.Fatalf("the coordinator still holds %d hinted points after the owners confirmed them", n)
 	}
-	if s := rep.stats(); s.PushedPoints != 300 || s.DroppedPairs != 1 || s.HintedPoints != 0 {
+	if s := rep.Stats(); s.PushedPoints != 300 || s.DroppedPairs != 1 || s.HintedPoints != 0 {
 		t.Fatalf("repair stats %+v: want 300 points pushed, 1 pair handed off, none hinted", s)
 	}
 }

@@ -3,6 +3,7 @@ package tsdb
 import (
 	"context"
 	"fmt"
+	"github.com/tsdht/tsdht/tsdb/repair"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -116,7 +117,7 @@ func pushedPoints(lc *LocalCluster) int64 {
 	var n int64
 	for _, node := range lc.Nodes {
 		if node != nil && node.repair != nil {
-			n += node.repair.stats().PushedPoints
+			n += node.repair.Stats().PushedPoints
 		}
 	}
 	return n
@@ -246,7 +247,7 @@ func TestRepairRefetchesDamagedPair(t *testing.T) {
 	}
 	q := cfg.DHT.Quantum
 	bad := 0
-	if err := n.Store().(Walker).Pairs(func(ref store.ShardRef, key string) bool {
+	if err := n.Store().(repair.Walker).Pairs(func(ref store.ShardRef, key string) bool {
 		if _, _, err := n.Store().Read(ref, key, q.BeginNanos(ref.Start), q.EndNanos(ref.Start)); err != nil {
 			bad++
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
@@ -168,4 +169,22 @@ func Unanswered(err error) bool {
 		return false
 	}
 	return errors.Is(err, rpc.ErrUnreachable) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// ShardWriteOverhead bounds what a wire.ShardWrite adds to its key and points.
+const ShardWriteOverhead = 64
+
+// MaxShardsPerRequest bounds one read request so its answer stays well inside a frame.
+const MaxShardsPerRequest = 64
+
+// EntryBatch is how many catalog entries one request carries (a step of the catalog's repair, a batch of newest-quantum records).
+const EntryBatch = 256
+
+// EntrySize bounds an entry's encoded size, for cutting requests by bytes.
+func EntrySize(e catalog.Entry) int {
+	n := 64 + len(e.Key) + len(e.Unit) + len(e.Description)
+	for _, t := range e.Tags {
+		n += 4 + len(t.K) + len(t.V)
+	}
+	return n
 }

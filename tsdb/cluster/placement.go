@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/hex"
+	"slices"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
@@ -43,4 +44,17 @@ func IsReplica(replicas []dht.Peer, id string) bool {
 		}
 	}
 	return false
+}
+
+// SamePeers reports whether two owner lists name the same nodes, in any order.
+func SamePeers(a, b []dht.Peer) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, p := range a {
+		if !slices.ContainsFunc(b, func(q dht.Peer) bool { return q.ID == p.ID }) {
+			return false
+		}
+	}
+	return true
 }

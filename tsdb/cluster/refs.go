@@ -24,7 +24,7 @@ func ToWireRanges(rs []store.Range) []wire.Range {
 	return out
 }
 
-// shardRef returns the store reference of a series' shard at quantum start.
+// ShardRef returns the store reference of a series' shard at quantum start.
 func ShardRef(f quanta.Format, key string, start int64) store.ShardRef {
 	return store.ShardRef{ID: quanta.ShardID(f, key, start), Start: start}
 }

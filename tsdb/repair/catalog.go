@@ -1,4 +1,4 @@
-package tsdb
+package repair
 
 import (
 	"context"
@@ -11,16 +11,13 @@ import (
 	"github.com/tsdht/tsdht/tsdb/store"
 )
 
-// catalogRepairBatch is how many entries one step of the catalog's repair carries.
-const catalogRepairBatch = 256
-
 // repairCatalog brings the catalog entries this node holds to their registry owners,
 // merging each owner's answer back here, and — on the closest live owner of each entry
 // only, so that the work is done once — re-posts the series in the tag index: under its
 // tags at the metadata's version, under its key's pseudo-tags at its creation's, and,
 // for a deleted series, removes it from its pseudo-tags. Entries and postings only ever
 // merge, so a replica that missed updates (down, partitioned, a new owner) converges.
-func (r *repairer) repairCatalog(ctx context.Context) error {
+func (r *Repairer) repairCatalog(ctx context.Context) error {
 	cs, ok := r.store.(store.Catalog)
 	if !ok {
 		return nil
@@ -29,7 +26,7 @@ func (r *repairer) repairCatalog(ctx context.Context) error {
 	var stepErr error
 	err := cs.Entries("", func(e catalog.Entry) bool {
 		batch = append(batch, e)
-		if len(batch) == catalogRepairBatch {
+		if len(batch) == cluster.EntryBatch {
 			stepErr = r.catalogStep(ctx, cs, batch)
 			batch = batch[:0]
 		}
@@ -44,7 +41,7 @@ func (r *repairer) repairCatalog(ctx context.Context) error {
 	return stepErr
 }
 
-func (r *repairer) catalogStep(ctx context.Context, cs store.Catalog, entries []catalog.Entry) error {
+func (r *Repairer) catalogStep(ctx context.Context, cs store.Catalog, entries []catalog.Entry) error {
 	self := r.place.Self().ID
 	type owned struct {
 		peers []dht.Peer
@@ -83,7 +80,7 @@ func (r *repairer) catalogStep(ctx context.Context, cs store.Catalog, entries []
 				}
 			}
 		}
-	}, catalogRepairBatch, entrySize)
+	}, cluster.EntryBatch, cluster.EntrySize)
 	answers := cluster.FanOut(ctx, batches, 0, r.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[catalog.Entry]) ([]catalog.Entry, error) {
 		return r.replicas.For(b.Peer).MergeEntries(ctx, b.Items)
 	})
@@ -126,13 +123,4 @@ func (r *repairer) catalogStep(ctx context.Context, cs store.Catalog, entries []
 		}
 	}
 	return nil
-}
-
-// entrySize bounds an entry's encoded size, for cutting requests by bytes.
-func entrySize(e catalog.Entry) int {
-	n := 64 + len(e.Key) + len(e.Unit) + len(e.Description)
-	for _, t := range e.Tags {
-		n += 4 + len(t.K) + len(t.V)
-	}
-	return n
 }

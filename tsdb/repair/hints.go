@@ -1,4 +1,4 @@
-package tsdb
+package repair
 
 import (
 	"log/slog"
@@ -8,11 +8,11 @@ import (
 	"github.com/tsdht/tsdht/tsdb/store"
 )
 
-// hints keeps, in this node's own store, the points of shards a replica did not
+// Hints keeps, in this node's own store, the points of shards a replica did not
 // acknowledge, so that repair delivers them once it can reach the owners (the repairer
 // finds them as pairs this node holds but does not own, pushes them and hands them off).
 // A nil *hints keeps nothing: a node that cannot repair could never deliver them.
-type hints struct {
+type Hints struct {
 	store   store.Store
 	max     int64  // points held at most; past it a failed write is left to anti-entropy
 	deliver func() // asks for a repair pass soon
@@ -20,12 +20,12 @@ type hints struct {
 	held    atomic.Int64 // points held for unreachable replicas
 }
 
-func newHints(st store.Store, maxPoints int64, deliver func(), logger *slog.Logger) *hints {
-	return &hints{store: st, max: maxPoints, deliver: deliver, log: logger}
+func NewHints(st store.Store, maxPoints int64, deliver func(), logger *slog.Logger) *Hints {
+	return &Hints{store: st, max: maxPoints, deliver: deliver, log: logger}
 }
 
-// record keeps pts of series key in shard ref for a replica that did not acknowledge them.
-func (h *hints) record(ref store.ShardRef, key string, pts series.Points) {
+// Record keeps pts of series key in shard ref for a replica that did not acknowledge them.
+func (h *Hints) Record(ref store.ShardRef, key string, pts series.Points) {
 	if h == nil || h.held.Load() >= h.max {
 		return
 	}
@@ -37,8 +37,8 @@ func (h *hints) record(ref store.ShardRef, key string, pts series.Points) {
 	h.deliver()
 }
 
-// points returns the points held for unreachable replicas.
-func (h *hints) points() int64 {
+// Points returns the points held for unreachable replicas.
+func (h *Hints) Points() int64 {
 	if h == nil {
 		return 0
 	}
@@ -46,7 +46,7 @@ func (h *hints) points() int64 {
 }
 
 // recount sets the points held, as a repair pass counted them.
-func (h *hints) recount(n int64) {
+func (h *Hints) recount(n int64) {
 	if h != nil {
 		h.held.Store(n)
 	}

@@ -1,11 +1,10 @@
-package tsdb
+package repair
 
 import (
 	"context"
 	"errors"
 	"log/slog"
 	"math/rand"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,7 +40,7 @@ const bytesPerPairCompared = 64
 // repairBatchSize is how many pairs one step of a pass compares at once.
 const repairBatchSize = 64
 
-// repairer keeps every shard this node holds at rf confirmed copies. It compares each
+// Repairer keeps every shard this node holds at rf confirmed copies. It compares each
 // pair's set hash (kept by the store's statistics: no point is read to compare) with its
 // owners' and pushes its points to any owner whose hash differs; a pair held by a node
 // that is no longer an owner — after a join, or as a hint for an unreachable replica — is
@@ -57,14 +56,14 @@ const repairBatchSize = 64
 // under the membership the last pass began with and under the current one (a placement
 // that can do that: viewer); without one, a membership change brings a full pass. A
 // store that does not track changes gets full passes only.
-type repairer struct {
-	cfg       *Config
+type Repairer struct {
+	cfg       RepairConfig
 	place     cluster.Placement
 	replicas  cluster.Replicas
 	store     store.Store
 	walker    Walker
-	types     *registry
-	hints     *hints
+	types     Types
+	hints     *Hints
 	log       *slog.Logger
 	kick      chan struct{}
 	limit     *rateLimiter
@@ -90,35 +89,114 @@ type repairer struct {
 	passes, lastPass, under, pushedPairs, pushedPoints, pushedBytes, dropped atomic.Int64
 }
 
-func newRepairer(cfg *Config, place cluster.Placement, replicas cluster.Replicas, st store.Store, w Walker, types *registry, logger *slog.Logger) *repairer {
-	return &repairer{
+func NewRepairer(cfg RepairConfig, place cluster.Placement, replicas cluster.Replicas, st store.Store, w Walker, types Types, logger *slog.Logger) *Repairer {
+	r := &Repairer{
 		cfg: cfg, place: place, replicas: replicas, store: st, walker: w, types: types, log: logger,
 		kick:  make(chan struct{}, 1),
-		limit: newRateLimiter(cfg.RepairRate, cfg.RepairUnthrottled),
+		limit: newRateLimiter(cfg.Rate, cfg.Unthrottled),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
 	}
+	r.hints = NewHints(st, cfg.MaxHintPoints, r.Kick, logger)
+	return r
+}
+
+// Hints returns the hints this repairer delivers: a coordinator records in them the
+// points a replica did not acknowledge.
+func (r *Repairer) Hints() *Hints { return r.hints }
+
+// Counters are a repairer's running counts.
+type Counters struct {
+	Passes      int64 // passes run
+	Compared    int64 // pairs whose hash the passes compared with their owners
+	MovedPasses int64 // membership passes that compared only the pairs whose owners moved
+	FullPasses  int64 // passes that compared every pair held
+}
+
+// Counters returns the counts as they stand between two passes: it waits for a
+// pass under way to end.
+func (r *Repairer) Counters() Counters {
+	r.passMu.Lock()
+	defer r.passMu.Unlock()
+	return Counters{Passes: r.passes.Load(), Compared: r.compared.Load(), MovedPasses: r.movedPasses.Load(), FullPasses: r.fullPasses.Load()}
+}
+
+// DueFull makes the next periodic pass compare every pair held, as if FullEvery had
+// passed since the last full one; DueScrub makes it also read and verify every point.
+// An operator who restored a store by hand wants both.
+func (r *Repairer) DueFull() {
+	r.passMu.Lock()
+	r.fullAt = time.Time{}
+	r.passMu.Unlock()
+}
+
+// DueScrub: see DueFull.
+func (r *Repairer) DueScrub() {
+	r.passMu.Lock()
+	r.scrubAt = time.Time{}
+	r.passMu.Unlock()
+}
+
+// PlacementMoved makes the next periodic pass one of a membership change: it compares
+// the pairs whose owners moved since the last full pass when the placement can say
+// which (known), and every pair otherwise, as under a placement that cannot.
+func (r *Repairer) PlacementMoved(known bool) {
+	r.passMu.Lock()
+	r.fullVersion--
+	if !known {
+		r.view, r.viewOK = dht.View{}, false
+	}
+	r.passMu.Unlock()
+}
+
+// RepairConfig configures a Repairer.
+type RepairConfig struct {
+	// RF is the cluster's replication factor: a pair has RF owners.
+	RF int
+	// Quantum is the cluster's quantum.
+	Quantum quanta.Quantum
+	// CallTimeout bounds each call to a replica.
+	CallTimeout time.Duration
+	// Interval is how often, give or take a quarter, a pass runs; a membership change
+	// starts one at once.
+	Interval time.Duration
+	// FullEvery is how often a periodic pass compares every pair held and scrubs it;
+	// the passes between compare what changed.
+	FullEvery time.Duration
+	// Settle is how long a pass waits after a membership change for further ones.
+	Settle time.Duration
+	// Rate bounds the bytes per second a pass compares and pushes, unless Unthrottled.
+	Rate        int64
+	Unthrottled bool
+	// MaxHintPoints bounds the points kept for replicas that could not be reached.
+	MaxHintPoints int64
+}
+
+// Types redeclares a series' type at its registry replicas, for a repairer that
+// found points of a series whose type its registry lost.
+type Types interface {
+	Redeclare(ctx context.Context, key string, t series.Type)
 }
 
 // Kick asks for a pass soon, coalescing requests.
-func (r *repairer) Kick() {
+func (r *Repairer) Kick() {
 	select {
 	case r.kick <- struct{}{}:
 	default:
 	}
 }
 
-func (r *repairer) stats() RepairStats {
-	return RepairStats{
+func (r *Repairer) Stats() wire.RepairStats {
+	return wire.RepairStats{
 		Passes: r.passes.Load(), LastPass: r.lastPass.Load(), UnderReplicated: r.under.Load(),
 		PushedPairs: r.pushedPairs.Load(), PushedPoints: r.pushedPoints.Load(), PushedBytes: r.pushedBytes.Load(),
-		DroppedPairs: r.dropped.Load(), HintedPoints: r.hints.points(), Refetched: r.refetched.Load(),
+		DroppedPairs: r.dropped.Load(), HintedPoints: r.hints.Points(), Refetched: r.refetched.Load(),
 	}
 }
 
-// run passes on every membership change and periodically with jitter, so that nodes
+// Run passes on every membership change and periodically with jitter, so that nodes
 // that joined together do not all scan at once.
-func (r *repairer) run(changes <-chan struct{}) {
+func (r *Repairer) Run(changes <-chan struct{}) {
 	defer close(r.done)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -130,7 +208,7 @@ func (r *repairer) run(changes <-chan struct{}) {
 		}
 	}()
 	for {
-		interval := r.cfg.RepairInterval
+		interval := r.cfg.Interval
 		jitter := time.Duration(rand.Int63n(int64(interval)/2+1)) - interval/4
 		timer := time.NewTimer(interval + jitter)
 		select {
@@ -143,20 +221,20 @@ func (r *repairer) run(changes <-chan struct{}) {
 			select {
 			case <-r.stop:
 				return
-			case <-time.After(r.cfg.RepairSettle):
+			case <-time.After(r.cfg.Settle):
 			}
 		case <-r.kick:
 			timer.Stop()
 		case <-timer.C:
 		}
-		if err := r.pass(ctx, passAuto); err != nil && ctx.Err() == nil {
+		if err := r.Pass(ctx, PassAuto); err != nil && ctx.Err() == nil {
 			r.log.Warn("repair pass failed; retried at the next", "err", err)
 		}
 	}
 }
 
-// close stops the loop and waits for it; later calls return at once.
-func (r *repairer) close() {
+// Close stops the loop and waits for it; later calls return at once.
+func (r *Repairer) Close() {
 	r.closeOnce.Do(func() { close(r.stop) })
 	<-r.done
 }
@@ -166,22 +244,22 @@ type pairRef struct {
 	key string
 }
 
-// passKind says what a pass compares.
-type passKind int
+// PassKind says what a pass compares.
+type PassKind int
 
 const (
-	passAuto    passKind = iota // full when due (see repairer), else what changed
-	passFull                    // every pair held
-	passLeaving                 // every pair, owners computed as if this node were gone: a graceful leave hands everything off
+	PassAuto    PassKind = iota // full when due (see repairer), else what changed
+	PassFull                    // every pair held
+	PassLeaving                 // every pair, owners computed as if this node were gone: a graceful leave hands everything off
 )
 
 // full reports whether a pass of kind k compares every pair. passMu is held.
-func (r *repairer) full(k passKind) bool {
-	if k != passAuto {
+func (r *Repairer) full(k PassKind) bool {
+	if k != PassAuto {
 		return true
 	}
 	_, tracked := r.store.(store.ChangeTracker)
-	return !tracked || r.fullAt.IsZero() || r.pendingOver || time.Since(r.fullAt) >= r.cfg.RepairFullEvery
+	return !tracked || r.fullAt.IsZero() || r.pendingOver || time.Since(r.fullAt) >= r.cfg.FullEvery
 }
 
 // viewer is a Placement whose owners follow from the membership alone (dht.Node in
@@ -191,7 +269,7 @@ type viewer interface {
 }
 
 // currentView returns the placement's current view, if it has one.
-func (r *repairer) currentView() (dht.View, bool) {
+func (r *Repairer) currentView() (dht.View, bool) {
 	if v, ok := r.place.(viewer); ok {
 		return v.View()
 	}
@@ -203,20 +281,7 @@ func (r *repairer) currentView() (dht.View, bool) {
 func ownersMoved(old, cur dht.View, id quanta.ID, rf int, a, b *[]dht.Peer) bool {
 	*a = old.ReplicaSetInto(*a, id, rf)
 	*b = cur.ReplicaSetInto(*b, id, rf)
-	return !samePeers(*a, *b)
-}
-
-// samePeers reports whether two owner lists name the same nodes, in any order.
-func samePeers(a, b []dht.Peer) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, p := range a {
-		if !slices.ContainsFunc(b, func(q dht.Peer) bool { return q.ID == p.ID }) {
-			return false
-		}
-	}
-	return true
+	return !cluster.SamePeers(*a, *b)
 }
 
 // scrub reports whether a full pass of kind k also reads every pair's points, verifying
@@ -224,16 +289,16 @@ func samePeers(a, b []dht.Peer) bool {
 // The full passes a membership change or a failure brings compare the pairs' set hashes
 // only (reading a pair to push it), so that a node joining or restarting does not make
 // every node read everything it holds. passMu is held.
-func (r *repairer) scrub(k passKind) bool {
-	return k == passFull || k == passAuto && (r.scrubAt.IsZero() || time.Since(r.scrubAt) >= r.cfg.RepairFullEvery)
+func (r *Repairer) scrub(k PassKind) bool {
+	return k == PassFull || k == PassAuto && (r.scrubAt.IsZero() || time.Since(r.scrubAt) >= r.cfg.FullEvery)
 }
 
-// pass compares the pairs this node holds with their owners: all of them, or (passAuto
+// Pass compares the pairs this node holds with their owners: all of them, or (passAuto
 // between full passes) those changed since their seal and those left unconfirmed.
-func (r *repairer) pass(ctx context.Context, kind passKind) error {
+func (r *Repairer) Pass(ctx context.Context, kind PassKind) error {
 	r.passMu.Lock()
 	defer r.passMu.Unlock()
-	leaving := kind == passLeaving
+	leaving := kind == PassLeaving
 	full := r.full(kind)
 	// The version before the view: dht installs a membership's placement before it
 	// counts the version, so a change between the two reads leaves the view recorded
@@ -256,7 +321,7 @@ func (r *repairer) pass(ctx context.Context, kind passKind) error {
 			full = true
 		}
 	}
-	began, before := time.Now(), r.stats()
+	began, before := time.Now(), r.Stats()
 	acc := passTotals{registered: map[string]bool{}, verify: full && r.scrub(kind)}
 	var batch []pairRef
 	var stepErr error
@@ -337,7 +402,7 @@ func (r *repairer) pass(ctx context.Context, kind passKind) error {
 	} else {
 		r.fullAt = time.Time{} // what it left unconfirmed is not known: compare everything next
 	}
-	if after := r.stats(); after.PushedPairs > before.PushedPairs || after.DroppedPairs > before.DroppedPairs {
+	if after := r.Stats(); after.PushedPairs > before.PushedPairs || after.DroppedPairs > before.DroppedPairs {
 		r.log.Info("repair pass", "pushed_pairs", after.PushedPairs-before.PushedPairs,
 			"pushed_points", after.PushedPoints-before.PushedPoints, "handed_off", after.DroppedPairs-before.DroppedPairs,
 			"under_replicated", acc.under, "hinted_points", acc.hinted, "leaving", leaving,
@@ -380,7 +445,7 @@ type pairState struct {
 }
 
 // step brings one batch of pairs to their owners.
-func (r *repairer) step(ctx context.Context, batch []pairRef, leaving bool, acc *passTotals) error {
+func (r *Repairer) step(ctx context.Context, batch []pairRef, leaving bool, acc *passTotals) error {
 	states, err := r.load(ctx, batch, leaving, acc)
 	if err != nil {
 		return err
@@ -392,9 +457,9 @@ func (r *repairer) step(ctx context.Context, batch []pairRef, leaving bool, acc 
 
 // load reads each pair's statistics — and, in a full pass, its points — and finds its
 // owners.
-func (r *repairer) load(ctx context.Context, batch []pairRef, leaving bool, acc *passTotals) ([]*pairState, error) {
+func (r *Repairer) load(ctx context.Context, batch []pairRef, leaving bool, acc *passTotals) ([]*pairState, error) {
 	self := r.place.Self()
-	q := r.cfg.DHT.Quantum
+	q := r.cfg.Quantum
 	states := make([]*pairState, 0, len(batch))
 	for _, pr := range batch {
 		// The pair's tombstones before its points: a push claims that its points inside
@@ -462,7 +527,7 @@ func (r *repairer) load(ctx context.Context, batch []pairRef, leaving bool, acc 
 // redeclare re-declares each series' type on its registry replicas: series metadata
 // lives on its own replica set, which moves like a shard's, and a registry whose owners
 // all changed relearns it so.
-func (r *repairer) redeclare(ctx context.Context, states []*pairState, acc *passTotals) {
+func (r *Repairer) redeclare(ctx context.Context, states []*pairState, acc *passTotals) {
 	for _, st := range states {
 		key := st.pr.key
 		if acc.registered[key] || len(acc.registered) >= maxRegisteredPerPass {
@@ -470,7 +535,7 @@ func (r *repairer) redeclare(ctx context.Context, states []*pairState, acc *pass
 		}
 		acc.registered[key] = true
 		if t, ok := r.store.SeriesType(key); ok {
-			r.types.redeclare(ctx, key, t)
+			r.types.Redeclare(ctx, key, t)
 		}
 	}
 }
@@ -478,7 +543,7 @@ func (r *repairer) redeclare(ctx context.Context, states []*pairState, acc *pass
 // compare asks every other owner for its strong digest of the pairs it owns, one request
 // per owner, and pushes the pairs whose digest differs. It counts in each pair the owners
 // confirmed to hold at least this node's points.
-func (r *repairer) compare(ctx context.Context, states []*pairState) {
+func (r *Repairer) compare(ctx context.Context, states []*pairState) {
 	self := r.place.Self().ID
 	batches := cluster.GroupByPeer(func(yield func(dht.Peer, *pairState) bool) {
 		for _, st := range states {
@@ -489,7 +554,7 @@ func (r *repairer) compare(ctx context.Context, states []*pairState) {
 			}
 		}
 	}, 0, nil)
-	q := r.cfg.DHT.Quantum
+	q := r.cfg.Quantum
 	// No deadline for the whole exchange: pushes wait for the rate limiter. Each call
 	// has its own.
 	results := cluster.FanOut(ctx, batches, 0, 0, func(ctx context.Context, b *cluster.PeerBatch[*pairState]) ([]*pairState, error) {
@@ -531,9 +596,9 @@ func (r *repairer) compare(ctx context.Context, states []*pairState) {
 
 // loadPoints reads the pair's points into st.local, once (a pair that cannot be read
 // is pushed as empty: nothing).
-func (r *repairer) loadPoints(st *pairState) {
+func (r *Repairer) loadPoints(st *pairState) {
 	st.load.Do(func() {
-		q := r.cfg.DHT.Quantum
+		q := r.cfg.Quantum
 		pts, _, err := r.store.Read(st.pr.ref, st.pr.key, q.BeginNanos(st.pr.ref.Start), q.EndNanos(st.pr.ref.Start))
 		if err != nil {
 			r.log.Warn("repair: a pair to push could not be read; left for the next pass", "series", st.pr.key, "quantum", st.pr.ref.Start, "err", err)
@@ -545,7 +610,7 @@ func (r *repairer) loadPoints(st *pairState) {
 // settle counts the pairs still under-replicated or held for others, hands off the
 // pairs this node does not own once every owner confirmed them, and leaves the others
 // for the next pass.
-func (r *repairer) settle(states []*pairState, acc *passTotals) error {
+func (r *Repairer) settle(states []*pairState, acc *passTotals) error {
 	live := len(r.place.Live())
 	for _, st := range states {
 		remote := len(st.owners)
@@ -584,7 +649,7 @@ func (r *repairer) settle(states []*pairState, acc *passTotals) error {
 }
 
 // push writes pairs' points to one owner and returns those it stored.
-func (r *repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*pairState {
+func (r *Repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*pairState {
 	// Requests are cut by count and by bytes; a pair larger than a request goes in
 	// parts, and counts as stored once its last part is.
 	type part struct {
@@ -595,7 +660,7 @@ func (r *repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*
 	var parts []part
 	for _, st := range pairs {
 		r.loadPoints(st)
-		bs := st.local.Batches(0, cluster.MaxRequestBytes-shardWriteOverhead-len(st.pr.key))
+		bs := st.local.Batches(0, cluster.MaxRequestBytes-cluster.ShardWriteOverhead-len(st.pr.key))
 		for i, b := range bs {
 			parts = append(parts, part{st, b, i == len(bs)-1})
 		}
@@ -606,7 +671,7 @@ func (r *repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*
 				return
 			}
 		}
-	}, maxShardsPerRequest, func(pt part) int { return shardWriteOverhead + len(pt.st.pr.key) + pt.pts.WireSize() })
+	}, cluster.MaxShardsPerRequest, func(pt part) int { return cluster.ShardWriteOverhead + len(pt.st.pr.key) + pt.pts.WireSize() })
 	var stored []*pairState
 	for _, b := range batches {
 		req := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.Items)), Repair: true}
@@ -648,7 +713,7 @@ func (r *repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*
 // learnTombstones applies here the tombstones an owner answered a push with: this node
 // missed a delete (it was down, or held a hint), and must not keep, serve or push the
 // deleted points again.
-func (r *repairer) learnTombstones(part []*pairState, deleted []wire.ShardRanges) {
+func (r *Repairer) learnTombstones(part []*pairState, deleted []wire.ShardRanges) {
 	d, ok := r.store.(store.Deleter)
 	if !ok {
 		return
@@ -714,11 +779,17 @@ func (l *rateLimiter) wait(ctx context.Context, n int64) error {
 	}
 }
 
+// RefetchDamaged replaces the pair (ref, key) if this node cannot read it; see
+// refetchDamaged.
+func (r *Repairer) RefetchDamaged(ctx context.Context, ref store.ShardRef, key string) bool {
+	return r.refetchDamaged(ctx, pairRef{ref: ref, key: key})
+}
+
 // refetchDamaged replaces a pair this node cannot read (a block failing its checksum)
 // with another owner's copy: the damaged keys are deleted and the copy appended. Without
 // a copy the pair is left as it is, and reads fail over to the other replicas.
-func (r *repairer) refetchDamaged(ctx context.Context, pr pairRef) bool {
-	q := r.cfg.DHT.Quantum
+func (r *Repairer) refetchDamaged(ctx context.Context, pr pairRef) bool {
+	q := r.cfg.Quantum
 	self := r.place.Self().ID
 	owners, err := r.place.Locate(ctx, pr.ref.ID, r.cfg.RF+1)
 	if err != nil {
