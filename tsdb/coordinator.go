@@ -3,12 +3,11 @@ package tsdb
 import (
 	"context"
 	"errors"
-	"fmt"
-	"github.com/tsdht/tsdht/tsdb/repair"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tsdht/tsdht/tsdb/repair"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
 
@@ -263,7 +262,7 @@ func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardS
 			}
 		}
 	}, 0, func(i int) int { return cluster.ShardWriteOverhead + len(key) + spans[i].pts.WireSize() })
-	hint := c.hinter(key, spans)
+	hint := c.hinter(spans, func(int) string { return key })
 	var one *wire.WriteReq // the request of a single-shard write, shared by its replicas
 	results := cluster.WriteFanOut(context.WithoutCancel(ctx), c.replicas, c.place.Self().ID, c.commits, batches, c.cfg.CallTimeout,
 		func(b *cluster.PeerBatch[int]) *wire.WriteReq {
@@ -288,118 +287,21 @@ func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardS
 				hint(b.Items)
 			}
 		})
-	t := newWriteTally(spans, w)
+	t := newShardTally(spans, w)
 	for received := 0; t.undecided > 0 && received < len(batches); received++ {
 		select {
 		case r := <-results:
-			t.add(r.Batch, r.Err)
+			t.add(r.Batch.Items, r.Batch.Peer, r.Err)
 		case <-ctx.Done():
-			return t.stored(), series.Points{}, rpc.Errorf(CodeUnavailable, "write of %q: %v", key, ctx.Err())
+			return t.stored(nil), series.Points{}, rpc.Errorf(CodeUnavailable, "write of %q: %v", key, ctx.Err())
 		}
 	}
-	stored, err := t.outcome(key)
-	return stored, t.unstored(), err
-}
-
-// hinter returns what records a hint for the given shards of spans, once per shard. A
-// shard this node is a replica of needs none: its own copy is delivered by repair.
-func (c *Coordinator) hinter(key string, spans []shardSpan) func(shards []int) {
-	var mu sync.Mutex
-	hinted := make([]bool, len(spans))
-	self := c.place.Self().ID
-	return func(shards []int) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, i := range shards {
-			if !hinted[i] && !cluster.IsReplica(spans[i].replicas, self) {
-				hinted[i] = true
-				c.hints.Record(spans[i].ref, key, spans[i].pts)
-			}
-		}
-	}
-}
-
-// writeTally counts, per shard, the replicas that stored it and those that failed.
-type writeTally struct {
-	spans       []shardSpan
-	w           int
-	acks, fails []int
-	undecided   int
-	firstErr    error
-}
-
-func newWriteTally(spans []shardSpan, w int) *writeTally {
-	t := &writeTally{spans: spans, w: w, acks: make([]int, len(spans)), fails: make([]int, len(spans)), undecided: len(spans)}
+	stored, total := t.stored(nil), 0
 	for i := range spans {
-		if len(spans[i].replicas) < w {
-			t.fails[i] = w // too few live nodes: decided as failed up front
-			t.undecided--
-			t.firstErr = fmt.Errorf("only %d live nodes for write quorum %d", len(spans[i].replicas), w)
-		}
-	}
-	return t
-}
-
-func (t *writeTally) decided(i int) bool {
-	return t.acks[i] >= t.w || t.fails[i] > len(t.spans[i].replicas)-t.w
-}
-
-// add counts one replica's answer for the shards of its batch.
-func (t *writeTally) add(b *cluster.PeerBatch[int], err error) {
-	if err != nil && t.firstErr == nil {
-		t.firstErr = fmt.Errorf("replica %s: %w", b.Peer.RPCAddr, err)
-	}
-	for _, i := range b.Items {
-		if t.decided(i) {
-			continue
-		}
-		if err == nil {
-			t.acks[i]++
-		} else {
-			t.fails[i]++
-		}
-		if t.decided(i) {
-			t.undecided--
-		}
-	}
-}
-
-// stored returns the points of the shards that reached quorum.
-func (t *writeTally) stored() int {
-	n := 0
-	for i := range t.spans {
-		if t.acks[i] >= t.w {
-			n += t.spans[i].pts.Len()
-		}
-	}
-	return n
-}
-
-// unstored returns the points of the shards that did not reach quorum, in order.
-func (t *writeTally) unstored() series.Points {
-	var parts []series.Points
-	for i := range t.spans {
-		if t.acks[i] < t.w {
-			parts = append(parts, t.spans[i].pts)
-		}
-	}
-	return series.Concat(parts...)
-}
-
-// outcome returns the points stored and, if some did not reach quorum, why.
-func (t *writeTally) outcome(key string) (int, error) {
-	stored, total := t.stored(), 0
-	for i := range t.spans {
-		total += t.spans[i].pts.Len()
+		total += spans[i].pts.Len()
 	}
 	if stored == total {
-		return stored, nil
+		return stored, series.Points{}, nil
 	}
-	code := CodeUnavailable
-	var re *rpc.RemoteError
-	if errors.As(t.firstErr, &re) && re.Code == CodeTypeMismatch {
-		code = CodeTypeMismatch
-	}
-	return stored, rpc.Errorf(code, "write of %q: stored %d of %d points; the rest did not reach write quorum %d: %v",
-		key, stored, total, t.w, t.firstErr)
+	return stored, t.unstored(nil), writeError(key, stored, total, w, t.firstErr(nil))
 }

@@ -3,7 +3,6 @@ package tsdb
 import (
 	"context"
 	"errors"
-	"fmt"
 	"runtime/trace"
 	"sync"
 	"time"
@@ -109,12 +108,12 @@ func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt PutOpti
 	var wg sync.WaitGroup
 	for i, again := range retry {
 		if !again {
-			res[i].Err = c.manyError(puts[i].Key, res[i].Stored, puts[i].Points.Len(), w, res[i].Err)
+			res[i].Err = writeError(puts[i].Key, res[i].Stored, puts[i].Points.Len(), w, res[i].Err)
 			continue
 		}
 		// Replicas failed: the series goes again alone, through Put's retries, with the
 		// points that did not reach quorum (idempotent for any replica that has them).
-		rest := unstoredOf(spans, owner, t.acks, w, i)
+		rest := t.unstored(func(s int) bool { return owner[s] == i })
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -155,27 +154,6 @@ func (c *Coordinator) markManyLate(ctx context.Context, puts []SeriesPut, res []
 		})
 	}
 	wg.Wait()
-}
-
-// manyError words the failure of one series of a PutMany as Put would.
-func (c *Coordinator) manyError(key string, stored, total, w int, err error) error {
-	code := CodeUnavailable
-	var re *rpc.RemoteError
-	if errors.As(err, &re) && (re.Code == CodeTypeMismatch || re.Code == CodeBadInput || re.Code == CodeExpired) {
-		code = re.Code
-	}
-	return rpc.Errorf(code, "write of %q: stored %d of %d points; the rest did not reach write quorum %d: %v", key, stored, total, w, err)
-}
-
-// unstoredOf returns the points of series i whose shards did not reach quorum.
-func unstoredOf(spans []shardSpan, owner []int, acks []int, w, i int) series.Points {
-	var parts []series.Points
-	for s := range spans {
-		if owner[s] == i && acks[s] < w {
-			parts = append(parts, spans[s].pts)
-		}
-	}
-	return series.Concat(parts...)
 }
 
 // prepareMany checks every series, fixes its type in the registry and keeps its catalog
@@ -256,54 +234,12 @@ func (c *Coordinator) cached(key string, pts *series.Points) bool {
 		maxT <= time.Now().UnixNano()+int64(aheadSlack)
 }
 
-// manyTally counts, per shard of a PutMany, the replicas that stored it and the first
-// error of those that did not.
-type manyTally struct {
-	spans     []shardSpan
-	w         int
-	acks      []int
-	fails     []int
-	errs      []error
-	undecided int
-}
-
-func (t *manyTally) decided(s int) bool {
-	return t.acks[s] >= t.w || t.fails[s] > len(t.spans[s].replicas)-t.w
-}
-
-func (t *manyTally) add(items []int, peer dht.Peer, err error) {
-	for _, s := range items {
-		if t.decided(s) {
-			continue
-		}
-		if err == nil {
-			t.acks[s]++
-		} else {
-			t.fails[s]++
-			if t.errs[s] == nil {
-				t.errs[s] = fmt.Errorf("replica %s: %w", peer.RPCAddr, err)
-			}
-		}
-		if t.decided(s) {
-			t.undecided--
-		}
-	}
-}
-
 // writeMany sends every shard to all its replicas at once, one request per replica (cut
 // by size), and returns when each shard has reached quorum or can no longer reach it, as
 // writeSpans does for one series. The batch to this node is cut into up to
 // localParts parts written at once.
-func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []shardSpan, owner []int, w int) *manyTally {
-	t := &manyTally{spans: spans, w: w, acks: make([]int, len(spans)), fails: make([]int, len(spans)),
-		errs: make([]error, len(spans)), undecided: len(spans)}
-	for s := range spans {
-		if len(spans[s].replicas) < w {
-			t.fails[s] = w
-			t.undecided--
-			t.errs[s] = rpc.Errorf(CodeUnavailable, "only %d live nodes for write quorum %d", len(spans[s].replicas), w)
-		}
-	}
+func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []shardSpan, owner []int, w int) *shardTally {
+	t := newShardTally(spans, w)
 	size := func(s int) int { return cluster.ShardWriteOverhead + len(puts[owner[s]].Key) + spans[s].pts.WireSize() }
 	batches := cluster.GroupByPeer(func(yield func(dht.Peer, int) bool) {
 		for s := range spans {
@@ -337,19 +273,10 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 		}
 		return r
 	}
-	var hintMu sync.Mutex
-	hinted := make([]bool, len(spans))
+	hints := c.hinter(spans, func(s int) string { return puts[owner[s]].Key })
 	hint := func(b *cluster.PeerBatch[int], err error) {
-		if !cluster.Unanswered(err) {
-			return
-		}
-		hintMu.Lock()
-		defer hintMu.Unlock()
-		for _, s := range b.Items {
-			if !hinted[s] && !cluster.IsReplica(spans[s].replicas, self) {
-				hinted[s] = true
-				c.hints.Record(spans[s].ref, puts[owner[s]].Key, spans[s].pts)
-			}
+		if cluster.Unanswered(err) {
+			hints(b.Items)
 		}
 	}
 	bg := context.WithoutCancel(ctx)
