@@ -3,12 +3,15 @@ GO      ?= go
 BIN     ?= bin/tsdht
 PKGS    := ./...
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+# urfave/cli's man-page and Markdown generators: tsdht never calls them, and they
+# would go onto every board.
+TAGS    ?= urfave_cli_no_docs
 
 .PHONY: build test test-short race arm demo bench bench-report fuzz vet clean test-arm ansible-test
 
 # bin/tsdht, the node and its CLI, and bin/tsdht-bench, the benchmarks (docs/bench).
 build:
-	$(GO) build -ldflags="-X main.version=$(VERSION)" -o $(BIN) ./cmd/tsdht
+	$(GO) build -tags $(TAGS) -ldflags="-X main.version=$(VERSION)" -o $(BIN) ./cmd/tsdht
 	$(GO) build -o bin/tsdht-bench ./cmd/tsdht-bench
 
 # The test command README and CI use: vet, race-enabled tests, and the ARMv7 build.
@@ -24,7 +27,7 @@ test-short:
 
 # A static ARMv7 binary for BeagleBone Black class boards.
 arm:
-	GOARCH=arm GOARM=7 CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w -X main.version=$(VERSION)" -o bin/tsdht-armv7 ./cmd/tsdht
+	GOARCH=arm GOARM=7 CGO_ENABLED=0 $(GO) build -tags $(TAGS) -trimpath -ldflags="-s -w -X main.version=$(VERSION)" -o bin/tsdht-armv7 ./cmd/tsdht
 
 demo:
 	$(GO) run ./cmd/tsdht demo
