@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -84,20 +85,13 @@ func runLatest(c *cli.Context) error {
 		}
 	}
 	cw.Flush()
-	if err := errorsJoin(cw.Error(), w.Flush()); err != nil {
+	if err := errors.Join(cw.Error(), w.Flush()); err != nil {
 		return err
 	}
 	if len(failed) > 0 {
 		return cli.Exit(fmt.Sprintf("tsdht: no latest point for %d of %d series", len(failed), len(keys)), 1)
 	}
 	return nil
-}
-
-func errorsJoin(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 func completenessCommand() *cli.Command {
