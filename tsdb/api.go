@@ -100,7 +100,7 @@ func (n *Node) registerCoordinator() {
 	})
 	n.registerCatalogCoordinator()
 	cluster.Handle(n.srv, wire.MethodStatus, func(ctx context.Context, _ *struct{}) (*wire.StatusResp, error) {
-		return n.clusterStatus(ctx), nil
+		return &wire.StatusResp{Nodes: n.Status(ctx), Routing: n.dht.Routing().String()}, nil
 	})
 	cluster.Handle(n.srv, wire.MethodDecommission, n.serveDecommission)
 }
@@ -138,8 +138,10 @@ func peerInfo(p dht.Peer, state dht.MemberState) PeerInfo {
 	return PeerInfo{PeerID: peer.ID(p.ID).String(), NodeID: cluster.NodeID(p), RPCAddr: p.RPCAddr, State: state}
 }
 
-// clusterStatus asks every member memberlist knows for its counters, in parallel.
-func (n *Node) clusterStatus(ctx context.Context) *wire.StatusResp {
+// Status asks every member this node knows of for its counters, in parallel, and
+// returns them sorted by node ID: what tsdht status shows. A member that could not
+// answer has Error set.
+func (n *Node) Status(ctx context.Context) []NodeStats {
 	members := n.dht.Members()
 	out := make([]NodeStats, len(members))
 	var wg sync.WaitGroup
@@ -162,5 +164,5 @@ func (n *Node) clusterStatus(ctx context.Context) *wire.StatusResp {
 	}
 	wg.Wait()
 	sort.Slice(out, func(a, b int) bool { return out[a].NodeID < out[b].NodeID })
-	return &wire.StatusResp{Nodes: out, Routing: n.dht.Routing().String()}
+	return out
 }

@@ -14,9 +14,7 @@ import (
 
 	"github.com/tsdht/tsdht/clusterkey"
 	"github.com/tsdht/tsdht/httpapi"
-	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb"
-	"github.com/tsdht/tsdht/tsdb/client"
 	"github.com/tsdht/tsdht/web"
 )
 
@@ -39,20 +37,14 @@ func startHTTP(addr string, node *tsdb.Node, ring clusterkey.Ring, logger *slog.
 	if err != nil {
 		return nil, err
 	}
-	// The page (package web) reads the cluster through a thin client of this node.
-	self, err := client.New([]string{node.RPCAddr()}, client.Config{Timeout: 30 * time.Second, RPC: rpc.Config{ClusterKey: ring}})
+	// The page (package web) reads the cluster through this node, in process.
+	page, err := web.Handler(nodePage{node}, web.Config{Catalog: nodePage{node}})
 	if err != nil {
-		return nil, err
-	}
-	page, err := web.Handler(self, web.Config{Catalog: pageCatalog{self}})
-	if err != nil {
-		self.Close()
 		return nil, err
 	}
 	h.Handle("/", page)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		self.Close()
 		return nil, fmt.Errorf("--http %s: %w", addr, err)
 	}
 	srv := h.Server(addr)
@@ -67,7 +59,6 @@ func startHTTP(addr string, node *tsdb.Node, ring clusterkey.Ring, logger *slog.
 			logger.Warn("http shutdown", "err", err)
 		}
 		eng.Close()
-		self.Close()
 	}, nil
 }
 
