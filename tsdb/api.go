@@ -135,7 +135,7 @@ func (n *Node) serveDecommission(ctx context.Context, req *wire.DecommissionReq)
 }
 
 func peerInfo(p dht.Peer, state dht.MemberState) PeerInfo {
-	return PeerInfo{PeerID: peer.ID(p.ID).String(), NodeID: cluster.NodeID(p), RPCAddr: p.RPCAddr, State: state}
+	return PeerInfo{PeerID: peer.ID(p.ID).String(), NodeID: cluster.NodeID(p), RPCAddr: p.RPCAddr, State: string(state)}
 }
 
 // Status asks every member this node knows of for its counters, in parallel, and
