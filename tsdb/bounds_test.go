@@ -386,7 +386,7 @@ func TestPutManyWaitsForNewest(t *testing.T) {
 		replicas[id] = reps[id]
 	}
 	place := &fixedPlacement{self: owners[2], owners: owners}
-	coord := newCoordinator(&cfg, place, replicas, newRegistry(place, replicas, &cfg, logger), nil, logger)
+	coord := newCoordinator(&cfg, place, replicas, newRegistry(place, replicas, &cfg, logger), nil, nil, logger)
 	qn := cfg.DHT.Quantum.Duration().Nanoseconds()
 	t0 := cfg.DHT.Quantum.BeginNanos(cfg.DHT.Quantum.Start(base()))
 	const n = 50
@@ -448,7 +448,7 @@ func TestWriteWaitsForNewest(t *testing.T) {
 		replicas[id] = reps[id]
 	}
 	place := &fixedPlacement{self: owners[2], owners: owners}
-	coord := newCoordinator(&cfg, place, replicas, newRegistry(place, replicas, &cfg, logger), nil, logger)
+	coord := newCoordinator(&cfg, place, replicas, newRegistry(place, replicas, &cfg, logger), nil, nil, logger)
 	key := "pmu/newest"
 	qn := cfg.DHT.Quantum.Duration().Nanoseconds()
 	t0 := cfg.DHT.Quantum.BeginNanos(cfg.DHT.Quantum.Start(base()))

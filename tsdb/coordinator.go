@@ -15,6 +15,7 @@ import (
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/rollup"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
@@ -41,7 +42,7 @@ type Coordinator struct {
 	longReads   chan struct{} // bounds reads of more than one page of quanta (longread.go)
 	longPace    *pacer        // paces their pages (longread.go)
 
-	rollup *rollups // nil: rollups off (rollup*.go)
+	rollup *rollup.Client // nil: rollups off (rollup.go)
 
 	// localParts is how many parts PutMany cuts the batch to this node's own store
 	// into (0: a part per shard); parts are written at once, on StoreWorkers. One part
@@ -56,12 +57,12 @@ type Coordinator struct {
 // maxReadRepairs bounds the read repairs in flight on one node.
 const maxReadRepairs = 4
 
-func newCoordinator(cfg *Config, place cluster.Placement, replicas cluster.Replicas, types *registry, h *repair.Hints, logger *slog.Logger) *Coordinator {
+func newCoordinator(cfg *Config, place cluster.Placement, replicas cluster.Replicas, types *registry, h *repair.Hints, roll *rollup.Client, logger *slog.Logger) *Coordinator {
 	share := cfg.LongReadShare
 	if share <= 0 { // a Config that did not go through withDefaults
 		share = longReadShare
 	}
-	return &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, log: logger, cat: &catalogCoord{},
+	return &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, rollup: roll, log: logger, cat: &catalogCoord{},
 		commits: cluster.NewGroupCommit(), repairSlots: make(chan struct{}, maxReadRepairs), longReads: make(chan struct{}, maxLongReads),
 		longPace: newPacer(share, longReadBurst), localParts: 1}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tsdht/tsdht/tsdb/replica"
+	"github.com/tsdht/tsdht/tsdb/rollup"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
 
@@ -113,7 +114,7 @@ type Config struct {
 	Transport rpc.Transport
 	// Store holds this node's shards; the node closes it on Close. Required.
 	Store store.Store
-	// Rollups configures rollups (rollup.go, docs/rollups.md). Default off.
+	// Rollups configures rollups (package rollup, docs/rollups.md). Default off.
 	Rollups RollupConfig
 	// Logger receives the node's log, and its RPC's and DHT's (it replaces
 	// RPC.Logger and DHT.Logger); every record carries the node's 40-hex ID as
@@ -194,7 +195,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	c.Rollups = c.Rollups.withDefaults(c.DHT.Quantum)
+	c.Rollups = c.Rollups.WithDefaults(c.DHT.Quantum)
 	return c
 }
 
@@ -273,7 +274,7 @@ type Node struct {
 	coord    *Coordinator
 	repair   *repair.Repairer // nil when the store cannot be walked
 	hints    *repair.Hints    // nil with repair
-	rollup   *rollups         // nil: rollups off
+	homes    *rollup.Homes    // nil: rollups off
 	rpcAdr   string
 
 	decommissioned chan struct{} // closed when a decommission asked over RPC handed off
@@ -321,8 +322,8 @@ func Start(cfg Config) (*Node, error) {
 	replica.Register(n.srv, n.local)
 	n.registerCoordinator()
 	n.registerAnalytics()
-	if n.rollup != nil {
-		n.registerRollups(n.rollup)
+	if n.homes != nil {
+		n.homes.Register(n.srv)
 	}
 	n.srv.Serve()
 	if err := n.dht.Start(); err != nil {
@@ -336,9 +337,8 @@ func Start(cfg Config) (*Node, error) {
 		// re-joining in the background.
 		n.log.Warn("serving while not joined", "err", err)
 	}
-	if n.rollup != nil {
-		n.rollup.started.Store(true)
-		go n.rollup.run()
+	if n.homes != nil {
+		n.homes.Start()
 	}
 	if n.repair != nil {
 		go n.repair.Run(n.dht.Subscribe())
@@ -358,14 +358,20 @@ func (n *Node) assemble() {
 		n.repair = repair.NewRepairer(cfg.repairConfig(), n.dht, n.replicas, n.store, w, types, n.log)
 		n.hints = n.repair.Hints()
 	}
-	n.coord = newCoordinator(cfg, n.dht, n.replicas, types, n.hints, n.log)
+	// The coordinator marks and reads the rollup homes through a client; the homes
+	// read the cluster through the coordinator, so they come after it.
+	var homesClient *rollup.Client // nil: rollups off
+	if cfg.Rollups.Enabled {
+		homesClient = rollup.NewClient(cfg.Rollups, n.cli, cfg.CallTimeout, n.log)
+	}
+	n.coord = newCoordinator(cfg, n.dht, n.replicas, types, n.hints, homesClient, n.log)
 	if _, batches := n.store.(store.BatchAppender); !batches {
 		n.coord.localParts = 0
 	}
 	if cfg.Rollups.Enabled {
-		st, _ := n.store.(store.RollupStore) // nil: kept in memory (newRollups)
-		n.rollup = newRollups(cfg.Rollups, n.coord, n.cli, n.log, st, n.dht.Self().ID)
-		n.coord.rollup = n.rollup
+		st, _ := n.store.(store.RollupStore) // nil: kept in memory
+		n.homes = rollup.NewHomes(cfg.Rollups, rollupSource{n.coord}, rollup.Options{
+			Quantum: cfg.DHT.Quantum, ReadQuorum: cfg.ReadQuorum, Store: st, Self: n.dht.Self().ID, Log: n.log})
 	}
 }
 
@@ -404,8 +410,8 @@ func (n *Node) shutdown(depart func() error) error {
 	if n.repair != nil {
 		n.repair.Close()
 	}
-	if n.rollup != nil && n.rollup.started.Load() {
-		n.rollup.close()
+	if n.homes != nil {
+		n.homes.Close()
 	}
 	errs := []error{depart()}
 	errs = append(errs, n.srv.Close(), n.cli.Close(), n.store.Close())

@@ -88,7 +88,7 @@ func TestReadAsksEveryNodeAtOnce(t *testing.T) {
 			Stats: func() wire.NodeStats { return wire.NodeStats{} }}), b: barrier}
 	}
 	place := &spreadPlacement{fixedPlacement{self: self, owners: peers}}
-	coord := newCoordinator(&cfg, place, replicas, newRegistry(place, replicas, &cfg, logger), nil, logger)
+	coord := newCoordinator(&cfg, place, replicas, newRegistry(place, replicas, &cfg, logger), nil, nil, logger)
 	ctx := context.Background()
 	q := cfg.DHT.Quantum
 	from := q.BeginNanos(q.Start(base()))

@@ -60,7 +60,7 @@ func TestReadQuorumOfReplicas(t *testing.T) {
 	}
 	place := &fixedPlacement{self: self, owners: []dht.Peer{a, b, self}}
 	types := newRegistry(place, replicas, &cfg, logger)
-	coord := newCoordinator(&cfg, place, replicas, types, nil, logger)
+	coord := newCoordinator(&cfg, place, replicas, types, nil, nil, logger)
 
 	ctx := context.Background()
 	q := cfg.DHT.Quantum

@@ -143,7 +143,7 @@ func TestCoordinatorAsksNewestPackedVersion(t *testing.T) {
 		Stats: func() wire.NodeStats { return wire.NodeStats{} }})}
 	replicas := replicaMap{"self": rec}
 	place := &fixedPlacement{self: self, owners: []dht.Peer{self}}
-	coord := newCoordinator(&cfg, place, replicas, newRegistry(place, replicas, &cfg, logger), nil, logger)
+	coord := newCoordinator(&cfg, place, replicas, newRegistry(place, replicas, &cfg, logger), nil, nil, logger)
 	ctx := context.Background()
 	q := cfg.DHT.Quantum
 	from := q.BeginNanos(q.Start(base()))

@@ -1,178 +1,209 @@
 package tsdb
 
 import (
-	"errors"
-	"fmt"
+	"context"
+	"math"
 	"time"
 
+	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/cluster"
+	"github.com/tsdht/tsdht/tsdb/rollup"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
-// Rollups: coarser levels of a series' statistics kept at its rollup homes, so that an
-// aggregate over a day of minutes or a year of days is one request per home instead of
-// one per quantum. docs/rollups.md argues the design; in short:
-//
-//   - A series' homes are its registry replicas (the rf nodes closest to KeyID(key)).
-//     A home keeps, per window of the finest level (1 minute by default), the merged
-//     statistics of the window's quanta and their digest, and the coarser levels (1 h,
-//     1 day) merged from them, in its store (store.RollupStore, rollup_store.go), each
-//     level for its Retention; in memory only each series' head and marked windows,
-//     bounded by MaxSeries and MaxMarks. Recent windows, within Horizon of now, are
-//     never held: they are always answered from the raw shards. A home drops a series
-//     it stopped being a home of.
-//   - Pull, not push: a home pulls the per-quantum statistics from every raw replica of
-//     the window's quanta (MethodAgg, the same digests replicas compare), in the
-//     background. A window is settled when every replica that answered holds the same
-//     copy (by digest) and at least a read quorum answered.
-//   - Late writes mark dirty: a write whose points are older than now − Horizon/2 at the
-//     coordinator, once its replicas acknowledged and before the client is, marks their
-//     windows dirty at a write quorum of the homes; a range delete marks its range, a
-//     series delete resets it. A dirty window stays unsettled until a pull that started
-//     after the mark.
-//   - Reads: the planner takes the coarsest level whose width divides the aggregate's,
-//     asks every home once, and uses a window only where a read quorum of homes answered
-//     and every home that answered holds it settled with the same digest. Every other
-//     window, the unaligned edges and the span inside the horizon are aggregated from the
-//     raw shards (Coordinator.aggregate), so an answer is as exact as one computed from
-//     the raw data.
+// The coordinator's side of rollups (package rollup owns both sides; docs/rollups.md):
+// late writes and deletes mark their windows at the series' homes, and Aggregate asks
+// the homes for the windows they agree on (rollup.Client). The home side
+// (rollup.Homes) reads the cluster through rollupSource.
 
-// RollupConfig configures rollups (Config.Rollups). The zero value is the default:
-// rollups off. Every node of a cluster must be configured alike: a coordinator with
-// rollups off does not mark late writes dirty at homes with rollups on.
-type RollupConfig struct {
-	// Enabled turns rollups on: this node keeps rollups for the series it is a home of,
-	// marks late writes and deletes at the homes, and answers aggregates from them.
-	// Default off.
-	Enabled bool
-	// Levels are the window widths kept, finest first, each a multiple of the previous
-	// and the finest a multiple of the quantum. Default 1 minute, 1 hour and 1 day,
-	// without those that are not multiples of the quantum.
-	Levels []time.Duration
-	// Horizon is how far behind now a home holds windows: windows ending later are
-	// answered from the raw shards. Writes older than now − Horizon/2 mark their windows
-	// dirty at the homes, so clocks of the cluster must agree within Horizon/2. At least
-	// two quanta. Default 2 minutes, or two quanta if longer.
-	Horizon time.Duration
-	// PullInterval is how often a home pulls what changed: dirty and unsettled windows,
-	// and the windows that passed the horizon. A pass with nothing to pull costs nothing
-	// but a look at its series. Default 15 seconds.
-	PullInterval time.Duration
-	// MaxSeries bounds the series one home keeps rollups of; past it a home answers
-	// that it holds nothing of a new series (its aggregates come from the raw shards).
-	// A home starts keeping a series when a coordinator first asks it. What a home
-	// holds in memory is at most MaxSeries × (about 200 bytes + MaxMarks × about 50
-	// bytes); the windows themselves are in the store. Default 4096.
-	MaxSeries int
-	// MaxMarks bounds the finest windows of one series a home holds marked (dirty, or
-	// unsettled after a pull the replicas disagreed on) in memory; past it the home
-	// pulls everything from the oldest marked window again instead. Default 4096.
-	MaxMarks int
-	// Retention says, per level (in the order of Levels), how long a home keeps its
-	// windows; 0 keeps them forever. A window older than its level's retention is no
-	// longer answered from (reads use a coarser level or the raw shards) and is deleted
-	// from the store within 10 minutes. It is independent of the raw data's retention
-	// (store.PebbleOptions.Retention, `tsdht node --retention`): levels kept longer than
-	// the raw data keep answering for it. Default: 90 days for levels under an hour,
-	// forever for the others. Fewer entries than levels: the rest take the default.
-	Retention []time.Duration
-}
+// RollupConfig configures rollups (Config.Rollups): see rollup.Config.
+type RollupConfig = rollup.Config
 
-// maxLevels bounds Levels.
-const maxLevels = 8
-
-// defaultRetention returns the default retention of a level of width w.
-func defaultRetention(w time.Duration) time.Duration {
-	if w < time.Hour {
-		return 90 * 24 * time.Hour
-	}
-	return 0
-}
+// RollupStats counts a node's use of rollups: see rollup.Stats.
+type RollupStats = rollup.Stats
 
 // DefaultRollupConfig returns the defaults (rollups off) for quantum q.
-func DefaultRollupConfig(q quanta.Quantum) RollupConfig {
-	var levels []time.Duration
-	for _, d := range []time.Duration{time.Minute, time.Hour, 24 * time.Hour} {
-		if d%q.Duration() == 0 {
-			levels = append(levels, d)
-		}
+func DefaultRollupConfig(q quanta.Quantum) RollupConfig { return rollup.DefaultConfig(q) }
+
+// RollupNow runs one pull pass as a home: every series this node keeps rollups of up
+// to the horizon, or 64 rounds of 8,640 quanta per series, whichever comes first (tests
+// and benchmarks; a node runs a pass every Rollups.PullInterval anyway).
+func (n *Node) RollupNow(ctx context.Context) error {
+	if n.homes == nil {
+		return nil
 	}
-	c := RollupConfig{Levels: levels, Horizon: max(2*time.Minute, 2*q.Duration()), PullInterval: 15 * time.Second, MaxSeries: 4096, MaxMarks: 4096}
-	for _, l := range levels {
-		c.Retention = append(c.Retention, defaultRetention(l))
-	}
-	return c
+	return n.homes.Pass(ctx)
 }
 
-// withDefaults returns c with zero fields set to the defaults for quantum q.
-func (c RollupConfig) withDefaults(q quanta.Quantum) RollupConfig {
-	d := DefaultRollupConfig(q)
-	if len(c.Levels) == 0 {
-		c.Levels = d.Levels
+// RollupStats returns the node's rollup counters, as a coordinator and as a home (zero
+// when rollups are off).
+func (n *Node) RollupStats() RollupStats {
+	var s RollupStats
+	if n.coord.rollup != nil {
+		s = n.coord.rollup.Stats()
 	}
-	if c.Horizon == 0 {
-		c.Horizon = d.Horizon
+	if n.homes != nil {
+		s = s.Plus(n.homes.Stats())
 	}
-	if c.PullInterval == 0 {
-		c.PullInterval = d.PullInterval
-	}
-	if c.MaxSeries == 0 {
-		c.MaxSeries = d.MaxSeries
-	}
-	if c.MaxMarks == 0 {
-		c.MaxMarks = d.MaxMarks
-	}
-	ret := make([]time.Duration, len(c.Levels))
-	for i, l := range c.Levels {
-		if i < len(c.Retention) {
-			ret[i] = c.Retention[i]
-		} else {
-			ret[i] = defaultRetention(l)
-		}
-	}
-	c.Retention = ret
-	return c
+	return s
 }
 
-// Validate reports settings that cannot work with quantum q.
-func (c RollupConfig) Validate(q quanta.Quantum) error {
-	var errs []error
-	if len(c.Retention) > max(len(c.Levels), len(DefaultRollupConfig(q).Levels)) {
-		errs = append(errs, fmt.Errorf("rollups: %d retentions for fewer levels: give one per level, in the order of the levels", len(c.Retention)))
+// homes returns the rollup homes of a series: its registry replicas.
+func (c *Coordinator) homes(ctx context.Context, key string) ([]dht.Peer, error) {
+	peers, err := c.place.Locate(ctx, quanta.KeyID(key), c.cfg.RF)
+	if err != nil {
+		return nil, rpc.Errorf(CodeUnavailable, "series %q: no rollup home: %v", key, err)
 	}
-	for _, d := range c.Retention {
-		if d < 0 {
-			errs = append(errs, fmt.Errorf("rollups: retention %v: must not be negative (0 keeps a level forever)", d))
-		}
-	}
-	c = c.withDefaults(q)
-	if len(c.Levels) > maxLevels {
-		errs = append(errs, fmt.Errorf("rollups: %d levels, at most %d", len(c.Levels), maxLevels))
-	}
-	if c.Enabled && len(c.Levels) == 0 {
-		errs = append(errs, fmt.Errorf("rollups: no level is a multiple of the quantum %v: set Rollups.Levels", q.Duration()))
-	}
-	for i, l := range c.Levels {
-		switch {
-		case l <= 0 || l%q.Duration() != 0:
-			errs = append(errs, fmt.Errorf("rollups: level %v: must be a positive multiple of the quantum %v", l, q.Duration()))
-		case i > 0 && (l <= c.Levels[i-1] || l%c.Levels[i-1] != 0):
-			errs = append(errs, fmt.Errorf("rollups: level %v: must be a larger multiple of the level before it (%v)", l, c.Levels[i-1]))
-		}
-	}
-	if c.Horizon < 0 || c.PullInterval < 0 || c.MaxSeries < 0 || c.MaxMarks < 0 {
-		errs = append(errs, errors.New("rollups: horizon, pull interval, max series and max marks must not be negative (0 takes the default)"))
-	}
-	if c.Horizon > 0 && c.Horizon < 2*q.Duration() {
-		errs = append(errs, fmt.Errorf("rollups: horizon %v: must be at least two quanta (%v)", c.Horizon, 2*q.Duration()))
-	}
-	return errors.Join(errs...)
+	return peers, nil
 }
 
-// widths returns the levels in ns.
-func (c RollupConfig) widths() []int64 {
-	out := make([]int64, len(c.Levels))
-	for i, l := range c.Levels {
-		out[i] = l.Nanoseconds()
+// markLate marks at the series' homes the finest windows of pts (sorted) old enough
+// that a home may have pulled them, once the points reached their replicas. It fails
+// when fewer than a write quorum of homes acknowledged; the points are stored then,
+// and a retry of the write marks them again.
+func (c *Coordinator) markLate(ctx context.Context, key string, pts *series.Points) error {
+	if c.rollup == nil || pts.Len() == 0 {
+		return nil
 	}
-	return out
+	req := c.rollup.LateMarks(key, pts, time.Now())
+	if req == nil {
+		return nil
+	}
+	return c.markHomes(ctx, key, req)
+}
+
+// markStored runs markLate for a write that stored points (res.Stored > 0); its
+// failure becomes the write's error when it had none.
+func (c *Coordinator) markStored(ctx context.Context, key string, pts series.Points, res *PutResult, err *error) {
+	if res.Stored == 0 {
+		return
+	}
+	if merr := c.markLate(ctx, key, &pts); merr != nil && *err == nil {
+		*err = merr
+	}
+}
+
+// markDeleted marks a deleted range (or, whole, the series) at the series' homes.
+func (c *Coordinator) markDeleted(ctx context.Context, key string, from, to int64, whole bool) error {
+	if c.rollup == nil {
+		return nil
+	}
+	if whole {
+		from, to = math.MinInt64, math.MaxInt64
+	}
+	return c.markHomes(ctx, key, &wire.RollupMarkReq{Key: key, From: from, To: to, Reset: whole})
+}
+
+func (c *Coordinator) markHomes(ctx context.Context, key string, req *wire.RollupMarkReq) error {
+	homes, err := c.homes(ctx, key)
+	if err != nil {
+		return err
+	}
+	return c.rollup.Mark(ctx, homes, req, c.cfg.WriteQuorum)
+}
+
+// rollupAggregate answers an aggregate from the rollup homes where they agree, and
+// from the raw shards (aggregate) elsewhere (rollup.Client.Aggregate). handled is
+// false when rollups cannot help (off, no level divides every, or no whole window of
+// a level older than the horizon): the caller aggregates the raw shards then.
+func (c *Coordinator) rollupAggregate(ctx context.Context, key string, from, to, every int64, opt GetOptions) (res wire.AggResult, handled bool, err error) {
+	if c.rollup == nil {
+		return res, false, nil
+	}
+	plan, ok := c.rollup.Plan(from, to, every, time.Now())
+	if !ok {
+		return res, false, nil
+	}
+	rq, err := c.checkGet(key, from, to, opt)
+	if err != nil {
+		return res, true, err
+	}
+	if err := agg.CheckWidth(every); err != nil {
+		return res, true, rpc.Errorf(CodeBadInput, "%v", err)
+	}
+	typ, err := c.types.lookup(ctx, key)
+	if err != nil {
+		return res, true, err
+	}
+	homes, err := c.homes(ctx, key)
+	if err != nil {
+		return res, true, err
+	}
+	res, err = c.rollup.Aggregate(ctx, key, homes, plan, rq, func(lo, hi int64) (wire.AggResult, error) {
+		return c.aggregate(ctx, key, lo, hi, every, opt, false)
+	})
+	if err != nil {
+		return wire.AggResult{}, true, err
+	}
+	res.Type = typ
+	if len(res.Windows) > MaxAggWindows {
+		return wire.AggResult{}, true, rpc.Errorf(wire.CodeTooLarge, "aggregate of %q: %d windows, at most %d per request: ask for a shorter range or wider windows",
+			key, len(res.Windows), MaxAggWindows)
+	}
+	return res, true, nil
+}
+
+// rollupSource is what the rollup homes read of the cluster (rollup.Source), through
+// this node's coordinator.
+type rollupSource struct{ c *Coordinator }
+
+func (s rollupSource) Homes(ctx context.Context, key string) ([]dht.Peer, error) {
+	return s.c.homes(ctx, key)
+}
+
+func (s rollupSource) Entry(ctx context.Context, key string) (catalog.Entry, error) {
+	return s.c.Entry(ctx, key)
+}
+
+// maxPullShardsPerRequest bounds the shards of one request to a replica. A
+// whole-quantum answer is one window (about 100 bytes), so a request stays well
+// inside a frame.
+const maxPullShardsPerRequest = 1024
+
+// QuantumStats asks every replica of each quantum for its whole-quantum statistics
+// (MethodAgg, the digests replicas compare), at most maxPullShardsPerRequest shards
+// per request.
+func (s rollupSource) QuantumStats(ctx context.Context, key string, starts []int64) ([][]rollup.Answer, error) {
+	c := s.c
+	qn := c.cfg.DHT.Quantum.Duration().Nanoseconds()
+	spans, err := c.planRead(ctx, nil, key, starts, math.MinInt64, math.MaxInt64)
+	if err != nil {
+		return nil, err
+	}
+	type item struct{ shard, replica int }
+	answers := make([][]rollup.Answer, len(spans))
+	batches := cluster.GroupByPeer(func(yield func(dht.Peer, item) bool) {
+		for i := range spans {
+			answers[i] = make([]rollup.Answer, len(spans[i].replicas))
+			for j, p := range spans[i].replicas {
+				if !yield(p, item{i, j}) {
+					return
+				}
+			}
+		}
+	}, maxPullShardsPerRequest, nil)
+	results := cluster.FanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout,
+		func(ctx context.Context, b *cluster.PeerBatch[item]) (*wire.AggResp, error) {
+			req := &wire.AggReq{Every: qn, Shards: make([]wire.ShardAgg, len(b.Items))}
+			for k, it := range b.Items {
+				s := &spans[it.shard]
+				req.Shards[k] = wire.ShardAgg{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to}
+			}
+			return c.replicas.For(b.Peer).Agg(ctx, req)
+		})
+	for range batches {
+		res := <-results
+		if res.Err != nil {
+			continue // that replica did not answer: its quanta may stay unsettled
+		}
+		for k, it := range res.Batch.Items {
+			answers[it.shard][it.replica] = rollup.Answer{OK: true, Res: res.Resp.Shards[k]}
+		}
+	}
+	return answers, nil
 }

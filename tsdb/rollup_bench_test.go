@@ -103,7 +103,7 @@ func benchRollup(b *testing.B, f quanta.Format, year bool, q quanta.Quantum) {
 	}
 	series := 0
 	for _, node := range lc.Nodes {
-		series += node.Coordinator().RollupStats().Series
+		series += node.RollupStats().Series
 	}
 	b.Logf("the homes keep %d series", series)
 	start := time.Now()

@@ -63,7 +63,7 @@ func repairAll(t *testing.T, lc *LocalCluster) {
 func rollupHits(lc *LocalCluster) (hits, misses int64) {
 	for _, n := range lc.Nodes {
 		if n != nil {
-			s := n.Coordinator().RollupStats()
+			s := n.RollupStats()
 			hits, misses = hits+s.Hits, misses+s.Misses
 		}
 	}
@@ -322,12 +322,12 @@ func TestRollupFailuresNeverWrong(t *testing.T) {
 					lateAt(w+2, -1e6)
 				}
 			}
-			n.rollup.afterPull.Store(&f)
+			n.homes.AfterPull(f)
 		}
 	}
 	rollUp(t, lc)
 	for _, n := range lc.Nodes {
-		n.rollup.afterPull.Store(nil)
+		n.homes.AfterPull(nil)
 	}
 	if !once {
 		t.Fatal("no home pulled the marked window")

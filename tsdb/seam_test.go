@@ -87,7 +87,7 @@ func TestWriteQuorumWithStalledReplicaLeavesHint(t *testing.T) {
 	types := newRegistry(place, replicas, &cfg, logger)
 	rep := repair.NewRepairer(cfg.repairConfig(), place, replicas, selfStore, selfStore, types, logger)
 	h := rep.Hints()
-	coord := newCoordinator(&cfg, place, replicas, types, h, logger)
+	coord := newCoordinator(&cfg, place, replicas, types, h, nil, logger)
 
 	ctx := context.Background()
 	q := cfg.DHT.Quantum

@@ -20,7 +20,7 @@ func TestEveryStopEndsBackgroundWork(t *testing.T) {
 		t.Run(stop.name, func(t *testing.T) {
 			lc := rollupCluster(t, 1, 0)
 			n := lc.Nodes[0]
-			done := n.rollup.done
+			done := n.homes.Done()
 			if err := stop.do(n); err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package tsdb
+package rollup
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tsdht/tsdht/tsdb/cluster"
-
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/internal/netyield"
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
@@ -26,28 +26,58 @@ const (
 	// maxPullQuanta bounds the quanta of one pull round of one series (a day of 10 s
 	// quanta): what a round holds in memory is bounded whatever the series' length.
 	maxPullQuanta = 8640
-	// maxPullShardsPerRequest bounds the shards of one pull request to a replica. A
-	// whole-quantum answer is one window (about 100 bytes), so a request stays well
-	// inside a frame.
-	maxPullShardsPerRequest = 1024
 	// maxRoundsPerPass bounds the pull rounds of one series in one pass, so that a
 	// series whose bounds start long ago does not hold up the others: it goes on at
 	// the next pass.
 	maxRoundsPerPass = 64
 )
 
-// rollups is a node's rollup machinery: the home side (the series it keeps rollups
-// of, pulled in the background, their levels in the store) and what its coordinator
-// needs to mark and read.
-type rollups struct {
-	cfg    RollupConfig
-	widths []int64 // levels in ns, finest first
-	print  uint64  // levelsPrint(widths)
-	coord  *Coordinator
-	cli    *rpc.Client
-	log    *slog.Logger
-	st     store.RollupStore
-	self   string // this node's peer ID: a series whose homes leave it out is dropped
+// Source is what a home reads of the cluster: where a series' homes are, its catalog
+// entry, and what each raw replica holds of its quanta. A node's coordinator is one.
+type Source interface {
+	// Homes returns the rollup homes of a series: its registry replicas.
+	Homes(ctx context.Context, key string) ([]dht.Peer, error)
+	// Entry returns a series' catalog entry read at quorum: its type and bounds (a
+	// home pulls nothing past them). An error coded wire.wire.CodeUnknownSeries says the
+	// series does not exist.
+	Entry(ctx context.Context, key string) (catalog.Entry, error)
+	// QuantumStats asks every replica of the quanta starting at starts (whole quanta,
+	// as statistics with the replica's digest in Hash: one window of the quantum's
+	// width) and returns, per quantum in the order of starts, one Answer per replica.
+	// A replica that did not answer is an Answer with OK false.
+	QuantumStats(ctx context.Context, key string, starts []int64) ([][]Answer, error)
+}
+
+// Answer is what one replica said about one quantum.
+type Answer struct {
+	OK  bool // the replica answered
+	Res wire.ShardAggResult
+}
+
+// Options is what a home needs besides its Config.
+type Options struct {
+	Quantum    quanta.Quantum    // the cluster's quantum
+	ReadQuorum int               // replicas that must agree for a quantum to settle
+	Store      store.RollupStore // where the levels are kept; nil: in memory
+	// Self is this node's peer ID: a series whose homes leave it out is dropped. ""
+	// (or a nil Source) keeps every series.
+	Self string
+	Log  *slog.Logger // nil: discarded
+}
+
+// Homes is the home side of a node's rollups: the series it keeps rollups of, pulled
+// in the background, their levels in the store, and the RPC handlers coordinators
+// mark and read them through.
+type Homes struct {
+	cfg     Config
+	widths  []int64 // levels in ns, finest first
+	print   uint64  // levelsPrint(widths)
+	src     Source
+	quantum quanta.Quantum
+	rq      int // read quorum
+	log     *slog.Logger
+	st      store.RollupStore
+	self    string
 
 	// mu guards series and seq. Reads of the store that must agree with the marks
 	// (read) hold it shared; marks and the application of pulls hold it exclusively.
@@ -59,15 +89,14 @@ type rollups struct {
 	stop chan struct{}
 	done chan struct{}
 
-	// Counters: see RollupStats.
-	hits, misses atomic.Int64
-	pulls        atomic.Int64 // pull rounds
-	pulled       atomic.Int64 // finest windows pulled
-	dropped      atomic.Int64 // series dropped: no longer a home, or levels changed
-	started      atomic.Bool  // run was started
+	// Counters: see Stats.
+	pulls   atomic.Int64 // pull rounds
+	pulled  atomic.Int64 // finest windows pulled
+	dropped atomic.Int64 // series dropped: no longer a home, or levels changed
+	started atomic.Bool  // Start was called
 
-	afterPull atomic.Pointer[func()] // tests: runs between a pull's answers and their use
-	now       func() time.Time       // tests may move the clock
+	afterPull atomic.Pointer[func()]           // tests: runs between a pull's answers and their use
+	clock     atomic.Pointer[func() time.Time] // tests may move the clock; nil: time.Now
 
 	// pulling serialises passes: two pulls of one window must not apply out of order.
 	pulling sync.Mutex
@@ -90,14 +119,17 @@ type homeSeries struct {
 	swept       time.Time          // last retention sweep
 }
 
-func newRollups(cfg RollupConfig, coord *Coordinator, cli *rpc.Client, log *slog.Logger, st store.RollupStore, self string) *rollups {
+// NewHomes returns a node's homes over cfg (with its defaults set: Config.WithDefaults),
+// holding what opt.Store kept before a restart. Start starts its pull loop.
+func NewHomes(cfg Config, src Source, opt Options) *Homes {
+	log, st := opt.Log, opt.Store
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if st == nil {
 		st = store.NewMem()
 	}
-	r := &rollups{cfg: cfg, widths: cfg.widths(), coord: coord, cli: cli, log: log, st: st, self: self, now: time.Now,
+	r := &Homes{cfg: cfg, widths: cfg.widths(), src: src, quantum: opt.Quantum, rq: opt.ReadQuorum, log: log, st: st, self: opt.Self,
 		series: make(map[string]*homeSeries), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	r.print = levelsPrint(r.widths)
 	if err := r.load(); err != nil {
@@ -116,7 +148,7 @@ func (s *homeSeries) head(print uint64) []byte {
 
 // load reads the series this home kept before a restart: heads and marks. Series
 // over MaxSeries, with unreadable heads, or written under other levels are dropped.
-func (r *rollups) load() error {
+func (r *Homes) load() error {
 	var drop []string
 	err := r.st.RollupHeads(func(key string, b []byte) bool {
 		h, err := decodeHead(b)
@@ -148,31 +180,44 @@ func (r *rollups) load() error {
 	return errors.Join(append(errs, err)...)
 }
 
-// RollupStats counts a coordinator's use of rollups.
-type RollupStats struct {
-	Hits    int64 // rollup windows (of any level) answered from the homes
-	Misses  int64 // rollup windows the homes could not vouch for and no finer level covered: aggregated from raw shards
-	Pulls   int64 // pull rounds this node ran as a home
-	Pulled  int64 // finest windows those rounds asked the raw replicas for
-	Series  int   // series this node keeps rollups of
-	Dropped int64 // series this node stopped keeping: no longer one of their homes
-}
-
-// RollupStats returns the coordinator's rollup counters (zero when rollups are off).
-func (c *Coordinator) RollupStats() RollupStats {
-	r := c.rollup
-	if r == nil {
-		return RollupStats{}
-	}
+// Stats returns the home side's counters (Pulls, Pulled, Series, Dropped).
+func (r *Homes) Stats() Stats {
 	r.mu.RLock()
 	n := len(r.series)
 	r.mu.RUnlock()
-	return RollupStats{Hits: r.hits.Load(), Misses: r.misses.Load(), Pulls: r.pulls.Load(), Pulled: r.pulled.Load(), Series: n, Dropped: r.dropped.Load()}
+	return Stats{Pulls: r.pulls.Load(), Pulled: r.pulled.Load(), Series: n, Dropped: r.dropped.Load()}
+}
+
+// now is the home's clock.
+func (r *Homes) now() time.Time {
+	if f := r.clock.Load(); f != nil {
+		return (*f)()
+	}
+	return time.Now()
+}
+
+// SetClock moves the home's clock (tests: a pass an hour later); nil restores time.Now.
+func (r *Homes) SetClock(now func() time.Time) {
+	if now == nil {
+		r.clock.Store(nil)
+		return
+	}
+	r.clock.Store(&now)
+}
+
+// AfterPull has f run between a pull's answers and their use (tests: a write landing
+// during a pull); nil removes it.
+func (r *Homes) AfterPull(f func()) {
+	if f == nil {
+		r.afterPull.Store(nil)
+		return
+	}
+	r.afterPull.Store(&f)
 }
 
 // cutoff returns the start of level i's oldest window inside its retention
 // (math.MinInt64 when the level is kept forever).
-func (r *rollups) cutoff(i int) int64 {
+func (r *Homes) cutoff(i int) int64 {
 	if i >= len(r.cfg.Retention) || r.cfg.Retention[i] <= 0 {
 		return math.MinInt64
 	}
@@ -180,7 +225,7 @@ func (r *rollups) cutoff(i int) int64 {
 }
 
 // known0 reports whether finest window w is known. r.mu held.
-func (r *rollups) known0(s *homeSeries, w, cut int64) bool {
+func (r *Homes) known0(s *homeSeries, w, cut int64) bool {
 	if !s.started || w < s.from || w+r.widths[0] > s.front || w < cut || s.dirty[w] != 0 {
 		return false
 	}
@@ -189,15 +234,17 @@ func (r *rollups) known0(s *homeSeries, w, cut int64) bool {
 }
 
 // coarseSpans appends the spans of the coarser windows holding finest window w.
-func (r *rollups) coarseSpans(dst []store.RollupSpan, w int64) []store.RollupSpan {
+func (r *Homes) coarseSpans(dst []store.RollupSpan, w int64) []store.RollupSpan {
 	for i := 1; i < len(r.widths); i++ {
 		dst = append(dst, spanOne(uint8(i), agg.WindowStart(w, r.widths[i])))
 	}
 	return dst
 }
 
-// read answers a coordinator's RollupReadReq from the store.
-func (r *rollups) read(req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
+// Read answers a coordinator's RollupReadReq from the store: the windows of the
+// level it names that this home vouches for. A series it does not hold yet is
+// answered with nothing known, and held from then on (below MaxSeries).
+func (r *Homes) Read(req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
 	lvl := -1
 	for i, w := range r.widths {
 		if w == req.Width {
@@ -206,15 +253,15 @@ func (r *rollups) read(req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
 	}
 	switch {
 	case lvl < 0:
-		return nil, rpc.Errorf(CodeBadInput, "rollup read of %q: width %v is not a level of this node (%v): configure every node's Rollups.Levels alike",
+		return nil, rpc.Errorf(wire.CodeBadInput, "rollup read of %q: width %v is not a level of this node (%v): configure every node's Rollups.Levels alike",
 			req.Key, time.Duration(req.Width), r.cfg.Levels)
 	case req.From >= req.To || req.From%req.Width != 0 || req.To%req.Width != 0:
-		return nil, rpc.Errorf(CodeBadInput, "rollup read of %q: range [%d, %d) must be non-empty and aligned to %v", req.Key, req.From, req.To, time.Duration(req.Width))
+		return nil, rpc.Errorf(wire.CodeBadInput, "rollup read of %q: range [%d, %d) must be non-empty and aligned to %v", req.Key, req.From, req.To, time.Duration(req.Width))
 	case (req.To-req.From)/req.Width > wire.MaxRollupReadWindows || req.To-req.From < 0:
 		return nil, rpc.Errorf(wire.CodeTooLarge, "rollup read of %q: more than %d windows: ask in parts", req.Key, wire.MaxRollupReadWindows)
 	}
 	if series.ValidateKey(req.Key) != nil {
-		return nil, rpc.Errorf(CodeBadInput, "rollup read: %v", series.ValidateKey(req.Key))
+		return nil, rpc.Errorf(wire.CodeBadInput, "rollup read: %v", series.ValidateKey(req.Key))
 	}
 	r.mu.RLock()
 	s := r.series[req.Key]
@@ -240,7 +287,7 @@ func (r *rollups) read(req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
 		recs = append(recs, rec{start, p})
 		return true
 	}); err != nil || derr != nil {
-		return nil, rpc.Errorf(CodeUnavailable, "rollup read of %q: the home's store: %v", req.Key, errors.Join(err, derr))
+		return nil, rpc.Errorf(wire.CodeUnavailable, "rollup read of %q: the home's store: %v", req.Key, errors.Join(err, derr))
 	}
 	resp := &wire.RollupReadResp{}
 	var ws []agg.Window
@@ -282,7 +329,7 @@ func (r *rollups) read(req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
 }
 
 // adopt starts keeping a series a coordinator asked for, below MaxSeries.
-func (r *rollups) adopt(key string) {
+func (r *Homes) adopt(key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.series[key] != nil || len(r.series) >= r.cfg.MaxSeries {
@@ -301,11 +348,11 @@ func (r *rollups) adopt(key string) {
 	}
 }
 
-// mark applies a coordinator's RollupMarkReq; the marks are in the store when it
+// Mark applies a coordinator's RollupMarkReq; the marks are in the store when it
 // returns nil.
-func (r *rollups) mark(req *wire.RollupMarkReq) error {
+func (r *Homes) Mark(req *wire.RollupMarkReq) error {
 	if len(req.Starts) > wire.MaxRollupMarks {
-		return rpc.Errorf(CodeBadInput, "rollup mark of %q: %d windows, at most %d: send a range", req.Key, len(req.Starts), wire.MaxRollupMarks)
+		return rpc.Errorf(wire.CodeBadInput, "rollup mark of %q: %d windows, at most %d: send a range", req.Key, len(req.Starts), wire.MaxRollupMarks)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -346,17 +393,17 @@ func (r *rollups) mark(req *wire.RollupMarkReq) error {
 		r.rewind(s, max(lo, s.from), &u)
 	}
 	if err := r.st.UpdateRollups(u); err != nil {
-		return rpc.Errorf(CodeUnavailable, "rollup mark of %q: the home's store: %v", req.Key, err)
+		return rpc.Errorf(wire.CodeUnavailable, "rollup mark of %q: the home's store: %v", req.Key, err)
 	}
 	return nil
 }
 
 // forget drops everything held of key (a later read starts it again). r.mu held.
-func (r *rollups) forget(key string) error {
+func (r *Homes) forget(key string) error {
 	if err := r.st.UpdateRollups(store.RollupUpdate{Key: key, Drop: true}); err != nil {
 		// Vouch for nothing meanwhile, and keep the series so that a retry drops it.
 		r.series[key] = newHomeSeries()
-		return rpc.Errorf(CodeUnavailable, "rollups of %q: the home's store: %v", key, err)
+		return rpc.Errorf(wire.CodeUnavailable, "rollups of %q: the home's store: %v", key, err)
 	}
 	delete(r.series, key)
 	return nil
@@ -364,7 +411,7 @@ func (r *rollups) forget(key string) error {
 
 // rewind makes the home pull everything from finest window lo on again: the records
 // from there are deleted in u, pulls under way are discarded. r.mu held.
-func (r *rollups) rewind(s *homeSeries, lo int64, u *store.RollupUpdate) {
+func (r *Homes) rewind(s *homeSeries, lo int64, u *store.RollupUpdate) {
 	s.front = max(s.from, min(s.front, lo))
 	lo = s.front
 	for w := range s.dirty {
@@ -385,8 +432,15 @@ func (r *rollups) rewind(s *homeSeries, lo int64, u *store.RollupUpdate) {
 	s.resetSeq = r.seq
 }
 
-// run pulls every PullInterval, or when a read started a new series, until close.
-func (r *rollups) run() {
+// Start starts the pull loop: a pass every PullInterval, and when a read started a
+// new series, until Close.
+func (r *Homes) Start() {
+	r.started.Store(true)
+	go r.run()
+}
+
+// run is the pull loop.
+func (r *Homes) run() {
 	defer close(r.done)
 	t := time.NewTicker(r.cfg.PullInterval)
 	defer t.Stop()
@@ -405,23 +459,32 @@ func (r *rollups) run() {
 			case <-ctx.Done():
 			}
 		}()
-		if err := r.pass(ctx); err != nil && ctx.Err() == nil {
+		if err := r.Pass(ctx); err != nil && ctx.Err() == nil {
 			r.log.Warn("rollup pull failed", "err", err)
 		}
 		cancel()
 	}
 }
 
-func (r *rollups) close() {
+// Close stops the pull loop (a pass under way is cancelled) and returns once it
+// stopped. Homes never started return at once.
+func (r *Homes) Close() {
+	if !r.started.Load() {
+		return
+	}
 	close(r.stop)
 	<-r.done
 }
 
-// pass pulls, for every series held, what changed: until each series is caught up to
+// Done is closed once the pull loop stopped.
+func (r *Homes) Done() <-chan struct{} { return r.done }
+
+// Pass pulls, for every series held, what changed: until each series is caught up to
 // the horizon, has had maxRoundsPerPass rounds, or failed. It drops the series this
 // node stopped being a home of (at two passes in a row) and the windows past their
-// level's retention.
-func (r *rollups) pass(ctx context.Context) error {
+// level's retention. The pull loop runs one every PullInterval; tests and benchmarks
+// run their own.
+func (r *Homes) Pass(ctx context.Context) error {
 	r.pulling.Lock()
 	defer r.pulling.Unlock()
 	r.mu.RLock()
@@ -457,11 +520,11 @@ func (r *rollups) pass(ctx context.Context) error {
 
 // stillHome reports whether this node is one of key's homes; a series it has not been
 // a home of at two passes in a row is dropped.
-func (r *rollups) stillHome(ctx context.Context, key string) (bool, error) {
-	if r.self == "" || r.coord == nil {
+func (r *Homes) stillHome(ctx context.Context, key string) (bool, error) {
+	if r.self == "" || r.src == nil {
 		return true, nil
 	}
-	homes, err := r.coord.homes(ctx, key)
+	homes, err := r.src.Homes(ctx, key)
 	if err != nil {
 		return false, err
 	}
@@ -488,7 +551,7 @@ func (r *rollups) stillHome(ctx context.Context, key string) (bool, error) {
 // retention (reads stop using them at once; the sweep frees the disk).
 const sweepEvery = 10 * time.Minute
 
-func (r *rollups) sweep(key string) {
+func (r *Homes) sweep(key string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.series[key]
@@ -519,9 +582,8 @@ const maxJumpTop = 32
 // past the series' catalog bounds are not pulled: they are empty (a point written
 // there later widens the bounds first, and is a late write that marks its window). more
 // says there is more to pull.
-func (r *rollups) pullSeries(ctx context.Context, key string) (more bool, err error) {
-	q := r.coord.cfg.DHT.Quantum
-	qn := q.Duration().Nanoseconds()
+func (r *Homes) pullSeries(ctx context.Context, key string) (more bool, err error) {
+	qn := r.quantum.Duration().Nanoseconds()
 	w0 := r.widths[0]
 	top := r.widths[len(r.widths)-1]
 	horizon := agg.WindowStart(r.now().Add(-r.cfg.Horizon).UnixNano(), w0)
@@ -537,10 +599,10 @@ func (r *rollups) pullSeries(ctx context.Context, key string) (more bool, err er
 	// The series' bounds, read at quorum before the round: windows past Last are empty.
 	emptyFrom := int64(math.MaxInt64)
 	if needFront {
-		e, err := r.coord.Entry(ctx, key)
+		e, err := r.src.Entry(ctx, key)
 		if err != nil {
 			var re *rpc.RemoteError
-			if errors.As(err, &re) && re.Code == CodeUnknownSeries {
+			if errors.As(err, &re) && re.Code == wire.CodeUnknownSeries {
 				return false, nil
 			}
 			return false, err
@@ -660,7 +722,7 @@ func (r *rollups) pullSeries(ctx context.Context, key string) (more bool, err er
 // finest windows fins and the range [jlo, jhi) (a complete window: every finer window
 // under it known), reading the finer windows from fresh (level 0, settled now), what
 // the level below computed now, or the store. r.mu held.
-func (r *rollups) recompute(key string, s *homeSeries, fins []int64, jlo, jhi int64, fresh map[int64]agg.Partial, u *store.RollupUpdate) error {
+func (r *Homes) recompute(key string, s *homeSeries, fins []int64, jlo, jhi int64, fresh map[int64]agg.Partial, u *store.RollupUpdate) error {
 	below, prev := fresh, make(map[int64]bool, len(fins))
 	for _, w := range fins {
 		prev[w] = true
@@ -766,9 +828,8 @@ type pulled struct {
 
 // pullWindows asks every replica of the windows' quanta for its statistics and settles
 // each window.
-func (r *rollups) pullWindows(ctx context.Context, key string, wins []int64) ([]pulled, error) {
-	c := r.coord
-	q := c.cfg.DHT.Quantum
+func (r *Homes) pullWindows(ctx context.Context, key string, wins []int64) ([]pulled, error) {
+	q := r.quantum
 	qn := q.Duration().Nanoseconds()
 	w0 := r.widths[0]
 	var starts []int64
@@ -777,47 +838,19 @@ func (r *rollups) pullWindows(ctx context.Context, key string, wins []int64) ([]
 			starts = append(starts, q.Start(t))
 		}
 	}
-	spans, err := c.planRead(ctx, nil, key, starts, math.MinInt64, math.MaxInt64)
+	answers, err := r.src.QuantumStats(ctx, key, starts)
 	if err != nil {
 		return nil, err
 	}
-	type item struct{ shard, replica int }
-	answers := make([][]aggAnswer, len(spans))
-	batches := cluster.GroupByPeer(func(yield func(dht.Peer, item) bool) {
-		for i := range spans {
-			answers[i] = make([]aggAnswer, len(spans[i].replicas))
-			for j, p := range spans[i].replicas {
-				if !yield(p, item{i, j}) {
-					return
-				}
-			}
-		}
-	}, maxPullShardsPerRequest, nil)
-	results := cluster.FanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout,
-		func(ctx context.Context, b *cluster.PeerBatch[item]) (*wire.AggResp, error) {
-			req := &wire.AggReq{Every: qn, Shards: make([]wire.ShardAgg, len(b.Items))}
-			for k, it := range b.Items {
-				s := &spans[it.shard]
-				req.Shards[k] = wire.ShardAgg{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to}
-			}
-			return c.replicas.For(b.Peer).Agg(ctx, req)
-		})
-	for range batches {
-		res := <-results
-		if res.Err != nil {
-			continue // that replica did not answer: its quanta may stay unsettled
-		}
-		for k, it := range res.Batch.Items {
-			answers[it.shard][it.replica] = aggAnswer{ok: true, res: res.Resp.Shards[k], isData: true}
-		}
+	if len(answers) != len(starts) {
+		return nil, errors.New("rollup pull: the source answered for other quanta than asked")
 	}
-	rq := c.cfg.ReadQuorum
 	out := make([]pulled, len(wins))
 	per := int(w0 / qn)
 	for i := range wins {
 		o := pulled{ok: true}
 		for k := i * per; k < (i+1)*per; k++ {
-			p, ok := settleQuantum(answers[k], rq)
+			p, ok := settleQuantum(answers[k], r.rq)
 			if !ok {
 				o.ok = false
 				break
@@ -836,21 +869,21 @@ func (r *rollups) pullWindows(ctx context.Context, key string, wins []int64) ([]
 // settleQuantum settles one quantum from every replica's answer: its statistics (Hash
 // the digest) when every replica that answered holds the same copy and at least a read
 // quorum answered.
-func settleQuantum(ans []aggAnswer, rq int) (agg.Partial, bool) {
+func settleQuantum(ans []Answer, rq int) (agg.Partial, bool) {
 	answered := 0
 	var digest uint64
-	var data *aggAnswer
+	var data *Answer
 	first := true
 	for k := range ans {
 		a := &ans[k]
-		if !a.ok {
+		if !a.OK {
 			continue
 		}
 		answered++
 		d := uint64(0)
-		held := a.res.Held && a.res.Count > 0
+		held := a.Res.Held && a.Res.Count > 0
 		if held {
-			d = a.res.Hash
+			d = a.Res.Hash
 			if d == 0 {
 				d = 1 // never the empty digest
 			}
@@ -870,10 +903,10 @@ func settleQuantum(ans []aggAnswer, rq int) (agg.Partial, bool) {
 	if data == nil {
 		return agg.Partial{}, true
 	}
-	if len(data.res.Windows) != 1 || data.res.Windows[0].Count != data.res.Count {
+	if len(data.Res.Windows) != 1 || data.Res.Windows[0].Count != data.Res.Count {
 		return agg.Partial{}, false
 	}
-	p := data.res.Windows[0].Partial
+	p := data.Res.Windows[0].Partial
 	p.Hash = digest
 	return p, true
 }

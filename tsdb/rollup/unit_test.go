@@ -1,4 +1,4 @@
-package tsdb
+package rollup
 
 import (
 	"errors"
@@ -14,29 +14,29 @@ import (
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
-func TestRollupConfigDefaultsAndValidate(t *testing.T) {
-	d := RollupConfig{}.withDefaults(quanta.Quantum(10))
+func TestConfigDefaultsAndValidate(t *testing.T) {
+	d := Config{}.WithDefaults(quanta.Quantum(10))
 	if len(d.Levels) != 3 || d.Horizon != 2*time.Minute || d.MaxSeries != 4096 {
 		t.Fatalf("defaults for 10 s quanta: %+v", d)
 	}
-	if d := (RollupConfig{}).withDefaults(quanta.Quantum(3600)); len(d.Levels) != 2 || d.Levels[0] != time.Hour {
+	if d := (Config{}).WithDefaults(quanta.Quantum(3600)); len(d.Levels) != 2 || d.Levels[0] != time.Hour {
 		t.Fatalf("defaults for 1 h quanta keep the levels that are multiples: %v", d.Levels)
 	}
 	for _, c := range []struct {
-		cfg  RollupConfig
+		cfg  Config
 		want string
 	}{
-		{RollupConfig{Levels: []time.Duration{15 * time.Second}}, "multiple of the quantum"},
-		{RollupConfig{Levels: []time.Duration{time.Hour, time.Minute}}, "larger multiple"},
-		{RollupConfig{Horizon: 5 * time.Second}, "at least two quanta"},
-		{RollupConfig{MaxSeries: -1}, "must not be negative"},
+		{Config{Levels: []time.Duration{15 * time.Second}}, "multiple of the quantum"},
+		{Config{Levels: []time.Duration{time.Hour, time.Minute}}, "larger multiple"},
+		{Config{Horizon: 5 * time.Second}, "at least two quanta"},
+		{Config{MaxSeries: -1}, "must not be negative"},
 	} {
 		err := c.cfg.Validate(quanta.Quantum(10))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)
 		}
 	}
-	if err := (RollupConfig{Enabled: true}).Validate(quanta.Quantum(10)); err != nil {
+	if err := (Config{Enabled: true}).Validate(quanta.Quantum(10)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -44,26 +44,26 @@ func TestRollupConfigDefaultsAndValidate(t *testing.T) {
 // A home refuses reads it cannot answer with an error naming what to change, and
 // answers a series it does not hold yet with nothing known (and starts holding it).
 func TestRollupHomeReadChecks(t *testing.T) {
-	cfg := RollupConfig{Enabled: true, Retention: []time.Duration{0, 0, 0}}.withDefaults(quanta.Quantum(10))
-	r := newRollups(cfg, nil, nil, nil, nil, "")
+	cfg := Config{Enabled: true, Retention: []time.Duration{0, 0, 0}}.WithDefaults(quanta.Quantum(10))
+	r := NewHomes(cfg, nil, Options{Quantum: quanta.Quantum(10)})
 	min := int64(time.Minute)
 	for _, c := range []struct {
 		req  wire.RollupReadReq
 		code string
 		want string
 	}{
-		{wire.RollupReadReq{Key: "k", Width: 7 * min, From: 0, To: 7 * min}, CodeBadInput, "not a level"},
-		{wire.RollupReadReq{Key: "k", Width: min, From: 5, To: min}, CodeBadInput, "aligned"},
-		{wire.RollupReadReq{Key: "k", Width: min, From: min, To: min}, CodeBadInput, "non-empty"},
+		{wire.RollupReadReq{Key: "k", Width: 7 * min, From: 0, To: 7 * min}, wire.CodeBadInput, "not a level"},
+		{wire.RollupReadReq{Key: "k", Width: min, From: 5, To: min}, wire.CodeBadInput, "aligned"},
+		{wire.RollupReadReq{Key: "k", Width: min, From: min, To: min}, wire.CodeBadInput, "non-empty"},
 		{wire.RollupReadReq{Key: "k", Width: min, From: 0, To: (wire.MaxRollupReadWindows + 1) * min}, wire.CodeTooLarge, "ask in parts"},
 	} {
-		_, err := r.read(&c.req)
+		_, err := r.Read(&c.req)
 		var re *rpc.RemoteError
 		if !errors.As(err, &re) || re.Code != c.code || !strings.Contains(re.Msg, c.want) {
 			t.Errorf("%+v: %v, want %s %q", c.req, err, c.code, c.want)
 		}
 	}
-	resp, err := r.read(&wire.RollupReadReq{Key: "k", Width: min, From: 0, To: 10 * min})
+	resp, err := r.Read(&wire.RollupReadReq{Key: "k", Width: min, From: 0, To: 10 * min})
 	if err != nil || len(resp.Known) != 0 || len(resp.Packed) != 0 {
 		t.Fatalf("unknown series: %+v, %v", resp, err)
 	}
@@ -76,21 +76,21 @@ func TestRollupHomeReadChecks(t *testing.T) {
 	if err := r.st.UpdateRollups(store.RollupUpdate{Key: "k", Put: []store.RollupRecord{{Start: 2 * min, Value: windowValue(agg.Partial{Type: series.Float, Count: 1, Hash: 9})}}}); err != nil {
 		t.Fatal(err)
 	}
-	resp, _ = r.read(&wire.RollupReadReq{Key: "k", Width: min, From: 0, To: 10 * min})
+	resp, _ = r.Read(&wire.RollupReadReq{Key: "k", Width: min, From: 0, To: 10 * min})
 	if len(resp.Known) != 2 || resp.Known[0] != 0 || resp.Known[1] != 10*min {
 		t.Fatalf("known %v", resp.Known)
 	}
-	if err := r.mark(&wire.RollupMarkReq{Key: "k", Starts: []int64{2*min + 5}}); err != nil {
+	if err := r.Mark(&wire.RollupMarkReq{Key: "k", Starts: []int64{2*min + 5}}); err != nil {
 		t.Fatal(err)
 	}
-	resp, _ = r.read(&wire.RollupReadReq{Key: "k", Width: min, From: 0, To: 10 * min})
+	resp, _ = r.Read(&wire.RollupReadReq{Key: "k", Width: min, From: 0, To: 10 * min})
 	if want := []int64{0, 2 * min, 3 * min, 10 * min}; len(resp.Known) != 4 || resp.Known[1] != want[1] || resp.Known[2] != want[2] {
 		t.Fatalf("after a mark, known %v, want %v", resp.Known, want)
 	}
-	if _, err := r.read(&wire.RollupReadReq{Key: "k", Width: time.Hour.Nanoseconds(), From: 0, To: time.Hour.Nanoseconds()}); err != nil {
+	if _, err := r.Read(&wire.RollupReadReq{Key: "k", Width: time.Hour.Nanoseconds(), From: 0, To: time.Hour.Nanoseconds()}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.mark(&wire.RollupMarkReq{Key: "k", Starts: make([]int64, wire.MaxRollupMarks+1)}); err == nil {
+	if err := r.Mark(&wire.RollupMarkReq{Key: "k", Starts: make([]int64, wire.MaxRollupMarks+1)}); err == nil {
 		t.Fatal("a mark over the limit was taken")
 	}
 }

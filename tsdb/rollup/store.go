@@ -1,4 +1,4 @@
-package tsdb
+package rollup
 
 import (
 	"encoding/binary"

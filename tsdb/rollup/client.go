@@ -1,0 +1,333 @@
+package rollup
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// Client is a coordinator's side of rollups: it marks late writes and deletes at a
+// series' homes, and answers aggregates from the windows the homes agree on. The
+// coordinator finds the homes (Source.Homes) and reads the raw shards; the Client
+// holds no series state.
+type Client struct {
+	widths  []int64 // levels in ns, finest first
+	horizon time.Duration
+	cli     *rpc.Client
+	timeout time.Duration // per call to a home
+	log     *slog.Logger
+
+	hits, misses atomic.Int64 // see Stats
+}
+
+// NewClient returns a coordinator's client of the homes configured by cfg (with its
+// defaults set: Config.WithDefaults), calling them over cli with callTimeout per call.
+func NewClient(cfg Config, cli *rpc.Client, callTimeout time.Duration, log *slog.Logger) *Client {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Client{widths: cfg.widths(), horizon: cfg.Horizon, cli: cli, timeout: callTimeout, log: log}
+}
+
+// Stats returns the coordinator side's counters (Hits, Misses).
+func (c *Client) Stats() Stats {
+	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load()}
+}
+
+// callHomes sends req to every home at once and returns each answer (nil: none).
+func callHomes[Resp any](ctx context.Context, c *Client, homes []dht.Peer, method string, req any) []*Resp {
+	out := make([]*Resp, len(homes))
+	done := make(chan struct{}, len(homes))
+	for i, h := range homes {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			ctx, cancel := context.WithTimeout(ctx, c.timeout)
+			defer cancel()
+			var resp Resp
+			if err := rpc.Invoke(ctx, c.cli, h.RPCAddr, method, req, &resp); err != nil {
+				c.log.Debug("rollup home did not answer", "method", method, "rpc", h.RPCAddr, "err", err)
+				return
+			}
+			out[i] = &resp
+		}()
+	}
+	for range homes {
+		<-done
+	}
+	return out
+}
+
+// LateMarks returns the mark of the finest windows of pts (sorted) older than
+// now − Horizon/2, the points a home may already have pulled; nil when there are none.
+// Past wire.MaxRollupMarks windows it marks their range instead.
+func (c *Client) LateMarks(key string, pts *series.Points, now time.Time) *wire.RollupMarkReq {
+	cutoff := now.Add(-c.horizon / 2).UnixNano()
+	n := sort.Search(pts.Len(), func(i int) bool { return pts.T[i] >= cutoff })
+	if n == 0 {
+		return nil
+	}
+	w0 := c.widths[0]
+	req := &wire.RollupMarkReq{Key: key}
+	for _, t := range pts.T[:n] {
+		w := agg.WindowStart(t, w0)
+		if k := len(req.Starts); k == 0 || req.Starts[k-1] != w {
+			req.Starts = append(req.Starts, w)
+		}
+		if len(req.Starts) > wire.MaxRollupMarks {
+			req.Starts, req.From, req.To = nil, pts.T[0], pts.T[n-1]+1
+			break
+		}
+	}
+	return req
+}
+
+// Mark sends req to every home of its series at once. It fails when fewer than quorum
+// homes (at most all of them) acknowledged: the caller's data is stored then, and a
+// retry marks it again.
+func (c *Client) Mark(ctx context.Context, homes []dht.Peer, req *wire.RollupMarkReq, quorum int) error {
+	acked := 0
+	for _, a := range callHomes[wire.RollupMarkResp](ctx, c, homes, wire.MethodRollupMark, req) {
+		if a != nil {
+			acked++
+		}
+	}
+	if w := min(quorum, len(homes)); acked < w {
+		return rpc.Errorf(wire.CodeUnavailable, "series %q: the points are stored but only %d of %d rollup homes learnt of them (need %d): retry the request",
+			req.Key, acked, len(homes), w)
+	}
+	return nil
+}
+
+// Plan is how an aggregate is covered by the levels: made by Client.Plan, used by
+// Client.Aggregate.
+type Plan struct {
+	from, to, every int64
+	horizon         int64   // ns; windows ending later come from the raw shards
+	levels          []int64 // dividing every, coarsest first
+}
+
+// Plan returns how rollups would cover an aggregate of [from, to) in windows of width
+// every at time now; false when they cannot help (no level divides every, or no whole
+// window of a level ends before the horizon): the caller aggregates the raw shards.
+func (c *Client) Plan(from, to, every int64, now time.Time) (Plan, bool) {
+	p := Plan{from: from, to: to, every: every, horizon: now.Add(-c.horizon).UnixNano()}
+	if every <= 0 || from >= to || from < math.MinInt64+every || to > math.MaxInt64-every {
+		return p, false
+	}
+	for i := len(c.widths) - 1; i >= 0; i-- {
+		if every%c.widths[i] == 0 {
+			p.levels = append(p.levels, c.widths[i])
+		}
+	}
+	for _, w := range p.levels {
+		if a, b := wholeWindows(from, to, p.horizon, w); a < b {
+			return p, true
+		}
+	}
+	return p, false
+}
+
+// Aggregate answers the aggregate p plans from the homes where a read quorum rq of
+// them agree, and from raw (the raw shards, over [lo, hi)) elsewhere. The answer's
+// windows are combined; its Type is left to the caller.
+//
+// The range is covered coarsest level first: the whole windows of the coarsest level
+// that divides every, then at its edges the whole windows of the next finer one, and
+// so on down to the raw shards. A range ending now reads at most the horizon (and the
+// part of a finest window before it) from the raw shards, not the whole last window of
+// every; a window the homes cannot vouch for is covered by the finer levels the same
+// way.
+func (c *Client) Aggregate(ctx context.Context, key string, homes []dht.Peer, p Plan, rq int,
+	raw func(lo, hi int64) (wire.AggResult, error)) (wire.AggResult, error) {
+	var res wire.AggResult
+	var lists [][]agg.Window
+	var rawRanges [][2]int64 // ranges aggregated from the raw shards
+	down := false            // too few homes answered a chunk: the rest comes from the raw shards
+	var cover func(lo, hi int64, levels []int64)
+	cover = func(lo, hi int64, levels []int64) {
+		if lo >= hi {
+			return
+		}
+		if len(levels) == 0 || down {
+			rawRanges = appendRange(rawRanges, lo, hi)
+			return
+		}
+		width := levels[0]
+		a, b := wholeWindows(lo, hi, p.horizon, width)
+		if a >= b {
+			cover(lo, hi, levels[1:])
+			return
+		}
+		cover(lo, a, levels[1:])
+		chunk := int64(wire.MaxRollupReadWindows) * width
+		for x := a; x < b; {
+			y := b
+			if b-x > chunk {
+				y = x + chunk
+			}
+			if down {
+				rawRanges = appendRange(rawRanges, x, y)
+				x = y
+				continue
+			}
+			ws, bad, reached := c.chunk(ctx, key, homes, width, x, y, rq)
+			if !reached {
+				// Too few homes answered: the finer levels would fare no better.
+				down = true
+				c.misses.Add((y - x) / width)
+				rawRanges = appendRange(rawRanges, x, y)
+				x = y
+				continue
+			}
+			if len(ws) > 0 {
+				lists = append(lists, rewindow(ws, p.every))
+			}
+			for _, g := range bad {
+				if len(levels) == 1 {
+					c.misses.Add((g[1] - g[0]) / width)
+				}
+				cover(g[0], g[1], levels[1:])
+			}
+			x = y
+		}
+		cover(b, hi, levels[1:])
+	}
+	cover(p.from, p.to, p.levels)
+	for _, g := range rawRanges {
+		part, err := raw(g[0], g[1])
+		if err != nil {
+			return wire.AggResult{}, err
+		}
+		lists = append(lists, part.Windows)
+		res.Missing += part.Missing
+		res.Partial = res.Partial || part.Partial
+	}
+	res.Windows = agg.Combine(lists...)
+	return res, nil
+}
+
+// wholeWindows returns [a, b): the whole windows of width inside [lo, hi) that end by
+// horizon. a >= b when there are none.
+func wholeWindows(lo, hi, horizon, width int64) (a, b int64) {
+	if lo < math.MinInt64+width || hi > math.MaxInt64-width {
+		return 0, 0
+	}
+	a = agg.WindowStart(lo, width)
+	if a < lo {
+		a += width
+	}
+	return a, min(agg.WindowStart(hi, width), agg.WindowStart(horizon, width))
+}
+
+// appendRange appends [lo, hi) to ascending ranges, joining it to the last when they meet.
+func appendRange(rs [][2]int64, lo, hi int64) [][2]int64 {
+	if n := len(rs); n > 0 && rs[n-1][1] == lo {
+		rs[n-1][1] = hi
+		return rs
+	}
+	return append(rs, [2]int64{lo, hi})
+}
+
+// chunk asks every home for the windows of width over [lo, hi) and returns those
+// a read quorum of homes agrees on — every home that answered holds the window settled
+// with the same digest — and the ranges of the windows they could not vouch for.
+// reached is false when fewer than a read quorum of homes answered.
+func (c *Client) chunk(ctx context.Context, key string, homes []dht.Peer, width, lo, hi int64, rq int) (ws []agg.Window, bad [][2]int64, reached bool) {
+	req := &wire.RollupReadReq{Key: key, Width: width, From: lo, To: hi}
+	type view struct {
+		known []int64
+		ws    []agg.Window
+		k, i  int // cursors
+	}
+	var views []*view
+	for _, a := range callHomes[wire.RollupReadResp](ctx, c, homes, wire.MethodRollupRead, req) {
+		if a == nil {
+			continue
+		}
+		v := &view{known: a.Known}
+		if len(a.Packed) > 0 {
+			_, dec, err := agg.DecodeWindowsWire(a.Packed)
+			if err != nil {
+				c.log.Warn("rollup home sent undecodable windows", "series", key, "err", err)
+				continue
+			}
+			v.ws = dec
+		}
+		if len(v.known)%2 != 0 {
+			continue
+		}
+		views = append(views, v)
+	}
+	addBad := func(t int64) {
+		if n := len(bad); n > 0 && bad[n-1][1] == t {
+			bad[n-1][1] = t + width
+		} else {
+			bad = append(bad, [2]int64{t, t + width})
+		}
+	}
+	if len(views) < min(rq, len(homes)) {
+		return nil, nil, false
+	}
+	var hits int64
+	for t := lo; t < hi; t += width {
+		ok := true
+		var got *agg.Window
+		for j, v := range views {
+			for v.k < len(v.known) && v.known[v.k+1] <= t {
+				v.k += 2
+			}
+			for v.i < len(v.ws) && v.ws[v.i].Start < t {
+				v.i++
+			}
+			known := v.k < len(v.known) && v.known[v.k] <= t
+			var w *agg.Window
+			if v.i < len(v.ws) && v.ws[v.i].Start == t {
+				w = &v.ws[v.i]
+			}
+			switch {
+			case !known:
+				ok = false
+			case j == 0:
+				got = w
+			case (w == nil) != (got == nil) || w != nil && (w.Hash != got.Hash || w.Count != got.Count):
+				ok = false
+			}
+		}
+		if !ok {
+			addBad(t)
+			continue
+		}
+		hits++
+		if got != nil {
+			out := *got
+			out.Hash = 0
+			ws = append(ws, out)
+		}
+	}
+	c.hits.Add(hits)
+	return ws, bad, true
+}
+
+// rewindow merges ascending windows into windows of width every, a multiple of theirs.
+func rewindow(ws []agg.Window, every int64) []agg.Window {
+	out := ws[:0]
+	for _, w := range ws {
+		s := agg.WindowStart(w.Start, every)
+		if n := len(out); n > 0 && out[n-1].Start == s {
+			out[n-1].Partial = agg.Merge(out[n-1].Partial, w.Partial)
+			continue
+		}
+		w.Start = s
+		out = append(out, w)
+	}
+	return out
+}
