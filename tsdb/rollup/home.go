@@ -41,10 +41,11 @@ type Source interface {
 	// home pulls nothing past them). An error coded wire.wire.CodeUnknownSeries says the
 	// series does not exist.
 	Entry(ctx context.Context, key string) (catalog.Entry, error)
-	// QuantumStats asks every replica of the quanta starting at starts (whole quanta,
-	// as statistics with the replica's digest in Hash: one window of the quantum's
-	// width) and returns, per quantum in the order of starts, one Answer per replica.
-	// A replica that did not answer is an Answer with OK false.
+	// QuantumStats asks every replica of the quanta starting at starts (UNIX seconds,
+	// quanta.Quantum.Start) for its statistics of the whole quantum with its digest in
+	// Hash (wire.ShardAggResult, one window of the quantum's width) and returns, per
+	// quantum in the order of starts, one Answer per replica. A replica that did not
+	// answer is an Answer with OK false.
 	QuantumStats(ctx context.Context, key string, starts []int64) ([][]Answer, error)
 }
 

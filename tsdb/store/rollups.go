@@ -9,7 +9,7 @@ import (
 )
 
 // RollupStore keeps what a rollup home holds of the series it keeps rollups of
-// (tsdb/rollup*.go, docs/rollups.md): per series one head record, and records keyed by
+// (package tsdb/rollup, docs/rollups.md): per series one head record, and records keyed by
 // (level, window start). The store treats both as opaque bytes of bounded size; the
 // rollup code owns their encoding. Both stores implement it.
 type RollupStore interface {

@@ -1,6 +1,6 @@
 package wire
 
-// Rollup methods (tsdb/rollup*.go, docs/rollups.md). A series' rollup homes are its
+// Rollup methods (package tsdb/rollup, docs/rollups.md). A series' rollup homes are its
 // registry replicas; they pull per-quantum statistics from the raw owners with
 // MethodAgg and answer coordinators with windows of a rollup level.
 const (
