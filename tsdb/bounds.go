@@ -156,7 +156,7 @@ func (c *Coordinator) reportNewest(ctx context.Context, key string, t int64, w i
 	return nw.collect()
 }
 
-// newestWrite is a Newest report in flight (sendNewest), or one to send again (retry).
+// newestWrite is a Newest report in flight (sendNewest).
 type newestWrite struct {
 	c       *Coordinator
 	ctx     context.Context
@@ -215,34 +215,6 @@ func (nw *newestWrite) collect() error {
 	}
 	nw.c.noteNewest(nw.key, nw.created, nw.t)
 	return nil
-}
-
-// startNewest sends the Newest report of a write whose newest point is at t, to
-// travel beside the write's points; nil when nothing needs reporting. The write is
-// acknowledged only after wait returned nil.
-func (c *Coordinator) startNewest(ctx context.Context, key string, t int64, w int) *newestWrite {
-	cur, ok := c.cat.cached(key)
-	if ok && !c.needsNewest(key, cur, t) {
-		return nil
-	}
-	if ok {
-		if nw, err := c.sendNewest(ctx, cur, t, w); err == nil {
-			return nw
-		}
-	}
-	return &newestWrite{c: c, ctx: ctx, key: key, t: t, w: w, retry: true}
-}
-
-// wait returns once the report is stored at quorum; after a failure, called again, it
-// sends the report again (untilPlaced's retries). A nil report waits for nothing.
-func (nw *newestWrite) wait() error {
-	if nw == nil {
-		return nil
-	}
-	if nw.retry {
-		return nw.c.reportNewest(nw.ctx, nw.key, nw.t, nw.w)
-	}
-	return nw.collect()
 }
 
 // searchRange is where an entry says the points of [since, before) can be: [lo, hi),

@@ -14,11 +14,9 @@ import (
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
-	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/rollup"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
-	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // Coordinator writes and reads series on behalf of clients: it maps points to shards,
@@ -44,6 +42,8 @@ type Coordinator struct {
 
 	rollup *rollup.Client // nil: rollups off (rollup.go)
 
+	hooks writeHooks // what every write runs beside storing its points (write.go)
+
 	// localParts is how many parts PutMany cuts the batch to this node's own store
 	// into (0: a part per shard); parts are written at once, on StoreWorkers. One part
 	// is one replica request, which a store that appends a request's shards in one
@@ -62,9 +62,11 @@ func newCoordinator(cfg *Config, place cluster.Placement, replicas cluster.Repli
 	if share <= 0 { // a Config that did not go through withDefaults
 		share = longReadShare
 	}
-	return &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, rollup: roll, log: logger, cat: &catalogCoord{},
+	c := &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, rollup: roll, log: logger, cat: &catalogCoord{},
 		commits: cluster.NewGroupCommit(), repairSlots: make(chan struct{}, maxReadRepairs), longReads: make(chan struct{}, maxLongReads),
 		longPace: newPacer(share, longReadBurst), localParts: 1}
+	c.registerWriteHooks()
+	return c
 }
 
 // shardSpan is one shard of a request with the part of the request's range inside it.
@@ -88,80 +90,19 @@ type PutResult struct {
 	Waited time.Duration // how long the write retried for replicas that had failed
 }
 
-// PutReport writes points of one series like Put and also says how long it waited. A
-// write some of whose shards miss their quorum because replicas failed — in the seconds
-// before failure detection takes the dead nodes out of placement — retries those shards
-// against their replica sets as they are then, with a growing pause, until they are
-// stored or Config.WriteRetry (or ctx's deadline, if sooner) has passed. Writes are
-// idempotent, so a replica that did store a retried point is not harmed.
-func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Points, opt PutOptions) (res PutResult, err error) {
-	w, err := c.checkPut(key, pts, opt)
-	if err != nil || pts.Len() == 0 {
-		return res, err
+// PutReport writes points of one series like Put and also says how long it waited. It
+// is PutMany of one series: a write some of whose shards miss their quorum because
+// replicas failed — in the seconds before failure detection takes the dead nodes out
+// of placement — retries those shards against their replica sets as they are then,
+// with a growing pause, until they are stored or Config.WriteRetry (or ctx's deadline,
+// if sooner) has passed. Writes are idempotent, so a replica that did store a retried
+// point is not harmed.
+func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Points, opt PutOptions) (PutResult, error) {
+	if _, err := c.checkPut(key, pts, opt); err != nil || pts.Len() == 0 {
+		return PutResult{}, err
 	}
-	start := time.Now()
-	deadline := start.Add(c.cfg.WriteRetry)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	// The series' type and catalog entry live on their own replica sets, which the
-	// same failures can leave short of quorum: they wait for detection like the shards.
-	if err := c.untilPlaced(ctx, deadline, func() error { return c.types.ensure(ctx, key, pts.Type, w) }); err != nil {
-		return res, err
-	}
-	pts.Normalize()
-	// Late points mark their rollup windows dirty once stored, before the client hears
-	// (rollup.go); a write that stored some points and failed marks them too.
-	defer c.markStored(ctx, key, pts, &res, &err)
-	if err := c.untilPlaced(ctx, deadline, func() error {
-		return c.noteWrite(ctx, key, catalog.Entry{Key: key, Type: pts.Type}, pts.T[0], pts.T[pts.Len()-1], w)
-	}); err != nil {
-		return res, err
-	}
-	if time.Since(start) > 50*time.Millisecond {
-		res.Waited = time.Since(start)
-	}
-	// A write reaching a newer quantum reports it beside its points (bounds.go).
-	newest := c.startNewest(ctx, key, pts.T[pts.Len()-1], w)
-	pause := 100 * time.Millisecond
-	for {
-		spans, err := c.splitByQuantum(ctx, key, pts)
-		if err != nil {
-			return res, err
-		}
-		stored, rest, err := c.writeSpans(ctx, key, spans, w)
-		res.Stored += stored
-		if err == nil {
-			if err := c.untilPlaced(ctx, deadline, newest.wait); err != nil {
-				return res, err
-			}
-			if res.Waited > 0 {
-				c.log.Info("write stored after waiting for failed replicas to leave placement", "series", key, "waited", res.Waited.Round(time.Millisecond).String())
-			}
-			return res, nil
-		}
-		var re *rpc.RemoteError
-		if !errors.As(err, &re) || re.Code != CodeUnavailable || rest.Len() == 0 {
-			return res, err
-		}
-		wait := min(pause, time.Until(deadline))
-		if wait <= 0 {
-			if res.Waited > 0 {
-				err = rpc.Errorf(CodeUnavailable, "%s (after retrying for %v)", re.Msg, res.Waited.Round(time.Millisecond))
-			}
-			return res, err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return res, err
-		case <-t.C:
-		}
-		pause = min(2*pause, time.Second)
-		res.Waited = time.Since(start)
-		pts = rest
-	}
+	r := c.PutMany(ctx, []SeriesPut{{Key: key, Points: pts}}, opt)[0]
+	return PutResult{Stored: r.Stored, Waited: r.Waited}, r.Err
 }
 
 // untilPlaced runs step until it succeeds, fails for another reason than too few
@@ -247,62 +188,4 @@ func (c *Coordinator) splitByQuantum(ctx context.Context, key string, pts series
 		lo = hi
 	}
 	return spans, nil
-}
-
-// writeSpans sends every shard to all its replicas at once and returns when each shard
-// has reached quorum or can no longer reach it. Replica writes still in flight then
-// finish in the background, so the last copies land without the client waiting; any
-// replica that does not answer leaves a hint.
-func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardSpan, w int) (int, series.Points, error) {
-	batches := cluster.GroupByPeer(func(yield func(dht.Peer, int) bool) {
-		for i := range spans {
-			for _, p := range spans[i].replicas {
-				if !yield(p, i) {
-					return
-				}
-			}
-		}
-	}, 0, func(i int) int { return cluster.ShardWriteOverhead + len(key) + spans[i].pts.WireSize() })
-	hint := c.hinter(spans, func(int) string { return key })
-	var one *wire.WriteReq // the request of a single-shard write, shared by its replicas
-	results := cluster.WriteFanOut(context.WithoutCancel(ctx), c.replicas, c.place.Self().ID, c.commits, batches, c.cfg.CallTimeout,
-		func(b *cluster.PeerBatch[int]) *wire.WriteReq {
-			if len(b.Items) == 1 && len(spans) == 1 {
-				// A single-shard write: every replica gets the same request, and
-				// writeFanOut encodes it once.
-				if one == nil {
-					s := &spans[0]
-					one = &wire.WriteReq{Shards: []wire.ShardWrite{{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, Points: s.pts}}}
-				}
-				return one
-			}
-			req := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.Items))}
-			for j, i := range b.Items {
-				s := &spans[i]
-				req.Shards[j] = wire.ShardWrite{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, Points: s.pts}
-			}
-			return req
-		},
-		func(b *cluster.PeerBatch[int], err error) {
-			if cluster.Unanswered(err) {
-				hint(b.Items)
-			}
-		})
-	t := newShardTally(spans, w)
-	for received := 0; t.undecided > 0 && received < len(batches); received++ {
-		select {
-		case r := <-results:
-			t.add(r.Batch.Items, r.Batch.Peer, r.Err)
-		case <-ctx.Done():
-			return t.stored(nil), series.Points{}, rpc.Errorf(CodeUnavailable, "write of %q: %v", key, ctx.Err())
-		}
-	}
-	stored, total := t.stored(nil), 0
-	for i := range spans {
-		total += spans[i].pts.Len()
-	}
-	if stored == total {
-		return stored, series.Points{}, nil
-	}
-	return stored, t.unstored(nil), writeError(key, stored, total, w, t.firstErr(nil))
 }

@@ -3,12 +3,13 @@ package tsdb
 import (
 	"context"
 	"fmt"
-	"github.com/tsdht/tsdht/tsdb/repair"
 	"log/slog"
 	"os"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/tsdb/repair"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/tsdb/series"

@@ -10,10 +10,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/tsdht/tsdht/tsdb/repair"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/tsdht/tsdht/tsdb/repair"
 
 	"github.com/tsdht/tsdht/tsdb/replica"
 	"github.com/tsdht/tsdht/tsdb/rollup"

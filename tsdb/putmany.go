@@ -3,6 +3,7 @@ package tsdb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime/trace"
 	"sync"
 	"time"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/rpc"
-	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
@@ -40,17 +40,23 @@ type SeriesPut struct {
 type SeriesResult struct {
 	Stored int
 	Err    error
+	// Waited is how long the series' write waited for failed replicas to leave
+	// placement (retrying its shards, or readying its type and catalog entry) before it
+	// was stored or gave up; 0 when it did not wait.
+	Waited time.Duration
 }
 
 // PutMany writes points of many series, as Put would write each, and returns one result
-// per series, in the order of puts. A series whose shards missed their quorum because
-// replicas were unreachable is retried as Put retries (Config.WriteRetry).
+// per series, in the order of puts. Put is PutMany of one series: both run the same
+// steps and the same write hooks (writeHooks). A series whose shards missed their
+// quorum because replicas were unreachable is retried (Config.WriteRetry).
 func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt PutOptions) []SeriesResult {
 	res := make([]SeriesResult, len(puts))
 	if len(puts) == 0 {
 		return res
 	}
-	deadline := time.Now().Add(c.cfg.WriteRetry)
+	start := time.Now()
+	deadline := start.Add(c.cfg.WriteRetry)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
@@ -60,81 +66,127 @@ func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt PutOpti
 	if !ok {
 		return res
 	}
-	// A series reaching a newer quantum reports it beside its points (bounds.go): all
-	// such series at once, one request per registry replica; a series is acknowledged
-	// only once its report is stored too.
-	newest := c.startNewestMany(ctx, deadline, puts, res, w)
-	// Every shard of every series that is ready, with the series it belongs to.
-	var spans []shardSpan
-	var owner []int
-	for i := range puts {
-		if res[i].Err != nil || puts[i].Points.Len() == 0 {
-			continue
+	if waited := time.Since(start); waited > 50*time.Millisecond {
+		for i := range res {
+			res[i].Waited = waited
 		}
-		ss, err := c.splitByQuantum(ctx, puts[i].Key, puts[i].Points)
-		if err != nil {
-			res[i].Err = err
-			continue
-		}
-		for range ss {
-			owner = append(owner, i)
-		}
-		spans = append(spans, ss...)
 	}
-	if len(spans) == 0 {
-		newest.wait(res)
-		return res
+	// What travels beside the points (a series reaching a newer quantum reports it:
+	// bounds.go) starts before them; a series is acknowledged only once it is done.
+	waits := make([]func([]SeriesResult), 0, len(c.hooks.beside))
+	for _, h := range c.hooks.beside {
+		waits = append(waits, h(ctx, deadline, puts, res, w))
 	}
 	region = trace.StartRegion(ctx, "putmany.write")
-	t := c.writeMany(ctx, puts, spans, owner, w)
+	c.writeRounds(ctx, start, deadline, puts, res, w)
 	region.End()
-	// Per series: what reached quorum, and the first failure of the rest.
-	retry := make(map[int]bool)
-	for s := range spans {
-		i := owner[s]
-		if t.acks[s] >= w {
-			res[i].Stored += spans[s].pts.Len()
-			continue
-		}
-		if res[i].Err == nil {
-			res[i].Err = t.errs[s]
-			if res[i].Err == nil {
-				res[i].Err = rpc.Errorf(CodeUnavailable, "no answer in time")
-			}
-		}
-		var re *rpc.RemoteError
-		retry[i] = !errors.As(res[i].Err, &re) || re.Code == CodeUnavailable
+	region = trace.StartRegion(ctx, "putmany.beside")
+	for _, wait := range waits {
+		wait(res)
 	}
-	var wg sync.WaitGroup
-	for i, again := range retry {
-		if !again {
-			res[i].Err = writeError(puts[i].Key, res[i].Stored, puts[i].Points.Len(), w, res[i].Err)
-			continue
-		}
-		// Replicas failed: the series goes again alone, through Put's retries, with the
-		// points that did not reach quorum (idempotent for any replica that has them).
-		rest := t.unstored(func(s int) bool { return owner[s] == i })
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r, err := c.PutReport(ctx, puts[i].Key, rest, opt)
-			res[i].Stored += r.Stored
-			res[i].Err = err
-		}()
-	}
-	wg.Wait()
-	region = trace.StartRegion(ctx, "putmany.newest")
-	newest.wait(res)
 	region.End()
-	defer trace.StartRegion(ctx, "putmany.marklate").End()
-	c.markManyLate(ctx, puts, res)
+	defer trace.StartRegion(ctx, "putmany.stored").End()
+	for _, h := range c.hooks.stored {
+		h(ctx, puts, res)
+	}
 	return res
 }
 
+// writeRounds writes the points of every series of puts that is ready (res[i].Err ==
+// nil), all in one fan-out (writeMany), and then, while a series' shards miss their
+// quorum because replicas failed, its unstored points again against their replica sets
+// as they are then, with a growing pause, until deadline. Writes are idempotent, so a
+// replica that did store a retried point is not harmed.
+func (c *Coordinator) writeRounds(ctx context.Context, start, deadline time.Time, puts []SeriesPut, res []SeriesResult, w int) {
+	pts := make([]series.Points, len(puts)) // what each series still has to store
+	var pending []int
+	for i := range puts {
+		if res[i].Err == nil && puts[i].Points.Len() > 0 {
+			pending = append(pending, i)
+			pts[i] = puts[i].Points
+		}
+	}
+	pause := 100 * time.Millisecond
+	for len(pending) > 0 {
+		// Every shard of every pending series, with the series it belongs to.
+		var spans []shardSpan
+		var owner []int
+		for _, i := range pending {
+			ss, err := c.splitByQuantum(ctx, puts[i].Key, pts[i])
+			if err != nil {
+				res[i].Err = err
+				continue
+			}
+			for range ss {
+				owner = append(owner, i)
+			}
+			spans = append(spans, ss...)
+		}
+		t := c.writeMany(ctx, puts, spans, owner, w)
+		var again []int
+		var last map[int]error
+		for _, i := range pending {
+			if res[i].Err != nil {
+				continue
+			}
+			of := func(s int) bool { return owner[s] == i }
+			res[i].Stored += t.stored(of)
+			err := t.firstErr(of)
+			if err == nil {
+				continue
+			}
+			var re *rpc.RemoteError
+			if errors.As(err, &re) && re.Code != CodeUnavailable {
+				// The points themselves were refused: sending them again will not help.
+				res[i].Err = writeError(puts[i].Key, res[i].Stored, puts[i].Points.Len(), w, err)
+				continue
+			}
+			if last == nil {
+				last = map[int]error{}
+			}
+			last[i] = err
+			pts[i] = t.unstored(of)
+			again = append(again, i)
+		}
+		if len(again) == 0 {
+			break
+		}
+		wait := min(pause, time.Until(deadline))
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				wait = 0
+			case <-t.C:
+			}
+		}
+		if wait <= 0 {
+			for _, i := range again {
+				why := last[i]
+				if res[i].Waited > 0 {
+					why = fmt.Errorf("%w (after retrying for %v)", why, res[i].Waited.Round(time.Millisecond))
+				}
+				res[i].Err = writeError(puts[i].Key, res[i].Stored, puts[i].Points.Len(), w, why)
+			}
+			return
+		}
+		pause = min(2*pause, time.Second)
+		for _, i := range again {
+			res[i].Waited = time.Since(start)
+		}
+		pending = again
+	}
+	for _, i := range pending {
+		if res[i].Err == nil && res[i].Waited > 0 {
+			c.log.Info("write stored after waiting for failed replicas to leave placement", "series", puts[i].Key,
+				"waited", res[i].Waited.Round(time.Millisecond).String())
+		}
+	}
+}
+
 // markManyLate marks at their homes the late points of every series that stored some
-// (markLate: rollup.go), as Put does; a failed mark becomes the series' error when it
-// had none. A series retried through PutReport was marked there too: marking twice only
-// makes a home pull again.
+// (markLate: rollup.go); a failed mark becomes the series' error when it had none.
 func (c *Coordinator) markManyLate(ctx context.Context, puts []SeriesPut, res []SeriesResult) {
 	if c.rollup == nil {
 		return
@@ -156,8 +208,8 @@ func (c *Coordinator) markManyLate(ctx context.Context, puts []SeriesPut, res []
 	wg.Wait()
 }
 
-// prepareMany checks every series, fixes its type in the registry and keeps its catalog
-// entry, as PutReport does before writing points; a series that fails gets its error in
+// prepareMany checks every series and runs the prepare hooks on it (its type fixed in
+// the registry, its catalog entry kept); a series that fails gets its error in
 // res. What the caches answer is done here; a series that needs a round trip gets a
 // goroutine, a bounded number at once. It returns the write quorum, or false when the
 // options themselves are wrong (every result then carries the error).
@@ -179,16 +231,11 @@ func (c *Coordinator) prepareMany(ctx context.Context, deadline time.Time, puts 
 			res[i].Err = err
 			return
 		}
-		if err := c.untilPlaced(ctx, deadline, func() error { return c.types.ensure(ctx, p.Key, p.Points.Type, w) }); err != nil {
-			res[i].Err = err
-			return
-		}
-		last := p.Points.Len() - 1
-		if err := c.untilPlaced(ctx, deadline, func() error {
-			return c.noteWrite(ctx, p.Key, catalog.Entry{Key: p.Key, Type: p.Points.Type}, p.Points.T[0], p.Points.T[last], w)
-		}); err != nil {
-			res[i].Err = err
-			return
+		for _, h := range c.hooks.prepare {
+			if err := h(ctx, deadline, p, w); err != nil {
+				res[i].Err = err
+				return
+			}
 		}
 	}
 	var wg sync.WaitGroup
@@ -235,8 +282,9 @@ func (c *Coordinator) cached(key string, pts *series.Points) bool {
 }
 
 // writeMany sends every shard to all its replicas at once, one request per replica (cut
-// by size), and returns when each shard has reached quorum or can no longer reach it, as
-// writeSpans does for one series. The batch to this node is cut into up to
+// by size), and returns when each shard has reached quorum or can no longer reach it;
+// the replica writes still in flight then finish in the background, and any replica
+// that does not answer leaves a hint. The batch to this node is cut into up to
 // localParts parts written at once.
 func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []shardSpan, owner []int, w int) *shardTally {
 	t := newShardTally(spans, w)

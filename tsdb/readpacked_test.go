@@ -2,11 +2,12 @@ package tsdb
 
 import (
 	"context"
-	"github.com/tsdht/tsdht/tsdb/repair"
 	"log/slog"
 	"math"
 	"sync"
 	"testing"
+
+	"github.com/tsdht/tsdht/tsdb/repair"
 
 	"github.com/tsdht/tsdht/tsdb/replica"
 

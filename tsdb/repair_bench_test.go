@@ -4,10 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/tsdht/tsdht/tsdb/repair"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/tsdb/repair"
 
 	"github.com/tsdht/tsdht/tsdb/series"
 )

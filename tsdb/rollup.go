@@ -77,17 +77,6 @@ func (c *Coordinator) markLate(ctx context.Context, key string, pts *series.Poin
 	return c.markHomes(ctx, key, req)
 }
 
-// markStored runs markLate for a write that stored points (res.Stored > 0); its
-// failure becomes the write's error when it had none.
-func (c *Coordinator) markStored(ctx context.Context, key string, pts series.Points, res *PutResult, err *error) {
-	if res.Stored == 0 {
-		return
-	}
-	if merr := c.markLate(ctx, key, &pts); merr != nil && *err == nil {
-		*err = merr
-	}
-}
-
 // markDeleted marks a deleted range (or, whole, the series) at the series' homes.
 func (c *Coordinator) markDeleted(ctx context.Context, key string, from, to int64, whole bool) error {
 	if c.rollup == nil {

@@ -2,10 +2,11 @@ package tsdb
 
 import (
 	"context"
-	"github.com/tsdht/tsdht/tsdb/repair"
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/tsdb/repair"
 
 	"github.com/tsdht/tsdht/tsdb/replica"
 

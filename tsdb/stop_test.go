@@ -3,12 +3,13 @@ package tsdb
 import (
 	"context"
 	"fmt"
-	"github.com/tsdht/tsdht/tsdb/repair"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/tsdb/repair"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
 

@@ -1,19 +1,61 @@
 package tsdb
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/cluster"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
-// What Put and PutMany share once their shards are on the way: the tally of the
-// replicas' answers, the hints for those that did not answer, and the words of a
-// failure.
+// What every write shares, Put's (PutMany of one series) and PutMany's: the hooks that
+// run beside storing its points, the tally of the replicas' answers, the hints for
+// those that did not answer, and the words of a failure.
+
+// writeHooks are what every write runs beside storing its points, registered once
+// (newCoordinator): what readies a series before its points go (its type fixed at the
+// registry, its catalog entry and bounds kept), what travels beside the points and must
+// be stored before the write is acknowledged (the newest quantum a series reaches), and
+// what is told what was stored (rollup marks of late points).
+type writeHooks struct {
+	// prepare readies one series (normalized, checked) at write quorum w, retrying
+	// until deadline while too few replicas are placed; an error fails the series.
+	prepare []func(ctx context.Context, deadline time.Time, p *SeriesPut, w int) error
+	// beside starts, for the series of puts that are ready (res[i].Err == nil), what
+	// goes beside their points; the wait it returns completes it, setting res[i].Err
+	// of a series it failed for (unless set already).
+	beside []func(ctx context.Context, deadline time.Time, puts []SeriesPut, res []SeriesResult, w int) (wait func(res []SeriesResult))
+	// stored is told what each series stored; it may set res[i].Err of a series that
+	// has none.
+	stored []func(ctx context.Context, puts []SeriesPut, res []SeriesResult)
+}
+
+// registerWriteHooks registers the coordinator's own write hooks, in the order they
+// run.
+func (c *Coordinator) registerWriteHooks() {
+	c.hooks.prepare = append(c.hooks.prepare,
+		func(ctx context.Context, deadline time.Time, p *SeriesPut, w int) error {
+			return c.untilPlaced(ctx, deadline, func() error { return c.types.ensure(ctx, p.Key, p.Points.Type, w) })
+		},
+		func(ctx context.Context, deadline time.Time, p *SeriesPut, w int) error {
+			e := catalog.Entry{Key: p.Key, Type: p.Points.Type}
+			first, last := p.Points.T[0], p.Points.T[p.Points.Len()-1]
+			return c.untilPlaced(ctx, deadline, func() error { return c.noteWrite(ctx, p.Key, e, first, last, w) })
+		})
+	c.hooks.beside = append(c.hooks.beside,
+		func(ctx context.Context, deadline time.Time, puts []SeriesPut, res []SeriesResult, w int) func([]SeriesResult) {
+			return c.startNewestMany(ctx, deadline, puts, res, w).wait
+		})
+	if c.rollup != nil {
+		c.hooks.stored = append(c.hooks.stored, c.markManyLate)
+	}
+}
 
 // shardTally counts, per shard of a write, the replicas that stored it, those that
 // failed, and the first error of those.
