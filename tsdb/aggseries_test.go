@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
+
 	"github.com/tsdht/tsdht/tsdb/replica"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
@@ -34,7 +36,7 @@ func TestAggSeriesMatchesAgg(t *testing.T) {
 	n := lc.Nodes[0]
 	q := n.cfg.DHT.Quantum
 	t0 := q.BeginNanos(q.Start(time.Now().Add(-time.Hour).UnixNano()))
-	if _, err := n.Coordinator().Put(ctx, "pmu/f", sixtyHz(t0, 60*35), PutOptions{}); err != nil {
+	if _, err := n.Coordinator().Put(ctx, "pmu/f", clustertest.SixtyHz(t0, 60*35), PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	qn := q.Duration().Nanoseconds()

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
+
 	"github.com/tsdht/tsdht/internal/cputime"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/agg"
@@ -48,7 +50,7 @@ func benchAggregate(b *testing.B, span time.Duration, f quanta.Format) {
 	minute := int64(time.Minute)
 	t0 := agg.WindowStart(time.Now().Add(-span-time.Hour).UnixNano(), minute)
 	n := int(span / time.Second * 60)
-	pts := sixtyHz(t0, n)
+	pts := clustertest.SixtyHz(t0, n)
 	for lo := 0; lo < n; lo += 60 * 600 {
 		if _, err := lc.Nodes[0].Coordinator().Put(ctx, "pmu/freq", pts.Slice(lo, min(lo+60*600, n)), PutOptions{}); err != nil {
 			b.Fatal(err)

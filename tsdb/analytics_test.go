@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
+
+	"github.com/tsdht/tsdht/tsdb/coord"
+
 	"github.com/tsdht/tsdht/tsdb/cluster"
 
 	"github.com/tsdht/tsdht/quanta"
@@ -59,9 +63,9 @@ func TestAggregateEqualsBruteForceOverRead(t *testing.T) {
 	lc := startCluster(t, 4, func(_ int, cfg *Config) { cfg.DHT.Format = quanta.KFI })
 	ctx := context.Background()
 	c := lc.Nodes[0].Coordinator()
-	t0 := base()
+	t0 := clustertest.Base()
 	r := rand.New(rand.NewPCG(1, 2))
-	pts := sixtyHz(t0, 60*90) // 90 s
+	pts := clustertest.SixtyHz(t0, 60*90) // 90 s
 	if _, err := c.Put(ctx, "agg/a", pts, PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -89,8 +93,8 @@ func TestAggregateEqualsBruteForceOverRead(t *testing.T) {
 func TestAggregateReconcilesDifferingReplicas(t *testing.T) {
 	lc := startCluster(t, 4, nil)
 	ctx := context.Background()
-	t0 := base()
-	pts := sixtyHz(t0, 600)
+	t0 := clustertest.Base()
+	pts := clustertest.SixtyHz(t0, 600)
 	c := lc.Nodes[0].Coordinator()
 	if _, err := c.Put(ctx, "s", pts, PutOptions{}); err != nil {
 		t.Fatal(err)
@@ -136,8 +140,8 @@ func TestAggregateNeverSilentlyShort(t *testing.T) {
 		cfg.DHT.ProbeTimeout = time.Minute
 	})
 	ctx := context.Background()
-	t0 := base()
-	pts := sixtyHz(t0, 60*60)
+	t0 := clustertest.Base()
+	pts := clustertest.SixtyHz(t0, 60*60)
 	if _, err := lc.Nodes[0].Coordinator().Put(ctx, "s", pts, PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +159,7 @@ func TestAggregateNeverSilentlyShort(t *testing.T) {
 	}
 	minute := int64(time.Minute)
 	_, err := lc.Nodes[0].Coordinator().Aggregate(ctx, "s", t0, t0+minute, minute, GetOptions{})
-	if code(err) != CodePartial {
+	if clustertest.Code(err) != CodePartial {
 		t.Fatalf("aggregate with an unreachable shard: err = %v, want code %q", err, CodePartial)
 	}
 	res, err := lc.Nodes[0].Coordinator().Aggregate(ctx, "s", t0, t0+minute, minute, GetOptions{AllowPartial: true})
@@ -177,11 +181,11 @@ func TestLatest(t *testing.T) {
 	if _, err := c.Put(ctx, "l", p, PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := lc.Nodes[1].Coordinator().Latest(ctx, "l", now-int64(DefaultLatestLookback), now)
+	got, err := lc.Nodes[1].Coordinator().Latest(ctx, "l", now-int64(coord.DefaultLatestLookback), now)
 	if err != nil || got.Len() != 1 || got.T[0] != now-int64(3*time.Hour)+5 || got.F[0] != 3 {
 		t.Fatalf("latest: %v, %v", got, err)
 	}
-	got, err = lc.Nodes[1].Coordinator().Latest(ctx, "l", now-int64(DefaultLatestLookback), now-int64(4*time.Hour))
+	got, err = lc.Nodes[1].Coordinator().Latest(ctx, "l", now-int64(coord.DefaultLatestLookback), now-int64(4*time.Hour))
 	if err != nil || got.Len() != 1 || got.F[0] != 1 {
 		t.Fatalf("latest before 4 h ago: %v, %v", got, err)
 	}

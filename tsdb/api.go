@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/cluster"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -55,7 +57,7 @@ func (n *Node) registerCoordinator() {
 		if req.Packed && req.Parts {
 			parts = max(req.PackedVersion, 1)
 		}
-		res, packed, err := n.coord.get(ctx, req.Key, req.From, req.To, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial, MaxBytes: wire.MaxReadAnswerBytes}, parts)
+		res, packed, err := n.coord.GetParts(ctx, req.Key, req.From, req.To, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial, MaxBytes: wire.MaxReadAnswerBytes}, parts)
 		wg.Wait()
 		if err != nil {
 			return nil, err
@@ -89,7 +91,7 @@ func (n *Node) registerCoordinator() {
 			}
 		} else {
 			var err error
-			if peers, err = n.coord.locate(ctx, quanta.ID(req.ID)); err != nil {
+			if peers, err = n.coord.Locate(ctx, quanta.ID(req.ID)); err != nil {
 				return nil, err
 			}
 		}
@@ -165,4 +167,64 @@ func (n *Node) Status(ctx context.Context) []NodeStats {
 	wg.Wait()
 	sort.Slice(out, func(a, b int) bool { return out[a].NodeID < out[b].NodeID })
 	return out
+}
+
+// registerAnalytics registers the analytics methods a coordinator serves:
+// MethodAggregate, MethodLatest and MethodBounds.
+func (n *Node) registerAnalytics() {
+	cluster.Handle(n.srv, wire.MethodAggregate, func(ctx context.Context, req *wire.AggregateReq) (*wire.AggregateResp, error) {
+		res, err := n.coord.Aggregate(ctx, req.Key, req.From, req.To, req.Every, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial})
+		if err != nil {
+			return nil, err
+		}
+		return &wire.AggregateResp{Type: res.Type, Packed: agg.AppendWindowsWire(nil, res.Type, res.Windows),
+			Partial: res.Partial, Missing: res.Missing}, nil
+	})
+	cluster.Handle(n.srv, wire.MethodLatest, func(ctx context.Context, req *wire.LatestReq) (*wire.LatestResp, error) {
+		pts, err := n.coord.Latest(ctx, req.Key, req.Since, req.Before)
+		if err != nil {
+			return nil, err
+		}
+		return &wire.LatestResp{Point: pts}, nil
+	})
+	cluster.Handle(n.srv, wire.MethodBounds, func(ctx context.Context, req *wire.BoundsReq) (*wire.BoundsResp, error) {
+		resp, err := n.coord.Bounds(ctx, req.Key, req.From, req.To)
+		if err != nil {
+			return nil, err
+		}
+		return &resp, nil
+	})
+}
+
+// registerCatalogCoordinator registers the catalog's coordinator methods.
+func (n *Node) registerCatalogCoordinator() {
+	cluster.Handle(n.srv, wire.MethodSeries, func(ctx context.Context, req *wire.SeriesReq) (*wire.EntriesMsg, error) {
+		match, err := catalog.ParseTags(req.Match...)
+		if err != nil {
+			return nil, rpc.Errorf(CodeBadInput, "--match: %v", err)
+		}
+		es, err := n.coord.Series(ctx, catalog.Query{Match: match, Prefix: req.Prefix})
+		if err != nil {
+			return nil, err
+		}
+		if len(es) > wire.MaxEntriesPerRequest {
+			return nil, rpc.Errorf(CodeBadInput, "%d series selected; one answer carries at most %d: narrow it with --match or --prefix",
+				len(es), wire.MaxEntriesPerRequest)
+		}
+		return wire.EncodeEntries(es), nil
+	})
+	cluster.Handle(n.srv, wire.MethodMeta, func(ctx context.Context, req *wire.MetaReq) (*wire.EntriesMsg, error) {
+		e, err := n.coord.Meta(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return wire.EncodeEntries([]catalog.Entry{e}), nil
+	})
+	cluster.Handle(n.srv, wire.MethodDelete, func(ctx context.Context, req *wire.DelReq) (*wire.DelResp, error) {
+		shards, err := n.coord.Delete(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return &wire.DelResp{Shards: shards}, nil
+	})
 }

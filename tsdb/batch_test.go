@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
+
 	"github.com/tsdht/tsdht/tsdb/client"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
@@ -48,6 +50,6 @@ func TestBatchesCutByBytes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: read back: %v", key, err)
 		}
-		requireSame(t, pts, res.Points)
+		clustertest.RequireSame(t, pts, res.Points)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
+
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/client"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -75,7 +77,7 @@ func BenchmarkLatest(b *testing.B) {
 
 			// One hour of 60 Hz starting mid-hour, ending an hour ago.
 			t0 := time.Now().Add(-2 * time.Hour).Truncate(time.Hour).Add(17*time.Minute + 3*time.Second).UnixNano()
-			pts := sixtyHz(t0, 3600*60)
+			pts := clustertest.SixtyHz(t0, 3600*60)
 			if _, err := cli.Put(ctx, "pmu/hour", pts, wire.PutOptions{}); err != nil {
 				b.Fatal(err)
 			}

@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
+
+	"github.com/tsdht/tsdht/tsdb/coord"
+
 	"github.com/tsdht/tsdht/tsdb/replica"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
@@ -62,7 +66,7 @@ func wantNewestAtQuorum(t *testing.T, lc *LocalCluster, key string, at int64, w 
 // mustCached returns the catalog entry c holds of key.
 func mustCached(t *testing.T, c *Coordinator, key string) catalog.Entry {
 	t.Helper()
-	e, ok := c.cat.cached(key)
+	e, ok := c.CachedEntryForTest(key)
 	if !ok {
 		t.Fatalf("no cached entry of %s", key)
 	}
@@ -95,8 +99,8 @@ func TestLatestExact(t *testing.T) {
 	ctx := context.Background()
 	key := "pmu/bounds"
 	c0, c1 := lc.Nodes[0].Coordinator(), lc.Nodes[1].Coordinator()
-	t0 := base()
-	pts := sixtyHz(t0, 600)
+	t0 := clustertest.Base()
+	pts := clustertest.SixtyHz(t0, 600)
 	if _, err := c0.Put(ctx, key, pts, PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +115,7 @@ func TestLatestExact(t *testing.T) {
 	}
 	// Acknowledged: its quantum is Newest at a write quorum, before any wait.
 	wantNewestAtQuorum(t, lc, key, last, 2)
-	if c0.needsNewest(key, mustCached(t, c0, key), last+int64(time.Millisecond)) {
+	if c0.NeedsNewestForTest(key, mustCached(t, c0, key), last+int64(time.Millisecond)) {
 		t.Fatalf("a second write into the newest quantum would report it again")
 	}
 	wantLatest(t, c1, key, last, pts.F[pts.Len()-1])
@@ -214,7 +218,7 @@ func TestLatestExact(t *testing.T) {
 	if _, err := c0.Delete(ctx, &wire.DelReq{Key: key, Whole: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c0.Latest(ctx, key, math.MinInt64, math.MaxInt64); code(err) != CodeUnknownSeries {
+	if _, err := c0.Latest(ctx, key, math.MinInt64, math.MaxInt64); clustertest.Code(err) != CodeUnknownSeries {
 		t.Fatalf("latest of a deleted series: %v, want %s", err, CodeUnknownSeries)
 	}
 }
@@ -225,8 +229,8 @@ func TestWideRangeReadsOnlyTheBounds(t *testing.T) {
 	lc := startCluster(t, 3, nil)
 	ctx := context.Background()
 	key := "pmu/wide"
-	t0 := base()
-	pts := sixtyHz(t0, 60*90)
+	t0 := clustertest.Base()
+	pts := clustertest.SixtyHz(t0, 60*90)
 	var late series.Points
 	late.AppendFloat(t0-int64(2*time.Hour), -5) // a late point two hours before the rest
 	if _, err := lc.Nodes[0].Coordinator().Put(ctx, key, pts, PutOptions{}); err != nil {
@@ -251,7 +255,7 @@ func TestWideRangeReadsOnlyTheBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	requireSame(t, series.Concat(late, pts), res.Points)
+	clustertest.RequireSame(t, series.Concat(late, pts), res.Points)
 	res, err = cli.Get(ctx, key, 0, late.T[0], wire.GetOptions{})
 	if err != nil || res.Points.Len() != 0 || res.Points.Type != series.Float {
 		t.Fatalf("get before the first point: %v, %v", res.Points, err)
@@ -271,7 +275,7 @@ func TestWideRangeReadsOnlyTheBounds(t *testing.T) {
 			t.Fatalf("window %d: %+v, want start %d count %v", i, tab.Rows[i], w.Start, w.Eval(agg.Count))
 		}
 	}
-	if _, err := cli.Get(ctx, "no/such", 0, time.Now().UnixNano(), wire.GetOptions{}); code(err) != CodeUnknownSeries {
+	if _, err := cli.Get(ctx, "no/such", 0, time.Now().UnixNano(), wire.GetOptions{}); clustertest.Code(err) != CodeUnknownSeries {
 		t.Fatalf("get of an unknown series over a wide range: %v", err)
 	}
 }
@@ -282,7 +286,7 @@ func TestDeleteOfALongSeries(t *testing.T) {
 	lc := startCluster(t, 3, nil)
 	ctx := context.Background()
 	c := lc.Nodes[0].Coordinator()
-	t0 := base() - int64(3*time.Hour)
+	t0 := clustertest.Base() - int64(3*time.Hour)
 	var p series.Points
 	for i := int64(0); i < 4; i++ { // bounds of 4+ hours: more than wire.MaxDeleteShards quanta
 		p.AppendFloat(t0+i*int64(time.Hour), float64(i))
@@ -293,22 +297,8 @@ func TestDeleteOfALongSeries(t *testing.T) {
 	if _, err := c.Delete(ctx, &wire.DelReq{Key: "long", Whole: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Latest(ctx, "long", math.MinInt64, math.MaxInt64); code(err) != CodeUnknownSeries {
+	if _, err := c.Latest(ctx, "long", math.MinInt64, math.MaxInt64); clustertest.Code(err) != CodeUnknownSeries {
 		t.Fatalf("latest after the delete: %v", err)
-	}
-}
-
-// TestSpanWindow: a window as wide as the range, in whole quanta, never overflowing.
-func TestSpanWindow(t *testing.T) {
-	const q = int64(10e9)
-	for _, c := range []struct{ from, to, want int64 }{
-		{0, 1, q}, {0, q, q}, {0, q + 1, 2 * q}, {5, 5, q}, {7, 3, q},
-		{math.MinInt64, math.MaxInt64, math.MaxInt64 / q * q},
-		{-q, 50_000 * q, 50_001 * q},
-	} {
-		if got := spanWindow(c.from, c.to, q); got != c.want || got%q != 0 || got <= 0 {
-			t.Errorf("spanWindow(%d, %d) = %d, want %d", c.from, c.to, got, c.want)
-		}
 	}
 }
 
@@ -319,7 +309,7 @@ func TestPutManyReportsNewest(t *testing.T) {
 		t.Run(f.String(), func(t *testing.T) {
 			lc := startCluster(t, 5, func(_ int, cfg *Config) { cfg.DHT.Format = f })
 			c0, c3 := lc.Nodes[0].Coordinator(), lc.Nodes[3].Coordinator()
-			t0 := base()
+			t0 := clustertest.Base()
 			for step := range 3 {
 				var puts []SeriesPut
 				var ats []int64
@@ -376,7 +366,7 @@ func TestPutManyWaitsForNewest(t *testing.T) {
 	cfg.WriteRetry = 300 * time.Millisecond
 	logger := slog.New(slog.DiscardHandler)
 	reps := map[string]*newestFailing{}
-	replicas := replicaMap{}
+	replicas := clustertest.ReplicaMap{}
 	var owners []dht.Peer
 	for _, id := range []string{"a", "b", "self"} {
 		p := dht.Peer{ID: id, RPCAddr: id + ":1"}
@@ -385,10 +375,10 @@ func TestPutManyWaitsForNewest(t *testing.T) {
 			Stats: func() wire.NodeStats { return wire.NodeStats{} }})}
 		replicas[id] = reps[id]
 	}
-	place := &fixedPlacement{self: owners[2], owners: owners}
-	coord := newCoordinator(&cfg, place, replicas, newRegistry(place, replicas, &cfg, logger), nil, nil, logger)
+	place := &clustertest.FixedPlacement{Me: owners[2], Owners: owners}
+	coord := coord.New(cfg.coordConfig(), place, replicas, coord.NewRegistry(place, replicas, cfg.coordConfig(), logger), nil, nil, logger)
 	qn := cfg.DHT.Quantum.Duration().Nanoseconds()
-	t0 := cfg.DHT.Quantum.BeginNanos(cfg.DHT.Quantum.Start(base()))
+	t0 := cfg.DHT.Quantum.BeginNanos(cfg.DHT.Quantum.Start(clustertest.Base()))
 	const n = 50
 	putAll := func(at int64, v float64) []SeriesResult {
 		puts := make([]SeriesPut, n)
@@ -413,7 +403,7 @@ func TestPutManyWaitsForNewest(t *testing.T) {
 	reps["a"].failing.Store(true)
 	reps["b"].failing.Store(true)
 	for k, r := range putAll(t0+qn, 2) {
-		if code(r.Err) != CodeUnavailable || !strings.Contains(r.Err.Error(), "newest quantum") {
+		if clustertest.Code(r.Err) != CodeUnavailable || !strings.Contains(r.Err.Error(), "newest quantum") {
 			t.Fatalf("series %d, newest quantum at one registry replica of three: %+v; want a %s error about the newest quantum", k, r, CodeUnavailable)
 		}
 	}
@@ -438,7 +428,7 @@ func TestWriteWaitsForNewest(t *testing.T) {
 	cfg.WriteRetry = 300 * time.Millisecond
 	logger := slog.New(slog.DiscardHandler)
 	reps := map[string]*newestFailing{}
-	replicas := replicaMap{}
+	replicas := clustertest.ReplicaMap{}
 	var owners []dht.Peer
 	for _, id := range []string{"a", "b", "self"} {
 		p := dht.Peer{ID: id, RPCAddr: id + ":1"}
@@ -447,11 +437,11 @@ func TestWriteWaitsForNewest(t *testing.T) {
 			Stats: func() wire.NodeStats { return wire.NodeStats{} }})}
 		replicas[id] = reps[id]
 	}
-	place := &fixedPlacement{self: owners[2], owners: owners}
-	coord := newCoordinator(&cfg, place, replicas, newRegistry(place, replicas, &cfg, logger), nil, nil, logger)
+	place := &clustertest.FixedPlacement{Me: owners[2], Owners: owners}
+	coord := coord.New(cfg.coordConfig(), place, replicas, coord.NewRegistry(place, replicas, cfg.coordConfig(), logger), nil, nil, logger)
 	key := "pmu/newest"
 	qn := cfg.DHT.Quantum.Duration().Nanoseconds()
-	t0 := cfg.DHT.Quantum.BeginNanos(cfg.DHT.Quantum.Start(base()))
+	t0 := cfg.DHT.Quantum.BeginNanos(cfg.DHT.Quantum.Start(clustertest.Base()))
 
 	put1(t, coord, key, t0, 1)
 	wantLatest(t, coord, key, t0, 1)
@@ -463,7 +453,7 @@ func TestWriteWaitsForNewest(t *testing.T) {
 	put1(t, coord, key, t0+1, 2)
 	var p series.Points
 	p.AppendFloat(t0+qn, 3)
-	if _, err := coord.Put(context.Background(), key, p, PutOptions{}); code(err) != CodeUnavailable || !strings.Contains(err.Error(), "newest quantum") {
+	if _, err := coord.Put(context.Background(), key, p, PutOptions{}); clustertest.Code(err) != CodeUnavailable || !strings.Contains(err.Error(), "newest quantum") {
 		t.Fatalf("a write whose newest quantum reached one registry replica of three: %v; want a %s error about the newest quantum", err, CodeUnavailable)
 	}
 	// One refuses: a write quorum still stores it, and latest finds it.

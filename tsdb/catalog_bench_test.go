@@ -39,7 +39,7 @@ func BenchmarkSeriesListing(b *testing.B) {
 		for _, t := range catalog.IndexTags(key, tags) {
 			postings[t] = append(postings[t], catalog.Member{Key: key, Version: 1})
 		}
-		peers, err := c.place.Locate(ctx, quanta.KeyID(key), c.cfg.RF)
+		peers, err := lc.Nodes[0].dht.Locate(ctx, quanta.KeyID(key), lc.Nodes[0].cfg.RF)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -50,13 +50,13 @@ func BenchmarkSeriesListing(b *testing.B) {
 	}
 	for id, es := range byOwner {
 		for lo := 0; lo < len(es); lo += 1000 {
-			if _, err := c.replicas.For(owners[id]).MergeEntries(ctx, es[lo:min(lo+1000, len(es))]); err != nil {
+			if _, err := lc.Nodes[0].replicas.For(owners[id]).MergeEntries(ctx, es[lo:min(lo+1000, len(es))]); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
 	for t, ms := range postings {
-		if err := c.mergePostings(ctx, t, ms, c.cfg.RF); err != nil {
+		if err := c.MergePostingsForTest(ctx, t, ms); err != nil {
 			b.Fatal(err)
 		}
 	}

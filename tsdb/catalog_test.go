@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
+
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -30,10 +32,10 @@ func keysOf(es []catalog.Entry) []string {
 func TestCatalogListMetaDelete(t *testing.T) {
 	lc := startCluster(t, 5, nil)
 	ctx := context.Background()
-	t0 := base()
+	t0 := clustertest.Base()
 	keys := []string{"pmu1/bus1/freq", "pmu1/bus2/freq", "pmu2/bus1/freq", "db/cpu,host=a#usage"}
 	for _, k := range keys {
-		if _, err := lc.Nodes[0].Coordinator().Put(ctx, k, sixtyHz(t0, 1200), PutOptions{}); err != nil {
+		if _, err := lc.Nodes[0].Coordinator().Put(ctx, k, clustertest.SixtyHz(t0, 1200), PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -95,7 +97,7 @@ func TestCatalogListMetaDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := sixtyHz(t0, 1200)
+	want := clustertest.SixtyHz(t0, 1200)
 	kept := 0
 	for _, ts := range want.T {
 		if ts < from || ts >= to {
@@ -165,9 +167,9 @@ func TestDeleteSurvivesAStaleReplica(t *testing.T) {
 		cfg.Store = stores[i]
 	})
 	ctx := context.Background()
-	t0 := base()
+	t0 := clustertest.Base()
 	key := "pmu/stale"
-	if _, err := lc.Nodes[0].Coordinator().Put(ctx, key, sixtyHz(t0, 1200), PutOptions{}); err != nil {
+	if _, err := lc.Nodes[0].Coordinator().Put(ctx, key, clustertest.SixtyHz(t0, 1200), PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Put returns at the write quorum: wait for every copy (rf 3 of 1200 points).
@@ -267,12 +269,12 @@ func TestCatalogConvergesAndSurvives(t *testing.T) {
 		cfg.RPCBind = fmt.Sprintf("127.0.0.%d:7%03d", 1+i, i)
 	})
 	ctx := context.Background()
-	t0 := base()
+	t0 := clustertest.Base()
 	var keys []string
 	for i := 0; i < 30; i++ {
 		k := fmt.Sprintf("pmu%d/ch%d", i%5, i)
 		keys = append(keys, k)
-		if _, err := lc.Nodes[0].Coordinator().Put(ctx, k, sixtyHz(t0, 60), PutOptions{}); err != nil {
+		if _, err := lc.Nodes[0].Coordinator().Put(ctx, k, clustertest.SixtyHz(t0, 60), PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
 )
 
 // Many writers storing single points at once through one coordinator, over real TCP
@@ -15,7 +17,7 @@ func TestConcurrentSinglePointWrites(t *testing.T) {
 	lc := startCluster(t, 3, func(_ int, cfg *Config) { cfg.RF, cfg.WriteQuorum = 3, 3 })
 	c := lc.Nodes[0].Coordinator()
 	const writers, points = 16, 25
-	t0 := base()
+	t0 := clustertest.Base()
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
 	for w := range writers {
@@ -23,7 +25,7 @@ func TestConcurrentSinglePointWrites(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			key := fmt.Sprintf("pmu/group%d", w)
-			all := sixtyHz(t0, points)
+			all := clustertest.SixtyHz(t0, points)
 			for i := range points {
 				if _, err := c.Put(context.Background(), key, all.Slice(i, i+1), PutOptions{}); err != nil {
 					errs <- fmt.Errorf("%s point %d: %w", key, i, err)
@@ -44,7 +46,7 @@ func TestConcurrentSinglePointWrites(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			requireSame(t, sixtyHz(t0, points), res.Points)
+			clustertest.RequireSame(t, clustertest.SixtyHz(t0, points), res.Points)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
+
 	"github.com/tsdht/tsdht/tsdb/store"
 )
 
@@ -49,9 +51,9 @@ func restoreOnce(b *testing.B, minutes int, disk bool) {
 		b.Fatal(err)
 	}
 	defer lc.Close()
-	t0 := base() - int64(minutes)*int64(time.Minute)
+	t0 := clustertest.Base() - int64(minutes)*int64(time.Minute)
 	for k := 0; k < 8; k++ {
-		if _, err := lc.Nodes[0].Coordinator().Put(ctx, fmt.Sprintf("pmu%d/freq", k), sixtyHz(t0, 3600*minutes), PutOptions{}); err != nil {
+		if _, err := lc.Nodes[0].Coordinator().Put(ctx, fmt.Sprintf("pmu%d/freq", k), clustertest.SixtyHz(t0, 3600*minutes), PutOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}

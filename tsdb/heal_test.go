@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
+
 	"github.com/tsdht/tsdht/tsdb/repair"
 
 	"github.com/tsdht/tsdht/dht"
@@ -131,7 +133,7 @@ func startIngest(lc *LocalCluster, lcMu *sync.Mutex, keys []string, t0 int64) *i
 			default:
 			}
 			for k, key := range keys {
-				pts := sixtyHz(t0+int64(sec)*int64(time.Second), 60)
+				pts := clustertest.SixtyHz(t0+int64(sec)*int64(time.Second), 60)
 				lcMu.Lock()
 				var coord *Coordinator
 				for j := range lc.Nodes {
@@ -182,7 +184,7 @@ func checkAll(t *testing.T, lc *LocalCluster, want map[string]series.Points) {
 		if err != nil {
 			t.Fatalf("%s: %v", key, err)
 		}
-		requireSame(t, pts, res.Points)
+		clustertest.RequireSame(t, pts, res.Points)
 	}
 }
 
@@ -235,7 +237,7 @@ func TestRepairRestoresReplicationAfterLosses(t *testing.T) {
 	lc := startCluster(t, 9, healConfig)
 	var lcMu sync.Mutex
 	keys := []string{"pmu1/freq", "pmu1/vang", "pmu2/freq", "pmu2/vang"}
-	in := startIngest(lc, &lcMu, keys, base())
+	in := startIngest(lc, &lcMu, keys, clustertest.Base())
 
 	live := 9
 	for round, victims := range [][]int{{2, 5}, {7, 8}} {
@@ -290,10 +292,10 @@ func TestJoinMovesShardsToNewOwners(t *testing.T) {
 	lc := startCluster(t, 6, healConfig)
 	ctx := context.Background()
 	want := map[string]series.Points{}
-	t0 := base()
+	t0 := clustertest.Base()
 	for k := 0; k < 8; k++ {
 		key := fmt.Sprintf("pmu%d/freq", k)
-		pts := sixtyHz(t0, 60*120)
+		pts := clustertest.SixtyHz(t0, 60*120)
 		if _, err := lc.Nodes[k%6].Coordinator().Put(ctx, key, pts, PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -361,11 +363,11 @@ func TestGracefulLeaveHandsOff(t *testing.T) {
 	const rf = 3
 	lc := startCluster(t, 5, healConfig)
 	ctx := context.Background()
-	t0 := base()
+	t0 := clustertest.Base()
 	for k := 0; k < 4; k++ {
 		// Two minutes: twelve quanta, so that (under QFI, where a quantum's shards of
 		// every series share a replica set) every node owns some.
-		if _, err := lc.Nodes[0].Coordinator().Put(ctx, fmt.Sprintf("s%d", k), sixtyHz(t0, 7200), PutOptions{}); err != nil {
+		if _, err := lc.Nodes[0].Coordinator().Put(ctx, fmt.Sprintf("s%d", k), clustertest.SixtyHz(t0, 7200), PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

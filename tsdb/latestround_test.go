@@ -44,10 +44,10 @@ func TestLatestSettlesByQuorum(t *testing.T) {
 				// The write's registry part as a coordinator does it (bounds, Newest), its
 				// points by hand at two replicas of three.
 				c0 := lc.Nodes[0].Coordinator()
-				if err := c0.noteWrite(ctx, key, catalog.Entry{Key: key, Type: series.Float}, at, at, 2); err != nil {
+				if err := c0.NoteWriteForTest(ctx, key, catalog.Entry{Key: key, Type: series.Float}, at, at, 2); err != nil {
 					t.Fatal(err)
 				}
-				if err := c0.reportNewest(ctx, key, at, 2); err != nil {
+				if err := c0.ReportNewestForTest(ctx, key, at, 2); err != nil {
 					t.Fatal(err)
 				}
 				for j, p := range reps {

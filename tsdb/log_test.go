@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
+
 	"github.com/tsdht/tsdht/tsdb/cluster"
 )
 
@@ -70,7 +72,7 @@ func TestCleanShutdownLogsNoErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	pts := sixtyHz(time.Now().Add(-time.Minute).UnixNano(), 600)
+	pts := clustertest.SixtyHz(time.Now().Add(-time.Minute).UnixNano(), 600)
 	if _, err := lc.Nodes[0].Coordinator().Put(ctx, "pmu/clean", pts, PutOptions{}); err != nil {
 		t.Fatal(err)
 	}

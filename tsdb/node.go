@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/coord"
+
 	"github.com/tsdht/tsdht/tsdb/repair"
 
 	"github.com/tsdht/tsdht/tsdb/replica"
@@ -133,7 +135,7 @@ func DefaultConfig() Config {
 		MaxFuture:       10 * time.Minute,
 		CallTimeout:     5 * time.Second,
 		ReadConcurrency: 16,
-		LongReadShare:   longReadShare,
+		LongReadShare:   coord.DefaultLongReadShare,
 		RepairInterval:  10 * time.Minute,
 		RepairSettle:    500 * time.Millisecond,
 		RepairFullEvery: 6 * time.Hour,
@@ -218,7 +220,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("no store configured"))
 	}
 	if !(c.LongReadShare > 0 && c.LongReadShare <= 1) {
-		errs = append(errs, fmt.Errorf("long read share %v: must be in (0, 1] (0 takes the default, %v)", c.LongReadShare, longReadShare))
+		errs = append(errs, fmt.Errorf("long read share %v: must be in (0, 1] (0 takes the default, %v)", c.LongReadShare, coord.DefaultLongReadShare))
 	}
 	if c.DHT.Quantum < 1 {
 		errs = append(errs, fmt.Errorf("quantum %ds: must be at least 1s", c.DHT.Quantum))
@@ -253,6 +255,13 @@ func (c Config) Validate() error {
 
 func majority(rf int) int { return rf/2 + 1 }
 
+// coordConfig is what the coordinator takes of c.
+func (c *Config) coordConfig() coord.Config {
+	return coord.Config{RF: c.RF, WriteQuorum: c.WriteQuorum, ReadQuorum: c.ReadQuorum, ReadQuorumOnly: c.ReadQuorumOnly,
+		Quantum: c.DHT.Quantum, Format: c.DHT.Format, MaxFuture: c.MaxFuture, CallTimeout: c.CallTimeout,
+		WriteRetry: c.WriteRetry, ReadConcurrency: c.ReadConcurrency, LongReadShare: c.LongReadShare}
+}
+
 // repairConfig is what the repairer takes of c.
 func (c *Config) repairConfig() repair.RepairConfig {
 	return repair.RepairConfig{RF: c.RF, Quantum: c.DHT.Quantum, CallTimeout: c.CallTimeout, Interval: c.RepairInterval,
@@ -272,7 +281,7 @@ type Node struct {
 	store    store.Store
 	local    *replica.Local
 	replicas cluster.Replicas
-	coord    *Coordinator
+	coord    *coord.Coordinator
 	repair   *repair.Repairer // nil when the store cannot be walked
 	hints    *repair.Hints    // nil with repair
 	homes    *rollup.Homes    // nil: rollups off
@@ -354,7 +363,9 @@ func (n *Node) assemble() {
 	cfg := &n.cfg
 	n.local = replica.New(replica.Config{Store: n.store, Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format, Stats: n.Stats, MaxFuture: cfg.MaxFuture})
 	n.replicas = cluster.NewReplicas(n.dht.Self().ID, n.local, n.cli, cfg.CallTimeout, n.dht)
-	types := newRegistry(n.dht, n.replicas, cfg, n.log)
+	cc := cfg.coordConfig()
+	_, cc.LocalBatches = n.store.(store.BatchAppender)
+	types := coord.NewRegistry(n.dht, n.replicas, cc, n.log)
 	if w, ok := n.store.(repair.Walker); ok && cfg.RepairInterval > 0 {
 		n.repair = repair.NewRepairer(cfg.repairConfig(), n.dht, n.replicas, n.store, w, types, n.log)
 		n.hints = n.repair.Hints()
@@ -365,13 +376,10 @@ func (n *Node) assemble() {
 	if cfg.Rollups.Enabled {
 		homesClient = rollup.NewClient(cfg.Rollups, n.cli, cfg.CallTimeout, n.log)
 	}
-	n.coord = newCoordinator(cfg, n.dht, n.replicas, types, n.hints, homesClient, n.log)
-	if _, batches := n.store.(store.BatchAppender); !batches {
-		n.coord.localParts = 0
-	}
+	n.coord = coord.New(cc, n.dht, n.replicas, types, n.hints, homesClient, n.log)
 	if cfg.Rollups.Enabled {
 		st, _ := n.store.(store.RollupStore) // nil: kept in memory
-		n.homes = rollup.NewHomes(cfg.Rollups, rollupSource{n.coord}, rollup.Options{
+		n.homes = rollup.NewHomes(cfg.Rollups, n.coord.RollupSource(), rollup.Options{
 			Quantum: cfg.DHT.Quantum, ReadQuorum: cfg.ReadQuorum, Store: st, Self: n.dht.Self().ID, Log: n.log})
 	}
 }
@@ -383,7 +391,7 @@ func (n *Node) RPCAddr() string { return n.rpcAdr }
 func (n *Node) DHT() *dht.Node { return n.dht }
 
 // Coordinator returns the node's coordinator, which reads and writes series.
-func (n *Node) Coordinator() *Coordinator { return n.coord }
+func (n *Node) Coordinator() *coord.Coordinator { return n.coord }
 
 // Store returns the node's local store.
 func (n *Node) Store() store.Store { return n.store }
@@ -496,7 +504,7 @@ func (n *Node) Stats() NodeStats {
 	if n.repair != nil {
 		rs = n.repair.Stats()
 	}
-	rs.ReadRepairs = n.coord.readRepairs.Load()
+	rs.ReadRepairs = n.coord.ReadRepairs()
 	return NodeStats{
 		Repair:    rs,
 		PeerInfo:  peerInfo(self, dht.StateAlive),

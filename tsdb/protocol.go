@@ -1,6 +1,9 @@
 package tsdb
 
-import "github.com/tsdht/tsdht/tsdb/wire"
+import (
+	"github.com/tsdht/tsdht/tsdb/coord"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
 
 // The protocol's types live in package wire; these names keep the node's API whole.
 type (
@@ -28,3 +31,18 @@ const (
 	CodeTooLarge      = wire.CodeTooLarge
 	CodeExpired       = wire.CodeExpired
 )
+
+// The coordinator's types live in package coord; these names keep the node's API whole.
+type (
+	// Coordinator writes and reads series for clients (coord.Coordinator).
+	Coordinator = coord.Coordinator
+	// SeriesPut is the points of one series in a PutMany (coord.SeriesPut).
+	SeriesPut = coord.SeriesPut
+	// SeriesResult is what PutMany did with one series (coord.SeriesResult).
+	SeriesResult = coord.SeriesResult
+	// PutResult says what a write did (coord.PutResult).
+	PutResult = coord.PutResult
+)
+
+// MaxAggWindows is the most windows one aggregate answers (coord.MaxAggWindows).
+const MaxAggWindows = coord.MaxAggWindows

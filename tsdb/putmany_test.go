@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
+
 	"github.com/tsdht/tsdht/tsdb/store"
 
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -21,26 +23,26 @@ func TestPutManyStoresEachSeriesAsPut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c0 := lc.Nodes[0].Coordinator()
-	if _, err := c0.Put(ctx, "many/int", intPoints(base(), 3), PutOptions{}); err != nil {
+	if _, err := c0.Put(ctx, "many/int", intPoints(clustertest.Base(), 3), PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var puts []SeriesPut
 	for s := range 40 {
 		var p series.Points
 		for i := range 30 {
-			p.AppendFloat(base()+int64(i)*int64(time.Second), float64(s*1000+i))
+			p.AppendFloat(clustertest.Base()+int64(i)*int64(time.Second), float64(s*1000+i))
 		}
 		puts = append(puts, SeriesPut{Key: fmt.Sprintf("many/s%d", s), Points: p})
 	}
-	puts = append(puts, SeriesPut{Key: "", Points: sixtyHz(base(), 5)}, SeriesPut{Key: "many/int", Points: sixtyHz(base(), 5)})
+	puts = append(puts, SeriesPut{Key: "", Points: clustertest.SixtyHz(clustertest.Base(), 5)}, SeriesPut{Key: "many/int", Points: clustertest.SixtyHz(clustertest.Base(), 5)})
 	res := c0.PutMany(ctx, puts, PutOptions{})
 	if len(res) != len(puts) {
 		t.Fatalf("%d results for %d series", len(res), len(puts))
 	}
-	if got := code(res[40].Err); got != CodeBadInput || res[40].Stored != 0 {
+	if got := clustertest.Code(res[40].Err); got != CodeBadInput || res[40].Stored != 0 {
 		t.Errorf("invalid key: stored %d, %v (code %q), want %s", res[40].Stored, res[40].Err, got, CodeBadInput)
 	}
-	if got := code(res[41].Err); got != CodeTypeMismatch || res[41].Stored != 0 {
+	if got := clustertest.Code(res[41].Err); got != CodeTypeMismatch || res[41].Stored != 0 {
 		t.Errorf("type conflict: stored %d, %v (code %q), want %s", res[41].Stored, res[41].Err, got, CodeTypeMismatch)
 	}
 	c2 := lc.Nodes[2].Coordinator()
@@ -52,7 +54,7 @@ func TestPutManyStoresEachSeriesAsPut(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", p.Key, err)
 		}
-		requireSame(t, p.Points, got.Points)
+		clustertest.RequireSame(t, p.Points, got.Points)
 	}
 }
 
@@ -67,20 +69,20 @@ func TestPutManyFailsWithoutQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	c0 := lc.Nodes[0].Coordinator()
-	puts := []SeriesPut{{Key: "q/a", Points: sixtyHz(base(), 20)}, {Key: "q/b", Points: sixtyHz(base(), 20)}}
+	puts := []SeriesPut{{Key: "q/a", Points: clustertest.SixtyHz(clustertest.Base(), 20)}, {Key: "q/b", Points: clustertest.SixtyHz(clustertest.Base(), 20)}}
 	for i, r := range c0.PutMany(ctx, puts, PutOptions{WriteQuorum: 2}) {
 		if r.Err != nil || r.Stored != 20 {
 			t.Fatalf("w=2, %s: stored %d: %v", puts[i].Key, r.Stored, r.Err)
 		}
 	}
-	puts = []SeriesPut{{Key: "q/c", Points: sixtyHz(base(), 20)}, {Key: "q/d", Points: sixtyHz(base(), 20)}}
+	puts = []SeriesPut{{Key: "q/c", Points: clustertest.SixtyHz(clustertest.Base(), 20)}, {Key: "q/d", Points: clustertest.SixtyHz(clustertest.Base(), 20)}}
 	for i, r := range c0.PutMany(ctx, puts, PutOptions{WriteQuorum: 3}) {
-		if code(r.Err) != CodeUnavailable {
+		if clustertest.Code(r.Err) != CodeUnavailable {
 			t.Fatalf("w=3 with a replica dead, %s: stored %d: %v, want %s", puts[i].Key, r.Stored, r.Err, CodeUnavailable)
 		}
 	}
 	for _, r := range c0.PutMany(ctx, puts, PutOptions{WriteQuorum: 4}) {
-		if code(r.Err) != CodeBadInput {
+		if clustertest.Code(r.Err) != CodeBadInput {
 			t.Fatalf("w=4 at rf 3: %v, want %s", r.Err, CodeBadInput)
 		}
 	}
@@ -110,12 +112,12 @@ func TestPutManyBlamesOnlyTheExpiredSeries(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	old := time.Now().Add(-3 * time.Hour).UnixNano()
-	puts := []SeriesPut{{Key: "exp/old", Points: sixtyHz(old, 10)}}
+	puts := []SeriesPut{{Key: "exp/old", Points: clustertest.SixtyHz(old, 10)}}
 	for s := range 5 {
-		puts = append(puts, SeriesPut{Key: fmt.Sprintf("exp/new%d", s), Points: sixtyHz(base(), 10)})
+		puts = append(puts, SeriesPut{Key: fmt.Sprintf("exp/new%d", s), Points: clustertest.SixtyHz(clustertest.Base(), 10)})
 	}
 	res := lc.Nodes[0].Coordinator().PutMany(ctx, puts, PutOptions{})
-	if code(res[0].Err) != CodeExpired || res[0].Stored != 0 {
+	if clustertest.Code(res[0].Err) != CodeExpired || res[0].Stored != 0 {
 		t.Fatalf("series 3 h old: stored %d, %v; want %s", res[0].Stored, res[0].Err, CodeExpired)
 	}
 	for i, p := range puts[1:] {
@@ -126,6 +128,6 @@ func TestPutManyBlamesOnlyTheExpiredSeries(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", p.Key, err)
 		}
-		requireSame(t, p.Points, got.Points)
+		clustertest.RequireSame(t, p.Points, got.Points)
 	}
 }

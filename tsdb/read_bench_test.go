@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
+
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/store"
 )
@@ -47,7 +49,7 @@ func benchReadSpans(b *testing.B, f quanta.Format, quorumOnly bool) {
 	}
 	b.Cleanup(func() { lc.Close() })
 	key := "pmu/spans"
-	pts := sixtyHz(time.Now().Add(-time.Hour).UnixNano(), 10000)
+	pts := clustertest.SixtyHz(time.Now().Add(-time.Hour).UnixNano(), 10000)
 	if _, err := lc.Nodes[0].Coordinator().Put(ctx, key, pts, PutOptions{}); err != nil {
 		b.Fatal(err)
 	}

@@ -3,9 +3,12 @@ package tsdb
 import (
 	"context"
 	"log/slog"
-	"math"
 	"sync"
 	"testing"
+
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
+
+	"github.com/tsdht/tsdht/tsdb/coord"
 
 	"github.com/tsdht/tsdht/tsdb/repair"
 
@@ -21,17 +24,6 @@ import (
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
-// float32Readings returns n points at 60 Hz whose values are float32 readings, as a
-// C37.118 PMU in floating-point format sends them: no decimal scale fits them.
-func float32Readings(t0 int64, n int) series.Points {
-	var p series.Points
-	for i := 0; i < n; i++ {
-		v := math.Mod(0.5*float64(i)/60+0.01*math.Sin(float64(i)*1.7), 360) - 180
-		p.AppendFloat(t0+int64(i)*1e9/60+int64(i*7919%2000), float64(float32(v)))
-	}
-	return p
-}
-
 // A replica and a coordinator answer in the packed version their asker decodes: version
 // 1 to one that does not say (it predates version 2), the smaller version 2 to one that
 // says it decodes it; both carry the same points, and the thin client reads them back.
@@ -40,9 +32,9 @@ func TestReadAnswersInTheAskersPackedVersion(t *testing.T) {
 	n := lc.Nodes[0]
 	ctx := context.Background()
 	q := quanta.Quantum(10)
-	start := q.Start(base())
+	start := q.Start(clustertest.Base())
 	from, to := q.BeginNanos(start), q.EndNanos(start)
-	pts := float32Readings(from, 600)
+	pts := clustertest.Float32Readings(from, 600)
 	if _, err := n.Coordinator().Put(ctx, "s", pts, PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +88,7 @@ func TestReadAnswersInTheAskersPackedVersion(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s, version %d: %v", a.what, want, err)
 		}
-		requireSame(t, pts, got)
+		clustertest.RequireSame(t, pts, got)
 	}
 	for i := range 2 {
 		if v1, v2 := len(answers[i].packed), len(answers[i+2].packed); 10*v2 > 6*v1 {
@@ -113,7 +105,7 @@ func TestReadAnswersInTheAskersPackedVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	requireSame(t, pts, res.Points)
+	clustertest.RequireSame(t, pts, res.Points)
 }
 
 // versionRecorder records the packed versions a coordinator asks its replicas for.
@@ -142,13 +134,13 @@ func TestCoordinatorAsksNewestPackedVersion(t *testing.T) {
 	self := dht.Peer{ID: "self", RPCAddr: "self:1"}
 	rec := &versionRecorder{Replica: replica.New(replica.Config{Store: store.NewMem(), Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format,
 		Stats: func() wire.NodeStats { return wire.NodeStats{} }})}
-	replicas := replicaMap{"self": rec}
-	place := &fixedPlacement{self: self, owners: []dht.Peer{self}}
-	coord := newCoordinator(&cfg, place, replicas, newRegistry(place, replicas, &cfg, logger), nil, nil, logger)
+	replicas := clustertest.ReplicaMap{"self": rec}
+	place := &clustertest.FixedPlacement{Me: self, Owners: []dht.Peer{self}}
+	coord := coord.New(cfg.coordConfig(), place, replicas, coord.NewRegistry(place, replicas, cfg.coordConfig(), logger), nil, nil, logger)
 	ctx := context.Background()
 	q := cfg.DHT.Quantum
-	from := q.BeginNanos(q.Start(base()))
-	pts := float32Readings(from, 3*60*int(q))
+	from := q.BeginNanos(q.Start(clustertest.Base()))
+	pts := clustertest.Float32Readings(from, 3*60*int(q))
 	if _, err := coord.Put(ctx, "s", pts, PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +148,7 @@ func TestCoordinatorAsksNewestPackedVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	requireSame(t, pts, res.Points)
+	clustertest.RequireSame(t, pts, res.Points)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if len(rec.versions) == 0 {
@@ -182,14 +174,14 @@ func TestRepairRefetchAsksNewestPackedVersion(t *testing.T) {
 	self, owner := dht.Peer{ID: "self", RPCAddr: "self:1"}, dht.Peer{ID: "a", RPCAddr: "a:1"}
 	selfStore, ownerStore := store.NewMem(), store.NewMem()
 	rec := &versionRecorder{Replica: local(ownerStore)}
-	replicas := replicaMap{self.ID: local(selfStore), owner.ID: rec}
-	place := &fixedPlacement{self: self, owners: []dht.Peer{self, owner}}
-	types := newRegistry(place, replicas, &cfg, logger)
+	replicas := clustertest.ReplicaMap{self.ID: local(selfStore), owner.ID: rec}
+	place := &clustertest.FixedPlacement{Me: self, Owners: []dht.Peer{self, owner}}
+	types := coord.NewRegistry(place, replicas, cfg.coordConfig(), logger)
 	rep := repair.NewRepairer(cfg.repairConfig(), place, replicas, selfStore, selfStore, types, logger)
 
 	q := cfg.DHT.Quantum
-	start := q.Start(base())
-	pts := float32Readings(q.BeginNanos(start), 600)
+	start := q.Start(clustertest.Base())
+	pts := clustertest.Float32Readings(q.BeginNanos(start), 600)
 	ref := cluster.ShardRef(cfg.DHT.Format, "s", start)
 	if err := ownerStore.Append(ref, "s", pts); err != nil {
 		t.Fatal(err)
@@ -201,7 +193,7 @@ func TestRepairRefetchAsksNewestPackedVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	requireSame(t, pts, got)
+	clustertest.RequireSame(t, pts, got)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if len(rec.versions) != 1 || rec.versions[0] != series.PackedVersion {

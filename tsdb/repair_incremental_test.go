@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
+
 	"github.com/tsdht/tsdht/tsdb/cluster"
 	"github.com/tsdht/tsdht/tsdb/repair"
 
@@ -68,11 +70,11 @@ func autoPass(t testing.TB, lc *LocalCluster, i int) int64 {
 func TestRepairPassesCostWhatChanged(t *testing.T) {
 	lc := pebbleCluster(t, 3, nil)
 	ctx := context.Background()
-	t0 := base()
+	t0 := clustertest.Base()
 	want := map[string]series.Points{}
 	for k := range 4 {
 		key := fmt.Sprintf("pmu%d/freq", k)
-		want[key] = sixtyHz(t0, 60*60) // a minute: six 10 s quanta
+		want[key] = clustertest.SixtyHz(t0, 60*60) // a minute: six 10 s quanta
 		if _, err := lc.Nodes[0].Coordinator().Put(ctx, key, want[key], PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -174,11 +176,11 @@ func TestJoinComparesWhatMoved(t *testing.T) {
 	}
 	lc := pebbleCluster(t, 3, tweak)
 	ctx := context.Background()
-	t0 := base()
+	t0 := clustertest.Base()
 	want := map[string]series.Points{}
 	for k := range 48 {
 		key := fmt.Sprintf("pmu%d/ch%d", k/4, k%4)
-		want[key] = sixtyHz(t0, 60*20)
+		want[key] = clustertest.SixtyHz(t0, 60*20)
 		if _, err := lc.Nodes[0].Coordinator().Put(ctx, key, want[key], PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -324,9 +326,9 @@ func TestMembershipPassReadsNoPoints(t *testing.T) {
 		}
 	})
 	ctx := context.Background()
-	t0 := base()
+	t0 := clustertest.Base()
 	for k := range 4 {
-		if _, err := lc.Nodes[0].Coordinator().Put(ctx, fmt.Sprintf("pmu%d/freq", k), sixtyHz(t0, 60*60), PutOptions{}); err != nil {
+		if _, err := lc.Nodes[0].Coordinator().Put(ctx, fmt.Sprintf("pmu%d/freq", k), clustertest.SixtyHz(t0, 60*60), PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

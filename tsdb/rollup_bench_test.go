@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
+
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/client"
@@ -69,7 +71,7 @@ func benchRollup(b *testing.B, f quanta.Format, year bool, q quanta.Quantum) {
 		batch = 24 * 60 * 7
 	} else {
 		t0 = agg.WindowStart(time.Now().UnixNano()-span-int64(time.Hour), minute)
-		pts = sixtyHz(t0, int(span/int64(time.Second))*60)
+		pts = clustertest.SixtyHz(t0, int(span/int64(time.Second))*60)
 	}
 	n := pts.Len()
 	for lo := 0; lo < n; lo += batch {

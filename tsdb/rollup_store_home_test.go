@@ -121,7 +121,7 @@ func TestRollupHomeDropsSeriesAfterMembershipChange(t *testing.T) {
 	}
 	moved := 0
 	for _, key := range keys {
-		homes, err := c.homes(ctx, key)
+		homes, err := c.Homes(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -287,7 +287,7 @@ func TestRollupFailuresNeverWrong(t *testing.T) {
 	check()
 	rollUp(t, lc)
 	check()
-	homes, err := c.homes(ctx, key)
+	homes, err := c.Homes(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
+
 	"github.com/tsdht/tsdht/tsdb/client"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
@@ -53,7 +55,7 @@ func BenchmarkWriteDuringSeal(b *testing.B) {
 		b.StopTimer()
 		t0 := time.Now().Add(-time.Hour).Truncate(10*time.Second).UnixNano() - int64(i)*10e9
 		for s := range 2000 {
-			if _, err := c.Put(ctx, fmt.Sprintf("s%d", s), sixtyHz(t0, 600), PutOptions{}); err != nil {
+			if _, err := c.Put(ctx, fmt.Sprintf("s%d", s), clustertest.SixtyHz(t0, 600), PutOptions{}); err != nil {
 				b.Fatal(err)
 			}
 		}

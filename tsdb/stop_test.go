@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
+
 	"github.com/tsdht/tsdht/tsdb/repair"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
@@ -42,11 +44,11 @@ func TestStopKeepsDataRestartMovesOnlyHints(t *testing.T) {
 	}
 	t.Cleanup(func() { lc.Close() })
 	ctx := context.Background()
-	t0 := base()
+	t0 := clustertest.Base()
 	want := map[string]series.Points{}
 	for k := range 4 {
 		key := fmt.Sprintf("s%d", k)
-		want[key] = sixtyHz(t0, 7200)
+		want[key] = clustertest.SixtyHz(t0, 7200)
 		if _, err := lc.Nodes[0].Coordinator().Put(ctx, key, want[key], PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +80,7 @@ func TestStopKeepsDataRestartMovesOnlyHints(t *testing.T) {
 
 	// Writes go on while it is down: they reach quorum on the two others.
 	downKey := "during-stop"
-	want[downKey] = sixtyHz(t0+int64(3*time.Minute), 600)
+	want[downKey] = clustertest.SixtyHz(t0+int64(3*time.Minute), 600)
 	if _, err := lc.Nodes[0].Coordinator().Put(ctx, downKey, want[downKey], PutOptions{}); err != nil {
 		t.Fatalf("write while a node is stopped: %v", err)
 	}
@@ -178,7 +180,7 @@ func TestRepairRefetchesDamagedPair(t *testing.T) {
 	}
 	t.Cleanup(func() { lc.Close() })
 	ctx := context.Background()
-	t0 := base()
+	t0 := clustertest.Base()
 	t0 = t0 / int64(600*time.Second) * int64(600*time.Second)
 	// Random values: a smooth series compresses to a few bytes a quantum.
 	rng := rand.New(rand.NewSource(1))

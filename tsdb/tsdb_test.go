@@ -2,10 +2,11 @@ package tsdb
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
 
@@ -26,47 +27,13 @@ func startCluster(t *testing.T, n int, tweak func(i int, cfg *Config)) *LocalClu
 	return lc
 }
 
-// sixtyHz returns n float points at 60 Hz from t0.
-func sixtyHz(t0 int64, n int) series.Points {
-	var p series.Points
-	for i := 0; i < n; i++ {
-		p.AppendFloat(t0+int64(i)*int64(time.Second)/60, float64(i)+0.25)
-	}
-	return p
-}
-
-func requireSame(t *testing.T, want, got series.Points) {
-	t.Helper()
-	if want.Len() != got.Len() {
-		t.Fatalf("got %d points, want %d", got.Len(), want.Len())
-	}
-	for i := range want.T {
-		if want.T[i] != got.T[i] || !want.Equal(i, &got, i) {
-			t.Fatalf("point %d: got %d=%s, want %d=%s", i, got.T[i], got.Value(i), want.T[i], want.Value(i))
-		}
-	}
-}
-
-func code(err error) string {
-	var re *rpc.RemoteError
-	if errors.As(err, &re) {
-		return re.Code
-	}
-	return ""
-}
-
-// base is a timestamp 3.3 s into a quantum, an hour ago.
-func base() int64 {
-	return (time.Now().Add(-time.Hour).Unix()/10)*10*int64(time.Second) + 3_300_000_000
-}
-
 func TestPutGetTrimsExactly(t *testing.T) {
 	for _, f := range []quanta.Format{quanta.QFI, quanta.KFI} {
 		t.Run(f.String(), func(t *testing.T) {
 			lc := startCluster(t, 4, func(_ int, cfg *Config) { cfg.DHT.Format = f })
 			ctx := context.Background()
-			t0 := base()
-			all := sixtyHz(t0, 3000)
+			t0 := clustertest.Base()
+			all := clustertest.SixtyHz(t0, 3000)
 			if n, err := lc.Nodes[0].Coordinator().Put(ctx, "pmu/a", all, PutOptions{}); err != nil || n != 3000 {
 				t.Fatalf("put: %d, %v", n, err)
 			}
@@ -79,7 +46,7 @@ func TestPutGetTrimsExactly(t *testing.T) {
 				if err != nil {
 					t.Fatalf("get [%d,%d): %v", r[0], r[1], err)
 				}
-				requireSame(t, all.Trim(r[0], r[1]), res.Points)
+				clustertest.RequireSame(t, all.Trim(r[0], r[1]), res.Points)
 			}
 		})
 	}
@@ -90,8 +57,8 @@ func TestPutGetTrimsExactly(t *testing.T) {
 func TestReadMergesPointsOnlyAFartherReplicaHolds(t *testing.T) {
 	lc := startCluster(t, 4, nil)
 	ctx := context.Background()
-	t0 := base()
-	pts := sixtyHz(t0, 600) // ten quanta
+	t0 := clustertest.Base()
+	pts := clustertest.SixtyHz(t0, 600) // ten quanta
 	c := lc.Nodes[0].Coordinator()
 	if _, err := c.Put(ctx, "s", pts, PutOptions{}); err != nil {
 		t.Fatal(err)
@@ -126,7 +93,7 @@ func TestReadMergesPointsOnlyAFartherReplicaHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := series.Merge(series.Merge(pts, one), two)
-	requireSame(t, want, res.Points)
+	clustertest.RequireSame(t, want, res.Points)
 }
 
 // With every replica of a shard unreachable and not yet declared dead, a read must fail
@@ -139,8 +106,8 @@ func TestReadNeverSilentlyShort(t *testing.T) {
 		cfg.DHT.ProbeTimeout = time.Minute
 	})
 	ctx := context.Background()
-	t0 := base()
-	pts := sixtyHz(t0, 60*60) // 60 s: several shards on every node, most likely
+	t0 := clustertest.Base()
+	pts := clustertest.SixtyHz(t0, 60*60) // 60 s: several shards on every node, most likely
 	if _, err := lc.Nodes[0].Coordinator().Put(ctx, "s", pts, PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +125,7 @@ func TestReadNeverSilentlyShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := lc.Nodes[0].Coordinator().Get(ctx, "s", t0, t0+int64(time.Minute), GetOptions{})
-	if code(err) != CodePartial {
+	if clustertest.Code(err) != CodePartial {
 		t.Fatalf("read with an unreachable shard: err = %v, want code %q", err, CodePartial)
 	}
 	res, err := lc.Nodes[0].Coordinator().Get(ctx, "s", t0, t0+int64(time.Minute), GetOptions{AllowPartial: true})
@@ -170,7 +137,7 @@ func TestReadNeverSilentlyShort(t *testing.T) {
 func TestTypeIsFixedByFirstWrite(t *testing.T) {
 	lc := startCluster(t, 3, nil)
 	ctx := context.Background()
-	t0 := base()
+	t0 := clustertest.Base()
 	var f series.Points
 	f.AppendFloat(t0, 1.5)
 	if _, err := lc.Nodes[0].Coordinator().Put(ctx, "typed", f, PutOptions{}); err != nil {
@@ -180,15 +147,15 @@ func TestTypeIsFixedByFirstWrite(t *testing.T) {
 	var i series.Points
 	i.AppendInt(t0+int64(time.Hour)/2, 7)
 	n, err := lc.Nodes[2].Coordinator().Put(ctx, "typed", i, PutOptions{})
-	if code(err) != CodeTypeMismatch || n != 0 {
+	if clustertest.Code(err) != CodeTypeMismatch || n != 0 {
 		t.Fatalf("int write into a float series: stored %d, err %v", n, err)
 	}
 	var s series.Points
 	s.AppendString(t0+1, "x")
-	if _, err := lc.Nodes[1].Coordinator().Put(ctx, "typed", s, PutOptions{}); code(err) != CodeTypeMismatch {
+	if _, err := lc.Nodes[1].Coordinator().Put(ctx, "typed", s, PutOptions{}); clustertest.Code(err) != CodeTypeMismatch {
 		t.Fatalf("string write into a float series: %v", err)
 	}
-	if _, err := lc.Nodes[1].Coordinator().Get(ctx, "never-written", 0, 1, GetOptions{}); code(err) != CodeUnknownSeries {
+	if _, err := lc.Nodes[1].Coordinator().Get(ctx, "never-written", 0, 1, GetOptions{}); clustertest.Code(err) != CodeUnknownSeries {
 		t.Fatalf("read of an unknown series: %v", err)
 	}
 }
@@ -199,18 +166,18 @@ func TestBadRequestsAreRefused(t *testing.T) {
 	ctx := context.Background()
 	var p series.Points
 	p.AppendFloat(time.Now().Add(time.Hour).UnixNano(), 1)
-	if _, err := c.Put(ctx, "future", p, PutOptions{}); code(err) != CodeBadInput {
+	if _, err := c.Put(ctx, "future", p, PutOptions{}); clustertest.Code(err) != CodeBadInput {
 		t.Errorf("future point: %v", err)
 	}
 	var q series.Points
-	q.AppendFloat(base(), 1)
-	if _, err := c.Put(ctx, "", q, PutOptions{}); code(err) != CodeBadInput {
+	q.AppendFloat(clustertest.Base(), 1)
+	if _, err := c.Put(ctx, "", q, PutOptions{}); clustertest.Code(err) != CodeBadInput {
 		t.Errorf("empty key: %v", err)
 	}
-	if _, err := c.Put(ctx, "k", q, PutOptions{WriteQuorum: 2}); code(err) != CodeBadInput {
+	if _, err := c.Put(ctx, "k", q, PutOptions{WriteQuorum: 2}); clustertest.Code(err) != CodeBadInput {
 		t.Errorf("write quorum above rf: %v", err)
 	}
-	if _, err := c.Get(ctx, "k", 2, 1, GetOptions{}); code(err) != CodeBadInput {
+	if _, err := c.Get(ctx, "k", 2, 1, GetOptions{}); clustertest.Code(err) != CodeBadInput {
 		t.Errorf("from > to: %v", err)
 	}
 }
@@ -251,8 +218,8 @@ func TestReadSettlesReplicasThatChangeMidRead(t *testing.T) {
 	})
 	ctx := context.Background()
 	q := quanta.Quantum(10)
-	start := q.Start(base())
-	pts := sixtyHz(q.BeginNanos(start), 600)
+	start := q.Start(clustertest.Base())
+	pts := clustertest.SixtyHz(q.BeginNanos(start), 600)
 	if _, err := lc.Nodes[0].Coordinator().Put(ctx, "s", pts, PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +259,7 @@ func TestReadSettlesReplicasThatChangeMidRead(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read while a replica changes: %v", err)
 	}
-	requireSame(t, series.Merge(series.Merge(pts, extra), late), res.Points)
+	clustertest.RequireSame(t, series.Merge(series.Merge(pts, extra), late), res.Points)
 }
 
 // A replica answers a data read packed only when asked: readers that predate the packed
@@ -302,8 +269,8 @@ func TestReplicaAnswersPackedOnlyWhenAsked(t *testing.T) {
 	n := lc.Nodes[0]
 	ctx := context.Background()
 	q := quanta.Quantum(10)
-	start := q.Start(base())
-	pts := sixtyHz(q.BeginNanos(start), 600)
+	start := q.Start(clustertest.Base())
+	pts := clustertest.SixtyHz(q.BeginNanos(start), 600)
 	if _, err := n.Coordinator().Put(ctx, "s", pts, PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -330,8 +297,8 @@ func TestReplicaAnswersPackedOnlyWhenAsked(t *testing.T) {
 	if err := packed.Unpack(); err != nil {
 		t.Fatal(err)
 	}
-	requireSame(t, pts, packed.Points)
-	requireSame(t, pts, plain.Points)
+	clustertest.RequireSame(t, pts, packed.Points)
+	clustertest.RequireSame(t, pts, plain.Points)
 	if packed.Count != plain.Count || packed.Hash != plain.Hash {
 		t.Fatal("packed and plain answers carry different digests")
 	}

@@ -1,4 +1,4 @@
-package tsdb
+package coord
 
 // A thin client's read (wire.GetReq.Parts) gets each shard's points as the replica
 // packed them, forwarded by the coordinator, wherever the coordinator has nothing to

@@ -1,4 +1,4 @@
-package tsdb
+package coord
 
 import (
 	"context"
@@ -40,18 +40,18 @@ type latestRoundResult struct {
 func (c *Coordinator) latestRound(ctx context.Context, key string, from, to int64) (latestRoundResult, error) {
 	var out latestRoundResult
 	if err := series.ValidateKey(key); err != nil {
-		return out, rpc.Errorf(CodeBadInput, "%v", err)
+		return out, rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
 	owners, err := c.place.Locate(ctx, quanta.KeyID(key), c.cfg.RF)
 	if err != nil || len(owners) == 0 {
-		return out, rpc.Errorf(CodeUnavailable, "catalog entry of %q: no replica found: %v", key, err)
+		return out, rpc.Errorf(wire.CodeUnavailable, "catalog entry of %q: no replica found: %v", key, err)
 	}
-	q := c.cfg.DHT.Quantum
+	q := c.cfg.Quantum
 	var spans []shardSpan
 	if from < to {
 		starts, err := q.Covering(from, to)
 		if err != nil {
-			return out, rpc.Errorf(CodeBadInput, "%v", err)
+			return out, rpc.Errorf(wire.CodeBadInput, "%v", err)
 		}
 		if spans, err = c.planRead(ctx, nil, key, starts, from, to); err != nil {
 			return out, err
@@ -157,7 +157,7 @@ func (c *Coordinator) latestRound(ctx context.Context, key string, from, to int6
 		}
 	}
 	if entries < needEntries {
-		return out, rpc.Errorf(CodeUnavailable, "catalog entry of %q: %d of %d registry replicas answered, %d needed: %v",
+		return out, rpc.Errorf(wire.CodeUnavailable, "catalog entry of %q: %d of %d registry replicas answered, %d needed: %v",
 			key, entries, len(owners), needEntries, lastErr)
 	}
 	if left > 0 {

@@ -1,4 +1,4 @@
-package tsdb
+package coord
 
 import (
 	"context"
@@ -83,13 +83,13 @@ func (c *Coordinator) needsNewest(key string, cur catalog.Entry, t int64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m, ok := r.sure[key]
-	return !ok || m.created != cur.Created || c.cfg.DHT.Quantum.StartNanos(t) > m.start
+	return !ok || m.created != cur.Created || c.cfg.Quantum.StartNanos(t) > m.start
 }
 
 // noteNewest records that a write quorum of registry replicas holds Newest >= t for
 // incarnation created of key.
 func (c *Coordinator) noteNewest(key string, created, t int64) {
-	start := c.cfg.DHT.Quantum.StartNanos(t)
+	start := c.cfg.Quantum.StartNanos(t)
 	r := &c.newest
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -142,7 +142,7 @@ func (c *Coordinator) reportNewest(ctx context.Context, key string, t int64, w i
 			return err
 		}
 		if !found {
-			return rpc.Errorf(CodeUnavailable, "catalog entry of %q: not found after the write created it (deleted meanwhile?)", key)
+			return rpc.Errorf(wire.CodeUnavailable, "catalog entry of %q: not found after the write created it (deleted meanwhile?)", key)
 		}
 		cur = got
 	}
@@ -174,7 +174,7 @@ type newestWrite struct {
 // at quorum leaves the others to finish), not its values, nor CallTimeout.
 func (c *Coordinator) sendNewest(ctx context.Context, cur catalog.Entry, t int64, w int) (*newestWrite, error) {
 	if !cur.Live() || !cur.HasBounds || t < cur.First || t > cur.Last {
-		return nil, rpc.Errorf(CodeUnavailable, "catalog entry of %q: its bounds do not cover %d (deleted meanwhile?)", cur.Key, t)
+		return nil, rpc.Errorf(wire.CodeUnavailable, "catalog entry of %q: its bounds do not cover %d (deleted meanwhile?)", cur.Key, t)
 	}
 	owners, err := c.catalogOwners(ctx, quanta.KeyID(cur.Key), fmt.Sprintf("catalog entry of %q", cur.Key))
 	if err != nil {
@@ -197,7 +197,7 @@ func (nw *newestWrite) collect() error {
 	for ok < need {
 		if failed > nw.n-need {
 			nw.retry = true
-			return rpc.Errorf(CodeUnavailable, "newest quantum of %q stored at %d of %d registry replicas, %d needed: %v",
+			return rpc.Errorf(wire.CodeUnavailable, "newest quantum of %q stored at %d of %d registry replicas, %d needed: %v",
 				nw.key, ok, nw.n, need, lastErr)
 		}
 		select {
@@ -210,7 +210,7 @@ func (nw *newestWrite) collect() error {
 			ok++
 		case <-nw.ctx.Done():
 			nw.retry = true
-			return rpc.Errorf(CodeUnavailable, "newest quantum of %q: %v", nw.key, nw.ctx.Err())
+			return rpc.Errorf(wire.CodeUnavailable, "newest quantum of %q: %v", nw.key, nw.ctx.Err())
 		}
 	}
 	nw.c.noteNewest(nw.key, nw.created, nw.t)
@@ -229,7 +229,7 @@ func (c *Coordinator) searchRange(e catalog.Entry, since, before, now int64) (lo
 	if last < math.MaxInt64 {
 		last++
 	}
-	q := c.cfg.DHT.Quantum
+	q := c.cfg.Quantum
 	if e.HasNewest {
 		// No acknowledged point lies in a quantum after Newest's.
 		qs := q.StartNanos(e.Newest)
@@ -276,9 +276,9 @@ func (c *Coordinator) Latest(ctx context.Context, key string, since, before int6
 // before) start (searchRange's lo), which Bounds answers as First.
 func (c *Coordinator) latest(ctx context.Context, key string, since, before int64) (series.Points, int64, error) {
 	if since > before {
-		return series.Points{}, 0, rpc.Errorf(CodeBadInput, "latest of %q: since %d is after before %d", key, since, before)
+		return series.Points{}, 0, rpc.Errorf(wire.CodeBadInput, "latest of %q: since %d is after before %d", key, since, before)
 	}
-	q := c.cfg.DHT.Quantum
+	q := c.cfg.Quantum
 	now := time.Now().UnixNano()
 	qn := q.Duration().Nanoseconds()
 	// Speculate on the quantum of the newest Newest seen here — and the one after when
@@ -308,7 +308,7 @@ func (c *Coordinator) latest(ctx context.Context, key string, since, before int6
 		return series.Points{}, 0, err
 	}
 	if !round.found || !round.entry.Live() {
-		return series.Points{}, 0, rpc.Errorf(CodeUnknownSeries, "unknown series %q", key)
+		return series.Points{}, 0, rpc.Errorf(wire.CodeUnknownSeries, "unknown series %q", key)
 	}
 	e := round.entry
 	if _, ok := c.cat.cached(key); !ok {
@@ -349,8 +349,8 @@ const latestSpecQuanta = 1
 // latestIn returns the latest point in [from, to) from one aggregate of whole quanta,
 // in windows as wide as the range (so at most two, whatever the range holds).
 func (c *Coordinator) latestIn(ctx context.Context, key string, from, to int64) (series.Points, bool, error) {
-	q := c.cfg.DHT.Quantum.Duration().Nanoseconds()
-	res, err := c.aggregate(ctx, key, from, to, spanWindow(from, to, q), GetOptions{}, true)
+	q := c.cfg.Quantum.Duration().Nanoseconds()
+	res, err := c.aggregate(ctx, key, from, to, spanWindow(from, to, q), wire.GetOptions{}, true)
 	if err != nil {
 		return series.Points{}, false, err
 	}
@@ -366,7 +366,7 @@ func (c *Coordinator) latestIn(ctx context.Context, key string, from, to int64) 
 // requests).
 func (c *Coordinator) Bounds(ctx context.Context, key string, from, to int64) (wire.BoundsResp, error) {
 	if from > to {
-		return wire.BoundsResp{}, rpc.Errorf(CodeBadInput, "range: from %d is after to %d", from, to)
+		return wire.BoundsResp{}, rpc.Errorf(wire.CodeBadInput, "range: from %d is after to %d", from, to)
 	}
 	pt, lo, err := c.latest(ctx, key, from, to)
 	if err != nil || pt.Len() == 0 {

@@ -1,4 +1,4 @@
-package tsdb
+package coord
 
 import (
 	"context"
@@ -21,43 +21,11 @@ import (
 // the homes for the windows they agree on (rollup.Client). The home side
 // (rollup.Homes) reads the cluster through rollupSource.
 
-// RollupConfig configures rollups (Config.Rollups): see rollup.Config.
-type RollupConfig = rollup.Config
-
-// RollupStats counts a node's use of rollups: see rollup.Stats.
-type RollupStats = rollup.Stats
-
-// DefaultRollupConfig returns the defaults (rollups off) for quantum q.
-func DefaultRollupConfig(q quanta.Quantum) RollupConfig { return rollup.DefaultConfig(q) }
-
-// RollupNow runs one pull pass as a home: every series this node keeps rollups of up
-// to the horizon, or 64 rounds of 8,640 quanta per series, whichever comes first (tests
-// and benchmarks; a node runs a pass every Rollups.PullInterval anyway).
-func (n *Node) RollupNow(ctx context.Context) error {
-	if n.homes == nil {
-		return nil
-	}
-	return n.homes.Pass(ctx)
-}
-
-// RollupStats returns the node's rollup counters, as a coordinator and as a home (zero
-// when rollups are off).
-func (n *Node) RollupStats() RollupStats {
-	var s RollupStats
-	if n.coord.rollup != nil {
-		s = n.coord.rollup.Stats()
-	}
-	if n.homes != nil {
-		s = s.Plus(n.homes.Stats())
-	}
-	return s
-}
-
 // homes returns the rollup homes of a series: its registry replicas.
-func (c *Coordinator) homes(ctx context.Context, key string) ([]dht.Peer, error) {
+func (c *Coordinator) Homes(ctx context.Context, key string) ([]dht.Peer, error) {
 	peers, err := c.place.Locate(ctx, quanta.KeyID(key), c.cfg.RF)
 	if err != nil {
-		return nil, rpc.Errorf(CodeUnavailable, "series %q: no rollup home: %v", key, err)
+		return nil, rpc.Errorf(wire.CodeUnavailable, "series %q: no rollup home: %v", key, err)
 	}
 	return peers, nil
 }
@@ -89,7 +57,7 @@ func (c *Coordinator) markDeleted(ctx context.Context, key string, from, to int6
 }
 
 func (c *Coordinator) markHomes(ctx context.Context, key string, req *wire.RollupMarkReq) error {
-	homes, err := c.homes(ctx, key)
+	homes, err := c.Homes(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -100,7 +68,7 @@ func (c *Coordinator) markHomes(ctx context.Context, key string, req *wire.Rollu
 // from the raw shards (aggregate) elsewhere (rollup.Client.Aggregate). handled is
 // false when rollups cannot help (off, no level divides every, or no whole window of
 // a level older than the horizon): the caller aggregates the raw shards then.
-func (c *Coordinator) rollupAggregate(ctx context.Context, key string, from, to, every int64, opt GetOptions) (res wire.AggResult, handled bool, err error) {
+func (c *Coordinator) rollupAggregate(ctx context.Context, key string, from, to, every int64, opt wire.GetOptions) (res wire.AggResult, handled bool, err error) {
 	if c.rollup == nil {
 		return res, false, nil
 	}
@@ -113,13 +81,13 @@ func (c *Coordinator) rollupAggregate(ctx context.Context, key string, from, to,
 		return res, true, err
 	}
 	if err := agg.CheckWidth(every); err != nil {
-		return res, true, rpc.Errorf(CodeBadInput, "%v", err)
+		return res, true, rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
 	typ, err := c.types.lookup(ctx, key)
 	if err != nil {
 		return res, true, err
 	}
-	homes, err := c.homes(ctx, key)
+	homes, err := c.Homes(ctx, key)
 	if err != nil {
 		return res, true, err
 	}
@@ -142,7 +110,7 @@ func (c *Coordinator) rollupAggregate(ctx context.Context, key string, from, to,
 type rollupSource struct{ c *Coordinator }
 
 func (s rollupSource) Homes(ctx context.Context, key string) ([]dht.Peer, error) {
-	return s.c.homes(ctx, key)
+	return s.c.Homes(ctx, key)
 }
 
 func (s rollupSource) Entry(ctx context.Context, key string) (catalog.Entry, error) {
@@ -159,7 +127,7 @@ const maxPullShardsPerRequest = 1024
 // per request.
 func (s rollupSource) QuantumStats(ctx context.Context, key string, starts []int64) ([][]rollup.Answer, error) {
 	c := s.c
-	qn := c.cfg.DHT.Quantum.Duration().Nanoseconds()
+	qn := c.cfg.Quantum.Duration().Nanoseconds()
 	spans, err := c.planRead(ctx, nil, key, starts, math.MinInt64, math.MaxInt64)
 	if err != nil {
 		return nil, err

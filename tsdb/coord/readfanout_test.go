@@ -1,4 +1,4 @@
-package tsdb
+package coord
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
 	"github.com/tsdht/tsdht/tsdb/replica"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
@@ -21,13 +22,13 @@ import (
 // spreadPlacement places each ID on rf of its peers chosen by the ID's first byte, so
 // that a read of many quanta asks many nodes.
 type spreadPlacement struct {
-	fixedPlacement
+	clustertest.FixedPlacement
 }
 
 func (s *spreadPlacement) Locate(_ context.Context, id quanta.ID, rf int) ([]dht.Peer, error) {
 	out := make([]dht.Peer, 0, rf)
-	for k := range min(rf, len(s.owners)) {
-		out = append(out, s.owners[(int(id[0])+k)%len(s.owners)])
+	for k := range min(rf, len(s.Owners)) {
+		out = append(out, s.Owners[(int(id[0])+k)%len(s.Owners)])
 	}
 	return out, nil
 }
@@ -73,27 +74,27 @@ func (r *barrierReplica) Read(ctx context.Context, req *wire.ReadReq) (*wire.Rea
 // than Config.ReadConcurrency: a second wave of requests would wait for the first's
 // answers, a round trip more.
 func TestReadAsksEveryNodeAtOnce(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := testConfig()
 	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 3, 2, 2
 	cfg.ReadConcurrency = 4
 	logger := slog.New(slog.DiscardHandler)
 	self := dht.Peer{ID: "self", RPCAddr: "self:1"}
 	barrier := &readBarrier{all: make(chan struct{})}
-	replicas := replicaMap{}
+	replicas := clustertest.ReplicaMap{}
 	var peers []dht.Peer
 	for i := range 24 {
 		p := dht.Peer{ID: fmt.Sprintf("n%02d", i), RPCAddr: fmt.Sprintf("n%02d:1", i)}
 		peers = append(peers, p)
-		replicas[p.ID] = &barrierReplica{Replica: replica.New(replica.Config{Store: store.NewMem(), Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format,
+		replicas[p.ID] = &barrierReplica{Replica: replica.New(replica.Config{Store: store.NewMem(), Quantum: cfg.Quantum, Format: cfg.Format,
 			Stats: func() wire.NodeStats { return wire.NodeStats{} }}), b: barrier}
 	}
-	place := &spreadPlacement{fixedPlacement{self: self, owners: peers}}
-	coord := newCoordinator(&cfg, place, replicas, newRegistry(place, replicas, &cfg, logger), nil, nil, logger)
+	place := &spreadPlacement{clustertest.FixedPlacement{Me: self, Owners: peers}}
+	coord := New(cfg, place, replicas, NewRegistry(place, replicas, cfg, logger), nil, nil, logger)
 	ctx := context.Background()
-	q := cfg.DHT.Quantum
-	from := q.BeginNanos(q.Start(base()))
-	pts := sixtyHz(from, 15*int(q.Duration()/time.Second)*60) // 15 quanta
-	if _, err := coord.Put(ctx, "s", pts, PutOptions{}); err != nil {
+	q := cfg.Quantum
+	from := q.BeginNanos(q.Start(clustertest.Base()))
+	pts := clustertest.SixtyHz(from, 15*int(q.Duration()/time.Second)*60) // 15 quanta
+	if _, err := coord.Put(ctx, "s", pts, wire.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The nodes the read asks: every replica of every quantum it covers.
@@ -115,11 +116,11 @@ func TestReadAsksEveryNodeAtOnce(t *testing.T) {
 	barrier.mu.Unlock()
 	stop := time.AfterFunc(5*time.Second, func() { close(barrier.deadline) })
 	defer stop.Stop()
-	res, err := coord.Get(ctx, "s", from, pts.T[pts.Len()-1]+1, GetOptions{})
+	res, err := coord.Get(ctx, "s", from, pts.T[pts.Len()-1]+1, wire.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	requireSame(t, pts, res.Points)
+	clustertest.RequireSame(t, pts, res.Points)
 	barrier.mu.Lock()
 	defer barrier.mu.Unlock()
 	if barrier.most != len(asked) {

@@ -1,4 +1,4 @@
-package tsdb
+package coord
 
 import (
 	"context"
@@ -34,8 +34,8 @@ type SeriesPut struct {
 
 // SeriesResult is what PutMany did with one series: how many points reached their write
 // quorum, and why the rest did not (nil when all did). Err carries an rpc.RemoteError
-// code as Put's errors do: CodeBadInput, CodeTypeMismatch and CodeExpired refuse the
-// points themselves (sending them again will not help); CodeUnavailable means the
+// code as Put's errors do: wire.CodeBadInput, wire.CodeTypeMismatch and wire.CodeExpired refuse the
+// points themselves (sending them again will not help); wire.CodeUnavailable means the
 // cluster failed (retrying the write is safe: writes are idempotent).
 type SeriesResult struct {
 	Stored int
@@ -50,7 +50,7 @@ type SeriesResult struct {
 // per series, in the order of puts. Put is PutMany of one series: both run the same
 // steps and the same write hooks (writeHooks). A series whose shards missed their
 // quorum because replicas were unreachable is retried (Config.WriteRetry).
-func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt PutOptions) []SeriesResult {
+func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt wire.PutOptions) []SeriesResult {
 	res := make([]SeriesResult, len(puts))
 	if len(puts) == 0 {
 		return res
@@ -136,7 +136,7 @@ func (c *Coordinator) writeRounds(ctx context.Context, start, deadline time.Time
 				continue
 			}
 			var re *rpc.RemoteError
-			if errors.As(err, &re) && re.Code != CodeUnavailable {
+			if errors.As(err, &re) && re.Code != wire.CodeUnavailable {
 				// The points themselves were refused: sending them again will not help.
 				res[i].Err = writeError(puts[i].Key, res[i].Stored, puts[i].Points.Len(), w, err)
 				continue
@@ -213,13 +213,13 @@ func (c *Coordinator) markManyLate(ctx context.Context, puts []SeriesPut, res []
 // res. What the caches answer is done here; a series that needs a round trip gets a
 // goroutine, a bounded number at once. It returns the write quorum, or false when the
 // options themselves are wrong (every result then carries the error).
-func (c *Coordinator) prepareMany(ctx context.Context, deadline time.Time, puts []SeriesPut, opt PutOptions, res []SeriesResult) (int, bool) {
+func (c *Coordinator) prepareMany(ctx context.Context, deadline time.Time, puts []SeriesPut, opt wire.PutOptions, res []SeriesResult) (int, bool) {
 	w := c.cfg.WriteQuorum
 	if opt.WriteQuorum != 0 {
 		w = opt.WriteQuorum
 	}
 	if w < 1 || w > c.cfg.RF {
-		err := rpc.Errorf(CodeBadInput, "write quorum %d: must be 1..rf (%d)", w, c.cfg.RF)
+		err := rpc.Errorf(wire.CodeBadInput, "write quorum %d: must be 1..rf (%d)", w, c.cfg.RF)
 		for i := range res {
 			res[i].Err = err
 		}
@@ -363,7 +363,7 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 		case <-ctx.Done():
 			for s := range spans {
 				if !t.decided(s) && t.errs[s] == nil {
-					t.errs[s] = rpc.Errorf(CodeUnavailable, "%v", ctx.Err())
+					t.errs[s] = rpc.Errorf(wire.CodeUnavailable, "%v", ctx.Err())
 				}
 			}
 			return t

@@ -1,4 +1,4 @@
-package tsdb
+package coord
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tsdht/tsdht/tsdb/repair"
+	"github.com/tsdht/tsdht/tsdb/wire"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
 
@@ -23,10 +24,10 @@ import (
 // shards to replica sets (Placement), and fans requests out to the replicas (Replicas)
 // in parallel.
 type Coordinator struct {
-	cfg      *Config
+	cfg      Config
 	place    cluster.Placement
 	replicas cluster.Replicas
-	types    *registry
+	types    *Registry
 	hints    *repair.Hints // nil: no hints kept
 	log      *slog.Logger
 
@@ -47,24 +48,45 @@ type Coordinator struct {
 	// localParts is how many parts PutMany cuts the batch to this node's own store
 	// into (0: a part per shard); parts are written at once, on StoreWorkers. One part
 	// is one replica request, which a store that appends a request's shards in one
-	// commit and one disk sync (a store.BatchAppender) stores at the cost of about one
-	// append: then one part, the default. A store that appends shard by shard syncs
-	// once per shard in a row, and there a part per shard is faster (appends made at
-	// once share their syncs): Node sets 0 for such a store.
+	// commit and one disk sync (CoordConfig.LocalBatches) stores at the cost of about
+	// one append: then one part. A store that appends shard by shard syncs once per
+	// shard in a row, and there a part per shard is faster (appends made at once share
+	// their syncs).
 	localParts int
+}
+
+// CoordConfig configures a Coordinator: what it takes of the node's Config (which see
+// for each field's meaning and default).
+type Config struct {
+	RF, WriteQuorum, ReadQuorum int
+	ReadQuorumOnly              bool
+	Quantum                     quanta.Quantum
+	Format                      quanta.Format
+	MaxFuture                   time.Duration
+	CallTimeout                 time.Duration
+	WriteRetry                  time.Duration
+	ReadConcurrency             int
+	LongReadShare               float64
+	// LocalBatches says that this node's store appends a request's shards in one
+	// commit and one disk sync (a store.BatchAppender): PutMany then sends its own
+	// store one request, not a part per shard (localParts).
+	LocalBatches bool
 }
 
 // maxReadRepairs bounds the read repairs in flight on one node.
 const maxReadRepairs = 4
 
-func newCoordinator(cfg *Config, place cluster.Placement, replicas cluster.Replicas, types *registry, h *repair.Hints, roll *rollup.Client, logger *slog.Logger) *Coordinator {
+func New(cfg Config, place cluster.Placement, replicas cluster.Replicas, types *Registry, h *repair.Hints, roll *rollup.Client, logger *slog.Logger) *Coordinator {
 	share := cfg.LongReadShare
 	if share <= 0 { // a Config that did not go through withDefaults
-		share = longReadShare
+		share = DefaultLongReadShare
 	}
 	c := &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, rollup: roll, log: logger, cat: &catalogCoord{},
-		commits: cluster.NewGroupCommit(), repairSlots: make(chan struct{}, maxReadRepairs), longReads: make(chan struct{}, maxLongReads),
-		longPace: newPacer(share, longReadBurst), localParts: 1}
+		commits: cluster.NewGroupCommit(), repairSlots: make(chan struct{}, maxReadRepairs), longReads: make(chan struct{}, MaxLongReads),
+		longPace: newPacer(share, longReadBurst)}
+	if cfg.LocalBatches {
+		c.localParts = 1
+	}
 	c.registerWriteHooks()
 	return c
 }
@@ -79,7 +101,7 @@ type shardSpan struct {
 
 // Put writes points of one series. It returns how many points reached their write
 // quorum; on error, the points counted are stored and the rest may not be.
-func (c *Coordinator) Put(ctx context.Context, key string, pts series.Points, opt PutOptions) (int, error) {
+func (c *Coordinator) Put(ctx context.Context, key string, pts series.Points, opt wire.PutOptions) (int, error) {
 	r, err := c.PutReport(ctx, key, pts, opt)
 	return r.Stored, err
 }
@@ -97,7 +119,7 @@ type PutResult struct {
 // with a growing pause, until they are stored or Config.WriteRetry (or ctx's deadline,
 // if sooner) has passed. Writes are idempotent, so a replica that did store a retried
 // point is not harmed.
-func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Points, opt PutOptions) (PutResult, error) {
+func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Points, opt wire.PutOptions) (PutResult, error) {
 	if _, err := c.checkPut(key, pts, opt); err != nil || pts.Len() == 0 {
 		return PutResult{}, err
 	}
@@ -106,13 +128,13 @@ func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Poin
 }
 
 // untilPlaced runs step until it succeeds, fails for another reason than too few
-// replicas (CodeUnavailable), or deadline passes, pausing longer each time.
+// replicas (wire.CodeUnavailable), or deadline passes, pausing longer each time.
 func (c *Coordinator) untilPlaced(ctx context.Context, deadline time.Time, step func() error) error {
 	pause := 100 * time.Millisecond
 	for {
 		err := step()
 		var re *rpc.RemoteError
-		if err == nil || !errors.As(err, &re) || re.Code != CodeUnavailable {
+		if err == nil || !errors.As(err, &re) || re.Code != wire.CodeUnavailable {
 			return err
 		}
 		wait := min(pause, time.Until(deadline))
@@ -131,24 +153,24 @@ func (c *Coordinator) untilPlaced(ctx context.Context, deadline time.Time, step 
 }
 
 // checkPut validates a write and returns its write quorum.
-func (c *Coordinator) checkPut(key string, pts series.Points, opt PutOptions) (int, error) {
+func (c *Coordinator) checkPut(key string, pts series.Points, opt wire.PutOptions) (int, error) {
 	if err := series.ValidateKey(key); err != nil {
-		return 0, rpc.Errorf(CodeBadInput, "%v", err)
+		return 0, rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
 	if err := pts.Valid(); err != nil {
-		return 0, rpc.Errorf(CodeBadInput, "%v", err)
+		return 0, rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
 	w := c.cfg.WriteQuorum
 	if opt.WriteQuorum != 0 {
 		w = opt.WriteQuorum
 	}
 	if w < 1 || w > c.cfg.RF {
-		return 0, rpc.Errorf(CodeBadInput, "write quorum %d: must be 1..rf (%d)", w, c.cfg.RF)
+		return 0, rpc.Errorf(wire.CodeBadInput, "write quorum %d: must be 1..rf (%d)", w, c.cfg.RF)
 	}
 	limit := time.Now().Add(c.cfg.MaxFuture).UnixNano()
 	for _, t := range pts.T {
 		if t > limit {
-			return 0, rpc.Errorf(CodeBadInput, "timestamp %s is more than %v in the future (check the writer's clock)",
+			return 0, rpc.Errorf(wire.CodeBadInput, "timestamp %s is more than %v in the future (check the writer's clock)",
 				time.Unix(0, t).UTC().Format(time.RFC3339Nano), c.cfg.MaxFuture)
 		}
 	}
@@ -156,17 +178,17 @@ func (c *Coordinator) checkPut(key string, pts series.Points, opt PutOptions) (i
 }
 
 // locate returns the replica set of a shard.
-func (c *Coordinator) locate(ctx context.Context, id quanta.ID) ([]dht.Peer, error) {
+func (c *Coordinator) Locate(ctx context.Context, id quanta.ID) ([]dht.Peer, error) {
 	peers, err := c.place.Locate(ctx, id, c.cfg.RF)
 	if err != nil {
-		return nil, rpc.Errorf(CodeUnavailable, "shard %s: no replica found: %v", id, err)
+		return nil, rpc.Errorf(wire.CodeUnavailable, "shard %s: no replica found: %v", id, err)
 	}
 	return peers, nil
 }
 
 // splitByQuantum cuts sorted points at quantum boundaries.
 func (c *Coordinator) splitByQuantum(ctx context.Context, key string, pts series.Points) ([]shardSpan, error) {
-	q := c.cfg.DHT.Quantum
+	q := c.cfg.Quantum
 	var spans []shardSpan
 	for lo := 0; lo < pts.Len(); {
 		start := q.Start(pts.T[lo])
@@ -175,8 +197,8 @@ func (c *Coordinator) splitByQuantum(ctx context.Context, key string, pts series
 		for hi < pts.Len() && pts.T[hi] < end {
 			hi++
 		}
-		ref := cluster.ShardRef(c.cfg.DHT.Format, key, start)
-		replicas, err := c.locate(ctx, ref.ID)
+		ref := cluster.ShardRef(c.cfg.Format, key, start)
+		replicas, err := c.Locate(ctx, ref.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -189,3 +211,19 @@ func (c *Coordinator) splitByQuantum(ctx context.Context, key string, pts series
 	}
 	return spans, nil
 }
+
+// ReadRepairs returns how many shards this coordinator's reads repaired.
+func (c *Coordinator) ReadRepairs() int64 { return c.readRepairs.Load() }
+
+// RollupStats returns this coordinator's use of rollup homes (zero when rollups are
+// off).
+func (c *Coordinator) RollupStats() rollup.Stats {
+	if c.rollup == nil {
+		return rollup.Stats{}
+	}
+	return c.rollup.Stats()
+}
+
+// RollupSource returns what the rollup homes read of the cluster through this
+// coordinator.
+func (c *Coordinator) RollupSource() rollup.Source { return rollupSource{c} }

@@ -1,4 +1,4 @@
-package tsdb
+package coord
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
+	"github.com/tsdht/tsdht/tsdb/wire"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
@@ -21,7 +22,7 @@ const maxTypeCache = 1 << 16
 
 // registry keeps series metadata — today a series' type — on the replica set of
 // SHA-1(key), the series' registry replicas, and caches what it learnt.
-type registry struct {
+type Registry struct {
 	place      cluster.Placement
 	replicas   cluster.Replicas
 	rf         int
@@ -33,16 +34,16 @@ type registry struct {
 	types map[string]series.Type
 }
 
-func newRegistry(place cluster.Placement, replicas cluster.Replicas, cfg *Config, logger *slog.Logger) *registry {
-	return &registry{place: place, replicas: replicas, rf: cfg.RF, readQuorum: cfg.ReadQuorum,
+func NewRegistry(place cluster.Placement, replicas cluster.Replicas, cfg Config, logger *slog.Logger) *Registry {
+	return &Registry{place: place, replicas: replicas, rf: cfg.RF, readQuorum: cfg.ReadQuorum,
 		timeout: cfg.CallTimeout, log: logger, types: make(map[string]series.Type)}
 }
 
 // owners returns the registry replicas of a series, each as a batch of one.
-func (g *registry) owners(ctx context.Context, key string) ([]*cluster.PeerBatch[string], error) {
+func (g *Registry) owners(ctx context.Context, key string) ([]*cluster.PeerBatch[string], error) {
 	peers, err := g.place.Locate(ctx, quanta.KeyID(key), g.rf)
 	if err != nil {
-		return nil, rpc.Errorf(CodeUnavailable, "series %q: no registry replica: %v", key, err)
+		return nil, rpc.Errorf(wire.CodeUnavailable, "series %q: no registry replica: %v", key, err)
 	}
 	return cluster.GroupByPeer(func(yield func(dht.Peer, string) bool) {
 		for _, p := range peers {
@@ -53,7 +54,7 @@ func (g *registry) owners(ctx context.Context, key string) ([]*cluster.PeerBatch
 	}, 0, nil), nil
 }
 
-func (g *registry) cached(key string) (series.Type, bool) {
+func (g *Registry) cached(key string) (series.Type, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	t, ok := g.types[key]
@@ -61,13 +62,13 @@ func (g *registry) cached(key string) (series.Type, bool) {
 }
 
 // forget drops a series' cached type: the series was deleted.
-func (g *registry) forget(key string) {
+func (g *Registry) forget(key string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.types, key)
 }
 
-func (g *registry) remember(key string, t series.Type) {
+func (g *Registry) remember(key string, t series.Type) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.types) >= maxTypeCache {
@@ -77,12 +78,12 @@ func (g *registry) remember(key string, t series.Type) {
 }
 
 func mismatch(key string, have, want series.Type) error {
-	return rpc.Errorf(CodeTypeMismatch, "series %q holds %s values; refusing %s values", key, have, want)
+	return rpc.Errorf(wire.CodeTypeMismatch, "series %q holds %s values; refusing %s values", key, have, want)
 }
 
 // ensure fixes the series' type at its registry replicas on the first write, and
 // refuses a write of another type than the one fixed first. w replicas must record it.
-func (g *registry) ensure(ctx context.Context, key string, t series.Type, w int) error {
+func (g *Registry) ensure(ctx context.Context, key string, t series.Type, w int) error {
 	if have, ok := g.cached(key); ok {
 		if have == t {
 			return nil
@@ -106,14 +107,14 @@ func (g *registry) ensure(ctx context.Context, key string, t series.Type, w int)
 		switch {
 		case a.Err == nil:
 			ok++
-		case errors.As(a.Err, &re) && re.Code == CodeTypeMismatch:
-			return rpc.Errorf(CodeTypeMismatch, "%s", re.Msg)
+		case errors.As(a.Err, &re) && re.Code == wire.CodeTypeMismatch:
+			return rpc.Errorf(wire.CodeTypeMismatch, "%s", re.Msg)
 		default:
 			lastErr = a.Err
 		}
 	}
 	if ok < w {
-		return rpc.Errorf(CodeUnavailable, "series %q: could not record its type at %d of %d registry replicas: %v", key, w, len(owners), lastErr)
+		return rpc.Errorf(wire.CodeUnavailable, "series %q: could not record its type at %d of %d registry replicas: %v", key, w, len(owners), lastErr)
 	}
 	g.remember(key, t)
 	return nil
@@ -121,7 +122,7 @@ func (g *registry) ensure(ctx context.Context, key string, t series.Type, w int)
 
 // lookup asks the registry replicas for a series' type. One replica's "unknown" is not
 // the truth (it may have just become an owner), so every replica is asked.
-func (g *registry) lookup(ctx context.Context, key string) (series.Type, error) {
+func (g *Registry) lookup(ctx context.Context, key string) (series.Type, error) {
 	if t, ok := g.cached(key); ok {
 		return t, nil
 	}
@@ -152,15 +153,15 @@ func (g *registry) lookup(ctx context.Context, key string) (series.Type, error) 
 		}
 	}
 	if need := min(g.readQuorum, len(owners)); responded < need {
-		return series.Unknown, rpc.Errorf(CodeUnavailable, "series %q: %d of %d registry replicas answered, %d needed: %v",
+		return series.Unknown, rpc.Errorf(wire.CodeUnavailable, "series %q: %d of %d registry replicas answered, %d needed: %v",
 			key, responded, len(owners), need, lastErr)
 	}
-	return series.Unknown, rpc.Errorf(CodeUnknownSeries, "unknown series %q", key)
+	return series.Unknown, rpc.Errorf(wire.CodeUnknownSeries, "unknown series %q", key)
 }
 
 // Redeclare tells every registry replica of a series its type, for the repairer: an
 // owner that already knows it answers at no cost, a new owner learns it.
-func (g *registry) Redeclare(ctx context.Context, key string, t series.Type) {
+func (g *Registry) Redeclare(ctx context.Context, key string, t series.Type) {
 	owners, err := g.owners(ctx, key)
 	if err != nil {
 		g.log.Warn("repair: registry not found", "series", key, "err", err)

@@ -1,4 +1,4 @@
-package tsdb
+package coord
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/cluster"
 	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // What every write shares, Put's (PutMany of one series) and PutMany's: the hooks that
@@ -77,7 +78,7 @@ func newShardTally(spans []shardSpan, w int) *shardTally {
 		if len(spans[s].replicas) < w {
 			t.fails[s] = w
 			t.undecided--
-			t.errs[s] = rpc.Errorf(CodeUnavailable, "only %d live nodes for write quorum %d", len(spans[s].replicas), w)
+			t.errs[s] = rpc.Errorf(wire.CodeUnavailable, "only %d live nodes for write quorum %d", len(spans[s].replicas), w)
 		}
 	}
 	return t
@@ -140,7 +141,7 @@ func (t *shardTally) firstErr(in func(s int) bool) error {
 			if t.errs[s] != nil {
 				return t.errs[s]
 			}
-			return rpc.Errorf(CodeUnavailable, "no answer in time")
+			return rpc.Errorf(wire.CodeUnavailable, "no answer in time")
 		}
 	}
 	return nil
@@ -168,11 +169,11 @@ func (c *Coordinator) hinter(spans []shardSpan, key func(s int) string) func(sha
 // writeError words the failure of a write of one series that stored stored of total
 // points at write quorum w, err the first replica's reason. A refusal of the points
 // themselves keeps its code (sending them again will not help); anything else is
-// CodeUnavailable (retrying is safe: writes are idempotent).
+// wire.CodeUnavailable (retrying is safe: writes are idempotent).
 func writeError(key string, stored, total, w int, err error) error {
-	code := CodeUnavailable
+	code := wire.CodeUnavailable
 	var re *rpc.RemoteError
-	if errors.As(err, &re) && (re.Code == CodeTypeMismatch || re.Code == CodeBadInput || re.Code == CodeExpired) {
+	if errors.As(err, &re) && (re.Code == wire.CodeTypeMismatch || re.Code == wire.CodeBadInput || re.Code == wire.CodeExpired) {
 		code = re.Code
 	}
 	return rpc.Errorf(code, "write of %q: stored %d of %d points; the rest did not reach write quorum %d: %v", key, stored, total, w, err)

@@ -1,4 +1,4 @@
-package tsdb
+package coord
 
 import (
 	"context"
@@ -42,38 +42,11 @@ const (
 	// it holds besides its windows is bounded by it (a few hundred bytes a quantum),
 	// and each page costs a round trip, waiting for the slowest replica. Larger than a
 	// read's page (readPageQuanta), as an answer is windows, not points.
-	aggPageQuanta = 2048
+	AggPageQuanta = 2048
 	// MaxAggWindows bounds the windows of one coordinated aggregate. The client asks
 	// for longer ranges in parts (client.Agg).
 	MaxAggWindows = wire.MaxAggWindows
 )
-
-// registerAnalytics registers the analytics methods a coordinator serves:
-// MethodAggregate, MethodLatest and MethodBounds.
-func (n *Node) registerAnalytics() {
-	cluster.Handle(n.srv, wire.MethodAggregate, func(ctx context.Context, req *wire.AggregateReq) (*wire.AggregateResp, error) {
-		res, err := n.coord.Aggregate(ctx, req.Key, req.From, req.To, req.Every, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial})
-		if err != nil {
-			return nil, err
-		}
-		return &wire.AggregateResp{Type: res.Type, Packed: agg.AppendWindowsWire(nil, res.Type, res.Windows),
-			Partial: res.Partial, Missing: res.Missing}, nil
-	})
-	cluster.Handle(n.srv, wire.MethodLatest, func(ctx context.Context, req *wire.LatestReq) (*wire.LatestResp, error) {
-		pts, err := n.coord.Latest(ctx, req.Key, req.Since, req.Before)
-		if err != nil {
-			return nil, err
-		}
-		return &wire.LatestResp{Point: pts}, nil
-	})
-	cluster.Handle(n.srv, wire.MethodBounds, func(ctx context.Context, req *wire.BoundsReq) (*wire.BoundsResp, error) {
-		resp, err := n.coord.Bounds(ctx, req.Key, req.From, req.To)
-		if err != nil {
-			return nil, err
-		}
-		return &resp, nil
-	})
-}
 
 // aggAnswer is what one replica said about one shard.
 type aggAnswer struct {
@@ -85,7 +58,7 @@ type aggAnswer struct {
 // Aggregate returns the non-empty windows of width every (ns) over the points of a
 // series with from <= t < to, ascending, each window's partial aggregate merged across
 // shards. Windows are aligned to multiples of every since the epoch.
-func (c *Coordinator) Aggregate(ctx context.Context, key string, from, to, every int64, opt GetOptions) (wire.AggResult, error) {
+func (c *Coordinator) Aggregate(ctx context.Context, key string, from, to, every int64, opt wire.GetOptions) (wire.AggResult, error) {
 	if res, ok, err := c.rollupAggregate(ctx, key, from, to, every, opt); ok {
 		return res, err
 	}
@@ -95,21 +68,21 @@ func (c *Coordinator) Aggregate(ctx context.Context, key string, from, to, every
 // aggregate is Aggregate; byQuorum settles a shard once a read quorum of replicas agree
 // (settleAgg), for Latest, whose answer is the latest acknowledged point: a replica
 // still receiving a write then costs no second round.
-func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every int64, opt GetOptions, byQuorum bool) (wire.AggResult, error) {
+func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every int64, opt wire.GetOptions, byQuorum bool) (wire.AggResult, error) {
 	r, err := c.checkGet(key, from, to, opt)
 	if err != nil {
 		return wire.AggResult{}, err
 	}
 	if err := agg.CheckWidth(every); err != nil {
-		return wire.AggResult{}, rpc.Errorf(CodeBadInput, "%v", err)
+		return wire.AggResult{}, rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
 	typ, err := c.types.lookup(ctx, key)
 	if err != nil {
 		return wire.AggResult{}, err
 	}
-	q := c.cfg.DHT.Quantum
+	q := c.cfg.Quantum
 	var turn *longTurn // nil: a short aggregate
-	if from < to && (q.Start(to-1)-q.Start(from))/int64(q) >= readPageQuanta {
+	if from < to && (q.Start(to-1)-q.Start(from))/int64(q) >= ReadPageQuanta {
 		// A long aggregate takes its turn with the long reads, before it allocates
 		// anything for its range, and its pages are paced (longread.go).
 		if turn, err = c.longRead(ctx, key); err != nil {
@@ -119,18 +92,18 @@ func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every
 	}
 	cover, err := coverQuanta(q, from, to)
 	if err != nil {
-		return wire.AggResult{}, rpc.Errorf(CodeBadInput, "%v", err)
+		return wire.AggResult{}, rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
 	res := wire.AggResult{Type: typ}
 	var lists [][]agg.Window
 	// Page through the quanta, as Get does: what an aggregate holds besides its windows
 	// is bounded whatever its range.
-	for lo := 0; lo < cover.n; lo += aggPageQuanta {
+	for lo := 0; lo < cover.n; lo += AggPageQuanta {
 		if err := ctx.Err(); err != nil {
-			return wire.AggResult{}, rpc.Errorf(CodeUnavailable, "aggregate of %q: %v", key, err)
+			return wire.AggResult{}, rpc.Errorf(wire.CodeUnavailable, "aggregate of %q: %v", key, err)
 		}
 		if err := turn.page(ctx, func(ctx context.Context, b *pageBufs) error {
-			b.starts = cover.pageInto(b.starts, lo, aggPageQuanta)
+			b.starts = cover.pageInto(b.starts, lo, AggPageQuanta)
 			return c.aggregatePage(ctx, b, key, b.starts, from, to, every, r, byQuorum, &res, &lists)
 		}); err != nil {
 			return wire.AggResult{}, err
@@ -138,7 +111,7 @@ func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every
 	}
 	if res.Missing > 0 {
 		if !opt.AllowPartial {
-			return wire.AggResult{}, rpc.Errorf(CodePartial, "aggregate of %q: %d of %d shards could not be read from any replica", key, res.Missing, cover.n)
+			return wire.AggResult{}, rpc.Errorf(wire.CodePartial, "aggregate of %q: %d of %d shards could not be read from any replica", key, res.Missing, cover.n)
 		}
 		res.Partial = true
 	}
@@ -162,7 +135,7 @@ func (c *Coordinator) aggregatePage(ctx context.Context, b *pageBufs, key string
 	if err := ctx.Err(); err != nil {
 		// The caller has gone: reading the points of what went unanswered would be
 		// for nobody.
-		return rpc.Errorf(CodeUnavailable, "aggregate of %q: %v", key, err)
+		return rpc.Errorf(wire.CodeUnavailable, "aggregate of %q: %v", key, err)
 	}
 	var differ []shardSpan // shards whose replicas disagree: read their points
 	for i := range spans {
@@ -251,7 +224,7 @@ func (c *Coordinator) aggRound(ctx context.Context, bufs *pageBufs, key string, 
 	bufs = orFresh(bufs)
 	answers := bufs.aggAnswersFor(spans)
 	// Narrow windows make big answers: fewer shards per request then.
-	q := c.cfg.DHT.Quantum.Duration().Nanoseconds()
+	q := c.cfg.Quantum.Duration().Nanoseconds()
 	perShard := q/every + 2
 	perRequest := int(max(1, min(maxAggShardsPerRequest, maxAggWindowsPerRequest/perShard)))
 	plan := bufs.plan[:0]
@@ -326,14 +299,14 @@ const (
 // points, and the step holding the latest quantum with points answers. Latest uses it
 // only where the catalog's tail does not lead to the point (bounds.go).
 func (c *Coordinator) latestBefore(ctx context.Context, key string, since, before int64) (series.Points, error) {
-	q := c.cfg.DHT.Quantum.Duration().Nanoseconds()
+	q := c.cfg.Quantum.Duration().Nanoseconds()
 	hi, step := before, int64(latestStep)
 	for hi > since {
 		lo := since
 		if hi-since > step*q {
 			lo = agg.WindowStart(hi-step*q, q)
 		}
-		res, err := c.Aggregate(ctx, key, lo, hi, spanWindow(lo, hi, q), GetOptions{})
+		res, err := c.Aggregate(ctx, key, lo, hi, spanWindow(lo, hi, q), wire.GetOptions{})
 		if err != nil {
 			return series.Points{}, err
 		}

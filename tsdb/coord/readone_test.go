@@ -1,4 +1,4 @@
-package tsdb
+package coord
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
 	"github.com/tsdht/tsdht/tsdb/replica"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
@@ -42,7 +43,7 @@ func (c *countingReplica) Read(ctx context.Context, req *wire.ReadReq) (*wire.Re
 // that fails by the next owner; an owner that holds nothing is repaired; a shard no
 // replica can serve fails the read. By default every replica is asked.
 func TestReadQuorumOfReplicas(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := testConfig()
 	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 3, 3, 2
 	cfg.ReadQuorumOnly = true
 	cfg.CallTimeout = 2 * time.Second
@@ -51,24 +52,24 @@ func TestReadQuorumOfReplicas(t *testing.T) {
 	a, b, self := peer("a"), peer("b"), peer("self")
 	stores := map[string]store.Store{}
 	reps := map[string]*countingReplica{}
-	replicas := replicaMap{}
+	replicas := clustertest.ReplicaMap{}
 	for _, p := range []dht.Peer{a, b, self} {
 		stores[p.ID] = store.NewMem()
-		reps[p.ID] = &countingReplica{Replica: replica.New(replica.Config{Store: stores[p.ID], Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format,
+		reps[p.ID] = &countingReplica{Replica: replica.New(replica.Config{Store: stores[p.ID], Quantum: cfg.Quantum, Format: cfg.Format,
 			Stats: func() wire.NodeStats { return wire.NodeStats{} }})}
 		replicas[p.ID] = reps[p.ID]
 	}
-	place := &fixedPlacement{self: self, owners: []dht.Peer{a, b, self}}
-	types := newRegistry(place, replicas, &cfg, logger)
-	coord := newCoordinator(&cfg, place, replicas, types, nil, nil, logger)
+	place := &clustertest.FixedPlacement{Me: self, Owners: []dht.Peer{a, b, self}}
+	types := NewRegistry(place, replicas, cfg, logger)
+	coord := New(cfg, place, replicas, types, nil, nil, logger)
 
 	ctx := context.Background()
-	q := cfg.DHT.Quantum
-	start := q.Start(base())
+	q := cfg.Quantum
+	start := q.Start(clustertest.Base())
 	from := q.BeginNanos(start)
-	pts := sixtyHz(from, 3*60*int(q)) // three quanta
+	pts := clustertest.SixtyHz(from, 3*60*int(q)) // three quanta
 	to := pts.T[pts.Len()-1] + 1
-	if _, err := coord.Put(ctx, "pmu/one", pts, PutOptions{}); err != nil {
+	if _, err := coord.Put(ctx, "pmu/one", pts, wire.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	asked := func() (na, nb, ns int64) {
@@ -77,11 +78,11 @@ func TestReadQuorumOfReplicas(t *testing.T) {
 	}
 	get := func(what string) {
 		t.Helper()
-		res, err := coord.Get(ctx, "pmu/one", from, to, GetOptions{})
+		res, err := coord.Get(ctx, "pmu/one", from, to, wire.GetOptions{})
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		requireSame(t, pts, res.Points)
+		clustertest.RequireSame(t, pts, res.Points)
 	}
 
 	get("all replicas healthy")
@@ -105,7 +106,7 @@ func TestReadQuorumOfReplicas(t *testing.T) {
 	// An owner that holds nothing (a new owner, say): the read asks the next, and
 	// repairs the empty one from what that one sent.
 	stores["self"] = store.NewMem()
-	reps["self"] = &countingReplica{Replica: replica.New(replica.Config{Store: stores["self"], Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format,
+	reps["self"] = &countingReplica{Replica: replica.New(replica.Config{Store: stores["self"], Quantum: cfg.Quantum, Format: cfg.Format,
 		Stats: func() wire.NodeStats { return wire.NodeStats{} }})}
 	replicas["self"] = reps["self"] // no call is under way: the writes all answered (w = rf)
 	get("this node's replica empty")
@@ -113,7 +114,7 @@ func TestReadQuorumOfReplicas(t *testing.T) {
 		t.Fatalf("with self empty the read asked a %d, b %d, self %d shards; want self's 3, a's 3 digests then points", na, nb, ns)
 	}
 	waitFor(t, 10*time.Second, "read repair of the empty replica", func() bool {
-		got, _, err := stores["self"].Read(cluster.ShardRef(cfg.DHT.Format, "pmu/one", start), "pmu/one", from, to)
+		got, _, err := stores["self"].Read(cluster.ShardRef(cfg.Format, "pmu/one", start), "pmu/one", from, to)
 		return err == nil && got.Len() == 60*int(q)
 	})
 
@@ -121,10 +122,10 @@ func TestReadQuorumOfReplicas(t *testing.T) {
 	for _, r := range reps {
 		r.failing.Store(true)
 	}
-	_, err := coord.Get(ctx, "pmu/one", from, to, GetOptions{})
+	_, err := coord.Get(ctx, "pmu/one", from, to, wire.GetOptions{})
 	var re *rpc.RemoteError
-	if !errors.As(err, &re) || re.Code != CodePartial {
-		t.Fatalf("read with every replica failing: %v; want a %s error", err, CodePartial)
+	if !errors.As(err, &re) || re.Code != wire.CodePartial {
+		t.Fatalf("read with every replica failing: %v; want a %s error", err, wire.CodePartial)
 	}
 	if na, nb, ns := asked(); na != 3 || nb != 3 || ns != 3 {
 		t.Fatalf("with every replica failing the read asked a %d, b %d, self %d shards; want every replica once", na, nb, ns)

@@ -1,4 +1,4 @@
-package tsdb
+package coord
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // TestPageYields: within a long read's page, get or aggregate, this node's store
@@ -16,19 +17,14 @@ import (
 // that much of a page, not for the page); a short read never yields; a page within
 // the pacer's burst yields without napping, and one the pacer held back naps.
 func TestPageYields(t *testing.T) {
-	lc, err := StartLocal(context.Background(), 1, "", func(_ int, cfg *Config) { cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
-	c := lc.Nodes[0].Coordinator()
+	c := oneNode(t, nil)
 	var pts series.Points
 	now := time.Now().UnixNano()
 	pts.AppendFloat(now-time.Hour.Nanoseconds(), 1)
-	if _, err := c.Put(context.Background(), "huge", pts, PutOptions{}); err != nil {
+	if _, err := c.Put(context.Background(), "huge", pts, wire.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	q := int64(lc.Nodes[0].cfg.DHT.Quantum) * int64(time.Second)
+	q := int64(c.cfg.Quantum) * int64(time.Second)
 	savedLongYield, savedPageYield := longYield, pageYield
 	defer func() { longYield, pageYield = savedLongYield, savedPageYield }()
 	for _, tc := range []struct {
@@ -36,12 +32,12 @@ func TestPageYields(t *testing.T) {
 		quant int // quanta per page
 		read  func(ctx context.Context, from, to int64) error
 	}{
-		{"get", readPageQuanta, func(ctx context.Context, from, to int64) error {
-			_, err := c.Get(ctx, "huge", from, to, GetOptions{})
+		{"get", ReadPageQuanta, func(ctx context.Context, from, to int64) error {
+			_, err := c.Get(ctx, "huge", from, to, wire.GetOptions{})
 			return err
 		}},
-		{"aggregate", aggPageQuanta, func(ctx context.Context, from, to int64) error {
-			_, err := c.Aggregate(ctx, "huge", from, to, 24*time.Hour.Nanoseconds(), GetOptions{})
+		{"aggregate", AggPageQuanta, func(ctx context.Context, from, to int64) error {
+			_, err := c.Aggregate(ctx, "huge", from, to, 24*time.Hour.Nanoseconds(), wire.GetOptions{})
 			return err
 		}},
 	} {
@@ -53,11 +49,11 @@ func TestPageYields(t *testing.T) {
 		}
 
 		// Short: one page or less, never yields.
-		if err := tc.read(context.Background(), now-int64(readPageQuanta/2)*q, now); err != nil {
-			t.Fatalf("%s of %d quanta: %v", tc.name, readPageQuanta/2, err)
+		if err := tc.read(context.Background(), now-int64(ReadPageQuanta/2)*q, now); err != nil {
+			t.Fatalf("%s of %d quanta: %v", tc.name, ReadPageQuanta/2, err)
 		}
 		if yields != 0 {
-			t.Errorf("%s of %d quanta (a short read) yielded %d times, want 0", tc.name, readPageQuanta/2, yields)
+			t.Errorf("%s of %d quanta (a short read) yielded %d times, want 0", tc.name, ReadPageQuanta/2, yields)
 		}
 
 		// readTwoPages reads the whole range, stopped after 2 pages, with the
@@ -82,8 +78,8 @@ func TestPageYields(t *testing.T) {
 			yields, naps = 0, 0
 			err := tc.read(ctx, now-(quanta.MaxQuantaPerRange-1)*q, now)
 			var re *rpc.RemoteError
-			if !errors.As(err, &re) || re.Code != CodeUnavailable {
-				t.Fatalf("%s stopped after 2 pages: %v, want %s", what, err, CodeUnavailable)
+			if !errors.As(err, &re) || re.Code != wire.CodeUnavailable {
+				t.Fatalf("%s stopped after 2 pages: %v, want %s", what, err, wire.CodeUnavailable)
 			}
 		}
 

@@ -1,4 +1,4 @@
-package tsdb
+package coord
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/tsdht/tsdht/internal/netyield"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // Long reads: gets and aggregates over more than readPageQuanta quanta, which this
@@ -20,7 +21,7 @@ import (
 // them keep their latency (TestSoakHostile):
 //
 //   - they run one at a time (maxLongReads); the others wait for their turn within
-//     their deadline, and are refused CodeUnavailable when it does not come;
+//     their deadline, and are refused wire.CodeUnavailable when it does not come;
 //   - their pages are paced: the node's long reads together take at most
 //     longReadShare of its time on average, beyond a burst of longReadBurst at full
 //     speed (so an occasional hour or day of history is read at once); a page that
@@ -45,11 +46,11 @@ import (
 //     (TestLongReadAllocs).
 
 // maxLongReads is how many long reads a node coordinates at once.
-const maxLongReads = 1
+const MaxLongReads = 1
 
 // longReadShare is the default share of wall time that a node's long reads take on
 // average once their burst is spent (Config.LongReadShare): 1/4 of one core.
-const longReadShare = 0.25
+const DefaultLongReadShare = 0.25
 
 // longReadBurst is how much page time long reads may take at full speed before
 // pacing starts, refilled at longReadShare: a one-hour read of 60 Hz data on one node
@@ -118,7 +119,7 @@ type longTurn struct {
 	bufs *pageBufs // its pages' working slices, reused page after page
 }
 
-// longRead waits for a long read's turn, or returns an error with CodeUnavailable if
+// longRead waits for a long read's turn, or returns an error with wire.CodeUnavailable if
 // it did not come within nine tenths of the time left to ctx (so that the caller
 // still gets the answer before it stops waiting). The turn's release must be called.
 func (c *Coordinator) longRead(ctx context.Context, key string) (*longTurn, error) {
@@ -132,8 +133,8 @@ func (c *Coordinator) longRead(ctx context.Context, key string) (*longTurn, erro
 	case c.longReads <- struct{}{}:
 		return &longTurn{c: c, key: key, bufs: pageBufPool.Get().(*pageBufs)}, nil
 	case <-wait.Done():
-		return nil, rpc.Errorf(CodeUnavailable, "read of %q: other reads of more than %d quanta kept it waiting (they run %d at a time); retry, or ask for a shorter range",
-			key, readPageQuanta, maxLongReads)
+		return nil, rpc.Errorf(wire.CodeUnavailable, "read of %q: other reads of more than %d quanta kept it waiting (they run %d at a time); retry, or ask for a shorter range",
+			key, ReadPageQuanta, MaxLongReads)
 	}
 }
 
@@ -201,7 +202,7 @@ func (b *pageBufs) yield(i int) {
 }
 
 // page runs one page of the read, paced: it first waits until the node's long reads
-// have earned the time back (an error with CodeUnavailable if ctx ends first) and
+// have earned the time back (an error with wire.CodeUnavailable if ctx ends first) and
 // yields the core (longYield), then runs fn with its fetches one at a time and the
 // turn's buffers (pageBufs), and charges the time fn took. A page that had to wait
 // naps at its yields (pageYield): long reads past their burst are a flood or a
@@ -220,8 +221,8 @@ func (t *longTurn) page(ctx context.Context, fn func(context.Context, *pageBufs)
 		case <-timer.C:
 		case <-ctx.Done():
 			timer.Stop()
-			return rpc.Errorf(CodeUnavailable, "read of %q: %v: reads of more than %d quanta are paced to %.0f%% of this node's time; retry later, or ask for a shorter range",
-				t.key, ctx.Err(), readPageQuanta, 100*p.share)
+			return rpc.Errorf(wire.CodeUnavailable, "read of %q: %v: reads of more than %d quanta are paced to %.0f%% of this node's time; retry later, or ask for a shorter range",
+				t.key, ctx.Err(), ReadPageQuanta, 100*p.share)
 		}
 	}
 	longYield()

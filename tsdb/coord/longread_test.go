@@ -1,14 +1,11 @@
-package tsdb
+package coord
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,9 +93,9 @@ func TestPacerBurst(t *testing.T) {
 
 // TestLongTurnPage: a long read's page asks its replicas one request at a time, paced
 // or not; a short read's ReadConcurrency at once; a page whose wait
-// outlasts its deadline is refused with CodeUnavailable, saying why and what to do.
+// outlasts its deadline is refused with wire.CodeUnavailable, saying why and what to do.
 func TestLongTurnPage(t *testing.T) {
-	c := &Coordinator{cfg: &Config{ReadConcurrency: 16}, longReads: make(chan struct{}, maxLongReads)}
+	c := &Coordinator{cfg: Config{ReadConcurrency: 16}, longReads: make(chan struct{}, MaxLongReads)}
 	var clk *fakeClock
 	c.longPace, clk = pacedBy(0.25, 100*time.Millisecond)
 	limit := func(turn *longTurn, ctx context.Context) (n int, err error) {
@@ -137,8 +134,8 @@ func TestLongTurnPage(t *testing.T) {
 	ran := false
 	err = turn.page(dctx, func(context.Context, *pageBufs) error { ran = true; return nil })
 	var re *rpc.RemoteError
-	if !errors.As(err, &re) || re.Code != CodeUnavailable || ran {
-		t.Fatalf("a page that cannot start before its deadline: ran %v, %v; want %s", ran, err, CodeUnavailable)
+	if !errors.As(err, &re) || re.Code != wire.CodeUnavailable || ran {
+		t.Fatalf("a page that cannot start before its deadline: ran %v, %v; want %s", ran, err, wire.CodeUnavailable)
 	}
 }
 
@@ -147,25 +144,20 @@ func TestLongTurnPage(t *testing.T) {
 // waited, and the time its pages took stays within half the time the read took
 // (plus a page).
 func TestLongReadPaced(t *testing.T) {
-	lc, err := StartLocal(context.Background(), 1, "", func(_ int, cfg *Config) { cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
-	n := lc.Nodes[0]
-	c := n.Coordinator()
-	q := int64(n.cfg.DHT.Quantum) * int64(time.Second)
+	c := oneNode(t, nil)
+	var err error
+	q := int64(c.cfg.Quantum) * int64(time.Second)
 	to := time.Now().UnixNano() / q * q
 	var pts series.Points
 	for i := range int64(8) {
-		pts.AppendFloat(to-i*readPageQuanta*q-q/2, float64(i))
+		pts.AppendFloat(to-i*ReadPageQuanta*q-q/2, float64(i))
 	}
-	if _, err := c.Put(context.Background(), "paced", pts, PutOptions{}); err != nil {
+	if _, err := c.Put(context.Background(), "paced", pts, wire.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c.longPace = newPacer(0.5, 0)
 	start := time.Now()
-	res, err := c.Get(context.Background(), "paced", to-8*readPageQuanta*q, to, GetOptions{})
+	res, err := c.Get(context.Background(), "paced", to-8*ReadPageQuanta*q, to, wire.GetOptions{})
 	took := time.Since(start)
 	if err != nil || res.Points.Len() != 8 {
 		t.Fatalf("paced read: %d points, %v", res.Points.Len(), err)
@@ -175,7 +167,7 @@ func TestLongReadPaced(t *testing.T) {
 		t.Fatalf("8 pages took %v of a read of %v: more than half, plus a page", spent, took)
 	}
 	t.Logf("8 pages took %v of a paced read of %v", spent, took)
-	ares, err := c.Aggregate(context.Background(), "paced", to-8*readPageQuanta*q, to, readPageQuanta*q, GetOptions{})
+	ares, err := c.Aggregate(context.Background(), "paced", to-8*ReadPageQuanta*q, to, ReadPageQuanta*q, wire.GetOptions{})
 	if err != nil || len(ares.Windows) != 8 {
 		t.Fatalf("paced aggregate: %d windows, %v", len(ares.Windows), err)
 	}
@@ -220,19 +212,15 @@ func TestCoverQuanta(t *testing.T) {
 // a few pages' worth, not the 8 MiB that the starts of the whole range take (a long
 // read's garbage is collected at the cost of every request beside it).
 func TestLongReadYieldsAndHoldsAPage(t *testing.T) {
-	lc, err := StartLocal(context.Background(), 1, "", func(_ int, cfg *Config) { cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
-	c := lc.Nodes[0].Coordinator()
+	c := oneNode(t, nil)
+	var err error
 	var pts series.Points
 	now := time.Now().UnixNano()
 	pts.AppendFloat(now-time.Hour.Nanoseconds(), 1)
-	if _, err := c.Put(context.Background(), "huge", pts, PutOptions{}); err != nil {
+	if _, err := c.Put(context.Background(), "huge", pts, wire.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	q := int64(lc.Nodes[0].cfg.DHT.Quantum) * int64(time.Second)
+	q := int64(c.cfg.Quantum) * int64(time.Second)
 	from, to := now-(quanta.MaxQuantaPerRange-1)*q, now
 	keepLongYield(t)
 	for _, aggregate := range []bool{false, true} {
@@ -250,15 +238,15 @@ func TestLongReadYieldsAndHoldsAPage(t *testing.T) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		if aggregate {
-			_, err = c.Aggregate(ctx, "huge", from, to, 24*time.Hour.Nanoseconds(), GetOptions{})
+			_, err = c.Aggregate(ctx, "huge", from, to, 24*time.Hour.Nanoseconds(), wire.GetOptions{})
 		} else {
-			_, err = c.Get(ctx, "huge", from, to, GetOptions{})
+			_, err = c.Get(ctx, "huge", from, to, wire.GetOptions{})
 		}
 		runtime.ReadMemStats(&after)
 		cancel()
 		var re *rpc.RemoteError
-		if !errors.As(err, &re) || re.Code != CodeUnavailable {
-			t.Fatalf("aggregate %v: a read stopped after %d pages: %v, want %s", aggregate, stop, err, CodeUnavailable)
+		if !errors.As(err, &re) || re.Code != wire.CodeUnavailable {
+			t.Fatalf("aggregate %v: a read stopped after %d pages: %v, want %s", aggregate, stop, err, wire.CodeUnavailable)
 		}
 		if pages != stop {
 			t.Fatalf("aggregate %v: %d pages yielded before the read stopped, want %d", aggregate, pages, stop)
@@ -276,26 +264,21 @@ func TestLongReadYieldsAndHoldsAPage(t *testing.T) {
 // after 16 pages: what a quantum of a long read costs the node (allocs/op and B/op are
 // per quantum).
 func BenchmarkLongReadQuantum(b *testing.B) {
-	lc, err := StartLocal(context.Background(), 1, "", func(_ int, cfg *Config) { cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1 })
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer lc.Close()
-	c := lc.Nodes[0].Coordinator()
+	c := oneNode(b, nil)
 	c.longPace = newPacer(1, 0)
 	var pts series.Points
 	now := time.Now().UnixNano()
 	pts.AppendFloat(now-time.Hour.Nanoseconds(), 1)
-	if _, err := c.Put(context.Background(), "huge", pts, PutOptions{}); err != nil {
+	if _, err := c.Put(context.Background(), "huge", pts, wire.PutOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	q := int64(lc.Nodes[0].cfg.DHT.Quantum) * int64(time.Second)
+	q := int64(c.cfg.Quantum) * int64(time.Second)
 	from, to := now-(quanta.MaxQuantaPerRange-1)*q, now
 	const pages = 16
 	keepLongYield(b)
 	b.ReportAllocs()
 	b.ResetTimer()
-	for done := 0; done < b.N; done += pages * readPageQuanta {
+	for done := 0; done < b.N; done += pages * ReadPageQuanta {
 		ctx, cancel := context.WithCancel(context.Background())
 		n := 0
 		longYield = func() {
@@ -303,7 +286,7 @@ func BenchmarkLongReadQuantum(b *testing.B) {
 				cancel()
 			}
 		}
-		_, _ = c.Get(ctx, "huge", from, to, GetOptions{})
+		_, _ = c.Get(ctx, "huge", from, to, wire.GetOptions{})
 		cancel()
 	}
 }
@@ -311,26 +294,21 @@ func BenchmarkLongReadQuantum(b *testing.B) {
 // BenchmarkLongAggregateQuantum is BenchmarkLongReadQuantum for an aggregate with
 // daily windows (pages of aggPageQuanta).
 func BenchmarkLongAggregateQuantum(b *testing.B) {
-	lc, err := StartLocal(context.Background(), 1, "", func(_ int, cfg *Config) { cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1 })
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer lc.Close()
-	c := lc.Nodes[0].Coordinator()
+	c := oneNode(b, nil)
 	c.longPace = newPacer(1, 0)
 	var pts series.Points
 	now := time.Now().UnixNano()
 	pts.AppendFloat(now-time.Hour.Nanoseconds(), 1)
-	if _, err := c.Put(context.Background(), "huge", pts, PutOptions{}); err != nil {
+	if _, err := c.Put(context.Background(), "huge", pts, wire.PutOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	q := int64(lc.Nodes[0].cfg.DHT.Quantum) * int64(time.Second)
+	q := int64(c.cfg.Quantum) * int64(time.Second)
 	from, to := now-(quanta.MaxQuantaPerRange-1)*q, now
 	const pages = 4
 	keepLongYield(b)
 	b.ReportAllocs()
 	b.ResetTimer()
-	for done := 0; done < b.N; done += pages * aggPageQuanta {
+	for done := 0; done < b.N; done += pages * AggPageQuanta {
 		ctx, cancel := context.WithCancel(context.Background())
 		n := 0
 		longYield = func() {
@@ -338,7 +316,7 @@ func BenchmarkLongAggregateQuantum(b *testing.B) {
 				cancel()
 			}
 		}
-		_, _ = c.Aggregate(ctx, "huge", from, to, 24*time.Hour.Nanoseconds(), GetOptions{})
+		_, _ = c.Aggregate(ctx, "huge", from, to, 24*time.Hour.Nanoseconds(), wire.GetOptions{})
 		cancel()
 	}
 }
@@ -351,20 +329,15 @@ func BenchmarkLongAggregateQuantum(b *testing.B) {
 // 4 of an aggregate of a series holding one point (about 1 KiB and 2 allocations per
 // quantum when each page made its slices afresh).
 func TestLongReadAllocs(t *testing.T) {
-	lc, err := StartLocal(context.Background(), 1, "", func(_ int, cfg *Config) { cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
-	c := lc.Nodes[0].Coordinator()
+	c := oneNode(t, nil)
 	c.longPace = newPacer(1, 0)
 	var pts series.Points
 	now := time.Now().UnixNano()
 	pts.AppendFloat(now-time.Hour.Nanoseconds(), 1)
-	if _, err := c.Put(context.Background(), "huge", pts, PutOptions{}); err != nil {
+	if _, err := c.Put(context.Background(), "huge", pts, wire.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	q := int64(lc.Nodes[0].cfg.DHT.Quantum) * int64(time.Second)
+	q := int64(c.cfg.Quantum) * int64(time.Second)
 	from, to := now-(quanta.MaxQuantaPerRange-1)*q, now
 	keepLongYield(t)
 	for _, tc := range []struct {
@@ -373,9 +346,9 @@ func TestLongReadAllocs(t *testing.T) {
 		quant int // quanta per page
 		read  func(ctx context.Context) error
 	}{
-		{"get", 16, readPageQuanta, func(ctx context.Context) error { _, err := c.Get(ctx, "huge", from, to, GetOptions{}); return err }},
-		{"aggregate", 4, aggPageQuanta, func(ctx context.Context) error {
-			_, err := c.Aggregate(ctx, "huge", from, to, 24*time.Hour.Nanoseconds(), GetOptions{})
+		{"get", 16, ReadPageQuanta, func(ctx context.Context) error { _, err := c.Get(ctx, "huge", from, to, wire.GetOptions{}); return err }},
+		{"aggregate", 4, AggPageQuanta, func(ctx context.Context) error {
+			_, err := c.Aggregate(ctx, "huge", from, to, 24*time.Hour.Nanoseconds(), wire.GetOptions{})
 			return err
 		}},
 	} {
@@ -389,8 +362,8 @@ func TestLongReadAllocs(t *testing.T) {
 				}
 			}
 			var re *rpc.RemoteError
-			if err := tc.read(ctx); !errors.As(err, &re) || re.Code != CodeUnavailable {
-				t.Fatalf("%s stopped after %d pages: %v, want %s", tc.name, tc.pages, err, CodeUnavailable)
+			if err := tc.read(ctx); !errors.As(err, &re) || re.Code != wire.CodeUnavailable {
+				t.Fatalf("%s stopped after %d pages: %v, want %s", tc.name, tc.pages, err, wire.CodeUnavailable)
 			}
 		}
 		run() // the page buffers, grown once
@@ -417,81 +390,6 @@ func TestLongReadAllocs(t *testing.T) {
 			t.Errorf("%s: %.0f bytes allocated per quantum read, want at most 128", tc.name, bytesPerQuantum)
 		}
 	}
-}
-
-// TestLongReadsOnePageAtATime sends twelve long reads and aggregates at once over
-// separate connections, as a flood from many clients would: the node runs at most one
-// long-read page at a time, whichever connection it came from, so one core stays free
-// for the small requests beside them; every read is served whole or refused
-// CodeUnavailable (told to retry, not failed), and a small write beside them is served.
-func TestLongReadsOnePageAtATime(t *testing.T) {
-	lc, err := StartLocal(context.Background(), 1, "", func(_ int, cfg *Config) { cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
-	n := lc.Nodes[0]
-	c := n.Coordinator()
-	q := int64(n.cfg.DHT.Quantum) * int64(time.Second)
-	to := time.Now().UnixNano() / q * q
-	var pts series.Points
-	for i := range int64(4) {
-		pts.AppendFloat(to-i*readPageQuanta*q-q/2, float64(i))
-	}
-	if _, err := c.Put(context.Background(), "flood", pts, PutOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	c.longPace = newPacer(1, 0) // unpaced: pages back to back, the most overlap there could be
-	from := to - 6*readPageQuanta*q
-	var wg sync.WaitGroup
-	var served, refused atomic.Int32
-	errs := make(chan error, 12)
-	for i := range 12 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cli := rpc.NewClient(rpc.NewTCPTransport(), rpc.Config{})
-			defer cli.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			var err error
-			if i%2 == 0 {
-				var resp wire.GetResp
-				if err = rpc.Invoke(ctx, cli, n.RPCAddr(), wire.MethodGet, &wire.GetReq{Key: "flood", From: from, To: to}, &resp); err == nil && resp.Points.Len() != 4 {
-					err = fmt.Errorf("get: %d points, want 4", resp.Points.Len())
-				}
-			} else {
-				var resp wire.AggregateResp
-				err = rpc.Invoke(ctx, cli, n.RPCAddr(), wire.MethodAggregate, &wire.AggregateReq{Key: "flood", From: from, To: to, Every: readPageQuanta * q}, &resp)
-			}
-			var re *rpc.RemoteError
-			switch {
-			case err == nil:
-				served.Add(1)
-			case errors.As(err, &re) && re.Code == CodeUnavailable:
-				refused.Add(1)
-			default:
-				errs <- err
-			}
-		}()
-	}
-	var one series.Points
-	one.AppendFloat(to-q/3, 1)
-	if _, err := c.Put(context.Background(), "beside", one, PutOptions{}); err != nil {
-		t.Fatalf("a write beside the long reads: %v", err)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if most := c.longPace.most.Load(); most != 1 {
-		t.Fatalf("%d long-read pages ran at once, want 1", most)
-	}
-	if served.Load() == 0 {
-		t.Fatalf("none of 12 long reads was served (%d refused)", refused.Load())
-	}
-	t.Logf("12 long reads: %d served, %d refused; at most %d page at a time", served.Load(), refused.Load(), c.longPace.most.Load())
 }
 
 // keepLongYield puts longYield back as it was when the test or benchmark ends: they

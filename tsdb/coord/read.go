@@ -1,4 +1,4 @@
-package tsdb
+package coord
 
 import (
 	"context"
@@ -38,55 +38,55 @@ type replicaAnswer struct {
 // never silently short (with ReadQuorumOnly: of what reached its write quorum, when
 // ReadQuorum + WriteQuorum > RF). Replicas found holding other points than the merged
 // answer are repaired in the background; anti-entropy repairs the others.
-func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt GetOptions) (Result, error) {
-	res, _, err := c.get(ctx, key, from, to, opt, 0)
+func (c *Coordinator) Get(ctx context.Context, key string, from, to int64, opt wire.GetOptions) (wire.Result, error) {
+	res, _, err := c.GetParts(ctx, key, from, to, opt, 0)
 	return res, err
 }
 
 // get reads as Get does. With parts > 0 it returns the points as packed runs in time
-// order, in forms up to version parts, instead of in Result.Points (GetReq.Parts):
+// order, in forms up to version parts, instead of in wire.Result.Points (GetReq.Parts):
 // each shard's answer as its replica packed it where there was nothing to merge
 // (forwardable), else the merged points packed here.
-func (c *Coordinator) get(ctx context.Context, key string, from, to int64, opt GetOptions, parts int) (Result, [][]byte, error) {
+func (c *Coordinator) GetParts(ctx context.Context, key string, from, to int64, opt wire.GetOptions, parts int) (wire.Result, [][]byte, error) {
 	r, err := c.checkGet(key, from, to, opt)
 	if err != nil {
-		return Result{}, nil, err
+		return wire.Result{}, nil, err
 	}
 	typ, err := c.types.lookup(ctx, key)
 	if err != nil {
-		return Result{}, nil, err
+		return wire.Result{}, nil, err
 	}
-	q := c.cfg.DHT.Quantum
+	q := c.cfg.Quantum
 	var turn *longTurn // nil: a short read
-	if from < to && (q.Start(to-1)-q.Start(from))/int64(q) >= readPageQuanta {
+	if from < to && (q.Start(to-1)-q.Start(from))/int64(q) >= ReadPageQuanta {
 		// A long read waits for its turn before it allocates anything for its range,
 		// and its pages are paced (longread.go).
 		if turn, err = c.longRead(ctx, key); err != nil {
-			return Result{}, nil, err
+			return wire.Result{}, nil, err
 		}
 		defer turn.release()
 	}
 	cover, err := coverQuanta(q, from, to)
 	if err != nil {
-		return Result{}, nil, rpc.Errorf(CodeBadInput, "%v", err)
+		return wire.Result{}, nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
 	// Page through the quanta, so that what a read holds besides its answer is bounded
 	// whatever its range: the documented maximum range costs time, not memory.
-	res := Result{Points: series.Points{Type: typ}}
+	res := wire.Result{Points: series.Points{Type: typ}}
 	var runs []series.Points
 	var packed [][]byte
 	size := 0
 	tooLarge := func() error {
-		return rpc.Errorf(CodeTooLarge, "read of %q: the answer would exceed %d bytes; ask for a shorter range", key, opt.MaxBytes)
+		return rpc.Errorf(wire.CodeTooLarge, "read of %q: the answer would exceed %d bytes; ask for a shorter range", key, opt.MaxBytes)
 	}
-	for lo := 0; lo < cover.n; lo += readPageQuanta {
+	for lo := 0; lo < cover.n; lo += ReadPageQuanta {
 		if err := ctx.Err(); err != nil {
-			return Result{}, nil, rpc.Errorf(CodeUnavailable, "read of %q: %v", key, err)
+			return wire.Result{}, nil, rpc.Errorf(wire.CodeUnavailable, "read of %q: %v", key, err)
 		}
-		var page Result
+		var page wire.Result
 		var pageParts [][]byte
 		err := turn.page(ctx, func(ctx context.Context, b *pageBufs) error {
-			b.starts = cover.pageInto(b.starts, lo, readPageQuanta)
+			b.starts = cover.pageInto(b.starts, lo, ReadPageQuanta)
 			spans, err := c.planRead(ctx, b, key, b.starts, from, to)
 			if err != nil {
 				return err
@@ -96,20 +96,20 @@ func (c *Coordinator) get(ctx context.Context, key string, from, to int64, opt G
 			return err
 		})
 		if err != nil {
-			return Result{}, nil, err
+			return wire.Result{}, nil, err
 		}
 		res.Missing += page.Missing
 		res.Partial = res.Partial || page.Partial
 		for _, p := range pageParts {
 			packed = append(packed, p)
 			if size += len(p); opt.MaxBytes > 0 && size > opt.MaxBytes {
-				return Result{}, nil, tooLarge()
+				return wire.Result{}, nil, tooLarge()
 			}
 		}
 		if page.Points.Len() > 0 {
 			runs = append(runs, page.Points)
 			if size += page.Points.WireSize(); opt.MaxBytes > 0 && size > opt.MaxBytes {
-				return Result{}, nil, tooLarge()
+				return wire.Result{}, nil, tooLarge()
 			}
 		}
 	}
@@ -123,22 +123,22 @@ func (c *Coordinator) get(ctx context.Context, key string, from, to int64, opt G
 }
 
 // readPageQuanta is how many quanta a read plans and asks for at once.
-const readPageQuanta = 256
+const ReadPageQuanta = 256
 
 // checkGet validates a read and returns its read quorum.
-func (c *Coordinator) checkGet(key string, from, to int64, opt GetOptions) (int, error) {
+func (c *Coordinator) checkGet(key string, from, to int64, opt wire.GetOptions) (int, error) {
 	if err := series.ValidateKey(key); err != nil {
-		return 0, rpc.Errorf(CodeBadInput, "%v", err)
+		return 0, rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
 	if from > to {
-		return 0, rpc.Errorf(CodeBadInput, "range: from %d is after to %d", from, to)
+		return 0, rpc.Errorf(wire.CodeBadInput, "range: from %d is after to %d", from, to)
 	}
 	r := c.cfg.ReadQuorum
 	if opt.ReadQuorum != 0 {
 		r = opt.ReadQuorum
 	}
 	if r < 1 || r > c.cfg.RF {
-		return 0, rpc.Errorf(CodeBadInput, "read quorum %d: must be 1..rf (%d)", r, c.cfg.RF)
+		return 0, rpc.Errorf(wire.CodeBadInput, "read quorum %d: must be 1..rf (%d)", r, c.cfg.RF)
 	}
 	return r, nil
 }
@@ -146,7 +146,7 @@ func (c *Coordinator) checkGet(key string, from, to int64, opt GetOptions) (int,
 // planRead makes the shards of the quanta starting at starts, within [from, to), and
 // finds each one's replicas.
 func (c *Coordinator) planRead(ctx context.Context, b *pageBufs, key string, starts []int64, from, to int64) ([]shardSpan, error) {
-	q := c.cfg.DHT.Quantum
+	q := c.cfg.Quantum
 	b = orFresh(b)
 	spans := reuse(&b.spans, len(starts))
 	// A long read's page places its shards by a scan, into its own buffer, not
@@ -158,7 +158,7 @@ func (c *Coordinator) planRead(ctx context.Context, b *pageBufs, key string, sta
 	} else if scan != nil {
 		owners = reuse(&b.owners, len(starts)*c.cfg.RF)
 	}
-	ids := quanta.NewSeriesIDs(c.cfg.DHT.Format, key)
+	ids := quanta.NewSeriesIDs(c.cfg.Format, key)
 	for i, s := range starts {
 		ref := store.ShardRef{ID: ids.At(s), Start: s}
 		var replicas []dht.Peer
@@ -169,7 +169,7 @@ func (c *Coordinator) planRead(ctx context.Context, b *pageBufs, key string, sta
 		}
 		if !ok || len(replicas) == 0 {
 			var err error
-			if replicas, err = c.locate(ctx, ref.ID); err != nil {
+			if replicas, err = c.Locate(ctx, ref.ID); err != nil {
 				return nil, err
 			}
 		}
@@ -377,8 +377,8 @@ func chooseReplicas(spans []shardSpan, asked [][]bool, need []int, self string, 
 // replicas on the way. With parts > 0 it returns the shards' points as packed runs
 // instead (Coordinator.get), forwarding a replica's packed answer as it came where
 // there is nothing to merge.
-func (c *Coordinator) assemble(key string, typ series.Type, spans []shardSpan, answers [][]replicaAnswer, r int, allowPartial bool, parts int) (Result, [][]byte, error) {
-	res := Result{Points: series.Points{Type: typ}}
+func (c *Coordinator) assemble(key string, typ series.Type, spans []shardSpan, answers [][]replicaAnswer, r int, allowPartial bool, parts int) (wire.Result, [][]byte, error) {
+	res := wire.Result{Points: series.Points{Type: typ}}
 	var runs []series.Points // of the shards holding points: most of a long read's hold none
 	var packed [][]byte
 	for i := range spans {
@@ -393,7 +393,7 @@ func (c *Coordinator) assemble(key string, typ series.Type, spans []shardSpan, a
 		pts, complete := mergeAnswers(answers[i], r)
 		if !complete {
 			if slices.ContainsFunc(answers[i], func(a replicaAnswer) bool { return a.tooLarge }) {
-				return Result{}, nil, rpc.Errorf(CodeTooLarge, "read of %q: the points of quantum %d in [%d, %d) do not fit in one answer; ask for a shorter range",
+				return wire.Result{}, nil, rpc.Errorf(wire.CodeTooLarge, "read of %q: the points of quantum %d in [%d, %d) do not fit in one answer; ask for a shorter range",
 					key, spans[i].ref.Start, spans[i].from, spans[i].to)
 			}
 			res.Missing++
@@ -410,7 +410,7 @@ func (c *Coordinator) assemble(key string, typ series.Type, spans []shardSpan, a
 	}
 	if res.Missing > 0 {
 		if !allowPartial {
-			return Result{}, nil, rpc.Errorf(CodePartial, "read of %q: %d of %d shards could not be read from any replica", key, res.Missing, len(spans))
+			return wire.Result{}, nil, rpc.Errorf(wire.CodePartial, "read of %q: %d of %d shards could not be read from any replica", key, res.Missing, len(spans))
 		}
 		res.Partial = true
 	}
@@ -597,7 +597,7 @@ func (c *Coordinator) runFetches(ctx context.Context, bufs *pageBufs, key string
 		r := <-results
 		if r.Err != nil {
 			var re *rpc.RemoteError
-			if errors.As(r.Err, &re) && re.Code == CodeTooLarge {
+			if errors.As(r.Err, &re) && re.Code == wire.CodeTooLarge {
 				for _, f := range r.Batch.Items {
 					answers[f.shard][f.replica].tooLarge = true
 				}
@@ -636,7 +636,7 @@ func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, 
 	if merged.Len() == 0 {
 		return
 	}
-	q := c.cfg.DHT.Quantum
+	q := c.cfg.Quantum
 	whole := s.from == q.BeginNanos(s.ref.Start) && s.to == q.EndNanos(s.ref.Start)
 	count, hash := merged.Len(), cluster.ReadDigest(&merged, whole)
 	var stale []dht.Peer

@@ -1,4 +1,4 @@
-package tsdb
+package coord
 
 import (
 	"context"
@@ -92,7 +92,7 @@ func ceilStep(t int64) int64 { // the last ns of t's step
 func (c *Coordinator) catalogOwners(ctx context.Context, id quanta.ID, what string) ([]*cluster.PeerBatch[struct{}], error) {
 	peers, err := c.place.Locate(ctx, id, c.cfg.RF)
 	if err != nil || len(peers) == 0 {
-		return nil, rpc.Errorf(CodeUnavailable, "%s: no replica found: %v", what, err)
+		return nil, rpc.Errorf(wire.CodeUnavailable, "%s: no replica found: %v", what, err)
 	}
 	out := make([]*cluster.PeerBatch[struct{}], len(peers))
 	for i, p := range peers {
@@ -123,7 +123,7 @@ func (c *Coordinator) mergeEntry(ctx context.Context, e catalog.Entry, w int) (c
 		merged = catalog.Merge(merged, a.Resp[0])
 	}
 	if ok < min(w, len(owners)) {
-		return catalog.Entry{}, rpc.Errorf(CodeUnavailable, "catalog entry of %q stored at %d of %d registry replicas, %d needed: %v",
+		return catalog.Entry{}, rpc.Errorf(wire.CodeUnavailable, "catalog entry of %q stored at %d of %d registry replicas, %d needed: %v",
 			e.Key, ok, len(owners), w, lastErr)
 	}
 	return merged, nil
@@ -160,7 +160,7 @@ func (c *Coordinator) readEntry(ctx context.Context, key string) (catalog.Entry,
 		}
 	}
 	if need := min(c.cfg.ReadQuorum, len(owners)); ok < need {
-		return catalog.Entry{}, false, rpc.Errorf(CodeUnavailable, "catalog entry of %q: %d of %d registry replicas answered, %d needed: %v",
+		return catalog.Entry{}, false, rpc.Errorf(wire.CodeUnavailable, "catalog entry of %q: %d of %d registry replicas answered, %d needed: %v",
 			key, ok, len(owners), need, lastErr)
 	}
 	return merged, found, nil
@@ -186,7 +186,7 @@ func (c *Coordinator) mergePostings(ctx context.Context, tag catalog.Tag, ms []c
 		}
 	}
 	if ok < min(w, len(owners)) {
-		return rpc.Errorf(CodeUnavailable, "tag index: postings stored at %d of %d replicas, %d needed: %v", ok, len(owners), w, lastErr)
+		return rpc.Errorf(wire.CodeUnavailable, "tag index: postings stored at %d of %d replicas, %d needed: %v", ok, len(owners), w, lastErr)
 	}
 	return nil
 }
@@ -244,7 +244,7 @@ func (c *Coordinator) readPostings(ctx context.Context, tag catalog.Tag, after s
 		}
 	}
 	if need := min(c.cfg.ReadQuorum, len(owners)); ok < need {
-		return nil, rpc.Errorf(CodeUnavailable, "tag index: %d of %d replicas of %s answered, %d needed: %v", ok, len(owners), tag, need, lastErr)
+		return nil, rpc.Errorf(wire.CodeUnavailable, "tag index: %d of %d replicas of %s answered, %d needed: %v", ok, len(owners), tag, need, lastErr)
 	}
 	out := make([]catalog.Member, 0, len(byKey))
 	for k, m := range byKey {
@@ -326,7 +326,7 @@ func (c *Coordinator) Entry(ctx context.Context, key string) (catalog.Entry, err
 		return catalog.Entry{}, err
 	}
 	if !found || !e.Live() {
-		return catalog.Entry{}, rpc.Errorf(CodeUnknownSeries, "unknown series %q (no catalog entry)", key)
+		return catalog.Entry{}, rpc.Errorf(wire.CodeUnknownSeries, "unknown series %q (no catalog entry)", key)
 	}
 	return e, nil
 }
@@ -352,16 +352,16 @@ func (c *Coordinator) Meta(ctx context.Context, req *wire.MetaReq) (catalog.Entr
 	if req.SetTags {
 		tags, err := catalog.ParseTags(req.Tags...)
 		if err != nil {
-			return catalog.Entry{}, rpc.Errorf(CodeBadInput, "--tag: %v", err)
+			return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "--tag: %v", err)
 		}
 		if len(req.Pairs)%2 != 0 {
-			return catalog.Entry{}, rpc.Errorf(CodeBadInput, "tag pairs: an odd count (%d)", len(req.Pairs))
+			return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "tag pairs: an odd count (%d)", len(req.Pairs))
 		}
 		for i := 0; i+1 < len(req.Pairs); i += 2 {
 			tags = append(tags, catalog.Tag{K: req.Pairs[i], V: req.Pairs[i+1]})
 		}
 		if tags, err = catalog.NormalizeTags(tags); err != nil {
-			return catalog.Entry{}, rpc.Errorf(CodeBadInput, "tags: %v", err)
+			return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "tags: %v", err)
 		}
 		if req.AddTags {
 			merged := map[string]string{}
@@ -376,14 +376,14 @@ func (c *Coordinator) Meta(ctx context.Context, req *wire.MetaReq) (catalog.Entr
 				tags = append(tags, catalog.Tag{K: k, V: v})
 			}
 			if tags, err = catalog.NormalizeTags(tags); err != nil {
-				return catalog.Entry{}, rpc.Errorf(CodeBadInput, "--tag: %v", err)
+				return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "--tag: %v", err)
 			}
 		}
 		upd.Tags = tags
 	}
 	upd.MetaVersion = k.clock.Now()
 	if err := upd.Validate(); err != nil {
-		return catalog.Entry{}, rpc.Errorf(CodeBadInput, "%v", err)
+		return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
 	w := c.cfg.WriteQuorum
 	// Postings first: a listing checks every hit against its entry, so a posting
@@ -423,7 +423,7 @@ func (c *Coordinator) Series(ctx context.Context, q catalog.Query) ([]catalog.En
 		if errors.As(err, &re) {
 			return nil, err
 		}
-		return nil, rpc.Errorf(CodeBadInput, "%v", err)
+		return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
 	entries, err := c.entries(ctx, keys)
 	if err != nil {
@@ -452,7 +452,7 @@ func (c *Coordinator) entries(ctx context.Context, keys []string) ([]catalog.Ent
 	for _, k := range keys {
 		peers, err := c.place.Locate(ctx, quanta.KeyID(k), c.cfg.RF)
 		if err != nil {
-			return nil, rpc.Errorf(CodeUnavailable, "catalog entry of %q: %v", k, err)
+			return nil, rpc.Errorf(wire.CodeUnavailable, "catalog entry of %q: %v", k, err)
 		}
 		work = append(work, owned{peers, k})
 	}
@@ -486,7 +486,7 @@ func (c *Coordinator) entries(ctx context.Context, keys []string) ([]catalog.Ent
 		}
 	}
 	if failed == len(batches) && len(batches) > 0 {
-		return nil, rpc.Errorf(CodeUnavailable, "catalog: no registry replica answered: %v", lastErr)
+		return nil, rpc.Errorf(wire.CodeUnavailable, "catalog: no registry replica answered: %v", lastErr)
 	}
 	out := make([]catalog.Entry, 0, len(byKey))
 	for _, k := range keys {
@@ -510,7 +510,7 @@ func (c *Coordinator) Delete(ctx context.Context, req *wire.DelReq) (int, error)
 	if req.Whole {
 		from, to = math.MinInt64, math.MaxInt64
 	} else if from >= to {
-		return 0, rpc.Errorf(CodeBadInput, "delete of %q: the range [%d, %d) is empty: --from must be before --to", req.Key, from, to)
+		return 0, rpc.Errorf(wire.CodeBadInput, "delete of %q: the range [%d, %d) is empty: --from must be before --to", req.Key, from, to)
 	}
 	shards := 0
 	if e.HasBounds {
@@ -550,7 +550,7 @@ const maxDeleteBatch = 4096
 // deleteRange sends the range's deletes to every shard's replicas, in slices of
 // quanta, and fails if a shard could not reach its write quorum (a retry is harmless).
 func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int64, whole bool) (int, error) {
-	q := c.cfg.DHT.Quantum
+	q := c.cfg.Quantum
 	w := c.cfg.WriteQuorum
 	done := 0
 	for lo := from; lo < to; {
@@ -564,7 +564,7 @@ func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int6
 		}
 		starts, err := q.Covering(lo, hi)
 		if err != nil {
-			return done, rpc.Errorf(CodeBadInput, "%v", err)
+			return done, rpc.Errorf(wire.CodeBadInput, "%v", err)
 		}
 		type item struct {
 			i  int
@@ -575,8 +575,8 @@ func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int6
 			it    item
 		}
 		for i, s := range starts {
-			ref := cluster.ShardRef(c.cfg.DHT.Format, key, s)
-			peers, err := c.locate(ctx, ref.ID)
+			ref := cluster.ShardRef(c.cfg.Format, key, s)
+			peers, err := c.Locate(ctx, ref.ID)
 			if err != nil {
 				return done, err
 			}
@@ -616,7 +616,7 @@ func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int6
 		}
 		for i, n := range acks {
 			if n < min(w, len(work[i].peers)) {
-				return done, rpc.Errorf(CodeUnavailable, "delete of %q: quantum %d reached %d replicas, %d needed (retrying is safe): %v",
+				return done, rpc.Errorf(wire.CodeUnavailable, "delete of %q: quantum %d reached %d replicas, %d needed (retrying is safe): %v",
 					key, starts[i], n, w, lastErr)
 			}
 			done++
@@ -624,37 +624,4 @@ func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int6
 		lo = hi
 	}
 	return done, nil
-}
-
-// registerCatalogCoordinator registers the catalog's coordinator methods.
-func (n *Node) registerCatalogCoordinator() {
-	cluster.Handle(n.srv, wire.MethodSeries, func(ctx context.Context, req *wire.SeriesReq) (*wire.EntriesMsg, error) {
-		match, err := catalog.ParseTags(req.Match...)
-		if err != nil {
-			return nil, rpc.Errorf(CodeBadInput, "--match: %v", err)
-		}
-		es, err := n.coord.Series(ctx, catalog.Query{Match: match, Prefix: req.Prefix})
-		if err != nil {
-			return nil, err
-		}
-		if len(es) > wire.MaxEntriesPerRequest {
-			return nil, rpc.Errorf(CodeBadInput, "%d series selected; one answer carries at most %d: narrow it with --match or --prefix",
-				len(es), wire.MaxEntriesPerRequest)
-		}
-		return wire.EncodeEntries(es), nil
-	})
-	cluster.Handle(n.srv, wire.MethodMeta, func(ctx context.Context, req *wire.MetaReq) (*wire.EntriesMsg, error) {
-		e, err := n.coord.Meta(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		return wire.EncodeEntries([]catalog.Entry{e}), nil
-	})
-	cluster.Handle(n.srv, wire.MethodDelete, func(ctx context.Context, req *wire.DelReq) (*wire.DelResp, error) {
-		shards, err := n.coord.Delete(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		return &wire.DelResp{Shards: shards}, nil
-	})
 }

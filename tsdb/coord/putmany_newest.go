@@ -1,4 +1,4 @@
-package tsdb
+package coord
 
 import (
 	"context"

@@ -1,0 +1,37 @@
+package tsdb
+
+import (
+	"context"
+
+	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/tsdb/rollup"
+)
+
+// RollupConfig configures rollups (Config.Rollups): see rollup.Config.
+type RollupConfig = rollup.Config
+
+// RollupStats counts a node's use of rollups: see rollup.Stats.
+type RollupStats = rollup.Stats
+
+// DefaultRollupConfig returns the defaults (rollups off) for quantum q.
+func DefaultRollupConfig(q quanta.Quantum) RollupConfig { return rollup.DefaultConfig(q) }
+
+// RollupNow runs one pull pass as a home: every series this node keeps rollups of up
+// to the horizon, or 64 rounds of 8,640 quanta per series, whichever comes first (tests
+// and benchmarks; a node runs a pass every Rollups.PullInterval anyway).
+func (n *Node) RollupNow(ctx context.Context) error {
+	if n.homes == nil {
+		return nil
+	}
+	return n.homes.Pass(ctx)
+}
+
+// RollupStats returns the node's rollup counters, as a coordinator and as a home (zero
+// when rollups are off).
+func (n *Node) RollupStats() RollupStats {
+	s := n.coord.RollupStats()
+	if n.homes != nil {
+		s = s.Plus(n.homes.Stats())
+	}
+	return s
+}
