@@ -68,3 +68,15 @@ func belowEphemeral() (lo, hi int) {
 	}
 	return lo, hi
 }
+
+// Listen returns a TCP listener on a free 127.0.0.1 port, closed when the test ends,
+// for a test that plays the peer itself.
+func Listen(t testing.TB) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listening on 127.0.0.1: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}

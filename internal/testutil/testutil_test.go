@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -178,5 +181,44 @@ func TestSameJSON(t *testing.T) {
 		if got := SameJSON(a, b); got != c.same {
 			t.Errorf("SameJSON(%s, %s) = %v, want %v", c.a, c.b, got, c.same)
 		}
+	}
+}
+
+func TestListenIsClosedWhenTheTestEnds(t *testing.T) {
+	var addr string
+	t.Run("inner", func(t *testing.T) {
+		l := Listen(t)
+		addr = l.Addr().String()
+		if !strings.HasPrefix(addr, "127.0.0.1:") {
+			t.Fatalf("listening on %s, want loopback", addr)
+		}
+	})
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Fatalf("%s still accepts after its test ended", addr)
+	}
+}
+
+func TestWaitHTTPWaitsFor2xx(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if calls.Add(1) < 3 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	WaitHTTP(t, srv.URL, time.Minute)
+	if n := calls.Load(); n != 3 {
+		t.Fatalf("WaitHTTP returned after %d requests; the third was the first 2xx", n)
+	}
+	f := &fakeT{TB: t}
+	WaitHTTP(f, srv.URL+"/", 0)
+	if f.failed != "" {
+		t.Fatalf("a server answering 200 failed: %s", f.failed)
+	}
+	down := "http://" + FreeAddr(t)
+	WaitHTTP(f, down, 10*time.Millisecond)
+	if !strings.Contains(f.failed, down) || !strings.Contains(f.failed, "connection refused") {
+		t.Fatalf("failure %q does not name the address and the refusal", f.failed)
 	}
 }
