@@ -28,6 +28,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/tsdht/tsdht/clusterkey"
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -121,21 +122,21 @@ func TestSoakHostile(t *testing.T) {
 	nodeArgs := []string{"--rf", "1", "--sync", "batch"}
 	profDir, httpAddr := os.Getenv("TSDHT_SOAK_PROFILE"), ""
 	if profDir != "" {
-		httpAddr = freeAddr(t)
+		httpAddr = testutil.FreeAddr(t)
 		nodeArgs = append(nodeArgs, "--http", httpAddr)
 		t.Setenv("TSDHT_HTTP_PPROF", "1")
 	}
 	c := startE2ECluster(t, 1, nodeArgs...)
-	addr := c.nodes[0].rpc
+	addr := c.Nodes[0].RPC
 	// TSDHT_SOAK_DECOY=1 sends the attack to a second node, alone in a cluster of its
 	// own on the same machine, instead of the writer's: the machine carries the same
 	// attack (its CPU, the kernel's connections) but the writer's node serves none of
 	// it. What the writer's p99 still loses then is the shared machine's, not the
 	// node's (a diagnostic: the test's 2× is asked of the default).
-	target, targetPid := addr, c.nodes[0].cmd.Process.Pid
+	target, targetPid := addr, c.Nodes[0].Cmd.Process.Pid
 	if os.Getenv("TSDHT_SOAK_DECOY") != "" {
 		decoy := startE2ECluster(t, 1, nodeArgs...)
-		target, targetPid = decoy.nodes[0].rpc, decoy.nodes[0].cmd.Process.Pid
+		target, targetPid = decoy.Nodes[0].RPC, decoy.Nodes[0].Cmd.Process.Pid
 		t.Logf("decoy: the attack goes to a node of its own at %s; the writer's node at %s serves none of it", target, addr)
 	}
 	writerConns := &hijack{} // counts the writer's connections: one unless the node dropped it
@@ -178,7 +179,7 @@ func TestSoakHostile(t *testing.T) {
 	if _, err := write(); err != nil { // the series' type, the connection
 		t.Fatal(err)
 	}
-	pid := c.nodes[0].cmd.Process.Pid
+	pid := c.Nodes[0].Cmd.Process.Pid
 	// A second of writes not counted: the node's first requests warm what every later
 	// one reuses (workers, pools, caches), which would otherwise fall in the first
 	// quiet round only.
@@ -201,11 +202,8 @@ func TestSoakHostile(t *testing.T) {
 			soakFIFO.Store(false)
 		}()
 	}
-	nodeLog := c.nodes[0].cmd.Stderr.(*syncWriter)
 	gcCycles := func() int { // so far
-		nodeLog.mu.Lock()
-		defer nodeLog.mu.Unlock()
-		return strings.Count(nodeLog.w.String(), "\ngc ")
+		return strings.Count(c.Nodes[0].Log(), "\ngc ")
 	}
 	if pinNode != "" {
 		if out, err := exec.Command("taskset", "-a", "-p", "-c", pinNode, strconv.Itoa(pid)).CombinedOutput(); err != nil {
@@ -369,9 +367,7 @@ func TestSoakHostile(t *testing.T) {
 		float64(quietRunq.Microseconds())/1000/quietWall, float64(loudRunq.Microseconds())/1000/loudWall,
 		float64(loudGC)/loudWall, nodeCPU.Seconds()/loudWall, attackCPU.Seconds()/loudWall, len(loud),
 		loadRange(append(quietLoads, loudLoads...)), float64(rssPeak.Load())/1024)
-	nodeLog.mu.Lock()
-	logged := nodeLog.w.String()
-	nodeLog.mu.Unlock()
+	logged := c.Nodes[0].Log()
 	t.Logf("the node logged %d lines, %d of them WARN (and %d of the collector's)", strings.Count(logged, "\n")-gcCycles(), strings.Count(logged, "level=WARN"), gcCycles())
 	for i, k := range soakKinds {
 		t.Logf("  %-22s %5d made, %5d refused, %5d served", k, sum.Opened[i], sum.Refused[i], sum.Served[i])
