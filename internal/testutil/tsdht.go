@@ -1,7 +1,6 @@
 package testutil
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -75,41 +74,6 @@ func Main(m *testing.M) {
 		os.RemoveAll(built.dir)
 	}
 	os.Exit(code)
-}
-
-// SyncBuffer is a bytes.Buffer safe for concurrent use: a process's output written
-// by exec's copying goroutine while the test reads it.
-type SyncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *SyncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *SyncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// RunCmd runs cmd with stdin and returns its stdout, its stderr and its exit code;
-// only a command that could not run at all fails the test.
-func RunCmd(t testing.TB, cmd *exec.Cmd, stdin string) (stdout, stderr string, code int) {
-	t.Helper()
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run %v: %v", cmd.Args, err)
-	}
-	return out.String(), errb.String(), code
 }
 
 // Proc is one `tsdht node` of a Cluster. Its addresses and data directory stay the
