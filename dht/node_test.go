@@ -69,18 +69,7 @@ func (tn *testNode) kill() {
 // every node sees all of them live.
 func startCluster(t *testing.T, n int) []*testNode {
 	t.Helper()
-	seed, err := startNode(t, t.TempDir(), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes := []*testNode{seed}
-	for range n - 1 {
-		tn, err := startNode(t, t.TempDir(), []string{seed.GossipAddr()}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, tn)
-	}
+	nodes := startNodes(t, n, nil)
 	// The loop feeds the routing table a moment after memberlist's news.
 	testutil.WaitFor(t, 10*time.Second, func() bool {
 		for _, tn := range nodes {
@@ -90,6 +79,25 @@ func startCluster(t *testing.T, n int) []*testNode {
 		}
 		return true
 	}, "all %d nodes to see %d live members and route to them", n, n)
+	return nodes
+}
+
+// startNodes starts n nodes with edit, each after the first joining through the first,
+// and does not wait for them to see each other.
+func startNodes(t *testing.T, n int, edit func(*Config)) []*testNode {
+	t.Helper()
+	seed, err := startNode(t, t.TempDir(), nil, edit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := []*testNode{seed}
+	for range n - 1 {
+		tn, err := startNode(t, t.TempDir(), []string{seed.GossipAddr()}, edit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, tn)
+	}
 	return nodes
 }
 

@@ -31,20 +31,8 @@ func freshSet(t *testing.T, tn *testNode, target Peer, rf int) []Peer {
 func startSparseKademlia(t *testing.T, n int, mode func(*Config), why string, count func(c *testNode, nodes []*testNode) int) (seed, picked *testNode, others []*testNode) {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		var err error
-		seed, err = startNode(t, t.TempDir(), nil, mode)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes := []*testNode{seed}
-		for range n - 1 {
-			tn, err := startNode(t, t.TempDir(), []string{seed.GossipAddr()}, mode)
-			if err != nil {
-				t.Fatal(err)
-			}
-			nodes = append(nodes, tn)
-		}
-		picked = nodes[1]
+		nodes := startNodes(t, n, mode)
+		seed, picked = nodes[0], nodes[1]
 		for _, c := range nodes[2:] {
 			if count(c, nodes) < count(picked, nodes) {
 				picked = c
