@@ -341,7 +341,7 @@ func TestSoakHostile(t *testing.T) {
 		// The next quiet round starts once the node has closed what the attack left
 		// open (its open files back to what they were before it): else the quiet
 		// round's first seconds are the end of the attack.
-		settled, fds := waitFor(15*time.Second, func() bool { return openFDs(targetPid) <= baseFDs+4 }), openFDs(targetPid)
+		settled, fds := testutil.Poll(15*time.Second, func() bool { return openFDs(targetPid) <= baseFDs+4 }), openFDs(targetPid)
 		if !settled {
 			t.Logf("round %d: the node still had %d files open 15 s after the attack (%d before it); the quiet round starts anyway", round+1, fds, baseFDs)
 		}
@@ -719,18 +719,6 @@ func p99RatioInterval(quiet, loud []time.Duration, n int) (lo, hi float64) {
 func openFDs(pid int) int {
 	fds, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
 	return len(fds)
-}
-
-// waitFor polls cond until it holds or d passes, and reports whether it held.
-func waitFor(d time.Duration, cond func() bool) bool {
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for end := time.Now().Add(d); !cond(); <-tick.C {
-		if time.Now().After(end) {
-			return false
-		}
-	}
-	return true
 }
 
 func p99(d []time.Duration) time.Duration {
