@@ -1,6 +1,7 @@
 // Package testutil owns what the tests of every package share: waiting for a
-// condition with a deadline, loopback addresses free to bind, and real `tsdht node`
-// processes started as a cluster from one build of the binary per test binary.
+// condition with a deadline, loopback addresses free to bind, real `tsdht node`
+// processes started as a cluster from one build of the binary per test binary, and
+// the InfluxDB 1.x that the HTTP API's answers are compared with.
 //
 // It imports only the standard library, so that any package's tests may use it,
 // tsdb's included.
