@@ -4,15 +4,17 @@ BIN     ?= bin/tsdht
 PKGS    := ./...
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 
-.PHONY: build test test-short race arm demo bench fuzz vet clean test-arm ansible-test
+.PHONY: build test test-short race arm demo bench bench-report fuzz vet clean test-arm ansible-test
 
+# bin/tsdht, the node and its CLI, and bin/tsdht-bench, the benchmarks (docs/bench).
 build:
 	$(GO) build -ldflags="-X main.version=$(VERSION)" -o $(BIN) ./cmd/tsdht
+	$(GO) build -o bin/tsdht-bench ./cmd/tsdht-bench
 
 # The test command README and CI use: vet, race-enabled tests, and the ARMv7 build.
 test: vet
 	$(GO) test -race -timeout 20m $(PKGS)
-	GOARCH=arm GOARM=7 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/tsdht
+	GOARCH=arm GOARM=7 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/tsdht ./cmd/tsdht-bench
 
 vet:
 	$(GO) vet $(PKGS)
@@ -27,8 +29,14 @@ arm:
 demo:
 	$(GO) run ./cmd/tsdht demo
 
-bench:
+# Go micro-benchmarks of the lower packages; the cluster benchmarks are bin/tsdht-bench
+# and scripts/bench-* (docs/bench/README.md).
+bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./rpc/ ./dht/ ./tsdb/...
+
+# docs/bench/RESULTS.md from the results files docs/bench/*.jsonl (runs no benchmark).
+bench-report:
+	scripts/bench-report
 
 clean:
 	rm -rf bin

@@ -157,12 +157,12 @@ type Config struct {
 // DefaultLANConfig returns a configuration tuned for a small switched LAN of
 // boards (tens of nodes, sub-millisecond round trips). Memberlist's own LAN
 // preset takes about 5 s, and up to about 25 s, to declare a node dead; this
-// one probes 2.5 times as often with a shorter suspicion, which declares a
-// killed node dead in about 1.5 to 3 s (TestMembershipKillAndLeave logs it).
-// The price: 2.5 probes a second per node. A first cut probed every 250 ms
-// with suspicion multiplier 2: it detected in 0.9–1.7 s, but on a loaded
-// two-core machine running a dozen nodes it flapped — live nodes stalled for
-// half a second were declared dead and refuted — so this errs to stability.
+// one probes 2.5 times as often with a shorter suspicion, so a killed node is
+// declared dead in a few seconds (TestMembershipKillAndLeave logs how long).
+// The price: 2.5 probes a second per node. Probing every 250 ms with suspicion
+// multiplier 2 flaps on a loaded machine running a dozen nodes — live nodes
+// stalled for half a second are declared dead and refuted — so this errs to
+// stability.
 func DefaultLANConfig() Config {
 	return Config{
 		RejoinInterval:      2 * time.Second,

@@ -18,10 +18,9 @@ import (
 // streams on one address, as memberlist's NetTransport, but a packet is read into one
 // buffer the listener keeps and handed to memberlist as a copy of its own size.
 // NetTransport allocates a fresh 64 KiB buffer for every packet it receives, and
-// memberlist keeps that buffer as long as it keeps the message: on an 18-node cluster
-// that was 57 % of the bytes a node allocated during a single-point write benchmark
-// (gossip packets are a few hundred bytes), and on one emulated ARM core the garbage
-// collector's share of the CPU is latency.
+// memberlist keeps that buffer as long as it keeps the message: for packets of a few
+// hundred bytes that is most of what a busy node allocates, and on one ARM core the
+// garbage collector's share of the CPU is latency.
 //
 // Addresses given to WriteTo are parsed without a resolver when they are literal
 // IP:port (what memberlist gossips); a host name is resolved as NetTransport does.

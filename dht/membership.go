@@ -26,19 +26,23 @@ const ProtocolVersion = 1
 // layout can be told apart from this one.
 const metaVersion = 1
 
+// MemberState is a member's state as Members reports it; its string is what status
+// and the wire show.
+type MemberState string
+
 // Member states as Members reports them.
 const (
-	StateAlive = "alive"
+	StateAlive MemberState = "alive"
 	// StateLeaving is a live member handing its data off before it leaves: it
 	// still answers, but no longer owns anything, so Live leaves it out.
-	StateLeaving = "leaving"
-	StateDead    = "dead"
-	StateLeft    = "left"
+	StateLeaving MemberState = "leaving"
+	StateDead    MemberState = "dead"
+	StateLeft    MemberState = "left"
 	// StateStopped is a member that stopped on purpose and will be back (a restart,
 	// an upgrade): it keeps owning its shards for Config.DownGrace, so that writes
 	// meant for it leave hints and nothing is copied elsewhere meanwhile. Live leaves it
 	// out; ReplicaSet keeps it.
-	StateStopped = "stopped"
+	StateStopped MemberState = "stopped"
 )
 
 // Meta is what a node tells the cluster about itself beside its Peer, in its
@@ -66,7 +70,7 @@ type Member struct {
 	// the Node.State of the nodes its Members returns is not maintained
 	// (hashicorp/memberlist#266), so there is no suspect state to read
 	// (serf, built on memberlist, also counts suspects as alive).
-	State string
+	State MemberState
 	// GossipAddr is the host:port the node gossips on.
 	GossipAddr string
 	Meta       Meta

@@ -223,8 +223,8 @@ func (n *Node) memberlistConfig() (*memberlist.Config, error) {
 	c.GossipToTheDeadTime = n.cfg.GossipToTheDeadTime
 	c.TCPTimeout = n.cfg.TCPTimeout
 	// Gossip packets are a few hundred bytes on a LAN: memberlist's LZW compression of
-	// each one saved nothing worth its CPU, 7 % of an emulated ARM core's time in a
-	// single-point write benchmark. Peers still read compressed packets of older nodes.
+	// each one saves nothing worth the CPU it takes from a single ARM core. Peers still
+	// read compressed packets of older nodes.
 	c.EnableCompression = false
 	if ring := n.cfg.ClusterKey; ring != nil {
 		keys := make([][]byte, len(ring))

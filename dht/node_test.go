@@ -136,7 +136,7 @@ func has(ps []Peer, id string) bool {
 }
 
 // stateOf returns the state in which tn's membership holds the peer id.
-func stateOf(tn *testNode, id string) string {
+func stateOf(tn *testNode, id string) MemberState {
 	for _, m := range tn.Members() {
 		if m.ID == id {
 			return m.State

@@ -90,8 +90,8 @@ func (c *placeCache) closest(id quanta.ID, rf int) []Peer {
 		return ps
 	}
 	// The owners' routing-table keys are computed once per membership (closestInto):
-	// ClosestPeers hashed every owner's ID again for each set, 16 % of a repair pass
-	// after a membership change, which asks for the set of every pair held.
+	// ClosestPeers would hash every owner's ID again for each set, and a repair pass
+	// after a membership change asks for the set of every pair held.
 	ps = slices.Clip(c.closestInto(nil, id, rf))
 	c.mu.Lock()
 	c.putLocked(k, ps)

@@ -134,7 +134,7 @@ func (c *manyCombiner) write(ctx context.Context, ws []SeriesWrite) []WriteResul
 // hold a timestamp, src's value wins (the later request's, as when each request is
 // written alone). Requests mostly bring later points than the group holds: then an
 // append, otherwise a merge; either way the write has no sort to do (a stable sort of
-// the group's points took 3 % of a node's CPU under scripts/bench-http).
+// the group's points would cost every request).
 func mergePoints(dst, src *series.Points) {
 	if n := dst.Len(); n == 0 || src.Len() == 0 || src.T[0] > dst.T[n-1] {
 		appendPoints(dst, src)
@@ -173,7 +173,6 @@ func (c *manyCombiner) run(g *manyGroup) {
 }
 
 // writesInFlight is how many WriteManys a handler has in flight at once. One gathers
-// the most into each: with 2, one node's rate was no higher (329k/276k/440k against
-// 463k/317k/449k points/s, scripts/bench-http --only tsdht-1, alternating runs at load
-// 10–14) and its CPU per point higher.
+// the most into each: two in flight make smaller groups, more commits and more CPU per
+// point without a higher rate (scripts/bench-http --only tsdht-1 compares).
 const writesInFlight = 1

@@ -3,8 +3,10 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
@@ -22,8 +24,9 @@ type Engine interface {
 	Read(ctx context.Context, key string, from, to int64) (series.Points, error)
 	// Aggregate returns the non-empty windows of length every (aligned to multiples of
 	// every since the epoch) of a series' points in [from, to), ascending. every may be
-	// math.MaxInt64: one window of the whole range.
-	Aggregate(ctx context.Context, key string, from, to int64, every time.Duration) (series.Type, []Window, error)
+	// math.MaxInt64: one window of the whole range. A range of more windows than one
+	// answer holds fails with a *TooLargeError; the caller asks again page by page.
+	Aggregate(ctx context.Context, key string, from, to int64, every time.Duration) (series.Type, []agg.Window, error)
 	// Series lists the series whose tags include every pair of q.Match and whose key
 	// starts with q.Prefix. Without a catalog it returns ErrNeedsCatalog.
 	Series(ctx context.Context, q SeriesQuery) ([]SeriesInfo, error)
@@ -72,21 +75,6 @@ type Stats struct {
 	LiveMembers int // members this node sees alive
 }
 
-// Window is the aggregate of one GROUP BY time window's points. Values are float64:
-// int series convert exactly up to 2^53.
-type Window struct {
-	Start         int64 // window start, ns since the epoch
-	Count         int64
-	Sum           float64
-	Min, Max      float64
-	MinT, MaxT    int64 // when the first point holding Min/Max was stamped
-	First, Last   float64
-	FirstT, LastT int64
-	Mean          float64
-	M2            float64 // sum of squared deviations from Mean (Welford)
-	ExtremaT      bool    // MinT and MaxT are known (partials stored by older nodes lack them)
-}
-
 var (
 	// ErrNeedsCatalog is wrapped by what only the series catalog can answer: SHOW
 	// queries, tag matches that are not all equalities, GROUP BY a tag the query
@@ -96,82 +84,15 @@ var (
 	ErrUnknownSeries = errors.New("unknown series")
 )
 
-// aggregatePoints computes the windows of pts (sorted by time) in [from, to).
-// It is the fallback Aggregate computes locally from the points it read; an engine
-// whose replicas compute partial aggregates replaces it.
-func aggregatePoints(pts *series.Points, from, to int64, every time.Duration) []Window {
-	var out []Window
-	e := int64(every)
-	for i, t := range pts.T {
-		if t < from || t >= to {
-			continue
-		}
-		v := value(pts, i)
-		start := floorDiv(t, e) * e
-		if len(out) == 0 || out[len(out)-1].Start != start {
-			out = append(out, Window{Start: start, Min: v, Max: v, MinT: t, MaxT: t, First: v, FirstT: t, ExtremaT: true})
-		}
-		w := &out[len(out)-1]
-		w.Count++
-		w.Sum += v
-		if v < w.Min {
-			w.Min, w.MinT = v, t
-		}
-		if v > w.Max {
-			w.Max, w.MaxT = v, t
-		}
-		w.Last, w.LastT = v, t
-		d := v - w.Mean
-		w.Mean += d / float64(w.Count)
-		w.M2 += d * (v - w.Mean)
-	}
-	return out
+// TooLargeError is Engine.Aggregate's refusal of a range of more windows than one
+// answer holds: ask for pages of at most MaxWindows windows (agg.PageEnd).
+type TooLargeError struct {
+	Key        string
+	Windows    int64 // windows the range meets
+	MaxWindows int64 // the most one answer holds, ≥ 1
 }
 
-// mergeWindow returns the window of the points of a and b, windows of the same start
-// over different series. Selectors choose as InfluxDB does among equal candidates:
-// min and max the earliest point, first and last the greater value.
-func mergeWindow(a, b Window) Window {
-	if a.Count == 0 {
-		return b
-	}
-	if b.Count == 0 {
-		return a
-	}
-	out := a
-	out.Count = a.Count + b.Count
-	out.Sum = a.Sum + b.Sum
-	na, nb, n := float64(a.Count), float64(b.Count), float64(a.Count+b.Count)
-	d := b.Mean - a.Mean
-	out.Mean = a.Mean + d*nb/n
-	out.M2 = a.M2 + b.M2 + d*d*na*nb/n
-	out.ExtremaT = a.ExtremaT && b.ExtremaT
-	if b.Min < a.Min || (b.Min == a.Min && b.MinT < a.MinT) {
-		out.Min, out.MinT = b.Min, b.MinT
-	}
-	if b.Max > a.Max || (b.Max == a.Max && b.MaxT < a.MaxT) {
-		out.Max, out.MaxT = b.Max, b.MaxT
-	}
-	if b.FirstT < a.FirstT || (b.FirstT == a.FirstT && b.First > a.First) {
-		out.First, out.FirstT = b.First, b.FirstT
-	}
-	if b.LastT > a.LastT || (b.LastT == a.LastT && b.Last > a.Last) {
-		out.Last, out.LastT = b.Last, b.LastT
-	}
-	return out
-}
-
-func value(p *series.Points, i int) float64 {
-	if p.Type == series.Int {
-		return float64(p.I[i])
-	}
-	return p.F[i]
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if (a%b != 0) && ((a < 0) != (b < 0)) {
-		q--
-	}
-	return q
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("aggregate of %q: %d windows, at most %d per answer: ask in pages of at most %d windows",
+		e.Key, e.Windows, e.MaxWindows, e.MaxWindows)
 }

@@ -105,11 +105,17 @@ type queryResp struct {
 
 func query(t *testing.T, db, q string, extra ...string) (int, queryResp) {
 	t.Helper()
+	return queryAt(t, srvURL, db, q, extra...)
+}
+
+// queryAt is query against the server at base.
+func queryAt(t *testing.T, base, db, q string, extra ...string) (int, queryResp) {
+	t.Helper()
 	v := url.Values{"db": {db}, "q": {q}}
 	for i := 0; i+1 < len(extra); i += 2 {
 		v.Set(extra[i], extra[i+1])
 	}
-	resp, err := http.Get(srvURL + "/query?" + v.Encode())
+	resp, err := http.Get(base + "/query?" + v.Encode())
 	if err != nil {
 		t.Fatal(err)
 	}

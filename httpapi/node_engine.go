@@ -20,19 +20,12 @@ import (
 //
 // Series and the tags of writes go through the cluster's series catalog. Aggregate
 // asks the replicas for their partial aggregates (tsdb/agg, through the coordinator's
-// Aggregate) and only converts them; a range of more windows than one coordinated
-// aggregate returns is read as points and aggregated here (aggregatePoints).
+// Aggregate) and returns them as they are.
 type NodeEngine struct {
 	node *tsdb.Node
 
 	tagMu sync.Mutex
 	tags  map[string]struct{} // series whose tags this engine recorded
-
-	mu        sync.Mutex
-	self      *tsdb.Client // for the repair counters, through the node's own status
-	repair    Stats
-	repairAt  time.Time
-	repairErr error
 }
 
 // NewNodeEngine returns the engine over node.
@@ -82,56 +75,40 @@ func (e *NodeEngine) Read(ctx context.Context, key string, from, to int64) (seri
 	return res.Points, nil
 }
 
-// Aggregate implements Engine with the replicas' partial aggregates.
-func (e *NodeEngine) Aggregate(ctx context.Context, key string, from, to int64, every time.Duration) (series.Type, []Window, error) {
+// Aggregate implements Engine with the replicas' partial aggregates. A range of more
+// windows than one coordinated aggregate returns is refused before any replica works
+// on it, so that the caller asks for it in pages.
+func (e *NodeEngine) Aggregate(ctx context.Context, key string, from, to int64, every time.Duration) (series.Type, []agg.Window, error) {
+	tooLarge := &TooLargeError{Key: key, Windows: agg.WindowCount(from, to, int64(every)), MaxWindows: tsdb.MaxAggWindows}
+	if tooLarge.Windows > tooLarge.MaxWindows {
+		return series.Unknown, nil, tooLarge
+	}
 	res, err := e.node.Coordinator().Aggregate(ctx, key, from, to, int64(every), tsdb.GetOptions{})
 	switch {
 	case errorCode(err) == tsdb.CodeUnknownSeries:
 		return series.Unknown, nil, fmt.Errorf("%w: %v", ErrUnknownSeries, err)
 	case errorCode(err) == tsdb.CodeTooLarge:
-		return e.aggregateRead(ctx, key, from, to, every)
+		// Fewer windows than the limit can still make too large an answer (rollups,
+		// frames): pages of half as many.
+		tooLarge.MaxWindows = max(1, tooLarge.Windows/2)
+		return series.Unknown, nil, tooLarge
 	case err != nil:
 		return series.Unknown, nil, err
 	}
 	if res.Type == series.String {
 		return res.Type, nil, stringsErr(key)
 	}
-	out := make([]Window, 0, len(res.Windows))
-	for i := range res.Windows {
-		if w := fromPartial(res.Windows[i].Start, &res.Windows[i].Partial); w.Count > 0 {
+	out := res.Windows[:0]
+	for _, w := range res.Windows {
+		if w.Count > 0 {
 			out = append(out, w)
 		}
 	}
 	return res.Type, out, nil
 }
 
-// aggregateRead aggregates a series' points read here.
-func (e *NodeEngine) aggregateRead(ctx context.Context, key string, from, to int64, every time.Duration) (series.Type, []Window, error) {
-	pts, err := e.Read(ctx, key, from, to)
-	if err != nil {
-		return series.Unknown, nil, err
-	}
-	if pts.Type == series.String {
-		return pts.Type, nil, stringsErr(key)
-	}
-	return pts.Type, aggregatePoints(&pts, from, to, every), nil
-}
-
 func stringsErr(key string) error {
 	return fmt.Errorf("series %q holds strings: only first and last apply, and only to raw reads", key)
-}
-
-// fromPartial converts a replica's partial aggregate of a window.
-func fromPartial(start int64, p *agg.Partial) Window {
-	w := Window{Start: start, Count: p.Count, Sum: p.SumFloat(), Mean: p.Mean(), M2: p.M2,
-		FirstT: p.FirstT, LastT: p.LastT, MinT: p.MinT, MaxT: p.MaxT, ExtremaT: p.HasExtremaT}
-	switch p.Type {
-	case series.Float:
-		w.Min, w.Max, w.First, w.Last = p.Min, p.Max, p.First, p.Last
-	case series.Int:
-		w.Min, w.Max, w.First, w.Last = float64(p.IMin), float64(p.IMax), float64(p.IFirst), float64(p.ILast)
-	}
-	return w
 }
 
 // Series implements Engine from the cluster's series catalog.
@@ -167,65 +144,21 @@ func (e *NodeEngine) Ready() error {
 	return errors.New("this node has not joined its cluster yet")
 }
 
-// Stats implements Engine. The store's counters are read directly; the repair
-// counters come from the node's own status RPC, at most every 10 s.
+// Stats implements Engine, from the node's own counters, read in process.
 func (e *NodeEngine) Stats(ctx context.Context) (Stats, error) {
 	st := e.node.Store().Stats()
-	s := Stats{Shards: st.Shards, Series: st.Series, Points: st.Points, DiskBytes: st.DiskBytes,
+	r := e.node.Stats().Repair
+	return Stats{Shards: st.Shards, Series: st.Series, Points: st.Points, DiskBytes: st.DiskBytes,
 		Dropped: st.DroppedQuanta, FlashBytesWritten: st.FlashBytesWritten, AppendedPoints: st.AppendedPoints,
 		BufferedAppends: st.BufferedAppends, BufferDrains: st.BufferDrains,
-		LiveMembers: len(e.node.DHT().Live())}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if time.Since(e.repairAt) > 10*time.Second {
-		e.repairAt = time.Now()
-		e.repairErr = e.fetchRepair(ctx)
-	}
-	if e.repairErr == nil {
-		s.RepairKnown = true
-		s.RepairPasses, s.UnderReplicated, s.HintedPoints = e.repair.RepairPasses, e.repair.UnderReplicated, e.repair.HintedPoints
-		s.PushedPairs, s.PushedPoints, s.HandedOff, s.ReadRepairs = e.repair.PushedPairs, e.repair.PushedPoints, e.repair.HandedOff, e.repair.ReadRepairs
-	}
-	return s, nil
+		LiveMembers: len(e.node.DHT().Live()),
+		RepairKnown: true, RepairPasses: r.Passes, UnderReplicated: r.UnderReplicated, HintedPoints: r.HintedPoints,
+		PushedPairs: r.PushedPairs, PushedPoints: r.PushedPoints, HandedOff: r.DroppedPairs, ReadRepairs: r.ReadRepairs}, nil
 }
 
-func (e *NodeEngine) fetchRepair(ctx context.Context) error {
-	if e.self == nil {
-		cfg := tsdb.DefaultClientConfig()
-		cfg.Timeout = 5 * time.Second
-		c, err := tsdb.NewClient([]string{e.node.RPCAddr()}, cfg)
-		if err != nil {
-			return err
-		}
-		e.self = c
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	nodes, err := e.self.Status(ctx)
-	if err != nil {
-		return err
-	}
-	me := e.node.DHT().Self().Key.String()
-	for _, n := range nodes {
-		if n.NodeID == me {
-			r := n.Repair
-			e.repair = Stats{RepairPasses: r.Passes, UnderReplicated: r.UnderReplicated, HintedPoints: r.HintedPoints,
-				PushedPairs: r.PushedPairs, PushedPoints: r.PushedPoints, HandedOff: r.DroppedPairs, ReadRepairs: r.ReadRepairs}
-			return nil
-		}
-	}
-	return errors.New("this node is missing from its own status")
-}
-
-// Close releases the engine's own connections (not the node).
-func (e *NodeEngine) Close() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.self != nil {
-		return e.self.Close()
-	}
-	return nil
-}
+// Close releases nothing: the engine holds no connection of its own (it reaches
+// its node in process). It is here for callers that close what they open.
+func (e *NodeEngine) Close() error { return nil }
 
 // errorCode returns the machine-readable code of a tsdb/rpc error, or "".
 func errorCode(err error) string {

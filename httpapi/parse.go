@@ -67,7 +67,7 @@ type lineParser struct {
 	db   string
 	prec int64
 	// maxTS and minTS bound a timestamp in units of prec that fits nanoseconds (computed
-	// once: a division per line was 1 % of a node's CPU under scripts/bench-http).
+	// once per request, not with a division per line)
 	maxTS, minTS int64
 	now          time.Time
 	body         []byte

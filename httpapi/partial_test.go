@@ -1,15 +1,21 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/series"
 )
 
 // pointsRead returns the /metrics counter of points /query read from the cluster.
@@ -84,5 +90,112 @@ func TestAggregatesFromPartials(t *testing.T) {
 	}
 	if after := pointsRead(t); after-before != float64(len(all)) {
 		t.Fatalf("median read %v points, want %d", after-before, len(all))
+	}
+}
+
+// pagingEngine is the node's engine behind a seam that answers at most maxWindows
+// windows at once, as the coordinator does at its own limit, and counts what is
+// asked of it.
+type pagingEngine struct {
+	*NodeEngine
+	maxWindows int64
+
+	mu       sync.Mutex
+	reads    int
+	refused  int
+	asked    [][2]int64 // [from, to) of each aggregate answered
+	straddle []string   // pages that split a window with their neighbour
+}
+
+func (e *pagingEngine) Read(ctx context.Context, key string, from, to int64) (series.Points, error) {
+	e.mu.Lock()
+	e.reads++
+	e.mu.Unlock()
+	return e.NodeEngine.Read(ctx, key, from, to)
+}
+
+func (e *pagingEngine) Aggregate(ctx context.Context, key string, from, to int64, every time.Duration) (series.Type, []agg.Window, error) {
+	n := agg.WindowCount(from, to, int64(every))
+	e.mu.Lock()
+	if n > e.maxWindows {
+		e.refused++
+		e.mu.Unlock()
+		return series.Unknown, nil, &TooLargeError{Key: key, Windows: n, MaxWindows: e.maxWindows}
+	}
+	e.asked = append(e.asked, [2]int64{from, to})
+	if agg.WindowStart(to, int64(every)) != to && agg.WindowStart(to-1, int64(every)) != agg.WindowStart(from, int64(every)) {
+		// to cuts a window: only the statement's own end may.
+		e.straddle = append(e.straddle, fmt.Sprintf("[%d, %d)", from, to))
+	}
+	e.mu.Unlock()
+	return e.NodeEngine.Aggregate(ctx, key, from, to, every)
+}
+
+// TestOversizedAggregateIsPaged: an aggregate of more windows than one answer holds is
+// asked for in pages aligned to its windows, its answer equals the unpaged one, and no
+// point is read to this node.
+func TestOversizedAggregateIsPaged(t *testing.T) {
+	t0 := base.Add(30 * time.Minute)
+	var lp strings.Builder
+	for i := 0; i < 300; i++ {
+		for h := 0; h < 2; h++ {
+			fmt.Fprintf(&lp, "paged,host=h%d v=%v %d\n", h, math.Round(math.Cos(float64(i*(h+2)))*1000)/8, ns(t0.Add(time.Duration(i)*time.Second)))
+		}
+	}
+	if code, b := write(t, "paged", "", lp.String()); code != http.StatusNoContent {
+		t.Fatalf("write: %d %s", code, b)
+	}
+	eng := &pagingEngine{NodeEngine: engine, maxWindows: 7}
+	h, err := New(eng, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	// The range starts and ends inside windows: the pages' first and last windows are cut
+	// by the statement's bounds, as the unpaged answer's are.
+	from, to := t0.Add(1500*time.Millisecond), t0.Add(298500*time.Millisecond)
+	q := fmt.Sprintf("SELECT mean(v), min(v), max(v), count(v), sum(v), first(v), last(v), stddev(v), spread(v) FROM paged "+
+		"WHERE time >= '%s' AND time < '%s' GROUP BY time(3s)", rfc(from), rfc(to))
+	code, want := query(t, "paged", q)
+	if code != http.StatusOK || want.Results[0].Error != "" || len(want.Results[0].Series) != 1 {
+		t.Fatalf("unpaged: %d %+v", code, want)
+	}
+	code, got := queryAt(t, srv.URL, "paged", q)
+	if code != http.StatusOK || got.Results[0].Error != "" || len(got.Results[0].Series) != 1 {
+		t.Fatalf("paged: %d %+v", code, got)
+	}
+	wantRows, gotRows := want.Results[0].Series[0].Values, got.Results[0].Series[0].Values
+	if len(gotRows) != 100 || len(gotRows) != len(wantRows) {
+		t.Fatalf("paged answer has %d windows, the unpaged %d; want 100", len(gotRows), len(wantRows))
+	}
+	var points float64
+	for i := range wantRows {
+		for c := range wantRows[i] {
+			w, g := wantRows[i][c], gotRows[i][c]
+			wf, wok := w.(float64)
+			gf, gok := g.(float64)
+			if wok && gok && approxEq(wf, gf) || w == g {
+				continue
+			}
+			t.Fatalf("window %d column %d: paged %v, unpaged %v", i, c, g, w)
+		}
+		points += gotRows[i][4].(float64)
+	}
+	if points != 2*(298-1) {
+		t.Fatalf("the windows count %v points, want %d", points, 2*(298-1))
+	}
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	if eng.reads != 0 {
+		t.Fatalf("the paged aggregate read raw points %d times; it must only ask for aggregates", eng.reads)
+	}
+	// One refusal per series, then pages of at most 7 windows each: 100 windows in 15.
+	if eng.refused != 2 || len(eng.asked) != 2*15 {
+		t.Fatalf("%d refusals and %d pages, want 2 and 30", eng.refused, len(eng.asked))
+	}
+	if len(eng.straddle) > 2 { // each series' last page ends at the statement's end
+		t.Fatalf("pages split windows: %v", eng.straddle)
 	}
 }

@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"github.com/influxdata/influxql"
+
+	"github.com/tsdht/tsdht/tsdb/agg"
 )
 
 // column is one selected expression of a SELECT.
 type column struct {
 	name  string  // the output column name
 	field string  // the field read
-	fn    string  // "" for a raw field, else the aggregate
+	fn    agg.Fn  // 0 for a raw field, else the aggregate
 	arg   float64 // percentile's N
 	tag   bool    // a tag's value (field is the tag key), from SELECT * or a regex
 }
@@ -44,17 +46,6 @@ type selectPlan struct {
 	hasLower bool
 	tagCols  bool // some column is a tag's value
 }
-
-// aggregates lists the functions /query computes, and which of them select a point
-// (and so carry its time when alone without GROUP BY time).
-var aggregates = map[string]bool{
-	"mean": false, "sum": false, "count": false, "stddev": false, "spread": false, "median": false,
-	"min": true, "max": true, "first": true, "last": true, "percentile": true,
-}
-
-// windowFns are the aggregates a Window answers; the others need the points.
-var windowFns = map[string]bool{"mean": true, "sum": true, "count": true, "stddev": true, "spread": true,
-	"min": true, "max": true, "first": true, "last": true}
 
 // planSelect resolves a SELECT: its measurement, columns, time range, and the
 // series it reads, through the catalog (Engine.Series) or, without one, by the
@@ -100,11 +91,12 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 			p.tagCols = p.tagCols || c.tag
 			nraw++
 		case *influxql.Call:
-			if _, ok := aggregates[e.Name]; !ok {
-				return nil, fmt.Errorf("function %s() is not supported (supported: mean, median, min, max, count, sum, first, last, stddev, spread, percentile)", e.Name)
+			fn, err := agg.ParseFn(e.Name)
+			if err != nil {
+				return nil, fmt.Errorf("function %s(): %w", e.Name, err)
 			}
 			want := 1
-			if e.Name == "percentile" {
+			if fn == agg.Percentile {
 				want = 2
 			}
 			if len(e.Args) != want {
@@ -114,7 +106,7 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 			if !ok {
 				return nil, fmt.Errorf("%s(): the argument must be a field name, got %s", e.Name, e.Args[0])
 			}
-			c.field, c.fn = ref.Val, e.Name
+			c.field, c.fn = ref.Val, fn
 			if want == 2 {
 				switch n := e.Args[1].(type) {
 				case *influxql.NumberLiteral:
@@ -167,8 +159,7 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 		return p, nil
 	}
 	if every > 0 {
-		n := (floorDiv(p.to-1, int64(every)) - floorDiv(p.from, int64(every))) + 1
-		if n > int64(h.cfg.MaxQueryWindows) {
+		if n := agg.WindowCount(p.from, p.to, int64(every)); n > int64(h.cfg.MaxQueryWindows) {
 			return nil, fmt.Errorf("GROUP BY time(%v) over this range makes %d windows, more than the %d allowed: narrow the range or widen the interval",
 				every, n, h.cfg.MaxQueryWindows)
 		}

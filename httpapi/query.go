@@ -203,3 +203,12 @@ func formatTimes(res *result, epoch string) {
 		}
 	}
 }
+
+// floorDiv is a / b rounded toward −∞.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}

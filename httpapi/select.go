@@ -10,6 +10,7 @@ import (
 
 	"github.com/influxdata/influxql"
 
+	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
@@ -19,7 +20,7 @@ func (h *Handler) execSelect(ctx context.Context, s *influxql.SelectStatement, d
 	if err != nil || p.from >= p.to {
 		return nil, err
 	}
-	ex := &executor{h: h, ctx: ctx, p: p, points: map[string]series.Points{}, windows: map[string][]Window{}, types: map[string]series.Type{}}
+	ex := &executor{h: h, ctx: ctx, p: p, points: map[string]series.Points{}, windows: map[string][]agg.Window{}, types: map[string]series.Type{}}
 	columns := make([]string, 0, len(p.cols)+1)
 	columns = append(columns, "time")
 	for _, c := range p.cols {
@@ -64,7 +65,7 @@ type executor struct {
 	p       *selectPlan
 	read    int // points read so far
 	points  map[string]series.Points
-	windows map[string][]Window
+	windows map[string][]agg.Window
 	types   map[string]series.Type
 }
 
@@ -187,8 +188,8 @@ func (ex *executor) rawRows(keys [][]string) ([]int64, [][]any, error) {
 
 // colWindows returns the windows of one column of a group, and for median and
 // percentile the values of each window sorted.
-func (ex *executor) colWindows(c column, keys []string, every time.Duration) (series.Type, []Window, [][]valueAt, error) {
-	if windowFns[c.fn] {
+func (ex *executor) colWindows(c column, keys []string, every time.Duration) (series.Type, []agg.Window, [][]valueAt, error) {
+	if c.fn.Mergeable() {
 		typ, ws, ok, err := ex.partialWindows(c, keys, every)
 		if ok || err != nil {
 			return typ, ws, nil, err
@@ -201,16 +202,16 @@ func (ex *executor) colWindows(c column, keys []string, every time.Duration) (se
 	if pts.Type == series.String {
 		return pts.Type, nil, nil, fmt.Errorf("field %q holds strings: %s() applies to numbers", c.field, c.fn)
 	}
-	ws := aggregatePoints(&pts, ex.p.from, ex.p.to, every)
+	ws := agg.Windows(&pts, ex.p.from, ex.p.to, int64(every))
 	var sorted [][]valueAt
-	if c.fn == "median" || c.fn == "percentile" {
+	if !c.fn.Mergeable() {
 		sorted = make([][]valueAt, len(ws))
 		wi := 0
 		for i, t := range pts.T {
 			if t < ex.p.from || t >= ex.p.to {
 				continue
 			}
-			for floorDiv(t, int64(every))*int64(every) != ws[wi].Start {
+			for agg.WindowStart(t, int64(every)) != ws[wi].Start {
 				wi++
 			}
 			sorted[wi] = append(sorted[wi], valueAt{value(&pts, i), t})
@@ -226,14 +227,14 @@ func (ex *executor) colWindows(c column, keys []string, every time.Duration) (se
 // Aggregate), the windows of its series merged; ok is false when the partials cannot
 // answer it: a selector alone without GROUP BY time() reports its point's time, which
 // partials stored by older nodes lack.
-func (ex *executor) partialWindows(c column, keys []string, every time.Duration) (typ series.Type, out []Window, ok bool, err error) {
-	needT := ex.p.every == 0 && len(ex.p.cols) == 1 && (c.fn == "min" || c.fn == "max")
+func (ex *executor) partialWindows(c column, keys []string, every time.Duration) (typ series.Type, out []agg.Window, ok bool, err error) {
+	needT := ex.p.every == 0 && len(ex.p.cols) == 1 && (c.fn == agg.Min || c.fn == agg.Max)
 	byStart := map[int64]int{}
 	for _, k := range keys {
 		ws, ok := ex.windows[k]
 		t := ex.types[k]
 		if !ok {
-			t, ws, err = ex.h.eng.Aggregate(ex.ctx, k, ex.p.from, ex.p.to, every)
+			t, ws, err = ex.aggregateKey(k, every)
 			if errors.Is(err, ErrUnknownSeries) {
 				err = nil
 			}
@@ -250,11 +251,11 @@ func (ex *executor) partialWindows(c column, keys []string, every time.Duration)
 		}
 		typ = t
 		for _, w := range ws {
-			if needT && !w.ExtremaT {
+			if needT && !w.HasExtremaT {
 				return typ, nil, false, nil
 			}
 			if i, seen := byStart[w.Start]; seen {
-				out[i] = mergeWindow(out[i], w)
+				out[i].Partial = agg.MergeSeries(out[i].Partial, w.Partial)
 			} else {
 				byStart[w.Start] = len(out)
 				out = append(out, w)
@@ -263,6 +264,32 @@ func (ex *executor) partialWindows(c column, keys []string, every time.Duration)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	return typ, out, true, nil
+}
+
+// aggregateKey returns the windows of one series over the statement's range. When
+// they are more than one answer holds, it asks page by page, in order: pages end on
+// window boundaries (agg.PageEnd), so each window comes whole from one page and the
+// pages' windows are the range's, and no point is read to this node.
+func (ex *executor) aggregateKey(key string, every time.Duration) (series.Type, []agg.Window, error) {
+	typ, ws, err := ex.h.eng.Aggregate(ex.ctx, key, ex.p.from, ex.p.to, every)
+	var tooLarge *TooLargeError
+	if !errors.As(err, &tooLarge) {
+		return typ, ws, err
+	}
+	ws = nil
+	for lo := ex.p.from; lo < ex.p.to; {
+		hi := agg.PageEnd(lo, ex.p.to, int64(every), max(tooLarge.MaxWindows, 1))
+		t, page, err := ex.h.eng.Aggregate(ex.ctx, key, lo, hi, every)
+		if err != nil {
+			return t, nil, fmt.Errorf("page [%d, %d) of %s: %w", lo, hi, key, err)
+		}
+		if len(page) > 0 {
+			typ = t
+		}
+		ws = append(ws, page...)
+		lo = hi
+	}
+	return typ, ws, nil
 }
 
 // wholeRange is the window length that puts every point since the epoch in one
@@ -279,7 +306,7 @@ func (ex *executor) aggregate(g group) ([][]any, error) {
 	type colVals struct {
 		typ    series.Type
 		byWin  map[int64]int // window start → index in ws
-		ws     []Window
+		ws     []agg.Window
 		sorted [][]valueAt
 	}
 	cv := make([]colVals, len(p.cols))
@@ -305,7 +332,7 @@ func (ex *executor) aggregate(g group) ([][]any, error) {
 		r[0] = tsValue(p.from)
 		for i, c := range p.cols {
 			if len(cv[i].ws) == 0 {
-				if c.fn == "count" {
+				if c.fn == agg.Count {
 					r[i+1] = int64(0)
 				}
 				continue
@@ -316,14 +343,14 @@ func (ex *executor) aggregate(g group) ([][]any, error) {
 			}
 			v, t := aggValue(c, &cv[i].ws[0], sorted, cv[i].typ)
 			r[i+1] = v
-			if len(p.cols) == 1 && aggregates[c.fn] && t != nil {
+			if len(p.cols) == 1 && c.fn.Selector() && t != nil {
 				r[0] = tsValue(*t)
 			}
 		}
 		return [][]any{r}, nil
 	}
 	e := int64(p.every)
-	first, last := floorDiv(p.from, e)*e, floorDiv(p.to-1, e)*e
+	first, last := agg.WindowStart(p.from, e), agg.WindowStart(p.to-1, e)
 	var out [][]any
 	for start := first; start <= last; start += e {
 		r := make([]any, len(p.cols)+1)
@@ -363,7 +390,7 @@ func fill(rows [][]any, p *selectPlan) {
 			}
 			switch p.fill {
 			case influxql.NullFill:
-				if c.fn == "count" {
+				if c.fn == agg.Count {
 					rows[r][col] = int64(0)
 				}
 			case influxql.NumberFill:
@@ -421,37 +448,10 @@ type valueAt struct {
 
 // aggValue computes one aggregate of a window, and for a selector the time of the
 // point it selected. sorted holds the window's points by value, for median and
-// percentile.
-func aggValue(c column, w *Window, sorted []valueAt, typ series.Type) (any, *int64) {
-	num := func(v float64) any {
-		if typ == series.Int {
-			return int64(v)
-		}
-		return v
-	}
+// percentile; the partial answers the rest.
+func aggValue(c column, w *agg.Window, sorted []valueAt, typ series.Type) (any, *int64) {
 	switch c.fn {
-	case "count":
-		return w.Count, nil
-	case "sum":
-		return num(w.Sum), nil
-	case "mean":
-		return w.Sum / float64(w.Count), nil
-	case "min":
-		return num(w.Min), &w.MinT
-	case "max":
-		return num(w.Max), &w.MaxT
-	case "first":
-		return num(w.First), &w.FirstT
-	case "last":
-		return num(w.Last), &w.LastT
-	case "spread":
-		return num(w.Max - w.Min), nil
-	case "stddev":
-		if w.Count < 2 {
-			return nil, nil
-		}
-		return math.Sqrt(w.M2 / float64(w.Count-1)), nil
-	case "median":
+	case agg.Median:
 		n := len(sorted)
 		if n == 0 {
 			return nil, nil
@@ -461,13 +461,33 @@ func aggValue(c column, w *Window, sorted []valueAt, typ series.Type) (any, *int
 		}
 		lo, hi := sorted[n/2-1].v, sorted[n/2].v
 		return lo + (hi-lo)/2, nil
-	case "percentile":
+	case agg.Percentile:
 		n := len(sorted)
 		i := int(math.Floor(float64(n)*c.arg/100+0.5)) - 1
 		if i < 0 || i >= n {
 			return nil, nil
 		}
-		return num(sorted[i].v), &sorted[i].t
+		if typ == series.Int {
+			return int64(sorted[i].v), &sorted[i].t
+		}
+		return sorted[i].v, &sorted[i].t
 	}
-	return nil, nil
+	var v any
+	switch r := w.Eval(c.fn); r.Kind {
+	case series.Float:
+		v = r.F
+	case series.Int:
+		v = r.I
+	}
+	if t, ok := w.SelectedT(c.fn); ok {
+		return v, &t
+	}
+	return v, nil
+}
+
+func value(p *series.Points, i int) float64 {
+	if p.Type == series.Int {
+		return float64(p.I[i])
+	}
+	return p.F[i]
 }

@@ -222,7 +222,7 @@ func decimal(b []byte) (int64, bool) {
 		return 0, false
 	}
 	var u uint64
-	for len(b) >= 8 { // 8 digits at a time: a 19-digit timestamp was 4 % of a node's CPU
+	for len(b) >= 8 { // 8 digits at a time: every line of a write carries a 19-digit timestamp
 		v, ok := eightDigits(b)
 		if !ok {
 			return 0, false

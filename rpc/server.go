@@ -45,6 +45,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
+	pending   []net.Listener // bound, not yet served (Bind, Serve)
 	conns     map[net.Conn]*serverConn
 	live      int // conns not marked for reaping: what MaxConns counts
 	closed    bool
@@ -146,8 +147,22 @@ func (s *Server) handle(method string, h handler) {
 
 // Listen listens on addr and serves it in background goroutines until
 // Close. It returns the address it listens on, which tells the port when
-// addr asked for any (":0").
+// addr asked for any (":0"). It is Bind then Serve.
 func (s *Server) Listen(addr string) (net.Addr, error) {
+	a, err := s.Bind(addr)
+	if err != nil {
+		return nil, err
+	}
+	s.Serve()
+	return a, nil
+}
+
+// Bind listens on addr without accepting connections yet, and returns the
+// address it listens on: a caller that must know its own address before it can
+// register its handlers (a node advertises it) binds, registers, then calls
+// Serve, so that no caller ever finds a method missing. Connections that arrive
+// in between wait in the kernel's backlog.
+func (s *Server) Bind(addr string) (net.Addr, error) {
 	l, err := s.t.Listen(addr)
 	if err != nil {
 		return nil, err
@@ -159,9 +174,23 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 		return nil, ErrClosed
 	}
 	s.listeners[l] = struct{}{}
-	s.wg.Add(1)
-	go s.accept(l)
+	s.pending = append(s.pending, l)
 	return l.Addr(), nil
+}
+
+// Serve starts accepting on every address bound and not yet served. It does
+// nothing after Close.
+func (s *Server) Serve() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	for _, l := range s.pending {
+		s.wg.Add(1)
+		go s.accept(l)
+	}
+	s.pending = nil
 }
 
 // Close stops listening, closes every connection, cancels the handlers'
@@ -680,8 +709,8 @@ func (sc *serverConn) goodbye() error {
 
 // workerIdle is how long a connection's worker waits for another request before it
 // ends. Workers are kept, not started per request, because a fresh goroutine grows
-// its stack again for every request (12–20 % of a single-point write's CPU was
-// runtime.morestack); an idle one costs its stack until then.
+// its stack again for every request (runtime.morestack, a large share of a small
+// request's CPU); an idle one costs its stack until then.
 const workerIdle = 10 * time.Second
 
 // worker serves req, then whatever requests the connection hands it, until the

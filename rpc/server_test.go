@@ -254,3 +254,37 @@ func TestServerByteBudget(t *testing.T) {
 		t.Fatalf("request of the full budget afterwards: %v", err)
 	}
 }
+
+// TestBindThenServe: a call that reaches a bound server before Serve waits for it
+// and then finds the handler registered in between, instead of "unknown method".
+func TestBindThenServe(t *testing.T) {
+	for _, nw := range networks() {
+		t.Run(nw.name, func(t *testing.T) {
+			s := NewServer(nw.server, Config{})
+			defer s.Close()
+			addr, err := s.Bind(nw.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := NewClient(nw.client, Config{})
+			defer c.Close()
+			type result struct {
+				resp []byte
+				err  error
+			}
+			done := make(chan result, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				resp, err := c.Call(ctx, addr.String(), "late", []byte("hi"))
+				done <- result{resp, err}
+			}()
+			s.Handle("late", echo)
+			s.Serve()
+			r := <-done
+			if r.err != nil || string(r.resp) != "hi" {
+				t.Fatalf("call made before Serve: %q, %v; want the handler registered after Bind to answer", r.resp, r.err)
+			}
+		})
+	}
+}

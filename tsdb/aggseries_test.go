@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/replica"
+
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
@@ -72,24 +76,24 @@ func TestAggSeriesMatchesAgg(t *testing.T) {
 			}
 		}
 	}
-	remote := remoteReplica{peer: dht.Peer{ID: "peer", RPCAddr: n.RPCAddr()}, cli: cli, timeout: 10 * time.Second}
+	remote := cluster.NewReplicas("self", nil, cli, 10*time.Second, nil).For(dht.Peer{ID: "peer", RPCAddr: n.RPCAddr()})
 	got, err := remote.Agg(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	same("packed", got)
 
-	// Latest's one request (MethodLatestPart) answers the entry and the same windows.
-	latest := func(name string, rep Replica) {
+	// latest's one request (MethodLatestPart) answers the entry and the same windows.
+	latest := func(name string, rep cluster.Replica) {
 		t.Helper()
-		a, err := askLatestPart(ctx, rep, "pmu/f", true, req.Every, req.Shards)
+		a, err := rep.LatestPart(ctx, "pmu/f", true, req.Every, req.Shards)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if !a.held || a.entry.Key != "pmu/f" || !a.entry.Live() {
-			t.Fatalf("%s: entry %+v held %v", name, a.entry, a.held)
+		if !a.Held || a.Entry.Key != "pmu/f" || !a.Entry.Live() {
+			t.Fatalf("%s: entry %+v held %v", name, a.Entry, a.Held)
 		}
-		same(name, &wire.AggResp{Shards: a.shards})
+		same(name, &wire.AggResp{Shards: a.Shards})
 	}
 	latest("latest part, in process", n.local)
 	latest("latest part", remote)
@@ -97,8 +101,8 @@ func TestAggSeriesMatchesAgg(t *testing.T) {
 	// An older node: it serves MethodAgg and the catalog only.
 	old := rpc.NewServer(rpc.NewTCPTransport(), rpc.Config{})
 	defer old.Close()
-	registerCatalogReplica(old, n.local)
-	handle(old, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
+	replica.RegisterCatalog(old, n.local)
+	cluster.Handle(old, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
 		resp, err := n.local.Agg(ctx, req)
 		if err == nil {
 			for i := range resp.Shards {
@@ -111,7 +115,7 @@ func TestAggSeriesMatchesAgg(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	remote.peer.RPCAddr = addr.String()
+	remote = cluster.NewReplicas("self", nil, cli, 10*time.Second, nil).For(dht.Peer{ID: "peer", RPCAddr: addr.String()})
 	if got, err = remote.Agg(ctx, req); err != nil {
 		t.Fatalf("from an older node: %v", err)
 	}

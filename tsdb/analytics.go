@@ -2,18 +2,14 @@ package tsdb
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"math"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/tsdht/tsdht/tsdb/cluster"
 
-	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/series"
-	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
@@ -52,189 +48,10 @@ const (
 	MaxAggWindows = wire.MaxAggWindows
 )
 
-// statsDigest is the digest replicas compare a pair by: its count and point-set hash.
-func statsDigest(count int64, hash uint64) uint64 {
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(count))
-	binary.LittleEndian.PutUint64(b[8:], hash)
-	return xxhash.Sum64(b[:])
-}
-
-// Agg answers a replica's share of an aggregate from the local store.
-func (l *localReplica) Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
-	if err := agg.CheckWidth(req.Every); err != nil {
-		return nil, rpc.Errorf(CodeBadInput, "%v", err)
-	}
-	refs := make([]store.ShardRef, len(req.Shards))
-	var ids quanta.SeriesIDs // the IDs of the previous shard's series: shards of one series hash its key once
-	idsKey := ""
-	for i := range req.Shards {
-		r := &req.Shards[i]
-		if err := series.ValidateKey(r.Key); err != nil {
-			return nil, rpc.Errorf(CodeBadInput, "%v", err)
-		}
-		if i == 0 || r.Key != idsKey {
-			ids, idsKey = quanta.NewSeriesIDs(l.format, r.Key), r.Key
-		}
-		refs[i] = store.ShardRef{ID: ids.At(r.Start), Start: r.Start}
-		if len(r.ID) != quanta.IDLen || quanta.ID(r.ID) != refs[i].ID || r.Start%int64(l.quantum) != 0 {
-			return nil, rpc.Errorf(CodeBadInput, "shard %x is not series %q at quantum %d", r.ID, r.Key, r.Start)
-		}
-	}
-	return l.aggShards(ctx, req.Every, req.Shards, refs, nil)
-}
-
-// aggSeries answers a packed request (wire.MethodAggSeries): the shards' IDs are
-// computed here from the series and their starts.
-func (l *localReplica) aggSeries(req *wire.AggSeriesReq) (*wire.AggResp, error) {
-	if err := agg.CheckWidth(req.Every); err != nil {
-		return nil, rpc.Errorf(CodeBadInput, "%v", err)
-	}
-	if err := series.ValidateKey(req.Key); err != nil {
-		return nil, rpc.Errorf(CodeBadInput, "%v", err)
-	}
-	shards, err := wire.DecodeAggSpans(req.Shards, req.Key)
-	if err != nil {
-		return nil, rpc.Errorf(CodeBadInput, "%s: %v", wire.MethodAggSeries, err)
-	}
-	ids := quanta.NewSeriesIDs(l.format, req.Key)
-	refs := make([]store.ShardRef, len(shards))
-	for i := range shards {
-		if shards[i].Start%int64(l.quantum) != 0 {
-			return nil, rpc.Errorf(CodeBadInput, "%s of %q: %d is not the start of a quantum", wire.MethodAggSeries, req.Key, shards[i].Start)
-		}
-		refs[i] = store.ShardRef{ID: ids.At(shards[i].Start), Start: shards[i].Start}
-	}
-	return l.aggShards(context.Background(), req.Every, shards, refs, nil) // served for another node: no page of this node's
-}
-
-// aggShards answers shards, whose store references are refs (checked), with windows of
-// width every (checked), in out when it has a result per shard (a long aggregate's
-// page buffer: pagebufs.go), else in a new slice. The pairs' statistics are read in
-// one pass (store.PairStatsBatch); windows that cut a quantum are computed from its
-// points.
-func (l *localReplica) aggShards(ctx context.Context, every int64, shards []wire.ShardAgg, refs []store.ShardRef, out []wire.ShardAggResult) (*wire.AggResp, error) {
-	for i := range shards {
-		if r := &shards[i]; r.From > r.To {
-			return nil, rpc.Errorf(CodeBadInput, "aggregate of %q: from %d is after to %d", r.Key, r.From, r.To)
-		}
-	}
-	if len(out) != len(shards) {
-		out = make([]wire.ShardAggResult, len(shards))
-	}
-	clear(out)
-	resp := &wire.AggResp{Shards: out}
-	// The windows answered by statistics, in one array as far as it goes: grown as
-	// held shards come (most of a long aggregate's hold nothing), each answer keeps
-	// the array it was made in.
-	var whole []agg.Window
-	yield := func(i int, st agg.Partial, held bool) error {
-		yieldInPage(ctx, i) // a long read's page lets small requests in (longread.go)
-		r, res := &shards[i], &resp.Shards[i]
-		res.Held, res.Count, res.Hash, res.Type = held, st.Count, statsDigest(st.Count, st.Hash), st.Type
-		if r.Digest || !held {
-			return nil
-		}
-		begin, end := l.quantum.BeginNanos(r.Start), l.quantum.EndNanos(r.Start)
-		if store.WholeQuantum(begin, end, r.From, r.To, every) {
-			// The statistics in hand answer (store.AggregateQuantum would read them again).
-			st.Hash = 0
-			whole = append(whole, agg.Window{Start: agg.WindowStart(begin, every), Partial: st})
-			res.Windows = whole[len(whole)-1 : len(whole) : len(whole)]
-			return nil
-		}
-		ws, _, err := l.store.Aggregate(refs[i], r.Key, r.From, r.To, every)
-		if err != nil {
-			return err
-		}
-		res.Windows = ws
-		return nil
-	}
-	if oneSeries(shards) && len(shards) > 0 {
-		if err := store.PairStatsBatch(l.store, refs, shards[0].Key, yield); err != nil {
-			return nil, storeError(err)
-		}
-		return resp, nil
-	}
-	for i := range shards {
-		st, held, err := l.store.PairStats(refs[i], shards[i].Key)
-		if err == nil {
-			err = yield(i, st, held)
-		}
-		if err != nil {
-			return nil, storeError(err)
-		}
-	}
-	return resp, nil
-}
-
-// Agg asks a remote replica: one series' shards packed (wire.MethodAggSeries), or, when
-// the shards name several series or the replica does not know that method,
-// wire.MethodAgg.
-func (r remoteReplica) Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
-	if len(req.Shards) > 0 && oneSeries(req.Shards) {
-		var resp wire.AggSeriesResp
-		sreq := &wire.AggSeriesReq{Key: req.Shards[0].Key, Every: req.Every, Shards: wire.AppendAggSpans(nil, req.Shards)}
-		err := r.invoke(ctx, wire.MethodAggSeries, sreq, &resp)
-		var re *rpc.RemoteError
-		switch {
-		case err == nil:
-			shards, err := wire.DecodeAggResults(resp.Shards)
-			if err != nil {
-				return nil, rpc.Errorf(CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
-			}
-			if err := r.answered(len(req.Shards), len(shards), func(int) error { return nil }); err != nil {
-				return nil, err
-			}
-			return &wire.AggResp{Shards: shards}, nil
-		case !errors.As(err, &re) || re.Code != rpc.CodeUnknownMethod:
-			return nil, err
-		}
-		// An older node: ask it the other way.
-	}
-	var resp wire.AggResp
-	if err := r.invoke(ctx, wire.MethodAgg, req, &resp); err != nil {
-		return nil, err
-	}
-	if err := r.answered(len(req.Shards), len(resp.Shards), func(i int) error { return resp.Shards[i].Unpack() }); err != nil {
-		return nil, err
-	}
-	return &resp, nil
-}
-
-// oneSeries reports whether shards all name one series.
-func oneSeries(shards []wire.ShardAgg) bool {
-	for i := range shards {
-		if shards[i].Key != shards[0].Key {
-			return false
-		}
-	}
-	return true
-}
-
-// registerAnalytics registers the analytics methods: MethodAgg, MethodAggSeries and
-// MethodLatestPart as a replica, and
-// MethodAggregate, MethodLatest and MethodBounds as a coordinator.
+// registerAnalytics registers the analytics methods a coordinator serves:
+// MethodAggregate, MethodLatest and MethodBounds.
 func (n *Node) registerAnalytics() {
-	handle(n.srv, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
-		resp, err := n.local.Agg(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		for i := range resp.Shards {
-			resp.Shards[i].Pack()
-		}
-		return resp, nil
-	})
-	handle(n.srv, wire.MethodAggSeries, func(ctx context.Context, req *wire.AggSeriesReq) (*wire.AggSeriesResp, error) {
-		resp, err := n.local.aggSeries(req)
-		if err != nil {
-			return nil, err
-		}
-		return &wire.AggSeriesResp{Shards: wire.AppendAggResults(nil, resp.Shards)}, nil
-	})
-	handle(n.srv, wire.MethodLatestPart, n.local.latestPart)
-	handle(n.srv, wire.MethodAggregate, func(ctx context.Context, req *wire.AggregateReq) (*wire.AggregateResp, error) {
+	cluster.Handle(n.srv, wire.MethodAggregate, func(ctx context.Context, req *wire.AggregateReq) (*wire.AggregateResp, error) {
 		res, err := n.coord.Aggregate(ctx, req.Key, req.From, req.To, req.Every, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial})
 		if err != nil {
 			return nil, err
@@ -242,14 +59,14 @@ func (n *Node) registerAnalytics() {
 		return &wire.AggregateResp{Type: res.Type, Packed: agg.AppendWindowsWire(nil, res.Type, res.Windows),
 			Partial: res.Partial, Missing: res.Missing}, nil
 	})
-	handle(n.srv, wire.MethodLatest, func(ctx context.Context, req *wire.LatestReq) (*wire.LatestResp, error) {
+	cluster.Handle(n.srv, wire.MethodLatest, func(ctx context.Context, req *wire.LatestReq) (*wire.LatestResp, error) {
 		pts, err := n.coord.Latest(ctx, req.Key, req.Since, req.Before)
 		if err != nil {
 			return nil, err
 		}
 		return &wire.LatestResp{Point: pts}, nil
 	})
-	handle(n.srv, wire.MethodBounds, func(ctx context.Context, req *wire.BoundsReq) (*wire.BoundsResp, error) {
+	cluster.Handle(n.srv, wire.MethodBounds, func(ctx context.Context, req *wire.BoundsReq) (*wire.BoundsResp, error) {
 		resp, err := n.coord.Bounds(ctx, req.Key, req.From, req.To)
 		if err != nil {
 			return nil, err
@@ -312,10 +129,9 @@ func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every
 		if err := ctx.Err(); err != nil {
 			return wire.AggResult{}, rpc.Errorf(CodeUnavailable, "aggregate of %q: %v", key, err)
 		}
-		if err := turn.page(ctx, func(ctx context.Context) error {
-			b := pageBufsOf(ctx)
+		if err := turn.page(ctx, func(ctx context.Context, b *pageBufs) error {
 			b.starts = cover.pageInto(b.starts, lo, aggPageQuanta)
-			return c.aggregatePage(ctx, key, b.starts, from, to, every, r, byQuorum, &res, &lists)
+			return c.aggregatePage(ctx, b, key, b.starts, from, to, every, r, byQuorum, &res, &lists)
 		}); err != nil {
 			return wire.AggResult{}, err
 		}
@@ -337,12 +153,17 @@ func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every
 // aggregatePage aggregates the shards of the quanta starting at starts, within
 // [from, to): it appends their windows to lists and counts in res.Missing the shards
 // no replica could serve. byQuorum is aggregate's.
-func (c *Coordinator) aggregatePage(ctx context.Context, key string, starts []int64, from, to, every int64, r int, byQuorum bool, res *wire.AggResult, lists *[][]agg.Window) error {
-	spans, err := c.planRead(ctx, key, starts, from, to)
+func (c *Coordinator) aggregatePage(ctx context.Context, b *pageBufs, key string, starts []int64, from, to, every int64, r int, byQuorum bool, res *wire.AggResult, lists *[][]agg.Window) error {
+	spans, err := c.planRead(ctx, b, key, starts, from, to)
 	if err != nil {
 		return err
 	}
-	answers := c.aggRound(ctx, key, spans, every)
+	answers := c.aggRound(ctx, b, key, spans, every)
+	if err := ctx.Err(); err != nil {
+		// The caller has gone: reading the points of what went unanswered would be
+		// for nobody.
+		return rpc.Errorf(CodeUnavailable, "aggregate of %q: %v", key, err)
+	}
 	var differ []shardSpan // shards whose replicas disagree: read their points
 	for i := range spans {
 		ws, ok, complete := settleAgg(answers[i], r, byQuorum)
@@ -356,7 +177,7 @@ func (c *Coordinator) aggregatePage(ctx context.Context, key string, starts []in
 		}
 	}
 	if len(differ) > 0 {
-		read := c.readRounds(ctx, key, differ)
+		read := c.readRounds(ctx, b, key, differ)
 		for i := range differ {
 			pts, complete := mergeAnswers(read[i], r)
 			if !complete {
@@ -425,9 +246,9 @@ func settleAgg(ans []aggAnswer, r int, byQuorum bool) (ws []agg.Window, ok, comp
 
 // aggRound asks every shard's closest replica for windows and the others for digests,
 // grouped by node.
-func (c *Coordinator) aggRound(ctx context.Context, key string, spans []shardSpan, every int64) [][]aggAnswer {
+func (c *Coordinator) aggRound(ctx context.Context, bufs *pageBufs, key string, spans []shardSpan, every int64) [][]aggAnswer {
 	// A long aggregate's page reuses the slices of the one before (pagebufs.go).
-	bufs := pageBufsOf(ctx)
+	bufs = orFresh(bufs)
 	answers := bufs.aggAnswersFor(spans)
 	// Narrow windows make big answers: fewer shards per request then.
 	q := c.cfg.DHT.Quantum.Duration().Nanoseconds()
@@ -448,44 +269,44 @@ func (c *Coordinator) aggRound(ctx context.Context, key string, spans []shardSpa
 	if bufs.long {
 		mine = reuse(&bufs.aggResults, len(plan))
 	}
-	results := fanOut(ctx, batches, c.fetchLimit(ctx), c.cfg.CallTimeout,
-		func(ctx context.Context, b *peerBatch[fetch]) (*wire.AggResp, error) {
+	self := c.place.Self().ID
+	results := cluster.FanOut(ctx, batches, c.fetchLimit(bufs), c.cfg.CallTimeout,
+		func(ctx context.Context, b *cluster.PeerBatch[fetch]) (*wire.AggResp, error) {
 			off := 0
 			for _, o := range batches {
 				if o == b {
 					break
 				}
-				off += len(o.items)
+				off += len(o.Items)
 			}
-			n := len(b.items)
+			n := len(b.Items)
 			req := &wire.AggReq{Every: every, Shards: reads[off : off+n : off+n]}
-			for k, it := range b.items {
+			for k, it := range b.Items {
 				s := &spans[it.shard]
 				req.Shards[k] = wire.ShardAgg{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to, Digest: !it.data}
 			}
-			rep := c.replicas.For(b.peer)
-			if l, ok := rep.(*localReplica); ok {
+			if l := c.replicas.Local(); l != nil && b.Peer.ID == self {
 				// This node's store, with the references planned here: no ID to check.
 				refs := refs[off : off+n : off+n]
-				for k, it := range b.items {
+				for k, it := range b.Items {
 					refs[k] = spans[it.shard].ref
 				}
 				var out []wire.ShardAggResult
 				if mine != nil {
 					out = mine[off : off+n : off+n]
 				}
-				return l.aggShards(ctx, every, req.Shards, refs, out)
+				return l.AggRefs(ctx, every, req.Shards, refs, out, bufs.yield)
 			}
-			return rep.Agg(ctx, req)
+			return c.replicas.For(b.Peer).Agg(ctx, req)
 		})
 	for range batches {
 		r := <-results
-		if r.err != nil {
-			c.log.Warn("aggregate from a replica failed", "series", key, "peer", nodeID(r.batch.peer), "rpc", r.batch.peer.RPCAddr, "err", r.err)
+		if r.Err != nil {
+			c.log.Warn("aggregate from a replica failed", "series", key, "peer", cluster.NodeID(r.Batch.Peer), "rpc", r.Batch.Peer.RPCAddr, "err", r.Err)
 			continue
 		}
-		for k, it := range r.batch.items {
-			answers[it.shard][it.replica] = aggAnswer{ok: true, res: r.resp.Shards[k], isData: it.data}
+		for k, it := range r.Batch.Items {
+			answers[it.shard][it.replica] = aggAnswer{ok: true, res: r.Resp.Shards[k], isData: it.data}
 		}
 	}
 	return answers

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/agg/aggtest"
@@ -99,7 +101,7 @@ func TestAggregateReconcilesDifferingReplicas(t *testing.T) {
 	}
 	q := quanta.Quantum(10)
 	plant := func(replica int, at int64, v float64) {
-		ref := shardRef(lc.Nodes[0].cfg.DHT.Format, "s", q.Start(at))
+		ref := cluster.ShardRef(lc.Nodes[0].cfg.DHT.Format, "s", q.Start(at))
 		reps := lc.Nodes[0].DHT().ReplicaSet(ref.ID, 3)
 		var one series.Points
 		one.AppendFloat(at, v)

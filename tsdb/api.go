@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/tsdht/tsdht/dht"
@@ -19,14 +21,14 @@ import (
 // registerCoordinator registers the methods through which a thin client has any node
 // coordinate for it.
 func (n *Node) registerCoordinator() {
-	handle(n.srv, wire.MethodPut, func(ctx context.Context, req *wire.PutReq) (*wire.PutResp, error) {
+	cluster.Handle(n.srv, wire.MethodPut, func(ctx context.Context, req *wire.PutReq) (*wire.PutResp, error) {
 		r, err := n.coord.PutReport(ctx, req.Key, req.Points, PutOptions{WriteQuorum: req.WriteQuorum})
 		if err != nil {
 			return nil, err
 		}
 		return &wire.PutResp{Stored: r.Stored, WaitedMillis: r.Waited.Milliseconds()}, nil
 	})
-	handle(n.srv, wire.MethodGet, func(ctx context.Context, req *wire.GetReq) (*wire.GetResp, error) {
+	cluster.Handle(n.srv, wire.MethodGet, func(ctx context.Context, req *wire.GetReq) (*wire.GetResp, error) {
 		// The entry, when asked, is read alongside the points: one round trip.
 		var entry []byte
 		var entryErr error
@@ -53,7 +55,7 @@ func (n *Node) registerCoordinator() {
 		if req.Packed && req.Parts {
 			parts = max(req.PackedVersion, 1)
 		}
-		res, packed, err := n.coord.get(ctx, req.Key, req.From, req.To, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial, MaxBytes: maxReadAnswerBytes}, parts)
+		res, packed, err := n.coord.get(ctx, req.Key, req.From, req.To, GetOptions{ReadQuorum: req.ReadQuorum, AllowPartial: req.AllowPartial, MaxBytes: wire.MaxReadAnswerBytes}, parts)
 		wg.Wait()
 		if err != nil {
 			return nil, err
@@ -69,7 +71,7 @@ func (n *Node) registerCoordinator() {
 		}
 		return resp, nil
 	})
-	handle(n.srv, wire.MethodLocate, func(ctx context.Context, req *wire.LocateReq) (*wire.LocateResp, error) {
+	cluster.Handle(n.srv, wire.MethodLocate, func(ctx context.Context, req *wire.LocateReq) (*wire.LocateResp, error) {
 		if len(req.ID) != quanta.IDLen {
 			return nil, rpc.Errorf(CodeBadInput, "shard ID of %d bytes; want %d", len(req.ID), quanta.IDLen)
 		}
@@ -82,7 +84,7 @@ func (n *Node) registerCoordinator() {
 			}
 			peers = ps
 			for _, h := range hops {
-				resp.Hops = append(resp.Hops, wire.Hop{Round: h.Round, Peer: peerInfo(h.Peer, "alive"),
+				resp.Hops = append(resp.Hops, wire.Hop{Round: h.Round, Peer: peerInfo(h.Peer, dht.StateAlive),
 					Distance: hex.EncodeToString(h.Distance[:]), Returned: h.Returned, Err: h.Err})
 			}
 		} else {
@@ -92,25 +94,25 @@ func (n *Node) registerCoordinator() {
 			}
 		}
 		for _, p := range peers {
-			resp.Replicas = append(resp.Replicas, peerInfo(p, "alive"))
+			resp.Replicas = append(resp.Replicas, peerInfo(p, dht.StateAlive))
 		}
 		return &resp, nil
 	})
 	n.registerCatalogCoordinator()
-	handle(n.srv, wire.MethodStatus, func(ctx context.Context, _ *struct{}) (*wire.StatusResp, error) {
+	cluster.Handle(n.srv, wire.MethodStatus, func(ctx context.Context, _ *struct{}) (*wire.StatusResp, error) {
 		return n.clusterStatus(ctx), nil
 	})
-	handle(n.srv, wire.MethodDecommission, n.serveDecommission)
+	cluster.Handle(n.srv, wire.MethodDecommission, n.serveDecommission)
 }
 
 // serveDecommission hands this node's shards off when it is the node named, and
 // forwards the request to the node named otherwise. Once this node has handed off,
 // Decommissioned tells the process to leave; the reply goes out before that.
 func (n *Node) serveDecommission(ctx context.Context, req *wire.DecommissionReq) (*wire.DecommissionResp, error) {
-	self := nodeID(n.dht.Self())
+	self := cluster.NodeID(n.dht.Self())
 	if req.NodeID != self {
 		for _, m := range n.dht.Members() {
-			if nodeID(m.Peer) != req.NodeID {
+			if cluster.NodeID(m.Peer) != req.NodeID {
 				continue
 			}
 			if m.State != dht.StateAlive && m.State != dht.StateLeaving {
@@ -132,8 +134,8 @@ func (n *Node) serveDecommission(ctx context.Context, req *wire.DecommissionReq)
 	return &resp, nil
 }
 
-func peerInfo(p dht.Peer, state string) PeerInfo {
-	return PeerInfo{PeerID: peer.ID(p.ID).String(), NodeID: nodeID(p), RPCAddr: p.RPCAddr, State: state}
+func peerInfo(p dht.Peer, state dht.MemberState) PeerInfo {
+	return PeerInfo{PeerID: peer.ID(p.ID).String(), NodeID: cluster.NodeID(p), RPCAddr: p.RPCAddr, State: state}
 }
 
 // clusterStatus asks every member memberlist knows for its counters, in parallel.

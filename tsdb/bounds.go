@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
@@ -162,7 +164,7 @@ type newestWrite struct {
 	created int64
 	t       int64
 	w       int
-	answers <-chan fanResult[struct{}, []catalog.Entry]
+	answers <-chan cluster.FanResult[struct{}, []catalog.Entry]
 	n       int  // requests sent
 	retry   bool // wait sends the report again (reportNewest)
 }
@@ -180,8 +182,8 @@ func (c *Coordinator) sendNewest(ctx context.Context, cur catalog.Entry, t int64
 	}
 	upd := []catalog.Entry{{Key: cur.Key, Type: cur.Type, Created: cur.Created, HasBounds: true, First: cur.First, Last: cur.Last,
 		HasNewest: true, Newest: t}}
-	answers := fanOut(context.WithoutCancel(ctx), owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[struct{}]) ([]catalog.Entry, error) {
-		return c.replicas.For(b.peer).MergeEntries(ctx, upd)
+	answers := cluster.FanOut(context.WithoutCancel(ctx), owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) ([]catalog.Entry, error) {
+		return c.replicas.For(b.Peer).MergeEntries(ctx, upd)
 	})
 	return &newestWrite{c: c, ctx: ctx, key: cur.Key, created: cur.Created, t: t, w: w, answers: answers, n: len(owners)}, nil
 }
@@ -200,9 +202,9 @@ func (nw *newestWrite) collect() error {
 		}
 		select {
 		case a := <-nw.answers:
-			if a.err != nil || len(a.resp) != 1 {
+			if a.Err != nil || len(a.Resp) != 1 {
 				failed++
-				lastErr = errors.Join(a.err, lastErr)
+				lastErr = errors.Join(a.Err, lastErr)
 				continue
 			}
 			ok++

@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/replica"
+
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
@@ -43,7 +47,7 @@ func wantNewestAtQuorum(t *testing.T, lc *LocalCluster, key string, at int64, w 
 	q := lc.Nodes[0].cfg.DHT.Quantum
 	held := 0
 	for _, n := range lc.Nodes {
-		if n.dht == nil || !isReplica(owners, n.dht.Self().ID) {
+		if n.dht == nil || !cluster.IsReplica(owners, n.dht.Self().ID) {
 			continue
 		}
 		if nw, ok := registryNewest(t, n, key); ok && q.StartNanos(nw) >= q.StartNanos(at) {
@@ -118,7 +122,7 @@ func TestLatestExact(t *testing.T) {
 	put1(t, c1, key, last, 42)
 	// Replicas keep no version of a value: an overwrite is seen once no replica still
 	// holds the old value (the write is acknowledged at quorum, the third copy may lag).
-	ref := shardRef(lc.Nodes[0].cfg.DHT.Format, key, lc.Nodes[0].cfg.DHT.Quantum.Start(last))
+	ref := cluster.ShardRef(lc.Nodes[0].cfg.DHT.Format, key, lc.Nodes[0].cfg.DHT.Quantum.Start(last))
 	shardOwners, err := lc.Nodes[0].dht.Locate(ctx, ref.ID, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +183,7 @@ func TestLatestExact(t *testing.T) {
 	// (at quorum 2 of 3) is seen.
 	victim := -1
 	for i, n := range lc.Nodes {
-		if i != 0 && isReplica(owners, n.dht.Self().ID) {
+		if i != 0 && cluster.IsReplica(owners, n.dht.Self().ID) {
 			victim = i
 			break
 		}
@@ -280,7 +284,7 @@ func TestDeleteOfALongSeries(t *testing.T) {
 	c := lc.Nodes[0].Coordinator()
 	t0 := base() - int64(3*time.Hour)
 	var p series.Points
-	for i := int64(0); i < 4; i++ { // bounds of 4+ hours: more than maxDeleteShards quanta
+	for i := int64(0); i < 4; i++ { // bounds of 4+ hours: more than wire.MaxDeleteShards quanta
 		p.AppendFloat(t0+i*int64(time.Hour), float64(i))
 	}
 	if _, err := c.Put(ctx, "long", p, PutOptions{}); err != nil {
@@ -343,7 +347,7 @@ func TestPutManyReportsNewest(t *testing.T) {
 // newestFailing fails, while failing is set, every catalog merge that carries a Newest,
 // as a registry replica that cannot be reached would.
 type newestFailing struct {
-	Replica
+	cluster.Replica
 	failing atomic.Bool
 	reports atomic.Int64 // catalog merges that carried a Newest
 }
@@ -377,8 +381,8 @@ func TestPutManyWaitsForNewest(t *testing.T) {
 	for _, id := range []string{"a", "b", "self"} {
 		p := dht.Peer{ID: id, RPCAddr: id + ":1"}
 		owners = append(owners, p)
-		reps[id] = &newestFailing{Replica: &localReplica{store: store.NewMem(), quantum: cfg.DHT.Quantum, format: cfg.DHT.Format,
-			stats: func() wire.NodeStats { return wire.NodeStats{} }}}
+		reps[id] = &newestFailing{Replica: replica.New(replica.Config{Store: store.NewMem(), Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format,
+			Stats: func() wire.NodeStats { return wire.NodeStats{} }})}
 		replicas[id] = reps[id]
 	}
 	place := &fixedPlacement{self: owners[2], owners: owners}
@@ -439,8 +443,8 @@ func TestWriteWaitsForNewest(t *testing.T) {
 	for _, id := range []string{"a", "b", "self"} {
 		p := dht.Peer{ID: id, RPCAddr: id + ":1"}
 		owners = append(owners, p)
-		reps[id] = &newestFailing{Replica: &localReplica{store: store.NewMem(), quantum: cfg.DHT.Quantum, format: cfg.DHT.Format,
-			stats: func() wire.NodeStats { return wire.NodeStats{} }}}
+		reps[id] = &newestFailing{Replica: replica.New(replica.Config{Store: store.NewMem(), Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format,
+			Stats: func() wire.NodeStats { return wire.NodeStats{} }})}
 		replicas[id] = reps[id]
 	}
 	place := &fixedPlacement{self: owners[2], owners: owners}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
@@ -87,14 +89,14 @@ func ceilStep(t int64) int64 { // the last ns of t's step
 }
 
 // owners returns the replica set of a catalog ID.
-func (c *Coordinator) catalogOwners(ctx context.Context, id quanta.ID, what string) ([]*peerBatch[struct{}], error) {
+func (c *Coordinator) catalogOwners(ctx context.Context, id quanta.ID, what string) ([]*cluster.PeerBatch[struct{}], error) {
 	peers, err := c.place.Locate(ctx, id, c.cfg.RF)
 	if err != nil || len(peers) == 0 {
 		return nil, rpc.Errorf(CodeUnavailable, "%s: no replica found: %v", what, err)
 	}
-	out := make([]*peerBatch[struct{}], len(peers))
+	out := make([]*cluster.PeerBatch[struct{}], len(peers))
 	for i, p := range peers {
-		out[i] = &peerBatch[struct{}]{peer: p, items: []struct{}{{}}}
+		out[i] = &cluster.PeerBatch[struct{}]{Peer: p, Items: []struct{}{{}}}
 	}
 	return out, nil
 }
@@ -106,19 +108,19 @@ func (c *Coordinator) mergeEntry(ctx context.Context, e catalog.Entry, w int) (c
 	if err != nil {
 		return catalog.Entry{}, err
 	}
-	answers := fanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[struct{}]) ([]catalog.Entry, error) {
-		return c.replicas.For(b.peer).MergeEntries(ctx, []catalog.Entry{e})
+	answers := cluster.FanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) ([]catalog.Entry, error) {
+		return c.replicas.For(b.Peer).MergeEntries(ctx, []catalog.Entry{e})
 	})
 	merged, ok := e, 0
 	var lastErr error
 	for range owners {
 		a := <-answers
-		if a.err != nil || len(a.resp) != 1 {
-			lastErr = errors.Join(a.err, lastErr)
+		if a.Err != nil || len(a.Resp) != 1 {
+			lastErr = errors.Join(a.Err, lastErr)
 			continue
 		}
 		ok++
-		merged = catalog.Merge(merged, a.resp[0])
+		merged = catalog.Merge(merged, a.Resp[0])
 	}
 	if ok < min(w, len(owners)) {
 		return catalog.Entry{}, rpc.Errorf(CodeUnavailable, "catalog entry of %q stored at %d of %d registry replicas, %d needed: %v",
@@ -133,20 +135,20 @@ func (c *Coordinator) readEntry(ctx context.Context, key string) (catalog.Entry,
 	if err != nil {
 		return catalog.Entry{}, false, err
 	}
-	answers := fanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[struct{}]) ([]catalog.Entry, error) {
-		return c.replicas.For(b.peer).Entries(ctx, []string{key})
+	answers := cluster.FanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) ([]catalog.Entry, error) {
+		return c.replicas.For(b.Peer).Entries(ctx, []string{key})
 	})
 	var merged catalog.Entry
 	found, ok := false, 0
 	var lastErr error
 	for range owners {
 		a := <-answers
-		if a.err != nil {
-			lastErr = a.err
+		if a.Err != nil {
+			lastErr = a.Err
 			continue
 		}
 		ok++
-		for _, e := range a.resp {
+		for _, e := range a.Resp {
 			if e.Key != key {
 				continue
 			}
@@ -171,14 +173,14 @@ func (c *Coordinator) mergePostings(ctx context.Context, tag catalog.Tag, ms []c
 	if err != nil {
 		return err
 	}
-	answers := fanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[struct{}]) (struct{}, error) {
-		return struct{}{}, c.replicas.For(b.peer).MergePostings(ctx, tag, ms)
+	answers := cluster.FanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) (struct{}, error) {
+		return struct{}{}, c.replicas.For(b.Peer).MergePostings(ctx, tag, ms)
 	})
 	ok := 0
 	var lastErr error
 	for range owners {
-		if a := <-answers; a.err != nil {
-			lastErr = a.err
+		if a := <-answers; a.Err != nil {
+			lastErr = a.Err
 		} else {
 			ok++
 		}
@@ -212,8 +214,8 @@ func (c *Coordinator) readPostings(ctx context.Context, tag catalog.Tag, after s
 	if err != nil {
 		return nil, err
 	}
-	answers := fanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[struct{}]) ([]catalog.Member, error) {
-		return c.replicas.For(b.peer).Postings(ctx, tag, after, limit)
+	answers := cluster.FanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) ([]catalog.Member, error) {
+		return c.replicas.For(b.Peer).Postings(ctx, tag, after, limit)
 	})
 	byKey := map[string]catalog.Member{}
 	ok := 0
@@ -222,19 +224,19 @@ func (c *Coordinator) readPostings(ctx context.Context, tag catalog.Tag, after s
 	var lastErr error
 	for range owners {
 		a := <-answers
-		if a.err != nil {
-			lastErr = a.err
+		if a.Err != nil {
+			lastErr = a.Err
 			continue
 		}
 		ok++
-		for _, m := range a.resp {
+		for _, m := range a.Resp {
 			if old, seen := byKey[m.Key]; seen {
 				m = catalog.MergeMember(old, m)
 			}
 			byKey[m.Key] = m
 		}
-		if len(a.resp) == limit {
-			last := a.resp[len(a.resp)-1].Key
+		if len(a.Resp) == limit {
+			last := a.Resp[len(a.Resp)-1].Key
 			if !full || last < cut {
 				cut = last
 			}
@@ -454,7 +456,7 @@ func (c *Coordinator) entries(ctx context.Context, keys []string) ([]catalog.Ent
 		}
 		work = append(work, owned{peers, k})
 	}
-	batches := groupByPeer(func(yield func(dht.Peer, string) bool) {
+	batches := cluster.GroupByPeer(func(yield func(dht.Peer, string) bool) {
 		for _, o := range work {
 			for _, p := range o.peers {
 				if !yield(p, o.key) {
@@ -463,20 +465,20 @@ func (c *Coordinator) entries(ctx context.Context, keys []string) ([]catalog.Ent
 			}
 		}
 	}, entriesPerRead, func(k string) int { return len(k) + 4 })
-	answers := fanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[string]) ([]catalog.Entry, error) {
-		return c.replicas.For(b.peer).Entries(ctx, b.items)
+	answers := cluster.FanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[string]) ([]catalog.Entry, error) {
+		return c.replicas.For(b.Peer).Entries(ctx, b.Items)
 	})
 	byKey := make(map[string]catalog.Entry, len(keys))
 	failed := 0
 	var lastErr error
 	for range batches {
 		a := <-answers
-		if a.err != nil {
+		if a.Err != nil {
 			failed++
-			lastErr = a.err
+			lastErr = a.Err
 			continue
 		}
-		for _, e := range a.resp {
+		for _, e := range a.Resp {
 			if old, ok := byKey[e.Key]; ok {
 				e = catalog.Merge(old, e)
 			}
@@ -545,10 +547,6 @@ func (c *Coordinator) Delete(ctx context.Context, req *wire.DelReq) (int, error)
 // maxDeleteBatch bounds the quanta of one round of a range delete.
 const maxDeleteBatch = 4096
 
-// maxDeleteShards bounds the shards of one delete request to one replica (a replica
-// refuses more).
-const maxDeleteShards = maxShardsPerRequest * 16
-
 // deleteRange sends the range's deletes to every shard's replicas, in slices of
 // quanta, and fails if a shard could not reach its write quorum (a retry is harmless).
 func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int64, whole bool) (int, error) {
@@ -577,7 +575,7 @@ func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int6
 			it    item
 		}
 		for i, s := range starts {
-			ref := shardRef(c.cfg.DHT.Format, key, s)
+			ref := cluster.ShardRef(c.cfg.DHT.Format, key, s)
 			peers, err := c.locate(ctx, ref.ID)
 			if err != nil {
 				return done, err
@@ -588,7 +586,7 @@ func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int6
 				it    item
 			}{peers, item{i, wire.ShardDelete{ID: ref.ID[:], Start: s, Key: key, From: f, To: t, Whole: whole}}})
 		}
-		batches := groupByPeer(func(yield func(dht.Peer, item) bool) {
+		batches := cluster.GroupByPeer(func(yield func(dht.Peer, item) bool) {
 			for _, wk := range work {
 				for _, p := range wk.peers {
 					if !yield(p, wk.it) {
@@ -596,23 +594,23 @@ func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int6
 					}
 				}
 			}
-		}, maxDeleteShards, func(it item) int { return len(it.sd.Key) + 48 })
-		answers := fanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[item]) (*wire.DeleteResp, error) {
-			req := &wire.DeleteReq{Shards: make([]wire.ShardDelete, len(b.items))}
-			for j, it := range b.items {
+		}, wire.MaxDeleteShards, func(it item) int { return len(it.sd.Key) + 48 })
+		answers := cluster.FanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[item]) (*wire.DeleteResp, error) {
+			req := &wire.DeleteReq{Shards: make([]wire.ShardDelete, len(b.Items))}
+			for j, it := range b.Items {
 				req.Shards[j] = it.sd
 			}
-			return c.replicas.For(b.peer).DeleteRange(ctx, req)
+			return c.replicas.For(b.Peer).DeleteRange(ctx, req)
 		})
 		acks := make([]int, len(starts))
 		var lastErr error
 		for range batches {
 			a := <-answers
-			if a.err != nil {
-				lastErr = a.err
+			if a.Err != nil {
+				lastErr = a.Err
 				continue
 			}
-			for _, it := range a.batch.items {
+			for _, it := range a.Batch.Items {
 				acks[it.i]++
 			}
 		}
@@ -630,7 +628,7 @@ func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int6
 
 // registerCatalogCoordinator registers the catalog's coordinator methods.
 func (n *Node) registerCatalogCoordinator() {
-	handle(n.srv, wire.MethodSeries, func(ctx context.Context, req *wire.SeriesReq) (*wire.EntriesMsg, error) {
+	cluster.Handle(n.srv, wire.MethodSeries, func(ctx context.Context, req *wire.SeriesReq) (*wire.EntriesMsg, error) {
 		match, err := catalog.ParseTags(req.Match...)
 		if err != nil {
 			return nil, rpc.Errorf(CodeBadInput, "--match: %v", err)
@@ -645,14 +643,14 @@ func (n *Node) registerCatalogCoordinator() {
 		}
 		return wire.EncodeEntries(es), nil
 	})
-	handle(n.srv, wire.MethodMeta, func(ctx context.Context, req *wire.MetaReq) (*wire.EntriesMsg, error) {
+	cluster.Handle(n.srv, wire.MethodMeta, func(ctx context.Context, req *wire.MetaReq) (*wire.EntriesMsg, error) {
 		e, err := n.coord.Meta(ctx, req)
 		if err != nil {
 			return nil, err
 		}
 		return wire.EncodeEntries([]catalog.Entry{e}), nil
 	})
-	handle(n.srv, wire.MethodDelete, func(ctx context.Context, req *wire.DelReq) (*wire.DelResp, error) {
+	cluster.Handle(n.srv, wire.MethodDelete, func(ctx context.Context, req *wire.DelReq) (*wire.DelResp, error) {
 		shards, err := n.coord.Delete(ctx, req)
 		if err != nil {
 			return nil, err

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tsdht/tsdht/tsdb/repair"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tsdht/tsdht/tsdb/cluster"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
@@ -23,16 +26,16 @@ import (
 // in parallel.
 type Coordinator struct {
 	cfg      *Config
-	place    Placement
-	replicas Replicas
+	place    cluster.Placement
+	replicas cluster.Replicas
 	types    *registry
-	hints    *hints // nil: no hints kept
+	hints    *repair.Hints // nil: no hints kept
 	log      *slog.Logger
 
 	cat    *catalogCoord // catalog entries and the tag index (catalog_coord.go)
 	newest newestTracker // newest quanta reported to the registry by writes (bounds.go)
 
-	commits *groupCommit // groups concurrent writes per replica (groupcommit.go)
+	commits *cluster.GroupCommit // groups concurrent writes per replica (groupcommit.go)
 
 	repairSlots chan struct{} // bounds background read repairs
 	readRepairs atomic.Int64  // shards repaired by reads
@@ -40,19 +43,28 @@ type Coordinator struct {
 	longPace    *pacer        // paces their pages (longread.go)
 
 	rollup *rollups // nil: rollups off (rollup*.go)
+
+	// localParts is how many parts PutMany cuts the batch to this node's own store
+	// into (0: a part per shard); parts are written at once, on StoreWorkers. One part
+	// is one replica request, which a store that appends a request's shards in one
+	// commit and one disk sync (a store.BatchAppender) stores at the cost of about one
+	// append: then one part, the default. A store that appends shard by shard syncs
+	// once per shard in a row, and there a part per shard is faster (appends made at
+	// once share their syncs): Node sets 0 for such a store.
+	localParts int
 }
 
 // maxReadRepairs bounds the read repairs in flight on one node.
 const maxReadRepairs = 4
 
-func newCoordinator(cfg *Config, place Placement, replicas Replicas, types *registry, h *hints, logger *slog.Logger) *Coordinator {
+func newCoordinator(cfg *Config, place cluster.Placement, replicas cluster.Replicas, types *registry, h *repair.Hints, logger *slog.Logger) *Coordinator {
 	share := cfg.LongReadShare
 	if share <= 0 { // a Config that did not go through withDefaults
 		share = longReadShare
 	}
 	return &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, log: logger, cat: &catalogCoord{},
-		commits: newGroupCommit(), repairSlots: make(chan struct{}, maxReadRepairs), longReads: make(chan struct{}, maxLongReads),
-		longPace: newPacer(share, longReadBurst)}
+		commits: cluster.NewGroupCommit(), repairSlots: make(chan struct{}, maxReadRepairs), longReads: make(chan struct{}, maxLongReads),
+		longPace: newPacer(share, longReadBurst), localParts: 1}
 }
 
 // shardSpan is one shard of a request with the part of the request's range inside it.
@@ -222,14 +234,14 @@ func (c *Coordinator) splitByQuantum(ctx context.Context, key string, pts series
 		for hi < pts.Len() && pts.T[hi] < end {
 			hi++
 		}
-		ref := shardRef(c.cfg.DHT.Format, key, start)
+		ref := cluster.ShardRef(c.cfg.DHT.Format, key, start)
 		replicas, err := c.locate(ctx, ref.ID)
 		if err != nil {
 			return nil, err
 		}
 		// A quantum holding more than a request's worth (long strings) goes in parts.
 		q := pts.Slice(lo, hi)
-		for _, part := range q.Batches(0, maxRequestBytes-shardWriteOverhead) {
+		for _, part := range q.Batches(0, cluster.MaxRequestBytes-cluster.ShardWriteOverhead) {
 			spans = append(spans, shardSpan{ref: ref, replicas: replicas, pts: part})
 		}
 		lo = hi
@@ -237,15 +249,12 @@ func (c *Coordinator) splitByQuantum(ctx context.Context, key string, pts series
 	return spans, nil
 }
 
-// shardWriteOverhead bounds what a wire.ShardWrite adds to its key and points.
-const shardWriteOverhead = 64
-
 // writeSpans sends every shard to all its replicas at once and returns when each shard
 // has reached quorum or can no longer reach it. Replica writes still in flight then
 // finish in the background, so the last copies land without the client waiting; any
 // replica that does not answer leaves a hint.
 func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardSpan, w int) (int, series.Points, error) {
-	batches := groupByPeer(func(yield func(dht.Peer, int) bool) {
+	batches := cluster.GroupByPeer(func(yield func(dht.Peer, int) bool) {
 		for i := range spans {
 			for _, p := range spans[i].replicas {
 				if !yield(p, i) {
@@ -253,12 +262,12 @@ func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardS
 				}
 			}
 		}
-	}, 0, func(i int) int { return shardWriteOverhead + len(key) + spans[i].pts.WireSize() })
+	}, 0, func(i int) int { return cluster.ShardWriteOverhead + len(key) + spans[i].pts.WireSize() })
 	hint := c.hinter(key, spans)
 	var one *wire.WriteReq // the request of a single-shard write, shared by its replicas
-	results := writeFanOut(context.WithoutCancel(ctx), c.replicas, c.place.Self().ID, c.commits, batches, c.cfg.CallTimeout,
-		func(b *peerBatch[int]) *wire.WriteReq {
-			if len(b.items) == 1 && len(spans) == 1 {
+	results := cluster.WriteFanOut(context.WithoutCancel(ctx), c.replicas, c.place.Self().ID, c.commits, batches, c.cfg.CallTimeout,
+		func(b *cluster.PeerBatch[int]) *wire.WriteReq {
+			if len(b.Items) == 1 && len(spans) == 1 {
 				// A single-shard write: every replica gets the same request, and
 				// writeFanOut encodes it once.
 				if one == nil {
@@ -267,23 +276,23 @@ func (c *Coordinator) writeSpans(ctx context.Context, key string, spans []shardS
 				}
 				return one
 			}
-			req := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.items))}
-			for j, i := range b.items {
+			req := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.Items))}
+			for j, i := range b.Items {
 				s := &spans[i]
 				req.Shards[j] = wire.ShardWrite{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, Points: s.pts}
 			}
 			return req
 		},
-		func(b *peerBatch[int], err error) {
-			if unanswered(err) {
-				hint(b.items)
+		func(b *cluster.PeerBatch[int], err error) {
+			if cluster.Unanswered(err) {
+				hint(b.Items)
 			}
 		})
 	t := newWriteTally(spans, w)
 	for received := 0; t.undecided > 0 && received < len(batches); received++ {
 		select {
 		case r := <-results:
-			t.add(r.batch, r.err)
+			t.add(r.Batch, r.Err)
 		case <-ctx.Done():
 			return t.stored(), series.Points{}, rpc.Errorf(CodeUnavailable, "write of %q: %v", key, ctx.Err())
 		}
@@ -302,9 +311,9 @@ func (c *Coordinator) hinter(key string, spans []shardSpan) func(shards []int) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, i := range shards {
-			if !hinted[i] && !isReplica(spans[i].replicas, self) {
+			if !hinted[i] && !cluster.IsReplica(spans[i].replicas, self) {
 				hinted[i] = true
-				c.hints.record(spans[i].ref, key, spans[i].pts)
+				c.hints.Record(spans[i].ref, key, spans[i].pts)
 			}
 		}
 	}
@@ -336,11 +345,11 @@ func (t *writeTally) decided(i int) bool {
 }
 
 // add counts one replica's answer for the shards of its batch.
-func (t *writeTally) add(b *peerBatch[int], err error) {
+func (t *writeTally) add(b *cluster.PeerBatch[int], err error) {
 	if err != nil && t.firstErr == nil {
-		t.firstErr = fmt.Errorf("replica %s: %w", b.peer.RPCAddr, err)
+		t.firstErr = fmt.Errorf("replica %s: %w", b.Peer.RPCAddr, err)
 	}
-	for _, i := range b.items {
+	for _, i := range b.Items {
 		if t.decided(i) {
 			continue
 		}

@@ -3,6 +3,7 @@ package tsdb
 import (
 	"context"
 	"fmt"
+	"github.com/tsdht/tsdht/tsdb/repair"
 	"log/slog"
 	"os"
 	"sync"
@@ -38,7 +39,7 @@ func placement(t testing.TB, lc *LocalCluster) map[copyKey][]int {
 		if n == nil {
 			continue
 		}
-		w := n.Store().(Walker)
+		w := n.Store().(repair.Walker)
 		if err := w.Pairs(func(ref store.ShardRef, key string) bool {
 			ck := copyKey{ref, key}
 			out[ck] = append(out[ck], i)
@@ -301,7 +302,7 @@ func TestJoinMovesShardsToNewOwners(t *testing.T) {
 	before := placement(t, lc)
 	pushedBefore := int64(0)
 	for _, n := range lc.Nodes {
-		pushedBefore += n.repair.stats().PushedPoints
+		pushedBefore += n.repair.Stats().PushedPoints
 	}
 
 	for j := 0; j < 3; j++ {
@@ -338,7 +339,7 @@ func TestJoinMovesShardsToNewOwners(t *testing.T) {
 		}
 	}
 	for _, n := range lc.Nodes {
-		moved += n.repair.stats().PushedPoints
+		moved += n.repair.Stats().PushedPoints
 	}
 	moved -= pushedBefore
 	maxShards := 0

@@ -2,7 +2,8 @@ package tsdb
 
 import (
 	"context"
-	"errors"
+
+	"github.com/tsdht/tsdht/tsdb/cluster"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
@@ -16,13 +17,6 @@ import (
 // Latest's round: the series' catalog entry and the statistics of its newest quanta in
 // one request to each replica involved (wire.MethodLatestPart), settled as soon as a
 // read quorum of each has answered and agrees, not when the slowest has.
-
-// latestAnswer is what one replica said in Latest's round.
-type latestAnswer struct {
-	entry  catalog.Entry
-	held   bool // the replica holds the entry (asked for it)
-	shards []wire.ShardAggResult
-}
 
 // latestRoundResult is what Latest's round found.
 type latestRoundResult struct {
@@ -59,11 +53,11 @@ func (c *Coordinator) latestRound(ctx context.Context, key string, from, to int6
 		if err != nil {
 			return out, rpc.Errorf(CodeBadInput, "%v", err)
 		}
-		if spans, err = c.planRead(ctx, key, starts, from, to); err != nil {
+		if spans, err = c.planRead(ctx, nil, key, starts, from, to); err != nil {
 			return out, err
 		}
 	}
-	// Groups of replicas to settle: each shard's, and last the entry's registry replicas.
+	// groups of replicas to settle: each shard's, and last the entry's registry replicas.
 	groups := append(spans[:len(spans):len(spans)], shardSpan{replicas: owners})
 	entryGroup := len(spans)
 	r := c.cfg.ReadQuorum
@@ -87,17 +81,17 @@ func (c *Coordinator) latestRound(ctx context.Context, key string, from, to int6
 	// ask sends plan, one request per node, and takes the answers as they come until
 	// everything is settled or every node has answered.
 	ask := func(plan []fetch) {
-		batches := groupByPeer(func(yield func(p dht.Peer, f fetch) bool) {
+		batches := cluster.GroupByPeer(func(yield func(p dht.Peer, f fetch) bool) {
 			for _, f := range plan {
 				if !yield(groups[f.shard].replicas[f.replica], f) {
 					return
 				}
 			}
 		}, 0, nil)
-		results := fanOut(ctx, batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[fetch]) (latestAnswer, error) {
+		results := cluster.FanOut(ctx, batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[fetch]) (cluster.LatestAnswer, error) {
 			var shards []wire.ShardAgg
 			entry := false
-			for _, f := range b.items {
+			for _, f := range b.Items {
 				if f.shard == entryGroup {
 					entry = true
 					continue
@@ -105,29 +99,29 @@ func (c *Coordinator) latestRound(ctx context.Context, key string, from, to int6
 				s := &spans[f.shard]
 				shards = append(shards, wire.ShardAgg{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to})
 			}
-			return askLatestPart(ctx, c.replicas.For(b.peer), key, entry, every, shards)
+			return c.replicas.For(b.Peer).LatestPart(ctx, key, entry, every, shards)
 		})
 		for range batches {
 			a := <-results
-			if a.err != nil {
-				lastErr = a.err
-				c.log.Debug("latest from a replica failed", "series", key, "peer", nodeID(a.batch.peer), "err", a.err)
+			if a.Err != nil {
+				lastErr = a.Err
+				c.log.Debug("latest from a replica failed", "series", key, "peer", cluster.NodeID(a.Batch.Peer), "err", a.Err)
 				continue
 			}
 			k := 0 // the answer's shards follow the batch's shard items, in order
-			for _, f := range a.batch.items {
+			for _, f := range a.Batch.Items {
 				if f.shard == entryGroup {
 					entries++
-					if a.resp.held && a.resp.entry.Key == key {
+					if a.Resp.Held && a.Resp.Entry.Key == key {
 						if out.found {
-							out.entry = catalog.Merge(out.entry, a.resp.entry)
+							out.entry = catalog.Merge(out.entry, a.Resp.Entry)
 						} else {
-							out.entry, out.found = a.resp.entry, true
+							out.entry, out.found = a.Resp.Entry, true
 						}
 					}
 					continue
 				}
-				answers[f.shard][f.replica] = aggAnswer{ok: true, res: a.resp.shards[k], isData: true}
+				answers[f.shard][f.replica] = aggAnswer{ok: true, res: a.Resp.Shards[k], isData: true}
 				k++
 				if !done[f.shard] {
 					if ws, ok, complete := settleQuorum(answers[f.shard], r); ok || complete {
@@ -209,86 +203,4 @@ func settleQuorum(ans []aggAnswer, r int) (ws []agg.Window, ok, complete bool) {
 		}
 	}
 	return nil, false, empty >= need
-}
-
-// askLatestPart asks one replica for what Latest needs of it: the series' entry if
-// entry, and the windows of shards (each whole quanta or cut by the range). A remote
-// replica gets one request (wire.MethodLatestPart); any other replica, or a node that
-// does not know that method, is asked for the two parts separately.
-func askLatestPart(ctx context.Context, rep Replica, key string, entry bool, every int64, shards []wire.ShardAgg) (latestAnswer, error) {
-	if r, ok := rep.(remoteReplica); ok {
-		a, err := r.latestPart(ctx, key, entry, every, shards)
-		var re *rpc.RemoteError
-		if err == nil || !errors.As(err, &re) || re.Code != rpc.CodeUnknownMethod {
-			return a, err
-		}
-	}
-	var a latestAnswer
-	if entry {
-		es, err := rep.Entries(ctx, []string{key})
-		if err != nil {
-			return a, err
-		}
-		for _, e := range es {
-			if e.Key == key {
-				a.entry, a.held = e, true
-			}
-		}
-	}
-	if len(shards) > 0 {
-		resp, err := rep.Agg(ctx, &wire.AggReq{Every: every, Shards: shards})
-		if err != nil {
-			return a, err
-		}
-		a.shards = resp.Shards
-	}
-	return a, nil
-}
-
-// latestPart asks a remote replica in one request (wire.MethodLatestPart).
-func (r remoteReplica) latestPart(ctx context.Context, key string, entry bool, every int64, shards []wire.ShardAgg) (latestAnswer, error) {
-	var a latestAnswer
-	var resp wire.LatestPartResp
-	req := &wire.LatestPartReq{Key: key, Entry: entry, Every: every, Shards: wire.AppendAggSpans(nil, shards)}
-	if err := r.invoke(ctx, wire.MethodLatestPart, req, &resp); err != nil {
-		return a, err
-	}
-	if entry && len(resp.Entry) > 0 {
-		e, err := catalog.DecodeEntry(resp.Entry)
-		if err != nil {
-			return a, rpc.Errorf(CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
-		}
-		a.entry, a.held = e, true
-	}
-	res, err := wire.DecodeAggResults(resp.Shards)
-	if err != nil {
-		return a, rpc.Errorf(CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
-	}
-	if err := r.answered(len(shards), len(res), func(int) error { return nil }); err != nil {
-		return a, err
-	}
-	a.shards = res
-	return a, nil
-}
-
-// latestPart answers wire.MethodLatestPart from the local store and catalog.
-func (l *localReplica) latestPart(ctx context.Context, req *wire.LatestPartReq) (*wire.LatestPartResp, error) {
-	resp := &wire.LatestPartResp{}
-	if req.Entry {
-		es, err := l.Entries(ctx, []string{req.Key})
-		if err != nil {
-			return nil, err
-		}
-		for i := range es {
-			if es[i].Key == req.Key {
-				resp.Entry = es[i].Encode(nil)
-			}
-		}
-	}
-	shards, err := l.aggSeries(&wire.AggSeriesReq{Key: req.Key, Every: req.Every, Shards: req.Shards})
-	if err != nil {
-		return nil, err
-	}
-	resp.Shards = wire.AppendAggResults(nil, shards.Shards)
-	return resp, nil
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -35,7 +37,7 @@ func TestLatestSettlesByQuorum(t *testing.T) {
 				if k == 2 { // a quantum no coordinator's speculation expects
 					at += 2 * cfg.DHT.Quantum.Duration().Nanoseconds()
 				}
-				ref := shardRef(cfg.DHT.Format, key, cfg.DHT.Quantum.Start(at))
+				ref := cluster.ShardRef(cfg.DHT.Format, key, cfg.DHT.Quantum.Start(at))
 				reps := lc.Nodes[0].DHT().ReplicaSet(ref.ID, 3)
 				var one series.Points
 				one.AppendFloat(at, float64(10+k))

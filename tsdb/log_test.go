@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/tsdb/cluster"
 )
 
 // record is one log record as a test sees it.
@@ -74,7 +76,7 @@ func TestCleanShutdownLogsNoErrors(t *testing.T) {
 	}
 	ids := map[string]bool{}
 	for _, n := range lc.Nodes {
-		ids[nodeID(n.DHT().Self())] = true
+		ids[cluster.NodeID(n.DHT().Self())] = true
 	}
 	if err := lc.Close(); err != nil {
 		t.Fatalf("close: %v", err)

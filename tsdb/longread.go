@@ -146,13 +146,10 @@ func (t *longTurn) release() {
 	}
 }
 
-// serialKey marks a paced page's context: its fetches go one at a time (fetchLimit),
-// and its value is the page's buffers (*pageBufs, pagebufs.go).
-type serialKey struct{}
-
-// fetchLimit is how many requests a read page may have in flight at once.
-func (c *Coordinator) fetchLimit(ctx context.Context) int {
-	if ctx.Value(serialKey{}) != nil {
+// fetchLimit is how many requests a read page whose buffers are b may have in flight
+// at once: one at a time for a paced page of a long read.
+func (c *Coordinator) fetchLimit(b *pageBufs) int {
+	if b.paced() {
 		return 1
 	}
 	return c.cfg.ReadConcurrency
@@ -192,16 +189,13 @@ var pageYield = func(nap bool) {
 	netyield.Yield()
 }
 
-// yieldInPage is called with the index of each quantum a read asks this node's store
-// for: within a long read's page (ctx marked by longTurn.page) it yields the core
-// every pageYieldEvery quanta, so that the goroutines that became runnable meanwhile
-// — a writer's request among them — run before the page goes on. A short read, or a
-// page served for another node, never yields.
-func yieldInPage(ctx context.Context, i int) {
-	if i%pageYieldEvery != pageYieldEvery-1 {
-		return
-	}
-	if b, ok := ctx.Value(serialKey{}).(*pageBufs); ok {
+// yield is called with the index of each quantum a read asks this node's store for:
+// within a long read's page it yields the core every pageYieldEvery quanta, so that
+// the goroutines that became runnable meanwhile — a writer's request among them — run
+// before the page goes on. A short read, or a page served for another node, never
+// yields.
+func (b *pageBufs) yield(i int) {
+	if i%pageYieldEvery == pageYieldEvery-1 && b.paced() {
 		pageYield(b.nap)
 	}
 }
@@ -213,9 +207,9 @@ func yieldInPage(ctx context.Context, i int) {
 // naps at its yields (pageYield): long reads past their burst are a flood or a
 // long analysis, and its naps, charged as its time, leave the node's other requests
 // both the network poller and more of the core. A nil turn runs fn at once.
-func (t *longTurn) page(ctx context.Context, fn func(context.Context) error) error {
+func (t *longTurn) page(ctx context.Context, fn func(context.Context, *pageBufs) error) error {
 	if t == nil {
-		return fn(ctx)
+		return fn(ctx, new(pageBufs))
 	}
 	p := t.c.longPace
 	d := p.wait()
@@ -231,11 +225,10 @@ func (t *longTurn) page(ctx context.Context, fn func(context.Context) error) err
 		}
 	}
 	longYield()
-	ctx = context.WithValue(ctx, serialKey{}, t.bufs)
 	for n, m := p.running.Add(1), p.most.Load(); n > m && !p.most.CompareAndSwap(m, n); m = p.most.Load() {
 	}
 	start := p.now()
-	err := fn(ctx)
+	err := fn(ctx, t.bufs)
 	p.charge(p.now().Sub(start))
 	p.running.Add(-1)
 	return err

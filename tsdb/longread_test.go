@@ -102,8 +102,8 @@ func TestLongTurnPage(t *testing.T) {
 	var clk *fakeClock
 	c.longPace, clk = pacedBy(0.25, 100*time.Millisecond)
 	limit := func(turn *longTurn, ctx context.Context) (n int, err error) {
-		err = turn.page(ctx, func(ctx context.Context) error {
-			n = c.fetchLimit(ctx)
+		err = turn.page(ctx, func(ctx context.Context, b *pageBufs) error {
+			n = c.fetchLimit(b)
 			clk.add(20 * time.Millisecond) // the page's work
 			return nil
 		})
@@ -135,7 +135,7 @@ func TestLongTurnPage(t *testing.T) {
 	dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	ran := false
-	err = turn.page(dctx, func(context.Context) error { ran = true; return nil })
+	err = turn.page(dctx, func(context.Context, *pageBufs) error { ran = true; return nil })
 	var re *rpc.RemoteError
 	if !errors.As(err, &re) || re.Code != CodeUnavailable || ran {
 		t.Fatalf("a page that cannot start before its deadline: ran %v, %v; want %s", ran, err, CodeUnavailable)

@@ -10,9 +10,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tsdht/tsdht/tsdb/repair"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/tsdht/tsdht/tsdb/replica"
+
+	"github.com/tsdht/tsdht/tsdb/cluster"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
@@ -246,6 +251,13 @@ func (c Config) Validate() error {
 
 func majority(rf int) int { return rf/2 + 1 }
 
+// repairConfig is what the repairer takes of c.
+func (c *Config) repairConfig() repair.RepairConfig {
+	return repair.RepairConfig{RF: c.RF, Quantum: c.DHT.Quantum, CallTimeout: c.CallTimeout, Interval: c.RepairInterval,
+		FullEvery: c.RepairFullEvery, Settle: c.RepairSettle, Rate: c.RepairRate, Unthrottled: c.RepairUnthrottled,
+		MaxHintPoints: c.MaxHintPoints}
+}
+
 // Node is one tsdht node: RPC server, DHT membership, local store, and coordinator. It
 // wires the parts together; they reach each other only through Placement (the DHT),
 // Replicas (this node locally, the others over RPC) and the hints kept for the repairer.
@@ -256,12 +268,12 @@ type Node struct {
 	cli      *rpc.Client
 	dht      *dht.Node
 	store    store.Store
-	local    *localReplica
-	replicas Replicas
+	local    *replica.Local
+	replicas cluster.Replicas
 	coord    *Coordinator
-	repair   *repairer // nil when the store cannot be walked
-	hints    *hints    // nil with repair
-	rollup   *rollups  // nil: rollups off
+	repair   *repair.Repairer // nil when the store cannot be walked
+	hints    *repair.Hints    // nil with repair
+	rollup   *rollups         // nil: rollups off
 	rpcAdr   string
 
 	decommissioned chan struct{} // closed when a decommission asked over RPC handed off
@@ -279,13 +291,15 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	// Every record names the node as status does.
-	logger := cfg.Logger.With("node", nodeID(dht.NewPeer(id, "")))
+	logger := cfg.Logger.With("node", cluster.NodeID(dht.NewPeer(id, "")))
 	cfg.Logger, cfg.RPC.Logger, cfg.DHT.Logger = logger, logger, logger
 	n := &Node{log: logger, store: cfg.Store, decommissioned: make(chan struct{})}
 	n.srv = rpc.NewServer(cfg.Transport, cfg.RPC)
 	n.cli = rpc.NewClient(cfg.Transport, cfg.RPC)
 
-	addr, err := n.srv.Listen(cfg.RPCBind)
+	// Bound now, served only once every handler is registered below: a request that
+	// comes earlier waits in the backlog instead of finding its method missing.
+	addr, err := n.srv.Bind(cfg.RPCBind)
 	if err != nil {
 		n.cli.Close()
 		return nil, fmt.Errorf("rpc listen on %s: %w", cfg.RPCBind, err)
@@ -302,14 +316,15 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.assemble()
-	// Handlers go in only now that everything they touch exists; a request that comes
-	// earlier is answered "unknown method" and retried like any failed call.
-	registerReplica(n.srv, n.local)
+	// Handlers go in only now that everything they touch exists, and the server
+	// accepts only once they are in.
+	replica.Register(n.srv, n.local)
 	n.registerCoordinator()
 	n.registerAnalytics()
 	if n.rollup != nil {
 		n.registerRollups(n.rollup)
 	}
+	n.srv.Serve()
 	if err := n.dht.Start(); err != nil {
 		if errors.Is(err, dht.ErrIncompatible) || n.dht.GossipAddr() == "" {
 			n.dht.Close()
@@ -326,7 +341,7 @@ func Start(cfg Config) (*Node, error) {
 		go n.rollup.run()
 	}
 	if n.repair != nil {
-		go n.repair.run(n.dht.Subscribe())
+		go n.repair.Run(n.dht.Subscribe())
 	} else {
 		n.log.Warn(fmt.Sprintf("store %T cannot be walked: this node will not repair or hand off shards", n.store))
 	}
@@ -336,15 +351,17 @@ func Start(cfg Config) (*Node, error) {
 // assemble builds the node's parts over its DHT, store and RPC client.
 func (n *Node) assemble() {
 	cfg := &n.cfg
-	n.local = &localReplica{store: n.store, quantum: cfg.DHT.Quantum, format: cfg.DHT.Format, stats: n.localStats, maxFuture: cfg.MaxFuture}
-	n.replicas = &peerReplicas{self: n.dht.Self().ID, local: n.local, cli: n.cli, timeout: cfg.CallTimeout, failed: n.dht}
+	n.local = replica.New(replica.Config{Store: n.store, Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format, Stats: n.Stats, MaxFuture: cfg.MaxFuture})
+	n.replicas = cluster.NewReplicas(n.dht.Self().ID, n.local, n.cli, cfg.CallTimeout, n.dht)
 	types := newRegistry(n.dht, n.replicas, cfg, n.log)
-	if w, ok := n.store.(Walker); ok && cfg.RepairInterval > 0 {
-		n.repair = newRepairer(cfg, n.dht, n.replicas, n.store, w, types, n.log)
-		n.hints = newHints(n.store, cfg.MaxHintPoints, n.repair.Kick, n.log)
-		n.repair.hints = n.hints
+	if w, ok := n.store.(repair.Walker); ok && cfg.RepairInterval > 0 {
+		n.repair = repair.NewRepairer(cfg.repairConfig(), n.dht, n.replicas, n.store, w, types, n.log)
+		n.hints = n.repair.Hints()
 	}
 	n.coord = newCoordinator(cfg, n.dht, n.replicas, types, n.hints, n.log)
+	if _, batches := n.store.(store.BatchAppender); !batches {
+		n.coord.localParts = 0
+	}
 	if cfg.Rollups.Enabled {
 		st, _ := n.store.(store.RollupStore) // nil: kept in memory (newRollups)
 		n.rollup = newRollups(cfg.Rollups, n.coord, n.cli, n.log, st, n.dht.Self().ID)
@@ -367,25 +384,32 @@ func (n *Node) Store() store.Store { return n.store }
 // Close stops the node and keeps its data: what SIGTERM and SIGINT do, so that a
 // restart or an upgrade moves nothing. The others learn that it stopped (not that it
 // died) and keep it among the owners of its shards for their DHT.DownGrace: their
-// writes for it leave hints, which reach it when it is back. The network stops
-// before the store closes (operations after an engine's Close would panic); closing
-// the store flushes it. Decommission is for a node that goes for good.
+// writes for it leave hints, which reach it when it is back. Decommission is for a
+// node that goes for good.
 func (n *Node) Close() error {
-	if n.repair != nil {
-		n.repair.close()
-	}
-	if n.rollup != nil && n.rollup.started.Load() {
-		n.rollup.close()
-	}
-	errs := []error{n.dht.Stop(2 * time.Second)}
-	errs = append(errs, n.srv.Close(), n.cli.Close())
 	st := n.store.Stats()
-	errs = append(errs, n.store.Close())
-	err := errors.Join(errs...)
+	err := n.shutdown(func() error { return n.dht.Stop(2 * time.Second) })
 	if err == nil {
 		n.log.Info("stopped; data kept for the restart", "pairs", st.Shards, "points", st.Points)
 	}
 	return err
+}
+
+// shutdown is the one stop sequence of Close, Leave and Kill, which differ only in
+// how the node says goodbye to its peers (depart): background work stops first (so
+// that none of it starts a call on a closing network), then membership, then the
+// network, and the store last (operations after an engine's Close would panic;
+// closing it flushes it).
+func (n *Node) shutdown(depart func() error) error {
+	if n.repair != nil {
+		n.repair.Close()
+	}
+	if n.rollup != nil && n.rollup.started.Load() {
+		n.rollup.close()
+	}
+	errs := []error{depart()}
+	errs = append(errs, n.srv.Close(), n.cli.Close(), n.store.Close())
+	return errors.Join(errs...)
 }
 
 // HandOff prepares a decommission: it tells the others that this node is leaving
@@ -393,7 +417,7 @@ func (n *Node) Close() error {
 // the pair's owners and deletes each once every owner confirmed it. The node stays a
 // member; Leave or Decommission ends it.
 func (n *Node) HandOff(ctx context.Context) (wire.DecommissionResp, error) {
-	resp := wire.DecommissionResp{NodeID: nodeID(n.dht.Self())}
+	resp := wire.DecommissionResp{NodeID: cluster.NodeID(n.dht.Self())}
 	if n.repair == nil {
 		return resp, errors.New("this node's store cannot be walked: it cannot hand its shards off")
 	}
@@ -407,9 +431,9 @@ func (n *Node) HandOff(ctx context.Context) (wire.DecommissionResp, error) {
 		ctx, cancel = context.WithTimeout(ctx, n.cfg.HandoffTimeout)
 		defer cancel()
 	}
-	before := n.repair.stats()
-	err := n.repair.pass(ctx, passLeaving)
-	after := n.repair.stats()
+	before := n.repair.Stats()
+	err := n.repair.Pass(ctx, repair.PassLeaving)
+	after := n.repair.Stats()
 	resp.PushedPairs = after.PushedPairs - before.PushedPairs
 	resp.HandedOff = after.DroppedPairs - before.DroppedPairs
 	resp.StillHeld = n.store.Stats().Shards
@@ -427,12 +451,7 @@ func (n *Node) HandOff(ctx context.Context) (wire.DecommissionResp, error) {
 
 // Leave leaves the cluster for good and closes the node, data or not: after HandOff.
 func (n *Node) Leave() error {
-	if n.repair != nil {
-		n.repair.close()
-	}
-	errs := []error{n.dht.Leave(2 * time.Second)}
-	errs = append(errs, n.srv.Close(), n.cli.Close(), n.store.Close())
-	return errors.Join(errs...)
+	return n.shutdown(func() error { return n.dht.Leave(2 * time.Second) })
 }
 
 // Decommission hands every shard off and leaves the cluster for good (HandOff, then
@@ -448,15 +467,7 @@ func (n *Node) Decommissioned() <-chan struct{} { return n.decommissioned }
 
 // Kill stops the node without leaving, as a crash would (for tests).
 func (n *Node) Kill() error {
-	if n.repair != nil {
-		n.repair.close()
-	}
-	if n.rollup != nil && n.rollup.started.Load() {
-		n.rollup.close()
-	}
-	errs := []error{n.dht.Close()}
-	errs = append(errs, n.srv.Close(), n.cli.Close(), n.store.Close())
-	return errors.Join(errs...)
+	return n.shutdown(n.dht.Close)
 }
 
 // RepairNow runs one full repair pass (every pair held compared with its owners) and
@@ -465,6 +476,39 @@ func (n *Node) RepairNow(ctx context.Context) (RepairStats, error) {
 	if n.repair == nil {
 		return RepairStats{}, errors.New("this node's store cannot be walked: no repair")
 	}
-	err := n.repair.pass(ctx, passFull)
-	return n.repair.stats(), err
+	err := n.repair.Pass(ctx, repair.PassFull)
+	return n.repair.Stats(), err
+}
+
+// Stats returns this node's own counters (store, repair, read repairs), read in
+// process: what status reports for it, without a call over the network.
+func (n *Node) Stats() NodeStats {
+	self := n.dht.Self()
+	st := n.store.Stats()
+	var rs RepairStats
+	if n.repair != nil {
+		rs = n.repair.Stats()
+	}
+	rs.ReadRepairs = n.coord.readRepairs.Load()
+	return NodeStats{
+		Repair:    rs,
+		PeerInfo:  peerInfo(self, dht.StateAlive),
+		Shards:    st.Shards,
+		Series:    st.Series,
+		Points:    st.Points,
+		DiskBytes: st.DiskBytes,
+		Retention: st.Retention.String(),
+		MaxDisk:   st.MaxDisk,
+		Oldest:    st.OldestQuantum,
+		Dropped:   st.DroppedQuanta,
+
+		Corruptions:       st.Corruptions,
+		WALBytesDropped:   st.WALBytesDropped,
+		FlashBytesWritten: st.FlashBytesWritten,
+		AppendedPoints:    st.AppendedPoints,
+		Format:            n.cfg.DHT.Format.String(),
+		Quantum:           int64(n.cfg.DHT.Quantum),
+		RF:                n.cfg.RF,
+		Reachable:         true,
+	}
 }

@@ -1,8 +1,9 @@
 package tsdb
 
 import (
-	"context"
 	"sync"
+
+	"github.com/tsdht/tsdht/tsdb/cluster"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
@@ -53,8 +54,8 @@ type pageBufs struct {
 	counts  []int
 	offs    []int
 	items   []fetch
-	batches []peerBatch[fetch]
-	ptrs    []*peerBatch[fetch]
+	batches []cluster.PeerBatch[fetch]
+	ptrs    []*cluster.PeerBatch[fetch]
 }
 
 var pageBufPool = sync.Pool{New: func() any { return &pageBufs{long: true} }}
@@ -67,14 +68,17 @@ type replicaScanner interface {
 	ReplicaSetInto(dst []dht.Peer, id quanta.ID, rf int) (ps []dht.Peer, ok bool)
 }
 
-// pageBufsOf returns the buffers a long read's page context carries, or else fresh,
-// empty ones.
-func pageBufsOf(ctx context.Context) *pageBufs {
-	if b, ok := ctx.Value(serialKey{}).(*pageBufs); ok {
-		return b
+// orFresh returns b, or, for a read that has none (a short read), fresh empty buffers.
+func orFresh(b *pageBufs) *pageBufs {
+	if b == nil {
+		return new(pageBufs)
 	}
-	return new(pageBufs)
+	return b
 }
+
+// paced reports whether b are a long read's page's buffers: its fetches then go one at
+// a time (fetchLimit), and this node's store yields the core as it reads for it (yield).
+func (b *pageBufs) paced() bool { return b != nil && b.long }
 
 // reuse returns (*buf)[:n], cleared, growing *buf when it is too short.
 func reuse[T any](buf *[]T, n int) []T {
@@ -132,7 +136,7 @@ func (b *pageBufs) aggAnswersFor(spans []shardSpan) [][]aggAnswer {
 // grouped by the replica they ask (spans[f.shard].replicas[f.replica]), peers in the
 // order they first appear, each peer's fetches in plan's order and cut into batches of
 // at most maxBatch. The batches hold until b's next groupFetches.
-func (b *pageBufs) groupFetches(spans []shardSpan, plan []fetch, maxBatch int) []*peerBatch[fetch] {
+func (b *pageBufs) groupFetches(spans []shardSpan, plan []fetch, maxBatch int) []*cluster.PeerBatch[fetch] {
 	if b.peerAt == nil {
 		b.peerAt = make(map[string]int)
 	}
@@ -169,30 +173,11 @@ func (b *pageBufs) groupFetches(spans []shardSpan, plan []fetch, maxBatch int) [
 	for k, n := range counts {
 		for lo := at; lo < at+n; lo += maxBatch {
 			hi := min(lo+maxBatch, at+n)
-			batches[j] = peerBatch[fetch]{peer: peers[k], items: items[lo:hi:hi]}
+			batches[j] = cluster.PeerBatch[fetch]{Peer: peers[k], Items: items[lo:hi:hi]}
 			ptrs[j] = &batches[j]
 			j++
 		}
 		at += n
 	}
 	return ptrs
-}
-
-// resultsKey marks a call's context with the slice this node's answer to it is made in
-// (localReplica.Read).
-type resultsKey struct{}
-
-// withResults gives a read request's call the slice its answer from this node is made
-// in: one of b.results, a batch's own part of it.
-func withResults(ctx context.Context, res []wire.ShardResult) context.Context {
-	return context.WithValue(ctx, resultsKey{}, res)
-}
-
-// resultsFor returns the slice ctx gives an answer of n shards (cleared), or a new one.
-func resultsFor(ctx context.Context, n int) []wire.ShardResult {
-	if res, ok := ctx.Value(resultsKey{}).([]wire.ShardResult); ok && len(res) == n {
-		clear(res)
-		return res
-	}
-	return make([]wire.ShardResult, n)
 }

@@ -8,11 +8,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
-	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
@@ -40,23 +41,6 @@ type SeriesPut struct {
 type SeriesResult struct {
 	Stored int
 	Err    error
-}
-
-// localParts returns how many parts PutMany cuts the batch to this node's own store into
-// (0: a part per shard); parts are written at once, on storeWorkers. One part is one
-// replica request, which a store that appends a request's shards in one commit and one
-// disk sync (a store.BatchAppender) stores at the cost of about one
-// append: then one part. A store that appends shard by shard syncs once per shard in a
-// row, and there a part per shard is faster (appends made at once share their syncs).
-func (c *Coordinator) localParts(self dht.Peer) int {
-	l, ok := c.replicas.For(self).(*localReplica)
-	if !ok {
-		return 1
-	}
-	if _, batches := l.store.(store.BatchAppender); batches {
-		return 1
-	}
-	return 0
 }
 
 // PutMany writes points of many series, as Put would write each, and returns one result
@@ -320,8 +304,8 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 			t.errs[s] = rpc.Errorf(CodeUnavailable, "only %d live nodes for write quorum %d", len(spans[s].replicas), w)
 		}
 	}
-	size := func(s int) int { return shardWriteOverhead + len(puts[owner[s]].Key) + spans[s].pts.WireSize() }
-	batches := groupByPeer(func(yield func(dht.Peer, int) bool) {
+	size := func(s int) int { return cluster.ShardWriteOverhead + len(puts[owner[s]].Key) + spans[s].pts.WireSize() }
+	batches := cluster.GroupByPeer(func(yield func(dht.Peer, int) bool) {
 		for s := range spans {
 			for _, p := range spans[s].replicas {
 				if !yield(p, s) {
@@ -331,23 +315,23 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 		}
 	}, 0, size)
 	self := c.place.Self().ID
-	var remote, local []*peerBatch[int]
+	var remote, local []*cluster.PeerBatch[int]
 	for _, b := range batches {
-		if b.peer.ID != self {
+		if b.Peer.ID != self {
 			remote = append(remote, b)
 			continue
 		}
 		per := 1
-		if parts := c.localParts(b.peer); parts > 0 {
-			per = (len(b.items) + parts - 1) / parts
+		if parts := c.localParts; parts > 0 {
+			per = (len(b.Items) + parts - 1) / parts
 		}
-		for lo := 0; lo < len(b.items); lo += per {
-			local = append(local, &peerBatch[int]{peer: b.peer, items: b.items[lo:min(lo+per, len(b.items))]})
+		for lo := 0; lo < len(b.Items); lo += per {
+			local = append(local, &cluster.PeerBatch[int]{Peer: b.Peer, Items: b.Items[lo:min(lo+per, len(b.Items))]})
 		}
 	}
-	req := func(b *peerBatch[int]) *wire.WriteReq {
-		r := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.items))}
-		for j, s := range b.items {
+	req := func(b *cluster.PeerBatch[int]) *wire.WriteReq {
+		r := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.Items))}
+		for j, s := range b.Items {
 			sp := &spans[s]
 			r.Shards[j] = wire.ShardWrite{ID: sp.ref.ID[:], Start: sp.ref.Start, Key: puts[owner[s]].Key, Points: sp.pts}
 		}
@@ -355,33 +339,33 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 	}
 	var hintMu sync.Mutex
 	hinted := make([]bool, len(spans))
-	hint := func(b *peerBatch[int], err error) {
-		if !unanswered(err) {
+	hint := func(b *cluster.PeerBatch[int], err error) {
+		if !cluster.Unanswered(err) {
 			return
 		}
 		hintMu.Lock()
 		defer hintMu.Unlock()
-		for _, s := range b.items {
-			if !hinted[s] && !isReplica(spans[s].replicas, self) {
+		for _, s := range b.Items {
+			if !hinted[s] && !cluster.IsReplica(spans[s].replicas, self) {
 				hinted[s] = true
-				c.hints.record(spans[s].ref, puts[owner[s]].Key, spans[s].pts)
+				c.hints.Record(spans[s].ref, puts[owner[s]].Key, spans[s].pts)
 			}
 		}
 	}
 	bg := context.WithoutCancel(ctx)
-	results := writeFanOut(bg, c.replicas, self, c.commits, remote, c.cfg.CallTimeout, req, hint)
-	locals := make(chan fanResult[int, *wire.WriteResp], len(local))
+	results := cluster.WriteFanOut(bg, c.replicas, self, c.commits, remote, c.cfg.CallTimeout, req, hint)
+	locals := make(chan cluster.FanResult[int, *wire.WriteResp], len(local))
 	if len(local) > 0 {
 		// One deadline for all the parts: they start together.
 		lctx, cancel := context.WithTimeout(bg, c.cfg.CallTimeout)
 		var left sync.WaitGroup
 		left.Add(len(local))
 		go func() { left.Wait(); cancel() }()
-		r := c.replicas.For(local[0].peer)
+		r := c.replicas.For(local[0].Peer)
 		for _, b := range local {
-			storeWorkers.run(func() {
+			cluster.StoreWorkers.Run(func() {
 				resp, err := r.Write(lctx, req(b))
-				locals <- fanResult[int, *wire.WriteResp]{batch: b, resp: resp, err: err}
+				locals <- cluster.FanResult[int, *wire.WriteResp]{Batch: b, Resp: resp, Err: err}
 				left.Done()
 			})
 		}
@@ -391,12 +375,12 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 	// alone, so that only the series at fault fails. alone holds every such answer.
 	total := 0
 	for _, b := range batches {
-		total += len(b.items)
+		total += len(b.Items)
 	}
-	alone := make(chan fanResult[int, *wire.WriteResp], total)
+	alone := make(chan cluster.FanResult[int, *wire.WriteResp], total)
 	pending := len(remote) + len(local)
 	for received := 0; t.undecided > 0 && received < pending; received++ {
-		var r fanResult[int, *wire.WriteResp]
+		var r cluster.FanResult[int, *wire.WriteResp]
 		select {
 		case r = <-results:
 		case r = <-locals:
@@ -410,21 +394,21 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 			return t
 		}
 		var re *rpc.RemoteError
-		if len(r.batch.items) > 1 && errors.As(r.err, &re) {
-			pending += len(r.batch.items)
-			rep := c.replicas.For(r.batch.peer)
-			for _, s := range r.batch.items {
-				one := &peerBatch[int]{peer: r.batch.peer, items: []int{s}}
-				storeWorkers.run(func() {
+		if len(r.Batch.Items) > 1 && errors.As(r.Err, &re) {
+			pending += len(r.Batch.Items)
+			rep := c.replicas.For(r.Batch.Peer)
+			for _, s := range r.Batch.Items {
+				one := &cluster.PeerBatch[int]{Peer: r.Batch.Peer, Items: []int{s}}
+				cluster.StoreWorkers.Run(func() {
 					cctx, cancel := context.WithTimeout(bg, c.cfg.CallTimeout)
 					resp, err := rep.Write(cctx, req(one))
 					cancel()
-					alone <- fanResult[int, *wire.WriteResp]{batch: one, resp: resp, err: err}
+					alone <- cluster.FanResult[int, *wire.WriteResp]{Batch: one, Resp: resp, Err: err}
 				})
 			}
 			continue
 		}
-		t.add(r.batch.items, r.batch.peer, r.err)
+		t.add(r.Batch.Items, r.Batch.Peer, r.Err)
 	}
 	return t
 }

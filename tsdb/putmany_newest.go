@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/catalog"
@@ -30,7 +32,7 @@ type newestMany struct {
 	w        int
 	reps     []newestReport
 	batches  int
-	answers  <-chan fanResult[int, []catalog.Entry]
+	answers  <-chan cluster.FanResult[int, []catalog.Entry]
 	alone    []int // series (indexes of puts) reported one by one, through reportNewest
 }
 
@@ -79,7 +81,7 @@ func (c *Coordinator) startNewestMany(ctx context.Context, deadline time.Time, p
 	if len(nm.reps) == 0 {
 		return nm
 	}
-	batches := groupByPeer(func(yield func(dht.Peer, int) bool) {
+	batches := cluster.GroupByPeer(func(yield func(dht.Peer, int) bool) {
 		for r := range nm.reps {
 			for _, o := range owners[r] {
 				if !yield(o, r) {
@@ -87,15 +89,15 @@ func (c *Coordinator) startNewestMany(ctx context.Context, deadline time.Time, p
 				}
 			}
 		}
-	}, catalogRepairBatch, func(r int) int { return entrySize(nm.reps[r].e) })
+	}, cluster.EntryBatch, func(r int) int { return cluster.EntrySize(nm.reps[r].e) })
 	nm.batches = len(batches)
 	// The requests outlive ctx's cancellation, as sendNewest's do.
-	nm.answers = fanOut(context.WithoutCancel(ctx), batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *peerBatch[int]) ([]catalog.Entry, error) {
-		es := make([]catalog.Entry, len(b.items))
-		for j, r := range b.items {
+	nm.answers = cluster.FanOut(context.WithoutCancel(ctx), batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[int]) ([]catalog.Entry, error) {
+		es := make([]catalog.Entry, len(b.Items))
+		for j, r := range b.Items {
 			es[j] = nm.reps[r].e
 		}
-		return c.replicas.For(b.peer).MergeEntries(ctx, es)
+		return c.replicas.For(b.Peer).MergeEntries(ctx, es)
 	})
 	return nm
 }
@@ -109,8 +111,8 @@ collect:
 	for received := 0; received < nm.batches && undecided > 0; received++ {
 		select {
 		case a := <-nm.answers:
-			ok := a.err == nil && len(a.resp) == len(a.batch.items)
-			for _, r := range a.batch.items {
+			ok := a.Err == nil && len(a.Resp) == len(a.Batch.Items)
+			for _, r := range a.Batch.Items {
 				rp := &nm.reps[r]
 				if rp.decided() {
 					continue

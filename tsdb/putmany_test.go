@@ -3,10 +3,11 @@ package tsdb
 import (
 	"context"
 	"fmt"
-	"github.com/tsdht/tsdht/tsdb/store"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/tsdb/store"
 
 	"github.com/tsdht/tsdht/tsdb/series"
 )

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
@@ -12,9 +14,6 @@ import (
 	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
-
-// maxShardsPerRequest bounds one read request so its answer stays well inside a frame.
-const maxShardsPerRequest = 64
 
 // replicaAnswer is what one replica said about one shard.
 type replicaAnswer struct {
@@ -86,14 +85,13 @@ func (c *Coordinator) get(ctx context.Context, key string, from, to int64, opt G
 		}
 		var page Result
 		var pageParts [][]byte
-		err := turn.page(ctx, func(ctx context.Context) error {
-			b := pageBufsOf(ctx)
+		err := turn.page(ctx, func(ctx context.Context, b *pageBufs) error {
 			b.starts = cover.pageInto(b.starts, lo, readPageQuanta)
-			spans, err := c.planRead(ctx, key, b.starts, from, to)
+			spans, err := c.planRead(ctx, b, key, b.starts, from, to)
 			if err != nil {
 				return err
 			}
-			answers := c.readFew(ctx, key, spans, r)
+			answers := c.readFew(ctx, b, key, spans, r)
 			page, pageParts, err = c.assemble(key, typ, spans, answers, r, opt.AllowPartial, parts)
 			return err
 		})
@@ -147,9 +145,9 @@ func (c *Coordinator) checkGet(key string, from, to int64, opt GetOptions) (int,
 
 // planRead makes the shards of the quanta starting at starts, within [from, to), and
 // finds each one's replicas.
-func (c *Coordinator) planRead(ctx context.Context, key string, starts []int64, from, to int64) ([]shardSpan, error) {
+func (c *Coordinator) planRead(ctx context.Context, b *pageBufs, key string, starts []int64, from, to int64) ([]shardSpan, error) {
 	q := c.cfg.DHT.Quantum
-	b := pageBufsOf(ctx)
+	b = orFresh(b)
 	spans := reuse(&b.spans, len(starts))
 	// A long read's page places its shards by a scan, into its own buffer, not
 	// through the placement cache (replicaScanner).
@@ -181,7 +179,7 @@ func (c *Coordinator) planRead(ctx context.Context, key string, starts []int64, 
 }
 
 // readRounds asks the replicas of every shard, and returns what each said.
-func (c *Coordinator) readRounds(ctx context.Context, key string, spans []shardSpan) [][]replicaAnswer {
+func (c *Coordinator) readRounds(ctx context.Context, b *pageBufs, key string, spans []shardSpan) [][]replicaAnswer {
 	answers := make([][]replicaAnswer, len(spans))
 	for i := range spans {
 		answers[i] = make([]replicaAnswer, len(spans[i].replicas))
@@ -193,7 +191,7 @@ func (c *Coordinator) readRounds(ctx context.Context, key string, spans []shardS
 			plan = append(plan, fetch{shard: i, replica: j, data: j == 0})
 		}
 	}
-	c.runFetches(ctx, key, spans, plan, answers)
+	c.runFetches(ctx, b, key, spans, plan, answers)
 
 	// Further rounds: points from any replica whose answer is not yet in hand. More
 	// than one may be needed: a replica can change between rounds (repair or a hint
@@ -207,7 +205,7 @@ func (c *Coordinator) readRounds(ctx context.Context, key string, spans []shardS
 		if len(plan) == 0 || ctx.Err() != nil {
 			break
 		}
-		c.runFetches(ctx, key, spans, plan, answers)
+		c.runFetches(ctx, b, key, spans, plan, answers)
 	}
 	return answers
 }
@@ -216,8 +214,8 @@ func (c *Coordinator) readRounds(ctx context.Context, key string, spans []shardS
 // points, the others for digests — chosen to ask few distinct nodes; further rounds fetch
 // the points of replicas whose digest matches none in hand, and ask replicas not asked
 // yet where some failed. It returns what each said.
-func (c *Coordinator) readFew(ctx context.Context, key string, spans []shardSpan, r int) [][]replicaAnswer {
-	b := pageBufsOf(ctx)
+func (c *Coordinator) readFew(ctx context.Context, b *pageBufs, key string, spans []shardSpan, r int) [][]replicaAnswer {
+	b = orFresh(b)
 	answers := b.answersFor(spans)
 	width := reuse(&b.width, len(spans))
 	for i := range spans {
@@ -247,7 +245,7 @@ func (c *Coordinator) readFew(ctx context.Context, key string, spans []shardSpan
 			}
 		}
 	}
-	c.runFetches(ctx, key, spans, plan, answers)
+	c.runFetches(ctx, b, key, spans, plan, answers)
 
 	// Further rounds: points from any replica whose answer is not yet in hand (more than
 	// one round may be needed: a replica can change between rounds, as repair or a hint
@@ -274,7 +272,7 @@ func (c *Coordinator) readFew(ctx context.Context, key string, spans []shardSpan
 		if len(plan) == 0 {
 			break
 		}
-		c.runFetches(ctx, key, spans, plan, answers)
+		c.runFetches(ctx, b, key, spans, plan, answers)
 	}
 	return answers
 }
@@ -498,7 +496,7 @@ func mergeFiltered(ans []replicaAnswer) series.Points {
 	var all []store.Range
 	for _, a := range ans {
 		if a.ok {
-			all = append(all, fromWireRanges(a.res.Deleted)...)
+			all = append(all, cluster.FromWireRanges(a.res.Deleted)...)
 		}
 	}
 	var pts series.Points
@@ -508,7 +506,7 @@ func mergeFiltered(ans []replicaAnswer) series.Points {
 		}
 		p := a.res.Points
 		if len(all) > 0 {
-			p = dropRanges(p, store.Exempt(all, fromWireRanges(a.res.Deleted)))
+			p = dropRanges(p, store.Exempt(all, cluster.FromWireRanges(a.res.Deleted)))
 		}
 		pts = series.Merge(pts, p)
 	}
@@ -553,12 +551,12 @@ func dropRanges(pts series.Points, rs []store.Range) series.Points {
 
 // runFetches groups fetches by node, sends them with bounded concurrency, and files
 // each answer under its shard and replica.
-func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardSpan, plan []fetch, answers [][]replicaAnswer) {
+func (c *Coordinator) runFetches(ctx context.Context, bufs *pageBufs, key string, spans []shardSpan, plan []fetch, answers [][]replicaAnswer) {
 	for _, f := range plan {
 		answers[f.shard][f.replica].asked = true
 	}
-	bufs := pageBufsOf(ctx)
-	batches := bufs.groupFetches(spans, plan, maxShardsPerRequest)
+	bufs = orFresh(bufs)
+	batches := bufs.groupFetches(spans, plan, cluster.MaxShardsPerRequest)
 	// Every batch's request shards, and this node's answers, in one array each (of the
 	// page's buffers): a batch has its own part of them.
 	reads := reuse(&bufs.reads, len(plan))
@@ -566,44 +564,50 @@ func (c *Coordinator) runFetches(ctx context.Context, key string, spans []shardS
 	if bufs.long {
 		mine = reuse(&bufs.results, len(plan))
 	}
-	results := fanOut(ctx, batches, c.requestLimit(ctx, len(batches)), c.cfg.CallTimeout,
-		func(ctx context.Context, b *peerBatch[fetch]) (*wire.ReadResp, error) {
+	self := c.place.Self().ID
+	results := cluster.FanOut(ctx, batches, c.requestLimit(bufs, len(batches)), c.cfg.CallTimeout,
+		func(ctx context.Context, b *cluster.PeerBatch[fetch]) (*wire.ReadResp, error) {
 			off := 0
 			for _, o := range batches {
 				if o == b {
 					break
 				}
-				off += len(o.items)
+				off += len(o.Items)
 			}
-			n := len(b.items)
+			n := len(b.Items)
 			req := &wire.ReadReq{Shards: reads[off : off+n : off+n]}
-			if mine != nil {
-				ctx = withResults(ctx, mine[off:off+n:off+n])
-			}
-			for k, f := range b.items {
+
+			for k, f := range b.Items {
 				s := &spans[f.shard]
 				req.Shards[k] = wire.ShardRead{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to, Digest: !f.data, Packed: f.data}
 				if f.data {
 					req.Shards[k].PackedVersion = series.PackedVersion
 				}
 			}
-			return c.replicas.For(b.peer).Read(ctx, req)
+			if l := c.replicas.Local(); l != nil && b.Peer.ID == self {
+				var out []wire.ShardResult
+				if mine != nil {
+					out = mine[off : off+n : off+n]
+				}
+				return l.ReadInto(ctx, req, out, bufs.yield)
+			}
+			return c.replicas.For(b.Peer).Read(ctx, req)
 		})
 	for range batches {
 		r := <-results
-		if r.err != nil {
+		if r.Err != nil {
 			var re *rpc.RemoteError
-			if errors.As(r.err, &re) && re.Code == CodeTooLarge {
-				for _, f := range r.batch.items {
+			if errors.As(r.Err, &re) && re.Code == CodeTooLarge {
+				for _, f := range r.Batch.Items {
 					answers[f.shard][f.replica].tooLarge = true
 				}
 				continue
 			}
-			c.log.Warn("read from a replica failed", "series", key, "peer", nodeID(r.batch.peer), "rpc", r.batch.peer.RPCAddr, "err", r.err)
+			c.log.Warn("read from a replica failed", "series", key, "peer", cluster.NodeID(r.Batch.Peer), "rpc", r.Batch.Peer.RPCAddr, "err", r.Err)
 			continue // those answers stay !ok: the replica did not answer
 		}
-		for k, f := range r.batch.items {
-			answers[f.shard][f.replica] = replicaAnswer{asked: true, ok: true, res: r.resp.Shards[k], isData: f.data}
+		for k, f := range r.Batch.Items {
+			answers[f.shard][f.replica] = replicaAnswer{asked: true, ok: true, res: r.Resp.Shards[k], isData: f.data}
 		}
 	}
 }
@@ -618,11 +622,11 @@ const maxReadFanOut = 64
 // requestLimit is how many of a page's n requests go at once: all of them, up to
 // maxReadFanOut, and up to Config.ReadConcurrency beyond that; one at a time for a paced
 // page of a long read (fetchLimit).
-func (c *Coordinator) requestLimit(ctx context.Context, n int) int {
-	if ctx.Value(serialKey{}) != nil {
-		return c.fetchLimit(ctx)
+func (c *Coordinator) requestLimit(b *pageBufs, n int) int {
+	if b.paced() {
+		return c.fetchLimit(b)
 	}
-	return max(c.fetchLimit(ctx), min(n, maxReadFanOut))
+	return max(c.fetchLimit(b), min(n, maxReadFanOut))
 }
 
 // readRepair pushes, in the background, the merged points of a shard to every replica
@@ -634,7 +638,7 @@ func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, 
 	}
 	q := c.cfg.DHT.Quantum
 	whole := s.from == q.BeginNanos(s.ref.Start) && s.to == q.EndNanos(s.ref.Start)
-	count, hash := merged.Len(), readDigest(&merged, whole)
+	count, hash := merged.Len(), cluster.ReadDigest(&merged, whole)
 	var stale []dht.Peer
 	for j, a := range ans {
 		if a.ok && (a.res.Count != count || a.res.Hash != hash) {
@@ -661,7 +665,7 @@ func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, 
 	// (pagebufs.go): it keeps copies of what it needs of s.
 	id, start := s.ref.ID, s.ref.Start
 	req := &wire.WriteReq{Repair: true}
-	for _, part := range merged.Batches(0, maxRequestBytes-shardWriteOverhead-len(key)) {
+	for _, part := range merged.Batches(0, cluster.MaxRequestBytes-cluster.ShardWriteOverhead-len(key)) {
 		req.Shards = append(req.Shards, wire.ShardWrite{ID: id[:], Start: start, Key: key, Points: part, Deleted: deleted})
 	}
 	if len(req.Shards) > 1 {
@@ -675,7 +679,7 @@ func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, 
 			_, err := c.replicas.For(p).Write(ctx, req)
 			cancel()
 			if err != nil {
-				c.log.Warn("read repair failed", "series", key, "quantum", start, "peer", nodeID(p), "rpc", p.RPCAddr, "err", err)
+				c.log.Warn("read repair failed", "series", key, "quantum", start, "peer", cluster.NodeID(p), "rpc", p.RPCAddr, "err", err)
 			} else {
 				c.readRepairs.Add(1)
 			}

@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/replica"
+
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/store"
@@ -32,7 +36,7 @@ func (s *spreadPlacement) Locate(_ context.Context, id quanta.ID, rf int) ([]dht
 // the replicas sharing its barrier, or until the barrier's deadline passes, and
 // records the most in flight.
 type barrierReplica struct {
-	Replica
+	cluster.Replica
 	b *readBarrier
 }
 
@@ -80,8 +84,8 @@ func TestReadAsksEveryNodeAtOnce(t *testing.T) {
 	for i := range 24 {
 		p := dht.Peer{ID: fmt.Sprintf("n%02d", i), RPCAddr: fmt.Sprintf("n%02d:1", i)}
 		peers = append(peers, p)
-		replicas[p.ID] = &barrierReplica{Replica: &localReplica{store: store.NewMem(), quantum: cfg.DHT.Quantum, format: cfg.DHT.Format,
-			stats: func() wire.NodeStats { return wire.NodeStats{} }}, b: barrier}
+		replicas[p.ID] = &barrierReplica{Replica: replica.New(replica.Config{Store: store.NewMem(), Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format,
+			Stats: func() wire.NodeStats { return wire.NodeStats{} }}), b: barrier}
 	}
 	place := &spreadPlacement{fixedPlacement{self: self, owners: peers}}
 	coord := newCoordinator(&cfg, place, replicas, newRegistry(place, replicas, &cfg, logger), nil, logger)
@@ -93,7 +97,7 @@ func TestReadAsksEveryNodeAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The nodes the read asks: every replica of every quantum it covers.
-	spans, err := coord.planRead(ctx, "s", mustCover(t, q, from, pts.T[pts.Len()-1]+1), from, pts.T[pts.Len()-1]+1)
+	spans, err := coord.planRead(ctx, nil, "s", mustCover(t, q, from, pts.T[pts.Len()-1]+1), from, pts.T[pts.Len()-1]+1)
 	if err != nil {
 		t.Fatal(err)
 	}

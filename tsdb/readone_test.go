@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/replica"
+
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/store"
@@ -20,7 +24,7 @@ import (
 // countingReplica counts the shards it is asked to read, and fails reads while failing
 // is set, as a replica that cannot be reached would.
 type countingReplica struct {
-	Replica
+	cluster.Replica
 	shards  atomic.Int64
 	failing atomic.Bool
 }
@@ -50,8 +54,8 @@ func TestReadQuorumOfReplicas(t *testing.T) {
 	replicas := replicaMap{}
 	for _, p := range []dht.Peer{a, b, self} {
 		stores[p.ID] = store.NewMem()
-		reps[p.ID] = &countingReplica{Replica: &localReplica{store: stores[p.ID], quantum: cfg.DHT.Quantum, format: cfg.DHT.Format,
-			stats: func() wire.NodeStats { return wire.NodeStats{} }}}
+		reps[p.ID] = &countingReplica{Replica: replica.New(replica.Config{Store: stores[p.ID], Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format,
+			Stats: func() wire.NodeStats { return wire.NodeStats{} }})}
 		replicas[p.ID] = reps[p.ID]
 	}
 	place := &fixedPlacement{self: self, owners: []dht.Peer{a, b, self}}
@@ -101,15 +105,15 @@ func TestReadQuorumOfReplicas(t *testing.T) {
 	// An owner that holds nothing (a new owner, say): the read asks the next, and
 	// repairs the empty one from what that one sent.
 	stores["self"] = store.NewMem()
-	reps["self"] = &countingReplica{Replica: &localReplica{store: stores["self"], quantum: cfg.DHT.Quantum, format: cfg.DHT.Format,
-		stats: func() wire.NodeStats { return wire.NodeStats{} }}}
+	reps["self"] = &countingReplica{Replica: replica.New(replica.Config{Store: stores["self"], Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format,
+		Stats: func() wire.NodeStats { return wire.NodeStats{} }})}
 	replicas["self"] = reps["self"] // no call is under way: the writes all answered (w = rf)
 	get("this node's replica empty")
 	if na, nb, ns := asked(); na != 6 || ns != 3 || nb != 0 {
 		t.Fatalf("with self empty the read asked a %d, b %d, self %d shards; want self's 3, a's 3 digests then points", na, nb, ns)
 	}
 	waitFor(t, 10*time.Second, "read repair of the empty replica", func() bool {
-		got, _, err := stores["self"].Read(shardRef(cfg.DHT.Format, "pmu/one", start), "pmu/one", from, to)
+		got, _, err := stores["self"].Read(cluster.ShardRef(cfg.DHT.Format, "pmu/one", start), "pmu/one", from, to)
 		return err == nil && got.Len() == 60*int(q)
 	})
 

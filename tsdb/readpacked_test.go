@@ -2,10 +2,15 @@ package tsdb
 
 import (
 	"context"
+	"github.com/tsdht/tsdht/tsdb/repair"
 	"log/slog"
 	"math"
 	"sync"
 	"testing"
+
+	"github.com/tsdht/tsdht/tsdb/replica"
+
+	"github.com/tsdht/tsdht/tsdb/cluster"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
@@ -40,7 +45,7 @@ func TestReadAnswersInTheAskersPackedVersion(t *testing.T) {
 	if _, err := n.Coordinator().Put(ctx, "s", pts, PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ref := shardRef(n.cfg.DHT.Format, "s", start)
+	ref := cluster.ShardRef(n.cfg.DHT.Format, "s", start)
 	cli := rpc.NewClient(rpc.NewTCPTransport(), rpc.Config{})
 	defer cli.Close()
 	read := func(version int) wire.ShardResult {
@@ -112,7 +117,7 @@ func TestReadAnswersInTheAskersPackedVersion(t *testing.T) {
 
 // versionRecorder records the packed versions a coordinator asks its replicas for.
 type versionRecorder struct {
-	Replica
+	cluster.Replica
 	mu       sync.Mutex
 	versions []int
 }
@@ -134,8 +139,8 @@ func TestCoordinatorAsksNewestPackedVersion(t *testing.T) {
 	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1
 	logger := slog.New(slog.DiscardHandler)
 	self := dht.Peer{ID: "self", RPCAddr: "self:1"}
-	rec := &versionRecorder{Replica: &localReplica{store: store.NewMem(), quantum: cfg.DHT.Quantum, format: cfg.DHT.Format,
-		stats: func() wire.NodeStats { return wire.NodeStats{} }}}
+	rec := &versionRecorder{Replica: replica.New(replica.Config{Store: store.NewMem(), Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format,
+		Stats: func() wire.NodeStats { return wire.NodeStats{} }})}
 	replicas := replicaMap{"self": rec}
 	place := &fixedPlacement{self: self, owners: []dht.Peer{self}}
 	coord := newCoordinator(&cfg, place, replicas, newRegistry(place, replicas, &cfg, logger), nil, logger)
@@ -170,8 +175,8 @@ func TestRepairRefetchAsksNewestPackedVersion(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 2, 1, 1
 	logger := slog.New(slog.DiscardHandler)
-	local := func(st store.Store) *localReplica {
-		return &localReplica{store: st, quantum: cfg.DHT.Quantum, format: cfg.DHT.Format, stats: func() wire.NodeStats { return wire.NodeStats{} }}
+	local := func(st store.Store) *replica.Local {
+		return replica.New(replica.Config{Store: st, Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format, Stats: func() wire.NodeStats { return wire.NodeStats{} }})
 	}
 	self, owner := dht.Peer{ID: "self", RPCAddr: "self:1"}, dht.Peer{ID: "a", RPCAddr: "a:1"}
 	selfStore, ownerStore := store.NewMem(), store.NewMem()
@@ -179,16 +184,16 @@ func TestRepairRefetchAsksNewestPackedVersion(t *testing.T) {
 	replicas := replicaMap{self.ID: local(selfStore), owner.ID: rec}
 	place := &fixedPlacement{self: self, owners: []dht.Peer{self, owner}}
 	types := newRegistry(place, replicas, &cfg, logger)
-	rep := newRepairer(&cfg, place, replicas, selfStore, selfStore, types, logger)
+	rep := repair.NewRepairer(cfg.repairConfig(), place, replicas, selfStore, selfStore, types, logger)
 
 	q := cfg.DHT.Quantum
 	start := q.Start(base())
 	pts := float32Readings(q.BeginNanos(start), 600)
-	ref := shardRef(cfg.DHT.Format, "s", start)
+	ref := cluster.ShardRef(cfg.DHT.Format, "s", start)
 	if err := ownerStore.Append(ref, "s", pts); err != nil {
 		t.Fatal(err)
 	}
-	if !rep.refetchDamaged(context.Background(), pairRef{ref: ref, key: "s"}) {
+	if !rep.RefetchDamaged(context.Background(), ref, "s") {
 		t.Fatal("refetchDamaged found no copy on the owner that holds one")
 	}
 	got, _, err := selfStore.Read(ref, "s", q.BeginNanos(start), q.EndNanos(start))

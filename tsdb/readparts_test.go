@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -125,7 +127,7 @@ func TestGetPartsMatchPoints(t *testing.T) {
 		byID[n.DHT().Self().ID] = n
 	}
 	extra := q.BeginNanos(q.Start(t0)+2*int64(q)) + 5
-	ref := shardRef(reader.cfg.DHT.Format, "s", q.Start(extra))
+	ref := cluster.ShardRef(reader.cfg.DHT.Format, "s", q.Start(extra))
 	replicas := reader.DHT().ReplicaSet(ref.ID, 3)
 	var one series.Points
 	one.AppendFloat(extra, 42)

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
@@ -20,8 +22,8 @@ const maxTypeCache = 1 << 16
 // registry keeps series metadata — today a series' type — on the replica set of
 // SHA-1(key), the series' registry replicas, and caches what it learnt.
 type registry struct {
-	place      Placement
-	replicas   Replicas
+	place      cluster.Placement
+	replicas   cluster.Replicas
 	rf         int
 	readQuorum int
 	timeout    time.Duration // per replica call
@@ -31,18 +33,18 @@ type registry struct {
 	types map[string]series.Type
 }
 
-func newRegistry(place Placement, replicas Replicas, cfg *Config, logger *slog.Logger) *registry {
+func newRegistry(place cluster.Placement, replicas cluster.Replicas, cfg *Config, logger *slog.Logger) *registry {
 	return &registry{place: place, replicas: replicas, rf: cfg.RF, readQuorum: cfg.ReadQuorum,
 		timeout: cfg.CallTimeout, log: logger, types: make(map[string]series.Type)}
 }
 
 // owners returns the registry replicas of a series, each as a batch of one.
-func (g *registry) owners(ctx context.Context, key string) ([]*peerBatch[string], error) {
+func (g *registry) owners(ctx context.Context, key string) ([]*cluster.PeerBatch[string], error) {
 	peers, err := g.place.Locate(ctx, quanta.KeyID(key), g.rf)
 	if err != nil {
 		return nil, rpc.Errorf(CodeUnavailable, "series %q: no registry replica: %v", key, err)
 	}
-	return groupByPeer(func(yield func(dht.Peer, string) bool) {
+	return cluster.GroupByPeer(func(yield func(dht.Peer, string) bool) {
 		for _, p := range peers {
 			if !yield(p, key) {
 				return
@@ -93,8 +95,8 @@ func (g *registry) ensure(ctx context.Context, key string, t series.Type, w int)
 	if err != nil {
 		return err
 	}
-	answers := fanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *peerBatch[string]) (series.Type, error) {
-		return g.replicas.For(b.peer).DeclareType(ctx, key, t)
+	answers := cluster.FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *cluster.PeerBatch[string]) (series.Type, error) {
+		return g.replicas.For(b.Peer).DeclareType(ctx, key, t)
 	})
 	ok := 0
 	var lastErr error
@@ -102,12 +104,12 @@ func (g *registry) ensure(ctx context.Context, key string, t series.Type, w int)
 		a := <-answers
 		var re *rpc.RemoteError
 		switch {
-		case a.err == nil:
+		case a.Err == nil:
 			ok++
-		case errors.As(a.err, &re) && re.Code == CodeTypeMismatch:
+		case errors.As(a.Err, &re) && re.Code == CodeTypeMismatch:
 			return rpc.Errorf(CodeTypeMismatch, "%s", re.Msg)
 		default:
-			lastErr = a.err
+			lastErr = a.Err
 		}
 	}
 	if ok < w {
@@ -131,22 +133,22 @@ func (g *registry) lookup(ctx context.Context, key string) (series.Type, error) 
 		t  series.Type
 		ok bool
 	}
-	answers := fanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *peerBatch[string]) (known, error) {
-		t, ok, err := g.replicas.For(b.peer).SeriesType(ctx, key)
+	answers := cluster.FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *cluster.PeerBatch[string]) (known, error) {
+		t, ok, err := g.replicas.For(b.Peer).SeriesType(ctx, key)
 		return known{t, ok}, err
 	})
 	responded := 0
 	var lastErr error
 	for range owners {
 		a := <-answers
-		if a.err != nil {
-			lastErr = a.err
+		if a.Err != nil {
+			lastErr = a.Err
 			continue
 		}
 		responded++
-		if a.resp.ok {
-			g.remember(key, a.resp.t)
-			return a.resp.t, nil
+		if a.Resp.ok {
+			g.remember(key, a.Resp.t)
+			return a.Resp.t, nil
 		}
 	}
 	if need := min(g.readQuorum, len(owners)); responded < need {
@@ -156,20 +158,20 @@ func (g *registry) lookup(ctx context.Context, key string) (series.Type, error) 
 	return series.Unknown, rpc.Errorf(CodeUnknownSeries, "unknown series %q", key)
 }
 
-// redeclare tells every registry replica of a series its type, for the repairer: an
+// Redeclare tells every registry replica of a series its type, for the repairer: an
 // owner that already knows it answers at no cost, a new owner learns it.
-func (g *registry) redeclare(ctx context.Context, key string, t series.Type) {
+func (g *registry) Redeclare(ctx context.Context, key string, t series.Type) {
 	owners, err := g.owners(ctx, key)
 	if err != nil {
 		g.log.Warn("repair: registry not found", "series", key, "err", err)
 		return
 	}
-	answers := fanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *peerBatch[string]) (series.Type, error) {
-		return g.replicas.For(b.peer).DeclareType(ctx, key, t)
+	answers := cluster.FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *cluster.PeerBatch[string]) (series.Type, error) {
+		return g.replicas.For(b.Peer).DeclareType(ctx, key, t)
 	})
 	for range owners {
-		if a := <-answers; a.err != nil {
-			g.log.Warn("repair: re-declaring a series failed", "series", key, "peer", nodeID(a.batch.peer), "rpc", a.batch.peer.RPCAddr, "err", a.err)
+		if a := <-answers; a.Err != nil {
+			g.log.Warn("repair: re-declaring a series failed", "series", key, "peer", cluster.NodeID(a.Batch.Peer), "rpc", a.Batch.Peer.RPCAddr, "err", a.Err)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/tsdht/tsdht/tsdb/repair"
 	"strings"
 	"testing"
 	"time"
@@ -67,37 +68,33 @@ func benchRepairPass(b *testing.B, span time.Duration) {
 	// A pass that compares every pair held with its owners without reading them: what
 	// a failed pass brings, and a membership change under a placement that cannot say
 	// which pairs it moved (kademlia routing).
-	r.passMu.Lock()
-	r.fullAt = time.Time{}
-	r.passMu.Unlock()
+	r.DueFull()
 	began = time.Now()
-	if err := r.pass(ctx, passAuto); err != nil {
+	if err := r.Pass(ctx, repair.PassAuto); err != nil {
 		b.Fatal(err)
 	}
 	compareAll := time.Since(began)
 	// What every node's pass after a membership change costs for the pairs it did not
 	// move: the placement version moved, the owners did not (a change elsewhere in a
 	// larger cluster). Pairs it moved cost what compareAll's do, each.
-	r.passMu.Lock()
-	r.fullVersion--
-	r.passMu.Unlock()
-	c0 := r.compared.Load()
+	r.PlacementMoved(true)
+	c0 := r.Counters().Compared
 	began = time.Now()
-	if err := r.pass(ctx, passAuto); err != nil {
+	if err := r.Pass(ctx, repair.PassAuto); err != nil {
 		b.Fatal(err)
 	}
 	change := time.Since(began)
-	if n := r.compared.Load() - c0; n != 0 {
+	if n := r.Counters().Compared - c0; n != 0 {
 		b.Fatalf("a membership change that moved nothing compared %d pairs", n)
 	}
 	b.ResetTimer()
 	var compared int64
 	for b.Loop() {
-		before := r.compared.Load()
-		if err := r.pass(ctx, passAuto); err != nil {
+		before := r.Counters().Compared
+		if err := r.Pass(ctx, repair.PassAuto); err != nil {
 			b.Fatal(err)
 		}
-		compared += r.compared.Load() - before
+		compared += r.Counters().Compared - before
 	}
 	b.ReportMetric(float64(full.Milliseconds()), "full-pass-ms")
 	b.ReportMetric(float64(compareAll.Milliseconds()), "compare-all-ms")

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+	"github.com/tsdht/tsdht/tsdb/repair"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -50,11 +53,11 @@ func sealAll(t testing.TB, lc *LocalCluster) {
 func autoPass(t testing.TB, lc *LocalCluster, i int) int64 {
 	t.Helper()
 	r := lc.Nodes[i].repair
-	before := r.compared.Load()
-	if err := r.pass(context.Background(), passAuto); err != nil {
+	before := r.Counters().Compared
+	if err := r.Pass(context.Background(), repair.PassAuto); err != nil {
 		t.Fatal(err)
 	}
-	return r.compared.Load() - before
+	return r.Counters().Compared - before
 }
 
 // Between full passes a pass compares what changed: nothing on an idle node holding
@@ -84,10 +87,10 @@ func TestRepairPassesCostWhatChanged(t *testing.T) {
 	quiet(t, lc, 0, int64(held))
 
 	// A late point into one sealed pair: that pair, and only it, is compared.
-	var latePair pairRef
+	var latePair heldPair
 	if err := lc.Nodes[0].Store().(*store.Pebble).Pairs(func(ref store.ShardRef, key string) bool {
 		if key == "pmu2/freq" && (latePair.key == "" || ref.Start < latePair.ref.Start) {
-			latePair = pairRef{ref, key}
+			latePair = heldPair{ref, key}
 		}
 		return true
 	}); err != nil {
@@ -115,18 +118,18 @@ func TestRepairPassesCostWhatChanged(t *testing.T) {
 	// pass (node 0's here, or a background one elsewhere) full, which rightly restores
 	// the copy: then the test has not tested anything, and tries again.
 	for attempt := 0; ; attempt++ {
-		var lost pairRef
+		var lost heldPair
 		if err := lc.Nodes[2].Store().(*store.Pebble).Pairs(func(ref store.ShardRef, key string) bool {
 			if key == latePair.key {
 				return true
 			}
-			lost = pairRef{ref, key}
+			lost = heldPair{ref, key}
 			return false
 		}); err != nil {
 			t.Fatal(err)
 		}
 		fulls := fullPassesOf(lc)
-		if err := lc.Nodes[2].Store().(Walker).Delete(lost.ref, lost.key); err != nil {
+		if err := lc.Nodes[2].Store().(repair.Walker).Delete(lost.ref, lost.key); err != nil {
 			t.Fatal(err)
 		}
 		sealAll(t, lc)
@@ -150,9 +153,7 @@ func TestRepairPassesCostWhatChanged(t *testing.T) {
 
 	// The full-pass interval, then a membership change, make the next pass full.
 	r := lc.Nodes[0].repair
-	r.passMu.Lock()
-	r.fullAt = time.Now().Add(-lc.Nodes[0].cfg.RepairFullEvery)
-	r.passMu.Unlock()
+	r.DueFull()
 	if n := autoPass(t, lc, 0); n != int64(held) {
 		t.Fatalf("with a full pass due: compared %d pairs, want %d", n, held)
 	}
@@ -184,7 +185,7 @@ func TestJoinComparesWhatMoved(t *testing.T) {
 	}
 	sealAll(t, lc)
 	type before struct {
-		mine                   []pairRef
+		mine                   []heldPair
 		compared, moved, fulls int64
 	}
 	var was [3]before
@@ -193,15 +194,14 @@ func TestJoinComparesWhatMoved(t *testing.T) {
 	}
 	for i := range was {
 		if err := lc.Nodes[i].Store().(*store.Pebble).Pairs(func(ref store.ShardRef, key string) bool {
-			was[i].mine = append(was[i].mine, pairRef{ref, key})
+			was[i].mine = append(was[i].mine, heldPair{ref, key})
 			return true
 		}); err != nil {
 			t.Fatal(err)
 		}
 		r := lc.Nodes[i].repair
-		r.passMu.Lock()
-		was[i].compared, was[i].moved, was[i].fulls = r.compared.Load(), r.movedPasses.Load(), r.fullPasses.Load()
-		r.passMu.Unlock()
+		c := r.Counters()
+		was[i].compared, was[i].moved, was[i].fulls = c.Compared, c.MovedPasses, c.FullPasses
 	}
 	membersBefore := lc.Nodes[0].DHT().Live()
 	if _, err := lc.Add(func(i int, cfg *Config) {
@@ -226,15 +226,14 @@ func TestJoinComparesWhatMoved(t *testing.T) {
 	for i, w := range was {
 		moved := 0
 		for _, pr := range w.mine {
-			if !samePeers(dht.ClosestPeers(membersBefore, pr.ref.ID, 2), dht.ClosestPeers(membersAfter, pr.ref.ID, 2)) {
+			if !cluster.SamePeers(dht.ClosestPeers(membersBefore, pr.ref.ID, 2), dht.ClosestPeers(membersAfter, pr.ref.ID, 2)) {
 				moved++
 			}
 		}
 		kept += len(w.mine) - moved
 		r := lc.Nodes[i].repair
-		r.passMu.Lock()
-		compared, movedPasses, fullPasses := r.compared.Load()-w.compared, r.movedPasses.Load()-w.moved, r.fullPasses.Load()-w.fulls
-		r.passMu.Unlock()
+		c := r.Counters()
+		compared, movedPasses, fullPasses := c.Compared-w.compared, c.MovedPasses-w.moved, c.FullPasses-w.fulls
 		if movedPasses == 0 || fullPasses != 0 {
 			t.Fatalf("node %d after the join: %d membership passes, %d full ones; want membership passes only", i, movedPasses, fullPasses)
 		}
@@ -257,12 +256,14 @@ func quiet(t *testing.T, lc *LocalCluster, i int, held int64) {
 	r := lc.Nodes[i].repair
 	for attempt := 0; ; attempt++ {
 		v := lc.Nodes[i].DHT().Version()
-		before, passes := r.compared.Load(), r.passes.Load()
+		c0 := r.Counters()
+		before, passes := c0.Compared, c0.Passes
 		if _, err := lc.Nodes[i].RepairNow(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if n := r.compared.Load() - before; n != held {
-			if r.passes.Load()-passes > 1 && attempt < 10 {
+		if c := r.Counters(); c.Compared-before != held {
+			n := c.Compared - before
+			if c.Passes-passes > 1 && attempt < 10 {
 				continue // a background pass (membership news) ran beside it and counted too
 			}
 			t.Fatalf("a full pass compared %d pairs, want all %d", n, held)
@@ -277,7 +278,7 @@ func quiet(t *testing.T, lc *LocalCluster, i int, held int64) {
 	}
 }
 
-func holds(t *testing.T, n *Node, pr pairRef) (int64, bool) {
+func holds(t *testing.T, n *Node, pr heldPair) (int64, bool) {
 	t.Helper()
 	st, held, err := n.Store().(store.Analyzer).PairStats(pr.ref, pr.key)
 	if err != nil {
@@ -292,9 +293,7 @@ func fullPassesOf(lc *LocalCluster) int64 {
 	var n int64
 	for _, node := range lc.Nodes {
 		if node != nil {
-			node.repair.passMu.Lock()
-			n += node.repair.fullPasses.Load()
-			node.repair.passMu.Unlock()
+			n += node.repair.Counters().FullPasses
 		}
 	}
 	return n
@@ -355,27 +354,26 @@ func TestMembershipPassReadsNoPoints(t *testing.T) {
 	}
 	// As after a membership change that moved none of this node's pairs: the placement
 	// version moved, the owners did not.
-	r.passMu.Lock()
-	r.fullVersion--
-	r.passMu.Unlock()
+	r.PlacementMoved(true)
 	var compared int64
 	if n := reads(func() { compared = autoPass(t, lc, 0) }); n != 0 || compared != 0 {
 		t.Fatalf("a pass after a membership change that moved nothing compared %d pairs and read %d; want none of either", compared, n)
 	}
 	// As after a membership change under a placement that cannot say what moved.
-	r.passMu.Lock()
-	r.fullVersion--
-	r.view, r.viewOK = dht.View{}, false
-	r.passMu.Unlock()
+	r.PlacementMoved(false)
 	if n := reads(func() { compared = autoPass(t, lc, 0) }); n != 0 || compared != held {
 		t.Fatalf("a pass after a membership change compared %d pairs and read %d; want %d compared, none read", compared, n, held)
 	}
 	// The periodic full pass, once RepairFullEvery has passed since the last scrub.
-	r.passMu.Lock()
-	r.fullAt = time.Now().Add(-r.cfg.RepairFullEvery - time.Minute)
-	r.scrubAt = r.fullAt
-	r.passMu.Unlock()
+	r.DueFull()
+	r.DueScrub()
 	if n := reads(func() { autoPass(t, lc, 0) }); n < held {
 		t.Fatalf("the periodic full pass read %d pairs, want every one of %d", n, held)
 	}
+}
+
+// heldPair is a (shard, series) pair a node holds.
+type heldPair struct {
+	ref store.ShardRef
+	key string
 }

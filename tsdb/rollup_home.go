@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/internal/netyield"
 	"github.com/tsdht/tsdht/rpc"
@@ -775,13 +777,13 @@ func (r *rollups) pullWindows(ctx context.Context, key string, wins []int64) ([]
 			starts = append(starts, q.Start(t))
 		}
 	}
-	spans, err := c.planRead(ctx, key, starts, math.MinInt64, math.MaxInt64)
+	spans, err := c.planRead(ctx, nil, key, starts, math.MinInt64, math.MaxInt64)
 	if err != nil {
 		return nil, err
 	}
 	type item struct{ shard, replica int }
 	answers := make([][]aggAnswer, len(spans))
-	batches := groupByPeer(func(yield func(dht.Peer, item) bool) {
+	batches := cluster.GroupByPeer(func(yield func(dht.Peer, item) bool) {
 		for i := range spans {
 			answers[i] = make([]aggAnswer, len(spans[i].replicas))
 			for j, p := range spans[i].replicas {
@@ -791,22 +793,22 @@ func (r *rollups) pullWindows(ctx context.Context, key string, wins []int64) ([]
 			}
 		}
 	}, maxPullShardsPerRequest, nil)
-	results := fanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout,
-		func(ctx context.Context, b *peerBatch[item]) (*wire.AggResp, error) {
-			req := &wire.AggReq{Every: qn, Shards: make([]wire.ShardAgg, len(b.items))}
-			for k, it := range b.items {
+	results := cluster.FanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout,
+		func(ctx context.Context, b *cluster.PeerBatch[item]) (*wire.AggResp, error) {
+			req := &wire.AggReq{Every: qn, Shards: make([]wire.ShardAgg, len(b.Items))}
+			for k, it := range b.Items {
 				s := &spans[it.shard]
 				req.Shards[k] = wire.ShardAgg{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to}
 			}
-			return c.replicas.For(b.peer).Agg(ctx, req)
+			return c.replicas.For(b.Peer).Agg(ctx, req)
 		})
 	for range batches {
 		res := <-results
-		if res.err != nil {
+		if res.Err != nil {
 			continue // that replica did not answer: its quanta may stay unsettled
 		}
-		for k, it := range res.batch.items {
-			answers[it.shard][it.replica] = aggAnswer{ok: true, res: res.resp.Shards[k], isData: true}
+		for k, it := range res.Batch.Items {
+			answers[it.shard][it.replica] = aggAnswer{ok: true, res: res.Resp.Shards[k], isData: true}
 		}
 	}
 	rq := c.cfg.ReadQuorum

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
@@ -16,13 +18,13 @@ import (
 
 // registerRollups serves the home side of rollups.
 func (n *Node) registerRollups(r *rollups) {
-	handle(n.srv, wire.MethodRollupMark, func(_ context.Context, req *wire.RollupMarkReq) (*wire.RollupMarkResp, error) {
+	cluster.Handle(n.srv, wire.MethodRollupMark, func(_ context.Context, req *wire.RollupMarkReq) (*wire.RollupMarkResp, error) {
 		if err := r.mark(req); err != nil {
 			return nil, err
 		}
 		return &wire.RollupMarkResp{}, nil
 	})
-	handle(n.srv, wire.MethodRollupRead, func(_ context.Context, req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
+	cluster.Handle(n.srv, wire.MethodRollupRead, func(_ context.Context, req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
 		return r.read(req)
 	})
 }

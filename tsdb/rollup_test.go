@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -346,7 +348,7 @@ func TestRollupFailuresNeverWrong(t *testing.T) {
 	producer := ""
 	q := lc.Nodes[0].cfg.DHT.Quantum
 	for s := q.Start(t0); s < q.Start(t0+day) && producer == ""; s += int64(q) {
-		for _, p := range lc.Nodes[0].DHT().ReplicaSet(shardRef(quanta.QFI, key, s).ID, 3) {
+		for _, p := range lc.Nodes[0].DHT().ReplicaSet(cluster.ShardRef(quanta.QFI, key, s).ID, 3) {
 			if !isHome[p.ID] {
 				producer = p.ID
 				break

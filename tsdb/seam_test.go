@@ -2,9 +2,14 @@ package tsdb
 
 import (
 	"context"
+	"github.com/tsdht/tsdht/tsdb/repair"
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/tsdb/replica"
+
+	"github.com/tsdht/tsdht/tsdb/cluster"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
@@ -28,14 +33,15 @@ func (f *fixedPlacement) Version() uint64            { return 1 }
 func (f *fixedPlacement) Subscribe() <-chan struct{} { return nil }
 
 // replicaMap resolves peers by ID to replicas the test built.
-type replicaMap map[string]Replica
+type replicaMap map[string]cluster.Replica
 
-func (m replicaMap) For(p dht.Peer) Replica { return m[p.ID] }
+func (m replicaMap) For(p dht.Peer) cluster.Replica { return m[p.ID] }
+func (m replicaMap) Local() cluster.Local           { return nil }
 
 // stallingReplica is a replica whose writes hang until their deadline while stalled is
 // open, as a replica behind a dead link would.
 type stallingReplica struct {
-	Replica
+	cluster.Replica
 	stalled chan struct{} // closed: writes go through
 }
 
@@ -68,8 +74,8 @@ func TestWriteQuorumWithStalledReplicaLeavesHint(t *testing.T) {
 	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 3, 2, 2
 	cfg.CallTimeout = 300 * time.Millisecond
 	logger := slog.New(slog.DiscardHandler)
-	local := func(st store.Store) *localReplica {
-		return &localReplica{store: st, quantum: cfg.DHT.Quantum, format: cfg.DHT.Format, stats: func() wire.NodeStats { return wire.NodeStats{} }}
+	local := func(st store.Store) *replica.Local {
+		return replica.New(replica.Config{Store: st, Quantum: cfg.DHT.Quantum, Format: cfg.DHT.Format, Stats: func() wire.NodeStats { return wire.NodeStats{} }})
 	}
 	selfStore, aStore, bStore, cStore := store.NewMem(), store.NewMem(), store.NewMem(), store.NewMem()
 	peer := func(id string) dht.Peer { return dht.Peer{ID: id, RPCAddr: id + ":1"} }
@@ -79,9 +85,8 @@ func TestWriteQuorumWithStalledReplicaLeavesHint(t *testing.T) {
 	place := &fixedPlacement{self: self, owners: []dht.Peer{a, b, c}}
 
 	types := newRegistry(place, replicas, &cfg, logger)
-	rep := newRepairer(&cfg, place, replicas, selfStore, selfStore, types, logger)
-	h := newHints(selfStore, cfg.MaxHintPoints, rep.Kick, logger)
-	rep.hints = h
+	rep := repair.NewRepairer(cfg.repairConfig(), place, replicas, selfStore, selfStore, types, logger)
+	h := rep.Hints()
 	coord := newCoordinator(&cfg, place, replicas, types, h, logger)
 
 	ctx := context.Background()
@@ -96,8 +101,8 @@ func TestWriteQuorumWithStalledReplicaLeavesHint(t *testing.T) {
 	if took := time.Since(began); took >= cfg.CallTimeout {
 		t.Errorf("the put took %v: it waited for the stalled replica (call timeout %v)", took, cfg.CallTimeout)
 	}
-	waitFor(t, 10*time.Second, "a hint for the stalled replica", func() bool { return h.points() == 300 })
-	ref := shardRef(cfg.DHT.Format, "pmu/stall", start)
+	waitFor(t, 10*time.Second, "a hint for the stalled replica", func() bool { return h.Points() == 300 })
+	ref := cluster.ShardRef(cfg.DHT.Format, "pmu/stall", start)
 	readAll := func(st store.Store) series.Points {
 		p, _, err := st.Read(ref, "pmu/stall", q.BeginNanos(start), q.EndNanos(start))
 		if err != nil {
@@ -126,7 +131,7 @@ func TestWriteQuorumWithStalledReplicaLeavesHint(t *testing.T) {
 
 	// The replica answers again: one pass delivers the hint and hands it off.
 	close(stalled.stalled)
-	if err := rep.pass(ctx, passFull); err != nil {
+	if err := rep.Pass(ctx, repair.PassFull); err != nil {
 		t.Fatal(err)
 	}
 	requireSame(t, pts, readAll(cStore))
@@ -134,7 +139,7 @@ func TestWriteQuorumWithStalledReplicaLeavesHint(t *testing.T) {
 		n := p.Len()
 		t.Fatalf("the coordinator still holds %d hinted points after the owners confirmed them", n)
 	}
-	if s := rep.stats(); s.PushedPoints != 300 || s.DroppedPairs != 1 || s.HintedPoints != 0 {
+	if s := rep.Stats(); s.PushedPoints != 300 || s.DroppedPairs != 1 || s.HintedPoints != 0 {
 		t.Fatalf("repair stats %+v: want 300 points pushed, 1 pair handed off, none hinted", s)
 	}
 }

@@ -3,11 +3,14 @@ package tsdb
 import (
 	"context"
 	"fmt"
+	"github.com/tsdht/tsdht/tsdb/repair"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/tsdb/cluster"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -114,7 +117,7 @@ func pushedPoints(lc *LocalCluster) int64 {
 	var n int64
 	for _, node := range lc.Nodes {
 		if node != nil && node.repair != nil {
-			n += node.repair.stats().PushedPoints
+			n += node.repair.Stats().PushedPoints
 		}
 	}
 	return n
@@ -126,12 +129,12 @@ func nodeIDOf(cfg Config) string {
 	if err != nil {
 		panic(err)
 	}
-	return nodeID(dht.NewPeer(id, ""))
+	return cluster.NodeID(dht.NewPeer(id, ""))
 }
 
-func memberState(n *Node, id string) string {
+func memberState(n *Node, id string) dht.MemberState {
 	for _, m := range n.DHT().Members() {
-		if nodeID(m.Peer) == id {
+		if cluster.NodeID(m.Peer) == id {
 			return m.State
 		}
 	}
@@ -244,7 +247,7 @@ func TestRepairRefetchesDamagedPair(t *testing.T) {
 	}
 	q := cfg.DHT.Quantum
 	bad := 0
-	if err := n.Store().(Walker).Pairs(func(ref store.ShardRef, key string) bool {
+	if err := n.Store().(repair.Walker).Pairs(func(ref store.ShardRef, key string) bool {
 		if _, _, err := n.Store().Read(ref, key, q.BeginNanos(ref.Start), q.EndNanos(ref.Start)); err != nil {
 			bad++
 		}

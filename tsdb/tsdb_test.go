@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -103,7 +105,7 @@ func TestReadMergesPointsOnlyAFartherReplicaHolds(t *testing.T) {
 	q := quanta.Quantum(10)
 	extra := t0 + 1
 	start := q.Start(extra)
-	ref := shardRef(lc.Nodes[0].cfg.DHT.Format, "s", start)
+	ref := cluster.ShardRef(lc.Nodes[0].cfg.DHT.Format, "s", start)
 	replicas := lc.Nodes[0].DHT().ReplicaSet(ref.ID, 3)
 	var one series.Points
 	one.AppendFloat(extra, 42)
@@ -111,7 +113,7 @@ func TestReadMergesPointsOnlyAFartherReplicaHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	late := t0 + 200*int64(time.Second)
-	lref := shardRef(lc.Nodes[0].cfg.DHT.Format, "s", q.Start(late))
+	lref := cluster.ShardRef(lc.Nodes[0].cfg.DHT.Format, "s", q.Start(late))
 	lrep := lc.Nodes[0].DHT().ReplicaSet(lref.ID, 3)
 	var two series.Points
 	two.AppendFloat(late, 7)
@@ -263,7 +265,7 @@ func TestReadSettlesReplicasThatChangeMidRead(t *testing.T) {
 			t.Fatal("the three replicas never all held the write")
 		}
 	}
-	ref := shardRef(lc.Nodes[0].cfg.DHT.Format, "s", start)
+	ref := cluster.ShardRef(lc.Nodes[0].cfg.DHT.Format, "s", start)
 	byID := map[string]int{}
 	for i, n := range lc.Nodes {
 		byID[n.DHT().Self().ID] = i
@@ -305,7 +307,7 @@ func TestReplicaAnswersPackedOnlyWhenAsked(t *testing.T) {
 	if _, err := n.Coordinator().Put(ctx, "s", pts, PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ref := shardRef(n.cfg.DHT.Format, "s", start)
+	ref := cluster.ShardRef(n.cfg.DHT.Format, "s", start)
 	cli := rpc.NewClient(rpc.NewTCPTransport(), rpc.Config{})
 	defer cli.Close()
 	read := func(packed bool) wire.ShardResult {

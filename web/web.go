@@ -173,7 +173,7 @@ func (h *handler) cluster(w http.ResponseWriter, r *http.Request) {
 	}
 	var out Cluster
 	for _, n := range nodes {
-		if n.State == "alive" {
+		if n.Alive() {
 			out.Live++
 		}
 		if n.Reachable && n.RF > out.RF {
@@ -181,7 +181,7 @@ func (h *handler) cluster(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for _, n := range nodes {
-		m := Member{NodeID: n.NodeID, RPC: n.RPCAddr, State: n.State, Reachable: n.Reachable, Error: n.Error,
+		m := Member{NodeID: n.NodeID, RPC: n.RPCAddr, State: string(n.State), Reachable: n.Reachable, Error: n.Error,
 			Shards: n.Shards, Series: n.Series, Points: n.Points, Under: n.Repair.UnderReplicated, DiskBytes: n.DiskBytes}
 		if out.RF > 0 && out.Live < out.RF {
 			m.Under = int64(n.Shards) // every pair has fewer than rf copies
@@ -308,85 +308,39 @@ func (h *handler) agg(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// reducePoints reads the range a window of whole buckets at a time, reducing each before
-// the next, so a week of 60 Hz data costs one window of points in memory, not the week.
+// reducePoints reads the range a window of whole buckets at a time, reducing each to its
+// buckets' partial aggregates (tsdb/agg) before the next, so a week of 60 Hz data costs
+// one window of points in memory, not the week. The pages end on bucket boundaries: no
+// bucket is split between two.
 func (h *handler) reducePoints(ctx context.Context, acc *reducer, key string, from, to, every int64) error {
-	win := (int64(h.cfg.Window) + every - 1) / every * every
-	for lo := bucketOf(from, every) * every; lo < to; lo += win {
-		l, hi := max(lo, from), min(lo+win, to)
-		if lo+win < lo { // overflow near the end of time
-			hi = to
-		}
-		res, err := h.b.Get(ctx, key, l, hi, wire.GetOptions{AllowPartial: true})
+	perPage := max(1, (int64(h.cfg.Window)+every-1)/every)
+	var ws []agg.Window
+	for lo := from; lo < to; {
+		hi := agg.PageEnd(lo, to, every, perPage)
+		res, err := h.b.Get(ctx, key, lo, hi, wire.GetOptions{AllowPartial: true})
 		if err != nil {
 			return err
 		}
-		acc.add(&res.Points)
+		ws = agg.AppendWindows(ws[:0], &res.Points, lo, hi, every)
+		acc.addWindows(res.Points.Type, ws)
 		acc.a.Partial = acc.a.Partial || res.Partial
+		lo = hi
 	}
 	return nil
 }
 
-// bucketOf returns the bucket of t: buckets are [k·every, (k+1)·every), aligned to
-// multiples of every since the epoch as the replicas' windows are (flooring toward −∞).
-func bucketOf(t, every int64) int64 {
-	b := t / every
-	if t%every < 0 {
-		b--
-	}
-	return b
-}
-
-// reducer folds points, in time order, into buckets of width every from from: min, max
-// and mean of each non-empty one; NaN and ±Inf are left out. Strings have no numbers:
-// only their counts.
+// reducer gathers buckets of width every, in time order: min, max and mean of each
+// non-empty one. Strings have no numbers: only their counts.
 type reducer struct {
-	a    Agg
-	cur  int64 // bucket of the last point added
-	open bool  // cur is being filled from points: its mean is sum / count when closed
-	sum  float64
+	a Agg
 }
 
 func newReducer(key string, from, to, every int64) *reducer {
 	return &reducer{a: Agg{Series: key, From: from, To: to, Every: every}}
 }
 
-func (r *reducer) add(p *series.Points) {
-	a := &r.a
-	if p.Len() > 0 {
-		a.Type = p.Type.String()
-	}
-	a.Points += p.Len()
-	for i, t := range p.T {
-		b := bucketOf(t, a.Every)
-		var v float64
-		switch p.Type {
-		case series.Float:
-			v = p.F[i]
-		case series.Int:
-			v = float64(p.I[i])
-		}
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			continue // JSON has no NaN; the band shows the finite values
-		}
-		if !r.open || b != r.cur {
-			r.close()
-			r.cur, r.sum, r.open = b, 0, true
-			a.T = append(a.T, b*a.Every)
-			a.Min = append(a.Min, v)
-			a.Max = append(a.Max, v)
-			a.Mean = append(a.Mean, 0)
-			a.Count = append(a.Count, 0)
-		}
-		k := len(a.T) - 1
-		a.Count[k]++
-		r.sum += v
-		a.Min[k] = math.Min(a.Min[k], v)
-		a.Max[k] = math.Max(a.Max[k], v)
-	}
-}
-
-// addWindows appends the replicas' aggregates of consecutive windows.
+// addWindows appends the aggregates of consecutive windows. A window holding NaN or ±Inf
+// shows 0s: JSON has neither.
 func (r *reducer) addWindows(typ series.Type, ws []agg.Window) {
 	a := &r.a
 	if len(ws) > 0 {
@@ -408,20 +362,11 @@ func (r *reducer) addWindows(typ series.Type, ws []agg.Window) {
 		a.Mean = append(a.Mean, mean)
 		a.Count = append(a.Count, int(p.Count))
 	}
-	r.open = false
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
-// close sets the mean of the bucket being filled from points, if any.
-func (r *reducer) close() {
-	if k := len(r.a.T) - 1; r.open && k >= 0 {
-		r.a.Mean[k] = r.sum / float64(r.a.Count[k])
-	}
-}
-
 func (r *reducer) done() Agg {
-	r.close()
 	if r.a.Type == "" {
 		r.a.Type = "unknown"
 	}

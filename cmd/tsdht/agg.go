@@ -30,13 +30,13 @@ func rangeFlags() []cli.Flag {
 // parseRange reads --from and --to against one now.
 func parseRange(c *cli.Context, now time.Time) (from, to int64, err error) {
 	if from, err = parseTimeFlag(c.String("from"), now); err != nil {
-		return 0, 0, fmt.Errorf("--from: %w", err)
+		return 0, 0, badFlag("--from: %w", err)
 	}
 	if to, err = parseTimeFlag(c.String("to"), now); err != nil {
-		return 0, 0, fmt.Errorf("--to: %w", err)
+		return 0, 0, badFlag("--to: %w", err)
 	}
 	if from > to {
-		return 0, 0, fmt.Errorf("--from %d is after --to %d: ranges are [from, to)", from, to)
+		return 0, 0, badFlag("--from %d is after --to %d: ranges are [from, to)", from, to)
 	}
 	return from, to, nil
 }
@@ -97,15 +97,15 @@ func runAgg(c *cli.Context) error {
 	}
 	every, err := parseWidth(c.String("every"))
 	if err != nil {
-		return fmt.Errorf("--every: %w", err)
+		return badFlag("--every: %w", err)
 	}
 	fns, err := agg.ParseFns(c.String("fn"))
 	if err != nil {
-		return fmt.Errorf("--fn: %w", err)
+		return badFlag("--fn: %w", err)
 	}
 	format := c.String("format")
 	if format != "csv" && format != "json" {
-		return fmt.Errorf("--format %q: want csv or json", format)
+		return badFlag("--format %q: want csv or json", format)
 	}
 	client, err := dialCluster(c)
 	if err != nil {

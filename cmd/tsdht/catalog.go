@@ -36,7 +36,7 @@ func seriesCommand() *cli.Command {
 func matchTags(c *cli.Context) ([]catalog.Tag, error) {
 	tags, err := catalog.ParseTags(c.StringSlice("match")...)
 	if err != nil {
-		return nil, fmt.Errorf("--match: %w", err)
+		return nil, badFlag("--match: %w", err)
 	}
 	return tags, nil
 }
@@ -48,7 +48,7 @@ func runSeries(c *cli.Context) error {
 	}
 	format := c.String("format")
 	if format != "csv" && format != "json" {
-		return fmt.Errorf("--format %q: want csv or json", format)
+		return badFlag("--format %q: want csv or json", format)
 	}
 	cl, err := dialCluster(c)
 	if err != nil {
@@ -110,7 +110,7 @@ func runMeta(c *cli.Context) error {
 	}
 	if req.SetTags {
 		if _, err := catalog.ParseTags(req.Tags...); err != nil {
-			return fmt.Errorf("--tag: %w", err)
+			return badFlag("--tag: %w", err)
 		}
 	}
 	cl, err := dialCluster(c)
@@ -164,14 +164,14 @@ func runDelete(c *cli.Context) error {
 	}
 	from, err := parseTime(c.String("from"))
 	if err != nil {
-		return fmt.Errorf("--from: %w", err)
+		return badFlag("--from: %w", err)
 	}
 	to, err := parseTime(c.String("to"))
 	if err != nil {
-		return fmt.Errorf("--to: %w", err)
+		return badFlag("--to: %w", err)
 	}
 	if from >= to {
-		return fmt.Errorf("--from %d is not before --to %d: ranges are [from, to)", from, to)
+		return badFlag("--from %d is not before --to %d: ranges are [from, to)", from, to)
 	}
 	n, err := cl.Delete(c.Context, key, from, to)
 	if err != nil {

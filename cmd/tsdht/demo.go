@@ -1,16 +1,16 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"math"
 	"math/rand"
 	"os"
-	"sort"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/tsdht/tsdht/internal/latency"
+	"github.com/tsdht/tsdht/internal/localcluster"
+	"github.com/tsdht/tsdht/internal/pmuplay"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -34,38 +34,6 @@ func demoCommand() *cli.Command {
 	}
 }
 
-// pmuChannels are the series a simulated phasor measurement unit writes.
-var pmuChannels = []string{"freq", "vmag", "vang", "iang"}
-
-// pmu plays a 60 Hz phasor measurement unit: frequency near 60 Hz with small noise, a
-// voltage magnitude with noise in the fifth significant digit, slowly drifting angles.
-type pmu struct {
-	name string
-	rnd  *rand.Rand
-	t0   int64
-}
-
-func (p *pmu) samples(n int) map[string]series.Points {
-	out := make(map[string]series.Points, len(pmuChannels))
-	period := int64(time.Second) / 60
-	for i := 0; i < n; i++ {
-		t := p.t0 + int64(i)*period + p.rnd.Int63n(2000) // a few µs of timestamp jitter
-		sec := float64(i) / 60
-		add := func(ch string, v float64) {
-			pts := out[ch]
-			pts.AppendFloat(t, v)
-			out[ch] = pts
-		}
-		add("freq", 60+0.002*p.rnd.NormFloat64())
-		add("vmag", 1.0+0.00002*p.rnd.NormFloat64())
-		add("vang", math.Mod(0.5*sec+0.01*p.rnd.NormFloat64(), 360)-180)
-		add("iang", math.Mod(0.5*sec-30+0.02*p.rnd.NormFloat64(), 360)-180)
-	}
-	return out
-}
-
-func (p *pmu) key(ch string) string { return p.name + "/" + ch }
-
 func runDemo(c *cli.Context) error {
 	nodes, rf := c.Int("nodes"), c.Int("rf")
 	if nodes < 1 || rf < 1 || rf > tsdb.MaxRF {
@@ -76,8 +44,8 @@ func runDemo(c *cli.Context) error {
 		return fmt.Errorf("--history %v: at least 150s, the longest span the demo reads", history)
 	}
 	n := int(history / time.Second * 60)
-	if k := c.String("store"); k != "disk" && k != "memory" {
-		return fmt.Errorf("--store %q: want disk or memory", k)
+	if err := localcluster.CheckKind(c.String("store")); err != nil {
+		return err
 	}
 	mode, err := store.ParseSyncMode(c.String("sync"))
 	if err != nil {
@@ -88,7 +56,7 @@ func runDemo(c *cli.Context) error {
 		storeDesc = "pebble store, --sync " + mode.String()
 	}
 	fmt.Printf("tsdht demo: %d nodes on loopback (real TCP, real gossip, %s), rf %d, quantum %v\n", nodes, storeDesc, rf, quanta.DefaultQuantum)
-	fmt.Printf("a PMU plays %v of 60 Hz history on %d channels (%d points each)\n\n", history, len(pmuChannels), n)
+	fmt.Printf("a PMU plays %v of 60 Hz history on %d channels (%d points each)\n\n", history, len(pmuplay.Channels), n)
 
 	type row struct {
 		format          string
@@ -101,15 +69,11 @@ func runDemo(c *cli.Context) error {
 	}
 	var rows []row
 	for _, f := range []quanta.Format{quanta.QFI, quanta.KFI} {
-		stores := localStores{kind: c.String("store"), sync: mode}
-		cl, err := tsdb.StartLocal(c.Context, nodes, "", func(_ int, cfg *tsdb.Config) {
-			cfg.RF = rf
-			cfg.DHT.Format = f
-			stores.open(cfg)
-		})
-		if err == nil && stores.err != nil {
-			err = errors.Join(cl.Close(), stores.err)
-		}
+		cl, err := localcluster.Start(c.Context, nodes, "", localcluster.Stores{Kind: c.String("store"), Sync: mode},
+			func(_ int, cfg *tsdb.Config) {
+				cfg.RF = rf
+				cfg.DHT.Format = f
+			})
 		if err != nil {
 			return err
 		}
@@ -129,20 +93,20 @@ func runDemo(c *cli.Context) error {
 
 			// Play the history in one-second batches, as a PMU concentrator would stream it.
 			now := time.Now().UnixNano()
-			p := &pmu{name: "pmu1", rnd: rand.New(rand.NewSource(1)), t0: now - int64(history) - 3_333_333}
-			data := p.samples(n)
-			fmt.Fprintf(os.Stderr, "[%s] writing %d points in 1 s batches…\n", f, n*len(pmuChannels))
+			p := &pmuplay.PMU{Name: "pmu1", Rnd: rand.New(rand.NewSource(1)), T0: now - int64(history) - 3_333_333}
+			data := p.Samples(n)
+			fmt.Fprintf(os.Stderr, "[%s] writing %d points in 1 s batches…\n", f, n*len(pmuplay.Channels))
 			start := time.Now()
 			for lo := 0; lo < n; lo += 60 {
-				for _, ch := range pmuChannels {
+				for _, ch := range pmuplay.Channels {
 					pts := data[ch]
 					b := pts.Slice(lo, min(lo+60, n))
-					if _, err := writer.Put(c.Context, p.key(ch), b, tsdb.PutOptions{}); err != nil {
+					if _, err := writer.Put(c.Context, p.Key(ch), b, tsdb.PutOptions{}); err != nil {
 						return err
 					}
 				}
 			}
-			r.ingestDur, r.ingestPts = time.Since(start), n*len(pmuChannels)
+			r.ingestDur, r.ingestPts = time.Since(start), n*len(pmuplay.Channels)
 
 			// Table I: single-point writes, one after another, as the paper measured.
 			fmt.Fprintf(os.Stderr, "[%s] %d single-point writes…\n", f, c.Int("writes"))
@@ -166,13 +130,13 @@ func runDemo(c *cli.Context) error {
 				got := 0
 				for i := 0; i < c.Int("reads"); i++ {
 					t0 := time.Now()
-					res, err := reader.Get(c.Context, p.key("vang"), from, end, tsdb.GetOptions{})
+					res, err := reader.Get(c.Context, p.Key("vang"), from, end, tsdb.GetOptions{})
 					if err != nil {
 						return err
 					}
 					lat = append(lat, time.Since(t0))
 					got = res.Points.Len()
-					if err := samePoints(&want, &res.Points); err != nil {
+					if err := pmuplay.SamePoints(&want, &res.Points); err != nil {
 						return fmt.Errorf("[%s] %d s read: %w", f, span, err)
 					}
 				}
@@ -199,47 +163,16 @@ func runDemo(c *cli.Context) error {
 	fmt.Printf("\nTable I — single-point write, ms (rf %d; the paper's 18 BeagleBones in brackets)\n", rf)
 	fmt.Printf("  %-6s %9s %9s %9s   %s\n", "format", "mean", "p50", "p99", "paper ms")
 	for _, r := range rows {
-		fmt.Printf("  %-6s %9.3f %9.3f %9.3f   [%s]\n", r.format, ms(mean(r.single)), ms(pct(r.single, 50)), ms(pct(r.single, 99)), paperWrite[r.format])
+		fmt.Printf("  %-6s %9.3f %9.3f %9.3f   [%s]\n", r.format, latency.Ms(latency.Mean(r.single)), latency.Ms(latency.Pct(r.single, 50)), latency.Ms(latency.Pct(r.single, 99)), paperWrite[r.format])
 	}
 	fmt.Printf("\nTable II — read of the latest history from another node, trimmed exactly\n")
 	fmt.Printf("  %-6s %6s %8s %8s %9s %9s %9s   %s\n", "format", "span", "points", "asked", "mean ms", "p50 ms", "p99 ms", "paper s")
 	for _, r := range rows {
 		for i, span := range r.spans {
 			fmt.Printf("  %-6s %5ds %8d %8d %9.3f %9.3f %9.3f   [%s]\n", r.format, span, r.counts[i], r.expects[i],
-				ms(mean(r.reads[i])), ms(pct(r.reads[i], 50)), ms(pct(r.reads[i], 99)), paperRead[r.format][i])
+				latency.Ms(latency.Mean(r.reads[i])), latency.Ms(latency.Pct(r.reads[i], 50)), latency.Ms(latency.Pct(r.reads[i], 99)), paperRead[r.format][i])
 		}
 	}
 	fmt.Printf("\nEvery read returned exactly the points written in its range (checked value by value).\n")
 	return nil
-}
-
-func samePoints(want, got *series.Points) error {
-	if want.Len() != got.Len() {
-		return fmt.Errorf("got %d points, want %d", got.Len(), want.Len())
-	}
-	for i := range want.T {
-		if want.T[i] != got.T[i] || !want.Equal(i, got, i) {
-			return fmt.Errorf("point %d: got %d,%s want %d,%s", i, got.T[i], got.Value(i), want.T[i], want.Value(i))
-		}
-	}
-	return nil
-}
-
-func ms(d time.Duration) float64 { return float64(d) / 1e6 }
-
-func mean(ds []time.Duration) time.Duration {
-	var s time.Duration
-	for _, d := range ds {
-		s += d
-	}
-	return s / time.Duration(max(1, len(ds)))
-}
-
-func pct(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[min(len(s)-1, len(s)*p/100)]
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tsdht/tsdht/clusterkey"
+	"github.com/tsdht/tsdht/internal/cliflag"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/client"
@@ -28,11 +29,11 @@ var seriesFlag = &cli.StringFlag{
 	Required: true,
 }
 
-var timeoutFlag = &cli.DurationFlag{
-	Name:  "timeout",
-	Value: 30 * time.Second,
-	Usage: "how long one request to the cluster may take",
-}
+// timeoutFlag and splitAddrs are shared with tsdht-bench, which takes the same flags.
+var (
+	timeoutFlag = cliflag.Timeout
+	splitAddrs  = cliflag.SplitAddrs
+)
 
 var clusterKeyFlag = &cli.StringFlag{
 	Name:    "cluster-key-file",
@@ -53,16 +54,6 @@ func clusterKey(c *cli.Context) (clusterkey.Ring, error) {
 	return ring, nil
 }
 
-func splitAddrs(s string) []string {
-	var out []string
-	for _, a := range strings.Split(s, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
 // dialCluster returns a thin client of the --cluster nodes.
 func dialCluster(c *cli.Context) (*client.Client, error) {
 	addrs := splitAddrs(c.String("cluster"))
@@ -76,7 +67,7 @@ func dialCluster(c *cli.Context) (*client.Client, error) {
 func seriesKey(c *cli.Context) (string, error) {
 	key := c.String("series")
 	if err := series.ValidateKey(key); err != nil {
-		return "", fmt.Errorf("--series: %w", err)
+		return "", badFlag("--series: %w", err)
 	}
 	return key, nil
 }

@@ -51,11 +51,11 @@ func runGet(c *cli.Context) error {
 	now := time.Now()
 	from, err := parseTimeFlag(c.String("from"), now)
 	if err != nil {
-		return fmt.Errorf("--from: %w", err)
+		return badFlag("--from: %w", err)
 	}
 	to, err := parseTimeFlag(c.String("to"), now)
 	if err != nil {
-		return fmt.Errorf("--to: %w", err)
+		return badFlag("--to: %w", err)
 	}
 	if from > to {
 		return usagef(c, "--from %d is after --to %d: ranges are [from, to)", from, to)

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -311,20 +310,8 @@ remote_write:
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var log testutil.SyncBuffer
-	cmd := exec.Command(prom, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+webAddr)
-	cmd.Stdout, cmd.Stderr = &log, &log
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("prometheus log:\n%s", log.String())
-		}
-	})
+	testutil.StartLogged(t, "prometheus", exec.Command(prom, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+webAddr))
 	key := fmt.Sprintf(`up{instance=%q,job="tsdht"}`, addr)
 	read := func(series string) []point {
 		out, errOut, code := c.Run("", "get", "--cluster", c.Nodes[0].RPC, "--series", series,

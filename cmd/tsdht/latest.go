@@ -40,19 +40,19 @@ func runLatest(c *cli.Context) error {
 	var keys []string
 	for _, k := range strings.Split(c.String("series"), ",") {
 		if err := series.ValidateKey(k); err != nil {
-			return fmt.Errorf("--series: %w", err)
+			return badFlag("--series: %w", err)
 		}
 		keys = append(keys, k)
 	}
 	before, err := parseTimeFlag(c.String("at"), time.Now())
 	if err != nil {
-		return fmt.Errorf("--at: %w", err)
+		return badFlag("--at: %w", err)
 	}
 	since := int64(math.MinInt64)
 	if lb := c.String("lookback"); lb != "" {
 		back, err := parseWidth(lb)
 		if err != nil {
-			return fmt.Errorf("--lookback: %w", err)
+			return badFlag("--lookback: %w", err)
 		}
 		if before > math.MinInt64+back {
 			since = before - back
@@ -128,11 +128,11 @@ func runCompleteness(c *cli.Context) error {
 	}
 	q := c.Duration("quantum")
 	if q < time.Second || q%time.Second != 0 {
-		return fmt.Errorf("--quantum %v: want whole seconds, at least 1s (the cluster's quantum)", q)
+		return badFlag("--quantum %v: want whole seconds, at least 1s (the cluster's quantum)", q)
 	}
 	rate := c.Float64("rate")
 	if rate < 0 || math.IsNaN(rate) || math.IsInf(rate, 0) {
-		return fmt.Errorf("--rate %v: want a positive rate in Hz", rate)
+		return badFlag("--rate %v: want a positive rate in Hz", rate)
 	}
 	client, err := dialCluster(c)
 	if err != nil {

@@ -33,7 +33,7 @@ func main() {
 			keygenCommand(),
 			tokenCommand(),
 			demoCommand(),
-			benchCommand(),
+			benchMovedCommand(),
 			pmuCommand(),
 			versionCommand(),
 		},

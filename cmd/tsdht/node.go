@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -17,6 +16,15 @@ import (
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/store"
 )
+
+// The node's flag defaults are the library's, read rather than retyped, so that a node
+// started from the command line and one embedded with tsdb.Start behave alike.
+var (
+	libConfig = tsdb.DefaultConfig()
+	libStore  = store.DefaultPebbleOptions()
+)
+
+const mib = 1 << 20
 
 func nodeCommand() *cli.Command {
 	return &cli.Command{
@@ -27,33 +35,33 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "gossip", Required: true, Usage: "HOST:PORT for membership gossip (UDP and TCP); with --routing kademlia, the bootstrap handshake alone (TCP)"},
 			&cli.StringFlag{Name: "join", Usage: "gossip addresses of seed nodes, HOST:PORT[,HOST:PORT…]"},
 			&cli.StringFlag{Name: "data", Required: true, Usage: "data directory: the node's identity and shards"},
-			&cli.IntFlag{Name: "rf", Value: 3, Usage: "replication factor 1..7"},
+			&cli.IntFlag{Name: "rf", Value: libConfig.RF, Usage: "replication factor 1..7"},
 			quantumFlag(),
 			idFormatFlag(),
 			routingFlag(),
-			&cli.IntFlag{Name: "bucket-size", Value: dht.DefaultLANConfig().BucketSize, Usage: "Kademlia's k: peers per routing-table bucket, and the least a lookup converges on (1..128)"},
+			&cli.IntFlag{Name: "bucket-size", Value: libConfig.DHT.BucketSize, Usage: "Kademlia's k: peers per routing-table bucket, and the least a lookup converges on (1..128)"},
 			&cli.IntFlag{Name: "write-quorum", Usage: "replicas that must store a shard before a write succeeds (default: majority of rf)"},
 			&cli.IntFlag{Name: "read-quorum", Usage: "replicas that must agree a shard is empty (default: majority of rf)"},
 			&cli.BoolFlag{Name: "read-quorum-only", Usage: "reads ask a read quorum of each shard's replicas, chosen to ask few nodes, not all of them: fewer nodes per read; points that reached fewer replicas than the write quorum may be missed until repair (go doc ./tsdb Config.ReadQuorumOnly)"},
-			&cli.DurationFlag{Name: "max-future", Value: 10 * time.Minute, Usage: "refuse points stamped further than this ahead of the node's clock"},
-			&cli.StringFlag{Name: "sync", Value: "always", Usage: "durability of an acknowledged write: always (fsync before ack, group commit), batch (fsync every --sync-interval), none (no fsync: a crash can lose recent writes)"},
-			&cli.DurationFlag{Name: "sync-interval", Value: 100 * time.Millisecond, Usage: "with --sync batch: the most writing time a power cut can lose"},
+			&cli.DurationFlag{Name: "max-future", Value: libConfig.MaxFuture, Usage: "refuse points stamped further than this ahead of the node's clock"},
+			&cli.StringFlag{Name: "sync", Value: libStore.Sync.String(), Usage: "durability of an acknowledged write: always (fsync before ack, group commit), batch (fsync every --sync-interval), none (no fsync: a crash can lose recent writes)"},
+			&cli.DurationFlag{Name: "sync-interval", Value: libStore.SyncInterval, Usage: "with --sync batch: the most writing time a power cut can lose"},
 			&cli.StringFlag{Name: "store", Value: "disk", Usage: "disk (pebble under --data) or memory (lost on exit, like the paper's prototype)"},
-			&cli.Int64Flag{Name: "cache-mb", Value: 8, Usage: "block cache of the disk store, MiB (8 keeps a node ingesting 2,400 points/s at 51–55 MiB RSS; 16 reached 67–80)"},
-			&cli.Int64Flag{Name: "hot-mb", Value: 4, Usage: "hot tier: decoded recent chunks kept in RAM, MiB"},
+			&cli.Int64Flag{Name: "cache-mb", Value: libStore.CacheSize / mib, Usage: "block cache of the disk store, MiB (docs/deployment.md sizes it for a 512 MB board)"},
+			&cli.Int64Flag{Name: "hot-mb", Value: libStore.HotCacheSize / mib, Usage: "hot tier: decoded recent chunks kept in RAM, MiB"},
 			&cli.StringFlag{Name: "retention", Value: "0", Usage: "drop quanta that ended longer ago than this (a Go duration or days: 720h, 30d, 7d12h) and refuse writes into them; 0 keeps everything"},
-			&cli.StringFlag{Name: "max-disk", Value: "0", Usage: "disk budget of the store (512MB, 2GB, 1.5GiB or bytes; MB = 10^6, MiB = 2^20): over it the oldest quanta are dropped; 0 is unlimited. Pebble's WAL takes ~10-20 MiB of it"},
+			&cli.StringFlag{Name: "max-disk", Value: "0", Usage: "disk budget of the store (512MB, 2GB, 1.5GiB or bytes; MB = 10^6, MiB = 2^20): over it the oldest quanta are dropped; 0 is unlimited; pebble's WAL counts toward it"},
 			&cli.BoolFlag{Name: "rollups", Usage: "keep 1-minute, 1-hour and 1-day rollups of the series this node is a registry replica of and answer aggregates from them where they are exact (docs/rollups.md); the same on every node"},
 			&cli.StringFlag{Name: "rollup-retention", Usage: "how long the rollup levels are kept, one duration per level (1 minute, 1 hour, 1 day), comma-separated, 0 = forever; independent of --retention, so rollups can answer for raw data already dropped (default 90d,0,0)"},
-			&cli.DurationFlag{Name: "repair-interval", Value: 10 * time.Minute, Usage: "how often (±25%) the node compares every shard it holds with its owners; membership changes start a pass at once"},
-			&cli.Float64Flag{Name: "repair-rate", Value: 4, Usage: "MB/s of repair and hand-off work (points read and pushed, 12 bytes a point); 0 = unbounded"},
-			&cli.DurationFlag{Name: "handoff-timeout", Value: 30 * time.Second, Usage: "how long a decommission asked without a deadline may spend handing the shards off (SIGTERM keeps the data and hands nothing off)"},
-			&cli.DurationFlag{Name: "down-grace", Value: 10 * time.Minute, Usage: "how long the others keep a node that stopped on purpose (SIGTERM: a restart, an upgrade) as an owner of its shards, holding hints for it, before they copy its shards elsewhere; the same on every node"},
+			&cli.DurationFlag{Name: "repair-interval", Value: libConfig.RepairInterval, Usage: "how often (±25%) the node compares every shard it holds with its owners; membership changes start a pass at once"},
+			&cli.Float64Flag{Name: "repair-rate", Value: float64(libConfig.RepairRate) / mib, Usage: "MiB/s of repair and hand-off work (points read and pushed, 12 bytes a point); 0 = unbounded"},
+			&cli.DurationFlag{Name: "handoff-timeout", Value: libConfig.HandoffTimeout, Usage: "how long a decommission asked without a deadline may spend handing the shards off (SIGTERM keeps the data and hands nothing off)"},
+			&cli.DurationFlag{Name: "down-grace", Value: libConfig.DHT.DownGrace, Usage: "how long the others keep a node that stopped on purpose (SIGTERM: a restart, an upgrade) as an owner of its shards, holding hints for it, before they copy its shards elsewhere; the same on every node"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "least level logged: debug, info, warn or error"},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log records as text (key=value) or json, one per line on stderr"},
 			&cli.StringFlag{Name: "http", Usage: "HOST:PORT to serve the HTTP API on (InfluxDB 1.x /write and /query, Prometheus /api/v1/write, /metrics, /health, /ready) and the node's web page at /; off when not given"},
 			clusterKeyFlag,
-			&cli.StringFlag{Name: "disk-reserve", Value: "64MiB", Usage: "free space kept on the data filesystem for the storage engine: writes are refused as \"disk full\" below it; 0 disables the check"},
+			&cli.StringFlag{Name: "disk-reserve", DefaultText: "the store's: 64MiB, or 16 memtables if more", Usage: "free space kept on the data filesystem for the storage engine (512MB, 1GiB or bytes): writes are refused as \"disk full\" below it; 0 disables the check"},
 		},
 		Action: runNode,
 	}
@@ -64,46 +72,15 @@ func runNode(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg := tsdb.DefaultConfig()
-	q, err := quanta.NewQuantum(c.Duration("quantum"))
+	cfg, err := nodeConfig(c)
 	if err != nil {
-		return fmt.Errorf("--quantum: %w", err)
-	}
-	f, err := quanta.ParseFormat(c.String("id-format"))
-	if err != nil {
-		return fmt.Errorf("--id-format: %w", err)
-	}
-	routing, err := dht.ParseRouting(c.String("routing"))
-	if err != nil {
-		return fmt.Errorf("--routing: %w", err)
+		return err
 	}
 	dir := c.String("data")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--data: %w", err)
 	}
 	cfg.DHT.DataDir = dir
-	cfg.DHT.GossipAddr = c.String("gossip")
-	cfg.DHT.Join = splitAddrs(c.String("join"))
-	cfg.DHT.Quantum = q
-	cfg.DHT.Format = f
-	cfg.DHT.Routing = routing
-	cfg.DHT.BucketSize = c.Int("bucket-size")
-	cfg.RPCBind = c.String("rpc")
-	cfg.DHT.RPCAddr = c.String("rpc")
-	cfg.RF = c.Int("rf")
-	cfg.WriteQuorum = c.Int("write-quorum")
-	cfg.ReadQuorum = c.Int("read-quorum")
-	cfg.ReadQuorumOnly = c.Bool("read-quorum-only")
-	cfg.MaxFuture = c.Duration("max-future")
-	cfg.RepairInterval = c.Duration("repair-interval")
-	cfg.Rollups.Enabled = c.Bool("rollups")
-	if cfg.Rollups.Retention, err = parseRollupRetention(c.String("rollup-retention")); err != nil {
-		return err
-	}
-	cfg.RepairRate = int64(c.Float64("repair-rate") * 1e6)
-	cfg.RepairUnthrottled = c.Float64("repair-rate") == 0
-	cfg.HandoffTimeout = c.Duration("handoff-timeout")
-	cfg.DHT.DownGrace = c.Duration("down-grace")
 	cfg.Logger = logger
 	ring, err := clusterKey(c)
 	if err != nil {
@@ -118,7 +95,7 @@ func runNode(c *cli.Context) error {
 		return err
 	}
 	self := dht.NewPeer(id, "")
-	st, err := openStore(c, dir, q, logger.With("node", hex.EncodeToString(self.Key[:])))
+	st, err := openStore(c, dir, cfg.DHT.Quantum, logger.With("node", hex.EncodeToString(self.Key[:])))
 	if err != nil {
 		return dirInUse(dir, err)
 	}
@@ -134,8 +111,8 @@ func runNode(c *cli.Context) error {
 		return err
 	}
 	logger = logger.With("node", hex.EncodeToString(self.Key[:]))
-	logger.Info("serving", "rpc", n.RPCAddr(), "gossip", n.DHT().GossipAddr(), "id_format", f.String(),
-		"quantum", q.Duration().String(), "rf", cfg.RF, "routing", routing.String())
+	logger.Info("serving", "rpc", n.RPCAddr(), "gossip", n.DHT().GossipAddr(), "id_format", cfg.DHT.Format.String(),
+		"quantum", cfg.DHT.Quantum.Duration().String(), "rf", cfg.RF, "routing", cfg.DHT.Routing.String())
 	stopHTTP, err := startHTTP(c.String("http"), n, cfg.RPC.ClusterKey, logger)
 	if err != nil {
 		n.Close()
@@ -168,53 +145,109 @@ func runNode(c *cli.Context) error {
 	}
 }
 
+// nodeConfig turns the node's flags into its configuration, all but the data directory,
+// the store, the cluster key and the logger.
+func nodeConfig(c *cli.Context) (tsdb.Config, error) {
+	cfg := tsdb.DefaultConfig()
+	q, err := quanta.NewQuantum(c.Duration("quantum"))
+	if err != nil {
+		return cfg, badFlag("--quantum: %w", err)
+	}
+	f, err := quanta.ParseFormat(c.String("id-format"))
+	if err != nil {
+		return cfg, badFlag("--id-format: %w", err)
+	}
+	routing, err := dht.ParseRouting(c.String("routing"))
+	if err != nil {
+		return cfg, badFlag("--routing: %w", err)
+	}
+	cfg.DHT.GossipAddr = c.String("gossip")
+	cfg.DHT.Join = splitAddrs(c.String("join"))
+	cfg.DHT.Quantum = q
+	cfg.DHT.Format = f
+	cfg.DHT.Routing = routing
+	cfg.DHT.BucketSize = c.Int("bucket-size")
+	cfg.RPCBind = c.String("rpc")
+	cfg.DHT.RPCAddr = c.String("rpc")
+	cfg.RF = c.Int("rf")
+	cfg.WriteQuorum = c.Int("write-quorum")
+	cfg.ReadQuorum = c.Int("read-quorum")
+	cfg.ReadQuorumOnly = c.Bool("read-quorum-only")
+	cfg.MaxFuture = c.Duration("max-future")
+	cfg.RepairInterval = c.Duration("repair-interval")
+	cfg.Rollups.Enabled = c.Bool("rollups")
+	if cfg.Rollups.Retention, err = parseRollupRetention(c.String("rollup-retention")); err != nil {
+		return cfg, err
+	}
+	cfg.RepairRate = int64(c.Float64("repair-rate") * mib)
+	cfg.RepairUnthrottled = c.Float64("repair-rate") == 0
+	cfg.HandoffTimeout = c.Duration("handoff-timeout")
+	cfg.DHT.DownGrace = c.Duration("down-grace")
+	return cfg, nil
+}
+
 // openStore opens the node's local store as the flags say.
 func openStore(c *cli.Context, dir string, q quanta.Quantum, logger *slog.Logger) (store.Store, error) {
-	switch c.String("store") {
-	case "memory":
-		for _, f := range []string{"retention", "max-disk"} {
-			if c.IsSet(f) {
-				return nil, fmt.Errorf("--%s applies to --store disk", f)
-			}
-		}
-		return store.NewMem(), nil
-	case "disk":
-	default:
-		return nil, fmt.Errorf("--store %q: want disk or memory", c.String("store"))
-	}
-	mode, err := store.ParseSyncMode(c.String("sync"))
+	opts, err := storeOptions(c)
 	if err != nil {
-		return nil, fmt.Errorf("--sync: %w", err)
+		return nil, err
 	}
-	opts := store.DefaultPebbleOptions()
-	opts.Sync = mode
-	opts.SyncInterval = c.Duration("sync-interval")
+	if opts == nil {
+		return store.NewMem(), nil
+	}
 	opts.Quantum = q
-	opts.CacheSize = c.Int64("cache-mb") << 20
-	opts.HotCacheSize = c.Int64("hot-mb") << 20
-	if opts.Retention, err = store.ParseDuration(c.String("retention")); err != nil {
-		return nil, fmt.Errorf("--retention: %w", err)
-	}
-	if opts.MaxDisk, err = store.ParseSize(c.String("max-disk")); err != nil {
-		return nil, fmt.Errorf("--max-disk: %w", err)
-	}
-	if opts.DiskReserve, err = store.ParseSize(c.String("disk-reserve")); err != nil {
-		return nil, fmt.Errorf("--disk-reserve: %w", err)
-	}
-	opts.NoDiskReserve = opts.DiskReserve == 0
 	opts.Logger = logger
-	st, err := store.OpenPebble(filepath.Join(dir, "store"), opts)
+	st, err := store.OpenPebble(filepath.Join(dir, "store"), *opts)
 	if err != nil {
 		return nil, fmt.Errorf("opening the store in %s: %w", dir, err)
 	}
 	return st, nil
 }
 
+// storeOptions turns the store's flags into the disk store's options; nil (and no
+// error) for --store memory.
+func storeOptions(c *cli.Context) (*store.PebbleOptions, error) {
+	switch c.String("store") {
+	case "memory":
+		for _, f := range []string{"retention", "max-disk"} {
+			if c.IsSet(f) {
+				return nil, badFlag("--%s applies to --store disk", f)
+			}
+		}
+		return nil, nil
+	case "disk":
+	default:
+		return nil, badFlag("--store %q: want disk or memory", c.String("store"))
+	}
+	mode, err := store.ParseSyncMode(c.String("sync"))
+	if err != nil {
+		return nil, badFlag("--sync: %w", err)
+	}
+	opts := store.DefaultPebbleOptions()
+	opts.Sync = mode
+	opts.SyncInterval = c.Duration("sync-interval")
+	opts.CacheSize = c.Int64("cache-mb") * mib
+	opts.HotCacheSize = c.Int64("hot-mb") * mib
+	if opts.Retention, err = store.ParseDuration(c.String("retention")); err != nil {
+		return nil, badFlag("--retention: %w", err)
+	}
+	if opts.MaxDisk, err = store.ParseSize(c.String("max-disk")); err != nil {
+		return nil, badFlag("--max-disk: %w", err)
+	}
+	if c.IsSet("disk-reserve") {
+		if opts.DiskReserve, err = store.ParseSize(c.String("disk-reserve")); err != nil {
+			return nil, badFlag("--disk-reserve: %w", err)
+		}
+		opts.NoDiskReserve = opts.DiskReserve == 0
+	}
+	return &opts, nil
+}
+
 // newLogger returns the node's logger on stderr at the given level and format.
 func newLogger(level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+		return nil, badFlag("--log-level %q: want debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: l}
 	switch format {
@@ -223,5 +256,5 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+	return nil, badFlag("--log-format %q: want text or json", format)
 }

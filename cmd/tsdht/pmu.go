@@ -149,15 +149,15 @@ func (w *pmuWriter) describePending(ctx context.Context, key string) {
 func runPMU(c *cli.Context) error {
 	id := c.Uint("idcode")
 	if id < 1 || id > 65534 {
-		return fmt.Errorf("--idcode %d: want 1–65534", id)
+		return badFlag("--idcode %d: want 1–65534", id)
 	}
 	spoolBytes, err := store.ParseSize(c.String("spool-size"))
 	if err != nil {
-		return fmt.Errorf("--spool-size: %w", err)
+		return badFlag("--spool-size: %w", err)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level"))
+		return badFlag("--log-level %q: want debug, info, warn or error", c.String("log-level"))
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	client, err := dialCluster(c)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -19,7 +18,7 @@ func parseRollupRetention(s string) ([]time.Duration, error) {
 	for i, f := range strings.Split(s, ",") {
 		d, err := store.ParseDuration(f)
 		if err != nil {
-			return nil, fmt.Errorf("--rollup-retention: level %d: %w (one duration per level, e.g. 90d,0,0)", i+1, err)
+			return nil, badFlag("--rollup-retention: level %d: %w (one duration per level, e.g. 90d,0,0)", i+1, err)
 		}
 		out = append(out, d)
 	}

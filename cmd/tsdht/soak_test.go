@@ -28,6 +28,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/tsdht/tsdht/clusterkey"
+	"github.com/tsdht/tsdht/internal/latency"
 	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
@@ -363,7 +364,7 @@ func TestSoakHostile(t *testing.T) {
 		float64(quietGC)/quietWall, float64(loudGC)/loudWall)
 	// One line of the figures above, for scripts/soak-runs to gather over runs.
 	t.Logf("%sratio=%.2f interval=%.2f-%.2f p99_quiet_ms=%.2f p99_attack_ms=%.2f runq_quiet_ms_per_s=%.0f runq_attack_ms_per_s=%.0f gc_attack_per_s=%.2f node_cores=%.2f attackers_cores=%.2f writes_attack=%d load=%s rss_mib=%.1f",
-		soakResultPrefix, float64(p99l)/float64(p99q), lo, hi, ms(p99q), ms(p99l),
+		soakResultPrefix, float64(p99l)/float64(p99q), lo, hi, latency.Ms(p99q), latency.Ms(p99l),
 		float64(quietRunq.Microseconds())/1000/quietWall, float64(loudRunq.Microseconds())/1000/loudWall,
 		float64(loudGC)/loudWall, nodeCPU.Seconds()/loudWall, attackCPU.Seconds()/loudWall, len(loud),
 		loadRange(append(quietLoads, loudLoads...)), float64(rssPeak.Load())/1024)

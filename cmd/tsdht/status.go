@@ -51,7 +51,7 @@ type statusJSON struct {
 
 func newStatusJSON(n wire.NodeStats) statusJSON {
 	return statusJSON{
-		NodeID: n.NodeID, RPC: n.RPCAddr, State: n.State, Reachable: n.Reachable, Error: n.Error,
+		NodeID: n.NodeID, RPC: n.RPCAddr, State: string(n.State), Reachable: n.Reachable, Error: n.Error,
 		Shards: n.Shards, Series: n.Series, Points: n.Points,
 		UnderReplicated: n.Repair.UnderReplicated, HintedPoints: n.Repair.HintedPoints,
 		PushedPairs: n.Repair.PushedPairs, PushedPoints: n.Repair.PushedPoints, PushedBytes: n.Repair.PushedBytes, HandedOffPairs: n.Repair.DroppedPairs, RepairPasses: n.Repair.Passes,
@@ -177,15 +177,15 @@ func locateCommand() *cli.Command {
 			}
 			at, err := parseTimeFlag(c.String("at"), time.Now())
 			if err != nil {
-				return fmt.Errorf("--at: %w", err)
+				return badFlag("--at: %w", err)
 			}
 			f, err := quanta.ParseFormat(c.String("id-format"))
 			if err != nil {
-				return fmt.Errorf("--id-format: %w", err)
+				return badFlag("--id-format: %w", err)
 			}
 			q, err := quanta.NewQuantum(c.Duration("quantum"))
 			if err != nil {
-				return fmt.Errorf("--quantum: %w", err)
+				return badFlag("--quantum: %w", err)
 			}
 			id := quanta.ShardID(f, key, q.Start(at))
 			fmt.Println(id)
@@ -227,7 +227,7 @@ func locateCommand() *cli.Command {
 func honestUnder(nodes []wire.NodeStats) ([]int64, string) {
 	rf, live := 0, 0
 	for _, n := range nodes {
-		if n.State == "alive" {
+		if n.Alive() {
 			live++
 		}
 		if n.Reachable && n.RF > rf {

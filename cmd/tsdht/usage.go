@@ -10,7 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// Exit statuses of every tsdht command, documented in `tsdht --help` and the README.
+// Exit statuses of every tsdht command, documented in `tsdht --help` and docs/cli.md.
 const (
 	exitOK      = 0 // success
 	exitFailure = 1 // a runtime failure: unreachable cluster, bad input data, a refused write
@@ -37,6 +37,12 @@ func usagef(c *cli.Context, format string, args ...any) error {
 		name = c.Command.Name
 	}
 	return &usageError{cmd: name, msg: fmt.Sprintf(format, args...)}
+}
+
+// badFlag returns a usage error for a flag whose value the command could not use
+// ("--every: …"); forgive names the command it came from.
+func badFlag(format string, args ...any) error {
+	return &usageError{msg: fmt.Errorf(format, args...).Error()}
 }
 
 // forgive makes the app's usage errors short: one line naming the mistake, a "did you
@@ -76,6 +82,15 @@ func forgive(app *cli.App) {
 	}
 	for _, cmd := range app.Commands {
 		cmd.OnUsageError = onUsageError
+		if action := cmd.Action; action != nil {
+			cmd.Action = func(c *cli.Context) error {
+				err := action(c)
+				if ue := (*usageError)(nil); errors.As(err, &ue) && ue.cmd == "" {
+					ue.cmd = c.Command.Name // a badFlag
+				}
+				return err
+			}
+		}
 		required := requiredOf[cmd]
 		if len(required) == 0 {
 			continue

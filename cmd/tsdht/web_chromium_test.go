@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 
 	"github.com/tsdht/tsdht/internal/testutil"
@@ -158,6 +159,8 @@ func TestWebPageChromium(t *testing.T) {
 		t.Errorf("plot canvas has %d inked pixels: blank", ink)
 	}
 
+	phoneFits(t, ctx, url, key)
+
 	if dir := os.Getenv("TSDHT_SCREENSHOTS"); dir != "" {
 		screenshot(t, ctx, filepath.Join(dir, "web-desktop.png"), 1280, 1000, false)
 		screenshot(t, ctx, filepath.Join(dir, "web-phone.png"), 390, 844, true)
@@ -167,6 +170,96 @@ func TestWebPageChromium(t *testing.T) {
 	// A killed node turns dead on the page within failure detection time.
 	c.Kill(2)
 	waitJS(t, ctx, 60*time.Second, fmt.Sprintf(`(r => r && r.dataset.state === "dead")(document.querySelector('#members tbody tr[data-node="%s"]'))`, nodeIDOf(t, c, 2, ids)))
+}
+
+// phoneFits checks the page on a phone 390 px wide, turned from landscape to portrait
+// and opened there: the plot is redrawn at the phone's width, the plot and its legend
+// lie inside the screen, nothing makes the page wider than the screen (a phone's
+// browser widens its layout viewport to what overflows it, so innerWidth is no
+// witness), and the series box offers the written series key from the catalog for
+// what is typed. It leaves the desktop viewport as it was.
+func phoneFits(t *testing.T, ctx context.Context, url, key string) {
+	t.Helper()
+	phone := func(w, h int64) {
+		if err := chromedp.Run(ctx,
+			chromedp.EmulateViewport(w, h, func(p *emulation.SetDeviceMetricsOverrideParams, _ *emulation.SetTouchEmulationEnabledParams) {
+				p.Mobile = true
+			}),
+		); err != nil {
+			t.Fatalf("phone viewport %dx%d: %v", w, h, err)
+		}
+	}
+	defer chromedp.Run(ctx, chromedp.EmulateViewport(1280, 1000))
+	phone(844, 390)
+	waitJS(t, ctx, 20*time.Second, `window.tsdhtPlot !== null && window.tsdhtPlot.buckets > 600 && window.tsdhtPlot.buckets <= 844`)
+	phone(390, 844)
+	// The plot redraws for the new width (one bucket per pixel column), then every box of
+	// the plot and its legend must lie within [0, innerWidth], with the legend showing the
+	// values under a cursor in the middle of the plot (its widest form).
+	waitJS(t, ctx, 20*time.Second, `window.tsdhtPlot !== null && window.tsdhtPlot.buckets <= 390`)
+	hover := func() {
+		var at []float64
+		if err := chromedp.Run(ctx, chromedp.Evaluate(`(() => { const r = document.querySelector('#plot .u-over').getBoundingClientRect();
+			window.scrollTo(0, r.top + window.scrollY - 100); const q = document.querySelector('#plot .u-over').getBoundingClientRect();
+			return [q.left + q.width / 2, q.top + q.height / 2]; })()`, &at)); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Run(ctx, chromedp.MouseEvent(input.MouseMoved, at[0], at[1])); err != nil {
+			t.Fatal(err)
+		}
+		waitJS(t, ctx, 5*time.Second, `[...document.querySelectorAll('#plot .u-legend .u-value')].every(v => v.textContent.trim() !== '' && v.textContent.trim() !== '--')`)
+	}
+	hover()
+	const boxes = `(() => {
+		const vw = 390, out = []; // the phone's width: innerWidth grows with what overflows it
+		const check = (what, el) => { if (!el) { out.push(what + ' missing'); return; }
+			const r = el.getBoundingClientRect();
+			if (r.width === 0) out.push(what + ' has no width');
+			if (r.left < -0.5 || r.right > vw + 0.5) out.push(what + ' spans [' + r.left + ', ' + r.right + '] of ' + vw); };
+		check('plot', document.querySelector('#plot .uplot'));
+		check('canvas', document.querySelector('#plot canvas'));
+		check('legend', document.querySelector('#plot .u-legend'));
+		const rows = document.querySelectorAll('#plot .u-legend .u-series');
+		if (rows.length !== 4) out.push(rows.length + ' legend entries, want time, min, max, mean');
+		rows.forEach((r, i) => check('legend entry ' + i, r));
+		if (document.documentElement.scrollWidth > vw || window.innerWidth > vw)
+			out.push('the page is ' + document.documentElement.scrollWidth + ' px wide, its viewport ' + window.innerWidth + ' px');
+		return out; })()`
+	fits := func(when string) {
+		t.Helper()
+		var bad []string
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if err := chromedp.Run(ctx, chromedp.Evaluate(boxes, &bad)); err != nil {
+				t.Fatal(err)
+			}
+			if len(bad) == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		if len(bad) > 0 {
+			t.Errorf("at 390 px wide, %s: %s", when, strings.Join(bad, "; "))
+		}
+	}
+	fits("turned from landscape to portrait")
+	// A phone that opens the page draws it at its width from the start.
+	if err := chromedp.Run(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatalf("navigate %s: %v", url, err)
+	}
+	waitJS(t, ctx, 30*time.Second, `window.tsdhtPlot !== null && window.tsdhtPlot.n > 0`)
+	hover()
+	fits("opened on the phone")
+	// Typing the start of the key offers it in the series box's list; the key is put
+	// back for the plot's refreshes.
+	prefix := key[:len(key)-2]
+	if err := chromedp.Run(ctx, chromedp.Evaluate(`(() => { const k = document.querySelector('#key'); k.value = '`+prefix+`';
+		k.dispatchEvent(new Event('input')); return true; })()`, nil)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, 20*time.Second, `document.querySelector('#keys').dataset.prefix === '`+prefix+`' &&
+		[...document.querySelectorAll('#keys option')].some(o => o.value === '`+key+`')`)
+	chromedp.Run(ctx, chromedp.Evaluate(`document.querySelector('#key').value = '`+key+`'`, nil))
 }
 
 // nodeIDOf finds the 160-bit ID of node i in its log's "serving" line.

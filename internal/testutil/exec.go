@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -48,4 +49,22 @@ func RunCmd(t testing.TB, cmd *exec.Cmd, stdin string) (stdout, stderr string, c
 		t.Fatalf("run %v: %v", cmd.Args, err)
 	}
 	return out.String(), errb.String(), code
+}
+
+// StartLogged starts cmd with its stdout and stderr in one log, stops it (SIGTERM) when
+// the test ends, and shows the log under what if the test failed.
+func StartLogged(t testing.TB, what string, cmd *exec.Cmd) {
+	t.Helper()
+	var log SyncBuffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", what, err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s log:\n%s", what, log.String())
+		}
+	})
 }

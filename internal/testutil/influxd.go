@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -63,19 +62,7 @@ bind-address = %q
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var log SyncBuffer
-	cmd := exec.Command(bin, "-config", cfg)
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting influxd: %v", err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("influxd log:\n%s", log.String())
-		}
-	})
+	StartLogged(t, "influxd", exec.Command(bin, "-config", cfg))
 	WaitHTTP(t, "http://"+addr+"/ping", time.Minute)
 	return addr
 }

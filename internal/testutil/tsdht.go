@@ -80,11 +80,12 @@ func Main(m *testing.M) {
 // same across restarts, so that a restarted node comes back as itself.
 type Proc struct {
 	RPC, Gossip string
-	Data        string   // its --data directory
+	Data        string   // its --data directory (unknown, so empty, for StartCmd's)
 	Join        string   // the gossip address it joins through; empty for the seed
 	Args        []string // its own flags, after the cluster's
 	Cmd         *exec.Cmd
 	log         SyncBuffer // its stderr, over all its runs
+	cmdline     []string   // set by StartCmd: the whole command line, used as it is
 }
 
 // Log returns what the node wrote to stderr over all its runs.
@@ -143,17 +144,31 @@ func (c *Cluster) Start(i int) {
 	if p.Running() {
 		c.T.Fatalf("node %d (%s) is already running", i, p.RPC)
 	}
-	args := []string{"node", "--rpc", p.RPC, "--gossip", p.Gossip, "--data", p.Data}
-	if p.Join != "" {
-		args = append(args, "--join", p.Join)
+	args := p.cmdline
+	if args == nil {
+		args = []string{"node", "--rpc", p.RPC, "--gossip", p.Gossip, "--data", p.Data}
+		if p.Join != "" {
+			args = append(args, "--join", p.Join)
+		}
+		args = append(append(args, c.Args...), p.Args...)
 	}
-	args = append(append(args, c.Args...), p.Args...)
 	fmt.Fprintf(&p.log, "---- start %v\n", args)
 	p.Cmd = exec.Command(c.Bin, args...)
 	p.Cmd.Stderr = &p.log
 	if err := p.Cmd.Start(); err != nil {
 		c.T.Fatalf("starting node %d: %v", i, err)
 	}
+}
+
+// StartCmd starts one more node from a whole command line (the arguments after the
+// binary, beginning with "node"), serving RPC on rpc and gossip on gossip, for a test
+// that is given its command lines, as README's examples are. A restart runs it again.
+func (c *Cluster) StartCmd(rpc, gossip string, args ...string) *Proc {
+	c.T.Helper()
+	p := &Proc{RPC: rpc, Gossip: gossip, cmdline: args}
+	c.Nodes = append(c.Nodes, p)
+	c.Start(len(c.Nodes) - 1)
+	return p
 }
 
 // StartAll starts the first node and, once it answers, the others: a node exits when

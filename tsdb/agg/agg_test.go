@@ -355,3 +355,84 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestFnTable: one table names every function; partials answer the mergeable ones,
+// and the CLI's list refuses the others while InfluxQL's parse accepts them.
+func TestFnTable(t *testing.T) {
+	for f := agg.Mean; f.Valid(); f++ {
+		g, err := agg.ParseFn(f.String())
+		if err != nil || g != f {
+			t.Fatalf("ParseFn(%q) = %v, %v", f, g, err)
+		}
+		if _, err := agg.ParseFns(f.String()); (err == nil) != f.Mergeable() {
+			t.Fatalf("ParseFns(%q): err %v, mergeable %v", f, err, f.Mergeable())
+		}
+		if agg.Supports(f, series.Float) != f.Mergeable() {
+			t.Fatalf("Supports(%v, float) = %v", f, !f.Mergeable())
+		}
+	}
+	if agg.Median.Mergeable() || agg.Percentile.Mergeable() || !agg.Percentile.Selector() || agg.Mean.Selector() {
+		t.Fatal("median and percentile need the points; percentile selects a point, mean does not")
+	}
+	p := agg.FromPoints(&series.Points{Type: series.Float, T: []int64{1, 2}, F: []float64{3, 1}}, 0, 2)
+	if !p.Eval(agg.Median).Null() {
+		t.Fatal("a partial evaluated median")
+	}
+	if ts, ok := p.SelectedT(agg.Min); !ok || ts != 2 {
+		t.Fatalf("min's time = %d, %v; want 2", ts, ok)
+	}
+}
+
+// TestWindowCountAndPages: WindowCount counts the windows a range meets, and PageEnd
+// splits any range into pages of at most n windows that end on window boundaries
+// (but the last) and cover the range exactly.
+func TestWindowCountAndPages(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for k := 0; k < 2000; k++ {
+		every := 1 + r.Int64N(50)
+		from := r.Int64N(2000) - 1000
+		to := from + r.Int64N(500)
+		n := 1 + r.Int64N(6)
+		want := int64(0)
+		for s := agg.WindowStart(from, every); s < to && from < to; s += every {
+			want++
+		}
+		if got := agg.WindowCount(from, to, every); got != want {
+			t.Fatalf("WindowCount(%d, %d, %d) = %d, want %d", from, to, every, got, want)
+		}
+		pages := int64(0)
+		for lo := from; lo < to; pages++ {
+			hi := agg.PageEnd(lo, to, every, n)
+			if hi <= lo || hi > to || agg.WindowCount(lo, hi, every) > n || (hi < to && agg.WindowStart(hi, every) != hi) {
+				t.Fatalf("PageEnd(%d, %d, %d, %d) = %d", lo, to, every, n, hi)
+			}
+			lo = hi
+		}
+		if pages != (want+n-1)/n {
+			t.Fatalf("[%d, %d) every %d: %d pages of %d windows for %d windows", from, to, every, pages, n, want)
+		}
+	}
+	if got := agg.WindowCount(math.MinInt64, math.MaxInt64, 1<<40); got != 1<<24 {
+		t.Fatalf("WindowCount over all time = %d, want 2^24", got)
+	}
+	if got := agg.PageEnd(math.MaxInt64-10, math.MaxInt64, 1<<40, 1<<30); got != math.MaxInt64 {
+		t.Fatalf("PageEnd near the end of time = %d", got)
+	}
+}
+
+// TestMergeSeriesTies: across series two points may share a time; first and last then
+// take the greater value, as InfluxDB's selectors do, whichever side it is on.
+func TestMergeSeriesTies(t *testing.T) {
+	a := agg.FromPoints(&series.Points{Type: series.Float, T: []int64{1, 5}, F: []float64{7, 2}}, 0, 2)
+	b := agg.FromPoints(&series.Points{Type: series.Float, T: []int64{1, 5}, F: []float64{3, 9}}, 0, 2)
+	for _, m := range []agg.Partial{agg.MergeSeries(a, b), agg.MergeSeries(b, a)} {
+		if m.First != 7 || m.Last != 9 || m.Count != 4 || m.Min != 2 || m.MinT != 5 {
+			t.Fatalf("MergeSeries: first %v last %v count %d min %v at %d; want 7, 9, 4, 2 at 5", m.First, m.Last, m.Count, m.Min, m.MinT)
+		}
+	}
+	ai := agg.FromPoints(&series.Points{Type: series.Int, T: []int64{1}, I: []int64{4}}, 0, 1)
+	bi := agg.FromPoints(&series.Points{Type: series.Int, T: []int64{1}, I: []int64{6}}, 0, 1)
+	if m := agg.MergeSeries(bi, ai); m.IFirst != 6 || m.ILast != 6 {
+		t.Fatalf("MergeSeries of ints: first %d last %d, want 6", m.IFirst, m.ILast)
+	}
+}

@@ -12,7 +12,10 @@ import (
 // Fn is an aggregate function of a window's points.
 type Fn uint8
 
-// The functions. Their names (String) are what `tsdht agg --fn` takes.
+// The functions. Their names (String) are what `tsdht agg --fn` and InfluxQL take.
+// Mean through Spread are answered by a Partial (Mergeable); Median and Percentile need
+// every point of a window, so only a caller holding the points (the HTTP API) computes
+// them, over the same Windows.
 const (
 	Mean Fn = iota + 1
 	Min
@@ -23,10 +26,13 @@ const (
 	Last
 	Stddev // sample standard deviation (n − 1), as InfluxDB's STDDEV
 	Spread // max − min
+	Median
+	Percentile // InfluxQL's percentile(field, N): the point at rank ⌊n·N/100 + 0.5⌋
 )
 
+// fnNames is the one table of function names.
 var fnNames = [...]string{Mean: "mean", Min: "min", Max: "max", Count: "count", Sum: "sum",
-	First: "first", Last: "last", Stddev: "stddev", Spread: "spread"}
+	First: "first", Last: "last", Stddev: "stddev", Spread: "spread", Median: "median", Percentile: "percentile"}
 
 // String returns the function's name.
 func (f Fn) String() string {
@@ -39,39 +45,73 @@ func (f Fn) String() string {
 // Valid reports whether f is a known function.
 func (f Fn) Valid() bool { return f >= Mean && int(f) < len(fnNames) }
 
+// Mergeable reports whether a Partial answers f: partials of disjoint sets of points
+// merge into the partial of their union, so f of a window needs no point.
+func (f Fn) Mergeable() bool { return f >= Mean && f <= Spread }
+
+// Selector reports whether f's value is one point's value (min, max, first, last,
+// percentile), whose time InfluxQL reports when the function is selected alone.
+func (f Fn) Selector() bool {
+	return f == Min || f == Max || f == First || f == Last || f == Percentile
+}
+
 // DefaultFns is what `tsdht agg` computes without --fn.
 var DefaultFns = []Fn{Mean, Min, Max, Count}
 
-// ParseFn returns the function named s.
+// ParseFn returns the function named s, mergeable or not.
 func ParseFn(s string) (Fn, error) {
-	for f, n := range fnNames {
-		if n != "" && n == s {
-			return Fn(f), nil
-		}
+	if f, ok := lookup(s); ok {
+		return f, nil
 	}
-	return 0, fmt.Errorf("unknown aggregate function %q: want one of %s", s, strings.Join(fnNames[1:], ", "))
+	return 0, fmt.Errorf("unknown aggregate function %q: want one of %s", s, names(Fn.Valid))
 }
 
-// ParseFns parses a comma-separated list of function names, such as "mean,min,max".
+func lookup(s string) (Fn, bool) {
+	for f, n := range fnNames {
+		if n != "" && n == s {
+			return Fn(f), true
+		}
+	}
+	return 0, false
+}
+
+// names lists the names of the functions keep accepts, comma-separated.
+func names(keep func(Fn) bool) string {
+	var out []string
+	for f, n := range fnNames {
+		if n != "" && keep(Fn(f)) {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// ParseFns parses a comma-separated list of mergeable function names, such as
+// "mean,min,max": what partial aggregates answer without reading a point.
 func ParseFns(s string) ([]Fn, error) {
 	var fns []Fn
 	for _, name := range strings.Split(s, ",") {
-		f, err := ParseFn(strings.TrimSpace(name))
-		if err != nil {
-			return nil, err
+		name = strings.TrimSpace(name)
+		f, ok := lookup(name)
+		if !ok || !f.Mergeable() {
+			why := "unknown aggregate function"
+			if ok {
+				why = "needs every point of a window, which partial aggregates do not keep:"
+			}
+			return nil, fmt.Errorf("%s %q: want one of %s", why, name, names(Fn.Mergeable))
 		}
 		fns = append(fns, f)
 	}
 	return fns, nil
 }
 
-// Supports reports whether f applies to series of type t: strings have only count,
-// first and last.
+// Supports reports whether a Partial of a series of type t answers f: strings have
+// only count, first and last.
 func Supports(f Fn, t series.Type) bool {
 	if t == series.String {
 		return f == Count || f == First || f == Last
 	}
-	return f.Valid()
+	return f.Mergeable()
 }
 
 // Value is the result of a function: a float, an int, a string, or null (an empty
@@ -118,6 +158,22 @@ func (v Value) Any() any {
 
 func fv(f float64) Value { return Value{Kind: series.Float, F: f} }
 func iv(i int64) Value   { return Value{Kind: series.Int, I: i} }
+
+// SelectedT returns the time of the point a selector chose (min, max, first, last),
+// false when the partial lacks it (min and max of partials without extrema times).
+func (p *Partial) SelectedT(f Fn) (int64, bool) {
+	switch f {
+	case Min:
+		return p.MinT, p.HasExtremaT
+	case Max:
+		return p.MaxT, p.HasExtremaT
+	case First:
+		return p.FirstT, true
+	case Last:
+		return p.LastT, true
+	}
+	return 0, false
+}
 
 // Eval returns f of the partial's points. Count is an int; mean and stddev are floats;
 // min, max, first, last and spread have the series' type (spread of ints is a float

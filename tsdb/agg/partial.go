@@ -25,7 +25,9 @@
 //
 // Functions (Fn): mean, min, max, count, sum, first, last, stddev (the sample standard
 // deviation, n − 1 in the denominator, as InfluxDB's STDDEV; undefined for one point)
-// and spread (max − min). String series support count, first and last.
+// and spread (max − min) are answered by partials. String series support count, first
+// and last. The function table also names median and percentile, which need the points
+// of a window: their callers compute them over the same windows.
 //
 // Windows (Window, Windows) are aligned to multiples of their width since the epoch,
 // flooring toward −∞: InfluxDB's GROUP BY time(D) without an offset.
@@ -277,6 +279,24 @@ func Merge(a, b Partial) Partial {
 		if lastB {
 			out.SLast = b.SLast
 		}
+	}
+	return out
+}
+
+// MergeSeries returns the aggregate of a's and b's points when they come from different
+// series over one window (InfluxQL's GROUP BY over several series), where two points
+// may share a time: first and last then take the greater value, as InfluxDB's
+// selectors do; min and max already take the earliest point.
+func MergeSeries(a, b Partial) Partial {
+	out := Merge(a, b)
+	if a.Count == 0 || b.Count == 0 {
+		return out
+	}
+	if a.FirstT == b.FirstT && a.Type == b.Type {
+		out.First, out.IFirst, out.SFirst = max(a.First, b.First), max(a.IFirst, b.IFirst), max(a.SFirst, b.SFirst)
+	}
+	if a.LastT == b.LastT && a.Type == b.Type {
+		out.Last, out.ILast, out.SLast = max(a.Last, b.Last), max(a.ILast, b.ILast), max(a.SLast, b.SLast)
 	}
 	return out
 }

@@ -37,6 +37,30 @@ func windowEnd(start, every int64) int64 {
 	return start + every
 }
 
+// WindowCount returns how many windows of width every meet [from, to), the windows
+// cut by from or to included: the most an aggregate of the range can return. It is 0
+// for an empty range and saturates at MaxInt64.
+func WindowCount(from, to, every int64) int64 {
+	if from >= to {
+		return 0
+	}
+	// The starts may be further apart than an int64 holds; as unsigned they are not.
+	n := (uint64(WindowStart(to-1, every))-uint64(WindowStart(from, every)))/uint64(every) + 1
+	return int64(min(n, math.MaxInt64))
+}
+
+// PageEnd returns the end of the page of [lo, to) that starts at lo and meets at most n
+// (≥ 1) windows of width every: a window boundary, or to. Asking for [lo, PageEnd), then
+// from there on, splits a range into pages no window straddles, so the pages' windows
+// are the range's, in order, with nothing to merge.
+func PageEnd(lo, to, every, n int64) int64 {
+	start := WindowStart(lo, every)
+	if n < 1 || every > math.MaxInt64/n || start > math.MaxInt64-n*every {
+		return to // a page of n windows reaches past the end of time
+	}
+	return min(start+n*every, to)
+}
+
 // ErrBadWidth is wrapped by the error for a window width that is not positive.
 var ErrBadWidth = errors.New("window width must be positive")
 

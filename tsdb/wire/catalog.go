@@ -37,6 +37,10 @@ const (
 // answer included.
 const MaxEntriesPerRequest = 20_000
 
+// MaxDeleteShards bounds the shards of one delete request to one replica (a replica
+// refuses more).
+const MaxDeleteShards = 1024
+
 // EntriesMsg carries catalog entries, each catalog.Entry.Encode'd.
 type EntriesMsg struct {
 	Entries [][]byte `msgpack:"e"`

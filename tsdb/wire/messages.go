@@ -244,3 +244,7 @@ type StatusResp struct {
 	// that node knows, its routing table and itself, not the whole cluster.
 	Routing string `msgpack:"routing,omitempty"`
 }
+
+// MaxReadAnswerBytes bounds the points one replica read answers with (their WireSize),
+// inside an RPC frame (4 MiB) with room for the envelope.
+const MaxReadAnswerBytes = 3 << 20

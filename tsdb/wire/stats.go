@@ -1,12 +1,17 @@
 package wire
 
+import "github.com/tsdht/tsdht/dht"
+
 // PeerInfo describes a node to clients.
 type PeerInfo struct {
-	PeerID  string `msgpack:"pid"`   // libp2p peer ID, base58
-	NodeID  string `msgpack:"id"`    // 160-bit ID, 40 hex digits: the node's place in the ID space
-	RPCAddr string `msgpack:"rpc"`   // host:port of the node's RPC server
-	State   string `msgpack:"state"` // alive, suspect, leaving, left, dead
+	PeerID  string          `msgpack:"pid"`   // libp2p peer ID, base58
+	NodeID  string          `msgpack:"id"`    // 160-bit ID, 40 hex digits: the node's place in the ID space
+	RPCAddr string          `msgpack:"rpc"`   // host:port of the node's RPC server
+	State   dht.MemberState `msgpack:"state"` // a string on the wire
 }
+
+// Alive reports whether the node is a live member.
+func (p PeerInfo) Alive() bool { return p.State == dht.StateAlive }
 
 // NodeStats is what one node reports about itself.
 type NodeStats struct {

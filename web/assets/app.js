@@ -59,20 +59,26 @@
     }
   }
 
-  // The picker: series whose key starts with what is typed (the catalog, when the node has one).
-  let catalog = true;
+  // The picker: series whose key starts with what is typed (the catalog, when the node has
+  // one), offered by the key box's <datalist>. An answer to an older prefix is dropped.
+  let catalog = true, asked = 0;
   async function loadKeys() {
     if (!catalog) return;
+    const prefix = $("#key").value.trim(), n = ++asked;
     try {
-      const r = await fetch("api/v1/series?prefix=" + encodeURIComponent($("#key").value.trim()));
+      const r = await fetch("api/v1/series?prefix=" + encodeURIComponent(prefix));
       const j = await r.json();
+      if (n !== asked) return;
       catalog = j.available;
-      $("#keys").innerHTML = (j.series || []).map((s) =>
+      const list = $("#keys");
+      list.innerHTML = (j.series || []).map((s) =>
         `<option value="${esc(s.key)}">${esc([s.unit, s.description].filter(Boolean).join(" · "))}</option>`).join("");
+      list.dataset.prefix = prefix; // what the options answer, for tests
     } catch (e) { /* the picker still takes a typed key */ }
   }
   let keysT = null;
   $("#key").addEventListener("input", () => { clearTimeout(keysT); keysT = setTimeout(loadKeys, 250); });
+  $("#key").addEventListener("focus", loadKeys);
 
   function metaText(m) {
     if (!m) return "";
@@ -87,6 +93,10 @@
   }
 
   let plot = null, timer = null;
+  // The plot takes the width #plot has, whatever the screen: #plot clips what is wider
+  // (CSS), so a plot drawn for a wider screen never widens the page, and is redrawn.
+  function plotWidth() { return Math.max(120, Math.floor($("#plot").clientWidth)); }
+  function plotHeight(width) { return Math.min(360, Math.max(220, Math.round(width * 0.45))); }
   window.tsdhtPlot = null; // what the plot shows, for people and tests: from, to, n, xmin, xmax
 
   async function drawPlot() {
@@ -94,7 +104,7 @@
     if (!key) return;
     const span = Number($("#range").value);
     const el = $("#plot");
-    const width = Math.max(200, el.clientWidth);
+    const width = plotWidth();
     const buckets = Math.min(4096, Math.round(width));
     const toMs = Date.now(), fromMs = toMs - span * 1000;
     const q = `series=${encodeURIComponent(key)}&from=${fromMs}000000&to=${toMs}000000&buckets=${buckets}`;
@@ -114,7 +124,7 @@
     $("#seriesmeta").textContent = metaText(a.meta);
     const data = [xs, a.min || [], a.max || [], a.mean || []];
     const opts = {
-      width, height: Math.min(360, Math.max(220, Math.round(width * 0.45))),
+      width, height: plotHeight(width),
       scales: { x: { time: true, range: [fromMs / 1000, toMs / 1000] } },
       series: [
         {},
@@ -143,8 +153,16 @@
 
   $("#pick").addEventListener("submit", (e) => { e.preventDefault(); startPlot(); });
   $("#range").addEventListener("change", startPlot);
+  // A change of #plot's width (a window resized, a phone turned, a layout that settles)
+  // resizes the drawn plot at once, and asks again for one bucket per pixel column.
   let resizeT = null;
-  window.addEventListener("resize", () => { clearTimeout(resizeT); resizeT = setTimeout(drawPlot, 200); });
+  new ResizeObserver(() => {
+    if (!plot) return;
+    const w = plotWidth();
+    if (w === plot.width) return;
+    plot.setSize({ width: w, height: plotHeight(w) });
+    clearTimeout(resizeT); resizeT = setTimeout(drawPlot, 200);
+  }).observe($("#plot"));
 
   const h = new URLSearchParams(location.hash.slice(1));
   if (h.get("series")) {

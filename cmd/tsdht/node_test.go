@@ -1,0 +1,62 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/tsdht/tsdht/tsdb"
+	"github.com/tsdht/tsdht/tsdb/store"
+)
+
+// TestNodeDefaultsAreTheLibrarys checks that a node started with no tuning flags runs
+// with tsdb.DefaultConfig's and store.DefaultPebbleOptions' values, through the same
+// conversions (MiB, MiB/s) the node applies to the flags.
+func TestNodeDefaultsAreTheLibrarys(t *testing.T) {
+	var cfg tsdb.Config
+	var opts *store.PebbleOptions
+	cmd := nodeCommand()
+	cmd.Action = func(c *cli.Context) error {
+		var err error
+		if cfg, err = nodeConfig(c); err != nil {
+			return err
+		}
+		opts, err = storeOptions(c)
+		return err
+	}
+	app := &cli.App{Name: "tsdht", Commands: []*cli.Command{cmd}}
+	if err := app.Run([]string{"tsdht", "node", "--rpc", "127.0.0.1:1", "--gossip", "127.0.0.1:2", "--data", t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	lib, libOpts := tsdb.DefaultConfig(), store.DefaultPebbleOptions()
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"--rf", cfg.RF, lib.RF},
+		{"--max-future", cfg.MaxFuture, lib.MaxFuture},
+		{"--repair-interval", cfg.RepairInterval, lib.RepairInterval},
+		{"--repair-rate", cfg.RepairRate, lib.RepairRate},
+		{"--repair-rate (unthrottled)", cfg.RepairUnthrottled, lib.RepairUnthrottled},
+		{"--handoff-timeout", cfg.HandoffTimeout, lib.HandoffTimeout},
+		{"--down-grace", cfg.DHT.DownGrace, lib.DHT.DownGrace},
+		{"--bucket-size", cfg.DHT.BucketSize, lib.DHT.BucketSize},
+		{"--quantum", cfg.DHT.Quantum, lib.DHT.Quantum},
+		{"--id-format", cfg.DHT.Format, lib.DHT.Format},
+		{"--routing", cfg.DHT.Routing, lib.DHT.Routing},
+		{"--write-quorum", cfg.WriteQuorum, lib.WriteQuorum},
+		{"--read-quorum", cfg.ReadQuorum, lib.ReadQuorum},
+		{"--sync", opts.Sync, libOpts.Sync},
+		{"--sync-interval", opts.SyncInterval, libOpts.SyncInterval},
+		{"--cache-mb", opts.CacheSize, libOpts.CacheSize},
+		{"--hot-mb", opts.HotCacheSize, libOpts.HotCacheSize},
+		{"--retention", opts.Retention, libOpts.Retention},
+		{"--max-disk", opts.MaxDisk, libOpts.MaxDisk},
+		{"--disk-reserve", opts.DiskReserve, libOpts.DiskReserve},
+		{"--disk-reserve (off)", opts.NoDiskReserve, libOpts.NoDiskReserve},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s defaults to %v; the library's default is %v", c.name, c.got, c.want)
+		}
+	}
+}

@@ -1,0 +1,160 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/cluster"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/store"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// Agg answers a replica's share of an aggregate from the local store.
+func (l *Local) Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
+	if err := agg.CheckWidth(req.Every); err != nil {
+		return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
+	}
+	refs := make([]store.ShardRef, len(req.Shards))
+	var ids quanta.SeriesIDs // the IDs of the previous shard's series: shards of one series hash its key once
+	idsKey := ""
+	for i := range req.Shards {
+		r := &req.Shards[i]
+		if err := series.ValidateKey(r.Key); err != nil {
+			return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
+		}
+		if i == 0 || r.Key != idsKey {
+			ids, idsKey = quanta.NewSeriesIDs(l.format, r.Key), r.Key
+		}
+		refs[i] = store.ShardRef{ID: ids.At(r.Start), Start: r.Start}
+		if len(r.ID) != quanta.IDLen || quanta.ID(r.ID) != refs[i].ID || r.Start%int64(l.quantum) != 0 {
+			return nil, rpc.Errorf(wire.CodeBadInput, "shard %x is not series %q at quantum %d", r.ID, r.Key, r.Start)
+		}
+	}
+	return l.AggRefs(ctx, req.Every, req.Shards, refs, nil, nil)
+}
+
+// AggSeries answers a packed request (wire.MethodAggSeries): the shards' IDs are
+// computed here from the series and their starts.
+func (l *Local) AggSeries(ctx context.Context, req *wire.AggSeriesReq) (*wire.AggResp, error) {
+	if err := agg.CheckWidth(req.Every); err != nil {
+		return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
+	}
+	if err := series.ValidateKey(req.Key); err != nil {
+		return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
+	}
+	shards, err := wire.DecodeAggSpans(req.Shards, req.Key)
+	if err != nil {
+		return nil, rpc.Errorf(wire.CodeBadInput, "%s: %v", wire.MethodAggSeries, err)
+	}
+	ids := quanta.NewSeriesIDs(l.format, req.Key)
+	refs := make([]store.ShardRef, len(shards))
+	for i := range shards {
+		if shards[i].Start%int64(l.quantum) != 0 {
+			return nil, rpc.Errorf(wire.CodeBadInput, "%s of %q: %d is not the start of a quantum", wire.MethodAggSeries, req.Key, shards[i].Start)
+		}
+		refs[i] = store.ShardRef{ID: ids.At(shards[i].Start), Start: shards[i].Start}
+	}
+	return l.AggRefs(ctx, req.Every, shards, refs, nil, nil)
+}
+
+// ctxCheckEvery is how many shards an aggregate reads between looks at whether its
+// caller is still waiting.
+const ctxCheckEvery = 16
+
+// AggRefs implements Local: it answers shards, whose store references are refs
+// (checked), with windows of width every (checked), in out when it has a result per
+// shard (a long aggregate's page buffer: pagebufs.go), else in a new slice, and calls
+// yield (when not nil) with the index of each shard before it reads it. The pairs' statistics are read in
+// one pass (store.PairStatsBatch); windows that cut a quantum are computed from its
+// points.
+func (l *Local) AggRefs(ctx context.Context, every int64, shards []wire.ShardAgg, refs []store.ShardRef, out []wire.ShardAggResult, yield func(i int)) (*wire.AggResp, error) {
+	for i := range shards {
+		if r := &shards[i]; r.From > r.To {
+			return nil, rpc.Errorf(wire.CodeBadInput, "aggregate of %q: from %d is after to %d", r.Key, r.From, r.To)
+		}
+	}
+	if len(out) != len(shards) {
+		out = make([]wire.ShardAggResult, len(shards))
+	}
+	clear(out)
+	resp := &wire.AggResp{Shards: out}
+	// The windows answered by statistics, in one array as far as it goes: grown as
+	// held shards come (most of a long aggregate's hold nothing), each answer keeps
+	// the array it was made in.
+	var whole []agg.Window
+	each := func(i int, st agg.Partial, held bool) error {
+		if yield != nil {
+			yield(i) // a long read's page lets small requests in (longread.go)
+		}
+		if i%ctxCheckEvery == ctxCheckEvery-1 && ctx.Err() != nil {
+			// The caller gave up (cancelled, or past its deadline): stop reading for it.
+			return fmt.Errorf("aggregate stopped after %d of %d shards: %w", i+1, len(shards), ctx.Err())
+		}
+		r, res := &shards[i], &resp.Shards[i]
+		res.Held, res.Count, res.Hash, res.Type = held, st.Count, cluster.StatsDigest(st.Count, st.Hash), st.Type
+		if r.Digest || !held {
+			return nil
+		}
+		begin, end := l.quantum.BeginNanos(r.Start), l.quantum.EndNanos(r.Start)
+		if store.WholeQuantum(begin, end, r.From, r.To, every) {
+			// The statistics in hand answer (store.AggregateQuantum would read them again).
+			st.Hash = 0
+			whole = append(whole, agg.Window{Start: agg.WindowStart(begin, every), Partial: st})
+			res.Windows = whole[len(whole)-1 : len(whole) : len(whole)]
+			return nil
+		}
+		ws, _, err := l.store.Aggregate(refs[i], r.Key, r.From, r.To, every)
+		if err != nil {
+			return err
+		}
+		res.Windows = ws
+		return nil
+	}
+	if cluster.OneSeries(shards) && len(shards) > 0 {
+		if err := store.PairStatsBatch(l.store, refs, shards[0].Key, each); err != nil {
+			return nil, storeError(err)
+		}
+		return resp, nil
+	}
+	for i := range shards {
+		st, held, err := l.store.PairStats(refs[i], shards[i].Key)
+		if err == nil {
+			err = each(i, st, held)
+		}
+		if err != nil {
+			return nil, storeError(err)
+		}
+	}
+	return resp, nil
+}
+
+// LatestPart implements Replica from this node's catalog and store.
+func (l *Local) LatestPart(ctx context.Context, key string, entry bool, every int64, shards []wire.ShardAgg) (cluster.LatestAnswer, error) {
+	return cluster.LatestInParts(ctx, l, key, entry, every, shards)
+}
+
+// latestPart answers wire.MethodLatestPart from the local store and catalog.
+func (l *Local) latestPart(ctx context.Context, req *wire.LatestPartReq) (*wire.LatestPartResp, error) {
+	resp := &wire.LatestPartResp{}
+	if req.Entry {
+		es, err := l.Entries(ctx, []string{req.Key})
+		if err != nil {
+			return nil, err
+		}
+		for i := range es {
+			if es[i].Key == req.Key {
+				resp.Entry = es[i].Encode(nil)
+			}
+		}
+	}
+	shards, err := l.AggSeries(ctx, &wire.AggSeriesReq{Key: req.Key, Every: req.Every, Shards: req.Shards})
+	if err != nil {
+		return nil, err
+	}
+	resp.Shards = wire.AppendAggResults(nil, shards.Shards)
+	return resp, nil
+}

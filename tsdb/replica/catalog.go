@@ -1,0 +1,192 @@
+package replica
+
+import (
+	"context"
+
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/store"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// The catalog's replica methods: entries on a series' registry replicas, posting lists
+// on their tag's replicas, and range deletes on shard replicas (docs/catalog.md).
+
+func RegisterCatalog(srv *rpc.Server, r cluster.Replica) {
+	cluster.Handle(srv, wire.MethodEntryMerge, func(ctx context.Context, req *wire.EntriesMsg) (*wire.EntriesMsg, error) {
+		es, err := req.Decode()
+		if err != nil {
+			return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
+		}
+		out, err := r.MergeEntries(ctx, es)
+		if err != nil {
+			return nil, err
+		}
+		return wire.EncodeEntries(out), nil
+	})
+	cluster.Handle(srv, wire.MethodEntryGet, func(ctx context.Context, req *wire.KeysReq) (*wire.EntriesMsg, error) {
+		if len(req.Keys) > wire.MaxEntriesPerRequest {
+			return nil, rpc.Errorf(wire.CodeBadInput, "%d keys; at most %d", len(req.Keys), wire.MaxEntriesPerRequest)
+		}
+		out, err := r.Entries(ctx, req.Keys)
+		if err != nil {
+			return nil, err
+		}
+		return wire.EncodeEntries(out), nil
+	})
+	cluster.Handle(srv, wire.MethodPostingsMerge, func(ctx context.Context, req *wire.PostingsMergeReq) (*struct{}, error) {
+		if len(req.Members) > wire.MaxEntriesPerRequest {
+			return nil, rpc.Errorf(wire.CodeBadInput, "%d members; at most %d", len(req.Members), wire.MaxEntriesPerRequest)
+		}
+		return &struct{}{}, r.MergePostings(ctx, catalog.Tag{K: req.K, V: req.V}, wire.ToMembers(req.Members))
+	})
+	cluster.Handle(srv, wire.MethodPostings, func(ctx context.Context, req *wire.PostingsReq) (*wire.PostingsResp, error) {
+		ms, err := r.Postings(ctx, catalog.Tag{K: req.K, V: req.V}, req.After, req.Limit)
+		if err != nil {
+			return nil, err
+		}
+		return &wire.PostingsResp{Members: wire.FromMembers(ms)}, nil
+	})
+	cluster.Handle(srv, wire.MethodDeleteRange, r.DeleteRange)
+}
+
+// catalogStore is what the catalog needs of a node's store.
+type catalogStore interface {
+	store.Catalog
+	store.Deleter
+}
+
+func (l *Local) catalog() (catalogStore, error) {
+	cs, ok := l.store.(catalogStore)
+	if !ok {
+		return nil, rpc.Errorf(wire.CodeUnavailable, "this node's store keeps no catalog")
+	}
+	return cs, nil
+}
+
+func (l *Local) MergeEntries(_ context.Context, es []catalog.Entry) ([]catalog.Entry, error) {
+	cs, err := l.catalog()
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range es {
+		if err := e.Validate(); err != nil {
+			return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
+		}
+	}
+	out := make([]catalog.Entry, len(es))
+	em, batched := cs.(store.EntriesMerger)
+	if batched = batched && len(es) > 1; batched {
+		// One commit and one disk sync for all (a PutMany's newest quanta).
+		if out, err = em.MergeEntries(es); err != nil {
+			return nil, storeError(err)
+		}
+	}
+	for i, e := range es {
+		if !batched {
+			if out[i], err = cs.MergeEntry(e); err != nil {
+				return nil, storeError(err)
+			}
+		}
+		// A whole-series delete frees the key: forget its type, so that a new one may
+		// be declared. A type declared after the delete comes back with its own entry.
+		if out[i].Deleted > 0 && !out[i].Live() {
+			if _, ok := l.store.SeriesType(e.Key); ok {
+				if err := cs.ForgetType(e.Key); err != nil {
+					return nil, storeError(err)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func (l *Local) Entries(_ context.Context, keys []string) ([]catalog.Entry, error) {
+	cs, err := l.catalog()
+	if err != nil {
+		return nil, err
+	}
+	var out []catalog.Entry
+	for _, k := range keys {
+		e, ok, err := cs.Entry(k)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		if ok {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func (l *Local) MergePostings(_ context.Context, tag catalog.Tag, ms []catalog.Member) error {
+	cs, err := l.catalog()
+	if err != nil {
+		return err
+	}
+	if err := cs.MergePostings(tag, ms); err != nil {
+		return rpc.Errorf(wire.CodeBadInput, "%v", err)
+	}
+	return nil
+}
+
+func (l *Local) Postings(_ context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error) {
+	cs, err := l.catalog()
+	if err != nil {
+		return nil, err
+	}
+	ms, err := cs.Postings(tag, after, limit)
+	if err != nil {
+		return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
+	}
+	return ms, nil
+}
+
+func (l *Local) DeleteRange(_ context.Context, req *wire.DeleteReq) (*wire.DeleteResp, error) {
+	cs, err := l.catalog()
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Shards) > wire.MaxDeleteShards {
+		return nil, rpc.Errorf(wire.CodeBadInput, "%d shards in one delete; at most %d", len(req.Shards), wire.MaxDeleteShards)
+	}
+	var resp wire.DeleteResp
+	for _, d := range req.Shards {
+		ref, err := l.checkShard(d.ID, d.Start, d.Key)
+		if err != nil {
+			return nil, err
+		}
+		if d.From >= d.To {
+			return nil, rpc.Errorf(wire.CodeBadInput, "delete of %q: empty range [%d, %d)", d.Key, d.From, d.To)
+		}
+		n, err := cs.DeleteRange(ref, d.Key, d.From, d.To)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		resp.Dropped += n
+		if d.Whole {
+			if err := cs.ForgetType(d.Key); err != nil {
+				return nil, storeError(err)
+			}
+		}
+	}
+	return &resp, nil
+}
+
+// tombstones returns the pair's deleted ranges on the wire, nil if none or if the
+// store keeps none.
+func (l *Local) tombstones(ref store.ShardRef, key string) ([]wire.Range, error) {
+	d, ok := l.store.(store.Deleter)
+	if !ok {
+		return nil, nil
+	}
+	rs, err := d.Tombstones(ref, key)
+	if err != nil || len(rs) == 0 {
+		return nil, err
+	}
+	return cluster.ToWireRanges(rs), nil
+}
+
+// --- remote ---

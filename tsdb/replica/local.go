@@ -1,0 +1,323 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/tsdht/tsdht/tsdb/cluster"
+
+	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/store"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// registerReplica serves a Replica over RPC: the methods a node answers as a replica of
+// shards and of series metadata.
+func Register(srv *rpc.Server, l *Local) {
+	r := cluster.Replica(l)
+	// Writes are decoded and encoded by hand (wire.DecodeWriteReq): the hot path. A
+	// write is a store append that never waits on the network, so a small one runs on
+	// the connection's reader (rpc.Server.HandleInline) with no hand-off to a worker;
+	// a large one (a repair's push) goes to a worker.
+	srv.HandleInline(wire.MethodWrite, (*wire.WriteReq)(nil), func(ctx context.Context, b []byte) ([]byte, error) {
+		var req wire.WriteReq
+		if err := wire.DecodeWriteReq(b, &req); err != nil {
+			return nil, rpc.Errorf(wire.CodeBadInput, "%s: %v", wire.MethodWrite, err)
+		}
+		resp, err := r.Write(ctx, &req)
+		if err != nil {
+			return nil, err
+		}
+		return wire.EncodeWriteResp(resp)
+	})
+	// Reads too (wire.DecodeReadReq): a long read asks dozens of shards of each replica.
+	srv.HandleDecoded(wire.MethodRead, (*wire.ReadReq)(nil), func(ctx context.Context, b []byte) ([]byte, error) {
+		var req wire.ReadReq
+		if err := wire.DecodeReadReq(b, &req); err != nil {
+			return nil, rpc.Errorf(wire.CodeBadInput, "%s: %v", wire.MethodRead, err)
+		}
+		resp, err := r.Read(ctx, &req)
+		if err != nil {
+			return nil, err
+		}
+		for i := range resp.Shards {
+			if res := &resp.Shards[i]; req.Shards[i].Packed && !req.Shards[i].Digest {
+				res.Packed = series.AppendPackedFor(nil, &res.Points, req.Shards[i].PackedVersion)
+				res.Points = series.Points{}
+			}
+		}
+		return wire.EncodeReadResp(resp)
+	})
+	cluster.Handle(srv, wire.MethodDeclare, func(ctx context.Context, req *wire.TypeReq) (*wire.TypeResp, error) {
+		t, err := r.DeclareType(ctx, req.Key, req.Type)
+		if err != nil {
+			return nil, err
+		}
+		return &wire.TypeResp{Known: true, Type: t}, nil
+	})
+	cluster.Handle(srv, wire.MethodType, func(ctx context.Context, req *wire.TypeReq) (*wire.TypeResp, error) {
+		t, ok, err := r.SeriesType(ctx, req.Key)
+		if err != nil {
+			return nil, err
+		}
+		return &wire.TypeResp{Known: ok, Type: t}, nil
+	})
+	RegisterCatalog(srv, r)
+	cluster.Handle(srv, wire.MethodStats, func(ctx context.Context, _ *struct{}) (*wire.NodeStats, error) {
+		s, err := r.Stats(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &s, nil
+	})
+	cluster.Handle(srv, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
+		resp, err := l.Agg(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for i := range resp.Shards {
+			resp.Shards[i].Pack()
+		}
+		return resp, nil
+	})
+	cluster.Handle(srv, wire.MethodAggSeries, func(ctx context.Context, req *wire.AggSeriesReq) (*wire.AggSeriesResp, error) {
+		resp, err := l.AggSeries(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return &wire.AggSeriesResp{Shards: wire.AppendAggResults(nil, resp.Shards)}, nil
+	})
+	cluster.Handle(srv, wire.MethodLatestPart, l.latestPart)
+}
+
+// localReplica is this node as a replica: it serves shards and series metadata from the
+// local store. It is the Replica a node reaches itself through, and what it serves to
+// the others over RPC.
+type Local struct {
+	store     store.Store
+	quantum   quanta.Quantum
+	format    quanta.Format
+	stats     func() wire.NodeStats
+	maxFuture time.Duration
+}
+
+// Config configures a Local replica.
+type Config struct {
+	// Store holds the replica's shards, series types and catalog. Required.
+	Store store.Store
+	// Quantum is the cluster's quantum: a shard's start must be the start of one.
+	Quantum quanta.Quantum
+	// Format is the cluster's shard ID layout: a shard's ID must be its series' at its
+	// start.
+	Format quanta.Format
+	// MaxFuture refuses points stamped further ahead than this (plus
+	// replicaClockSlack), as coordinators do: a replica checks what it is sent,
+	// whoever sends it. 0 refuses none.
+	MaxFuture time.Duration
+	// Stats returns the node's counters, which Stats answers; nil answers zero.
+	Stats func() wire.NodeStats
+}
+
+// New returns the replica of cfg.Store.
+func New(cfg Config) *Local {
+	stats := cfg.Stats
+	if stats == nil {
+		stats = func() wire.NodeStats { return wire.NodeStats{} }
+	}
+	return &Local{store: cfg.Store, quantum: cfg.Quantum, format: cfg.Format, stats: stats, maxFuture: cfg.MaxFuture}
+}
+
+// replicaClockSlack is what a replica adds to MaxFuture for the skew between its clock
+// and the coordinator's.
+const replicaClockSlack = time.Minute
+
+// Write stores a write request's shards. A request of several shards (a coordinator's
+// group commit, a batch of a series over quanta) goes to a store.BatchAppender as one
+// batch: every shard checked first, then one engine commit, all or nothing.
+func (l *Local) Write(_ context.Context, req *wire.WriteReq) (*wire.WriteResp, error) {
+	limit := time.Now().Add(l.maxFuture + replicaClockSlack).UnixNano()
+	if ba, ok := l.store.(store.BatchAppender); ok && len(req.Shards) > 1 && !req.Repair {
+		return l.writeBatch(ba, req, limit)
+	}
+	stored := 0
+	var deleted []wire.ShardRanges
+	for i := range req.Shards {
+		w := &req.Shards[i]
+		ref, err := l.checkShard(w.ID, w.Start, w.Key)
+		if err != nil {
+			return nil, err
+		}
+		if err := l.checkPoints(w, limit); err != nil {
+			return nil, err
+		}
+		if d, ok := l.store.(store.Deleter); ok && req.Repair {
+			// Another replica's copy: what a tombstone covers stays deleted, and the
+			// sender learns the tombstones.
+			n, err := d.Restore(ref, w.Key, w.Points, cluster.FromWireRanges(w.Deleted))
+			if err != nil {
+				return nil, storeError(err)
+			}
+			stored += n
+			if rs, err := l.tombstones(ref, w.Key); err != nil {
+				return nil, storeError(err)
+			} else if len(rs) > 0 {
+				deleted = append(deleted, wire.ShardRanges{Index: i, Ranges: rs})
+			}
+			continue
+		}
+		if err := l.store.Append(ref, w.Key, w.Points); err != nil {
+			return nil, storeError(err)
+		}
+		stored += w.Points.Len()
+	}
+	return &wire.WriteResp{Stored: stored, Deleted: deleted}, nil
+}
+
+// writeBatch is Write of several shards through one AppendBatch.
+func (l *Local) writeBatch(ba store.BatchAppender, req *wire.WriteReq, limit int64) (*wire.WriteResp, error) {
+	batch := make([]store.PairAppend, len(req.Shards))
+	stored := 0
+	for i := range req.Shards {
+		w := &req.Shards[i]
+		ref, err := l.checkShard(w.ID, w.Start, w.Key)
+		if err != nil {
+			return nil, err
+		}
+		if err := l.checkPoints(w, limit); err != nil {
+			return nil, err
+		}
+		batch[i] = store.PairAppend{Ref: ref, Key: w.Key, Points: w.Points}
+		stored += w.Points.Len()
+	}
+	if err := ba.AppendBatch(batch); err != nil {
+		return nil, storeError(err)
+	}
+	return &wire.WriteResp{Stored: stored}, nil
+}
+
+// checkPoints refuses what a coordinator would have refused: invalid points (lengths,
+// string sizes), points outside the shard's quantum (they would be filed under the
+// wrong shard ID), points stamped too far in the future.
+func (l *Local) checkPoints(w *wire.ShardWrite, limit int64) error {
+	if err := w.Points.Valid(); err != nil {
+		return rpc.Errorf(wire.CodeBadInput, "write of %q: %v", w.Key, err)
+	}
+	lo, hi := l.quantum.BeginNanos(w.Start), l.quantum.EndNanos(w.Start)
+	for _, t := range w.Points.T {
+		if t < lo || t >= hi {
+			return rpc.Errorf(wire.CodeBadInput, "write of %q: point at %d is outside the shard's quantum [%d, %d)", w.Key, t, lo, hi)
+		}
+		if t > limit {
+			return rpc.Errorf(wire.CodeBadInput, "write of %q: timestamp %s is more than %v in the future of this replica's clock (check the writer's clock)",
+				w.Key, time.Unix(0, t).UTC().Format(time.RFC3339Nano), l.maxFuture+replicaClockSlack)
+		}
+	}
+	return nil
+}
+
+func (l *Local) Read(ctx context.Context, req *wire.ReadReq) (*wire.ReadResp, error) {
+	return l.ReadInto(ctx, req, nil, nil)
+}
+
+// ReadInto implements Local: Read answering in out when it has a result per shard (a
+// long read's page buffer, pagebufs.go, which the caller copies the answers out of
+// before it reuses it), else in a new slice, calling yield (when not nil) with the
+// index of each shard before it reads it.
+func (l *Local) ReadInto(ctx context.Context, req *wire.ReadReq, out []wire.ShardResult, yield func(i int)) (*wire.ReadResp, error) {
+	if len(out) == len(req.Shards) {
+		clear(out)
+	} else {
+		out = make([]wire.ShardResult, len(req.Shards))
+	}
+	resp := &wire.ReadResp{Shards: out}
+	answer := 0
+	for i := range req.Shards {
+		if yield != nil {
+			yield(i) // a long read's page lets small requests in (longread.go)
+		}
+		r := &req.Shards[i]
+		ref, err := l.checkShard(r.ID, r.Start, r.Key)
+		if err != nil {
+			return nil, err
+		}
+		if r.From > r.To {
+			return nil, rpc.Errorf(wire.CodeBadInput, "read of %q: from %d is after to %d", r.Key, r.From, r.To)
+		}
+		res := &resp.Shards[i]
+		if res.Deleted, err = l.tombstones(ref, r.Key); err != nil {
+			return nil, storeError(err)
+		}
+		if r.Digest && r.SetHash {
+			st, held, err := cluster.PairSetHash(l.store, ref, r.Key)
+			if err != nil {
+				return nil, storeError(err)
+			}
+			res.Held, res.Count, res.Hash, res.SetHash = held, int(st.Count), st.Hash, true
+			continue
+		}
+		whole := !r.Strong && r.From <= l.quantum.BeginNanos(r.Start) && r.To >= l.quantum.EndNanos(r.Start)
+		if sum, ok := l.store.(cluster.Summarizer); ok && whole && r.Digest {
+			s, held, err := sum.Summary(ref, r.Key)
+			if err != nil {
+				return nil, storeError(err)
+			}
+			res.Held, res.Count, res.Hash = held, int(s.Count), cluster.SummaryHash(s.Count, s.MinT, s.MaxT)
+			continue
+		}
+		pts, held, err := l.store.Read(ref, r.Key, r.From, r.To)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		res.Held, res.Count, res.Hash = held, pts.Len(), cluster.ReadDigest(&pts, whole)
+		if !r.Digest {
+			res.Points = pts
+			if answer += pts.WireSize(); answer > wire.MaxReadAnswerBytes {
+				return nil, rpc.Errorf(wire.CodeTooLarge, "read of %q: the answer would exceed %d bytes (quantum %d holds long values); ask for a shorter range",
+					r.Key, wire.MaxReadAnswerBytes, r.Start)
+			}
+		}
+	}
+	return resp, nil
+}
+
+func (l *Local) DeclareType(_ context.Context, key string, t series.Type) (series.Type, error) {
+	have, err := l.store.DeclareType(key, t)
+	if err != nil {
+		return have, storeError(err)
+	}
+	return have, nil
+}
+
+func (l *Local) SeriesType(_ context.Context, key string) (series.Type, bool, error) {
+	t, ok := l.store.SeriesType(key)
+	return t, ok, nil
+}
+
+func (l *Local) Stats(context.Context) (wire.NodeStats, error) { return l.stats(), nil }
+
+// checkShard refuses a shard whose ID does not belong to its key and quantum under this
+// cluster's layout: a confused or hostile peer must not file points under a wrong ID.
+func (l *Local) checkShard(id []byte, start int64, key string) (store.ShardRef, error) {
+	if err := series.ValidateKey(key); err != nil {
+		return store.ShardRef{}, rpc.Errorf(wire.CodeBadInput, "%v", err)
+	}
+	ref := cluster.ShardRef(l.format, key, start)
+	if len(id) != quanta.IDLen || quanta.ID(id) != ref.ID || start%int64(l.quantum) != 0 {
+		return store.ShardRef{}, rpc.Errorf(wire.CodeBadInput, "shard %x is not series %q at quantum %d", id, key, start)
+	}
+	return ref, nil
+}
+
+// storeError maps a store failure to an error code a client can act on.
+func storeError(err error) error {
+	switch {
+	case errors.Is(err, series.ErrTypeMismatch):
+		return rpc.Errorf(wire.CodeTypeMismatch, "%v", err)
+	case errors.Is(err, store.ErrExpired):
+		return rpc.Errorf(wire.CodeExpired, "%v", err)
+	}
+	return rpc.Errorf(wire.CodeUnavailable, "%v", err)
+}
