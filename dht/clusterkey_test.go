@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tsdht/tsdht/clusterkey"
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 func testKey(t *testing.T) clusterkey.Key {
@@ -60,7 +61,7 @@ func TestClusterKeyJoin(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a node holding the key: %v", err)
 	}
-	waitFor(t, 10*time.Second, "2 live members on both", func() bool { return len(seed.Live()) == 2 && len(member.Live()) == 2 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return len(seed.Live()) == 2 && len(member.Live()) == 2 }, "2 live members on both")
 }
 
 // TestClusterKeyRotation rotates the key of a running 3-node cluster as
@@ -84,14 +85,14 @@ func TestClusterKeyRotation(t *testing.T) {
 	}
 	allTalk := func(what string) {
 		t.Helper()
-		waitFor(t, 30*time.Second, what+": 3 live members everywhere", func() bool {
+		testutil.WaitFor(t, 30*time.Second, func() bool {
 			for _, tn := range nodes {
 				if len(tn.Live()) != 3 {
 					return false
 				}
 			}
 			return true
-		})
+		}, "%s: 3 live members everywhere", what)
 		for _, a := range nodes {
 			for _, b := range nodes {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

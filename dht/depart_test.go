@@ -3,6 +3,8 @@ package dht
 import (
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 // TestKademliaLeaveDropsAtOnce: in kademlia mode a node that begins to leave (a
@@ -51,14 +53,14 @@ func TestKademliaLeaveDropsAtOnce(t *testing.T) {
 	if back.Self().ID != target.ID {
 		t.Fatalf("restarted as %s, want %s", back.Self().ID, target.ID)
 	}
-	waitFor(t, 20*time.Second, "the restarted node to be found first for its own key", func() bool {
+	testutil.WaitFor(t, 20*time.Second, func() bool {
 		for _, tn := range others {
 			if rs := freshSet(t, tn, target, 3); len(rs) == 0 || rs[0].ID != target.ID {
 				return false
 			}
 		}
 		return true
-	})
+	}, "the restarted node to be found first for its own key")
 }
 
 // TestGoneBook: a departure counts for goneFor, and is forgotten when the peer

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 func newTestGossip(t *testing.T) *gossipTransport {
@@ -182,6 +184,6 @@ func TestGossipTransportMemberlist(t *testing.T) {
 		lists = append(lists, m)
 	}
 	for _, m := range lists {
-		waitFor(t, 20*time.Second, m.LocalNode().Name+" sees 3 members", func() bool { return m.NumMembers() == 3 })
+		testutil.WaitFor(t, 20*time.Second, func() bool { return m.NumMembers() == 3 }, "%s to see 3 members", m.LocalNode().Name)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/quanta"
 )
 
@@ -151,7 +152,7 @@ func TestKademliaModeAgreesWithFullMode(t *testing.T) {
 	// for a view of all n in which every node places every ID as kademlia
 	// mode did.
 	disagreement := ""
-	waitFor(t, 30*time.Second, "full mode to place every ID as kademlia mode did", func() bool {
+	testutil.WaitFor(t, 30*time.Second, func() bool {
 		for i, id := range ids {
 			tn := full[i%n]
 			if len(tn.Live()) != n {
@@ -165,7 +166,7 @@ func TestKademliaModeAgreesWithFullMode(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, "full mode to place every ID as kademlia mode did")
 }
 
 // TestKademliaStatusIsTheTable: in kademlia mode Live and Members report the
@@ -244,9 +245,9 @@ func TestKademliaRejoinsWhenSeedComesBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the node to bootstrap through the restarted seed", func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		return tn.TableSize() == 1 && back.TableSize() == 1
-	})
+	}, "the node to bootstrap through the restarted seed")
 }
 
 func TestLocateTrace(t *testing.T) {

@@ -3,7 +3,6 @@ package dht
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 )
@@ -69,42 +69,36 @@ func (tn *testNode) kill() {
 // every node sees all of them live.
 func startCluster(t *testing.T, n int) []*testNode {
 	t.Helper()
-	seed, err := startNode(t, t.TempDir(), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes := []*testNode{seed}
-	for range n - 1 {
-		tn, err := startNode(t, t.TempDir(), []string{seed.GossipAddr()}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, tn)
-	}
+	nodes := startNodes(t, n, nil)
 	// The loop feeds the routing table a moment after memberlist's news.
-	waitFor(t, 10*time.Second, fmt.Sprintf("all %d nodes to see %d live members and route to them", n, n), func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		for _, tn := range nodes {
 			if len(tn.Live()) != n || tn.TableSize() != n-1 {
 				return false
 			}
 		}
 		return true
-	})
+	}, "all %d nodes to see %d live members and route to them", n, n)
 	return nodes
 }
 
-// waitFor polls cond until it holds and returns how long that took, or
-// fails the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
+// startNodes starts n nodes with edit, each after the first joining through the first,
+// and does not wait for them to see each other.
+func startNodes(t *testing.T, n int, edit func(*Config)) []*testNode {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	seed, err := startNode(t, t.TempDir(), nil, edit)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return time.Since(start)
+	nodes := []*testNode{seed}
+	for range n - 1 {
+		tn, err := startNode(t, t.TempDir(), []string{seed.GossipAddr()}, edit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, tn)
+	}
+	return nodes
 }
 
 // testLogger returns a Logger that writes to t.Log until the test ends:
@@ -204,14 +198,14 @@ func TestMembershipKillAndLeave(t *testing.T) {
 		start := time.Now()
 		victim.kill()
 		survivors := slices.DeleteFunc(slices.Clone(nodes), func(tn *testNode) bool { return tn == victim })
-		waitFor(t, 20*time.Second, "survivors to declare "+victim.Self().String()+" dead", func() bool {
+		testutil.WaitFor(t, 20*time.Second, func() bool {
 			for _, tn := range survivors {
 				if has(tn.Live(), id) {
 					return false
 				}
 			}
 			return true
-		})
+		}, "survivors to declare %s dead", victim.Self())
 		t.Logf("killed node declared dead by every survivor after %v (probe %v, timeout %v, suspicion mult %d)",
 			time.Since(start).Round(time.Millisecond), DefaultLANConfig().ProbeInterval, DefaultLANConfig().ProbeTimeout,
 			DefaultLANConfig().SuspicionMult)
@@ -236,14 +230,14 @@ func TestMembershipKillAndLeave(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes = nodes[:3]
-	waitFor(t, 5*time.Second, "the others to see the leave", func() bool {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		for _, tn := range nodes {
 			if stateOf(tn, id) != StateLeft {
 				return false
 			}
 		}
 		return true
-	})
+	}, "the others to see the leave")
 	t.Logf("departed node removed by every other after %v", time.Since(start).Round(time.Millisecond))
 
 	// Replica sets and tables hold only the living.
@@ -258,14 +252,14 @@ func TestMembershipKillAndLeave(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, 5*time.Second, "the tables to drop the dead and departed", func() bool {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		for _, tn := range nodes {
 			if tn.TableSize() != 2 {
 				return false
 			}
 		}
 		return true
-	})
+	}, "the tables to drop the dead and departed")
 }
 
 func TestMembershipRestartSameIdentity(t *testing.T) {
@@ -288,7 +282,7 @@ func TestMembershipRestartSameIdentity(t *testing.T) {
 		t.Fatal("restarted node on the same RPC port: the test proves nothing")
 	}
 	nodes = []*testNode{nodes[0], nodes[1], back}
-	elapsed := waitFor(t, 30*time.Second, "the restarted node to be live at its new address everywhere", func() bool {
+	elapsed := testutil.WaitFor(t, 30*time.Second, func() bool {
 		for _, tn := range nodes {
 			live := tn.Live()
 			if len(live) != 3 || !slices.ContainsFunc(live, func(p Peer) bool { return p.ID == id && p.RPCAddr == back.Self().RPCAddr }) {
@@ -296,16 +290,16 @@ func TestMembershipRestartSameIdentity(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, "the restarted node to be live at its new address everywhere")
 	t.Logf("node restarted with the same identity on new ports is live everywhere after %v", elapsed.Round(time.Millisecond))
-	waitFor(t, 5*time.Second, "the tables to route to the new address", func() bool {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		for _, tn := range nodes[:2] {
 			if got := tn.NearestPeers(back.Self().Key, 1); len(got) != 1 || got[0].RPCAddr != back.Self().RPCAddr {
 				return false
 			}
 		}
 		return true
-	})
+	}, "the tables to route to the new address")
 }
 
 // TestRejoinLoop kills the only seed of a node; the seed comes back on its
@@ -322,17 +316,17 @@ func TestRejoinLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the join", func() bool { return len(other.Live()) == 2 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return len(other.Live()) == 2 }, "the join")
 
 	seed.kill()
-	waitFor(t, 20*time.Second, "the seed's death", func() bool { return len(other.Live()) == 1 })
+	testutil.WaitFor(t, 20*time.Second, func() bool { return len(other.Live()) == 1 }, "the seed's death")
 	back, err := startNode(t, seed.dir, nil, func(c *Config) { fast(c); c.GossipAddr = seedAddr })
 	if err != nil {
 		t.Fatal(err)
 	}
-	elapsed := waitFor(t, 20*time.Second, "the re-join", func() bool {
+	elapsed := testutil.WaitFor(t, 20*time.Second, func() bool {
 		return len(other.Live()) == 2 && len(back.Live()) == 2
-	})
+	}, "the re-join")
 	t.Logf("re-joined the restarted seed after %v", elapsed.Round(time.Millisecond))
 }
 

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 // freshSet looks the replica set of target up afresh (no cache), as a node
@@ -29,20 +31,8 @@ func freshSet(t *testing.T, tn *testNode, target Peer, rf int) []Peer {
 func startSparseKademlia(t *testing.T, n int, mode func(*Config), why string, count func(c *testNode, nodes []*testNode) int) (seed, picked *testNode, others []*testNode) {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		var err error
-		seed, err = startNode(t, t.TempDir(), nil, mode)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes := []*testNode{seed}
-		for range n - 1 {
-			tn, err := startNode(t, t.TempDir(), []string{seed.GossipAddr()}, mode)
-			if err != nil {
-				t.Fatal(err)
-			}
-			nodes = append(nodes, tn)
-		}
-		picked = nodes[1]
+		nodes := startNodes(t, n, mode)
+		seed, picked = nodes[0], nodes[1]
 		for _, c := range nodes[2:] {
 			if count(c, nodes) < count(picked, nodes) {
 				picked = c
@@ -50,14 +40,14 @@ func startSparseKademlia(t *testing.T, n int, mode func(*Config), why string, co
 		}
 		others = slices.DeleteFunc(slices.Clone(nodes), func(tn *testNode) bool { return tn == picked })
 		target := picked.Self() // the closest node to its own key
-		waitFor(t, 20*time.Second, "every node to find the picked node first for its own key", func() bool {
+		testutil.WaitFor(t, 20*time.Second, func() bool {
 			for _, tn := range others {
 				if rs := freshSet(t, tn, target, 3); len(rs) == 0 || rs[0].ID != target.ID {
 					return false
 				}
 			}
 			return true
-		})
+		}, "every node to find the picked node first for its own key")
 		if count(picked, nodes) < n-1 {
 			return seed, picked, others
 		}
@@ -134,24 +124,24 @@ func TestKademliaStopKeepsOwnership(t *testing.T) {
 	}
 	// The seed heard from it (the bootstrap's ping): awake there, and alive and live if
 	// its table holds it.
-	waitFor(t, 10*time.Second, "the seed to see the restarted node awake", func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		if seed.rests.resting(target.ID) {
 			return false
 		}
 		return !has(seed.tablePeers(), target.ID) || stateOf(seed, target.ID) == StateAlive && has(seed.Live(), target.ID)
-	})
+	}, "the seed to see the restarted node awake")
 
 	// Stopped again and away longer than the grace: it goes.
 	stopper = back
 	stoppedAt = stop()
-	waitFor(t, grace+20*time.Second, "the grace to run out everywhere", func() bool {
+	testutil.WaitFor(t, grace+20*time.Second, func() bool {
 		for _, tn := range others {
 			if has(freshSet(t, tn, target, 3), target.ID) {
 				return false
 			}
 		}
 		return true
-	})
+	}, "the grace to run out everywhere")
 	if d := time.Since(stoppedAt); d < grace {
 		t.Fatalf("the stopped node left the replica sets after %v, before the grace of %v", d, grace)
 	}

@@ -3,6 +3,8 @@ package dht
 import (
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 // TestStopKeepsOwnership stops a node on purpose (a restart, an upgrade): the others
@@ -23,14 +25,14 @@ func TestStopKeepsOwnership(t *testing.T) {
 		}
 		nodes = append(nodes, tn)
 	}
-	waitFor(t, 10*time.Second, "4 live members everywhere", func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		for _, tn := range nodes {
 			if len(tn.Live()) != 4 {
 				return false
 			}
 		}
 		return true
-	})
+	}, "4 live members everywhere")
 	stopper, others := nodes[3], nodes[:3]
 	id := stopper.Self().ID
 	target := stopper.Self().Key // the stopper is the closest node to its own key
@@ -38,14 +40,14 @@ func TestStopKeepsOwnership(t *testing.T) {
 		t.Fatal(err)
 	}
 	stoppedAt := time.Now()
-	waitFor(t, 5*time.Second, "the others to see the stop", func() bool {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		for _, tn := range others {
 			if stateOf(tn, id) != StateStopped {
 				return false
 			}
 		}
 		return true
-	})
+	}, "the others to see the stop")
 	for _, tn := range others {
 		if has(tn.Live(), id) {
 			t.Errorf("%s counts the stopped node live", tn.Self())
@@ -57,14 +59,14 @@ func TestStopKeepsOwnership(t *testing.T) {
 	if time.Since(stoppedAt) >= grace {
 		t.Fatalf("the test machine is too slow: %v passed before the first check, the grace is %v", time.Since(stoppedAt), grace)
 	}
-	waitFor(t, grace+10*time.Second, "the grace to run out", func() bool {
+	testutil.WaitFor(t, grace+10*time.Second, func() bool {
 		for _, tn := range others {
 			if has(tn.ReplicaSet(target, 3), id) {
 				return false
 			}
 		}
 		return true
-	})
+	}, "the grace to run out")
 	if d := time.Since(stoppedAt); d < grace {
 		t.Fatalf("the stopped node left the replica sets after %v, before the grace of %v", d, grace)
 	}

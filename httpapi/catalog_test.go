@@ -6,17 +6,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 func catalogLines(base time.Time) string {
@@ -77,15 +73,6 @@ func catalogQueries(base time.Time) []string {
 	}
 }
 
-func freeTCP(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // TestCatalogPathDifferential runs the queries that need the series catalog against
 // InfluxDB 1.x and against the package's real cluster (its nodes' series catalog):
 // the SHOW statements, SELECT *, GROUP BY tag and the tag filters must answer as
@@ -94,47 +81,14 @@ func TestCatalogPathDifferential(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: skipping the InfluxDB differential test")
 	}
-	influxd, err := exec.LookPath("influxd")
-	if err != nil {
-		if out, err := exec.Command("apt-get", "install", "-y", "influxdb").CombinedOutput(); err != nil {
-			t.Fatalf("installing influxdb: %v\n%s", err, out)
-		}
-		influxd = "influxd"
-	}
-	dir := t.TempDir()
-	addr := freeTCP(t)
-	conf := fmt.Sprintf("reporting-disabled = true\nbind-address = %q\n[meta]\n dir = %q\n[data]\n dir = %q\n wal-dir = %q\n query-log-enabled = false\n[http]\n bind-address = %q\n log-enabled = false\n[monitor]\n store-enabled = false\n",
-		freeTCP(t), filepath.Join(dir, "meta"), filepath.Join(dir, "data"), filepath.Join(dir, "wal"), addr)
-	if err := os.WriteFile(filepath.Join(dir, "c.conf"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(influxd, "-config", filepath.Join(dir, "c.conf"))
-	var logb bytes.Buffer
-	cmd.Stderr = &logb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/ping")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("influxd did not start: %s", logb.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	addr := testutil.StartInfluxd(t)
 	base := time.Now().Add(-3 * time.Hour).Truncate(time.Hour)
 	lines := catalogLines(base)
 	urls := []string{"http://" + addr, srvURL}
 	for _, u := range urls {
 		// influxd answers /ping before its meta store takes a CREATE DATABASE: ask again
 		// until the write finds the database.
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		testutil.WaitNoError(t, 20*time.Second, func() error {
 			resp, err := http.Post(u+"/query?"+url.Values{"q": {"CREATE DATABASE cat"}}.Encode(), "", nil)
 			if err != nil {
 				t.Fatal(err)
@@ -146,14 +100,15 @@ func TestCatalogPathDifferential(t *testing.T) {
 			}
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusNoContent {
-				break
+			switch resp.StatusCode {
+			case http.StatusNoContent:
+				return nil
+			case http.StatusNotFound:
+				return fmt.Errorf("write: %d %s", resp.StatusCode, b)
 			}
-			if resp.StatusCode != http.StatusNotFound || time.Now().After(deadline) {
-				t.Fatalf("%s write: %d %s", u, resp.StatusCode, b)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			t.Fatalf("%s write: %d %s", u, resp.StatusCode, b)
+			return nil
+		}, "%s to take a write into a database just created", u)
 	}
 	for _, q := range catalogQueries(base) {
 		var ans [2]any
@@ -175,39 +130,8 @@ func TestCatalogPathDifferential(t *testing.T) {
 		if testing.Verbose() {
 			t.Logf("%s\n   tsdht: %.300s", q, raw[1])
 		}
-		if !jsonEqual(ans[0], ans[1]) {
+		if !testutil.SameJSON(ans[0], ans[1]) {
 			t.Errorf("%s\ninfluxdb: %s\n   tsdht: %s", q, raw[0], raw[1])
 		}
 	}
-}
-
-func jsonEqual(a, b any) bool {
-	switch x := a.(type) {
-	case float64:
-		y, ok := b.(float64)
-		return ok && approxEq(x, y)
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !jsonEqual(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k := range x {
-			if !jsonEqual(x[k], y[k]) {
-				return false
-			}
-		}
-		return true
-	}
-	return reflect.DeepEqual(a, b)
 }

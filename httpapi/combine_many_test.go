@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
@@ -34,23 +35,19 @@ func (g *gatedManyEngine) WriteMany(ctx context.Context, ws []SeriesWrite) []Wri
 // gathered waits until the group behind the WriteMany in flight holds n points.
 func gathered(t *testing.T, c *manyCombiner, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	got := 0
+	if !testutil.Poll(30*time.Second, func() bool {
 		c.mu.Lock()
-		got := 0
+		defer c.mu.Unlock()
+		got = 0
 		if c.next != nil {
 			for _, w := range c.next.ws {
 				got += w.Pts.Len()
 			}
 		}
-		c.mu.Unlock()
-		if got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d points gathered behind the write in flight", got, n)
-		}
-		time.Sleep(time.Millisecond) // polling a condition, with a deadline
+		return got == n
+	}) {
+		t.Fatalf("%d of %d points gathered behind the write in flight", got, n)
 	}
 }
 

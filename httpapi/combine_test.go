@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
@@ -60,23 +61,7 @@ func TestCombinerMergesConcurrentWrites(t *testing.T) {
 		go run(r)
 	}
 	// Wait until the 15 have joined the group behind the held Write.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		sh := c.shard(key)
-		sh.mu.Lock()
-		n := 0
-		if grp := sh.running[key]; grp != nil {
-			n = grp.pts.Len()
-		}
-		sh.mu.Unlock()
-		if n == (reqs-1)*per {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d points gathered behind the write in flight", n, (reqs-1)*per)
-		}
-		time.Sleep(time.Millisecond) // polling a condition, with a deadline
-	}
+	waitGathered(t, c, key, (reqs-1)*per)
 	close(g.release)
 	wg.Wait()
 	for r := range reqs {
@@ -132,23 +117,7 @@ func TestCombinerBlamesOnlyTheBadRequest(t *testing.T) {
 	go func() { defer wg.Done(); nGood, errGood = c.write(ctx, key, nil, pts(start+1e9, start+2e9)) }()
 	future := time.Now().Add(10 * 365 * 24 * time.Hour).UnixNano()
 	go func() { defer wg.Done(); _, errBad = c.write(ctx, key, nil, pts(start+3e9, future)) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		sh := c.shard(key)
-		sh.mu.Lock()
-		n := 0
-		if grp := sh.running[key]; grp != nil {
-			n = grp.pts.Len()
-		}
-		sh.mu.Unlock()
-		if n == 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of 4 points gathered", n)
-		}
-		time.Sleep(time.Millisecond) // polling a condition, with a deadline
-	}
+	waitGathered(t, c, key, 4)
 	close(g.release)
 	wg.Wait()
 	if errHeld != nil || errGood != nil || nGood != 2 {
@@ -160,5 +129,22 @@ func TestCombinerBlamesOnlyTheBadRequest(t *testing.T) {
 	got, err := engine.Read(ctx, key, start, start+10e9)
 	if err != nil || got.Len() != 3 {
 		t.Fatalf("read back %d points (%v), want the 3 good ones", got.Len(), err)
+	}
+}
+
+// waitGathered waits until key's group behind the write in flight holds n points.
+func waitGathered(t *testing.T, c *combiner, key string, n int) {
+	t.Helper()
+	got := 0
+	if !testutil.Poll(30*time.Second, func() bool {
+		sh := c.shard(key)
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		if grp := sh.running[key]; grp != nil {
+			got = grp.pts.Len()
+		}
+		return got == n
+	}) {
+		t.Fatalf("%d of %d points gathered behind the write in flight", got, n)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/tsdb"
 )
 
@@ -269,13 +270,7 @@ func TestBodyLimitsAndBackpressure(t *testing.T) {
 		done <- resp.StatusCode
 	}()
 	pw.Write([]byte("lim v=1 "))
-	deadline := time.Now().Add(10 * time.Second)
-	for len(h.slots) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the first write never took its slot")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 10*time.Second, func() bool { return len(h.slots) > 0 }, "the first write to take its slot")
 	code, hdr, b := post(t, srv.URL+"/write?db=lim", "text/plain", strings.NewReader("lim v=1 1"), nil)
 	if code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" {
 		t.Fatalf("saturated: %d %q %s", code, hdr.Get("Retry-After"), b)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tsdht/tsdht/internal/cputime"
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 // benchCall measures small calls to one peer over tr.
@@ -92,11 +93,7 @@ func BenchmarkFanOut7(b *testing.B) {
 	b.Run("bare", func(b *testing.B) {
 		conns := make([]net.Conn, peers)
 		for i := range conns {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ln.Close()
+			ln := testutil.Listen(b)
 			go func() {
 				c, err := ln.Accept()
 				if err != nil {
@@ -113,6 +110,7 @@ func BenchmarkFanOut7(b *testing.B) {
 					}
 				}
 			}()
+			var err error
 			if conns[i], err = net.Dial("tcp", ln.Addr().String()); err != nil {
 				b.Fatal(err)
 			}

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 // TestRoundTrip runs 200 concurrent calls through one client over each
@@ -383,11 +385,7 @@ func TestIdleTimeout(t *testing.T) {
 	if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the idle connection to close", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return len(c.conns) == 0
-	})
+	testutil.WaitFor(t, 5*time.Second, func() bool { return clientConns(c) == 0 }, "the idle connection to close")
 	if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -416,12 +414,12 @@ func TestIdleTimeoutBusy(t *testing.T) {
 		errc <- err
 	}()
 	// Let the idle timer fire a few times while the call waits.
-	waitFor(t, "the call to be pending", func() bool {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		cc := c.conns[addr]
 		return cc != nil && cc.refs.Load() == 1
-	})
+	}, "the call to be pending")
 	time.Sleep(20 * time.Millisecond) // gives the timer the chance to misbehave; correctness does not depend on it
 	close(release)
 	if err := <-errc; err != nil {
@@ -458,7 +456,7 @@ func TestBackpressure(t *testing.T) {
 		})
 	}
 	for range calls {
-		waitFor(t, "a handler to run", func() bool { return running.Load() > 0 })
+		testutil.WaitFor(t, 5*time.Second, func() bool { return running.Load() > 0 }, "a handler to run")
 		release <- struct{}{}
 	}
 	wg.Wait()

@@ -1,17 +1,16 @@
 package rpc
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tsdht/tsdht/clusterkey"
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 // newKey returns a random cluster key.
@@ -64,9 +63,9 @@ func TestClusterKey(t *testing.T) {
 				t.Fatalf("got %v; want ErrClusterKey saying %q", err, tt.want)
 			}
 			if tt.server != nil {
-				waitFor(t, "the server's warning", func() bool {
+				testutil.WaitFor(t, 5*time.Second, func() bool {
 					return strings.Contains(logs.String(), "level=WARN msg=\"rpc: refused connection: cluster key\"")
-				})
+				}, "the server's warning")
 			}
 		})
 	}
@@ -98,26 +97,10 @@ func TestClusterKeyRotation(t *testing.T) {
 	}
 }
 
-// recorder is a TCP proxy that records what clients send.
-type recorder struct {
-	mu   sync.Mutex
-	sent bytes.Buffer
-}
-
-func (r *recorder) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.sent.Write(p)
-}
-
 // proxy forwards connections on a new listener to addr, recording what the
 // client side sends, and returns the listener's address.
-func proxy(t *testing.T, addr string, rec *recorder) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+func proxy(t *testing.T, addr string, rec *testutil.SyncBuffer) string {
+	l := testutil.Listen(t)
 	go func() {
 		for {
 			in, err := l.Accept()
@@ -144,14 +127,12 @@ func TestClusterKeyReplay(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.ClusterKey = key
 	_, addr := startServer(t, NewTCPTransport(), "127.0.0.1:0", cfg, map[string]HandlerFunc{"echo": echo})
-	var rec recorder
+	var rec testutil.SyncBuffer
 	c := newClient(t, NewTCPTransport(), cfg)
 	if _, err := c.Call(ctxTimeout(t, 5*time.Second), proxy(t, addr, &rec), "echo", nil); err != nil {
 		t.Fatal(err)
 	}
-	rec.mu.Lock()
-	recorded := bytes.Clone(rec.sent.Bytes()[:helloLen+authLen])
-	rec.mu.Unlock()
+	recorded := rec.Bytes()[:helloLen+authLen]
 
 	conn := rawConn(t, addr)
 	if _, err := conn.Write(recorded); err != nil {

@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 // TestHeaderFlood: 16 connections that each send the handshake and a frame
@@ -75,7 +76,7 @@ func TestFrameTimeout(t *testing.T) {
 			if took := time.Since(start); took > 3*time.Second {
 				t.Errorf("closed after %v, FrameTimeout is %v", took, cfg.FrameTimeout)
 			}
-			waitFor(t, "the log line", func() bool { return strings.Contains(logs.String(), "FrameTimeout") })
+			testutil.WaitFor(t, 5*time.Second, func() bool { return strings.Contains(logs.String(), "FrameTimeout") }, "the log line")
 			// The whole budget is back: a frame of the full size is read.
 			c := newClient(t, NewTCPTransport(), DefaultConfig())
 			if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "echo", make([]byte, cfg.MaxFrameSize-1024)); err != nil {
@@ -131,16 +132,8 @@ func TestServerIdleTimeout(t *testing.T) {
 	if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the server to close the idle connection", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return len(s.conns) == 0
-	})
-	waitFor(t, "the client to hear the goodbye", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return len(c.conns) == 0
-	})
+	testutil.WaitFor(t, 5*time.Second, func() bool { return serverConns(s) == 0 }, "the server to close the idle connection")
+	testutil.WaitFor(t, 5*time.Second, func() bool { return clientConns(c) == 0 }, "the client to hear the goodbye")
 	if _, err := c.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
 		t.Fatalf("call after the server closed the idle connection: %v", err)
 	}
@@ -167,11 +160,7 @@ func TestServerIdleTimeout(t *testing.T) {
 // was closing as idle is sent again on a new connection, once, without the
 // caller seeing an error.
 func TestGoingAwayRetry(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := testutil.Listen(t)
 	go func() {
 		for i := 0; ; i++ {
 			conn, err := l.Accept()
@@ -251,17 +240,13 @@ func TestConnCap(t *testing.T) {
 			return k == n && len(s.conns) == n
 		}
 	}
-	waitFor(t, "4 idle connections", idle(4))
+	testutil.WaitFor(t, 5*time.Second, idle(4), "4 idle connections")
 	// A fifth client: the oldest idle one, client 0, makes room.
 	fifth := newClient(t, NewTCPTransport(), DefaultConfig())
 	if _, err := fifth.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
 		t.Fatalf("a connection at the cap with idle ones to reap: %v", err)
 	}
-	waitFor(t, "client 0 to lose its connection", func() bool {
-		clients[0].mu.Lock()
-		defer clients[0].mu.Unlock()
-		return len(clients[0].conns) == 0
-	})
+	testutil.WaitFor(t, 5*time.Second, func() bool { return clientConns(clients[0]) == 0 }, "client 0 to lose its connection")
 	s.mu.Lock()
 	if s.live > cfg.MaxConns {
 		t.Errorf("%d connections, cap %d", s.live, cfg.MaxConns)
@@ -272,7 +257,7 @@ func TestConnCap(t *testing.T) {
 		t.Fatalf("call on a reaped client: %v", err)
 	}
 
-	waitFor(t, "4 idle connections", idle(4))
+	testutil.WaitFor(t, 5*time.Second, idle(4), "4 idle connections")
 	defer func() {
 		if t.Failed() {
 			s.mu.Lock()
@@ -301,7 +286,7 @@ func TestConnCap(t *testing.T) {
 				t.Logf("busy call: %v", err)
 			}
 		}()
-		waitFor(t, fmt.Sprintf("%d busy connections", i+1), func() bool {
+		testutil.WaitFor(t, 5*time.Second, func() bool {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			n := 0
@@ -311,14 +296,14 @@ func TestConnCap(t *testing.T) {
 				}
 			}
 			return n == i+1
-		})
+		}, "%d busy connections", i+1)
 	}
 	late := newClient(t, NewTCPTransport(), DefaultConfig())
 	_, err := late.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil)
 	if !errors.Is(err, ErrUnreachable) {
 		t.Errorf("a connection over the cap with none idle: got %v, want ErrUnreachable", err)
 	}
-	waitFor(t, "the log line", func() bool { return strings.Contains(logs.String(), "Config.MaxConns") })
+	testutil.WaitFor(t, 5*time.Second, func() bool { return strings.Contains(logs.String(), "Config.MaxConns") }, "the log line")
 	close(release)
 	wg.Wait()
 }
@@ -367,7 +352,7 @@ func TestHandshakeTrickle(t *testing.T) {
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("closed after %v, HandshakeTimeout is %v", took, cfg.HandshakeTimeout)
 	}
-	waitFor(t, "the log line", func() bool { return strings.Contains(logs.String(), "handshake") })
+	testutil.WaitFor(t, 5*time.Second, func() bool { return strings.Contains(logs.String(), "handshake") }, "the log line")
 }
 
 // TestConnCapReapsStalledFrames: at MaxConns, connections whose frame stalled part-way
@@ -390,7 +375,7 @@ func TestConnCapReapsStalledFrames(t *testing.T) {
 		// The server has read the header before the next stalls: on a busy machine
 		// its readers could otherwise take the two in either order, and the second
 		// would be the one idle the longest.
-		waitFor(t, "the server to read the stalled frame's header", func() bool {
+		testutil.WaitFor(t, 5*time.Second, func() bool {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			for _, sc := range s.conns {
@@ -399,7 +384,7 @@ func TestConnCapReapsStalledFrames(t *testing.T) {
 				}
 			}
 			return false
-		})
+		}, "the server to read the stalled frame's header")
 		stalled = append(stalled, conn)
 	}
 	live := &countingTransport{Transport: NewTCPTransport()}
@@ -440,7 +425,7 @@ func TestConnCapSparesLiveClients(t *testing.T) {
 	if _, err := other.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the silent connection to be in its handshake for longer than handshakeGrace", func() bool {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, sc := range s.conns {
@@ -449,7 +434,7 @@ func TestConnCapSparesLiveClients(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}, "the silent connection to be in its handshake for longer than handshakeGrace")
 	newcomer := newClient(t, NewTCPTransport(), DefaultConfig())
 	if _, err := newcomer.Call(ctxTimeout(t, 5*time.Second), addr, "echo", nil); err != nil {
 		t.Fatalf("a newcomer at the cap: %v", err)

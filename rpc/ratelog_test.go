@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 // A flood of bad connections is logged as a burst of lines and then counted, not a
@@ -24,9 +26,9 @@ func TestDroppedConnectionsLogABurstThenCount(t *testing.T) {
 		conn.Write([]byte("not a hello at all")) // refused at the handshake
 		expectClosed(t, conn)
 	}
-	waitFor(t, "the burst of refusal lines", func() bool {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		return strings.Count(logs.String(), `msg="rpc: refused connection"`) >= dropLogBurst
-	})
+	}, "the burst of refusal lines")
 	if n := strings.Count(logs.String(), `msg="rpc: refused connection"`); n != dropLogBurst {
 		t.Fatalf("%d bad connections made %d log lines, want the burst of %d", flood, n, dropLogBurst)
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 // TestReapKeepsOldestIdle: at MaxConns a flood of new connections reaps the
@@ -27,17 +29,17 @@ func TestReapKeepsOldestIdle(t *testing.T) {
 	for range 32 { // silent: in their handshake, idle since they were accepted
 		oldConns = append(oldConns, rawConn(t, addr))
 	}
-	waitFor(t, "32 connections accepted", func() bool { live, _ := counts(); return live == 32 })
+	testutil.WaitFor(t, 5*time.Second, func() bool { live, _ := counts(); return live == 32 }, "32 connections accepted")
 	accepted := time.Now()
-	waitFor(t, "the handshake grace to pass", func() bool { return time.Since(accepted) > 2*handshakeGrace })
+	testutil.WaitFor(t, 5*time.Second, func() bool { return time.Since(accepted) > 2*handshakeGrace }, "the handshake grace to pass")
 	for range 16 {
 		rawConn(t, addr)
 	}
-	waitFor(t, "16 more accepted", func() bool {
+	testutil.WaitFor(t, 5*time.Second, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return len(s.conns) == 32 && s.reapScans > 0
-	})
+	}, "16 more accepted")
 	for i, conn := range oldConns {
 		if i < 16 {
 			conn.SetReadDeadline(time.Now().Add(5 * time.Second))

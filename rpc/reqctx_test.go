@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 func TestReqContextDeadlineWithoutDone(t *testing.T) {
@@ -16,13 +18,7 @@ func TestReqContextDeadlineWithoutDone(t *testing.T) {
 	if d, ok := rc.Deadline(); !ok || d != rc.deadline {
 		t.Fatalf("Deadline = %v %v", d, ok)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for rc.Err() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("Err never reported the deadline")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, 5*time.Second, func() bool { return rc.Err() != nil }, "Err to report the deadline")
 	if !errors.Is(rc.Err(), context.DeadlineExceeded) {
 		t.Fatalf("Err = %v, want DeadlineExceeded", rc.Err())
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 // rawConn dials addr over TCP, bypassing the Client, to send what a broken
@@ -118,7 +120,7 @@ func TestBadPeers(t *testing.T) {
 				t.Errorf("serving a bad peer allocated %d bytes", grew)
 			}
 			if tt.wantLog != "" {
-				waitFor(t, "log line "+tt.wantLog, func() bool { return strings.Contains(logs.String(), tt.wantLog) })
+				testutil.WaitFor(t, 5*time.Second, func() bool { return strings.Contains(logs.String(), tt.wantLog) }, "log line %s", tt.wantLog)
 			}
 			if _, err := good.Call(ctxTimeout(t, 5*time.Second), addr, "echo", []byte("still here")); err != nil {
 				t.Fatalf("server stopped serving others: %v", err)
@@ -130,11 +132,7 @@ func TestBadPeers(t *testing.T) {
 // TestVersionMismatchClient: a client that reaches a server speaking another
 // protocol version fails with an error that says so, as unreachable.
 func TestVersionMismatchClient(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := testutil.Listen(t)
 	go func() { // a server from the future
 		conn, err := l.Accept()
 		if err != nil {
@@ -146,7 +144,7 @@ func TestVersionMismatchClient(t *testing.T) {
 		io.Copy(io.Discard, conn)
 	}()
 	c := newClient(t, NewTCPTransport(), DefaultConfig())
-	_, err = c.Call(ctxTimeout(t, 5*time.Second), l.Addr().String(), "echo", nil)
+	_, err := c.Call(ctxTimeout(t, 5*time.Second), l.Addr().String(), "echo", nil)
 	if !errors.Is(err, ErrUnreachable) || !errors.Is(err, ErrVersionMismatch) {
 		t.Fatalf("got %v, want ErrUnreachable and ErrVersionMismatch", err)
 	}
@@ -158,11 +156,7 @@ func TestVersionMismatchClient(t *testing.T) {
 // TestNotAServer: a client that reaches something other than a tsdht server
 // says so.
 func TestNotAServer(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := testutil.Listen(t)
 	go func() {
 		conn, err := l.Accept()
 		if err != nil {
@@ -173,7 +167,7 @@ func TestNotAServer(t *testing.T) {
 		io.Copy(io.Discard, conn)
 	}()
 	c := newClient(t, NewTCPTransport(), DefaultConfig())
-	_, err = c.Call(ctxTimeout(t, 5*time.Second), l.Addr().String(), "echo", nil)
+	_, err := c.Call(ctxTimeout(t, 5*time.Second), l.Addr().String(), "echo", nil)
 	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "not a tsdht rpc peer") {
 		t.Fatalf("got %v", err)
 	}
@@ -187,11 +181,7 @@ func TestSilentPeer(t *testing.T) {
 	_, addr := startServer(t, NewTCPTransport(), "127.0.0.1:0", cfg, nil)
 	expectClosed(t, rawConn(t, addr))
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := testutil.Listen(t)
 	accepted := make(chan net.Conn, 1)
 	go func() {
 		if conn, err := l.Accept(); err == nil {
@@ -199,7 +189,7 @@ func TestSilentPeer(t *testing.T) {
 		}
 	}()
 	c := newClient(t, NewTCPTransport(), cfg)
-	_, err = c.Call(context.Background(), l.Addr().String(), "echo", nil)
+	_, err := c.Call(context.Background(), l.Addr().String(), "echo", nil)
 	if !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("got %v, want ErrUnreachable", err)
 	}

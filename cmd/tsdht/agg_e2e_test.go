@@ -32,7 +32,7 @@ func TestEndToEndAnalytics(t *testing.T) {
 			kept = append(kept, p)
 		}
 	}
-	if _, errOut, code := c.run(csvOf(kept), "put", "--cluster", c.nodes[0].rpc, "--series", key); code != 0 {
+	if _, errOut, code := c.Run(csvOf(kept), "put", "--cluster", c.Nodes[0].RPC, "--series", key); code != 0 {
 		t.Fatalf("put: exit %d: %s", code, errOut)
 	}
 	var pts series.Points
@@ -46,7 +46,7 @@ func TestEndToEndAnalytics(t *testing.T) {
 	for i, fn := range fns {
 		names[i] = fn.String()
 	}
-	out, errOut, code := c.run("", "agg", "--cluster", c.nodes[1].rpc, "--series", key, "--from", "-2h", "--to", "now",
+	out, errOut, code := c.Run("", "agg", "--cluster", c.Nodes[1].RPC, "--series", key, "--from", "-2h", "--to", "now",
 		"--every", "1m", "--fn", strings.Join(names, ","))
 	if code != 0 {
 		t.Fatalf("agg: exit %d: %s", code, errOut)
@@ -95,7 +95,7 @@ func TestEndToEndAnalytics(t *testing.T) {
 	}
 
 	// json carries the same windows.
-	out, errOut, code = c.run("", "agg", "--cluster", c.nodes[2].rpc, "--series", key, "--from", strconv.FormatInt(base, 10),
+	out, errOut, code = c.Run("", "agg", "--cluster", c.Nodes[2].RPC, "--series", key, "--from", strconv.FormatInt(base, 10),
 		"--to", "now", "--every", "10s", "--format", "json")
 	if code != 0 {
 		t.Fatalf("agg json: exit %d: %s", code, errOut)
@@ -117,40 +117,40 @@ func TestEndToEndAnalytics(t *testing.T) {
 
 	// get and agg from the epoch to now read only where the series has points: the
 	// same answer as over the series' own range, at once.
-	narrow, errOut, code := c.run("", "get", "--cluster", c.nodes[1].rpc, "--series", key, "--from", strconv.FormatInt(base-int64(time.Hour), 10), "--to", "now")
+	narrow, errOut, code := c.Run("", "get", "--cluster", c.Nodes[1].RPC, "--series", key, "--from", strconv.FormatInt(base-int64(time.Hour), 10), "--to", "now")
 	if code != 0 {
 		t.Fatalf("get: exit %d: %s", code, errOut)
 	}
-	wide, errOut, code := c.run("", "get", "--cluster", c.nodes[1].rpc, "--series", key, "--from", "0", "--to", "now")
+	wide, errOut, code := c.Run("", "get", "--cluster", c.Nodes[1].RPC, "--series", key, "--from", "0", "--to", "now")
 	if code != 0 || wide != narrow || strings.Count(wide, "\n") != len(kept) {
 		t.Fatalf("get --from 0 --to now: exit %d, %d lines (stderr %s), want the %d of the series' own range", code, strings.Count(wide, "\n"), errOut, len(kept))
 	}
-	wideAgg, errOut, code := c.run("", "agg", "--cluster", c.nodes[1].rpc, "--series", key, "--from", "0", "--to", "now", "--every", "1m")
+	wideAgg, errOut, code := c.Run("", "agg", "--cluster", c.Nodes[1].RPC, "--series", key, "--from", "0", "--to", "now", "--every", "1m")
 	if code != 0 || len(strings.Split(strings.TrimSpace(wideAgg), "\n"))-1 != len(starts) {
 		t.Fatalf("agg --from 0 --to now: exit %d, %q (stderr %s), want %d windows", code, wideAgg, errOut, len(starts))
 	}
 
 	// latest: the last point written.
 	last := kept[len(kept)-1]
-	out, errOut, code = c.run("", "latest", "--cluster", c.nodes[0].rpc, "--series", key)
+	out, errOut, code = c.Run("", "latest", "--cluster", c.Nodes[0].RPC, "--series", key)
 	if want := fmt.Sprintf("%s,%d,%s\n", key, last.t, strconv.FormatFloat(last.v, 'g', -1, 64)); code != 0 || out != want {
 		t.Fatalf("latest: exit %d, %q (stderr %s), want %q", code, out, errOut, want)
 	}
-	_, errOut, code = c.run("", "latest", "--cluster", c.nodes[0].rpc, "--series", key+",nothing/here")
+	_, errOut, code = c.Run("", "latest", "--cluster", c.Nodes[0].RPC, "--series", key+",nothing/here")
 	if code == 0 || !strings.Contains(errOut, "nothing/here") {
 		t.Fatalf("latest of an unknown series: exit %d, stderr %q", code, errOut)
 	}
 
 	// completeness: the quantum with the gap, and the total.
 	from, to := base-3_300_000_000, base-3_300_000_000+150*int64(time.Second) // 15 whole quanta
-	out, errOut, code = c.run("", "completeness", "--cluster", c.nodes[1].rpc, "--series", key,
+	out, errOut, code = c.Run("", "completeness", "--cluster", c.Nodes[1].RPC, "--series", key,
 		"--from", strconv.FormatInt(from, 10), "--to", strconv.FormatInt(to, 10), "--rate", "60")
 	// The data starts 3.3 s into the first quantum: 198 points short there too.
 	want := fmt.Sprintf("%d,402,600\n%d,480,600\ntotal,%d,9000\n", from, from+20*int64(time.Second), len(inRange(kept, from, to)))
 	if code != 0 || out != want {
 		t.Fatalf("completeness: exit %d, stderr %s\n got %q\nwant %q", code, errOut, out, want)
 	}
-	_, errOut, code = c.run("", "completeness", "--cluster", c.nodes[1].rpc, "--series", key,
+	_, errOut, code = c.Run("", "completeness", "--cluster", c.Nodes[1].RPC, "--series", key,
 		"--from", strconv.FormatInt(from, 10), "--to", strconv.FormatInt(to, 10))
 	if code != 0 || !strings.Contains(errOut, "inferred from the data: 60 Hz") {
 		t.Fatalf("completeness without --rate: exit %d, stderr %q", code, errOut)
@@ -165,8 +165,8 @@ func TestEndToEndAnalytics(t *testing.T) {
 		{[]string{"--every", "1m", "--fn", "mean,median"}, "median"},
 		{[]string{"--every", "1m", "--from", "now-bogus"}, "relative times look like"},
 	} {
-		args := append([]string{"agg", "--cluster", c.nodes[0].rpc, "--series", key, "--from", "-1h", "--to", "now"}, bad.args...)
-		_, errOut, code := c.run("", args...)
+		args := append([]string{"agg", "--cluster", c.Nodes[0].RPC, "--series", key, "--from", "-1h", "--to", "now"}, bad.args...)
+		_, errOut, code := c.Run("", args...)
 		if code == 0 || !strings.Contains(errOut, bad.want) {
 			t.Fatalf("agg %v: exit %d, stderr %q; want it to name %q", bad.args, code, errOut, bad.want)
 		}

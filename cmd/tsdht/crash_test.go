@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 // TestCrashRestart is the power-cut test with real processes: a 3-node cluster at rf 3
@@ -32,75 +32,18 @@ func TestCrashRestart(t *testing.T) {
 		writers = 3 // one series each
 		perPut  = 60
 	)
-	c := &e2eCluster{t: t, bin: tsdhtBinary(t)}
-	dataDir := t.TempDir()
-	var logs []*syncWriter // each node's log, kept across its restarts
-	for range nodes {
-		p := &proc{rpc: freeAddr(t), gossip: freeAddr(t), log: &bytes.Buffer{}}
-		c.nodes = append(c.nodes, p)
-		logs = append(logs, &syncWriter{w: p.log})
-	}
-	start := func(i int) {
-		p := c.nodes[i]
-		args := []string{"node", "--rpc", p.rpc, "--gossip", p.gossip, "--data", filepath.Join(dataDir, "n"+strconv.Itoa(i)),
-			"--rf", "3", "--sync", "always"}
-		if i > 0 {
-			args = append(args, "--join", c.nodes[0].gossip)
-		}
-		fmt.Fprintf(logs[i], "---- start %v\n", args)
-		p.cmd = exec.Command(c.bin, args...)
-		p.cmd.Stderr = logs[i]
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		for i, p := range c.nodes {
-			if p.cmd != nil && p.cmd.ProcessState == nil {
-				p.cmd.Process.Signal(syscall.SIGTERM)
-				p.cmd.Wait()
-			}
-			if t.Failed() {
-				logs[i].mu.Lock()
-				t.Logf("node %d log:\n%s", i, p.log.String())
-				logs[i].mu.Unlock()
-			}
-		}
-	})
-	// The seed first, answering, then the others: a node exits if its seed is not there.
+	c := newE2ECluster(t, nodes, "--rf", "3", "--sync", "always")
 	startAll := func() {
-		start(0)
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			if _, _, code := c.run("", "status", "--cluster", c.nodes[0].rpc, "--timeout", "2s"); code == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("node 0 does not answer status after a restart")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		for i := 1; i < nodes; i++ {
-			start(i)
-		}
-		c.waitAlive(nodes, 60*time.Second)
+		c.StartAll()
+		c.WaitAlive(nodes, 60*time.Second)
 	}
-	killAll := func() {
-		for _, p := range c.nodes { // SIGKILL to all first, then reap: as close to "at once" as it gets
-			p.cmd.Process.Signal(syscall.SIGKILL)
-		}
-		for _, p := range c.nodes {
-			p.cmd.Wait()
-		}
-	}
-
 	startAll()
 	ids := c.nodeIDs()
 	if len(ids) != nodes {
 		t.Fatalf("status lists %d node IDs: %v", len(ids), ids)
 	}
 
-	cluster := strings.Join([]string{c.nodes[0].rpc, c.nodes[1].rpc, c.nodes[2].rpc}, ",")
+	cluster := c.addrs()
 	// Every point has a value that says which series, put and offset it belongs to, so a
 	// point that comes back can be checked against what was sent.
 	base := (time.Now().Add(-30*time.Minute).Unix() / 10) * 10 * int64(time.Second)
@@ -140,7 +83,7 @@ func TestCrashRestart(t *testing.T) {
 					k := out[w].next
 					out[w].next++
 					mu.Unlock()
-					stdout, stderr, code, err := runCLI(c.bin, csvOf(batch(w, k)), "put", "--cluster", cluster, "--series", key(w), "--timeout", "10s")
+					stdout, stderr, code, err := runCLI(c.Bin, csvOf(batch(w, k)), "put", "--cluster", cluster, "--series", key(w), "--timeout", "10s")
 					if err != nil {
 						t.Error(err)
 						return
@@ -162,21 +105,16 @@ func TestCrashRestart(t *testing.T) {
 			}()
 		}
 		// Let it run, then cut the power in the middle of the writes.
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		acked := func() int {
 			mu.Lock()
-			n := ackedTotal - ackedBefore
-			mu.Unlock()
-			if n >= 30 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: only %d puts acknowledged in a minute", round, n)
-			}
-			time.Sleep(5 * time.Millisecond)
+			defer mu.Unlock()
+			return ackedTotal - ackedBefore
+		}
+		if !testutil.Poll(time.Minute, func() bool { return acked() >= 30 }) {
+			t.Fatalf("round %d: only %d puts acknowledged in a minute", round, acked())
 		}
 		time.Sleep(time.Duration(rng.IntN(20_000)) * time.Microsecond) // somewhere inside a put, not at a boundary
-		killAll()
+		c.KillAll()
 		wg.Wait()
 		mu.Lock()
 		t.Logf("round %d: %d puts acknowledged before the kill; failed: %v %v %v", round, ackedTotal-ackedBefore,
@@ -191,7 +129,7 @@ func TestCrashRestart(t *testing.T) {
 		// puts that are back are the ones sent.
 		for w := range writers {
 			from, to := base, base+int64(out[w].next)*int64(time.Second)
-			stdout, stderr, code := c.run("", "get", "--cluster", c.nodes[(round+w)%nodes].rpc, "--series", key(w),
+			stdout, stderr, code := c.Run("", "get", "--cluster", c.Nodes[(round+w)%nodes].RPC, "--series", key(w),
 				"--from", strconv.FormatInt(from, 10), "--to", strconv.FormatInt(to, 10))
 			if code != 0 {
 				t.Fatalf("round %d: get %s: exit %d: %s", round, key(w), code, stderr)
@@ -228,7 +166,7 @@ func TestCrashRestart(t *testing.T) {
 	}
 	// And the cluster takes writes again.
 	pts := batch(0, out[0].next)
-	if _, stderr, code := c.run(csvOf(pts), "put", "--cluster", cluster, "--series", key(0)); code != 0 {
+	if _, stderr, code := c.Run(csvOf(pts), "put", "--cluster", cluster, "--series", key(0)); code != 0 {
 		t.Fatalf("put after the last restart: %s", stderr)
 	}
 }
@@ -250,7 +188,7 @@ func runCLI(bin, stdin string, args ...string) (string, string, int, error) {
 // nodeIDs returns the sorted node IDs node 0's status lists.
 func (c *e2eCluster) nodeIDs() []string {
 	c.t.Helper()
-	out, stderr, code := c.run("", "status", "--cluster", c.nodes[0].rpc, "--timeout", "5s")
+	out, stderr, code := c.Run("", "status", "--cluster", c.Nodes[0].RPC, "--timeout", "5s")
 	if code != 0 {
 		c.t.Fatalf("status: %s", stderr)
 	}

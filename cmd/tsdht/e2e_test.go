@@ -1,235 +1,50 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
-	"math/rand/v2"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
-// The end-to-end tests build the real binary and run real `tsdht node` processes that
-// talk over TCP and gossip on 127.0.0.1.
+// The end-to-end tests run real `tsdht node` processes, from one build of the binary
+// (or $TSDHT_TEST_BINARY), that talk over TCP and gossip on 127.0.0.1.
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	binPath   string
-	buildErr  error
-)
+func TestMain(m *testing.M) { testutil.Main(m) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
+type proc = testutil.Proc
 
-func tsdhtBinary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		// make test-arm points this at the ARMv7 binary wrapped in qemu-arm-static.
-		if bin := os.Getenv("TSDHT_TEST_BINARY"); bin != "" {
-			binPath = bin
-			return
-		}
-		dir, err := os.MkdirTemp("", "tsdht-e2e-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binDir, binPath = dir, filepath.Join(dir, "tsdht")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
-type proc struct {
-	cmd    *exec.Cmd
-	rpc    string
-	gossip string
-	log    *bytes.Buffer
-}
-
+// e2eCluster is a cluster of node processes with the checks these tests make on it.
 type e2eCluster struct {
-	t     *testing.T
-	bin   string
-	nodes []*proc
+	*testutil.Cluster
+	t *testing.T
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	p, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
-}
-
+// startE2ECluster starts n nodes and waits until every one sees n alive.
 func startE2ECluster(t *testing.T, n int, args ...string) *e2eCluster {
 	t.Helper()
-	c := startProcs(t, n, args...)
-	c.waitAlive(n, 30*time.Second)
-	return c
+	return &e2eCluster{testutil.StartCluster(t, n, args...), t}
 }
 
 // startProcs starts n node processes, every one after the first joining through the
-// first, and does not wait for them to form a cluster.
+// first once it answers, and does not wait for them to see each other.
 func startProcs(t *testing.T, n int, args ...string) *e2eCluster {
 	t.Helper()
-	c := newE2ECluster(t)
-	for i := 0; i < n; i++ {
-		rpc, gossip := freeAddr(t), freeAddr(t)
-		a := []string{"node", "--rpc", rpc, "--gossip", gossip, "--data", filepath.Join(t.TempDir(), "n"+strconv.Itoa(i))}
-		if i > 0 {
-			a = append(a, "--join", c.nodes[0].gossip)
-		}
-		c.startNode(rpc, gossip, append(a, args...)...)
-	}
+	c := newE2ECluster(t, n, args...)
+	c.StartAll()
 	return c
 }
 
-// newE2ECluster returns a cluster of no nodes yet, whose nodes are stopped (and their
-// logs shown, if the test failed) when the test ends.
-func newE2ECluster(t *testing.T) *e2eCluster {
+// newE2ECluster gives n nodes their addresses and data directories, which survive a
+// kill so that a node can come back as itself, and starts none.
+func newE2ECluster(t *testing.T, n int, args ...string) *e2eCluster {
 	t.Helper()
-	c := &e2eCluster{t: t, bin: tsdhtBinary(t)}
-	t.Cleanup(func() {
-		for i, p := range c.nodes {
-			if p.cmd.ProcessState == nil {
-				p.cmd.Process.Signal(syscall.SIGTERM)
-				p.cmd.Wait()
-			}
-			if t.Failed() {
-				t.Logf("node %d log:\n%s", i, p.log.String())
-			}
-		}
-	})
-	return c
-}
-
-// startNode starts the binary with args (beginning with "node"), serving RPC on rpc and
-// gossip on gossip, as one more node of c.
-func (c *e2eCluster) startNode(rpc, gossip string, args ...string) *proc {
-	c.t.Helper()
-	p := &proc{rpc: rpc, gossip: gossip, log: &bytes.Buffer{}}
-	p.cmd = exec.Command(c.bin, args...)
-	p.cmd.Stderr = &syncWriter{w: p.log}
-	if err := p.cmd.Start(); err != nil {
-		c.t.Fatal(err)
-	}
-	c.nodes = append(c.nodes, p)
-	return p
-}
-
-// startLogged starts cmd with its stdout and stderr in one log, stops it (SIGTERM) when
-// the test ends, and shows the log under what if the test failed.
-func startLogged(t *testing.T, what string, cmd *exec.Cmd) {
-	t.Helper()
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &syncWriter{w: &log}, &syncWriter{w: &log}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("%s log:\n%s", what, log.String())
-		}
-	})
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (s *syncWriter) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(b)
-}
-
-// run runs the CLI and returns stdout, stderr and the exit code.
-func (c *e2eCluster) run(stdin string, args ...string) (string, string, int) {
-	c.t.Helper()
-	return runCmd(c.t, exec.Command(c.bin, args...), stdin)
-}
-
-// runCmd runs a command with stdin and returns stdout, stderr and the exit code; only a
-// command that could not run at all fails the test.
-func runCmd(t *testing.T, cmd *exec.Cmd, stdin string) (string, string, int) {
-	t.Helper()
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run %v: %v", cmd.Args, err)
-	}
-	return out.String(), errb.String(), code
-}
-
-// waitAlive waits until every running node's status lists want alive members.
-func (c *e2eCluster) waitAlive(want int, within time.Duration) {
-	c.t.Helper()
-	deadline := time.Now().Add(within)
-	for _, p := range c.nodes {
-		if p.cmd.ProcessState != nil || p.killed() {
-			continue
-		}
-		for {
-			out, _, code := c.run("", "status", "--cluster", p.rpc, "--timeout", "2s")
-			if code == 0 && aliveIn(out) == want {
-				break
-			}
-			if time.Now().After(deadline) {
-				c.t.Fatalf("node %s: want %d alive members; status:\n%s", p.rpc, want, out)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-}
-
-// aliveIn counts the members a status table lists as alive.
-func aliveIn(status string) int {
-	n := 0
-	for _, line := range strings.Split(status, "\n") {
-		if f := strings.Fields(line); len(f) >= 3 && f[2] == "alive" {
-			n++
-		}
-	}
-	return n
-}
-
-func (p *proc) killed() bool { return p.cmd.ProcessState != nil }
-
-func (c *e2eCluster) kill(i int) {
-	p := c.nodes[i]
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	p.cmd.Wait()
+	return &e2eCluster{testutil.NewCluster(t, n, args...), t}
 }
 
 type point struct {
@@ -282,7 +97,7 @@ func inRange(pts []point, from, to int64) []point {
 // checkRead reads [from, to) through node i and compares it point by point.
 func (c *e2eCluster) checkRead(i int, key string, all []point, from, to int64) {
 	c.t.Helper()
-	out, errOut, code := c.run("", "get", "--cluster", c.nodes[i].rpc, "--series", key,
+	out, errOut, code := c.Run("", "get", "--cluster", c.Nodes[i].RPC, "--series", key,
 		"--from", strconv.FormatInt(from, 10), "--to", strconv.FormatInt(to, 10))
 	if code != 0 {
 		c.t.Fatalf("get [%d,%d) via node %d: exit %d: %s", from, to, i, code, errOut)
@@ -321,7 +136,7 @@ func testEndToEnd(t *testing.T, format string) {
 	// 9,000 points at 60 Hz (150 s) starting 3.3 s into a quantum, an hour ago.
 	base := (time.Now().Add(-time.Hour).Unix()/10)*10*int64(time.Second) + 3_300_000_000
 	all := pmuPoints(base, 9000)
-	_, errOut, code := c.run(csvOf(all), "put", "--cluster", c.nodes[0].rpc, "--series", key)
+	_, errOut, code := c.Run(csvOf(all), "put", "--cluster", c.Nodes[0].RPC, "--series", key)
 	if code != 0 || !strings.Contains(errOut, "stored 9000 points") {
 		t.Fatalf("put: exit %d: %s", code, errOut)
 	}
@@ -339,9 +154,9 @@ func testEndToEnd(t *testing.T, format string) {
 	}
 
 	// Two nodes die without a word; after failure detection every read is still complete.
-	c.kill(1)
-	c.kill(3)
-	c.waitAlive(3, 30*time.Second)
+	c.Kill(1)
+	c.Kill(3)
+	c.WaitAlive(3, 30*time.Second)
 	for _, i := range []int{0, 2, 4} {
 		for _, r := range ranges {
 			c.checkRead(i, key, all, r[0], r[1])
@@ -349,7 +164,7 @@ func testEndToEnd(t *testing.T, format string) {
 	}
 	// And the cluster accepts new writes.
 	more := pmuPoints(base+150*int64(time.Second), 600)
-	_, errOut, code = c.run(csvOf(more), "put", "--cluster", c.nodes[2].rpc, "--series", key)
+	_, errOut, code = c.Run(csvOf(more), "put", "--cluster", c.Nodes[2].RPC, "--series", key)
 	if code != 0 || !strings.Contains(errOut, "stored 600 points") {
 		t.Fatalf("put after kills: exit %d: %s", code, errOut)
 	}
@@ -362,13 +177,13 @@ func TestEndToEndBadInput(t *testing.T) {
 		t.Skip("starts real node processes")
 	}
 	c := startE2ECluster(t, 3, "--rf", "2")
-	addr := c.nodes[0].rpc
+	addr := c.Nodes[0].RPC
 	base := time.Now().Add(-time.Hour).UnixNano()
-	if _, errOut, code := c.run(fmt.Sprintf("%d,1.5\n%d,2.5\n", base, base+1), "put", "--cluster", addr, "--series", "s/float"); code != 0 {
+	if _, errOut, code := c.Run(fmt.Sprintf("%d,1.5\n%d,2.5\n", base, base+1), "put", "--cluster", addr, "--series", "s/float"); code != 0 {
 		t.Fatalf("put: %s", errOut)
 	}
 	// status --json: one object per member, numbers as numbers, for scripts.
-	out, errOut, code := c.run("", "status", "--cluster", addr, "--json")
+	out, errOut, code := c.Run("", "status", "--cluster", addr, "--json")
 	if code != 0 {
 		t.Fatalf("status --json: exit %d: %s", code, errOut)
 	}
@@ -424,7 +239,7 @@ func TestEndToEndBadInput(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{tc.args[0], "--cluster", addr}, tc.args[1:]...)
-			_, errOut, code := c.run(tc.stdin, args...)
+			_, errOut, code := c.Run(tc.stdin, args...)
 			if code == 0 {
 				t.Fatalf("exit 0; want failure. stderr: %s", errOut)
 			}
@@ -436,76 +251,30 @@ func TestEndToEndBadInput(t *testing.T) {
 		})
 	}
 	// What was acknowledged before the bad lines is there.
-	out, errOut, code = c.run("", "get", "--cluster", c.nodes[1].rpc, "--series", "s/bad", "--from", strconv.FormatInt(base, 10), "--to", strconv.FormatInt(base+100, 10))
+	out, errOut, code = c.Run("", "get", "--cluster", c.Nodes[1].RPC, "--series", "s/bad", "--from", strconv.FormatInt(base, 10), "--to", strconv.FormatInt(base+100, 10))
 	if code != 0 || len(parseCSV(t, out)) != 2 {
 		t.Fatalf("points before the malformed line: exit %d, got %q %s", code, out, errOut)
 	}
 	// The refused typo fixed no type: the series is still free, and takes floats.
-	if _, errOut, code := c.run("", "get", "--cluster", addr, "--series", "s/typo", "--from", "0", "--to", "1"); code == 0 || !strings.Contains(errOut, "unknown series") {
+	if _, errOut, code := c.Run("", "get", "--cluster", addr, "--series", "s/typo", "--from", "0", "--to", "1"); code == 0 || !strings.Contains(errOut, "unknown series") {
 		t.Fatalf("s/typo after a refused first write: exit %d: %s", code, errOut)
 	}
-	if _, errOut, code := c.run(fmt.Sprintf("%d,60.1\n", base+23), "put", "--cluster", addr, "--series", "s/typo"); code != 0 {
+	if _, errOut, code := c.Run(fmt.Sprintf("%d,60.1\n", base+23), "put", "--cluster", addr, "--series", "s/typo"); code != 0 {
 		t.Fatalf("s/typo as floats after the refused typo: %s", errOut)
 	}
 	// Strings are written with --type string.
-	if _, errOut, code := c.run(fmt.Sprintf("%d,open\n", base+24), "put", "--cluster", addr, "--series", "s/breaker", "--type", "string"); code != 0 {
+	if _, errOut, code := c.Run(fmt.Sprintf("%d,open\n", base+24), "put", "--cluster", addr, "--series", "s/breaker", "--type", "string"); code != 0 {
 		t.Fatalf("put --type string: %s", errOut)
 	}
 	// The float series is untouched by the refused writes.
-	out, _, _ = c.run("", "get", "--cluster", addr, "--series", "s/float", "--from", strconv.FormatInt(base, 10), "--to", strconv.FormatInt(base+100, 10))
+	out, _, _ = c.Run("", "get", "--cluster", addr, "--series", "s/float", "--from", strconv.FormatInt(base, 10), "--to", strconv.FormatInt(base+100, 10))
 	if got := parseCSV(t, out); len(got) != 2 || got[0].v != 1.5 || got[1].v != 2.5 {
 		t.Fatalf("s/float after refused writes: %v", got)
 	}
 	// An unreachable cluster is named as such.
-	dead := freeAddr(t)
-	_, errOut, code = c.run("", "get", "--cluster", dead, "--series", "s/float", "--from", "0", "--to", "1", "--timeout", "3s")
+	dead := testutil.FreeAddr(t)
+	_, errOut, code = c.Run("", "get", "--cluster", dead, "--series", "s/float", "--from", "0", "--to", "1", "--timeout", "3s")
 	if code == 0 || !strings.Contains(errOut, "unreachable") {
 		t.Fatalf("unreachable cluster: exit %d: %s", code, errOut)
 	}
-}
-
-// freePort finds a port free for both TCP and UDP on loopback, as gossip needs both.
-//
-// It searches below the kernel's ephemeral range. A port picked with ":0" comes from
-// that range, and between our check and the node's bind any outgoing connection on
-// the machine (other test packages run at the same time) may take it as its source
-// port: that made a node fail at start with "address already in use" under CI.
-func freePort() (int, error) {
-	lo, hi := belowEphemeral()
-	for tries := 0; tries < 200; tries++ {
-		port := lo + int(nextPort.Add(1))%(hi-lo)
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port, nil
-		}
-	}
-	return 0, fmt.Errorf("no port in [%d, %d) free for both TCP and UDP on 127.0.0.1", lo, hi)
-}
-
-// nextPort walks the search range from a random start, so that test processes running
-// at the same time rarely try the same ports.
-var nextPort = func() *atomic.Int64 {
-	var n atomic.Int64
-	n.Store(rand.Int64N(1 << 20))
-	return &n
-}()
-
-// belowEphemeral returns the port range freePort searches: from 10000 up to the start
-// of the ephemeral range in /proc/sys/net/ipv4/ip_local_port_range (32768 if unknown).
-func belowEphemeral() (lo, hi int) {
-	lo, hi = 10000, 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if start, err := strconv.Atoi(f[0]); err == nil && start > lo+1000 {
-				hi = start
-			}
-		}
-	}
-	return lo, hi
 }

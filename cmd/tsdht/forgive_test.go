@@ -1,19 +1,20 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 // The CLI's forgiving behaviours (issue 13), each against the real binary.
 
 func TestUsageErrors(t *testing.T) {
-	bin := tsdhtBinary(t)
+	bin := testutil.Binary(t)
 	cases := []struct {
 		name string
 		args []string
@@ -34,7 +35,7 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out, errOut, code := runCmd(t, exec.Command(bin, tc.args...), "")
+			out, errOut, code := testutil.RunCmd(t, exec.Command(bin, tc.args...), "")
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d; stderr %q", code, tc.code, errOut)
 			}
@@ -54,19 +55,17 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	bin := tsdhtBinary(t)
+	bin := testutil.Binary(t)
 	for _, args := range [][]string{{"version"}, {"--version"}} {
-		out, errOut, code := runCmd(t, exec.Command(bin, args...), "")
+		out, errOut, code := testutil.RunCmd(t, exec.Command(bin, args...), "")
 		if code != 0 || !strings.HasPrefix(out, "tsdht ") || !strings.Contains(out, "go1.") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
 		}
 	}
 	// A stamped build reports the stamp.
 	stamped := filepath.Join(t.TempDir(), "tsdht")
-	if b, err := exec.Command("go", "build", "-ldflags", "-X main.version=v9.8.7-test", "-o", stamped, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
-	out, _, _ := runCmd(t, exec.Command(stamped, "version"), "")
+	testutil.Build(t, stamped, "-ldflags", "-X main.version=v9.8.7-test")
+	out, _, _ := testutil.RunCmd(t, exec.Command(stamped, "version"), "")
 	if !strings.HasPrefix(out, "tsdht v9.8.7-test ") {
 		t.Errorf("stamped version: %q", out)
 	}
@@ -77,51 +76,51 @@ func TestForgivingPutGetStatus(t *testing.T) {
 		t.Skip("starts a 2-node cluster of real processes; skipped with -short")
 	}
 	c := startE2ECluster(t, 2) // rf 3 with 2 nodes: status must say so
-	addr := c.nodes[0].rpc
+	addr := c.Nodes[0].RPC
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	secs := base.Unix()
 
 	// Epoch seconds read as ns land in 1970: refused, naming the line and the unit.
-	_, errOut, code := c.run(fmt.Sprintf("%d,1\n", secs), "put", "--cluster", addr, "--series", "u/s", "--write-quorum", "1")
+	_, errOut, code := c.Run(fmt.Sprintf("%d,1\n", secs), "put", "--cluster", addr, "--series", "u/s", "--write-quorum", "1")
 	if code != exitFailure || !strings.Contains(errOut, "line 1") || !strings.Contains(errOut, "--time-unit s") || !strings.Contains(errOut, "1970") {
 		t.Fatalf("epoch seconds as ns: exit %d, stderr %q", code, errOut)
 	}
 	// Milliseconds given as seconds land far in the future: refused, suggesting ms.
-	_, errOut, code = c.run(fmt.Sprintf("%d,1\n", base.UnixMilli()), "put", "--cluster", addr, "--series", "u/s", "--time-unit", "s", "--write-quorum", "1")
+	_, errOut, code = c.Run(fmt.Sprintf("%d,1\n", base.UnixMilli()), "put", "--cluster", addr, "--series", "u/s", "--time-unit", "s", "--write-quorum", "1")
 	if code != exitFailure || !strings.Contains(errOut, "--time-unit ms") {
 		t.Fatalf("ms as s: exit %d, stderr %q", code, errOut)
 	}
-	_, errOut, code = c.run(fmt.Sprintf("%d,1\n%d,2\n", secs, secs+1), "put", "--cluster", addr, "--series", "u/s", "--time-unit", "s", "--write-quorum", "1")
+	_, errOut, code = c.Run(fmt.Sprintf("%d,1\n%d,2\n", secs, secs+1), "put", "--cluster", addr, "--series", "u/s", "--time-unit", "s", "--write-quorum", "1")
 	if code != 0 || !strings.Contains(errOut, "stored 2 points") {
 		t.Fatalf("--time-unit s: exit %d, stderr %q", code, errOut)
 	}
-	out, errOut, code := c.run("", "get", "--cluster", addr, "--series", "u/s", "--from", "-2h", "--to", "now", "--time-format", "rfc3339")
+	out, errOut, code := c.Run("", "get", "--cluster", addr, "--series", "u/s", "--from", "-2h", "--to", "now", "--time-format", "rfc3339")
 	want := fmt.Sprintf("%s,1\n%s,2\n", base.UTC().Format(time.RFC3339Nano), base.Add(time.Second).UTC().Format(time.RFC3339Nano))
 	if code != 0 || out != want {
 		t.Fatalf("get --time-format rfc3339: exit %d, got %q want %q; %s", code, out, want, errOut)
 	}
 
 	// From the epoch to now: one series is read only between its bounds (its two points).
-	out, errOut, code = c.run("", "get", "--cluster", addr, "--series", "u/s", "--from", "0", "--to", "now", "--time-format", "rfc3339")
+	out, errOut, code = c.Run("", "get", "--cluster", addr, "--series", "u/s", "--from", "0", "--to", "now", "--time-format", "rfc3339")
 	if code != 0 || out != want {
 		t.Fatalf("get --from 0 --to now: exit %d, got %q want %q; %s", code, out, want, errOut)
 	}
 	// Several series have no bounds to narrow to: a range no read may cover is refused at
 	// once, not read window by window for minutes.
 	start := time.Now()
-	_, errOut, code = c.run("", "get", "--cluster", addr, "--prefix", "u/", "--from", "0", "--to", "now")
+	_, errOut, code = c.Run("", "get", "--cluster", addr, "--prefix", "u/", "--from", "0", "--to", "now")
 	if code != exitUsage || !strings.Contains(errOut, " years; one read covers at most 1048576 quanta") || !strings.Contains(errOut, "121 days with this cluster's 10 s quanta") {
 		t.Fatalf("get --from 0 --to now: exit %d after %v, stderr %q", code, time.Since(start), errOut)
 	}
 
 	// A wide CSV with a header: one series per column, empty cells skipped.
 	wide := fmt.Sprintf("time,va,vb,vc\n%d,1,10,\n%d,2,20,200\n", secs, secs+1)
-	_, errOut, code = c.run(wide, "put", "--cluster", addr, "--series-prefix", "pmu1/", "--time-unit", "s", "--write-quorum", "1")
+	_, errOut, code = c.Run(wide, "put", "--cluster", addr, "--series-prefix", "pmu1/", "--time-unit", "s", "--write-quorum", "1")
 	if code != 0 || !strings.Contains(errOut, "stored 5 points in 3 series") {
 		t.Fatalf("wide put: exit %d, stderr %q", code, errOut)
 	}
 	for col, want := range map[string]string{"va": "1\n2\n", "vb": "10\n20\n", "vc": "200\n"} {
-		out, errOut, code := c.run("", "get", "--cluster", addr, "--series", "pmu1/"+col, "--from", "-2h", "--to", "now")
+		out, errOut, code := c.Run("", "get", "--cluster", addr, "--series", "pmu1/"+col, "--from", "-2h", "--to", "now")
 		var vals strings.Builder
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 			if _, v, ok := strings.Cut(line, ","); ok {
@@ -133,13 +132,13 @@ func TestForgivingPutGetStatus(t *testing.T) {
 		}
 	}
 	// --columns without a header.
-	_, errOut, code = c.run(fmt.Sprintf("%d,7,8\n", secs+2), "put", "--cluster", addr, "--columns", "x,y", "--series-prefix", "c/", "--time-unit", "s", "--write-quorum", "1")
+	_, errOut, code = c.Run(fmt.Sprintf("%d,7,8\n", secs+2), "put", "--cluster", addr, "--columns", "x,y", "--series-prefix", "c/", "--time-unit", "s", "--write-quorum", "1")
 	if code != 0 || !strings.Contains(errOut, "stored 2 points in 2 series") {
 		t.Fatalf("--columns: exit %d, stderr %q", code, errOut)
 	}
 
 	// Honest status: 2 live members, rf 3: every pair is under-replicated and a line says why.
-	out, errOut, code = c.run("", "status", "--cluster", addr)
+	out, errOut, code = c.Run("", "status", "--cluster", addr)
 	if code != 0 || !strings.Contains(out, "2 members alive, fewer than rf 3") {
 		t.Fatalf("status: exit %d: %s %s", code, out, errOut)
 	}
@@ -151,27 +150,22 @@ func TestForgivingPutGetStatus(t *testing.T) {
 	}
 
 	// A second node on a data dir in use names the holder's pid.
-	cmd := exec.Command(c.bin, "node", "--rpc", freeAddr(t), "--gossip", freeAddr(t), "--data", dataDirOf(t, c.nodes[0]))
-	_, errOut, code = runCmd(t, cmd, "")
-	if code != exitFailure || !strings.Contains(errOut, fmt.Sprintf("in use by another tsdht node (pid %d)", c.nodes[0].cmd.Process.Pid)) {
+	cmd := exec.Command(c.Bin, "node", "--rpc", testutil.FreeAddr(t), "--gossip", testutil.FreeAddr(t), "--data", c.Nodes[0].Data)
+	_, errOut, code = testutil.RunCmd(t, cmd, "")
+	if code != exitFailure || !strings.Contains(errOut, fmt.Sprintf("in use by another tsdht node (pid %d)", c.Nodes[0].Cmd.Process.Pid)) {
 		t.Fatalf("data dir in use: exit %d, stderr %q", code, errOut)
 	}
 
 	// A dead member shows "–", not zeros.
-	c.kill(1)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, _, _ = c.run("", "status", "--cluster", addr, "--timeout", "3s")
-		if dead := deadLine(out); dead != "" {
-			if f := strings.Fields(dead); len(f) < 12 || f[3] != "–" || f[10] != "–" {
-				t.Fatalf("dead member's line: %q", dead)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node 1 never reported dead:\n%s", out)
-		}
-		time.Sleep(200 * time.Millisecond)
+	c.Kill(1)
+	if !testutil.Poll(30*time.Second, func() bool {
+		out, _, _ = c.Run("", "status", "--cluster", addr, "--timeout", "3s")
+		return deadLine(out) != ""
+	}) {
+		t.Fatalf("node 1 never reported dead:\n%s", out)
+	}
+	if f := strings.Fields(deadLine(out)); len(f) < 12 || f[3] != "–" || f[10] != "–" {
+		t.Fatalf("dead member's line: %q", deadLine(out))
 	}
 }
 
@@ -184,17 +178,6 @@ func deadLine(status string) string {
 	return ""
 }
 
-// dataDirOf returns the --data argument a node was started with.
-func dataDirOf(t *testing.T, p *proc) string {
-	for i, a := range p.cmd.Args {
-		if a == "--data" && i+1 < len(p.cmd.Args) {
-			return p.cmd.Args[i+1]
-		}
-	}
-	t.Fatal("no --data")
-	return ""
-}
-
 // An RPC address given to --join, and a gossip address given to --cluster, are named as
 // such on every side.
 func TestPortMixups(t *testing.T) {
@@ -202,40 +185,24 @@ func TestPortMixups(t *testing.T) {
 		t.Skip("starts real node processes; skipped with -short")
 	}
 	c := startE2ECluster(t, 1, "--rf", "1")
-	a := c.nodes[0]
+	a := c.Nodes[0]
 
-	_, errOut, code := c.run("", "status", "--cluster", a.gossip, "--timeout", "5s")
-	want := a.gossip + " does not speak tsdht RPC; it looks like a gossip port? --cluster wants the node's --rpc address"
+	_, errOut, code := c.Run("", "status", "--cluster", a.Gossip, "--timeout", "5s")
+	want := a.Gossip + " does not speak tsdht RPC; it looks like a gossip port? --cluster wants the node's --rpc address"
 	if code != exitFailure || !strings.Contains(errOut, want) {
 		t.Fatalf("--cluster at a gossip port: exit %d, stderr %q", code, errOut)
 	}
 
-	p := &proc{rpc: freeAddr(t), gossip: freeAddr(t), log: &bytes.Buffer{}}
-	p.cmd = exec.Command(c.bin, "node", "--rpc", p.rpc, "--gossip", p.gossip, "--join", a.rpc, "--data", filepath.Join(t.TempDir(), "b"))
-	p.cmd.Stderr = &syncWriter{w: p.log}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c.nodes = append(c.nodes, p) // stopped by the cluster's cleanup
-	waitLog(t, p, "--join wants gossip addresses, the seeds' --gossip; "+a.rpc+" answered like an RPC port")
+	p := c.Add()
+	p.Join = a.RPC
+	c.Start(1)
+	waitLog(t, p, "--join wants gossip addresses, the seeds' --gossip; "+a.RPC+" answered like an RPC port")
 	waitLog(t, a, "it looks like memberlist gossip: a node's --join names this RPC address")
 }
 
 func waitLog(t *testing.T, p *proc, want string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(logOf(p), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("log of %s never said %q:\n%s", p.rpc, want, logOf(p))
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testutil.Poll(20*time.Second, func() bool { return strings.Contains(p.Log(), want) }) {
+		t.Fatalf("log of %s never said %q:\n%s", p.RPC, want, p.Log())
 	}
-}
-
-// logOf reads a running node's stderr under its writer's lock.
-func logOf(p *proc) string {
-	sw := p.cmd.Stderr.(*syncWriter)
-	sw.mu.Lock()
-	defer sw.mu.Unlock()
-	return sw.w.String()
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 // processIngest streams 1 s batches of 60 Hz points for several series through the live
@@ -47,7 +49,7 @@ func (in *processIngest) run() {
 			in.tried[key] = append(in.tried[key], pts...)
 			in.mu.Unlock()
 			node := live[(sec+k)%len(live)]
-			_, errOut, code := in.c.run(csvOf(pts), "put", "--cluster", in.c.nodes[node].rpc, "--series", key, "--timeout", "5s")
+			_, errOut, code := in.c.Run(csvOf(pts), "put", "--cluster", in.c.Nodes[node].RPC, "--series", key, "--timeout", "5s")
 			if code == 0 && strings.Contains(errOut, "stored 60 points") {
 				in.mu.Lock()
 				in.acked[key] = append(in.acked[key], pts...)
@@ -64,17 +66,14 @@ func (in *processIngest) setPaused(p bool) {
 	in.mu.Unlock()
 }
 
+// waitBatches waits up to within for n acknowledged batches; the checks that follow
+// say what is missing.
 func (in *processIngest) waitBatches(n int, within time.Duration) {
-	deadline := time.Now().Add(within)
-	for {
+	testutil.Poll(within, func() bool {
 		in.mu.Lock()
-		b := in.batches
-		in.mu.Unlock()
-		if b >= n || time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer in.mu.Unlock()
+		return in.batches >= n
+	})
 }
 
 // checkAcked reads each series through node i: every acknowledged point is there, and
@@ -94,7 +93,7 @@ func (in *processIngest) checkAcked(t *testing.T, i int) int {
 		// cannot be proven empty when two of its three replicas are down, and the read
 		// would (rightly) fail rather than guess.
 		end := in.tried[key][len(in.tried[key])-1].t + 1
-		out, errOut, code := in.c.run("", "get", "--cluster", in.c.nodes[i].rpc, "--series", key,
+		out, errOut, code := in.c.Run("", "get", "--cluster", in.c.Nodes[i].RPC, "--series", key,
 			"--from", strconv.FormatInt(in.base, 10), "--to", strconv.FormatInt(end, 10))
 		if code != 0 {
 			t.Fatalf("get %s via node %d: %s", key, i, errOut)
@@ -124,8 +123,8 @@ func waitReplicated(t *testing.T, c *e2eCluster, via, pairs, rf int, within time
 	t.Helper()
 	start := time.Now()
 	var last string
-	for time.Since(start) < within {
-		out, _, code := c.run("", "status", "--cluster", c.nodes[via].rpc, "--timeout", "3s")
+	if !testutil.Poll(within, func() bool {
+		out, _, code := c.Run("", "status", "--cluster", c.Nodes[via].RPC, "--timeout", "3s")
 		last = out
 		copies, under := 0, 0
 		for _, line := range strings.Split(out, "\n")[1:] {
@@ -138,13 +137,11 @@ func waitReplicated(t *testing.T, c *e2eCluster, via, pairs, rf int, within time
 			copies += s
 			under += u
 		}
-		if code == 0 && copies == rf*pairs && under == 0 {
-			return time.Since(start)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return code == 0 && copies == rf*pairs && under == 0
+	}) {
+		t.Fatalf("not back to %d copies of %d pairs within %v; status:\n%s", rf, pairs, within, last)
 	}
-	t.Fatalf("not back to %d copies of %d pairs within %v; status:\n%s", rf, pairs, within, last)
-	return 0
+	return time.Since(start)
 }
 
 // Nine real node processes, rf 3, 60 Hz ingest of several series: two nodes SIGKILLed,
@@ -169,13 +166,13 @@ func TestProcessesHealAfterLosses(t *testing.T) {
 	for round, victims := range [][]int{{2, 5}, {7, 8}} {
 		in.waitBatches(30*(round+1), time.Minute)
 		for _, v := range victims {
-			c.kill(v)
+			c.Kill(v)
 		}
 		live -= len(victims)
 		in.waitBatches(30*(round+1)+15, time.Minute) // ingest goes on through the loss
 		in.setPaused(true)
 		in.checkAcked(t, 0) // complete before any repair
-		c.waitAlive(live, 30*time.Second)
+		c.WaitAlive(live, 30*time.Second)
 		pairs := in.checkAcked(t, 4)
 		took := waitReplicated(t, c, 0, pairs, rf, 2*time.Minute)
 		t.Logf("round %d: killed %v; %d pairs back at %d live copies %v after failure detection",

@@ -11,64 +11,24 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 // End-to-end tests of `tsdht node --http` with clients no one here wrote: the influx
 // CLI, the npm influx package, a Prometheus server, and InfluxDB 1.x itself as the
 // reference. Each installs what it drives; they are skipped with -short.
 
-// needTool installs a Debian package when its command is missing, and fails the test
-// when it cannot.
-func needTool(t *testing.T, cmd, pkg string) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skipf("-short: skipping the %s end-to-end test", cmd)
-	}
-	if p, err := exec.LookPath(cmd); err == nil {
-		return p
-	}
-	if out, err := exec.Command("apt-get", "install", "-y", pkg).CombinedOutput(); err != nil {
-		if out2, err2 := exec.Command("sh", "-c", "apt-get update && apt-get install -y "+pkg).CombinedOutput(); err2 != nil {
-			t.Fatalf("installing %s: %v\n%s\n%s", pkg, err2, out, out2)
-		}
-	}
-	p, err := exec.LookPath(cmd)
-	if err != nil {
-		t.Fatalf("%s installed but %s not found: %v", pkg, cmd, err)
-	}
-	return p
-}
-
 // startHTTPNode starts one `tsdht node --http` and waits until /ready answers 200.
 func startHTTPNode(t *testing.T, args ...string) (*e2eCluster, string) {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	c := startE2ECluster(t, 1, append([]string{"--http", addr, "--rf", "1"}, args...)...)
-	waitHTTP(t, "http://"+addr+"/ready", 30*time.Second)
+	testutil.WaitHTTP(t, "http://"+addr+"/ready", 30*time.Second)
 	return c, addr
-}
-
-func waitHTTP(t *testing.T, u string, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		resp, err := http.Get(u)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode/100 == 2 {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not answer 2xx within %v: %v", u, within, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 func httpPost(t *testing.T, u, body string) (int, string) {
@@ -150,71 +110,10 @@ func diffQueries(base time.Time) []string {
 	return qs
 }
 
-// sameJSON compares two decoded JSON values, numbers to 1e-9 relative.
-func sameJSON(a, b any) bool {
-	switch x := a.(type) {
-	case float64:
-		y, ok := b.(float64)
-		return ok && (x == y || math.Abs(x-y) <= 1e-9*math.Max(math.Abs(x), math.Abs(y)))
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !sameJSON(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k := range x {
-			if !sameJSON(x[k], y[k]) {
-				return false
-			}
-		}
-		return true
-	}
-	return reflect.DeepEqual(a, b)
-}
-
-// startInfluxd runs InfluxDB 1.x on loopback with a temporary configuration.
-func startInfluxd(t *testing.T) string {
-	t.Helper()
-	bin := needTool(t, "influxd", "influxdb")
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	conf := fmt.Sprintf(`reporting-disabled = true
-bind-address = %q
-[meta]
-  dir = %q
-[data]
-  dir = %q
-  wal-dir = %q
-  query-log-enabled = false
-[http]
-  bind-address = %q
-  log-enabled = false
-[monitor]
-  store-enabled = false
-`, freeAddr(t), filepath.Join(dir, "meta"), filepath.Join(dir, "data"), filepath.Join(dir, "wal"), addr)
-	cfg := filepath.Join(dir, "influxdb.conf")
-	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	startLogged(t, "influxd", exec.Command(bin, "-config", cfg))
-	waitHTTP(t, "http://"+addr+"/ping", 60*time.Second)
-	return addr
-}
-
 // TestHTTPDifferentialInfluxDB loads the same line protocol into tsdht and InfluxDB
 // 1.x and runs the same InfluxQL on both: the answers must be equal.
 func TestHTTPDifferentialInfluxDB(t *testing.T) {
-	influx := startInfluxd(t)
+	influx := testutil.StartInfluxd(t)
 	_, tsd := startHTTPNode(t)
 	base := time.Now().Add(-2 * time.Hour).Truncate(time.Hour)
 	lines := diffLines(base)
@@ -242,7 +141,7 @@ func TestHTTPDifferentialInfluxDB(t *testing.T) {
 				t.Errorf("%s: %q: no series in %s", addr, q, b)
 			}
 		}
-		if !sameJSON(ans[0], ans[1]) {
+		if !testutil.SameJSON(ans[0], ans[1]) {
 			failed++
 			a, _ := json.Marshal(ans[0])
 			b, _ := json.Marshal(ans[1])
@@ -255,7 +154,7 @@ func TestHTTPDifferentialInfluxDB(t *testing.T) {
 // TestHTTPInfluxCLI drives a node with Debian's influx command-line client: -import
 // writes line protocol through /write, -execute runs SELECT … GROUP BY time().
 func TestHTTPInfluxCLI(t *testing.T) {
-	cli := needTool(t, "influx", "influxdb-client")
+	cli := testutil.NeedTool(t, "influx", "influxdb-client")
 	_, addr := startHTTPNode(t)
 	host, port, _ := strings.Cut(addr, ":")
 	base := time.Now().Add(-time.Hour).Truncate(time.Minute)
@@ -271,13 +170,13 @@ func TestHTTPInfluxCLI(t *testing.T) {
 	if err := os.WriteFile(file, []byte(imp.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code := runCmd(t, exec.Command(cli, "-host", host, "-port", port, "-import", "-path", file, "-precision", "s"), "")
+	out, errOut, code := testutil.RunCmd(t, exec.Command(cli, "-host", host, "-port", port, "-import", "-path", file, "-precision", "s"), "")
 	if code != 0 || !strings.Contains(out+errOut, "Processed 180 inserts") || !strings.Contains(out+errOut, "Failed 0 inserts") {
 		t.Fatalf("influx -import: exit %d\n%s%s", code, out, errOut)
 	}
 	q := fmt.Sprintf("SELECT mean(v) FROM m WHERE host = 'a' AND time >= '%s' AND time < '%s' GROUP BY time(1m)",
 		base.Format(time.RFC3339), base.Add(3*time.Minute).Format(time.RFC3339))
-	out, errOut, code = runCmd(t, exec.Command(cli, "-host", host, "-port", port, "-database", "clidb", "-format", "json", "-execute", q), "")
+	out, errOut, code = testutil.RunCmd(t, exec.Command(cli, "-host", host, "-port", port, "-database", "clidb", "-format", "json", "-execute", q), "")
 	if code != 0 {
 		t.Fatalf("influx -execute: exit %d\n%s%s", code, out, errOut)
 	}
@@ -307,7 +206,7 @@ func TestHTTPInfluxCLI(t *testing.T) {
 		}
 	}
 	// SHOW answers from the series catalog.
-	out, errOut, _ = runCmd(t, exec.Command(cli, "-host", host, "-port", port, "-database", "clidb", "-execute", "SHOW MEASUREMENTS"), "")
+	out, errOut, _ = testutil.RunCmd(t, exec.Command(cli, "-host", host, "-port", port, "-database", "clidb", "-execute", "SHOW MEASUREMENTS"), "")
 	if lines := strings.Fields(out); len(lines) == 0 || lines[len(lines)-1] != "m" {
 		t.Errorf("SHOW MEASUREMENTS: %s%s", out, errOut)
 	}
@@ -316,8 +215,8 @@ func TestHTTPInfluxCLI(t *testing.T) {
 // TestHTTPNodeInflux drives a node with the npm influx package (node-influx): it
 // writes points with writePoints and reads them back with query.
 func TestHTTPNodeInflux(t *testing.T) {
-	node := needTool(t, "node", "nodejs")
-	npm := needTool(t, "npm", "npm")
+	node := testutil.NeedTool(t, "node", "nodejs")
+	npm := testutil.NeedTool(t, "npm", "npm")
 	dir := t.TempDir()
 	if out, err := exec.Command(npm, "install", "--prefix", dir, "--no-audit", "--no-fund", "influx@5").CombinedOutput(); err != nil {
 		t.Fatalf("npm install influx: %v\n%s", err, out)
@@ -352,7 +251,7 @@ const base = %d;
 	}
 	cmd := exec.Command(node, file)
 	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"))
-	out, errOut, code := runCmd(t, cmd, "")
+	out, errOut, code := testutil.RunCmd(t, cmd, "")
 	if code != 0 {
 		t.Fatalf("node script: exit %d\n%s%s", code, out, errOut)
 	}
@@ -391,10 +290,10 @@ const base = %d;
 // node's /metrics every second and remote-writes what it scraped into the node. The
 // series Prometheus holds must read back from tsdht, sample for sample.
 func TestHTTPPrometheus(t *testing.T) {
-	prom := needTool(t, "prometheus", "prometheus")
+	prom := testutil.NeedTool(t, "prometheus", "prometheus")
 	c, addr := startHTTPNode(t)
 	dir := t.TempDir()
-	webAddr := freeAddr(t)
+	webAddr := testutil.FreeAddr(t)
 	conf := fmt.Sprintf(`global:
   scrape_interval: 1s
   evaluation_interval: 1s
@@ -411,23 +310,11 @@ remote_write:
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var log bytes.Buffer
-	cmd := exec.Command(prom, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+webAddr)
-	cmd.Stdout, cmd.Stderr = &syncWriter{w: &log}, &syncWriter{w: &log}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("prometheus log:\n%s", log.String())
-		}
-	})
+	testutil.StartLogged(t, "prometheus", exec.Command(prom, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+webAddr))
 	key := fmt.Sprintf(`up{instance=%q,job="tsdht"}`, addr)
 	read := func(series string) []point {
-		out, errOut, code := c.run("", "get", "--cluster", c.nodes[0].rpc, "--series", series,
+		out, errOut, code := c.Run("", "get", "--cluster", c.Nodes[0].RPC, "--series", series,
 			"--from", fmt.Sprint(start.Add(-time.Minute).UnixNano()), "--to", fmt.Sprint(time.Now().Add(time.Minute).UnixNano()))
 		if code != 0 {
 			if strings.Contains(errOut, "unknown series") {
@@ -438,12 +325,8 @@ remote_write:
 		return parseCSV(t, out)
 	}
 	// Thirty seconds of scrapes, remote-written as they come.
-	deadline := time.Now().Add(90 * time.Second)
-	for len(read(key)) < 30 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 90 s tsdht holds %d samples of %s", len(read(key)), key)
-		}
-		time.Sleep(time.Second)
+	if !testutil.Poll(90*time.Second, func() bool { return len(read(key)) >= 30 }) {
+		t.Fatalf("after 90 s tsdht holds %d samples of %s", len(read(key)), key)
 	}
 	// What Prometheus stored of up over the last minutes, against what tsdht holds.
 	resp, err := http.Get("http://" + webAddr + "/api/v1/query?" + url.Values{"query": {"up[5m]"}}.Encode())

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/quanta"
 )
 
@@ -48,7 +49,7 @@ func TestEndToEndKademlia(t *testing.T) {
 	// more than one round.
 	maxRounds := 0
 	for i, at := range probes {
-		out, trace, code := c.run("", "locate", "--cluster", c.nodes[5+i].rpc, "--series", key,
+		out, trace, code := c.Run("", "locate", "--cluster", c.Nodes[5+i].RPC, "--series", key,
 			"--at", strconv.FormatInt(at, 10), "--id-format", format, "--trace")
 		var rounds, reqs int
 		if code != 0 || !strings.Contains(trace, "iterative lookup") || strings.Count(out, "\n") != 4 {
@@ -65,12 +66,12 @@ func TestEndToEndKademlia(t *testing.T) {
 	if maxRounds < 2 {
 		t.Errorf("every traced lookup took one round: the tables are not partial enough to show hops")
 	}
-	if _, errOut, code := c.run("", "status", "--cluster", c.nodes[3].rpc); code != 0 || !strings.Contains(errOut, "routing kademlia: the") {
+	if _, errOut, code := c.Run("", "status", "--cluster", c.Nodes[3].RPC); code != 0 || !strings.Contains(errOut, "routing kademlia: the") {
 		t.Errorf("status in kademlia mode: exit %d, stderr %q: want it to say it lists the node's table", code, errOut)
 	}
 
 	all := pmuPoints(base, 9000)
-	_, errOut, code := c.run(csvOf(all), "put", "--cluster", c.nodes[0].rpc, "--series", key)
+	_, errOut, code := c.Run(csvOf(all), "put", "--cluster", c.Nodes[0].RPC, "--series", key)
 	if code != 0 || !strings.Contains(errOut, "stored 9000 points") {
 		t.Fatalf("put: exit %d: %s", code, errOut)
 	}
@@ -90,20 +91,20 @@ func TestEndToEndKademlia(t *testing.T) {
 	// node 0, which writes it.
 	next := base + 150*int64(time.Second)
 	owners := c.locate(0, key, format, next)
-	for owners[0] == c.nodes[0].rpc || owners[1] == c.nodes[0].rpc {
+	for owners[0] == c.Nodes[0].RPC || owners[1] == c.Nodes[0].RPC {
 		next += 10 * int64(time.Second) // node 0 owns it: the next quantum (it may own that too)
 		owners = c.locate(0, key, format, next)
 	}
 	var victims []int
 	for _, o := range owners[:2] {
-		victims = append(victims, slices.IndexFunc(c.nodes, func(p *proc) bool { return p.rpc == o }))
+		victims = append(victims, slices.IndexFunc(c.Nodes, func(p *proc) bool { return p.RPC == o }))
 	}
 	for _, v := range victims {
-		c.kill(v)
+		c.Kill(v)
 	}
 	t.Logf("killed nodes %v, two owners of the quantum at %d", victims, next)
 	var readers []int
-	for i := range c.nodes {
+	for i := range c.Nodes {
 		if !slices.Contains(victims, i) && len(readers) < 3 && i%7 == 2 {
 			readers = append(readers, i)
 		}
@@ -117,7 +118,7 @@ func TestEndToEndKademlia(t *testing.T) {
 	// dead nodes, so the write must find out and look again.
 	more := pmuPoints(next, 600)
 	writer := 0
-	_, errOut, code = c.run(csvOf(more), "put", "--cluster", c.nodes[writer].rpc, "--series", key)
+	_, errOut, code = c.Run(csvOf(more), "put", "--cluster", c.Nodes[writer].RPC, "--series", key)
 	if code != 0 || !strings.Contains(errOut, "stored 600 points") {
 		t.Fatalf("put after kills: exit %d: %s", code, errOut)
 	}
@@ -134,32 +135,31 @@ func (c *e2eCluster) waitKnown(within time.Duration) map[string]string {
 	keys := map[string]string{}
 	deadline := time.Now().Add(within)
 	largest := 0
-	for _, p := range c.nodes {
-		for {
-			out, _, code := c.run("", "status", "--cluster", p.rpc, "--json", "--timeout", "5s")
-			rows := statusRows(out)
-			if code == 0 && len(rows) >= 2 {
-				for _, r := range rows {
-					if r.RPC == p.rpc {
-						keys[p.rpc] = r.NodeID
-					}
-				}
-				largest = max(largest, len(rows))
-				break
-			}
-			if time.Now().After(deadline) {
-				c.t.Fatalf("node %s: not bootstrapped; status:\n%s", p.rpc, out)
-			}
-			time.Sleep(200 * time.Millisecond)
+	for _, p := range c.Nodes {
+		var out string
+		var rows []statusJSON
+		if !testutil.Poll(time.Until(deadline), func() bool {
+			var code int
+			out, _, code = c.Run("", "status", "--cluster", p.RPC, "--json", "--timeout", "5s")
+			rows = statusRows(out)
+			return code == 0 && len(rows) >= 2
+		}) {
+			c.t.Fatalf("node %s: not bootstrapped; status:\n%s", p.RPC, out)
 		}
+		for _, r := range rows {
+			if r.RPC == p.RPC {
+				keys[p.RPC] = r.NodeID
+			}
+		}
+		largest = max(largest, len(rows))
 	}
-	if len(keys) != len(c.nodes) {
-		c.t.Fatalf("found the IDs of %d of %d nodes", len(keys), len(c.nodes))
+	if len(keys) != len(c.Nodes) {
+		c.t.Fatalf("found the IDs of %d of %d nodes", len(keys), len(c.Nodes))
 	}
-	if largest >= len(c.nodes) {
+	if largest >= len(c.Nodes) {
 		c.t.Fatalf("a node's status lists %d nodes: every node, so lookups are not exercised", largest)
 	}
-	c.t.Logf("largest table: %d peers of %d", largest-1, len(c.nodes)-1)
+	c.t.Logf("largest table: %d peers of %d", largest-1, len(c.Nodes)-1)
 	return keys
 }
 
@@ -178,7 +178,7 @@ func statusRows(out string) []statusJSON {
 // locate returns the RPC addresses of the replica set node i finds for key at t.
 func (c *e2eCluster) locate(i int, key, format string, at int64) []string {
 	c.t.Helper()
-	out, errOut, code := c.run("", "locate", "--cluster", c.nodes[i].rpc, "--series", key,
+	out, errOut, code := c.Run("", "locate", "--cluster", c.Nodes[i].RPC, "--series", key,
 		"--at", strconv.FormatInt(at, 10), "--id-format", format)
 	if code != 0 {
 		c.t.Fatalf("locate via node %d: exit %d: %s", i, code, errOut)
@@ -222,18 +222,15 @@ func (c *e2eCluster) waitReplicaSets(key, format string, times []int64, keys map
 	}
 	start := time.Now()
 	deadline := start.Add(within)
-	for i := range c.nodes {
+	for i := range c.Nodes {
 		for _, at := range times {
 			want := truth(at)
-			for {
-				got := c.locate(i, key, format, at)
-				if slices.Equal(got, want) {
-					break
-				}
-				if time.Now().After(deadline) {
-					c.t.Fatalf("node %d places %s at %d on %v, want %v", i, key, at, got, want)
-				}
-				time.Sleep(500 * time.Millisecond)
+			var got []string
+			if !testutil.Poll(time.Until(deadline), func() bool {
+				got = c.locate(i, key, format, at)
+				return slices.Equal(got, want)
+			}) {
+				c.t.Fatalf("node %d places %s at %d on %v, want %v", i, key, at, got, want)
 			}
 		}
 	}

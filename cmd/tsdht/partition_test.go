@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 // netnsHarness drives scripts/netns-cluster: real node processes, each in its own network
@@ -29,7 +31,7 @@ func newNetnsHarness(t *testing.T) *netnsHarness {
 		t:      t,
 		script: filepath.Join(filepath.Dir(file), "..", "..", "scripts", "netns-cluster"),
 		// Its own namespace names, so that a benchmark cluster can run beside it.
-		env: append(os.Environ(), "TSDHT_BIN="+tsdhtBinary(t), "TSDHT_NETNS_PREFIX=tsdt"+strconv.Itoa(os.Getpid()%100000)),
+		env: append(os.Environ(), "TSDHT_BIN="+testutil.Binary(t), "TSDHT_NETNS_PREFIX=tsdt"+strconv.Itoa(os.Getpid()%100000)),
 	}
 	if os.Getenv("TSDHT_NETNS_STATE") == "" { // keep the nodes' logs only when asked to
 		h.env = append(h.env, "TSDHT_NETNS_STATE="+filepath.Join(t.TempDir(), "netns"))
@@ -60,9 +62,9 @@ func (h *netnsHarness) run(args ...string) string {
 // tsdht runs the CLI in the client namespace and returns stdout, stderr and exit code.
 func (h *netnsHarness) tsdht(stdin string, args ...string) (string, string, int) {
 	h.t.Helper()
-	cmd := exec.Command(h.script, append([]string{"exec", "c", tsdhtBinary(h.t)}, args...)...)
+	cmd := exec.Command(h.script, append([]string{"exec", "c", testutil.Binary(h.t)}, args...)...)
 	cmd.Env = h.env
-	return runCmd(h.t, cmd, stdin)
+	return testutil.RunCmd(h.t, cmd, stdin)
 }
 
 func (h *netnsHarness) addr(i int) string {
@@ -72,22 +74,19 @@ func (h *netnsHarness) addr(i int) string {
 // waitStatus polls `tsdht status` through node i until ok accepts it.
 func (h *netnsHarness) waitStatus(i int, within time.Duration, what string, ok func(rows [][]string) bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		out, _, code := h.tsdht("", "status", "--cluster", h.addr(i), "--timeout", "3s")
+	var out string
+	if !testutil.Poll(within, func() bool {
+		var code int
+		out, _, code = h.tsdht("", "status", "--cluster", h.addr(i), "--timeout", "3s")
 		var rows [][]string
 		for _, line := range strings.Split(out, "\n")[1:] {
 			if f := strings.Fields(line); len(f) >= 10 {
 				rows = append(rows, f)
 			}
 		}
-		if code == 0 && ok(rows) {
-			return
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("node %d: %s not reached within %v; status:\n%s", i, what, within, out)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return code == 0 && ok(rows)
+	}) {
+		h.t.Fatalf("node %d: %s not reached within %v; status:\n%s", i, what, within, out)
 	}
 }
 
@@ -140,23 +139,20 @@ func TestPartitionHeals(t *testing.T) {
 	from, to := base, base+60*int64(time.Second)
 	healStart := time.Now()
 	for _, i := range []int{1, 4} {
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			out, errOut, code := h.tsdht("", "get", "--cluster", h.addr(i), "--series", key,
+		var out, errOut string
+		var code int
+		if !testutil.Poll(90*time.Second, func() bool {
+			out, errOut, code = h.tsdht("", "get", "--cluster", h.addr(i), "--series", key,
 				"--from", strconv.FormatInt(from, 10), "--to", strconv.FormatInt(to, 10))
-			if code == 0 && len(parseCSV(t, out)) == len(inRange(all, from, to)) {
-				got := parseCSV(t, out)
-				for k, p := range inRange(all, from, to) {
-					if got[k] != p {
-						t.Fatalf("via node %d: point %d = %v, want %v", i, k, got[k], p)
-					}
-				}
-				break
+			return code == 0 && len(parseCSV(t, out)) == len(inRange(all, from, to))
+		}) {
+			t.Fatalf("via node %d after heal: exit %d, %d points, want %d: %s", i, code, len(parseCSV(t, out)), len(inRange(all, from, to)), errOut)
+		}
+		got := parseCSV(t, out)
+		for k, p := range inRange(all, from, to) {
+			if got[k] != p {
+				t.Fatalf("via node %d: point %d = %v, want %v", i, k, got[k], p)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("via node %d after heal: exit %d, %d points, want %d: %s", i, code, len(parseCSV(t, out)), len(inRange(all, from, to)), errOut)
-			}
-			time.Sleep(500 * time.Millisecond)
 		}
 	}
 	readable := time.Since(healStart)

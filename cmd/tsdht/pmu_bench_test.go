@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/pmu/sim"
 	"github.com/tsdht/tsdht/tsdb"
 )
@@ -87,37 +87,15 @@ func procRSS(pid int) (cur, peak float64) {
 }
 
 func benchPMU(b *testing.B, streams, perPDC int, window time.Duration) {
-	bin := tsdhtBinary(b)
-	rpcAddr, gossip := freeAddr(b), freeAddr(b)
-	var nodeLog bytes.Buffer
-	node := exec.Command(bin, "node", "--rpc", rpcAddr, "--gossip", gossip, "--data", filepath.Join(b.TempDir(), "n0"), "--rf", "1")
-	node.Stderr = &syncWriter{w: &nodeLog}
-	if err := node.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		node.Process.Signal(syscall.SIGTERM)
-		node.Wait()
-		if b.Failed() {
-			b.Logf("node log:\n%s", tail(nodeLog.String(), 3000))
-		}
-	}()
+	bin := testutil.Binary(b)
+	c := testutil.NewCluster(b, 1, "--rf", "1")
+	c.StartAll()
+	node, rpcAddr := c.Nodes[0].Cmd, c.Nodes[0].RPC
 	client, err := tsdb.NewClient([]string{rpcAddr}, tsdb.DefaultClientConfig())
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer client.Close()
-	// An emulated node (TSDHT_TEST_BINARY under qemu) takes far longer to start.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if _, err := client.Status(context.Background()); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("node does not answer")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 
 	var procs []*exec.Cmd
 	var sims []*sim.Sim
@@ -144,12 +122,7 @@ func benchPMU(b *testing.B, streams, perPDC int, window time.Duration) {
 	// Warm up: every stream delivering.
 	warm := time.Now().Add(2 * time.Minute)
 	for i, s := range sims {
-		for s.Sent() < 120 {
-			if time.Now().After(warm) {
-				b.Fatalf("stream %d: %d frames sent after 2 minutes", i, s.Sent())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		testutil.WaitFor(b, time.Until(warm), func() bool { return s.Sent() >= 120 }, "stream %d to send 120 frames", i)
 	}
 
 	// Delay probe: the newest readable freq sample of two streams, every 200 ms.

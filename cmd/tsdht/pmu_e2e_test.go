@@ -2,10 +2,8 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/pmu/c37118"
 	"github.com/tsdht/tsdht/pmu/ingest"
 	"github.com/tsdht/tsdht/pmu/sim"
@@ -22,38 +21,6 @@ import (
 // The PMU end-to-end tests run real `tsdht node` processes and real `tsdht pmu`
 // processes; the simulated PMU runs in the test process and serves real TCP.
 
-// restartableCluster is a cluster whose nodes can all be killed and restarted on the
-// same data directories.
-type restartableCluster struct {
-	*e2eCluster
-	dataDir string
-	logs    []*syncWriter
-}
-
-func startRestartableCluster(t *testing.T, n int) *restartableCluster {
-	c := &restartableCluster{e2eCluster: &e2eCluster{t: t, bin: tsdhtBinary(t)}, dataDir: t.TempDir()}
-	for range n {
-		p := &proc{rpc: freeAddr(t), gossip: freeAddr(t), log: &bytes.Buffer{}}
-		c.nodes = append(c.nodes, p)
-		c.logs = append(c.logs, &syncWriter{w: p.log})
-	}
-	t.Cleanup(func() {
-		for i, p := range c.nodes {
-			if p.cmd != nil && p.cmd.ProcessState == nil {
-				p.cmd.Process.Signal(syscall.SIGTERM)
-				p.cmd.Wait()
-			}
-			if t.Failed() {
-				c.logs[i].mu.Lock()
-				t.Logf("node %d log (tail):\n%s", i, tail(p.log.String(), 3000))
-				c.logs[i].mu.Unlock()
-			}
-		}
-	})
-	c.startAll()
-	return c
-}
-
 func tail(s string, n int) string {
 	if len(s) > n {
 		return s[len(s)-n:]
@@ -61,50 +28,11 @@ func tail(s string, n int) string {
 	return s
 }
 
-func (c *restartableCluster) start(i int) {
-	p := c.nodes[i]
-	args := []string{"node", "--rpc", p.rpc, "--gossip", p.gossip, "--data", filepath.Join(c.dataDir, "n"+strconv.Itoa(i)), "--sync", "always"}
-	if i > 0 {
-		args = append(args, "--join", c.nodes[0].gossip)
-	}
-	p.cmd = exec.Command(c.bin, args...)
-	p.cmd.Stderr = c.logs[i]
-	if err := p.cmd.Start(); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-func (c *restartableCluster) startAll() {
-	c.start(0)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, _, code := c.run("", "status", "--cluster", c.nodes[0].rpc, "--timeout", "2s"); code == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatal("node 0 does not answer status")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	for i := 1; i < len(c.nodes); i++ {
-		c.start(i)
-	}
-	c.waitAlive(len(c.nodes), 60*time.Second)
-}
-
-func (c *restartableCluster) killAll() {
-	for _, p := range c.nodes {
-		p.cmd.Process.Signal(syscall.SIGKILL)
-	}
-	for _, p := range c.nodes {
-		p.cmd.Wait()
-	}
-}
-
-func (c *restartableCluster) addrs() string {
+// addrs lists the nodes' RPC addresses, as --cluster takes them.
+func (c *e2eCluster) addrs() string {
 	var a []string
-	for _, p := range c.nodes {
-		a = append(a, p.rpc)
+	for _, p := range c.Nodes {
+		a = append(a, p.RPC)
 	}
 	return strings.Join(a, ",")
 }
@@ -113,13 +41,13 @@ func (c *restartableCluster) addrs() string {
 type pmuProc struct {
 	t       *testing.T
 	cmd     *exec.Cmd
-	log     *bytes.Buffer
+	log     *testutil.SyncBuffer
 	metrics string
 }
 
 func startPMUIngester(t *testing.T, bin, cluster string, s *sim.Sim, prefix, spoolDir string, extra ...string) *pmuProc {
 	t.Helper()
-	p := &pmuProc{t: t, log: &bytes.Buffer{}, metrics: freeAddr(t)}
+	p := &pmuProc{t: t, log: &testutil.SyncBuffer{}, metrics: testutil.FreeAddr(t)}
 	args := []string{"pmu", "--cluster", cluster, "--connect", s.Addr(), "--idcode", strconv.Itoa(int(s.Settings().IDCode)),
 		"--prefix", prefix, "--metrics", p.metrics, "--timeout", "5s", "--stats-every", "5s"}
 	if spoolDir != "" {
@@ -127,7 +55,7 @@ func startPMUIngester(t *testing.T, bin, cluster string, s *sim.Sim, prefix, spo
 	}
 	args = append(args, extra...)
 	p.cmd = exec.Command(bin, args...)
-	p.cmd.Stderr = &syncWriter{w: p.log}
+	p.cmd.Stderr = p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -165,17 +93,14 @@ func (p *pmuProc) counters() map[string]int64 {
 
 func (p *pmuProc) waitCounter(what string, within time.Duration, cond func(m map[string]int64) bool) map[string]int64 {
 	p.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		m := p.counters()
-		if m != nil && cond(m) {
-			return m
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("timed out after %v waiting for %s; counters %v", within, what, m)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var m map[string]int64
+	if !testutil.Poll(within, func() bool {
+		m = p.counters()
+		return m != nil && cond(m)
+	}) {
+		p.t.Fatalf("timed out after %v waiting for %s; counters %v", within, what, m)
 	}
+	return m
 }
 
 // sample is one expected stored value.
@@ -208,7 +133,7 @@ func checkStored(c *e2eCluster, i int, want map[string][]sample) int {
 		exp := want[key]
 		sort.Slice(exp, func(a, b int) bool { return exp[a].t < exp[b].t })
 		from, to := exp[0].t, exp[len(exp)-1].t+1
-		out, errOut, code := c.run("", "get", "--cluster", c.nodes[i].rpc, "--series", key,
+		out, errOut, code := c.Run("", "get", "--cluster", c.Nodes[i].RPC, "--series", key,
 			"--from", strconv.FormatInt(from, 10), "--to", strconv.FormatInt(to, 10))
 		if code != 0 {
 			c.t.Fatalf("get %s: exit %d: %s", key, code, errOut)
@@ -253,7 +178,7 @@ const simFloatPolar = c37118.FormatPolar | c37118.FormatPhasorFloat | c37118.For
 // 1 digital word) and a 2-PMU int16 rectangular PDC stream at 50 Hz, each read by a
 // `tsdht pmu` process into a 3-node cluster; every sample comes back exactly.
 func TestPMUEndToEnd(t *testing.T) {
-	c := startRestartableCluster(t, 3)
+	c := startE2ECluster(t, 3, "--sync", "always")
 	run := pmuTestSeconds(60*time.Second, 4*time.Second)
 	cases := []struct {
 		name   string
@@ -278,7 +203,7 @@ func TestPMUEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		rs = append(rs, running{s, startPMUIngester(t, c.bin, c.addrs(), s, tc.prefix, t.TempDir())})
+		rs = append(rs, running{s, startPMUIngester(t, c.Bin, c.addrs(), s, tc.prefix, t.TempDir())})
 	}
 	deadline := time.Now().Add(run)
 	for i := range rs {
@@ -311,27 +236,23 @@ func TestPMUEndToEnd(t *testing.T) {
 		if m["samples_dropped_total"] != 0 || m["samples_rejected_total"] != 0 || m["bad_crc_frames_total"] != 0 {
 			t.Fatalf("%s: counters %v", tc.name, m)
 		}
-		n := checkStored(c.e2eCluster, i%3, want)
+		n := checkStored(c, i%3, want)
 		t.Logf("%s: %d frames, %d series, %d samples stored exactly", tc.name, frames, len(want), n)
 		// Station, idcode, unit and nominal frequency are tags of every series in the
 		// catalog (DESIGN.md's PMU naming).
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			out, errOut, code := c.run("", "series", "--cluster", c.nodes[0].rpc, "--prefix", tc.prefix)
-			lines := strings.Split(strings.TrimSpace(out), "\n")
-			tagged := 0
-			for _, l := range lines {
+		var out, errOut string
+		var code, tagged int
+		if !testutil.Poll(30*time.Second, func() bool {
+			out, errOut, code = c.Run("", "series", "--cluster", c.Nodes[0].RPC, "--prefix", tc.prefix)
+			tagged = 0
+			for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 				if strings.Contains(l, "station=") && strings.Contains(l, "idcode=") && strings.Contains(l, "nominal_hz=") {
 					tagged++
 				}
 			}
-			if code == 0 && tagged == len(want) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d of %d series tagged in the catalog (exit %d %s):\n%s", tc.name, tagged, len(want), code, errOut, out)
-			}
-			time.Sleep(200 * time.Millisecond)
+			return code == 0 && tagged == len(want)
+		}) {
+			t.Fatalf("%s: %d of %d series tagged in the catalog (exit %d %s):\n%s", tc.name, tagged, len(want), code, errOut, out)
 		}
 		r.p.stopGracefully()
 	}
@@ -363,7 +284,7 @@ func (p *pmuProc) stopGracefully() {
 // data directories; meanwhile the ingester, spooling, is killed with SIGKILL and
 // restarted. Nothing that reached the spool is lost, and nothing after the restart.
 func TestPMUStoreAndForward(t *testing.T) {
-	c := startRestartableCluster(t, 3)
+	c := startE2ECluster(t, 3, "--sync", "always")
 	outage := pmuTestSeconds(20*time.Second, 6*time.Second)
 	s, err := sim.Start(sim.Config{Rate: 60, Stations: []sim.Station{
 		{Name: "PMU S", Format: simFloatPolar, Phasors: 4, Analogs: 1, Digitals: 1}}})
@@ -373,10 +294,10 @@ func TestPMUStoreAndForward(t *testing.T) {
 	defer s.Close()
 	const prefix = "e2e/sf/"
 	spoolDir := t.TempDir()
-	p := startPMUIngester(t, c.bin, c.addrs(), s, prefix, spoolDir)
+	p := startPMUIngester(t, c.Bin, c.addrs(), s, prefix, spoolDir)
 	p.waitCounter("samples stored", 30*time.Second, func(m map[string]int64) bool { return m["samples_stored_total"] > 1000 })
 
-	c.killAll()
+	c.KillAll()
 	outageEnd := time.Now().Add(outage)
 	p.waitCounter("batches spooled", 30*time.Second, func(m map[string]int64) bool { return m["queued_batches"] >= 3 })
 	time.Sleep(outage / 3)
@@ -419,10 +340,11 @@ func TestPMUStoreAndForward(t *testing.T) {
 		t.Fatalf("spool holds %d batches after SIGKILL", len(recs))
 	}
 	runsBefore := s.Runs()
-	p2 := startPMUIngester(t, c.bin, c.addrs(), s, prefix, spoolDir)
+	p2 := startPMUIngester(t, c.Bin, c.addrs(), s, prefix, spoolDir)
 	p2.waitCounter("data after restart", 30*time.Second, func(m map[string]int64) bool { return m["data_frames_total"] > 60 })
 	time.Sleep(time.Until(outageEnd))
-	c.startAll()
+	c.StartAll()
+	c.WaitAlive(len(c.Nodes), time.Minute)
 	time.Sleep(2 * time.Second) // two more seconds of live data after the recovery
 	s.Pause(true)
 
@@ -451,7 +373,7 @@ func TestPMUStoreAndForward(t *testing.T) {
 	}
 	t.Logf("run 1 frames %d..%d (%d..%d), last spooled %d (frame %d); run 2 %d..%d (%d..%d)", first.First, first.Last,
 		s.Time(first.First), s.Time(first.Last), lastSpooled, last, runs[1].First, runs[1].Last, s.Time(runs[1].First), s.Time(runs[1].Last))
-	n := checkStored(c.e2eCluster, 1, want)
+	n := checkStored(c, 1, want)
 	t.Logf("outage %v: %d batches (%d samples) in the spool at SIGKILL; %d frames after the last spooled one were in the killed process; %d samples stored exactly",
 		outage, len(recs), spooledSamples, lostFrames, n)
 	if lostFrames > 2*60 {

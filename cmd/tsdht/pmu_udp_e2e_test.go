@@ -1,24 +1,13 @@
 package main
 
 import (
-	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/pmu/sim"
 )
-
-// freeUDPAddr returns a loopback UDP address free a moment ago.
-func freeUDPAddr(t *testing.T) string {
-	t.Helper()
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.LocalAddr().String()
-}
 
 // TestPMUEndToEndUDP: as TestPMUEndToEnd, over UDP, two streams at once into a 3-node
 // cluster: TCP commands + UDP data (`tsdht pmu --udp-data`), and UDP only (`--udp-only`).
@@ -27,7 +16,7 @@ func freeUDPAddr(t *testing.T) string {
 // exactly; each dropped one is counted as a missed frame (a gap), not an error; the
 // reassembled CFG-3's channel names are tags in the catalog.
 func TestPMUEndToEndUDP(t *testing.T) {
-	c := startRestartableCluster(t, 3)
+	c := startE2ECluster(t, 3, "--sync", "always")
 	run := pmuTestSeconds(60*time.Second, 6*time.Second)
 	long := strings.Repeat("Substation-West-", 10)
 	type stream struct {
@@ -39,10 +28,10 @@ func TestPMUEndToEndUDP(t *testing.T) {
 	for _, mode := range []string{"udp-data", "udp-only"} {
 		cfg := sim.Config{Rate: 60, DropEvery: 300, ReorderEvery: 97, Cfg3Fragment: 256, Cfg3Names: long,
 			Stations: []sim.Station{{Name: "PMU U", Format: simFloatPolar, Phasors: 4, Analogs: 1, Digitals: 1}}}
-		local := freeUDPAddr(t)
+		local := testutil.FreeAddr(t)
 		args := []string{"--udp-data", local}
 		if mode == "udp-only" {
-			cfg.UDPOnly, cfg.Listen = true, freeUDPAddr(t)
+			cfg.UDPOnly, cfg.Listen = true, testutil.FreeAddr(t)
 			args = append(args, "--udp-only")
 		} else {
 			cfg.UDPData = local
@@ -53,7 +42,7 @@ func TestPMUEndToEndUDP(t *testing.T) {
 		}
 		defer s.Close()
 		prefix := "e2e/" + mode + "/"
-		streams = append(streams, stream{mode, prefix, s, startPMUIngester(t, c.bin, c.addrs(), s, prefix, t.TempDir(), args...)})
+		streams = append(streams, stream{mode, prefix, s, startPMUIngester(t, c.Bin, c.addrs(), s, prefix, t.TempDir(), args...)})
 	}
 	deadline := time.Now().Add(run)
 	for _, st := range streams {
@@ -84,21 +73,18 @@ func TestPMUEndToEndUDP(t *testing.T) {
 			t.Fatalf("%s: %d datagrams dropped, %d frames missing between the first and the last sent; the ingester counts %d missed, %d late",
 				st.name, s.Dropped(), gaps, m["missed_frames"], m["late_frames_total"])
 		}
-		n := checkStored(c.e2eCluster, i%3, want)
+		n := checkStored(c, i%3, want)
 		t.Logf("%s: %d runs of frames, %d dropped datagrams (%d missed frames counted), %d series, %d samples stored exactly",
 			st.name, len(runs), s.Dropped(), m["missed_frames"], len(want), n)
 
 		// The CFG-3 came in fragments; its long phasor names are catalog tags.
-		deadline = time.Now().Add(30 * time.Second)
-		for {
-			out, errOut, code := c.run("", "series", "--cluster", c.nodes[0].rpc, "--prefix", prefix+"PMU_U/PH1_V/")
-			if code == 0 && strings.Count(out, "cfg3_name="+long) == 2 { // mag and ang
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the CFG-3 name is not a tag of PH1 V's series (exit %d %s):\n%s", st.name, code, errOut, out)
-			}
-			time.Sleep(200 * time.Millisecond)
+		var out, errOut string
+		var code int
+		if !testutil.Poll(30*time.Second, func() bool {
+			out, errOut, code = c.Run("", "series", "--cluster", c.Nodes[0].RPC, "--prefix", prefix+"PMU_U/PH1_V/")
+			return code == 0 && strings.Count(out, "cfg3_name="+long) == 2 // mag and ang
+		}) {
+			t.Fatalf("%s: the CFG-3 name is not a tag of PH1 V's series (exit %d %s):\n%s", st.name, code, errOut, out)
 		}
 		p.stopGracefully()
 	}

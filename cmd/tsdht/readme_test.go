@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/pmu/sim"
 )
 
@@ -53,7 +54,7 @@ func TestREADME(t *testing.T) {
 	if len(blocks) == 0 {
 		t.Fatal("README has no examples (```sh blocks with \"$ \" lines)")
 	}
-	c := newE2ECluster(t)
+	c := newE2ECluster(t, 0)
 	env := readmeEnv{t: t, c: c, ports: map[string]string{}, tmp: t.TempDir() + "/"}
 	pmu, err := sim.Start(sim.Config{Listen: env.subst("127.0.0.1:4712"), IDCode: 17, Stations: []sim.Station{{Name: "PMU17"}}})
 	if err != nil {
@@ -61,12 +62,12 @@ func TestREADME(t *testing.T) {
 	}
 	defer pmu.Close()
 	for _, b := range blocks {
-		nodes := len(c.nodes)
+		nodes := len(c.Nodes)
 		for _, ex := range b {
 			env.run(ex)
 		}
-		if len(c.nodes) > nodes {
-			c.waitAlive(len(c.nodes), 30*time.Second)
+		if len(c.Nodes) > nodes {
+			c.WaitAlive(len(c.Nodes), 30*time.Second)
 		}
 	}
 }
@@ -116,7 +117,7 @@ var readmeAddr = regexp.MustCompile(`127\.0\.0\.1:[0-9]+`)
 func (e *readmeEnv) subst(s string) string {
 	s = readmeAddr.ReplaceAllStringFunc(s, func(a string) string {
 		if _, ok := e.ports[a]; !ok {
-			e.ports[a] = freeAddr(e.t)
+			e.ports[a] = testutil.FreeAddr(e.t)
 		}
 		return e.ports[a]
 	})
@@ -135,24 +136,20 @@ func (e *readmeEnv) run(ex readmeExample) {
 		return
 	}
 	want := readmeOutput(e.subst(strings.Join(ex.want, "\n")))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var out bytes.Buffer
+	if !testutil.Poll(30*time.Second, func() bool {
 		sh := exec.Command("bash", "-c", cmd)
-		sh.Env = append(os.Environ(), "PATH="+filepath.Dir(e.c.bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
-		var out bytes.Buffer
+		sh.Env = append(os.Environ(), "PATH="+filepath.Dir(e.c.Bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+		out.Reset()
 		sh.Stdout, sh.Stderr = &out, &out
 		if err := sh.Run(); err != nil {
 			if _, ok := err.(*exec.ExitError); !ok {
 				t.Fatalf("README.md:%d: %v", ex.line, err)
 			}
 		}
-		if want.MatchString(readmeNormalize(out.String())) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("README.md:%d: $ %s\nprints:\n%s\nREADME shows:\n%s", ex.line, ex.cmd, out.String(), strings.Join(ex.want, "\n"))
-		}
-		time.Sleep(200 * time.Millisecond)
+		return want.MatchString(readmeNormalize(out.String()))
+	}) {
+		t.Fatalf("README.md:%d: $ %s\nprints:\n%s\nREADME shows:\n%s", ex.line, ex.cmd, out.String(), strings.Join(ex.want, "\n"))
 	}
 }
 
@@ -171,13 +168,13 @@ func (e *readmeEnv) background(ex readmeExample, cmd string) {
 			t.Fatalf("README.md:%d: a node without %s", ex.line, name)
 			return ""
 		}
-		e.c.startNode(flag("--rpc"), flag("--gossip"), args[1:]...)
+		e.c.StartCmd(flag("--rpc"), flag("--gossip"), args[1:]...)
 		return
 	}
 	if args[0] != "tsdht" {
 		t.Fatalf("README.md:%d: only tsdht runs in the background here", ex.line)
 	}
-	startLogged(t, fmt.Sprintf("README.md:%d: $ %s", ex.line, ex.cmd), exec.Command(e.c.bin, args[1:]...))
+	testutil.StartLogged(t, fmt.Sprintf("README.md:%d: $ %s", ex.line, ex.cmd), exec.Command(e.c.Bin, args[1:]...))
 }
 
 // readmePlaceholders are what the README's output may show in place of what varies.

@@ -16,10 +16,10 @@ func TestPutDuringFailureDetection(t *testing.T) {
 	key := "retry/detect"
 	t0 := time.Now().Add(-time.Hour).Truncate(time.Minute).UnixNano()
 	all := pmuPoints(t0, 60*60*3) // three minutes: 18 quanta, 18 replica sets
-	c.kill(3)
-	c.kill(4)
+	c.Kill(3)
+	c.Kill(4)
 	start := time.Now()
-	_, errOut, code := c.run(csvOf(all), "put", "--cluster", c.nodes[0].rpc, "--series", key)
+	_, errOut, code := c.Run(csvOf(all), "put", "--cluster", c.Nodes[0].RPC, "--series", key)
 	if code != 0 {
 		t.Fatalf("put during failure detection: exit %d: %s", code, errOut)
 	}

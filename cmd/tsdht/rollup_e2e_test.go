@@ -29,7 +29,7 @@ func TestEndToEndAggRollups(t *testing.T) {
 	}
 	put := func(pts []point) {
 		t.Helper()
-		if _, errOut, code := c.run(csvOf(pts), "put", "--cluster", c.nodes[0].rpc, "--series", key); code != 0 {
+		if _, errOut, code := c.Run(csvOf(pts), "put", "--cluster", c.Nodes[0].RPC, "--series", key); code != 0 {
 			t.Fatalf("put: exit %d: %s", code, errOut)
 		}
 	}
@@ -37,7 +37,7 @@ func TestEndToEndAggRollups(t *testing.T) {
 	check := func(every time.Duration) {
 		t.Helper()
 		fns := []agg.Fn{agg.Mean, agg.Min, agg.Max, agg.Count}
-		out, errOut, code := c.run("", "agg", "--cluster", c.nodes[1].rpc, "--series", key, "--from", strconv.FormatInt(t0, 10),
+		out, errOut, code := c.Run("", "agg", "--cluster", c.Nodes[1].RPC, "--series", key, "--from", strconv.FormatInt(t0, 10),
 			"--to", strconv.FormatInt(t0+2*hour, 10), "--every", every.String(), "--fn", "mean,min,max,count")
 		if code != 0 {
 			t.Fatalf("agg: exit %d: %s", code, errOut)

@@ -29,6 +29,7 @@ import (
 
 	"github.com/tsdht/tsdht/clusterkey"
 	"github.com/tsdht/tsdht/internal/latency"
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -122,21 +123,21 @@ func TestSoakHostile(t *testing.T) {
 	nodeArgs := []string{"--rf", "1", "--sync", "batch"}
 	profDir, httpAddr := os.Getenv("TSDHT_SOAK_PROFILE"), ""
 	if profDir != "" {
-		httpAddr = freeAddr(t)
+		httpAddr = testutil.FreeAddr(t)
 		nodeArgs = append(nodeArgs, "--http", httpAddr)
 		t.Setenv("TSDHT_HTTP_PPROF", "1")
 	}
 	c := startE2ECluster(t, 1, nodeArgs...)
-	addr := c.nodes[0].rpc
+	addr := c.Nodes[0].RPC
 	// TSDHT_SOAK_DECOY=1 sends the attack to a second node, alone in a cluster of its
 	// own on the same machine, instead of the writer's: the machine carries the same
 	// attack (its CPU, the kernel's connections) but the writer's node serves none of
 	// it. What the writer's p99 still loses then is the shared machine's, not the
 	// node's (a diagnostic: the test's 2× is asked of the default).
-	target, targetPid := addr, c.nodes[0].cmd.Process.Pid
+	target, targetPid := addr, c.Nodes[0].Cmd.Process.Pid
 	if os.Getenv("TSDHT_SOAK_DECOY") != "" {
 		decoy := startE2ECluster(t, 1, nodeArgs...)
-		target, targetPid = decoy.nodes[0].rpc, decoy.nodes[0].cmd.Process.Pid
+		target, targetPid = decoy.Nodes[0].RPC, decoy.Nodes[0].Cmd.Process.Pid
 		t.Logf("decoy: the attack goes to a node of its own at %s; the writer's node at %s serves none of it", target, addr)
 	}
 	writerConns := &hijack{} // counts the writer's connections: one unless the node dropped it
@@ -179,7 +180,7 @@ func TestSoakHostile(t *testing.T) {
 	if _, err := write(); err != nil { // the series' type, the connection
 		t.Fatal(err)
 	}
-	pid := c.nodes[0].cmd.Process.Pid
+	pid := c.Nodes[0].Cmd.Process.Pid
 	// A second of writes not counted: the node's first requests warm what every later
 	// one reuses (workers, pools, caches), which would otherwise fall in the first
 	// quiet round only.
@@ -202,11 +203,8 @@ func TestSoakHostile(t *testing.T) {
 			soakFIFO.Store(false)
 		}()
 	}
-	nodeLog := c.nodes[0].cmd.Stderr.(*syncWriter)
 	gcCycles := func() int { // so far
-		nodeLog.mu.Lock()
-		defer nodeLog.mu.Unlock()
-		return strings.Count(nodeLog.w.String(), "\ngc ")
+		return strings.Count(c.Nodes[0].Log(), "\ngc ")
 	}
 	if pinNode != "" {
 		if out, err := exec.Command("taskset", "-a", "-p", "-c", pinNode, strconv.Itoa(pid)).CombinedOutput(); err != nil {
@@ -344,7 +342,7 @@ func TestSoakHostile(t *testing.T) {
 		// The next quiet round starts once the node has closed what the attack left
 		// open (its open files back to what they were before it): else the quiet
 		// round's first seconds are the end of the attack.
-		settled, fds := waitFor(15*time.Second, func() bool { return openFDs(targetPid) <= baseFDs+4 }), openFDs(targetPid)
+		settled, fds := testutil.Poll(15*time.Second, func() bool { return openFDs(targetPid) <= baseFDs+4 }), openFDs(targetPid)
 		if !settled {
 			t.Logf("round %d: the node still had %d files open 15 s after the attack (%d before it); the quiet round starts anyway", round+1, fds, baseFDs)
 		}
@@ -370,9 +368,7 @@ func TestSoakHostile(t *testing.T) {
 		float64(quietRunq.Microseconds())/1000/quietWall, float64(loudRunq.Microseconds())/1000/loudWall,
 		float64(loudGC)/loudWall, nodeCPU.Seconds()/loudWall, attackCPU.Seconds()/loudWall, len(loud),
 		loadRange(append(quietLoads, loudLoads...)), float64(rssPeak.Load())/1024)
-	nodeLog.mu.Lock()
-	logged := nodeLog.w.String()
-	nodeLog.mu.Unlock()
+	logged := c.Nodes[0].Log()
 	t.Logf("the node logged %d lines, %d of them WARN (and %d of the collector's)", strings.Count(logged, "\n")-gcCycles(), strings.Count(logged, "level=WARN"), gcCycles())
 	for i, k := range soakKinds {
 		t.Logf("  %-22s %5d made, %5d refused, %5d served", k, sum.Opened[i], sum.Refused[i], sum.Served[i])
@@ -724,18 +720,6 @@ func p99RatioInterval(quiet, loud []time.Duration, n int) (lo, hi float64) {
 func openFDs(pid int) int {
 	fds, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
 	return len(fds)
-}
-
-// waitFor polls cond until it holds or d passes, and reports whether it held.
-func waitFor(d time.Duration, cond func() bool) bool {
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for end := time.Now().Add(d); !cond(); <-tick.C {
-		if time.Now().After(end) {
-			return false
-		}
-	}
-	return true
 }
 
 func p99(d []time.Duration) time.Duration {

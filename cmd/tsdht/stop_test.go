@@ -3,18 +3,19 @@ package main
 import (
 	"encoding/json"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 // statusOf returns `status --json` through node i, by node ID.
 func (c *e2eCluster) statusOf(i int) map[string]statusJSON {
 	c.t.Helper()
-	out, errOut, code := c.run("", "status", "--cluster", c.nodes[i].rpc, "--json")
+	out, errOut, code := c.Run("", "status", "--cluster", c.Nodes[i].RPC, "--json")
 	if code != 0 {
 		c.t.Fatalf("status: exit %d: %s", code, errOut)
 	}
@@ -33,7 +34,7 @@ func (c *e2eCluster) statusOf(i int) map[string]statusJSON {
 func (c *e2eCluster) waitExit(i int, within time.Duration) int {
 	c.t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- c.nodes[i].cmd.Wait() }()
+	go func() { done <- c.Nodes[i].Cmd.Wait() }()
 	select {
 	case err := <-done:
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -49,6 +50,20 @@ func (c *e2eCluster) waitExit(i int, within time.Duration) int {
 	}
 }
 
+// waitKnows waits until node i's status lists n members, as a kademlia node's
+// table fills.
+func (c *e2eCluster) waitKnows(i, n int) {
+	c.t.Helper()
+	var out string
+	if !testutil.Poll(time.Minute, func() bool {
+		var code int
+		out, _, code = c.Run("", "status", "--cluster", c.Nodes[i].RPC, "--json", "--timeout", "5s")
+		return code == 0 && len(statusRows(out)) == n
+	}) {
+		c.t.Fatalf("node %d does not list %d members; status:\n%s", i, n, out)
+	}
+}
+
 // TestStopKeepsDataDecommissionEmpties: SIGTERM stops a node with its data kept (the
 // others call it "stopped" and go on writing), a restart serves it again, and `tsdht
 // decommission` hands a node's shards off, empties it, and makes it exit — with every
@@ -58,56 +73,48 @@ func TestStopKeepsDataDecommissionEmpties(t *testing.T) {
 	key := "stop/decom"
 	t0 := time.Now().Add(-time.Hour).Truncate(time.Minute).UnixNano()
 	all := pmuPoints(t0, 7200)
-	if _, errOut, code := c.run(csvOf(all[:3600]), "put", "--cluster", c.nodes[0].rpc, "--series", key); code != 0 {
+	if _, errOut, code := c.Run(csvOf(all[:3600]), "put", "--cluster", c.Nodes[0].RPC, "--series", key); code != 0 {
 		t.Fatalf("put: %s", errOut)
 	}
 
 	// A stop keeps the data.
-	stopped := c.nodes[3]
-	stoppedDir := argAfter(stopped.cmd.Args, "--data")
-	stopped.cmd.Process.Signal(syscall.SIGTERM)
+	stopped := c.Nodes[3]
+	stoppedDir := stopped.Data
+	stopped.Cmd.Process.Signal(syscall.SIGTERM)
 	if code := c.waitExit(3, 20*time.Second); code != 0 {
-		t.Fatalf("SIGTERM: exit %d; log:\n%s", code, stopped.log)
+		t.Fatalf("SIGTERM: exit %d; log:\n%s", code, stopped.Log())
 	}
-	if !strings.Contains(stopped.log.String(), "data kept") {
-		t.Errorf("the stopping node does not say it keeps its data; log:\n%s", stopped.log)
+	if !strings.Contains(stopped.Log(), "data kept") {
+		t.Errorf("the stopping node does not say it keeps its data; log:\n%s", stopped.Log())
 	}
-	out, errOut, code := c.run("", "fsck", "--data", stoppedDir)
+	out, errOut, code := c.Run("", "fsck", "--data", stoppedDir)
 	if code != 0 || strings.Contains(out, "pairs: 0 read") {
 		t.Fatalf("fsck of the stopped node: exit %d, %s%s (want its pairs kept)", code, out, errOut)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for c.statusOf(0)[stopped.rpc].State != "stopped" {
-		if time.Now().After(deadline) {
-			t.Fatalf("status does not show the node stopped: %+v", c.statusOf(0)[stopped.rpc])
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testutil.Poll(10*time.Second, func() bool { return c.statusOf(0)[stopped.RPC].State == "stopped" }) {
+		t.Fatalf("status does not show the node stopped: %+v", c.statusOf(0)[stopped.RPC])
 	}
 	// Writes go on meanwhile.
-	if _, errOut, code := c.run(csvOf(all[3600:]), "put", "--cluster", c.nodes[0].rpc, "--series", key); code != 0 {
+	if _, errOut, code := c.Run(csvOf(all[3600:]), "put", "--cluster", c.Nodes[0].RPC, "--series", key); code != 0 {
 		t.Fatalf("put while a node is stopped: %s", errOut)
 	}
 	// Back on its data.
-	stopped.cmd = exec.Command(c.bin, stopped.cmd.Args[1:]...)
-	stopped.cmd.Stderr = &syncWriter{w: stopped.log}
-	if err := stopped.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c.waitAlive(4, 30*time.Second)
+	c.Start(3)
+	c.WaitAlive(4, 30*time.Second)
 	c.checkRead(3, key, all, all[0].t, all[len(all)-1].t+1)
 
 	// A decommission empties the node and makes it exit.
-	leaver := c.nodes[1]
-	id := c.statusOf(0)[leaver.rpc].NodeID
-	out, errOut, code = c.run("", "decommission", "--cluster", c.nodes[0].rpc, "--node", id)
+	leaver := c.Nodes[1]
+	id := c.statusOf(0)[leaver.RPC].NodeID
+	out, errOut, code = c.Run("", "decommission", "--cluster", c.Nodes[0].RPC, "--node", id)
 	if code != 0 {
-		t.Fatalf("decommission: exit %d: %s%s; node log:\n%s", code, out, errOut, leaver.log)
+		t.Fatalf("decommission: exit %d: %s%s; node log:\n%s", code, out, errOut, leaver.Log())
 	}
 	t.Log(strings.TrimSpace(out))
 	if code := c.waitExit(1, 20*time.Second); code != 0 {
-		t.Fatalf("decommissioned node exited %d; log:\n%s", code, leaver.log)
+		t.Fatalf("decommissioned node exited %d; log:\n%s", code, leaver.Log())
 	}
-	out, _, code = c.run("", "fsck", "--data", argAfter(leaver.cmd.Args, "--data"))
+	out, _, code = c.Run("", "fsck", "--data", leaver.Data)
 	if code != 0 || !strings.Contains(out, "pairs: 0 read") {
 		t.Fatalf("the decommissioned node's store is not empty: exit %d\n%s", code, out)
 	}
@@ -115,19 +122,10 @@ func TestStopKeepsDataDecommissionEmpties(t *testing.T) {
 		c.checkRead(i, key, all, all[0].t, all[len(all)-1].t+1)
 	}
 	// A wrong ID is refused with a message.
-	_, errOut, code = c.run("", "decommission", "--cluster", c.nodes[0].rpc, "--node", strings.Repeat("ab", 20))
+	_, errOut, code = c.Run("", "decommission", "--cluster", c.Nodes[0].RPC, "--node", strings.Repeat("ab", 20))
 	if code == 0 || !strings.Contains(errOut, "no member") {
 		t.Fatalf("decommission of an unknown ID: exit %d: %s", code, errOut)
 	}
-}
-
-func argAfter(args []string, flag string) string {
-	for i, a := range args {
-		if a == flag && i+1 < len(args) {
-			return args[i+1]
-		}
-	}
-	return ""
 }
 
 // TestKademliaStopKeepsData is the stop of TestStopKeepsDataDecommissionEmpties in
@@ -137,21 +135,11 @@ func argAfter(args []string, flag string) string {
 // it is back.
 func TestKademliaStopKeepsData(t *testing.T) {
 	c := startProcs(t, 4, "--routing", "kademlia", "--rf", "3", "--repair-interval", "3s")
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		out, _, code := c.run("", "status", "--cluster", c.nodes[0].rpc, "--json", "--timeout", "5s")
-		if code == 0 && len(statusRows(out)) == 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node 0 does not know the 3 others; status:\n%s", out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	c.waitKnows(0, 4)
 	key := "stop/kademlia"
 	t0 := time.Now().Add(-time.Hour).Truncate(time.Minute).UnixNano()
 	all := pmuPoints(t0, 7200)
-	if _, errOut, code := c.run(csvOf(all[:3600]), "put", "--cluster", c.nodes[0].rpc, "--series", key); code != 0 {
+	if _, errOut, code := c.Run(csvOf(all[:3600]), "put", "--cluster", c.Nodes[0].RPC, "--series", key); code != 0 {
 		t.Fatalf("put: %s", errOut)
 	}
 	// held sums points and hinted points over what node 0's status lists.
@@ -162,17 +150,17 @@ func TestKademliaStopKeepsData(t *testing.T) {
 		}
 		return pts, hinted
 	}
-	stopped := c.nodes[3]
-	before := c.statusOf(0)[stopped.rpc].Points
-	stopped.cmd.Process.Signal(syscall.SIGTERM)
+	stopped := c.Nodes[3]
+	before := c.statusOf(0)[stopped.RPC].Points
+	stopped.Cmd.Process.Signal(syscall.SIGTERM)
 	if code := c.waitExit(3, 20*time.Second); code != 0 {
-		t.Fatalf("SIGTERM: exit %d; log:\n%s", code, stopped.log)
+		t.Fatalf("SIGTERM: exit %d; log:\n%s", code, stopped.Log())
 	}
-	if st := c.statusOf(0)[stopped.rpc].State; st != "stopped" {
+	if st := c.statusOf(0)[stopped.RPC].State; st != "stopped" {
 		t.Fatalf("status through node 0 shows the stopped node as %q, want stopped", st)
 	}
 	pts0, _ := held() // the stopped node reports nothing now
-	if _, errOut, code := c.run(csvOf(all[3600:]), "put", "--cluster", c.nodes[0].rpc, "--series", key); code != 0 {
+	if _, errOut, code := c.Run(csvOf(all[3600:]), "put", "--cluster", c.Nodes[0].RPC, "--series", key); code != 0 {
 		t.Fatalf("put while a node is stopped: %s", errOut)
 	}
 	// Had the stopped node been dropped, every new point would have 3 copies among
@@ -183,24 +171,16 @@ func TestKademliaStopKeepsData(t *testing.T) {
 		t.Fatalf("the live nodes own %d copies of the 3,600 points written while a node was stopped: "+
 			"its shards went to the next-closest nodes (hinted %d)", owned, hinted)
 	}
-	stopped.cmd = exec.Command(c.bin, stopped.cmd.Args[1:]...)
-	stopped.cmd.Stderr = &syncWriter{w: stopped.log}
-	if err := stopped.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	c.Start(3)
 	// Back: repair gives it what it missed, and the hints go.
-	deadline = time.Now().Add(60 * time.Second)
-	for {
+	if !testutil.Poll(60*time.Second, func() bool {
 		pts, hinted := held()
-		st := c.statusOf(0)[stopped.rpc]
-		if pts == 3*7200 && hinted == 0 && st.State == "alive" && st.Points > before {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the restarted node did not get what it missed within 60 s: %d points held (want %d), %d hinted; status %+v",
-				pts, 3*7200, hinted, c.statusOf(0))
-		}
-		time.Sleep(200 * time.Millisecond)
+		st := c.statusOf(0)[stopped.RPC]
+		return pts == 3*7200 && hinted == 0 && st.State == "alive" && st.Points > before
+	}) {
+		pts, hinted := held()
+		t.Fatalf("the restarted node did not get what it missed within 60 s: %d points held (want %d), %d hinted; status %+v",
+			pts, 3*7200, hinted, c.statusOf(0))
 	}
 	c.checkRead(3, key, all, all[0].t, all[len(all)-1].t+1)
 }
@@ -225,7 +205,7 @@ func TestRollingRestartMovesOnlyWhatWasWritten(t *testing.T) {
 	all := pmuPoints(t0, held+nodes*meanwhile)
 	key := func(s int) string { return "rolling/ch" + strconv.Itoa(s) }
 	for s := range series {
-		if _, errOut, code := c.run(csvOf(all[:held]), "put", "--cluster", c.nodes[s%nodes].rpc, "--series", key(s)); code != 0 {
+		if _, errOut, code := c.Run(csvOf(all[:held]), "put", "--cluster", c.Nodes[s%nodes].RPC, "--series", key(s)); code != 0 {
 			t.Fatalf("put: %s", errOut)
 		}
 	}
@@ -245,40 +225,31 @@ func TestRollingRestartMovesOnlyWhatWasWritten(t *testing.T) {
 	pushed, pushedBytes = -pushed, -pushedBytes
 	for i := range nodes {
 		via := (i + 1) % nodes
-		p := c.nodes[i]
-		st := c.statusOf(via)[p.rpc]
+		p := c.Nodes[i]
+		st := c.statusOf(via)[p.RPC]
 		pushed, pushedBytes = pushed+st.PushedPoints, pushedBytes+st.PushedBytes
-		p.cmd.Process.Signal(syscall.SIGTERM)
+		p.Cmd.Process.Signal(syscall.SIGTERM)
 		if code := c.waitExit(i, 20*time.Second); code != 0 {
-			t.Fatalf("node %d: SIGTERM: exit %d; log:\n%s", i, code, p.log)
+			t.Fatalf("node %d: SIGTERM: exit %d; log:\n%s", i, code, p.Log())
 		}
 		chunk := all[held+i*meanwhile : held+(i+1)*meanwhile]
 		for s := range series {
-			if _, errOut, code := c.run(csvOf(chunk), "put", "--cluster", c.nodes[via].rpc, "--series", key(s)); code != 0 {
+			if _, errOut, code := c.Run(csvOf(chunk), "put", "--cluster", c.Nodes[via].RPC, "--series", key(s)); code != 0 {
 				t.Fatalf("put while node %d is down: %s", i, errOut)
 			}
 		}
 		written += series * meanwhile
-		args := p.cmd.Args[1:]
-		if argAfter(args, "--join") == "" { // the first node joined through nobody
-			args = append(slices.Clone(args), "--join", c.nodes[via].gossip)
+		if p.Join == "" { // the first node joined through nobody
+			p.Join = c.Nodes[via].Gossip
 		}
-		p.cmd = exec.Command(c.bin, args...)
-		p.cmd.Stderr = &syncWriter{w: p.log}
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		c.waitAlive(nodes, 60*time.Second)
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		c.Start(i)
+		c.WaitAlive(nodes, 60*time.Second)
+		if !testutil.Poll(60*time.Second, func() bool {
 			pts, hinted, _, _ := total(via)
-			if pts == rf*written && hinted == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("after restarting node %d: %d copies held (want %d), %d hinted", i, pts, rf*written, hinted)
-			}
-			time.Sleep(200 * time.Millisecond)
+			return pts == rf*written && hinted == 0
+		}) {
+			pts, hinted, _, _ := total(via)
+			t.Fatalf("after restarting node %d: %d copies held (want %d), %d hinted", i, pts, rf*written, hinted)
 		}
 	}
 	_, _, pushedEnd, bytesEnd := total(0)
@@ -305,44 +276,34 @@ func TestRollingRestartMovesOnlyWhatWasWritten(t *testing.T) {
 // waiting for it, and the writes that follow store every copy on the live nodes.
 func TestKademliaDecommission(t *testing.T) {
 	c := startProcs(t, 4, "--routing", "kademlia", "--rf", "3", "--repair-interval", "3s")
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		out, _, code := c.run("", "status", "--cluster", c.nodes[0].rpc, "--json", "--timeout", "5s")
-		if code == 0 && len(statusRows(out)) == 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node 0 does not know the 3 others; status:\n%s", out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	c.waitKnows(0, 4)
 	key := "decom/kademlia"
 	t0 := time.Now().Add(-time.Hour).Truncate(time.Minute).UnixNano()
 	all := pmuPoints(t0, 7200)
-	if _, errOut, code := c.run(csvOf(all[:3600]), "put", "--cluster", c.nodes[0].rpc, "--series", key); code != 0 {
+	if _, errOut, code := c.Run(csvOf(all[:3600]), "put", "--cluster", c.Nodes[0].RPC, "--series", key); code != 0 {
 		t.Fatalf("put: %s", errOut)
 	}
-	leaver := c.nodes[1]
-	id := c.statusOf(0)[leaver.rpc].NodeID
-	out, errOut, code := c.run("", "decommission", "--cluster", c.nodes[0].rpc, "--node", id)
+	leaver := c.Nodes[1]
+	id := c.statusOf(0)[leaver.RPC].NodeID
+	out, errOut, code := c.Run("", "decommission", "--cluster", c.Nodes[0].RPC, "--node", id)
 	if code != 0 {
-		t.Fatalf("decommission: exit %d: %s%s; node log:\n%s", code, out, errOut, leaver.log)
+		t.Fatalf("decommission: exit %d: %s%s; node log:\n%s", code, out, errOut, leaver.Log())
 	}
 	if code := c.waitExit(1, 30*time.Second); code != 0 {
-		t.Fatalf("decommissioned node exited %d; log:\n%s", code, leaver.log)
+		t.Fatalf("decommissioned node exited %d; log:\n%s", code, leaver.Log())
 	}
-	out, _, code = c.run("", "fsck", "--data", argAfter(leaver.cmd.Args, "--data"))
+	out, _, code = c.Run("", "fsck", "--data", leaver.Data)
 	if code != 0 || !strings.Contains(out, "pairs: 0 read") {
 		t.Fatalf("the decommissioned node's store is not empty: exit %d\n%s", code, out)
 	}
 	// Every live node has dropped it without calling it first.
 	for _, i := range []int{0, 2, 3} {
-		if st, ok := c.statusOf(i)[leaver.rpc]; ok {
+		if st, ok := c.statusOf(i)[leaver.RPC]; ok {
 			t.Fatalf("node %d still lists the decommissioned node (%s) right after it left", i, st.State)
 		}
 	}
 	// What follows is written to the live nodes only: 3 copies of each point, no hints.
-	if _, errOut, code := c.run(csvOf(all[3600:]), "put", "--cluster", c.nodes[2].rpc, "--series", key); code != 0 {
+	if _, errOut, code := c.Run(csvOf(all[3600:]), "put", "--cluster", c.Nodes[2].RPC, "--series", key); code != 0 {
 		t.Fatalf("put after the decommission: %s", errOut)
 	}
 	var pts, hinted int64

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,15 +8,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
+
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 // TestWebPageChromium drives the node page in headless Chromium against a real 3-node
@@ -30,36 +29,15 @@ func TestWebPageChromium(t *testing.T) {
 	}
 	chromium := ensureChromium(t)
 
-	bin := tsdhtBinary(t)
-	c := &e2eCluster{t: t, bin: bin}
+	c := newE2ECluster(t, 3)
 	var httpAddrs []string
-	for i := 0; i < 3; i++ {
-		p := &proc{rpc: freeAddr(t), gossip: freeAddr(t), log: &bytes.Buffer{}}
-		h := freeAddr(t)
-		a := []string{"node", "--rpc", p.rpc, "--gossip", p.gossip, "--http", h, "--data", filepath.Join(t.TempDir(), "n"+strconv.Itoa(i))}
-		if i > 0 {
-			a = append(a, "--join", c.nodes[0].gossip)
-		}
-		p.cmd = exec.Command(bin, a...)
-		p.cmd.Stderr = &syncWriter{w: p.log}
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		c.nodes = append(c.nodes, p)
+	for _, p := range c.Nodes {
+		h := testutil.FreeAddr(t)
+		p.Args = []string{"--http", h}
 		httpAddrs = append(httpAddrs, h)
 	}
-	t.Cleanup(func() {
-		for i, p := range c.nodes {
-			if p.cmd.ProcessState == nil {
-				p.cmd.Process.Signal(syscall.SIGTERM)
-				p.cmd.Wait()
-			}
-			if t.Failed() {
-				t.Logf("node %d log:\n%s", i, p.log.String())
-			}
-		}
-	})
-	c.waitAlive(3, 30*time.Second)
+	c.StartAll()
+	c.WaitAlive(3, 30*time.Second)
 
 	// Two hours of a 10 Hz PMU-like signal ending now: the page asks for the last hour.
 	const key = "pmu1/bus3/freq"
@@ -71,14 +49,14 @@ func TestWebPageChromium(t *testing.T) {
 		v := 60 + 0.05*math.Sin(float64(i)/600) + 0.01*math.Sin(float64(i)/3)
 		fmt.Fprintf(&in, "%d,%.5f\n", ts, v)
 	}
-	if _, errOut, code := c.run(in.String(), "put", "--cluster", c.nodes[0].rpc, "--series", key); code != 0 {
+	if _, errOut, code := c.Run(in.String(), "put", "--cluster", c.Nodes[0].RPC, "--series", key); code != 0 {
 		t.Fatalf("put: exit %d: %s", code, errOut)
 	}
-	if _, errOut, code := c.run("", "meta", "--cluster", c.nodes[0].rpc, "--series", key, "--unit", "Hz",
+	if _, errOut, code := c.Run("", "meta", "--cluster", c.Nodes[0].RPC, "--series", key, "--unit", "Hz",
 		"--description", "bus 3 frequency", "--tag", "station=pmu1"); code != 0 {
 		t.Fatalf("meta: exit %d: %s", code, errOut)
 	}
-	out, errOut, code := c.run("", "status", "--cluster", c.nodes[0].rpc, "--json")
+	out, errOut, code := c.Run("", "status", "--cluster", c.Nodes[0].RPC, "--json")
 	if code != 0 {
 		t.Fatalf("status: %d %s", code, errOut)
 	}
@@ -190,7 +168,7 @@ func TestWebPageChromium(t *testing.T) {
 	}
 
 	// A killed node turns dead on the page within failure detection time.
-	c.kill(2)
+	c.Kill(2)
 	waitJS(t, ctx, 60*time.Second, fmt.Sprintf(`(r => r && r.dataset.state === "dead")(document.querySelector('#members tbody tr[data-node="%s"]'))`, nodeIDOf(t, c, 2, ids)))
 }
 
@@ -286,7 +264,7 @@ func phoneFits(t *testing.T, ctx context.Context, url, key string) {
 
 // nodeIDOf finds the 160-bit ID of node i in its log's "serving" line.
 func nodeIDOf(t *testing.T, c *e2eCluster, i int, ids []string) string {
-	log := logOf(c.nodes[i])
+	log := c.Nodes[i].Log()
 	for _, id := range ids {
 		if strings.Contains(log, "msg=serving node="+id) {
 			return id
@@ -308,21 +286,16 @@ func contains(xs []string, x string) bool {
 // waitJS waits until a JavaScript expression is true on the page.
 func waitJS(t *testing.T, ctx context.Context, within time.Duration, expr string) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	if !testutil.Poll(within, func() bool {
 		var ok bool
 		if err := chromedp.Run(ctx, chromedp.Evaluate(expr, &ok)); err != nil {
 			t.Fatalf("evaluate %s: %v", expr, err)
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			var html string
-			chromedp.Run(ctx, chromedp.OuterHTML("main", &html))
-			t.Fatalf("within %v, never true: %s\npage: %s", within, expr, html)
-		}
-		time.Sleep(250 * time.Millisecond)
+		return ok
+	}) {
+		var html string
+		chromedp.Run(ctx, chromedp.OuterHTML("main", &html))
+		t.Fatalf("within %v, never true: %s\npage: %s", within, expr, html)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/pmu/c37118"
 	"github.com/tsdht/tsdht/pmu/sim"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -78,17 +79,6 @@ func (m *memStore) count() int {
 	return n
 }
 
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 type rig struct {
 	t    *testing.T
 	sim  *sim.Sim
@@ -141,7 +131,7 @@ func (r *rig) expectAll(prefix string) {
 			want += len(r.sim.Expected(k, prefix))
 		}
 	}
-	waitFor(r.t, fmt.Sprintf("%d samples stored", want), 20*time.Second, func() bool { return r.st.count() >= want })
+	testutil.WaitFor(r.t, 20*time.Second, func() bool { return r.st.count() >= want }, "%d samples stored", want)
 	r.st.mu.Lock()
 	defer r.st.mu.Unlock()
 	for _, run := range r.sim.Runs() {
@@ -184,17 +174,17 @@ func TestEveryFormatStoredExactly(t *testing.T) {
 	for name, sc := range cases {
 		t.Run(name, func(t *testing.T) {
 			r := startRig(t, sc, Config{Prefix: "site/"})
-			waitFor(t, "30 frames", 10*time.Second, func() bool { return r.sim.Sent() >= 30 })
+			testutil.WaitFor(t, 10*time.Second, func() bool { return r.sim.Sent() >= 30 }, "30 frames")
 			r.sim.Pause(true)
 			r.expectAll("site/")
 			meta := r.st.metas.Load()
 			if meta == nil || len(meta.Series) != len(r.sim.Expected(0, "site/")) || meta.Config.IDCode != r.sim.Settings().IDCode {
 				t.Fatalf("metadata: %+v", meta)
 			}
-			waitFor(t, "header text and CFG-3", 5*time.Second, func() bool {
+			testutil.WaitFor(t, 5*time.Second, func() bool {
 				m := r.st.metas.Load()
 				return m.Header == r.sim.Settings().Header && m.Config3 != nil && len(m.Config3.PMUs) == len(r.sim.Settings().Stations)
-			})
+			}, "header text and CFG-3")
 		})
 	}
 }
@@ -203,12 +193,12 @@ func TestClusterDownSpoolsThenReplaysInOrder(t *testing.T) {
 	dir := t.TempDir()
 	r := startRig(t, sim.Config{Rate: 120}, Config{Spool: dir})
 	r.st.down.Store(true)
-	waitFor(t, "batches spooled", 10*time.Second, func() bool { return r.in.Stats().QueuedBatches >= 5 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return r.in.Stats().QueuedBatches >= 5 }, "batches spooled")
 	if r.st.count() != 0 {
 		t.Fatal("stored while down")
 	}
 	r.st.down.Store(false)
-	waitFor(t, "spool drained", 10*time.Second, func() bool { return r.in.Stats().QueuedBatches == 0 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return r.in.Stats().QueuedBatches == 0 }, "spool drained")
 	r.sim.Pause(true)
 	r.expectAll("")
 	if st := r.in.Stats(); st.WriteRetries == 0 || st.Dropped != 0 {
@@ -234,7 +224,7 @@ func TestSpoolSurvivesRestart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- in.Run(ctx, 0) }()
-	waitFor(t, "spooled", 10*time.Second, func() bool { return in.Stats().QueuedBatches >= 5 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return in.Stats().QueuedBatches >= 5 }, "spooled")
 	cancel()
 	<-done
 	spooled := in.Stats().Samples
@@ -248,26 +238,24 @@ func TestSpoolSurvivesRestart(t *testing.T) {
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
 	go in2.Run(ctx2, time.Second)
-	waitFor(t, "replayed", 10*time.Second, func() bool { return int64(st.count()) == spooled })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return int64(st.count()) == spooled }, "replayed")
 }
 
 func TestFullQueueDropsAreCounted(t *testing.T) {
 	r := startRig(t, sim.Config{Rate: 1000}, Config{MemoryBytes: 64 << 10, Flush: 20 * time.Millisecond})
 	r.st.down.Store(true)
-	waitFor(t, "drops", 20*time.Second, func() bool { return r.in.Stats().Dropped > 0 })
+	testutil.WaitFor(t, 20*time.Second, func() bool { return r.in.Stats().Dropped > 0 }, "drops")
 	st := r.in.Stats()
 	if st.QueuedBytes > 64<<10 {
 		t.Fatalf("queue over its bound: %+v", st)
 	}
 	r.st.down.Store(false)
 	r.sim.Pause(true)
-	waitFor(t, "queue drained", 10*time.Second, func() bool { return r.in.Stats().QueuedBatches == 0 })
-	time.Sleep(50 * time.Millisecond) // let the last flush tick pass
-	st = r.in.Stats()
-	waitFor(t, "accounting", 10*time.Second, func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool { return r.in.Stats().QueuedBatches == 0 }, "queue drained")
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		st = r.in.Stats()
 		return st.Samples == st.Stored+st.Dropped
-	})
+	}, "accounting")
 	if int64(r.st.count()) != st.Stored {
 		t.Fatalf("store %d, stats %+v", r.st.count(), st)
 	}
@@ -275,17 +263,17 @@ func TestFullQueueDropsAreCounted(t *testing.T) {
 
 func TestBadCRCFramesCountedNeverStored(t *testing.T) {
 	r := startRig(t, sim.Config{CorruptEvery: 7}, Config{})
-	waitFor(t, "frames", 10*time.Second, func() bool { return r.sim.Corrupted() >= 5 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return r.sim.Corrupted() >= 5 }, "frames")
 	r.sim.Pause(true)
 	r.expectAll("") // exactly the good frames, no sample of a corrupt one
-	waitFor(t, "bad CRC count", 5*time.Second, func() bool { return r.in.Stats().BadCRC == r.sim.Corrupted() })
+	testutil.WaitFor(t, 5*time.Second, func() bool { return r.in.Stats().BadCRC == r.sim.Corrupted() }, "bad CRC count")
 }
 
 func TestConfigChangeIsReread(t *testing.T) {
 	r := startRig(t, sim.Config{}, Config{})
-	waitFor(t, "first config", 10*time.Second, func() bool { return r.in.Stats().ConfigChanges == 1 && r.sim.Sent() > 5 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return r.in.Stats().ConfigChanges == 1 && r.sim.Sent() > 5 }, "first config")
 	r.sim.BumpConfig()
-	waitFor(t, "config re-read", 10*time.Second, func() bool { return r.in.Stats().ConfigChanges == 2 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return r.in.Stats().ConfigChanges == 2 }, "config re-read")
 	if got := r.in.Stream().Config.PMUs[0].CfgCnt; got != 1 {
 		t.Fatalf("CFGCNT %d after the change, want 1", got)
 	}
@@ -293,11 +281,11 @@ func TestConfigChangeIsReread(t *testing.T) {
 
 func TestReconnectsAfterTheStreamDrops(t *testing.T) {
 	r := startRig(t, sim.Config{}, Config{})
-	waitFor(t, "data", 10*time.Second, func() bool { return r.in.Stats().DataFrames > 5 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return r.in.Stats().DataFrames > 5 }, "data")
 	r.sim.DropConnections()
-	waitFor(t, "reconnect", 10*time.Second, func() bool { return r.in.Stats().Connects >= 2 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return r.in.Stats().Connects >= 2 }, "reconnect")
 	n := r.in.Stats().DataFrames
-	waitFor(t, "data again", 10*time.Second, func() bool { return r.in.Stats().DataFrames > n+5 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return r.in.Stats().DataFrames > n+5 }, "data again")
 	r.sim.Pause(true)
 	r.expectAll("")
 }
@@ -358,16 +346,16 @@ func FuzzDecodeBatch(f *testing.F) {
 
 func TestFloatFreqDeviationReading(t *testing.T) {
 	r := startRig(t, sim.Config{}, Config{FloatFreq: FloatFreqDeviation})
-	waitFor(t, "frames", 10*time.Second, func() bool { return r.sim.Sent() >= 10 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return r.sim.Sent() >= 10 }, "frames")
 	r.sim.Pause(true)
 	run := r.sim.Runs()[0]
 	want := r.sim.Expected(run.First, "")["PMU1/freq"] + 60 // the simulator sends the actual frequency
-	waitFor(t, "stored", 10*time.Second, func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		r.st.mu.Lock()
 		defer r.st.mu.Unlock()
 		_, ok := r.st.data["PMU1/freq"][r.sim.Time(run.First)]
 		return ok
-	})
+	}, "stored")
 	r.st.mu.Lock()
 	defer r.st.mu.Unlock()
 	if got := r.st.data["PMU1/freq"][r.sim.Time(run.First)]; got != want {
@@ -390,12 +378,12 @@ func TestRejectedWritesAreCountedNotRetried(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- in.Run(ctx, time.Second) }()
-	waitFor(t, "frames", 10*time.Second, func() bool { return s.Sent() >= 30 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return s.Sent() >= 30 }, "frames")
 	s.Pause(true)
-	waitFor(t, "all written or rejected", 10*time.Second, func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		x := in.Stats()
 		return x.Queued == x.Samples && x.QueuedBatches == 0
-	})
+	}, "all written or rejected")
 	cancel()
 	<-done
 	x := in.Stats()
@@ -423,7 +411,7 @@ func TestStopsPromptlyWhileFramesFlow(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- in.Run(ctx, 0) }()
 		sent := s.Sent()
-		waitFor(t, "frames", 10*time.Second, func() bool { return in.Stats().DataFrames > 0 && s.Sent() > sent+int64(i%7) })
+		testutil.WaitFor(t, 10*time.Second, func() bool { return in.Stats().DataFrames > 0 && s.Sent() > sent+int64(i%7) }, "frames")
 		cancel()
 		select {
 		case <-done:

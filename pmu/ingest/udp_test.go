@@ -7,30 +7,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/pmu/c37118"
 	"github.com/tsdht/tsdht/pmu/sim"
 )
-
-// freeUDP returns a loopback UDP address free a moment ago.
-func freeUDP(t *testing.T) string {
-	t.Helper()
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.LocalAddr().String()
-}
 
 // TCP commands + UDP data over a lossy "network": datagrams dropped, reordered,
 // duplicated and corrupted, plus garbage from elsewhere. Every frame that arrived is
 // stored exactly; a dropped one is a missed frame (a gap), not an error.
 func TestUDPDataStoredExactly(t *testing.T) {
-	addr := freeUDP(t)
+	addr := testutil.FreeAddr(t)
 	r := startRig(t, sim.Config{Rate: 120, UDPData: addr, DropEvery: 50, ReorderEvery: 13, DuplicateEvery: 17, CorruptEvery: 23,
 		Stations: []sim.Station{{Name: "PMU U", Format: floatPolar, Phasors: 4, Analogs: 1, Digitals: 1}}},
 		Config{DataUDP: addr})
-	waitFor(t, "data over UDP", 10*time.Second, func() bool { return r.in.Stats().DataFrames > 10 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return r.in.Stats().DataFrames > 10 }, "data over UDP")
 	// Datagrams that are not frames, or not whole ones, from another socket.
 	c, err := net.Dial("udp", addr)
 	if err != nil {
@@ -41,15 +31,15 @@ func TestUDPDataStoredExactly(t *testing.T) {
 		c.Write(b)
 	}
 	c.Close()
-	waitFor(t, "300 frames", 20*time.Second, func() bool { return r.sim.Sent() >= 300 })
+	testutil.WaitFor(t, 20*time.Second, func() bool { return r.sim.Sent() >= 300 }, "300 frames")
 	r.sim.Pause(true)
 	r.expectAll("")
-	deadline := time.Now().Add(5 * time.Second)
-	for st := r.in.Stats(); st.BadCRC != r.sim.Corrupted() || st.BadFrames != 3; st = r.in.Stats() {
-		if time.Now().After(deadline) {
-			t.Fatalf("bad CRC %d (%d corrupted sent), bad frames %d (3 garbage datagrams sent)", st.BadCRC, r.sim.Corrupted(), st.BadFrames)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.Poll(5*time.Second, func() bool {
+		st := r.in.Stats()
+		return st.BadCRC == r.sim.Corrupted() && st.BadFrames == 3
+	}) {
+		st := r.in.Stats()
+		t.Fatalf("bad CRC %d (%d corrupted sent), bad frames %d (3 garbage datagrams sent)", st.BadCRC, r.sim.Corrupted(), st.BadFrames)
 	}
 	st := r.in.Stats()
 	sent := r.sim.Sent()
@@ -71,14 +61,14 @@ func TestUDPDataStoredExactly(t *testing.T) {
 
 // A PMU that goes silent on UDP is asked for data again, then reconnected to.
 func TestUDPSilenceAsksAgainThenReconnects(t *testing.T) {
-	addr := freeUDP(t)
+	addr := testutil.FreeAddr(t)
 	r := startRig(t, sim.Config{UDPData: addr}, Config{DataUDP: addr, ReadTimeout: 300 * time.Millisecond})
-	waitFor(t, "data over UDP", 10*time.Second, func() bool { return r.in.Stats().DataFrames > 10 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return r.in.Stats().DataFrames > 10 }, "data over UDP")
 	r.sim.Pause(true)
-	waitFor(t, "a reconnect", 10*time.Second, func() bool { return r.in.Stats().Connects >= 2 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return r.in.Stats().Connects >= 2 }, "a reconnect")
 	n := r.in.Stats().DataFrames
 	r.sim.Pause(false)
-	waitFor(t, "data again", 10*time.Second, func() bool { return r.in.Stats().DataFrames > n+10 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return r.in.Stats().DataFrames > n+10 }, "data again")
 	r.sim.Pause(true)
 	r.expectAll("")
 }
@@ -107,10 +97,10 @@ func TestFragmentedCFG3IsReassembled(t *testing.T) {
 	if err != nil || len(frags) < 5 {
 		t.Fatalf("the simulator's CFG-3 comes in %d fragments (%v); the test wants several", len(frags), err)
 	}
-	waitFor(t, "CFG-3", 10*time.Second, func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		m := r.st.metas.Load()
 		return m != nil && m.Config3 != nil
-	})
+	}, "CFG-3")
 	m := r.st.metas.Load()
 	if got := m.Config3.PMUs[0].Phasors[0].Name; got != long+"PH1 V" {
 		t.Fatalf("reassembled CFG-3 phasor name %q", got)
@@ -136,15 +126,15 @@ func TestUDPOnlyStoredExactly(t *testing.T) {
 	r := startRig(t, sim.Config{UDPOnly: true, Rate: 120, DropEvery: 40, ReorderEvery: 11, DuplicateEvery: 19, Cfg3Fragment: 100,
 		Stations: []sim.Station{{Name: "PMU O", Format: floatPolar, Phasors: 2, Analogs: 1, Digitals: 1}}},
 		Config{UDPOnly: true, DataUDP: "127.0.0.1:0"})
-	waitFor(t, "200 frames", 20*time.Second, func() bool { return r.sim.Sent() >= 200 })
+	testutil.WaitFor(t, 20*time.Second, func() bool { return r.sim.Sent() >= 200 }, "200 frames")
 	r.sim.Pause(true)
 	r.expectAll("")
 	runs := r.sim.Runs()
 	gaps := runs[len(runs)-1].Last - runs[0].First + 1 - r.sim.Sent()
-	waitFor(t, "CFG-3 and the header", 10*time.Second, func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		m := r.st.metas.Load()
 		return m != nil && m.Config3 != nil && m.Header != ""
-	})
+	}, "CFG-3 and the header")
 	st := r.in.Stats()
 	if st.MissedFrames != gaps || st.LateFrames == 0 || st.DuplicateFrames == 0 || st.Connects != 1 || st.BadCRC != 0 || st.BadFrames != 0 {
 		t.Fatalf("stats %+v; %d frames missing between the first and the last sent", st, gaps)

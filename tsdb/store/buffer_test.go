@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
@@ -82,24 +83,15 @@ func TestBufferDrainsOnItsOwn(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for p.buf.unsettled.Load() != 0 {
-				if time.Now().After(deadline) {
-					t.Fatalf("%d appends still wait in the buffer after 10 s", p.buf.unsettled.Load())
-				}
-				time.Sleep(5 * time.Millisecond)
+			if !testutil.Poll(10*time.Second, func() bool { return p.buf.unsettled.Load() == 0 }) {
+				t.Fatalf("%d appends still wait in the buffer after 10 s", p.buf.unsettled.Load())
 			}
 			if got := countKeys(t, p, pairID(testRef, "k"), kindBlock); got != 2 {
 				t.Fatalf("pebble holds %d blocks, want 2 (the first append, then one drain)", got)
 			}
-			if mode == SyncBatch && p.dirty.Load() {
+			if mode == SyncBatch {
 				// The drain and the sync run in one pass of the loop: wait for that pass.
-				for p.dirty.Load() && time.Now().Before(deadline) {
-					time.Sleep(5 * time.Millisecond)
-				}
-				if p.dirty.Load() {
-					t.Fatal("the drained appends were never synced")
-				}
+				testutil.WaitFor(t, 10*time.Second, func() bool { return !p.dirty.Load() }, "the drained appends to be synced")
 			}
 		})
 	}

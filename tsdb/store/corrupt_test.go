@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
@@ -175,7 +176,7 @@ func TestPebbleDamagedWALIsReported(t *testing.T) {
 			if err := os.WriteFile(wal, tc.damage(b), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			log := &logBuffer{}
+			log := &testutil.SyncBuffer{}
 			o := testOptions(SyncAlways)
 			o.Logger = slog.New(slog.NewTextHandler(log, nil))
 			p = openTest(t, dir, o)

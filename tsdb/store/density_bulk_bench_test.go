@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/pebble"
 
 	"github.com/tsdht/tsdht/internal/pmudata"
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/quanta"
 )
 
@@ -126,16 +127,12 @@ func benchPMUBulk(b *testing.B, cfg pmudata.Config, chans []pmudata.Channel, sea
 // compactions made obsolete, so that a directory's size is not caught mid-compaction.
 func settle(tb testing.TB, p *Pebble) {
 	tb.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		m := p.db.Metrics()
-		if m.Compact.NumInProgress == 0 && m.Flush.NumInProgress == 0 && m.Table.ObsoleteCount == 0 && m.Table.ZombieCount == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("pebble did not settle in a minute:\n%s", m)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var m *pebble.Metrics
+	if !testutil.Poll(time.Minute, func() bool {
+		m = p.db.Metrics()
+		return m.Compact.NumInProgress == 0 && m.Flush.NumInProgress == 0 && m.Table.ObsoleteCount == 0 && m.Table.ZombieCount == 0
+	}) {
+		tb.Fatalf("pebble did not settle in a minute:\n%s", m)
 	}
 }
 

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"math"
@@ -9,11 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
@@ -118,26 +117,8 @@ func wantDiskFull(t *testing.T, err error) {
 	}
 }
 
-// logBuffer collects a store's log, so that a test can see what the engine reported.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // diskFullOptions returns options for a store on a small filesystem, logging into log.
-func diskFullOptions(mode SyncMode, log *logBuffer) PebbleOptions {
+func diskFullOptions(mode SyncMode, log *testutil.SyncBuffer) PebbleOptions {
 	o := testOptions(mode)
 	o.MemTableSize = 1 << 20
 	o.DiskReserve = 8 << 20
@@ -166,7 +147,7 @@ func TestPebbleDiskFull(t *testing.T) {
 			fs := mountTmpfs(t, 28<<20)
 			filler := fill(t, fs, 10<<20)
 			dir := filepath.Join(fs, "store")
-			log := &logBuffer{}
+			log := &testutil.SyncBuffer{}
 			o := diskFullOptions(mode, log)
 			w := &diskFullWriter{p: openClosing(t, dir, o)}
 			var err error
@@ -217,7 +198,7 @@ func TestPebbleDiskFull(t *testing.T) {
 func TestPebbleDiskFilledByOthers(t *testing.T) {
 	fs := mountTmpfs(t, 32<<20)
 	dir := filepath.Join(fs, "store")
-	log := &logBuffer{}
+	log := &testutil.SyncBuffer{}
 	o := diskFullOptions(SyncAlways, log)
 	o.DiskReserve = 4 << 20
 	w := &diskFullWriter{p: openClosing(t, dir, o)}
@@ -275,7 +256,7 @@ func TestPebbleDiskFullEngine(t *testing.T) {
 	fs := mountTmpfs(t, 16<<20)
 	filler := fill(t, fs, 6<<20)
 	dir := filepath.Join(fs, "store")
-	log := &logBuffer{}
+	log := &testutil.SyncBuffer{}
 	o := diskFullOptions(SyncAlways, log)
 	o.MemTableSize = 4 << 20
 	o.NoDiskReserve = true

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cockroachdb/pebble"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
@@ -242,12 +243,8 @@ func TestPebbleBackgroundLoops(t *testing.T) {
 	// Wait until the background sealer has done the work (the deadline only bounds a
 	// failure, correctness does not depend on timing).
 	id := pairID(ref, "k")
-	for deadline := time.Now().Add(10 * time.Second); countKeys(t, p, id, kindBlock) != 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the background sealer never sealed a long-due quantum")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, 10*time.Second, func() bool { return countKeys(t, p, id, kindBlock) == 0 },
+		"the background sealer to seal a long-due quantum")
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}

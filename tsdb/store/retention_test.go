@@ -14,6 +14,7 @@ import (
 
 	"github.com/cockroachdb/pebble"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
@@ -339,13 +340,8 @@ func TestPebbleDiskBudget(t *testing.T) {
 	}
 	// Pebble deletes the compacted files in the background: wait for the usage to
 	// settle under the budget.
-	deadline := time.Now().Add(20 * time.Second)
-	for p.DiskUsage() > o.MaxDisk {
-		if time.Now().After(deadline) {
-			m := p.db.Metrics()
-			t.Fatalf("disk usage %s stays over the budget of %s:\n%s", FormatSize(p.DiskUsage()), FormatSize(o.MaxDisk), m)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.Poll(20*time.Second, func() bool { return p.DiskUsage() <= o.MaxDisk }) {
+		t.Fatalf("disk usage %s stays over the budget of %s:\n%s", FormatSize(p.DiskUsage()), FormatSize(o.MaxDisk), p.db.Metrics())
 	}
 	after := p.DiskUsage()
 	t.Logf("disk usage %s before, %s after dropping %d of %d quanta (budget %s)",

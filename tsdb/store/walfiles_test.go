@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
@@ -66,16 +67,11 @@ func TestWALHoldsOnlyWhatItMust(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !testutil.Poll(10*time.Second, func() bool {
 		names, size, alloc = walFiles(t, dir)
-		if len(names) == 1 && alloc <= size+64<<10 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 6 flushes: WAL files %v, %d bytes, %d on disk; want the live one only, not preallocated", names, size, alloc)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return len(names) == 1 && alloc <= size+64<<10
+	}) {
+		t.Fatalf("after 6 flushes: WAL files %v, %d bytes, %d on disk; want the live one only, not preallocated", names, size, alloc)
 	}
 }
 
@@ -105,16 +101,13 @@ func TestIdleFlushEmptiesWAL(t *testing.T) {
 	if err := p.sealPass(now); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		names, size, alloc := walFiles(t, dir)
-		if size == 0 && alloc == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after an idle pass: WAL files %v hold %d bytes (%d on disk), want none", names, size, alloc)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var names []string
+	var size, alloc int64
+	if !testutil.Poll(10*time.Second, func() bool {
+		names, size, alloc = walFiles(t, dir)
+		return size == 0 && alloc == 0
+	}) {
+		t.Fatalf("after an idle pass: WAL files %v hold %d bytes (%d on disk), want none", names, size, alloc)
 	}
 	got, held, err := p.Read(testRef, "k", math.MinInt64, math.MaxInt64)
 	if err != nil || !held || got.Len() != pts.Len() {
