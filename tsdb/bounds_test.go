@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
+
 	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
 
 	"github.com/tsdht/tsdht/tsdb/coord"
@@ -131,7 +133,7 @@ func TestLatestExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the overwrite to reach every replica", func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		for _, p := range shardOwners {
 			got, _, err := byID[p.ID].Store().Read(ref, key, last, last+1)
 			if err != nil || got.Len() != 1 || got.F[0] != 42 {
@@ -139,7 +141,7 @@ func TestLatestExact(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, "the overwrite to reach every replica")
 	wantLatest(t, c0, key, last, 42)
 	// (Replicas keep no version of a value, so a hint or repair still carrying the old
 	// one may bring it back later: the rest of the test does not depend on it.)

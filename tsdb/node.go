@@ -1,9 +1,10 @@
-// Package tsdb owns time series on top of the DHT: the replica each node serves over its
-// local store, the coordinator that turns a series' points into replicated shards and
-// reads them back complete and trimmed, and the repairer that keeps every shard at rf
-// copies. The coordinator and the repairer find owners through Placement (implemented by
-// *dht.Node) and reach each owner through Replicas: this node locally, the others over
-// RPC in the messages of package wire. The thin client is package client.
+// Package tsdb is a tsdht node: Config and its defaults, Start, the one shutdown
+// sequence of Close, Leave and Kill, hand-off for a decommission, the node's own
+// counters (Stats, Status), and the RPC methods a node serves as a coordinator. It
+// assembles the roles that live in their own packages — the coordinator (coord), the
+// local replica (replica), the repairer (repair), rollup homes (rollup) — over the DHT
+// (dht) and how replicas are reached (cluster), and LocalCluster runs several nodes
+// in one process. The thin client is package client.
 package tsdb
 
 import (

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
+
 	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
@@ -105,10 +107,10 @@ func TestRepairPassesCostWhatChanged(t *testing.T) {
 	}
 	want["pmu2/freq"] = series.Merge(want["pmu2/freq"], late)
 	// The put returned at the write quorum: wait for node 0's copy too.
-	waitUntil(t, 10*time.Second, "node 0 to hold the late point", func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		n, _ := holds(t, lc.Nodes[0], latePair)
 		return n == before+1
-	})
+	}, "node 0 to hold the late point")
 	if n := autoPass(t, lc, 0); n != 1 {
 		t.Fatalf("after a late point: compared %d pairs, want 1", n)
 	}
@@ -219,10 +221,10 @@ func TestJoinComparesWhatMoved(t *testing.T) {
 		autoPass(t, lc, i) // the join's own passes may have run in the background already
 	}
 	// Placed by the passes the join brings (waitHealed runs RepairNow: full passes).
-	waitUntil(t, 30*time.Second, "the join's passes to put every pair on its owners", func() bool {
+	testutil.WaitFor(t, 30*time.Second, func() bool {
 		bad, _ := misplaced(t, lc, 2)
 		return bad == 0
-	})
+	}, "the join's passes to put every pair on its owners")
 	membersAfter := lc.Nodes[0].DHT().Live()
 	kept := 0
 	for i, w := range was {

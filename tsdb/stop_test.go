@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
+
 	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
 
 	"github.com/tsdht/tsdht/tsdb/repair"
@@ -69,14 +71,14 @@ func TestStopKeepsDataRestartMovesOnlyHints(t *testing.T) {
 	}
 	lc.Nodes[x] = nil
 	id := nodeIDOf(cfgs[x])
-	waitUntil(t, 10*time.Second, "the others to see the node stopped", func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		for _, n := range lc.Nodes {
 			if n != nil && memberState(n, id) != dht.StateStopped {
 				return false
 			}
 		}
 		return true
-	})
+	}, "the others to see the node stopped")
 
 	// Writes go on while it is down: they reach quorum on the two others.
 	downKey := "during-stop"
@@ -142,17 +144,6 @@ func memberState(n *Node, id string) dht.MemberState {
 		}
 	}
 	return ""
-}
-
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestRepairRefetchesDamagedPair damages a table of one node's store while it is

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
+
 	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
 	"github.com/tsdht/tsdht/tsdb/replica"
 
@@ -113,10 +115,10 @@ func TestReadQuorumOfReplicas(t *testing.T) {
 	if na, nb, ns := asked(); na != 6 || ns != 3 || nb != 0 {
 		t.Fatalf("with self empty the read asked a %d, b %d, self %d shards; want self's 3, a's 3 digests then points", na, nb, ns)
 	}
-	waitFor(t, 10*time.Second, "read repair of the empty replica", func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() bool {
 		got, _, err := stores["self"].Read(cluster.ShardRef(cfg.Format, "pmu/one", start), "pmu/one", from, to)
 		return err == nil && got.Len() == 60*int(q)
-	})
+	}, "read repair of the empty replica")
 
 	// No replica answers: the read fails, never short.
 	for _, r := range reps {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
+
 	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
 	"github.com/tsdht/tsdht/tsdb/repair"
 
@@ -33,18 +35,6 @@ func (s *stallingReplica) Write(ctx context.Context, req *wire.WriteReq) (*wire.
 		return s.Replica.Write(ctx, req)
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	}
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -83,7 +73,7 @@ func TestWriteQuorumWithStalledReplicaLeavesHint(t *testing.T) {
 	if took := time.Since(began); took >= cfg.CallTimeout {
 		t.Errorf("the put took %v: it waited for the stalled replica (call timeout %v)", took, cfg.CallTimeout)
 	}
-	waitFor(t, 10*time.Second, "a hint for the stalled replica", func() bool { return h.Points() == 300 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return h.Points() == 300 }, "a hint for the stalled replica")
 	ref := cluster.ShardRef(cfg.Format, "pmu/stall", start)
 	readAll := func(st store.Store) series.Points {
 		p, _, err := st.Read(ref, "pmu/stall", q.BeginNanos(start), q.EndNanos(start))
@@ -106,7 +96,7 @@ func TestWriteQuorumWithStalledReplicaLeavesHint(t *testing.T) {
 	clustertest.RequireSame(t, pts, res.Points)
 	// The read found the stalled replica empty and tried to repair it; that write stalls
 	// too, and must be over before the replica recovers, or it would deliver the points.
-	waitFor(t, 10*time.Second, "the read repair to give up", func() bool { return len(coord.repairSlots) == 0 })
+	testutil.WaitFor(t, 10*time.Second, func() bool { return len(coord.repairSlots) == 0 }, "the read repair to give up")
 	if p := readAll(cStore); p.Len() != 0 {
 		t.Fatalf("the stalled replica holds %d points", p.Len())
 	}
