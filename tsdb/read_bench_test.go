@@ -16,7 +16,7 @@ import (
 
 // BenchmarkReadSpans compares, in one run on an 18-node local cluster at rf 3, the read
 // of the latest 10 s and of the latest 150 s of a 60 Hz series by another node's
-// coordinator, as tsdht bench read does (target: 150 s ≤ 3× 10 s), for reads that ask
+// coordinator, as tsdht-bench read does (target: 150 s ≤ 3× 10 s), for reads that ask
 // every replica (mode=all, the default) and a read quorum of each shard's replicas
 // (mode=quorum, Config.ReadQuorumOnly). Each iteration times one of each, alternately,
 // so that the ratio holds under a load that drifts; besides the wall time it reports the

@@ -179,8 +179,8 @@ func traceClass(frames []string) string {
 	switch {
 	case strings.Contains(s, "gcBgMarkWorker"), strings.Contains(s, "gcMarkDone"), strings.Contains(s, "gcAssist"), strings.Contains(s, "bgsweep"), strings.Contains(s, "gcParkAssist"):
 		return "the collector"
-	case strings.Contains(s, "planRead"), strings.Contains(s, "aggShards"), strings.Contains(s, "tsdb.fanOut"), strings.Contains(s, "aggRound"), strings.Contains(s, "runFetches"),
-		strings.Contains(s, "localReplica"), strings.Contains(s, "pebble"), strings.Contains(s, "quanta."):
+	case strings.Contains(s, "planRead"), strings.Contains(s, "AggRefs"), strings.Contains(s, "cluster.FanOut"), strings.Contains(s, "aggRound"), strings.Contains(s, "runFetches"),
+		strings.Contains(s, "replica.(*Local)"), strings.Contains(s, "pebble"), strings.Contains(s, "quanta."):
 		return "long reads"
 	case strings.Contains(s, "rpc."), strings.Contains(s, "internal/poll"), strings.Contains(s, "syscall."), strings.Contains(s, "net."):
 		return "connections"

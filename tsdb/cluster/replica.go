@@ -101,7 +101,7 @@ type PeerReplicas struct {
 	remotes map[string]Replica
 }
 
-// maxCachedReplicas bounds peerReplicas' cache: the peers of a large cluster, and
+// maxCachedReplicas bounds PeerReplicas' cache: the peers of a large cluster, and
 // those that came and went, fit many times over.
 const maxCachedReplicas = 4096
 

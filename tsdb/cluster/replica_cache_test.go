@@ -6,7 +6,7 @@ import (
 	"github.com/tsdht/tsdht/dht"
 )
 
-// peerReplicas boxes a peer's replica once, gives a moved peer a replica at its new
+// PeerReplicas boxes a peer's replica once, gives a moved peer a replica at its new
 // address, and keeps at most maxCachedReplicas.
 func TestPeerReplicasCache(t *testing.T) {
 	r := &PeerReplicas{self: "me"}

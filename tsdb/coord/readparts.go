@@ -3,7 +3,7 @@ package coord
 // A thin client's read (wire.GetReq.Parts) gets each shard's points as the replica
 // packed them, forwarded by the coordinator, wherever the coordinator has nothing to
 // merge: the common case of replicas that agree. The coordinator still decodes every
-// answer it forwards (remoteReplica.Read: an answer that does not decode counts as no
+// answer it forwards (the remote replica's Read: an answer that does not decode counts as no
 // answer, and the others stand in), but it no longer joins the points into one answer
 // and packs them again, which for a 150 s read of 60 Hz history was 9,000 points
 // copied and packed on the one node every read waits for.
@@ -35,7 +35,7 @@ func forwardable(ans []replicaAnswer, v int) (packed []byte, n int, ok bool) {
 	if data == nil || !data.res.Held || len(data.res.Packed) == 0 || int(data.res.Packed[0]) > v {
 		return nil, 0, false
 	}
-	if data.res.Points.Len() != data.res.Count { // what the coordinator decoded (remoteReplica.Read)
+	if data.res.Points.Len() != data.res.Count { // what the coordinator decoded (the remote replica's Read)
 		return nil, 0, false
 	}
 	for j := range ans {

@@ -93,7 +93,7 @@ func Register(srv *rpc.Server, l *Local) {
 	cluster.Handle(srv, wire.MethodLatestPart, l.latestPart)
 }
 
-// localReplica is this node as a replica: it serves shards and series metadata from the
+// Local is this node as a replica: it serves shards and series metadata from the
 // local store. It is the Replica a node reaches itself through, and what it serves to
 // the others over RPC.
 type Local struct {

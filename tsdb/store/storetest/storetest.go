@@ -146,7 +146,7 @@ func show(p series.Points) string {
 	return b.String()
 }
 
-// walker is what a store may offer tsdb's repairer (tsdb.Walker): the pairs it holds,
+// walker is what a store may offer tsdb's repairer (repair.Walker): the pairs it holds,
 // and dropping one.
 type walker interface {
 	Pairs(fn func(ref store.ShardRef, key string) bool) error
