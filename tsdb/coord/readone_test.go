@@ -91,12 +91,12 @@ func TestReadQuorumOfReplicas(t *testing.T) {
 	if na, nb, ns := asked(); na != 3 || nb != 0 || ns != 3 {
 		t.Fatalf("healthy read asked a %d, b %d, self %d shards; want 3 of self (points) and 3 of a (digests)", na, nb, ns)
 	}
-	cfg.ReadQuorumOnly = false
+	coord.cfg.ReadQuorumOnly = false
 	get("every replica asked")
 	if na, nb, ns := asked(); na != 3 || nb != 3 || ns != 3 {
 		t.Fatalf("a read of every replica asked a %d, b %d, self %d shards; want 3 of each", na, nb, ns)
 	}
-	cfg.ReadQuorumOnly = true
+	coord.cfg.ReadQuorumOnly = true
 
 	reps["self"].failing.Store(true)
 	get("this node's replica failing")
