@@ -133,8 +133,7 @@ func (c *Coordinator) untilPlaced(ctx context.Context, deadline time.Time, step 
 	pause := 100 * time.Millisecond
 	for {
 		err := step()
-		var re *rpc.RemoteError
-		if err == nil || !errors.As(err, &re) || re.Code != wire.CodeUnavailable {
+		if err == nil || !unavailable(err) {
 			return err
 		}
 		wait := min(pause, time.Until(deadline))
@@ -227,3 +226,10 @@ func (c *Coordinator) RollupStats() rollup.Stats {
 // RollupSource returns what the rollup homes read of the cluster through this
 // coordinator.
 func (c *Coordinator) RollupSource() rollup.Source { return rollupSource{c} }
+
+// unavailable reports whether err is a replica's or the cluster's CodeUnavailable: too
+// few replicas, which waiting may mend.
+func unavailable(err error) bool {
+	var re *rpc.RemoteError
+	return errors.As(err, &re) && re.Code == wire.CodeUnavailable
+}

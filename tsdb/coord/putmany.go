@@ -225,21 +225,7 @@ func (c *Coordinator) prepareMany(ctx context.Context, deadline time.Time, puts 
 		}
 		return 0, false
 	}
-	prepare := func(i int) {
-		p := &puts[i]
-		if _, err := c.checkPut(p.Key, p.Points, opt); err != nil {
-			res[i].Err = err
-			return
-		}
-		for _, h := range c.hooks.prepare {
-			if err := h(ctx, deadline, p, w); err != nil {
-				res[i].Err = err
-				return
-			}
-		}
-	}
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, maxPrepareParallel)
+	var far []int // series that need a round trip before their points go
 	for i := range puts {
 		p := &puts[i]
 		if p.Points.Len() == 0 {
@@ -247,18 +233,46 @@ func (c *Coordinator) prepareMany(ctx context.Context, deadline time.Time, puts 
 		}
 		p.Points.Normalize()
 		if c.cached(p.Key, &p.Points) {
-			prepare(i)
+			res[i].Err = c.prepareOne(ctx, deadline, p, opt, w)
 			continue
 		}
-		wg.Add(1)
+		far = append(far, i)
+	}
+	if len(far) > 0 { // (the closure would cost an allocation on every write)
+		inParallel(far, func(i int) { res[i].Err = c.prepareOne(ctx, deadline, &puts[i], opt, w) })
+	}
+	return w, true
+}
+
+// prepareOne checks one series (normalized) and runs the prepare hooks on it.
+func (c *Coordinator) prepareOne(ctx context.Context, deadline time.Time, p *SeriesPut, opt wire.PutOptions, w int) error {
+	if _, err := c.checkPut(p.Key, p.Points, opt); err != nil {
+		return err
+	}
+	for _, h := range c.hooks.prepare {
+		if err := h(ctx, deadline, p, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inParallel runs f for each of items, at most maxPrepareParallel at once, and
+// returns when every call has.
+func inParallel(items []int, f func(i int)) {
+	if len(items) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, maxPrepareParallel)
+	for _, i := range items {
 		slots <- struct{}{}
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			prepare(i)
-		}()
+		wg.Go(func() {
+			defer func() { <-slots }()
+			f(i)
+		})
 	}
 	wg.Wait()
-	return w, true
 }
 
 // maxPrepareParallel bounds the series of one PutMany whose type and catalog entry are
@@ -313,6 +327,11 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 			local = append(local, &cluster.PeerBatch[int]{Peer: b.Peer, Items: b.Items[lo:min(lo+per, len(b.Items))]})
 		}
 	}
+	if len(local) == 1 {
+		// One part: WriteFanOut writes it itself, once the remote requests are on their
+		// way, with no worker, timer or channel of its own.
+		remote, local = append(remote, local[0]), nil
+	}
 	req := func(b *cluster.PeerBatch[int]) *wire.WriteReq {
 		r := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.Items))}
 		for j, s := range b.Items {
@@ -321,38 +340,29 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 		}
 		return r
 	}
-	hints := c.hinter(spans, func(s int) string { return puts[owner[s]].Key })
-	hint := func(b *cluster.PeerBatch[int], err error) {
-		if cluster.Unanswered(err) {
-			hints(b.Items)
+	// WriteFanOut's requests: every replica of a single-shard batch gets the same
+	// request, which WriteFanOut then encodes once (a single-point write to rf
+	// replicas). Only WriteFanOut's goroutine calls it.
+	single := make([]*wire.WriteReq, len(spans))
+	fanReq := func(b *cluster.PeerBatch[int]) *wire.WriteReq {
+		if len(b.Items) != 1 {
+			return req(b)
 		}
+		s := b.Items[0]
+		if single[s] == nil {
+			single[s] = req(b)
+		}
+		return single[s]
 	}
+	hints := &shardHints{c: c, spans: spans, puts: puts, owner: owner}
 	bg := context.WithoutCancel(ctx)
-	results := cluster.WriteFanOut(bg, c.replicas, self, c.commits, remote, c.cfg.CallTimeout, req, hint)
-	locals := make(chan cluster.FanResult[int, *wire.WriteResp], len(local))
-	if len(local) > 0 {
-		// One deadline for all the parts: they start together.
-		lctx, cancel := context.WithTimeout(bg, c.cfg.CallTimeout)
-		var left sync.WaitGroup
-		left.Add(len(local))
-		go func() { left.Wait(); cancel() }()
-		r := c.replicas.For(local[0].Peer)
-		for _, b := range local {
-			cluster.StoreWorkers.Run(func() {
-				resp, err := r.Write(lctx, req(b))
-				locals <- cluster.FanResult[int, *wire.WriteResp]{Batch: b, Resp: resp, Err: err}
-				left.Done()
-			})
-		}
-	}
+	results := cluster.WriteFanOut(bg, c.replicas, self, c.commits, remote, c.cfg.CallTimeout, fanReq, hints.hint)
+	locals := c.writeParts(bg, local, req) // nil: no parts of its own
 	// A replica refuses a request of several shards whole when it refuses one of them (a
 	// type conflict, a point past the retention): each of its shards then goes again
-	// alone, so that only the series at fault fails. alone holds every such answer.
-	total := 0
-	for _, b := range batches {
-		total += len(b.Items)
-	}
-	alone := make(chan cluster.FanResult[int, *wire.WriteResp], total)
+	// alone, so that only the series at fault fails. alone, made at the first such
+	// answer, holds every answer of those.
+	var alone chan cluster.FanResult[int, *wire.WriteResp]
 	pending := len(remote) + len(local)
 	for received := 0; t.undecided > 0 && received < pending; received++ {
 		var r cluster.FanResult[int, *wire.WriteResp]
@@ -362,28 +372,70 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 		case r = <-alone:
 		case <-ctx.Done():
 			for s := range spans {
-				if !t.decided(s) && t.errs[s] == nil {
-					t.errs[s] = rpc.Errorf(wire.CodeUnavailable, "%v", ctx.Err())
+				if !t.decided(s) && t.err(s) == nil {
+					t.setErr(s, rpc.Errorf(wire.CodeUnavailable, "%v", ctx.Err()))
 				}
 			}
 			return t
 		}
-		var re *rpc.RemoteError
-		if len(r.Batch.Items) > 1 && errors.As(r.Err, &re) {
-			pending += len(r.Batch.Items)
-			rep := c.replicas.For(r.Batch.Peer)
-			for _, s := range r.Batch.Items {
-				one := &cluster.PeerBatch[int]{Peer: r.Batch.Peer, Items: []int{s}}
-				cluster.StoreWorkers.Run(func() {
-					cctx, cancel := context.WithTimeout(bg, c.cfg.CallTimeout)
-					resp, err := rep.Write(cctx, req(one))
-					cancel()
-					alone <- cluster.FanResult[int, *wire.WriteResp]{Batch: one, Resp: resp, Err: err}
-				})
+		if len(r.Batch.Items) > 1 && r.Err != nil && refusedWhole(r.Err) {
+			if alone == nil {
+				total := 0
+				for _, b := range batches {
+					total += len(b.Items)
+				}
+				alone = make(chan cluster.FanResult[int, *wire.WriteResp], total)
 			}
+			pending += len(r.Batch.Items)
+			c.writeAlone(bg, r.Batch, req, alone)
 			continue
 		}
 		t.add(r.Batch.Items, r.Batch.Peer, r.Err)
 	}
 	return t
+}
+
+// writeParts writes the parts of the batch to this node's own store at once, on
+// StoreWorkers, under one deadline (they start together), and returns the channel
+// their answers come on; nil when there are none.
+func (c *Coordinator) writeParts(ctx context.Context, parts []*cluster.PeerBatch[int], req func(*cluster.PeerBatch[int]) *wire.WriteReq) chan cluster.FanResult[int, *wire.WriteResp] {
+	if len(parts) == 0 {
+		return nil
+	}
+	out := make(chan cluster.FanResult[int, *wire.WriteResp], len(parts))
+	lctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+	var left sync.WaitGroup
+	left.Add(len(parts))
+	go func() { left.Wait(); cancel() }()
+	r := c.replicas.For(parts[0].Peer)
+	for _, b := range parts {
+		cluster.StoreWorkers.Run(func() {
+			resp, err := r.Write(lctx, req(b))
+			out <- cluster.FanResult[int, *wire.WriteResp]{Batch: b, Resp: resp, Err: err}
+			left.Done()
+		})
+	}
+	return out
+}
+
+// writeAlone writes each shard of b to b's replica in a request of its own, on
+// StoreWorkers, each answer going to out.
+func (c *Coordinator) writeAlone(ctx context.Context, b *cluster.PeerBatch[int], req func(*cluster.PeerBatch[int]) *wire.WriteReq, out chan<- cluster.FanResult[int, *wire.WriteResp]) {
+	rep := c.replicas.For(b.Peer)
+	for _, s := range b.Items {
+		one := &cluster.PeerBatch[int]{Peer: b.Peer, Items: []int{s}}
+		cluster.StoreWorkers.Run(func() {
+			cctx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+			resp, err := rep.Write(cctx, req(one))
+			cancel()
+			out <- cluster.FanResult[int, *wire.WriteResp]{Batch: one, Resp: resp, Err: err}
+		})
+	}
+}
+
+// refusedWhole reports whether err is a replica's answer (an rpc.RemoteError): a
+// replica refuses a request of several shards whole when it refuses one of them.
+func refusedWhole(err error) bool {
+	var re *rpc.RemoteError
+	return errors.As(err, &re)
 }

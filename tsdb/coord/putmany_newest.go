@@ -2,7 +2,6 @@ package coord
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
@@ -53,8 +52,13 @@ func (r *newestReport) decided() bool { return r.acks >= r.need || r.fails > r.o
 // A series whose entry is not cached, or whose replicas cannot be located, is reported
 // alone by wait.
 func (c *Coordinator) startNewestMany(ctx context.Context, deadline time.Time, puts []SeriesPut, res []SeriesResult, w int) *newestMany {
-	nm := &newestMany{c: c, ctx: ctx, deadline: deadline, puts: puts, w: w}
 	var owners [][]dht.Peer
+	var nm *newestMany // made for the first series that has a report to send
+	start := func() {
+		if nm == nil {
+			nm = &newestMany{c: c, ctx: ctx, deadline: deadline, puts: puts, w: w}
+		}
+	}
 	for i := range puts {
 		p := &puts[i]
 		if res[i].Err != nil || p.Points.Len() == 0 {
@@ -66,19 +70,22 @@ func (c *Coordinator) startNewestMany(ctx context.Context, deadline time.Time, p
 			continue
 		}
 		if !ok || !cur.Live() || !cur.HasBounds || t < cur.First || t > cur.Last {
+			start()
 			nm.alone = append(nm.alone, i)
 			continue
 		}
 		peers, err := c.place.Locate(ctx, quanta.KeyID(p.Key), c.cfg.RF)
 		if err != nil || len(peers) == 0 {
+			start()
 			nm.alone = append(nm.alone, i)
 			continue
 		}
+		start()
 		owners = append(owners, peers)
 		nm.reps = append(nm.reps, newestReport{i: i, owners: len(peers), need: min(w, len(peers)), e: catalog.Entry{Key: cur.Key,
 			Type: cur.Type, Created: cur.Created, HasBounds: true, First: cur.First, Last: cur.Last, HasNewest: true, Newest: t}})
 	}
-	if len(nm.reps) == 0 {
+	if nm == nil || len(nm.reps) == 0 {
 		return nm
 	}
 	batches := cluster.GroupByPeer(func(yield func(dht.Peer, int) bool) {
@@ -102,10 +109,14 @@ func (c *Coordinator) startNewestMany(ctx context.Context, deadline time.Time, p
 	return nm
 }
 
-// wait returns once every report is stored at quorum or failed. A report that missed
+// wait returns once every report is stored at quorum or failed; a nil nm (nothing to
+// report) returns at once. A report that missed
 // its quorum goes again alone, with reportNewest's retries until the deadline; a series
 // whose report still fails gets the error in res, unless it has one already.
 func (nm *newestMany) wait(res []SeriesResult) {
+	if nm == nil {
+		return
+	}
 	undecided := len(nm.reps)
 collect:
 	for received := 0; received < nm.batches && undecided > 0; received++ {
@@ -139,19 +150,15 @@ collect:
 			alone = append(alone, rp.i)
 		}
 	}
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, maxPrepareParallel)
-	for _, i := range alone {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			p := &nm.puts[i]
-			t := p.Points.T[p.Points.Len()-1]
-			err := nm.c.untilPlaced(nm.ctx, nm.deadline, func() error { return nm.c.reportNewest(nm.ctx, p.Key, t, nm.w) })
-			if err != nil && res[i].Err == nil {
-				res[i].Err = err
-			}
-		})
+	if len(alone) == 0 {
+		return
 	}
-	wg.Wait()
+	inParallel(alone, func(i int) {
+		p := &nm.puts[i]
+		t := p.Points.T[p.Points.Len()-1]
+		err := nm.c.untilPlaced(nm.ctx, nm.deadline, func() error { return nm.c.reportNewest(nm.ctx, p.Key, t, nm.w) })
+		if err != nil && res[i].Err == nil {
+			res[i].Err = err
+		}
+	})
 }

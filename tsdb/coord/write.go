@@ -37,6 +37,9 @@ type writeHooks struct {
 	stored []func(ctx context.Context, puts []SeriesPut, res []SeriesResult)
 }
 
+// nothingToWait is the wait of a beside hook that sent nothing.
+func nothingToWait([]SeriesResult) {}
+
 // registerWriteHooks registers the coordinator's own write hooks, in the order they
 // run.
 func (c *Coordinator) registerWriteHooks() {
@@ -51,7 +54,10 @@ func (c *Coordinator) registerWriteHooks() {
 		})
 	c.hooks.beside = append(c.hooks.beside,
 		func(ctx context.Context, deadline time.Time, puts []SeriesPut, res []SeriesResult, w int) func([]SeriesResult) {
-			return c.startNewestMany(ctx, deadline, puts, res, w).wait
+			if nm := c.startNewestMany(ctx, deadline, puts, res, w); nm != nil {
+				return nm.wait
+			}
+			return nothingToWait
 		})
 	if c.rollup != nil {
 		c.hooks.stored = append(c.hooks.stored, c.markManyLate)
@@ -65,20 +71,36 @@ type shardTally struct {
 	w         int
 	acks      []int
 	fails     []int
-	errs      []error
+	errs      []error // made at the first error
 	undecided int
+}
+
+// err returns shard s's first error, or nil.
+func (t *shardTally) err(s int) error {
+	if t.errs == nil {
+		return nil
+	}
+	return t.errs[s]
+}
+
+// setErr sets shard s's error.
+func (t *shardTally) setErr(s int, err error) {
+	if t.errs == nil {
+		t.errs = make([]error, len(t.spans))
+	}
+	t.errs[s] = err
 }
 
 // newShardTally returns the tally of spans at write quorum w: a shard with fewer live
 // replicas than w is decided as failed from the start.
 func newShardTally(spans []shardSpan, w int) *shardTally {
-	t := &shardTally{spans: spans, w: w, acks: make([]int, len(spans)), fails: make([]int, len(spans)),
-		errs: make([]error, len(spans)), undecided: len(spans)}
+	counts := make([]int, 2*len(spans))
+	t := &shardTally{spans: spans, w: w, acks: counts[:len(spans)], fails: counts[len(spans):], undecided: len(spans)}
 	for s := range spans {
 		if len(spans[s].replicas) < w {
 			t.fails[s] = w
 			t.undecided--
-			t.errs[s] = rpc.Errorf(wire.CodeUnavailable, "only %d live nodes for write quorum %d", len(spans[s].replicas), w)
+			t.setErr(s, rpc.Errorf(wire.CodeUnavailable, "only %d live nodes for write quorum %d", len(spans[s].replicas), w))
 		}
 	}
 	return t
@@ -99,8 +121,8 @@ func (t *shardTally) add(items []int, peer dht.Peer, err error) {
 			t.acks[s]++
 		} else {
 			t.fails[s]++
-			if t.errs[s] == nil {
-				t.errs[s] = fmt.Errorf("replica %s: %w", peer.RPCAddr, err)
+			if t.err(s) == nil {
+				t.setErr(s, fmt.Errorf("replica %s: %w", peer.RPCAddr, err))
 			}
 		}
 		if t.decided(s) {
@@ -138,8 +160,8 @@ func (t *shardTally) unstored(in func(s int) bool) series.Points {
 func (t *shardTally) firstErr(in func(s int) bool) error {
 	for s := range t.spans {
 		if t.acks[s] < t.w && (in == nil || in(s)) {
-			if t.errs[s] != nil {
-				return t.errs[s]
+			if err := t.err(s); err != nil {
+				return err
 			}
 			return rpc.Errorf(wire.CodeUnavailable, "no answer in time")
 		}
@@ -147,21 +169,32 @@ func (t *shardTally) firstErr(in func(s int) bool) error {
 	return nil
 }
 
-// hinter returns what records a hint for the given shards of spans (the series of
-// shard s is key(s)), once per shard. A shard this node is a replica of needs none:
-// its own copy is delivered by repair.
-func (c *Coordinator) hinter(spans []shardSpan, key func(s int) string) func(shards []int) {
-	var mu sync.Mutex
-	hinted := make([]bool, len(spans))
-	self := c.place.Self().ID
-	return func(shards []int) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, s := range shards {
-			if !hinted[s] && !cluster.IsReplica(spans[s].replicas, self) {
-				hinted[s] = true
-				c.hints.Record(spans[s].ref, key(s), spans[s].pts)
-			}
+// shardHints records a hint, once per shard, for the shards of a batch whose replica
+// did not answer (hint: a fan-out's failure callback). A shard this node is a replica
+// of needs none: its own copy is delivered by repair.
+type shardHints struct {
+	c      *Coordinator
+	spans  []shardSpan
+	puts   []SeriesPut
+	owner  []int // the index in puts of each span's series
+	mu     sync.Mutex
+	hinted []bool // made at the first hint
+}
+
+func (h *shardHints) hint(b *cluster.PeerBatch[int], err error) {
+	if !cluster.Unanswered(err) {
+		return
+	}
+	self := h.c.place.Self().ID
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hinted == nil {
+		h.hinted = make([]bool, len(h.spans))
+	}
+	for _, s := range b.Items {
+		if !h.hinted[s] && !cluster.IsReplica(h.spans[s].replicas, self) {
+			h.hinted[s] = true
+			h.c.hints.Record(h.spans[s].ref, h.puts[h.owner[s]].Key, h.spans[s].pts)
 		}
 	}
 }
