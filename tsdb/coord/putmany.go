@@ -238,7 +238,11 @@ func (c *Coordinator) prepareMany(ctx context.Context, deadline time.Time, puts 
 		}
 		far = append(far, i)
 	}
-	if len(far) > 0 { // (the closure would cost an allocation on every write)
+	switch len(far) {
+	case 0:
+	case 1: // one round trip (Put's): no goroutine to wait for
+		res[far[0]].Err = c.prepareOne(ctx, deadline, &puts[far[0]], opt, w)
+	default:
 		inParallel(far, func(i int) { res[i].Err = c.prepareOne(ctx, deadline, &puts[i], opt, w) })
 	}
 	return w, true

@@ -150,15 +150,19 @@ collect:
 			alone = append(alone, rp.i)
 		}
 	}
-	if len(alone) == 0 {
-		return
-	}
-	inParallel(alone, func(i int) {
+	report := func(i int) {
 		p := &nm.puts[i]
 		t := p.Points.T[p.Points.Len()-1]
 		err := nm.c.untilPlaced(nm.ctx, nm.deadline, func() error { return nm.c.reportNewest(nm.ctx, p.Key, t, nm.w) })
 		if err != nil && res[i].Err == nil {
 			res[i].Err = err
 		}
-	})
+	}
+	switch len(alone) {
+	case 0:
+	case 1: // one series (Put's): no goroutine to wait for
+		report(alone[0])
+	default:
+		inParallel(alone, report)
+	}
 }
