@@ -135,8 +135,7 @@ func (c *Coordinator) writeRounds(ctx context.Context, start, deadline time.Time
 			if err == nil {
 				continue
 			}
-			var re *rpc.RemoteError
-			if errors.As(err, &re) && re.Code != wire.CodeUnavailable {
+			if replicaAnswered(err) && !unavailable(err) {
 				// The points themselves were refused: sending them again will not help.
 				res[i].Err = writeError(puts[i].Key, res[i].Stored, puts[i].Points.Len(), w, err)
 				continue
@@ -382,7 +381,7 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 			}
 			return t
 		}
-		if len(r.Batch.Items) > 1 && r.Err != nil && refusedWhole(r.Err) {
+		if len(r.Batch.Items) > 1 && r.Err != nil && replicaAnswered(r.Err) {
 			if alone == nil {
 				total := 0
 				for _, b := range batches {
@@ -437,9 +436,9 @@ func (c *Coordinator) writeAlone(ctx context.Context, b *cluster.PeerBatch[int],
 	}
 }
 
-// refusedWhole reports whether err is a replica's answer (an rpc.RemoteError): a
-// replica refuses a request of several shards whole when it refuses one of them.
-func refusedWhole(err error) bool {
+// replicaAnswered reports whether err is a replica's answer (an rpc.RemoteError), not
+// a call that went unanswered.
+func replicaAnswered(err error) bool {
 	var re *rpc.RemoteError
 	return errors.As(err, &re)
 }
