@@ -53,12 +53,13 @@ import (
 const MaxLongReads = 1
 
 // longReadShare is the default share of wall time that a node's long reads take on
-// average once their burst is spent (Config.LongReadShare): 1/4 of one core.
+// average while the node is contended, once their burst is spent
+// (Config.LongReadShare): 1/4 of one core.
 const DefaultLongReadShare = 0.25
 
 // longReadBurst is how much page time contended long reads may take at full speed
-// before pacing starts, refilled at longReadShare: a one-hour read of 60 Hz data on
-// one node is a few pages, a day of 10 s quanta is 34.
+// before pacing starts, refilled at longReadShare: an hour of 10 s quanta is two
+// pages, a day 34.
 const longReadBurst = 250 * time.Millisecond
 
 // contentionWindow is how long after a write this node coordinated its long reads
@@ -138,8 +139,9 @@ func (p *pacer) noteWrite() { p.lastWrite.Store(p.now().UnixNano()) }
 // contended reports whether something else wants the node: a long read waits for its
 // turn (a flood of them, hostile or not, or many dashboards at once), or this node
 // coordinated a write within contentionWindow. Writes and the waiting long reads are
-// what long reads must leave time to; a short read costs a page at most and waits
-// for at most about one of a long read's (the yields), paced or not.
+// what long reads must leave time to; a short read is not counted: it costs a page
+// at most, and waits for no more of a long read's page than runs between two of its
+// yields (pageYieldEvery), paced or not.
 func (p *pacer) contended() bool {
 	if p.waiting.Load() > 0 {
 		return true
