@@ -88,6 +88,7 @@ func New(cfg Config, place cluster.Placement, replicas cluster.Replicas, types *
 		c.localParts = 1
 	}
 	c.registerWriteHooks()
+	c.hooks.beside = append(c.hooks.beside, c.writeContends) // paces long reads beside writes (longread.go)
 	return c
 }
 
