@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/catalog"
@@ -171,5 +172,11 @@ func errorCode(err error) string {
 
 // writeOptions are those of every write through HTTP: a new series gets quanta fitted
 // to the rate of its points in its first write (quanta.Fit), since line protocol and
-// remote write carry sensors of every rate, not only 60 Hz channels.
-var writeOptions = tsdb.PutOptions{FitQuanta: true}
+// remote write carry sensors of every rate, not only 60 Hz channels. A first write of
+// one point shows no rate: such writers (Telegraf, a meter) report every few seconds
+// or slower, one point a request, so an hour holds a few hundred of their points.
+var writeOptions = tsdb.PutOptions{FitQuanta: true, Quantum: UnknownRateQuantum}
+
+// UnknownRateQuantum is the quantum of a series whose first write through HTTP holds
+// one point of it.
+const UnknownRateQuantum quanta.Quantum = 3600

@@ -72,12 +72,9 @@ func (c *Coordinator) registerWriteHooks() {
 // proposeQuantum is the quantum a write proposes for its series, should the series be
 // new (opt.Quantum, opt.FitQuanta).
 func (c *Coordinator) proposeQuantum(p *SeriesPut, opt wire.PutOptions) quanta.Quantum {
-	if opt.Quantum != 0 {
-		return opt.Quantum
-	}
 	n := p.Points.Len()
 	if !opt.FitQuanta || n < 2 {
-		return c.cfg.Quantum
+		return opt.Quantum.Or(c.cfg.Quantum)
 	}
 	return quanta.Fit(time.Duration((p.Points.T[n-1]-p.Points.T[0])/int64(n-1)), c.cfg.Quantum)
 }
