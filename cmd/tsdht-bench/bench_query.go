@@ -74,6 +74,10 @@ type queryResult struct {
 	Timeout    bool     `json:"timeout,omitempty"`
 	Error      string   `json:"error,omitempty"`
 	Queries    int      `json:"queries,omitempty"` // the total's: how many queries it sums
+	// Seconds and PointsPerS are a load's (name "load", written by
+	// scripts/bench-dashboard from lpsend's result).
+	Seconds    float64 `json:"seconds,omitempty"`
+	PointsPerS float64 `json:"points_per_s,omitempty"`
 }
 
 // A benchQuery is one query of a workload, in InfluxQL and, where VictoriaMetrics has
@@ -369,8 +373,8 @@ func addTotal(tot *queryResult, r queryResult) {
 	if tot.MeanMs == nil {
 		tot.MeanMs, tot.MinMs = new(float64), new(float64)
 	}
-	*tot.MeanMs += *r.MeanMs
-	*tot.MinMs += *r.MinMs
+	*tot.MeanMs = math.Round((*tot.MeanMs+*r.MeanMs)*1000) / 1000
+	*tot.MinMs = math.Round((*tot.MinMs+*r.MinMs)*1000) / 1000
 	tot.Rows += r.Rows
 	tot.Points += r.Points
 	if r.Equal != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -98,7 +99,7 @@ func TestQueryAnswersAcrossLanguages(t *testing.T) {
 	if len(influx) != 1 {
 		t.Fatalf("InfluxQL answer %v: want the all-null row left out", influx)
 	}
-	vm, err := parsePromQuery([]byte(`{"status":"success","data":{"result":[{"metric":{"__name__":"pmu_v","ch":"c00"},"value":[5.5,"230.5"]}]}}`))
+	vm, err := parsePromQuery([]byte(`{"status":"success","data":{"result":[{"metric":{"__name__":"pmu_v","ch":"c00","db":"dense"},"value":[5.5,"230.5"]}]}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,5 +122,32 @@ func TestQueryAnswersAcrossLanguages(t *testing.T) {
 	if _, err := parseInfluxQL([]byte(`{"results":[{"error":"database not found: x"}]}`)); err == nil ||
 		!strings.Contains(fmt.Sprint(err), "database not found") {
 		t.Errorf("an InfluxQL error answer: %v, want its message", err)
+	}
+}
+
+func TestReportShowsMismatchesAndTimeouts(t *testing.T) {
+	dir := t.TempDir()
+	lines := `{"bench":"dashboard","system":"tsdht","nodes":1,"name":"load","query":"lpsend","points":23040,"seconds":1,"points_per_s":23040}
+{"bench":"dashboard","system":"tsdht","nodes":1,"name":"last per host","query":"SELECT last(\"usage\") FROM \"cpu\" WHERE time >= now() - 1d GROUP BY \"host\"","span":"1d","runs":5,"mean_ms":12.5,"min_ms":10,"rows":8,"equal":false,"mismatch":"row 3: {host=h3} 60000 [last]=[2.5] against {host=h3} 60000 [last]=[2]"}
+{"bench":"dashboard","system":"influxdb","name":"last per host","query":"SELECT last(\"usage\") FROM \"cpu\" WHERE time >= now() - 1d GROUP BY \"host\"","span":"1d","runs":5,"mean_ms":1.5,"min_ms":1,"rows":8,"equal":null}
+{"bench":"dashboard","system":"tsdht","nodes":1,"name":"every field","query":"SELECT * FROM \"cpu\" WHERE time >= now() - 1d","span":"1d","runs":0,"mean_ms":null,"min_ms":null,"timeout":true,"error":"context deadline exceeded","equal":null}
+`
+	path := dir + "/dashboard.jsonl"
+	if err := os.WriteFile(path, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := runApp(&out, "report", path); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| tsdht, 1 node | 23040 | 1.00 | 23040 |",
+		"| 1d | tsdht, 1 node | 12.5 | 10.0 | — | **no**: row 3: {host=h3} 60000 [last]=[2.5] against",
+		"| 1d | tsdht, 1 node | timed out | timed out | — | error: context deadline exceeded | 0 | 0 |",
+		"|  | 1d | influxdb | 1.5 | 1.0 | — | — | 8 | 5 |",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
 	}
 }

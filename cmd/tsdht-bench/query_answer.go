@@ -58,10 +58,12 @@ func (a answer) sort() {
 	})
 }
 
+// groupOf names a series' group by its tags. The metric name is not part of it, nor,
+// for VictoriaMetrics, the db label it adds to what it takes through /write?db=.
 func groupOf(tags map[string]string) string {
 	keys := make([]string, 0, len(tags))
 	for k, v := range tags {
-		if k != "__name__" {
+		if k != "__name__" && k != promDBLabel {
 			keys = append(keys, k+"="+v)
 		}
 	}
@@ -138,6 +140,11 @@ func parseInfluxQL(body []byte) (answer, error) {
 	a.sort()
 	return a, nil
 }
+
+// promDBLabel is the label VictoriaMetrics gives what it takes through /write?db=.
+// The InfluxQL answers compared with its answers never have such a tag (the workloads
+// have none).
+const promDBLabel = "db"
 
 // parsePromQuery reads a Prometheus HTTP API answer (/api/v1/query or query_range), as
 // VictoriaMetrics gives it.
