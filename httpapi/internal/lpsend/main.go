@@ -140,7 +140,10 @@ func main() {
 					if resp.StatusCode == http.StatusNoContent {
 						break
 					}
-					if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+					// Busy, as each system says it: InfluxDB 1.x answers 500 "cache-max-memory-size
+					// exceeded" while its cache is snapshotted, and takes the lines again later.
+					if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable ||
+						bytes.Contains(msg, []byte("cache-max-memory-size exceeded")) {
 						retries.Add(1)
 						time.Sleep(100 * time.Millisecond)
 						continue
