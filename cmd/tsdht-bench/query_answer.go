@@ -85,10 +85,8 @@ func parseInfluxQL(body []byte) (answer, error) {
 			} `json:"series"`
 		} `json:"results"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if err := dec.Decode(&resp); err != nil {
-		return nil, fmt.Errorf("not InfluxDB 1.x JSON (%v): %.200s", err, body)
+	if err := decodeNumbers(body, &resp, "InfluxDB 1.x JSON"); err != nil {
+		return nil, err
 	}
 	if resp.Error != "" {
 		return nil, errors.New(resp.Error)
@@ -160,10 +158,8 @@ func parsePromQuery(body []byte) (answer, error) {
 			} `json:"result"`
 		} `json:"data"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if err := dec.Decode(&resp); err != nil {
-		return nil, fmt.Errorf("not a Prometheus API answer (%v): %.200s", err, body)
+	if err := decodeNumbers(body, &resp, "a Prometheus API answer"); err != nil {
+		return nil, err
 	}
 	if resp.Status != "success" {
 		return nil, fmt.Errorf("status %q: %s", resp.Status, resp.Error)
@@ -225,6 +221,17 @@ func parsePromExport(body []byte) (answer, error) {
 	}
 	a.sort()
 	return a, nil
+}
+
+// decodeNumbers decodes body, what it should be, into v with its numbers as written
+// (json.Number): a time in ms is an integer, not a float's approximation.
+func decodeNumbers(body []byte, v any, what string) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("not %s (%v): %.200s", what, err, body)
+	}
+	return nil
 }
 
 func jsonInt(v any) (int64, error) {

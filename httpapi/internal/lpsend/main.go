@@ -59,9 +59,9 @@ func main() {
 	case "synthetic":
 		load = synthetic{n: *points, series: *nseries, start: time.Now().Add(-24 * time.Hour).Truncate(time.Hour).UnixNano()}
 	case "dashboard":
-		load = dashboard{hosts: 8, minutes: *days * 1440, end: end}
+		load = dashboard{hosts: 8, everyMinute: everyMinute{minutes: *days * 1440, end: end}}
 	case "meter":
-		load = meter{minutes: *days * 1440, end: end}
+		load = meter{everyMinute{minutes: *days * 1440, end: end}}
 	case "dense":
 		load = dense{channels: *channels, frames: int(*hours * 3600 * 60), end: end}
 	default:

@@ -35,12 +35,21 @@ func (w synthetic) appendLine(b *bytes.Buffer, i int) {
 	writeTime(b, w.start+int64(k)*1e9/60)
 }
 
-// dashboard is what Grafana's example dashboards show: 8 hosts, two fields, one line a
-// minute each, for the days ending at end (the last line is stamped end, truncated to
-// the minute).
+// everyMinute is the clock of a series that reports once a minute: minutes lines, the
+// last stamped end.
+type everyMinute struct {
+	minutes int
+	end     int64
+}
+
+// at returns the time of the k-th minute.
+func (m everyMinute) at(k int) int64 { return m.end - int64(m.minutes-1-k)*int64(time.Minute) }
+
+// dashboard is what Grafana's example dashboards show: hosts × two fields, a line a
+// minute each.
 type dashboard struct {
-	hosts, minutes int
-	end            int64
+	hosts int
+	everyMinute
 }
 
 func (w dashboard) lines() int  { return w.hosts * w.minutes }
@@ -55,22 +64,18 @@ func (w dashboard) appendLine(b *bytes.Buffer, i int) {
 	b.WriteString(strconv.FormatFloat(usage, 'f', 2, 64))
 	b.WriteString(",idle=")
 	b.WriteString(strconv.FormatFloat(100-usage, 'f', 2, 64))
-	writeTime(b, w.end-int64(w.minutes-1-k)*int64(time.Minute))
+	writeTime(b, w.at(k))
 }
 
-// meter is one series with a line a minute for the days ending at end: the year of a
-// meter read by a dashboard.
-type meter struct {
-	minutes int
-	end     int64
-}
+// meter is one series with a line a minute: the year of a meter read by a dashboard.
+type meter struct{ everyMinute }
 
 func (w meter) lines() int  { return w.minutes }
 func (w meter) fields() int { return 1 }
 func (w meter) appendLine(b *bytes.Buffer, k int) {
 	b.WriteString("power,meter=m0 v=")
 	b.WriteString(strconv.FormatFloat(math.Round((1000+300*math.Sin(float64(k)/1440*2*math.Pi))*1000)/1000, 'f', 3, 64))
-	writeTime(b, w.end-int64(w.minutes-1-k)*int64(time.Minute))
+	writeTime(b, w.at(k))
 }
 
 // dense is a PMU's channels at 60 Hz, float32 readings as C37.118 sends them, frame by
