@@ -280,56 +280,18 @@ func runBenchQuery(c *cli.Context) error {
 	totals := make([]queryResult, len(targets))
 	answeredByAll := 0
 	for _, q := range queries {
-		outs := make([]outcome, len(targets))
-		for i, t := range targets {
-			outs[i].skip = t.system == "victoriametrics" && q.prom == nil
-		}
-		for round := 0; round <= runs; round++ {
-			for i, t := range targets {
-				o := &outs[i]
-				if o.err != nil || o.skip {
-					continue
-				}
-				asked := time.Now()
-				ans, err := askQuery(c.Context, t, q, db, timeout)
-				took := time.Since(asked)
-				if err != nil {
-					o.err, o.timeout = err, errors.Is(err, context.DeadlineExceeded)
-					fmt.Fprintf(log, "%s %s %q on %s: %v\n", workload, q.span, q.name, t.label(), err)
-					continue
-				}
-				if round == 0 {
-					o.ans, o.asked, o.got = ans, asked, time.Now()
-				} else {
-					o.times = append(o.times, took)
-				}
-				fmt.Fprintf(log, "%s %s %q on %s, run %d/%d: %.1f ms, %d rows\n", workload, q.span, q.name, t.label(), round, runs, latency.Ms(took), len(ans))
-			}
-		}
+		outs := askRounds(c.Context, log, workload, q, targets, db, runs, timeout)
 		results := make([]queryResult, len(targets))
 		all := true
 		for i, t := range targets {
 			o := &outs[i]
-			r := queryResult{Bench: workload, System: t.system, Nodes: t.nodes, Name: q.name, Language: "influxql",
-				Query: q.influxql, Span: q.span, Runs: len(o.times), Timeout: o.timeout,
-				Rows: len(o.ans), Points: o.ans.points(), Series: o.ans.series()}
-			if t.system == "victoriametrics" {
-				r.Language = "metricsql"
-				if q.prom != nil {
-					r.Query, r.Comparison = q.prom.text(), q.prom.why
-				}
-			}
-			if o.err != nil {
-				r.Error = o.err.Error()
-			}
-			if len(o.times) > 0 && !o.skip {
-				r.MeanMs, r.MinMs = roundMs(latency.Mean(o.times)), roundMs(latency.Pct(o.times, 0))
-			}
-			all = all && r.MeanMs != nil
 			if o.skip {
+				all = false
 				fmt.Fprintf(log, "%s %s %q: %s has no form of it; not asked\n", workload, q.span, q.name, t.label())
 				continue
 			}
+			r := o.result(workload, q, t)
+			all = all && r.MeanMs != nil
 			if base >= 0 && i != base {
 				compareWithBase(&r, q, t, o, &outs[base])
 			}
@@ -365,6 +327,58 @@ func runBenchQuery(c *cli.Context) error {
 		}
 	}
 	return nil
+}
+
+// askRounds asks every target q once to warm up and then runs times, round by round,
+// so that every system meets the machine's other work alike. A target that fails or
+// times out is not asked again.
+func askRounds(ctx context.Context, log io.Writer, workload string, q benchQuery, targets []queryTarget, db string,
+	runs int, timeout time.Duration) []outcome {
+	outs := make([]outcome, len(targets))
+	for i, t := range targets {
+		outs[i].skip = t.system == "victoriametrics" && q.prom == nil
+	}
+	for round := 0; round <= runs; round++ {
+		for i, t := range targets {
+			o := &outs[i]
+			if o.err != nil || o.skip {
+				continue
+			}
+			asked := time.Now()
+			ans, err := askQuery(ctx, t, q, db, timeout)
+			took := time.Since(asked)
+			if err != nil {
+				o.err, o.timeout = err, errors.Is(err, context.DeadlineExceeded)
+				fmt.Fprintf(log, "%s %s %q on %s: %v\n", workload, q.span, q.name, t.label(), err)
+				continue
+			}
+			if round == 0 {
+				o.ans, o.asked, o.got = ans, asked, time.Now()
+			} else {
+				o.times = append(o.times, took)
+			}
+			fmt.Fprintf(log, "%s %s %q on %s, run %d/%d: %.1f ms, %d rows\n", workload, q.span, q.name, t.label(), round, runs,
+				latency.Ms(took), len(ans))
+		}
+	}
+	return outs
+}
+
+// result is what t did with q, without the comparison with InfluxDB.
+func (o *outcome) result(workload string, q benchQuery, t queryTarget) queryResult {
+	r := queryResult{Bench: workload, System: t.system, Nodes: t.nodes, Name: q.name, Language: "influxql",
+		Query: q.influxql, Span: q.span, Runs: len(o.times), Timeout: o.timeout,
+		Rows: len(o.ans), Points: o.ans.points(), Series: o.ans.series()}
+	if t.system == "victoriametrics" {
+		r.Language, r.Query, r.Comparison = "metricsql", q.prom.text(), q.prom.why
+	}
+	if o.err != nil {
+		r.Error = o.err.Error()
+	}
+	if len(o.times) > 0 {
+		r.MeanMs, r.MinMs = roundMs(latency.Mean(o.times)), roundMs(latency.Pct(o.times, 0))
+	}
+	return r
 }
 
 // addTotal adds r's times, counts and agreement to the total tot: equal while every
