@@ -196,8 +196,10 @@ func durationName(d time.Duration) string {
 		return fmt.Sprintf("%dd", d/(24*time.Hour))
 	case d%time.Hour == 0:
 		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
 	}
-	return fmt.Sprintf("%dm", d/time.Minute)
+	return d.String()
 }
 
 // queryTarget is one system asked.
