@@ -357,7 +357,8 @@ func (n *newestFailing) MergeEntries(ctx context.Context, es []catalog.Entry) ([
 	return n.Replica.MergeEntries(ctx, es)
 }
 
-// A PutMany reaching a new quantum for many series reports all their Newests in one
+// A PutMany reaching a new quantum for many series (whose entries already cover it)
+// reports all their Newests in one
 // request per registry replica, and acknowledges no series whose report missed the
 // write quorum (each fails with CodeUnavailable, its points stored, as Put's would be);
 // once a quorum takes the reports, every series is acknowledged and latest finds it.
@@ -380,7 +381,10 @@ func TestPutManyWaitsForNewest(t *testing.T) {
 	place := &clustertest.FixedPlacement{Me: owners[2], Owners: owners}
 	coord := coord.New(cfg.coordConfig(), place, replicas, coord.NewRegistry(place, replicas, cfg.coordConfig(), logger), nil, nil, logger)
 	qn := cfg.DHT.Quantum.Duration().Nanoseconds()
-	t0 := cfg.DHT.Quantum.BeginNanos(cfg.DHT.Quantum.Start(clustertest.Base()))
+	// Four quanta inside one hour of the entries' bounds: only the first write extends
+	// them (and carries its Newest in that same request: catalog_coord.go noteWrite).
+	hour := int64(time.Hour)
+	t0 := clustertest.Base()/hour*hour + qn
 	const n = 50
 	putAll := func(at int64, v float64) []SeriesResult {
 		puts := make([]SeriesPut, n)
@@ -391,6 +395,12 @@ func TestPutManyWaitsForNewest(t *testing.T) {
 		}
 		return coord.PutMany(context.Background(), puts, PutOptions{})
 	}
+	for k, r := range putAll(t0, 1) {
+		if r.Err != nil || r.Stored != 1 {
+			t.Fatalf("series %d: %+v", k, r)
+		}
+	}
+	t0 += qn
 	before := reps["a"].reports.Load()
 	for k, r := range putAll(t0, 1) {
 		if r.Err != nil || r.Stored != 1 {

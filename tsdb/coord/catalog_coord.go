@@ -311,6 +311,14 @@ func (c *Coordinator) noteWrite(ctx context.Context, key string, e catalog.Entry
 			upd.Ahead = min(maxT/m*m+m-1, upd.Last)
 		}
 	}
+	// The entry goes to the registry replicas anyway: it carries the write's newest
+	// point too, when that starts a newer quantum (bounds.go), instead of a second
+	// round beside the points. A backfill crosses a quantum about as often as an hour
+	// of bounds, each series twice per quantum otherwise.
+	newest := c.needsNewest(key, upd, maxT)
+	if newest {
+		upd.HasNewest, upd.Newest = true, maxT
+	}
 	merged, err := c.mergeEntry(ctx, upd, w)
 	if err != nil {
 		return err
@@ -326,6 +334,9 @@ func (c *Coordinator) noteWrite(ctx context.Context, key string, e catalog.Entry
 		}
 	}
 	k.remember(merged)
+	if newest {
+		c.noteNewest(key, upd.Created, maxT)
+	}
 	return nil
 }
 

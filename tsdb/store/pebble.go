@@ -46,8 +46,8 @@ type Pebble struct {
 	// declMu orders the declarations that fix the quantum of a series an append
 	// recorded first (settleQuantum).
 	declMu sync.Mutex
-	pairs *pairTable
-	hot   *hotCache
+	pairs  *pairTable
+	hot    *hotCache
 
 	shards, series, points atomic.Int64
 	appended               atomic.Int64 // new points stored since open

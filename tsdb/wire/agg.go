@@ -25,10 +25,10 @@ const MaxAggWindows = 32 << 10
 
 // ShardAgg asks for one series' windows in one shard over From <= t < To.
 type ShardAgg struct {
-	ID     []byte `msgpack:"id"`
-	Start  int64  `msgpack:"q"`
+	ID    []byte `msgpack:"id"`
+	Start int64  `msgpack:"q"`
 	// Q is the quantum's length in seconds, the series' own; 0 is the cluster's.
-	Q int64 `msgpack:"ql,omitempty"`
+	Q      int64  `msgpack:"ql,omitempty"`
 	Key    string `msgpack:"k"`
 	From   int64  `msgpack:"f"`
 	To     int64  `msgpack:"t"`

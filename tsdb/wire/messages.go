@@ -8,10 +8,10 @@ import (
 
 // ShardWrite is the points of one series in one shard.
 type ShardWrite struct {
-	ID     []byte        `msgpack:"id"` // the shard ID: quanta.ShardID of Key and Start
-	Start  int64         `msgpack:"q"`  // the quantum's start, UNIX seconds
+	ID    []byte `msgpack:"id"` // the shard ID: quanta.ShardID of Key and Start
+	Start int64  `msgpack:"q"`  // the quantum's start, UNIX seconds
 	// Q is the quantum's length in seconds, the series' own; 0 is the cluster's.
-	Q int64 `msgpack:"ql,omitempty"`
+	Q      int64         `msgpack:"ql,omitempty"`
 	Key    string        `msgpack:"k"`
 	Points series.Points `msgpack:"p"`
 	// Deleted is, in a Repair write, the sender's tombstones of the pair: its points
@@ -43,10 +43,10 @@ type ShardRanges struct {
 
 // ShardRead asks for the points of one series in one shard with From <= t < To.
 type ShardRead struct {
-	ID     []byte `msgpack:"id"`
-	Start  int64  `msgpack:"q"`
+	ID    []byte `msgpack:"id"`
+	Start int64  `msgpack:"q"`
 	// Q is the quantum's length in seconds, the series' own; 0 is the cluster's.
-	Q int64 `msgpack:"ql,omitempty"`
+	Q      int64  `msgpack:"ql,omitempty"`
 	Key    string `msgpack:"k"`
 	From   int64  `msgpack:"f"`
 	To     int64  `msgpack:"t"`
