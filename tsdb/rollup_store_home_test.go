@@ -58,7 +58,7 @@ func TestRollupNodeRestartKeepsRollups(t *testing.T) {
 		cfg.DHT.DataDir = dir
 		cfg.DHT.Quantum = 60
 		cfg.CallTimeout = 30 * time.Second
-		cfg.Rollups = RollupConfig{Enabled: true, Horizon: 3 * time.Minute, PullInterval: time.Hour}
+		cfg.Rollups = RollupConfig{Horizon: 3 * time.Minute, PullInterval: time.Hour}
 		st, err := store.OpenPebble(filepath.Join(dir, "store"), store.PebbleOptions{Sync: store.SyncNone, SealInterval: -1, Quantum: 60})
 		if err != nil {
 			t.Fatal(err)
@@ -89,7 +89,7 @@ func TestRollupHomeDropsSeriesAfterMembershipChange(t *testing.T) {
 		cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1
 		cfg.DHT.Quantum = 60
 		cfg.CallTimeout = 30 * time.Second
-		cfg.Rollups = RollupConfig{Enabled: true, Horizon: 3 * time.Minute, PullInterval: time.Hour}
+		cfg.Rollups = RollupConfig{Horizon: 3 * time.Minute, PullInterval: time.Hour}
 	}
 	lc := startCluster(t, 1, tweak)
 	ctx := context.Background()
@@ -213,7 +213,7 @@ func TestRollupOutlivesRawRetention(t *testing.T) {
 		cfg.DHT.Quantum = 60
 		cfg.CallTimeout = 30 * time.Second
 		cfg.MaxFuture = 7 * 24 * time.Hour // a point 3 days ahead lets the test move the stores' clock
-		cfg.Rollups = RollupConfig{Enabled: true, Horizon: 3 * time.Minute, PullInterval: time.Hour,
+		cfg.Rollups = RollupConfig{Horizon: 3 * time.Minute, PullInterval: time.Hour,
 			Retention: []time.Duration{time.Hour, 0, 0}}
 		st, err := store.OpenPebble(filepath.Join(cfg.DHT.DataDir, "store"), store.PebbleOptions{Sync: store.SyncNone, SealInterval: -1,
 			Quantum: 60, Retention: 72 * time.Hour, EnforceInterval: -1})

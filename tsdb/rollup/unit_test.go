@@ -36,15 +36,34 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)
 		}
 	}
-	if err := (Config{Enabled: true}).Validate(quanta.Quantum(10)); err != nil {
+	if err := (Config{}).Validate(quanta.Quantum(10)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Rollups are on unless turned off, wherever a level fits the quantum: a quantum that
+// divides none of the default levels leaves them off rather than failing the node.
+func TestConfigOnByDefault(t *testing.T) {
+	q := quanta.Quantum(10)
+	if !(Config{}).WithDefaults(q).On() {
+		t.Error("the zero Config keeps no rollups: want them on by default")
+	}
+	if (Config{Off: true}).WithDefaults(q).On() {
+		t.Error("Off keeps rollups")
+	}
+	odd := quanta.Quantum(7) // divides no minute, hour or day
+	if c := (Config{}).WithDefaults(odd); c.On() || c.Validate(odd) != nil {
+		t.Errorf("7 s quanta: on %v, validate %v; want off and valid", c.On(), c.Validate(odd))
+	}
+	if c := (Config{Levels: []time.Duration{70 * time.Second}}).WithDefaults(odd); !c.On() || c.Validate(odd) != nil {
+		t.Errorf("7 s quanta with a 70 s level: on %v, validate %v; want on and valid", c.On(), c.Validate(odd))
 	}
 }
 
 // A home refuses reads it cannot answer with an error naming what to change, and
 // answers a series it does not hold yet with nothing known (and starts holding it).
 func TestRollupHomeReadChecks(t *testing.T) {
-	cfg := Config{Enabled: true, Retention: []time.Duration{0, 0, 0}}.WithDefaults(quanta.Quantum(10))
+	cfg := Config{Retention: []time.Duration{0, 0, 0}}.WithDefaults(quanta.Quantum(10))
 	r := NewHomes(cfg, nil, Options{Quantum: quanta.Quantum(10)})
 	min := int64(time.Minute)
 	for _, c := range []struct {
