@@ -2,6 +2,8 @@ package rollup
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +113,35 @@ func TestRollupHomeReadChecks(t *testing.T) {
 	}
 	if err := r.Mark(&wire.RollupMarkReq{Key: "k", Starts: make([]int64, wire.MaxRollupMarks+1)}); err == nil {
 		t.Fatal("a mark over the limit was taken")
+	}
+}
+
+// A level serves an aggregate when each of its windows lies inside one of the
+// aggregate's: its width divides the aggregate's, or the whole range is one window of
+// it (InfluxQL without GROUP BY time() asks for every = math.MaxInt64).
+func TestPlanLevelsFitTheWindows(t *testing.T) {
+	c := NewClient(Config{Retention: []time.Duration{0, 0, 0}}.WithDefaults(quanta.Quantum(10)), nil, time.Second, nil)
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	min, hour, day := int64(time.Minute), int64(time.Hour), int64(24*time.Hour)
+	from, to := now.UnixNano()-7*day+17e9, now.UnixNano()+1
+	for _, k := range []struct {
+		name     string
+		every    int64
+		from, to int64
+		want     []int64 // levels, coarsest first; nil: rollups do not help
+	}{
+		{"per hour", hour, from, to, []int64{hour, min}},
+		{"per 2 h", 2 * hour, from, to, []int64{hour, min}},
+		{"per day", day, from, to, []int64{day, hour, min}},
+		{"per 7 min", 7 * min, from, to, []int64{min}},
+		{"per 90 s", 90e9, from, to, nil},
+		{"whole range", math.MaxInt64, from, to, []int64{day, hour, min}},
+		{"whole range inside the horizon", math.MaxInt64, now.UnixNano() - 90e9, to, nil},
+		{"one 90 s window", 90e9, agg.WindowStart(from, 90e9), agg.WindowStart(from, 90e9) + 90e9, []int64{day, hour, min}},
+	} {
+		p, ok := c.Plan(k.from, k.to, k.every, now)
+		if ok != (k.want != nil) || ok && fmt.Sprint(p.levels) != fmt.Sprint(k.want) {
+			t.Errorf("%s: planned %v (%v), want levels %v", k.name, ok, p.levels, k.want)
+		}
 	}
 }
