@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/catalog"
@@ -34,7 +35,7 @@ func NewNodeEngine(node *tsdb.Node) *NodeEngine { return &NodeEngine{node: node}
 // Write implements Engine: the points, then — once per series and process — its tags
 // into the series' catalog entry, so that SHOW and WHERE on tags find it.
 func (e *NodeEngine) Write(ctx context.Context, key string, tags map[string]string, pts series.Points) (int, error) {
-	n, err := e.node.Coordinator().Put(ctx, key, pts, tsdb.PutOptions{})
+	n, err := e.node.Coordinator().Put(ctx, key, pts, writeOptions)
 	if err != nil || len(tags) == 0 || e.tagged(key) {
 		return n, err
 	}
@@ -168,3 +169,14 @@ func errorCode(err error) string {
 	}
 	return ""
 }
+
+// writeOptions are those of every write through HTTP: a new series gets quanta fitted
+// to the rate of its points in its first write (quanta.Fit), since line protocol and
+// remote write carry sensors of every rate, not only 60 Hz channels. A first write of
+// one point shows no rate: such writers (Telegraf, a meter) report every few seconds
+// or slower, one point a request, so an hour holds a few hundred of their points.
+var writeOptions = tsdb.PutOptions{FitQuanta: true, Quantum: UnknownRateQuantum}
+
+// UnknownRateQuantum is the quantum of a series whose first write through HTTP holds
+// one point of it.
+const UnknownRateQuantum quanta.Quantum = 3600

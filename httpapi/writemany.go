@@ -43,7 +43,7 @@ func (e *NodeEngine) WriteMany(ctx context.Context, ws []SeriesWrite) []WriteRes
 	for i := range ws {
 		puts[i] = tsdb.SeriesPut{Key: ws[i].Key, Points: ws[i].Pts}
 	}
-	rs := e.node.Coordinator().PutMany(ctx, puts, tsdb.PutOptions{})
+	rs := e.node.Coordinator().PutMany(ctx, puts, writeOptions)
 	out := make([]WriteResult, len(ws))
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, maxTagWrites)

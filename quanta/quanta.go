@@ -245,3 +245,41 @@ func (q Quantum) Covering(from, to int64) ([]int64, error) {
 	}
 	return starts, nil
 }
+
+// MaxQuantum is the longest quantum a series may have: a week, InfluxDB's longest
+// default shard duration. Longer quanta would make a read of a few seconds of a dense
+// series scan days of it.
+const MaxQuantum Quantum = 7 * 24 * 3600
+
+// Or returns q, or def if q is 0: a series' recorded quantum where 0 means the
+// cluster's.
+func (q Quantum) Or(def Quantum) Quantum {
+	if q == 0 {
+		return def
+	}
+	return q
+}
+
+// Ladder is the quantum lengths Fit chooses from: each a whole number of the shorter
+// ones, so the quanta of one never straddle those of a shorter one.
+var Ladder = []Quantum{10, 60, 600, 3600, 6 * 3600, 24 * 3600}
+
+// FitPoints is how many points Fit aims to put in one quantum: what a 60 Hz channel
+// holds in the default 10 s quantum, which the store is tuned for.
+const FitPoints = 600
+
+// Fit returns the quantum for a series whose points arrive every interval: the longest
+// length of Ladder that holds at most FitPoints of them, and never shorter than base
+// (the cluster's quantum). A non-positive interval (unknown rate) gives base.
+func Fit(interval time.Duration, base Quantum) Quantum {
+	if interval <= 0 {
+		return base
+	}
+	best := base
+	for _, l := range Ladder {
+		if l > best && l.Duration()/interval <= FitPoints {
+			best = l
+		}
+	}
+	return best
+}

@@ -214,3 +214,24 @@ func TestParseFormat(t *testing.T) {
 		t.Error("ParseFormat(QFI2): want error")
 	}
 }
+
+func TestFit(t *testing.T) {
+	for _, c := range []struct {
+		every time.Duration
+		base  Quantum
+		want  Quantum
+	}{
+		{time.Second / 60, 10, 10},  // a PMU channel keeps the cluster's 10 s
+		{time.Second, 10, 600},      // 1 Hz: 10 minutes
+		{10 * time.Second, 10, 3600}, // every 10 s: an hour
+		{time.Minute, 10, 6 * 3600},  // every minute: 6 hours
+		{time.Hour, 10, 24 * 3600},   // hourly: a day, the longest Fit picks
+		{0, 10, 10},                  // unknown rate: the cluster's
+		{time.Minute, 3600, 6 * 3600},
+		{time.Millisecond, 3600, 3600}, // never shorter than the cluster's
+	} {
+		if got := Fit(c.every, c.base); got != c.want {
+			t.Errorf("Fit(%v, %d) = %d, want %d", c.every, c.base, got, c.want)
+		}
+	}
+}

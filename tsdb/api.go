@@ -24,7 +24,7 @@ import (
 // coordinate for it.
 func (n *Node) registerCoordinator() {
 	cluster.Handle(n.srv, wire.MethodPut, func(ctx context.Context, req *wire.PutReq) (*wire.PutResp, error) {
-		r, err := n.coord.PutReport(ctx, req.Key, req.Points, PutOptions{WriteQuorum: req.WriteQuorum})
+		r, err := n.coord.PutReport(ctx, req.Key, req.Points, PutOptions{WriteQuorum: req.WriteQuorum, Quantum: quanta.Quantum(req.Quantum), FitQuanta: req.FitQuanta})
 		if err != nil {
 			return nil, err
 		}

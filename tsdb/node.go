@@ -73,8 +73,10 @@ type Config struct {
 	ReadConcurrency int
 	// LongReadShare is the share of its wall time this node's long reads (gets and
 	// aggregates over more than a page of quanta) take on average once their burst
-	// is spent (longread.go): what bounds a flood of them, careless or hostile. In
-	// (0, 1]; 1 does not pace them (a node serving one trusted dashboard, tests).
+	// is spent, while the node is contended: another long read waits for its turn,
+	// or the node coordinated a write within the last second (longread.go). It is
+	// what bounds a flood of them, careless or hostile; a long read alone on an
+	// otherwise idle node is not paced. In (0, 1]; 1 never paces them (tests).
 	// Default 0.25.
 	LongReadShare float64
 	// RepairInterval is how often, give or take a quarter, a node compares every shard

@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
@@ -49,6 +50,7 @@ func putCommand() *cli.Command {
 			&cli.StringFlag{Name: "series", Usage: "series key, 1–256 bytes of UTF-8 (for two-column input)"},
 			&cli.StringFlag{Name: "type", Usage: "value type: float, int or string (default: float; strings need --type string)"},
 			&cli.IntFlag{Name: "write-quorum", Usage: "replicas that must store each shard (default: the node's)"},
+			&cli.StringFlag{Name: "quantum", Usage: "quantum length of a new series, 1s..7d (its first write fixes it; a series already written keeps its own), or \"fit\" to choose it from the rate of the points (default: the cluster's)"},
 			&cli.StringFlag{Name: "time-unit", Value: "ns", Usage: "unit of integer timestamps: s, ms, us or ns"},
 			&cli.BoolFlag{Name: "any-time", Usage: "accept integer timestamps before 1990 or more than a day ahead"},
 			&cli.StringFlag{Name: "columns", Usage: "names of the value columns of a wide CSV without a header, a,b,c"},
@@ -147,6 +149,20 @@ func runPut(c *cli.Context) error {
 	if err != nil {
 		return usagef(c, "%v", err)
 	}
+	opt := wire.PutOptions{WriteQuorum: c.Int("write-quorum")}
+	if s := c.String("quantum"); s == "fit" {
+		opt.FitQuanta = true
+	} else if s != "" {
+		d, err := time.ParseDuration(strings.Replace(s, "d", "h", 1))
+		if strings.HasSuffix(s, "d") && err == nil {
+			d *= 24
+		}
+		q, qerr := quanta.NewQuantum(d)
+		if err != nil || qerr != nil || q > quanta.MaxQuantum {
+			return usagef(c, "--quantum %q: want a duration from 1s to 7d (10m, 6h, 1d) or \"fit\"", s)
+		}
+		opt.Quantum = q
+	}
 	prefix := c.String("series-prefix")
 	var cols []*column // nil until the first record decides the shape of the input
 	newCols := func(names []string) error {
@@ -191,7 +207,7 @@ func runPut(c *cli.Context) error {
 			if col.buf.Len() == 0 {
 				continue
 			}
-			r, err := cl.PutReport(c.Context, col.key, col.buf, wire.PutOptions{WriteQuorum: c.Int("write-quorum")})
+			r, err := cl.PutReport(c.Context, col.key, col.buf, opt)
 			stored += r.Stored
 			waited += r.WaitedMillis
 			col.buf = series.Points{}

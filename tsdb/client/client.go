@@ -115,7 +115,7 @@ func (c *Client) PutReport(ctx context.Context, key string, pts series.Points, o
 	}
 	for _, batch := range pts.Batches(MaxPutBatch, MaxPutBytes) {
 		var resp wire.PutResp
-		err := c.invoke(ctx, wire.MethodPut, &wire.PutReq{Key: key, Points: batch, WriteQuorum: opt.WriteQuorum}, &resp)
+		err := c.invoke(ctx, wire.MethodPut, &wire.PutReq{Key: key, Points: batch, WriteQuorum: opt.WriteQuorum, Quantum: int64(opt.Quantum), FitQuanta: opt.FitQuanta}, &resp)
 		total.Stored += resp.Stored
 		total.WaitedMillis += resp.WaitedMillis
 		if err != nil {

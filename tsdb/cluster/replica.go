@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
-	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
@@ -47,11 +47,12 @@ type DataReplica interface {
 // MetaReplica is what a registry replica serves of the series' metadata: their types
 // and their catalog entries and tag index (docs/catalog.md).
 type MetaReplica interface {
-	// DeclareType fixes a series' type at this registry replica and returns the type it
-	// holds; a different type fixed earlier fails with wire.CodeTypeMismatch.
-	DeclareType(ctx context.Context, key string, t series.Type) (series.Type, error)
-	// SeriesType returns a series' type as this registry replica knows it.
-	SeriesType(ctx context.Context, key string) (t series.Type, known bool, err error)
+	// DeclareSeries fixes a series' type and quantum at this registry replica and
+	// returns what it holds; a different type fixed earlier fails with
+	// wire.CodeTypeMismatch, a different quantum is returned (the first one stays).
+	DeclareSeries(ctx context.Context, key string, d store.Decl) (store.Decl, error)
+	// SeriesDecl returns a series' type and quantum as this registry replica knows them.
+	SeriesDecl(ctx context.Context, key string) (d store.Decl, known bool, err error)
 	// MergeEntries merges catalog entries at this registry replica and returns the
 	// merged ones, in order (wire.MethodEntryMerge).
 	MergeEntries(ctx context.Context, es []catalog.Entry) ([]catalog.Entry, error)
@@ -241,20 +242,31 @@ func (r remoteReplica) Read(ctx context.Context, req *wire.ReadReq) (*wire.ReadR
 	return &resp, nil
 }
 
-func (r remoteReplica) DeclareType(ctx context.Context, key string, t series.Type) (series.Type, error) {
+func (r remoteReplica) DeclareSeries(ctx context.Context, key string, d store.Decl) (store.Decl, error) {
 	var resp wire.TypeResp
-	if err := r.invoke(ctx, wire.MethodDeclare, &wire.TypeReq{Key: key, Type: t}, &resp); err != nil {
-		return series.Unknown, err
+	req := &wire.TypeReq{Key: key, Type: d.Type, Quantum: int64(d.Quantum), NoQuantum: d.NoQuantum}
+	if err := r.invoke(ctx, wire.MethodDeclare, req, &resp); err != nil {
+		return store.Decl{}, err
 	}
-	return resp.Type, nil
+	return DeclOf(&resp), nil
 }
 
-func (r remoteReplica) SeriesType(ctx context.Context, key string) (series.Type, bool, error) {
+func (r remoteReplica) SeriesDecl(ctx context.Context, key string) (store.Decl, bool, error) {
 	var resp wire.TypeResp
 	if err := r.invoke(ctx, wire.MethodType, &wire.TypeReq{Key: key}, &resp); err != nil {
-		return series.Unknown, false, err
+		return store.Decl{}, false, err
 	}
-	return resp.Type, resp.Known, nil
+	return DeclOf(&resp), resp.Known, nil
+}
+
+// DeclOf is the declaration a registry replica's answer states.
+func DeclOf(resp *wire.TypeResp) store.Decl {
+	return store.Decl{Type: resp.Type, Quantum: quanta.Quantum(resp.Quantum), NoQuantum: resp.NoQuantum}
+}
+
+// TypeResp is a registry replica's answer stating d.
+func TypeResp(d store.Decl, known bool) *wire.TypeResp {
+	return &wire.TypeResp{Known: known, Type: d.Type, Quantum: int64(d.Quantum), NoQuantum: d.NoQuantum}
 }
 
 func (r remoteReplica) Stats(ctx context.Context) (wire.NodeStats, error) {
@@ -269,7 +281,7 @@ func (r remoteReplica) Stats(ctx context.Context) (wire.NodeStats, error) {
 func (r remoteReplica) Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
 	if len(req.Shards) > 0 && OneSeries(req.Shards) {
 		var resp wire.AggSeriesResp
-		sreq := &wire.AggSeriesReq{Key: req.Shards[0].Key, Every: req.Every, Shards: wire.AppendAggSpans(nil, req.Shards)}
+		sreq := &wire.AggSeriesReq{Key: req.Shards[0].Key, Every: req.Every, Shards: wire.AppendAggSpans(nil, req.Shards), Q: req.Shards[0].Q}
 		err := r.invoke(ctx, wire.MethodAggSeries, sreq, &resp)
 		var re *rpc.RemoteError
 		switch {
@@ -297,10 +309,10 @@ func (r remoteReplica) Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp
 	return &resp, nil
 }
 
-// OneSeries reports whether shards all name one series.
+// OneSeries reports whether shards all name one series (and so one quantum length).
 func OneSeries(shards []wire.ShardAgg) bool {
 	for i := range shards {
-		if shards[i].Key != shards[0].Key {
+		if shards[i].Key != shards[0].Key || shards[i].Q != shards[0].Q {
 			return false
 		}
 	}
@@ -408,6 +420,9 @@ func (r remoteReplica) latestPart(ctx context.Context, key string, entry bool, e
 	var a LatestAnswer
 	var resp wire.LatestPartResp
 	req := &wire.LatestPartReq{Key: key, Entry: entry, Every: every, Shards: wire.AppendAggSpans(nil, shards)}
+	if len(shards) > 0 {
+		req.Q = shards[0].Q // one series: one quantum length
+	}
 	if err := r.invoke(ctx, wire.MethodLatestPart, req, &resp); err != nil {
 		return a, err
 	}

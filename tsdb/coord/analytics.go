@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/cluster"
 
 	"github.com/tsdht/tsdht/rpc"
@@ -76,11 +77,11 @@ func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every
 	if err := agg.CheckWidth(every); err != nil {
 		return wire.AggResult{}, rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
-	typ, err := c.types.lookup(ctx, key)
+	desc, err := c.types.lookup(ctx, key)
 	if err != nil {
 		return wire.AggResult{}, err
 	}
-	q := c.cfg.Quantum
+	typ, q := desc.Type, desc.Q
 	var turn *longTurn // nil: a short aggregate
 	if from < to && (q.Start(to-1)-q.Start(from))/int64(q) >= ReadPageQuanta {
 		// A long aggregate takes its turn with the long reads, before it allocates
@@ -104,7 +105,7 @@ func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every
 		}
 		if err := turn.page(ctx, func(ctx context.Context, b *pageBufs) error {
 			b.starts = cover.pageInto(b.starts, lo, AggPageQuanta)
-			return c.aggregatePage(ctx, b, key, b.starts, from, to, every, r, byQuorum, &res, &lists)
+			return c.aggregatePage(ctx, b, key, q, b.starts, from, to, every, r, byQuorum, &res, &lists)
 		}); err != nil {
 			return wire.AggResult{}, err
 		}
@@ -123,11 +124,11 @@ func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every
 	return res, nil
 }
 
-// aggregatePage aggregates the shards of the quanta starting at starts, within
-// [from, to): it appends their windows to lists and counts in res.Missing the shards
+// aggregatePage aggregates the shards of the quanta of length q starting at starts,
+// within [from, to): it appends their windows to lists and counts in res.Missing the shards
 // no replica could serve. byQuorum is aggregate's.
-func (c *Coordinator) aggregatePage(ctx context.Context, b *pageBufs, key string, starts []int64, from, to, every int64, r int, byQuorum bool, res *wire.AggResult, lists *[][]agg.Window) error {
-	spans, err := c.planRead(ctx, b, key, starts, from, to)
+func (c *Coordinator) aggregatePage(ctx context.Context, b *pageBufs, key string, q quanta.Quantum, starts []int64, from, to, every int64, r int, byQuorum bool, res *wire.AggResult, lists *[][]agg.Window) error {
+	spans, err := c.planRead(ctx, b, key, q, starts, from, to)
 	if err != nil {
 		return err
 	}
@@ -225,6 +226,9 @@ func (c *Coordinator) aggRound(ctx context.Context, bufs *pageBufs, key string, 
 	answers := bufs.aggAnswersFor(spans)
 	// Narrow windows make big answers: fewer shards per request then.
 	q := c.cfg.Quantum.Duration().Nanoseconds()
+	if len(spans) > 0 {
+		q = spans[0].ref.Q.Duration().Nanoseconds() // one series: one quantum length
+	}
 	perShard := q/every + 2
 	perRequest := int(max(1, min(maxAggShardsPerRequest, maxAggWindowsPerRequest/perShard)))
 	plan := bufs.plan[:0]
@@ -256,7 +260,7 @@ func (c *Coordinator) aggRound(ctx context.Context, bufs *pageBufs, key string, 
 			req := &wire.AggReq{Every: every, Shards: reads[off : off+n : off+n]}
 			for k, it := range b.Items {
 				s := &spans[it.shard]
-				req.Shards[k] = wire.ShardAgg{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to, Digest: !it.data}
+				req.Shards[k] = wire.ShardAgg{ID: s.ref.ID[:], Start: s.ref.Start, Q: c.wireQ(s.ref.Q), Key: key, From: s.from, To: s.to, Digest: !it.data}
 			}
 			if l := c.replicas.Local(); l != nil && b.Peer.ID == self {
 				// This node's store, with the references planned here: no ID to check.
@@ -299,7 +303,11 @@ const (
 // points, and the step holding the latest quantum with points answers. Latest uses it
 // only where the catalog's tail does not lead to the point (bounds.go).
 func (c *Coordinator) latestBefore(ctx context.Context, key string, since, before int64) (series.Points, error) {
-	q := c.cfg.Quantum.Duration().Nanoseconds()
+	desc, err := c.types.lookup(ctx, key)
+	if err != nil {
+		return series.Points{}, err
+	}
+	q := desc.Q.Duration().Nanoseconds()
 	hi, step := before, int64(latestStep)
 	for hi > since {
 		lo := since

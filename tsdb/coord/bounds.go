@@ -83,13 +83,13 @@ func (c *Coordinator) needsNewest(key string, cur catalog.Entry, t int64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m, ok := r.sure[key]
-	return !ok || m.created != cur.Created || c.cfg.Quantum.StartNanos(t) > m.start
+	return !ok || m.created != cur.Created || c.cachedQ(key).StartNanos(t) > m.start
 }
 
 // noteNewest records that a write quorum of registry replicas holds Newest >= t for
 // incarnation created of key.
 func (c *Coordinator) noteNewest(key string, created, t int64) {
-	start := c.cfg.Quantum.StartNanos(t)
+	start := c.cachedQ(key).StartNanos(t)
 	r := &c.newest
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -221,7 +221,7 @@ func (nw *newestWrite) collect() error {
 // and from where Latest starts looking (start, lo <= start <= hi), now being the
 // coordinator's clock. With Newest, hi ends with Newest's quantum and start is its
 // beginning; without, the older search (see above).
-func (c *Coordinator) searchRange(e catalog.Entry, since, before, now int64) (lo, start, hi int64) {
+func (c *Coordinator) searchRange(e catalog.Entry, q quanta.Quantum, since, before, now int64) (lo, start, hi int64) {
 	if !e.HasBounds {
 		return since, since, since
 	}
@@ -229,7 +229,6 @@ func (c *Coordinator) searchRange(e catalog.Entry, since, before, now int64) (lo
 	if last < math.MaxInt64 {
 		last++
 	}
-	q := c.cfg.Quantum
 	if e.HasNewest {
 		// No acknowledged point lies in a quantum after Newest's.
 		qs := q.StartNanos(e.Newest)
@@ -278,7 +277,7 @@ func (c *Coordinator) latest(ctx context.Context, key string, since, before int6
 	if since > before {
 		return series.Points{}, 0, rpc.Errorf(wire.CodeBadInput, "latest of %q: since %d is after before %d", key, since, before)
 	}
-	q := c.cfg.Quantum
+	q := c.quantumFor(ctx, key)
 	now := time.Now().UnixNano()
 	qn := q.Duration().Nanoseconds()
 	// Speculate on the quantum of the newest Newest seen here — and the one after when
@@ -315,7 +314,7 @@ func (c *Coordinator) latest(ctx context.Context, key string, since, before int6
 		c.cat.remember(e)
 	}
 	c.seeNewest(e)
-	lo, start, hi := c.searchRange(e, since, before, now) // the clock the speculation used
+	lo, start, hi := c.searchRange(e, q, since, before, now) // the clock the speculation used
 	if lo >= hi {
 		return series.Points{}, lo, nil
 	}
@@ -333,7 +332,7 @@ func (c *Coordinator) latest(ctx context.Context, key string, since, before int6
 		return series.Points{}, lo, nil
 	}
 	if start < hi {
-		pt, found, err := c.latestIn(ctx, key, start, hi)
+		pt, found, err := c.latestIn(ctx, key, q, start, hi)
 		if err != nil || found {
 			return pt, lo, err
 		}
@@ -348,8 +347,8 @@ const latestSpecQuanta = 1
 
 // latestIn returns the latest point in [from, to) from one aggregate of whole quanta,
 // in windows as wide as the range (so at most two, whatever the range holds).
-func (c *Coordinator) latestIn(ctx context.Context, key string, from, to int64) (series.Points, bool, error) {
-	q := c.cfg.Quantum.Duration().Nanoseconds()
+func (c *Coordinator) latestIn(ctx context.Context, key string, sq quanta.Quantum, from, to int64) (series.Points, bool, error) {
+	q := sq.Duration().Nanoseconds()
 	res, err := c.aggregate(ctx, key, from, to, spanWindow(from, to, q), wire.GetOptions{}, true)
 	if err != nil {
 		return series.Points{}, false, err

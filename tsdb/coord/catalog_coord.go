@@ -550,7 +550,7 @@ const maxDeleteBatch = 4096
 // deleteRange sends the range's deletes to every shard's replicas, in slices of
 // quanta, and fails if a shard could not reach its write quorum (a retry is harmless).
 func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int64, whole bool) (int, error) {
-	q := c.cfg.Quantum
+	q := c.quantumFor(ctx, key)
 	w := c.cfg.WriteQuorum
 	done := 0
 	for lo := from; lo < to; {
@@ -584,7 +584,7 @@ func (c *Coordinator) deleteRange(ctx context.Context, key string, from, to int6
 			work = append(work, struct {
 				peers []dht.Peer
 				it    item
-			}{peers, item{i, wire.ShardDelete{ID: ref.ID[:], Start: s, Key: key, From: f, To: t, Whole: whole}}})
+			}{peers, item{i, wire.ShardDelete{ID: ref.ID[:], Start: s, Q: c.wireQ(q), Key: key, From: f, To: t, Whole: whole}}})
 		}
 		batches := cluster.GroupByPeer(func(yield func(dht.Peer, item) bool) {
 			for _, wk := range work {

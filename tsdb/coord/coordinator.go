@@ -88,6 +88,7 @@ func New(cfg Config, place cluster.Placement, replicas cluster.Replicas, types *
 		c.localParts = 1
 	}
 	c.registerWriteHooks()
+	c.hooks.beside = append(c.hooks.beside, c.writeContends) // paces long reads beside writes (longread.go)
 	return c
 }
 
@@ -185,9 +186,39 @@ func (c *Coordinator) Locate(ctx context.Context, id quanta.ID) ([]dht.Peer, err
 	return peers, nil
 }
 
-// splitByQuantum cuts sorted points at quantum boundaries.
+// wireQ is a quantum length as requests carry it: 0 for the cluster's.
+func (c *Coordinator) wireQ(q quanta.Quantum) int64 {
+	if q == c.cfg.Quantum {
+		return 0
+	}
+	return int64(q)
+}
+
+// cachedQ is the quantum length of a series as this coordinator last learnt it, or the
+// cluster's if it knows none: for what costs only bookkeeping when it is wrong.
+func (c *Coordinator) cachedQ(key string) quanta.Quantum {
+	if d, ok := c.types.cached(key); ok {
+		return d.Q
+	}
+	return c.cfg.Quantum
+}
+
+// quantumFor is the quantum length of a series, or the cluster's if its registry
+// replicas cannot say (an unknown series holds nothing to find).
+func (c *Coordinator) quantumFor(ctx context.Context, key string) quanta.Quantum {
+	if d, err := c.types.lookup(ctx, key); err == nil {
+		return d.Q
+	}
+	return c.cfg.Quantum
+}
+
+// splitByQuantum cuts sorted points at the boundaries of the series' quanta.
 func (c *Coordinator) splitByQuantum(ctx context.Context, key string, pts series.Points) ([]shardSpan, error) {
-	q := c.cfg.Quantum
+	desc, err := c.types.lookup(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	q := desc.Q
 	var spans []shardSpan
 	for lo := 0; lo < pts.Len(); {
 		start := q.Start(pts.T[lo])
@@ -197,6 +228,7 @@ func (c *Coordinator) splitByQuantum(ctx context.Context, key string, pts series
 			hi++
 		}
 		ref := cluster.ShardRef(c.cfg.Format, key, start)
+		ref.Q = q
 		replicas, err := c.Locate(ctx, ref.ID)
 		if err != nil {
 			return nil, err

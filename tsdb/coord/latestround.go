@@ -46,14 +46,18 @@ func (c *Coordinator) latestRound(ctx context.Context, key string, from, to int6
 	if err != nil || len(owners) == 0 {
 		return out, rpc.Errorf(wire.CodeUnavailable, "catalog entry of %q: no replica found: %v", key, err)
 	}
-	q := c.cfg.Quantum
+	desc, err := c.types.lookup(ctx, key)
+	if err != nil {
+		return out, err
+	}
+	q := desc.Q
 	var spans []shardSpan
 	if from < to {
 		starts, err := q.Covering(from, to)
 		if err != nil {
 			return out, rpc.Errorf(wire.CodeBadInput, "%v", err)
 		}
-		if spans, err = c.planRead(ctx, nil, key, starts, from, to); err != nil {
+		if spans, err = c.planRead(ctx, nil, key, q, starts, from, to); err != nil {
 			return out, err
 		}
 	}
@@ -97,7 +101,7 @@ func (c *Coordinator) latestRound(ctx context.Context, key string, from, to int6
 					continue
 				}
 				s := &spans[f.shard]
-				shards = append(shards, wire.ShardAgg{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to})
+				shards = append(shards, wire.ShardAgg{ID: s.ref.ID[:], Start: s.ref.Start, Q: c.wireQ(s.ref.Q), Key: key, From: s.from, To: s.to})
 			}
 			return c.replicas.For(b.Peer).LatestPart(ctx, key, entry, every, shards)
 		})

@@ -22,10 +22,14 @@ import (
 //
 //   - they run one at a time (maxLongReads); the others wait for their turn within
 //     their deadline, and are refused wire.CodeUnavailable when it does not come;
-//   - their pages are paced: the node's long reads together take at most
+//   - their pages are paced while something else wants the node (pacer.contended:
+//     another long read waits for its turn, or this node coordinated a write within
+//     contentionWindow): the node's long reads together then take at most
 //     longReadShare of its time on average, beyond a burst of longReadBurst at full
 //     speed (so an occasional hour or day of history is read at once); a page that
-//     would go over waits until the time is earned;
+//     would go over waits until the time is earned. A long read alone on an
+//     otherwise idle node is not paced at all, and its pages are not charged: it
+//     takes time nobody else asked for (TestLongReadAloneUnpaced);
 //   - a long read's page asks its replicas one request at a time, so that it keeps at
 //     most one core busy and the other cores serve everything else, and it yields
 //     the core before it starts (netyield.Yield, which also lets the runtime poll the
@@ -49,17 +53,26 @@ import (
 const MaxLongReads = 1
 
 // longReadShare is the default share of wall time that a node's long reads take on
-// average once their burst is spent (Config.LongReadShare): 1/4 of one core.
+// average while the node is contended, once their burst is spent
+// (Config.LongReadShare): 1/4 of one core.
 const DefaultLongReadShare = 0.25
 
-// longReadBurst is how much page time long reads may take at full speed before
-// pacing starts, refilled at longReadShare: a one-hour read of 60 Hz data on one node
-// takes 16–18 ms, a day of 10 s quanta is 34 pages.
+// longReadBurst is how much page time contended long reads may take at full speed
+// before pacing starts, refilled at longReadShare: an hour of 10 s quanta is two
+// pages, a day 34.
 const longReadBurst = 250 * time.Millisecond
 
-// pacer is a token bucket of time: pages are charged the wall time they took, and
-// time is earned back at share of the wall time that passes, up to burst. It is the
-// node's, shared by its long reads.
+// contentionWindow is how long after a write this node coordinated its long reads
+// count as contended (pacer.contended). A writer that stores a point a second or
+// more often (the substation's PMUs, a flood's writer) keeps the node contended
+// throughout; one that writes every minute leaves a dashboard's reads between its
+// writes unpaced, which is what that node's time is free for.
+const contentionWindow = time.Second
+
+// pacer is a token bucket of time: pages that run while the node is contended are
+// charged the wall time they took, and time is earned back at share of the wall time
+// that passes, up to burst; pages that run while nothing else wants the node are
+// neither held back nor charged. It is the node's, shared by its long reads.
 type pacer struct {
 	share float64       // of wall time, in (0, 1]
 	burst time.Duration // the most time held
@@ -70,10 +83,18 @@ type pacer struct {
 	// another (TestLongReadsOnePageAtATime).
 	running, most atomic.Int32
 
+	// waiting counts the long reads waiting for their turn (longRead), and lastWrite
+	// is when this node last coordinated a write (noteWrite; UnixNano, 0 for never):
+	// what makes the node contended (contended).
+	waiting   atomic.Int32
+	lastWrite atomic.Int64
+
 	mu     sync.Mutex
 	credit time.Duration // may be negative: the debt of the last page
 	last   time.Time     // when credit was last brought up to date
-	spent  time.Duration // all the time charged
+	spent  time.Duration // all the time charged: pages that ran contended
+	held   time.Duration // all the time pages were told to wait before they ran
+	free   time.Duration // all the time of pages that ran uncontended, never charged
 }
 
 func newPacer(share float64, burst time.Duration) *pacer {
@@ -111,6 +132,59 @@ func (p *pacer) charge(d time.Duration) {
 	p.spent += d
 }
 
+// noteWrite records that this node coordinates a write now: its long reads are
+// contended for contentionWindow.
+func (p *pacer) noteWrite() { p.lastWrite.Store(p.now().UnixNano()) }
+
+// contended reports whether something else wants the node: a long read waits for its
+// turn (a flood of them, hostile or not, or many dashboards at once), or this node
+// coordinated a write within contentionWindow. Writes and the waiting long reads are
+// what long reads must leave time to; a short read is not counted: it costs a page
+// at most, and waits for no more of a long read's page than runs between two of its
+// yields (pageYieldEvery), paced or not.
+func (p *pacer) contended() bool {
+	if p.waiting.Load() > 0 {
+		return true
+	}
+	w := p.lastWrite.Load()
+	return w != 0 && p.now().UnixNano()-w < int64(contentionWindow)
+}
+
+// admit says whether the next page starts contended and, if it does, how long it
+// must wait first (wait), which it counts in held. An uncontended page waits for
+// nothing, whatever debt contended pages left.
+func (p *pacer) admit() (wait time.Duration, contended bool) {
+	if !p.contended() {
+		return 0, false
+	}
+	wait = p.wait()
+	p.mu.Lock()
+	p.held += wait
+	p.mu.Unlock()
+	return wait, true
+}
+
+// settle accounts for a page that took d: charged if the node was contended when it
+// started (contended) or is when it ends (a write or a waiting long read came
+// meanwhile), else counted in free.
+func (p *pacer) settle(d time.Duration, contended bool) {
+	if contended || p.contended() {
+		p.charge(d)
+		return
+	}
+	p.mu.Lock()
+	p.free += d
+	p.mu.Unlock()
+}
+
+// paced returns the time charged to long reads, the time their pages waited and the
+// time of their uncontended pages, so far.
+func (p *pacer) paced() (spent, held, free time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.spent, p.held, p.free
+}
+
 // longTurn is one long read's turn (longRead); a nil *longTurn is a short read's,
 // which runs its one page unpaced.
 type longTurn struct {
@@ -123,6 +197,9 @@ type longTurn struct {
 // it did not come within nine tenths of the time left to ctx (so that the caller
 // still gets the answer before it stops waiting). The turn's release must be called.
 func (c *Coordinator) longRead(ctx context.Context, key string) (*longTurn, error) {
+	// Counted while it waits: the read that has the turn is contended meanwhile.
+	c.longPace.waiting.Add(1)
+	defer c.longPace.waiting.Add(-1)
 	wait := ctx
 	if d, ok := ctx.Deadline(); ok {
 		var cancel context.CancelFunc
@@ -201,19 +278,21 @@ func (b *pageBufs) yield(i int) {
 	}
 }
 
-// page runs one page of the read, paced: it first waits until the node's long reads
-// have earned the time back (an error with wire.CodeUnavailable if ctx ends first) and
-// yields the core (longYield), then runs fn with its fetches one at a time and the
-// turn's buffers (pageBufs), and charges the time fn took. A page that had to wait
-// naps at its yields (pageYield): long reads past their burst are a flood or a
-// long analysis, and its naps, charged as its time, leave the node's other requests
+// page runs one page of the read, paced while the node is contended: it first waits
+// until the node's long reads have earned the time back (an error with
+// wire.CodeUnavailable if ctx ends first; no wait when nothing else wants the node,
+// pacer.admit) and yields the core (longYield), then runs fn with its fetches one at
+// a time and the turn's buffers (pageBufs), and charges the time fn took if the node
+// was contended (pacer.settle). A page that had to wait naps at its yields
+// (pageYield): contended long reads past their burst are a flood or a long analysis
+// beside writes, and its naps, charged as its time, leave the node's other requests
 // both the network poller and more of the core. A nil turn runs fn at once.
 func (t *longTurn) page(ctx context.Context, fn func(context.Context, *pageBufs) error) error {
 	if t == nil {
 		return fn(ctx, new(pageBufs))
 	}
 	p := t.c.longPace
-	d := p.wait()
+	d, contended := p.admit()
 	t.bufs.nap = d > 0
 	if d > 0 {
 		timer := time.NewTimer(d)
@@ -230,9 +309,16 @@ func (t *longTurn) page(ctx context.Context, fn func(context.Context, *pageBufs)
 	}
 	start := p.now()
 	err := fn(ctx, t.bufs)
-	p.charge(p.now().Sub(start))
+	p.settle(p.now().Sub(start), contended)
 	p.running.Add(-1)
 	return err
+}
+
+// writeContends is a write hook (writeHooks.beside, registered by New): a write this
+// node coordinates makes its long reads contended for contentionWindow.
+func (c *Coordinator) writeContends(context.Context, time.Time, []SeriesPut, []SeriesResult, int) func([]SeriesResult) {
+	c.longPace.noteWrite()
+	return nothingToWait
 }
 
 // quantaCover is the quanta covering a range, n of them from first, whose starts are

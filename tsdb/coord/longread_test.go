@@ -3,12 +3,14 @@ package coord
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -92,12 +94,14 @@ func TestPacerBurst(t *testing.T) {
 }
 
 // TestLongTurnPage: a long read's page asks its replicas one request at a time, paced
-// or not; a short read's ReadConcurrency at once; a page whose wait
-// outlasts its deadline is refused with wire.CodeUnavailable, saying why and what to do.
+// or not; a short read's ReadConcurrency at once; on a contended node (another long
+// read waits for its turn) a page is charged its time, and one whose wait outlasts
+// its deadline is refused with wire.CodeUnavailable, saying why and what to do.
 func TestLongTurnPage(t *testing.T) {
 	c := &Coordinator{cfg: Config{ReadConcurrency: 16}, longReads: make(chan struct{}, MaxLongReads)}
 	var clk *fakeClock
 	c.longPace, clk = pacedBy(0.25, 100*time.Millisecond)
+	c.longPace.waiting.Add(1) // another long read waits: the node is contended throughout
 	limit := func(turn *longTurn, ctx context.Context) (n int, err error) {
 		err = turn.page(ctx, func(ctx context.Context, b *pageBufs) error {
 			n = c.fetchLimit(b)
@@ -140,9 +144,9 @@ func TestLongTurnPage(t *testing.T) {
 }
 
 // TestLongReadPaced reads a long range through a node whose long reads may take half
-// its time with no burst: the read is served whole, every page after the first
-// waited, and the time its pages took stays within half the time the read took
-// (plus a page).
+// its time with no burst, while a writer stores a point after another through it: the
+// read is served whole, its pages waited for the share, and the time its pages took
+// stays within half the time the read took (plus a page).
 func TestLongReadPaced(t *testing.T) {
 	c := oneNode(t, nil)
 	var err error
@@ -156,21 +160,183 @@ func TestLongReadPaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.longPace = newPacer(0.5, 0)
+	stop := writeBeside(t, c, to)
 	start := time.Now()
 	res, err := c.Get(context.Background(), "paced", to-8*ReadPageQuanta*q, to, wire.GetOptions{})
 	took := time.Since(start)
+	stop()
 	if err != nil || res.Points.Len() != 8 {
 		t.Fatalf("paced read: %d points, %v", res.Points.Len(), err)
 	}
-	spent := c.longPace.spent
+	spent, held, _ := c.longPace.paced()
+	if spent == 0 || held == 0 {
+		t.Fatalf("8 pages beside a writer: %v charged, held back %v; want both above 0 (the share applies)", spent, held)
+	}
 	if spent > took/2+spent/8 {
 		t.Fatalf("8 pages took %v of a read of %v: more than half, plus a page", spent, took)
 	}
-	t.Logf("8 pages took %v of a paced read of %v", spent, took)
+	t.Logf("8 pages took %v of a paced read of %v, held back %v", spent, took, held)
 	ares, err := c.Aggregate(context.Background(), "paced", to-8*ReadPageQuanta*q, to, ReadPageQuanta*q, wire.GetOptions{})
 	if err != nil || len(ares.Windows) != 8 {
 		t.Fatalf("paced aggregate: %d windows, %v", len(ares.Windows), err)
 	}
+}
+
+// writeBeside starts a writer that stores a point after another through c, in a
+// series of its own, and returns once its first write is stored (so that the node
+// is contended from then on); the stop it returns ends the writer and reports what it
+// failed with.
+func writeBeside(t *testing.T, c *Coordinator, at int64) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	first, done := make(chan error, 1), make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			var pt series.Points
+			pt.AppendFloat(at-int64(i%1000)*int64(time.Millisecond)-1, float64(i))
+			_, err := c.Put(ctx, "beside", pt, wire.PutOptions{})
+			if i == 0 {
+				first <- err
+			}
+			if ctx.Err() != nil {
+				done <- nil
+				return
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	if err := <-first; err != nil {
+		cancel()
+		t.Fatalf("the writer beside the read: %v", err)
+	}
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the writer beside the read: %v", err)
+		}
+	}
+}
+
+// TestPacerContended: on a fake clock, the node is contended while a long read waits
+// for its turn and for contentionWindow after a write it coordinated; uncontended, a
+// page waits for nothing whatever the debt, and is not charged; contended, it waits
+// for the debt and is charged, also when the contention came while it ran.
+func TestPacerContended(t *testing.T) {
+	p, clk := pacedBy(0.25, 0)
+	if p.contended() {
+		t.Fatal("a fresh pacer is contended")
+	}
+	p.charge(time.Second) // debt that a contended page would wait 4 s for
+	if d, contended := p.admit(); d != 0 || contended {
+		t.Fatalf("an idle node in debt: a page waits %v (contended %v), want 0", d, contended)
+	}
+	p.settle(10*time.Millisecond, false)
+	if spent, held, free := p.paced(); spent != time.Second || held != 0 || free != 10*time.Millisecond {
+		t.Fatalf("an uncontended page of 10ms: charged %v, held %v, free %v; want 1s, 0, 10ms", spent, held, free)
+	}
+
+	p.waiting.Add(1)
+	if d, contended := p.admit(); d != 4*time.Second || !contended {
+		t.Fatalf("a long read waiting, 1 s in debt at a quarter: a page waits %v (contended %v), want 4s", d, contended)
+	}
+	p.waiting.Add(-1)
+	clk.add(4 * time.Second)
+
+	p.noteWrite()
+	clk.add(contentionWindow - time.Millisecond)
+	if !p.contended() {
+		t.Fatalf("%v after a write: not contended", contentionWindow-time.Millisecond)
+	}
+	clk.add(time.Millisecond)
+	if p.contended() {
+		t.Fatalf("%v after a write: still contended", contentionWindow)
+	}
+
+	// A page that started idle and saw a write come is charged.
+	_, contended := p.admit()
+	p.noteWrite()
+	p.settle(5*time.Millisecond, contended)
+	if spent, held, free := p.paced(); spent != time.Second+5*time.Millisecond || held != 4*time.Second || free != 10*time.Millisecond {
+		t.Fatalf("a page that saw a write come: charged %v in all, held %v, free %v; want 1.005s, 4s, 10ms", spent, held, free)
+	}
+}
+
+// TestLongReadAloneUnpaced reads, and aggregates, a long range through a one-node
+// cluster that nothing else asks anything of, whose long reads may take half its
+// time with no burst (so that, contended, every page after the first would wait):
+// no page waits and none is charged, every page's time is free. Then a second long
+// read comes while the first runs: from then on the first is contended, its pages are
+// charged and held back, and the second, once alone, runs free again.
+func TestLongReadAloneUnpaced(t *testing.T) {
+	c := oneNode(t, nil)
+	q := int64(c.cfg.Quantum) * int64(time.Second)
+	to := time.Now().UnixNano() / q * q
+	from := to - 8*ReadPageQuanta*q
+	var pts series.Points
+	for i := range int64(8) {
+		pts.AppendFloat(to-i*ReadPageQuanta*q-q/2, float64(i))
+	}
+	if _, err := c.Put(context.Background(), "alone", pts, wire.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.longPace = newPacer(0.5, 0) // and no write within contentionWindow: an idle node
+	naps := 0
+	savedPageYield := pageYield
+	defer func() { pageYield = savedPageYield }()
+	pageYield = func(nap bool) {
+		if nap {
+			naps++
+		}
+	}
+	if res, err := c.Get(context.Background(), "alone", from, to, wire.GetOptions{}); err != nil || res.Points.Len() != 8 {
+		t.Fatalf("a long read alone: %d points, %v", res.Points.Len(), err)
+	}
+	if ares, err := c.Aggregate(context.Background(), "alone", from, to, ReadPageQuanta*q, wire.GetOptions{}); err != nil || len(ares.Windows) != 8 {
+		t.Fatalf("a long aggregate alone: %d windows, %v", len(ares.Windows), err)
+	}
+	spent, held, free := c.longPace.paced()
+	if spent != 0 || held != 0 || naps != 0 || free == 0 {
+		t.Fatalf("a long read and aggregate alone: charged %v, held back %v, %d naps, %v free; want 0, 0, 0 and above 0", spent, held, naps, free)
+	}
+	t.Logf("a long read and aggregate alone: %v of pages, none charged nor held back", free)
+
+	// Two at once: the second comes at the first's second page and waits for its turn.
+	keepLongYield(t)
+	pages := 0
+	second := make(chan error, 1)
+	longYield = func() {
+		if pages++; pages != 2 {
+			return
+		}
+		go func() {
+			res, err := c.Get(context.Background(), "alone", from, to, wire.GetOptions{})
+			if err == nil && res.Points.Len() != 8 {
+				err = fmt.Errorf("%d points, want 8", res.Points.Len())
+			}
+			second <- err
+		}()
+		testutil.WaitFor(t, 10*time.Second, func() bool { return c.longPace.waiting.Load() == 1 }, "the second long read to wait for its turn")
+	}
+	freeBefore := free
+	if res, err := c.Get(context.Background(), "alone", from, to, wire.GetOptions{}); err != nil || res.Points.Len() != 8 {
+		t.Fatalf("a long read with another waiting: %d points, %v", res.Points.Len(), err)
+	}
+	spent, held, _ = c.longPace.paced()
+	if spent == 0 || held == 0 {
+		t.Fatalf("a long read with another waiting: charged %v, held back %v; want both above 0 (the share applies)", spent, held)
+	}
+	if err := <-second; err != nil {
+		t.Fatalf("the second long read: %v", err)
+	}
+	spent2, held2, free2 := c.longPace.paced()
+	if spent2 != spent || held2 != held || free2 <= freeBefore {
+		t.Fatalf("the second long read, alone once the first ended: charged %v more, held back %v more, %v more free; want 0, 0 and above 0",
+			spent2-spent, held2-held, free2-freeBefore)
+	}
+	t.Logf("two long reads: the first charged %v and held back %v while the second waited; the second ran %v free", spent, held, free2-freeBefore)
 }
 
 // TestCoverQuanta: a range's quanta made a page at a time are Covering's, page after

@@ -93,9 +93,12 @@ func TestPageYields(t *testing.T) {
 		}
 		t.Logf("%s: %d yields in 2 pages of %d quanta", tc.name, yields, tc.quant)
 
-		// Paced: with the node's long reads in debt, the pages wait, then nap.
+		// Paced: with the node contended (another long read waits for its turn) and
+		// its long reads in debt, the pages wait, then nap.
 		c.longPace.charge(longReadBurst + time.Millisecond) // 4 ms to earn back
+		c.longPace.waiting.Add(1)
 		readTwoPages(tc.name+" paced", true)
+		c.longPace.waiting.Add(-1)
 		if yields == 0 || naps != yields {
 			t.Errorf("%s paced: %d of %d yields napped, want all (and some)", tc.name, naps, yields)
 		}

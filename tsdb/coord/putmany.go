@@ -253,7 +253,7 @@ func (c *Coordinator) prepareOne(ctx context.Context, deadline time.Time, p *Ser
 		return err
 	}
 	for _, h := range c.hooks.prepare {
-		if err := h(ctx, deadline, p, w); err != nil {
+		if err := h(ctx, deadline, p, opt, w); err != nil {
 			return err
 		}
 	}
@@ -286,7 +286,7 @@ const maxPrepareParallel = 64
 // writing pts (normalized) needs no round trip before the points go (a Newest report
 // goes beside them: putmany_newest.go).
 func (c *Coordinator) cached(key string, pts *series.Points) bool {
-	if t, ok := c.types.cached(key); !ok || t != pts.Type {
+	if d, ok := c.types.cached(key); !ok || d.Type != pts.Type {
 		return false
 	}
 	cur, ok := c.cat.cached(key)
@@ -339,7 +339,7 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 		r := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.Items))}
 		for j, s := range b.Items {
 			sp := &spans[s]
-			r.Shards[j] = wire.ShardWrite{ID: sp.ref.ID[:], Start: sp.ref.Start, Key: puts[owner[s]].Key, Points: sp.pts}
+			r.Shards[j] = wire.ShardWrite{ID: sp.ref.ID[:], Start: sp.ref.Start, Q: c.wireQ(sp.ref.Q), Key: puts[owner[s]].Key, Points: sp.pts}
 		}
 		return r
 	}

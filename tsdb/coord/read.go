@@ -52,11 +52,11 @@ func (c *Coordinator) GetParts(ctx context.Context, key string, from, to int64, 
 	if err != nil {
 		return wire.Result{}, nil, err
 	}
-	typ, err := c.types.lookup(ctx, key)
+	desc, err := c.types.lookup(ctx, key)
 	if err != nil {
 		return wire.Result{}, nil, err
 	}
-	q := c.cfg.Quantum
+	typ, q := desc.Type, desc.Q
 	var turn *longTurn // nil: a short read
 	if from < to && (q.Start(to-1)-q.Start(from))/int64(q) >= ReadPageQuanta {
 		// A long read waits for its turn before it allocates anything for its range,
@@ -87,7 +87,7 @@ func (c *Coordinator) GetParts(ctx context.Context, key string, from, to int64, 
 		var pageParts [][]byte
 		err := turn.page(ctx, func(ctx context.Context, b *pageBufs) error {
 			b.starts = cover.pageInto(b.starts, lo, ReadPageQuanta)
-			spans, err := c.planRead(ctx, b, key, b.starts, from, to)
+			spans, err := c.planRead(ctx, b, key, q, b.starts, from, to)
 			if err != nil {
 				return err
 			}
@@ -143,10 +143,9 @@ func (c *Coordinator) checkGet(key string, from, to int64, opt wire.GetOptions) 
 	return r, nil
 }
 
-// planRead makes the shards of the quanta starting at starts, within [from, to), and
-// finds each one's replicas.
-func (c *Coordinator) planRead(ctx context.Context, b *pageBufs, key string, starts []int64, from, to int64) ([]shardSpan, error) {
-	q := c.cfg.Quantum
+// planRead makes the shards of the quanta of length q starting at starts, within
+// [from, to), and finds each one's replicas.
+func (c *Coordinator) planRead(ctx context.Context, b *pageBufs, key string, q quanta.Quantum, starts []int64, from, to int64) ([]shardSpan, error) {
 	b = orFresh(b)
 	spans := reuse(&b.spans, len(starts))
 	// A long read's page places its shards by a scan, into its own buffer, not
@@ -160,7 +159,7 @@ func (c *Coordinator) planRead(ctx context.Context, b *pageBufs, key string, sta
 	}
 	ids := quanta.NewSeriesIDs(c.cfg.Format, key)
 	for i, s := range starts {
-		ref := store.ShardRef{ID: ids.At(s), Start: s}
+		ref := store.ShardRef{ID: ids.At(s), Start: s, Q: q}
 		var replicas []dht.Peer
 		ok := false
 		if scan != nil {
@@ -579,7 +578,7 @@ func (c *Coordinator) runFetches(ctx context.Context, bufs *pageBufs, key string
 
 			for k, f := range b.Items {
 				s := &spans[f.shard]
-				req.Shards[k] = wire.ShardRead{ID: s.ref.ID[:], Start: s.ref.Start, Key: key, From: s.from, To: s.to, Digest: !f.data, Packed: f.data}
+				req.Shards[k] = wire.ShardRead{ID: s.ref.ID[:], Start: s.ref.Start, Q: c.wireQ(s.ref.Q), Key: key, From: s.from, To: s.to, Digest: !f.data, Packed: f.data}
 				if f.data {
 					req.Shards[k].PackedVersion = series.PackedVersion
 				}
@@ -636,7 +635,7 @@ func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, 
 	if merged.Len() == 0 {
 		return
 	}
-	q := c.cfg.Quantum
+	q := s.ref.Q
 	whole := s.from == q.BeginNanos(s.ref.Start) && s.to == q.EndNanos(s.ref.Start)
 	count, hash := merged.Len(), cluster.ReadDigest(&merged, whole)
 	var stale []dht.Peer
@@ -663,10 +662,10 @@ func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, 
 	}
 	// The repair outlives the read's page, whose spans a long read reuses
 	// (pagebufs.go): it keeps copies of what it needs of s.
-	id, start := s.ref.ID, s.ref.Start
+	id, start, wq := s.ref.ID, s.ref.Start, c.wireQ(s.ref.Q)
 	req := &wire.WriteReq{Repair: true}
 	for _, part := range merged.Batches(0, cluster.MaxRequestBytes-cluster.ShardWriteOverhead-len(key)) {
-		req.Shards = append(req.Shards, wire.ShardWrite{ID: id[:], Start: start, Key: key, Points: part, Deleted: deleted})
+		req.Shards = append(req.Shards, wire.ShardWrite{ID: id[:], Start: start, Q: wq, Key: key, Points: part, Deleted: deleted})
 	}
 	if len(req.Shards) > 1 {
 		<-c.repairSlots // the slot taken above

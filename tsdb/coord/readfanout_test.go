@@ -98,7 +98,7 @@ func TestReadAsksEveryNodeAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The nodes the read asks: every replica of every quantum it covers.
-	spans, err := coord.planRead(ctx, nil, "s", mustCover(t, q, from, pts.T[pts.Len()-1]+1), from, pts.T[pts.Len()-1]+1)
+	spans, err := coord.planRead(ctx, nil, "s", q, mustCover(t, q, from, pts.T[pts.Len()-1]+1), from, pts.T[pts.Len()-1]+1)
 	if err != nil {
 		t.Fatal(err)
 	}

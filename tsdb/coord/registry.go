@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
+	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
 
 	"github.com/tsdht/tsdht/dht"
@@ -20,23 +21,31 @@ import (
 // never change, so forgetting costs only a round trip).
 const maxTypeCache = 1 << 16
 
-// registry keeps series metadata — today a series' type — on the replica set of
+// Desc is what a coordinator must know of a series before it reads or writes it: its
+// value type and the length of its quanta, both fixed at its first write.
+type Desc struct {
+	Type series.Type
+	Q    quanta.Quantum // never 0: the cluster's quantum where the series has none of its own
+}
+
+// registry keeps series metadata — a series' type and quantum — on the replica set of
 // SHA-1(key), the series' registry replicas, and caches what it learnt.
 type Registry struct {
 	place      cluster.Placement
 	replicas   cluster.Replicas
 	rf         int
 	readQuorum int
-	timeout    time.Duration // per replica call
+	quantum    quanta.Quantum // the cluster's
+	timeout    time.Duration  // per replica call
 	log        *slog.Logger
 
 	mu    sync.Mutex
-	types map[string]series.Type
+	descs map[string]Desc
 }
 
 func NewRegistry(place cluster.Placement, replicas cluster.Replicas, cfg Config, logger *slog.Logger) *Registry {
-	return &Registry{place: place, replicas: replicas, rf: cfg.RF, readQuorum: cfg.ReadQuorum,
-		timeout: cfg.CallTimeout, log: logger, types: make(map[string]series.Type)}
+	return &Registry{place: place, replicas: replicas, rf: cfg.RF, readQuorum: cfg.ReadQuorum, quantum: cfg.Quantum,
+		timeout: cfg.CallTimeout, log: logger, descs: make(map[string]Desc)}
 }
 
 // owners returns the registry replicas of a series, each as a batch of one.
@@ -54,39 +63,64 @@ func (g *Registry) owners(ctx context.Context, key string) ([]*cluster.PeerBatch
 	}, 0, nil), nil
 }
 
-func (g *Registry) cached(key string) (series.Type, bool) {
+func (g *Registry) cached(key string) (Desc, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	t, ok := g.types[key]
-	return t, ok
+	d, ok := g.descs[key]
+	return d, ok
 }
 
-// forget drops a series' cached type: the series was deleted.
+// forget drops a series' cached description: the series was deleted.
 func (g *Registry) forget(key string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	delete(g.types, key)
+	delete(g.descs, key)
 }
 
-func (g *Registry) remember(key string, t series.Type) {
+func (g *Registry) remember(key string, d Desc) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.types) >= maxTypeCache {
-		g.types = make(map[string]series.Type)
+	if len(g.descs) >= maxTypeCache {
+		g.descs = make(map[string]Desc)
 	}
-	g.types[key] = t
+	g.descs[key] = d
 }
 
 func mismatch(key string, have, want series.Type) error {
 	return rpc.Errorf(wire.CodeTypeMismatch, "series %q holds %s values; refusing %s values", key, have, want)
 }
 
-// ensure fixes the series' type at its registry replicas on the first write, and
-// refuses a write of another type than the one fixed first. w replicas must record it.
-func (g *Registry) ensure(ctx context.Context, key string, t series.Type, w int) error {
+// quantumVotes counts the quanta the registry replicas' answers name; answers that
+// know none are not counted.
+type quantumVotes map[quanta.Quantum]int
+
+func (v quantumVotes) add(d store.Decl, cluster quanta.Quantum) {
+	if !d.NoQuantum {
+		v[d.Quantum.Or(cluster)]++
+	}
+}
+
+// winner is the quantum most answers name, the shorter on a tie, so that every
+// coordinator that sees the same answers decides alike; false when none names one.
+func (v quantumVotes) winner() (quanta.Quantum, bool) {
+	var best quanta.Quantum
+	n := 0
+	for q, c := range v {
+		if c > n || c == n && q < best {
+			best, n = q, c
+		}
+	}
+	return best, n > 0
+}
+
+// ensure fixes the series' type and quantum at its registry replicas on the first
+// write (q is the quantum proposed for a new series), refuses a write of another type
+// than the one fixed first, and returns the series' description. w replicas must
+// record it.
+func (g *Registry) ensure(ctx context.Context, key string, t series.Type, q quanta.Quantum, w int) (Desc, error) {
 	if have, ok := g.cached(key); ok {
-		if have == t {
-			return nil
+		if have.Type == t {
+			return have, nil
 		}
 		// The series may have been deleted (and its key freed) through another node:
 		// the registry replicas decide.
@@ -94,12 +128,17 @@ func (g *Registry) ensure(ctx context.Context, key string, t series.Type, w int)
 	}
 	owners, err := g.owners(ctx, key)
 	if err != nil {
-		return err
+		return Desc{}, err
 	}
-	answers := cluster.FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *cluster.PeerBatch[string]) (series.Type, error) {
-		return g.replicas.For(b.Peer).DeclareType(ctx, key, t)
+	decl := store.Decl{Type: t, Quantum: q}
+	if q == g.quantum {
+		decl.Quantum = 0 // the cluster's: recorded as such
+	}
+	answers := cluster.FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *cluster.PeerBatch[string]) (store.Decl, error) {
+		return g.replicas.For(b.Peer).DeclareSeries(ctx, key, decl)
 	})
 	ok := 0
+	votes := quantumVotes{}
 	var lastErr error
 	for range owners {
 		a := <-answers
@@ -107,38 +146,46 @@ func (g *Registry) ensure(ctx context.Context, key string, t series.Type, w int)
 		switch {
 		case a.Err == nil:
 			ok++
+			votes.add(a.Resp, g.quantum)
 		case errors.As(a.Err, &re) && re.Code == wire.CodeTypeMismatch:
-			return rpc.Errorf(wire.CodeTypeMismatch, "%s", re.Msg)
+			return Desc{}, rpc.Errorf(wire.CodeTypeMismatch, "%s", re.Msg)
 		default:
 			lastErr = a.Err
 		}
 	}
 	if ok < w {
-		return rpc.Errorf(wire.CodeUnavailable, "series %q: could not record its type at %d of %d registry replicas: %v", key, w, len(owners), lastErr)
+		return Desc{}, rpc.Errorf(wire.CodeUnavailable, "series %q: could not record its type at %d of %d registry replicas: %v", key, w, len(owners), lastErr)
 	}
-	g.remember(key, t)
-	return nil
+	d := Desc{Type: t, Q: q}
+	if won, ok := votes.winner(); ok {
+		d.Q = won
+	}
+	g.remember(key, d)
+	return d, nil
 }
 
-// lookup asks the registry replicas for a series' type. One replica's "unknown" is not
-// the truth (it may have just become an owner), so every replica is asked.
-func (g *Registry) lookup(ctx context.Context, key string) (series.Type, error) {
-	if t, ok := g.cached(key); ok {
-		return t, nil
+// lookup asks the registry replicas for a series' type and quantum. One replica's
+// "unknown" is not the truth (it may have just become an owner), so every replica is
+// asked.
+func (g *Registry) lookup(ctx context.Context, key string) (Desc, error) {
+	if d, ok := g.cached(key); ok {
+		return d, nil
 	}
 	owners, err := g.owners(ctx, key)
 	if err != nil {
-		return series.Unknown, err
+		return Desc{}, err
 	}
 	type known struct {
-		t  series.Type
+		d  store.Decl
 		ok bool
 	}
 	answers := cluster.FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *cluster.PeerBatch[string]) (known, error) {
-		t, ok, err := g.replicas.For(b.Peer).SeriesType(ctx, key)
-		return known{t, ok}, err
+		d, ok, err := g.replicas.For(b.Peer).SeriesDecl(ctx, key)
+		return known{d, ok}, err
 	})
 	responded := 0
+	votes := quantumVotes{}
+	var typ series.Type
 	var lastErr error
 	for range owners {
 		a := <-answers
@@ -148,27 +195,38 @@ func (g *Registry) lookup(ctx context.Context, key string) (series.Type, error) 
 		}
 		responded++
 		if a.Resp.ok {
-			g.remember(key, a.Resp.t)
-			return a.Resp.t, nil
+			typ = a.Resp.d.Type
+			votes.add(a.Resp.d, g.quantum)
 		}
 	}
+	if typ != series.Unknown {
+		// A replica that learnt the series from an append alone knows no quantum; where
+		// none knows one, the series predates quanta of their own: the cluster's.
+		d := Desc{Type: typ, Q: g.quantum}
+		if q, ok := votes.winner(); ok {
+			d.Q = q
+		}
+		g.remember(key, d)
+		return d, nil
+	}
 	if need := min(g.readQuorum, len(owners)); responded < need {
-		return series.Unknown, rpc.Errorf(wire.CodeUnavailable, "series %q: %d of %d registry replicas answered, %d needed: %v",
+		return Desc{}, rpc.Errorf(wire.CodeUnavailable, "series %q: %d of %d registry replicas answered, %d needed: %v",
 			key, responded, len(owners), need, lastErr)
 	}
-	return series.Unknown, rpc.Errorf(wire.CodeUnknownSeries, "unknown series %q", key)
+	return Desc{}, rpc.Errorf(wire.CodeUnknownSeries, "unknown series %q", key)
 }
 
-// Redeclare tells every registry replica of a series its type, for the repairer: an
-// owner that already knows it answers at no cost, a new owner learns it.
-func (g *Registry) Redeclare(ctx context.Context, key string, t series.Type) {
+// Redeclare tells every registry replica of a series what this node holds of it, for
+// the repairer: an owner that already knows it answers at no cost, a new owner learns
+// it.
+func (g *Registry) Redeclare(ctx context.Context, key string, d store.Decl) {
 	owners, err := g.owners(ctx, key)
 	if err != nil {
 		g.log.Warn("repair: registry not found", "series", key, "err", err)
 		return
 	}
-	answers := cluster.FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *cluster.PeerBatch[string]) (series.Type, error) {
-		return g.replicas.For(b.Peer).DeclareType(ctx, key, t)
+	answers := cluster.FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *cluster.PeerBatch[string]) (store.Decl, error) {
+		return g.replicas.For(b.Peer).DeclareSeries(ctx, key, d)
 	})
 	for range owners {
 		if a := <-answers; a.Err != nil {

@@ -83,9 +83,14 @@ func (c *Coordinator) rollupAggregate(ctx context.Context, key string, from, to,
 	if err := agg.CheckWidth(every); err != nil {
 		return res, true, rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
-	typ, err := c.types.lookup(ctx, key)
+	desc, err := c.types.lookup(ctx, key)
 	if err != nil {
 		return res, true, err
+	}
+	if desc.Q != c.cfg.Quantum {
+		// Rollup cells are made of whole quanta of the cluster's length; a series with
+		// quanta of its own has none (its replicas answer windows from few, long pairs).
+		return res, false, nil
 	}
 	homes, err := c.Homes(ctx, key)
 	if err != nil {
@@ -97,7 +102,7 @@ func (c *Coordinator) rollupAggregate(ctx context.Context, key string, from, to,
 	if err != nil {
 		return wire.AggResult{}, true, err
 	}
-	res.Type = typ
+	res.Type = desc.Type
 	if len(res.Windows) > MaxAggWindows {
 		return wire.AggResult{}, true, rpc.Errorf(wire.CodeTooLarge, "aggregate of %q: %d windows, at most %d per request: ask for a shorter range or wider windows",
 			key, len(res.Windows), MaxAggWindows)
@@ -127,8 +132,15 @@ const maxPullShardsPerRequest = 1024
 // per request.
 func (s rollupSource) QuantumStats(ctx context.Context, key string, starts []int64) ([][]rollup.Answer, error) {
 	c := s.c
+	desc, err := c.types.lookup(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if desc.Q != c.cfg.Quantum {
+		return nil, rpc.Errorf(wire.CodeBadInput, "series %q has quanta of %v, not the cluster's: it keeps no rollups", key, desc.Q.Duration())
+	}
 	qn := c.cfg.Quantum.Duration().Nanoseconds()
-	spans, err := c.planRead(ctx, nil, key, starts, math.MinInt64, math.MaxInt64)
+	spans, err := c.planRead(ctx, nil, key, c.cfg.Quantum, starts, math.MinInt64, math.MaxInt64)
 	if err != nil {
 		return nil, err
 	}

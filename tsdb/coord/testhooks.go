@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 )
 
@@ -32,4 +33,15 @@ func (c *Coordinator) ReportNewestForTest(ctx context.Context, key string, t int
 // MergePostingsForTest merges members into a tag's posting list at its rf owners.
 func (c *Coordinator) MergePostingsForTest(ctx context.Context, tag catalog.Tag, ms []catalog.Member) error {
 	return c.mergePostings(ctx, tag, ms, c.cfg.RF)
+}
+
+// SeriesQuantumForTest returns the quantum length of a series as its registry
+// replicas state it (0 if they cannot), asking them afresh.
+func (c *Coordinator) SeriesQuantumForTest(ctx context.Context, key string) quanta.Quantum {
+	c.types.forget(key)
+	d, err := c.types.lookup(ctx, key)
+	if err != nil {
+		return 0
+	}
+	return d.Q
 }

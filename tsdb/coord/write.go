@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/cluster"
@@ -27,7 +28,7 @@ import (
 type writeHooks struct {
 	// prepare readies one series (normalized, checked) at write quorum w, retrying
 	// until deadline while too few replicas are placed; an error fails the series.
-	prepare []func(ctx context.Context, deadline time.Time, p *SeriesPut, w int) error
+	prepare []func(ctx context.Context, deadline time.Time, p *SeriesPut, opt wire.PutOptions, w int) error
 	// beside starts, for the series of puts that are ready (res[i].Err == nil), what
 	// goes beside their points; the wait it returns completes it, setting res[i].Err
 	// of a series it failed for (unless set already).
@@ -44,10 +45,14 @@ func nothingToWait([]SeriesResult) {}
 // run.
 func (c *Coordinator) registerWriteHooks() {
 	c.hooks.prepare = append(c.hooks.prepare,
-		func(ctx context.Context, deadline time.Time, p *SeriesPut, w int) error {
-			return c.untilPlaced(ctx, deadline, func() error { return c.types.ensure(ctx, p.Key, p.Points.Type, w) })
+		func(ctx context.Context, deadline time.Time, p *SeriesPut, opt wire.PutOptions, w int) error {
+			q := c.proposeQuantum(p, opt)
+			return c.untilPlaced(ctx, deadline, func() error {
+				_, err := c.types.ensure(ctx, p.Key, p.Points.Type, q, w)
+				return err
+			})
 		},
-		func(ctx context.Context, deadline time.Time, p *SeriesPut, w int) error {
+		func(ctx context.Context, deadline time.Time, p *SeriesPut, _ wire.PutOptions, w int) error {
 			e := catalog.Entry{Key: p.Key, Type: p.Points.Type}
 			first, last := p.Points.T[0], p.Points.T[p.Points.Len()-1]
 			return c.untilPlaced(ctx, deadline, func() error { return c.noteWrite(ctx, p.Key, e, first, last, w) })
@@ -62,6 +67,16 @@ func (c *Coordinator) registerWriteHooks() {
 	if c.rollup != nil {
 		c.hooks.stored = append(c.hooks.stored, c.markManyLate)
 	}
+}
+
+// proposeQuantum is the quantum a write proposes for its series, should the series be
+// new (opt.Quantum, opt.FitQuanta).
+func (c *Coordinator) proposeQuantum(p *SeriesPut, opt wire.PutOptions) quanta.Quantum {
+	n := p.Points.Len()
+	if !opt.FitQuanta || n < 2 {
+		return opt.Quantum.Or(c.cfg.Quantum)
+	}
+	return quanta.Fit(time.Duration((p.Points.T[n-1]-p.Points.T[0])/int64(n-1)), c.cfg.Quantum)
 }
 
 // shardTally counts, per shard of a write, the replicas that stored it, those that

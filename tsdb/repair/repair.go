@@ -175,7 +175,7 @@ type RepairConfig struct {
 // Types redeclares a series' type at its registry replicas, for a repairer that
 // found points of a series whose type its registry lost.
 type Types interface {
-	Redeclare(ctx context.Context, key string, t series.Type)
+	Redeclare(ctx context.Context, key string, d store.Decl)
 }
 
 // Kick asks for a pass soon, coalescing requests.
@@ -534,8 +534,8 @@ func (r *Repairer) redeclare(ctx context.Context, states []*pairState, acc *pass
 			continue
 		}
 		acc.registered[key] = true
-		if t, ok := r.store.SeriesType(key); ok {
-			r.types.Redeclare(ctx, key, t)
+		if d, ok := r.store.SeriesDecl(key); ok {
+			r.types.Redeclare(ctx, key, d)
 		}
 	}
 }

@@ -29,8 +29,11 @@ func (l *Local) Agg(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error
 		if i == 0 || r.Key != idsKey {
 			ids, idsKey = quanta.NewSeriesIDs(l.format, r.Key), r.Key
 		}
-		refs[i] = store.ShardRef{ID: ids.At(r.Start), Start: r.Start}
-		if len(r.ID) != quanta.IDLen || quanta.ID(r.ID) != refs[i].ID || r.Start%int64(l.quantum) != 0 {
+		refs[i] = store.ShardRef{ID: ids.At(r.Start), Start: r.Start, Q: l.quantumOf(r.Q)}
+		if err := checkQuantum(refs[i].Q, r.Start); err != nil {
+			return nil, rpc.Errorf(wire.CodeBadInput, "shard of series %q: %v", r.Key, err)
+		}
+		if len(r.ID) != quanta.IDLen || quanta.ID(r.ID) != refs[i].ID {
 			return nil, rpc.Errorf(wire.CodeBadInput, "shard %x is not series %q at quantum %d", r.ID, r.Key, r.Start)
 		}
 	}
@@ -52,11 +55,13 @@ func (l *Local) AggSeries(ctx context.Context, req *wire.AggSeriesReq) (*wire.Ag
 	}
 	ids := quanta.NewSeriesIDs(l.format, req.Key)
 	refs := make([]store.ShardRef, len(shards))
+	q := l.quantumOf(req.Q)
 	for i := range shards {
-		if shards[i].Start%int64(l.quantum) != 0 {
-			return nil, rpc.Errorf(wire.CodeBadInput, "%s of %q: %d is not the start of a quantum", wire.MethodAggSeries, req.Key, shards[i].Start)
+		if err := checkQuantum(q, shards[i].Start); err != nil {
+			return nil, rpc.Errorf(wire.CodeBadInput, "%s of %q: %v", wire.MethodAggSeries, req.Key, err)
 		}
-		refs[i] = store.ShardRef{ID: ids.At(shards[i].Start), Start: shards[i].Start}
+		shards[i].Q = req.Q
+		refs[i] = store.ShardRef{ID: ids.At(shards[i].Start), Start: shards[i].Start, Q: q}
 	}
 	return l.AggRefs(ctx, req.Every, shards, refs, nil, nil)
 }
@@ -99,7 +104,7 @@ func (l *Local) AggRefs(ctx context.Context, every int64, shards []wire.ShardAgg
 		if r.Digest || !held {
 			return nil
 		}
-		begin, end := l.quantum.BeginNanos(r.Start), l.quantum.EndNanos(r.Start)
+		begin, end := refs[i].Q.BeginNanos(r.Start), refs[i].Q.EndNanos(r.Start)
 		if store.WholeQuantum(begin, end, r.From, r.To, every) {
 			// The statistics in hand answer (store.AggregateQuantum would read them again).
 			st.Hash = 0
@@ -151,7 +156,7 @@ func (l *Local) latestPart(ctx context.Context, req *wire.LatestPartReq) (*wire.
 			}
 		}
 	}
-	shards, err := l.AggSeries(ctx, &wire.AggSeriesReq{Key: req.Key, Every: req.Every, Shards: req.Shards})
+	shards, err := l.AggSeries(ctx, &wire.AggSeriesReq{Key: req.Key, Every: req.Every, Shards: req.Shards, Q: req.Q})
 	if err != nil {
 		return nil, err
 	}

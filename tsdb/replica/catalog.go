@@ -154,7 +154,7 @@ func (l *Local) DeleteRange(_ context.Context, req *wire.DeleteReq) (*wire.Delet
 	}
 	var resp wire.DeleteResp
 	for _, d := range req.Shards {
-		ref, err := l.checkShard(d.ID, d.Start, d.Key)
+		ref, err := l.checkShard(d.ID, d.Start, l.quantumOf(d.Q), d.Key)
 		if err != nil {
 			return nil, err
 		}

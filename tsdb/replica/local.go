@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
@@ -52,18 +53,18 @@ func Register(srv *rpc.Server, l *Local) {
 		return wire.EncodeReadResp(resp)
 	})
 	cluster.Handle(srv, wire.MethodDeclare, func(ctx context.Context, req *wire.TypeReq) (*wire.TypeResp, error) {
-		t, err := r.DeclareType(ctx, req.Key, req.Type)
+		d, err := r.DeclareSeries(ctx, req.Key, store.Decl{Type: req.Type, Quantum: quanta.Quantum(req.Quantum), NoQuantum: req.NoQuantum})
 		if err != nil {
 			return nil, err
 		}
-		return &wire.TypeResp{Known: true, Type: t}, nil
+		return cluster.TypeResp(d, true), nil
 	})
 	cluster.Handle(srv, wire.MethodType, func(ctx context.Context, req *wire.TypeReq) (*wire.TypeResp, error) {
-		t, ok, err := r.SeriesType(ctx, req.Key)
+		d, ok, err := r.SeriesDecl(ctx, req.Key)
 		if err != nil {
 			return nil, err
 		}
-		return &wire.TypeResp{Known: ok, Type: t}, nil
+		return cluster.TypeResp(d, ok), nil
 	})
 	RegisterCatalog(srv, r)
 	cluster.Handle(srv, wire.MethodStats, func(ctx context.Context, _ *struct{}) (*wire.NodeStats, error) {
@@ -146,11 +147,11 @@ func (l *Local) Write(_ context.Context, req *wire.WriteReq) (*wire.WriteResp, e
 	var deleted []wire.ShardRanges
 	for i := range req.Shards {
 		w := &req.Shards[i]
-		ref, err := l.checkShard(w.ID, w.Start, w.Key)
+		ref, span, err := l.checkWrite(w, req.Repair)
 		if err != nil {
 			return nil, err
 		}
-		if err := l.checkPoints(w, limit); err != nil {
+		if err := l.checkPoints(w, span, limit); err != nil {
 			return nil, err
 		}
 		if d, ok := l.store.(store.Deleter); ok && req.Repair {
@@ -182,11 +183,11 @@ func (l *Local) writeBatch(ba store.BatchAppender, req *wire.WriteReq, limit int
 	stored := 0
 	for i := range req.Shards {
 		w := &req.Shards[i]
-		ref, err := l.checkShard(w.ID, w.Start, w.Key)
+		ref, span, err := l.checkWrite(w, req.Repair)
 		if err != nil {
 			return nil, err
 		}
-		if err := l.checkPoints(w, limit); err != nil {
+		if err := l.checkPoints(w, span, limit); err != nil {
 			return nil, err
 		}
 		batch[i] = store.PairAppend{Ref: ref, Key: w.Key, Points: w.Points}
@@ -201,11 +202,11 @@ func (l *Local) writeBatch(ba store.BatchAppender, req *wire.WriteReq, limit int
 // checkPoints refuses what a coordinator would have refused: invalid points (lengths,
 // string sizes), points outside the shard's quantum (they would be filed under the
 // wrong shard ID), points stamped too far in the future.
-func (l *Local) checkPoints(w *wire.ShardWrite, limit int64) error {
+func (l *Local) checkPoints(w *wire.ShardWrite, q quanta.Quantum, limit int64) error {
 	if err := w.Points.Valid(); err != nil {
 		return rpc.Errorf(wire.CodeBadInput, "write of %q: %v", w.Key, err)
 	}
-	lo, hi := l.quantum.BeginNanos(w.Start), l.quantum.EndNanos(w.Start)
+	lo, hi := q.BeginNanos(w.Start), q.EndNanos(w.Start)
 	for _, t := range w.Points.T {
 		if t < lo || t >= hi {
 			return rpc.Errorf(wire.CodeBadInput, "write of %q: point at %d is outside the shard's quantum [%d, %d)", w.Key, t, lo, hi)
@@ -239,7 +240,7 @@ func (l *Local) ReadInto(ctx context.Context, req *wire.ReadReq, out []wire.Shar
 			yield(i) // a long read's page lets small requests in (longread.go)
 		}
 		r := &req.Shards[i]
-		ref, err := l.checkShard(r.ID, r.Start, r.Key)
+		ref, err := l.checkShard(r.ID, r.Start, l.quantumOf(r.Q), r.Key)
 		if err != nil {
 			return nil, err
 		}
@@ -258,7 +259,7 @@ func (l *Local) ReadInto(ctx context.Context, req *wire.ReadReq, out []wire.Shar
 			res.Held, res.Count, res.Hash, res.SetHash = held, int(st.Count), st.Hash, true
 			continue
 		}
-		whole := !r.Strong && r.From <= l.quantum.BeginNanos(r.Start) && r.To >= l.quantum.EndNanos(r.Start)
+		whole := !r.Strong && r.From <= ref.Q.BeginNanos(r.Start) && r.To >= ref.Q.EndNanos(r.Start)
 		if sum, ok := l.store.(cluster.Summarizer); ok && whole && r.Digest {
 			s, held, err := sum.Summary(ref, r.Key)
 			if err != nil {
@@ -283,32 +284,72 @@ func (l *Local) ReadInto(ctx context.Context, req *wire.ReadReq, out []wire.Shar
 	return resp, nil
 }
 
-func (l *Local) DeclareType(_ context.Context, key string, t series.Type) (series.Type, error) {
-	have, err := l.store.DeclareType(key, t)
+func (l *Local) DeclareSeries(_ context.Context, key string, d store.Decl) (store.Decl, error) {
+	have, err := l.store.DeclareSeries(key, d)
 	if err != nil {
 		return have, storeError(err)
 	}
 	return have, nil
 }
 
-func (l *Local) SeriesType(_ context.Context, key string) (series.Type, bool, error) {
-	t, ok := l.store.SeriesType(key)
-	return t, ok, nil
+func (l *Local) SeriesDecl(_ context.Context, key string) (store.Decl, bool, error) {
+	d, ok := l.store.SeriesDecl(key)
+	return d, ok, nil
 }
 
 func (l *Local) Stats(context.Context) (wire.NodeStats, error) { return l.stats(), nil }
 
 // checkShard refuses a shard whose ID does not belong to its key and quantum under this
 // cluster's layout: a confused or hostile peer must not file points under a wrong ID.
-func (l *Local) checkShard(id []byte, start int64, key string) (store.ShardRef, error) {
+func (l *Local) checkShard(id []byte, start int64, q quanta.Quantum, key string) (store.ShardRef, error) {
 	if err := series.ValidateKey(key); err != nil {
 		return store.ShardRef{}, rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
+	if err := checkQuantum(q, start); err != nil {
+		return store.ShardRef{}, rpc.Errorf(wire.CodeBadInput, "shard of series %q: %v", key, err)
+	}
 	ref := cluster.ShardRef(l.format, key, start)
-	if len(id) != quanta.IDLen || quanta.ID(id) != ref.ID || start%int64(l.quantum) != 0 {
+	ref.Q = q
+	if len(id) != quanta.IDLen || quanta.ID(id) != ref.ID {
 		return store.ShardRef{}, rpc.Errorf(wire.CodeBadInput, "shard %x is not series %q at quantum %d", id, key, start)
 	}
 	return ref, nil
+}
+
+// checkQuantum refuses a quantum length out of range, or a start that is not one of
+// its quanta's.
+func checkQuantum(q quanta.Quantum, start int64) error {
+	if q < 1 || q > quanta.MaxQuantum {
+		return fmt.Errorf("quantum length %ds: must be 1s..%v", q, quanta.MaxQuantum.Duration())
+	}
+	if start%int64(q) != 0 {
+		return fmt.Errorf("%d is not the start of a quantum of %v", start, q.Duration())
+	}
+	return nil
+}
+
+// quantumOf is the quantum length a request names: its own (wire Q), or the cluster's.
+func (l *Local) quantumOf(q int64) quanta.Quantum {
+	if q == 0 {
+		return l.quantum
+	}
+	return quanta.Quantum(q)
+}
+
+// checkWrite checks a write's shard and returns its reference and the quantum its
+// points must fall in. A repair write names no quantum when the replica that sends it
+// stored the points without learning the series' (a data replica knows only the
+// shard): its shard ID is checked as ever, its points are taken within the longest
+// quantum a series may have, and the store seals the pair as one of the cluster's
+// quantum (early for a longer one, which costs a re-seal, not a point).
+func (l *Local) checkWrite(w *wire.ShardWrite, repair bool) (store.ShardRef, quanta.Quantum, error) {
+	if repair && w.Q == 0 {
+		ref, err := l.checkShard(w.ID, w.Start, 1, w.Key)
+		ref.Q = 0
+		return ref, quanta.MaxQuantum, err
+	}
+	ref, err := l.checkShard(w.ID, w.Start, l.quantumOf(w.Q), w.Key)
+	return ref, ref.Q, err
 }
 
 // storeError maps a store failure to an error code a client can act on.

@@ -21,6 +21,7 @@ import (
 //	'p' ‖ id ‖ 0x02 ‖ block number   → unsealed block: one appended batch, as a chunk
 //	'u' ‖ id                         → empty: the pair has blocks awaiting a seal
 //	'm' ‖ key                        → series metadata: version byte ‖ type byte
+//	                                   [‖ uvarint quantum seconds (keys.go declValue)]
 //	'd' ‖ id                         → the pair's deleted ranges (tombstones.go)
 //	'c' ‖ key                        → the series' catalog entry (catalog_pebble.go)
 //	'x' ‖ tag ‖ key                  → a tag's posting of a series (catalog_pebble.go)
@@ -83,8 +84,12 @@ const (
 // older tsdht refuses format 3 at open instead of misreading version-2 chunks.
 const storeFormat = 3
 
-// metaVersion is the first byte of a series' metadata value.
-const metaVersion = 1
+// metaVersion is the first byte of a series' metadata value written before series had
+// quanta of their own; metaVersionDecl the first byte of one written since.
+const (
+	metaVersion     = 1
+	metaVersionDecl = 2
+)
 
 var (
 	countersKey = []byte{famCounters}
@@ -247,17 +252,40 @@ func (s summary) with(fresh int64, minT, maxT int64, blocks uint64) summary {
 	return next
 }
 
-func metaValue(t series.Type) []byte { return []byte{metaVersion, byte(t)} }
+// metaValue is a series' metadata as an append records it: the type alone, the
+// quantum left to a declaration (Decl.NoQuantum).
+func metaValue(t series.Type) []byte { return []byte{metaVersionDecl, byte(t)} }
 
-func decodeMeta(v []byte) (series.Type, error) {
-	if len(v) < 2 || v[0] != metaVersion {
-		return series.Unknown, errCorruptValue("series metadata")
+// declValue is a series' metadata as a registry declaration records it: the type and
+// the quantum length (uvarint seconds, 0: the cluster's).
+func declValue(d Decl) []byte {
+	return binary.AppendUvarint([]byte{metaVersionDecl, byte(d.Type)}, uint64(d.Quantum))
+}
+
+// decodeMeta reads a series' metadata. Version 1, written before series had quanta of
+// their own, means the cluster's quantum; version 2 carries the quantum if a
+// declaration recorded one.
+func decodeMeta(v []byte) (Decl, error) {
+	if len(v) < 2 || v[0] != metaVersion && v[0] != metaVersionDecl {
+		return Decl{}, errCorruptValue("series metadata")
 	}
-	t := series.Type(v[1])
-	if t != series.Float && t != series.Int && t != series.String {
-		return series.Unknown, errCorruptValue("series metadata type")
+	d := Decl{Type: series.Type(v[1])}
+	if d.Type != series.Float && d.Type != series.Int && d.Type != series.String {
+		return Decl{}, errCorruptValue("series metadata type")
 	}
-	return t, nil
+	if v[0] == metaVersion {
+		return d, nil
+	}
+	if len(v) == 2 {
+		d.NoQuantum = true
+		return d, nil
+	}
+	q, n := binary.Uvarint(v[2:])
+	if n <= 0 || 2+n != len(v) || q > uint64(quanta.MaxQuantum) {
+		return Decl{}, errCorruptValue("series metadata quantum")
+	}
+	d.Quantum = quanta.Quantum(q)
+	return d, nil
 }
 
 // ErrCorrupt is wrapped by errors about stored data that cannot be decoded.

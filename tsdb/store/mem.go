@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
@@ -14,12 +15,19 @@ type shardKey struct {
 	key string
 }
 
+// memKey is the key of a pair: its shard and series, whatever quantum length the
+// reference carries (a pair is one pair however it is named).
+func memKey(ref ShardRef, key string) shardKey {
+	return shardKey{ShardRef{ID: ref.ID, Start: ref.Start}, key}
+}
+
 // Mem is a Store held in RAM, as the paper's prototype did: fast and lost on restart.
 // It backs simulations and tests, and serves nodes that are told to keep nothing.
 type Mem struct {
 	mu     sync.RWMutex
 	shards map[shardKey]*series.Points
 	types  map[string]series.Type
+	quanta map[string]quanta.Quantum // series' quanta as declarations recorded them
 	points int64
 	closed bool
 
@@ -30,7 +38,8 @@ type Mem struct {
 
 // NewMem returns an empty in-memory store.
 func NewMem() *Mem {
-	return &Mem{shards: make(map[shardKey]*series.Points), types: make(map[string]series.Type)}
+	return &Mem{shards: make(map[shardKey]*series.Points), types: make(map[string]series.Type),
+		quanta: make(map[string]quanta.Quantum)}
 }
 
 // Append implements Appender.
@@ -85,7 +94,7 @@ func (m *Mem) appendLocked(ref ShardRef, key string, pts series.Points) error {
 	if err := m.declareLocked(key, pts.Type); err != nil {
 		return err
 	}
-	sk := shardKey{ref, key}
+	sk := memKey(ref, key)
 	old := m.shards[sk]
 	if old == nil {
 		cp := series.Concat(pts) // own the memory: the caller's batch may be reused
@@ -112,7 +121,7 @@ func (m *Mem) Read(ref ShardRef, key string, from, to int64) (series.Points, boo
 	if m.closed {
 		return series.Points{}, false, ErrClosed
 	}
-	p := m.shards[shardKey{ref, key}]
+	p := m.shards[memKey(ref, key)]
 	if p == nil {
 		return series.Points{}, false, nil
 	}
@@ -144,6 +153,37 @@ func (m *Mem) declareLocked(key string, t series.Type) error {
 		return fmt.Errorf("series %q holds %s values, not %s: %w", key, have, t, series.ErrTypeMismatch)
 	}
 	return nil
+}
+
+// DeclareSeries implements Registry.
+func (m *Mem) DeclareSeries(key string, d Decl) (Decl, error) {
+	if err := validDeclaration(key, d.Type); err != nil {
+		return Decl{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return Decl{}, ErrClosed
+	}
+	if err := m.declareLocked(key, d.Type); err != nil {
+		return Decl{Type: m.types[key]}, err
+	}
+	if q, ok := m.quanta[key]; ok {
+		return Decl{Type: d.Type, Quantum: q}, nil
+	}
+	if !d.NoQuantum {
+		m.quanta[key] = d.Quantum
+	}
+	return d, nil
+}
+
+// SeriesDecl implements Registry.
+func (m *Mem) SeriesDecl(key string) (Decl, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	t, ok := m.types[key]
+	q, known := m.quanta[key]
+	return Decl{Type: t, Quantum: q, NoQuantum: !known}, ok
 }
 
 // SeriesType implements Registry.

@@ -29,7 +29,7 @@ func (m *Mem) Delete(ref ShardRef, key string) error {
 	if m.closed {
 		return ErrClosed
 	}
-	sk := shardKey{ref, key}
+	sk := memKey(ref, key)
 	if p := m.shards[sk]; p != nil {
 		m.points -= int64(p.Len())
 		delete(m.shards, sk)

@@ -43,6 +43,9 @@ type Pebble struct {
 	closed bool
 
 	types *typeCache
+	// declMu orders the declarations that fix the quantum of a series an append
+	// recorded first (settleQuantum).
+	declMu sync.Mutex
 	pairs *pairTable
 	hot   *hotCache
 
@@ -606,7 +609,7 @@ func (p *Pebble) append(batch []PairAppend, filter func(id []byte, pts *series.P
 		err = b.Set(k, v, nil)
 		if !w.sum.marked { // the sealer's index: written once per unsealed stretch
 			k = append(append(k[:0], famUnsealed), w.id...)
-			err = errors.Join(err, b.Set(k, nil, nil))
+			err = errors.Join(err, b.Set(k, p.unsealedValue(w.Ref.Q), nil))
 		}
 		if w.claim.writeMeta {
 			err = errors.Join(err, b.Set(metaKey(w.Key), metaValue(w.Points.Type), nil))
@@ -910,26 +913,38 @@ func (p *Pebble) decodeChunk(key, value []byte) (series.Points, error) {
 	return c, nil
 }
 
-// DeclareType implements Registry.
+// DeclareType implements Registry: a declaration of the type alone.
 func (p *Pebble) DeclareType(key string, t series.Type) (series.Type, error) {
-	if err := validDeclaration(key, t); err != nil {
-		return series.Unknown, err
+	d, err := p.DeclareSeries(key, Decl{Type: t, NoQuantum: true})
+	return d.Type, err
+}
+
+// DeclareSeries implements Registry.
+func (p *Pebble) DeclareSeries(key string, d Decl) (Decl, error) {
+	if err := validDeclaration(key, d.Type); err != nil {
+		return Decl{}, err
+	}
+	if d.Quantum < 0 || d.Quantum > quanta.MaxQuantum {
+		return Decl{}, fmt.Errorf("series %q: quantum %ds: must be 1s..%v", key, d.Quantum, quanta.MaxQuantum.Duration())
 	}
 	if !p.enter() {
-		return series.Unknown, ErrClosed
+		return Decl{}, ErrClosed
 	}
 	defer p.state.RUnlock()
-	claim, have, err := p.types.claim(key, t, p.loadType)
-	if err != nil || !claim.writeMeta {
-		return have, err
+	claim, have, err := p.types.claim(key, d.Type, p.loadType)
+	if err != nil {
+		return Decl{Type: have}, err
+	}
+	if !claim.writeMeta {
+		return p.settleQuantum(key, d)
 	}
 	if err := errors.Join(p.failure(), p.space.check()); err != nil {
 		p.types.settle(key, claim, false)
-		return series.Unknown, fmt.Errorf("store: declare %q: %w", key, err)
+		return Decl{}, fmt.Errorf("store: declare %q: %w", key, err)
 	}
 	b := p.db.NewBatch()
 	defer b.Close()
-	err = b.Set(metaKey(key), metaValue(t), nil)
+	err = b.Set(metaKey(key), p.declValue(d), nil)
 	if claim.count && err == nil {
 		err = b.Merge(countersKey, counters{series: 1}.encode(), nil)
 	}
@@ -938,12 +953,63 @@ func (p *Pebble) DeclareType(key string, t series.Type) (series.Type, error) {
 	}
 	p.types.settle(key, claim, err == nil)
 	if err != nil {
-		return series.Unknown, fmt.Errorf("store: declare %q: %w", key, err)
+		return Decl{}, fmt.Errorf("store: declare %q: %w", key, err)
 	}
 	if claim.count {
 		p.series.Add(1)
 	}
-	return t, nil
+	return d, nil
+}
+
+// declValue is the metadata record of a declaration.
+func (p *Pebble) declValue(d Decl) []byte {
+	if d.NoQuantum {
+		return metaValue(d.Type)
+	}
+	return declValue(d)
+}
+
+// settleQuantum records d's quantum for a series the store already holds, if the store
+// does not know its quantum yet (an append recorded the series before a declaration
+// reached this replica), and returns what the store holds.
+func (p *Pebble) settleQuantum(key string, d Decl) (Decl, error) {
+	p.declMu.Lock()
+	defer p.declMu.Unlock()
+	have, ok, err := p.loadDecl(key)
+	if err != nil {
+		return Decl{}, fmt.Errorf("store: declare %q: %w", key, err)
+	}
+	if !ok {
+		// An append that declared the series is still committing: its record knows no
+		// quantum, and neither does this store yet.
+		return Decl{Type: d.Type, NoQuantum: true}, nil
+	}
+	if !have.NoQuantum || d.NoQuantum {
+		return have, nil
+	}
+	if err := errors.Join(p.failure(), p.space.check()); err != nil {
+		return Decl{}, fmt.Errorf("store: declare %q: %w", key, err)
+	}
+	b := p.db.NewBatch()
+	defer b.Close()
+	if err := errors.Join(b.Set(metaKey(key), declValue(d), nil), p.commit(b)); err != nil {
+		return Decl{}, fmt.Errorf("store: declare %q: %w", key, err)
+	}
+	return d, nil
+}
+
+// SeriesDecl implements Registry.
+func (p *Pebble) SeriesDecl(key string) (Decl, bool) {
+	if series.ValidateKey(key) != nil || !p.enter() {
+		return Decl{}, false
+	}
+	defer p.state.RUnlock()
+	d, ok, err := p.loadDecl(key)
+	if err != nil {
+		p.opts.Logger.Error("store: read series metadata", "series", key, "err", err)
+		return Decl{}, false
+	}
+	return d, ok
 }
 
 // SeriesType implements Registry.
@@ -966,16 +1032,22 @@ func (p *Pebble) SeriesType(key string) (series.Type, bool) {
 
 // loadType reads a series' type from the store.
 func (p *Pebble) loadType(key string) (series.Type, bool, error) {
+	d, ok, err := p.loadDecl(key)
+	return d.Type, ok, err
+}
+
+// loadDecl reads a series' metadata from the store.
+func (p *Pebble) loadDecl(key string) (Decl, bool, error) {
 	v, closer, err := p.db.Get(metaKey(key))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return series.Unknown, false, nil
+		return Decl{}, false, nil
 	}
 	if err != nil {
-		return series.Unknown, false, err
+		return Decl{}, false, err
 	}
 	defer closer.Close()
-	t, err := decodeMeta(v)
-	return t, err == nil, err
+	d, err := decodeMeta(v)
+	return d, err == nil, err
 }
 
 // Quantum returns the quantum the store was opened with (PebbleOptions.Quantum), so that

@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble"
 
 	"github.com/tsdht/tsdht/internal/netyield"
+	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/chunk"
 )
 
@@ -47,11 +48,14 @@ func (p *Pebble) SealNow(now time.Time) (int, error) {
 	p.seal.mu.Lock()
 	defer p.seal.mu.Unlock()
 	// A quantum starting at s (seconds) ends at s+Q; seal it once s+Q+grace <= now,
-	// that is s <= floor((now-grace)/1s) - Q.
-	limit := now.Add(-p.opts.SealGrace).Unix() - int64(p.opts.Quantum)
+	// that is s <= floor((now-grace)/1s) - Q. No quantum is shorter than the store's,
+	// so the scan stops there; a pair of a longer quantum says so in its marker.
+	ended := now.Add(-p.opts.SealGrace).Unix()
+	limit := ended - int64(p.opts.Quantum)
 	sealed := 0
+	var after []byte
 	for {
-		ids, err := p.unsealed(limit)
+		ids, next, err := p.unsealed(after, limit, ended)
 		if err != nil {
 			return sealed, err
 		}
@@ -67,37 +71,66 @@ func (p *Pebble) SealNow(now time.Time) (int, error) {
 			sealed++
 			sealYield()
 		}
-		if len(ids) < sealBatch {
+		if next == nil {
 			return sealed, nil
 		}
+		after = next
 	}
 }
 
-// unsealed returns up to sealBatch ids of pairs with raw points whose quantum starts
-// at or before limit, oldest first.
-func (p *Pebble) unsealed(limit int64) ([][]byte, error) {
+// unsealedValue is the value of a pair's marker in the unsealed index: the length of
+// its quantum where it is not the store's, so that the sealer waits for its end.
+func (p *Pebble) unsealedValue(q quanta.Quantum) []byte {
+	if q == 0 || q == p.opts.Quantum {
+		return nil
+	}
+	return binary.AppendUvarint(nil, uint64(q))
+}
+
+// unsealed returns up to sealBatch ids of pairs with raw points whose quantum starts at
+// or before limit and ended at or before ended (UNIX seconds), oldest first, from the
+// marker after the key after (nil: from the first). next is where to go on, nil when
+// the scan reached its end.
+func (p *Pebble) unsealed(after []byte, limit, ended int64) (ids [][]byte, next []byte, err error) {
 	if !p.enter() {
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	defer p.state.RUnlock()
 	upper := []byte{famUnsealed + 1}
 	if limit < math.MaxInt64 {
 		upper = putSortable([]byte{famUnsealed}, limit+1)
 	}
-	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: []byte{famUnsealed}, UpperBound: upper})
+	lower := []byte{famUnsealed}
+	if after != nil {
+		lower = after
+	}
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer it.Close()
-	var ids [][]byte
-	for valid := it.First(); valid && len(ids) < sealBatch; valid = it.Next() {
+	scanned := 0
+	for valid := it.First(); valid; valid = it.Next() {
+		if len(ids) == sealBatch || scanned == 16*sealBatch {
+			return ids, append([]byte(nil), it.Key()...), it.Error()
+		}
+		scanned++
 		id := it.Key()[1:]
 		if !validPairID(id) {
-			return nil, fmt.Errorf("%w: unsealed-index key %x", ErrCorrupt, it.Key())
+			return nil, nil, fmt.Errorf("%w: unsealed-index key %x", ErrCorrupt, it.Key())
+		}
+		if v := it.Value(); len(v) > 0 {
+			q, n := binary.Uvarint(v)
+			if n <= 0 {
+				return nil, nil, fmt.Errorf("%w: unsealed-index value %x", ErrCorrupt, v)
+			}
+			if start := getSortable(id[:8]); q > uint64(quanta.MaxQuantum) || start+int64(q) > ended {
+				continue // its quantum has not ended yet
+			}
 		}
 		ids = append(ids, append([]byte(nil), id...))
 	}
-	return ids, it.Error()
+	return ids, nil, it.Error()
 }
 
 // sealPair rewrites one pair's chunks and raw points as fresh chunks. It holds the

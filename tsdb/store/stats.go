@@ -247,7 +247,7 @@ func (m *Mem) PairStats(ref ShardRef, key string) (agg.Partial, bool, error) {
 	if m.closed {
 		return agg.Partial{}, false, ErrClosed
 	}
-	pts := m.shards[shardKey{ref, key}]
+	pts := m.shards[memKey(ref, key)]
 	if pts == nil || pts.Len() == 0 {
 		return agg.Partial{}, false, nil
 	}
@@ -264,7 +264,7 @@ func (m *Mem) Aggregate(ref ShardRef, key string, from, to, every int64) ([]agg.
 	if m.closed {
 		return nil, false, ErrClosed
 	}
-	pts := m.shards[shardKey{ref, key}]
+	pts := m.shards[memKey(ref, key)]
 	if pts == nil {
 		return nil, false, nil
 	}

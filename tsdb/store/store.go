@@ -19,6 +19,20 @@ import (
 type ShardRef struct {
 	ID    quanta.ID
 	Start int64 // quantum start, UNIX seconds
+	// Q is the quantum's length, the series' own (Decl.Quantum); 0 is the store's
+	// (PebbleOptions.Quantum, the cluster's). The sealer waits for the quantum's end.
+	Q quanta.Quantum
+}
+
+// Decl is what a registry replica records of a series at its first write: the value
+// type and the quantum length, both fixed from then on.
+type Decl struct {
+	Type series.Type
+	// Quantum is the series' quantum length; 0 means the cluster's.
+	Quantum quanta.Quantum
+	// NoQuantum says the store learnt the type from an append, not from a declaration,
+	// so it does not know the series' quantum: ask the other registry replicas.
+	NoQuantum bool
 }
 
 // Appender adds points to shards.
@@ -68,6 +82,12 @@ type Registry interface {
 	DeclareType(key string, t series.Type) (series.Type, error)
 	// SeriesType returns the series' type, or false if this store has never seen it.
 	SeriesType(key string) (series.Type, bool)
+	// DeclareSeries is DeclareType that also records the series' quantum if this store
+	// has none for it (Decl.NoQuantum); it returns what the store holds afterwards.
+	DeclareSeries(key string, d Decl) (Decl, error)
+	// SeriesDecl returns what the store holds of a series, or false if it has never
+	// seen it.
+	SeriesDecl(key string) (Decl, bool)
 }
 
 // Store is a node's local storage.

@@ -32,7 +32,7 @@ func (m *Mem) Summary(ref ShardRef, key string) (Summary, bool, error) {
 	if m.closed {
 		return Summary{}, false, ErrClosed
 	}
-	pts := m.shards[shardKey{ref, key}]
+	pts := m.shards[memKey(ref, key)]
 	if pts == nil || pts.Len() == 0 {
 		return Summary{}, false, nil
 	}

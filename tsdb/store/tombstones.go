@@ -179,7 +179,7 @@ func (m *Mem) DeleteRange(ref ShardRef, key string, from, to int64) (int64, erro
 	if m.closed {
 		return 0, ErrClosed
 	}
-	sk := shardKey{ref, key}
+	sk := memKey(ref, key)
 	rs, err := addRange(m.tombs[sk], Range{from, to})
 	if err != nil {
 		return 0, err
@@ -210,7 +210,7 @@ func (m *Mem) Tombstones(ref ShardRef, key string) ([]Range, error) {
 	if m.closed {
 		return nil, ErrClosed
 	}
-	return append([]Range(nil), m.tombs[shardKey{ref, key}]...), nil
+	return append([]Range(nil), m.tombs[memKey(ref, key)]...), nil
 }
 
 // Restore implements Deleter.
@@ -220,7 +220,7 @@ func (m *Mem) Restore(ref ShardRef, key string, pts series.Points, senderDeleted
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if pts = dropCovered(pts, Exempt(m.tombs[shardKey{ref, key}], senderDeleted)); pts.Len() == 0 {
+	if pts = dropCovered(pts, Exempt(m.tombs[memKey(ref, key)], senderDeleted)); pts.Len() == 0 {
 		return 0, nil
 	}
 	return pts.Len(), m.appendLocked(ref, key, pts)
@@ -234,6 +234,7 @@ func (m *Mem) ForgetType(key string) error {
 		return ErrClosed
 	}
 	delete(m.types, key)
+	delete(m.quanta, key)
 	return nil
 }
 

@@ -27,6 +27,8 @@ const MaxAggWindows = 32 << 10
 type ShardAgg struct {
 	ID     []byte `msgpack:"id"`
 	Start  int64  `msgpack:"q"`
+	// Q is the quantum's length in seconds, the series' own; 0 is the cluster's.
+	Q int64 `msgpack:"ql,omitempty"`
 	Key    string `msgpack:"k"`
 	From   int64  `msgpack:"f"`
 	To     int64  `msgpack:"t"`

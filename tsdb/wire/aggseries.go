@@ -29,6 +29,8 @@ type AggSeriesReq struct {
 	Key    string `msgpack:"k"`
 	Every  int64  `msgpack:"e"`
 	Shards []byte `msgpack:"s"` // AppendAggSpans
+	// Q is the series' quantum length in seconds; 0 is the cluster's.
+	Q int64 `msgpack:"ql,omitempty"`
 }
 
 // AggSeriesResp answers an AggSeriesReq: one ShardAggResult per shard asked, in order
@@ -296,6 +298,8 @@ type LatestPartReq struct {
 	Entry  bool   `msgpack:"n"`
 	Every  int64  `msgpack:"e"`
 	Shards []byte `msgpack:"s"`
+	// Q is the series' quantum length in seconds; 0 is the cluster's.
+	Q int64 `msgpack:"ql,omitempty"`
 }
 
 // LatestPartResp answers a LatestPartReq: the entry, if asked and held (Entry is its

@@ -131,9 +131,11 @@ type Range struct {
 type ShardDelete struct {
 	ID    []byte `msgpack:"id"`
 	Start int64  `msgpack:"q"`
-	Key   string `msgpack:"k"`
-	From  int64  `msgpack:"f"`
-	To    int64  `msgpack:"t"`
+	// Q is the quantum's length in seconds, the series' own; 0 is the cluster's.
+	Q    int64  `msgpack:"ql,omitempty"`
+	Key  string `msgpack:"k"`
+	From int64  `msgpack:"f"`
+	To   int64  `msgpack:"t"`
 	// Whole marks a delete of the whole series: the replica also forgets the series'
 	// type, which every store holding its points keeps, so that its key is free.
 	Whole bool `msgpack:"w,omitempty"`

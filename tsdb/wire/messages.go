@@ -10,6 +10,8 @@ import (
 type ShardWrite struct {
 	ID     []byte        `msgpack:"id"` // the shard ID: quanta.ShardID of Key and Start
 	Start  int64         `msgpack:"q"`  // the quantum's start, UNIX seconds
+	// Q is the quantum's length in seconds, the series' own; 0 is the cluster's.
+	Q int64 `msgpack:"ql,omitempty"`
 	Key    string        `msgpack:"k"`
 	Points series.Points `msgpack:"p"`
 	// Deleted is, in a Repair write, the sender's tombstones of the pair: its points
@@ -43,6 +45,8 @@ type ShardRanges struct {
 type ShardRead struct {
 	ID     []byte `msgpack:"id"`
 	Start  int64  `msgpack:"q"`
+	// Q is the quantum's length in seconds, the series' own; 0 is the cluster's.
+	Q int64 `msgpack:"ql,omitempty"`
 	Key    string `msgpack:"k"`
 	From   int64  `msgpack:"f"`
 	To     int64  `msgpack:"t"`
@@ -97,6 +101,10 @@ func (r *ShardResult) Unpack() error { return unpackInto(&r.Points, &r.Packed) }
 type TypeReq struct {
 	Key  string      `msgpack:"k"`
 	Type series.Type `msgpack:"t"`
+	// Quantum, for MethodDeclare, is the quantum length (seconds) to fix if the series
+	// has none yet; 0 is the cluster's. NoQuantum declares the type alone.
+	Quantum   int64 `msgpack:"qn,omitempty"`
+	NoQuantum bool  `msgpack:"nq,omitempty"`
 }
 
 // TypeResp is a series' type as a registry replica knows it; Known is false when the
@@ -104,6 +112,10 @@ type TypeReq struct {
 type TypeResp struct {
 	Known bool        `msgpack:"ok"`
 	Type  series.Type `msgpack:"t"`
+	// Quantum is the series' quantum length in seconds, 0 the cluster's; NoQuantum says
+	// the replica does not know it (an append, not a declaration, told it the series).
+	Quantum   int64 `msgpack:"qn,omitempty"`
+	NoQuantum bool  `msgpack:"nq,omitempty"`
 }
 
 // PutReq asks a node to coordinate a write (MethodPut).
@@ -111,6 +123,10 @@ type PutReq struct {
 	Key         string        `msgpack:"k"`
 	Points      series.Points `msgpack:"p"`
 	WriteQuorum int           `msgpack:"w"` // 0: the node's default
+	// Quantum is the quantum length (seconds) a new series gets (PutOptions.Quantum);
+	// FitQuanta chooses it from the points' rate (PutOptions.FitQuanta).
+	Quantum   int64 `msgpack:"qn,omitempty"`
+	FitQuanta bool  `msgpack:"fq,omitempty"`
 }
 
 // PutResp says how many points reached their write quorum.

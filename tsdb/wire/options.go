@@ -1,11 +1,20 @@
 package wire
 
-import "github.com/tsdht/tsdht/tsdb/series"
+import (
+	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
 
 // PutOptions tune one write.
 type PutOptions struct {
 	// WriteQuorum overrides the node's write quorum for this write (1..rf; 0 = default).
 	WriteQuorum int
+	// Quantum is the quantum length a new series gets: its first write fixes it, and a
+	// series already written keeps its own. 0 means the cluster's. With FitQuanta a new
+	// series gets one chosen from the rate of its points in this write (quanta.Fit), and
+	// Quantum only when the write holds a single point of it, which shows no rate.
+	Quantum   quanta.Quantum
+	FitQuanta bool
 }
 
 // GetOptions tune one read.

@@ -28,7 +28,7 @@ func AppendReadReq(dst []byte, req *ReadReq) []byte {
 	for i := range req.Shards {
 		s := &req.Shards[i]
 		fields := 7
-		for _, set := range []bool{s.Packed, s.PackedVersion != 0, s.SetHash} {
+		for _, set := range []bool{s.Packed, s.PackedVersion != 0, s.SetHash, s.Q != 0} {
 			if set {
 				fields++
 			}
@@ -38,6 +38,10 @@ func AppendReadReq(dst []byte, req *ReadReq) []byte {
 		dst = mp.AppendBin(dst, s.ID)
 		dst = mp.AppendStr(dst, "q")
 		dst = mp.AppendInt(dst, s.Start)
+		if s.Q != 0 {
+			dst = mp.AppendStr(dst, "ql")
+			dst = mp.AppendInt(dst, s.Q)
+		}
 		dst = mp.AppendStr(dst, "k")
 		dst = mp.AppendStr(dst, s.Key)
 		dst = mp.AppendStr(dst, "f")
@@ -136,6 +140,8 @@ func readShardRead(r *mp.Reader, s *ShardRead) bool {
 			}
 		case "q":
 			s.Start, ok = r.Int()
+		case "ql":
+			s.Q, ok = r.Int()
 		case "k":
 			var key []byte
 			key, ok = r.StrBytes()

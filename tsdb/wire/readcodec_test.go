@@ -28,7 +28,7 @@ func randomReadReq(rnd *rand.Rand) *ReadReq {
 		for i := range key {
 			key[i] = byte('a' + rnd.Intn(26))
 		}
-		s := ShardRead{ID: id, Start: codecInts[rnd.Intn(len(codecInts))], Key: string(key),
+		s := ShardRead{ID: id, Start: codecInts[rnd.Intn(len(codecInts))], Q: int64(rnd.Intn(3)) * 600, Key: string(key),
 			From: codecInts[rnd.Intn(len(codecInts))], To: codecInts[rnd.Intn(len(codecInts))],
 			Digest: rnd.Intn(2) == 0, Strong: rnd.Intn(5) == 0, Packed: rnd.Intn(2) == 0, SetHash: rnd.Intn(5) == 0}
 		if rnd.Intn(2) == 0 {

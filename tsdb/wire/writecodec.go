@@ -34,11 +34,19 @@ func AppendWriteReq(dst []byte, req *WriteReq) (_ []byte, ok bool) {
 	dst = mp.AppendArrayLen(dst, len(req.Shards))
 	for i := range req.Shards {
 		w := &req.Shards[i]
-		dst = mp.AppendMapLen(dst, 4)
+		fields := 4
+		if w.Q != 0 {
+			fields++
+		}
+		dst = mp.AppendMapLen(dst, fields)
 		dst = mp.AppendStr(dst, "id")
 		dst = mp.AppendBin(dst, w.ID)
 		dst = mp.AppendStr(dst, "q")
 		dst = mp.AppendInt(dst, w.Start)
+		if w.Q != 0 {
+			dst = mp.AppendStr(dst, "ql")
+			dst = mp.AppendInt(dst, w.Q)
+		}
 		dst = mp.AppendStr(dst, "k")
 		dst = mp.AppendStr(dst, w.Key)
 		dst = mp.AppendStr(dst, "p")
@@ -135,6 +143,10 @@ func readShardWrite(r *mp.Reader, w *ShardWrite) bool {
 			}
 		case "q":
 			if w.Start, ok = r.Int(); !ok {
+				return false
+			}
+		case "ql":
+			if w.Q, ok = r.Int(); !ok {
 				return false
 			}
 		case "k":

@@ -41,7 +41,7 @@ func randomWriteReq(rnd *rand.Rand) *WriteReq {
 		for i := range key {
 			key[i] = byte('a' + rnd.Intn(26))
 		}
-		req.Shards = append(req.Shards, ShardWrite{ID: id, Start: starts[rnd.Intn(len(starts))], Key: string(key), Points: pts})
+		req.Shards = append(req.Shards, ShardWrite{ID: id, Start: starts[rnd.Intn(len(starts))], Q: int64(rnd.Intn(3)) * 3600, Key: string(key), Points: pts})
 	}
 	return req
 }

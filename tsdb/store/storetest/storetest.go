@@ -277,6 +277,39 @@ var cases = []testCase{
 		}
 		wantStats(t, s, store.Stats{Shards: 1, Series: 1, Points: 1})
 	}},
+	{"DeclareSeriesQuantum", func(t *testing.T, s store.Store, _ func()) {
+		// The first declaration fixes the quantum; later ones get it back.
+		d, err := s.DeclareSeries("hourly", store.Decl{Type: series.Float, Quantum: 3600})
+		if err != nil || d.Quantum != 3600 || d.NoQuantum {
+			t.Fatalf("first DeclareSeries = %+v, %v", d, err)
+		}
+		if d, err = s.DeclareSeries("hourly", store.Decl{Type: series.Float, Quantum: 60}); err != nil || d.Quantum != 3600 {
+			t.Fatalf("second DeclareSeries = %+v, %v; want the first quantum, 3600", d, err)
+		}
+		// A series an append recorded knows no quantum until a declaration says it.
+		mustAppend(t, s, refA, "appended", floats(tsList(sec), 1))
+		if d, ok := s.SeriesDecl("appended"); !ok || !d.NoQuantum || d.Type != series.Float {
+			t.Fatalf("SeriesDecl of an appended series = %+v, %v; want float with no quantum", d, ok)
+		}
+		if d, err = s.DeclareSeries("appended", store.Decl{Type: series.Float, Quantum: 600}); err != nil || d.Quantum != 600 || d.NoQuantum {
+			t.Fatalf("DeclareSeries of an appended series = %+v, %v; want its quantum recorded", d, err)
+		}
+		// A type-only declaration leaves a recorded quantum alone.
+		if _, err := s.DeclareType("hourly", series.Float); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.DeclareSeries("hourly", store.Decl{Type: series.Int, Quantum: 3600}); !errors.Is(err, series.ErrTypeMismatch) {
+			t.Fatalf("DeclareSeries of another type: %v; want ErrTypeMismatch", err)
+		}
+		for key, want := range map[string]quanta.Quantum{"hourly": 3600, "appended": 600} {
+			if d, ok := s.SeriesDecl(key); !ok || d.Quantum != want || d.NoQuantum {
+				t.Errorf("SeriesDecl(%q) = %+v, %v; want quantum %d", key, d, ok, want)
+			}
+		}
+		if _, ok := s.SeriesDecl("unknown"); ok {
+			t.Error("SeriesDecl of an unknown series reports one")
+		}
+	}},
 	{"DeclareType", func(t *testing.T, s store.Store, _ func()) {
 		if _, ok := s.SeriesType("k"); ok {
 			t.Fatal("SeriesType of an unknown series reports a type")
