@@ -42,7 +42,17 @@ func rollupHits() int64 {
 func TestInfluxQLAggregatesFromRollups(t *testing.T) {
 	now := time.Now()
 	t0 := now.Add(-5 * time.Hour).Truncate(time.Minute).Add(-13 * time.Second)
+	// Rollups are kept for series of the cluster's quantum: a first write at a PMU's rate
+	// gives the series that quantum (quanta.Fit), the rest then come sparser.
 	var lp strings.Builder
+	for h, host := range []string{"a", "b"} {
+		fmt.Fprintf(&lp, "roll,host=%s v=%v %d\n", host, float64(h), ns(t0.Add(-time.Second)))
+		fmt.Fprintf(&lp, "roll,host=%s v=%v %d\n", host, float64(h+1), ns(t0.Add(-time.Second+time.Millisecond)))
+	}
+	if code, b := write(t, "rollq", "", lp.String()); code != http.StatusNoContent {
+		t.Fatalf("write: %d %s", code, b)
+	}
+	lp.Reset()
 	for i, t := 0, t0; t.Before(now.Add(-20 * time.Second)); i, t = i+1, t.Add(20*time.Second) {
 		for h, host := range []string{"a", "b"} {
 			// Values with few bits: sums are exact whatever the order of the merges.
