@@ -238,6 +238,9 @@ func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, e
 	if err != nil {
 		return nil, err
 	}
+	if err := refuseFieldConditions(infos, db, meas, rest); err != nil {
+		return nil, err
+	}
 	byTags := map[string]*group{}
 	var order []string
 	for _, in := range infos {
@@ -285,6 +288,37 @@ func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, e
 		out = append(out, *byTags[id])
 	}
 	return out, nil
+}
+
+// refuseFieldConditions refuses a WHERE clause that compares a field's values (usage >
+// 90): the clause is evaluated against each series' tags, where a field is absent and
+// every comparison false, so the answer would be empty — wrong, with no error.
+func refuseFieldConditions(infos []SeriesInfo, db, meas string, rest []influxql.Expr) error {
+	if len(rest) == 0 {
+		return nil
+	}
+	fields := map[string]bool{}
+	for _, in := range infos {
+		if in.Tags[TagDB] == db && in.Tags[TagMeasurement] == meas {
+			fields[in.Tags[TagField]] = true
+		}
+	}
+	var bad string
+	for _, e := range rest {
+		influxql.WalkFunc(e, func(n influxql.Node) {
+			ref, ok := n.(*influxql.VarRef)
+			if !ok || bad != "" || ref.Type == influxql.Tag {
+				return
+			}
+			if fields[ref.Val] || ref.Type != influxql.Unknown { // a field, or cast as one
+				bad = ref.Val
+			}
+		})
+		if bad != "" {
+			return fmt.Errorf("WHERE %s: conditions on field values (%s) are not supported yet; filter on tags and time only", e, bad)
+		}
+	}
+	return nil
 }
 
 // matches reports whether a series' tags satisfy the WHERE clause.

@@ -267,7 +267,7 @@ func (c *Config) coordConfig() coord.Config {
 
 // repairConfig is what the repairer takes of c.
 func (c *Config) repairConfig() repair.RepairConfig {
-	return repair.RepairConfig{RF: c.RF, Quantum: c.DHT.Quantum, CallTimeout: c.CallTimeout, Interval: c.RepairInterval,
+	return repair.RepairConfig{RF: c.RF, CallTimeout: c.CallTimeout, Interval: c.RepairInterval,
 		FullEvery: c.RepairFullEvery, Settle: c.RepairSettle, Rate: c.RepairRate, Unthrottled: c.RepairUnthrottled,
 		MaxHintPoints: c.MaxHintPoints}
 }

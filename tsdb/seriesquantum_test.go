@@ -141,3 +141,48 @@ func TestExplicitSeriesQuantum(t *testing.T) {
 		}
 	}
 }
+
+// TestSeriesQuantumMovesWithItsRegistry: nodes join, the registry replicas of most
+// series change, and a coordinator that never saw the series still finds each one's
+// quantum, and so its points.
+func TestSeriesQuantumMovesWithItsRegistry(t *testing.T) {
+	lc := startCluster(t, 1, func(i int, cfg *Config) {
+		healConfig(i, cfg)
+		cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	want := map[string]series.Points{}
+	for k := range 12 {
+		key := fmt.Sprintf("moved/s%d", k)
+		pts := everyMinute(clustertest.Base()-int64(24*time.Hour), 24*60)
+		if _, err := lc.Nodes[0].Coordinator().Put(ctx, key, pts, PutOptions{Quantum: 6 * 3600}); err != nil {
+			t.Fatal(err)
+		}
+		want[key] = pts
+	}
+	for range 3 {
+		if _, err := lc.Add(func(i int, cfg *Config) {
+			healConfig(i, cfg)
+			cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := lc.WaitLive(ctx, 4, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitHealed(t, lc, 1, 60*time.Second)
+	c := lc.Nodes[3].Coordinator()
+	for key, pts := range want {
+		if q := c.SeriesQuantumForTest(ctx, key); q != 6*3600 {
+			t.Errorf("%s: quantum %v after the registry moved, want 6h", key, q.Duration())
+			continue
+		}
+		got, err := c.Get(ctx, key, pts.T[0], pts.T[pts.Len()-1]+1, GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clustertest.RequireSame(t, pts, got.Points)
+	}
+}

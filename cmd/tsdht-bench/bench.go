@@ -43,6 +43,7 @@ func newApp() *cli.App {
 			benchReadCommand(),
 			benchIngestCommand(),
 			benchEchoCommand(),
+			benchQueryCommand(),
 			benchReportCommand(),
 		},
 	}

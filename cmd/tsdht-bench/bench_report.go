@@ -42,6 +42,7 @@ type benchRecord struct {
 	write  *writeResult
 	read   *readResult
 	ingest *ingestResult
+	query  *queryResult
 }
 
 func readRecords(r io.Reader, out []benchRecord) ([]benchRecord, error) {
@@ -67,6 +68,9 @@ func readRecords(r io.Reader, out []benchRecord) ([]benchRecord, error) {
 		case "ingest":
 			rec.ingest = new(ingestResult)
 			err = json.Unmarshal([]byte(line), rec.ingest)
+		case "dashboard", "year", "dense":
+			rec.query = new(queryResult)
+			err = json.Unmarshal([]byte(line), rec.query)
 		default:
 			err = fmt.Errorf("unknown bench %q", rec.Bench)
 		}
@@ -122,6 +126,7 @@ func runBenchReport(c *cli.Context) error {
 	}
 
 	var writes, reads, ingests []benchRecord
+	queries := map[string][]*queryResult{}
 	for _, r := range recs {
 		switch r.Bench {
 		case "write":
@@ -130,6 +135,8 @@ func runBenchReport(c *cli.Context) error {
 			reads = append(reads, r)
 		case "ingest":
 			ingests = append(ingests, r)
+		default:
+			queries[r.Bench] = append(queries[r.Bench], r.query)
 		}
 	}
 	if len(writes) > 0 {
@@ -196,6 +203,13 @@ func runBenchReport(c *cli.Context) error {
 				x.Mean, x.P50, x.P99, x.NodeSkew, x.Store, x.Sync)
 		}
 		fmt.Fprintln(w)
+	}
+	first := true
+	for _, kind := range []string{"dashboard", "year", "dense"} {
+		if len(queries[kind]) > 0 {
+			writeQueryTables(w, section, kind, queries[kind], first)
+			first = false
+		}
 	}
 	if err := w.Flush(); err != nil {
 		return err

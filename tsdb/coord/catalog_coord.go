@@ -315,6 +315,16 @@ func (c *Coordinator) noteWrite(ctx context.Context, key string, e catalog.Entry
 	if err != nil {
 		return err
 	}
+	if merged.Live() && merged.Type == upd.Type && merged.Created != upd.Created {
+		// Another coordinator created the series at the same time, and its incarnation
+		// won (catalog.Merge keeps the newest): these points are the series' all the
+		// same, so its bounds must cover them too. Once is enough: the winner is live,
+		// and a later incarnation would need a delete, after which a write starts over.
+		upd.Created = merged.Created
+		if merged, err = c.mergeEntry(ctx, upd, w); err != nil {
+			return err
+		}
+	}
 	k.remember(merged)
 	return nil
 }

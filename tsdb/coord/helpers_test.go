@@ -23,7 +23,7 @@ func testConfig() Config {
 
 // repairConfig is what a repairer beside a coordinator of cfg takes.
 func repairConfig(cfg Config) repair.RepairConfig {
-	return repair.RepairConfig{RF: cfg.RF, Quantum: cfg.Quantum, CallTimeout: cfg.CallTimeout, Interval: 10 * time.Minute,
+	return repair.RepairConfig{RF: cfg.RF, CallTimeout: cfg.CallTimeout, Interval: 10 * time.Minute,
 		FullEvery: 6 * time.Hour, Settle: 500 * time.Millisecond, Rate: 4 << 20, MaxHintPoints: 1 << 20}
 }
 

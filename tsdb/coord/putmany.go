@@ -111,6 +111,7 @@ func (c *Coordinator) writeRounds(ctx context.Context, start, deadline time.Time
 		// Every shard of every pending series, with the series it belongs to.
 		var spans []shardSpan
 		var owner []int
+		run := make([][2]int, len(puts)) // each series' spans, [lo, hi)
 		for _, i := range pending {
 			ss, err := c.splitByQuantum(ctx, puts[i].Key, pts[i])
 			if err != nil {
@@ -120,6 +121,7 @@ func (c *Coordinator) writeRounds(ctx context.Context, start, deadline time.Time
 			for range ss {
 				owner = append(owner, i)
 			}
+			run[i] = [2]int{len(spans), len(spans) + len(ss)}
 			spans = append(spans, ss...)
 		}
 		t := c.writeMany(ctx, puts, spans, owner, w)
@@ -129,9 +131,9 @@ func (c *Coordinator) writeRounds(ctx context.Context, start, deadline time.Time
 			if res[i].Err != nil {
 				continue
 			}
-			of := func(s int) bool { return owner[s] == i }
-			res[i].Stored += t.stored(of)
-			err := t.firstErr(of)
+			lo, hi := run[i][0], run[i][1]
+			res[i].Stored += t.stored(lo, hi)
+			err := t.firstErr(lo, hi)
 			if err == nil {
 				continue
 			}
@@ -144,7 +146,7 @@ func (c *Coordinator) writeRounds(ctx context.Context, start, deadline time.Time
 				last = map[int]error{}
 			}
 			last[i] = err
-			pts[i] = t.unstored(of)
+			pts[i] = t.unstored(lo, hi)
 			again = append(again, i)
 		}
 		if len(again) == 0 {

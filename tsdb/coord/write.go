@@ -146,35 +146,37 @@ func (t *shardTally) add(items []int, peer dht.Peer, err error) {
 	}
 }
 
-// stored returns the points of the shards that reached quorum, of those in (nil:
-// every shard).
-func (t *shardTally) stored(in func(s int) bool) int {
+// The shards of one series are one run of spans, [lo, hi): a write of many series asks
+// about each series' own run, which costs its length, not every span's.
+
+// stored returns the points of the shards spans[lo:hi] that reached quorum.
+func (t *shardTally) stored(lo, hi int) int {
 	n := 0
-	for s := range t.spans {
-		if t.acks[s] >= t.w && (in == nil || in(s)) {
+	for s := lo; s < hi; s++ {
+		if t.acks[s] >= t.w {
 			n += t.spans[s].pts.Len()
 		}
 	}
 	return n
 }
 
-// unstored returns the points of the shards that did not reach quorum, of those in
-// (nil: every shard), in order.
-func (t *shardTally) unstored(in func(s int) bool) series.Points {
+// unstored returns the points of the shards spans[lo:hi] that did not reach quorum, in
+// order.
+func (t *shardTally) unstored(lo, hi int) series.Points {
 	var parts []series.Points
-	for s := range t.spans {
-		if t.acks[s] < t.w && (in == nil || in(s)) {
+	for s := lo; s < hi; s++ {
+		if t.acks[s] < t.w {
 			parts = append(parts, t.spans[s].pts)
 		}
 	}
 	return series.Concat(parts...)
 }
 
-// firstErr returns the first error of the shards, of those in (nil: every shard), that
-// did not reach quorum.
-func (t *shardTally) firstErr(in func(s int) bool) error {
-	for s := range t.spans {
-		if t.acks[s] < t.w && (in == nil || in(s)) {
+// firstErr returns the first error of the shards spans[lo:hi] that did not reach
+// quorum.
+func (t *shardTally) firstErr(lo, hi int) error {
+	for s := lo; s < hi; s++ {
+		if t.acks[s] < t.w {
 			if err := t.err(s); err != nil {
 				return err
 			}

@@ -55,6 +55,7 @@ func (r *Repairer) catalogStep(ctx context.Context, cs store.Catalog, entries []
 			return err
 		}
 		work = append(work, owned{peers, e})
+		r.redeclareQuantum(ctx, e.Key, peers)
 		if len(peers) == 0 || peers[0].ID != self {
 			continue
 		}
@@ -123,4 +124,25 @@ func (r *Repairer) catalogStep(ctx context.Context, cs store.Catalog, entries []
 		}
 	}
 	return nil
+}
+
+// redeclareQuantum tells a series' registry owners its quantum, when this node holds it
+// as one of them did and the series has quanta of its own: from the closest owner (once
+// per pass, as the postings), or from a former owner that holds it no more. Its data
+// replicas learn the series from appends alone, which carry no quantum, so when every
+// registry owner changed, only a former owner can hand the quantum on.
+func (r *Repairer) redeclareQuantum(ctx context.Context, key string, owners []dht.Peer) {
+	d, ok := r.store.SeriesDecl(key)
+	if !ok || d.NoQuantum || d.Quantum == 0 {
+		return
+	}
+	self := r.place.Self().ID
+	owner := false
+	for _, p := range owners {
+		owner = owner || p.ID == self
+	}
+	if owner && owners[0].ID != self {
+		return
+	}
+	r.types.Redeclare(ctx, key, d)
 }

@@ -153,8 +153,6 @@ func (r *Repairer) PlacementMoved(known bool) {
 type RepairConfig struct {
 	// RF is the cluster's replication factor: a pair has RF owners.
 	RF int
-	// Quantum is the cluster's quantum.
-	Quantum quanta.Quantum
 	// CallTimeout bounds each call to a replica.
 	CallTimeout time.Duration
 	// Interval is how often, give or take a quarter, a pass runs; a membership change
@@ -177,6 +175,11 @@ type RepairConfig struct {
 type Types interface {
 	Redeclare(ctx context.Context, key string, d store.Decl)
 }
+
+// pairSpan bounds the time a pair's points may lie in, from its quantum's start: a
+// series' quantum is its own (up to quanta.MaxQuantum), which a pair does not record,
+// and a pair holds only points of its quantum, so reading that far reads all of them.
+const pairSpan = quanta.MaxQuantum
 
 // Kick asks for a pass soon, coalescing requests.
 func (r *Repairer) Kick() {
@@ -459,7 +462,7 @@ func (r *Repairer) step(ctx context.Context, batch []pairRef, leaving bool, acc 
 // owners.
 func (r *Repairer) load(ctx context.Context, batch []pairRef, leaving bool, acc *passTotals) ([]*pairState, error) {
 	self := r.place.Self()
-	q := r.cfg.Quantum
+	q := pairSpan
 	states := make([]*pairState, 0, len(batch))
 	for _, pr := range batch {
 		// The pair's tombstones before its points: a push claims that its points inside
@@ -554,7 +557,7 @@ func (r *Repairer) compare(ctx context.Context, states []*pairState) {
 			}
 		}
 	}, 0, nil)
-	q := r.cfg.Quantum
+	q := pairSpan
 	// No deadline for the whole exchange: pushes wait for the rate limiter. Each call
 	// has its own.
 	results := cluster.FanOut(ctx, batches, 0, 0, func(ctx context.Context, b *cluster.PeerBatch[*pairState]) ([]*pairState, error) {
@@ -598,7 +601,7 @@ func (r *Repairer) compare(ctx context.Context, states []*pairState) {
 // is pushed as empty: nothing).
 func (r *Repairer) loadPoints(st *pairState) {
 	st.load.Do(func() {
-		q := r.cfg.Quantum
+		q := pairSpan
 		pts, _, err := r.store.Read(st.pr.ref, st.pr.key, q.BeginNanos(st.pr.ref.Start), q.EndNanos(st.pr.ref.Start))
 		if err != nil {
 			r.log.Warn("repair: a pair to push could not be read; left for the next pass", "series", st.pr.key, "quantum", st.pr.ref.Start, "err", err)
@@ -789,7 +792,7 @@ func (r *Repairer) RefetchDamaged(ctx context.Context, ref store.ShardRef, key s
 // with another owner's copy: the damaged keys are deleted and the copy appended. Without
 // a copy the pair is left as it is, and reads fail over to the other replicas.
 func (r *Repairer) refetchDamaged(ctx context.Context, pr pairRef) bool {
-	q := r.cfg.Quantum
+	q := pairSpan
 	self := r.place.Self().ID
 	owners, err := r.place.Locate(ctx, pr.ref.ID, r.cfg.RF+1)
 	if err != nil {

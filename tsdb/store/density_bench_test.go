@@ -128,7 +128,7 @@ func benchPMUDensity(b *testing.B, cfg pmudata.Config, chans []pmudata.Channel) 
 			points += int64(batch.Len())
 		}
 		if (sec+1)%10 == 0 {
-			if err := p.sealPass(time.Unix(sec+1, 0)); err != nil {
+			if err := p.sealAll(time.Unix(sec+1, 0)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -136,7 +136,7 @@ func benchPMUDensity(b *testing.B, cfg pmudata.Config, chans []pmudata.Channel) 
 	perPoint := func(n int64) float64 { return float64(n) / float64(points) }
 	live := usage(b, dir)
 	for sec := end; sec <= end+120; sec += 10 {
-		if err := p.sealPass(time.Unix(sec, 0)); err != nil {
+		if err := p.sealAll(time.Unix(sec, 0)); err != nil {
 			b.Fatal(err)
 		}
 	}

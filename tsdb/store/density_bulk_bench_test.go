@@ -88,7 +88,7 @@ func benchPMUBulk(b *testing.B, cfg pmudata.Config, chans []pmudata.Channel, sea
 			sinceSeal += int64(part.Len())
 			if sinceSeal >= sealEvery {
 				sinceSeal = 0
-				if err := p.sealPass(now); err != nil {
+				if err := p.sealAll(now); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -102,7 +102,7 @@ func benchPMUBulk(b *testing.B, cfg pmudata.Config, chans []pmudata.Channel, sea
 	}
 	for range 12 {
 		now = now.Add(10 * time.Second)
-		if err := p.sealPass(now); err != nil {
+		if err := p.sealAll(now); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -74,7 +74,7 @@ func TestIdleCompactionReclaimsSealedBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := cfg.Start.Add(cfg.Duration + time.Hour)
-	if err := p.sealPass(now); err != nil { // seals everything
+	if err := p.sealAll(now); err != nil { // seals everything
 		t.Fatal(err)
 	}
 	if n := p.compactedWindows(); n != 0 {
@@ -84,7 +84,7 @@ func TestIdleCompactionReclaimsSealedBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := pairBytes(t, p)
-	if err := p.sealPass(now); err != nil { // idle: flush, then compact
+	if err := p.sealAll(now); err != nil { // idle: flush, then compact
 		t.Fatal(err)
 	}
 	done := p.compactedWindows()
@@ -100,7 +100,7 @@ func TestIdleCompactionReclaimsSealedBlocks(t *testing.T) {
 	flash := p.Stats().FlashBytesWritten
 	for range 5 {
 		now = now.Add(10 * time.Second)
-		if err := p.sealPass(now); err != nil {
+		if err := p.sealAll(now); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -143,7 +143,7 @@ func TestIdleCompactionOnlyAfterReplacements(t *testing.T) {
 	bulkLoad(t, p, chans)
 	// At the stream's start nothing has ended: the idle pass flushes, nothing to compact.
 	for range 3 {
-		if err := p.sealPass(cfg.Start); err != nil {
+		if err := p.sealAll(cfg.Start); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -159,7 +159,7 @@ func TestIdleCompactionOnlyAfterReplacements(t *testing.T) {
 	bulkLoad(t, p2, chans)
 	later := cfg.Start.Add(cfg.Duration + time.Hour)
 	for range 3 {
-		if err := p2.sealPass(later); err != nil {
+		if err := p2.sealAll(later); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,7 +169,7 @@ func TestIdleCompactionOnlyAfterReplacements(t *testing.T) {
 	flash := p2.Stats().FlashBytesWritten
 	for range 3 {
 		later = later.Add(10 * time.Second)
-		if err := p2.sealPass(later); err != nil {
+		if err := p2.sealAll(later); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -195,7 +195,7 @@ func TestIdleCompactionYieldsToWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := cfg.Start.Add(cfg.Duration + time.Hour)
-	if err := p.sealPass(now); err != nil {
+	if err := p.sealAll(now); err != nil {
 		t.Fatal(err)
 	}
 	late := first[0].Points.Slice(0, 1) // an overwrite: a write, whatever it stores
@@ -207,7 +207,7 @@ func TestIdleCompactionYieldsToWrites(t *testing.T) {
 		}
 		p.appended.Add(1) // an overwrite stores no new point; count it as a write
 	}
-	if err := p.sealPass(now); err != nil { // idle: compacts one window, then sees the write
+	if err := p.sealAll(now); err != nil { // idle: compacts one window, then sees the write
 		t.Fatal(err)
 	}
 	if n := p.compactedWindows(); n != 1 {
@@ -218,7 +218,7 @@ func TestIdleCompactionYieldsToWrites(t *testing.T) {
 	}
 	for range 3 { // a pass that sees the write, then idle again
 		now = now.Add(10 * time.Second)
-		if err := p.sealPass(now); err != nil {
+		if err := p.sealAll(now); err != nil {
 			t.Fatal(err)
 		}
 	}

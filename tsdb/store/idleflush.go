@@ -24,10 +24,11 @@ type idleFlush struct {
 	dirty    bool  // the store was written since the last idle flush
 }
 
-// sealPass is one pass of the background sealer at now: SealNow, then the idle flush
-// and, after one, the compaction of what the seals replaced (idlecompact.go).
-func (p *Pebble) sealPass(now time.Time) error {
-	n, err := p.SealNow(now)
+// sealPass is one pass of the background sealer at now: SealNow, leaving out pairs
+// written at or after busySince (sealIdle), then the idle flush and, after one, the
+// compaction of what the seals replaced (idlecompact.go).
+func (p *Pebble) sealPass(now time.Time, busySince int64) error {
+	n, err := p.sealIdle(now, busySince)
 	if err != nil {
 		return err
 	}

@@ -176,6 +176,10 @@ type summary struct {
 	// cover: ranges every held timestamp falls in (cover.go). Not persisted: a
 	// summary read from disk has none, and [minT, maxT] stands for it.
 	cover timeCover
+	// written is when (UnixNano) an append last wrote the pair: the background sealer
+	// leaves a pair that is still being written (a backfill) for a later pass. Not
+	// persisted.
+	written int64
 }
 
 // statsVersion is the byte before the statistics in a pair summary.

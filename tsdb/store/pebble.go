@@ -150,7 +150,10 @@ func OpenPebble(dir string, opts PebbleOptions) (p *Pebble, err error) {
 		p.loop(opts.SyncInterval, p.syncWAL)
 	}
 	if opts.SealInterval > 0 {
-		p.loop(opts.SealInterval, func() error { return p.sealPass(time.Now()) })
+		p.loop(opts.SealInterval, func() error {
+			now := time.Now()
+			return p.sealPass(now, now.Add(-opts.SealGrace).UnixNano())
+		})
 	}
 	if opts.EnforceInterval > 0 && (opts.Retention > 0 || opts.MaxDisk > 0) {
 		p.loop(opts.EnforceInterval, p.enforce)
@@ -598,6 +601,7 @@ func (p *Pebble) append(batch []PairAppend, filter func(id []byte, pts *series.P
 		w.next.tailBlock = tail
 		w.next.stats, w.next.hasStats = stats, true
 		w.next.cover = coverOf(&w.sum).add(w.Points.T[0], w.Points.T[n-1])
+		w.next.written = now.UnixNano()
 		delta.points += fresh
 		if w.sum.count == 0 {
 			delta.shards++

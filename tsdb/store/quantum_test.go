@@ -1,6 +1,7 @@
 package store
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -97,5 +98,28 @@ func TestDeclaredQuantumSurvivesRestart(t *testing.T) {
 	}
 	if d, err := p.DeclareSeries("legacy", Decl{Type: series.Int, Quantum: 3600}); err != nil || d.Quantum != 0 {
 		t.Errorf("declaring a quantum for a version-1 series: %+v, %v; want it to keep the cluster's", d, err)
+	}
+}
+
+// sealAll is a background sealer's pass that treats every pair as done with.
+func (p *Pebble) sealAll(now time.Time) error { return p.sealPass(now, math.MaxInt64) }
+
+// TestBackgroundSealLeavesABackfillAlone: the background sealer does not rewrite a pair
+// of an ended quantum that an append wrote within SealGrace (a backfill still going);
+// once the pair has been left alone that long, it is sealed.
+func TestBackgroundSealLeavesABackfillAlone(t *testing.T) {
+	p := openTest(t, t.TempDir(), testOptions(SyncNone))
+	defer p.Close()
+	ref := ShardRef{ID: quanta.ShardID(quanta.QFI, "old", testStart), Start: testStart}
+	if err := p.Append(ref, "old", series.Points{Type: series.Float, T: []int64{testStart * 1e9}, F: []float64{1}}); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Unix(testStart, 0).Add(24 * time.Hour) // the quantum ended long ago
+	written := time.Now()
+	if n, err := p.sealIdle(later, written.Add(-time.Second).UnixNano()); err != nil || n != 0 {
+		t.Fatalf("a pass while the pair is being written sealed %d pairs, %v; want 0", n, err)
+	}
+	if n, err := p.sealIdle(later, written.Add(time.Second).UnixNano()); err != nil || n != 1 {
+		t.Fatalf("a pass once the pair was left alone sealed %d pairs, %v; want 1", n, err)
 	}
 }

@@ -41,7 +41,13 @@ const sealBatch = 256
 // compressed chunks, in one atomic batch per pair. A point that arrives for a sealed
 // quantum is stored raw beside the chunks and folded in by a later pass. The
 // background sealer calls it every SealInterval; it returns how many pairs it sealed.
-func (p *Pebble) SealNow(now time.Time) (int, error) {
+func (p *Pebble) SealNow(now time.Time) (int, error) { return p.sealIdle(now, math.MaxInt64) }
+
+// sealIdle is SealNow, leaving out the pairs an append wrote at or after busySince (UnixNano)
+// as far as the pairs' cached summaries tell: a backfill writes into quanta that ended
+// long ago, and sealing rewrites a whole pair, so sealing a pair between each of its
+// appends would cost its size each time. The background sealer passes SealGrace ago.
+func (p *Pebble) sealIdle(now time.Time, busySince int64) (int, error) {
 	if err := p.settle(); err != nil {
 		return 0, err
 	}
@@ -55,7 +61,7 @@ func (p *Pebble) SealNow(now time.Time) (int, error) {
 	sealed := 0
 	var after []byte
 	for {
-		ids, next, err := p.unsealed(after, limit, ended)
+		ids, next, err := p.unsealed(after, limit, ended, busySince)
 		if err != nil {
 			return sealed, err
 		}
@@ -89,9 +95,9 @@ func (p *Pebble) unsealedValue(q quanta.Quantum) []byte {
 
 // unsealed returns up to sealBatch ids of pairs with raw points whose quantum starts at
 // or before limit and ended at or before ended (UNIX seconds), oldest first, from the
-// marker after the key after (nil: from the first). next is where to go on, nil when
-// the scan reached its end.
-func (p *Pebble) unsealed(after []byte, limit, ended int64) (ids [][]byte, next []byte, err error) {
+// marker after the key after (nil: from the first), but none written at or after
+// busySince (sealIdle). next is where to go on, nil when the scan reached its end.
+func (p *Pebble) unsealed(after []byte, limit, ended, busySince int64) (ids [][]byte, next []byte, err error) {
 	if !p.enter() {
 		return nil, nil, ErrClosed
 	}
@@ -127,6 +133,9 @@ func (p *Pebble) unsealed(after []byte, limit, ended int64) (ids [][]byte, next 
 			if start := getSortable(id[:8]); q > uint64(quanta.MaxQuantum) || start+int64(q) > ended {
 				continue // its quantum has not ended yet
 			}
+		}
+		if s, ok := p.pairs.summaryOf(id); ok && s.written >= busySince {
+			continue // still being written
 		}
 		ids = append(ids, append([]byte(nil), id...))
 	}

@@ -92,13 +92,13 @@ func TestIdleFlushEmptiesWAL(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Unix(testStart, 0) // the quantum has not ended: nothing to seal
-	if err := p.sealPass(now); err != nil {
+	if err := p.sealAll(now); err != nil {
 		t.Fatal(err)
 	}
 	if names, size, _ := walFiles(t, dir); size == 0 {
 		t.Fatalf("a pass right after writes flushed them (WAL files %v empty)", names)
 	}
-	if err := p.sealPass(now); err != nil {
+	if err := p.sealAll(now); err != nil {
 		t.Fatal(err)
 	}
 	var names []string
