@@ -120,7 +120,7 @@ type Config struct {
 	Transport rpc.Transport
 	// Store holds this node's shards; the node closes it on Close. Required.
 	Store store.Store
-	// Rollups configures rollups (package rollup, docs/rollups.md). Default off.
+	// Rollups configures rollups (package rollup, docs/rollups.md). Default on.
 	Rollups RollupConfig
 	// Logger receives the node's log, and its RPC's and DHT's (it replaces
 	// RPC.Logger and DHT.Logger); every record carries the node's 40-hex ID as
@@ -376,11 +376,11 @@ func (n *Node) assemble() {
 	// The coordinator marks and reads the rollup homes through a client; the homes
 	// read the cluster through the coordinator, so they come after it.
 	var homesClient *rollup.Client // nil: rollups off
-	if cfg.Rollups.Enabled {
+	if cfg.Rollups.On() {
 		homesClient = rollup.NewClient(cfg.Rollups, n.cli, cfg.CallTimeout, n.log)
 	}
 	n.coord = coord.New(cc, n.dht, n.replicas, types, n.hints, homesClient, n.log)
-	if cfg.Rollups.Enabled {
+	if cfg.Rollups.On() {
 		st, _ := n.store.(store.RollupStore) // nil: kept in memory
 		n.homes = rollup.NewHomes(cfg.Rollups, n.coord.RollupSource(), rollup.Options{
 			Quantum: cfg.DHT.Quantum, ReadQuorum: cfg.ReadQuorum, Store: st, Self: n.dht.Self().ID, Log: n.log})

@@ -46,7 +46,7 @@ func benchRollup(b *testing.B, f quanta.Format, year bool, q quanta.Quantum) {
 		cfg.DHT.Format = f
 		cfg.DHT.Quantum = q
 		cfg.CallTimeout = 30 * time.Second // a loaded machine must not fail the set-up writes
-		cfg.Rollups = RollupConfig{Enabled: true, PullInterval: time.Hour}
+		cfg.Rollups = RollupConfig{PullInterval: time.Hour}
 		st, err := store.OpenPebble(filepath.Join(cfg.DHT.DataDir, "store"), store.PebbleOptions{Sync: store.SyncNone, SealInterval: -1, Quantum: q})
 		if err != nil {
 			b.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
@@ -58,7 +59,7 @@ func TestRollupNodeRestartKeepsRollups(t *testing.T) {
 		cfg.DHT.DataDir = dir
 		cfg.DHT.Quantum = 60
 		cfg.CallTimeout = 30 * time.Second
-		cfg.Rollups = RollupConfig{Enabled: true, Horizon: 3 * time.Minute, PullInterval: time.Hour}
+		cfg.Rollups = RollupConfig{Horizon: 3 * time.Minute, PullInterval: time.Hour}
 		st, err := store.OpenPebble(filepath.Join(dir, "store"), store.PebbleOptions{Sync: store.SyncNone, SealInterval: -1, Quantum: 60})
 		if err != nil {
 			t.Fatal(err)
@@ -89,7 +90,7 @@ func TestRollupHomeDropsSeriesAfterMembershipChange(t *testing.T) {
 		cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1
 		cfg.DHT.Quantum = 60
 		cfg.CallTimeout = 30 * time.Second
-		cfg.Rollups = RollupConfig{Enabled: true, Horizon: 3 * time.Minute, PullInterval: time.Hour}
+		cfg.Rollups = RollupConfig{Horizon: 3 * time.Minute, PullInterval: time.Hour}
 	}
 	lc := startCluster(t, 1, tweak)
 	ctx := context.Background()
@@ -162,10 +163,10 @@ func rollupPulled(lc *LocalCluster) (n int64) {
 	return n
 }
 
-// Idle stays idle: a home pulls a series' windows up to its bounds once and moves over
-// the empty rest without asking any replica; the empty windows are vouched for (every
-// level), and later passes with nothing written pull nothing, however far the horizon
-// moved.
+// Idle stays idle: a home pulls a series' windows within its bounds once and moves over
+// the empty windows before and after them without asking any replica; the empty
+// windows are vouched for (every level), and later passes with nothing written pull
+// nothing, however far the horizon moved. A late point before the bounds is pulled.
 func TestRollupIdleSeriesPullsNothing(t *testing.T) {
 	lc := rollupCluster(t, 3, quanta.KFI)
 	ctx := context.Background()
@@ -180,10 +181,10 @@ func TestRollupIdleSeriesPullsNothing(t *testing.T) {
 	sealAll(t, lc)
 	checkAgg(t, c, key, dayStart(3), dayStart(0), day) // the homes start keeping it
 	rollUp(t, lc)
-	// Up to the bounds (the hour, rounded out to hours): at most 8 hours of minutes
-	// from the day's start per home, not the 3 days up to the horizon.
+	// The bounds' hour of minutes per home: not the 5 hours before it from the day's
+	// start, nor the 3 days up to the horizon.
 	pulled := rollupPulled(lc)
-	if pulled == 0 || pulled > 3*8*60 {
+	if pulled == 0 || pulled > 3*60 {
 		t.Fatalf("%d minutes pulled by 3 homes for one hour of data 3 days ago", pulled)
 	}
 	h0, _ := rollupHits(lc)
@@ -200,6 +201,21 @@ func TestRollupIdleSeriesPullsNothing(t *testing.T) {
 	if again := rollupPulled(lc); again != pulled {
 		t.Fatalf("a pass with nothing written pulled %d windows", again-pulled)
 	}
+	// A late point two hours before the first, in a minute the homes passed over as
+	// empty: answered at once (its minute is dirty), and from the homes once pulled.
+	late := series.Points{}
+	late.AppendFloat(t0-2*hour, 42)
+	if _, err := c.Put(ctx, key, late, PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sealAll(t, lc)
+	checkAgg(t, c, key, dayStart(3), dayStart(0), day)
+	rollUp(t, lc)
+	h2, _ := rollupHits(lc)
+	checkAgg(t, c, key, dayStart(3), dayStart(0), day)
+	if h3, _ := rollupHits(lc); h3-h2 != 3 {
+		t.Fatalf("after the late point was pulled: %d windows from the homes, want 3 days", h3-h2)
+	}
 }
 
 // Rollups kept longer than the raw data keep answering once the raw quanta are dropped
@@ -213,7 +229,7 @@ func TestRollupOutlivesRawRetention(t *testing.T) {
 		cfg.DHT.Quantum = 60
 		cfg.CallTimeout = 30 * time.Second
 		cfg.MaxFuture = 7 * 24 * time.Hour // a point 3 days ahead lets the test move the stores' clock
-		cfg.Rollups = RollupConfig{Enabled: true, Horizon: 3 * time.Minute, PullInterval: time.Hour,
+		cfg.Rollups = RollupConfig{Horizon: 3 * time.Minute, PullInterval: time.Hour,
 			Retention: []time.Duration{time.Hour, 0, 0}}
 		st, err := store.OpenPebble(filepath.Join(cfg.DHT.DataDir, "store"), store.PebbleOptions{Sync: store.SyncNone, SealInterval: -1,
 			Quantum: 60, Retention: 72 * time.Hour, EnforceInterval: -1})

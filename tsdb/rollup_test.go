@@ -25,7 +25,7 @@ func rollupCluster(t *testing.T, n int, f quanta.Format) *LocalCluster {
 		cfg.DHT.Quantum = 60 // a day is 1440 quanta
 		cfg.CallTimeout = 30 * time.Second
 		cfg.LongReadShare = 1 // the checks read whole days of raw data, again and again
-		cfg.Rollups = RollupConfig{Enabled: true, Horizon: 3 * time.Minute, PullInterval: time.Hour}
+		cfg.Rollups = RollupConfig{Horizon: 3 * time.Minute, PullInterval: time.Hour}
 		st, err := store.OpenPebble(filepath.Join(cfg.DHT.DataDir, "store"), store.PebbleOptions{Sync: store.SyncNone, SealInterval: -1, Quantum: 60})
 		if err != nil {
 			t.Fatal(err)

@@ -13,7 +13,7 @@ type RollupConfig = rollup.Config
 // RollupStats counts a node's use of rollups: see rollup.Stats.
 type RollupStats = rollup.Stats
 
-// DefaultRollupConfig returns the defaults (rollups off) for quantum q.
+// DefaultRollupConfig returns the defaults (rollups on) for quantum q.
 func DefaultRollupConfig(q quanta.Quantum) RollupConfig { return rollup.DefaultConfig(q) }
 
 // RollupNow runs one pull pass as a home: every series this node keeps rollups of up

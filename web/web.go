@@ -280,7 +280,7 @@ func (h *handler) agg(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, fmt.Errorf("buckets: an integer 1..%d (the plot's width in pixels)", h.cfg.MaxBuckets))
 		return
 	}
-	every := (to - from + int64(buckets) - 1) / int64(buckets)
+	every := bucketWidth(from, to, buckets)
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.Timeout)
 	defer cancel()
 	acc := newReducer(key, from, to, every)
@@ -312,6 +312,23 @@ func (h *handler) agg(w http.ResponseWriter, r *http.Request) {
 // buckets' partial aggregates (tsdb/agg) before the next, so a week of 60 Hz data costs
 // one window of points in memory, not the week. The pages end on bucket boundaries: no
 // bucket is split between two.
+// bucketWidth returns the width of the buckets of a plot of [from, to) at most buckets
+// wide: the least that fits them, rounded up to whole minutes, hours or days once it is
+// that wide, so that the coordinator answers the buckets from rollups of those levels
+// (docs/rollups.md) rather than from every quantum.
+func bucketWidth(from, to int64, buckets int) int64 {
+	every := (to - from + int64(buckets) - 1) / int64(buckets)
+	for _, unit := range []int64{int64(24 * time.Hour), int64(time.Hour), int64(time.Minute)} {
+		if every >= unit {
+			if every <= math.MaxInt64-unit {
+				every = (every + unit - 1) / unit * unit
+			}
+			break
+		}
+	}
+	return every
+}
+
 func (h *handler) reducePoints(ctx context.Context, acc *reducer, key string, from, to, every int64) error {
 	perPage := max(1, (int64(h.cfg.Window)+every-1)/every)
 	var ws []agg.Window

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tsdht/tsdht/tsdb"
+	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/client"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
@@ -220,3 +221,30 @@ func TestSeriesAndMeta(t *testing.T) {
 
 // pointsOnly hides a client's Aggregator: the handler reads points and reduces them.
 type pointsOnly struct{ Backend }
+
+// A plot's buckets are whole minutes, hours or days once they are that wide, so that
+// rollups answer them, and never more than the plot asked for.
+func TestBucketWidthFitsRollupLevels(t *testing.T) {
+	day := int64(24 * time.Hour)
+	for _, c := range []struct {
+		span    int64
+		buckets int
+		want    int64
+	}{
+		{int64(time.Hour), 1000, int64(3600 * time.Millisecond)}, // finer than a minute: as asked
+		{7 * day, 1000, int64(11 * time.Minute)},                 // 10.08 min
+		{365 * day, 1000, int64(9 * time.Hour)},                  // 8.76 h
+		{3650 * day, 1000, 4 * day},                              // 3.65 d
+		{math.MaxInt64, 1, math.MaxInt64},
+	} {
+		from := time.Date(2026, 11, 28, 0, 0, 17, 0, time.UTC).UnixNano() - c.span/2
+		to := from + c.span
+		got := bucketWidth(from, to, c.buckets)
+		if got != c.want {
+			t.Errorf("%d ns in %d buckets: width %d, want %d", c.span, c.buckets, got, c.want)
+		}
+		if n := agg.WindowCount(from, to, got); n > int64(c.buckets)+1 {
+			t.Errorf("%d ns in %d buckets: %d buckets of %d ns", c.span, c.buckets, n, got)
+		}
+	}
+}

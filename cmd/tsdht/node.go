@@ -51,7 +51,7 @@ func nodeCommand() *cli.Command {
 			&cli.Int64Flag{Name: "hot-mb", Value: libStore.HotCacheSize / mib, Usage: "hot tier: decoded recent chunks kept in RAM, MiB"},
 			&cli.StringFlag{Name: "retention", Value: "0", Usage: "drop quanta that ended longer ago than this (a Go duration or days: 720h, 30d, 7d12h) and refuse writes into them; 0 keeps everything"},
 			&cli.StringFlag{Name: "max-disk", Value: "0", Usage: "disk budget of the store (512MB, 2GB, 1.5GiB or bytes; MB = 10^6, MiB = 2^20): over it the oldest quanta are dropped; 0 is unlimited; pebble's WAL counts toward it"},
-			&cli.BoolFlag{Name: "rollups", Usage: "keep 1-minute, 1-hour and 1-day rollups of the series this node is a registry replica of and answer aggregates from them where they are exact (docs/rollups.md); the same on every node"},
+			&cli.BoolFlag{Name: "rollups", Value: true, Usage: "keep 1-minute, 1-hour and 1-day rollups of the series this node is a registry replica of and answer aggregates from them where they are exact (docs/rollups.md); --rollups=false turns them off; the same on every node"},
 			&cli.StringFlag{Name: "rollup-retention", Usage: "how long the rollup levels are kept, one duration per level (1 minute, 1 hour, 1 day), comma-separated, 0 = forever; independent of --retention, so rollups can answer for raw data already dropped (default 90d,0,0)"},
 			&cli.DurationFlag{Name: "repair-interval", Value: libConfig.RepairInterval, Usage: "how often (±25%) the node compares every shard it holds with its owners; membership changes start a pass at once"},
 			&cli.Float64Flag{Name: "repair-rate", Value: float64(libConfig.RepairRate) / mib, Usage: "MiB/s of repair and hand-off work (points read and pushed, 12 bytes a point); 0 = unbounded"},
@@ -175,7 +175,7 @@ func nodeConfig(c *cli.Context) (tsdb.Config, error) {
 	cfg.ReadQuorumOnly = c.Bool("read-quorum-only")
 	cfg.MaxFuture = c.Duration("max-future")
 	cfg.RepairInterval = c.Duration("repair-interval")
-	cfg.Rollups.Enabled = c.Bool("rollups")
+	cfg.Rollups.Off = !c.Bool("rollups")
 	if cfg.Rollups.Retention, err = parseRollupRetention(c.String("rollup-retention")); err != nil {
 		return cfg, err
 	}

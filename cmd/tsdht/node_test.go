@@ -13,21 +13,7 @@ import (
 // with tsdb.DefaultConfig's and store.DefaultPebbleOptions' values, through the same
 // conversions (MiB, MiB/s) the node applies to the flags.
 func TestNodeDefaultsAreTheLibrarys(t *testing.T) {
-	var cfg tsdb.Config
-	var opts *store.PebbleOptions
-	cmd := nodeCommand()
-	cmd.Action = func(c *cli.Context) error {
-		var err error
-		if cfg, err = nodeConfig(c); err != nil {
-			return err
-		}
-		opts, err = storeOptions(c)
-		return err
-	}
-	app := &cli.App{Name: "tsdht", Commands: []*cli.Command{cmd}}
-	if err := app.Run([]string{"tsdht", "node", "--rpc", "127.0.0.1:1", "--gossip", "127.0.0.1:2", "--data", t.TempDir()}); err != nil {
-		t.Fatal(err)
-	}
+	cfg, opts := parseNodeFlags(t)
 	lib, libOpts := tsdb.DefaultConfig(), store.DefaultPebbleOptions()
 	for _, c := range []struct {
 		name      string
@@ -44,6 +30,7 @@ func TestNodeDefaultsAreTheLibrarys(t *testing.T) {
 		{"--quantum", cfg.DHT.Quantum, lib.DHT.Quantum},
 		{"--id-format", cfg.DHT.Format, lib.DHT.Format},
 		{"--routing", cfg.DHT.Routing, lib.DHT.Routing},
+		{"--rollups", cfg.Rollups.Off, lib.Rollups.Off},
 		{"--write-quorum", cfg.WriteQuorum, lib.WriteQuorum},
 		{"--read-quorum", cfg.ReadQuorum, lib.ReadQuorum},
 		{"--sync", opts.Sync, libOpts.Sync},
@@ -57,6 +44,43 @@ func TestNodeDefaultsAreTheLibrarys(t *testing.T) {
 	} {
 		if c.got != c.want {
 			t.Errorf("%s defaults to %v; the library's default is %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+// parseNodeFlags returns the configuration `tsdht node` makes of its required flags
+// and extra.
+func parseNodeFlags(t *testing.T, extra ...string) (tsdb.Config, *store.PebbleOptions) {
+	t.Helper()
+	var cfg tsdb.Config
+	var opts *store.PebbleOptions
+	cmd := nodeCommand()
+	cmd.Action = func(c *cli.Context) error {
+		var err error
+		if cfg, err = nodeConfig(c); err != nil {
+			return err
+		}
+		opts, err = storeOptions(c)
+		return err
+	}
+	app := &cli.App{Name: "tsdht", Commands: []*cli.Command{cmd}}
+	args := append([]string{"tsdht", "node", "--rpc", "127.0.0.1:1", "--gossip", "127.0.0.1:2", "--data", t.TempDir()}, extra...)
+	if err := app.Run(args); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, opts
+}
+
+// Rollups are on unless --rollups=false; --rollups, which turned them on, is still
+// accepted.
+func TestNodeRollupsFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		on   bool
+	}{{nil, true}, {[]string{"--rollups"}, true}, {[]string{"--rollups=true"}, true}, {[]string{"--rollups=false"}, false}} {
+		cfg, _ := parseNodeFlags(t, c.args...)
+		if on := cfg.Rollups.WithDefaults(cfg.DHT.Quantum).On(); on != c.on {
+			t.Errorf("tsdht node %v: rollups on %v, want %v", c.args, on, c.on)
 		}
 	}
 }

@@ -116,15 +116,21 @@ type Plan struct {
 }
 
 // Plan returns how rollups would cover an aggregate of [from, to) in windows of width
-// every at time now; false when they cannot help (no level divides every, or no whole
+// every at time now; false when they cannot help (no level fits every, or no whole
 // window of a level ends before the horizon): the caller aggregates the raw shards.
+//
+// A level fits when each of its windows lies inside one window of every: when its
+// width divides every, or when the whole range lies inside one window of every (an
+// aggregate of the whole range, as InfluxQL's without GROUP BY time() asks with every
+// math.MaxInt64), where every level does.
 func (c *Client) Plan(from, to, every int64, now time.Time) (Plan, bool) {
 	p := Plan{from: from, to: to, every: every, horizon: now.Add(-c.horizon).UnixNano()}
-	if every <= 0 || from >= to || from < math.MinInt64+every || to > math.MaxInt64-every {
+	if every <= 0 || from >= to {
 		return p, false
 	}
+	single := agg.WindowStart(from, every) == agg.WindowStart(to-1, every)
 	for i := len(c.widths) - 1; i >= 0; i-- {
-		if every%c.widths[i] == 0 {
+		if single || every%c.widths[i] == 0 {
 			p.levels = append(p.levels, c.widths[i])
 		}
 	}

@@ -9,13 +9,14 @@ import (
 )
 
 // Config configures rollups (tsdb.Config.Rollups). The zero value is the default:
-// rollups off. Every node of a cluster must be configured alike: a coordinator with
-// rollups off does not mark late writes dirty at homes with rollups on.
+// rollups on, at the default levels the quantum divides. Every node of a cluster must
+// be configured alike: a coordinator with rollups off does not mark late writes dirty
+// at homes with rollups on.
 type Config struct {
-	// Enabled turns rollups on: this node keeps rollups for the series it is a home of,
-	// marks late writes and deletes at the homes, and answers aggregates from them.
-	// Default off.
-	Enabled bool
+	// Off turns rollups off. On (the default), this node keeps rollups for the series
+	// it is a home of, marks late writes and deletes at the homes, and answers
+	// aggregates from them (On).
+	Off bool
 	// Levels are the window widths kept, finest first, each a multiple of the previous
 	// and the finest a multiple of the quantum. Default 1 minute, 1 hour and 1 day,
 	// without those that are not multiples of the quantum.
@@ -60,7 +61,7 @@ func defaultRetention(w time.Duration) time.Duration {
 	return 0
 }
 
-// DefaultConfig returns the defaults (rollups off) for quantum q.
+// DefaultConfig returns the defaults (rollups on) for quantum q.
 func DefaultConfig(q quanta.Quantum) Config {
 	var levels []time.Duration
 	for _, d := range []time.Duration{time.Minute, time.Hour, 24 * time.Hour} {
@@ -120,9 +121,6 @@ func (c Config) Validate(q quanta.Quantum) error {
 	if len(c.Levels) > maxLevels {
 		errs = append(errs, fmt.Errorf("rollups: %d levels, at most %d", len(c.Levels), maxLevels))
 	}
-	if c.Enabled && len(c.Levels) == 0 {
-		errs = append(errs, fmt.Errorf("rollups: no level is a multiple of the quantum %v: set Rollups.Levels", q.Duration()))
-	}
 	for i, l := range c.Levels {
 		switch {
 		case l <= 0 || l%q.Duration() != 0:
@@ -139,6 +137,11 @@ func (c Config) Validate(q quanta.Quantum) error {
 	}
 	return errors.Join(errs...)
 }
+
+// On reports whether c (with its defaults set: WithDefaults) keeps rollups: not Off,
+// and some level to keep. A quantum that divides none of the default levels leaves
+// rollups off unless Levels names some.
+func (c Config) On() bool { return !c.Off && len(c.Levels) > 0 }
 
 // widths returns the levels in ns.
 func (c Config) widths() []int64 {

@@ -580,9 +580,10 @@ const maxJumpTop = 32
 
 // pullSeries runs one pull round of a series: its dirty and unsettled windows, then
 // the windows past its front up to the horizon, at most maxPullQuanta quanta. Windows
-// past the series' catalog bounds are not pulled: they are empty (a point written
-// there later widens the bounds first, and is a late write that marks its window). more
-// says there is more to pull.
+// before or past the series' catalog bounds are not pulled: they are empty (a point
+// written there later widens the bounds first, and is a late write that marks its
+// window, or lies beyond the horizon the round stops at). more says there is more to
+// pull.
 func (r *Homes) pullSeries(ctx context.Context, key string) (more bool, err error) {
 	qn := r.quantum.Duration().Nanoseconds()
 	w0 := r.widths[0]
@@ -597,8 +598,9 @@ func (r *Homes) pullSeries(ctx context.Context, key string) (more bool, err erro
 	started := s.started
 	needFront := !started || s.front+w0 <= horizon
 	r.mu.RUnlock()
-	// The series' bounds, read at quorum before the round: windows past Last are empty.
-	emptyFrom := int64(math.MaxInt64)
+	// The series' bounds, read at quorum before the round: windows before First and
+	// past Last are empty.
+	emptyBefore, emptyFrom := int64(math.MinInt64), int64(math.MaxInt64)
 	if needFront {
 		e, err := r.src.Entry(ctx, key)
 		if err != nil {
@@ -614,6 +616,7 @@ func (r *Homes) pullSeries(ctx context.Context, key string) (more bool, err erro
 		if e.Last < math.MaxInt64-w0 {
 			emptyFrom = agg.WindowStart(e.Last, w0) + w0
 		}
+		emptyBefore = agg.WindowStart(e.First, w0)
 		if !started {
 			r.mu.Lock()
 			if r.series[key] == s && !s.started {
@@ -649,14 +652,21 @@ func (r *Homes) pullSeries(ctx context.Context, key string) (more bool, err erro
 		}
 	}
 	front, hi := s.front, s.front
-	for hi+w0 <= horizon && hi < emptyFrom && int64(len(wins)) < budget {
-		wins = append(wins, hi)
-		hi += w0
-	}
-	// Past the bounds: empty up to the horizon, without asking anyone.
-	end := hi
-	if hi >= emptyFrom && hi+w0 <= horizon {
-		end = min(horizon, agg.WindowStart(hi, top)+maxJumpTop*top)
+	var end int64
+	if hi < emptyBefore && hi+w0 <= horizon {
+		// Before the bounds (the front starts at the coarsest window holding the first
+		// point): empty up to the first point, without asking anyone, as past them.
+		end = min(emptyBefore, horizon, agg.WindowStart(hi, top)+maxJumpTop*top)
+	} else {
+		for hi+w0 <= horizon && hi < emptyFrom && int64(len(wins)) < budget {
+			wins = append(wins, hi)
+			hi += w0
+		}
+		// Past the bounds: empty up to the horizon, without asking anyone.
+		end = hi
+		if hi >= emptyFrom && hi+w0 <= horizon {
+			end = min(horizon, agg.WindowStart(hi, top)+maxJumpTop*top)
+		}
 	}
 	r.seq++
 	pullSeq := r.seq

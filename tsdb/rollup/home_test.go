@@ -35,7 +35,7 @@ func TestRollupHomeRestartKeepsWindowsAndMarks(t *testing.T) {
 		}
 		return st
 	}
-	cfg := Config{Enabled: true, Retention: []time.Duration{0, 0, 0}}.WithDefaults(quanta.Quantum(10))
+	cfg := Config{Retention: []time.Duration{0, 0, 0}}.WithDefaults(quanta.Quantum(10))
 	min := int64(time.Minute)
 	st := open()
 	r := NewHomes(cfg, nil, Options{Quantum: quanta.Quantum(10), Store: st})
@@ -74,7 +74,7 @@ func TestRollupHomeRestartKeepsWindowsAndMarks(t *testing.T) {
 		t.Fatalf("after the restart: windows %+v, %v", ws, err)
 	}
 	// A home started with other levels drops what it cannot read right.
-	other := Config{Enabled: true, Levels: []time.Duration{time.Minute, time.Hour}}.WithDefaults(quanta.Quantum(10))
+	other := Config{Levels: []time.Duration{time.Minute, time.Hour}}.WithDefaults(quanta.Quantum(10))
 	r = NewHomes(other, nil, Options{Quantum: quanta.Quantum(10), Store: st})
 	if len(r.series) != 0 || r.dropped.Load() != 1 {
 		t.Fatalf("levels changed: %d series kept, %d dropped", len(r.series), r.dropped.Load())
@@ -88,7 +88,7 @@ func TestRollupHomeRestartKeepsWindowsAndMarks(t *testing.T) {
 // per series. Past MaxMarks the home pulls from the oldest mark again (it vouches for
 // nothing from there), instead of holding more.
 func TestRollupHomeMemoryBounded(t *testing.T) {
-	cfg := Config{Enabled: true, MaxSeries: 3, MaxMarks: 100, Retention: []time.Duration{0, 0, 0}}.WithDefaults(quanta.Quantum(10))
+	cfg := Config{MaxSeries: 3, MaxMarks: 100, Retention: []time.Duration{0, 0, 0}}.WithDefaults(quanta.Quantum(10))
 	r := NewHomes(cfg, nil, Options{Quantum: quanta.Quantum(10), Store: store.NewMem()})
 	min := int64(time.Minute)
 	for i := range 5 {
@@ -123,7 +123,7 @@ func TestRollupHomeMemoryBounded(t *testing.T) {
 // A window past its level's retention is not vouched for, and the sweep deletes it;
 // the coarser level, kept longer, still answers.
 func TestRollupRetentionPerLevel(t *testing.T) {
-	cfg := Config{Enabled: true, Retention: []time.Duration{48 * time.Hour, 0, 0}}.WithDefaults(quanta.Quantum(10))
+	cfg := Config{Retention: []time.Duration{48 * time.Hour, 0, 0}}.WithDefaults(quanta.Quantum(10))
 	st := store.NewMem()
 	r := NewHomes(cfg, nil, Options{Quantum: quanta.Quantum(10), Store: st})
 	day, hour, min := int64(24*time.Hour), int64(time.Hour), int64(time.Minute)

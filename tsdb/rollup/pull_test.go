@@ -86,7 +86,7 @@ func TestHomesPullThroughSource(t *testing.T) {
 	day, hour, min := int64(24*time.Hour), int64(time.Hour), int64(time.Minute)
 	t0 := agg.WindowStart(time.Now().UnixNano(), day) - 3*day
 	src := &fakeSource{q: q, first: t0, last: t0 + hour - 1, homes: []dht.Peer{{ID: "me"}}, disagree: t0 + 30*min}
-	cfg := Config{Enabled: true}.WithDefaults(q)
+	cfg := Config{}.WithDefaults(q)
 	r := NewHomes(cfg, src, Options{Quantum: q, ReadQuorum: 2, Self: "me"})
 	ctx := context.Background()
 	const key = "k"

@@ -2,6 +2,8 @@ package rollup
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -36,15 +38,34 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)
 		}
 	}
-	if err := (Config{Enabled: true}).Validate(quanta.Quantum(10)); err != nil {
+	if err := (Config{}).Validate(quanta.Quantum(10)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Rollups are on unless turned off, wherever a level fits the quantum: a quantum that
+// divides none of the default levels leaves them off rather than failing the node.
+func TestConfigOnByDefault(t *testing.T) {
+	q := quanta.Quantum(10)
+	if !(Config{}).WithDefaults(q).On() {
+		t.Error("the zero Config keeps no rollups: want them on by default")
+	}
+	if (Config{Off: true}).WithDefaults(q).On() {
+		t.Error("Off keeps rollups")
+	}
+	odd := quanta.Quantum(7) // divides no minute, hour or day
+	if c := (Config{}).WithDefaults(odd); c.On() || c.Validate(odd) != nil {
+		t.Errorf("7 s quanta: on %v, validate %v; want off and valid", c.On(), c.Validate(odd))
+	}
+	if c := (Config{Levels: []time.Duration{70 * time.Second}}).WithDefaults(odd); !c.On() || c.Validate(odd) != nil {
+		t.Errorf("7 s quanta with a 70 s level: on %v, validate %v; want on and valid", c.On(), c.Validate(odd))
 	}
 }
 
 // A home refuses reads it cannot answer with an error naming what to change, and
 // answers a series it does not hold yet with nothing known (and starts holding it).
 func TestRollupHomeReadChecks(t *testing.T) {
-	cfg := Config{Enabled: true, Retention: []time.Duration{0, 0, 0}}.WithDefaults(quanta.Quantum(10))
+	cfg := Config{Retention: []time.Duration{0, 0, 0}}.WithDefaults(quanta.Quantum(10))
 	r := NewHomes(cfg, nil, Options{Quantum: quanta.Quantum(10)})
 	min := int64(time.Minute)
 	for _, c := range []struct {
@@ -92,5 +113,35 @@ func TestRollupHomeReadChecks(t *testing.T) {
 	}
 	if err := r.Mark(&wire.RollupMarkReq{Key: "k", Starts: make([]int64, wire.MaxRollupMarks+1)}); err == nil {
 		t.Fatal("a mark over the limit was taken")
+	}
+}
+
+// A level serves an aggregate when each of its windows lies inside one of the
+// aggregate's: its width divides the aggregate's, or the whole range is one window of
+// it (InfluxQL without GROUP BY time() asks for every = math.MaxInt64).
+func TestPlanLevelsFitTheWindows(t *testing.T) {
+	c := NewClient(Config{Retention: []time.Duration{0, 0, 0}}.WithDefaults(quanta.Quantum(10)), nil, time.Second, nil)
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	min, hour, day := int64(time.Minute), int64(time.Hour), int64(24*time.Hour)
+	from, to := now.UnixNano()-7*day+17e9, now.UnixNano()+1
+	for _, k := range []struct {
+		name     string
+		every    int64
+		from, to int64
+		want     []int64 // levels, coarsest first; nil: rollups do not help
+	}{
+		{"per hour", hour, from, to, []int64{hour, min}},
+		{"per 2 h", 2 * hour, from, to, []int64{hour, min}},
+		{"per day", day, from, to, []int64{day, hour, min}},
+		{"per 7 min", 7 * min, from, to, []int64{min}},
+		{"per 90 s", 90e9, from, to, nil},
+		{"whole range", math.MaxInt64, from, to, []int64{day, hour, min}},
+		{"whole range inside the horizon", math.MaxInt64, now.UnixNano() - 90e9, to, nil},
+		{"one 90 s window", 90e9, agg.WindowStart(from, 90e9), agg.WindowStart(from, 90e9) + 90e9, []int64{day, hour, min}},
+	} {
+		p, ok := c.Plan(k.from, k.to, k.every, now)
+		if ok != (k.want != nil) || ok && fmt.Sprint(p.levels) != fmt.Sprint(k.want) {
+			t.Errorf("%s: planned %v (%v), want levels %v", k.name, ok, p.levels, k.want)
+		}
 	}
 }
