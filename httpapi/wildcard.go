@@ -135,18 +135,18 @@ type tagSet struct {
 // rawTagged answers a raw SELECT with tag columns of one group: the rows of each tag
 // set with that set's tag values in the tag columns, merged by time (sets in the
 // order of their tags at equal times).
-func (ex *executor) rawTagged(g group) ([][]any, error) {
+func (ex *executor) rawTagged(g group) (*row, error) {
 	type timedRow struct {
 		t int64
 		r []any
 	}
 	var all []timedRow
 	for _, set := range g.sets {
-		times, rows, err := ex.rawRows(set.keys)
+		t, err := ex.rawRows(set.keys)
 		if err != nil {
 			return nil, err
 		}
-		for i, r := range rows {
+		for i, r := range t.values() {
 			for c, col := range ex.p.cols {
 				if col.tag {
 					if v, ok := set.tags[col.field]; ok {
@@ -154,7 +154,7 @@ func (ex *executor) rawTagged(g group) ([][]any, error) {
 					}
 				}
 			}
-			all = append(all, timedRow{times[i], r})
+			all = append(all, timedRow{t.times[i], r})
 		}
 	}
 	sort.SliceStable(all, func(a, b int) bool { return all[a].t < all[b].t })
@@ -162,7 +162,7 @@ func (ex *executor) rawTagged(g group) ([][]any, error) {
 	for i := range all {
 		out[i] = all[i].r
 	}
-	return out, nil
+	return &row{Values: out}, nil
 }
 
 // setID returns the InfluxDB series-key order of a series' own tags.

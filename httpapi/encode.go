@@ -1,0 +1,308 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// answerWriter writes /query answers in InfluxDB 1.x's JSON: byte for byte what
+// encoding/json's Encoder makes of {"results": […]} (InfluxDB's own encoder), but
+// written by hand into one reused buffer that goes out whenever it fills. A raw
+// answer's values come straight from its points (rawTable) and times are formatted
+// without a time.Time per point: encoding/json's reflection, a boxed value per point
+// and a string per time cost several times what reading the points does.
+type answerWriter struct {
+	w    io.Writer
+	buf  []byte
+	unit int64 // nanoseconds per unit of the epoch parameter; 0 for RFC 3339 strings
+	min  int64 // the minute whose "2006-01-02T15:04:" prefix is minP
+	minP []byte
+	err  error // the first write error; later writes are dropped
+}
+
+// flushAt is the buffer length at which the answer goes out to the connection.
+const flushAt = 64 << 10
+
+func newAnswerWriter(w io.Writer, unit int64) *answerWriter {
+	return &answerWriter{w: w, buf: make([]byte, 0, flushAt+4<<10), unit: unit, min: math.MinInt64}
+}
+
+// flush writes out what the buffer holds.
+func (a *answerWriter) flush() error {
+	if a.err == nil && len(a.buf) > 0 {
+		_, a.err = a.w.Write(a.buf)
+	}
+	a.buf = a.buf[:0]
+	return a.err
+}
+
+// answer appends one JSON document {"results":[…]} and its newline.
+func (a *answerWriter) answer(results []*result) {
+	a.buf = append(a.buf, `{"results":[`...)
+	for i, res := range results {
+		if i > 0 {
+			a.buf = append(a.buf, ',')
+		}
+		a.result(res)
+	}
+	a.buf = append(a.buf, "]}\n"...)
+}
+
+// result appends one result in the field order and with the omitempty rules of its
+// struct tags.
+func (a *answerWriter) result(res *result) {
+	a.buf = append(a.buf, `{"statement_id":`...)
+	a.buf = strconv.AppendInt(a.buf, int64(res.StatementID), 10)
+	if len(res.Series) > 0 {
+		a.buf = append(a.buf, `,"series":[`...)
+		for i, r := range res.Series {
+			if i > 0 {
+				a.buf = append(a.buf, ',')
+			}
+			a.row(r)
+		}
+		a.buf = append(a.buf, ']')
+	}
+	if res.Partial {
+		a.buf = append(a.buf, `,"partial":true`...)
+	}
+	if res.Err != "" {
+		a.buf = append(a.buf, `,"error":`...)
+		a.buf = appendJSONString(a.buf, res.Err)
+	}
+	a.buf = append(a.buf, '}')
+}
+
+func (a *answerWriter) row(r *row) {
+	a.buf = append(a.buf, '{')
+	if r.Name != "" {
+		a.buf = append(a.buf, `"name":`...)
+		a.buf = appendJSONString(a.buf, r.Name)
+		a.buf = append(a.buf, ',')
+	}
+	if len(r.Tags) > 0 {
+		keys := make([]string, 0, len(r.Tags))
+		for k := range r.Tags {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		a.buf = append(a.buf, `"tags":{`...)
+		for i, k := range keys {
+			if i > 0 {
+				a.buf = append(a.buf, ',')
+			}
+			a.buf = appendJSONString(a.buf, k)
+			a.buf = append(a.buf, ':')
+			a.buf = appendJSONString(a.buf, r.Tags[k])
+		}
+		a.buf = append(a.buf, "},"...)
+	}
+	a.buf = append(a.buf, `"columns":`...)
+	if r.Columns == nil {
+		a.buf = append(a.buf, "null"...)
+	} else {
+		a.buf = append(a.buf, '[')
+		for i, c := range r.Columns {
+			if i > 0 {
+				a.buf = append(a.buf, ',')
+			}
+			a.buf = appendJSONString(a.buf, c)
+		}
+		a.buf = append(a.buf, ']')
+	}
+	switch {
+	case r.table != nil && r.table.Len() > 0:
+		a.buf = append(a.buf, `,"values":[`...)
+		a.table(r.table)
+		a.buf = append(a.buf, ']')
+	case r.table == nil && len(r.Values) > 0:
+		a.buf = append(a.buf, `,"values":[`...)
+		for i, v := range r.Values {
+			if i > 0 {
+				a.buf = append(a.buf, ',')
+			}
+			a.buf = append(a.buf, '[')
+			for j, x := range v {
+				if j > 0 {
+					a.buf = append(a.buf, ',')
+				}
+				a.value(x)
+			}
+			a.buf = append(a.buf, ']')
+			if len(a.buf) >= flushAt {
+				a.flush()
+			}
+		}
+		a.buf = append(a.buf, ']')
+	}
+	if r.Partial {
+		a.buf = append(a.buf, `,"partial":true`...)
+	}
+	a.buf = append(a.buf, '}')
+}
+
+// table appends the rows a rawTable shows, each [time, values…].
+func (a *answerWriter) table(t *rawTable) {
+	if len(t.cols) == 1 && t.cols[0].at == nil && t.cols[0].pts.Type == series.Float {
+		a.floatColumn(t)
+		return
+	}
+	for k := 0; k < t.Len(); k++ {
+		r := t.row(k)
+		if k > 0 {
+			a.buf = append(a.buf, ',')
+		}
+		a.buf = append(a.buf, '[')
+		a.time(t.times[r])
+		for c := range t.cols {
+			a.buf = append(a.buf, ',')
+			col := &t.cols[c]
+			i := r
+			if col.at != nil {
+				if i = int(col.at[r]); i < 0 {
+					a.buf = append(a.buf, "null"...)
+					continue
+				}
+			}
+			switch col.pts.Type {
+			case series.Float:
+				a.buf = appendJSONFloat(a.buf, col.pts.F[i])
+			case series.Int:
+				a.buf = strconv.AppendInt(a.buf, col.pts.I[i], 10)
+			case series.String:
+				a.buf = appendJSONString(a.buf, col.pts.S[i])
+			default:
+				a.buf = append(a.buf, "null"...)
+			}
+		}
+		a.buf = append(a.buf, ']')
+		if len(a.buf) >= flushAt {
+			a.flush()
+		}
+	}
+}
+
+// floatColumn is table for the commonest raw answer, one float field: the loop
+// without the per-value dispatch.
+func (a *answerWriter) floatColumn(t *rawTable) {
+	f := t.cols[0].pts.F
+	for k := 0; k < t.Len(); k++ {
+		r := t.row(k)
+		if k > 0 {
+			a.buf = append(a.buf, ',')
+		}
+		a.buf = append(a.buf, '[')
+		a.time(t.times[r])
+		a.buf = append(a.buf, ',')
+		a.buf = appendJSONFloat(a.buf, f[r])
+		a.buf = append(a.buf, ']')
+		if len(a.buf) >= flushAt {
+			a.flush()
+		}
+	}
+}
+
+// value appends one value of a row built as [][]any, as encoding/json would.
+func (a *answerWriter) value(x any) {
+	switch v := x.(type) {
+	case nil:
+		a.buf = append(a.buf, "null"...)
+	case tsValue:
+		a.time(int64(v))
+	case float64:
+		a.buf = appendJSONFloat(a.buf, v)
+	case int64:
+		a.buf = strconv.AppendInt(a.buf, v, 10)
+	case int:
+		a.buf = strconv.AppendInt(a.buf, int64(v), 10)
+	case string:
+		a.buf = appendJSONString(a.buf, v)
+	case bool:
+		a.buf = strconv.AppendBool(a.buf, v)
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			b = []byte("null")
+		}
+		a.buf = append(a.buf, b...)
+	}
+}
+
+// time appends a time as the epoch parameter asks: an integer in its unit, or
+// InfluxDB's default, an RFC 3339 string with nanoseconds (time.RFC3339Nano in UTC).
+// Points of one minute share the formatted date, hour and minute.
+func (a *answerWriter) time(t int64) {
+	if a.unit != 0 {
+		a.buf = strconv.AppendInt(a.buf, floorDiv(t, a.unit), 10)
+		return
+	}
+	m := floorDiv(t, int64(time.Minute)) * int64(time.Minute)
+	if m != a.min {
+		a.minP = time.Unix(0, m).UTC().AppendFormat(a.minP[:0], "2006-01-02T15:04:")
+		a.min = m
+	}
+	a.buf = append(a.buf, '"')
+	a.buf = append(a.buf, a.minP...)
+	off := t - m
+	sec, frac := off/1e9, off%1e9
+	a.buf = append(a.buf, byte('0'+sec/10), byte('0'+sec%10))
+	if frac != 0 {
+		var d [10]byte
+		d[0] = '.'
+		for i := 9; i >= 1; i-- {
+			d[i] = byte('0' + frac%10)
+			frac /= 10
+		}
+		n := 10
+		for d[n-1] == '0' {
+			n--
+		}
+		a.buf = append(a.buf, d[:n]...)
+	}
+	a.buf = append(a.buf, 'Z', '"')
+}
+
+// appendJSONFloat appends f as encoding/json does (ES6 number formatting: shortest
+// 'f' form, 'e' form below 1e-6 or from 1e21 on). encoding/json refuses NaN and
+// infinities, failing the whole answer; they are written as null instead.
+func appendJSONFloat(b []byte, f float64) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(b, "null"...)
+	}
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// e-09 to e-9, as encoding/json cleans it up.
+		n := len(b)
+		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+// appendJSONString appends s quoted as encoding/json does with HTML escaping on (its
+// Encoder's default). Printable ASCII without '"', '\\', '<', '>' and '&' is copied
+// as it is; any other string goes through encoding/json itself.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
