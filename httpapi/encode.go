@@ -242,6 +242,13 @@ func (a *answerWriter) time(t int64) {
 		a.buf = strconv.AppendInt(a.buf, floorDiv(t, a.unit), 10)
 		return
 	}
+	if t < math.MinInt64+int64(time.Minute) {
+		// The minute's start is out of int64's range.
+		a.buf = append(a.buf, '"')
+		a.buf = time.Unix(0, t).UTC().AppendFormat(a.buf, time.RFC3339Nano)
+		a.buf = append(a.buf, '"')
+		return
+	}
 	m := floorDiv(t, int64(time.Minute)) * int64(time.Minute)
 	if m != a.min {
 		a.minP = time.Unix(0, m).UTC().AppendFormat(a.minP[:0], "2006-01-02T15:04:")
