@@ -21,8 +21,8 @@ type answerWriter struct {
 	w    io.Writer
 	buf  []byte
 	unit int64 // nanoseconds per unit of the epoch parameter; 0 for RFC 3339 strings
-	min  int64 // the minute whose "2006-01-02T15:04:" prefix is minP
-	minP []byte
+	day  int64 // the day whose "2006-01-02T" is dayP
+	dayP []byte
 	err  error // the first write error; later writes are dropped
 }
 
@@ -30,7 +30,7 @@ type answerWriter struct {
 const flushAt = 64 << 10
 
 func newAnswerWriter(w io.Writer, unit int64) *answerWriter {
-	return &answerWriter{w: w, buf: make([]byte, 0, flushAt+4<<10), unit: unit, min: math.MinInt64}
+	return &answerWriter{w: w, buf: make([]byte, 0, flushAt+4<<10), unit: unit, day: math.MinInt64}
 }
 
 // flush writes out what the buffer holds.
@@ -236,41 +236,45 @@ func (a *answerWriter) value(x any) {
 
 // time appends a time as the epoch parameter asks: an integer in its unit, or
 // InfluxDB's default, an RFC 3339 string with nanoseconds (time.RFC3339Nano in UTC).
-// Points of one minute share the formatted date, hour and minute.
+// Points of one day share the formatted date; the clock is written from the offset
+// into the day (UTC has no leap seconds in Go's time, nor daylight saving).
 func (a *answerWriter) time(t int64) {
 	if a.unit != 0 {
 		a.buf = strconv.AppendInt(a.buf, floorDiv(t, a.unit), 10)
 		return
 	}
-	if t < math.MinInt64+int64(time.Minute) {
-		// The minute's start is out of int64's range.
+	const day = int64(24 * time.Hour)
+	if t < math.MinInt64+day {
+		// The day's start is out of int64's range.
 		a.buf = append(a.buf, '"')
 		a.buf = time.Unix(0, t).UTC().AppendFormat(a.buf, time.RFC3339Nano)
 		a.buf = append(a.buf, '"')
 		return
 	}
-	m := floorDiv(t, int64(time.Minute)) * int64(time.Minute)
-	if m != a.min {
-		a.minP = time.Unix(0, m).UTC().AppendFormat(a.minP[:0], "2006-01-02T15:04:")
-		a.min = m
+	d := floorDiv(t, day) * day
+	if d != a.day {
+		a.dayP = time.Unix(0, d).UTC().AppendFormat(a.dayP[:0], "2006-01-02T")
+		a.day = d
 	}
 	a.buf = append(a.buf, '"')
-	a.buf = append(a.buf, a.minP...)
-	off := t - m
-	sec, frac := off/1e9, off%1e9
-	a.buf = append(a.buf, byte('0'+sec/10), byte('0'+sec%10))
+	a.buf = append(a.buf, a.dayP...)
+	off := t - d
+	secs, frac := off/1e9, off%1e9
+	h, m, s := secs/3600, secs/60%60, secs%60
+	a.buf = append(a.buf, byte('0'+h/10), byte('0'+h%10), ':', byte('0'+m/10), byte('0'+m%10), ':',
+		byte('0'+s/10), byte('0'+s%10))
 	if frac != 0 {
-		var d [10]byte
-		d[0] = '.'
+		var f [10]byte
+		f[0] = '.'
 		for i := 9; i >= 1; i-- {
-			d[i] = byte('0' + frac%10)
+			f[i] = byte('0' + frac%10)
 			frac /= 10
 		}
 		n := 10
-		for d[n-1] == '0' {
+		for f[n-1] == '0' {
 			n--
 		}
-		a.buf = append(a.buf, d[:n]...)
+		a.buf = append(a.buf, f[:n]...)
 	}
 	a.buf = append(a.buf, 'Z', '"')
 }
@@ -278,7 +282,23 @@ func (a *answerWriter) time(t int64) {
 // appendJSONFloat appends f as encoding/json does (ES6 number formatting: shortest
 // 'f' form, 'e' form below 1e-6 or from 1e21 on). encoding/json refuses NaN and
 // infinities, failing the whole answer; they are written as null instead.
+//
+// Values that are n/10^k for an integer n of at most 15 digits and k ≤ 6 — what
+// sensors and line protocol mostly carry — are written from n: a decimal of at most
+// 15 significant digits that rounds to f is the only one of its length or shorter
+// that does (doubles tell 15-digit decimals apart), so it is strconv's shortest form.
 func appendJSONFloat(b []byte, f float64) []byte {
+	if f != 0 {
+		for k, p := range pow10[:7] {
+			s := f * p
+			if s != math.Trunc(s) || s >= 1e15 || s <= -1e15 {
+				continue
+			}
+			if n := int64(s); float64(n)/p == f {
+				return appendDecimal(b, n, k)
+			}
+		}
+	}
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return append(b, "null"...)
 	}
@@ -297,6 +317,35 @@ func appendJSONFloat(b []byte, f float64) []byte {
 		}
 	}
 	return b
+}
+
+// appendDecimal appends n/10^k in 'f' form without trailing zeros, n ≠ 0.
+func appendDecimal(b []byte, n int64, k int) []byte {
+	if n < 0 {
+		b = append(b, '-')
+		n = -n
+	}
+	var d [24]byte
+	i := len(d)
+	for j := 0; n > 0 || j <= k; j++ {
+		if j == k && k > 0 {
+			i--
+			d[i] = '.'
+		}
+		i--
+		d[i] = byte('0' + n%10)
+		n /= 10
+	}
+	out := d[i:]
+	if k > 0 {
+		for out[len(out)-1] == '0' {
+			out = out[:len(out)-1]
+		}
+		if out[len(out)-1] == '.' {
+			out = out[:len(out)-1]
+		}
+	}
+	return append(b, out...)
 }
 
 // appendJSONString appends s quoted as encoding/json does with HTML escaping on (its

@@ -173,3 +173,39 @@ func FuzzAnswerWriter(f *testing.F) {
 			table: newRawTable([]int64{tm}, []rawColumn{{pts: &fl}, {pts: &in}, {pts: &st}})}}}})
 	})
 }
+
+func sameFloat(t *testing.T, f float64) {
+	t.Helper()
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return
+	}
+	want, _ := json.Marshal(f)
+	if got := appendJSONFloat(nil, f); !bytes.Equal(got, want) {
+		t.Fatalf("%v (%#x): got %s, want %s", f, math.Float64bits(f), got, want)
+	}
+}
+
+// Decimals of every length and scale, the shapes appendJSONFloat writes without
+// strconv, and their neighbours, which it must not.
+func TestJSONFloatDecimals(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for i := 0; i < 200_000; i++ {
+		n := rng.Int63n(int64(math.Pow10(1 + rng.Intn(17))))
+		if rng.Intn(2) == 0 {
+			n = -n
+		}
+		f := float64(n) / math.Pow10(rng.Intn(9))
+		sameFloat(t, f)
+		sameFloat(t, math.Nextafter(f, math.Inf(1)))
+		sameFloat(t, float64(float32(f)))
+	}
+}
+
+func FuzzJSONFloat(f *testing.F) {
+	for _, v := range awkwardFloats {
+		f.Add(v)
+	}
+	f.Add(59.95)
+	f.Add(float64(float32(59.95)))
+	f.Fuzz(func(t *testing.T, v float64) { sameFloat(t, v) })
+}
