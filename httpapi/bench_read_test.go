@@ -66,13 +66,14 @@ func newReadBench() (*readBench, error) {
 		return nil, err
 	}
 	now := time.Now()
-	// 60 Hz phasor magnitudes: values near 60 with three decimals, as a PMU reports.
+	// 60 Hz phasor magnitudes: values near 60 with three decimals, as a PMU reports
+	// them in line protocol (the float64 nearest each decimal).
 	rb.hourAt = now.Add(-2 * time.Hour).Truncate(time.Hour).UnixNano()
 	var hour series.Points
 	hour.Type = series.Float
 	for i := 0; i < benchHourN; i++ {
 		hour.T = append(hour.T, rb.hourAt+int64(i)*int64(time.Second)/60)
-		hour.F = append(hour.F, 59.9+float64((i*7919)%200)/1000)
+		hour.F = append(hour.F, float64(59_900+(i*7919)%200)/1000)
 	}
 	// A meter read once a minute for a year, whole minutes, values with one decimal.
 	rb.yearEnd = now.Truncate(time.Minute).UnixNano()

@@ -21,8 +21,10 @@ type answerWriter struct {
 	w    io.Writer
 	buf  []byte
 	unit int64 // nanoseconds per unit of the epoch parameter; 0 for RFC 3339 strings
-	day  int64 // the day whose "2006-01-02T" is dayP
+	day  int64 // the day whose `"2006-01-02T` is dayP
 	dayP []byte
+	sec  int64 // the second whose `"2006-01-02T15:04:05` is secP
+	secP []byte
 	err  error // the first write error; later writes are dropped
 }
 
@@ -30,7 +32,7 @@ type answerWriter struct {
 const flushAt = 64 << 10
 
 func newAnswerWriter(w io.Writer, unit int64) *answerWriter {
-	return &answerWriter{w: w, buf: make([]byte, 0, flushAt+4<<10), unit: unit, day: math.MinInt64}
+	return &answerWriter{w: w, buf: make([]byte, 0, flushAt+4<<10), unit: unit, day: math.MinInt64, sec: math.MinInt64}
 }
 
 // flush writes out what the buffer holds.
@@ -236,8 +238,9 @@ func (a *answerWriter) value(x any) {
 
 // time appends a time as the epoch parameter asks: an integer in its unit, or
 // InfluxDB's default, an RFC 3339 string with nanoseconds (time.RFC3339Nano in UTC).
-// Points of one day share the formatted date; the clock is written from the offset
-// into the day (UTC has no leap seconds in Go's time, nor daylight saving).
+// Points of one second share its formatted date and clock, points of one day the
+// date; the clock is written from the offset into the day (Go's UTC has neither leap
+// seconds nor daylight saving).
 func (a *answerWriter) time(t int64) {
 	if a.unit != 0 {
 		a.buf = strconv.AppendInt(a.buf, floorDiv(t, a.unit), 10)
@@ -251,24 +254,28 @@ func (a *answerWriter) time(t int64) {
 		a.buf = append(a.buf, '"')
 		return
 	}
-	d := floorDiv(t, day) * day
-	if d != a.day {
-		a.dayP = time.Unix(0, d).UTC().AppendFormat(a.dayP[:0], "2006-01-02T")
-		a.day = d
+	if uint64(t-a.sec) >= 1e9 {
+		d := floorDiv(t, day) * day
+		if d != a.day {
+			a.dayP = time.Unix(0, d).UTC().AppendFormat(append(a.dayP[:0], '"'), "2006-01-02T")
+			a.day = d
+		}
+		secs := (t - d) / 1e9
+		a.sec = d + secs*1e9
+		h, m, s := secs/3600*2, secs/60%60*2, secs%60*2
+		a.secP = append(append(a.secP[:0], a.dayP...), digits2[h], digits2[h+1], ':', digits2[m], digits2[m+1], ':',
+			digits2[s], digits2[s+1])
 	}
-	a.buf = append(a.buf, '"')
-	a.buf = append(a.buf, a.dayP...)
-	off := t - d
-	secs, frac := off/1e9, off%1e9
-	h, m, s := secs/3600, secs/60%60, secs%60
-	a.buf = append(a.buf, byte('0'+h/10), byte('0'+h%10), ':', byte('0'+m/10), byte('0'+m%10), ':',
-		byte('0'+s/10), byte('0'+s%10))
-	if frac != 0 {
+	a.buf = append(a.buf, a.secP...)
+	if frac := uint32(t - a.sec); frac != 0 {
 		var f [10]byte
 		f[0] = '.'
-		for i := 9; i >= 1; i-- {
-			f[i] = byte('0' + frac%10)
-			frac /= 10
+		f[9] = byte('0' + frac%10)
+		frac /= 10
+		for i := 7; i >= 1; i -= 2 {
+			p := frac % 100 * 2
+			f[i], f[i+1] = digits2[p], digits2[p+1]
+			frac /= 100
 		}
 		n := 10
 		for f[n-1] == '0' {
@@ -278,6 +285,11 @@ func (a *answerWriter) time(t int64) {
 	}
 	a.buf = append(a.buf, 'Z', '"')
 }
+
+// digits2 holds the two digits of 0 to 99 at twice the number.
+const digits2 = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879" +
+	"8081828384858687888990919293949596979899"
 
 // appendJSONFloat appends f as encoding/json does (ES6 number formatting: shortest
 // 'f' form, 'e' form below 1e-6 or from 1e21 on). encoding/json refuses NaN and

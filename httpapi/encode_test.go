@@ -145,6 +145,14 @@ func TestAnswerWriterRandomValues(t *testing.T) {
 	}
 	sameAnswer(t, "random floats and times", []*result{{Series: []*row{{Name: "m", Columns: []string{"time", "v"},
 		table: newRawTable(p.T, []rawColumn{{pts: &p}})}}}})
+	// Ascending times, many within one second or one day, as a series holds them.
+	tm := int64(-1e15)
+	for i := range p.T {
+		tm += rng.Int63n(int64([]float64{1e9 / 60, 3e9, 1e14}[rng.Intn(3)]))
+		p.T[i] = tm
+	}
+	sameAnswer(t, "ascending times", []*result{{Series: []*row{{Name: "m", Columns: []string{"time", "v"},
+		table: newRawTable(p.T, []rawColumn{{pts: &p}})}}}})
 }
 
 // NaN and the infinities, which encoding/json refuses (failing the whole answer),
