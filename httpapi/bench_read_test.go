@@ -103,7 +103,7 @@ func newReadBench() (*readBench, error) {
 	return rb, nil
 }
 
-// BenchmarkRawRead reads an hour of 60 Hz points and a year of points a minute apart
+// BenchmarkRawRead reads 10 s and an hour of 60 Hz points and a year of points a minute apart
 // raw through /query (RFC 3339 times, InfluxDB's default; epoch=ns; chunked) and
 // through the Go client's Get, on the same one-node cluster, and reports each in ms.
 // The ratio of a /query read to the client's is the cost of the HTTP door.
@@ -111,6 +111,8 @@ func BenchmarkRawRead(b *testing.B) {
 	rb := startReadBench(b)
 	hourQ := "SELECT v FROM pmu WHERE ch = 'va' AND time >= " + strconv.FormatInt(rb.hourAt, 10) +
 		" AND time < " + strconv.FormatInt(rb.hourAt+int64(time.Hour), 10)
+	tenQ := "SELECT v FROM pmu WHERE ch = 'va' AND time >= " + strconv.FormatInt(rb.hourAt, 10) +
+		" AND time < " + strconv.FormatInt(rb.hourAt+int64(10*time.Second), 10)
 	yearQ := `SELECT "v" FROM "power" WHERE m = '1' AND time >= now() - 366d`
 	for _, c := range []struct {
 		name     string
@@ -119,6 +121,7 @@ func BenchmarkRawRead(b *testing.B) {
 		q        string
 		from, to int64
 	}{
+		{"10s60Hz", benchHourKey, 600, tenQ, rb.hourAt, rb.hourAt + int64(10*time.Second)},
 		{"hour60Hz", benchHourKey, benchHourN, hourQ, rb.hourAt, rb.hourAt + int64(time.Hour)},
 		{"year1min", benchYearKey, benchYearN, yearQ, rb.yearEnd - 366*24*int64(time.Hour), rb.yearEnd + 1},
 	} {

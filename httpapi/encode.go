@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -31,8 +32,23 @@ type answerWriter struct {
 // flushAt is the buffer length at which the answer goes out to the connection.
 const flushAt = 64 << 10
 
+// answerBufs recycles answer writers' buffers: a small answer should not cost the
+// allocation and zeroing of one.
+var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, flushAt+4<<10); return &b }}
+
 func newAnswerWriter(w io.Writer, unit int64) *answerWriter {
-	return &answerWriter{w: w, buf: make([]byte, 0, flushAt+4<<10), unit: unit, day: math.MinInt64, sec: math.MinInt64}
+	return &answerWriter{w: w, buf: (*answerBufs.Get().(*[]byte))[:0], unit: unit, day: math.MinInt64, sec: math.MinInt64}
+}
+
+// release flushes what is left and returns the buffer; the writer is not used again.
+func (a *answerWriter) release() error {
+	err := a.flush()
+	if cap(a.buf) <= 2*flushAt {
+		b := a.buf[:0]
+		answerBufs.Put(&b)
+	}
+	a.buf = nil
+	return err
 }
 
 // flush writes out what the buffer holds.

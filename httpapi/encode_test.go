@@ -46,7 +46,7 @@ func viaAnswerWriter(results []*result, epoch string) []byte {
 	unit, _ := epochUnit(epoch)
 	aw := newAnswerWriter(&b, unit)
 	aw.answer(results)
-	aw.flush()
+	aw.release()
 	return b.Bytes()
 }
 

@@ -117,9 +117,9 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	aw := newAnswerWriter(w, unit)
+	defer aw.release()
 	if !chunked {
 		aw.answer(results)
-		aw.flush()
 		return
 	}
 	for _, res := range results {
