@@ -26,7 +26,8 @@ type answerWriter struct {
 	dayP []byte
 	sec  int64 // the second whose `"2006-01-02T15:04:05` is secP
 	secP []byte
-	err  error // the first write error; later writes are dropped
+	err  error     // the first write error; later writes are dropped
+	csv  *csvState // not nil: the answer is CSV (csv.go)
 }
 
 // flushAt is the buffer length at which the answer goes out to the connection.
@@ -141,22 +142,7 @@ func (a *answerWriter) row(r *row) {
 		a.buf = append(a.buf, ']')
 	case r.table == nil && len(r.Values) > 0:
 		a.buf = append(a.buf, `,"values":[`...)
-		for i, v := range r.Values {
-			if i > 0 {
-				a.buf = append(a.buf, ',')
-			}
-			a.buf = append(a.buf, '[')
-			for j, x := range v {
-				if j > 0 {
-					a.buf = append(a.buf, ',')
-				}
-				a.value(x)
-			}
-			a.buf = append(a.buf, ']')
-			if len(a.buf) >= flushAt {
-				a.flush()
-			}
-		}
+		a.values(r.Values)
 		a.buf = append(a.buf, ']')
 	}
 	if r.Partial {
@@ -165,7 +151,7 @@ func (a *answerWriter) row(r *row) {
 	a.buf = append(a.buf, '}')
 }
 
-// table appends the rows a rawTable shows, each [time, values…].
+// table appends the rows a rawTable shows, each [time, values…] (a CSV line).
 func (a *answerWriter) table(t *rawTable) {
 	if len(t.cols) == 1 && t.cols[0].at == nil && t.cols[0].pts.Type == series.Float {
 		a.floatColumn(t)
@@ -173,10 +159,7 @@ func (a *answerWriter) table(t *rawTable) {
 	}
 	for k := 0; k < t.Len(); k++ {
 		r := t.row(k)
-		if k > 0 {
-			a.buf = append(a.buf, ',')
-		}
-		a.buf = append(a.buf, '[')
+		a.rowStart(k)
 		a.time(t.times[r])
 		for c := range t.cols {
 			a.buf = append(a.buf, ',')
@@ -184,25 +167,22 @@ func (a *answerWriter) table(t *rawTable) {
 			i := r
 			if col.at != nil {
 				if i = int(col.at[r]); i < 0 {
-					a.buf = append(a.buf, "null"...)
+					a.null()
 					continue
 				}
 			}
 			switch col.pts.Type {
 			case series.Float:
-				a.buf = appendJSONFloat(a.buf, col.pts.F[i])
+				a.float(col.pts.F[i])
 			case series.Int:
 				a.buf = strconv.AppendInt(a.buf, col.pts.I[i], 10)
 			case series.String:
-				a.buf = appendJSONString(a.buf, col.pts.S[i])
+				a.str(col.pts.S[i])
 			default:
-				a.buf = append(a.buf, "null"...)
+				a.null()
 			}
 		}
-		a.buf = append(a.buf, ']')
-		if len(a.buf) >= flushAt {
-			a.flush()
-		}
+		a.rowEnd()
 	}
 }
 
@@ -212,35 +192,91 @@ func (a *answerWriter) floatColumn(t *rawTable) {
 	f := t.cols[0].pts.F
 	for k := 0; k < t.Len(); k++ {
 		r := t.row(k)
-		if k > 0 {
-			a.buf = append(a.buf, ',')
-		}
-		a.buf = append(a.buf, '[')
+		a.rowStart(k)
 		a.time(t.times[r])
 		a.buf = append(a.buf, ',')
-		a.buf = appendJSONFloat(a.buf, f[r])
-		a.buf = append(a.buf, ']')
-		if len(a.buf) >= flushAt {
-			a.flush()
-		}
+		a.float(f[r])
+		a.rowEnd()
 	}
 }
 
-// value appends one value of a row built as [][]any, as encoding/json would.
+// values appends rows built as [][]any.
+func (a *answerWriter) values(vals [][]any) {
+	for k, v := range vals {
+		a.rowStart(k)
+		for j, x := range v {
+			if j > 0 {
+				a.buf = append(a.buf, ',')
+			}
+			a.value(x)
+		}
+		a.rowEnd()
+	}
+}
+
+// rowStart begins the k-th row of a series' values: '[' after a ',' but for the first
+// in JSON, the series' name and tags in CSV.
+func (a *answerWriter) rowStart(k int) {
+	if a.csv != nil {
+		a.buf = append(a.buf, a.csv.prefix...)
+		return
+	}
+	if k > 0 {
+		a.buf = append(a.buf, ',')
+	}
+	a.buf = append(a.buf, '[')
+}
+
+// rowEnd ends a row, and sends the buffer on when it is full.
+func (a *answerWriter) rowEnd() {
+	if a.csv != nil {
+		a.buf = append(a.buf, '\n')
+	} else {
+		a.buf = append(a.buf, ']')
+	}
+	if len(a.buf) >= flushAt {
+		a.flush()
+	}
+}
+
+func (a *answerWriter) null() {
+	if a.csv == nil {
+		a.buf = append(a.buf, "null"...)
+	}
+}
+
+func (a *answerWriter) float(f float64) {
+	if a.csv != nil {
+		a.buf = appendCSVFloat(a.buf, f)
+	} else {
+		a.buf = appendJSONFloat(a.buf, f)
+	}
+}
+
+func (a *answerWriter) str(s string) {
+	if a.csv != nil {
+		a.buf = appendCSVField(a.buf, s)
+	} else {
+		a.buf = appendJSONString(a.buf, s)
+	}
+}
+
+// value appends one value of a row built as [][]any, as encoding/json (or InfluxDB's
+// CSV writer) would.
 func (a *answerWriter) value(x any) {
 	switch v := x.(type) {
 	case nil:
-		a.buf = append(a.buf, "null"...)
+		a.null()
 	case tsValue:
 		a.time(int64(v))
 	case float64:
-		a.buf = appendJSONFloat(a.buf, v)
+		a.float(v)
 	case int64:
 		a.buf = strconv.AppendInt(a.buf, v, 10)
 	case int:
 		a.buf = strconv.AppendInt(a.buf, int64(v), 10)
 	case string:
-		a.buf = appendJSONString(a.buf, v)
+		a.str(v)
 	case bool:
 		a.buf = strconv.AppendBool(a.buf, v)
 	default:
@@ -248,18 +284,27 @@ func (a *answerWriter) value(x any) {
 		if err != nil {
 			b = []byte("null")
 		}
-		a.buf = append(a.buf, b...)
+		if a.csv != nil {
+			a.str(string(b))
+		} else {
+			a.buf = append(a.buf, b...)
+		}
 	}
 }
 
 // time appends a time as the epoch parameter asks: an integer in its unit, or
-// InfluxDB's default, an RFC 3339 string with nanoseconds (time.RFC3339Nano in UTC).
+// InfluxDB's default (in JSON), an RFC 3339 string with nanoseconds (time.RFC3339Nano in UTC).
 // Points of one second share its formatted date and clock, points of one day the
 // date; the clock is written from the offset into the day (Go's UTC has neither leap
 // seconds nor daylight saving).
 func (a *answerWriter) time(t int64) {
-	if a.unit != 0 {
+	switch {
+	case a.unit != 0:
 		a.buf = strconv.AppendInt(a.buf, floorDiv(t, a.unit), 10)
+		return
+	case a.csv != nil:
+		// InfluxDB's CSV writes times without epoch as nanoseconds.
+		a.buf = strconv.AppendInt(a.buf, t, 10)
 		return
 	}
 	const day = int64(24 * time.Hour)
@@ -310,22 +355,9 @@ const digits2 = "000102030405060708091011121314151617181920212223242526272829303
 // appendJSONFloat appends f as encoding/json does (ES6 number formatting: shortest
 // 'f' form, 'e' form below 1e-6 or from 1e21 on). encoding/json refuses NaN and
 // infinities, failing the whole answer; they are written as null instead.
-//
-// Values that are n/10^k for an integer n of at most 15 digits and k ≤ 6 — what
-// sensors and line protocol mostly carry — are written from n: a decimal of at most
-// 15 significant digits that rounds to f is the only one of its length or shorter
-// that does (doubles tell 15-digit decimals apart), so it is strconv's shortest form.
 func appendJSONFloat(b []byte, f float64) []byte {
-	if f != 0 {
-		for k, p := range pow10[:7] {
-			s := f * p
-			if s != math.Trunc(s) || s >= 1e15 || s <= -1e15 {
-				continue
-			}
-			if n := int64(s); float64(n)/p == f {
-				return appendDecimal(b, n, k)
-			}
-		}
+	if d, ok := appendShortDecimal(b, f); ok {
+		return d
 	}
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return append(b, "null"...)
@@ -345,6 +377,27 @@ func appendJSONFloat(b []byte, f float64) []byte {
 		}
 	}
 	return b
+}
+
+// appendShortDecimal appends f in strconv's shortest 'f' form when f is n/10^k for an
+// integer n ≠ 0 of at most 15 digits and k ≤ 6 — what sensors and line protocol mostly
+// carry — written from n: a decimal of at most 15 significant digits that rounds to f
+// is the only one of its length or shorter that does (doubles tell 15-digit decimals
+// apart), so it is the shortest form. ok is false for any other f.
+func appendShortDecimal(b []byte, f float64) (_ []byte, ok bool) {
+	if f == 0 {
+		return b, false
+	}
+	for k, p := range pow10[:7] {
+		s := f * p
+		if s != math.Trunc(s) || s >= 1e15 || s <= -1e15 {
+			continue
+		}
+		if n := int64(s); float64(n)/p == f {
+			return appendDecimal(b, n, k), true
+		}
+	}
+	return b, false
 }
 
 // appendDecimal appends n/10^k in 'f' form without trailing zeros, n ≠ 0.

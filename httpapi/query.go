@@ -109,22 +109,32 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusNotImplemented
 		}
 	}
-	w.Header().Set("Content-Type", "application/json")
+	csv := wantsCSV(r.Header.Get("Accept"))
+	if csv {
+		w.Header().Set("Content-Type", "text/csv")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
 	w.WriteHeader(status)
 	unit, _ := epochUnit(epoch)
-	if r.Form.Get("pretty") == "true" && !chunked {
+	if r.Form.Get("pretty") == "true" && !chunked && !csv {
 		writePretty(w, results, epoch)
 		return
 	}
 	aw := newAnswerWriter(w, unit)
 	defer aw.release()
+	write := aw.answer
+	if csv {
+		aw.csv = &csvState{statementID: -1}
+		write = aw.csvAnswer
+	}
 	if !chunked {
-		aw.answer(results)
+		write(results)
 		return
 	}
 	for _, res := range results {
 		for _, part := range chunk(res, chunkSize) {
-			aw.answer([]*result{part})
+			write([]*result{part})
 			if aw.flush() != nil {
 				return
 			}

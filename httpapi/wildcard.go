@@ -165,7 +165,8 @@ func (ex *executor) rawTagged(g group) (*row, error) {
 	return &row{Values: out}, nil
 }
 
-// setID returns the InfluxDB series-key order of a series' own tags.
+// setID returns a series' own tags as InfluxDB's series key holds them (k=v pairs
+// sorted by key, escaped, comma-separated), which orders the rows of equal times.
 func setID(tags map[string]string) string {
 	keys := make([]string, 0, len(tags))
 	for k := range tags {
@@ -175,11 +176,13 @@ func setID(tags map[string]string) string {
 	}
 	sort.Strings(keys)
 	var b strings.Builder
-	for _, k := range keys {
-		b.WriteString(k)
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(tagEscaper.Replace(k))
 		b.WriteByte('=')
-		b.WriteString(tags[k])
-		b.WriteByte(',')
+		b.WriteString(tagEscaper.Replace(tags[k]))
 	}
 	return b.String()
 }
