@@ -182,7 +182,9 @@ func (a *answerWriter) table(t *rawTable) {
 				a.null()
 			}
 		}
-		a.rowEnd()
+		if !a.rowEnd() {
+			return
+		}
 	}
 }
 
@@ -196,7 +198,9 @@ func (a *answerWriter) floatColumn(t *rawTable) {
 		a.time(t.times[r])
 		a.buf = append(a.buf, ',')
 		a.float(f[r])
-		a.rowEnd()
+		if !a.rowEnd() {
+			return
+		}
 	}
 }
 
@@ -210,7 +214,9 @@ func (a *answerWriter) values(vals [][]any) {
 			}
 			a.value(x)
 		}
-		a.rowEnd()
+		if !a.rowEnd() {
+			return
+		}
 	}
 }
 
@@ -227,8 +233,9 @@ func (a *answerWriter) rowStart(k int) {
 	a.buf = append(a.buf, '[')
 }
 
-// rowEnd ends a row, and sends the buffer on when it is full.
-func (a *answerWriter) rowEnd() {
+// rowEnd ends a row, and sends the buffer on when it is full. It reports false once a
+// write failed (the client went away): the rest of the answer is not worth encoding.
+func (a *answerWriter) rowEnd() bool {
 	if a.csv != nil {
 		a.buf = append(a.buf, '\n')
 	} else {
@@ -237,6 +244,7 @@ func (a *answerWriter) rowEnd() {
 	if len(a.buf) >= flushAt {
 		a.flush()
 	}
+	return a.err == nil
 }
 
 func (a *answerWriter) null() {

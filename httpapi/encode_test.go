@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"math"
 	"math/rand"
 	"testing"
@@ -216,4 +217,26 @@ func FuzzJSONFloat(f *testing.F) {
 	f.Add(59.95)
 	f.Add(float64(float32(59.95)))
 	f.Fuzz(func(t *testing.T, v float64) { sameFloat(t, v) })
+}
+
+// failingWriter fails every write, as a connection whose client went away.
+type failingWriter struct{ writes int }
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	f.writes++
+	return 0, io.ErrClosedPipe
+}
+
+// Once a write fails, the rest of a long answer is not encoded.
+func TestAnswerWriterStopsWhenTheClientLeaves(t *testing.T) {
+	p := series.Points{Type: series.Float}
+	for i := 0; i < 100_000; i++ {
+		p.T, p.F = append(p.T, int64(i)*1e9), append(p.F, float64(i)/10)
+	}
+	var w failingWriter
+	aw := newAnswerWriter(&w, 0)
+	aw.answer([]*result{{Series: []*row{{Name: "m", Columns: []string{"time", "v"}, table: newRawTable(p.T, []rawColumn{{pts: &p}})}}}})
+	if err := aw.release(); err != io.ErrClosedPipe || w.writes != 1 {
+		t.Fatalf("release: %v after %d writes, want %v after 1", err, w.writes, io.ErrClosedPipe)
+	}
 }
