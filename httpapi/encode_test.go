@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"math/rand"
@@ -238,5 +239,39 @@ func TestAnswerWriterStopsWhenTheClientLeaves(t *testing.T) {
 	aw.answer([]*result{{Series: []*row{{Name: "m", Columns: []string{"time", "v"}, table: newRawTable(p.T, []rawColumn{{pts: &p}})}}}})
 	if err := aw.release(); err != io.ErrClosedPipe || w.writes != 1 {
 		t.Fatalf("release: %v after %d writes, want %v after 1", err, w.writes, io.ErrClosedPipe)
+	}
+}
+
+// mergeSets lines the rows of several tag sets up by time, sets in order at equal
+// times, with each set's tag value (none where the set lacks the tag); a field of
+// different types in different sets is left to the boxed path.
+func TestMergeSets(t *testing.T) {
+	cols := []column{{name: "host", field: "host", tag: true}, {name: "v", field: "v"}, {name: "n", field: "n"}}
+	a := series.Points{Type: series.Float, T: []int64{10, 20, 30}, F: []float64{1.5, 2.5, 3.5}}
+	an := series.Points{Type: series.Int, T: []int64{20}, I: []int64{7}}
+	b := series.Points{Type: series.Float, T: []int64{5, 20}, F: []float64{-1, -2}}
+	sets := []tagSet{{tags: map[string]string{"host": "a"}}, {tags: map[string]string{}}}
+	tables := []*rawTable{
+		newRawTable(a.T, []rawColumn{{pts: &series.Points{}, at: []int32{-1, -1, -1}}, {pts: &a, at: []int32{0, 1, 2}}, {pts: &an, at: []int32{-1, 0, -1}}}),
+		newRawTable(b.T, []rawColumn{{pts: &series.Points{}, at: []int32{-1, -1}}, {pts: &b, at: []int32{0, 1}}, {pts: &series.Points{}, at: []int32{-1, -1}}}),
+	}
+	m, ok := mergeSets(cols, sets, tables)
+	if !ok {
+		t.Fatal("mergeSets refused fields of one type")
+	}
+	want := [][]any{
+		{tsValue(5), nil, -1.0, nil},
+		{tsValue(10), "a", 1.5, nil},
+		{tsValue(20), "a", 2.5, int64(7)},
+		{tsValue(20), nil, -2.0, nil},
+		{tsValue(30), "a", 3.5, nil},
+	}
+	if got := m.values(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("merged\n got %v\nwant %v", got, want)
+	}
+	bi := series.Points{Type: series.Int, T: []int64{5}, I: []int64{1}}
+	tables[1] = newRawTable(bi.T, []rawColumn{{pts: &series.Points{}, at: []int32{-1}}, {pts: &bi}, {pts: &series.Points{}, at: []int32{-1}}})
+	if _, ok := mergeSets(cols, sets, tables); ok {
+		t.Fatal("mergeSets merged a field of floats with one of integers")
 	}
 }

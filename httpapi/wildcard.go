@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -136,16 +138,24 @@ type tagSet struct {
 // set with that set's tag values in the tag columns, merged by time (sets in the
 // order of their tags at equal times).
 func (ex *executor) rawTagged(g group) (*row, error) {
+	tables := make([]*rawTable, len(g.sets))
+	for i, set := range g.sets {
+		var err error
+		if tables[i], err = ex.rawRows(set.keys); err != nil {
+			return nil, err
+		}
+	}
+	if t, ok := mergeSets(ex.p.cols, g.sets, tables); ok {
+		return &row{table: t}, nil
+	}
+	// A field of one name holds different types in different series: the rows boxed.
 	type timedRow struct {
 		t int64
 		r []any
 	}
 	var all []timedRow
-	for _, set := range g.sets {
-		t, err := ex.rawRows(set.keys)
-		if err != nil {
-			return nil, err
-		}
+	for si, set := range g.sets {
+		t := tables[si]
 		for i, r := range t.values() {
 			for c, col := range ex.p.cols {
 				if col.tag {
@@ -163,6 +173,80 @@ func (ex *executor) rawTagged(g group) (*row, error) {
 		out[i] = all[i].r
 	}
 	return &row{Values: out}, nil
+}
+
+// mergeSets returns the rows of the tag sets' tables as one table, by time and, at
+// equal times, in the sets' order; a tag column holds each row's set's value of the
+// tag. ok is false when a field holds values of different types in different sets.
+func mergeSets(cols []column, sets []tagSet, tables []*rawTable) (_ *rawTable, ok bool) {
+	type ref struct {
+		t        int64
+		set, row int32
+	}
+	var refs []ref
+	for s, t := range tables {
+		for r, tm := range t.times {
+			refs = append(refs, ref{tm, int32(s), int32(r)})
+		}
+	}
+	slices.SortFunc(refs, func(a, b ref) int {
+		if c := cmp.Compare(a.t, b.t); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.set, b.set)
+	})
+	out := make([]rawColumn, len(cols))
+	times := make([]int64, len(refs))
+	for i, rf := range refs {
+		times[i] = rf.t
+	}
+	for c, col := range cols {
+		pts := &series.Points{}
+		at := make([]int32, len(refs))
+		if col.tag {
+			// One value per set, at the set's index.
+			pts.Type = series.String
+			for _, set := range sets {
+				pts.T, pts.S = append(pts.T, 0), append(pts.S, set.tags[col.field])
+			}
+			for i, rf := range refs {
+				if _, has := sets[rf.set].tags[col.field]; has {
+					at[i] = rf.set
+				} else {
+					at[i] = -1
+				}
+			}
+		} else {
+			// The sets' points one after the other; off[s] is where set s's begin.
+			off := make([]int32, len(tables))
+			for s, t := range tables {
+				q := t.cols[c].pts
+				if q.Len() == 0 {
+					continue
+				}
+				if pts.Type != series.Unknown && pts.Type != q.Type {
+					return nil, false
+				}
+				off[s] = int32(pts.Len())
+				pts.Type = q.Type
+				pts.T, pts.F, pts.I, pts.S = append(pts.T, q.T...), append(pts.F, q.F...), append(pts.I, q.I...), append(pts.S, q.S...)
+			}
+			for i, rf := range refs {
+				src := &tables[rf.set].cols[c]
+				j := rf.row
+				if src.at != nil {
+					j = src.at[rf.row]
+				}
+				if j < 0 {
+					at[i] = -1
+				} else {
+					at[i] = off[rf.set] + j
+				}
+			}
+		}
+		out[c] = rawColumn{pts: pts, at: at}
+	}
+	return newRawTable(times, out), true
 }
 
 // setID returns a series' own tags as InfluxDB's series key holds them (k=v pairs
