@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -123,6 +124,8 @@ func BenchmarkRawRead(b *testing.B) {
 	}{
 		{"10s60Hz", benchHourKey, 600, tenQ, rb.hourAt, rb.hourAt + int64(10*time.Second)},
 		{"hour60Hz", benchHourKey, benchHourN, hourQ, rb.hourAt, rb.hourAt + int64(time.Hour)},
+		// SELECT *: the tag column beside the field, from the catalog.
+		{"hour60Hz-star", benchHourKey, benchHourN, strings.Replace(hourQ, "SELECT v", "SELECT *", 1), rb.hourAt, rb.hourAt + int64(time.Hour)},
 		{"year1min", benchYearKey, benchYearN, yearQ, rb.yearEnd - 366*24*int64(time.Hour), rb.yearEnd + 1},
 	} {
 		for _, mode := range []struct{ name, extra string }{{"query", ""}, {"query-epoch", "&epoch=ns"}, {"query-chunked", "&chunked=true"}} {
