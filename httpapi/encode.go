@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -24,8 +25,8 @@ type answerWriter struct {
 	unit int64 // nanoseconds per unit of the epoch parameter; 0 for RFC 3339 strings
 	day  int64 // the day whose `"2006-01-02T` is dayP
 	dayP []byte
-	sec  int64 // the second whose `"2006-01-02T15:04:05` is secP
-	secP []byte
+	sec  int64     // the second whose `"2006-01-02T15:04:05` is secP
+	secP [32]byte  // its 20 bytes (years 1677 to 2262 have four digits), then room
 	err  error     // the first write error; later writes are dropped
 	csv  *csvState // not nil: the answer is CSV (csv.go)
 }
@@ -332,27 +333,41 @@ func (a *answerWriter) time(t int64) {
 		secs := (t - d) / 1e9
 		a.sec = d + secs*1e9
 		h, m, s := secs/3600*2, secs/60%60*2, secs%60*2
-		a.secP = append(append(a.secP[:0], a.dayP...), digits2[h], digits2[h+1], ':', digits2[m], digits2[m+1], ':',
-			digits2[s], digits2[s+1])
+		c := &a.secP
+		copy(c[:12], a.dayP) // `"2006-01-02T`, then `15:04:05`
+		c[12], c[13], c[14], c[15], c[16] = digits2[h], digits2[h+1], ':', digits2[m], digits2[m+1]
+		c[17], c[18], c[19] = ':', digits2[s], digits2[s+1]
 	}
-	a.buf = append(a.buf, a.secP...)
+	// Built in an array and appended whole: no call to copy a few bytes.
+	f := a.secP
+	n := 20
 	if frac := uint32(t - a.sec); frac != 0 {
-		var f [10]byte
-		f[0] = '.'
-		f[9] = byte('0' + frac%10)
+		f[20] = '.'
+		f[29] = byte('0' + frac%10)
 		frac /= 10
-		for i := 7; i >= 1; i -= 2 {
+		for i := 27; i >= 21; i -= 2 {
 			p := frac % 100 * 2
 			f[i], f[i+1] = digits2[p], digits2[p+1]
 			frac /= 100
 		}
-		n := 10
+		n = 30
 		for f[n-1] == '0' {
 			n--
 		}
-		a.buf = append(a.buf, f[:n]...)
 	}
-	a.buf = append(a.buf, 'Z', '"')
+	f[n], f[n+1] = 'Z', '"'
+	a.buf = appendFixed(a.buf, &f, n+2)
+}
+
+// appendFixed appends the first n bytes of d, copying the whole array: a fixed-size
+// copy is a few moves, where appending a short slice is a call.
+func appendFixed(b []byte, d *[32]byte, n int) []byte {
+	if cap(b)-len(b) < len(d) {
+		b = slices.Grow(b, len(d))
+	}
+	l := len(b)
+	*(*[32]byte)(b[l : l+32]) = *d
+	return b[:l+n]
 }
 
 // digits2 holds the two digits of 0 to 99 at twice the number.
@@ -398,10 +413,11 @@ func appendShortDecimal(b []byte, f float64) (_ []byte, ok bool) {
 	}
 	for k, p := range pow10[:7] {
 		s := f * p
-		if s != math.Trunc(s) || s >= 1e15 || s <= -1e15 {
-			continue
+		if s >= 1e15 || s <= -1e15 {
+			break
 		}
-		if n := int64(s); float64(n)/p == f {
+		// An integer s converts to int64 and back unchanged (cheaper than math.Trunc).
+		if n := int64(s); float64(n) == s && float64(n)/p == f {
 			return appendDecimal(b, n, k), true
 		}
 	}
