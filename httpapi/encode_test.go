@@ -269,6 +269,18 @@ func TestMergeSets(t *testing.T) {
 	if got := m.values(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("merged\n got %v\nwant %v", got, want)
 	}
+	// One set's rows need no merging; a tag it lacks is null.
+	for _, one := range []struct {
+		set  tagSet
+		host any
+	}{{sets[0], "a"}, {sets[1], nil}} {
+		tb := newRawTable(a.T, []rawColumn{{pts: &series.Points{}, at: []int32{-1, -1, -1}}, {pts: &a}, {pts: &an, at: []int32{-1, 0, -1}}})
+		m, ok := mergeSets(cols, []tagSet{one.set}, []*rawTable{tb})
+		want := [][]any{{tsValue(10), one.host, 1.5, nil}, {tsValue(20), one.host, 2.5, int64(7)}, {tsValue(30), one.host, 3.5, nil}}
+		if got := m.values(); !ok || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("one set, %v\n got %v\nwant %v", ok, got, want)
+		}
+	}
 	bi := series.Points{Type: series.Int, T: []int64{5}, I: []int64{1}}
 	tables[1] = newRawTable(bi.T, []rawColumn{{pts: &series.Points{}, at: []int32{-1}}, {pts: &bi}, {pts: &series.Points{}, at: []int32{-1}}})
 	if _, ok := mergeSets(cols, sets, tables); ok {

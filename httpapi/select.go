@@ -164,7 +164,14 @@ func (ex *executor) rawRows(keys [][]string) (*rawTable, error) {
 		return newRawTable(cols[0].pts.T, cols), nil
 	}
 	pos := make([]int, len(cols))
-	var times []int64
+	most := 0 // the rows are at least as many as the longest column's points
+	for c := range cols {
+		most = max(most, cols[c].pts.Len())
+	}
+	times := make([]int64, 0, most)
+	for c := range cols {
+		cols[c].at = make([]int32, 0, most)
+	}
 	for {
 		t, any_ := int64(math.MaxInt64), false
 		for c := range cols {

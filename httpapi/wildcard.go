@@ -179,6 +179,9 @@ func (ex *executor) rawTagged(g group) (*row, error) {
 // equal times, in the sets' order; a tag column holds each row's set's value of the
 // tag. ok is false when a field holds values of different types in different sets.
 func mergeSets(cols []column, sets []tagSet, tables []*rawTable) (_ *rawTable, ok bool) {
+	if len(tables) == 1 {
+		return withTags(cols, sets[0], tables[0]), true
+	}
 	type ref struct {
 		t        int64
 		set, row int32
@@ -247,6 +250,25 @@ func mergeSets(cols []column, sets []tagSet, tables []*rawTable) (_ *rawTable, o
 		out[c] = rawColumn{pts: pts, at: at}
 	}
 	return newRawTable(times, out), true
+}
+
+// withTags fills the tag columns of one tag set's table with the set's values: the
+// rows need no merging.
+func withTags(cols []column, set tagSet, t *rawTable) *rawTable {
+	for c, col := range cols {
+		if !col.tag {
+			continue
+		}
+		v, has := set.tags[col.field]
+		at := make([]int32, len(t.times)) // every row: point 0, the value
+		if !has {
+			for i := range at {
+				at[i] = -1
+			}
+		}
+		t.cols[c] = rawColumn{pts: &series.Points{Type: series.String, T: []int64{0}, S: []string{v}}, at: at}
+	}
+	return t
 }
 
 // setID returns a series' own tags as InfluxDB's series key holds them (k=v pairs
