@@ -85,31 +85,7 @@ func TestCatalogPathDifferential(t *testing.T) {
 	base := time.Now().Add(-3 * time.Hour).Truncate(time.Hour)
 	lines := catalogLines(base)
 	urls := []string{"http://" + addr, srvURL}
-	for _, u := range urls {
-		// influxd answers /ping before its meta store takes a CREATE DATABASE: ask again
-		// until the write finds the database.
-		testutil.WaitNoError(t, 20*time.Second, func() error {
-			resp, err := http.Post(u+"/query?"+url.Values{"q": {"CREATE DATABASE cat"}}.Encode(), "", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			resp, err = http.Post(u+"/write?db=cat", "text/plain", strings.NewReader(lines))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			switch resp.StatusCode {
-			case http.StatusNoContent:
-				return nil
-			case http.StatusNotFound:
-				return fmt.Errorf("write: %d %s", resp.StatusCode, b)
-			}
-			t.Fatalf("%s write: %d %s", u, resp.StatusCode, b)
-			return nil
-		}, "%s to take a write into a database just created", u)
-	}
+	writeBoth(t, urls, "cat", lines)
 	for _, q := range catalogQueries(base) {
 		var ans [2]any
 		var raw [2][]byte
@@ -170,5 +146,35 @@ func TestFieldConditionRefused(t *testing.T) {
 	}
 	if got := ask("SELECT usage FROM cpu WHERE host != 'a' AND " + rng); !strings.Contains(got, `"series":[{`) {
 		t.Errorf("a tag comparison: %s; want series", got)
+	}
+}
+
+// writeBoth creates database db and writes lines to each server at urls.
+func writeBoth(t *testing.T, urls []string, db, lines string) {
+	t.Helper()
+	for _, u := range urls {
+		// influxd answers /ping before its meta store takes a CREATE DATABASE: ask again
+		// until the write finds the database.
+		testutil.WaitNoError(t, 20*time.Second, func() error {
+			resp, err := http.Post(u+"/query?"+url.Values{"q": {"CREATE DATABASE " + db}}.Encode(), "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			resp, err = http.Post(u+"/write?db="+db, "text/plain", strings.NewReader(lines))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case http.StatusNoContent:
+				return nil
+			case http.StatusNotFound:
+				return fmt.Errorf("write: %d %s", resp.StatusCode, b)
+			}
+			t.Fatalf("%s write: %d %s", u, resp.StatusCode, b)
+			return nil
+		}, "%s to take a write into a database just created", u)
 	}
 }

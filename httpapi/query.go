@@ -30,6 +30,29 @@ type row struct {
 	Columns []string          `json:"columns"`
 	Values  [][]any           `json:"values,omitempty"`
 	Partial bool              `json:"partial,omitempty"`
+
+	// table, when not nil, holds the values of a raw SELECT in place of Values; the
+	// answer's encoder writes it from the points.
+	table *rawTable
+}
+
+// len is the number of rows of values r holds.
+func (r *row) len() int {
+	if r.table != nil {
+		return r.table.Len()
+	}
+	return len(r.Values)
+}
+
+// slice returns the row holding r's values [a, b).
+func (r *row) slice(a, b int) *row {
+	part := &row{Name: r.Name, Tags: r.Tags, Columns: r.Columns}
+	if r.table != nil {
+		part.table = r.table.slice(a, b)
+	} else {
+		part.Values = r.Values[a:b]
+	}
+	return part
 }
 
 func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
@@ -81,32 +104,61 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 	for i, stmt := range query.Statements {
 		res := h.execute(ctx, stmt, db, now)
 		res.StatementID = i
-		formatTimes(res, epoch)
 		results[i] = res
 		if res.needsCatalog {
 			status = http.StatusNotImplemented
 		}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	if !chunked {
-		w.WriteHeader(status)
-		enc := json.NewEncoder(w)
-		if r.Form.Get("pretty") == "true" {
-			enc.SetIndent("", "    ")
-		}
-		_ = enc.Encode(map[string]any{"results": results})
-		return
+	csv := wantsCSV(r.Header.Get("Accept"))
+	if csv {
+		w.Header().Set("Content-Type", "text/csv")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
 	}
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
+	unit, _ := epochUnit(epoch)
+	if r.Form.Get("pretty") == "true" && !chunked && !csv {
+		writePretty(w, results, epoch)
+		return
+	}
+	aw := newAnswerWriter(w, unit)
+	defer aw.release()
+	write := aw.answer
+	if csv {
+		aw.csv = &csvState{statementID: -1}
+		write = aw.csvAnswer
+	}
+	if !chunked {
+		write(results)
+		return
+	}
 	for _, res := range results {
 		for _, part := range chunk(res, chunkSize) {
-			_ = enc.Encode(map[string]any{"results": []*result{part}})
-		}
-		if f, ok := w.(http.Flusher); ok {
-			f.Flush()
+			write([]*result{part})
+			if aw.flush() != nil {
+				return
+			}
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
 		}
 	}
+}
+
+// writePretty writes the answer indented, through encoding/json: for people reading
+// it, not for speed.
+func writePretty(w http.ResponseWriter, results []*result, epoch string) {
+	for _, res := range results {
+		for _, s := range res.Series {
+			if s.table != nil {
+				s.Values, s.table = s.table.values(), nil
+			}
+		}
+		formatTimes(res, epoch)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "    ")
+	_ = enc.Encode(map[string]any{"results": results})
 }
 
 // chunk cuts a result into parts of at most size rows, as InfluxDB's chunked mode:
@@ -117,14 +169,14 @@ func chunk(res *result, size int) []*result {
 	}
 	var out []*result
 	for si, s := range res.Series {
-		vals := s.Values
-		for {
-			n := min(size, len(vals))
-			part := &row{Name: s.Name, Tags: s.Tags, Columns: s.Columns, Values: vals[:n], Partial: n < len(vals)}
-			vals = vals[n:]
+		for lo := 0; ; {
+			n := min(size, s.len()-lo)
+			part := s.slice(lo, lo+n)
+			lo += n
+			part.Partial = lo < s.len()
 			out = append(out, &result{StatementID: res.StatementID, Series: []*row{part},
 				Partial: part.Partial || si < len(res.Series)-1})
-			if len(vals) == 0 {
+			if lo >= s.len() {
 				break
 			}
 		}

@@ -28,34 +28,43 @@ func (h *Handler) execSelect(ctx context.Context, s *influxql.SelectStatement, d
 	}
 	var rows []*row
 	for _, g := range p.groups {
-		var vals [][]any
-		if p.raw && p.tagCols {
-			vals, err = ex.rawTagged(g)
-		} else if p.raw {
-			vals, err = ex.raw(g)
-		} else {
-			vals, err = ex.aggregate(g)
+		var r *row
+		switch {
+		case p.raw && p.tagCols:
+			r, err = ex.rawTagged(g)
+		case p.raw:
+			r, err = ex.raw(g)
+		default:
+			r, err = ex.aggregate(g)
 		}
 		if err != nil {
 			return nil, err
 		}
 		if p.desc {
-			for i, j := 0, len(vals)-1; i < j; i, j = i+1, j-1 {
-				vals[i], vals[j] = vals[j], vals[i]
-			}
+			r.reverse()
 		}
-		if p.offset > 0 {
-			vals = vals[min(p.offset, len(vals)):]
+		r = r.slice(min(p.offset, r.len()), r.len())
+		if p.limit > 0 && r.len() > p.limit {
+			r = r.slice(0, p.limit)
 		}
-		if p.limit > 0 && len(vals) > p.limit {
-			vals = vals[:p.limit]
-		}
-		if len(vals) == 0 {
+		if r.len() == 0 {
 			continue
 		}
-		rows = append(rows, &row{Name: p.name, Tags: g.tags, Columns: columns, Values: vals})
+		r.Name, r.Tags, r.Columns = p.name, g.tags, columns
+		rows = append(rows, r)
 	}
 	return rows, nil
+}
+
+// reverse puts r's values in the opposite order.
+func (r *row) reverse() {
+	if r.table != nil {
+		r.table.reverse()
+		return
+	}
+	for i, j := 0, len(r.Values)-1; i < j; i, j = i+1, j-1 {
+		r.Values[i], r.Values[j] = r.Values[j], r.Values[i]
+	}
 }
 
 // executor reads what a plan needs, each series once.
@@ -136,52 +145,51 @@ func pointValue(p *series.Points, i int) any {
 
 // raw answers a raw SELECT of one group: a row per timestamp, the columns' values
 // side by side (null where a field has no point at that time).
-func (ex *executor) raw(g group) ([][]any, error) {
-	_, rows, err := ex.rawRows(g.keys)
-	return rows, err
+func (ex *executor) raw(g group) (*row, error) {
+	t, err := ex.rawRows(g.keys)
+	return &row{table: t}, err
 }
 
-// rawRows reads each column's keys and lines their points up by time: the rows and
-// their times.
-func (ex *executor) rawRows(keys [][]string) ([]int64, [][]any, error) {
-	cols := make([]series.Points, len(ex.p.cols))
+// rawRows reads each column's keys and lines their points up by time.
+func (ex *executor) rawRows(keys [][]string) (*rawTable, error) {
+	cols := make([]rawColumn, len(ex.p.cols))
 	for i := range ex.p.cols {
-		var err error
-		if cols[i], err = ex.readKeys(keys[i]); err != nil {
-			return nil, nil, err
+		pts, err := ex.readKeys(keys[i])
+		if err != nil {
+			return nil, err
 		}
+		cols[i].pts = &pts
 	}
 	if len(cols) == 1 {
-		out := make([][]any, cols[0].Len())
-		for i, t := range cols[0].T {
-			out[i] = []any{tsValue(t), pointValue(&cols[0], i)}
-		}
-		return cols[0].T, out, nil
+		return newRawTable(cols[0].pts.T, cols), nil
 	}
 	pos := make([]int, len(cols))
-	var (
-		out   [][]any
-		times []int64
-	)
+	most := 0 // the rows are at least as many as the longest column's points
+	for c := range cols {
+		most = max(most, cols[c].pts.Len())
+	}
+	times := make([]int64, 0, most)
+	for c := range cols {
+		cols[c].at = make([]int32, 0, most)
+	}
 	for {
 		t, any_ := int64(math.MaxInt64), false
 		for c := range cols {
-			if pos[c] < cols[c].Len() && cols[c].T[pos[c]] <= t {
-				t, any_ = cols[c].T[pos[c]], true
+			if pos[c] < cols[c].pts.Len() && cols[c].pts.T[pos[c]] <= t {
+				t, any_ = cols[c].pts.T[pos[c]], true
 			}
 		}
 		if !any_ {
-			return times, out, nil
+			return newRawTable(times, cols), nil
 		}
-		r := make([]any, len(cols)+1)
-		r[0] = tsValue(t)
 		for c := range cols {
-			if pos[c] < cols[c].Len() && cols[c].T[pos[c]] == t {
-				r[c+1] = pointValue(&cols[c], pos[c])
+			at := int32(-1)
+			if pos[c] < cols[c].pts.Len() && cols[c].pts.T[pos[c]] == t {
+				at = int32(pos[c])
 				pos[c]++
 			}
+			cols[c].at = append(cols[c].at, at)
 		}
-		out = append(out, r)
 		times = append(times, t)
 	}
 }
@@ -297,7 +305,13 @@ func (ex *executor) aggregateKey(key string, every time.Duration) (series.Type, 
 const wholeRange = time.Duration(math.MaxInt64)
 
 // aggregate answers an aggregate SELECT of one group.
-func (ex *executor) aggregate(g group) ([][]any, error) {
+func (ex *executor) aggregate(g group) (*row, error) {
+	vals, err := ex.aggregateValues(g)
+	return &row{Values: vals}, err
+}
+
+// aggregateValues is aggregate's values, a row per window.
+func (ex *executor) aggregateValues(g group) ([][]any, error) {
 	p := ex.p
 	every := p.every
 	if every == 0 {

@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -135,18 +137,26 @@ type tagSet struct {
 // rawTagged answers a raw SELECT with tag columns of one group: the rows of each tag
 // set with that set's tag values in the tag columns, merged by time (sets in the
 // order of their tags at equal times).
-func (ex *executor) rawTagged(g group) ([][]any, error) {
+func (ex *executor) rawTagged(g group) (*row, error) {
+	tables := make([]*rawTable, len(g.sets))
+	for i, set := range g.sets {
+		var err error
+		if tables[i], err = ex.rawRows(set.keys); err != nil {
+			return nil, err
+		}
+	}
+	if t, ok := mergeSets(ex.p.cols, g.sets, tables); ok {
+		return &row{table: t}, nil
+	}
+	// A field of one name holds different types in different series: the rows boxed.
 	type timedRow struct {
 		t int64
 		r []any
 	}
 	var all []timedRow
-	for _, set := range g.sets {
-		times, rows, err := ex.rawRows(set.keys)
-		if err != nil {
-			return nil, err
-		}
-		for i, r := range rows {
+	for si, set := range g.sets {
+		t := tables[si]
+		for i, r := range t.values() {
 			for c, col := range ex.p.cols {
 				if col.tag {
 					if v, ok := set.tags[col.field]; ok {
@@ -154,7 +164,7 @@ func (ex *executor) rawTagged(g group) ([][]any, error) {
 					}
 				}
 			}
-			all = append(all, timedRow{times[i], r})
+			all = append(all, timedRow{t.times[i], r})
 		}
 	}
 	sort.SliceStable(all, func(a, b int) bool { return all[a].t < all[b].t })
@@ -162,10 +172,107 @@ func (ex *executor) rawTagged(g group) ([][]any, error) {
 	for i := range all {
 		out[i] = all[i].r
 	}
-	return out, nil
+	return &row{Values: out}, nil
 }
 
-// setID returns the InfluxDB series-key order of a series' own tags.
+// mergeSets returns the rows of the tag sets' tables as one table, by time and, at
+// equal times, in the sets' order; a tag column holds each row's set's value of the
+// tag. ok is false when a field holds values of different types in different sets.
+func mergeSets(cols []column, sets []tagSet, tables []*rawTable) (_ *rawTable, ok bool) {
+	if len(tables) == 1 {
+		return withTags(cols, sets[0], tables[0]), true
+	}
+	type ref struct {
+		t        int64
+		set, row int32
+	}
+	var refs []ref
+	for s, t := range tables {
+		for r, tm := range t.times {
+			refs = append(refs, ref{tm, int32(s), int32(r)})
+		}
+	}
+	slices.SortFunc(refs, func(a, b ref) int {
+		if c := cmp.Compare(a.t, b.t); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.set, b.set)
+	})
+	out := make([]rawColumn, len(cols))
+	times := make([]int64, len(refs))
+	for i, rf := range refs {
+		times[i] = rf.t
+	}
+	for c, col := range cols {
+		pts := &series.Points{}
+		at := make([]int32, len(refs))
+		if col.tag {
+			// One value per set, at the set's index.
+			pts.Type = series.String
+			for _, set := range sets {
+				pts.T, pts.S = append(pts.T, 0), append(pts.S, set.tags[col.field])
+			}
+			for i, rf := range refs {
+				if _, has := sets[rf.set].tags[col.field]; has {
+					at[i] = rf.set
+				} else {
+					at[i] = -1
+				}
+			}
+		} else {
+			// The sets' points one after the other; off[s] is where set s's begin.
+			off := make([]int32, len(tables))
+			for s, t := range tables {
+				q := t.cols[c].pts
+				if q.Len() == 0 {
+					continue
+				}
+				if pts.Type != series.Unknown && pts.Type != q.Type {
+					return nil, false
+				}
+				off[s] = int32(pts.Len())
+				pts.Type = q.Type
+				pts.T, pts.F, pts.I, pts.S = append(pts.T, q.T...), append(pts.F, q.F...), append(pts.I, q.I...), append(pts.S, q.S...)
+			}
+			for i, rf := range refs {
+				src := &tables[rf.set].cols[c]
+				j := rf.row
+				if src.at != nil {
+					j = src.at[rf.row]
+				}
+				if j < 0 {
+					at[i] = -1
+				} else {
+					at[i] = off[rf.set] + j
+				}
+			}
+		}
+		out[c] = rawColumn{pts: pts, at: at}
+	}
+	return newRawTable(times, out), true
+}
+
+// withTags fills the tag columns of one tag set's table with the set's values: the
+// rows need no merging.
+func withTags(cols []column, set tagSet, t *rawTable) *rawTable {
+	for c, col := range cols {
+		if !col.tag {
+			continue
+		}
+		v, has := set.tags[col.field]
+		at := make([]int32, len(t.times)) // every row: point 0, the value
+		if !has {
+			for i := range at {
+				at[i] = -1
+			}
+		}
+		t.cols[c] = rawColumn{pts: &series.Points{Type: series.String, T: []int64{0}, S: []string{v}}, at: at}
+	}
+	return t
+}
+
+// setID returns a series' own tags as InfluxDB's series key holds them (k=v pairs
+// sorted by key, escaped, comma-separated), which orders the rows of equal times.
 func setID(tags map[string]string) string {
 	keys := make([]string, 0, len(tags))
 	for k := range tags {
@@ -175,11 +282,13 @@ func setID(tags map[string]string) string {
 	}
 	sort.Strings(keys)
 	var b strings.Builder
-	for _, k := range keys {
-		b.WriteString(k)
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(tagEscaper.Replace(k))
 		b.WriteByte('=')
-		b.WriteString(tags[k])
-		b.WriteByte(',')
+		b.WriteString(tagEscaper.Replace(tags[k]))
 	}
 	return b.String()
 }
