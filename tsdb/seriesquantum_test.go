@@ -8,6 +8,7 @@ import (
 
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/client"
 	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
@@ -185,4 +186,30 @@ func TestSeriesQuantumMovesWithItsRegistry(t *testing.T) {
 		}
 		clustertest.RequireSame(t, pts, got.Points)
 	}
+}
+
+// TestClientReadsASparseYear: the Go client reads a year of a series written every
+// minute for its first and last day (empty between) whole, its windows growing while
+// answers are small.
+func TestClientReadsASparseYear(t *testing.T) {
+	lc := startCluster(t, 1, func(_ int, cfg *Config) { cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	end := clustertest.Base() / int64(time.Minute) * int64(time.Minute)
+	year := 365 * 24 * int64(time.Hour)
+	sparse := series.Merge(everyMinute(end-year, 24*60), everyMinute(end-24*int64(time.Hour), 23*60))
+	c := lc.Nodes[0].Coordinator()
+	if _, err := c.Put(ctx, "sparse/year", sparse, PutOptions{FitQuanta: true}); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New([]string{lc.Nodes[0].RPCAddr()}, client.Config{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got, err := cl.Get(ctx, "sparse/year", end-year, end, GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clustertest.RequireSame(t, sparse, got.Points)
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/tsdht/tsdht/quanta"
@@ -57,10 +58,15 @@ const MaxPutBatch = 50_000
 // RPC frame: a put of long strings is split by bytes before it reaches MaxPutBatch.
 const MaxPutBytes = 2 << 20
 
-// getWindow is the span of one get request; longer reads are split so that an answer
-// stays well inside a frame (20 minutes of 60 Hz floats is about 0.9 MB). An answer that
-// still does not fit — long strings, fast series — is asked for again in halves.
+// getWindow is the span of a read's first get request; longer reads are split so that an
+// answer stays well inside a frame (20 minutes of 60 Hz floats is about 0.9 MB). An
+// answer that still does not fit — long strings, fast series — is asked for again in
+// halves; one well below getTarget doubles the next window.
 const getWindow = int64(20 * time.Minute)
+
+// getTarget is the answer size the windows aim at; a window whose answer is a quarter of
+// it or less is followed by one twice as long.
+const getTarget = 1 << 20
 
 // Client is a thin client of a cluster. It is safe for concurrent use.
 type Client struct {
@@ -173,6 +179,11 @@ func (c *Client) get(ctx context.Context, key string, from, to int64, opt wire.G
 		}
 		res.Points.Type = resp.Points.Type
 		parts = append(parts, resp.Points)
+		if resp.Points.WireSize() < getTarget/4 && window < math.MaxInt64/2 {
+			// A sparse series (a point a minute) would otherwise cost a request per
+			// window for what one answer holds: the windows grow while answers are small.
+			window *= 2
+		}
 		res.Partial = res.Partial || resp.Partial
 		res.Missing += resp.Missing
 		if hi == to {
