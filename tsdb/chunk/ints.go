@@ -45,9 +45,7 @@ func gcdAll(r []int64) uint64 {
 		if v < 0 {
 			a = -a
 		}
-		for a != 0 {
-			g, a = a, g%a
-		}
+		g = gcd(g, a)
 		if g == 1 {
 			return 1
 		}
@@ -56,6 +54,30 @@ func gcdAll(r []int64) uint64 {
 		return 1
 	}
 	return g
+}
+
+// gcd is the binary (Stein's) greatest common divisor, gcd(0, b) = b: shifts and
+// subtractions only. Every block of every chunk goes through it, and a 32-bit ARM
+// core has no 64-bit divide instruction (a Cortex-A8 has no divide instruction at
+// all), so Euclid's remainders would each be a call into the runtime's software
+// division.
+func gcd(a, b uint64) uint64 {
+	if a == 0 {
+		return b
+	}
+	if b == 0 {
+		return a
+	}
+	shift := bits.TrailingZeros64(a | b)
+	a >>= bits.TrailingZeros64(a)
+	for b != 0 {
+		b >>= bits.TrailingZeros64(b)
+		if a > b {
+			a, b = b, a
+		}
+		b -= a
+	}
+	return a << shift
 }
 
 // chooseWidth returns the packing width that minimises the block of unsigned
