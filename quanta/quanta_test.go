@@ -221,8 +221,8 @@ func TestFit(t *testing.T) {
 		base  Quantum
 		want  Quantum
 	}{
-		{time.Second / 60, 10, 10},  // a PMU channel keeps the cluster's 10 s
-		{time.Second, 10, 600},      // 1 Hz: 10 minutes
+		{time.Second / 60, 10, 10},   // a PMU channel keeps the cluster's 10 s
+		{time.Second, 10, 600},       // 1 Hz: 10 minutes
 		{10 * time.Second, 10, 3600}, // every 10 s: an hour
 		{time.Minute, 10, 6 * 3600},  // every minute: 6 hours
 		{time.Hour, 10, 24 * 3600},   // hourly: a day, the longest Fit picks
