@@ -94,9 +94,9 @@ func mismatch(key string, have, want series.Type) error {
 // know none are not counted.
 type quantumVotes map[quanta.Quantum]int
 
-func (v quantumVotes) add(d store.Decl, cluster quanta.Quantum) {
+func (v quantumVotes) add(d store.Decl, def quanta.Quantum) {
 	if !d.NoQuantum {
-		v[d.Quantum.Or(cluster)]++
+		v[d.Quantum.Or(def)]++
 	}
 }
 

@@ -132,17 +132,15 @@ func (r *Repairer) catalogStep(ctx context.Context, cs store.Catalog, entries []
 // replicas learn the series from appends alone, which carry no quantum, so when every
 // registry owner changed, only a former owner can hand the quantum on.
 func (r *Repairer) redeclareQuantum(ctx context.Context, key string, owners []dht.Peer) {
-	d, ok := r.store.SeriesDecl(key)
-	if !ok || d.NoQuantum || d.Quantum == 0 {
-		return
-	}
 	self := r.place.Self().ID
 	owner := false
 	for _, p := range owners {
 		owner = owner || p.ID == self
 	}
 	if owner && owners[0].ID != self {
-		return
+		return // the closest owner does it
 	}
-	r.types.Redeclare(ctx, key, d)
+	if d, ok := r.store.SeriesDecl(key); ok && !d.NoQuantum && d.Quantum != 0 {
+		r.types.Redeclare(ctx, key, d)
+	}
 }

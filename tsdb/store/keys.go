@@ -260,9 +260,12 @@ func (s summary) with(fresh int64, minT, maxT int64, blocks uint64) summary {
 // quantum left to a declaration (Decl.NoQuantum).
 func metaValue(t series.Type) []byte { return []byte{metaVersionDecl, byte(t)} }
 
-// declValue is a series' metadata as a registry declaration records it: the type and
-// the quantum length (uvarint seconds, 0: the cluster's).
+// declValue is a series' metadata as a declaration records it: the type and the quantum
+// length (uvarint seconds, 0: the cluster's), or the type alone for one of no quantum.
 func declValue(d Decl) []byte {
+	if d.NoQuantum {
+		return metaValue(d.Type)
+	}
 	return binary.AppendUvarint([]byte{metaVersionDecl, byte(d.Type)}, uint64(d.Quantum))
 }
 

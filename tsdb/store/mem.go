@@ -131,16 +131,8 @@ func (m *Mem) Read(ref ShardRef, key string, from, to int64) (series.Points, boo
 
 // DeclareType implements Registry.
 func (m *Mem) DeclareType(key string, t series.Type) (series.Type, error) {
-	if err := validDeclaration(key, t); err != nil {
-		return series.Unknown, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return series.Unknown, ErrClosed
-	}
-	err := m.declareLocked(key, t)
-	return m.types[key], err
+	d, err := m.DeclareSeries(key, Decl{Type: t, NoQuantum: true})
+	return d.Type, err
 }
 
 func (m *Mem) declareLocked(key string, t series.Type) error {

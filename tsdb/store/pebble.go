@@ -948,7 +948,7 @@ func (p *Pebble) DeclareSeries(key string, d Decl) (Decl, error) {
 	}
 	b := p.db.NewBatch()
 	defer b.Close()
-	err = b.Set(metaKey(key), p.declValue(d), nil)
+	err = b.Set(metaKey(key), declValue(d), nil)
 	if claim.count && err == nil {
 		err = b.Merge(countersKey, counters{series: 1}.encode(), nil)
 	}
@@ -963,14 +963,6 @@ func (p *Pebble) DeclareSeries(key string, d Decl) (Decl, error) {
 		p.series.Add(1)
 	}
 	return d, nil
-}
-
-// declValue is the metadata record of a declaration.
-func (p *Pebble) declValue(d Decl) []byte {
-	if d.NoQuantum {
-		return metaValue(d.Type)
-	}
-	return declValue(d)
 }
 
 // settleQuantum records d's quantum for a series the store already holds, if the store

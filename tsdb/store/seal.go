@@ -127,10 +127,10 @@ func (p *Pebble) unsealed(after []byte, limit, ended, busySince int64) (ids [][]
 		}
 		if v := it.Value(); len(v) > 0 {
 			q, n := binary.Uvarint(v)
-			if n <= 0 {
+			if n <= 0 || q > uint64(quanta.MaxQuantum) {
 				return nil, nil, fmt.Errorf("%w: unsealed-index value %x", ErrCorrupt, v)
 			}
-			if start := getSortable(id[:8]); q > uint64(quanta.MaxQuantum) || start+int64(q) > ended {
+			if start := getSortable(id[:8]); start+int64(q) > ended {
 				continue // its quantum has not ended yet
 			}
 		}
