@@ -148,8 +148,9 @@ func (e *NodeEngine) Ready() error {
 // Stats implements Engine, from the node's own counters, read in process.
 func (e *NodeEngine) Stats(ctx context.Context) (Stats, error) {
 	st := e.node.Store().Stats()
-	r := e.node.Stats().Repair
-	return Stats{Shards: st.Shards, Series: st.Series, Points: st.Points, DiskBytes: st.DiskBytes,
+	ns := e.node.Stats()
+	r := ns.Repair
+	return Stats{Uplinks: ns.Uplinks, Shards: st.Shards, Series: st.Series, Points: st.Points, DiskBytes: st.DiskBytes,
 		Dropped: st.DroppedQuanta, FlashBytesWritten: st.FlashBytesWritten, AppendedPoints: st.AppendedPoints,
 		BufferedAppends: st.BufferedAppends, BufferDrains: st.BufferDrains,
 		LiveMembers: len(e.node.DHT().Live()),

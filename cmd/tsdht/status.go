@@ -47,6 +47,8 @@ type statusJSON struct {
 	// flushes, compactions) and the new points stored meanwhile.
 	FlashBytesWritten int64 `json:"flash_bytes_written"`
 	AppendedPoints    int64 `json:"appended_points"`
+	// The node's uplinks (docs/uplink.md), when it runs any.
+	Uplinks []wire.UplinkStats `json:"uplinks,omitempty"`
 }
 
 func newStatusJSON(n wire.NodeStats) statusJSON {
@@ -58,7 +60,7 @@ func newStatusJSON(n wire.NodeStats) statusJSON {
 		DiskBytes: n.DiskBytes, MaxDiskBytes: n.MaxDisk, Retention: n.Retention, OldestQuantum: n.Oldest,
 		IDFormat: n.Format, RF: n.RF,
 		Corruptions: n.Corruptions, WALBytesDropped: n.WALBytesDropped, RefetchedPairs: n.Repair.Refetched,
-		FlashBytesWritten: n.FlashBytesWritten, AppendedPoints: n.AppendedPoints,
+		FlashBytesWritten: n.FlashBytesWritten, AppendedPoints: n.AppendedPoints, Uplinks: n.Uplinks,
 	}
 }
 
@@ -152,7 +154,7 @@ func statusCommand() *cli.Command {
 			if clusterNote != "" {
 				fmt.Println(clusterNote)
 			}
-			return nil
+			return printUplinks(os.Stdout, nodes)
 		},
 	}
 }
