@@ -73,6 +73,7 @@ type state struct {
 	cursor  int64 // forwarded and acknowledged up to here (exclusive), ns
 	saved   int64 // the cursor the DHT holds
 	savedAt time.Time
+	dirty   bool            // cursor or fwd changed since the last save
 	span    int64           // raw: the span of the next read
 	fwd     map[int64]int64 // window start → points forwarded (late check)
 	lateAt  time.Time
@@ -241,65 +242,68 @@ func (u *Uplink) edge(horizon int64) int64 {
 	return horizon
 }
 
-// load reads a series' cursor from the DHT and seeds the late check; without a saved
-// cursor the series is forwarded from its first point. It fails when the cursor
-// cannot be read: the series then waits, since starting over would send it all again.
+// load reads a series' cursor record from the DHT and seeds the late check; without a
+// record the series is forwarded from its first point. It fails when the record cannot
+// be read: the series then waits, since starting over would send it all again.
 func (u *Uplink) load(ctx context.Context, st *state, now time.Time) error {
 	if st.cursor != math.MinInt64 {
 		return nil
 	}
 	pts, err := u.cl.Latest(ctx, CursorKey(u.id, st.e.Key), 0, now.Add(time.Minute).UnixNano())
 	var re *rpc.RemoteError
+	rec := cursorRecord{Counts: map[int64]int64{}}
 	switch {
-	case err == nil && pts.Len() > 0 && pts.Type == series.Int:
-		st.cursor = pts.I[len(pts.I)-1]
-		st.saved = st.cursor
+	case err == nil && pts.Len() > 0 && pts.Type == series.String:
+		if rec, err = decodeCursor(pts.S[len(pts.S)-1]); err != nil {
+			return fmt.Errorf("the cursor of %q: %w", st.e.Key, err)
+		}
 	case err == nil || errors.As(err, &re) && re.Code == wire.CodeUnknownSeries:
 		if !st.e.HasBounds {
 			return nil // nothing written yet: looked for again next pass
 		}
-		st.cursor = st.e.First
+		rec.Cursor = st.e.First
 		if d := u.every(); d > 0 {
-			st.cursor = agg.WindowStart(st.cursor, d)
+			rec.Cursor = agg.WindowStart(rec.Cursor, d)
 		}
+		rec.From = rec.Cursor
 	default:
 		return fmt.Errorf("reading the cursor of %q: %w", st.e.Key, err)
 	}
-	st.savedAt = now
-	st.span = int64(u.cfg.Interval) * 4
-	st.fwd = map[int64]int64{}
-	// What the previous forwarder sent of the recent windows is taken as forwarded:
-	// only later changes count as late.
+	// Windows older than the record's are taken as forwarded: only later changes to
+	// them count as late.
 	w := u.lateWidth()
-	lo, hi := agg.WindowStart(st.cursor-int64(u.cfg.LateWindow), w), agg.WindowStart(st.cursor, w)
-	if lo < hi {
+	lo := agg.WindowStart(rec.Cursor-int64(u.cfg.LateWindow), w)
+	if hi := min(agg.WindowStart(rec.From, w), agg.WindowStart(rec.Cursor, w)); lo < hi {
 		res, err := u.cl.Aggregate(ctx, st.e.Key, lo, hi, w, wire.GetOptions{})
 		if err != nil {
-			st.cursor = math.MinInt64
 			return fmt.Errorf("counting the recent points of %q: %w", st.e.Key, err)
 		}
 		for _, win := range res.Windows {
-			st.fwd[win.Start] = win.Count
+			rec.Counts[win.Start] = win.Count
 		}
 	}
-	st.lateAt = now
+	st.cursor, st.saved, st.fwd = rec.Cursor, rec.Cursor, rec.Counts
+	st.savedAt, st.lateAt = now, now
+	st.span = int64(u.cfg.Interval) * 4
 	u.log.Info("forwarding a series", "series", st.e.Key, "from", st.cursor)
 	return nil
 }
 
-// save writes a series' cursor to the DHT when it moved and SaveEvery passed (or
-// force).
+// save writes a series' cursor record to the DHT when it changed and SaveEvery passed
+// (or force).
 func (u *Uplink) save(ctx context.Context, st *state, force bool) {
-	if st.cursor == st.saved || st.cursor == math.MinInt64 || !force && time.Since(st.savedAt) < u.cfg.SaveEvery {
+	if !st.dirty || st.cursor == math.MinInt64 || !force && time.Since(st.savedAt) < u.cfg.SaveEvery {
 		return
 	}
+	w := u.lateWidth()
+	rec := cursorRecord{Cursor: st.cursor, From: agg.WindowStart(st.cursor-int64(u.cfg.LateWindow), w), Counts: st.fwd}
 	var p series.Points
-	p.AppendInt(time.Now().UnixNano(), st.cursor)
+	p.AppendString(time.Now().UnixNano(), rec.encode(w))
 	if _, err := u.cl.Put(ctx, CursorKey(u.id, st.e.Key), p, wire.PutOptions{}); err != nil {
 		u.log.Warn("saving a cursor failed; a takeover would send more again", "series", st.e.Key, "err", err)
 		return
 	}
-	st.saved, st.savedAt = st.cursor, time.Now()
+	st.dirty, st.saved, st.savedAt = false, st.cursor, time.Now()
 }
 
 func (u *Uplink) saveAll(ctx context.Context) {
@@ -319,42 +323,52 @@ type pending struct {
 	points int
 }
 
-// pass forwards one batch and reports whether more is waiting.
+// pass forwards one batch and reports whether more is waiting. Windows forwarded
+// again for late points go in a batch of their own, so that a target that refuses
+// them (Prometheus keeps the first value of a timestamp) refuses nothing else.
 func (u *Uplink) pass(ctx context.Context) (more bool) {
 	now := time.Now()
 	if now.Before(u.nextTry) {
 		return false
 	}
-	sts := u.owned(ctx, now)
 	horizon := now.Add(-u.cfg.Settle).UnixNano()
 	edge := u.edge(horizon)
-	u.sink.reset()
-	var pends []pending
-	room := MaxBatchPoints
-	for _, st := range sts {
+	var sts []*state
+	for _, st := range u.owned(ctx, now) {
 		if err := u.load(ctx, st, now); err != nil {
 			u.fail(err)
 			continue
 		}
-		if st.cursor == math.MinInt64 {
+		if st.cursor != math.MinInt64 {
+			u.expire(ctx, st, now)
+			sts = append(sts, st)
+		}
+	}
+	u.sink.reset()
+	var pends []pending
+	room := MaxBatchPoints
+	for _, st := range sts {
+		if room <= 0 || now.Sub(st.lateAt) < u.cfg.LateEvery {
 			continue
 		}
+		p, err := u.late(ctx, st, room)
+		if err != nil {
+			u.fail(err)
+			continue
+		}
+		st.lateAt = now
+		if p != nil {
+			pends = append(pends, *p)
+			room -= p.points
+		}
+	}
+	if len(pends) > 0 {
+		return u.flush(ctx, pends, sts, edge, now)
+	}
+	for _, st := range sts {
 		if room <= 0 || u.sink.size() >= MaxBatchBytes {
 			more = true
-			continue
-		}
-		u.expire(ctx, st, now)
-		if now.Sub(st.lateAt) >= u.cfg.LateEvery {
-			p, err := u.late(ctx, st, room)
-			if err != nil {
-				u.fail(err)
-				continue
-			}
-			st.lateAt = now
-			if p != nil {
-				pends = append(pends, *p)
-				room -= p.points
-			}
+			break
 		}
 		p, err := u.collect(ctx, st, edge, room)
 		if err != nil {
@@ -367,6 +381,12 @@ func (u *Uplink) pass(ctx context.Context) (more bool) {
 			more = true
 		}
 	}
+	return u.flush(ctx, pends, sts, edge, now) && more
+}
+
+// flush sends the batch, and once the target acknowledged (or refused it for good)
+// advances what pends say; false after a failure that is retried.
+func (u *Uplink) flush(ctx context.Context, pends []pending, sts []*state, edge int64, now time.Time) bool {
 	n := 0
 	for _, p := range pends {
 		n += p.points
@@ -385,12 +405,18 @@ func (u *Uplink) pass(ctx context.Context) (more bool) {
 			u.countLag(ctx, sts, edge, now, true)
 			return false
 		default:
-			u.update(func(s *wire.UplinkStats) { s.SentPoints += int64(n); s.SentBytes += int64(sent); s.Batches++ })
+			u.update(func(s *wire.UplinkStats) {
+				s.SentPoints += int64(n)
+				s.SentBytes += int64(sent)
+				s.Batches++
+				s.LastError = ""
+			})
 		}
 	}
 	u.backoff = 0
 	for _, p := range pends {
 		p.st.cursor = max(p.st.cursor, p.to)
+		p.st.dirty = true
 		for w, c := range p.add {
 			p.st.fwd[w] += c
 		}
@@ -402,7 +428,7 @@ func (u *Uplink) pass(ctx context.Context) (more bool) {
 		u.save(ctx, st, false)
 	}
 	u.countLag(ctx, sts, edge, now, false)
-	return more
+	return true
 }
 
 // collect adds to the batch what follows a series' cursor, at most room points (or
