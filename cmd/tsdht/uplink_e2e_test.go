@@ -390,3 +390,29 @@ func promSamples(t *testing.T, addr, metric string) map[int64]string {
 	}
 	return out
 }
+
+// TestUplinkFlagsRefused: a bad uplink flag is a usage error (exit 2) naming it, and
+// the node does not start.
+func TestUplinkFlagsRefused(t *testing.T) {
+	bin := testutil.Binary(t)
+	base := []string{"node", "--rpc", "127.0.0.1:1", "--gossip", "127.0.0.1:2", "--data", t.TempDir()}
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--uplink", "ftp://h:1/x"}, "unknown scheme"},
+		{[]string{"--uplink", "influx+http://h:8086/"}, "one database"},
+		{[]string{"--uplink-every", "1m"}, "--uplink-every without --uplink"},
+		{[]string{"--uplink", "tsdht://a:1", "--uplink-every", "1.5s"}, "whole number of seconds"},
+		{[]string{"--uplink", "tsdht://a:1", "--uplink-every", "soon"}, "--uplink-every"},
+		{[]string{"--uplink", "tsdht://a:1", "--uplink", "tsdht://b:1", "--uplink-every", "0", "--uplink-every", "0", "--uplink-every", "0"}, "once per --uplink"},
+		{[]string{"--uplink", "tsdht://a:1", "--uplink-prefix", "a/", "--uplink-match", "k=v"}, "give one"},
+		{[]string{"--uplink", "tsdht://a:1", "--uplink-match", "novalue"}, "--uplink-match"},
+		{[]string{"--uplink", "tsdht://a:1", "--uplink", "tsdht://a:1"}, "given twice"},
+	} {
+		_, errOut, code := testutil.RunCmd(t, exec.Command(bin, append(slices.Clone(base), c.args...)...), "")
+		if code != 2 || !strings.Contains(errOut, c.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.msg)
+		}
+	}
+}

@@ -61,6 +61,7 @@ func uplinkConfigs(c *cli.Context) ([]uplink.Config, error) {
 		return "", badFlag("--%s given %d times for %d --uplink: give it once (for all) or once per --uplink, in order", name, len(vs), len(urls))
 	}
 	var out []uplink.Config
+	ids := map[string]bool{}
 	for i, u := range urls {
 		cfg := uplink.Config{URL: u}
 		if _, err := uplink.ParseURL(u); err != nil {
@@ -95,6 +96,10 @@ func uplinkConfigs(c *cli.Context) ([]uplink.Config, error) {
 		if err := cfg.Validate(); err != nil {
 			return nil, badFlag("%w", err)
 		}
+		if ids[cfg.ID()] {
+			return nil, badFlag("--uplink %s given twice with the same --uplink-every: one uplink per target and window", u)
+		}
+		ids[cfg.ID()] = true
 		out = append(out, cfg)
 	}
 	if len(out) == 0 {
