@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -44,12 +43,12 @@ func TestUplinkThroughOutageAndKill(t *testing.T) {
 		every, outageAfter, outage, killAfter, total = time.Minute, 3*time.Minute, 4*time.Minute, 2*time.Minute, 10*time.Minute
 	}
 	sleepUntil := func(at time.Time) { time.Sleep(time.Until(at)) } // the scenario's clock, not a wait for a condition
-	influx := startRestartableInfluxd(t)
+	influx := testutil.NewInfluxd(t)
 	promAddr := startPrometheus(t)
-	influxQuery(t, influx.addr, "", "CREATE DATABASE central")
+	influxQuery(t, influx.Addr, "", "CREATE DATABASE central")
 
 	c := newE2ECluster(t, 3, "--rf", "3",
-		"--uplink", "influx+http://"+influx.addr+"/central",
+		"--uplink", "influx+http://"+influx.Addr+"/central",
 		"--uplink", "prom+http://"+promAddr+"/api/v1/write",
 		"--uplink-prefix", "edge/", "--uplink-every", "0", "--uplink-every", every.String())
 	c.StartAll()
@@ -123,9 +122,9 @@ func TestUplinkThroughOutageAndKill(t *testing.T) {
 
 	// Forwarding starts: InfluxDB receives points.
 	start := time.Now()
-	testutil.WaitFor(t, 30*time.Second, func() bool { return influxCount(t, influx.addr, keys[0]) > 0 }, "InfluxDB to receive %s", keys[0])
+	testutil.WaitFor(t, 30*time.Second, func() bool { return influxCount(t, influx.Addr, keys[0]) > 0 }, "InfluxDB to receive %s", keys[0])
 	sleepUntil(start.Add(outageAfter))
-	influx.stop(t)
+	influx.Stop()
 	away := time.Now()
 	// The node forwarding keys[0] dies while InfluxDB is away.
 	sleepUntil(away.Add(killAfter))
@@ -141,7 +140,7 @@ func TestUplinkThroughOutageAndKill(t *testing.T) {
 	// The centre stays away a while more, then returns; the lag is back under 5 s
 	// within a minute, while the writer goes on.
 	sleepUntil(away.Add(outage))
-	influx.start(t)
+	influx.Start(t)
 	back := time.Now()
 	testutil.WaitFor(t, time.Minute, func() bool {
 		lag, ok := c.uplinkLag(live, "influx+")
@@ -160,8 +159,8 @@ func TestUplinkThroughOutageAndKill(t *testing.T) {
 	// Raw: InfluxDB holds exactly the points written.
 	for _, k := range keys {
 		want := written[k]
-		testutil.WaitFor(t, 60*time.Second, func() bool { return influxCount(t, influx.addr, k) == len(want) }, "InfluxDB to hold the %d points of %s", len(want), k)
-		got := influxPoints(t, influx.addr, k)
+		testutil.WaitFor(t, 60*time.Second, func() bool { return influxCount(t, influx.Addr, k) == len(want) }, "InfluxDB to hold the %d points of %s", len(want), k)
+		got := influxPoints(t, influx.Addr, k)
 		if len(got) != len(want) {
 			t.Fatalf("%s: InfluxDB holds %d points, %d written", k, len(got), len(want))
 		}
@@ -271,49 +270,6 @@ func (c *e2eCluster) statusJSON(via int) []statusJSON {
 		}
 	}
 	return all
-}
-
-// influxd is InfluxDB 1.x on loopback that a test can stop and start again on its data.
-type influxd struct {
-	bin, cfg, addr string
-	cmd            *exec.Cmd
-	log            testutil.SyncBuffer
-}
-
-func startRestartableInfluxd(t *testing.T) *influxd {
-	bin := testutil.NeedTool(t, "influxd", "influxdb")
-	dir := t.TempDir()
-	i := &influxd{bin: bin, addr: testutil.FreeAddr(t), cfg: filepath.Join(dir, "influxdb.conf")}
-	conf := fmt.Sprintf("reporting-disabled = true\nbind-address = %q\n[meta]\n  dir = %q\n[data]\n  dir = %q\n  wal-dir = %q\n  query-log-enabled = false\n[http]\n  bind-address = %q\n  log-enabled = false\n[monitor]\n  store-enabled = false\n",
-		testutil.FreeAddr(t), filepath.Join(dir, "meta"), filepath.Join(dir, "data"), filepath.Join(dir, "wal"), i.addr)
-	if err := os.WriteFile(i.cfg, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	i.start(t)
-	t.Cleanup(func() {
-		i.stop(t)
-		if t.Failed() {
-			t.Logf("influxd log:\n%s", i.log.String())
-		}
-	})
-	return i
-}
-
-func (i *influxd) start(t *testing.T) {
-	i.cmd = exec.Command(i.bin, "-config", i.cfg)
-	i.cmd.Stdout, i.cmd.Stderr = &i.log, &i.log
-	if err := i.cmd.Start(); err != nil {
-		t.Fatalf("starting influxd: %v", err)
-	}
-	testutil.WaitHTTP(t, "http://"+i.addr+"/ping", time.Minute)
-}
-
-func (i *influxd) stop(t *testing.T) {
-	if i.cmd == nil || i.cmd.ProcessState != nil {
-		return
-	}
-	i.cmd.Process.Signal(syscall.SIGTERM)
-	i.cmd.Wait()
 }
 
 // startPrometheus runs Prometheus with its remote-write receiver and an out-of-order

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -41,6 +42,21 @@ func NeedTool(t testing.TB, cmd, pkg string) string {
 // answers. The test's cleanup stops it and, when the test failed, logs its output.
 func StartInfluxd(t testing.TB) string {
 	t.Helper()
+	return NewInfluxd(t).Addr
+}
+
+// Influxd is InfluxDB 1.x on loopback that a test can stop and start again on its
+// data (a central store that goes away and comes back).
+type Influxd struct {
+	Addr    string // HTTP, HOST:PORT
+	bin, cf string
+	cmd     *exec.Cmd
+	log     SyncBuffer
+}
+
+// NewInfluxd starts InfluxDB as StartInfluxd does and returns it running.
+func NewInfluxd(t testing.TB) *Influxd {
+	t.Helper()
 	bin := NeedTool(t, "influxd", "influxdb")
 	dir := t.TempDir()
 	addr := FreeAddr(t)
@@ -62,9 +78,35 @@ bind-address = %q
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	StartLogged(t, "influxd", exec.Command(bin, "-config", cfg))
-	WaitHTTP(t, "http://"+addr+"/ping", time.Minute)
-	return addr
+	i := &Influxd{Addr: addr, bin: bin, cf: cfg}
+	i.Start(t)
+	t.Cleanup(func() {
+		i.Stop()
+		if t.Failed() {
+			t.Logf("influxd log:\n%s", i.log.String())
+		}
+	})
+	return i
+}
+
+// Start starts InfluxDB (again) and waits until /ping answers.
+func (i *Influxd) Start(t testing.TB) {
+	t.Helper()
+	i.cmd = exec.Command(i.bin, "-config", i.cf)
+	i.cmd.Stdout, i.cmd.Stderr = &i.log, &i.log
+	if err := i.cmd.Start(); err != nil {
+		t.Fatalf("starting influxd: %v", err)
+	}
+	WaitHTTP(t, "http://"+i.Addr+"/ping", time.Minute)
+}
+
+// Stop stops InfluxDB (SIGTERM) and waits for it; its data stays for Start.
+func (i *Influxd) Stop() {
+	if i.cmd == nil || i.cmd.ProcessState != nil {
+		return
+	}
+	i.cmd.Process.Signal(syscall.SIGTERM)
+	i.cmd.Wait()
 }
 
 // WaitHTTP waits until a GET of url answers 2xx.
