@@ -89,7 +89,8 @@ func statusCommand() *cli.Command {
 			"--json prints one object per member instead, for scripts: node_id, rpc, state, reachable, error,\n" +
 			"shards, series, points, under_replicated, hinted_points, pushed_pairs, handed_off_pairs,\n" +
 			"repair_passes, disk_bytes, max_disk_bytes, retention, oldest_quantum, id_format, rf, corruptions,\n" +
-			"wal_bytes_dropped, refetched_pairs, flash_bytes_written, appended_points. NOTE says why a member could not report, and any damage found.",
+			"wal_bytes_dropped, refetched_pairs, flash_bytes_written, appended_points, uplinks. NOTE says why a member could not report, and any damage found.\n" +
+			"A second table, when nodes run --uplink, lists per node and uplink the series it forwards, its lag, what it sent (docs/uplink.md).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "cluster", Required: true, Usage: "RPC address of a node, HOST:PORT[,…]"},
 			&cli.BoolFlag{Name: "json", Usage: "one JSON object per member on stdout instead of the table"},

@@ -51,6 +51,11 @@ func TestUplinkThroughOutageAndKill(t *testing.T) {
 		"--uplink", "influx+http://"+influx.Addr+"/central",
 		"--uplink", "prom+http://"+promAddr+"/api/v1/write",
 		"--uplink-prefix", "edge/", "--uplink-every", "0", "--uplink-every", every.String())
+	httpAddrs := make([]string, 3)
+	for i, p := range c.Nodes {
+		httpAddrs[i] = testutil.FreeAddr(t)
+		p.Args = append(p.Args, "--http", httpAddrs[i])
+	}
 	c.StartAll()
 	c.WaitAlive(3, time.Minute)
 
@@ -204,6 +209,17 @@ func TestUplinkThroughOutageAndKill(t *testing.T) {
 	}
 	out, _, _ := c.Run("", "status", "--cluster", c.Nodes[live].RPC)
 	t.Logf("status:\n%s", out)
+	resp, err := http.Get("http://" + httpAddrs[live] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{"tsdht_uplink_lag_seconds{", "tsdht_uplink_sent_points_total{", "tsdht_uplink_sent_bytes_total{", "tsdht_uplink_retries_total{", "tsdht_uplink_series{"} {
+		if !strings.Contains(string(metrics), m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
 }
 
 // peakRSS reads a process' peak and current RSS from /proc.
