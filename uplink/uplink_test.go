@@ -285,3 +285,71 @@ func TestForwardsLatePointsAndResumesAfterTakeover(t *testing.T) {
 		t.Errorf("%d points were sent again with another value", target.changed)
 	}
 }
+
+// TestForwardsToAnotherCluster: a tsdht:// uplink copies the raw points under the same
+// key, and a windowed one writes <key>_mean, _min, _max and _count with exactly what an
+// aggregate of the source answers.
+func TestForwardsToAnotherCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two clusters")
+	}
+	ctx := context.Background()
+	src, err := tsdb.StartLocal(ctx, 1, t.TempDir(), func(i int, cfg *tsdb.Config) { cfg.RF = 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := tsdb.StartLocal(ctx, 1, t.TempDir(), func(i int, cfg *tsdb.Config) { cfg.RF = 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	const key = "feeder/7/p"
+	base := time.Now().Add(-time.Hour).Truncate(time.Minute)
+	var p series.Points
+	for i := range 600 {
+		p.AppendFloat(base.Add(time.Duration(i)*100*time.Millisecond).UnixNano(), float64(i%37)*0.5)
+	}
+	if _, err := src.Nodes[0].Coordinator().Put(ctx, key, p, wire.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	url := "tsdht://" + dst.Nodes[0].RPCAddr()
+	set, err := Start([]Config{
+		{URL: url, Interval: 20 * time.Millisecond},
+		{URL: url, Every: 10 * time.Second, Interval: 20 * time.Millisecond},
+	}, src.Nodes[0].Coordinator(), src.Nodes[0].DHT(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	from, to := base.UnixNano(), base.Add(time.Minute).UnixNano()
+	got := func(k string) series.Points {
+		r, err := dst.Nodes[0].Coordinator().Get(ctx, k, from, to, wire.GetOptions{})
+		if err != nil {
+			return series.Points{}
+		}
+		return r.Points
+	}
+	waitFor(t, 20*time.Second, func() bool { return len(got(key).T) == 600 && len(got(key+"_count").T) == 6 }, "the points and windows to arrive")
+	raw := got(key)
+	for i := range p.T {
+		if raw.T[i] != p.T[i] || raw.F[i] != p.F[i] {
+			t.Fatalf("point %d: (%d, %v), sent (%d, %v)", i, raw.T[i], raw.F[i], p.T[i], p.F[i])
+		}
+	}
+	want, err := src.Nodes[0].Coordinator().Aggregate(ctx, key, from, to, int64(10*time.Second), wire.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fn := range aggFns {
+		col := got(key + "_" + fn.String())
+		for i, w := range want.Windows {
+			if v := w.Eval(fn); col.T[i] != w.Start || col.Value(i) != v.String() {
+				t.Errorf("%s window %d: (%d, %s), want (%d, %s)", fn, i, col.T[i], col.Value(i), w.Start, v.String())
+			}
+		}
+	}
+	if s := set.Stats(); len(s) != 2 || s[0].SentPoints != 600 || s[1].SentPoints != 6 || s[0].Series != 1 {
+		t.Errorf("stats %+v", s)
+	}
+}
