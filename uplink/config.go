@@ -43,13 +43,13 @@ type Config struct {
 	// raw points.
 	Every time.Duration
 
-	// Interval is how often a forwarder looks for new points. Default 1 s.
+	// Interval is how often a forwarder looks for new points. Default 2 s.
 	Interval time.Duration
 	// Settle is how far behind now a forwarder stays, so that a write still reaching
 	// its quorum is not skipped. Default 1 s.
 	Settle time.Duration
 	// SaveEvery is how often at most a forwarder writes a series' cursor to the DHT;
-	// a takeover re-sends at most what was acknowledged since. Default 5 s.
+	// a takeover re-sends at most what was acknowledged since. Default 10 s.
 	SaveEvery time.Duration
 	// LateWindow is how far behind the cursor late points are looked for; LateEvery
 	// how often. Defaults 15 minutes and 15 s.
@@ -74,9 +74,9 @@ func (c Config) WithDefaults() Config {
 			*v = d
 		}
 	}
-	set(&c.Interval, time.Second)
+	set(&c.Interval, 2*time.Second)
 	set(&c.Settle, time.Second)
-	set(&c.SaveEvery, 5*time.Second)
+	set(&c.SaveEvery, 10*time.Second)
 	set(&c.LateWindow, 15*time.Minute)
 	set(&c.LateEvery, 15*time.Second)
 	set(&c.MinBackoff, 250*time.Millisecond)

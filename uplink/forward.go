@@ -37,10 +37,10 @@ type Membership interface {
 }
 
 const (
-	listEvery    = 10 * time.Second // how often the selection is listed again
-	lagEvery     = 5 * time.Second  // how often the points behind are counted
-	lateWidthRaw = int64(time.Minute)
-	maxNamed     = 8 // series named in UplinkStats.Forwarding
+	listEvery    = 10 * time.Second        // how often the selection is listed again
+	lagEvery     = 5 * time.Second         // how often the points behind are counted
+	lateWidthRaw = int64(90 * time.Second) // no rollup level divides it: the late check does not make the homes keep the series
+	maxNamed     = 8                       // series named in UplinkStats.Forwarding
 )
 
 // Uplink forwards one selection of series to one target.
@@ -593,8 +593,8 @@ func (u *Uplink) countLag(ctx context.Context, sts []*state, edge int64, now tim
 	u.lagAt = now
 	var pts int64
 	for _, st := range sts {
-		if st.cursor == math.MinInt64 || st.cursor >= edge {
-			continue
+		if st.cursor == math.MinInt64 || edge-st.cursor <= int64(u.cfg.Interval)*2 {
+			continue // caught up: what the next pass sends is not lag
 		}
 		width := max(int64(time.Second), (edge-st.cursor)/MaxReadWindows/int64(time.Second)*int64(time.Second)+int64(time.Second))
 		if d := u.every(); d > 0 {
