@@ -90,6 +90,13 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 		}
 		chunkSize = n
 	}
+	if !h.checkQuery(w, qs) {
+		return
+	}
+	if !h.acquireQuery(w, r) {
+		return
+	}
+	defer h.releaseQuery()
 	query, err := influxql.ParseQuery(qs)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "error parsing query: "+err.Error())
@@ -104,6 +111,7 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 	for i, stmt := range query.Statements {
 		res := h.execute(ctx, stmt, db, now)
 		res.StatementID = i
+		res.Err = h.timedOut(ctx, res.Err)
 		results[i] = res
 		if res.needsCatalog {
 			status = http.StatusNotImplemented

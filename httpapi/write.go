@@ -67,11 +67,18 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request) {
 		bodyError(w, err)
 		return
 	}
-	batches, parsed, dropped, reason := parseLinesCached(body, db, prec, h.nowFor(), h.series)
+	batches, parsed, dropped, reason, tooMany := parseLinesCached(body, db, prec, h.nowFor(), h.series, h.cfg.MaxSeriesPerWrite)
 	putBody(buf) // nothing parsed refers to it
+	if tooMany {
+		h.tooManySeries(w)
+		return
+	}
 	if parsed == 0 && dropped > 0 {
 		h.m.pointsDropped.WithLabelValues("influx").Add(float64(dropped))
 		httpError(w, http.StatusBadRequest, reason)
+		return
+	}
+	if !h.admit(w, batches) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.WriteTimeout)
