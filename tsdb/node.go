@@ -118,12 +118,12 @@ type Config struct {
 	// coordinator's caches) that one write through it may name: a write past it is
 	// refused whole (wire.CodeTooManySeries, HTTP 413) before anything is stored. Each
 	// such series costs round trips and commits at its registry replicas and memory here
-	// until they are done. -1 lifts the limit. Default 10,000.
+	// until they are done. -1 lifts the limit. Default 5,000.
 	NewSeriesPerRequest int
 	// NewSeriesPerSecond bounds, on average, the series this node takes on that it does
 	// not know yet, across all writes (a token bucket NewSeriesPerRequest deep): a write
 	// past it is refused whole (wire.CodeSlowDown, HTTP 429 with Retry-After). -1 lifts
-	// the limit. Default 2,000.
+	// the limit. Default 1,000.
 	NewSeriesPerSecond float64
 	// RPC configures framing and connections; zero fields take rpc's defaults.
 	RPC rpc.Config
@@ -159,8 +159,8 @@ func DefaultConfig() Config {
 		WriteRetry:      10 * time.Second,
 		RPC:             rpc.DefaultConfig(),
 
-		NewSeriesPerRequest: 10_000,
-		NewSeriesPerSecond:  2_000,
+		NewSeriesPerRequest: 5_000,
+		NewSeriesPerSecond:  1_000,
 	}
 }
 

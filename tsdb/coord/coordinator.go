@@ -3,8 +3,8 @@ package coord
 import (
 	"context"
 	"errors"
-	"math"
 	"log/slog"
+	"math"
 	"sync/atomic"
 	"time"
 
