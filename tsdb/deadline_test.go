@@ -76,4 +76,3 @@ func TestHugeGetHonoursCallerDeadline(t *testing.T) {
 		}
 	}
 }
-
