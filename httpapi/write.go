@@ -102,7 +102,7 @@ func (h *Handler) finishWrite(w http.ResponseWriter, out writeOutcome, dropped i
 			code = http.StatusServiceUnavailable
 			w.Header().Set("Retry-After", "1")
 		}
-		httpError(w, code, fmt.Sprintf("write failed after %d points were stored (retrying the whole batch is harmless): %v", out.stored, out.fatal))
+		httpError(w, code, fmt.Sprintf("write failed after %d points were acknowledged at write quorum (retrying the whole batch is harmless): %v", out.stored, out.fatal))
 		return
 	}
 	if reason == "" {
