@@ -17,19 +17,12 @@ import (
 // deadline of 2 s: the answer (an error naming the deadline) must come within the
 // deadline and a second, not after the whole range was read (issue #31).
 func TestHugeGetHonoursCallerDeadline(t *testing.T) {
-	lc, err := StartLocal(context.Background(), 3, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
-	n := lc.Nodes[0]
-	q := int64(n.cfg.DHT.Quantum) * int64(time.Second)
-	to := time.Now().UnixNano() / q * q
-	from := to - (1<<20)*q
+	n, q, from, to := startHugeRange(t, 1<<20, nil)
 	var ends series.Points
 	ends.AppendFloat(from+1, 1)
 	ends.AppendFloat(to-1, 2)
-	if _, err := n.Coordinator().Put(context.Background(), "ends", ends, PutOptions{}); err != nil {
+	_, err := n.Coordinator().Put(context.Background(), "ends", ends, PutOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	cli := rpc.NewClient(rpc.NewTCPTransport(), rpc.Config{})
