@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -107,8 +108,9 @@ func TestRemoteWriteSampleBomb(t *testing.T) {
 
 // TestQueryLimits: a 900 KB query of 450,000 nested parentheses is refused before it is
 // parsed (400 naming MaxQueryDepth), 100 levels parse; with one query slot taken, a query
-// waits QueryQueueWait and gets 503 with Retry-After; a query past QueryTimeout fails
-// with an error naming it (issue #31).
+// waits QueryQueueWait and gets 503 with Retry-After; a series whose points in range
+// pass NodeEngine.MaxReadBytes fails the statement naming it; a query past QueryTimeout
+// fails with an error naming it (issue #31).
 func TestQueryLimits(t *testing.T) {
 	h, err := New(engine, Config{MaxConcurrentQueries: 1, QueryQueueWait: 50 * time.Millisecond}, nil)
 	if err != nil {
@@ -141,6 +143,34 @@ func TestQueryLimits(t *testing.T) {
 	<-h.qslots
 	if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" || !strings.Contains(msg, "MaxConcurrentQueries") {
 		t.Fatalf("a query while the only slot is taken: %d, Retry-After %q, %s", code, hdr.Get("Retry-After"), msg)
+	}
+
+	// A series dense over the range fails the statement before its points are held.
+	var lines strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&lines, "dense v=%d %d\n", i, base.Add(50*time.Minute+time.Duration(i)*time.Millisecond).UnixNano())
+	}
+	if code, _, msg := post(t, srvURL+"/write?db=limits", "text/plain", strings.NewReader(lines.String()), nil); code != http.StatusNoContent {
+		t.Fatalf("writing the dense series: %d %s", code, msg)
+	}
+	small := NewNodeEngine(cluster.Nodes[0])
+	small.MaxReadBytes = 1000
+	hs, err := New(small, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := httptest.NewServer(hs)
+	defer ss.Close()
+	from := base.Add(50 * time.Minute).Format(time.RFC3339)
+	code, _, msg = post(t, ss.URL+"/query?db=limits", "application/x-www-form-urlencoded",
+		strings.NewReader("q="+url.QueryEscape("SELECT v FROM dense WHERE time >= '"+from+"'")), nil)
+	if !strings.Contains(msg, "MaxReadBytes") {
+		t.Fatalf("a raw read of 200 points past 1000 bytes: %d %.300s; want an error naming MaxReadBytes", code, msg)
+	}
+	code, _, msg = post(t, srvURL+"/query?db=limits", "application/x-www-form-urlencoded",
+		strings.NewReader("q="+url.QueryEscape("SELECT count(v) FROM dense WHERE time >= '"+from+"'")), nil)
+	if code != http.StatusOK || !strings.Contains(msg, ",200]") {
+		t.Fatalf("count of the dense series: %d %.300s", code, msg)
 	}
 
 	ht, err := New(engine, Config{QueryTimeout: time.Nanosecond}, nil)
