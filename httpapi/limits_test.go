@@ -109,7 +109,8 @@ func TestRemoteWriteSampleBomb(t *testing.T) {
 // TestQueryLimits: a 900 KB query of 450,000 nested parentheses is refused before it is
 // parsed (400 naming MaxQueryDepth), 100 levels parse; with one query slot taken, a query
 // waits QueryQueueWait and gets 503 with Retry-After; a series whose points in range
-// pass NodeEngine.MaxReadBytes fails the statement naming it; a query past QueryTimeout
+// pass NodeEngine.MaxReadBytes fails the statement naming it; statements whose answers
+// together hold more than MaxQueryPoints values stop there; a query past QueryTimeout
 // fails with an error naming it (issue #31).
 func TestQueryLimits(t *testing.T) {
 	h, err := New(engine, Config{MaxConcurrentQueries: 1, QueryQueueWait: 50 * time.Millisecond}, nil)
@@ -171,6 +172,20 @@ func TestQueryLimits(t *testing.T) {
 		strings.NewReader("q="+url.QueryEscape("SELECT count(v) FROM dense WHERE time >= '"+from+"'")), nil)
 	if code != http.StatusOK || !strings.Contains(msg, ",200]") {
 		t.Fatalf("count of the dense series: %d %.300s", code, msg)
+	}
+
+	// Statements each within MaxQueryPoints may not hold many times it together.
+	hp, err := New(engine, Config{MaxQueryPoints: 300}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := httptest.NewServer(hp)
+	defer sp.Close()
+	one := "SELECT v FROM dense WHERE time >= '" + from + "'"
+	code, _, msg = post(t, sp.URL+"/query?db=limits", "application/x-www-form-urlencoded",
+		strings.NewReader("q="+url.QueryEscape(one+"; "+one+"; "+one)), nil)
+	if code != http.StatusOK || strings.Count(msg, `"error"`) != 1 || !strings.Contains(msg, `"statement_id":2,"error":"not run`) || !strings.Contains(msg, "MaxQueryPoints") {
+		t.Fatalf("three statements of 200 values each under a limit of 300: %d %.300s…; want the third not run, naming MaxQueryPoints", code, msg)
 	}
 
 	ht, err := New(engine, Config{QueryTimeout: time.Nanosecond}, nil)

@@ -62,6 +62,27 @@ func nestingDepth(q string, limit int) int {
 	return deepest
 }
 
+// heldTooMuch returns the result of a statement that is not run because the answers of
+// the query's statements before it hold held values, more than MaxQueryPoints: a query
+// of many statements, each within the limit, must not hold many times it until its
+// answer is written. nil: run it.
+func (h *Handler) heldTooMuch(held int) *result {
+	if held <= h.cfg.MaxQueryPoints {
+		return nil
+	}
+	return &result{Err: fmt.Sprintf("not run: the answers of the query's earlier statements hold more than %d values (MaxQueryPoints): send the statements in queries of their own", h.cfg.MaxQueryPoints)}
+}
+
+// resultValues counts the values a statement's answer holds: each row's values but its
+// time.
+func resultValues(res *result) int {
+	n := 0
+	for _, s := range res.Series {
+		n += s.len() * max(1, len(s.Columns)-1)
+	}
+	return n
+}
+
 // acquireQuery takes a query slot, waiting up to QueryQueueWait; when none frees, the
 // query is answered 503 with Retry-After and acquireQuery returns false.
 func (h *Handler) acquireQuery(w http.ResponseWriter, r *http.Request) bool {
