@@ -21,9 +21,10 @@ const hostileRSSBoundKB = 200 << 10
 
 // TestHTTPHostileBodies posts, to a real `tsdht node --http` process, issue #31's
 // bodies at once: one /write of 1,000,000 new series (15 MB of line protocol), a
-// Prometheus remote write declaring 10,000,000 empty samples (1 MB, 20 MB decompressed)
-// and a /write of 6,000 new series (past --new-series-per-request), while a writer of
-// known series goes on. Each hostile body is refused whole with 413 naming its limit,
+// Prometheus remote write declaring 10,000,000 empty samples (1 MB, 20 MB decompressed),
+// a /write of 6,000 new series (past --new-series-per-request) and a 900 KB query of
+// 450,000 nested parentheses, while a writer of known series goes on. Each hostile body
+// is refused whole (413, the query 400) naming its limit,
 // within seconds; every ordinary write is acknowledged (204; a 429 for a busy write
 // slot is retried, as clients do); and the node's peak RSS (VmHWM in /proc/PID/status)
 // stays under hostileRSSBoundKB.
@@ -63,13 +64,16 @@ func TestHTTPHostileBodies(t *testing.T) {
 
 	hostileCases := []struct {
 		name, path, ctype, want string
+		code                    int
 		hdr                     map[string]string
 		body                    []byte
 	}{
-		{"1,000,000 new series", "/write?db=card", "text/plain", "MaxSeriesPerWrite", nil, hostile.NewSeriesLines("c", 1_000_000)},
-		{"10,000,000 empty samples", "/api/v1/write", "application/x-protobuf", "MaxSamplesPerRemoteWrite",
+		{"1,000,000 new series", "/write?db=card", "text/plain", "MaxSeriesPerWrite", http.StatusRequestEntityTooLarge, nil, hostile.NewSeriesLines("c", 1_000_000)},
+		{"10,000,000 empty samples", "/api/v1/write", "application/x-protobuf", "MaxSamplesPerRemoteWrite", http.StatusRequestEntityTooLarge,
 			map[string]string{"Content-Encoding": "snappy"}, hostile.RemoteWriteBomb(10_000_000)},
-		{"6,000 new series", "/write?db=card", "text/plain", "new-series-per-request", nil, hostile.NewSeriesLines("d", 6_000)},
+		{"6,000 new series", "/write?db=card", "text/plain", "new-series-per-request", http.StatusRequestEntityTooLarge, nil, hostile.NewSeriesLines("d", 6_000)},
+		{"450,000 nested parentheses", "/query?db=card", "application/x-www-form-urlencoded", "MaxQueryDepth", http.StatusBadRequest, nil,
+			[]byte("q=" + hostile.NestedQuery(450_000))},
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -103,8 +107,8 @@ func TestHTTPHostileBodies(t *testing.T) {
 				if code == http.StatusTooManyRequests && time.Now().Before(deadline) {
 					continue // a write slot was busy
 				}
-				if code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, hc.want) {
-					t.Errorf("%s: %d %.300s; want 413 naming %s", hc.name, code, msg, hc.want)
+				if code != hc.code || !strings.Contains(msg, hc.want) {
+					t.Errorf("%s: %d %.300s; want %d naming %s", hc.name, code, msg, hc.code, hc.want)
 				}
 				t.Logf("%s (%d bytes): %d after %v", hc.name, len(hc.body), code, time.Since(start).Round(time.Millisecond))
 				return
