@@ -113,7 +113,8 @@ func Backup(ctx context.Context, c Cluster, o Options) (Run, error) {
 		From: o.From, To: o.To, Series: len(es)}
 	b := &backer{c: c, o: o, run: &run, w: &fileWriter{dir: o.Dir, run: run.Number}}
 	if o.Rate > 0 {
-		b.lim = rate.NewLimiter(rate.Limit(o.Rate), max(1, int(o.Rate)))
+		// A tenth of a second's worth at once: the pace holds from the first read.
+		b.lim = rate.NewLimiter(rate.Limit(o.Rate), max(1, int(o.Rate/10)))
 	}
 	prev := map[string]*SeriesInfo{}
 	for i := range old.Series {
@@ -255,7 +256,7 @@ func (b *backer) series(ctx context.Context, e catalog.Entry, prev *SeriesInfo) 
 	// Read what changed, several adjacent quanta per request.
 	for len(todo) > 0 {
 		n, pts := 1, todo[0].count
-		for n < len(todo) && todo[n].start == todo[n-1].start+int64(q) && pts+todo[n].count <= maxReadPoints {
+		for n < len(todo) && todo[n].start == todo[n-1].start+int64(q) && pts+todo[n].count <= b.readPoints() {
 			pts += todo[n].count
 			n++
 		}
@@ -306,6 +307,15 @@ func (b *backer) series(ctx context.Context, e catalog.Entry, prev *SeriesInfo) 
 	b.run.Dropped += dropped
 	b.mu.Unlock()
 	return info, nil
+}
+
+// readPoints is how many points one read asks for at most (unless one quantum holds
+// more): maxReadPoints, or what the limiter lets through at once.
+func (b *backer) readPoints() int64 {
+	if b.lim == nil {
+		return maxReadPoints
+	}
+	return min(maxReadPoints, int64(b.lim.Burst()))
 }
 
 // pace waits until the limiter lets n points be read.
