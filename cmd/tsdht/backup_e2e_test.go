@@ -427,3 +427,76 @@ func (w *liveWriter) ackedPast(t int64) bool {
 	defer w.mu.Unlock()
 	return len(w.acked) > 0 && w.acked[len(w.acked)-1].t >= t
 }
+
+// TestBackupThroughput measures backup and restore in points per second, and the
+// 60 Hz writers' put latency while an unpaced and a paced backup run. It runs only with
+// TSDHT_BACKUP_BENCH=N, the points to back up (docs/backup.md quotes its figures):
+//
+//	TSDHT_BACKUP_BENCH=1000000 go test ./cmd/tsdht -run TestBackupThroughput -v
+func TestBackupThroughput(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("TSDHT_BACKUP_BENCH"))
+	if n <= 0 {
+		t.Skip("set TSDHT_BACKUP_BENCH=N (points) to measure backup and restore throughput")
+	}
+	src := startE2ECluster(t, 3, "--rf", "3")
+	cl, err := client.New([]string{src.Nodes[0].RPC, src.Nodes[1].RPC}, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	const nseries = 20
+	per := n / nseries
+	t0 := time.Now().Add(-time.Duration(per+600) * time.Second / 60).UnixNano()
+	loadBegan := time.Now()
+	for s := range nseries {
+		pts := series.Points{Type: series.Float}
+		for i := range per {
+			pts.AppendFloat(t0+int64(i)*int64(time.Second/60), 50+float64(i%1000)/1000)
+		}
+		if _, err := cl.Put(ctx, fmt.Sprintf("bench/%02d/freq", s), pts, wire.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("loaded %d points in %v", per*nseries, time.Since(loadBegan).Round(time.Millisecond))
+	writers := make([]*liveWriter, 3)
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := range writers {
+		writers[i] = &liveWriter{key: fmt.Sprintf("live/%d/freq", i)}
+		wg.Add(1)
+		go func() { defer wg.Done(); writers[i].run(wctx, cl) }()
+	}
+	defer func() { stop(); wg.Wait() }()
+	for _, w := range writers {
+		start := time.Now().UnixNano()
+		testutil.WaitFor(t, 30*time.Second, func() bool { return w.ackedPast(start + int64(2*time.Second)) }, "writer %s", w.key)
+	}
+	var dir string
+	for _, rate := range []string{"0", "50000"} {
+		dir = filepath.Join(t.TempDir(), "bk")
+		began := time.Now()
+		out, errOut, code := src.Run("", "backup", "--cluster", src.Nodes[2].RPC, "--to", dir, "--rate", rate)
+		span := [][2]time.Time{{began, time.Now()}}
+		if code != 0 {
+			t.Fatalf("backup: exit %d\n%s%s", code, out, errOut)
+		}
+		var during, outside []time.Duration
+		for _, w := range writers {
+			a, b := w.latencies(span)
+			during, outside = append(during, a...), append(outside, b...)
+		}
+		t.Logf("backup --rate %s: %s", rate, rateRE.FindString(out))
+		t.Logf("  writers' put latency during it: p50 %v p99 %v max %v (%d puts); before: p50 %v p99 %v max %v (%d puts)",
+			latency.Pct(during, 50), latency.Pct(during, 99), latency.Pct(during, 100), len(during),
+			latency.Pct(outside, 50), latency.Pct(outside, 99), latency.Pct(outside, 100), len(outside))
+	}
+	stop()
+	wg.Wait()
+	dst := startE2ECluster(t, 3, "--rf", "3")
+	out, errOut, code := dst.Run("", "restore", "--cluster", dst.Nodes[0].RPC, "--from", dir, "--concurrency", "4")
+	if code != 0 {
+		t.Fatalf("restore: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Logf("restore: %s", strings.TrimSpace(out))
+}

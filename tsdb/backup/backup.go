@@ -121,27 +121,13 @@ func Backup(ctx context.Context, c Cluster, o Options) (Run, error) {
 		prev[old.Series[i].Key] = &old.Series[i]
 	}
 	out := make([]SeriesInfo, len(es))
-	errs := make([]error, len(es))
-	slots := make(chan struct{}, o.Concurrency)
-	var wg sync.WaitGroup
-	for i, e := range es {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-				return
-			}
-			defer func() { <-slots }()
-			out[i], errs[i] = b.series(ctx, e, prev[e.Key])
-			if errs[i] != nil {
-				errs[i] = fmt.Errorf("series %q: %w", e.Key, errs[i])
-			}
-		}()
-	}
-	wg.Wait()
+	errs := forEach(ctx, len(es), o.Concurrency, func(i int) (err error) {
+		out[i], err = b.series(ctx, es[i], prev[es[i].Key])
+		if err != nil {
+			err = fmt.Errorf("series %q: %w", es[i].Key, err)
+		}
+		return err
+	})
 	files, ferr := b.w.close()
 	if err := errors.Join(append(errs, ferr)...); err != nil {
 		b.w.remove()
@@ -181,6 +167,30 @@ func Backup(ctx context.Context, c Cluster, o Options) (Run, error) {
 		os.Remove(filepath.Join(o.Dir, name)) // superseded: no block of the manifest points into it
 	}
 	return *r, nil
+}
+
+// forEach calls fn(0..n-1), conc at a time, and returns each call's error (a call
+// not started because ctx ended has ctx's).
+func forEach(ctx context.Context, n, conc int, fn func(i int) error) []error {
+	errs := make([]error, n)
+	slots := make(chan struct{}, conc)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				errs[i] = ctx.Err()
+				return
+			}
+			defer func() { <-slots }()
+			errs[i] = fn(i)
+		}()
+	}
+	wg.Wait()
+	return errs
 }
 
 // backer is one backup run's state shared by the series read at once.

@@ -83,9 +83,9 @@ func TestEveryDamagedByteIsRefused(t *testing.T) {
 // once.
 func TestHugeLengthsRefused(t *testing.T) {
 	for _, in := range [][]byte{
-		{0xff, 0xff, 0xff, 0xff, 0x0f},                                       // key length
+		{0xff, 0xff, 0xff, 0xff, 0x0f},                                      // key length
 		append([]byte{1, 'k', 0, 2, 0, 2, 0xff, 0xff, 0xff, 0xff, 0x0f}, 0), // point count
-		{1, 'k', 0, 2, 0, 2, 1, 0xff, 0xff, 0xff, 0xff, 0x0f},                // packed length
+		{1, 'k', 0, 2, 0, 2, 1, 0xff, 0xff, 0xff, 0xff, 0x0f},               // packed length
 	} {
 		_, _, err := readBlock(bufio.NewReader(bytes.NewReader(in)))
 		if err == nil || !strings.Contains(err.Error(), "at most") && !strings.Contains(err.Error(), "1..") {

@@ -48,19 +48,19 @@ type Run struct {
 	Number int   `json:"run"`
 	Cut    int64 `json:"cut"` // ns: every point acknowledged before it, within [From, To), is in
 	// CutTime is Cut in RFC 3339, for a person.
-	CutTime string `json:"cut_time"`
-	From    int64  `json:"from"` // ns
-	To      int64  `json:"to"`   // ns, never after Cut
+	CutTime string  `json:"cut_time"`
+	From    int64   `json:"from"` // ns
+	To      int64   `json:"to"`   // ns, never after Cut
 	Seconds float64 `json:"seconds"`
 	// Series listed; Blocks written (new or changed quanta) and kept (unchanged);
 	// Points and Bytes written.
-	Series     int   `json:"series"`
-	Written    int   `json:"blocks_written"`
-	Kept       int   `json:"blocks_kept"`
-	Dropped    int   `json:"blocks_dropped"`
-	Points     int64 `json:"points_written"`
-	Bytes      int64 `json:"bytes_written"`
-	PointsHeld int64 `json:"points_held"`
+	Series     int      `json:"series"`
+	Written    int      `json:"blocks_written"`
+	Kept       int      `json:"blocks_kept"`
+	Dropped    int      `json:"blocks_dropped"`
+	Points     int64    `json:"points_written"`
+	Bytes      int64    `json:"bytes_written"`
+	PointsHeld int64    `json:"points_held"`
 	Files      []string `json:"files,omitempty"` // data files this run wrote
 }
 

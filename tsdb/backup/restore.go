@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/tsdht/tsdht/quanta"
@@ -159,22 +158,13 @@ func Restore(ctx context.Context, c Cluster, dir string, o RestoreOptions) (Summ
 		o.Concurrency = DefaultConcurrency
 	}
 	warn := make([]string, len(m.Series))
-	errs := make([]error, len(m.Series))
-	slots := make(chan struct{}, o.Concurrency)
-	var wg sync.WaitGroup
-	for i := range m.Series {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			warn[i], errs[i] = restoreSeries(ctx, c, dir, &m.Series[i], o)
-			if errs[i] != nil {
-				errs[i] = fmt.Errorf("series %q: %w", m.Series[i].Key, errs[i])
-			}
-		}()
-	}
-	wg.Wait()
+	errs := forEach(ctx, len(m.Series), o.Concurrency, func(i int) (err error) {
+		warn[i], err = restoreSeries(ctx, c, dir, &m.Series[i], o)
+		if err != nil {
+			err = fmt.Errorf("series %q: %w", m.Series[i].Key, err)
+		}
+		return err
+	})
 	for _, w := range warn {
 		if w != "" {
 			s.Warnings = append(s.Warnings, w)
