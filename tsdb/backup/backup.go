@@ -105,6 +105,7 @@ func Backup(ctx context.Context, c Cluster, o Options) (Run, error) {
 	if err := os.MkdirAll(filepath.Join(o.Dir, DataDir), 0o755); err != nil {
 		return Run{}, fmt.Errorf("backup: %w", err)
 	}
+	removeLeftovers(o.Dir, old)
 	es, err := c.Series(ctx, o.Match, o.Prefix)
 	if err != nil {
 		return Run{}, fmt.Errorf("backup: listing the series: %w", err)
@@ -167,6 +168,22 @@ func Backup(ctx context.Context, c Cluster, o Options) (Run, error) {
 		os.Remove(filepath.Join(o.Dir, name)) // superseded: no block of the manifest points into it
 	}
 	return *r, nil
+}
+
+// removeLeftovers deletes the data files the manifest does not list: what a run that
+// was interrupted (killed, out of disk) wrote before its manifest. The manifest is the
+// backup; nothing else points into them.
+func removeLeftovers(dir string, m *Manifest) {
+	listed := map[string]bool{}
+	for _, f := range m.Files {
+		listed[f.Name] = true
+	}
+	ents, _ := os.ReadDir(filepath.Join(dir, DataDir))
+	for _, e := range ents {
+		if name := DataDir + "/" + e.Name(); !listed[name] && !e.IsDir() && filepath.Ext(name) == ".tsb" {
+			os.Remove(filepath.Join(dir, name))
+		}
+	}
 }
 
 // forEach calls fn(0..n-1), conc at a time, and returns each call's error (a call
@@ -442,7 +459,7 @@ func (w *fileWriter) open() error {
 	path := filepath.Join(w.dir, w.name)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return fmt.Errorf("creating %s: %w (a file of an interrupted run? remove the files of %s that %s does not list)", path, err, DataDir, ManifestName)
+		return fmt.Errorf("creating %s: %w", path, err)
 	}
 	w.f, w.bw, w.sum = f, bufio.NewWriterSize(f, 1<<20), sha256.New()
 	w.made = append(w.made, path)

@@ -105,13 +105,20 @@ func TestIncrementalWritesOnlyWhatChanged(t *testing.T) {
 	if r1.Written != 30 || r1.Points != 300 {
 		t.Fatalf("run 1 wrote %d quanta, %d points; want 30, 300", r1.Written, r1.Points)
 	}
-	// Nothing changed: nothing written.
+	// Nothing changed: nothing written; a file an interrupted run left is removed.
+	leftover := filepath.Join(dir, backup.DataDir, "r000002-0001.tsb")
+	if err := os.WriteFile(leftover, []byte("TSDHTBAK\x01half a block"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	r2, err := backup.Backup(ctx, cl, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r2.Written != 0 || r2.Kept != 30 || len(r2.Files) != 0 {
 		t.Fatalf("run 2 over an unchanged cluster wrote %d quanta (%d files), kept %d", r2.Written, len(r2.Files), r2.Kept)
+	}
+	if _, err := os.Stat(leftover); err == nil {
+		t.Fatalf("the interrupted run's %s is still there", leftover)
 	}
 	// A value overwritten at a quantum's end, a point added inside another, a range
 	// deleted, a series deleted whole.
