@@ -20,6 +20,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -233,6 +234,15 @@ type window struct {
 // differs from what prev recorded.
 func (b *backer) series(ctx context.Context, e catalog.Entry, prev *SeriesInfo) (SeriesInfo, error) {
 	typ, q, err := b.c.Describe(ctx, e.Key)
+	var re *rpc.RemoteError
+	if errors.As(err, &re) && re.Code == wire.CodeUnknownSeries {
+		// Deleted whole since it was listed, or a catalog entry with no point ever
+		// written: nothing to restore a type or points from.
+		b.mu.Lock()
+		b.run.Skipped++
+		b.mu.Unlock()
+		return SeriesInfo{}, nil
+	}
 	if err != nil {
 		return SeriesInfo{}, err
 	}

@@ -54,10 +54,13 @@ type Run struct {
 	Seconds float64 `json:"seconds"`
 	// Series listed; Blocks written (new or changed quanta) and kept (unchanged);
 	// Points and Bytes written.
-	Series     int      `json:"series"`
-	Written    int      `json:"blocks_written"`
-	Kept       int      `json:"blocks_kept"`
-	Dropped    int      `json:"blocks_dropped"`
+	Series  int `json:"series"`
+	Written int `json:"blocks_written"`
+	Kept    int `json:"blocks_kept"`
+	Dropped int `json:"blocks_dropped"`
+	// Skipped counts listed series with no type: deleted since they were listed, or
+	// catalog entries of series never written.
+	Skipped    int      `json:"series_skipped,omitempty"`
 	Points     int64    `json:"points_written"`
 	Bytes      int64    `json:"bytes_written"`
 	PointsHeld int64    `json:"points_held"`
