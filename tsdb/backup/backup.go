@@ -2,6 +2,7 @@ package backup
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -57,10 +58,16 @@ type Options struct {
 	Concurrency int
 	// Read tunes the reads (quorum); AllowPartial is refused: a backup is never short.
 	Read wire.GetOptions
+	// MaxBlocks lowers MaxBlocks for this run (0: MaxBlocks).
+	MaxBlocks int
 }
 
 // DefaultConcurrency is how many series a backup reads at once by default.
 const DefaultConcurrency = 2
+
+// MaxBlocks bounds the quanta one backup directory's manifest lists, all series
+// together: the manifest is held in memory by every run and restore.
+const MaxBlocks = 1 << 20
 
 // maxReadPoints bounds the points one read asks for (a read of several quanta).
 const maxReadPoints = 100_000
@@ -218,8 +225,20 @@ type backer struct {
 	lim *rate.Limiter
 	w   *fileWriter
 
-	mu  sync.Mutex
-	run *Run
+	mu     sync.Mutex
+	run    *Run
+	blocks int // quanta the new manifest will list so far (MaxBlocks)
+}
+
+// count adds n quanta to what the new manifest will list, and fails past MaxBlocks.
+func (b *backer) count(n int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.blocks += n
+	if limit := cmp.Or(b.o.MaxBlocks, MaxBlocks); b.blocks > limit {
+		return fmt.Errorf("the backup would list more than %d quanta, which its manifest holds in memory: back up by range (--from/--until) or by prefix, into separate directories", limit)
+	}
+	return nil
 }
 
 // window is one quantum of a series as this run sees it.
@@ -254,6 +273,9 @@ func (b *backer) series(ctx context.Context, e catalog.Entry, prev *SeriesInfo) 
 		for i := range res.Windows {
 			w := &res.Windows[i]
 			start := q.Start(w.Start)
+			if err := b.count(1); err != nil {
+				return err
+			}
 			ws = append(ws, window{start: start, from: max(b.o.From, q.BeginNanos(start)), to: min(b.o.To, q.EndNanos(start)),
 				count: w.Count, fp: fingerprint(&w.Partial)})
 		}
@@ -268,6 +290,9 @@ func (b *backer) series(ctx context.Context, e catalog.Entry, prev *SeriesInfo) 
 	if prev != nil && prev.Quantum == int64(q) && prev.Type == info.Type {
 		for _, bl := range prev.Blocks {
 			if q.EndNanos(bl.Start) <= b.o.From || q.BeginNanos(bl.Start) >= b.o.To {
+				if err := b.count(1); err != nil {
+					return SeriesInfo{}, err
+				}
 				info.Blocks = append(info.Blocks, bl)
 				continue
 			}

@@ -233,3 +233,21 @@ func TestTruncatedFileNamed(t *testing.T) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// A run that would list more quanta than the manifest may hold fails before it writes,
+// saying what to do, and leaves the directory as it was.
+func TestTooManyQuantaRefused(t *testing.T) {
+	cl := cluster(t, 1)
+	ctx := context.Background()
+	if _, err := cl.Put(ctx, "long", floats(time.Now().Add(-time.Hour).UnixNano(), 100, 0), wire.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	_, err := backup.Backup(ctx, cl, backup.Options{Dir: dir, MaxBlocks: 5})
+	if err == nil || !strings.Contains(err.Error(), "more than 5 quanta") || !strings.Contains(err.Error(), "--from") {
+		t.Fatalf("a backup of 10 quanta with room for 5: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, backup.ManifestName)); err == nil {
+		t.Fatal("the failed run wrote a manifest")
+	}
+}
