@@ -138,6 +138,9 @@ func Backup(ctx context.Context, c Cluster, o Options) (Run, error) {
 		return err
 	})
 	files, ferr := b.w.close()
+	if ferr == nil && len(files) > 0 {
+		ferr = syncDir(filepath.Join(o.Dir, DataDir)) // the files' names, before the manifest names them
+	}
 	if err := errors.Join(append(errs, ferr)...); err != nil {
 		b.w.remove()
 		return Run{}, fmt.Errorf("backup: %w (the backup in %s is as it was before this run)", err, o.Dir)
