@@ -230,6 +230,20 @@ func TestBackupRestoreLive(t *testing.T) {
 	cut2, _ := runBackup()
 	m2 := readManifestT(t, dir)
 	stop()
+	// The contract's form: --to DIR, and a second --to ending the range.
+	dir3 := filepath.Join(t.TempDir(), "hist")
+	if out, errOut, code := src.Run("", "backup", "--cluster", src.Nodes[1].RPC, "--to", dir3, "--prefix", "hist/", "--from", "-13m", "--to", "now"); code != 0 {
+		t.Fatalf("backup --to DIR --from -13m --to now: exit %d\n%s%s", code, out, errOut)
+	}
+	m3 := readManifestT(t, dir3)
+	r3 := m3.Runs[0]
+	want3 := 0
+	for _, pts := range hist {
+		want3 += inRangeCount(pts, r3.From)
+	}
+	if len(m3.Series) != 3 || r3.Cut-r3.From != int64(13*time.Minute) || r3.To != r3.Cut || r3.PointsHeld != int64(want3) || want3 == 0 {
+		t.Fatalf("backup of hist/ over the last 13 minutes: %d series, run %+v; want 3 series, %d points", len(m3.Series), r3, want3)
+	}
 
 	// The second run wrote only quanta from the one the first cut fell in (or, when a
 	// put in flight at that cut straddled a quantum boundary, the one before).
@@ -392,6 +406,17 @@ func TestBackupRestoreLive(t *testing.T) {
 			t.Fatalf("%s: only %d points acknowledged before the cut: the test proves little", w.key, before)
 		}
 	}
+}
+
+// inRangeCount counts the points of p at or after from.
+func inRangeCount(p series.Points, from int64) int {
+	n := 0
+	for _, t := range p.T {
+		if t >= from {
+			n++
+		}
+	}
+	return n
 }
 
 func samePoint(a, b *series.Points, i int) bool {
