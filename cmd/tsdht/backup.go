@@ -34,6 +34,7 @@ func backupCommand() *cli.Command {
 			&cli.Float64Flag{Name: "rate", Value: 50_000, Usage: "points read per second at most, over all series read at once (0: unpaced); keeps the cluster's writers undisturbed"},
 			&cli.IntFlag{Name: "concurrency", Value: backup.DefaultConcurrency, Usage: "series read at once, 1–64"},
 			&cli.IntFlag{Name: "read-quorum", Usage: "replicas that must agree a shard is empty (0: the cluster's read quorum)"},
+			&cli.BoolFlag{Name: "full", Usage: "read every quantum again and compare its contents, not only its statistics: still writes only what differs, but reads the whole range"},
 		},
 		Action: runBackup,
 	}
@@ -42,7 +43,7 @@ func backupCommand() *cli.Command {
 func runBackup(c *cli.Context) error {
 	now := time.Now()
 	o := backup.Options{Prefix: c.String("prefix"), Rate: c.Float64("rate"), Concurrency: c.Int("concurrency"),
-		Read: wire.GetOptions{ReadQuorum: c.Int("read-quorum")}, Cut: now.UnixNano(), From: math.MinInt64, To: math.MaxInt64}
+		Read: wire.GetOptions{ReadQuorum: c.Int("read-quorum")}, Full: c.Bool("full"), Cut: now.UnixNano(), From: math.MinInt64, To: math.MaxInt64}
 	match, err := matchTags(c)
 	if err != nil {
 		return err

@@ -60,6 +60,10 @@ type Options struct {
 	Read wire.GetOptions
 	// MaxBlocks lowers MaxBlocks for this run (0: MaxBlocks).
 	MaxBlocks int
+	// Full reads every quantum of the range again, whatever its statistics say, and
+	// compares its contents with the block recorded: it writes only what differs, and
+	// sees what the statistics cannot (a float value rewritten in a quantum's middle).
+	Full bool
 }
 
 // DefaultConcurrency is how many series a backup reads at once by default.
@@ -250,6 +254,7 @@ type window struct {
 	from, to int64 // ns covered
 	count    int64
 	fp       string
+	prev     []BlockEntry // what the manifest held for the quantum (Full compares it)
 }
 
 // series backs up one series: its catalog entry, and the quanta whose fingerprint
@@ -305,13 +310,14 @@ func (b *backer) series(ctx context.Context, e catalog.Entry, prev *SeriesInfo) 
 	var todo []window
 	kept := 0
 	for _, w := range ws {
-		if h := had[w.start]; unchanged(h, w) {
+		h := had[w.start]
+		delete(had, w.start)
+		if !b.o.Full && unchanged(h, w) {
 			info.Blocks = append(info.Blocks, h...)
 			kept += len(h)
-			delete(had, w.start)
 			continue
 		}
-		delete(had, w.start)
+		w.prev = h
 		todo = append(todo, w)
 	}
 	dropped := 0
@@ -348,11 +354,21 @@ func (b *backer) series(ctx context.Context, e catalog.Entry, prev *SeriesInfo) 
 				hi := min(j, part+MaxBlockPoints)
 				blk := Block{Key: e.Key, Start: w.start, Quantum: int64(q), From: w.from, To: w.to, Points: pts2.Slice(part, hi)}
 				blk.Points.Type = typ
-				be, err := b.w.write(&blk)
+				enc := appendBlock(nil, &blk)
+				content := contentHash(enc)
+				if whole := part == i && hi == j; whole && len(w.prev) == 1 && w.prev[0].Content == content {
+					// Read again (Full) and found as recorded: keep the block.
+					be := w.prev[0]
+					be.Fingerprint = w.fp
+					info.Blocks = append(info.Blocks, be)
+					kept++
+					break
+				}
+				be, err := b.w.write(&blk, enc)
 				if err != nil {
 					return SeriesInfo{}, err
 				}
-				be.Fingerprint = w.fp
+				be.Fingerprint, be.Content = w.fp, content
 				info.Blocks = append(info.Blocks, be)
 				b.mu.Lock()
 				b.run.Written++
@@ -445,6 +461,12 @@ func fingerprint(p *agg.Partial) string {
 	return hex.EncodeToString(s[:8])
 }
 
+// contentHash digests a block's encoding: equal blocks, equal hashes.
+func contentHash(enc []byte) string {
+	s := sha256.Sum256(enc)
+	return hex.EncodeToString(s[:16])
+}
+
 // fileWriter writes a run's blocks into data files, starting a new one past
 // MaxFileBytes. It is safe for concurrent use.
 type fileWriter struct {
@@ -460,12 +482,12 @@ type fileWriter struct {
 	seq   int
 	done  []FileEntry
 	made  []string
-	buf   []byte
 	wrErr error
 }
 
-// write appends a block to the current file and returns where it went.
-func (w *fileWriter) write(b *Block) (BlockEntry, error) {
+// write appends a block, encoded as enc (appendBlock), to the current file and returns
+// where it went.
+func (w *fileWriter) write(b *Block, enc []byte) (BlockEntry, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.wrErr != nil {
@@ -480,14 +502,13 @@ func (w *fileWriter) write(b *Block) (BlockEntry, error) {
 	if w.wrErr != nil {
 		return BlockEntry{}, w.wrErr
 	}
-	w.buf = appendBlock(w.buf[:0], b)
-	be := BlockEntry{Start: b.Start, From: b.From, To: b.To, Points: int64(b.Points.Len()), File: w.name, Offset: w.size, Length: int64(len(w.buf))}
-	if _, err := w.bw.Write(w.buf); err != nil {
+	be := BlockEntry{Start: b.Start, From: b.From, To: b.To, Points: int64(b.Points.Len()), File: w.name, Offset: w.size, Length: int64(len(enc))}
+	if _, err := w.bw.Write(enc); err != nil {
 		w.wrErr = fmt.Errorf("writing %s: %w", filepath.Join(w.dir, w.name), err)
 		return BlockEntry{}, w.wrErr
 	}
-	w.sum.Write(w.buf)
-	w.size += int64(len(w.buf))
+	w.sum.Write(enc)
+	w.size += int64(len(enc))
 	return be, nil
 }
 

@@ -99,6 +99,9 @@ type BlockEntry struct {
 	// Fingerprint is what the cluster's statistics said of the quantum when it was
 	// read (fingerprint): an incremental run re-reads the quantum when it differs.
 	Fingerprint string `json:"fingerprint"`
+	// Content is the SHA-256 (first 16 bytes, hex) of the block's bytes in its file: a
+	// full run (Options.Full) keeps the block when a fresh read encodes the same.
+	Content string `json:"content"`
 }
 
 // parseType returns the series type a manifest names.
