@@ -85,5 +85,6 @@ require (
 	golang.org/x/exp v0.0.0-20250811191247-51f88131bc50 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/time v0.12.0 // indirect
 	lukechampine.com/blake3 v1.4.1 // indirect
 )
