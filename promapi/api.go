@@ -165,7 +165,9 @@ func respondError(w http.ResponseWriter, e *apiError) {
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
 }
 
 // parseForm parses the query string and a POSTed form, the body bounded.

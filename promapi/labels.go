@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/series"
 )
 
 // The catalog tags that httpapi's /write records of a line-protocol series (httpapi's
@@ -33,6 +34,9 @@ const maxNameSplits = 16
 //   - a series written by /write is `measurement_field{tags…, db="…"}`, as
 //     VictoriaMetrics names InfluxDB line protocol.
 func entryLabels(e *catalog.Entry) (labels.Labels, bool) {
+	if e.Type == series.String {
+		return labels.EmptyLabels(), false
+	}
 	var name, db, meas, field string
 	for _, t := range e.Tags {
 		switch t.K {

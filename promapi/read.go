@@ -1,8 +1,10 @@
 package promapi
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -242,4 +244,61 @@ func toLabels(l labels.Labels) []prompb.Label {
 	out := make([]prompb.Label, 0, l.Len())
 	l.Range(func(l labels.Label) { out = append(out, prompb.Label{Name: l.Name, Value: l.Value}) })
 	return out
+}
+
+// ReadFrames decodes a streamed remote read answer (STREAMED_XOR_CHUNKS) frame by
+// frame, checking each frame's length (at most maxFrame bytes) and CRC-32C before
+// decoding it, and calls fn with each series of each frame, its XOR chunks decoded.
+func ReadFrames(r io.Reader, maxFrame int, fn func(query int64, lset []prompb.Label, samples []prompb.Sample) error) error {
+	br := bufio.NewReader(r)
+	for {
+		n, err := binary.ReadUvarint(br)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("frame length: %w", err)
+		}
+		if n > uint64(maxFrame) {
+			return fmt.Errorf("frame of %d bytes, at most %d expected", n, maxFrame)
+		}
+		var sum [4]byte
+		if _, err := io.ReadFull(br, sum[:]); err != nil {
+			return fmt.Errorf("frame checksum: %w", err)
+		}
+		msg := make([]byte, n)
+		if _, err := io.ReadFull(br, msg); err != nil {
+			return fmt.Errorf("frame of %d bytes: %w", n, err)
+		}
+		if crc32.Checksum(msg, castagnoli) != binary.BigEndian.Uint32(sum[:]) {
+			return errors.New("frame checksum mismatch")
+		}
+		var cr prompb.ChunkedReadResponse
+		if err := cr.Unmarshal(msg); err != nil {
+			return fmt.Errorf("frame: %w", err)
+		}
+		for _, cs := range cr.ChunkedSeries {
+			var samples []prompb.Sample
+			for _, c := range cs.Chunks {
+				if c.Type != prompb.Chunk_XOR {
+					return fmt.Errorf("chunk of encoding %v: only XOR is read", c.Type)
+				}
+				ch, err := chunkenc.FromData(chunkenc.EncXOR, c.Data)
+				if err != nil {
+					return err
+				}
+				it := ch.Iterator(nil)
+				for it.Next() == chunkenc.ValFloat {
+					t, v := it.At()
+					samples = append(samples, prompb.Sample{Timestamp: t, Value: v})
+				}
+				if err := it.Err(); err != nil {
+					return err
+				}
+			}
+			if err := fn(cr.QueryIndex, cs.Labels, samples); err != nil {
+				return err
+			}
+		}
+	}
 }

@@ -143,11 +143,8 @@ func readAll(ctx context.Context, r Reader, sel []selected, mint, maxt int64, ma
 
 // readSeries reads one series over [mint, maxt] ms as float samples of ms
 // timestamps, the last of the points within one millisecond. nil: the series is
-// gone or holds strings.
+// gone.
 func readSeries(ctx context.Context, r Reader, s selected, mint, maxt int64) (*memSeries, error) {
-	if s.entry.Type == series.String {
-		return nil, nil
-	}
 	from, to := mint*1e6, (maxt+1)*1e6
 	if e := &s.entry; e.HasBounds {
 		// Never ask for quanta before the first or after the last point written.
@@ -173,7 +170,7 @@ func readSeries(ctx context.Context, r Reader, s selected, mint, maxt int64) (*m
 		case series.Int:
 			v = float64(p.I[i])
 		default:
-			return nil, nil
+			return nil, nil // strings, written since the catalog was read
 		}
 		t = floorDiv(t, 1e6)
 		if n := len(ms.s); n > 0 && ms.s[n-1].t == t {

@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"math"
 	"net/http"
@@ -21,9 +19,9 @@ import (
 
 	"github.com/klauspost/compress/snappy"
 	"github.com/prometheus/prometheus/prompb"
-	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
 	"github.com/tsdht/tsdht/internal/testutil"
+	"github.com/tsdht/tsdht/promapi"
 )
 
 // promSeries is one series of a Prometheus API matrix or vector answer.
@@ -73,7 +71,9 @@ func promMatrix(t *testing.T, addr, q string, start, end time.Time, step time.Du
 	return d.Result, nil
 }
 
-func fmtSeconds(t time.Time) string { return strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', 3, 64) }
+func fmtSeconds(t time.Time) string {
+	return strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', 3, 64)
+}
 
 // sameMatrix reports where two matrices differ: the same series (labels), and at
 // each step the same value within a relative 1e-9 (NaN equal to NaN).
@@ -350,34 +350,15 @@ func remoteRead(t *testing.T, addr string, q *prompb.Query, typ prompb.ReadReque
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/x-streamed-protobuf") {
 		t.Fatalf("streamed read answered %s", ct)
 	}
-	for len(body) > 0 {
-		n, w := binary.Uvarint(body)
-		if w <= 0 || len(body) < w+4+int(n) {
-			t.Fatalf("truncated frame")
+	err = promapi.ReadFrames(bytes.NewReader(body), 4<<20, func(_ int64, lset []prompb.Label, samples []prompb.Sample) error {
+		k := key(lset)
+		for _, s := range samples {
+			out[k] = append(out[k], fmt.Sprintf("%d:%v", s.Timestamp, s.Value))
 		}
-		sum, msg := binary.BigEndian.Uint32(body[w:]), body[w+4:w+4+int(n)]
-		if crc32.Checksum(msg, crc32.MakeTable(crc32.Castagnoli)) != sum {
-			t.Fatalf("frame checksum mismatch")
-		}
-		body = body[w+4+int(n):]
-		var cr prompb.ChunkedReadResponse
-		if err := cr.Unmarshal(msg); err != nil {
-			t.Fatal(err)
-		}
-		for _, cs := range cr.ChunkedSeries {
-			k := key(cs.Labels)
-			for _, c := range cs.Chunks {
-				ch, err := chunkenc.FromData(chunkenc.EncXOR, c.Data)
-				if err != nil {
-					t.Fatal(err)
-				}
-				it := ch.Iterator(nil)
-				for it.Next() == chunkenc.ValFloat {
-					ts, v := it.At()
-					out[k] = append(out[k], fmt.Sprintf("%d:%v", ts, v))
-				}
-			}
-		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
