@@ -218,13 +218,13 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 		}
 		ts = t
 	}
-	ctx, cancel, e := h.queryContext(r)
+	ctx, cancel, opts, e := h.prepare(r)
 	if e != nil {
 		respondError(w, e)
 		return
 	}
 	defer cancel()
-	q, err := h.engine.NewInstantQuery(ctx, h.q, h.queryOpts(r), r.FormValue("query"), ts)
+	q, err := h.engine.NewInstantQuery(ctx, h.q, opts, r.FormValue("query"), ts)
 	h.run(w, ctx, q, err)
 }
 
@@ -260,36 +260,37 @@ func (h *Handler) serveQueryRange(w http.ResponseWriter, r *http.Request) {
 		respondError(w, badData("exceeded maximum resolution of %d points per timeseries. Try decreasing the query resolution (?step=XX)", maxPoints))
 		return
 	}
-	ctx, cancel, e := h.queryContext(r)
+	ctx, cancel, opts, e := h.prepare(r)
 	if e != nil {
 		respondError(w, e)
 		return
 	}
 	defer cancel()
-	q, err := h.engine.NewRangeQuery(ctx, h.q, h.queryOpts(r), r.FormValue("query"), start, end, step)
+	q, err := h.engine.NewRangeQuery(ctx, h.q, opts, r.FormValue("query"), start, end, step)
 	h.run(w, ctx, q, err)
 }
 
-// queryContext bounds a query by the request's timeout= (at most Config.Timeout).
-func (h *Handler) queryContext(r *http.Request) (context.Context, context.CancelFunc, *apiError) {
+// prepare bounds a query by the request's timeout= (at most Config.Timeout) and
+// reads its lookback_delta=.
+func (h *Handler) prepare(r *http.Request) (context.Context, context.CancelFunc, promql.QueryOpts, *apiError) {
 	timeout := h.cfg.Timeout
 	if s := r.FormValue("timeout"); s != "" {
 		d, err := parseDuration(s)
-		if err != nil {
-			return nil, nil, badData("timeout: %v", err)
+		if err != nil || d <= 0 {
+			return nil, nil, nil, badData("timeout %q: give a positive duration such as 10s", s)
 		}
 		timeout = min(timeout, d)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
-	return ctx, cancel, nil
-}
-
-func (h *Handler) queryOpts(r *http.Request) promql.QueryOpts {
 	var lookback time.Duration
 	if s := r.FormValue("lookback_delta"); s != "" {
-		lookback, _ = parseDuration(s)
+		d, err := parseDuration(s)
+		if err != nil || d < 0 {
+			return nil, nil, nil, badData("lookback_delta %q: give a duration such as 5m", s)
+		}
+		lookback = d
 	}
-	return promql.NewPrometheusQueryOpts(false, lookback, nil)
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	return ctx, cancel, promql.NewPrometheusQueryOpts(false, lookback, nil), nil
 }
 
 func (h *Handler) run(w http.ResponseWriter, ctx context.Context, q promql.Query, err error) {
@@ -414,21 +415,9 @@ func union(sets [][]*labels.Matcher, limit int, fn func(ms []*labels.Matcher) ([
 }
 
 func (h *Handler) serveLabels(w http.ResponseWriter, r *http.Request) {
-	lr, e := h.labelRequest(w, r)
-	if e != nil {
-		respondError(w, e)
-		return
-	}
-	defer lr.cancel()
-	names, err := union(lr.sets, lr.limit, func(ms []*labels.Matcher) ([]string, error) {
-		vs, _, err := lr.qr.LabelNames(lr.ctx, nil, ms...)
-		return vs, err
+	h.serveStrings(w, r, func(lr *labelReq, ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return lr.qr.LabelNames(lr.ctx, nil, ms...)
 	})
-	if err != nil {
-		respondError(w, evalError(err))
-		return
-	}
-	respond(w, names, nil)
 }
 
 func (h *Handler) serveLabelValues(w http.ResponseWriter, r *http.Request) {
@@ -440,21 +429,28 @@ func (h *Handler) serveLabelValues(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(name, "U__") {
 		name = model.UnescapeName(name, model.ValueEncodingEscaping)
 	}
+	h.serveStrings(w, r, func(lr *labelReq, ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return lr.qr.LabelValues(lr.ctx, name, nil, ms...)
+	})
+}
+
+// serveStrings answers the union of list over the request's match[] sets.
+func (h *Handler) serveStrings(w http.ResponseWriter, r *http.Request, list func(*labelReq, []*labels.Matcher) ([]string, annotations.Annotations, error)) {
 	lr, e := h.labelRequest(w, r)
 	if e != nil {
 		respondError(w, e)
 		return
 	}
 	defer lr.cancel()
-	vals, err := union(lr.sets, lr.limit, func(ms []*labels.Matcher) ([]string, error) {
-		vs, _, err := lr.qr.LabelValues(lr.ctx, name, nil, ms...)
+	out, err := union(lr.sets, lr.limit, func(ms []*labels.Matcher) ([]string, error) {
+		vs, _, err := list(lr, ms)
 		return vs, err
 	})
 	if err != nil {
 		respondError(w, evalError(err))
 		return
 	}
-	respond(w, vals, nil)
+	respond(w, out, nil)
 }
 
 func (h *Handler) serveSeries(w http.ResponseWriter, r *http.Request) {

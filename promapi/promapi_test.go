@@ -191,6 +191,11 @@ func TestQueryAPI(t *testing.T) {
 		{"/api/v1/query_range", url.Values{"query": {`up`}, "start": {"0"}, "end": {"100000"}, "step": {"1"}},
 			400, `exceeded maximum resolution of 11000 points`},
 		{"/api/v1/query", url.Values{"query": {`rate(`}}, 400, `"errorType":"bad_data"`},
+		{"/api/v1/query", url.Values{"query": {`up`}, "lookback_delta": {"soon"}}, 400, `lookback_delta \"soon\"`},
+		{"/api/v1/query", url.Values{"query": {`up`}, "timeout": {"0"}}, 400, `give a positive duration`},
+		// A lookback shorter than the gap to the last sample finds nothing.
+		{"/api/v1/query", url.Values{"query": {`http_requests_total`}, "time": {"1070"}, "lookback_delta": {"5s"}},
+			200, `"result":[]`},
 		{"/api/v1/query", url.Values{"query": {`up`}, "time": {"yesterday"}}, 400, `give Unix seconds or an RFC 3339 time`},
 		{"/api/v1/labels", nil, 200, `{"status":"success","data":["__name__","db","host","instance","job"]}`},
 		{"/api/v1/labels", url.Values{"match[]": {`{job="node"}`}}, 200, `{"status":"success","data":["__name__","instance","job"]}`},

@@ -221,6 +221,8 @@ remote_write:
 			return err == nil
 		}) {
 			t.Errorf("%s: %v", q, last)
+		} else {
+			t.Logf("%s: %d series of %d steps equal", q, len(want), len(want[0].Values))
 		}
 	}
 
