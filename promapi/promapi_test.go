@@ -224,6 +224,15 @@ func TestQueryLimits(t *testing.T) {
 	if code != 422 || !strings.Contains(body, "more than 1 series selected") || !strings.Contains(body, "narrow the selector") {
 		t.Errorf("series limit: %d %s", code, body)
 	}
+	// Listings read no point: MaxSeries does not bound them.
+	code, body = get(t, srv, "/api/v1/label/instance/values", nil)
+	if code != 200 || body != `{"status":"success","data":["a:9100","b:9100"]}` {
+		t.Errorf("label values past MaxSeries: %d %s", code, body)
+	}
+	code, body = get(t, srv, "/api/v1/series", url.Values{"match[]": {`http_requests_total`}})
+	if code != 200 || strings.Count(body, "instance") != 2 {
+		t.Errorf("series past MaxSeries: %d %s", code, body)
+	}
 	srv = serve(t, b, Config{MaxSamples: 50})
 	code, body = get(t, srv, "/api/v1/query", url.Values{"query": {`count_over_time(http_requests_total{instance="a:9100"}[1m])`}, "time": {"1059"}})
 	if code != 422 || !strings.Contains(body, "more than 50 samples selected") {

@@ -73,11 +73,16 @@ func (qr *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHint
 		mint, maxt = max(mint, hints.Start), min(maxt, hints.End)
 	}
 	mint, maxt = max(mint, minTime), min(maxt, maxTime)
-	sel, err := selectSeries(ctx, qr.q.b, ms, mint, maxt, qr.q.maxSeries)
+	labelsOnly := hints != nil && hints.Func == "series"
+	limit := qr.q.maxSeries
+	if labelsOnly {
+		limit = catalog.MaxListed // no point is read: the catalog's own bound
+	}
+	sel, err := selectSeries(ctx, qr.q.b, ms, mint, maxt, limit)
 	if err != nil {
 		return storage.ErrSeriesSet(err)
 	}
-	if hints != nil && hints.Func == "series" {
+	if labelsOnly {
 		// Only the labels are wanted (/api/v1/series): read no point.
 		out := make([]storage.Series, len(sel))
 		for i, s := range sel {
@@ -220,7 +225,9 @@ func (qr *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms
 }
 
 func (qr *querier) eachLabels(ctx context.Context, ms []*labels.Matcher, fn func(labels.Labels)) error {
-	sel, err := selectSeries(ctx, qr.q.b, ms, max(qr.mint, minTime), min(qr.maxt, maxTime), qr.q.maxSeries)
+	// No point is read: the catalog's own bound applies, not MaxSeries, so that
+	// Grafana's label browser works over a catalog of any size.
+	sel, err := selectSeries(ctx, qr.q.b, ms, max(qr.mint, minTime), min(qr.maxt, maxTime), catalog.MaxListed)
 	for _, s := range sel {
 		fn(s.labels)
 	}
