@@ -183,6 +183,12 @@ func TestQueryAPI(t *testing.T) {
 			200, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"db":"telegraf","host":"h1"},"value":[1010.5,"60"]}]}}`},
 		{"/api/v1/query_range", url.Values{"query": {`count(http_requests_total{instance=~"a.*"})`}, "start": {"1000"}, "end": {"1002"}, "step": {"1s"}},
 			200, `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1000,"1"],[1001,"1"],[1002,"1"]]}]}}`},
+		{"/api/v1/query_range", url.Values{"query": {`nothing_here`}, "start": {"1000"}, "end": {"1002"}, "step": {"1"}},
+			200, `{"status":"success","data":{"resultType":"matrix","result":[]}}`},
+		{"/api/v1/query", url.Values{"query": {`nothing_here`}, "time": {"1000"}},
+			200, `{"status":"success","data":{"resultType":"vector","result":[]}}`},
+		{"/api/v1/query", url.Values{"query": {`1+1`}, "time": {"1000"}},
+			200, `{"status":"success","data":{"resultType":"scalar","result":[1000,"2"]}}`},
 		// Strings are not PromQL values: the field is invisible.
 		{"/api/v1/query", url.Values{"query": {`count(cpu_state)`}, "time": {"1010"}},
 			200, `{"status":"success","data":{"resultType":"vector","result":[]}}`},
@@ -340,4 +346,27 @@ func FuzzReadFrames(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ReadFrames(bytes.NewReader(b), 1<<16, func(int64, []prompb.Label, []prompb.Sample) error { return nil })
 	})
+}
+
+// Grafana POSTs its queries as a form.
+func TestQueryPOSTForm(t *testing.T) {
+	srv := serve(t, testBackend(), Config{MaxBodyBytes: 200})
+	resp, err := http.PostForm(srv.URL+"/api/v1/query", url.Values{"query": {`max(http_requests_total)`}, "time": {"1059"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"value":[1059,"118"]`) {
+		t.Errorf("POST: %d %s", resp.StatusCode, b)
+	}
+	resp, err = http.PostForm(srv.URL+"/api/v1/query", url.Values{"query": {strings.Repeat("x", 300)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(b), "more than 200 bytes") {
+		t.Errorf("oversized POST: %d %s", resp.StatusCode, b)
+	}
 }
