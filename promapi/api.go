@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -480,7 +481,7 @@ func (h *Handler) serveSeries(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	labelsSort(out)
+	slices.SortFunc(out, labels.Compare)
 	if lr.limit > 0 && len(out) > lr.limit {
 		out = out[:lr.limit]
 	}
@@ -488,14 +489,6 @@ func (h *Handler) serveSeries(w http.ResponseWriter, r *http.Request) {
 		out = []labels.Labels{}
 	}
 	respond(w, out, nil)
-}
-
-func labelsSort(ls []labels.Labels) {
-	for i := 1; i < len(ls); i++ {
-		for j := i; j > 0 && labels.Compare(ls[j], ls[j-1]) < 0; j-- {
-			ls[j], ls[j-1] = ls[j-1], ls[j]
-		}
-	}
 }
 
 // Version is the Prometheus API version /api/v1/status/buildinfo reports, the one
