@@ -26,6 +26,8 @@ func main() {
 			seriesCommand(),
 			metaCommand(),
 			deleteCommand(),
+			backupCommand(),
+			restoreCommand(),
 			statusCommand(),
 			locateCommand(),
 			fsckCommand(),
