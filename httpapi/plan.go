@@ -37,6 +37,7 @@ type selectPlan struct {
 	groups   []group
 	from, to int64 // [from, to)
 	every    time.Duration
+	win      windowing // how GROUP BY time() and tz() cut windows (every = wholeRange without)
 	raw      bool
 	fill     influxql.FillOption
 	fillVal  any
@@ -143,6 +144,14 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 		return nil, errors.New("GROUP BY time() requires an aggregate function")
 	}
 	p.every = every
+	p.win = windowing{every: int64(wholeRange), loc: s.Location}
+	if every > 0 {
+		off, err := s.GroupByOffset()
+		if err != nil {
+			return nil, err
+		}
+		p.win.every, p.win.offset = int64(every), int64(off)
+	}
 	if tr.Min.IsZero() {
 		return nil, errors.New("a lower time bound is required (WHERE time >= '2024-01-01T00:00:00Z' or time > now() - 1h): tsdht reads series by time quanta")
 	}
@@ -237,6 +246,11 @@ func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, e
 	}
 	if err != nil {
 		return nil, err
+	}
+	if len(infos) == 0 {
+		if err := h.databaseExists(ctx, db); err != nil {
+			return nil, err
+		}
 	}
 	if err := refuseFieldConditions(infos, db, meas, rest); err != nil {
 		return nil, err
@@ -368,4 +382,23 @@ func exactGroups(db, meas string, cols []column, eq map[string]string, rest []in
 		g.tags = nil
 	}
 	return []group{g}, nil
+}
+
+// databaseExists returns InfluxDB's "database not found" error for a database no series
+// of the catalog belongs to: a database exists here once something was written to it.
+// It is asked only when a measurement has no series, so answers pay for it only then.
+func (h *Handler) databaseExists(ctx context.Context, db string) error {
+	infos, err := h.eng.Series(ctx, SeriesQuery{Match: map[string]string{TagDB: db}, Prefix: db + "/"})
+	if errors.Is(err, ErrNeedsCatalog) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, in := range infos {
+		if in.Tags[TagDB] == db {
+			return nil
+		}
+	}
+	return fmt.Errorf("database not found: %s", db)
 }

@@ -21,6 +21,7 @@ type result struct {
 	Err         string `json:"error,omitempty"`
 
 	needsCatalog bool
+	loc          *time.Location // tz(): times are written in this zone
 }
 
 // row is one series of a result.
@@ -174,7 +175,7 @@ func chunk(res *result, size int) []*result {
 			part := s.slice(lo, lo+n)
 			lo += n
 			part.Partial = lo < s.len()
-			out = append(out, &result{StatementID: res.StatementID, Series: []*row{part},
+			out = append(out, &result{StatementID: res.StatementID, Series: []*row{part}, loc: res.loc,
 				Partial: part.Partial || si < len(res.Series)-1})
 			if lo >= s.len() {
 				break
@@ -208,7 +209,11 @@ func (h *Handler) execute(ctx context.Context, stmt influxql.Statement, db strin
 	if err != nil {
 		return &result{Err: err.Error(), needsCatalog: errors.Is(err, ErrNeedsCatalog)}
 	}
-	return &result{Series: rows}
+	res := &result{Series: rows}
+	if s, ok := stmt.(*influxql.SelectStatement); ok {
+		res.loc = s.Location
+	}
+	return res
 }
 
 // epochUnit returns the nanoseconds per unit of the epoch parameter; 0 for RFC 3339.
@@ -238,6 +243,10 @@ type tsValue int64
 // formatTimes renders the time column as InfluxDB does: RFC 3339 with nanoseconds,
 // or integers in the epoch's unit.
 func formatTimes(res *result, epoch string) {
+	loc := res.loc
+	if loc == nil {
+		loc = time.UTC
+	}
 	unit, _ := epochUnit(epoch)
 	for _, s := range res.Series {
 		for _, v := range s.Values {
@@ -247,7 +256,7 @@ func formatTimes(res *result, epoch string) {
 					continue
 				}
 				if unit == 0 {
-					v[i] = time.Unix(0, int64(t)).UTC().Format(time.RFC3339Nano)
+					v[i] = time.Unix(0, int64(t)).In(loc).Format(time.RFC3339Nano)
 				} else {
 					v[i] = floorDiv(int64(t), unit)
 				}

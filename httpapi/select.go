@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -196,9 +197,9 @@ func (ex *executor) rawRows(keys [][]string) (*rawTable, error) {
 
 // colWindows returns the windows of one column of a group, and for median and
 // percentile the values of each window sorted.
-func (ex *executor) colWindows(c column, keys []string, every time.Duration) (series.Type, []agg.Window, [][]valueAt, error) {
+func (ex *executor) colWindows(c column, keys []string, win windowing) (series.Type, []agg.Window, [][]valueAt, error) {
 	if c.fn.Mergeable() {
-		typ, ws, ok, err := ex.partialWindows(c, keys, every)
+		typ, ws, ok, err := ex.partialWindows(c, keys, win)
 		if ok || err != nil {
 			return typ, ws, nil, err
 		}
@@ -210,7 +211,7 @@ func (ex *executor) colWindows(c column, keys []string, every time.Duration) (se
 	if pts.Type == series.String {
 		return pts.Type, nil, nil, fmt.Errorf("field %q holds strings: %s() applies to numbers", c.field, c.fn)
 	}
-	ws := agg.Windows(&pts, ex.p.from, ex.p.to, int64(every))
+	ws := win.windows(&pts, ex.p.from, ex.p.to)
 	var sorted [][]valueAt
 	if !c.fn.Mergeable() {
 		sorted = make([][]valueAt, len(ws))
@@ -219,7 +220,8 @@ func (ex *executor) colWindows(c column, keys []string, every time.Duration) (se
 			if t < ex.p.from || t >= ex.p.to {
 				continue
 			}
-			for agg.WindowStart(t, int64(every)) != ws[wi].Start {
+			start, _ := win.window(t)
+			for start != ws[wi].Start {
 				wi++
 			}
 			sorted[wi] = append(sorted[wi], valueAt{value(&pts, i), t})
@@ -235,14 +237,14 @@ func (ex *executor) colWindows(c column, keys []string, every time.Duration) (se
 // Aggregate), the windows of its series merged; ok is false when the partials cannot
 // answer it: a selector alone without GROUP BY time() reports its point's time, which
 // partials stored by older nodes lack.
-func (ex *executor) partialWindows(c column, keys []string, every time.Duration) (typ series.Type, out []agg.Window, ok bool, err error) {
+func (ex *executor) partialWindows(c column, keys []string, win windowing) (typ series.Type, out []agg.Window, ok bool, err error) {
 	needT := ex.p.every == 0 && len(ex.p.cols) == 1 && (c.fn == agg.Min || c.fn == agg.Max)
 	byStart := map[int64]int{}
 	for _, k := range keys {
 		ws, ok := ex.windows[k]
 		t := ex.types[k]
 		if !ok {
-			t, ws, err = ex.aggregateKey(k, every)
+			t, ws, err = ex.keyWindows(k, win)
 			if errors.Is(err, ErrUnknownSeries) {
 				err = nil
 			}
@@ -272,6 +274,21 @@ func (ex *executor) partialWindows(c column, keys []string, every time.Duration)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	return typ, out, true, nil
+}
+
+// keyWindows returns the windows of one series over the statement's range: the
+// replicas' partial aggregates when the windows are theirs, else cut here from the
+// series' points. Each series is windowed alone, so that points of equal times in
+// different series merge as InfluxDB's selectors merge them (agg.MergeSeries).
+func (ex *executor) keyWindows(key string, win windowing) (series.Type, []agg.Window, error) {
+	if win.aligned() {
+		return ex.aggregateKey(key, time.Duration(win.every))
+	}
+	pts, err := ex.readKeys([]string{key})
+	if err != nil {
+		return pts.Type, nil, err
+	}
+	return pts.Type, win.windows(&pts, ex.p.from, ex.p.to), nil
 }
 
 // aggregateKey returns the windows of one series over the statement's range. When
@@ -313,10 +330,6 @@ func (ex *executor) aggregate(g group) (*row, error) {
 // aggregateValues is aggregate's values, a row per window.
 func (ex *executor) aggregateValues(g group) ([][]any, error) {
 	p := ex.p
-	every := p.every
-	if every == 0 {
-		every = wholeRange
-	}
 	type colVals struct {
 		typ    series.Type
 		byWin  map[int64]int // window start → index in ws
@@ -326,7 +339,7 @@ func (ex *executor) aggregateValues(g group) ([][]any, error) {
 	cv := make([]colVals, len(p.cols))
 	empty := true
 	for i, c := range p.cols {
-		typ, ws, sorted, err := ex.colWindows(c, g.keys[i], every)
+		typ, ws, sorted, err := ex.colWindows(c, g.keys[i], p.win)
 		if err != nil {
 			return nil, err
 		}
@@ -363,10 +376,16 @@ func (ex *executor) aggregateValues(g group) ([][]any, error) {
 		}
 		return [][]any{r}, nil
 	}
-	e := int64(p.every)
-	first, last := agg.WindowStart(p.from, e), agg.WindowStart(p.to-1, e)
+	var data []int64
+	for i := range cv {
+		for _, w := range cv[i].ws {
+			data = append(data, w.Start)
+		}
+	}
+	slices.Sort(data)
+	data = slices.Compact(data)
 	var out [][]any
-	for start := first; start <= last; start += e {
+	for _, start := range p.win.rowTimes(data, p.from, p.to, p.fill != influxql.NoFill, ex.h.cfg.MaxQueryWindows+2) {
 		r := make([]any, len(p.cols)+1)
 		r[0] = tsValue(start)
 		anyVal := false

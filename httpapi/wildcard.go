@@ -121,6 +121,9 @@ func (h *Handler) expandWildcards(ctx context.Context, s *influxql.SelectStateme
 		return nil, err
 	}
 	if len(out.Fields) == 0 {
+		if err := h.databaseExists(ctx, db); err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%s names no field of the measurement (has anything been written to it?)", s.Fields)
 	}
 	return out, nil

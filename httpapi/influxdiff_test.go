@@ -1,0 +1,133 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
+)
+
+// diffLines are the points the differential test writes to both servers: three hosts
+// with float, integer and string fields every 30 s for an hour (some points missing,
+// and equal timestamps across hosts), and an hourly series across both of Berlin's
+// daylight-saving changes of the year before base.
+func diffLines(base time.Time) string {
+	var b strings.Builder
+	for i := 0; i < 120; i++ {
+		t := base.Add(time.Duration(i) * 30 * time.Second).UnixNano()
+		for h, host := range []string{"a", "b", "c"} {
+			if (i+h)%7 == 0 {
+				continue // a gap
+			}
+			fmt.Fprintf(&b, "cpu,host=%s,dc=%s usage=%g,n=%di", host, []string{"x", "y"}[h%2], float64((i*(h+3))%17)+0.25*float64(h), (i*i+h)%50-10)
+			if i%5 == 0 {
+				fmt.Fprintf(&b, `,state="s%d"`, i%3)
+			}
+			fmt.Fprintf(&b, " %d\n", t)
+		}
+		if i%2 == 0 {
+			fmt.Fprintf(&b, "mem,host=a free=%di %d\n", 1000-i*3, t)
+		}
+	}
+	for _, day := range []string{"2025-10-23T00:00:00Z", "2026-03-26T00:00:00Z"} {
+		d, _ := time.Parse(time.RFC3339, day)
+		for i := 0; i < 6*24; i++ {
+			fmt.Fprintf(&b, "power,site=p kw=%d %d\n", i%24+i/24, d.Add(time.Duration(i)*time.Hour).UnixNano())
+		}
+	}
+	return b.String()
+}
+
+// TestInfluxQLAnswersOrRefuses asks InfluxDB 1.x and tsdht the same InfluxQL over the
+// same writes and wants, for every query, the same answer (after JSON normalisation)
+// or a 400 from tsdht: never a different answer.
+func TestInfluxQLAnswersOrRefuses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the InfluxDB differential test")
+	}
+	addr := testutil.StartInfluxd(t)
+	base := time.Now().Add(-3 * time.Hour).Truncate(time.Hour)
+	urls := []string{"http://" + addr, srvURL}
+	writeBoth(t, urls, "diff", diffLines(base))
+	rng := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Format(time.RFC3339), base.Add(time.Hour).Format(time.RFC3339))
+	mid := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Add(7*time.Minute+13*time.Second).Format(time.RFC3339),
+		base.Add(41*time.Minute).Format(time.RFC3339))
+	dst := func(from, to string) string { return fmt.Sprintf("time >= '%s' AND time < '%s'", from, to) }
+	spring := dst("2026-03-26T00:00:00Z", "2026-03-31T00:00:00Z")
+	autumn := dst("2025-10-23T00:00:00Z", "2025-10-28T23:00:00Z")
+	cases := []struct {
+		name, q string
+		params  url.Values
+	}{
+		// GROUP BY time() offsets, positive, negative and past the interval.
+		{"offset", "SELECT mean(usage) FROM cpu WHERE " + rng + " GROUP BY time(10m, 2m)", nil},
+		{"offset negative", "SELECT count(usage), max(n) FROM cpu WHERE " + mid + " GROUP BY time(10m, -2m)", nil},
+		{"offset fill", "SELECT sum(n) FROM cpu WHERE host = 'a' AND " + mid + " GROUP BY time(7m, 3m) fill(0)", nil},
+		{"offset wide", "SELECT min(usage) FROM cpu WHERE " + rng + " GROUP BY time(10m, 25m), host", nil},
+		{"offset median", "SELECT median(usage), percentile(n, 90) FROM cpu WHERE " + mid + " GROUP BY time(5m, 90s)", nil},
+		{"offset epoch", "SELECT last(usage) FROM cpu WHERE " + mid + " GROUP BY time(4m, 1m) fill(previous)", url.Values{"epoch": {"s"}}},
+		// tz(): days cut at local midnight, 23- and 25-hour days, times with the zone's offset.
+		{"tz spring", "SELECT count(kw), sum(kw) FROM power WHERE " + spring + " GROUP BY time(1d) tz('Europe/Berlin')", nil},
+		{"tz autumn", "SELECT count(kw), max(kw) FROM power WHERE " + autumn + " GROUP BY time(1d) fill(none) tz('Europe/Berlin')", nil},
+		{"tz hours", "SELECT mean(kw) FROM power WHERE " + dst("2026-03-28T20:00:00Z", "2026-03-29T06:00:00Z") + " GROUP BY time(1h) tz('Europe/Berlin')", nil},
+		{"tz 12h", "SELECT count(kw) FROM power WHERE " + autumn + " GROUP BY time(12h) tz('America/New_York')", nil},
+		{"tz raw", "SELECT kw FROM power WHERE " + dst("2026-03-29T00:00:00Z", "2026-03-29T03:00:00Z") + " tz('Europe/Berlin')", nil},
+		{"tz raw epoch", "SELECT kw FROM power WHERE " + dst("2026-03-29T00:00:00Z", "2026-03-29T03:00:00Z") + " tz('Europe/Berlin')", url.Values{"epoch": {"ms"}}},
+		{"tz pretty", "SELECT max(kw) FROM power WHERE " + spring + " GROUP BY time(1d) tz('Asia/Kolkata')", url.Values{"pretty": {"true"}}},
+		{"tz utc", "SELECT max(kw) FROM power WHERE " + spring + " GROUP BY time(1d) tz('UTC')", nil},
+		{"tz offset", "SELECT count(kw) FROM power WHERE " + spring + " GROUP BY time(1d, 6h) tz('Europe/Berlin')", nil},
+		// Raw rows across series with equal timestamps: InfluxDB's order, then LIMIT.
+		{"star limit", "SELECT * FROM cpu WHERE " + rng + " LIMIT 5", nil},
+		{"star limit offset", "SELECT * FROM cpu WHERE " + rng + " LIMIT 4 OFFSET 3", nil},
+		{"star desc limit", "SELECT * FROM cpu WHERE " + rng + " ORDER BY time DESC LIMIT 7", nil},
+		{"field limit", "SELECT usage FROM cpu WHERE " + rng + " LIMIT 5", nil},
+		{"fields limit", "SELECT usage, state FROM cpu WHERE " + rng + " LIMIT 6 OFFSET 2", nil},
+		// Databases that do not exist.
+		{"no database", "SELECT usage FROM cpu WHERE " + rng, url.Values{"db": {"nodb"}}},
+		{"no database from", "SELECT usage FROM nodb..cpu WHERE " + rng, nil},
+		{"no database agg", "SELECT mean(usage) FROM cpu WHERE " + rng + " GROUP BY time(10m)", url.Values{"db": {"nodb"}}},
+		{"no measurement", "SELECT usage FROM nosuch WHERE " + rng, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := url.Values{"db": {"diff"}, "q": {c.q}}
+			for k, x := range c.params {
+				v[k] = x
+			}
+			var (
+				codes [2]int
+				raw   [2]string
+				ans   [2]any
+			)
+			for i, u := range urls {
+				resp, err := http.Get(u + "/query?" + v.Encode())
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				codes[i], raw[i] = resp.StatusCode, string(b)
+				if err := json.Unmarshal(b, &ans[i]); err != nil {
+					t.Fatalf("answer %d not JSON: %v: %s", i, err, b)
+				}
+			}
+			if codes[1] == http.StatusBadRequest && codes[0] == http.StatusOK {
+				if !strings.Contains(raw[1], "not supported") {
+					t.Errorf("tsdht refused without saying what is not supported: %s", raw[1])
+				}
+				t.Logf("refused: %s", raw[1])
+				return
+			}
+			if codes[0] != codes[1] || !reflect.DeepEqual(ans[0], ans[1]) {
+				t.Errorf("%s\ninfluxdb %d: %s\n   tsdht %d: %s", c.q, codes[0], raw[0], codes[1], raw[1])
+			}
+		})
+	}
+}
