@@ -36,6 +36,13 @@ func diffLines(base time.Time) string {
 			fmt.Fprintf(&b, "mem,host=a free=%di %d\n", 1000-i*3, t)
 		}
 	}
+	// Two hosts at equal times across a Monday, where InfluxDB's shard groups change.
+	monday, _ := time.Parse(time.RFC3339, "2026-11-16T00:00:00Z")
+	for i := -5; i < 5; i++ {
+		for _, host := range []string{"b", "a"} {
+			fmt.Fprintf(&b, "week,host=%s v=%d %d\n", host, i*i+len(host), monday.Add(time.Duration(i)*time.Hour).UnixNano())
+		}
+	}
 	for _, day := range []string{"2025-10-23T00:00:00Z", "2026-03-26T00:00:00Z"} {
 		d, _ := time.Parse(time.RFC3339, day)
 		for i := 0; i < 6*24; i++ {
@@ -88,11 +95,16 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"star limit offset", "SELECT * FROM cpu WHERE " + rng + " LIMIT 4 OFFSET 3", nil},
 		{"star desc limit", "SELECT * FROM cpu WHERE " + rng + " ORDER BY time DESC LIMIT 7", nil},
 		{"field limit", "SELECT usage FROM cpu WHERE " + rng + " LIMIT 5", nil},
+		{"field desc", "SELECT usage FROM cpu WHERE " + rng + " ORDER BY time DESC LIMIT 7", nil},
+		{"field group", "SELECT usage, n FROM cpu WHERE " + mid + " GROUP BY dc LIMIT 9", nil},
+		{"field week", "SELECT v FROM week WHERE time >= '2026-11-15T00:00:00Z' AND time < '2026-11-17T00:00:00Z'", nil},
+		{"field week desc", "SELECT v FROM week WHERE time >= '2026-11-15T00:00:00Z' AND time < '2026-11-17T00:00:00Z' ORDER BY time DESC", nil},
 		{"fields limit", "SELECT usage, state FROM cpu WHERE " + rng + " LIMIT 6 OFFSET 2", nil},
 		// Databases that do not exist.
 		{"no database", "SELECT usage FROM cpu WHERE " + rng, url.Values{"db": {"nodb"}}},
 		{"no database from", "SELECT usage FROM nodb..cpu WHERE " + rng, nil},
 		{"no database agg", "SELECT mean(usage) FROM cpu WHERE " + rng + " GROUP BY time(10m)", url.Values{"db": {"nodb"}}},
+		{"star no measurement", "SELECT * FROM nosuch WHERE " + rng, nil},
 		{"no measurement", "SELECT usage FROM nosuch WHERE " + rng, nil},
 	}
 	for _, c := range cases {

@@ -18,6 +18,9 @@ import (
 // execSelect answers a SELECT: one row (output series) per group.
 func (h *Handler) execSelect(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) ([]*row, error) {
 	p, err := h.planSelect(ctx, s, db, now)
+	if errors.Is(err, errNoFields) {
+		return nil, nil
+	}
 	if err != nil || p.from >= p.to {
 		return nil, err
 	}
@@ -145,8 +148,18 @@ func pointValue(p *series.Points, i int) any {
 }
 
 // raw answers a raw SELECT of one group: a row per timestamp, the columns' values
-// side by side (null where a field has no point at that time).
+// side by side (null where a field has no point at that time); over several series,
+// a row per series and timestamp, in InfluxDB's order (rawOrder).
 func (ex *executor) raw(g group) (*row, error) {
+	if len(g.sets) > 1 {
+		tables, err := ex.setTables(g)
+		if err != nil {
+			return nil, err
+		}
+		if t, ok := mergeRows(ex.p.cols, g.sets, tables, rawOrder(tables, ex.p.desc)); ok {
+			return &row{table: t}, nil
+		}
+	}
 	t, err := ex.rawRows(g.keys)
 	return &row{table: t}, err
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -110,6 +111,10 @@ func copySet(m map[string]struct{}) map[string]struct{} {
 	return out
 }
 
+// errNoFields is expandWildcards' answer for wildcards that name no field: the
+// statement has no series to answer.
+var errNoFields = errors.New("the wildcards name no field")
+
 // expandWildcards rewrites a SELECT's wildcards and regular expressions into the
 // fields and tags they name; a statement without any is returned as it is.
 func (h *Handler) expandWildcards(ctx context.Context, s *influxql.SelectStatement, db string) (*influxql.SelectStatement, error) {
@@ -124,7 +129,7 @@ func (h *Handler) expandWildcards(ctx context.Context, s *influxql.SelectStateme
 		if err := h.databaseExists(ctx, db); err != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("%s names no field of the measurement (has anything been written to it?)", s.Fields)
+		return nil, errNoFields // InfluxDB answers no series
 	}
 	return out, nil
 }
@@ -141,12 +146,9 @@ type tagSet struct {
 // set with that set's tag values in the tag columns, merged by time (sets in the
 // order of their tags at equal times).
 func (ex *executor) rawTagged(g group) (*row, error) {
-	tables := make([]*rawTable, len(g.sets))
-	for i, set := range g.sets {
-		var err error
-		if tables[i], err = ex.rawRows(set.keys); err != nil {
-			return nil, err
-		}
+	tables, err := ex.setTables(g)
+	if err != nil {
+		return nil, err
 	}
 	if t, ok := mergeSets(ex.p.cols, g.sets, tables); ok {
 		return &row{table: t}, nil
@@ -178,6 +180,18 @@ func (ex *executor) rawTagged(g group) (*row, error) {
 	return &row{Values: out}, nil
 }
 
+// setTables returns the raw rows of each tag set of a group.
+func (ex *executor) setTables(g group) ([]*rawTable, error) {
+	tables := make([]*rawTable, len(g.sets))
+	for i, set := range g.sets {
+		var err error
+		if tables[i], err = ex.rawRows(set.keys); err != nil {
+			return nil, err
+		}
+	}
+	return tables, nil
+}
+
 // mergeSets returns the rows of the tag sets' tables as one table, by time and, at
 // equal times, in the sets' order; a tag column holds each row's set's value of the
 // tag. ok is false when a field holds values of different types in different sets.
@@ -185,22 +199,30 @@ func mergeSets(cols []column, sets []tagSet, tables []*rawTable) (_ *rawTable, o
 	if len(tables) == 1 {
 		return withTags(cols, sets[0], tables[0]), true
 	}
-	type ref struct {
-		t        int64
-		set, row int32
-	}
-	var refs []ref
+	var refs []setRow
 	for s, t := range tables {
 		for r, tm := range t.times {
-			refs = append(refs, ref{tm, int32(s), int32(r)})
+			refs = append(refs, setRow{tm, int32(s), int32(r)})
 		}
 	}
-	slices.SortFunc(refs, func(a, b ref) int {
+	slices.SortFunc(refs, func(a, b setRow) int {
 		if c := cmp.Compare(a.t, b.t); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.set, b.set)
 	})
+	return mergeRows(cols, sets, tables, refs)
+}
+
+// setRow is row `row` of tag set `set`'s table, at time t.
+type setRow struct {
+	t        int64
+	set, row int32
+}
+
+// mergeRows returns the rows refs name, in their order, as one table; ok is false when
+// a field holds values of different types in different sets.
+func mergeRows(cols []column, sets []tagSet, tables []*rawTable, refs []setRow) (_ *rawTable, ok bool) {
 	out := make([]rawColumn, len(cols))
 	times := make([]int64, len(refs))
 	for i, rf := range refs {
