@@ -107,6 +107,45 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"star no measurement", "SELECT * FROM nosuch WHERE " + rng, nil},
 		{"no measurement", "SELECT usage FROM nosuch WHERE " + rng, nil},
 	}
+	// Field type conflicts at /write: the same writes answered the same, the same kept.
+	// The first write opens InfluxDB's shard group of 1970, whose first write refuses a
+	// conflict within itself whole ("field type conflict", nothing stored): that is
+	// InfluxDB creating a shard, not a rule of its field types. In a line refused for a
+	// conflict, the fields before the conflicting one stay unknown here where InfluxDB
+	// creates them (SELECT * lists them without values): the lines below name the
+	// conflicting field first.
+	for i, body := range []string{
+		"opens,the=shard v=0 500000000\n",
+		"ft v=1 1000000000\nft,t=x v=\"s\" 2000000000\nft,t=y v=3i 3000000000\nft,t=z v=4,w=7i 4000000000\n",
+		"ft,t=q v=5i,u=1 5000000000\n",
+		"ft,t=q u=2,v=5 6000000000\n",
+		"fs,t=q v=\"a\" 5000000000\nfs,t=r v=5,w=2 6000000000\nft,t=q v=6,u=3 7000000000\n",
+		"ft,t=n v=\"x\",u=\"y\" 8000000000\nft,t=n v=\"x\" 9000000000\n",
+	} {
+		t.Run(fmt.Sprintf("write conflict %d", i), func(t *testing.T) {
+			var ans [2]string
+			for j, u := range urls {
+				resp, err := http.Post(u+"/write?db=diff", "text/plain", strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				ans[j] = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+			}
+			if ans[0] != ans[1] {
+				t.Errorf("%q\ninfluxdb: %s\n   tsdht: %s", body, ans[0], ans[1])
+			}
+		})
+	}
+	cases = append(cases, []struct {
+		name, q string
+		params  url.Values
+	}{
+		{"after conflicts", "SELECT * FROM ft WHERE time >= 0 AND time < 10s", nil},
+		{"after conflicts fs", "SELECT * FROM fs WHERE time >= 0 AND time < 10s", nil},
+		{"after conflicts mean", "SELECT mean(v), count(u) FROM ft WHERE time >= 0 AND time < 10s", nil},
+	}...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			v := url.Values{"db": {"diff"}, "q": {c.q}}
