@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -46,6 +47,15 @@ type selectPlan struct {
 	offset   int
 	hasLower bool
 	tagCols  bool // some column is a tag's value
+
+	names      []string // the answer's columns but time
+	outs       []output // the answer's columns from the base columns (cols); nil: cols as they are
+	transforms bool     // some output is a transformation
+	lookBack   bool     // a transformation of windows sees the window before the first
+	keepFrom   int64    // rows before are the look-back: not shown
+	plainFrom  int64    // with a look-back, where the outputs that are no transformation start
+	plain      bool     // some output is no transformation
+	mathFields []int    // base columns of raw fields in math
 }
 
 // planSelect resolves a SELECT: its measurement, columns, time range, and the
@@ -81,57 +91,6 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 	if s.SLimit != 0 || s.SOffset != 0 {
 		return nil, errors.New("SLIMIT and SOFFSET are not supported")
 	}
-	names := s.ColumnNames()[1:]
-	nraw, nagg := 0, 0
-	for i, f := range s.Fields {
-		c := column{name: names[i]}
-		switch e := f.Expr.(type) {
-		case *influxql.VarRef:
-			c.field = e.Val
-			c.tag = e.Type == influxql.Tag
-			p.tagCols = p.tagCols || c.tag
-			nraw++
-		case *influxql.Call:
-			fn, err := agg.ParseFn(e.Name)
-			if err != nil {
-				return nil, fmt.Errorf("function %s(): %w", e.Name, err)
-			}
-			want := 1
-			if fn == agg.Percentile {
-				want = 2
-			}
-			if len(e.Args) != want {
-				return nil, fmt.Errorf("%s() takes %d argument(s), got %d", e.Name, want, len(e.Args))
-			}
-			ref, ok := e.Args[0].(*influxql.VarRef)
-			if !ok {
-				return nil, fmt.Errorf("%s(): the argument must be a field name, got %s", e.Name, e.Args[0])
-			}
-			c.field, c.fn = ref.Val, fn
-			if want == 2 {
-				switch n := e.Args[1].(type) {
-				case *influxql.NumberLiteral:
-					c.arg = n.Val
-				case *influxql.IntegerLiteral:
-					c.arg = float64(n.Val)
-				default:
-					return nil, fmt.Errorf("percentile(): N must be a number, got %s", e.Args[1])
-				}
-				if c.arg < 0 || c.arg > 100 {
-					return nil, fmt.Errorf("percentile(): N %v must be 0..100", c.arg)
-				}
-			}
-			nagg++
-		default:
-			return nil, fmt.Errorf("expression %s is not supported: select fields or aggregates of one field", f.Expr)
-		}
-		p.cols = append(p.cols, c)
-	}
-	if nraw > 0 && nagg > 0 {
-		return nil, errors.New("mixing aggregate and non-aggregate queries is not supported")
-	}
-	p.raw = nagg == 0
-
 	cond, tr, err := influxql.ConditionExpr(s.Condition, &influxql.NowValuer{Now: now})
 	if err != nil {
 		return nil, err
@@ -140,22 +99,52 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 	if _, err := s.GroupByInterval(); err != nil {
 		return nil, err
 	}
+	if err := compileFields(s, every, p); err != nil {
+		return nil, err
+	}
+	p.names = s.ColumnNames()[1:]
+	if p.outs == nil {
+		for i := range p.cols {
+			p.cols[i].name = p.names[i]
+		}
+	}
+	for _, c := range p.cols {
+		p.tagCols = p.tagCols || c.tag
+	}
 	if every > 0 && p.raw {
 		return nil, errors.New("GROUP BY time() requires an aggregate function")
 	}
 	p.every = every
-	p.win = windowing{every: int64(wholeRange), loc: s.Location}
+	p.win = windowing{every: int64(wholeRange)} // tz() alone changes only how times are written
 	if every > 0 {
 		off, err := s.GroupByOffset()
 		if err != nil {
 			return nil, err
 		}
-		p.win.every, p.win.offset = int64(every), int64(off)
+		p.win = windowing{every: int64(every), offset: int64(off), loc: s.Location}
 	}
 	if tr.Min.IsZero() {
 		return nil, errors.New("a lower time bound is required (WHERE time >= '2024-01-01T00:00:00Z' or time > now() - 1h): tsdht reads series by time quanta")
 	}
 	p.from, p.hasLower = tr.Min.UnixNano(), true
+	p.keepFrom = math.MinInt64
+	if p.transforms && p.desc {
+		return nil, unsupported("ORDER BY time DESC with %s()", firstTransform(p.outs))
+	}
+	if p.lookBack {
+		// A transformation of windows starts from the window before the first, as
+		// InfluxDB's; the other columns' rows there are not shown.
+		for _, o := range p.outs {
+			if o.tr == nil && (p.fill == influxql.PreviousFill || p.fill == influxql.LinearFill) {
+				return nil, unsupported("fill(previous) or fill(linear) beside %s()", firstTransform(p.outs))
+			}
+		}
+		p.keepFrom, _ = p.win.window(p.from)
+		p.plainFrom = p.from
+		if p.from > math.MinInt64+int64(every) {
+			p.from -= int64(every)
+		}
+	}
 	switch {
 	case !tr.Max.IsZero():
 		p.to = tr.Max.UnixNano() + 1
@@ -177,8 +166,10 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 	if err != nil {
 		return nil, err
 	}
-	p.groups, err = h.resolve(ctx, db, m.Name, p.cols, eq, rest, groupTags)
-	return p, err
+	if p.groups, err = h.resolve(ctx, db, m.Name, p.cols, eq, rest, groupTags); err != nil {
+		return nil, err
+	}
+	return p, p.checkMathFields()
 }
 
 // splitCondition splits a WHERE clause (time already removed) into tag equalities

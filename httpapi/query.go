@@ -21,6 +21,7 @@ type result struct {
 	Err         string `json:"error,omitempty"`
 
 	needsCatalog bool
+	unsupported  bool // the statement asks what tsdht does not answer: 400
 	loc          *time.Location // tz(): times are written in this zone
 }
 
@@ -106,7 +107,10 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 		res := h.execute(ctx, stmt, db, now)
 		res.StatementID = i
 		results[i] = res
-		if res.needsCatalog {
+		switch {
+		case res.unsupported:
+			status = http.StatusBadRequest
+		case res.needsCatalog && status == http.StatusOK:
 			status = http.StatusNotImplemented
 		}
 	}
@@ -203,11 +207,11 @@ func (h *Handler) execute(ctx context.Context, stmt influxql.Statement, db strin
 		rows = []*row{{Columns: []string{"name", "duration", "shardGroupDuration", "replicaN", "default"},
 			Values: [][]any{{"autogen", "0s", "168h0m0s", 1, true}}}}
 	default:
-		err = fmt.Errorf("%s is not supported by tsdht (supported: SELECT, SHOW DATABASES/MEASUREMENTS/TAG KEYS/TAG VALUES/FIELD KEYS/SERIES, CREATE DATABASE)",
+		err = unsupported("%s (supported: SELECT, SHOW DATABASES/MEASUREMENTS/TAG KEYS/TAG VALUES/FIELD KEYS/SERIES/RETENTION POLICIES, CREATE DATABASE)",
 			strings.SplitN(stmt.String(), " ", 3)[0])
 	}
 	if err != nil {
-		return &result{Err: err.Error(), needsCatalog: errors.Is(err, ErrNeedsCatalog)}
+		return &result{Err: err.Error(), needsCatalog: errors.Is(err, ErrNeedsCatalog), unsupported: errors.Is(err, errUnsupported)}
 	}
 	res := &result{Series: rows}
 	if s, ok := stmt.(*influxql.SelectStatement); ok {

@@ -24,12 +24,8 @@ func (h *Handler) execSelect(ctx context.Context, s *influxql.SelectStatement, d
 	if err != nil || p.from >= p.to {
 		return nil, err
 	}
-	ex := &executor{h: h, ctx: ctx, p: p, points: map[string]series.Points{}, windows: map[string][]agg.Window{}, types: map[string]series.Type{}}
-	columns := make([]string, 0, len(p.cols)+1)
-	columns = append(columns, "time")
-	for _, c := range p.cols {
-		columns = append(columns, c.name)
-	}
+	ex := newExecutor(ctx, h, p)
+	columns := append([]string{"time"}, p.names...)
 	var rows []*row
 	for _, g := range p.groups {
 		var r *row
@@ -42,6 +38,25 @@ func (h *Handler) execSelect(ctx context.Context, s *influxql.SelectStatement, d
 			r, err = ex.aggregate(g)
 		}
 		if err != nil {
+			return nil, err
+		}
+		if p.transforms && p.raw {
+			for _, keys := range g.keys {
+				if len(keys) > 1 {
+					return nil, unsupported("%s() of raw values over %d series at once (pin the series with WHERE tag = 'v' or GROUP BY their tags)", firstTransform(p.outs), len(keys))
+				}
+			}
+		}
+		var plain *row
+		if p.lookBack && p.plain {
+			// The other columns over the statement's own range, not the look-back's.
+			pp := *p
+			pp.from, pp.lookBack = p.plainFrom, false
+			if plain, err = newExecutor(ctx, h, &pp).aggregate(g); err != nil {
+				return nil, err
+			}
+		}
+		if r, err = p.project(r, plain); err != nil {
 			return nil, err
 		}
 		if p.desc {
@@ -80,6 +95,10 @@ type executor struct {
 	points  map[string]series.Points
 	windows map[string][]agg.Window
 	types   map[string]series.Type
+}
+
+func newExecutor(ctx context.Context, h *Handler, p *selectPlan) *executor {
+	return &executor{h: h, ctx: ctx, p: p, points: map[string]series.Points{}, windows: map[string][]agg.Window{}, types: map[string]series.Type{}}
 }
 
 // readKeys returns the points of the series keys, merged by time. Series never
@@ -278,6 +297,9 @@ func (ex *executor) partialWindows(c column, keys []string, win windowing) (typ 
 				return typ, nil, false, nil
 			}
 			if i, seen := byStart[w.Start]; seen {
+				if ex.p.every == 0 && selectorTie(c.fn, &out[i].Partial, &w.Partial) {
+					return typ, nil, false, unsupported("%s(%s) over several series with a point at the same time, without GROUP BY time() (InfluxDB's pick among them follows its merge order; GROUP BY time() picks the greater value)", c.fn, c.field)
+				}
 				out[i].Partial = agg.MergeSeries(out[i].Partial, w.Partial)
 			} else {
 				byStart[w.Start] = len(out)
@@ -536,4 +558,13 @@ func value(p *series.Points, i int) float64 {
 		return float64(p.I[i])
 	}
 	return p.F[i]
+}
+
+// selectorTie reports whether first() or last() finds points of two series at the same
+// time as its candidates.
+func selectorTie(fn agg.Fn, a, b *agg.Partial) bool {
+	if a.Count == 0 || b.Count == 0 {
+		return false
+	}
+	return (fn == agg.First && a.FirstT == b.FirstT) || (fn == agg.Last && a.LastT == b.LastT)
 }
