@@ -124,6 +124,7 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"math fields", "SELECT usage * 2, usage + n, n / 3, n * 2, (usage - 1) % 4 FROM cpu WHERE host = 'b' AND " + mid, nil},
 		{"math whole range", "SELECT last(usage) - first(usage) FROM cpu WHERE " + mid, nil},
 		{"selectors tie", "SELECT last(usage), first(usage) FROM cpu WHERE " + mid, nil},
+		{"selectors tie of two", "SELECT last(usage), first(usage), last(n) FROM cpu WHERE host != 'c' AND " + mid, nil},
 		{"selector math", "SELECT last(usage) * 1 FROM cpu WHERE host = 'a' AND " + mid, nil},
 		{"selectors tie windows", "SELECT last(usage), first(usage) FROM cpu WHERE " + mid + " GROUP BY time(1m)", nil},
 		{"math tag", "SELECT host + 1 FROM cpu WHERE " + mid, nil},

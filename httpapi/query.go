@@ -21,7 +21,7 @@ type result struct {
 	Err         string `json:"error,omitempty"`
 
 	needsCatalog bool
-	unsupported  bool // the statement asks what tsdht does not answer: 400
+	unsupported  bool           // the statement asks what tsdht does not answer: 400
 	loc          *time.Location // tz(): times are written in this zone
 }
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/influxdata/influxql"
@@ -272,6 +273,7 @@ func (ex *executor) colWindows(c column, keys []string, win windowing) (series.T
 func (ex *executor) partialWindows(c column, keys []string, win windowing) (typ series.Type, out []agg.Window, ok bool, err error) {
 	needT := ex.p.every == 0 && len(ex.p.cols) == 1 && (c.fn == agg.Min || c.fn == agg.Max)
 	byStart := map[int64]int{}
+	var ends []seriesEnd // without GROUP BY time(): each series' first or last point
 	for _, k := range keys {
 		ws, ok := ex.windows[k]
 		t := ex.types[k]
@@ -292,14 +294,14 @@ func (ex *executor) partialWindows(c column, keys []string, win windowing) (typ 
 			return typ, nil, false, fmt.Errorf("the series of field %q hold different types (%s and %s): query them one by one", c.field, typ, t)
 		}
 		typ = t
+		if ex.p.every == 0 && (c.fn == agg.First || c.fn == agg.Last) && len(ws) == 1 {
+			ends = append(ends, seriesEnd{k, ws[0].Partial})
+		}
 		for _, w := range ws {
 			if needT && !w.HasExtremaT {
 				return typ, nil, false, nil
 			}
 			if i, seen := byStart[w.Start]; seen {
-				if ex.p.every == 0 && selectorTie(c.fn, &out[i].Partial, &w.Partial) {
-					return typ, nil, false, unsupported("%s(%s) over several series with a point at the same time, without GROUP BY time() (InfluxDB's pick among them follows its merge order; GROUP BY time() picks the greater value)", c.fn, c.field)
-				}
 				out[i].Partial = agg.MergeSeries(out[i].Partial, w.Partial)
 			} else {
 				byStart[w.Start] = len(out)
@@ -308,6 +310,9 @@ func (ex *executor) partialWindows(c column, keys []string, win windowing) (typ 
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	if len(out) == 1 && ambiguousTie(c.fn, &out[0].Partial, ends) {
+		return typ, nil, false, unsupported("%s(%s) without GROUP BY time() where three or more series have a point at the chosen time: InfluxDB's pick among them is not the greatest value in every case; GROUP BY time() or a tag, or pin the series", c.fn, c.field)
+	}
 	return typ, out, true, nil
 }
 
@@ -560,11 +565,47 @@ func value(p *series.Points, i int) float64 {
 	return p.F[i]
 }
 
-// selectorTie reports whether first() or last() finds points of two series at the same
-// time as its candidates.
-func selectorTie(fn agg.Fn, a, b *agg.Partial) bool {
-	if a.Count == 0 || b.Count == 0 {
+// seriesEnd is one series' aggregate over the whole range, for first() and last().
+type seriesEnd struct {
+	key string
+	p   agg.Partial
+}
+
+// ambiguousTie reports whether first() or last() without GROUP BY time(), merged to m,
+// chose among three or more series with a point at the chosen time where InfluxDB 1.x
+// may choose otherwise. InfluxDB picks the greater value of two tied series; of more,
+// the greater of the first and the last series by key (it answered so for every order
+// of values tried), which may not be the greatest: then the answer is refused.
+func ambiguousTie(fn agg.Fn, m *agg.Partial, ends []seriesEnd) bool {
+	if len(ends) < 3 || m.Type == series.String {
 		return false
 	}
-	return (fn == agg.First && a.FirstT == b.FirstT) || (fn == agg.Last && a.LastT == b.LastT)
+	var tied []seriesEnd
+	for _, e := range ends {
+		if e.p.Count > 0 && ((fn == agg.First && e.p.FirstT == m.FirstT) || (fn == agg.Last && e.p.LastT == m.LastT)) {
+			tied = append(tied, e)
+		}
+	}
+	if len(tied) < 3 {
+		return false
+	}
+	slices.SortFunc(tied, func(a, b seriesEnd) int { return strings.Compare(a.key, b.key) })
+	val := func(p *agg.Partial) float64 {
+		switch {
+		case fn == agg.First && p.Type == series.Int:
+			return float64(p.IFirst)
+		case fn == agg.First:
+			return p.First
+		case p.Type == series.Int:
+			return float64(p.ILast)
+		}
+		return p.Last
+	}
+	edge := math.Max(val(&tied[0].p), val(&tied[len(tied)-1].p))
+	for i := range tied {
+		if val(&tied[i].p) > edge {
+			return true
+		}
+	}
+	return false
 }
