@@ -82,6 +82,9 @@ var (
 	ErrNeedsCatalog = errors.New("needs the series catalog, which this node does not have yet")
 	// ErrUnknownSeries is wrapped by a read of a series never written.
 	ErrUnknownSeries = errors.New("unknown series")
+	// ErrStringSeries is wrapped by Aggregate of a series of strings, whose partials
+	// the replicas do not keep: count, first and last of it are computed from its points.
+	ErrStringSeries = errors.New("series holds strings")
 )
 
 // TooLargeError is Engine.Aggregate's refusal of a range of more windows than one

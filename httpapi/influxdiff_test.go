@@ -128,6 +128,16 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"selector math", "SELECT last(usage) * 1 FROM cpu WHERE host = 'a' AND " + mid, nil},
 		{"selectors tie windows", "SELECT last(usage), first(usage) FROM cpu WHERE " + mid + " GROUP BY time(1m)", nil},
 		{"math tag", "SELECT host + 1 FROM cpu WHERE " + mid, nil},
+		// Several measurements, listed or by regular expression; SLIMIT and SOFFSET.
+		{"from two", "SELECT mean(usage), mean(free) FROM mem, cpu WHERE " + mid + " GROUP BY time(10m)", nil},
+		{"from two raw", "SELECT * FROM cpu, mem WHERE " + mid + " LIMIT 4", nil},
+		{"from regex", "SELECT count(*) FROM /^(cpu|mem)$/ WHERE " + rng + " GROUP BY host", nil},
+		{"from regex star", "SELECT * FROM /e/ WHERE " + mid + " GROUP BY * LIMIT 3", nil},
+		{"from regex none", "SELECT * FROM /^nothing/ WHERE " + mid, nil},
+		{"from regex other db", "SELECT * FROM nodb../cpu/ WHERE " + mid, nil},
+		{"slimit", "SELECT max(usage) FROM cpu WHERE " + mid + " GROUP BY time(10m), host SLIMIT 2", nil},
+		{"slimit soffset", "SELECT usage FROM cpu, mem WHERE " + mid + " GROUP BY host LIMIT 2 SLIMIT 1 SOFFSET 1", nil},
+		{"soffset", "SELECT count(usage) FROM cpu WHERE " + mid + " GROUP BY * SOFFSET 2", nil},
 		// Databases that do not exist.
 		{"no database", "SELECT usage FROM cpu WHERE " + rng, url.Values{"db": {"nodb"}}},
 		{"no database from", "SELECT usage FROM nodb..cpu WHERE " + rng, nil},

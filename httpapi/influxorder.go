@@ -21,8 +21,11 @@ const shardGroup = 168 * time.Hour
 
 // rawOrder returns the rows of the tag sets' tables (sorted by their series keys) in
 // InfluxDB's order: ascending time, or descending when desc, with InfluxDB's order at
-// equal times.
-func rawOrder(tables []*rawTable, desc bool) []setRow {
+// equal times. InfluxDB's heap orders rows of equal times by their columns' values, in
+// the order of the columns, while both rows hold strings there (tag values, string
+// fields; descending when desc), and leaves them as they come at the first column
+// that does not; aux returns column c of row `row` of set `set`.
+func rawOrder(tables []*rawTable, desc bool, ncols int, aux func(set, row int32, c int) any) []setRow {
 	// Split the rows of each set into the shard groups they fall in.
 	type span struct{ lo, hi int } // rows [lo, hi) of a set
 	bySG := map[int64][]span{}
@@ -49,7 +52,7 @@ func rawOrder(tables []*rawTable, desc bool) []setRow {
 	}
 	var out []setRow
 	for _, sg := range sgs {
-		h := &rowHeap{desc: desc}
+		h := &rowHeap{desc: desc, ncols: ncols, aux: aux}
 		spans := bySG[sg]
 		for k := range spans {
 			s := k
@@ -89,19 +92,32 @@ type rowStream struct {
 	next, end, step int
 }
 
-// rowHeap orders streams by their next row's time alone, as InfluxDB's sorted merge.
+// rowHeap orders streams by their next row as InfluxDB's sorted merge does.
 type rowHeap struct {
 	items []*rowStream
 	desc  bool
+	ncols int
+	aux   func(set, row int32, c int) any
 }
 
 func (h *rowHeap) Len() int { return len(h.items) }
 func (h *rowHeap) Less(i, j int) bool {
-	a, b := h.items[i].times[h.items[i].next], h.items[j].times[h.items[j].next]
-	if h.desc {
-		return a > b
+	x, y := h.items[i], h.items[j]
+	a, b := x.times[x.next], y.times[y.next]
+	if a != b {
+		return (a < b) != h.desc
 	}
-	return a < b
+	for c := 0; c < h.ncols; c++ {
+		u, ok1 := h.aux(x.set, int32(x.next), c).(string)
+		v, ok2 := h.aux(y.set, int32(y.next), c).(string)
+		if !ok1 || !ok2 {
+			return false
+		}
+		if u != v {
+			return (u < v) != h.desc
+		}
+	}
+	return false
 }
 func (h *rowHeap) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
 func (h *rowHeap) Push(x any)    { h.items = append(h.items, x.(*rowStream)) }

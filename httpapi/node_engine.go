@@ -109,7 +109,7 @@ func (e *NodeEngine) Aggregate(ctx context.Context, key string, from, to int64, 
 }
 
 func stringsErr(key string) error {
-	return fmt.Errorf("series %q holds strings: only first and last apply, and only to raw reads", key)
+	return fmt.Errorf("%w: %q: only count, first and last apply, computed from its points", ErrStringSeries, key)
 }
 
 // Series implements Engine from the cluster's series catalog.

@@ -62,21 +62,15 @@ type selectPlan struct {
 // series it reads, through the catalog (Engine.Series) or, without one, by the
 // exact keys its WHERE clause's tag equalities name.
 func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) (*selectPlan, error) {
-	if s.Target != nil {
-		return nil, errors.New("SELECT … INTO is not supported")
-	}
-	if len(s.Sources) != 1 {
-		return nil, errors.New("SELECT reads exactly one measurement here (FROM m)")
-	}
-	m, ok := s.Sources[0].(*influxql.Measurement)
-	if !ok || m.Regex != nil || m.Name == "" {
-		return nil, fmt.Errorf("FROM %s: %w (a regular expression or subquery as the source)", s.Sources[0], ErrNeedsCatalog)
+	m, ok := s.Sources[0].(*influxql.Measurement) // one measurement: execSelect
+	if len(s.Sources) != 1 || !ok || m.Regex != nil || m.Name == "" {
+		return nil, unsupported("FROM %s", s.Sources)
 	}
 	if m.Database != "" {
 		db = m.Database
 	}
 	if db == "" {
-		return nil, errors.New("database name required: add db=NAME to the request or FROM db..m to the query")
+		return nil, errDatabaseRequired
 	}
 	s, err := h.expandWildcards(ctx, s, db)
 	if err != nil {
@@ -87,9 +81,6 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 		if sf.Name != "" && sf.Name != "time" {
 			return nil, fmt.Errorf("ORDER BY %s: only ORDER BY time [ASC|DESC] is supported", sf.Name)
 		}
-	}
-	if s.SLimit != 0 || s.SOffset != 0 {
-		return nil, errors.New("SLIMIT and SOFFSET are not supported")
 	}
 	cond, tr, err := influxql.ConditionExpr(s.Condition, &influxql.NowValuer{Now: now})
 	if err != nil {
@@ -374,6 +365,10 @@ func exactGroups(db, meas string, cols []column, eq map[string]string, rest []in
 	}
 	return []group{g}, nil
 }
+
+// errDatabaseRequired is InfluxDB's error for a statement without a database; the
+// request's db parameter or FROM db..m names one.
+var errDatabaseRequired = errors.New("database name required")
 
 // databaseExists returns InfluxDB's "database not found" error for a database no series
 // of the catalog belongs to: a database exists here once something was written to it.

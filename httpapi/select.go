@@ -16,8 +16,9 @@ import (
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
-// execSelect answers a SELECT: one row (output series) per group.
-func (h *Handler) execSelect(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) ([]*row, error) {
+// execMeasurement answers a SELECT of one measurement: one row (output series) per
+// group.
+func (h *Handler) execMeasurement(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) ([]*row, error) {
 	p, err := h.planSelect(ctx, s, db, now)
 	if errors.Is(err, errNoFields) {
 		return nil, nil
@@ -176,7 +177,7 @@ func (ex *executor) raw(g group) (*row, error) {
 		if err != nil {
 			return nil, err
 		}
-		if t, ok := mergeRows(ex.p.cols, g.sets, tables, rawOrder(tables, ex.p.desc)); ok {
+		if t, ok := mergeSets(ex.p.cols, g.sets, tables, ex.p.desc); ok {
 			return &row{table: t}, nil
 		}
 	}
@@ -233,6 +234,9 @@ func (ex *executor) rawRows(keys [][]string) (*rawTable, error) {
 func (ex *executor) colWindows(c column, keys []string, win windowing) (series.Type, []agg.Window, [][]valueAt, error) {
 	if c.fn.Mergeable() {
 		typ, ws, ok, err := ex.partialWindows(c, keys, win)
+		if err == nil && typ == series.String && c.fn != agg.Count && c.fn != agg.First && c.fn != agg.Last {
+			err = unsupported("%s() of field %q, which holds strings", c.fn, c.field)
+		}
 		if ok || err != nil {
 			return typ, ws, nil, err
 		}
@@ -322,7 +326,10 @@ func (ex *executor) partialWindows(c column, keys []string, win windowing) (typ 
 // different series merge as InfluxDB's selectors merge them (agg.MergeSeries).
 func (ex *executor) keyWindows(key string, win windowing) (series.Type, []agg.Window, error) {
 	if win.aligned() {
-		return ex.aggregateKey(key, time.Duration(win.every))
+		t, ws, err := ex.aggregateKey(key, time.Duration(win.every))
+		if !errors.Is(err, ErrStringSeries) {
+			return t, ws, err
+		}
 	}
 	pts, err := ex.readKeys([]string{key})
 	if err != nil {
@@ -399,7 +406,7 @@ func (ex *executor) aggregateValues(g group) ([][]any, error) {
 		r[0] = tsValue(p.from)
 		for i, c := range p.cols {
 			if len(cv[i].ws) == 0 {
-				if c.fn == agg.Count {
+				if c.fn == agg.Count && len(g.keys[i]) > 0 { // a field the measurement lacks counts null
 					r[i+1] = int64(0)
 				}
 				continue
@@ -446,12 +453,12 @@ func (ex *executor) aggregateValues(g group) ([][]any, error) {
 		}
 		out = append(out, r)
 	}
-	fill(out, p)
+	fill(out, p, g)
 	return out, nil
 }
 
 // fill fills the empty windows of GROUP BY time() as fill() says.
-func fill(rows [][]any, p *selectPlan) {
+func fill(rows [][]any, p *selectPlan, g group) {
 	for i, c := range p.cols {
 		col := i + 1
 		var prev any
@@ -463,7 +470,7 @@ func fill(rows [][]any, p *selectPlan) {
 			}
 			switch p.fill {
 			case influxql.NullFill:
-				if c.fn == agg.Count {
+				if c.fn == agg.Count && len(g.keys[i]) > 0 {
 					rows[r][col] = int64(0)
 				}
 			case influxql.NumberFill:
@@ -551,6 +558,8 @@ func aggValue(c column, w *agg.Window, sorted []valueAt, typ series.Type) (any, 
 		v = r.F
 	case series.Int:
 		v = r.I
+	case series.String:
+		v = r.S
 	}
 	if t, ok := w.SelectedT(c.fn); ok {
 		return v, &t

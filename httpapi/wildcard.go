@@ -1,11 +1,9 @@
 package httpapi
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
@@ -150,7 +148,7 @@ func (ex *executor) rawTagged(g group) (*row, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t, ok := mergeSets(ex.p.cols, g.sets, tables); ok {
+	if t, ok := mergeSets(ex.p.cols, g.sets, tables, ex.p.desc); ok {
 		return &row{table: t}, nil
 	}
 	// A field of one name holds different types in different series: the rows boxed.
@@ -193,25 +191,23 @@ func (ex *executor) setTables(g group) ([]*rawTable, error) {
 }
 
 // mergeSets returns the rows of the tag sets' tables as one table, by time and, at
-// equal times, in the sets' order; a tag column holds each row's set's value of the
-// tag. ok is false when a field holds values of different types in different sets.
-func mergeSets(cols []column, sets []tagSet, tables []*rawTable) (_ *rawTable, ok bool) {
+// equal times, in InfluxDB's order (rawOrder; desc for ORDER BY time DESC); a tag column
+// holds each row's set's value of the tag. ok is false when a field holds values of
+// different types in different sets.
+func mergeSets(cols []column, sets []tagSet, tables []*rawTable, desc bool) (_ *rawTable, ok bool) {
 	if len(tables) == 1 {
 		return withTags(cols, sets[0], tables[0]), true
 	}
-	var refs []setRow
-	for s, t := range tables {
-		for r, tm := range t.times {
-			refs = append(refs, setRow{tm, int32(s), int32(r)})
+	aux := func(set, row int32, c int) any {
+		if cols[c].tag {
+			if v, ok := sets[set].tags[cols[c].field]; ok {
+				return v
+			}
+			return nil
 		}
+		return tables[set].value(c, int(row))
 	}
-	slices.SortFunc(refs, func(a, b setRow) int {
-		if c := cmp.Compare(a.t, b.t); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.set, b.set)
-	})
-	return mergeRows(cols, sets, tables, refs)
+	return mergeRows(cols, sets, tables, rawOrder(tables, desc, len(cols), aux))
 }
 
 // setRow is row `row` of tag set `set`'s table, at time t.
