@@ -48,6 +48,10 @@ type SeriesInfo struct {
 	Key  string
 	Type series.Type
 	Tags map[string]string
+	// First and Last bound the times written to the series (rounded out: no stored
+	// point lies outside them), when HasBounds.
+	First, Last int64
+	HasBounds   bool
 }
 
 // Stats are a node's counters, as /metrics exports them.

@@ -138,6 +138,13 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"slimit", "SELECT max(usage) FROM cpu WHERE " + mid + " GROUP BY time(10m), host SLIMIT 2", nil},
 		{"slimit soffset", "SELECT usage FROM cpu, mem WHERE " + mid + " GROUP BY host LIMIT 2 SLIMIT 1 SOFFSET 1", nil},
 		{"soffset", "SELECT count(usage) FROM cpu WHERE " + mid + " GROUP BY * SOFFSET 2", nil},
+		// No lower time bound: all time.
+		{"no lower bound count", "SELECT count(usage), count(*) FROM cpu", nil},
+		{"no lower bound last", "SELECT last(usage) FROM cpu WHERE host = 'a'", nil},
+		{"no lower bound raw", "SELECT usage FROM cpu WHERE host = 'b' LIMIT 3", nil},
+		{"no lower bound upper", "SELECT sum(n) FROM cpu WHERE time < '" + base.Add(30*time.Minute).Format(time.RFC3339) + "' GROUP BY host", nil},
+		{"no lower bound group by time", "SELECT mean(usage) FROM cpu WHERE host = 'a' GROUP BY time(1h)", nil},
+		{"no lower bound derivative", "SELECT derivative(usage) FROM cpu WHERE host = 'a' LIMIT 3", nil},
 		// Databases that do not exist.
 		{"no database", "SELECT usage FROM cpu WHERE " + rng, url.Values{"db": {"nodb"}}},
 		{"no database from", "SELECT usage FROM nodb..cpu WHERE " + rng, nil},

@@ -125,7 +125,8 @@ func (e *NodeEngine) Series(ctx context.Context, q SeriesQuery) ([]SeriesInfo, e
 	}
 	out := make([]SeriesInfo, 0, len(entries))
 	for _, en := range entries {
-		si := SeriesInfo{Key: en.Key, Type: en.Type, Tags: make(map[string]string, len(en.Tags))}
+		si := SeriesInfo{Key: en.Key, Type: en.Type, Tags: make(map[string]string, len(en.Tags)),
+			First: en.First, Last: en.Last, HasBounds: en.HasBounds}
 		for _, t := range en.Tags {
 			si.Tags[t.K] = t.V
 		}

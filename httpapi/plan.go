@@ -114,10 +114,28 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 		}
 		p.win = windowing{every: int64(every), offset: int64(off), loc: s.Location}
 	}
-	if tr.Min.IsZero() {
-		return nil, errors.New("a lower time bound is required (WHERE time >= '2024-01-01T00:00:00Z' or time > now() - 1h): tsdht reads series by time quanta")
+	eq, rest, err := splitCondition(cond)
+	if err != nil {
+		return nil, err
 	}
-	p.from, p.hasLower = tr.Min.UnixNano(), true
+	var span seriesSpan
+	if p.groups, err = h.resolve(ctx, db, m.Name, p.cols, eq, rest, groupTags, &span); err != nil {
+		return nil, err
+	}
+	p.from, p.hasLower = tr.Min.UnixNano(), !tr.Min.IsZero()
+	if !p.hasLower {
+		// InfluxDB answers over all time: from the earliest time the catalog bounds
+		// the series by.
+		switch {
+		case every > 0:
+			return nil, unsupported("GROUP BY time() without a lower time bound (add WHERE time >= …)")
+		case span.n == 0:
+			return p, nil // no series: nothing to answer
+		case !span.ok:
+			return nil, errors.New("a lower time bound is required (WHERE time >= '2024-01-01T00:00:00Z' or time > now() - 1h): the catalog holds no time bounds for some series")
+		}
+		p.from = span.first
+	}
 	p.keepFrom = math.MinInt64
 	if p.transforms && p.desc {
 		return nil, unsupported("ORDER BY time DESC with %s()", firstTransform(p.outs))
@@ -143,6 +161,9 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 		p.to = now.UnixNano() + 1
 	default:
 		p.to = now.Add(10 * time.Minute).UnixNano()
+		if span.ok && span.last >= p.to && span.last < math.MaxInt64 {
+			p.to = span.last + 1 // points stamped ahead of the clock
+		}
 	}
 	if p.from >= p.to {
 		return p, nil
@@ -152,13 +173,6 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 			return nil, fmt.Errorf("GROUP BY time(%v) over this range makes %d windows, more than the %d allowed: narrow the range or widen the interval",
 				every, n, h.cfg.MaxQueryWindows)
 		}
-	}
-	eq, rest, err := splitCondition(cond)
-	if err != nil {
-		return nil, err
-	}
-	if p.groups, err = h.resolve(ctx, db, m.Name, p.cols, eq, rest, groupTags); err != nil {
-		return nil, err
 	}
 	return p, p.checkMathFields()
 }
@@ -213,8 +227,9 @@ func splitCondition(cond influxql.Expr) (eq map[string]string, rest []influxql.E
 }
 
 // resolve finds the series each column reads, grouped by the GROUP BY tags.
+// span, when not nil, is told the time bounds of the series found.
 func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, eq map[string]string,
-	rest []influxql.Expr, groupTags []string) ([]group, error) {
+	rest []influxql.Expr, groupTags []string, span *seriesSpan) ([]group, error) {
 	if eq == nil {
 		return nil, nil // the condition cannot hold
 	}
@@ -274,6 +289,7 @@ func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, e
 		for i, c := range cols {
 			if !c.tag && in.Tags[TagField] == c.field {
 				g.keys[i] = append(g.keys[i], in.Key)
+				span.add(in)
 				g.sets[si].keys[i] = append(g.sets[si].keys[i], in.Key)
 			}
 		}
@@ -387,4 +403,23 @@ func (h *Handler) databaseExists(ctx context.Context, db string) error {
 		}
 	}
 	return fmt.Errorf("database not found: %s", db)
+}
+
+// seriesSpan bounds the times of the series a statement reads, from the catalog.
+type seriesSpan struct {
+	n           int  // series seen
+	ok          bool // every one has bounds
+	first, last int64
+}
+
+func (sp *seriesSpan) add(in SeriesInfo) {
+	if sp == nil {
+		return
+	}
+	if sp.n == 0 {
+		sp.ok, sp.first, sp.last = true, math.MaxInt64, math.MinInt64
+	}
+	sp.n++
+	sp.ok = sp.ok && in.HasBounds
+	sp.first, sp.last = min(sp.first, in.First), max(sp.last, in.Last)
 }

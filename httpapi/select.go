@@ -404,6 +404,9 @@ func (ex *executor) aggregateValues(g group) ([][]any, error) {
 	if p.every == 0 {
 		r := make([]any, len(p.cols)+1)
 		r[0] = tsValue(p.from)
+		if !p.hasLower {
+			r[0] = tsValue(0) // over all time, InfluxDB shows the epoch
+		}
 		for i, c := range p.cols {
 			if len(cv[i].ws) == 0 {
 				if c.fn == agg.Count && len(g.keys[i]) > 0 { // a field the measurement lacks counts null
