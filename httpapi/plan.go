@@ -72,7 +72,7 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 	if db == "" {
 		return nil, errDatabaseRequired
 	}
-	s, err := h.expandWildcards(ctx, s, db)
+	s, err := h.expandWildcards(ctx, s, db, now)
 	if err != nil {
 		return nil, err
 	}

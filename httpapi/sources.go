@@ -68,7 +68,7 @@ func (h *Handler) execSelect(ctx context.Context, s *influxql.SelectStatement, d
 			all.Sources[i] = m
 		}
 		var err error
-		if s, err = h.expandWildcards(ctx, all, db); err != nil {
+		if s, err = h.expandWildcards(ctx, all, db, now); err != nil {
 			return nil, err
 		}
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/influxdata/influxql"
 
@@ -22,9 +24,29 @@ type fieldMapper struct {
 	eng Engine
 	db  string
 
+	// from and to bound the statement's times: as InfluxDB lists the fields of the
+	// shard groups a range meets, a field none of whose series was written in those
+	// weeks (by the catalog's bounds) is left out.
+	from, to int64
+
 	meas   string
 	fields map[string]influxql.DataType
 	dims   map[string]struct{}
+}
+
+// inShardGroups reports whether a series' bounds meet the shard groups [from, to) meets.
+func (f *fieldMapper) inShardGroups(in SeriesInfo) bool {
+	if !in.HasBounds {
+		return true
+	}
+	lo, hi := f.from, f.to
+	if lo != math.MinInt64 {
+		lo = time.Unix(0, lo).UTC().Truncate(shardGroup).UnixNano()
+	}
+	if hi != math.MaxInt64 && hi > math.MinInt64 {
+		hi = time.Unix(0, hi-1).UTC().Truncate(shardGroup).Add(shardGroup).UnixNano()
+	}
+	return in.Last >= lo && in.First < hi
 }
 
 // FieldDimensions implements influxql.FieldMapper: the fields of measurement m (their
@@ -53,7 +75,7 @@ func (f *fieldMapper) FieldDimensions(m *influxql.Measurement) (map[string]influ
 		if in.Tags[TagDB] != db || in.Tags[TagMeasurement] != m.Name {
 			continue
 		}
-		if _, seen := fields[in.Tags[TagField]]; !seen {
+		if _, seen := fields[in.Tags[TagField]]; !seen && f.inShardGroups(in) {
 			fields[in.Tags[TagField]] = influxType2(in.Type)
 		}
 		for k := range in.Tags {
@@ -115,11 +137,22 @@ var errNoFields = errors.New("the wildcards name no field")
 
 // expandWildcards rewrites a SELECT's wildcards and regular expressions into the
 // fields and tags they name; a statement without any is returned as it is.
-func (h *Handler) expandWildcards(ctx context.Context, s *influxql.SelectStatement, db string) (*influxql.SelectStatement, error) {
+func (h *Handler) expandWildcards(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) (*influxql.SelectStatement, error) {
 	if !s.HasFieldWildcard() && !s.HasDimensionWildcard() {
 		return s, nil
 	}
-	out, err := s.RewriteFields(&fieldMapper{ctx: ctx, eng: h.eng, db: db})
+	_, tr, err := influxql.ConditionExpr(s.Condition, &influxql.NowValuer{Now: now})
+	if err != nil {
+		return nil, err
+	}
+	fm := &fieldMapper{ctx: ctx, eng: h.eng, db: db, from: math.MinInt64, to: math.MaxInt64}
+	if !tr.Min.IsZero() {
+		fm.from = tr.Min.UnixNano()
+	}
+	if !tr.Max.IsZero() {
+		fm.to = tr.Max.UnixNano() + 1
+	}
+	out, err := s.RewriteFields(fm)
 	if err != nil {
 		return nil, err
 	}
