@@ -79,6 +79,13 @@ func (c *compiler) baseColumn(e influxql.Expr) (int, error) {
 		col.tag = e.Type == influxql.Tag
 		c.nraw++
 	case *influxql.Call:
+		if e.Name == "mode" || e.Name == "integral" {
+			if err := specialColumn(e, &col); err != nil {
+				return 0, err
+			}
+			c.nagg++
+			break
+		}
 		fn, err := agg.ParseFn(e.Name)
 		if err != nil {
 			return 0, unsupported("function %s()", e.Name)
@@ -253,6 +260,14 @@ func compileFields(s *influxql.SelectStatement, every time.Duration, p *selectPl
 	}
 	if c.trAgg && every == 0 {
 		return fmt.Errorf("%s aggregate requires a GROUP BY interval", firstTransform(outs))
+	}
+	for _, col := range c.cols {
+		switch {
+		case col.special == "integral" && every > 0:
+			return unsupported("integral() with GROUP BY time() (InfluxDB answers a group's last window as a series of its own)")
+		case col.special == "integral" && len(s.Fields) > 1:
+			return unsupported("integral() beside other columns (InfluxDB answers them in separate rows)")
+		}
 	}
 	p.cols, p.raw = c.cols, c.nagg == 0
 	if !identity {

@@ -118,6 +118,17 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"elapsed windows", "SELECT elapsed(mean(usage), 1m) FROM cpu WHERE host = 'c' AND " + mid + " GROUP BY time(2m)", nil},
 		{"derivative several series", "SELECT derivative(usage) FROM cpu WHERE " + mid, nil},
 		{"derivative desc", "SELECT derivative(usage) FROM cpu WHERE host = 'a' AND " + mid + " ORDER BY time DESC", nil},
+		// mode() and integral().
+		{"mode", "SELECT mode(n), mode(usage) FROM cpu WHERE host = 'a' AND " + mid, nil},
+		{"mode windows", "SELECT mode(n) FROM cpu WHERE " + mid + " GROUP BY time(5m), host", nil},
+		{"mode several series", "SELECT mode(n) FROM cpu WHERE " + mid + " GROUP BY time(5m)", nil},
+		{"integral", "SELECT integral(usage) FROM cpu WHERE host = 'a' AND " + mid, nil},
+		{"integral unit", "SELECT integral(n, 1m) FROM cpu WHERE host = 'b' AND " + mid, nil},
+		{"integral windows", "SELECT integral(usage), mean(usage) FROM cpu WHERE " + mid + " GROUP BY time(10m), host", nil},
+		{"integral windows fill", "SELECT integral(n, 10s) FROM cpu WHERE host = 'c' AND " + mid + " GROUP BY time(4m, 1m) fill(0)", nil},
+		{"integral beside", "SELECT integral(usage), integral(n, 1m) FROM cpu WHERE host = 'a' AND " + mid, nil},
+		{"top", "SELECT top(usage, 3) FROM cpu WHERE host = 'a' AND " + mid, nil},
+		{"subquery", "SELECT max(mean) FROM (SELECT mean(usage) FROM cpu WHERE " + mid + " GROUP BY time(1m))", nil},
 		// Math between fields, aggregates and numbers.
 		{"math aggregates", "SELECT mean(usage) * 2, max(usage) - min(usage), sum(n) / count(n) FROM cpu WHERE " + mid + " GROUP BY time(5m)", nil},
 		{"math aggregates fill", "SELECT mean(usage) + 1 FROM cpu WHERE host = 'a' AND " + mid + " GROUP BY time(1m) fill(none)", nil},

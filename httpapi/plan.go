@@ -21,6 +21,9 @@ type column struct {
 	fn    agg.Fn  // 0 for a raw field, else the aggregate
 	arg   float64 // percentile's N
 	tag   bool    // a tag's value (field is the tag key), from SELECT * or a regex
+
+	special string // "mode" or "integral" (fn is 0): computed here from the points (funcs.go)
+	unit    int64  // integral's unit, ns
 }
 
 // group is the series of one output series (one tag set of GROUP BY): for each

@@ -229,27 +229,36 @@ func (ex *executor) rawRows(keys [][]string) (*rawTable, error) {
 	}
 }
 
-// colWindows returns the windows of one column of a group, and for median and
-// percentile the values of each window sorted.
-func (ex *executor) colWindows(c column, keys []string, win windowing) (series.Type, []agg.Window, [][]valueAt, error) {
+// colWindows returns the windows of one column of a group, for median and percentile
+// the values of each window sorted, and for mode and integral each window's value (pre).
+func (ex *executor) colWindows(c column, keys []string, win windowing) (_ series.Type, _ []agg.Window, sorted [][]valueAt, pre []any, _ error) {
+	if c.special != "" && len(keys) > 1 {
+		return 0, nil, nil, nil, unsupported("%s() over %d series at once (InfluxDB's answer follows the order it merges their points in; GROUP BY their tags or pin one)", c.special, len(keys))
+	}
 	if c.fn.Mergeable() {
 		typ, ws, ok, err := ex.partialWindows(c, keys, win)
 		if err == nil && typ == series.String && c.fn != agg.Count && c.fn != agg.First && c.fn != agg.Last {
 			err = unsupported("%s() of field %q, which holds strings", c.fn, c.field)
 		}
 		if ok || err != nil {
-			return typ, ws, nil, err
+			return typ, ws, nil, nil, err
 		}
 	}
 	pts, err := ex.readKeys(keys)
 	if err != nil {
-		return pts.Type, nil, nil, err
+		return pts.Type, nil, nil, nil, err
 	}
 	if pts.Type == series.String {
-		return pts.Type, nil, nil, fmt.Errorf("field %q holds strings: %s() applies to numbers", c.field, c.fn)
+		name := c.special
+		if name == "" {
+			name = c.fn.String()
+		}
+		return pts.Type, nil, nil, nil, unsupported("%s() of field %q, which holds strings", name, c.field)
 	}
 	ws := win.windows(&pts, ex.p.from, ex.p.to)
-	var sorted [][]valueAt
+	if c.special != "" {
+		return pts.Type, ws, nil, ex.special(c, &pts, ws), nil
+	}
 	if !c.fn.Mergeable() {
 		sorted = make([][]valueAt, len(ws))
 		wi := 0
@@ -267,7 +276,7 @@ func (ex *executor) colWindows(c column, keys []string, win windowing) (series.T
 			sort.SliceStable(s, func(a, b int) bool { return s[a].v < s[b].v })
 		}
 	}
-	return pts.Type, ws, sorted, nil
+	return pts.Type, ws, sorted, nil, nil
 }
 
 // partialWindows answers a column from the replicas' partial aggregates (Engine.
@@ -382,15 +391,16 @@ func (ex *executor) aggregateValues(g group) ([][]any, error) {
 		byWin  map[int64]int // window start → index in ws
 		ws     []agg.Window
 		sorted [][]valueAt
+		pre    []any
 	}
 	cv := make([]colVals, len(p.cols))
 	empty := true
 	for i, c := range p.cols {
-		typ, ws, sorted, err := ex.colWindows(c, g.keys[i], p.win)
+		typ, ws, sorted, pre, err := ex.colWindows(c, g.keys[i], p.win)
 		if err != nil {
 			return nil, err
 		}
-		cv[i] = colVals{typ: typ, ws: ws, sorted: sorted, byWin: make(map[int64]int, len(ws))}
+		cv[i] = colVals{typ: typ, ws: ws, sorted: sorted, pre: pre, byWin: make(map[int64]int, len(ws))}
 		for j, w := range ws {
 			cv[i].byWin[w.Start] = j
 		}
@@ -419,6 +429,12 @@ func (ex *executor) aggregateValues(g group) ([][]any, error) {
 				sorted = cv[i].sorted[0]
 			}
 			v, t := aggValue(c, &cv[i].ws[0], sorted, cv[i].typ)
+			if cv[i].pre != nil {
+				v = cv[i].pre[0]
+			}
+			if c.special == "integral" && cv[i].typ == series.Float {
+				r[0] = tsValue(0) // InfluxDB stamps the integral of floats at the epoch
+			}
 			r[i+1] = v
 			if len(p.cols) == 1 && c.fn.Selector() && t != nil {
 				r[0] = tsValue(*t)
@@ -449,6 +465,9 @@ func (ex *executor) aggregateValues(g group) ([][]any, error) {
 				sorted = cv[i].sorted[j]
 			}
 			r[i+1], _ = aggValue(c, &cv[i].ws[j], sorted, cv[i].typ)
+			if cv[i].pre != nil {
+				r[i+1] = cv[i].pre[j]
+			}
 			anyVal = true
 		}
 		if !anyVal && p.fill == influxql.NoFill {
