@@ -161,6 +161,12 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"no database from", "SELECT usage FROM nodb..cpu WHERE " + rng, nil},
 		{"no database agg", "SELECT mean(usage) FROM cpu WHERE " + rng + " GROUP BY time(10m)", url.Values{"db": {"nodb"}}},
 		{"star no measurement", "SELECT * FROM nosuch WHERE " + rng, nil},
+		{"no database show series", "SHOW SERIES", url.Values{"db": {"nodb"}}},
+		{"no database show tag keys", "SHOW TAG KEYS", url.Values{"db": {"nodb"}}},
+		{"no database show tag values", "SHOW TAG VALUES WITH KEY = host", url.Values{"db": {"nodb"}}},
+		{"no database show field keys", "SHOW FIELD KEYS", url.Values{"db": {"nodb"}}},
+		{"no database show measurements", "SHOW MEASUREMENTS; SHOW RETENTION POLICIES", url.Values{"db": {"nodb"}}},
+		{"error stops statements", "SELECT count(usage) FROM cpu WHERE " + mid + "; SELECT * FROM nodb..x WHERE " + mid + "; SELECT count(n) FROM cpu WHERE " + mid, nil},
 		{"no measurement", "SELECT usage FROM nosuch WHERE " + rng, nil},
 	}
 	// Field type conflicts at /write: the same writes answered the same, the same kept.

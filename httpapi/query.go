@@ -113,6 +113,15 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 		case res.needsCatalog && status == http.StatusOK:
 			status = http.StatusNotImplemented
 		}
+		if res.Err != "" && i < len(query.Statements)-1 {
+			// InfluxDB 1.x stops at a statement that fails and answers it, when others
+			// follow, as "not executed"; a refusal keeps saying what tsdht does not answer.
+			if !res.unsupported && !res.needsCatalog {
+				res.Err = "not executed"
+			}
+			results = results[:i+1]
+			break
+		}
 	}
 	csv := wantsCSV(r.Header.Get("Accept"))
 	if csv {
@@ -204,6 +213,17 @@ func (h *Handler) execute(ctx context.Context, stmt influxql.Statement, db strin
 		*influxql.ShowTagValuesStatement, *influxql.ShowFieldKeysStatement, *influxql.ShowSeriesStatement:
 		rows, err = h.execShow(ctx, s, db)
 	case *influxql.ShowRetentionPoliciesStatement:
+		rpdb := db
+		if s.Database != "" {
+			rpdb = s.Database
+		}
+		if rpdb == "" {
+			err = errDatabaseRequired
+			break
+		}
+		if err = h.databaseExists(ctx, rpdb); err != nil {
+			break
+		}
 		rows = []*row{{Columns: []string{"name", "duration", "shardGroupDuration", "replicaN", "default"},
 			Values: [][]any{{"autogen", "0s", "168h0m0s", 1, true}}}}
 	default:
