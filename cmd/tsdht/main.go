@@ -32,6 +32,8 @@ func main() {
 			decommissionCommand(),
 			keygenCommand(),
 			tokenCommand(),
+			exportCommand(),
+			importCommand(),
 			demoCommand(),
 			benchMovedCommand(),
 			pmuCommand(),
