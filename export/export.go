@@ -62,13 +62,14 @@ type Source interface {
 	Read(ctx context.Context, key string, from, to int64) (series.Points, error)
 }
 
-// Planning and reading limits of an export. A read holds at most about ReadPoints
-// points (more only where one PlanWidth window of a series is denser than the
-// splitting into ReadPoints-sized spans assumes): what bounds an export's memory.
-const (
-	PlanWidth  = int64(3600e9) // width of the windows an export counts points in before reading them
-	ReadPoints = 50_000        // points one read aims at
-)
+// PlanWidth is the width of the windows an export counts a series' points in before
+// reading them. A read holds at most readPoints points, but where one millisecond
+// holds more: what bounds an export's memory.
+const PlanWidth = int64(3600e9)
+
+// readPoints is how many points one read of an export holds at most (a variable for
+// the tests).
+var readPoints int64 = 50_000
 
 // Stats is what an export did.
 type Stats struct {
@@ -77,9 +78,10 @@ type Stats struct {
 }
 
 // Export writes the points of every series of ss with from <= t < to to w, series by
-// series, reading each in spans of about ReadPoints points that the per-window counts
-// plan, so memory stays bounded for any range. progress, if not nil, is told after each
-// read. w is not closed.
+// series, reading each in spans of at most readPoints points planned from per-window
+// counts (a window holding more is counted again in windows 60 times narrower), so
+// memory stays bounded for any range. progress, if not nil, is told after each read.
+// w is not closed.
 func Export(ctx context.Context, src Source, ss []Series, from, to int64, w Writer, progress func(Stats)) (Stats, error) {
 	var st Stats
 	if err := w.Begin(ss); err != nil {
@@ -105,47 +107,45 @@ func Export(ctx context.Context, src Source, ss []Series, from, to int64, w Writ
 			}
 			return nil
 		}
-		// A span of consecutive windows is read once it holds ReadPoints points; a
-		// window holding more is cut into equal parts.
-		spanLo, spanHi, spanN := int64(0), int64(0), int64(0)
-		flush := func() error {
-			if spanN == 0 {
-				return nil
-			}
-			parts := (spanN + ReadPoints - 1) / ReadPoints
-			width := (spanHi - spanLo + parts - 1) / parts
-			for lo := spanLo; lo < spanHi; lo += width {
-				if err := read(lo, min(spanHi, satAdd(lo, width))); err != nil {
-					return err
-				}
-				if lo > math.MaxInt64-width {
-					break
-				}
-			}
-			spanN = 0
-			return nil
-		}
-		err := src.Counts(ctx, s.Key, from, to, PlanWidth, func(start, count int64) error {
-			lo, hi := max(start, from), min(satAdd(start, PlanWidth), to)
-			if spanN > 0 && (lo != spanHi || spanN+count > ReadPoints) {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-			if spanN == 0 {
-				spanLo = lo
-			}
-			spanHi, spanN = hi, spanN+count
-			return nil
-		})
-		if err == nil {
-			err = flush()
-		}
-		if err != nil {
+		if err := plan(ctx, src, s.Key, from, to, PlanWidth, read); err != nil {
 			return st, err
 		}
 	}
 	return st, w.Close()
+}
+
+// plan reads [from, to) of a series through read in spans of consecutive windows of
+// width every holding at most readPoints points together; a window holding more is
+// planned again at a 60th of the width, down to a millisecond.
+func plan(ctx context.Context, src Source, key string, from, to, every int64, read func(lo, hi int64) error) error {
+	spanLo, spanHi, spanN := int64(0), int64(0), int64(0)
+	flush := func() error {
+		if spanN == 0 {
+			return nil
+		}
+		spanN = 0
+		return read(spanLo, spanHi)
+	}
+	err := src.Counts(ctx, key, from, to, every, func(start, count int64) error {
+		lo, hi := max(start, from), min(satAdd(start, every), to)
+		if spanN > 0 && (lo != spanHi || spanN+count > readPoints) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if count > readPoints && every >= 60e6 {
+			return plan(ctx, src, key, lo, hi, every/60, read)
+		}
+		if spanN == 0 {
+			spanLo = lo
+		}
+		spanHi, spanN = hi, spanN+count
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return flush()
 }
 
 func satAdd(a, b int64) int64 {
