@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tsdht/tsdht/export"
+	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/client"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -121,7 +121,8 @@ func exactSeries(ctx context.Context, cl *client.Client, key string) ([]catalog.
 			return []catalog.Entry{e}, nil
 		}
 	}
-	return nil, unknownSeries(ctx, cl, key)
+	// The command's wrapper (suggestFor) adds the catalog's nearest keys.
+	return nil, &rpc.RemoteError{Code: wire.CodeUnknownSeries, Msg: fmt.Sprintf("unknown series %q", key)}
 }
 
 // clientSource is an export.Source over the cluster client.
@@ -327,16 +328,6 @@ func (p *ttyProgress) clear() {
 	if p.shown {
 		fmt.Fprint(os.Stderr, "\r\033[K")
 	}
-}
-
-// unknownSeries is the error for a series the catalog does not hold, with the
-// catalog's nearest keys as a "did you mean".
-func unknownSeries(ctx context.Context, cl *client.Client, key string) error {
-	msg := fmt.Sprintf("unknown series %q", key)
-	if s := suggestSeries(ctx, cl, key); len(s) > 0 {
-		msg += "; did you mean " + strings.Join(quoteAll(s), " or ") + "?"
-	}
-	return errors.New(msg)
 }
 
 func quoteAll(ss []string) []string {

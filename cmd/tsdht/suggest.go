@@ -2,12 +2,31 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sort"
+	"strings"
 
+	"github.com/urfave/cli/v2"
 	"github.com/xrash/smetrics"
 
+	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/client"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
+
+// withSuggestion adds to err, when it says the cluster knows no series key, the
+// catalog's nearest keys as a "did you mean".
+func withSuggestion(ctx context.Context, cl *client.Client, key string, err error) error {
+	var re *rpc.RemoteError
+	if !errors.As(err, &re) || re.Code != wire.CodeUnknownSeries {
+		return err
+	}
+	if s := suggestSeries(ctx, cl, key); len(s) > 0 {
+		return fmt.Errorf("%w; did you mean %s?", err, strings.Join(quoteAll(s), " or "))
+	}
+	return err
+}
 
 // suggestSeries returns up to three catalog keys within a few edits of key (a typo):
 // it lists the series sharing key's first half, and the whole catalog when none does
@@ -37,4 +56,20 @@ func suggestSeries(ctx context.Context, cl *client.Client, key string) []string 
 		out = append(out, cs[i].key)
 	}
 	return out
+}
+
+// suggestFor is withSuggestion for a command's error: when the cluster knew no
+// --series, it asks the --cluster's catalog for the nearest keys.
+func suggestFor(c *cli.Context, err error) error {
+	var re *rpc.RemoteError
+	key := c.String("series")
+	if key == "" || !errors.As(err, &re) || re.Code != wire.CodeUnknownSeries || !c.IsSet("cluster") {
+		return err
+	}
+	cl, derr := dialCluster(c)
+	if derr != nil {
+		return err
+	}
+	defer cl.Close()
+	return withSuggestion(c.Context, cl, key, err)
 }

@@ -88,7 +88,7 @@ func forgive(app *cli.App) {
 				if ue := (*usageError)(nil); errors.As(err, &ue) && ue.cmd == "" {
 					ue.cmd = c.Command.Name // a badFlag
 				}
-				return err
+				return suggestFor(c, err)
 			}
 		}
 		required := requiredOf[cmd]
