@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -193,11 +194,16 @@ func TestPortMixups(t *testing.T) {
 		t.Fatalf("--cluster at a gossip port: exit %d, stderr %q", code, errOut)
 	}
 
+	// A node told to join an RPC port says so and exits 2, instead of retrying for ever.
 	p := c.Add()
 	p.Join = a.RPC
 	c.Start(1)
-	waitLog(t, p, "--join wants gossip addresses, the seeds' --gossip; "+a.RPC+" answered like an RPC port")
-	waitLog(t, a, "it looks like memberlist gossip: a node's --join names this RPC address")
+	err := p.Cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitUsage ||
+		!strings.Contains(p.Log(), "--join "+a.RPC+": a tsdht RPC port answers there (a node's --rpc); --join wants the seeds' --gossip addresses") {
+		t.Fatalf("node --join at an RPC port: %v\n%s", err, p.Log())
+	}
 }
 
 func waitLog(t *testing.T, p *proc, want string) {

@@ -87,6 +87,9 @@ func runNode(c *cli.Context) error {
 		return err
 	}
 	cfg.RPC.ClusterKey, cfg.DHT.ClusterKey = ring, ring
+	if err := checkSeeds(c.Context, cfg.DHT.Join, ring); err != nil {
+		return err
+	}
 	if ring == nil {
 		logger.Warn("no --cluster-key-file: anyone who reaches the rpc and gossip ports can join, read and write (docs/security.md)")
 	}

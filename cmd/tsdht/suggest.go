@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"github.com/xrash/smetrics"
 
+	"github.com/tsdht/tsdht/clusterkey"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/client"
 	"github.com/tsdht/tsdht/tsdb/wire"
@@ -72,4 +74,24 @@ func suggestFor(c *cli.Context, err error) error {
 	}
 	defer cl.Close()
 	return withSuggestion(c.Context, cl, key, err)
+}
+
+// checkSeeds refuses --join seeds where a tsdht RPC port answers: --join wants the
+// seeds' gossip addresses, and a node joining an RPC port would retry for ever. A seed
+// that does not answer (not started yet, or a gossip port) is left to the join loop.
+func checkSeeds(ctx context.Context, seeds []string, ring clusterkey.Ring) error {
+	for _, s := range seeds {
+		cl, err := client.New([]string{s}, client.Config{Timeout: 2 * time.Second, RPC: rpc.Config{ClusterKey: ring}})
+		if err != nil {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err = cl.Status(pctx)
+		cancel()
+		cl.Close()
+		if err == nil {
+			return badFlag("--join %s: a tsdht RPC port answers there (a node's --rpc); --join wants the seeds' --gossip addresses", s)
+		}
+	}
+	return nil
 }
