@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -49,19 +50,34 @@ func clusterKey(c *cli.Context) (clusterkey.Ring, error) {
 	}
 	ring, err := clusterkey.Load(path)
 	if err != nil {
-		return nil, fmt.Errorf("--cluster-key-file: %w", err)
+		return nil, badFlag("--cluster-key-file: %w", err)
 	}
 	return ring, nil
 }
 
 // dialCluster returns a thin client of the --cluster nodes.
 func dialCluster(c *cli.Context) (*client.Client, error) {
-	addrs := splitAddrs(c.String("cluster"))
+	addrs, err := hostPorts("cluster", c.String("cluster"))
+	if err != nil {
+		return nil, err
+	}
 	ring, err := clusterKey(c)
 	if err != nil {
 		return nil, err
 	}
 	return client.New(addrs, client.Config{Timeout: c.Duration("timeout"), RPC: rpc.Config{ClusterKey: ring}})
+}
+
+// hostPorts splits the HOST:PORT[,HOST:PORT…] value of flag name, refusing an
+// address without a port as a usage error.
+func hostPorts(name, v string) ([]string, error) {
+	addrs := splitAddrs(v)
+	for _, a := range addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, badFlag("--%s %q: want HOST:PORT (%v)", name, a, err)
+		}
+	}
+	return addrs, nil
 }
 
 func seriesKey(c *cli.Context) (string, error) {

@@ -29,7 +29,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bad time unit", []string{"put", "--cluster", "127.0.0.1:1", "--series", "x", "--time-unit", "min"}, exitUsage, []string{"--time-unit \"min\""}},
 		// Values parsed by the commands themselves are usage errors too, not runtime failures.
 		{"bad window", []string{"agg", "--cluster", "127.0.0.1:1", "--series", "x", "--from", "0", "--to", "1", "--every", "zz"}, exitUsage, []string{"--every", "tsdht agg --help"}},
-		{"bad timestamp", []string{"get", "--cluster", "127.0.0.1:1", "--series", "x", "--from", "yesterday", "--to", "now"}, exitUsage, []string{"--from", "tsdht get --help"}},
+		{"bad timestamp", []string{"get", "--cluster", "127.0.0.1:1", "--series", "x", "--from", "yesterdays", "--to", "now"}, exitUsage, []string{"--from", "tsdht get --help"}},
 		{"bad id format", []string{"node", "--rpc", "127.0.0.1:1", "--gossip", "127.0.0.1:2", "--data", t.TempDir(), "--id-format", "xyz"}, exitUsage, []string{"--id-format", "tsdht node --help"}},
 		{"bad lookback", []string{"latest", "--cluster", "127.0.0.1:1", "--series", "x", "--lookback", "soon"}, exitUsage, []string{"--lookback", "tsdht latest --help"}},
 		{"runtime failure", []string{"get", "--cluster", "127.0.0.1:1", "--series", "x", "--from", "-5m", "--to", "now"}, exitFailure, []string{"unreachable"}},

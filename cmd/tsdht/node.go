@@ -164,6 +164,11 @@ func nodeConfig(c *cli.Context) (tsdb.Config, error) {
 	if err != nil {
 		return cfg, badFlag("--routing: %w", err)
 	}
+	for _, name := range []string{"rpc", "gossip", "join", "http"} {
+		if _, err := hostPorts(name, c.String(name)); err != nil {
+			return cfg, err
+		}
+	}
 	cfg.DHT.GossipAddr = c.String("gossip")
 	cfg.DHT.Join = splitAddrs(c.String("join"))
 	cfg.DHT.Quantum = q

@@ -175,6 +175,9 @@ func locateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if _, err := clusterKey(c); err != nil { // refused even when --cluster is not given
+				return err
+			}
 			at, err := parseTimeFlag(c.String("at"), time.Now())
 			if err != nil {
 				return badFlag("--at: %w", err)
