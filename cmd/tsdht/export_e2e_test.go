@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +165,50 @@ func TestExportFromInfluxDB(t *testing.T) {
 	series2, _, _ := fresh.Run("", "series", "--cluster", fresh.Nodes[0].RPC, "--prefix", "src/")
 	if series1 != series2 || strings.Count(series1, "\n") != 15 {
 		t.Errorf("catalogs differ after the round trips:\n%s\n%s", series1, series2)
+	}
+}
+
+// TestHTTPExportImport moves series between two nodes through /api/v1/export and
+// /api/v1/import (VictoriaMetrics' JSON lines), selected by a match[] selector that
+// names a /write field as VictoriaMetrics does (measurement_field).
+func TestHTTPExportImport(t *testing.T) {
+	a, addrA := startHTTPNode(t)
+	b, addrB := startHTTPNode(t)
+	base := time.Now().Add(-time.Hour).Truncate(time.Minute)
+	if code, body := httpPost(t, "http://"+addrA+"/write?db=d", diffLines(base)); code != 204 {
+		t.Fatalf("/write: %d %s", code, body)
+	}
+	start := strconv.FormatInt(base.Add(-time.Minute).Unix(), 10)
+	resp, err := http.Get("http://" + addrA + "/api/v1/export?" + url.Values{"match[]": {`cpu_usage{host="a"}`, "temp_v"}, "start": {start}}.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || bytes.Count(lines, []byte("\n")) != 2 || !bytes.Contains(lines, []byte(`"__name__":"cpu_usage"`)) {
+		t.Fatalf("/api/v1/export: %d\n%s", resp.StatusCode, lines)
+	}
+	if code, body := httpPost(t, "http://"+addrB+"/api/v1/import", string(lines)); code != 204 {
+		t.Fatalf("/api/v1/import: %d %s", code, body)
+	}
+	span := []string{"--from", base.Add(-time.Minute).Format(time.RFC3339), "--to", "now", "--format", "jsonl"}
+	want, _, _ := a.Run("", append([]string{"export", "--cluster", a.Nodes[0].RPC, "--match", "__db=d", "--prefix", "d/"}, span...)...)
+	got, errOut, code := b.Run("", append([]string{"export", "--cluster", b.Nodes[0].RPC, "--prefix", "d/"}, span...)...)
+	if code != 0 || got == "" {
+		t.Fatalf("export from the importing node: %d %s", code, errOut)
+	}
+	// Node b holds cpu's usage and temp's v, not cpu's n: the lines of a that b has.
+	var kept []string
+	for _, l := range strings.SplitAfter(want, "\n") {
+		if strings.Contains(l, `"key":"d/cpu,host=a,region=eu#usage"`) || strings.Contains(l, `"key":"d/temp#v"`) {
+			kept = append(kept, l)
+		}
+	}
+	if strings.Join(kept, "") != got {
+		t.Errorf("imported through HTTP:\n%s\nwant\n%s", got, strings.Join(kept, ""))
+	}
+	code, body := httpPost(t, "http://"+addrB+"/api/v1/import", "{\"metric\":{\"__name__\":\"x\"},\"values\":[1],\"timestamps\":[]}\n")
+	if code != 400 || !strings.Contains(body, "line 1") {
+		t.Errorf("a bad line: %d %s", code, body)
 	}
 }
