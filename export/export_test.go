@@ -40,14 +40,7 @@ func (m *memStore) Write(_ context.Context, ws []Write) (int64, error) {
 			m.pts[w.Key] = p
 		}
 		for i := range w.Pts.T {
-			switch w.Pts.Type {
-			case series.Float:
-				p.AppendFloat(w.Pts.T[i], w.Pts.F[i])
-			case series.Int:
-				p.AppendInt(w.Pts.T[i], w.Pts.I[i])
-			case series.String:
-				p.AppendString(w.Pts.T[i], w.Pts.S[i])
-			}
+			p.AppendFrom(&w.Pts, i)
 		}
 		if len(w.Tags) > 0 {
 			m.tags[w.Key] = w.Tags
@@ -77,15 +70,7 @@ func (m *memStore) Read(_ context.Context, key string, from, to int64) (series.P
 	p := m.pts[key]
 	for i := range p.T {
 		if p.T[i] >= from && p.T[i] < to {
-			out.Type = p.Type
-			switch p.Type {
-			case series.Float:
-				out.AppendFloat(p.T[i], p.F[i])
-			case series.Int:
-				out.AppendInt(p.T[i], p.I[i])
-			case series.String:
-				out.AppendString(p.T[i], p.S[i])
-			}
+			out.AppendFrom(p, i)
 		}
 	}
 	m.most = max(m.most, out.Len())
@@ -112,28 +97,14 @@ func (m *memStore) Counts(_ context.Context, key string, from, to, every int64, 
 	return nil
 }
 
-// sortPoints sorts each series' points by time (the memory store keeps arrival order).
+// sorted returns each series' points sorted by time (the memory store keeps arrival
+// order).
 func (m *memStore) sorted() map[string]series.Points {
 	out := map[string]series.Points{}
 	for k := range m.pts {
 		p, _ := m.Read(context.Background(), k, math.MinInt64, math.MaxInt64)
-		idx := make([]int, p.Len())
-		for i := range idx {
-			idx[i] = i
-		}
-		sort.SliceStable(idx, func(a, b int) bool { return p.T[idx[a]] < p.T[idx[b]] })
-		var q series.Points
-		for _, i := range idx {
-			switch p.Type {
-			case series.Float:
-				q.AppendFloat(p.T[i], p.F[i])
-			case series.Int:
-				q.AppendInt(p.T[i], p.I[i])
-			case series.String:
-				q.AppendString(p.T[i], p.S[i])
-			}
-		}
-		out[k] = q
+		p.Normalize()
+		out[k] = p
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -228,12 +229,7 @@ func serveExport(eng httpapi.Engine, w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.Form
-	f, err := ParseFormat(or(q.Get("format"), "jsonl"))
-	if err != nil {
-		httpError(w, http.StatusBadRequest, err)
-		return
-	}
-	unit, err := timeUnit(or(q.Get("time_unit"), "ms"))
+	f, unit, err := formatArgs(q)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err)
 		return
@@ -289,6 +285,16 @@ func serveExport(eng httpapi.Engine, w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// formatArgs reads the format (default jsonl) and time_unit (default ms) of a request.
+func formatArgs(q url.Values) (Format, int64, error) {
+	f, err := ParseFormat(or(q.Get("format"), "jsonl"))
+	if err != nil {
+		return "", 0, err
+	}
+	unit, err := timeUnit(or(q.Get("time_unit"), "ms"))
+	return f, unit, err
+}
+
 // timeUnit parses a time unit name into nanoseconds.
 func timeUnit(s string) (int64, error) {
 	switch s {
@@ -321,12 +327,7 @@ func serveImport(eng httpapi.Engine, w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	f, err := ParseFormat(or(q.Get("format"), "jsonl"))
-	if err != nil {
-		httpError(w, http.StatusBadRequest, err)
-		return
-	}
-	unit, err := timeUnit(or(q.Get("time_unit"), "ms"))
+	f, unit, err := formatArgs(q)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err)
 		return

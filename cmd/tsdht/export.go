@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"sync"
 	"time"
 
@@ -290,16 +289,7 @@ func (s *clientSink) tag(ctx context.Context, key string, tags map[string]string
 	if done || len(tags) == 0 {
 		return nil
 	}
-	req := wire.MetaReq{Key: key, SetTags: true, AddTags: true}
-	ks := make([]string, 0, len(tags))
-	for k := range tags {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	for _, k := range ks {
-		req.Pairs = append(req.Pairs, k, tags[k])
-	}
-	_, err := s.cl.Meta(ctx, req)
+	_, err := s.cl.Meta(ctx, *wire.TagsMeta(key, tags))
 	return err
 }
 
