@@ -21,24 +21,28 @@ var freeText = map[string]bool{
 	"node": true, "metrics": true,
 }
 
-// badValue returns a value of flag f its command must refuse, "" for none.
-func badValue(cmd string, f cli.Flag) string {
+// badValues returns values of flag f its command must refuse.
+func badValues(f cli.Flag) []string {
 	name := f.Names()[0]
 	switch {
 	case freeText[name]:
-		return ""
+		return nil
 	case name == "cluster-key-file":
-		return "/nonexistent/key"
+		return []string{"/nonexistent/key"}
 	case name == "match" || name == "tag":
-		return "novalue"
+		return []string{"novalue"}
 	case name == "cluster" || name == "connect" || name == "http" || name == "join" || name == "rpc" || name == "gossip" || name == "udp-data":
-		return "no-port"
+		return []string{"no-port"}
 	}
 	switch f.(type) {
 	case *cli.BoolFlag:
-		return "" // --flag=bogus is a parse error too, but a bool is given bare
+		return nil // --flag=bogus is a parse error too, but a bool is given bare
+	case *cli.IntFlag, *cli.Int64Flag, *cli.Float64Flag:
+		return []string{"bogus", "-5"}
+	case *cli.DurationFlag:
+		return []string{"bogus", "-5s"}
 	}
-	return "bogus"
+	return []string{"bogus"}
 }
 
 // goodArgs are values of the required flags that a command accepts: a cluster that is
@@ -77,29 +81,27 @@ func TestEveryBadFlagValueExits2(t *testing.T) {
 	bin := testutil.Binary(t)
 	for _, cmd := range newApp().Commands {
 		for _, f := range cmd.Flags {
-			bad := badValue(cmd.Name, f)
-			if bad == "" {
-				continue
+			for _, bad := range badValues(f) {
+				name := f.Names()[0]
+				t.Run(cmd.Name+"/"+name+"="+bad, func(t *testing.T) {
+					t.Parallel()
+					args := append([]string{cmd.Name}, goodArgs(t, cmd, name)...)
+					args = append(args, "--"+name, bad)
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					defer cancel()
+					c := exec.CommandContext(ctx, bin, args...)
+					var stderr strings.Builder
+					c.Stderr = &stderr
+					err := c.Run()
+					code := c.ProcessState.ExitCode()
+					if ctx.Err() != nil {
+						t.Fatalf("tsdht %s: still running after 20s: the bad value was not refused", strings.Join(args, " "))
+					}
+					if code != exitUsage || !strings.Contains(stderr.String(), name) {
+						t.Errorf("tsdht %s: exit %d (%v), want 2 and a message naming --%s:\n%s", strings.Join(args, " "), code, err, name, stderr.String())
+					}
+				})
 			}
-			name := f.Names()[0]
-			t.Run(cmd.Name+"/"+name, func(t *testing.T) {
-				t.Parallel()
-				args := append([]string{cmd.Name}, goodArgs(t, cmd, name)...)
-				args = append(args, "--"+name, bad)
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				defer cancel()
-				c := exec.CommandContext(ctx, bin, args...)
-				var stderr strings.Builder
-				c.Stderr = &stderr
-				err := c.Run()
-				code := c.ProcessState.ExitCode()
-				if ctx.Err() != nil {
-					t.Fatalf("tsdht %s: still running after 20s: the bad value was not refused", strings.Join(args, " "))
-				}
-				if code != exitUsage || !strings.Contains(stderr.String(), name) {
-					t.Errorf("tsdht %s: exit %d (%v), want 2 and a message naming --%s:\n%s", strings.Join(args, " "), code, err, name, stderr.String())
-				}
-			})
 		}
 	}
 }
