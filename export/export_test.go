@@ -357,3 +357,12 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// TestLPDefaultDB checks --db: the database of lines before any # CONTEXT-DATABASE
+// line, which then takes over.
+func TestLPDefaultDB(t *testing.T) {
+	m, _ := importAll(t, LP, "m v=1 1\n# CONTEXT-DATABASE: other\nm v=2 2\n", Options{DB: "first"})
+	if got := keys(m); !reflect.DeepEqual(got, []string{"first/m#v", "other/m#v"}) {
+		t.Errorf("keys %v", got)
+	}
+}

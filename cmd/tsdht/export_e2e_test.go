@@ -106,6 +106,17 @@ func TestExportFromInfluxDB(t *testing.T) {
 		t.Errorf("import stored other than %d points: %s", wantPoints, errOut)
 	}
 
+	// influx_inspect export -compress writes gzip, which import recognises; importing the
+	// same points again changes nothing.
+	out, errOut, code = testutil.RunCmd(t, exec.Command(inspect, "export", "-compress", "-database", "src",
+		"-datadir", filepath.Join(idir, "data"), "-waldir", filepath.Join(idir, "wal"), "-out", dump+".gz"), "")
+	if code != 0 {
+		t.Fatalf("influx_inspect export -compress: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := c.Run("", "import", "--cluster", rpc, dump+".gz"); code != 0 || !strings.Contains(errOut, fmt.Sprintf(" %d points ", wantPoints)) {
+		t.Fatalf("tsdht import of gzip: exit %d: %s", code, errOut)
+	}
+
 	from, to := base.Format(time.RFC3339), base.Add(20*time.Minute).Format(time.RFC3339)
 	where := fmt.Sprintf("WHERE time >= '%s' AND time < '%s'", from, to)
 	for _, q := range []string{
