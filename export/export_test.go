@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"sort"
 	"strings"
@@ -364,5 +366,37 @@ func TestLPDefaultDB(t *testing.T) {
 	m, _ := importAll(t, LP, "m v=1 1\n# CONTEXT-DATABASE: other\nm v=2 2\n", Options{DB: "first"})
 	if got := keys(m); !reflect.DeepEqual(got, []string{"first/m#v", "other/m#v"}) {
 		t.Errorf("keys %v", got)
+	}
+}
+
+// TestBoundedRefusesPastTheLimit holds MaxRequests requests and checks the next is 429.
+func TestBoundedRefusesPastTheLimit(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, MaxRequests)
+	h := bounded(MaxRequests, func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+	})
+	done := make(chan struct{})
+	for i := 0; i < MaxRequests; i++ {
+		go func() {
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/api/v1/export", nil))
+			done <- struct{}{}
+		}()
+		<-entered
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/export", nil))
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("request past the limit: %d %v", rec.Code, rec.Header())
+	}
+	close(release)
+	for i := 0; i < MaxRequests; i++ {
+		<-done
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/export", nil))
+	if rec.Code != http.StatusOK {
+		t.Errorf("after the others ended: %d", rec.Code)
 	}
 }

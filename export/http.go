@@ -20,10 +20,29 @@ import (
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
+// MaxRequests bounds the exports, and apart the imports, a node serves at once: each
+// holds a read or a batch in memory. One more is answered 429 with Retry-After.
+const MaxRequests = 2
+
 // Mount serves /api/v1/export and /api/v1/import of h over eng (docs/export.md).
 func Mount(h *httpapi.Handler, eng httpapi.Engine) {
-	h.Handle("/api/v1/export", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serveExport(eng, w, r) }))
-	h.Handle("/api/v1/import", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serveImport(eng, w, r) }))
+	h.Handle("/api/v1/export", bounded(MaxRequests, func(w http.ResponseWriter, r *http.Request) { serveExport(eng, w, r) }))
+	h.Handle("/api/v1/import", bounded(MaxRequests, func(w http.ResponseWriter, r *http.Request) { serveImport(eng, w, r) }))
+}
+
+// bounded serves at most n requests of fn at once and refuses more with 429.
+func bounded(n int, fn http.HandlerFunc) http.Handler {
+	slots := make(chan struct{}, n)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+			fn(w, r)
+		default:
+			w.Header().Set("Retry-After", "1")
+			httpError(w, http.StatusTooManyRequests, fmt.Errorf("%d requests of %s are in progress, the most a node serves at once: retry when one ends", n, r.URL.Path))
+		}
+	})
 }
 
 // EngineSource is a Source over the HTTP surface's Engine.
