@@ -101,6 +101,7 @@ func (n *Node) registerCoordinator() {
 		return &resp, nil
 	})
 	n.registerCatalogCoordinator()
+	n.registerDescribe()
 	cluster.Handle(n.srv, wire.MethodStatus, func(ctx context.Context, _ *struct{}) (*wire.StatusResp, error) {
 		return &wire.StatusResp{Nodes: n.Status(ctx), Routing: n.dht.Routing().String()}, nil
 	})

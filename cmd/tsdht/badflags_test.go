@@ -19,13 +19,14 @@ var freeText = map[string]bool{
 	"series": true, "prefix": true, "unit": true, "description": true, "db": true,
 	"series-prefix": true, "columns": true, "out": true, "data": true, "spool": true,
 	"node": true, "metrics": true,
+	"restore/from": true, "backup/to": true, // directories
 }
 
 // badValues returns values of flag f its command must refuse.
-func badValues(f cli.Flag) []string {
+func badValues(cmd string, f cli.Flag) []string {
 	name := f.Names()[0]
 	switch {
-	case freeText[name]:
+	case freeText[name] || freeText[cmd+"/"+name]:
 		return nil
 	case name == "cluster-key-file":
 		return []string{"/nonexistent/key"}
@@ -56,12 +57,20 @@ func goodArgs(t *testing.T, cmd *cli.Command, skip string) []string {
 	good := map[string]string{
 		"cluster": "127.0.0.1:1", "series": "x", "from": "-1h", "to": "now", "every": "1m",
 		"rpc": "127.0.0.1:0", "gossip": "127.0.0.1:0", "data": filepath.Join(t.TempDir(), "d"),
-		"at": "now", "node": "ab", "out": filepath.Join(t.TempDir(), "key"), "connect": "127.0.0.1:1", "idcode": "1",
+		"at": "now", "node": "ab",
+		"out": filepath.Join(t.TempDir(), "key"), "connect": "127.0.0.1:1", "idcode": "1",
+		"restore/from": t.TempDir(), "backup/to": t.TempDir(), // directories
 	}
 	for _, f := range cmd.Flags {
 		name := f.Names()[0]
 		if r, ok := f.(cli.RequiredFlag); ok && r.IsRequired() && name != skip {
-			args = append(args, "--"+name, good[name])
+			v, ok := good[cmd.Name+"/"+name]
+			if !ok {
+				v = good[name]
+			}
+			args = append(args, "--"+name, v)
+		} else if name == "cluster" && skip != "cluster" {
+			args = append(args, "--cluster", good["cluster"]) // restore and locate need it for what is tested
 		}
 		// --series, or --match / --prefix, selects what get, agg and export read.
 		if name == "match" && hasSeries && skip != "match" && skip != "series" && skip != "prefix" {
@@ -81,7 +90,7 @@ func TestEveryBadFlagValueExits2(t *testing.T) {
 	bin := testutil.Binary(t)
 	for _, cmd := range newApp().Commands {
 		for _, f := range cmd.Flags {
-			for _, bad := range badValues(f) {
+			for _, bad := range badValues(cmd.Name, f) {
 				name := f.Names()[0]
 				t.Run(cmd.Name+"/"+name+"="+bad, func(t *testing.T) {
 					t.Parallel()

@@ -32,6 +32,11 @@ func TestUsageErrors(t *testing.T) {
 		{"bad timestamp", []string{"get", "--cluster", "127.0.0.1:1", "--series", "x", "--from", "yesterdays", "--to", "now"}, exitUsage, []string{"--from", "tsdht get --help"}},
 		{"bad id format", []string{"node", "--rpc", "127.0.0.1:1", "--gossip", "127.0.0.1:2", "--data", t.TempDir(), "--id-format", "xyz"}, exitUsage, []string{"--id-format", "tsdht node --help"}},
 		{"bad lookback", []string{"latest", "--cluster", "127.0.0.1:1", "--series", "x", "--lookback", "soon"}, exitUsage, []string{"--lookback", "tsdht latest --help"}},
+		{"backup: two directories", []string{"backup", "--cluster", "127.0.0.1:1", "--to", "a", "--to", "b"}, exitUsage, []string{"one must name the directory", "--until"}},
+		{"backup: bad rate", []string{"backup", "--cluster", "127.0.0.1:1", "--to", "a", "--rate", "-1"}, exitUsage, []string{"--rate"}},
+		{"backup: reversed range", []string{"backup", "--cluster", "127.0.0.1:1", "--to", "a", "--from", "now", "--until", "-1h"}, exitUsage, []string{"--from"}},
+		{"restore: no cluster", []string{"restore", "--from", "a"}, exitUsage, []string{"--cluster", "--verify"}},
+		{"restore --verify: no backup", []string{"restore", "--from", "/nonexistent", "--verify"}, exitFailure, []string{"no backup here"}},
 		{"runtime failure", []string{"get", "--cluster", "127.0.0.1:1", "--series", "x", "--from", "-5m", "--to", "now"}, exitFailure, []string{"unreachable"}},
 	}
 	for _, tc := range cases {

@@ -15,6 +15,7 @@ import (
 	"github.com/tsdht/tsdht/clusterkey"
 	"github.com/tsdht/tsdht/export"
 	"github.com/tsdht/tsdht/httpapi"
+	"github.com/tsdht/tsdht/promapi"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/web"
 )
@@ -45,6 +46,13 @@ func startHTTP(addr string, node *tsdb.Node, ring clusterkey.Ring, logger *slog.
 		return nil, err
 	}
 	h.Handle("/", page)
+	// Prometheus' query API and remote read (package promapi), over the same
+	// coordinator; the page keeps /api/v1/series?prefix=.
+	prom, err := promapi.New(node.Coordinator(), promapi.Config{}, logger)
+	if err != nil {
+		return nil, err
+	}
+	prom.Mount(h.Handle, page)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--http %s: %w", addr, err)

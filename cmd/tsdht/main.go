@@ -34,6 +34,8 @@ func newApp() *cli.App {
 			seriesCommand(),
 			metaCommand(),
 			deleteCommand(),
+			backupCommand(),
+			restoreCommand(),
 			statusCommand(),
 			locateCommand(),
 			fsckCommand(),
