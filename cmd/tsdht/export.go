@@ -36,13 +36,24 @@ func exportCommand() *cli.Command {
 			"object per series and window, timestamps in --time-unit (milliseconds, as VictoriaMetrics counts).\n" +
 			"`tsdht import` reads each format back into equal keys and points. A summary goes to stderr,\n" +
 			"and progress too when stderr is a terminal.",
-		Flags: append(append(selectionFlags("export"), rangeFlags()...),
+		Flags: append(append(exportSelection(), rangeFlags()...),
 			clusterFlag, timeoutFlag, clusterKeyFlag,
 			&cli.StringFlag{Name: "format", Value: "csv", Usage: "output: lp, csv or jsonl"},
 			&cli.StringFlag{Name: "time-unit", Value: "ms", Usage: "jsonl's unit of timestamps: s, ms, us or ns (a point that is not a whole unit is refused, never rounded)"},
 		),
 		Action: runExport,
 	}
+}
+
+// exportSelection is get's --series, --match and --prefix, said of an export.
+func exportSelection() []cli.Flag {
+	fs := selectionFlags("export")
+	for _, f := range fs {
+		if m, ok := f.(*cli.StringSliceFlag); ok {
+			m.Usage = "k=v[,k=v…]: export every series carrying these tags"
+		}
+	}
+	return fs
 }
 
 func runExport(c *cli.Context) error {
