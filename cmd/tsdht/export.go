@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tsdht/tsdht/export"
+	"github.com/tsdht/tsdht/httpapi"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/client"
@@ -251,6 +252,11 @@ func sniffFormat(br *bufio.Reader) export.Format {
 	return export.LP
 }
 
+// importOptions are those of every write of an import: as through HTTP /write, a new
+// series' quantum fits the rate of the points of its first batch (a series already
+// written keeps its own).
+var importOptions = wire.PutOptions{FitQuanta: true, Quantum: httpapi.UnknownRateQuantum}
+
 // importConcurrency bounds the series of one batch written at once.
 const importConcurrency = 8
 
@@ -275,7 +281,7 @@ func (s *clientSink) Write(ctx context.Context, ws []export.Write) (int64, error
 		slots <- struct{}{}
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			n, err := s.cl.Put(ctx, ws[i].Key, ws[i].Pts, wire.PutOptions{})
+			n, err := s.cl.Put(ctx, ws[i].Key, ws[i].Pts, importOptions)
 			mu.Lock()
 			stored += int64(n)
 			mu.Unlock()
