@@ -48,6 +48,10 @@ type SeriesInfo struct {
 	Key  string
 	Type series.Type
 	Tags map[string]string
+	// First and Last bound the times written to the series (rounded out: no stored
+	// point lies outside them), when HasBounds.
+	First, Last int64
+	HasBounds   bool
 }
 
 // Stats are a node's counters, as /metrics exports them.
@@ -82,6 +86,9 @@ var (
 	ErrNeedsCatalog = errors.New("needs the series catalog, which this node does not have yet")
 	// ErrUnknownSeries is wrapped by a read of a series never written.
 	ErrUnknownSeries = errors.New("unknown series")
+	// ErrStringSeries is wrapped by Aggregate of a series of strings, whose partials
+	// the replicas do not keep: count, first and last of it are computed from its points.
+	ErrStringSeries = errors.New("series holds strings")
 )
 
 // TooLargeError is Engine.Aggregate's refusal of a range of more windows than one

@@ -126,7 +126,7 @@ func (e *NodeEngine) Aggregate(ctx context.Context, key string, from, to int64, 
 }
 
 func stringsErr(key string) error {
-	return fmt.Errorf("series %q holds strings: only first and last apply, and only to raw reads", key)
+	return fmt.Errorf("%w: %q: only count, first and last apply, computed from its points", ErrStringSeries, key)
 }
 
 // Series implements Engine from the cluster's series catalog.
@@ -142,7 +142,8 @@ func (e *NodeEngine) Series(ctx context.Context, q SeriesQuery) ([]SeriesInfo, e
 	}
 	out := make([]SeriesInfo, 0, len(entries))
 	for _, en := range entries {
-		si := SeriesInfo{Key: en.Key, Type: en.Type, Tags: make(map[string]string, len(en.Tags))}
+		si := SeriesInfo{Key: en.Key, Type: en.Type, Tags: make(map[string]string, len(en.Tags)),
+			First: en.First, Last: en.Last, HasBounds: en.HasBounds}
 		for _, t := range en.Tags {
 			si.Tags[t.K] = t.V
 		}

@@ -24,6 +24,7 @@ type Handler struct {
 	comb   *combiner
 	many   *manyCombiner // nil: the engine has no WriteMany
 	series *seriesCache  // the series of line protocol's common lines, across requests
+	ftypes *fieldTypes   // the type of each field of a measurement (fieldtypes.go)
 	m      *metrics
 	reg    *prometheus.Registry
 	nowFor func() time.Time
@@ -41,6 +42,7 @@ func New(eng Engine, cfg Config, logger *slog.Logger) (*Handler, error) {
 	h := &Handler{cfg: cfg, eng: eng, log: logger, mux: http.NewServeMux(),
 		slots: make(chan struct{}, cfg.MaxConcurrentWrites), qslots: make(chan struct{}, cfg.MaxConcurrentQueries), comb: newCombiner(eng), nowFor: time.Now}
 	h.series = newSeriesCache()
+	h.ftypes = newFieldTypes()
 	if mw, ok := eng.(ManyWriter); ok {
 		h.many = newManyCombiner(mw, writesInFlight)
 	}

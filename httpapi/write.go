@@ -83,6 +83,18 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.WriteTimeout)
 	defer cancel()
+	batches, conflicts, why, err := h.checkFieldTypes(ctx, batches)
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		httpError(w, http.StatusServiceUnavailable, err.Error()+": nothing was stored; retry the write")
+		return
+	}
+	if conflicts > 0 {
+		dropped += conflicts
+		if reason == "" {
+			reason = why
+		}
+	}
 	out := h.store(ctx, batches)
 	h.m.pointsWritten.WithLabelValues("influx").Add(float64(out.stored))
 	h.m.pointsDropped.WithLabelValues("influx").Add(float64(out.dropped + dropped))

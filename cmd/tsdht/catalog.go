@@ -147,7 +147,7 @@ func runDelete(c *cli.Context) error {
 		return err
 	}
 	if c.IsSet("from") != c.IsSet("to") {
-		return fmt.Errorf("give both --from and --to to delete a range, or neither to delete the whole series")
+		return usagef(c, "give both --from and --to to delete a range, or neither to delete the whole series")
 	}
 	cl, err := dialCluster(c)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tsdht/tsdht/clusterkey"
+	"github.com/tsdht/tsdht/export"
 	"github.com/tsdht/tsdht/httpapi"
 	"github.com/tsdht/tsdht/promapi"
 	"github.com/tsdht/tsdht/tsdb"
@@ -38,6 +39,7 @@ func startHTTP(addr string, cfg httpapi.Config, node *tsdb.Node, ring clusterkey
 	if err != nil {
 		return nil, err
 	}
+	export.Mount(h, eng) // /api/v1/export, /api/v1/import
 	// The page (package web) reads the cluster through this node, in process.
 	page, err := web.Handler(nodePage{node}, web.Config{Catalog: nodePage{node}})
 	if err != nil {

@@ -9,7 +9,15 @@ import (
 )
 
 func main() {
-	app := &cli.App{
+	app := newApp()
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, "tsdht", versionString()) }
+	forgive(app)
+	os.Exit(exitStatus(os.Stderr, app.Run(os.Args)))
+}
+
+// newApp returns the command line's commands and flags.
+func newApp() *cli.App {
+	return &cli.App{
 		Name:  "tsdht",
 		Usage: "an edge time-series database on a Kademlia-style DHT",
 		Description: "Every node of a cluster runs `tsdht node`; together they store time series cut into\n" +
@@ -34,6 +42,8 @@ func main() {
 			decommissionCommand(),
 			keygenCommand(),
 			tokenCommand(),
+			exportCommand(),
+			importCommand(),
 			demoCommand(),
 			benchMovedCommand(),
 			pmuCommand(),
@@ -41,7 +51,4 @@ func main() {
 		},
 		EnableBashCompletion: true,
 	}
-	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, "tsdht", versionString()) }
-	forgive(app)
-	os.Exit(exitStatus(os.Stderr, app.Run(os.Args)))
 }

@@ -92,6 +92,9 @@ func runNode(c *cli.Context) error {
 		return err
 	}
 	cfg.RPC.ClusterKey, cfg.DHT.ClusterKey = ring, ring
+	if err := checkSeeds(c.Context, cfg.DHT.Join, ring); err != nil {
+		return err
+	}
 	if ring == nil {
 		logger.Warn("no --cluster-key-file: anyone who reaches the rpc and gossip ports can join, read and write (docs/security.md)")
 	}
@@ -165,6 +168,11 @@ func nodeConfig(c *cli.Context) (tsdb.Config, error) {
 	routing, err := dht.ParseRouting(c.String("routing"))
 	if err != nil {
 		return cfg, badFlag("--routing: %w", err)
+	}
+	for _, name := range []string{"rpc", "gossip", "join", "http"} {
+		if _, err := hostPorts(name, c.String(name)); err != nil {
+			return cfg, err
+		}
 	}
 	cfg.DHT.GossipAddr = c.String("gossip")
 	cfg.DHT.Join = splitAddrs(c.String("join"))

@@ -164,7 +164,7 @@ func locateCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "cluster", Usage: "RPC address of a node, to list the replica set"},
 			seriesFlag,
-			&cli.StringFlag{Name: "at", Required: true, Usage: "timestamp: ns since the epoch, RFC 3339, or relative: now, now-5m, -1h"},
+			&cli.StringFlag{Name: "at", Required: true, Usage: "timestamp: ns since the epoch, RFC 3339, a date (2026-11-27), or relative: now, now-5m, -1h, today, yesterday"},
 			idFormatFlag(),
 			quantumFlag(),
 			&cli.BoolFlag{Name: "trace", Usage: "with --cluster: have the node find the replica set afresh and print, on stderr, how: in kademlia routing mode every request of its lookup (round, peer, XOR distance to the shard, peers answered)"},
@@ -173,6 +173,9 @@ func locateCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			key, err := seriesKey(c)
 			if err != nil {
+				return err
+			}
+			if _, err := clusterKey(c); err != nil { // refused even when --cluster is not given
 				return err
 			}
 			at, err := parseTimeFlag(c.String("at"), time.Now())

@@ -41,9 +41,17 @@ func NeedTool(t testing.TB, cmd, pkg string) string {
 // answers. The test's cleanup stops it and, when the test failed, logs its output.
 func StartInfluxd(t testing.TB) string {
 	t.Helper()
+	addr, _ := StartInfluxdDir(t)
+	return addr
+}
+
+// StartInfluxdDir is StartInfluxd that also returns InfluxDB's directory: its data in
+// dir/data, its WAL in dir/wal (where influx_inspect export reads them).
+func StartInfluxdDir(t testing.TB) (addr, dir string) {
+	t.Helper()
 	bin := NeedTool(t, "influxd", "influxdb")
-	dir := t.TempDir()
-	addr := FreeAddr(t)
+	dir = t.TempDir()
+	addr = FreeAddr(t)
 	conf := fmt.Sprintf(`reporting-disabled = true
 bind-address = %q
 [meta]
@@ -64,7 +72,7 @@ bind-address = %q
 	}
 	StartLogged(t, "influxd", exec.Command(bin, "-config", cfg))
 	WaitHTTP(t, "http://"+addr+"/ping", time.Minute)
-	return addr
+	return addr, dir
 }
 
 // WaitHTTP waits until a GET of url answers 2xx.
