@@ -41,7 +41,19 @@ func (h *Handler) admit(w http.ResponseWriter, batches []*seriesBatch) bool {
 		return true
 	}
 	h.m.refused.WithLabelValues("new_series").Inc()
-	if errorCode(err) == tsdb.CodeSlowDown {
+	if !RefuseBudget(w, err) {
+		httpError(w, http.StatusServiceUnavailable, err.Error())
+	}
+	return false
+}
+
+// RefuseBudget answers a write that the node's budget of new series refused — 429 with
+// Retry-After when the budget per second is spent (tsdb.CodeSlowDown), else 413 (too
+// many new series for one write: tsdb.CodeTooManySeries) — and reports whether err was
+// such a refusal; when not, it writes nothing.
+func RefuseBudget(w http.ResponseWriter, err error) bool {
+	switch errorCode(err) {
+	case tsdb.CodeSlowDown:
 		wait := time.Second
 		var be *tsdb.BudgetError
 		if errors.As(err, &be) && be.RetryAfter > 0 {
@@ -49,9 +61,11 @@ func (h *Handler) admit(w http.ResponseWriter, batches []*seriesBatch) bool {
 		}
 		w.Header().Set("Retry-After", retryAfterSeconds(wait))
 		httpError(w, http.StatusTooManyRequests, err.Error())
-		return false
+		return true
+	case tsdb.CodeTooManySeries:
+		httpError(w, http.StatusRequestEntityTooLarge, err.Error())
+		return true
 	}
-	httpError(w, http.StatusRequestEntityTooLarge, err.Error())
 	return false
 }
 
