@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tsdht/tsdht/httpapi"
+	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -365,6 +366,7 @@ func serveImport(eng httpapi.Engine, w http.ResponseWriter, r *http.Request) {
 	st, err := Import(r.Context(), rd, EngineSink{eng}, nil)
 	var ie *InputError
 	switch {
+	case err != nil && httpapi.RefuseBudget(w, err): // the node's budget of new series: 413 or 429
 	case errors.As(err, &ie):
 		httpError(w, http.StatusBadRequest, fmt.Errorf("%v (stored %d points before that)", err, st.Points))
 	case err != nil:
@@ -382,7 +384,16 @@ func (s EngineSink) Write(ctx context.Context, ws []Write) (int64, error) {
 	var n int64
 	if mw, ok := s.Eng.(httpapi.ManyWriter); ok {
 		var errs []error
-		for i, res := range mw.WriteMany(ctx, ws) {
+		rs := mw.WriteMany(ctx, ws)
+		if len(rs) > 0 && rs[0].Err != nil && rs[0].Stored == 0 {
+			var be *tsdb.BudgetError
+			if errors.As(rs[0].Err, &be) {
+				// The node's budget of new series refused the batch whole: one error, not
+				// one per series.
+				return 0, fmt.Errorf("%d series: %w", len(ws), be)
+			}
+		}
+		for i, res := range rs {
 			n += int64(res.Stored)
 			if res.Err != nil {
 				errs = append(errs, fmt.Errorf("series %q: %w", ws[i].Key, res.Err))

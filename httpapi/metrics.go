@@ -19,6 +19,7 @@ type metrics struct {
 	pointsRead    prometheus.Counter
 	staleSkipped  prometheus.Counter
 	rejected      prometheus.Counter
+	refused       *prometheus.CounterVec // requests refused by a limit on their size or shape (limits.go)
 }
 
 func newMetrics(reg *prometheus.Registry, eng Engine) *metrics {
@@ -46,7 +47,10 @@ func newMetrics(reg *prometheus.Registry, eng Engine) *metrics {
 			Name: "tsdht_http_writes_rejected_total", Help: "Write requests refused with 429 because every write slot was busy.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.pointsWritten, m.pointsDropped, m.pointsRead, m.staleSkipped, m.rejected,
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tsdht_http_requests_refused_total", Help: "Requests refused whole by a limit (limit = new_series, series, samples, query_size, query_depth, query_busy, query_timeout).",
+	}, []string{"limit"})
+	reg.MustRegister(m.requests, m.latency, m.pointsWritten, m.pointsDropped, m.pointsRead, m.staleSkipped, m.rejected, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&nodeCollector{eng: eng})
 	return m

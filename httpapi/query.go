@@ -92,6 +92,13 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 		}
 		chunkSize = n
 	}
+	if !h.checkQuery(w, qs) {
+		return
+	}
+	if !h.acquireQuery(w, r) {
+		return
+	}
+	defer h.releaseQuery()
 	query, err := influxql.ParseQuery(qs)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "error parsing query: "+err.Error())
@@ -103,9 +110,15 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 	now := h.nowFor()
 	results := make([]*result, len(query.Statements))
 	status := http.StatusOK
+	held := 0 // values the answers of the statements so far hold
 	for i, stmt := range query.Statements {
-		res := h.execute(ctx, stmt, db, now)
+		res := h.heldTooMuch(held)
+		if res == nil {
+			res = h.execute(ctx, stmt, db, now)
+		}
+		held += resultValues(res)
 		res.StatementID = i
+		res.Err = h.timedOut(ctx, res.Err)
 		results[i] = res
 		switch {
 		case res.unsupported:

@@ -114,6 +114,17 @@ type Config struct {
 	// HandoffTimeout bounds a decommission's hand-off of shards when the caller set no
 	// deadline (tsdht decommission sets its own --timeout). Default 30 s.
 	HandoffTimeout time.Duration
+	// NewSeriesPerRequest bounds the series this node does not know yet (not in its
+	// coordinator's caches) that one write through it may name: a write past it is
+	// refused whole (wire.CodeTooManySeries, HTTP 413) before anything is stored. Each
+	// such series costs round trips and commits at its registry replicas and memory here
+	// until they are done. -1 lifts the limit. Default 5,000.
+	NewSeriesPerRequest int
+	// NewSeriesPerSecond bounds, on average, the series this node takes on that it does
+	// not know yet, across all writes (a token bucket NewSeriesPerRequest deep): a write
+	// past it is refused whole (wire.CodeSlowDown, HTTP 429 with Retry-After). -1 lifts
+	// the limit. Default 1,000.
+	NewSeriesPerSecond float64
 	// RPC configures framing and connections; zero fields take rpc's defaults.
 	RPC rpc.Config
 	// Transport carries RPC; nil means TCP.
@@ -147,6 +158,9 @@ func DefaultConfig() Config {
 		HandoffTimeout:  30 * time.Second,
 		WriteRetry:      10 * time.Second,
 		RPC:             rpc.DefaultConfig(),
+
+		NewSeriesPerRequest: 5_000,
+		NewSeriesPerSecond:  1_000,
 	}
 }
 
@@ -195,6 +209,12 @@ func (c Config) withDefaults() Config {
 	}
 	set(&c.HandoffTimeout, d.HandoffTimeout)
 	set(&c.WriteRetry, d.WriteRetry)
+	if c.NewSeriesPerRequest == 0 {
+		c.NewSeriesPerRequest = d.NewSeriesPerRequest
+	}
+	if c.NewSeriesPerSecond == 0 {
+		c.NewSeriesPerSecond = d.NewSeriesPerSecond
+	}
 	if c.Transport == nil {
 		c.Transport = rpc.NewTCPTransport()
 	}
@@ -245,6 +265,10 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s %d: must not be negative (0 takes the default)", f.name, f.v))
 		}
 	}
+	if c.NewSeriesPerRequest < -1 || c.NewSeriesPerSecond < 0 && c.NewSeriesPerSecond != -1 {
+		errs = append(errs, fmt.Errorf("new series per request %d, per second %v: must be positive (0 takes the default, -1 lifts the limit)",
+			c.NewSeriesPerRequest, c.NewSeriesPerSecond))
+	}
 	if err := c.RPC.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -262,7 +286,8 @@ func majority(rf int) int { return rf/2 + 1 }
 func (c *Config) coordConfig() coord.Config {
 	return coord.Config{RF: c.RF, WriteQuorum: c.WriteQuorum, ReadQuorum: c.ReadQuorum, ReadQuorumOnly: c.ReadQuorumOnly,
 		Quantum: c.DHT.Quantum, Format: c.DHT.Format, MaxFuture: c.MaxFuture, CallTimeout: c.CallTimeout,
-		WriteRetry: c.WriteRetry, ReadConcurrency: c.ReadConcurrency, LongReadShare: c.LongReadShare}
+		WriteRetry: c.WriteRetry, ReadConcurrency: c.ReadConcurrency, LongReadShare: c.LongReadShare,
+		NewSeriesPerRequest: max(c.NewSeriesPerRequest, 0), NewSeriesPerSecond: max(c.NewSeriesPerSecond, 0)}
 }
 
 // repairConfig is what the repairer takes of c.

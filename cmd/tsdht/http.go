@@ -23,13 +23,13 @@ import (
 // startHTTP serves the HTTP API (httpapi) of node on addr; the returned function
 // stops it. An empty addr serves nothing.
 // With a cluster key, every request but /ping, /health and /ready needs one of tokens.
-func startHTTP(addr string, node *tsdb.Node, ring clusterkey.Ring, logger *slog.Logger) (stop func(), err error) {
+// cfg holds the limits the node's flags set (limitflags.go).
+func startHTTP(addr string, cfg httpapi.Config, node *tsdb.Node, ring clusterkey.Ring, logger *slog.Logger) (stop func(), err error) {
 	if addr == "" {
 		return func() {}, nil
 	}
 	tokens := httpTokens(ring)
 	eng := httpapi.NewNodeEngine(node)
-	cfg := httpapi.DefaultConfig()
 	cfg.Tokens = tokens
 	cfg.Profiling = os.Getenv("TSDHT_HTTP_PPROF") == "1"
 	if len(tokens) == 0 {

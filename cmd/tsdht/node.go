@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/httpapi"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/store"
@@ -30,7 +31,7 @@ func nodeCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "node",
 		Usage: "run a node: serve RPC, gossip membership, store shards",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "rpc", Required: true, Usage: "HOST:PORT to serve RPC on (clients' --cluster names it)"},
 			&cli.StringFlag{Name: "gossip", Required: true, Usage: "HOST:PORT for membership gossip (UDP and TCP); with --routing kademlia, the bootstrap handshake alone (TCP)"},
 			&cli.StringFlag{Name: "join", Usage: "gossip addresses of seed nodes, HOST:PORT[,HOST:PORT…]"},
@@ -62,7 +63,7 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "http", Usage: "HOST:PORT to serve the HTTP API on (InfluxDB 1.x /write and /query, Prometheus /api/v1/write, /metrics, /health, /ready) and the node's web page at /; off when not given"},
 			clusterKeyFlag,
 			&cli.StringFlag{Name: "disk-reserve", DefaultText: "the store's: 64MiB, or 16 memtables if more", Usage: "free space kept on the data filesystem for the storage engine (512MB, 1GiB or bytes): writes are refused as \"disk full\" below it; 0 disables the check"},
-		},
+		}, limitFlags()...),
 		Action: runNode,
 	}
 }
@@ -74,6 +75,10 @@ func runNode(c *cli.Context) error {
 	}
 	cfg, err := nodeConfig(c)
 	if err != nil {
+		return err
+	}
+	hcfg := httpapi.DefaultConfig()
+	if err := httpLimits(c, &hcfg); err != nil {
 		return err
 	}
 	dir := c.String("data")
@@ -116,7 +121,7 @@ func runNode(c *cli.Context) error {
 	logger = logger.With("node", hex.EncodeToString(self.Key[:]))
 	logger.Info("serving", "rpc", n.RPCAddr(), "gossip", n.DHT().GossipAddr(), "id_format", cfg.DHT.Format.String(),
 		"quantum", cfg.DHT.Quantum.Duration().String(), "rf", cfg.RF, "routing", cfg.DHT.Routing.String())
-	stopHTTP, err := startHTTP(c.String("http"), n, cfg.RPC.ClusterKey, logger)
+	stopHTTP, err := startHTTP(c.String("http"), hcfg, n, cfg.RPC.ClusterKey, logger)
 	if err != nil {
 		n.Close()
 		return err
@@ -191,6 +196,9 @@ func nodeConfig(c *cli.Context) (tsdb.Config, error) {
 	cfg.RepairUnthrottled = c.Float64("repair-rate") == 0
 	cfg.HandoffTimeout = c.Duration("handoff-timeout")
 	cfg.DHT.DownGrace = c.Duration("down-grace")
+	if err := applyLimitFlags(c, &cfg); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
 }
 
