@@ -110,6 +110,11 @@ func OpenPebble(dir string, opts PebbleOptions) (p *Pebble, err error) {
 		}
 	}()
 	losses, scanErr := scanWALs(dir)
+	if opts.RefuseWALLoss {
+		if err := walLossError(dir, losses); err != nil {
+			return nil, err
+		}
+	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		m := manifestDamage(dir)
