@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/urfave/cli/v2"
 
 	"github.com/tsdht/tsdht/dht"
@@ -61,6 +63,8 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log records as text (key=value) or json, one per line on stderr"},
 			&cli.StringFlag{Name: "http", Usage: "HOST:PORT to serve the HTTP API on (InfluxDB 1.x /write and /query, Prometheus /api/v1/write, /metrics, /health, /ready) and the node's web page at /; off when not given"},
 			clusterKeyFlag,
+			&cli.BoolFlag{Name: "new-identity", Usage: "start under a new identity when --data holds a node's data but lost its identity.key (without it that is an error): the node joins as a new member and repair hands the old data to the shards' owners; no effect when identity.key is there"},
+			&cli.BoolFlag{Name: "accept-wal-loss", Usage: "with --rf 1: start even though a damaged write-ahead log would drop acknowledged writes no other replica holds (without it the node refuses to start and says what would be lost); replay stops at the damage and the rest is gone. With --rf above 1 the loss is reported and repair refills it, without this flag"},
 			&cli.StringFlag{Name: "disk-reserve", DefaultText: "the store's: 64MiB, or 16 memtables if more", Usage: "free space kept on the data filesystem for the storage engine (512MB, 1GiB or bytes): writes are refused as \"disk full\" below it; 0 disables the check"},
 		},
 		Action: runNode,
@@ -90,12 +94,17 @@ func runNode(c *cli.Context) error {
 	if ring == nil {
 		logger.Warn("no --cluster-key-file: anyone who reaches the rpc and gossip ports can join, read and write (docs/security.md)")
 	}
-	id, err := dht.LoadOrCreateIdentity(dir)
+	id, err := loadIdentity(dir, c.Bool("new-identity"))
 	if err != nil {
 		return err
 	}
 	self := dht.NewPeer(id, "")
 	st, err := openStore(c, dir, cfg.DHT.Quantum, logger.With("node", hex.EncodeToString(self.Key[:])))
+	if errors.Is(err, store.ErrWALLoss) {
+		return cli.Exit(fmt.Sprintf("tsdht node: %v.\nWith --rf 1 no other replica holds these points, so the node does not start. "+
+			"Copy %s aside first (the damaged log is the evidence; `tsdht fsck --data %s` details it), then restore the data from a backup, "+
+			"or start with --accept-wal-loss to replay up to the damage and go on without the rest", err, dir, dir), 1)
+	}
 	if err != nil {
 		return dirInUse(dir, err)
 	}
@@ -143,6 +152,19 @@ func runNode(c *cli.Context) error {
 		// lost (the store's WAL has it); the others see a death instead of a stop.
 		return cli.Exit(fmt.Sprintf("tsdht: %s again: exiting at once", s), 1)
 	}
+}
+
+// loadIdentity loads the node's identity from dir, or creates it on first use; with
+// adopt (--new-identity) also in a directory that lost it.
+func loadIdentity(dir string, adopt bool) (id peer.ID, err error) {
+	if adopt {
+		return dht.AdoptNewIdentity(dir)
+	}
+	id, err = dht.LoadOrCreateIdentity(dir)
+	if errors.Is(err, dht.ErrIdentityLost) {
+		return "", cli.Exit(fmt.Sprintf("tsdht node: %v; `tsdht node --new-identity` does the latter", err), 1)
+	}
+	return id, err
 }
 
 // nodeConfig turns the node's flags into its configuration, all but the data directory,
@@ -225,6 +247,7 @@ func storeOptions(c *cli.Context) (*store.PebbleOptions, error) {
 	}
 	opts := store.DefaultPebbleOptions()
 	opts.Sync = mode
+	opts.RefuseWALLoss = c.Int("rf") == 1 && !c.Bool("accept-wal-loss")
 	opts.SyncInterval = c.Duration("sync-interval")
 	opts.CacheSize = c.Int64("cache-mb") * mib
 	opts.HotCacheSize = c.Int64("hot-mb") * mib

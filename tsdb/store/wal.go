@@ -214,8 +214,12 @@ func (l walLoss) String() string {
 	if l.records == 0 {
 		return fmt.Sprintf("write-ahead log %s: its last record, at offset %d, fails its checksum (a write cut by a crash, never acknowledged, or damage)", l.file, l.stop)
 	}
-	return fmt.Sprintf("write-ahead log %s is damaged at offset %d: replay stops there, and %d valid records (%s from the damage on) after it are dropped",
-		l.file, l.stop, l.records, FormatSize(l.bytes))
+	recs := "records"
+	if l.records == 1 {
+		recs = "record"
+	}
+	return fmt.Sprintf("write-ahead log %s is damaged at offset %d: replay stops there, and %d valid %s (%s from the damage on) after it are dropped",
+		l.file, l.stop, l.records, recs, FormatSize(l.bytes))
 }
 
 // reportWALLoss logs and counts what scanWALs found.
