@@ -223,7 +223,7 @@ func (h *shardHints) hint(b *cluster.PeerBatch[int], err error) {
 func writeError(key string, stored, total, w int, err error) error {
 	code := wire.CodeUnavailable
 	var re *rpc.RemoteError
-	if errors.As(err, &re) && (re.Code == wire.CodeTypeMismatch || re.Code == wire.CodeBadInput || re.Code == wire.CodeExpired) {
+	if errors.As(err, &re) && (re.Code == wire.CodeTypeMismatch || re.Code == wire.CodeBadInput || re.Code == wire.CodeExpired || re.Code == wire.CodeDiskFull) {
 		code = re.Code
 	}
 	return rpc.Errorf(code, "write of %q: stored %d of %d points; the rest did not reach write quorum %d: %v", key, stored, total, w, err)

@@ -310,3 +310,62 @@ func TestPebbleDiskFullEngine(t *testing.T) {
 	}
 	w.check(t)
 }
+
+// TestPebbleOpensReadOnlyOnFullDisk restarts a store on a filesystem another program
+// filled while it was down, with acknowledged points still in its WAL: pebble's own
+// open would flush them and fail for want of space. The store opens read-only within
+// seconds, serves every acknowledged point, refuses writes with a disk-full error, and
+// once space is freed a restart takes writes again with nothing lost.
+func TestPebbleOpensReadOnlyOnFullDisk(t *testing.T) {
+	fs := mountTmpfs(t, 32<<20)
+	dir := filepath.Join(fs, "store")
+	log := &testutil.SyncBuffer{}
+	o := diskFullOptions(SyncAlways, log)
+	o.DiskReserve = 4 << 20
+	w := &diskFullWriter{p: openTest(t, dir, o)}
+	for range 20 {
+		if err := w.append(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	hog, err := os.Create(filepath.Join(fs, "hog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err = hog.Write(make([]byte, 64<<10)); err != nil {
+			break
+		}
+	}
+	hog.Close()
+	for _, reserve := range []int64{o.DiskReserve, 0} { // 0: the reserve off, the open fails with ENOSPC first
+		o := o
+		o.DiskReserve, o.NoDiskReserve = reserve, reserve == 0
+		start := time.Now()
+		p, err := OpenPebble(dir, o)
+		if err != nil {
+			t.Fatalf("reserve %d: open on a full disk: %v", reserve, err)
+		}
+		took := time.Since(start)
+		w.p = p
+		w.check(t)
+		werr := w.append()
+		p.Close()
+		wantDiskFull(t, werr)
+		if took > 5*time.Second || !strings.Contains(werr.Error(), "read-only") {
+			t.Fatalf("reserve %d: opened in %v; append: %v", reserve, took, werr)
+		}
+		t.Logf("reserve %d: opened read-only in %v; append: %v", reserve, took.Round(time.Millisecond), werr)
+	}
+	if err := os.Remove(hog.Name()); err != nil {
+		t.Fatal(err)
+	}
+	w.p = openClosing(t, dir, o)
+	w.check(t)
+	if err := w.append(); err != nil {
+		t.Fatalf("append after freeing space: %v", err)
+	}
+}

@@ -71,4 +71,9 @@ const (
 	// strings), or an aggregate would hold more than MaxAggWindows windows; ask for a
 	// shorter range or wider windows (the thin client halves its window).
 	CodeTooLarge = "too_large"
+	// CodeDiskFull: a replica's disk is full (below its reserve, or its engine failed a
+	// write for want of space): it refuses writes and keeps serving reads. Retrying
+	// soon does not help; space freed on that node (by an operator, --max-disk,
+	// --retention) does.
+	CodeDiskFull = "disk_full"
 )
