@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/urfave/cli/v2"
@@ -63,6 +64,7 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log records as text (key=value) or json, one per line on stderr"},
 			&cli.StringFlag{Name: "http", Usage: "HOST:PORT to serve the HTTP API on (InfluxDB 1.x /write and /query, Prometheus /api/v1/write, /metrics, /health, /ready) and the node's web page at /; off when not given"},
 			clusterKeyFlag,
+			&cli.DurationFlag{Name: "stop-timeout", Value: 20 * time.Second, Usage: "after SIGINT/SIGTERM, exit even if the stop has not finished by then (an engine blocked on a full disk); keep it below the service manager's own (systemd TimeoutStopSec)"},
 			&cli.BoolFlag{Name: "new-identity", Usage: "start under a new identity when --data holds a node's data but lost its identity.key (without it that is an error): the node joins as a new member and repair hands the old data to the shards' owners; no effect when identity.key is there"},
 			&cli.BoolFlag{Name: "accept-wal-loss", Usage: "with --rf 1: start even though a damaged write-ahead log would drop acknowledged writes no other replica holds (without it the node refuses to start and says what would be lost); replay stops at the damage and the rest is gone. With --rf above 1 the loss is reported and repair refills it, without this flag"},
 			&cli.StringFlag{Name: "disk-reserve", DefaultText: "the store's: 64MiB, or 16 memtables if more", Usage: "free space kept on the data filesystem for the storage engine (512MB, 1GiB or bytes): writes are refused as \"disk full\" below it; 0 disables the check"},
@@ -79,6 +81,9 @@ func runNode(c *cli.Context) error {
 	cfg, err := nodeConfig(c)
 	if err != nil {
 		return err
+	}
+	if c.Duration("stop-timeout") <= 0 {
+		return badFlag("--stop-timeout %v: want a positive duration", c.Duration("stop-timeout"))
 	}
 	dir := c.String("data")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -141,12 +146,23 @@ func runNode(c *cli.Context) error {
 		logger.Info("decommissioned: shards handed off; leaving the cluster")
 		stop = n.Leave
 	}
-	stopHTTP()
 	done := make(chan error, 1)
-	go func() { done <- stop() }()
+	go func() {
+		stopHTTP()
+		done <- stop()
+	}()
+	grace := time.NewTimer(c.Duration("stop-timeout"))
+	defer grace.Stop()
 	select {
 	case err := <-done:
 		return err
+	case <-grace.C:
+		// Something is stuck (a write blocked in the storage engine on a full disk):
+		// the stop would never end, and the service manager's SIGKILL would leave no
+		// word of why. What --sync promised is in the WAL either way.
+		logger.Error("stop did not finish within --stop-timeout: exiting without waiting for it; the WAL replays every acknowledged write at the next start",
+			"stop_timeout", c.Duration("stop-timeout").String())
+		return cli.Exit(fmt.Sprintf("tsdht: the stop did not finish within --stop-timeout %v: exited without waiting", c.Duration("stop-timeout")), 1)
 	case s := <-sig:
 		// A second signal: the operator does not want to wait. Nothing acknowledged is
 		// lost (the store's WAL has it); the others see a death instead of a stop.
