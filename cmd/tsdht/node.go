@@ -160,9 +160,12 @@ func runNode(c *cli.Context) error {
 		// Something is stuck (a write blocked in the storage engine on a full disk):
 		// the stop would never end, and the service manager's SIGKILL would leave no
 		// word of why. What --sync promised is in the WAL either way.
+		// Exit here, not by returning: the deferred pid file removal would touch the
+		// same stuck filesystem.
 		logger.Error("stop did not finish within --stop-timeout: exiting without waiting for it; the WAL replays every acknowledged write at the next start",
 			"stop_timeout", c.Duration("stop-timeout").String())
-		return cli.Exit(fmt.Sprintf("tsdht: the stop did not finish within --stop-timeout %v: exited without waiting", c.Duration("stop-timeout")), 1)
+		os.Exit(1)
+		return nil
 	case s := <-sig:
 		// A second signal: the operator does not want to wait. Nothing acknowledged is
 		// lost (the store's WAL has it); the others see a death instead of a stop.
