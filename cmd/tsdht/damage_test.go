@@ -173,3 +173,54 @@ func TestIdentityLostRefusesToStart(t *testing.T) {
 		t.Fatalf("node IDs %v after --new-identity, were %v: want a new one", now, first)
 	}
 }
+
+// TestWALDamageRF3Refills: at rf 3 a replica whose WAL lost acknowledged writes starts
+// (its peers hold copies), says so at ERROR, reports itself refilling in status until
+// its peers' repair passes have pushed it what it lost, and then holds every point
+// again; reads through it stay complete meanwhile.
+func TestWALDamageRF3Refills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills real node processes")
+	}
+	const refillBound = 30 * time.Second
+	c := startE2ECluster(t, 3, "--rf", "3", "--sync", "always")
+	const key, n = "damage/wal3", 600
+	from, to := putSeries(c, 0, key, n)
+	const victim = 2
+	held := func() int64 { return c.statusOf(0)[c.Nodes[victim].RPC].Points }
+	if p := held(); p != n {
+		t.Fatalf("node %d holds %d points before the damage, want %d", victim, p, n)
+	}
+	c.Kill(victim)
+	wal := flipNewestWAL(c, victim)
+	start := time.Now()
+	c.Start(victim)
+	c.WaitAlive(3, time.Minute)
+	if got, errOut, code := countPoints(c, victim, key, from, to); code != 0 || got != n {
+		t.Fatalf("read through the damaged node: %d of %d points, exit %d: %s", got, n, code, errOut)
+	}
+	var st statusJSON
+	took := testutil.WaitFor(t, refillBound, func() bool {
+		st = c.statusOf(victim)[c.Nodes[victim].RPC]
+		return !st.Refilling && st.Points == n
+	}, "node %d to be refilled", victim)
+	t.Logf("refilled %d points within %v of the restart (%v after it answered status)", st.Points, time.Since(start).Round(time.Millisecond), took.Round(time.Millisecond))
+	if st.WALBytesDropped <= 0 {
+		t.Fatalf("status --json: wal_bytes_dropped %d: the damage was not reported", st.WALBytesDropped)
+	}
+	pushed := int64(0)
+	for addr, s := range c.statusOf(victim) {
+		if addr != c.Nodes[victim].RPC {
+			pushed += s.PushedPairs
+		}
+	}
+	if pushed == 0 {
+		t.Fatal("the peers pushed no pair: the damage lost nothing the refill had to bring back")
+	}
+	log := c.Nodes[victim].Log()
+	for _, want := range []string{"level=ERROR", wal, "refilled after the write-ahead log loss"} {
+		if !strings.Contains(log, want) {
+			t.Fatalf("the damaged node's log does not say %q:\n%s", want, log)
+		}
+	}
+}
