@@ -52,6 +52,24 @@ func fill(t *testing.T, dir string, size int64) string {
 	return f
 }
 
+// hogAll writes a file into dir until the filesystem is full, as another program may,
+// and returns its name.
+func hogAll(t *testing.T, dir string) string {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, "hog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for err == nil {
+		_, err = f.Write(make([]byte, 64<<10))
+	}
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("filling the disk: %v", err)
+	}
+	return f.Name()
+}
+
 // diskFullWriter appends batches of 100 points of 100 random bytes (strings, which
 // compress badly, so that the disk fills after few appends) to one series, one
 // quantum after another, and remembers what was acknowledged.
@@ -207,21 +225,9 @@ func TestPebbleDiskFilledByOthers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Another program takes every byte left.
-	f, err := os.Create(filepath.Join(fs, "hog"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err = f.Write(make([]byte, 64<<10)); err != nil {
-			break
-		}
-	}
-	if !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("filling the disk: %v", err)
-	}
-	f.Close()
+	f := hogAll(t, fs)     // another program takes every byte left
 	time.Sleep(spaceFresh) // let the guard's measurement age: it must measure again
+	var err error
 	done := make(chan error, 1)
 	go func() { done <- w.append() }()
 	select {
@@ -232,7 +238,7 @@ func TestPebbleDiskFilledByOthers(t *testing.T) {
 	wantDiskFull(t, err)
 	t.Logf("on a disk filled by another program: %v", err)
 	w.check(t)
-	if err := os.Remove(f.Name()); err != nil {
+	if err := os.Remove(f); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.append(); err != nil {
@@ -331,16 +337,7 @@ func TestPebbleOpensReadOnlyOnFullDisk(t *testing.T) {
 	if err := w.p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	hog, err := os.Create(filepath.Join(fs, "hog"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err = hog.Write(make([]byte, 64<<10)); err != nil {
-			break
-		}
-	}
-	hog.Close()
+	hog := hogAll(t, fs)
 	for _, reserve := range []int64{o.DiskReserve, 0} { // 0: the reserve off, the open fails with ENOSPC first
 		o := o
 		o.DiskReserve, o.NoDiskReserve = reserve, reserve == 0
@@ -360,7 +357,7 @@ func TestPebbleOpensReadOnlyOnFullDisk(t *testing.T) {
 		}
 		t.Logf("reserve %d: opened read-only in %v; append: %v", reserve, took.Round(time.Millisecond), werr)
 	}
-	if err := os.Remove(hog.Name()); err != nil {
+	if err := os.Remove(hog); err != nil {
 		t.Fatal(err)
 	}
 	w.p = openClosing(t, dir, o)
