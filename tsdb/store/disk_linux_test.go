@@ -52,6 +52,23 @@ func fill(t *testing.T, dir string, size int64) string {
 	return f
 }
 
+// smallStore opens a store on a 32 MiB tmpfs with a 4 MiB reserve and appends 20
+// batches to it; the store is closed when the test ends.
+func smallStore(t *testing.T) (fs, dir string, o PebbleOptions, w *diskFullWriter) {
+	t.Helper()
+	fs = mountTmpfs(t, 32<<20)
+	dir = filepath.Join(fs, "store")
+	o = diskFullOptions(SyncAlways, &testutil.SyncBuffer{})
+	o.DiskReserve = 4 << 20
+	w = &diskFullWriter{p: openClosing(t, dir, o)}
+	for range 20 {
+		if err := w.append(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fs, dir, o, w
+}
+
 // hogAll writes a file into dir until the filesystem is full, as another program may,
 // and returns its name.
 func hogAll(t *testing.T, dir string) string {
@@ -214,17 +231,7 @@ func TestPebbleDiskFull(t *testing.T) {
 // error (no hang, no crash), reads keep working, and once space is freed writes work
 // again.
 func TestPebbleDiskFilledByOthers(t *testing.T) {
-	fs := mountTmpfs(t, 32<<20)
-	dir := filepath.Join(fs, "store")
-	log := &testutil.SyncBuffer{}
-	o := diskFullOptions(SyncAlways, log)
-	o.DiskReserve = 4 << 20
-	w := &diskFullWriter{p: openClosing(t, dir, o)}
-	for range 20 {
-		if err := w.append(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fs, dir, o, w := smallStore(t)
 	f := hogAll(t, fs)     // another program takes every byte left
 	time.Sleep(spaceFresh) // let the guard's measurement age: it must measure again
 	var err error
@@ -323,17 +330,7 @@ func TestPebbleDiskFullEngine(t *testing.T) {
 // seconds, serves every acknowledged point, refuses writes with a disk-full error, and
 // once space is freed a restart takes writes again with nothing lost.
 func TestPebbleOpensReadOnlyOnFullDisk(t *testing.T) {
-	fs := mountTmpfs(t, 32<<20)
-	dir := filepath.Join(fs, "store")
-	log := &testutil.SyncBuffer{}
-	o := diskFullOptions(SyncAlways, log)
-	o.DiskReserve = 4 << 20
-	w := &diskFullWriter{p: openTest(t, dir, o)}
-	for range 20 {
-		if err := w.append(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fs, dir, o, w := smallStore(t)
 	if err := w.p.Close(); err != nil {
 		t.Fatal(err)
 	}
