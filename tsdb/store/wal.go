@@ -98,15 +98,19 @@ func scanWAL(path string, num pebble.FileNum) (walLoss, error) {
 	if err != nil {
 		return l, err
 	}
-	size := st.Size()
-	stop, clean := readRecords(f, num, nil)
+	return scanLog(l, f, st.Size(), num)
+}
+
+// scanLog is scanWAL over the size bytes of r.
+func scanLog(l walLoss, r io.ReaderAt, size int64, num pebble.FileNum) (walLoss, error) {
+	stop, clean := readRecords(io.NewSectionReader(r, 0, size), num, nil)
 	l.stop = stop
 	if clean {
 		return l, nil
 	}
 	buf := make([]byte, walBlockSize)
 	for b := stop / walBlockSize * walBlockSize; b < size; b += walBlockSize {
-		n, err := f.ReadAt(buf, b)
+		n, err := r.ReadAt(buf, b)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return l, err
 		}
