@@ -127,14 +127,15 @@ func (n *Node) askRefill(ctx context.Context, peers []string) (int64, error) {
 	return pushed, errors.Join(errs...)
 }
 
-// serveRefill runs one full repair pass for a peer that lost writes.
+// serveRefill runs one repair pass over every pair held for a peer that lost writes:
+// by set hashes, without reading every point to verify it (repair.PassCompare).
 func (n *Node) serveRefill(ctx context.Context, req *wire.RefillReq) (*wire.RefillResp, error) {
 	if n.repair == nil {
 		return nil, rpc.Errorf(CodeUnavailable, "this node's store cannot be walked: it cannot repair")
 	}
 	n.log.Info("a peer lost acknowledged writes: running a full repair pass to refill it", "peer", req.From)
 	before := n.repair.Stats().PushedPairs
-	if err := n.repair.Pass(ctx, repair.PassFull); err != nil {
+	if err := n.repair.Pass(ctx, repair.PassCompare); err != nil {
 		return nil, rpc.Errorf(CodeUnavailable, "repair pass to refill %s: %v", req.From, err)
 	}
 	return &wire.RefillResp{PushedPairs: n.repair.Stats().PushedPairs - before}, nil
