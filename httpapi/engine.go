@@ -66,6 +66,9 @@ type Stats struct {
 	AppendedPoints    int64 // new points stored since the store opened
 	BufferedAppends   int64 // appends that waited in the store's write buffer (--sync batch, none)
 	BufferDrains      int64 // commits that brought the write buffer to the engine
+	Corruptions       int64 // reads that met damaged stored bytes
+	WALBytesDropped   int64 // write-ahead log bytes lost behind a damaged record at start-up
+	Refilling         bool  // lost writes at start-up; the peers' repair passes have not all ended
 
 	RepairKnown     bool  // the repair counters below are filled in
 	RepairPasses    int64 // repair passes run

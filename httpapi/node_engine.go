@@ -166,10 +166,12 @@ func (e *NodeEngine) Ready() error {
 // Stats implements Engine, from the node's own counters, read in process.
 func (e *NodeEngine) Stats(ctx context.Context) (Stats, error) {
 	st := e.node.Store().Stats()
-	r := e.node.Stats().Repair
+	ns := e.node.Stats()
+	r := ns.Repair
 	return Stats{Shards: st.Shards, Series: st.Series, Points: st.Points, DiskBytes: st.DiskBytes,
 		Dropped: st.DroppedQuanta, FlashBytesWritten: st.FlashBytesWritten, AppendedPoints: st.AppendedPoints,
 		BufferedAppends: st.BufferedAppends, BufferDrains: st.BufferDrains,
+		Corruptions: st.Corruptions, WALBytesDropped: st.WALBytesDropped, Refilling: ns.Refilling,
 		LiveMembers: len(e.node.DHT().Live()),
 		RepairKnown: true, RepairPasses: r.Passes, UnderReplicated: r.UnderReplicated, HintedPoints: r.HintedPoints,
 		PushedPairs: r.PushedPairs, PushedPoints: r.PushedPoints, HandedOff: r.DroppedPairs, ReadRepairs: r.ReadRepairs}, nil

@@ -106,6 +106,7 @@ func (n *Node) registerCoordinator() {
 		return &wire.StatusResp{Nodes: n.Status(ctx), Routing: n.dht.Routing().String()}, nil
 	})
 	cluster.Handle(n.srv, wire.MethodDecommission, n.serveDecommission)
+	cluster.Handle(n.srv, wire.MethodRefill, n.serveRefill)
 }
 
 // serveDecommission hands this node's shards off when it is the node named, and

@@ -24,6 +24,8 @@ import (
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
@@ -317,6 +319,7 @@ type Node struct {
 
 	decommissioned chan struct{} // closed when a decommission asked over RPC handed off
 	decomOnce      sync.Once
+	refill         refill // after a WAL loss at start-up (refill.go)
 }
 
 // Start brings a node up: it listens for RPC, joins the cluster and serves.
@@ -325,7 +328,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	id, err := dht.LoadOrCreateIdentity(cfg.DHT.DataDir)
+	id, err := loadIdentity(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -380,10 +383,22 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if n.repair != nil {
 		go n.repair.Run(n.dht.Subscribe())
+		n.startRefill()
 	} else {
 		n.log.Warn(fmt.Sprintf("store %T cannot be walked: this node will not repair or hand off shards", n.store))
 	}
 	return n, nil
+}
+
+// loadIdentity loads the node's identity from its data directory, or creates it on
+// first use. A data directory that holds data but lost its identity file is an error
+// (dht.ErrIdentityLost), unless the store holds nothing yet: an embedder may open the
+// store in the data directory before the first Start.
+func loadIdentity(cfg Config) (peer.ID, error) {
+	if st := cfg.Store.Stats(); st.Shards == 0 && st.Series == 0 {
+		return dht.AdoptNewIdentity(cfg.DHT.DataDir)
+	}
+	return dht.LoadOrCreateIdentity(cfg.DHT.DataDir)
 }
 
 // assemble builds the node's parts over its DHT, store and RPC client.
@@ -444,6 +459,7 @@ func (n *Node) Close() error {
 // network, and the store last (operations after an engine's Close would panic;
 // closing it flushes it).
 func (n *Node) shutdown(depart func() error) error {
+	n.stopRefill()
 	if n.repair != nil {
 		n.repair.Close()
 	}
@@ -547,6 +563,7 @@ func (n *Node) Stats() NodeStats {
 
 		Corruptions:       st.Corruptions,
 		WALBytesDropped:   st.WALBytesDropped,
+		Refilling:         n.refill.on.Load(),
 		FlashBytesWritten: st.FlashBytesWritten,
 		AppendedPoints:    st.AppendedPoints,
 		Format:            n.cfg.DHT.Format.String(),

@@ -2,13 +2,16 @@ package main
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/urfave/cli/v2"
 
 	"github.com/tsdht/tsdht/dht"
@@ -62,6 +65,9 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log records as text (key=value) or json, one per line on stderr"},
 			&cli.StringFlag{Name: "http", Usage: "HOST:PORT to serve the HTTP API on (InfluxDB 1.x /write and /query, Prometheus /api/v1/write, /metrics, /health, /ready) and the node's web page at /; off when not given"},
 			clusterKeyFlag,
+			&cli.DurationFlag{Name: "stop-timeout", Value: 20 * time.Second, Usage: "after SIGINT/SIGTERM, exit even if the stop has not finished by then (an engine blocked on a full disk); keep it below the service manager's own (systemd TimeoutStopSec)"},
+			&cli.BoolFlag{Name: "new-identity", Usage: "start under a new identity when --data holds a node's data but lost its identity.key (without it that is an error): the node joins as a new member and repair hands the old data to the shards' owners; no effect when identity.key is there"},
+			&cli.BoolFlag{Name: "accept-wal-loss", Usage: "with --rf 1 and --sync always: start even though a damaged write-ahead log would drop acknowledged writes no other replica holds (without it the node refuses to start and says what would be lost); replay stops at the damage and the rest is gone. With --rf above 1 the loss is reported and repair refills it, and with --sync batch or none it is reported, without this flag"},
 			&cli.StringFlag{Name: "disk-reserve", DefaultText: "the store's: 64MiB, or 16 memtables if more", Usage: "free space kept on the data filesystem for the storage engine (512MB, 1GiB or bytes): writes are refused as \"disk full\" below it; 0 disables the check"},
 		}, limitFlags()...),
 		Action: runNode,
@@ -81,6 +87,9 @@ func runNode(c *cli.Context) error {
 	if err := httpLimits(c, &hcfg); err != nil {
 		return err
 	}
+	if c.Duration("stop-timeout") <= 0 {
+		return badFlag("--stop-timeout %v: want a positive duration", c.Duration("stop-timeout"))
+	}
 	dir := c.String("data")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--data: %w", err)
@@ -98,12 +107,17 @@ func runNode(c *cli.Context) error {
 	if ring == nil {
 		logger.Warn("no --cluster-key-file: anyone who reaches the rpc and gossip ports can join, read and write (docs/security.md)")
 	}
-	id, err := dht.LoadOrCreateIdentity(dir)
+	id, err := loadIdentity(dir, c.Bool("new-identity"))
 	if err != nil {
 		return err
 	}
 	self := dht.NewPeer(id, "")
 	st, err := openStore(c, dir, cfg.DHT.Quantum, logger.With("node", hex.EncodeToString(self.Key[:])))
+	if errors.Is(err, store.ErrWALLoss) {
+		return cli.Exit(fmt.Sprintf("tsdht node: %v.\nWith --rf 1 no other replica holds these points, so the node does not start. "+
+			"Copy %s aside first (the damaged log is the evidence; `tsdht fsck --data %s` details it), then restore the data from a backup, "+
+			"or start with --accept-wal-loss to replay up to the damage and go on without the rest", err, dir, dir), 1)
+	}
 	if err != nil {
 		return dirInUse(dir, err)
 	}
@@ -140,17 +154,44 @@ func runNode(c *cli.Context) error {
 		logger.Info("decommissioned: shards handed off; leaving the cluster")
 		stop = n.Leave
 	}
-	stopHTTP()
 	done := make(chan error, 1)
-	go func() { done <- stop() }()
+	go func() {
+		stopHTTP()
+		done <- stop()
+	}()
+	grace := time.NewTimer(c.Duration("stop-timeout"))
+	defer grace.Stop()
 	select {
 	case err := <-done:
 		return err
+	case <-grace.C:
+		// Something is stuck (a write blocked in the storage engine on a full disk):
+		// the stop would never end, and the service manager's SIGKILL would leave no
+		// word of why. What --sync promised is in the WAL either way.
+		// Exit here, not by returning: the deferred pid file removal would touch the
+		// same stuck filesystem.
+		logger.Error("stop did not finish within --stop-timeout: exiting without waiting for it; the WAL replays every acknowledged write at the next start",
+			"stop_timeout", c.Duration("stop-timeout").String())
+		os.Exit(1)
+		return nil
 	case s := <-sig:
 		// A second signal: the operator does not want to wait. Nothing acknowledged is
 		// lost (the store's WAL has it); the others see a death instead of a stop.
 		return cli.Exit(fmt.Sprintf("tsdht: %s again: exiting at once", s), 1)
 	}
+}
+
+// loadIdentity loads the node's identity from dir, or creates it on first use; with
+// adopt (--new-identity) also in a directory that lost it.
+func loadIdentity(dir string, adopt bool) (id peer.ID, err error) {
+	if adopt {
+		return dht.AdoptNewIdentity(dir)
+	}
+	id, err = dht.LoadOrCreateIdentity(dir)
+	if errors.Is(err, dht.ErrIdentityLost) {
+		return "", cli.Exit(fmt.Sprintf("tsdht node: %v; `tsdht node --new-identity` does the latter", err), 1)
+	}
+	return id, err
 }
 
 // nodeConfig turns the node's flags into its configuration, all but the data directory,
@@ -241,6 +282,10 @@ func storeOptions(c *cli.Context) (*store.PebbleOptions, error) {
 	}
 	opts := store.DefaultPebbleOptions()
 	opts.Sync = mode
+	// Only --sync always acknowledges nothing it has not fsynced: with batch or none the
+	// last interval's records reach the disk in any order, so a power cut can leave
+	// records after a hole that the mode never promised to keep.
+	opts.RefuseWALLoss = c.Int("rf") == 1 && mode == store.SyncAlways && !c.Bool("accept-wal-loss")
 	opts.SyncInterval = c.Duration("sync-interval")
 	opts.CacheSize = c.Int64("cache-mb") * mib
 	opts.HotCacheSize = c.Int64("hot-mb") * mib

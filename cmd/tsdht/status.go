@@ -43,6 +43,7 @@ type statusJSON struct {
 	Corruptions     int64  `json:"corruptions"`       // reads that met damaged blocks since the node started
 	WALBytesDropped int64  `json:"wal_bytes_dropped"` // WAL records lost after a damaged one at start-up
 	RefetchedPairs  int64  `json:"refetched_pairs"`   // damaged pairs replaced by another owner's copy
+	Refilling       bool   `json:"refilling"`         // lost writes at start-up; its peers' repair passes have not all ended
 	// Flash wear since the node's store opened: bytes written to the device (WAL,
 	// flushes, compactions) and the new points stored meanwhile.
 	FlashBytesWritten int64 `json:"flash_bytes_written"`
@@ -58,7 +59,7 @@ func newStatusJSON(n wire.NodeStats) statusJSON {
 		DiskBytes: n.DiskBytes, MaxDiskBytes: n.MaxDisk, Retention: n.Retention, OldestQuantum: n.Oldest,
 		IDFormat: n.Format, RF: n.RF,
 		Corruptions: n.Corruptions, WALBytesDropped: n.WALBytesDropped, RefetchedPairs: n.Repair.Refetched,
-		FlashBytesWritten: n.FlashBytesWritten, AppendedPoints: n.AppendedPoints,
+		Refilling: n.Refilling, FlashBytesWritten: n.FlashBytesWritten, AppendedPoints: n.AppendedPoints,
 	}
 }
 
@@ -141,6 +142,9 @@ func statusCommand() *cli.Command {
 				if n.Corruptions > 0 || n.WALBytesDropped > 0 {
 					note = strings.TrimSpace(fmt.Sprintf("%s damaged: %d reads, %s of WAL lost, %d pairs re-fetched (run tsdht fsck when stopped)",
 						note, n.Corruptions, store.FormatSize(n.WALBytesDropped), r.Refetched))
+				}
+				if n.Refilling {
+					note += "; REFILLING: incomplete until its peers' repair passes end"
 				}
 				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", n.NodeID, n.RPCAddr, n.State,
 					n.Shards, n.Series, n.Points, under[i], r.HintedPoints, r.PushedPairs, r.DroppedPairs, disk,

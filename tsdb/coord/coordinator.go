@@ -135,6 +135,35 @@ func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Poin
 	return PutResult{Stored: r.Stored, Waited: r.Waited}, r.Err
 }
 
+// quorumCode is the code of a write that missed its quorum because of the replicas'
+// errors errs: wire.CodeDiskFull when a replica's disk is full (retrying soon does not
+// help), else wire.CodeUnavailable.
+func quorumCode(errs error) string {
+	if diskFull(errs) {
+		return wire.CodeDiskFull
+	}
+	return wire.CodeUnavailable
+}
+
+// diskFull says whether err, or one of the errors it joins, is a replica's "disk full".
+func diskFull(err error) bool {
+	if err == nil {
+		return false
+	}
+	var re *rpc.RemoteError
+	if errors.As(err, &re) && re.Code == wire.CodeDiskFull {
+		return true
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if diskFull(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // untilPlaced runs step until it succeeds, fails for another reason than too few
 // replicas (wire.CodeUnavailable), or deadline passes, pausing longer each time.
 func (c *Coordinator) untilPlaced(ctx context.Context, deadline time.Time, step func() error) error {

@@ -225,7 +225,7 @@ func (h *shardHints) hint(b *cluster.PeerBatch[int], err error) {
 func writeError(key string, stored, total, w int, err error) error {
 	code := wire.CodeUnavailable
 	var re *rpc.RemoteError
-	if errors.As(err, &re) && (re.Code == wire.CodeTypeMismatch || re.Code == wire.CodeBadInput || re.Code == wire.CodeExpired) {
+	if errors.As(err, &re) && (re.Code == wire.CodeTypeMismatch || re.Code == wire.CodeBadInput || re.Code == wire.CodeExpired || re.Code == wire.CodeDiskFull) {
 		code = re.Code
 	}
 	return rpc.Errorf(code, "write of %q: %d of %d points acknowledged at write quorum %d; the rest are not acknowledged, but replicas may hold them (a replica that failed after committing them, as on a full disk), and writing them again is harmless: %v",

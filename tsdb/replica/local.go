@@ -363,6 +363,8 @@ func storeError(err error) error {
 		return rpc.Errorf(wire.CodeTypeMismatch, "%v", err)
 	case errors.Is(err, store.ErrExpired):
 		return rpc.Errorf(wire.CodeExpired, "%v", err)
+	case errors.Is(err, store.ErrDiskFull):
+		return rpc.Errorf(wire.CodeDiskFull, "%v", err)
 	}
 	return rpc.Errorf(wire.CodeUnavailable, "%v", err)
 }

@@ -78,4 +78,9 @@ const (
 	// CodeSlowDown: a write would take its coordinator past its budget of new series
 	// per second; nothing of it was stored. Retry it after the pause the message names.
 	CodeSlowDown = "slow_down"
+	// CodeDiskFull: a replica's disk is full (below its reserve, or its engine failed a
+	// write for want of space): it refuses writes and keeps serving reads. Retrying
+	// soon does not help; space freed on that node (by an operator, --max-disk,
+	// --retention) does.
+	CodeDiskFull = "disk_full"
 )
