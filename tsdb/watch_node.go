@@ -1,0 +1,94 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/cluster"
+	"github.com/tsdht/tsdht/tsdb/coord"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/watch"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// Live subscriptions (package watch): the node builds the hub over its coordinator,
+// registers its write hook and serves its methods.
+
+// assembleWatch builds the node's subscription hub and has the coordinator tell it
+// every write it stored.
+func (n *Node) assembleWatch() {
+	n.watch = watch.New(watch.Config{
+		Self: n.dht.Self().RPCAddr,
+		Peers: func() []string {
+			live := n.dht.Live()
+			addrs := make([]string, len(live))
+			for i, p := range live {
+				addrs[i] = p.RPCAddr
+			}
+			return addrs
+		},
+		Source: watchSource{n.coord},
+		Call: func(ctx context.Context, addr, method string, req, resp any) error {
+			return rpc.Invoke(ctx, n.cli, addr, method, req, resp)
+		},
+		MaxFuture: n.cfg.MaxFuture,
+		Log:       n.log,
+	})
+	n.coord.OnStored(func(_ context.Context, puts []coord.SeriesPut, res []coord.SeriesResult) {
+		for i := range puts {
+			if res[i].Err == nil && res[i].Stored > 0 {
+				n.watch.Stored(puts[i].Key, puts[i].Points)
+			}
+		}
+	})
+}
+
+// registerWatch registers the subscription methods.
+func (n *Node) registerWatch() {
+	cluster.Handle(n.srv, wire.MethodWatchOpen, func(ctx context.Context, req *wire.WatchOpenReq) (*wire.WatchOpenResp, error) {
+		id, err := n.watch.Open(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return &wire.WatchOpenResp{ID: id}, nil
+	})
+	cluster.Handle(n.srv, wire.MethodWatchNext, func(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNextResp, error) {
+		return n.watch.Next(ctx, req)
+	})
+	cluster.Handle(n.srv, wire.MethodWatchInterest, func(_ context.Context, req *wire.WatchInterestReq) (*struct{}, error) {
+		return &struct{}{}, n.watch.Interest(req)
+	})
+	cluster.Handle(n.srv, wire.MethodWatchNotify, func(_ context.Context, req *wire.WatchNotifyReq) (*struct{}, error) {
+		n.watch.Notify(req)
+		return &struct{}{}, nil
+	})
+}
+
+// Watch returns the node's subscription hub.
+func (n *Node) Watch() *watch.Hub { return n.watch }
+
+// watchSource is what subscriptions read of the cluster, through the coordinator.
+type watchSource struct{ c *coord.Coordinator }
+
+func (s watchSource) History(ctx context.Context, key string, from, to int64) (series.Points, error) {
+	res, err := s.c.Get(ctx, key, from, to, GetOptions{})
+	var re *rpc.RemoteError
+	if errors.As(err, &re) && re.Code == CodeUnknownSeries {
+		return series.Points{}, nil
+	}
+	return res.Points, err
+}
+
+func (s watchSource) Select(ctx context.Context, q catalog.Query) ([]string, error) {
+	entries, err := s.c.Series(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(entries))
+	for i, e := range entries {
+		keys[i] = e.Key
+	}
+	return keys, nil
+}
