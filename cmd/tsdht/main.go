@@ -22,6 +22,7 @@ func main() {
 			getCommand(),
 			aggCommand(),
 			latestCommand(),
+			watchCommand(),
 			completenessCommand(),
 			seriesCommand(),
 			metaCommand(),

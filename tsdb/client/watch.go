@@ -1,0 +1,174 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// Selector selects the series of a subscription: exactly one of a series key, a key
+// prefix or tags ("k=v", every one required).
+type Selector struct {
+	Series string
+	Prefix string
+	Match  []string
+}
+
+// Run is points of one series delivered together, in time order; Late says they are
+// older than a point of the series delivered before them.
+type Run = wire.WatchRun
+
+// Subscription is a live subscription's state beside its channel.
+type Subscription struct {
+	done chan struct{}
+	err  error
+	node chan string // the node serving it, each time it changes (tests, logs)
+}
+
+// Err returns, once the channel is closed, why: the context's error, or what made
+// every node refuse the subscription.
+func (s *Subscription) Err() error {
+	<-s.done
+	return s.err
+}
+
+// Moved returns a channel that receives the address of the node that serves the
+// subscription each time it opens there (the first node, then every move); sends
+// never block: a change nobody reads is skipped.
+func (s *Subscription) Moved() <-chan string { return s.node }
+
+// watchPoll is how long one poll waits at the node for points.
+const watchPoll = time.Second
+
+// Subscribe delivers every point of the series sel selects with t ≥ from: first what
+// the store holds, then each new point as writes store it, each once and in time
+// order per series; a point older than one already delivered of its series comes
+// flagged Late. The channel is closed when ctx ends or no node will serve the
+// subscription (Subscription.Err says why).
+//
+// The subscription survives its node: when the node fails, or drops the subscription
+// (a subscriber too slow for the node's buffer), Subscribe opens it again at another
+// node of the cluster (learnt from the first node's status) from the last point
+// received of each series, so that history fills the gap; the application sees
+// nothing of it.
+func (c *Client) Subscribe(ctx context.Context, sel Selector, from int64) (<-chan Run, *Subscription) {
+	out := make(chan Run, 64)
+	s := &Subscription{done: make(chan struct{}), node: make(chan string, 1)}
+	go func() {
+		defer close(s.done)
+		defer close(out)
+		s.err = c.subscribe(ctx, sel, from, out, s)
+	}()
+	return out, s
+}
+
+func (c *Client) subscribe(ctx context.Context, sel Selector, from int64, out chan<- Run, s *Subscription) error {
+	req := &wire.WatchOpenReq{Series: sel.Series, Prefix: sel.Prefix, Match: sel.Match, From: from, After: map[string]int64{}}
+	addrs := slices.Clone(c.addrs)
+	var failing time.Time // when the nodes started failing; zero while one serves
+	var errs []error      // why, since then
+	pause := 50 * time.Millisecond
+	for tried := 0; ; {
+		addr := addrs[0]
+		err := c.serveFrom(ctx, addr, req, out, s, func() {
+			failing, errs, tried, pause = time.Time{}, nil, 0, 50*time.Millisecond
+			addrs = c.learnAddrs(ctx, addr, addrs)
+		})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var re *rpc.RemoteError
+		if errors.As(err, &re) && re.Code == wire.CodeBadInput {
+			return err
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+		if failing.IsZero() {
+			failing = time.Now()
+		} else if time.Since(failing) > c.timeout {
+			return fmt.Errorf("no node of the cluster serves the subscription: %w", errors.Join(errs...))
+		}
+		// The next attempt goes to the next node: the one that failed goes last.
+		addrs = append(slices.Clone(addrs[1:]), addr)
+		if tried++; tried < len(addrs) {
+			continue
+		}
+		tried = 0
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// serveFrom opens the subscription at addr and delivers its runs until it fails;
+// opened is called once it is open. req.After keeps the last point delivered of each
+// series, for the next node.
+func (c *Client) serveFrom(ctx context.Context, addr string, req *wire.WatchOpenReq, out chan<- Run, s *Subscription, opened func()) error {
+	var open wire.WatchOpenResp
+	octx, cancel := context.WithTimeout(ctx, c.timeout)
+	err := rpc.Invoke(octx, c.rpc, addr, wire.MethodWatchOpen, req, &open)
+	cancel()
+	if err != nil {
+		return err
+	}
+	opened()
+	select {
+	case s.node <- addr:
+	default:
+	}
+	var seen uint64
+	for {
+		var next wire.WatchNextResp
+		nctx, cancel := context.WithTimeout(ctx, watchPoll+min(c.timeout, 10*time.Second))
+		err := rpc.Invoke(nctx, c.rpc, addr, wire.MethodWatchNext, &wire.WatchNextReq{ID: open.ID, Seen: seen, WaitMillis: watchPoll.Milliseconds()}, &next)
+		cancel()
+		if err != nil {
+			return err
+		}
+		for _, r := range next.Runs {
+			select {
+			case out <- r:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if n := r.Points.Len(); n > 0 && !r.Late {
+				if last, ok := req.After[r.Key]; !ok || r.Points.T[n-1] > last {
+					req.After[r.Key] = r.Points.T[n-1]
+				}
+			}
+		}
+		seen = next.Seen
+	}
+}
+
+// learnAddrs returns addrs with the live members addr knows of added, so that the
+// subscription can move to any of them.
+func (c *Client) learnAddrs(ctx context.Context, addr string, addrs []string) []string {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	var st wire.StatusResp
+	if err := rpc.Invoke(ctx, c.rpc, addr, wire.MethodStatus, &struct{}{}, &st); err != nil {
+		return addrs
+	}
+	out := []string{addr}
+	for _, n := range st.Nodes {
+		if n.RPCAddr != "" && n.Error == "" && !slices.Contains(out, n.RPCAddr) {
+			out = append(out, n.RPCAddr)
+		}
+	}
+	for _, a := range addrs {
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
