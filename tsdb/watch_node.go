@@ -81,6 +81,15 @@ func (s watchSource) History(ctx context.Context, key string, from, to int64) (s
 	return res.Points, err
 }
 
+func (s watchSource) Bounds(ctx context.Context, key string, from, to int64) (int64, int64, bool, error) {
+	b, err := s.c.Bounds(ctx, key, from, to)
+	var re *rpc.RemoteError
+	if errors.As(err, &re) && re.Code == CodeUnknownSeries {
+		return 0, 0, false, nil
+	}
+	return b.First, b.Last, b.Found, err
+}
+
 func (s watchSource) Select(ctx context.Context, q catalog.Query) ([]string, error) {
 	entries, err := s.c.Series(ctx, q)
 	if err != nil {

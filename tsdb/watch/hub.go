@@ -22,6 +22,9 @@ type Source interface {
 	// History returns the points of key with from ≤ t < to; a series never written
 	// has none.
 	History(ctx context.Context, key string, from, to int64) (series.Points, error)
+	// Bounds bounds the points of key with from ≤ t < to: every one has first ≤ t ≤
+	// last (last exact, first possibly earlier); found is false when there is none.
+	Bounds(ctx context.Context, key string, from, to int64) (first, last int64, found bool, err error)
 	// Select returns the keys of the series q selects.
 	Select(ctx context.Context, q catalog.Query) ([]string, error)
 }

@@ -116,9 +116,21 @@ func (s *sub) history(key string) error {
 	s.mu.Lock()
 	ks := s.keys[key]
 	s.mu.Unlock()
-	end := time.Now().Add(s.h.cfg.MaxFuture).UnixNano() + 1
+	// History ends where a write may be stamped, narrowed to the series' bounds: those
+	// are read after the series was registered, so that any point past them is
+	// delivered live.
+	a, end := ks.start, time.Now().Add(s.h.cfg.MaxFuture).UnixNano()+1
+	first, last, found, err := s.h.cfg.Source.Bounds(s.ctx, key, a, end)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		end = a
+	default:
+		a, end = max(a, first), min(end, last+1)
+	}
 	span := historySpan
-	for a := ks.start; a < end; {
+	for a < end {
 		b := end
 		if a < end-span {
 			b = a + span
