@@ -1,9 +1,13 @@
 package tsdb
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -15,9 +19,9 @@ import (
 
 // BenchmarkWatch measures, on 3 nodes at rf 3 (in one process, real TCP, memory
 // stores), what live subscriptions cost a 60 Hz writer on node 0 and how long a point
-// takes from its write's acknowledgement to a subscriber on node 2: b.N writes per
-// case, each case reporting the writer's p50/p99 and, with subscribers, the delivery
-// p50/p99. Run:
+// takes from its write's acknowledgement to a subscriber of node 2 (in another
+// process): b.N writes per case, each case reporting the writer's p50/p99 and, with
+// subscribers, the delivery p50/p99 (to the first subscriber). Run:
 //
 //	go test ./tsdb -run XXX -bench Watch -benchtime 600x
 func BenchmarkWatch(b *testing.B) {
@@ -57,52 +61,54 @@ func BenchmarkWatch(b *testing.B) {
 	}
 }
 
+// subsPerClient is how many subscriptions of BenchmarkWatch share a client: each
+// client polls all of its subscriptions at once.
+const subsPerClient = 100
+
+// benchWatchCase writes b.N points at 60 Hz with the subscribers subs watching from
+// another process (TestWatchFleet), so that their goroutines do not queue beside the
+// writer's in this one.
 func benchWatchCase(b *testing.B, lc *LocalCluster, writer *client.Client, keys []string, subs []client.Selector) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// One connection runs at most rpc.Config.MaxInflightPerConn (64) requests at
-	// once, and each subscription keeps a poll in flight: the subscribers share
-	// clients, at most 50 subscriptions each.
-	var readers []*client.Client
-	for range (len(subs) + 49) / 50 {
-		r, err := client.New([]string{lc.Nodes[2].RPCAddr()}, client.Config{})
+	var amu sync.Mutex
+	arrived := map[int64]time.Time{} // the first subscriber's arrivals, by point time
+	if len(subs) > 0 {
+		sel := subs[0]
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestWatchFleet$")
+		cmd.Env = append(os.Environ(), "TSDHT_WATCH_FLEET="+lc.Nodes[2].RPCAddr(), fmt.Sprintf("TSDHT_WATCH_FLEET_N=%d", len(subs)),
+			"TSDHT_WATCH_FLEET_SERIES="+sel.Series, "TSDHT_WATCH_FLEET_PREFIX="+sel.Prefix,
+			fmt.Sprintf("TSDHT_WATCH_FLEET_FROM=%d", time.Now().UnixNano()))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer r.Close()
-		readers = append(readers, r)
-	}
-	open0 := lc.Nodes[2].Watch().Subscriptions()
-	// The first subscriber's arrivals, by point time; the others only drain theirs.
-	var amu sync.Mutex
-	arrived := map[int64]time.Time{}
-	var wg sync.WaitGroup
-	start := time.Now().UnixNano()
-	for i, sel := range subs {
-		runs, _ := readers[i/50].Subscribe(ctx, sel, start)
-		wg.Add(1)
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		defer func() {
+			cancel() // kills the subscribers
+			cmd.Wait()
+		}()
+		ready := make(chan struct{})
 		go func() {
-			defer wg.Done()
-			for r := range runs {
-				if i != 0 {
-					continue
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				var t, at int64
+				if sc.Text() == "ready" {
+					close(ready)
+				} else if _, err := fmt.Sscan(sc.Text(), &t, &at); err == nil {
+					amu.Lock()
+					arrived[t] = time.Unix(0, at)
+					amu.Unlock()
 				}
-				now := time.Now()
-				amu.Lock()
-				for _, t := range r.Points.T {
-					arrived[t] = now
-				}
-				amu.Unlock()
 			}
 		}()
-	}
-	if len(subs) > 0 {
-		deadline := time.Now().Add(30 * time.Second)
-		for lc.Nodes[2].Watch().Subscriptions() < open0+len(subs) {
-			if time.Now().After(deadline) {
-				b.Fatalf("%d of %d subscriptions open after 30s", lc.Nodes[2].Watch().Subscriptions()-open0, len(subs))
-			}
-			time.Sleep(10 * time.Millisecond)
+		select {
+		case <-ready:
+		case <-time.After(60 * time.Second):
+			b.Fatalf("%d subscriptions not open after 60s", len(subs))
 		}
 	}
 	acked := make(map[int64]time.Time, b.N)
@@ -147,8 +153,59 @@ func benchWatchCase(b *testing.B, lc *LocalCluster, writer *client.Client, keys 
 	}
 	b.ReportMetric(float64(pct(deliv, 0.5).Microseconds()), "deliver-p50-µs")
 	b.ReportMetric(float64(pct(deliv, 0.99).Microseconds()), "deliver-p99-µs")
-	cancel()
-	wg.Wait()
+}
+
+// TestWatchFleet is BenchmarkWatch's subscribers, run as a process of their own: it
+// opens $TSDHT_WATCH_FLEET_N subscriptions at node $TSDHT_WATCH_FLEET, prints "ready"
+// once all are open and then, for the first one, "t arrival" (ns) per point, until
+// it is killed.
+func TestWatchFleet(t *testing.T) {
+	addr := os.Getenv("TSDHT_WATCH_FLEET")
+	if addr == "" {
+		t.Skip("BenchmarkWatch's subscriber process; it runs only under BenchmarkWatch")
+	}
+	n, _ := strconv.Atoi(os.Getenv("TSDHT_WATCH_FLEET_N"))
+	from, _ := strconv.ParseInt(os.Getenv("TSDHT_WATCH_FLEET_FROM"), 10, 64)
+	sel := client.Selector{Series: os.Getenv("TSDHT_WATCH_FLEET_SERIES"), Prefix: os.Getenv("TSDHT_WATCH_FLEET_PREFIX")}
+	var mu sync.Mutex
+	w := bufio.NewWriter(os.Stdout)
+	var clients []*client.Client
+	var opened sync.WaitGroup
+	for i := range n {
+		if i%subsPerClient == 0 {
+			c, err := client.New([]string{addr}, client.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			clients = append(clients, c)
+		}
+		runs, sub := clients[i/subsPerClient].Subscribe(context.Background(), sel, from)
+		opened.Add(1)
+		go func() {
+			<-sub.Moved()
+			opened.Done()
+		}()
+		go func() {
+			for r := range runs {
+				if i != 0 {
+					continue
+				}
+				at := time.Now().UnixNano()
+				mu.Lock()
+				for _, t := range r.Points.T {
+					fmt.Fprintf(w, "%d %d\n", t, at)
+				}
+				w.Flush()
+				mu.Unlock()
+			}
+		}()
+	}
+	opened.Wait()
+	mu.Lock()
+	fmt.Fprintln(w, "ready")
+	w.Flush()
+	mu.Unlock()
+	select {}
 }
 
 // pct returns the q-quantile of ds.

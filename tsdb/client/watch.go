@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/tsdht/tsdht/rpc"
@@ -113,6 +115,8 @@ func (c *Client) subscribe(ctx context.Context, sel Selector, from int64, out ch
 // opened is called once it is open. req.After keeps the last point delivered of each
 // series, for the next node.
 func (c *Client) serveFrom(ctx context.Context, addr string, req *wire.WatchOpenReq, out chan<- Run, s *Subscription, opened func()) error {
+	p := c.pollerOf(addr)
+	req.Session = p.session
 	var open wire.WatchOpenResp
 	octx, cancel := context.WithTimeout(ctx, c.timeout)
 	err := rpc.Invoke(octx, c.rpc, addr, wire.MethodWatchOpen, req, &open)
@@ -125,28 +129,148 @@ func (c *Client) serveFrom(ctx context.Context, addr string, req *wire.WatchOpen
 	case s.node <- addr:
 	default:
 	}
-	var seen uint64
+	ws := p.add(open.ID)
+	defer p.remove(open.ID)
 	for {
-		var next wire.WatchNextResp
-		nctx, cancel := context.WithTimeout(ctx, watchPoll+min(c.timeout, 10*time.Second))
-		err := rpc.Invoke(nctx, c.rpc, addr, wire.MethodWatchNext, &wire.WatchNextReq{ID: open.ID, Seen: seen, WaitMillis: watchPoll.Milliseconds()}, &next)
-		cancel()
-		if err != nil {
+		select {
+		case <-ctx.Done():
+			go p.close(open.ID)
+			return ctx.Err()
+		case err := <-ws.fail:
 			return err
-		}
-		for _, r := range next.Runs {
-			select {
-			case out <- r:
-			case <-ctx.Done():
-				return ctx.Err()
+		case b := <-ws.batches:
+			if b.Ended != "" {
+				return errors.New(b.Ended)
 			}
-			if n := r.Points.Len(); n > 0 && !r.Late {
-				if last, ok := req.After[r.Key]; !ok || r.Points.T[n-1] > last {
-					req.After[r.Key] = r.Points.T[n-1]
+			for _, r := range b.Runs {
+				select {
+				case out <- r:
+				case <-ctx.Done():
+					go p.close(open.ID)
+					return ctx.Err()
+				}
+				if n := r.Points.Len(); n > 0 && !r.Late {
+					if last, ok := req.After[r.Key]; !ok || r.Points.T[n-1] > last {
+						req.After[r.Key] = r.Points.T[n-1]
+					}
 				}
 			}
 		}
-		seen = next.Seen
+	}
+}
+
+// poller polls, with one request in flight, every subscription this client holds at
+// one node (a session: wire.WatchNextReq), and hands each its batches. It runs while
+// it has subscriptions; the session stays the client's at that node.
+type poller struct {
+	c       *Client
+	addr    string
+	session uint64
+
+	mu      sync.Mutex
+	subs    map[uint64]*watchSub
+	running bool
+}
+
+// watchSub is one subscription's share of a poller.
+type watchSub struct {
+	seen    uint64
+	batches chan wire.WatchBatch
+	fail    chan error    // the node could not be polled
+	gone    chan struct{} // closed when the subscription leaves the poller
+}
+
+// pollerOf returns the client's poller of node addr.
+func (c *Client) pollerOf(addr string) *poller {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	if c.pollers == nil {
+		c.pollers = map[string]*poller{}
+	}
+	p := c.pollers[addr]
+	if p == nil {
+		p = &poller{c: c, addr: addr, session: rand.Uint64() | 1, subs: map[uint64]*watchSub{}}
+		c.pollers[addr] = p
+	}
+	return p
+}
+
+// add has the poller poll subscription id.
+func (p *poller) add(id uint64) *watchSub {
+	ws := &watchSub{batches: make(chan wire.WatchBatch, 4), fail: make(chan error, 1), gone: make(chan struct{})}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.subs[id] = ws
+	if !p.running {
+		p.running = true
+		go p.run()
+	}
+	return ws
+}
+
+// remove stops polling subscription id.
+func (p *poller) remove(id uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ws := p.subs[id]; ws != nil {
+		close(ws.gone)
+		delete(p.subs, id)
+	}
+}
+
+// close tells the node that subscription id is done with, so that it need not wait
+// for its lease to run out.
+func (p *poller) close(id uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = rpc.Invoke(ctx, p.c.rpc, p.addr, wire.MethodWatchNext, &wire.WatchNextReq{Session: p.session, Cursors: []wire.WatchCursor{{ID: id}}, Close: true}, nil)
+}
+
+// run polls until no subscription is left, or the node fails (every subscription is
+// told).
+func (p *poller) run() {
+	for {
+		p.mu.Lock()
+		if len(p.subs) == 0 {
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
+		req := &wire.WatchNextReq{Session: p.session, WaitMillis: watchPoll.Milliseconds()}
+		for id, ws := range p.subs {
+			req.Cursors = append(req.Cursors, wire.WatchCursor{ID: id, Seen: ws.seen})
+		}
+		p.mu.Unlock()
+		var resp wire.WatchNextResp
+		ctx, cancel := context.WithTimeout(context.Background(), watchPoll+min(p.c.timeout, 10*time.Second))
+		err := rpc.Invoke(ctx, p.c.rpc, p.addr, wire.MethodWatchNext, req, &resp)
+		cancel()
+		if err != nil {
+			p.mu.Lock()
+			for id, ws := range p.subs {
+				ws.fail <- fmt.Errorf("polling node %s: %w", p.addr, err)
+				close(ws.gone)
+				delete(p.subs, id)
+			}
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
+		for _, b := range resp.Subs {
+			p.mu.Lock()
+			ws := p.subs[b.ID] // one added since the poll went is in the session too
+			p.mu.Unlock()
+			if ws == nil {
+				continue
+			}
+			select {
+			case ws.batches <- b:
+				p.mu.Lock()
+				ws.seen = b.Seen
+				p.mu.Unlock()
+			case <-ws.gone:
+			}
+		}
 	}
 }
 

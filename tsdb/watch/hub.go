@@ -74,9 +74,10 @@ type Hub struct {
 	interest interest // who watches what, as the nodes told (interest.go)
 	senders  senders  // forwarding to them (notify.go)
 
-	mu     sync.Mutex
-	subs   map[uint64]*sub
-	byKey  map[string]map[*sub]struct{} // the subscriptions watching each key
+	mu       sync.Mutex
+	subs     map[uint64]*sub
+	sessions map[uint64]*session          // the subscriptions polled together
+	byKey    map[string]map[*sub]struct{} // the subscriptions watching each key
 	nextID uint64
 	seqs   map[string]seqState // the last notification from each coordinator
 
@@ -107,7 +108,7 @@ func New(cfg Config) *Hub {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	h := &Hub{cfg: cfg, epoch: rand.Uint64(), subs: map[uint64]*sub{}, byKey: map[string]map[*sub]struct{}{},
+	h := &Hub{cfg: cfg, epoch: rand.Uint64(), subs: map[uint64]*sub{}, sessions: map[uint64]*session{}, byKey: map[string]map[*sub]struct{}{},
 		seqs: map[string]seqState{}, stop: make(chan struct{}), done: make(chan struct{})}
 	h.interest.init()
 	h.senders.init(h)
@@ -210,8 +211,18 @@ func (h *Hub) deliver(key string, pts series.Points) {
 		subs = append(subs, s)
 	}
 	h.mu.Unlock()
+	var woken map[*session]bool
 	for _, s := range subs {
 		s.live(key, pts)
+		if !woken[s.ses] {
+			if woken == nil {
+				woken = map[*session]bool{}
+			}
+			woken[s.ses] = true
+		}
+	}
+	for ses := range woken {
+		ses.signal()
 	}
 }
 
@@ -238,9 +249,15 @@ func (h *Hub) Open(ctx context.Context, req *wire.WatchOpenReq) (uint64, error) 
 		h.mu.Unlock()
 		return 0, rpc.Errorf(wire.CodeUnavailable, "node %s holds %d subscriptions, its limit: subscribe at another node", h.cfg.Self, len(h.subs))
 	}
+	ses := h.sessions[req.Session]
+	if ses == nil {
+		ses = &session{wake: make(chan struct{}, 1), subs: map[uint64]*sub{}}
+		h.sessions[req.Session] = ses
+	}
 	h.nextID++
-	s := newSub(h, h.nextID, req, q, single == "")
+	s := newSub(h, h.nextID, req, q, single == "", ses)
 	h.subs[s.id] = s
+	ses.subs[s.id] = s
 	added := s.addKeys(keys)
 	h.mu.Unlock()
 	if err := h.tellPeers(ctx); err != nil {
@@ -283,20 +300,89 @@ func checkOpen(req *wire.WatchOpenReq) (catalog.Query, string, error) {
 	return catalog.Query{Prefix: req.Prefix, Match: tags}, "", nil
 }
 
-// Next answers a poll (wire.MethodWatchNext).
+// session is the subscriptions one client polls together: one poll in flight serves
+// them all, woken by any of them.
+type session struct {
+	wake chan struct{} // a subscription of the session has runs, or ended
+	subs map[uint64]*sub
+}
+
+func (ses *session) signal() {
+	select {
+	case ses.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Next answers a poll of a session (wire.MethodWatchNext): the next runs of its
+// subscriptions that have some, waiting up to req.WaitMillis for any; a subscription
+// that ended says why, once, and is forgotten.
 func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNextResp, error) {
+	if len(req.Cursors) > h.cfg.MaxSubscriptions {
+		return nil, rpc.Errorf(wire.CodeBadInput, "a poll of %d subscriptions: a node holds at most %d", len(req.Cursors), h.cfg.MaxSubscriptions)
+	}
+	seen := make(map[uint64]uint64, len(req.Cursors))
+	for _, c := range req.Cursors {
+		seen[c.ID] = c.Seen
+	}
 	h.mu.Lock()
-	s := h.subs[req.ID]
+	ses := h.sessions[req.Session]
 	h.mu.Unlock()
-	if s == nil {
-		return nil, rpc.Errorf(wire.CodeWatchResume, "subscription %d is not open at node %s (its lease ran out, or the node restarted): open it again with the last point received of each series", req.ID, h.cfg.Self)
+	if req.Close {
+		h.mu.Lock()
+		for _, c := range req.Cursors {
+			if s := h.subs[c.ID]; s != nil && s.ses == ses {
+				h.forget(s)
+			}
+		}
+		h.mu.Unlock()
+		return &wire.WatchNextResp{}, nil
+	}
+	var wake chan struct{} // nil: nothing can wake this poll
+	if ses != nil {
+		wake = ses.wake
 	}
 	wait := time.Duration(min(max(req.WaitMillis, 0), wire.MaxWatchWaitMillis)) * time.Millisecond
-	resp, err := s.next(ctx, req.Seen, wait)
-	if err != nil {
-		h.drop(s)
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		resp := &wire.WatchNextResp{}
+		h.mu.Lock()
+		var subs []*sub
+		if ses != nil {
+			subs = make([]*sub, 0, len(ses.subs))
+			for _, s := range ses.subs {
+				subs = append(subs, s)
+			}
+		}
+		for id := range seen {
+			if s := h.subs[id]; s == nil || s.ses != ses {
+				resp.Subs = append(resp.Subs, wire.WatchBatch{ID: id, Ended: fmt.Sprintf(
+					"subscription %d is not open at node %s (its lease ran out, or the node restarted)", id, h.cfg.Self)})
+			}
+		}
+		h.mu.Unlock()
+		budget := wire.MaxWatchAnswerPoints
+		for _, s := range subs {
+			b, ended := s.take(seen[s.id], &budget)
+			if ended {
+				h.drop(s)
+			}
+			if b != nil {
+				resp.Subs = append(resp.Subs, *b)
+			}
+		}
+		if len(resp.Subs) > 0 {
+			return resp, nil
+		}
+		select {
+		case <-ctx.Done():
+			return resp, nil
+		case <-deadline.C:
+			return resp, nil
+		case <-wake:
+		}
 	}
-	return resp, err
 }
 
 // drop forgets a subscription.
@@ -312,6 +398,16 @@ func (h *Hub) forget(s *sub) {
 		return
 	}
 	delete(h.subs, s.id)
+	delete(s.ses.subs, s.id)
+	if len(s.ses.subs) == 0 {
+		for id, ses := range h.sessions {
+			if ses == s.ses {
+				delete(h.sessions, id)
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for k := range s.keys {
 		if m := h.byKey[k]; m != nil {
 			delete(m, s)

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
@@ -41,6 +40,7 @@ type sub struct {
 	selects bool // re-selected by prefix or tags
 	ctx     context.Context
 	cancel  context.CancelFunc
+	ses     *session
 
 	mu       sync.Mutex
 	keys     map[string]*keyState
@@ -49,7 +49,6 @@ type sub struct {
 	buffered int             // points in runs and pending lists
 	err      error           // why it ended
 	polled   time.Time
-	wake     chan struct{} // a run was added, or the subscription ended
 	space    chan struct{} // the subscriber acknowledged runs
 }
 
@@ -63,10 +62,10 @@ type keyState struct {
 	rn      int             // timestamps in the ring so far
 }
 
-func newSub(h *Hub, id uint64, req *wire.WatchOpenReq, q catalog.Query, selects bool) *sub {
+func newSub(h *Hub, id uint64, req *wire.WatchOpenReq, q catalog.Query, selects bool, ses *session) *sub {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &sub{h: h, id: id, from: req.From, after: req.After, query: q, selects: selects, ctx: ctx, cancel: cancel,
-		keys: map[string]*keyState{}, polled: time.Now(), wake: make(chan struct{}, 1), space: make(chan struct{}, 1)}
+	return &sub{h: h, id: id, from: req.From, after: req.After, query: q, selects: selects, ctx: ctx, cancel: cancel, ses: ses,
+		keys: map[string]*keyState{}, polled: time.Now(), space: make(chan struct{}, 1)}
 }
 
 // addKeys adds the keys not watched yet (up to wire.MaxWatchSeries) and returns them;
@@ -145,6 +144,7 @@ func (s *sub) history(key string) error {
 		s.mu.Lock()
 		s.historyWindow(key, ks, pts, a, b)
 		s.mu.Unlock()
+		s.ses.signal()
 		switch n := pts.Len(); {
 		case n < s.h.cfg.Buffer/8 && span < int64(24*time.Hour):
 			span *= 2
@@ -162,6 +162,7 @@ func (s *sub) history(key string) error {
 		s.buffered -= p.Len()
 		s.deliver(key, ks, p)
 	}
+	s.ses.signal()
 	return nil
 }
 
@@ -216,7 +217,7 @@ func (s *sub) historyWindow(key string, ks *keyState, pts series.Points, a, b in
 	}
 }
 
-// live takes live points of key.
+// live takes live points of key (Hub.deliver wakes the session).
 func (s *sub) live(key string, pts series.Points) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -234,8 +235,21 @@ func (s *sub) live(key string, pts series.Points) {
 }
 
 // deliver appends points of key to the runs: in order, duplicates dropped, late ones
-// flagged; s.mu held.
+// flagged; s.mu held. The caller wakes the session's poll (session.signal) once it
+// has delivered what it has, so that one poll answers it all.
 func (s *sub) deliver(key string, ks *keyState, pts series.Points) {
+	if s.fresh(ks, &pts) {
+		// Every point is newer than the last delivered, in order: the run shares the
+		// points, which nobody changes once stored.
+		for _, t := range pts.T[max(0, pts.Len()-recentN):] {
+			ks.remember(t)
+		}
+		ks.last = pts.T[pts.Len()-1]
+		s.runs = append(s.runs, wire.WatchRun{Key: key, Points: pts})
+		s.buffered += pts.Len()
+		s.checkFull()
+		return
+	}
 	var run series.Points
 	late := false
 	flush := func() {
@@ -267,13 +281,21 @@ func (s *sub) deliver(key string, ks *keyState, pts series.Points) {
 		run.AppendFrom(&pts, i)
 	}
 	flush()
-	if len(s.runs) > 0 {
-		select {
-		case s.wake <- struct{}{}:
-		default:
+	s.checkFull()
+}
+
+// fresh reports whether every point of pts is newer than the last delivered, and
+// they are in strictly ascending order.
+func (s *sub) fresh(ks *keyState, pts *series.Points) bool {
+	if pts.Len() == 0 || pts.T[0] <= ks.last || pts.T[0] < ks.start {
+		return false
+	}
+	for i := 1; i < pts.Len(); i++ {
+		if pts.T[i] <= pts.T[i-1] {
+			return false
 		}
 	}
-	s.checkFull()
+	return true
 }
 
 func (ks *keyState) remember(t int64) {
@@ -311,10 +333,7 @@ func (s *sub) endLocked(err error) {
 	s.err = err
 	s.runs = nil
 	s.cancel()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.ses.signal()
 }
 
 func (s *sub) idle(now time.Time) time.Duration {
@@ -323,51 +342,38 @@ func (s *sub) idle(now time.Time) time.Duration {
 	return now.Sub(s.polled)
 }
 
-// next answers a poll: the runs after the first seen, waiting up to wait for some.
-func (s *sub) next(ctx context.Context, seen uint64, wait time.Duration) (*wire.WatchNextResp, error) {
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for {
-		s.mu.Lock()
-		s.polled = time.Now()
-		if s.err != nil {
-			err := s.err
-			s.mu.Unlock()
-			return nil, rpc.Errorf(wire.CodeWatchResume, "subscription %d ended: %v; open it again with the last point received of each series", s.id, err)
+// take answers a poll of the subscription: its runs after the first seen, as many as
+// budget (points) allows but at least one; nil when it has none. ended says that the
+// subscription is gone (the batch says why).
+func (s *sub) take(seen uint64, budget *int) (b *wire.WatchBatch, ended bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.polled = time.Now()
+	if s.err != nil {
+		return &wire.WatchBatch{ID: s.id, Ended: fmt.Sprintf("subscription %d ended: %v", s.id, s.err)}, true
+	}
+	if seen < s.base || seen > s.base+uint64(len(s.runs)) {
+		return &wire.WatchBatch{ID: s.id, Ended: fmt.Sprintf("subscription %d: runs up to %d asked for, the node holds %d to %d",
+			s.id, seen, s.base, s.base+uint64(len(s.runs)))}, true
+	}
+	if n := int(seen - s.base); n > 0 {
+		for _, r := range s.runs[:n] {
+			s.buffered -= r.Points.Len()
 		}
-		if seen < s.base || seen > s.base+uint64(len(s.runs)) {
-			s.mu.Unlock()
-			return nil, rpc.Errorf(wire.CodeWatchResume, "subscription %d: runs up to %d asked for, the node holds %d to %d; open it again",
-				s.id, seen, s.base, s.base+uint64(len(s.runs)))
-		}
-		if n := int(seen - s.base); n > 0 {
-			for _, r := range s.runs[:n] {
-				s.buffered -= r.Points.Len()
-			}
-			s.runs = append([]wire.WatchRun(nil), s.runs[n:]...)
-			s.base = seen
-			select {
-			case s.space <- struct{}{}:
-			default:
-			}
-		}
-		if len(s.runs) > 0 {
-			n, pts := 0, 0
-			for n < len(s.runs) && (n == 0 || pts+s.runs[n].Points.Len() <= maxNotifyPoints) {
-				pts += s.runs[n].Points.Len()
-				n++
-			}
-			resp := &wire.WatchNextResp{Runs: append([]wire.WatchRun(nil), s.runs[:n]...), Seen: s.base + uint64(n)}
-			s.mu.Unlock()
-			return resp, nil
-		}
-		s.mu.Unlock()
+		s.runs = append([]wire.WatchRun(nil), s.runs[n:]...)
+		s.base = seen
 		select {
-		case <-ctx.Done():
-			return &wire.WatchNextResp{Seen: seen}, nil
-		case <-deadline.C:
-			return &wire.WatchNextResp{Seen: seen}, nil
-		case <-s.wake:
+		case s.space <- struct{}{}:
+		default:
 		}
 	}
+	n := 0
+	for n < len(s.runs) && (n == 0 || *budget >= s.runs[n].Points.Len()) && *budget > 0 {
+		*budget -= s.runs[n].Points.Len()
+		n++
+	}
+	if n == 0 {
+		return nil, false
+	}
+	return &wire.WatchBatch{ID: s.id, Runs: append([]wire.WatchRun(nil), s.runs[:n]...), Seen: s.base + uint64(n)}, false
 }

@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sort"
 	"strconv"
 	"strings"
@@ -10,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
@@ -75,7 +75,7 @@ func (m *memSource) write(h *Hub, key string, ts ...int64) {
 func newTestHub(t *testing.T, buffer int) (*Hub, *memSource) {
 	src := &memSource{pts: map[string][]int64{}}
 	h := New(Config{Self: "self", Peers: func() []string { return []string{"self"} }, Source: src,
-		Call: func(context.Context, string, string, any, any) error { return errors.New("no other node") },
+		Call:      func(context.Context, string, string, any, any) error { return errors.New("no other node") },
 		MaxFuture: time.Minute, Buffer: buffer})
 	t.Cleanup(h.Close)
 	return h, src
@@ -83,19 +83,51 @@ func newTestHub(t *testing.T, buffer int) (*Hub, *memSource) {
 
 // poller long-polls one subscription.
 type poller struct {
-	h    *Hub
-	id   uint64
-	seen uint64
+	h       *Hub
+	session uint64
+	id      uint64
+	seen    uint64
 }
 
 func (p *poller) next(t *testing.T) []wire.WatchRun {
 	t.Helper()
-	resp, err := p.h.Next(context.Background(), &wire.WatchNextReq{ID: p.id, Seen: p.seen, WaitMillis: 200})
+	runs, ended := p.poll(t)
+	if ended != "" {
+		t.Fatal(ended)
+	}
+	return runs
+}
+
+// poll polls once and returns the runs, or why the subscription ended.
+func (p *poller) poll(t *testing.T) ([]wire.WatchRun, string) {
+	t.Helper()
+	resp, err := p.h.Next(context.Background(), &wire.WatchNextReq{Session: p.session, Cursors: []wire.WatchCursor{{ID: p.id, Seen: p.seen}}, WaitMillis: 200})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.seen = resp.Seen
-	return resp.Runs
+	var runs []wire.WatchRun
+	for _, b := range resp.Subs {
+		if b.ID != p.id {
+			t.Fatalf("a batch of subscription %d in the poll of %d", b.ID, p.id)
+		}
+		if b.Ended != "" {
+			return nil, b.Ended
+		}
+		p.seen = b.Seen
+		runs = append(runs, b.Runs...)
+	}
+	return runs, ""
+}
+
+// open opens a subscription in a session of its own.
+func open(t *testing.T, h *Hub, req wire.WatchOpenReq) *poller {
+	t.Helper()
+	req.Session = rand.Uint64()
+	id, err := h.Open(context.Background(), &req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &poller{h: h, session: req.Session, id: id}
 }
 
 // until polls until want points (late or not) came, and returns their times and
@@ -134,11 +166,7 @@ func TestSeam(t *testing.T) {
 		}
 	}()
 	<-started
-	id, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "k", From: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &poller{h: h, id: id}
+	p := open(t, h, wire.WatchOpenReq{Series: "k", From: 1})
 	ts, late := p.until(t, n)
 	<-done
 	for i := range ts {
@@ -157,11 +185,7 @@ func TestSeam(t *testing.T) {
 func TestLateAndDuplicate(t *testing.T) {
 	h, src := newTestHub(t, 0)
 	src.write(h, "k", 10, 20)
-	id, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "k", From: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &poller{h: h, id: id}
+	p := open(t, h, wire.WatchOpenReq{Series: "k", From: 5})
 	if ts, _ := p.until(t, 2); ts[0] != 10 || ts[1] != 20 {
 		t.Fatalf("history %v, want [10 20]", ts)
 	}
@@ -183,18 +207,13 @@ func TestLateAndDuplicate(t *testing.T) {
 // CodeWatchResume; writers never wait for it.
 func TestSlowSubscriber(t *testing.T) {
 	h, src := newTestHub(t, 100)
-	id, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "k", From: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitReady(t, h, id)
+	p := open(t, h, wire.WatchOpenReq{Series: "k", From: 0})
+	waitReady(t, h, p.id)
 	for i := int64(1); i <= 200; i++ {
 		src.write(h, "k", i)
 	}
-	_, err = h.Next(context.Background(), &wire.WatchNextReq{ID: id})
-	var re *rpc.RemoteError
-	if !errors.As(err, &re) || re.Code != wire.CodeWatchResume || !strings.Contains(re.Msg, "buffer of 100") {
-		t.Fatalf("got %v, want %s naming the buffer", err, wire.CodeWatchResume)
+	if _, ended := p.poll(t); !strings.Contains(ended, "buffer of 100") {
+		t.Fatalf("got %q, want the subscription ended naming the buffer", ended)
 	}
 	if n := h.Subscriptions(); n != 0 {
 		t.Fatalf("%d subscriptions left", n)
@@ -206,16 +225,7 @@ func waitReady(t *testing.T, h *Hub, id uint64) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		h.mu.Lock()
-		s := h.subs[id]
-		h.mu.Unlock()
-		s.mu.Lock()
-		ready := true
-		for _, ks := range s.keys {
-			ready = ready && ks.ready
-		}
-		s.mu.Unlock()
-		if ready {
+		if ready(h, id) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -225,20 +235,33 @@ func waitReady(t *testing.T, h *Hub, id uint64) {
 	}
 }
 
+// ready reports whether subscription id has read its history.
+func ready(h *Hub, id uint64) bool {
+	h.mu.Lock()
+	s := h.subs[id]
+	h.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ks := range s.keys {
+		if !ks.ready {
+			return false
+		}
+	}
+	return true
+}
+
 // TestLostNotification: a gap in a coordinator's numbering ends the subscriptions,
 // so that their subscribers catch up from the store.
 func TestLostNotification(t *testing.T) {
 	h, _ := newTestHub(t, 0)
-	id, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "k", From: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := open(t, h, wire.WatchOpenReq{Series: "k", From: 0})
 	h.Notify(&wire.WatchNotifyReq{From: "c", Epoch: 7, Seq: 1})
 	h.Notify(&wire.WatchNotifyReq{From: "c", Epoch: 7, Seq: 3})
-	_, err = h.Next(context.Background(), &wire.WatchNextReq{ID: id})
-	var re *rpc.RemoteError
-	if !errors.As(err, &re) || re.Code != wire.CodeWatchResume {
-		t.Fatalf("got %v, want %s", err, wire.CodeWatchResume)
+	if _, ended := p.poll(t); !strings.Contains(ended, "lost 1 notifications") {
+		t.Fatalf("got %q, want the subscription ended naming the lost notification", ended)
+	}
+	if _, ended := p.poll(t); !strings.Contains(ended, "not open") {
+		t.Fatalf("polled again: got %q, want \"not open\"", ended)
 	}
 }
 
@@ -249,16 +272,46 @@ func TestPrefixAndResume(t *testing.T) {
 	src.write(h, "a/1", 1, 2, 3)
 	src.write(h, "a/2", 1, 2, 3)
 	src.write(h, "b/1", 1, 2, 3)
-	id, err := h.Open(context.Background(), &wire.WatchOpenReq{Prefix: "a/", From: 0, After: map[string]int64{"a/1": 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &poller{h: h, id: id}
+	p := open(t, h, wire.WatchOpenReq{Prefix: "a/", From: 0, After: map[string]int64{"a/1": 2}})
 	if ts, _ := p.until(t, 4); len(ts) != 4 {
 		t.Fatalf("got %v, want a/1's 3 and a/2's 1 2 3", ts)
 	}
 	if _, err := h.Open(context.Background(), &wire.WatchOpenReq{Prefix: "a/", Series: "a/1"}); err == nil {
 		t.Fatal("a subscription by both a prefix and a key was opened")
+	}
+}
+
+// TestSession: one poll serves every subscription of its session, those opened while
+// it waits included; Close ends those it lists.
+func TestSession(t *testing.T) {
+	h, src := newTestHub(t, 0)
+	a, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "a", Session: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	polled := make(chan *wire.WatchNextResp)
+	go func() {
+		resp, _ := h.Next(context.Background(), &wire.WatchNextReq{Session: 9, Cursors: []wire.WatchCursor{{ID: a}}, WaitMillis: 5000})
+		polled <- resp
+	}()
+	b, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "b", Session: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !ready(h, b) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	src.write(h, "b", 1)
+	resp := <-polled
+	if len(resp.Subs) != 1 || resp.Subs[0].ID != b || len(resp.Subs[0].Runs) != 1 {
+		t.Fatalf("the waiting poll answered %+v; want subscription %d's point", resp.Subs, b)
+	}
+	if _, err := h.Next(context.Background(), &wire.WatchNextReq{Session: 9, Cursors: []wire.WatchCursor{{ID: a}, {ID: b}}, Close: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.Subscriptions(); n != 0 {
+		t.Fatalf("%d subscriptions left after Close", n)
 	}
 }
 

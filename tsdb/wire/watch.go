@@ -11,9 +11,9 @@ const (
 	// MethodWatchOpen opens a subscription at the node asked: WatchOpenReq →
 	// WatchOpenResp.
 	MethodWatchOpen = "tsdb.watch.open"
-	// MethodWatchNext long-polls a subscription: WatchNextReq → WatchNextResp, or
-	// CodeWatchResume when the subscription is gone (reopen it, at any node, with
-	// WatchOpenReq.After).
+	// MethodWatchNext long-polls the subscriptions of a session: WatchNextReq →
+	// WatchNextResp; a subscription that is gone says so in its WatchBatch.Ended
+	// (reopen it, at any node, with WatchOpenReq.After).
 	MethodWatchNext = "tsdb.watch.next"
 	// MethodWatchInterest tells a node every series the sender's subscriptions watch,
 	// replacing what the sender told before: WatchInterestReq → an empty map.
@@ -23,30 +23,29 @@ const (
 	MethodWatchNotify = "tsdb.watch.notify"
 )
 
-// CodeWatchResume: the subscription no longer exists at this node (its subscriber was
-// too slow and its buffer filled, its lease ran out, or the node lost points meant for
-// it); reopen it with WatchOpenReq.After set to the last point received of each series:
-// history from the store fills the gap.
-const CodeWatchResume = "watch_resume"
-
 // Limits of the watch messages, checked by the node before it allocates for them.
 const (
 	// MaxWatchSeries bounds the series of one subscription and the keys of one
 	// WatchOpenReq.After or WatchInterestReq.
 	MaxWatchSeries = 10_000
-	// MaxWatchWait bounds how long one MethodWatchNext waits for points.
+	// MaxWatchWaitMillis bounds how long one MethodWatchNext waits for points.
 	MaxWatchWaitMillis = 10_000
+	// MaxWatchAnswerPoints bounds the points of one WatchNextResp (one run may pass
+	// it alone).
+	MaxWatchAnswerPoints = 50_000
 )
 
 // WatchOpenReq selects the series of a subscription: exactly one of Series, Prefix and
 // Match. Points with t ≥ From are delivered; a series named in After starts after the
-// time given instead (a resumed subscription).
+// time given instead (a resumed subscription). Session groups the subscriptions one
+// client polls together (WatchNextReq), so that one poll in flight serves them all.
 type WatchOpenReq struct {
-	Series string           `msgpack:"k,omitempty"`
-	Prefix string           `msgpack:"pre,omitempty"`
-	Match  []string         `msgpack:"m,omitempty"` // "k=v"
-	From   int64            `msgpack:"f"`
-	After  map[string]int64 `msgpack:"a,omitempty"`
+	Series  string           `msgpack:"k,omitempty"`
+	Prefix  string           `msgpack:"pre,omitempty"`
+	Match   []string         `msgpack:"m,omitempty"` // "k=v"
+	From    int64            `msgpack:"f"`
+	After   map[string]int64 `msgpack:"a,omitempty"`
+	Session uint64           `msgpack:"ses"`
 }
 
 // WatchOpenResp names the subscription opened.
@@ -54,20 +53,38 @@ type WatchOpenResp struct {
 	ID uint64 `msgpack:"id"`
 }
 
-// WatchNextReq asks for the points of subscription ID after the first Seen it
-// delivered, waiting up to WaitMillis for some. Asking again with the same Seen gets
-// the same points (an answer lost on the way is not lost).
+// WatchNextReq polls the subscriptions of a session: it asks, for each, for the runs
+// after the first Seen it delivered (a subscription of the session not listed: from
+// its first run), waiting up to WaitMillis for some. Asking again with the same Seen
+// gets the same runs (an answer lost on the way is not lost).
 type WatchNextReq struct {
-	ID         uint64 `msgpack:"id"`
-	Seen       uint64 `msgpack:"s"`
-	WaitMillis int64  `msgpack:"w"`
+	Session    uint64        `msgpack:"ses"`
+	Cursors    []WatchCursor `msgpack:"c"`
+	WaitMillis int64         `msgpack:"w"`
+	// Close ends the subscriptions listed (the subscriber is done with them).
+	Close bool `msgpack:"x,omitempty"`
 }
 
-// WatchNextResp is the next runs of a subscription, in delivery order; Seen counts the
-// runs delivered up to and including them.
+// WatchCursor is how far a subscriber read subscription ID: Seen runs.
+type WatchCursor struct {
+	ID   uint64 `msgpack:"id"`
+	Seen uint64 `msgpack:"s"`
+}
+
+// WatchNextResp is the next runs of the session's subscriptions that have some.
 type WatchNextResp struct {
-	Runs []WatchRun `msgpack:"r"`
-	Seen uint64     `msgpack:"s"`
+	Subs []WatchBatch `msgpack:"b"`
+}
+
+// WatchBatch is the next runs of subscription ID, in delivery order; Seen counts its
+// runs delivered up to and including them. Ended, when not empty, says why the
+// subscription is gone (the node's words): reopen it, at any node, with
+// WatchOpenReq.After set to the last point received of each series.
+type WatchBatch struct {
+	ID    uint64     `msgpack:"id"`
+	Runs  []WatchRun `msgpack:"r"`
+	Seen  uint64     `msgpack:"s"`
+	Ended string     `msgpack:"e,omitempty"`
 }
 
 // WatchRun is points of one series delivered together, in time order. Late says they
