@@ -78,8 +78,8 @@ type Hub struct {
 	subs     map[uint64]*sub
 	sessions map[uint64]*session          // the subscriptions polled together
 	byKey    map[string]map[*sub]struct{} // the subscriptions watching each key
-	nextID uint64
-	seqs   map[string]seqState // the last notification from each coordinator
+	nextID   uint64
+	seqs     map[string]seqState // the last notification from each coordinator
 
 	push pusher // telling the others (interest.go)
 
