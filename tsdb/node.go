@@ -290,6 +290,7 @@ type Node struct {
 	hints    *repair.Hints    // nil with repair
 	homes    *rollup.Homes    // nil: rollups off
 	watch    *watch.Hub       // live subscriptions (watch_node.go)
+	watchCli watchClient      // the node's own client of them (watch_node.go)
 	rpcAdr   string
 
 	decommissioned chan struct{} // closed when a decommission asked over RPC handed off
@@ -430,7 +431,7 @@ func (n *Node) shutdown(depart func() error) error {
 	if n.homes != nil {
 		n.homes.Close()
 	}
-	n.watch.Close()
+	n.closeWatch()
 	errs := []error{depart()}
 	errs = append(errs, n.srv.Close(), n.cli.Close(), n.store.Close())
 	return errors.Join(errs...)

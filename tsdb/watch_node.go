@@ -3,9 +3,11 @@ package tsdb
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/client"
 	"github.com/tsdht/tsdht/tsdb/cluster"
 	"github.com/tsdht/tsdht/tsdb/coord"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -64,6 +66,36 @@ func (n *Node) registerWatch() {
 		n.watch.Notify(req)
 		return &struct{}{}, nil
 	})
+}
+
+// Subscribe is the thin client's Subscribe (client.Client.Subscribe) through this
+// node, as an application's would be: what the node's HTTP stream serves. Should this
+// node fail, the subscription moves to another node.
+func (n *Node) Subscribe(ctx context.Context, sel client.Selector, from int64) (<-chan client.Run, *client.Subscription) {
+	n.watchCli.once.Do(func() {
+		var err error
+		n.watchCli.c, err = client.New([]string{n.dht.Self().RPCAddr}, client.Config{RPC: n.cfg.RPC, Transport: n.cfg.Transport})
+		if err != nil { // only for a configuration Start refused already
+			panic(err)
+		}
+	})
+	return n.watchCli.c.Subscribe(ctx, sel, from)
+}
+
+// watchClient is the node's own thin client of its subscriptions, made at the first
+// Subscribe.
+type watchClient struct {
+	once sync.Once
+	c    *client.Client
+}
+
+// closeWatch stops the hub and the node's own client of it.
+func (n *Node) closeWatch() {
+	n.watch.Close()
+	n.watchCli.once.Do(func() {}) // none made from now on
+	if n.watchCli.c != nil {
+		n.watchCli.c.Close()
+	}
 }
 
 // Watch returns the node's subscription hub.
