@@ -12,7 +12,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tsdht/tsdht/tsdb/client"
-	"github.com/tsdht/tsdht/tsdb/series"
 )
 
 func watchCommand() *cli.Command {
@@ -61,11 +60,7 @@ func runWatch(c *cli.Context) error {
 	if err != nil {
 		return badFlag("--from: %w", err)
 	}
-	format := c.String("format")
-	if format != "csv" && format != "json" {
-		return badFlag("--format %q: want csv or json", format)
-	}
-	cl, err := dialCluster(c)
+	format, cl, err := dialFormatted(c)
 	if err != nil {
 		return err
 	}
@@ -110,6 +105,16 @@ func runWatch(c *cli.Context) error {
 	}
 }
 
+// dialFormatted checks --format (csv or json) and then dials the cluster.
+func dialFormatted(c *cli.Context) (string, *client.Client, error) {
+	format := c.String("format")
+	if format != "csv" && format != "json" {
+		return "", nil, badFlag("--format %q: want csv or json", format)
+	}
+	cl, err := dialCluster(c)
+	return format, cl, err
+}
+
 // watchCSV prints runs as key,timestamp,value lines.
 func watchCSV(w *bufio.Writer) func(client.Run) error {
 	return func(r client.Run) error { return writeMatchCSV(w, r.Key, &r.Points) }
@@ -127,16 +132,7 @@ func watchJSON(w *bufio.Writer) func(client.Run) error {
 	return func(r client.Run) error {
 		p := &r.Points
 		for i := range p.T {
-			var v any
-			switch p.Type {
-			case series.Float:
-				v = jsonFloat(p.F[i])
-			case series.Int:
-				v = p.I[i]
-			default:
-				v = p.S[i]
-			}
-			if err := enc.Encode(point{Key: r.Key, T: p.T[i], V: v, Late: r.Late}); err != nil {
+			if err := enc.Encode(point{Key: r.Key, T: p.T[i], V: jsonValue(p, i), Late: r.Late}); err != nil {
 				return err
 			}
 		}

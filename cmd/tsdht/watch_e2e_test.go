@@ -184,3 +184,26 @@ func firstDiff(got, want []int64) string {
 	}
 	return fmt.Sprintf("the shorter is a prefix of the longer (printed %d, written %d)", len(got), len(want))
 }
+
+// TestWatchBadFlags: bad flag values of watch exit 2 naming the flag; a cluster that
+// never answers exits 1 once --timeout has passed.
+func TestWatchBadFlags(t *testing.T) {
+	bin := testutil.Binary(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--series", "x", "--from", "yesterday"}, exitUsage, "--from"},
+		{[]string{"--series", "x", "--format", "xml"}, exitUsage, "--format"},
+		{[]string{}, exitUsage, "--series"},
+		{[]string{"--series", "x", "--prefix", "y"}, exitUsage, "--series"},
+		{[]string{"--series", "x", "--timeout", "1s"}, exitFailure, "no node of the cluster serves the subscription"},
+	} {
+		args := append([]string{"watch", "--cluster", "127.0.0.1:1"}, tc.args...)
+		_, errOut, code := testutil.RunCmd(t, exec.Command(bin, args...), "")
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d naming %q", tc.args, code, errOut, tc.code, tc.want)
+		}
+	}
+}
