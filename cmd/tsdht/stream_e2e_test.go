@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // TestHTTPStream: /api/v1/stream answers server-sent events, history first and then
@@ -77,4 +79,35 @@ func TestHTTPStream(t *testing.T) {
 	if r, err := http.Get(fmt.Sprintf("http://%s/api/v1/stream?series=a&prefix=b", addr)); err != nil || r.StatusCode != 400 {
 		t.Fatalf("series and prefix at once: %v %v, want 400", r.StatusCode, err)
 	}
+}
+
+// TestWebPageLive: the page's plot, in live mode, draws the range's history and then
+// each point written after it opened (headless Chromium reading /api/v1/stream).
+func TestWebPageLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives headless Chromium; skipped with -short")
+	}
+	chromium := ensureChromium(t)
+	c, addr := startHTTPNode(t)
+	const key = "web/live"
+	put := func(from, n int) {
+		t.Helper()
+		var in strings.Builder
+		now := time.Now().UnixNano()
+		for i := from; i < from+n; i++ {
+			fmt.Fprintf(&in, "%d,%d\n", now-int64(n-i+from)*int64(time.Millisecond), i)
+		}
+		if _, errOut, code := c.Run(in.String(), "put", "--cluster", c.Nodes[0].RPC, "--series", key); code != 0 {
+			t.Fatalf("put: %d %s", code, errOut)
+		}
+	}
+	put(0, 10)
+	ctx := headless(t, chromium)
+	url := "http://" + addr + "/#series=" + key + "&range=300&live=1"
+	if err := chromedp.Run(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatalf("navigate %s: %v", url, err)
+	}
+	waitJS(t, ctx, 30*time.Second, `window.tsdhtLive !== null && window.tsdhtLive.n === 10`)
+	put(10, 5)
+	waitJS(t, ctx, 30*time.Second, `window.tsdhtLive.n === 15`)
 }
