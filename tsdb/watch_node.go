@@ -56,8 +56,18 @@ func (n *Node) registerWatch() {
 		}
 		return &wire.WatchOpenResp{ID: id}, nil
 	})
-	cluster.Handle(n.srv, wire.MethodWatchNext, func(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNextResp, error) {
-		return n.watch.Next(ctx, req)
+	// A poll's answer is encoded by hand (wire.EncodeWatchNextResp): it is what every
+	// point costs each subscription.
+	n.srv.HandleDecoded(wire.MethodWatchNext, (*wire.WatchNextReq)(nil), func(ctx context.Context, b []byte) ([]byte, error) {
+		var req wire.WatchNextReq
+		if err := rpc.Decode(b, &req); err != nil {
+			return nil, rpc.Errorf(wire.CodeBadInput, "%s: %v", wire.MethodWatchNext, err)
+		}
+		resp, err := n.watch.Next(ctx, &req)
+		if err != nil {
+			return nil, err
+		}
+		return wire.EncodeWatchNextResp(resp)
 	})
 	cluster.Handle(n.srv, wire.MethodWatchInterest, func(_ context.Context, req *wire.WatchInterestReq) (*struct{}, error) {
 		return &struct{}{}, n.watch.Interest(req)

@@ -218,6 +218,25 @@ func (p *poller) remove(id uint64) {
 	}
 }
 
+// poll sends one poll; its answer is decoded by hand (wire.DecodeWatchNextResp).
+func (p *poller) poll(req *wire.WatchNextReq) (*wire.WatchNextResp, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), watchPoll+min(p.c.timeout, 10*time.Second))
+	defer cancel()
+	body, err := rpc.Encode(req)
+	if err != nil {
+		return nil, err
+	}
+	out, err := p.c.rpc.Call(ctx, p.addr, wire.MethodWatchNext, body)
+	if err != nil {
+		return nil, err
+	}
+	var resp wire.WatchNextResp
+	if err := wire.DecodeWatchNextResp(out, &resp); err != nil {
+		return nil, fmt.Errorf("answer of %s from %s: %v", wire.MethodWatchNext, p.addr, err)
+	}
+	return &resp, nil
+}
+
 // close tells the node that subscription id is done with, so that it need not wait
 // for its lease to run out.
 func (p *poller) close(id uint64) {
@@ -241,10 +260,7 @@ func (p *poller) run() {
 			req.Cursors = append(req.Cursors, wire.WatchCursor{ID: id, Seen: ws.seen})
 		}
 		p.mu.Unlock()
-		var resp wire.WatchNextResp
-		ctx, cancel := context.WithTimeout(context.Background(), watchPoll+min(p.c.timeout, 10*time.Second))
-		err := rpc.Invoke(ctx, p.c.rpc, p.addr, wire.MethodWatchNext, req, &resp)
-		cancel()
+		resp, err := p.poll(req)
 		if err != nil {
 			p.mu.Lock()
 			for id, ws := range p.subs {
