@@ -360,7 +360,7 @@ func (s *sub) take(seen uint64, budget *int) (b *wire.WatchBatch, ended bool) {
 		for _, r := range s.runs[:n] {
 			s.buffered -= r.Points.Len()
 		}
-		s.runs = append([]wire.WatchRun(nil), s.runs[n:]...)
+		s.runs = s.runs[n:] // a batch answered before may still share them
 		s.base = seen
 		select {
 		case s.space <- struct{}{}:
@@ -375,5 +375,7 @@ func (s *sub) take(seen uint64, budget *int) (b *wire.WatchBatch, ended bool) {
 	if n == 0 {
 		return nil, false
 	}
-	return &wire.WatchBatch{ID: s.id, Runs: append([]wire.WatchRun(nil), s.runs[:n]...), Seen: s.base + uint64(n)}, false
+	// The batch shares the runs: appends write only past them, and a trim drops them
+	// only once the subscriber has them.
+	return &wire.WatchBatch{ID: s.id, Runs: s.runs[:n:n], Seen: s.base + uint64(n)}, false
 }
