@@ -10,11 +10,10 @@ import (
 
 // A subscribed series' every point goes to each of its subscriptions in a
 // WatchNextResp: a thousand subscribers of a 60 Hz series are 60,000 batches a second
-// to encode, and reflection cost more than the rest of their delivery. The answer is
-// therefore encoded and decoded by hand (package mp), byte for byte as msgpack/v5
-// would, as the write path's messages are (writecodec.go); the reader takes the forms
-// written here and answers false for anything else, which the caller then decodes
-// with rpc.Decode.
+// to encode. The answer is therefore encoded and decoded by hand (package mp), byte
+// for byte as msgpack/v5 would, as the write path's messages are (writecodec.go); the
+// reader takes the forms written here and answers false for anything else, which the
+// caller then decodes with rpc.Decode.
 
 // AppendWatchNextResp appends resp's msgpack encoding to dst.
 func AppendWatchNextResp(dst []byte, resp *WatchNextResp) []byte {
