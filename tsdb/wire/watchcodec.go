@@ -88,76 +88,72 @@ const (
 // with rpc.Decode then. What it allocates stays within rpc.DecodeCostFactor bytes per
 // byte of b.
 func ReadWatchNextResp(b []byte, resp *WatchNextResp) bool {
-	r := mp.Reader{B: b}
+	r := &mp.Reader{B: b}
 	*resp = WatchNextResp{}
-	m, ok := r.MapLen()
-	if !ok {
-		return false
-	}
-	for range m {
-		k, ok := r.StrBytes()
-		if !ok || string(k) != "b" {
+	return readFields(r, func(k string) bool {
+		if k != "b" {
 			return false
 		}
-		if nilNext(&r) {
-			continue
-		}
-		n, ok := r.ArrayLen()
-		if !ok || n*watchBatchBytes > rpc.DecodeCostFactor*len(b) {
-			return false
+		n, isNil, ok := arrayOrNil(r, watchBatchBytes, len(b))
+		if !ok || isNil {
+			return ok
 		}
 		resp.Subs = make([]WatchBatch, n)
 		for i := range resp.Subs {
-			if !readWatchBatch(&r, &resp.Subs[i], len(b)) {
+			if !readWatchBatch(r, &resp.Subs[i], len(b)) {
 				return false
 			}
 		}
-	}
-	return r.Left() == 0
-}
-
-// nilNext reads a msgpack nil if one is next.
-func nilNext(r *mp.Reader) bool {
-	if r.Left() > 0 && r.B[r.Off] == 0xc0 {
-		r.Off++
 		return true
-	}
-	return false
+	}) && r.Left() == 0
 }
 
-func readWatchBatch(r *mp.Reader, b *WatchBatch, size int) bool {
+// readFields reads a map, handing each key to field, which reads its value.
+func readFields(r *mp.Reader, field func(k string) bool) bool {
 	m, ok := r.MapLen()
 	if !ok {
 		return false
 	}
 	for range m {
 		k, ok := r.StrBytes()
-		if !ok {
+		if !ok || !field(string(k)) {
 			return false
 		}
-		switch string(k) {
+	}
+	return true
+}
+
+// arrayOrNil reads an array header, or a nil, refusing an array whose elements
+// (elemBytes each in memory) would take more than rpc.DecodeCostFactor bytes per byte
+// of the message (size).
+func arrayOrNil(r *mp.Reader, elemBytes, size int) (n int, isNil, ok bool) {
+	if r.Left() > 0 && r.B[r.Off] == 0xc0 {
+		r.Off++
+		return 0, true, true
+	}
+	n, ok = r.ArrayLen()
+	return n, false, ok && n*elemBytes <= rpc.DecodeCostFactor*size
+}
+
+func readWatchBatch(r *mp.Reader, b *WatchBatch, size int) bool {
+	return readFields(r, func(k string) bool {
+		var ok bool
+		switch k {
 		case "id":
-			if b.ID, ok = r.Uint(); !ok {
-				return false
-			}
+			b.ID, ok = r.Uint()
 		case "s":
-			if b.Seen, ok = r.Uint(); !ok {
-				return false
-			}
+			b.Seen, ok = r.Uint()
 		case "e":
-			s, ok := r.StrBytes()
-			if !ok {
-				return false
-			}
+			var s []byte
+			s, ok = r.StrBytes()
 			b.Ended = string(s)
 		case "r":
-			if nilNext(r) {
+			var n int
+			var isNil bool
+			n, isNil, ok = arrayOrNil(r, watchRunBytes, size)
+			if !ok || isNil {
 				b.Runs = nil
-				continue
-			}
-			n, ok := r.ArrayLen()
-			if !ok || n*watchRunBytes > rpc.DecodeCostFactor*size {
-				return false
+				return ok
 			}
 			b.Runs = make([]WatchRun, n)
 			for i := range b.Runs {
@@ -165,43 +161,26 @@ func readWatchBatch(r *mp.Reader, b *WatchBatch, size int) bool {
 					return false
 				}
 			}
-		default:
-			return false
 		}
-	}
-	return true
+		return ok
+	})
 }
 
 func readWatchRun(r *mp.Reader, run *WatchRun) bool {
-	m, ok := r.MapLen()
-	if !ok {
-		return false
-	}
-	for range m {
-		k, ok := r.StrBytes()
-		if !ok {
-			return false
-		}
-		switch string(k) {
+	return readFields(r, func(k string) bool {
+		var ok bool
+		switch k {
 		case "k":
-			s, ok := r.StrBytes()
-			if !ok {
-				return false
-			}
+			var s []byte
+			s, ok = r.StrBytes()
 			run.Key = string(s)
 		case "p":
-			if !series.ReadWire(r, &run.Points) {
-				return false
-			}
+			ok = series.ReadWire(r, &run.Points)
 		case "l":
-			if run.Late, ok = r.Bool(); !ok {
-				return false
-			}
-		default:
-			return false
+			run.Late, ok = r.Bool()
 		}
-	}
-	return true
+		return ok
+	})
 }
 
 // DecodeWatchNextResp decodes a WatchNextResp: by hand when ReadWatchNextResp can,
