@@ -38,9 +38,11 @@ const (
 	DefaultBuffer = 8192
 	// DefaultMaxSubscriptions bounds the subscriptions one node holds.
 	DefaultMaxSubscriptions = 2000
-	// DefaultRenew is how often a node tells the others what its subscribers watch
-	// (and re-selects the series of prefix and tag subscriptions).
+	// DefaultRenew is how often a node tells the others what its subscribers watch.
 	DefaultRenew = 2 * time.Second
+	// reselectEvery is how many renewals pass between two re-selections of the
+	// series of prefix and tag subscriptions (a catalog listing each).
+	reselectEvery = 5
 	// DefaultLease is how long a subscription lives without a poll.
 	DefaultLease = 30 * time.Second
 	// senderQueue bounds the runs queued for one interested node.
@@ -126,14 +128,16 @@ func (h *Hub) Start() {
 		defer close(h.done)
 		t := time.NewTicker(h.cfg.Renew)
 		defer t.Stop()
-		for {
+		for tick := 1; ; tick++ {
 			select {
 			case <-h.stop:
 				return
 			case <-t.C:
 			}
 			h.expire()
-			h.reselect()
+			if tick%reselectEvery == 0 {
+				h.reselect()
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), h.cfg.Renew)
 			h.tellPeers(ctx)
 			cancel()

@@ -1,4 +1,4 @@
-package tsdb
+package main
 
 import (
 	"bufio"
@@ -12,25 +12,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/tsdb/client"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
-// BenchmarkWatch measures, on 3 nodes at rf 3 (in one process, real TCP, memory
-// stores), what live subscriptions cost a 60 Hz writer on node 0 and how long a point
-// takes from its write's acknowledgement to a subscriber of node 2 (in another
-// process): b.N writes per case, each case reporting the writer's p50/p99 and, with
-// subscribers, the delivery p50/p99 (to the first subscriber). Run:
+// BenchmarkWatch measures, on 3 node processes at rf 3, what live subscriptions cost
+// a 60 Hz writer (this process) on node 0 and how long a point takes from its write's
+// acknowledgement to a subscriber of node 2 (the subscribers in a process of their
+// own, TestWatchFleet): b.N writes per case, each case reporting the writer's p50/p99
+// and, with subscribers, the delivery p50/p99 (to the first subscriber). Run:
 //
-//	go test ./tsdb -run XXX -bench Watch -benchtime 600x
+//	go test ./cmd/tsdht -run XXX -bench Watch -benchtime 600x
 func BenchmarkWatch(b *testing.B) {
-	lc, err := StartLocal(context.Background(), 3, b.TempDir(), func(_ int, cfg *Config) { cfg.RF = 3 })
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer lc.Close()
-	writer, err := client.New([]string{lc.Nodes[0].RPCAddr()}, client.Config{})
+	c := testutil.StartCluster(b, 3, "--rf", "3")
+	writer, err := client.New([]string{c.Nodes[0].RPC}, client.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -57,7 +54,7 @@ func BenchmarkWatch(b *testing.B) {
 		{"1000-series/1-subscriber", many, []client.Selector{{Prefix: "bench/many/"}}},
 	}
 	for _, tc := range cases {
-		b.Run(tc.name, func(b *testing.B) { benchWatchCase(b, lc, writer, tc.keys, tc.subs) })
+		b.Run(tc.name, func(b *testing.B) { benchWatchCase(b, c.Nodes[2].RPC, writer, tc.keys, tc.subs) })
 	}
 }
 
@@ -68,7 +65,7 @@ const subsPerClient = 100
 // benchWatchCase writes b.N points at 60 Hz with the subscribers subs watching from
 // another process (TestWatchFleet), so that their goroutines do not queue beside the
 // writer's in this one.
-func benchWatchCase(b *testing.B, lc *LocalCluster, writer *client.Client, keys []string, subs []client.Selector) {
+func benchWatchCase(b *testing.B, subAddr string, writer *client.Client, keys []string, subs []client.Selector) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var amu sync.Mutex
@@ -76,7 +73,7 @@ func benchWatchCase(b *testing.B, lc *LocalCluster, writer *client.Client, keys 
 	if len(subs) > 0 {
 		sel := subs[0]
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestWatchFleet$")
-		cmd.Env = append(os.Environ(), "TSDHT_WATCH_FLEET="+lc.Nodes[2].RPCAddr(), fmt.Sprintf("TSDHT_WATCH_FLEET_N=%d", len(subs)),
+		cmd.Env = append(os.Environ(), "TSDHT_WATCH_FLEET="+subAddr, fmt.Sprintf("TSDHT_WATCH_FLEET_N=%d", len(subs)),
 			"TSDHT_WATCH_FLEET_SERIES="+sel.Series, "TSDHT_WATCH_FLEET_PREFIX="+sel.Prefix,
 			fmt.Sprintf("TSDHT_WATCH_FLEET_FROM=%d", time.Now().UnixNano()))
 		cmd.Stderr = os.Stderr
