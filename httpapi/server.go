@@ -55,6 +55,7 @@ func New(eng Engine, cfg Config, logger *slog.Logger) (*Handler, error) {
 	h.route("/query", h.serveQuery)
 	h.route("/api/v1/write", h.servePromWrite)
 	h.route("/metrics", h.serveMetrics)
+	h.mountStream()
 	if cfg.Profiling {
 		h.route("/debug/pprof/", pprof.Index)
 		h.route("/debug/pprof/block", sampled("block", func(on bool) { runtime.SetBlockProfileRate(ifOn(on, 10_000)) }))

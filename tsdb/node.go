@@ -21,6 +21,7 @@ import (
 
 	"github.com/tsdht/tsdht/tsdb/replica"
 	"github.com/tsdht/tsdht/tsdb/rollup"
+	"github.com/tsdht/tsdht/tsdb/watch"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
 
@@ -315,6 +316,8 @@ type Node struct {
 	repair   *repair.Repairer // nil when the store cannot be walked
 	hints    *repair.Hints    // nil with repair
 	homes    *rollup.Homes    // nil: rollups off
+	watch    *watch.Hub       // live subscriptions (watch_node.go)
+	watchCli watchClient      // the node's own client of them (watch_node.go)
 	rpcAdr   string
 
 	decommissioned chan struct{} // closed when a decommission asked over RPC handed off
@@ -363,6 +366,7 @@ func Start(cfg Config) (*Node, error) {
 	replica.Register(n.srv, n.local)
 	n.registerCoordinator()
 	n.registerAnalytics()
+	n.registerWatch()
 	if n.homes != nil {
 		n.homes.Register(n.srv)
 	}
@@ -381,6 +385,7 @@ func Start(cfg Config) (*Node, error) {
 	if n.homes != nil {
 		n.homes.Start()
 	}
+	n.watch.Start()
 	if n.repair != nil {
 		go n.repair.Run(n.dht.Subscribe())
 		n.startRefill()
@@ -425,6 +430,7 @@ func (n *Node) assemble() {
 		n.homes = rollup.NewHomes(cfg.Rollups, n.coord.RollupSource(), rollup.Options{
 			Quantum: cfg.DHT.Quantum, ReadQuorum: cfg.ReadQuorum, Store: st, Self: n.dht.Self().ID, Log: n.log})
 	}
+	n.assembleWatch()
 }
 
 // RPCAddr returns the address the node's RPC server is bound to.
@@ -466,6 +472,7 @@ func (n *Node) shutdown(depart func() error) error {
 	if n.homes != nil {
 		n.homes.Close()
 	}
+	n.closeWatch()
 	errs := []error{depart()}
 	errs = append(errs, n.srv.Close(), n.cli.Close(), n.store.Close())
 	return errors.Join(errs...)

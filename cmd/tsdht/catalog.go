@@ -46,11 +46,7 @@ func runSeries(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	format := c.String("format")
-	if format != "csv" && format != "json" {
-		return badFlag("--format %q: want csv or json", format)
-	}
-	cl, err := dialCluster(c)
+	format, cl, err := dialFormatted(c)
 	if err != nil {
 		return err
 	}

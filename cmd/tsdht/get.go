@@ -159,15 +159,7 @@ func seriesJSON(key string, res wire.Result, e *catalog.Entry, rfc3339 bool) jso
 		}
 	}
 	for i := range p.T {
-		var v any
-		switch p.Type {
-		case series.Float:
-			v = jsonFloat(p.F[i])
-		case series.Int:
-			v = p.I[i]
-		case series.String:
-			v = p.S[i]
-		}
+		v := jsonValue(p, i)
 		var t any = p.T[i]
 		if rfc3339 {
 			t = time.Unix(0, p.T[i]).UTC().Format(time.RFC3339Nano)
@@ -220,6 +212,18 @@ func getMatch(c *cli.Context, from, to int64, format string, opt wire.GetOptions
 		return cli.Exit(fmt.Sprintf("tsdht: partial result: %d shards could not be read from any replica", partial), 3)
 	}
 	return nil
+}
+
+// jsonValue is point i's value as json output carries it.
+func jsonValue(p *series.Points, i int) any {
+	switch p.Type {
+	case series.Float:
+		return jsonFloat(p.F[i])
+	case series.Int:
+		return p.I[i]
+	default:
+		return p.S[i]
+	}
 }
 
 // jsonFloat prints NaN and ±Inf, which JSON numbers cannot hold, as strings.

@@ -30,6 +30,7 @@ func newApp() *cli.App {
 			getCommand(),
 			aggCommand(),
 			latestCommand(),
+			watchCommand(),
 			completenessCommand(),
 			seriesCommand(),
 			metaCommand(),

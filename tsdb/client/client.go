@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/tsdht/tsdht/quanta"
@@ -73,6 +74,9 @@ type Client struct {
 	addrs   []string
 	rpc     *rpc.Client
 	timeout time.Duration
+
+	watchMu sync.Mutex
+	pollers map[string]*poller // by node address (watch.go)
 }
 
 // New returns a client of the nodes at the given RPC addresses. It connects lazily.
