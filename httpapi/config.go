@@ -27,6 +27,17 @@ type Config struct {
 	// MaxConcurrentWrites slots before it is refused with 429 and Retry-After. The
 	// waiting request holds no body memory. Default 2s.
 	WriteQueueWait time.Duration
+	// MaxSeriesPerWrite bounds the series one write request (/write, /api/v1/write) may
+	// name: parsing stops at the first line past it and the request is refused whole
+	// with 413, nothing stored. Each series a request names costs memory while the
+	// request is parsed and stored, whether or not the cluster knows it. Default 50,000.
+	// (The series the node does not know yet are bounded further by the engine's
+	// SeriesAdmitter: tsdb.Config.NewSeriesPerRequest.)
+	MaxSeriesPerWrite int
+	// MaxSamplesPerRemoteWrite bounds the samples of one Prometheus remote write,
+	// counted in the decompressed request before any is decoded: 413 past it. Default
+	// 1,000,000 (Prometheus sends max_samples_per_send, 2,000 by default, a request).
+	MaxSamplesPerRemoteWrite int
 	// SeriesPerWriteParallel bounds the series of one write request being stored at
 	// once by an Engine without WriteMany (one Write per series; NodeEngine writes a
 	// request's series in one WriteMany and does not use it). Default 256: a series' Put mostly waits
@@ -42,8 +53,18 @@ type Config struct {
 	MaxQueryWindows int
 	// MaxQueryBytes bounds a /query request's body (a POSTed q). Default 1 MiB.
 	MaxQueryBytes int64
-	// QueryTimeout bounds one /query request. Default 60s.
+	// QueryTimeout bounds one /query request: a statement still running then fails with
+	// an error naming it (`tsdht node --http-query-timeout`). Default 60s.
 	QueryTimeout time.Duration
+	// MaxQueryDepth bounds the nesting of parentheses in a query, counted before it is
+	// parsed (the parser recurses once per level): 400 past it. Default 100.
+	MaxQueryDepth int
+	// MaxConcurrentQueries bounds the /query requests being executed at once
+	// (`tsdht node --http-max-queries`); a query waits up to QueryQueueWait for a slot,
+	// then is answered 503 with Retry-After. Default 4.
+	MaxConcurrentQueries int
+	// QueryQueueWait is how long a query waits for a slot. Default 2s.
+	QueryQueueWait time.Duration
 	// WriteTimeout bounds storing one write request once it was parsed. Default 30s.
 	WriteTimeout time.Duration
 	// Version is sent in X-Influxdb-Version (clients check it); default "1.8.10-tsdht".
@@ -63,16 +84,21 @@ type Config struct {
 // DefaultConfig returns the defaults, sized for a 512 MB edge board.
 func DefaultConfig() Config {
 	return Config{
-		MaxBodyBytes:           25 << 20,
-		MaxConcurrentWrites:    4,
-		WriteQueueWait:         2 * time.Second,
-		SeriesPerWriteParallel: 256,
-		MaxQueryPoints:         2_000_000,
-		MaxQueryWindows:        100_000,
-		MaxQueryBytes:          1 << 20,
-		QueryTimeout:           60 * time.Second,
-		WriteTimeout:           30 * time.Second,
-		Version:                "1.8.10-tsdht",
+		MaxBodyBytes:             25 << 20,
+		MaxConcurrentWrites:      4,
+		WriteQueueWait:           2 * time.Second,
+		SeriesPerWriteParallel:   256,
+		MaxSeriesPerWrite:        50_000,
+		MaxSamplesPerRemoteWrite: 1_000_000,
+		MaxQueryDepth:            100,
+		MaxConcurrentQueries:     4,
+		QueryQueueWait:           2 * time.Second,
+		MaxQueryPoints:           2_000_000,
+		MaxQueryWindows:          100_000,
+		MaxQueryBytes:            1 << 20,
+		QueryTimeout:             60 * time.Second,
+		WriteTimeout:             30 * time.Second,
+		Version:                  "1.8.10-tsdht",
 	}
 }
 
@@ -89,6 +115,21 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SeriesPerWriteParallel == 0 {
 		c.SeriesPerWriteParallel = d.SeriesPerWriteParallel
+	}
+	if c.MaxSeriesPerWrite == 0 {
+		c.MaxSeriesPerWrite = d.MaxSeriesPerWrite
+	}
+	if c.MaxSamplesPerRemoteWrite == 0 {
+		c.MaxSamplesPerRemoteWrite = d.MaxSamplesPerRemoteWrite
+	}
+	if c.MaxQueryDepth == 0 {
+		c.MaxQueryDepth = d.MaxQueryDepth
+	}
+	if c.MaxConcurrentQueries == 0 {
+		c.MaxConcurrentQueries = d.MaxConcurrentQueries
+	}
+	if c.QueryQueueWait == 0 {
+		c.QueryQueueWait = d.QueryQueueWait
 	}
 	if c.MaxQueryPoints == 0 {
 		c.MaxQueryPoints = d.MaxQueryPoints
@@ -129,6 +170,13 @@ func (c Config) Validate() error {
 	}
 	if c.MaxQueryPoints < 1 || c.MaxQueryWindows < 1 || c.MaxQueryBytes < 1 {
 		errs = append(errs, errors.New("MaxQueryPoints, MaxQueryWindows and MaxQueryBytes must be positive"))
+	}
+	if c.MaxSeriesPerWrite < 1 || c.MaxSamplesPerRemoteWrite < 1 || c.MaxQueryDepth < 1 || c.MaxConcurrentQueries < 1 {
+		errs = append(errs, fmt.Errorf("MaxSeriesPerWrite %d, MaxSamplesPerRemoteWrite %d, MaxQueryDepth %d and MaxConcurrentQueries %d must be positive",
+			c.MaxSeriesPerWrite, c.MaxSamplesPerRemoteWrite, c.MaxQueryDepth, c.MaxConcurrentQueries))
+	}
+	if c.QueryQueueWait < 0 {
+		errs = append(errs, fmt.Errorf("QueryQueueWait %v: must not be negative", c.QueryQueueWait))
 	}
 	if c.QueryTimeout < 0 || c.WriteTimeout < 0 {
 		errs = append(errs, errors.New("QueryTimeout and WriteTimeout must not be negative"))

@@ -25,10 +25,11 @@ type answerWriter struct {
 	unit int64 // nanoseconds per unit of the epoch parameter; 0 for RFC 3339 strings
 	day  int64 // the day whose `"2006-01-02T` is dayP
 	dayP []byte
-	sec  int64     // the second whose `"2006-01-02T15:04:05` is secP
-	secP [32]byte  // its 20 bytes (years 1677 to 2262 have four digits), then room
-	err  error     // the first write error; later writes are dropped
-	csv  *csvState // not nil: the answer is CSV (csv.go)
+	sec  int64          // the second whose `"2006-01-02T15:04:05` is secP
+	secP [32]byte       // its 20 bytes (years 1677 to 2262 have four digits), then room
+	err  error          // the first write error; later writes are dropped
+	csv  *csvState      // not nil: the answer is CSV (csv.go)
+	loc  *time.Location // the zone of the result being written (tz()); nil: UTC
 }
 
 // flushAt is the buffer length at which the answer goes out to the connection.
@@ -77,6 +78,7 @@ func (a *answerWriter) answer(results []*result) {
 // result appends one result in the field order and with the omitempty rules of its
 // struct tags.
 func (a *answerWriter) result(res *result) {
+	a.loc = res.loc
 	a.buf = append(a.buf, `{"statement_id":`...)
 	a.buf = strconv.AppendInt(a.buf, int64(res.StatementID), 10)
 	if len(res.Series) > 0 {
@@ -317,6 +319,12 @@ func (a *answerWriter) time(t int64) {
 		return
 	}
 	const day = int64(24 * time.Hour)
+	if a.loc != nil {
+		a.buf = append(a.buf, '"')
+		a.buf = time.Unix(0, t).In(a.loc).AppendFormat(a.buf, time.RFC3339Nano)
+		a.buf = append(a.buf, '"')
+		return
+	}
 	if t < math.MinInt64+day {
 		// The day's start is out of int64's range.
 		a.buf = append(a.buf, '"')

@@ -242,8 +242,9 @@ func TestAnswerWriterStopsWhenTheClientLeaves(t *testing.T) {
 	}
 }
 
-// mergeSets lines the rows of several tag sets up by time, sets in order at equal
-// times, with each set's tag value (none where the set lacks the tag); a field of
+// mergeSets lines the rows of several tag sets up by time, at equal times in the order
+// InfluxDB's heap leaves them (rawOrder: here the set without the tag first, since a
+// null tag value does not order), with each set's tag value (none where the set lacks the tag); a field of
 // different types in different sets is left to the boxed path.
 func TestMergeSets(t *testing.T) {
 	cols := []column{{name: "host", field: "host", tag: true}, {name: "v", field: "v"}, {name: "n", field: "n"}}
@@ -255,15 +256,15 @@ func TestMergeSets(t *testing.T) {
 		newRawTable(a.T, []rawColumn{{pts: &series.Points{}, at: []int32{-1, -1, -1}}, {pts: &a, at: []int32{0, 1, 2}}, {pts: &an, at: []int32{-1, 0, -1}}}),
 		newRawTable(b.T, []rawColumn{{pts: &series.Points{}, at: []int32{-1, -1}}, {pts: &b, at: []int32{0, 1}}, {pts: &series.Points{}, at: []int32{-1, -1}}}),
 	}
-	m, ok := mergeSets(cols, sets, tables)
+	m, ok := mergeSets(cols, sets, tables, false)
 	if !ok {
 		t.Fatal("mergeSets refused fields of one type")
 	}
 	want := [][]any{
 		{tsValue(5), nil, -1.0, nil},
 		{tsValue(10), "a", 1.5, nil},
-		{tsValue(20), "a", 2.5, int64(7)},
 		{tsValue(20), nil, -2.0, nil},
+		{tsValue(20), "a", 2.5, int64(7)},
 		{tsValue(30), "a", 3.5, nil},
 	}
 	if got := m.values(); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -275,7 +276,7 @@ func TestMergeSets(t *testing.T) {
 		host any
 	}{{sets[0], "a"}, {sets[1], nil}} {
 		tb := newRawTable(a.T, []rawColumn{{pts: &series.Points{}, at: []int32{-1, -1, -1}}, {pts: &a}, {pts: &an, at: []int32{-1, 0, -1}}})
-		m, ok := mergeSets(cols, []tagSet{one.set}, []*rawTable{tb})
+		m, ok := mergeSets(cols, []tagSet{one.set}, []*rawTable{tb}, false)
 		want := [][]any{{tsValue(10), one.host, 1.5, nil}, {tsValue(20), one.host, 2.5, int64(7)}, {tsValue(30), one.host, 3.5, nil}}
 		if got := m.values(); !ok || fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("one set, %v\n got %v\nwant %v", ok, got, want)
@@ -283,7 +284,7 @@ func TestMergeSets(t *testing.T) {
 	}
 	bi := series.Points{Type: series.Int, T: []int64{5}, I: []int64{1}}
 	tables[1] = newRawTable(bi.T, []rawColumn{{pts: &series.Points{}, at: []int32{-1}}, {pts: &bi}, {pts: &series.Points{}, at: []int32{-1}}})
-	if _, ok := mergeSets(cols, sets, tables); ok {
+	if _, ok := mergeSets(cols, sets, tables, false); ok {
 		t.Fatal("mergeSets merged a field of floats with one of integers")
 	}
 }

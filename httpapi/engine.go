@@ -49,6 +49,10 @@ type SeriesInfo struct {
 	Key  string
 	Type series.Type
 	Tags map[string]string
+	// First and Last bound the times written to the series (rounded out: no stored
+	// point lies outside them), when HasBounds.
+	First, Last int64
+	HasBounds   bool
 }
 
 // Stats are a node's counters, as /metrics exports them.
@@ -63,6 +67,9 @@ type Stats struct {
 	AppendedPoints    int64 // new points stored since the store opened
 	BufferedAppends   int64 // appends that waited in the store's write buffer (--sync batch, none)
 	BufferDrains      int64 // commits that brought the write buffer to the engine
+	Corruptions       int64 // reads that met damaged stored bytes
+	WALBytesDropped   int64 // write-ahead log bytes lost behind a damaged record at start-up
+	Refilling         bool  // lost writes at start-up; the peers' repair passes have not all ended
 
 	RepairKnown     bool  // the repair counters below are filled in
 	RepairPasses    int64 // repair passes run
@@ -85,6 +92,9 @@ var (
 	ErrNeedsCatalog = errors.New("needs the series catalog, which this node does not have yet")
 	// ErrUnknownSeries is wrapped by a read of a series never written.
 	ErrUnknownSeries = errors.New("unknown series")
+	// ErrStringSeries is wrapped by Aggregate of a series of strings, whose partials
+	// the replicas do not keep: count, first and last of it are computed from its points.
+	ErrStringSeries = errors.New("series holds strings")
 )
 
 // TooLargeError is Engine.Aggregate's refusal of a range of more windows than one

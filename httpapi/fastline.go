@@ -111,6 +111,9 @@ func (p *lineParser) fast(l []byte) bool {
 	if !all && !p.fromCache(head) {
 		return p.fastNew(head, t)
 	}
+	if p.tooMany {
+		return true // the parse stops at this line
+	}
 	for i := range p.fields {
 		b := p.seen[i]
 		p.grow(&b.pts, p.fields[i].kind)
@@ -209,9 +212,9 @@ func (p *lineParser) fromCache(head []byte) bool {
 		}
 		b := p.byKey[sp.key]
 		if b == nil {
-			b = &seriesBatch{key: sp.key, tags: sp.tags, desc: sp.desc}
-			p.byKey[sp.key] = b
-			p.batches = append(p.batches, b)
+			if b = p.newBatch(sp.key, sp.tags, sp.desc); b == nil {
+				return true // the parse stops at this line
+			}
 		}
 		p.seen[i] = b
 		p.byLine[string(append(append(p.lineKey[:0], head...), ' '))+string(p.arena[f.ks:f.ke])] = b

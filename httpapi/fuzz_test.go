@@ -41,7 +41,19 @@ func FuzzDecodeWriteRequest(f *testing.F) {
 	f.Add(encodeWriteRequest([]promSeries{{labels: [][2]string{{"__name__", "up"}, {"a", "b"}}, samples: [][2]float64{{1, 1000}}}}), "up", 1.0)
 	f.Add([]byte{0x0a, 0x05, 0x0a, 0x03, 0x0a, 0x01}, "x", 0.0)
 	f.Fuzz(func(t *testing.T, b []byte, name string, v float64) {
-		_, _, _ = decodeWriteRequest(b)
+		got, stale, err := decodeWriteRequest(b)
+		nSeries, nSamples, cerr := countWriteRequest(b)
+		if err == nil {
+			// The count the limits are checked on is the decoder's: every sample,
+			// stored or stale, of every series.
+			decoded := stale
+			for _, bt := range got {
+				decoded += bt.pts.Len()
+			}
+			if cerr != nil || decoded != nSamples || len(got) > nSeries {
+				t.Fatalf("counted %d series, %d samples (%v); decoded %d series, %d samples", nSeries, nSamples, cerr, len(got), decoded)
+			}
+		}
 		if name == "" || math.IsNaN(v) || !utf8.ValidString(name) || len(name) > 200 {
 			return
 		}

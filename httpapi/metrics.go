@@ -19,6 +19,7 @@ type metrics struct {
 	pointsRead    prometheus.Counter
 	staleSkipped  prometheus.Counter
 	rejected      prometheus.Counter
+	refused       *prometheus.CounterVec // requests refused by a limit on their size or shape (limits.go)
 }
 
 func newMetrics(reg *prometheus.Registry, eng Engine) *metrics {
@@ -46,7 +47,10 @@ func newMetrics(reg *prometheus.Registry, eng Engine) *metrics {
 			Name: "tsdht_http_writes_rejected_total", Help: "Write requests refused with 429 because every write slot was busy.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.pointsWritten, m.pointsDropped, m.pointsRead, m.staleSkipped, m.rejected,
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tsdht_http_requests_refused_total", Help: "Requests refused whole by a limit (limit = new_series, series, samples, query_size, query_depth, query_busy, query_timeout).",
+	}, []string{"limit"})
+	reg.MustRegister(m.requests, m.latency, m.pointsWritten, m.pointsDropped, m.pointsRead, m.staleSkipped, m.rejected, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&nodeCollector{eng: eng})
 	return m
@@ -69,6 +73,9 @@ var (
 	descAppended  = prometheus.NewDesc("tsdht_store_points_appended_total", "New points stored since the store opened; tsdht_store_flash_bytes_written_total over it is what a point costs the flash.", nil, nil)
 	descBuffered  = prometheus.NewDesc("tsdht_store_buffered_appends_total", "Appends that waited in the store's write buffer (--sync batch or none) and reached the engine in a shared commit.", nil, nil)
 	descDrains    = prometheus.NewDesc("tsdht_store_buffer_drains_total", "Commits that brought the store's write buffer to the engine; tsdht_store_buffered_appends_total over it is how many appends share one.", nil, nil)
+	descCorrupt   = prometheus.NewDesc("tsdht_store_corruptions_total", "Reads that met damaged stored bytes (failed checksum or decode) since the store opened; each fails over to another replica.", nil, nil)
+	descWALLost   = prometheus.NewDesc("tsdht_store_wal_lost_bytes", "Bytes of write-ahead log records found after a damaged one when the store opened, and so not replayed: acknowledged writes this node lost (repair refills them from the other replicas).", nil, nil)
+	descRefilling = prometheus.NewDesc("tsdht_store_refilling", "1 while this node, having lost acknowledged writes at start-up, waits for its peers' repair passes to refill it; 0 otherwise.", nil, nil)
 	descLive      = prometheus.NewDesc("tsdht_cluster_live_members", "Cluster members this node sees alive.", nil, nil)
 	descPasses    = prometheus.NewDesc("tsdht_repair_passes_total", "Repair passes run.", nil, nil)
 	descUnder     = prometheus.NewDesc("tsdht_repair_under_replicated_pairs", "Pairs held here with fewer than rf confirmed copies, at the last pass.", nil, nil)
@@ -80,7 +87,7 @@ var (
 )
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descShards, descSeries, descPoints, descDisk, descDropped, descFlash, descAppended, descBuffered, descDrains, descLive,
+	for _, d := range []*prometheus.Desc{descShards, descSeries, descPoints, descDisk, descDropped, descFlash, descAppended, descBuffered, descDrains, descCorrupt, descWALLost, descRefilling, descLive,
 		descPasses, descUnder, descHinted, descPushed, descPushedPts, descHanded, descReadRep} {
 		ch <- d
 	}
@@ -110,6 +117,13 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	k(descAppended, float64(s.AppendedPoints))
 	k(descBuffered, float64(s.BufferedAppends))
 	k(descDrains, float64(s.BufferDrains))
+	k(descCorrupt, float64(s.Corruptions))
+	g(descWALLost, float64(s.WALBytesDropped))
+	refilling := 0.0
+	if s.Refilling {
+		refilling = 1
+	}
+	g(descRefilling, refilling)
 	g(descLive, float64(s.LiveMembers))
 	if s.RepairKnown {
 		k(descPasses, float64(s.RepairPasses))

@@ -8,3 +8,10 @@ import "net/http"
 func (h *Handler) Handle(pattern string, handler http.Handler) {
 	h.route(pattern, handler.ServeHTTP)
 }
+
+// mountStream serves /api/v1/stream when the engine serves subscriptions (stream.go).
+func (h *Handler) mountStream() {
+	if sub, ok := h.eng.(Subscriber); ok {
+		h.route("/api/v1/stream", h.serveStream(sub))
+	}
+}

@@ -25,9 +25,19 @@ import (
 type NodeEngine struct {
 	node *tsdb.Node
 
+	// MaxReadBytes bounds the answer of one Read (points at their wire size, about 16
+	// bytes a float point), checked page by page as the coordinator reads, so that a
+	// series dense over a query's range fails the statement before it is held in
+	// memory. 0 takes DefaultMaxReadBytes.
+	MaxReadBytes int
+
 	tagMu sync.Mutex
 	tags  map[string]struct{} // series whose tags this engine recorded
 }
+
+// DefaultMaxReadBytes is NodeEngine.MaxReadBytes' default: the size of
+// Config.MaxQueryPoints' default of float points.
+const DefaultMaxReadBytes = 32 << 20
 
 // NewNodeEngine returns the engine over node.
 func NewNodeEngine(node *tsdb.Node) *NodeEngine { return &NodeEngine{node: node} }
@@ -66,10 +76,17 @@ func (e *NodeEngine) remember(key string) {
 
 // Read implements Engine.
 func (e *NodeEngine) Read(ctx context.Context, key string, from, to int64) (series.Points, error) {
-	res, err := e.node.Coordinator().Get(ctx, key, from, to, tsdb.GetOptions{})
+	limit := e.MaxReadBytes
+	if limit == 0 {
+		limit = DefaultMaxReadBytes
+	}
+	res, err := e.node.Coordinator().Get(ctx, key, from, to, tsdb.GetOptions{MaxBytes: limit})
 	if err != nil {
-		if errorCode(err) == tsdb.CodeUnknownSeries {
+		switch errorCode(err) {
+		case tsdb.CodeUnknownSeries:
 			return series.Points{}, fmt.Errorf("%w: %v", ErrUnknownSeries, err)
+		case tsdb.CodeTooLarge:
+			return series.Points{}, fmt.Errorf("the points of %q in the range exceed %d bytes (NodeEngine.MaxReadBytes): narrow the time range or aggregate with GROUP BY time()", key, limit)
 		}
 		return series.Points{}, err
 	}
@@ -109,7 +126,7 @@ func (e *NodeEngine) Aggregate(ctx context.Context, key string, from, to int64, 
 }
 
 func stringsErr(key string) error {
-	return fmt.Errorf("series %q holds strings: only first and last apply, and only to raw reads", key)
+	return fmt.Errorf("%w: %q: only count, first and last apply, computed from its points", ErrStringSeries, key)
 }
 
 // Series implements Engine from the cluster's series catalog.
@@ -125,7 +142,8 @@ func (e *NodeEngine) Series(ctx context.Context, q SeriesQuery) ([]SeriesInfo, e
 	}
 	out := make([]SeriesInfo, 0, len(entries))
 	for _, en := range entries {
-		si := SeriesInfo{Key: en.Key, Type: en.Type, Tags: make(map[string]string, len(en.Tags))}
+		si := SeriesInfo{Key: en.Key, Type: en.Type, Tags: make(map[string]string, len(en.Tags)),
+			First: en.First, Last: en.Last, HasBounds: en.HasBounds}
 		for _, t := range en.Tags {
 			si.Tags[t.K] = t.V
 		}
@@ -153,6 +171,7 @@ func (e *NodeEngine) Stats(ctx context.Context) (Stats, error) {
 	return Stats{Uplinks: ns.Uplinks, Shards: st.Shards, Series: st.Series, Points: st.Points, DiskBytes: st.DiskBytes,
 		Dropped: st.DroppedQuanta, FlashBytesWritten: st.FlashBytesWritten, AppendedPoints: st.AppendedPoints,
 		BufferedAppends: st.BufferedAppends, BufferDrains: st.BufferDrains,
+		Corruptions: st.Corruptions, WALBytesDropped: st.WALBytesDropped, Refilling: ns.Refilling,
 		LiveMembers: len(e.node.DHT().Live()),
 		RepairKnown: true, RepairPasses: r.Passes, UnderReplicated: r.UnderReplicated, HintedPoints: r.HintedPoints,
 		PushedPairs: r.PushedPairs, PushedPoints: r.PushedPoints, HandedOff: r.DroppedPairs, ReadRepairs: r.ReadRepairs}, nil

@@ -29,14 +29,17 @@ import (
 // the request names that series; later lines find their batch by the raw bytes of
 // measurement, tags and field, without allocating.
 func parseLines(body []byte, db string, prec int64, now time.Time) (batches []*seriesBatch, parsed, dropped int, reason string) {
-	return parseLinesCached(body, db, prec, now, nil)
+	batches, parsed, dropped, reason, _ = parseLinesCached(body, db, prec, now, nil, 0)
+	return batches, parsed, dropped, reason
 }
 
 // parseLinesCached is parseLines with the series of fast lines found in cache (nil:
-// none) when earlier requests named them.
-func parseLinesCached(body []byte, db string, prec int64, now time.Time, cache *seriesCache) (batches []*seriesBatch, parsed, dropped int, reason string) {
+// none) when earlier requests named them. It stops, with tooMany, at the first line
+// that names a series past maxSeries (0: no limit): the request is refused whole, and
+// its parse holds no more than maxSeries series.
+func parseLinesCached(body []byte, db string, prec int64, now time.Time, cache *seriesCache, maxSeries int) (batches []*seriesBatch, parsed, dropped int, reason string, tooMany bool) {
 	p := newLineParser(db, prec, now, body)
-	p.cache = cache
+	p.cache, p.maxSeries = cache, maxSeries
 	rest, line := body, 1
 	for len(rest) > 0 {
 		end := bytes.IndexByte(rest, '\n')
@@ -49,12 +52,12 @@ func parseLinesCached(body []byte, db string, prec int64, now time.Time, cache *
 			p.decode(rest, line)
 			break
 		}
-		if end < 0 {
+		if end < 0 || p.tooMany {
 			break
 		}
 		rest, line = rest[end+1:], line+1
 	}
-	return p.batches, p.parsed, p.dropped, p.reason
+	return p.batches, p.parsed, p.dropped, p.reason, p.tooMany
 }
 
 func newLineParser(db string, prec int64, now time.Time, body []byte) *lineParser {
@@ -87,6 +90,9 @@ type lineParser struct {
 	fields []rawField //
 	measS  int        // the measurement in raw
 	measE  int
+
+	maxSeries int  // series a request may name; 0: no limit
+	tooMany   bool // a line named one more: parsing stopped
 
 	cache   *seriesCache   // series of fast lines named by earlier requests; nil: none
 	left    int            // bytes of the body after the fast line being parsed
@@ -172,10 +178,9 @@ func (p *lineParser) end(t int64) {
 				continue
 			}
 			if b = p.byKey[key]; b == nil {
-				b = &seriesBatch{key: key, tags: lineTags(p.db, meas, tags, field),
-					desc: fmt.Sprintf("field %q on measurement %q", field, meas)}
-				p.byKey[key] = b
-				p.batches = append(p.batches, b)
+				if b = p.newBatch(key, lineTags(p.db, meas, tags, field), fmt.Sprintf("field %q on measurement %q", field, meas)); b == nil {
+					return
+				}
 			}
 			p.byRaw[string(p.raw)] = b
 		}
@@ -203,7 +208,7 @@ func (p *lineParser) decode(body []byte, first int) {
 		e.Line += int64(first - 1)
 		p.fail(&e, int(e.Line))
 	}
-	for dec.Next() {
+	for !p.tooMany && dec.Next() {
 		m, err := dec.Measurement()
 		if err != nil {
 			fail(err)
@@ -250,6 +255,19 @@ func (p *lineParser) decode(body []byte, first int) {
 		}
 		p.end(t)
 	}
+}
+
+// newBatch files the batch of a series the request had not named yet, or returns nil
+// and stops the parse when that is one series more than maxSeries.
+func (p *lineParser) newBatch(key string, tags map[string]string, desc string) *seriesBatch {
+	if p.maxSeries > 0 && len(p.batches) >= p.maxSeries {
+		p.tooMany = true
+		return nil
+	}
+	b := &seriesBatch{key: key, tags: tags, desc: desc}
+	p.byKey[key] = b
+	p.batches = append(p.batches, b)
+	return b
 }
 
 // appendValue appends one line-protocol value. Floats are float, integers int,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -20,6 +21,9 @@ type column struct {
 	fn    agg.Fn  // 0 for a raw field, else the aggregate
 	arg   float64 // percentile's N
 	tag   bool    // a tag's value (field is the tag key), from SELECT * or a regex
+
+	special string // "mode" or "integral" (fn is 0): computed here from the points (funcs.go)
+	unit    int64  // integral's unit, ns
 }
 
 // group is the series of one output series (one tag set of GROUP BY): for each
@@ -37,6 +41,7 @@ type selectPlan struct {
 	groups   []group
 	from, to int64 // [from, to)
 	every    time.Duration
+	win      windowing // how GROUP BY time() and tz() cut windows (every = wholeRange without)
 	raw      bool
 	fill     influxql.FillOption
 	fillVal  any
@@ -45,29 +50,32 @@ type selectPlan struct {
 	offset   int
 	hasLower bool
 	tagCols  bool // some column is a tag's value
+
+	names      []string // the answer's columns but time
+	outs       []output // the answer's columns from the base columns (cols); nil: cols as they are
+	transforms bool     // some output is a transformation
+	lookBack   bool     // a transformation of windows sees the window before the first
+	keepFrom   int64    // rows before are the look-back: not shown
+	plainFrom  int64    // with a look-back, where the outputs that are no transformation start
+	plain      bool     // some output is no transformation
+	mathFields []int    // base columns of raw fields in math
 }
 
 // planSelect resolves a SELECT: its measurement, columns, time range, and the
 // series it reads, through the catalog (Engine.Series) or, without one, by the
 // exact keys its WHERE clause's tag equalities name.
 func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) (*selectPlan, error) {
-	if s.Target != nil {
-		return nil, errors.New("SELECT … INTO is not supported")
-	}
-	if len(s.Sources) != 1 {
-		return nil, errors.New("SELECT reads exactly one measurement here (FROM m)")
-	}
-	m, ok := s.Sources[0].(*influxql.Measurement)
-	if !ok || m.Regex != nil || m.Name == "" {
-		return nil, fmt.Errorf("FROM %s: %w (a regular expression or subquery as the source)", s.Sources[0], ErrNeedsCatalog)
+	m, ok := s.Sources[0].(*influxql.Measurement) // one measurement: execSelect
+	if len(s.Sources) != 1 || !ok || m.Regex != nil || m.Name == "" {
+		return nil, unsupported("FROM %s", s.Sources)
 	}
 	if m.Database != "" {
 		db = m.Database
 	}
 	if db == "" {
-		return nil, errors.New("database name required: add db=NAME to the request or FROM db..m to the query")
+		return nil, errDatabaseRequired
 	}
-	s, err := h.expandWildcards(ctx, s, db)
+	s, err := h.expandWildcards(ctx, s, db, now)
 	if err != nil {
 		return nil, err
 	}
@@ -77,60 +85,6 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 			return nil, fmt.Errorf("ORDER BY %s: only ORDER BY time [ASC|DESC] is supported", sf.Name)
 		}
 	}
-	if s.SLimit != 0 || s.SOffset != 0 {
-		return nil, errors.New("SLIMIT and SOFFSET are not supported")
-	}
-	names := s.ColumnNames()[1:]
-	nraw, nagg := 0, 0
-	for i, f := range s.Fields {
-		c := column{name: names[i]}
-		switch e := f.Expr.(type) {
-		case *influxql.VarRef:
-			c.field = e.Val
-			c.tag = e.Type == influxql.Tag
-			p.tagCols = p.tagCols || c.tag
-			nraw++
-		case *influxql.Call:
-			fn, err := agg.ParseFn(e.Name)
-			if err != nil {
-				return nil, fmt.Errorf("function %s(): %w", e.Name, err)
-			}
-			want := 1
-			if fn == agg.Percentile {
-				want = 2
-			}
-			if len(e.Args) != want {
-				return nil, fmt.Errorf("%s() takes %d argument(s), got %d", e.Name, want, len(e.Args))
-			}
-			ref, ok := e.Args[0].(*influxql.VarRef)
-			if !ok {
-				return nil, fmt.Errorf("%s(): the argument must be a field name, got %s", e.Name, e.Args[0])
-			}
-			c.field, c.fn = ref.Val, fn
-			if want == 2 {
-				switch n := e.Args[1].(type) {
-				case *influxql.NumberLiteral:
-					c.arg = n.Val
-				case *influxql.IntegerLiteral:
-					c.arg = float64(n.Val)
-				default:
-					return nil, fmt.Errorf("percentile(): N must be a number, got %s", e.Args[1])
-				}
-				if c.arg < 0 || c.arg > 100 {
-					return nil, fmt.Errorf("percentile(): N %v must be 0..100", c.arg)
-				}
-			}
-			nagg++
-		default:
-			return nil, fmt.Errorf("expression %s is not supported: select fields or aggregates of one field", f.Expr)
-		}
-		p.cols = append(p.cols, c)
-	}
-	if nraw > 0 && nagg > 0 {
-		return nil, errors.New("mixing aggregate and non-aggregate queries is not supported")
-	}
-	p.raw = nagg == 0
-
 	cond, tr, err := influxql.ConditionExpr(s.Condition, &influxql.NowValuer{Now: now})
 	if err != nil {
 		return nil, err
@@ -139,14 +93,70 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 	if _, err := s.GroupByInterval(); err != nil {
 		return nil, err
 	}
+	if err := compileFields(s, every, p); err != nil {
+		return nil, err
+	}
+	p.names = s.ColumnNames()[1:]
+	if p.outs == nil {
+		for i := range p.cols {
+			p.cols[i].name = p.names[i]
+		}
+	}
+	for _, c := range p.cols {
+		p.tagCols = p.tagCols || c.tag
+	}
 	if every > 0 && p.raw {
 		return nil, errors.New("GROUP BY time() requires an aggregate function")
 	}
 	p.every = every
-	if tr.Min.IsZero() {
-		return nil, errors.New("a lower time bound is required (WHERE time >= '2024-01-01T00:00:00Z' or time > now() - 1h): tsdht reads series by time quanta")
+	p.win = windowing{every: int64(wholeRange)} // tz() alone changes only how times are written
+	if every > 0 {
+		off, err := s.GroupByOffset()
+		if err != nil {
+			return nil, err
+		}
+		p.win = windowing{every: int64(every), offset: int64(off), loc: s.Location}
 	}
-	p.from, p.hasLower = tr.Min.UnixNano(), true
+	eq, rest, err := splitCondition(cond)
+	if err != nil {
+		return nil, err
+	}
+	var span seriesSpan
+	if p.groups, err = h.resolve(ctx, db, m.Name, p.cols, eq, rest, groupTags, &span); err != nil {
+		return nil, err
+	}
+	p.from, p.hasLower = tr.Min.UnixNano(), !tr.Min.IsZero()
+	if !p.hasLower {
+		// InfluxDB answers over all time: from the earliest time the catalog bounds
+		// the series by.
+		switch {
+		case every > 0:
+			return nil, unsupported("GROUP BY time() without a lower time bound (add WHERE time >= …)")
+		case span.n == 0:
+			return p, nil // no series: nothing to answer
+		case !span.ok:
+			return nil, errors.New("a lower time bound is required (WHERE time >= '2024-01-01T00:00:00Z' or time > now() - 1h): the catalog holds no time bounds for some series")
+		}
+		p.from = span.first
+	}
+	p.keepFrom = math.MinInt64
+	if p.transforms && p.desc {
+		return nil, unsupported("ORDER BY time DESC with %s()", firstTransform(p.outs))
+	}
+	if p.lookBack {
+		// A transformation of windows starts from the window before the first, as
+		// InfluxDB's; the other columns' rows there are not shown.
+		for _, o := range p.outs {
+			if o.tr == nil && (p.fill == influxql.PreviousFill || p.fill == influxql.LinearFill) {
+				return nil, unsupported("fill(previous) or fill(linear) beside %s()", firstTransform(p.outs))
+			}
+		}
+		p.keepFrom, _ = p.win.window(p.from)
+		p.plainFrom = p.from
+		if p.from > math.MinInt64+int64(every) {
+			p.from -= int64(every)
+		}
+	}
 	switch {
 	case !tr.Max.IsZero():
 		p.to = tr.Max.UnixNano() + 1
@@ -154,6 +164,9 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 		p.to = now.UnixNano() + 1
 	default:
 		p.to = now.Add(10 * time.Minute).UnixNano()
+		if span.ok && span.last >= p.to && span.last < math.MaxInt64 {
+			p.to = span.last + 1 // points stamped ahead of the clock
+		}
 	}
 	if p.from >= p.to {
 		return p, nil
@@ -164,12 +177,7 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 				every, n, h.cfg.MaxQueryWindows)
 		}
 	}
-	eq, rest, err := splitCondition(cond)
-	if err != nil {
-		return nil, err
-	}
-	p.groups, err = h.resolve(ctx, db, m.Name, p.cols, eq, rest, groupTags)
-	return p, err
+	return p, p.checkMathFields()
 }
 
 // splitCondition splits a WHERE clause (time already removed) into tag equalities
@@ -222,8 +230,9 @@ func splitCondition(cond influxql.Expr) (eq map[string]string, rest []influxql.E
 }
 
 // resolve finds the series each column reads, grouped by the GROUP BY tags.
+// span, when not nil, is told the time bounds of the series found.
 func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, eq map[string]string,
-	rest []influxql.Expr, groupTags []string) ([]group, error) {
+	rest []influxql.Expr, groupTags []string, span *seriesSpan) ([]group, error) {
 	if eq == nil {
 		return nil, nil // the condition cannot hold
 	}
@@ -237,6 +246,11 @@ func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, e
 	}
 	if err != nil {
 		return nil, err
+	}
+	if len(infos) == 0 {
+		if err := h.databaseExists(ctx, db); err != nil {
+			return nil, err
+		}
 	}
 	if err := refuseFieldConditions(infos, db, meas, rest); err != nil {
 		return nil, err
@@ -278,6 +292,7 @@ func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, e
 		for i, c := range cols {
 			if !c.tag && in.Tags[TagField] == c.field {
 				g.keys[i] = append(g.keys[i], in.Key)
+				span.add(in)
 				g.sets[si].keys[i] = append(g.sets[si].keys[i], in.Key)
 			}
 		}
@@ -368,4 +383,46 @@ func exactGroups(db, meas string, cols []column, eq map[string]string, rest []in
 		g.tags = nil
 	}
 	return []group{g}, nil
+}
+
+// errDatabaseRequired is InfluxDB's error for a statement without a database; the
+// request's db parameter or FROM db..m names one.
+var errDatabaseRequired = errors.New("database name required")
+
+// databaseExists returns InfluxDB's "database not found" error for a database no series
+// of the catalog belongs to: a database exists here once something was written to it.
+// It is asked only when a measurement has no series, so answers pay for it only then.
+func (h *Handler) databaseExists(ctx context.Context, db string) error {
+	infos, err := h.eng.Series(ctx, SeriesQuery{Match: map[string]string{TagDB: db}, Prefix: db + "/"})
+	if errors.Is(err, ErrNeedsCatalog) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, in := range infos {
+		if in.Tags[TagDB] == db {
+			return nil
+		}
+	}
+	return fmt.Errorf("database not found: %s", db)
+}
+
+// seriesSpan bounds the times of the series a statement reads, from the catalog.
+type seriesSpan struct {
+	n           int  // series seen
+	ok          bool // every one has bounds
+	first, last int64
+}
+
+func (sp *seriesSpan) add(in SeriesInfo) {
+	if sp == nil {
+		return
+	}
+	if sp.n == 0 {
+		sp.ok, sp.first, sp.last = true, math.MaxInt64, math.MinInt64
+	}
+	sp.n++
+	sp.ok = sp.ok && in.HasBounds
+	sp.first, sp.last = min(sp.first, in.First), max(sp.last, in.Last)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 
 	"github.com/klauspost/compress/snappy"
@@ -45,10 +46,27 @@ func (h *Handler) servePromWrite(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "snappy: "+err.Error())
 		return
 	}
+	nSeries, nSamples, err := countWriteRequest(raw)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "remote write request: "+err.Error())
+		return
+	}
+	if nSamples > h.cfg.MaxSamplesPerRemoteWrite {
+		h.m.refused.WithLabelValues("samples").Inc()
+		httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("remote write request of %d samples, at most %d accepted (MaxSamplesPerRemoteWrite); nothing was stored: lower queue_config.max_samples_per_send", nSamples, h.cfg.MaxSamplesPerRemoteWrite))
+		return
+	}
+	if nSeries > h.cfg.MaxSeriesPerWrite {
+		h.tooManySeries(w)
+		return
+	}
 	batches, stale, err := decodeWriteRequest(raw)
 	h.m.staleSkipped.Add(float64(stale))
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "remote write request: "+err.Error())
+		return
+	}
+	if !h.admit(w, batches) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.WriteTimeout)
@@ -59,73 +77,93 @@ func (h *Handler) servePromWrite(w http.ResponseWriter, r *http.Request) {
 	h.finishWrite(w, out, 0, "")
 }
 
-// decodeWriteRequest decodes a Prometheus remote-write WriteRequest (protobuf) into
-// per-series batches, skipping stale markers (counted). Every length is checked
-// against the bytes that remain before it is used.
-func decodeWriteRequest(b []byte) (batches []*seriesBatch, stale int, err error) {
-	byKey := make(map[string]*seriesBatch)
+// forEachBytes calls f with each length-delimited field of the protobuf message b,
+// skipping fields of other wire types; every length is checked against the bytes that
+// remain before it is used.
+func forEachBytes(b []byte, f func(num protowire.Number, v []byte) error) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return nil, stale, protowire.ParseError(n)
+			return protowire.ParseError(n)
 		}
 		b = b[n:]
-		if num == 1 && typ == protowire.BytesType {
-			ts, n := protowire.ConsumeBytes(b)
+		if typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
-				return nil, stale, protowire.ParseError(n)
+				return protowire.ParseError(n)
 			}
 			b = b[n:]
-			s, err := decodeTimeSeries(ts, byKey, &batches)
-			stale += s
-			if err != nil {
-				return nil, stale, err
+			if err := f(num, v); err != nil {
+				return err
 			}
 			continue
 		}
 		n = protowire.ConsumeFieldValue(num, typ, b)
 		if n < 0 {
-			return nil, stale, protowire.ParseError(n)
+			return protowire.ParseError(n)
 		}
 		b = b[n:]
+	}
+	return nil
+}
+
+// countWriteRequest counts the time series and samples of a WriteRequest without
+// decoding or allocating any, so that a request is measured against the limits before
+// it costs memory of its own (a 2-byte empty sample decodes to a 16-byte point).
+func countWriteRequest(b []byte) (seriesN, samples int, err error) {
+	err = forEachBytes(b, func(num protowire.Number, ts []byte) error {
+		if num != 1 {
+			return nil
+		}
+		seriesN++
+		return forEachBytes(ts, func(num protowire.Number, _ []byte) error {
+			if num == 2 {
+				samples++
+			}
+			return nil
+		})
+	})
+	return seriesN, samples, err
+}
+
+// decodeWriteRequest decodes a Prometheus remote-write WriteRequest (protobuf) into
+// per-series batches, skipping stale markers (counted). Every length is checked
+// against the bytes that remain before it is used.
+func decodeWriteRequest(b []byte) (batches []*seriesBatch, stale int, err error) {
+	byKey := make(map[string]*seriesBatch)
+	err = forEachBytes(b, func(num protowire.Number, ts []byte) error {
+		if num != 1 {
+			return nil
+		}
+		s, err := decodeTimeSeries(ts, byKey, &batches)
+		stale += s
+		return err
+	})
+	if err != nil {
+		return nil, stale, err
 	}
 	return batches, stale, nil
 }
 
 func decodeTimeSeries(b []byte, byKey map[string]*seriesBatch, batches *[]*seriesBatch) (stale int, err error) {
 	var labels []tagPair
-
-	var sampleMsgs [][]byte
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return 0, protowire.ParseError(n)
-		}
-		b = b[n:]
-		if (num == 1 || num == 2) && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return 0, protowire.ParseError(n)
+	samples := 0
+	err = forEachBytes(b, func(num protowire.Number, v []byte) error {
+		switch num {
+		case 1:
+			l, err := decodeLabel(v)
+			if err != nil {
+				return err
 			}
-			b = b[n:]
-			if num == 1 {
-				l, err := decodeLabel(v)
-				if err != nil {
-					return 0, err
-				}
-				labels = append(labels, l)
-			} else {
-				sampleMsgs = append(sampleMsgs, v)
-			}
-			continue
+			labels = append(labels, l)
+		case 2:
+			samples++
 		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return 0, protowire.ParseError(n)
-		}
-		b = b[n:]
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
-
 	if err := sortTags(labels); err != nil {
 		return 0, err
 	}
@@ -152,49 +190,42 @@ func decodeTimeSeries(b []byte, byKey map[string]*seriesBatch, batches *[]*serie
 		byKey[key] = bt
 		*batches = append(*batches, bt)
 	}
-	for _, m := range sampleMsgs {
+	bt.pts.T = slices.Grow(bt.pts.T, samples)
+	bt.pts.F = slices.Grow(bt.pts.F, samples)
+	err = forEachBytes(b, func(num protowire.Number, m []byte) error {
+		if num != 2 {
+			return nil
+		}
 		v, t, err := decodeSample(m)
 		if err != nil {
-			return stale, err
+			return err
 		}
 		if math.Float64bits(v) == staleNaN {
 			stale++
-			continue
+			return nil
 		}
 		if t > math.MaxInt64/1_000_000 || t < math.MinInt64/1_000_000 {
-			return stale, fmt.Errorf("sample timestamp %d ms is out of range", t)
+			return fmt.Errorf("sample timestamp %d ms is out of range", t)
 		}
 		bt.pts.AppendFloat(t*1_000_000, v)
-	}
-	return stale, nil
+		return nil
+	})
+	return stale, err
 }
 
 func decodeLabel(b []byte) (tagPair, error) {
 	var l tagPair
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return l, protowire.ParseError(n)
+	err := forEachBytes(b, func(num protowire.Number, v []byte) error {
+		switch num {
+		case 1:
+			l.k = string(v)
+		case 2:
+			l.v = string(v)
 		}
-		b = b[n:]
-		if (num == 1 || num == 2) && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return l, protowire.ParseError(n)
-			}
-			b = b[n:]
-			if num == 1 {
-				l.k = string(v)
-			} else {
-				l.v = string(v)
-			}
-			continue
-		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return l, protowire.ParseError(n)
-		}
-		b = b[n:]
+		return nil
+	})
+	if err != nil {
+		return l, err
 	}
 	if l.k == "" {
 		return l, errors.New("a label without a name")

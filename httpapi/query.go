@@ -21,6 +21,8 @@ type result struct {
 	Err         string `json:"error,omitempty"`
 
 	needsCatalog bool
+	unsupported  bool           // the statement asks what tsdht does not answer: 400
+	loc          *time.Location // tz(): times are written in this zone
 }
 
 // row is one series of a result.
@@ -90,6 +92,13 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 		}
 		chunkSize = n
 	}
+	if !h.checkQuery(w, qs) {
+		return
+	}
+	if !h.acquireQuery(w, r) {
+		return
+	}
+	defer h.releaseQuery()
 	query, err := influxql.ParseQuery(qs)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "error parsing query: "+err.Error())
@@ -101,12 +110,30 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 	now := h.nowFor()
 	results := make([]*result, len(query.Statements))
 	status := http.StatusOK
+	held := 0 // values the answers of the statements so far hold
 	for i, stmt := range query.Statements {
-		res := h.execute(ctx, stmt, db, now)
+		res := h.heldTooMuch(held)
+		if res == nil {
+			res = h.execute(ctx, stmt, db, now)
+		}
+		held += resultValues(res)
 		res.StatementID = i
+		res.Err = h.timedOut(ctx, res.Err)
 		results[i] = res
-		if res.needsCatalog {
+		switch {
+		case res.unsupported:
+			status = http.StatusBadRequest
+		case res.needsCatalog && status == http.StatusOK:
 			status = http.StatusNotImplemented
+		}
+		if res.Err != "" && i < len(query.Statements)-1 {
+			// InfluxDB 1.x stops at a statement that fails and answers it, when others
+			// follow, as "not executed"; a refusal keeps saying what tsdht does not answer.
+			if !res.unsupported && !res.needsCatalog {
+				res.Err = "not executed"
+			}
+			results = results[:i+1]
+			break
 		}
 	}
 	csv := wantsCSV(r.Header.Get("Accept"))
@@ -174,7 +201,7 @@ func chunk(res *result, size int) []*result {
 			part := s.slice(lo, lo+n)
 			lo += n
 			part.Partial = lo < s.len()
-			out = append(out, &result{StatementID: res.StatementID, Series: []*row{part},
+			out = append(out, &result{StatementID: res.StatementID, Series: []*row{part}, loc: res.loc,
 				Partial: part.Partial || si < len(res.Series)-1})
 			if lo >= s.len() {
 				break
@@ -199,16 +226,31 @@ func (h *Handler) execute(ctx context.Context, stmt influxql.Statement, db strin
 		*influxql.ShowTagValuesStatement, *influxql.ShowFieldKeysStatement, *influxql.ShowSeriesStatement:
 		rows, err = h.execShow(ctx, s, db)
 	case *influxql.ShowRetentionPoliciesStatement:
+		rpdb := db
+		if s.Database != "" {
+			rpdb = s.Database
+		}
+		if rpdb == "" {
+			err = errDatabaseRequired
+			break
+		}
+		if err = h.databaseExists(ctx, rpdb); err != nil {
+			break
+		}
 		rows = []*row{{Columns: []string{"name", "duration", "shardGroupDuration", "replicaN", "default"},
 			Values: [][]any{{"autogen", "0s", "168h0m0s", 1, true}}}}
 	default:
-		err = fmt.Errorf("%s is not supported by tsdht (supported: SELECT, SHOW DATABASES/MEASUREMENTS/TAG KEYS/TAG VALUES/FIELD KEYS/SERIES, CREATE DATABASE)",
+		err = unsupported("%s (supported: SELECT, SHOW DATABASES/MEASUREMENTS/TAG KEYS/TAG VALUES/FIELD KEYS/SERIES/RETENTION POLICIES, CREATE DATABASE)",
 			strings.SplitN(stmt.String(), " ", 3)[0])
 	}
 	if err != nil {
-		return &result{Err: err.Error(), needsCatalog: errors.Is(err, ErrNeedsCatalog)}
+		return &result{Err: err.Error(), needsCatalog: errors.Is(err, ErrNeedsCatalog), unsupported: errors.Is(err, errUnsupported)}
 	}
-	return &result{Series: rows}
+	res := &result{Series: rows}
+	if s, ok := stmt.(*influxql.SelectStatement); ok {
+		res.loc = s.Location
+	}
+	return res
 }
 
 // epochUnit returns the nanoseconds per unit of the epoch parameter; 0 for RFC 3339.
@@ -238,6 +280,10 @@ type tsValue int64
 // formatTimes renders the time column as InfluxDB does: RFC 3339 with nanoseconds,
 // or integers in the epoch's unit.
 func formatTimes(res *result, epoch string) {
+	loc := res.loc
+	if loc == nil {
+		loc = time.UTC
+	}
 	unit, _ := epochUnit(epoch)
 	for _, s := range res.Series {
 		for _, v := range s.Values {
@@ -247,7 +293,7 @@ func formatTimes(res *result, epoch string) {
 					continue
 				}
 				if unit == 0 {
-					v[i] = time.Unix(0, int64(t)).UTC().Format(time.RFC3339Nano)
+					v[i] = time.Unix(0, int64(t)).In(loc).Format(time.RFC3339Nano)
 				} else {
 					v[i] = floorDiv(int64(t), unit)
 				}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/influxdata/influxql"
@@ -14,18 +16,18 @@ import (
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
-// execSelect answers a SELECT: one row (output series) per group.
-func (h *Handler) execSelect(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) ([]*row, error) {
+// execMeasurement answers a SELECT of one measurement: one row (output series) per
+// group.
+func (h *Handler) execMeasurement(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) ([]*row, error) {
 	p, err := h.planSelect(ctx, s, db, now)
+	if errors.Is(err, errNoFields) {
+		return nil, nil
+	}
 	if err != nil || p.from >= p.to {
 		return nil, err
 	}
-	ex := &executor{h: h, ctx: ctx, p: p, points: map[string]series.Points{}, windows: map[string][]agg.Window{}, types: map[string]series.Type{}}
-	columns := make([]string, 0, len(p.cols)+1)
-	columns = append(columns, "time")
-	for _, c := range p.cols {
-		columns = append(columns, c.name)
-	}
+	ex := newExecutor(ctx, h, p)
+	columns := append([]string{"time"}, p.names...)
 	var rows []*row
 	for _, g := range p.groups {
 		var r *row
@@ -38,6 +40,25 @@ func (h *Handler) execSelect(ctx context.Context, s *influxql.SelectStatement, d
 			r, err = ex.aggregate(g)
 		}
 		if err != nil {
+			return nil, err
+		}
+		if p.transforms && p.raw {
+			for _, keys := range g.keys {
+				if len(keys) > 1 {
+					return nil, unsupported("%s() of raw values over %d series at once (pin the series with WHERE tag = 'v' or GROUP BY their tags)", firstTransform(p.outs), len(keys))
+				}
+			}
+		}
+		var plain *row
+		if p.lookBack && p.plain {
+			// The other columns over the statement's own range, not the look-back's.
+			pp := *p
+			pp.from, pp.lookBack = p.plainFrom, false
+			if plain, err = newExecutor(ctx, h, &pp).aggregate(g); err != nil {
+				return nil, err
+			}
+		}
+		if r, err = p.project(r, plain); err != nil {
 			return nil, err
 		}
 		if p.desc {
@@ -76,6 +97,10 @@ type executor struct {
 	points  map[string]series.Points
 	windows map[string][]agg.Window
 	types   map[string]series.Type
+}
+
+func newExecutor(ctx context.Context, h *Handler, p *selectPlan) *executor {
+	return &executor{h: h, ctx: ctx, p: p, points: map[string]series.Points{}, windows: map[string][]agg.Window{}, types: map[string]series.Type{}}
 }
 
 // readKeys returns the points of the series keys, merged by time. Series never
@@ -144,8 +169,18 @@ func pointValue(p *series.Points, i int) any {
 }
 
 // raw answers a raw SELECT of one group: a row per timestamp, the columns' values
-// side by side (null where a field has no point at that time).
+// side by side (null where a field has no point at that time); over several series,
+// a row per series and timestamp, in InfluxDB's order (rawOrder).
 func (ex *executor) raw(g group) (*row, error) {
+	if len(g.sets) > 1 {
+		tables, err := ex.setTables(g)
+		if err != nil {
+			return nil, err
+		}
+		if t, ok := mergeSets(ex.p.cols, g.sets, tables, ex.p.desc); ok {
+			return &row{table: t}, nil
+		}
+	}
 	t, err := ex.rawRows(g.keys)
 	return &row{table: t}, err
 }
@@ -194,24 +229,36 @@ func (ex *executor) rawRows(keys [][]string) (*rawTable, error) {
 	}
 }
 
-// colWindows returns the windows of one column of a group, and for median and
-// percentile the values of each window sorted.
-func (ex *executor) colWindows(c column, keys []string, every time.Duration) (series.Type, []agg.Window, [][]valueAt, error) {
+// colWindows returns the windows of one column of a group, for median and percentile
+// the values of each window sorted, and for mode and integral each window's value (pre).
+func (ex *executor) colWindows(c column, keys []string, win windowing) (_ series.Type, _ []agg.Window, sorted [][]valueAt, pre []any, _ error) {
+	if c.special != "" && len(keys) > 1 {
+		return 0, nil, nil, nil, unsupported("%s() over %d series at once (InfluxDB's answer follows the order it merges their points in; GROUP BY their tags or pin one)", c.special, len(keys))
+	}
 	if c.fn.Mergeable() {
-		typ, ws, ok, err := ex.partialWindows(c, keys, every)
+		typ, ws, ok, err := ex.partialWindows(c, keys, win)
+		if err == nil && typ == series.String && c.fn != agg.Count && c.fn != agg.First && c.fn != agg.Last {
+			err = unsupported("%s() of field %q, which holds strings", c.fn, c.field)
+		}
 		if ok || err != nil {
-			return typ, ws, nil, err
+			return typ, ws, nil, nil, err
 		}
 	}
 	pts, err := ex.readKeys(keys)
 	if err != nil {
-		return pts.Type, nil, nil, err
+		return pts.Type, nil, nil, nil, err
 	}
 	if pts.Type == series.String {
-		return pts.Type, nil, nil, fmt.Errorf("field %q holds strings: %s() applies to numbers", c.field, c.fn)
+		name := c.special
+		if name == "" {
+			name = c.fn.String()
+		}
+		return pts.Type, nil, nil, nil, unsupported("%s() of field %q, which holds strings", name, c.field)
 	}
-	ws := agg.Windows(&pts, ex.p.from, ex.p.to, int64(every))
-	var sorted [][]valueAt
+	ws := win.windows(&pts, ex.p.from, ex.p.to)
+	if c.special != "" {
+		return pts.Type, ws, nil, ex.special(c, &pts, ws), nil
+	}
 	if !c.fn.Mergeable() {
 		sorted = make([][]valueAt, len(ws))
 		wi := 0
@@ -219,7 +266,8 @@ func (ex *executor) colWindows(c column, keys []string, every time.Duration) (se
 			if t < ex.p.from || t >= ex.p.to {
 				continue
 			}
-			for agg.WindowStart(t, int64(every)) != ws[wi].Start {
+			start, _ := win.window(t)
+			for start != ws[wi].Start {
 				wi++
 			}
 			sorted[wi] = append(sorted[wi], valueAt{value(&pts, i), t})
@@ -228,21 +276,22 @@ func (ex *executor) colWindows(c column, keys []string, every time.Duration) (se
 			sort.SliceStable(s, func(a, b int) bool { return s[a].v < s[b].v })
 		}
 	}
-	return pts.Type, ws, sorted, nil
+	return pts.Type, ws, sorted, nil, nil
 }
 
 // partialWindows answers a column from the replicas' partial aggregates (Engine.
 // Aggregate), the windows of its series merged; ok is false when the partials cannot
 // answer it: a selector alone without GROUP BY time() reports its point's time, which
 // partials stored by older nodes lack.
-func (ex *executor) partialWindows(c column, keys []string, every time.Duration) (typ series.Type, out []agg.Window, ok bool, err error) {
+func (ex *executor) partialWindows(c column, keys []string, win windowing) (typ series.Type, out []agg.Window, ok bool, err error) {
 	needT := ex.p.every == 0 && len(ex.p.cols) == 1 && (c.fn == agg.Min || c.fn == agg.Max)
 	byStart := map[int64]int{}
+	var ends []seriesEnd // without GROUP BY time(): each series' first or last point
 	for _, k := range keys {
 		ws, ok := ex.windows[k]
 		t := ex.types[k]
 		if !ok {
-			t, ws, err = ex.aggregateKey(k, every)
+			t, ws, err = ex.keyWindows(k, win)
 			if errors.Is(err, ErrUnknownSeries) {
 				err = nil
 			}
@@ -258,6 +307,9 @@ func (ex *executor) partialWindows(c column, keys []string, every time.Duration)
 			return typ, nil, false, fmt.Errorf("the series of field %q hold different types (%s and %s): query them one by one", c.field, typ, t)
 		}
 		typ = t
+		if ex.p.every == 0 && (c.fn == agg.First || c.fn == agg.Last) && len(ws) == 1 {
+			ends = append(ends, seriesEnd{k, ws[0].Partial})
+		}
 		for _, w := range ws {
 			if needT && !w.HasExtremaT {
 				return typ, nil, false, nil
@@ -271,7 +323,28 @@ func (ex *executor) partialWindows(c column, keys []string, every time.Duration)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	if len(out) == 1 && ambiguousTie(c.fn, &out[0].Partial, ends) {
+		return typ, nil, false, unsupported("%s(%s) without GROUP BY time() where three or more series have a point at the chosen time: InfluxDB's pick among them is not the greatest value in every case; GROUP BY time() or a tag, or pin the series", c.fn, c.field)
+	}
 	return typ, out, true, nil
+}
+
+// keyWindows returns the windows of one series over the statement's range: the
+// replicas' partial aggregates when the windows are theirs, else cut here from the
+// series' points. Each series is windowed alone, so that points of equal times in
+// different series merge as InfluxDB's selectors merge them (agg.MergeSeries).
+func (ex *executor) keyWindows(key string, win windowing) (series.Type, []agg.Window, error) {
+	if win.aligned() {
+		t, ws, err := ex.aggregateKey(key, time.Duration(win.every))
+		if !errors.Is(err, ErrStringSeries) {
+			return t, ws, err
+		}
+	}
+	pts, err := ex.readKeys([]string{key})
+	if err != nil {
+		return pts.Type, nil, err
+	}
+	return pts.Type, win.windows(&pts, ex.p.from, ex.p.to), nil
 }
 
 // aggregateKey returns the windows of one series over the statement's range. When
@@ -313,24 +386,21 @@ func (ex *executor) aggregate(g group) (*row, error) {
 // aggregateValues is aggregate's values, a row per window.
 func (ex *executor) aggregateValues(g group) ([][]any, error) {
 	p := ex.p
-	every := p.every
-	if every == 0 {
-		every = wholeRange
-	}
 	type colVals struct {
 		typ    series.Type
 		byWin  map[int64]int // window start → index in ws
 		ws     []agg.Window
 		sorted [][]valueAt
+		pre    []any
 	}
 	cv := make([]colVals, len(p.cols))
 	empty := true
 	for i, c := range p.cols {
-		typ, ws, sorted, err := ex.colWindows(c, g.keys[i], every)
+		typ, ws, sorted, pre, err := ex.colWindows(c, g.keys[i], p.win)
 		if err != nil {
 			return nil, err
 		}
-		cv[i] = colVals{typ: typ, ws: ws, sorted: sorted, byWin: make(map[int64]int, len(ws))}
+		cv[i] = colVals{typ: typ, ws: ws, sorted: sorted, pre: pre, byWin: make(map[int64]int, len(ws))}
 		for j, w := range ws {
 			cv[i].byWin[w.Start] = j
 		}
@@ -344,9 +414,12 @@ func (ex *executor) aggregateValues(g group) ([][]any, error) {
 	if p.every == 0 {
 		r := make([]any, len(p.cols)+1)
 		r[0] = tsValue(p.from)
+		if !p.hasLower {
+			r[0] = tsValue(0) // over all time, InfluxDB shows the epoch
+		}
 		for i, c := range p.cols {
 			if len(cv[i].ws) == 0 {
-				if c.fn == agg.Count {
+				if c.fn == agg.Count && len(g.keys[i]) > 0 { // a field the measurement lacks counts null
 					r[i+1] = int64(0)
 				}
 				continue
@@ -356,6 +429,12 @@ func (ex *executor) aggregateValues(g group) ([][]any, error) {
 				sorted = cv[i].sorted[0]
 			}
 			v, t := aggValue(c, &cv[i].ws[0], sorted, cv[i].typ)
+			if cv[i].pre != nil {
+				v = cv[i].pre[0]
+			}
+			if c.special == "integral" && cv[i].typ == series.Float {
+				r[0] = tsValue(0) // InfluxDB stamps the integral of floats at the epoch
+			}
 			r[i+1] = v
 			if len(p.cols) == 1 && c.fn.Selector() && t != nil {
 				r[0] = tsValue(*t)
@@ -363,10 +442,16 @@ func (ex *executor) aggregateValues(g group) ([][]any, error) {
 		}
 		return [][]any{r}, nil
 	}
-	e := int64(p.every)
-	first, last := agg.WindowStart(p.from, e), agg.WindowStart(p.to-1, e)
+	var data []int64
+	for i := range cv {
+		for _, w := range cv[i].ws {
+			data = append(data, w.Start)
+		}
+	}
+	slices.Sort(data)
+	data = slices.Compact(data)
 	var out [][]any
-	for start := first; start <= last; start += e {
+	for _, start := range p.win.rowTimes(data, p.from, p.to, p.fill != influxql.NoFill, ex.h.cfg.MaxQueryWindows+2) {
 		r := make([]any, len(p.cols)+1)
 		r[0] = tsValue(start)
 		anyVal := false
@@ -380,6 +465,9 @@ func (ex *executor) aggregateValues(g group) ([][]any, error) {
 				sorted = cv[i].sorted[j]
 			}
 			r[i+1], _ = aggValue(c, &cv[i].ws[j], sorted, cv[i].typ)
+			if cv[i].pre != nil {
+				r[i+1] = cv[i].pre[j]
+			}
 			anyVal = true
 		}
 		if !anyVal && p.fill == influxql.NoFill {
@@ -387,12 +475,12 @@ func (ex *executor) aggregateValues(g group) ([][]any, error) {
 		}
 		out = append(out, r)
 	}
-	fill(out, p)
+	fill(out, p, g)
 	return out, nil
 }
 
 // fill fills the empty windows of GROUP BY time() as fill() says.
-func fill(rows [][]any, p *selectPlan) {
+func fill(rows [][]any, p *selectPlan, g group) {
 	for i, c := range p.cols {
 		col := i + 1
 		var prev any
@@ -404,7 +492,7 @@ func fill(rows [][]any, p *selectPlan) {
 			}
 			switch p.fill {
 			case influxql.NullFill:
-				if c.fn == agg.Count {
+				if c.fn == agg.Count && len(g.keys[i]) > 0 {
 					rows[r][col] = int64(0)
 				}
 			case influxql.NumberFill:
@@ -492,6 +580,8 @@ func aggValue(c column, w *agg.Window, sorted []valueAt, typ series.Type) (any, 
 		v = r.F
 	case series.Int:
 		v = r.I
+	case series.String:
+		v = r.S
 	}
 	if t, ok := w.SelectedT(c.fn); ok {
 		return v, &t
@@ -504,4 +594,49 @@ func value(p *series.Points, i int) float64 {
 		return float64(p.I[i])
 	}
 	return p.F[i]
+}
+
+// seriesEnd is one series' aggregate over the whole range, for first() and last().
+type seriesEnd struct {
+	key string
+	p   agg.Partial
+}
+
+// ambiguousTie reports whether first() or last() without GROUP BY time(), merged to m,
+// chose among three or more series with a point at the chosen time where InfluxDB 1.x
+// may choose otherwise. InfluxDB picks the greater value of two tied series; of more,
+// the greater of the first and the last series by key (it answered so for every order
+// of values tried), which may not be the greatest: then the answer is refused.
+func ambiguousTie(fn agg.Fn, m *agg.Partial, ends []seriesEnd) bool {
+	if len(ends) < 3 || m.Type == series.String {
+		return false
+	}
+	var tied []seriesEnd
+	for _, e := range ends {
+		if e.p.Count > 0 && ((fn == agg.First && e.p.FirstT == m.FirstT) || (fn == agg.Last && e.p.LastT == m.LastT)) {
+			tied = append(tied, e)
+		}
+	}
+	if len(tied) < 3 {
+		return false
+	}
+	slices.SortFunc(tied, func(a, b seriesEnd) int { return strings.Compare(a.key, b.key) })
+	val := func(p *agg.Partial) float64 {
+		switch {
+		case fn == agg.First && p.Type == series.Int:
+			return float64(p.IFirst)
+		case fn == agg.First:
+			return p.First
+		case p.Type == series.Int:
+			return float64(p.ILast)
+		}
+		return p.Last
+	}
+	edge := math.Max(val(&tied[0].p), val(&tied[len(tied)-1].p))
+	for i := range tied {
+		if val(&tied[i].p) > edge {
+			return true
+		}
+	}
+	return false
 }

@@ -20,9 +20,11 @@ type Handler struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	slots  chan struct{} // write requests in progress
+	qslots chan struct{} // queries in progress
 	comb   *combiner
 	many   *manyCombiner // nil: the engine has no WriteMany
 	series *seriesCache  // the series of line protocol's common lines, across requests
+	ftypes *fieldTypes   // the type of each field of a measurement (fieldtypes.go)
 	m      *metrics
 	reg    *prometheus.Registry
 	nowFor func() time.Time
@@ -38,8 +40,9 @@ func New(eng Engine, cfg Config, logger *slog.Logger) (*Handler, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	h := &Handler{cfg: cfg, eng: eng, log: logger, mux: http.NewServeMux(),
-		slots: make(chan struct{}, cfg.MaxConcurrentWrites), comb: newCombiner(eng), nowFor: time.Now}
+		slots: make(chan struct{}, cfg.MaxConcurrentWrites), qslots: make(chan struct{}, cfg.MaxConcurrentQueries), comb: newCombiner(eng), nowFor: time.Now}
 	h.series = newSeriesCache()
+	h.ftypes = newFieldTypes()
 	if mw, ok := eng.(ManyWriter); ok {
 		h.many = newManyCombiner(mw, writesInFlight)
 	}
@@ -52,6 +55,7 @@ func New(eng Engine, cfg Config, logger *slog.Logger) (*Handler, error) {
 	h.route("/query", h.serveQuery)
 	h.route("/api/v1/write", h.servePromWrite)
 	h.route("/metrics", h.serveMetrics)
+	h.mountStream()
 	if cfg.Profiling {
 		h.route("/debug/pprof/", pprof.Index)
 		h.route("/debug/pprof/block", sampled("block", func(on bool) { runtime.SetBlockProfileRate(ifOn(on, 10_000)) }))
@@ -172,18 +176,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // acquireWrite takes a write slot, waiting at most WriteQueueWait; false means the
 // node is saturated and the caller was answered 429 with Retry-After.
 func (h *Handler) acquireWrite(w http.ResponseWriter, r *http.Request) bool {
-	select {
-	case h.slots <- struct{}{}:
+	if waitSlot(r.Context(), h.slots, h.cfg.WriteQueueWait) {
 		return true
-	default:
-	}
-	t := time.NewTimer(h.cfg.WriteQueueWait)
-	defer t.Stop()
-	select {
-	case h.slots <- struct{}{}:
-		return true
-	case <-t.C:
-	case <-r.Context().Done():
 	}
 	h.m.rejected.Inc()
 	w.Header().Set("Retry-After", "1")
@@ -193,6 +187,25 @@ func (h *Handler) acquireWrite(w http.ResponseWriter, r *http.Request) bool {
 }
 
 func (h *Handler) releaseWrite() { <-h.slots }
+
+// waitSlot takes one of slots, waiting at most wait (or until ctx is done) when all
+// are taken, and reports whether it got one.
+func waitSlot(ctx context.Context, slots chan struct{}, wait time.Duration) bool {
+	select {
+	case slots <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case slots <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
 
 // Server returns an http.Server for the API on addr, with every timeout set: a
 // client that sends its headers or body slowly cannot hold a connection for ever.

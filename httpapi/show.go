@@ -50,6 +50,10 @@ func (h *Handler) execShow(ctx context.Context, stmt influxql.Statement, db stri
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", strings.SplitN(stmt.String(), " WHERE", 2)[0], err)
 	}
+	if _, measurements := stmt.(*influxql.ShowMeasurementsStatement); !measurements && len(infos) == 0 {
+		// No series: no database (InfluxDB answers SHOW MEASUREMENTS of one with none).
+		return nil, fmt.Errorf("database not found: %s", db)
+	}
 	// Keep the series of the named measurements that satisfy the condition.
 	eq, rest, err := splitCondition(cond)
 	if err != nil {

@@ -1,12 +1,13 @@
 package httpapi
 
 import (
-	"cmp"
 	"context"
+	"errors"
 	"fmt"
-	"slices"
+	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/influxdata/influxql"
 
@@ -23,9 +24,29 @@ type fieldMapper struct {
 	eng Engine
 	db  string
 
+	// from and to bound the statement's times: as InfluxDB lists the fields of the
+	// shard groups a range meets, a field none of whose series was written in those
+	// weeks (by the catalog's bounds) is left out.
+	from, to int64
+
 	meas   string
 	fields map[string]influxql.DataType
 	dims   map[string]struct{}
+}
+
+// inShardGroups reports whether a series' bounds meet the shard groups [from, to) meets.
+func (f *fieldMapper) inShardGroups(in SeriesInfo) bool {
+	if !in.HasBounds {
+		return true
+	}
+	lo, hi := f.from, f.to
+	if lo != math.MinInt64 {
+		lo = time.Unix(0, lo).UTC().Truncate(shardGroup).UnixNano()
+	}
+	if hi != math.MaxInt64 && hi > math.MinInt64 {
+		hi = time.Unix(0, hi-1).UTC().Truncate(shardGroup).Add(shardGroup).UnixNano()
+	}
+	return in.Last >= lo && in.First < hi
 }
 
 // FieldDimensions implements influxql.FieldMapper: the fields of measurement m (their
@@ -54,7 +75,7 @@ func (f *fieldMapper) FieldDimensions(m *influxql.Measurement) (map[string]influ
 		if in.Tags[TagDB] != db || in.Tags[TagMeasurement] != m.Name {
 			continue
 		}
-		if _, seen := fields[in.Tags[TagField]]; !seen {
+		if _, seen := fields[in.Tags[TagField]]; !seen && f.inShardGroups(in) {
 			fields[in.Tags[TagField]] = influxType2(in.Type)
 		}
 		for k := range in.Tags {
@@ -110,18 +131,36 @@ func copySet(m map[string]struct{}) map[string]struct{} {
 	return out
 }
 
+// errNoFields is expandWildcards' answer for wildcards that name no field: the
+// statement has no series to answer.
+var errNoFields = errors.New("the wildcards name no field")
+
 // expandWildcards rewrites a SELECT's wildcards and regular expressions into the
 // fields and tags they name; a statement without any is returned as it is.
-func (h *Handler) expandWildcards(ctx context.Context, s *influxql.SelectStatement, db string) (*influxql.SelectStatement, error) {
+func (h *Handler) expandWildcards(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) (*influxql.SelectStatement, error) {
 	if !s.HasFieldWildcard() && !s.HasDimensionWildcard() {
 		return s, nil
 	}
-	out, err := s.RewriteFields(&fieldMapper{ctx: ctx, eng: h.eng, db: db})
+	_, tr, err := influxql.ConditionExpr(s.Condition, &influxql.NowValuer{Now: now})
+	if err != nil {
+		return nil, err
+	}
+	fm := &fieldMapper{ctx: ctx, eng: h.eng, db: db, from: math.MinInt64, to: math.MaxInt64}
+	if !tr.Min.IsZero() {
+		fm.from = tr.Min.UnixNano()
+	}
+	if !tr.Max.IsZero() {
+		fm.to = tr.Max.UnixNano() + 1
+	}
+	out, err := s.RewriteFields(fm)
 	if err != nil {
 		return nil, err
 	}
 	if len(out.Fields) == 0 {
-		return nil, fmt.Errorf("%s names no field of the measurement (has anything been written to it?)", s.Fields)
+		if err := h.databaseExists(ctx, db); err != nil {
+			return nil, err
+		}
+		return nil, errNoFields // InfluxDB answers no series
 	}
 	return out, nil
 }
@@ -138,14 +177,11 @@ type tagSet struct {
 // set with that set's tag values in the tag columns, merged by time (sets in the
 // order of their tags at equal times).
 func (ex *executor) rawTagged(g group) (*row, error) {
-	tables := make([]*rawTable, len(g.sets))
-	for i, set := range g.sets {
-		var err error
-		if tables[i], err = ex.rawRows(set.keys); err != nil {
-			return nil, err
-		}
+	tables, err := ex.setTables(g)
+	if err != nil {
+		return nil, err
 	}
-	if t, ok := mergeSets(ex.p.cols, g.sets, tables); ok {
+	if t, ok := mergeSets(ex.p.cols, g.sets, tables, ex.p.desc); ok {
 		return &row{table: t}, nil
 	}
 	// A field of one name holds different types in different series: the rows boxed.
@@ -175,29 +211,47 @@ func (ex *executor) rawTagged(g group) (*row, error) {
 	return &row{Values: out}, nil
 }
 
+// setTables returns the raw rows of each tag set of a group.
+func (ex *executor) setTables(g group) ([]*rawTable, error) {
+	tables := make([]*rawTable, len(g.sets))
+	for i, set := range g.sets {
+		var err error
+		if tables[i], err = ex.rawRows(set.keys); err != nil {
+			return nil, err
+		}
+	}
+	return tables, nil
+}
+
 // mergeSets returns the rows of the tag sets' tables as one table, by time and, at
-// equal times, in the sets' order; a tag column holds each row's set's value of the
-// tag. ok is false when a field holds values of different types in different sets.
-func mergeSets(cols []column, sets []tagSet, tables []*rawTable) (_ *rawTable, ok bool) {
+// equal times, in InfluxDB's order (rawOrder; desc for ORDER BY time DESC); a tag column
+// holds each row's set's value of the tag. ok is false when a field holds values of
+// different types in different sets.
+func mergeSets(cols []column, sets []tagSet, tables []*rawTable, desc bool) (_ *rawTable, ok bool) {
 	if len(tables) == 1 {
 		return withTags(cols, sets[0], tables[0]), true
 	}
-	type ref struct {
-		t        int64
-		set, row int32
-	}
-	var refs []ref
-	for s, t := range tables {
-		for r, tm := range t.times {
-			refs = append(refs, ref{tm, int32(s), int32(r)})
+	aux := func(set, row int32, c int) any {
+		if cols[c].tag {
+			if v, ok := sets[set].tags[cols[c].field]; ok {
+				return v
+			}
+			return nil
 		}
+		return tables[set].value(c, int(row))
 	}
-	slices.SortFunc(refs, func(a, b ref) int {
-		if c := cmp.Compare(a.t, b.t); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.set, b.set)
-	})
+	return mergeRows(cols, sets, tables, rawOrder(tables, desc, len(cols), aux))
+}
+
+// setRow is row `row` of tag set `set`'s table, at time t.
+type setRow struct {
+	t        int64
+	set, row int32
+}
+
+// mergeRows returns the rows refs name, in their order, as one table; ok is false when
+// a field holds values of different types in different sets.
+func mergeRows(cols []column, sets []tagSet, tables []*rawTable, refs []setRow) (_ *rawTable, ok bool) {
 	out := make([]rawColumn, len(cols))
 	times := make([]int64, len(refs))
 	for i, rf := range refs {

@@ -67,15 +67,34 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request) {
 		bodyError(w, err)
 		return
 	}
-	batches, parsed, dropped, reason := parseLinesCached(body, db, prec, h.nowFor(), h.series)
+	batches, parsed, dropped, reason, tooMany := parseLinesCached(body, db, prec, h.nowFor(), h.series, h.cfg.MaxSeriesPerWrite)
 	putBody(buf) // nothing parsed refers to it
+	if tooMany {
+		h.tooManySeries(w)
+		return
+	}
 	if parsed == 0 && dropped > 0 {
 		h.m.pointsDropped.WithLabelValues("influx").Add(float64(dropped))
 		httpError(w, http.StatusBadRequest, reason)
 		return
 	}
+	if !h.admit(w, batches) {
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.WriteTimeout)
 	defer cancel()
+	batches, conflicts, why, err := h.checkFieldTypes(ctx, batches)
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		httpError(w, http.StatusServiceUnavailable, err.Error()+": nothing was stored; retry the write")
+		return
+	}
+	if conflicts > 0 {
+		dropped += conflicts
+		if reason == "" {
+			reason = why
+		}
+	}
 	out := h.store(ctx, batches)
 	h.m.pointsWritten.WithLabelValues("influx").Add(float64(out.stored))
 	h.m.pointsDropped.WithLabelValues("influx").Add(float64(out.dropped + dropped))
@@ -95,7 +114,7 @@ func (h *Handler) finishWrite(w http.ResponseWriter, out writeOutcome, dropped i
 			code = http.StatusServiceUnavailable
 			w.Header().Set("Retry-After", "1")
 		}
-		httpError(w, code, fmt.Sprintf("write failed after %d points were stored (retrying the whole batch is harmless): %v", out.stored, out.fatal))
+		httpError(w, code, fmt.Sprintf("write failed after %d points were acknowledged at write quorum (retrying the whole batch is harmless): %v", out.stored, out.fatal))
 		return
 	}
 	if reason == "" {

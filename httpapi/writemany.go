@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 
 	"github.com/tsdht/tsdht/tsdb"
@@ -70,16 +69,7 @@ const maxTagWrites = 32
 
 // recordTags sets a series' tags in its catalog entry and remembers it did.
 func (e *NodeEngine) recordTags(ctx context.Context, key string, tags map[string]string) error {
-	req := &wire.MetaReq{Key: key, SetTags: true, AddTags: true}
-	keys := make([]string, 0, len(tags))
-	for k := range tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		req.Pairs = append(req.Pairs, k, tags[k])
-	}
-	if _, err := e.node.Coordinator().Meta(ctx, req); err != nil {
+	if _, err := e.node.Coordinator().Meta(ctx, wire.TagsMeta(key, tags)); err != nil {
 		return err
 	}
 	e.remember(key)

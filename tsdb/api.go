@@ -101,10 +101,12 @@ func (n *Node) registerCoordinator() {
 		return &resp, nil
 	})
 	n.registerCatalogCoordinator()
+	n.registerDescribe()
 	cluster.Handle(n.srv, wire.MethodStatus, func(ctx context.Context, _ *struct{}) (*wire.StatusResp, error) {
 		return &wire.StatusResp{Nodes: n.Status(ctx), Routing: n.dht.Routing().String()}, nil
 	})
 	cluster.Handle(n.srv, wire.MethodDecommission, n.serveDecommission)
+	cluster.Handle(n.srv, wire.MethodRefill, n.serveRefill)
 }
 
 // serveDecommission hands this node's shards off when it is the node named, and

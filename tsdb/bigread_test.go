@@ -19,18 +19,11 @@ import (
 // before), and the answer is that one point.
 func TestHugeRangeCostsTimeNotMemory(t *testing.T) {
 	// Unpaced: this test is about memory (pacing: TestLongReadPaced).
-	lc, err := StartLocal(context.Background(), 3, "", func(_ int, cfg *Config) { cfg.LongReadShare = 1 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
-	n := lc.Nodes[0]
-	q := int64(n.cfg.DHT.Quantum) * int64(time.Second)
-	to := time.Now().UnixNano() / q * q
-	from := to - (1<<16)*q
+	n, q, from, to := startHugeRange(t, 1<<16, func(_ int, cfg *Config) { cfg.LongReadShare = 1 })
 	var one series.Points
 	one.AppendFloat(to-q/2, 42)
-	if _, err := n.Coordinator().Put(context.Background(), "huge", one, PutOptions{}); err != nil {
+	_, err := n.Coordinator().Put(context.Background(), "huge", one, PutOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	cli := rpc.NewClient(rpc.NewTCPTransport(), rpc.Config{})
@@ -75,4 +68,20 @@ func TestHugeRangeCostsTimeNotMemory(t *testing.T) {
 	if grew > 48<<20 {
 		t.Fatalf("a read of 2^16 quanta grew the heap by %.1f MiB", float64(grew)/(1<<20))
 	}
+}
+
+// startHugeRange starts a cluster of three nodes (tweak as StartLocal's), closed when the
+// test ends, and returns its first node, the quantum length in ns and the range of the
+// given number of whole quanta ending where the current quantum starts.
+func startHugeRange(t *testing.T, quanta int64, tweak func(int, *Config)) (n *Node, q, from, to int64) {
+	t.Helper()
+	lc, err := StartLocal(context.Background(), 3, "", tweak)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lc.Close() })
+	n = lc.Nodes[0]
+	q = int64(n.cfg.DHT.Quantum) * int64(time.Second)
+	to = time.Now().UnixNano() / q * q
+	return n, q, to - quanta*q, to
 }

@@ -22,8 +22,11 @@ import (
 
 	"github.com/tsdht/tsdht/tsdb/replica"
 	"github.com/tsdht/tsdht/tsdb/rollup"
+	"github.com/tsdht/tsdht/tsdb/watch"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
@@ -115,6 +118,17 @@ type Config struct {
 	// HandoffTimeout bounds a decommission's hand-off of shards when the caller set no
 	// deadline (tsdht decommission sets its own --timeout). Default 30 s.
 	HandoffTimeout time.Duration
+	// NewSeriesPerRequest bounds the series this node does not know yet (not in its
+	// coordinator's caches) that one write through it may name: a write past it is
+	// refused whole (wire.CodeTooManySeries, HTTP 413) before anything is stored. Each
+	// such series costs round trips and commits at its registry replicas and memory here
+	// until they are done. -1 lifts the limit. Default 5,000.
+	NewSeriesPerRequest int
+	// NewSeriesPerSecond bounds, on average, the series this node takes on that it does
+	// not know yet, across all writes (a token bucket NewSeriesPerRequest deep): a write
+	// past it is refused whole (wire.CodeSlowDown, HTTP 429 with Retry-After). -1 lifts
+	// the limit. Default 1,000.
+	NewSeriesPerSecond float64
 	// RPC configures framing and connections; zero fields take rpc's defaults.
 	RPC rpc.Config
 	// Transport carries RPC; nil means TCP.
@@ -148,6 +162,9 @@ func DefaultConfig() Config {
 		HandoffTimeout:  30 * time.Second,
 		WriteRetry:      10 * time.Second,
 		RPC:             rpc.DefaultConfig(),
+
+		NewSeriesPerRequest: 5_000,
+		NewSeriesPerSecond:  1_000,
 	}
 }
 
@@ -196,6 +213,12 @@ func (c Config) withDefaults() Config {
 	}
 	set(&c.HandoffTimeout, d.HandoffTimeout)
 	set(&c.WriteRetry, d.WriteRetry)
+	if c.NewSeriesPerRequest == 0 {
+		c.NewSeriesPerRequest = d.NewSeriesPerRequest
+	}
+	if c.NewSeriesPerSecond == 0 {
+		c.NewSeriesPerSecond = d.NewSeriesPerSecond
+	}
 	if c.Transport == nil {
 		c.Transport = rpc.NewTCPTransport()
 	}
@@ -246,6 +269,10 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s %d: must not be negative (0 takes the default)", f.name, f.v))
 		}
 	}
+	if c.NewSeriesPerRequest < -1 || c.NewSeriesPerSecond < 0 && c.NewSeriesPerSecond != -1 {
+		errs = append(errs, fmt.Errorf("new series per request %d, per second %v: must be positive (0 takes the default, -1 lifts the limit)",
+			c.NewSeriesPerRequest, c.NewSeriesPerSecond))
+	}
 	if err := c.RPC.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -263,7 +290,8 @@ func majority(rf int) int { return rf/2 + 1 }
 func (c *Config) coordConfig() coord.Config {
 	return coord.Config{RF: c.RF, WriteQuorum: c.WriteQuorum, ReadQuorum: c.ReadQuorum, ReadQuorumOnly: c.ReadQuorumOnly,
 		Quantum: c.DHT.Quantum, Format: c.DHT.Format, MaxFuture: c.MaxFuture, CallTimeout: c.CallTimeout,
-		WriteRetry: c.WriteRetry, ReadConcurrency: c.ReadConcurrency, LongReadShare: c.LongReadShare}
+		WriteRetry: c.WriteRetry, ReadConcurrency: c.ReadConcurrency, LongReadShare: c.LongReadShare,
+		NewSeriesPerRequest: max(c.NewSeriesPerRequest, 0), NewSeriesPerSecond: max(c.NewSeriesPerSecond, 0)}
 }
 
 // repairConfig is what the repairer takes of c.
@@ -289,10 +317,13 @@ type Node struct {
 	repair   *repair.Repairer // nil when the store cannot be walked
 	hints    *repair.Hints    // nil with repair
 	homes    *rollup.Homes    // nil: rollups off
+	watch    *watch.Hub       // live subscriptions (watch_node.go)
+	watchCli watchClient      // the node's own client of them (watch_node.go)
 	rpcAdr   string
 
 	decommissioned chan struct{} // closed when a decommission asked over RPC handed off
 	decomOnce      sync.Once
+	refill         refill // after a WAL loss at start-up (refill.go)
 
 	uplinks atomic.Pointer[func() []wire.UplinkStats] // SetUplinks
 }
@@ -307,7 +338,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	id, err := dht.LoadOrCreateIdentity(cfg.DHT.DataDir)
+	id, err := loadIdentity(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -342,6 +373,7 @@ func Start(cfg Config) (*Node, error) {
 	replica.Register(n.srv, n.local)
 	n.registerCoordinator()
 	n.registerAnalytics()
+	n.registerWatch()
 	if n.homes != nil {
 		n.homes.Register(n.srv)
 	}
@@ -360,12 +392,25 @@ func Start(cfg Config) (*Node, error) {
 	if n.homes != nil {
 		n.homes.Start()
 	}
+	n.watch.Start()
 	if n.repair != nil {
 		go n.repair.Run(n.dht.Subscribe())
+		n.startRefill()
 	} else {
 		n.log.Warn(fmt.Sprintf("store %T cannot be walked: this node will not repair or hand off shards", n.store))
 	}
 	return n, nil
+}
+
+// loadIdentity loads the node's identity from its data directory, or creates it on
+// first use. A data directory that holds data but lost its identity file is an error
+// (dht.ErrIdentityLost), unless the store holds nothing yet: an embedder may open the
+// store in the data directory before the first Start.
+func loadIdentity(cfg Config) (peer.ID, error) {
+	if st := cfg.Store.Stats(); st.Shards == 0 && st.Series == 0 {
+		return dht.AdoptNewIdentity(cfg.DHT.DataDir)
+	}
+	return dht.LoadOrCreateIdentity(cfg.DHT.DataDir)
 }
 
 // assemble builds the node's parts over its DHT, store and RPC client.
@@ -392,6 +437,7 @@ func (n *Node) assemble() {
 		n.homes = rollup.NewHomes(cfg.Rollups, n.coord.RollupSource(), rollup.Options{
 			Quantum: cfg.DHT.Quantum, ReadQuorum: cfg.ReadQuorum, Store: st, Self: n.dht.Self().ID, Log: n.log})
 	}
+	n.assembleWatch()
 }
 
 // RPCAddr returns the address the node's RPC server is bound to.
@@ -426,12 +472,14 @@ func (n *Node) Close() error {
 // network, and the store last (operations after an engine's Close would panic;
 // closing it flushes it).
 func (n *Node) shutdown(depart func() error) error {
+	n.stopRefill()
 	if n.repair != nil {
 		n.repair.Close()
 	}
 	if n.homes != nil {
 		n.homes.Close()
 	}
+	n.closeWatch()
 	errs := []error{depart()}
 	errs = append(errs, n.srv.Close(), n.cli.Close(), n.store.Close())
 	return errors.Join(errs...)
@@ -534,6 +582,7 @@ func (n *Node) Stats() NodeStats {
 
 		Corruptions:       st.Corruptions,
 		WALBytesDropped:   st.WALBytesDropped,
+		Refilling:         n.refill.on.Load(),
 		FlashBytesWritten: st.FlashBytesWritten,
 		AppendedPoints:    st.AppendedPoints,
 		Format:            n.cfg.DHT.Format.String(),

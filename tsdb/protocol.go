@@ -30,6 +30,8 @@ const (
 	CodePartial       = wire.CodePartial
 	CodeTooLarge      = wire.CodeTooLarge
 	CodeExpired       = wire.CodeExpired
+	CodeTooManySeries = wire.CodeTooManySeries
+	CodeSlowDown      = wire.CodeSlowDown
 )
 
 // The coordinator's types live in package coord; these names keep the node's API whole.
@@ -42,6 +44,8 @@ type (
 	SeriesResult = coord.SeriesResult
 	// PutResult says what a write did (coord.PutResult).
 	PutResult = coord.PutResult
+	// BudgetError is a write refused by the new-series budget (coord.BudgetError).
+	BudgetError = coord.BudgetError
 )
 
 // MaxAggWindows is the most windows one aggregate answers (coord.MaxAggWindows).

@@ -22,8 +22,8 @@ import (
 // rangeFlags are --from and --to, which take relative times too.
 func rangeFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "from", Required: true, Usage: "start of the range (inclusive): ns since the epoch, RFC 3339, or relative: now, now-5m, -1h, -7d"},
-		&cli.StringFlag{Name: "to", Required: true, Usage: "end of the range (exclusive): ns since the epoch, RFC 3339, or relative: now, now-5m, -1h"},
+		&cli.StringFlag{Name: "from", Required: true, Usage: "start of the range (inclusive): ns since the epoch, RFC 3339, a date (2026-11-27), or relative: now, now-5m, -1h, -7d, today, yesterday"},
+		&cli.StringFlag{Name: "to", Required: true, Usage: "end of the range (exclusive): ns since the epoch, RFC 3339, a date (2026-11-27), or relative: now, now-5m, -1h, today, yesterday"},
 	}
 }
 

@@ -46,11 +46,7 @@ func runSeries(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	format := c.String("format")
-	if format != "csv" && format != "json" {
-		return badFlag("--format %q: want csv or json", format)
-	}
-	cl, err := dialCluster(c)
+	format, cl, err := dialFormatted(c)
 	if err != nil {
 		return err
 	}
@@ -147,7 +143,7 @@ func runDelete(c *cli.Context) error {
 		return err
 	}
 	if c.IsSet("from") != c.IsSet("to") {
-		return fmt.Errorf("give both --from and --to to delete a range, or neither to delete the whole series")
+		return usagef(c, "give both --from and --to to delete a range, or neither to delete the whole series")
 	}
 	cl, err := dialCluster(c)
 	if err != nil {

@@ -41,15 +41,16 @@ func runDemo(c *cli.Context) error {
 	}
 	history := c.Duration("history")
 	if history < 150*time.Second {
-		return fmt.Errorf("--history %v: at least 150s, the longest span the demo reads", history)
+		return badFlag("--history %v: at least 150s, the longest span the demo reads", history)
 	}
 	n := int(history / time.Second * 60)
 	if err := localcluster.CheckKind(c.String("store")); err != nil {
+		err = badFlag("%w", err)
 		return err
 	}
 	mode, err := store.ParseSyncMode(c.String("sync"))
 	if err != nil {
-		return fmt.Errorf("--sync: %w", err)
+		return badFlag("--sync: %w", err)
 	}
 	storeDesc := "memory store"
 	if c.String("store") == "disk" {

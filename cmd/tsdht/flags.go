@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -49,19 +50,34 @@ func clusterKey(c *cli.Context) (clusterkey.Ring, error) {
 	}
 	ring, err := clusterkey.Load(path)
 	if err != nil {
-		return nil, fmt.Errorf("--cluster-key-file: %w", err)
+		return nil, badFlag("--cluster-key-file: %w", err)
 	}
 	return ring, nil
 }
 
 // dialCluster returns a thin client of the --cluster nodes.
 func dialCluster(c *cli.Context) (*client.Client, error) {
-	addrs := splitAddrs(c.String("cluster"))
+	addrs, err := hostPorts("cluster", c.String("cluster"))
+	if err != nil {
+		return nil, err
+	}
 	ring, err := clusterKey(c)
 	if err != nil {
 		return nil, err
 	}
 	return client.New(addrs, client.Config{Timeout: c.Duration("timeout"), RPC: rpc.Config{ClusterKey: ring}})
+}
+
+// hostPorts splits the HOST:PORT[,HOST:PORT…] value of flag name, refusing an
+// address without a port as a usage error.
+func hostPorts(name, v string) ([]string, error) {
+	addrs := splitAddrs(v)
+	for _, a := range addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, badFlag("--%s %q: want HOST:PORT (%v)", name, a, err)
+		}
+	}
+	return addrs, nil
 }
 
 func seriesKey(c *cli.Context) (string, error) {
@@ -72,8 +88,8 @@ func seriesKey(c *cli.Context) (string, error) {
 	return key, nil
 }
 
-// parseTime accepts integer nanoseconds since the epoch or RFC 3339 with an optional
-// fraction of a second.
+// parseTime accepts integer nanoseconds since the epoch, RFC 3339 with an optional
+// fraction of a second, or a date YYYY-MM-DD (its midnight, UTC).
 func parseTime(s string) (int64, error) {
 	s = strings.TrimSpace(s)
 	ns, err := strconv.ParseInt(s, 10, 64)
@@ -85,7 +101,9 @@ func parseTime(s string) (int64, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return 0, fmt.Errorf("timestamp %q is neither integer nanoseconds nor RFC 3339", s)
+		if t, err = time.Parse(time.DateOnly, s); err != nil {
+			return 0, fmt.Errorf("timestamp %q is neither integer nanoseconds, RFC 3339 nor a date YYYY-MM-DD", s)
+		}
 	}
 	if t.Year() < 1678 || t.Year() > 2261 {
 		return 0, fmt.Errorf("timestamp %q is out of range (years 1678–2261 fit int64 nanoseconds)", s)
@@ -94,11 +112,21 @@ func parseTime(s string) (int64, error) {
 }
 
 // parseTimeFlag is parseTime for a flag: it also takes a time relative to now — "now",
-// "now-5m", "now+1h", "-5m" (a signed Go duration, with "d" for days of 24 h too) —
-// so that one command's flags all count from the same now. An integer is always
-// nanoseconds since the epoch: "-5" is 5 ns before 1970, "-5s" five seconds ago.
+// "now-5m", "now+1h", "-5m" (a signed Go duration, with "d" for days of 24 h too),
+// "today" and "yesterday" (their midnight, UTC) — so that one command's flags all count
+// from the same now. An integer is always nanoseconds since the epoch: "-5" is 5 ns
+// before 1970, "-5s" five seconds ago. Every command that takes a time takes it here.
 func parseTimeFlag(s string, now time.Time) (int64, error) {
 	s = strings.TrimSpace(s)
+	switch s {
+	case "today", "yesterday":
+		y, m, d := now.UTC().Date()
+		t := time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+		if s == "yesterday" {
+			t = t.AddDate(0, 0, -1)
+		}
+		return t.UnixNano(), nil
+	}
 	rel, ok := strings.CutPrefix(s, "now")
 	if !ok && !strings.HasPrefix(s, "-") && !strings.HasPrefix(s, "+") {
 		return parseTime(s)

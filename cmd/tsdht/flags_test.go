@@ -24,13 +24,16 @@ func TestParseTimeFlag(t *testing.T) {
 		{"-5", -5}, // an integer is nanoseconds since the epoch
 		{"1795309200000000000", 1795309200000000000},
 		{"2026-11-22T01:00:00Z", 1795309200000000000},
+		{"2026-11-22", 1795305600000000000},
+		{"today", 1795305600000000000},
+		{"yesterday", 1795305600000000000 - int64(24*time.Hour)},
 	} {
 		got, err := parseTimeFlag(c.in, now)
 		if err != nil || got != c.want {
 			t.Errorf("parseTimeFlag(%q) = %d, %v; want %d", c.in, got, err, c.want)
 		}
 	}
-	for _, bad := range []string{"now-", "now5m", "now-bogus", "-5x", "yesterday", "-100000000d"} {
+	for _, bad := range []string{"now-", "now5m", "now-bogus", "-5x", "yesterdays", "2026-13-01", "-100000000d"} {
 		if _, err := parseTimeFlag(bad, now); err == nil {
 			t.Errorf("parseTimeFlag(%q) accepted", bad)
 		} else if !strings.Contains(err.Error(), bad) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -28,9 +29,14 @@ func TestUsageErrors(t *testing.T) {
 		{"bad time unit", []string{"put", "--cluster", "127.0.0.1:1", "--series", "x", "--time-unit", "min"}, exitUsage, []string{"--time-unit \"min\""}},
 		// Values parsed by the commands themselves are usage errors too, not runtime failures.
 		{"bad window", []string{"agg", "--cluster", "127.0.0.1:1", "--series", "x", "--from", "0", "--to", "1", "--every", "zz"}, exitUsage, []string{"--every", "tsdht agg --help"}},
-		{"bad timestamp", []string{"get", "--cluster", "127.0.0.1:1", "--series", "x", "--from", "yesterday", "--to", "now"}, exitUsage, []string{"--from", "tsdht get --help"}},
+		{"bad timestamp", []string{"get", "--cluster", "127.0.0.1:1", "--series", "x", "--from", "yesterdays", "--to", "now"}, exitUsage, []string{"--from", "tsdht get --help"}},
 		{"bad id format", []string{"node", "--rpc", "127.0.0.1:1", "--gossip", "127.0.0.1:2", "--data", t.TempDir(), "--id-format", "xyz"}, exitUsage, []string{"--id-format", "tsdht node --help"}},
 		{"bad lookback", []string{"latest", "--cluster", "127.0.0.1:1", "--series", "x", "--lookback", "soon"}, exitUsage, []string{"--lookback", "tsdht latest --help"}},
+		{"backup: two directories", []string{"backup", "--cluster", "127.0.0.1:1", "--to", "a", "--to", "b"}, exitUsage, []string{"one must name the directory", "--until"}},
+		{"backup: bad rate", []string{"backup", "--cluster", "127.0.0.1:1", "--to", "a", "--rate", "-1"}, exitUsage, []string{"--rate"}},
+		{"backup: reversed range", []string{"backup", "--cluster", "127.0.0.1:1", "--to", "a", "--from", "now", "--until", "-1h"}, exitUsage, []string{"--from"}},
+		{"restore: no cluster", []string{"restore", "--from", "a"}, exitUsage, []string{"--cluster", "--verify"}},
+		{"restore --verify: no backup", []string{"restore", "--from", "/nonexistent", "--verify"}, exitFailure, []string{"no backup here"}},
 		{"runtime failure", []string{"get", "--cluster", "127.0.0.1:1", "--series", "x", "--from", "-5m", "--to", "now"}, exitFailure, []string{"unreachable"}},
 	}
 	for _, tc := range cases {
@@ -193,11 +199,16 @@ func TestPortMixups(t *testing.T) {
 		t.Fatalf("--cluster at a gossip port: exit %d, stderr %q", code, errOut)
 	}
 
+	// A node told to join an RPC port says so and exits 2, instead of retrying for ever.
 	p := c.Add()
 	p.Join = a.RPC
 	c.Start(1)
-	waitLog(t, p, "--join wants gossip addresses, the seeds' --gossip; "+a.RPC+" answered like an RPC port")
-	waitLog(t, a, "it looks like memberlist gossip: a node's --join names this RPC address")
+	err := p.Cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitUsage ||
+		!strings.Contains(p.Log(), "--join "+a.RPC+": a tsdht RPC port answers there (a node's --rpc); --join wants the seeds' --gossip addresses") {
+		t.Fatalf("node --join at an RPC port: %v\n%s", err, p.Log())
+	}
 }
 
 func waitLog(t *testing.T, p *proc, want string) {

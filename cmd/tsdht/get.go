@@ -25,8 +25,8 @@ func getCommand() *cli.Command {
 		Usage: "read the points of a series with from <= timestamp < to",
 		Flags: append(selectionFlags("read"),
 			clusterFlag, timeoutFlag, clusterKeyFlag,
-			&cli.StringFlag{Name: "from", Required: true, Usage: "start of the range (inclusive): ns since the epoch, RFC 3339, or relative: now, now-5m, -1h"},
-			&cli.StringFlag{Name: "to", Required: true, Usage: "end of the range (exclusive): ns since the epoch, RFC 3339, or relative: now, now-5m, -1h"},
+			&cli.StringFlag{Name: "from", Required: true, Usage: "start of the range (inclusive): ns since the epoch, RFC 3339, a date (2026-11-27), or relative: now, now-5m, -1h, today, yesterday"},
+			&cli.StringFlag{Name: "to", Required: true, Usage: "end of the range (exclusive): ns since the epoch, RFC 3339, a date (2026-11-27), or relative: now, now-5m, -1h, today, yesterday"},
 			&cli.StringFlag{Name: "format", Value: "csv", Usage: "output: csv (timestamp,value lines) or json"},
 			&cli.StringFlag{Name: "time-format", Value: "ns", Usage: "output timestamps as ns (integer nanoseconds since the epoch) or rfc3339 (UTC, nanosecond fraction)"},
 			&cli.IntFlag{Name: "read-quorum", Usage: "replicas that must agree a shard is empty (default: the node's)"},
@@ -159,15 +159,7 @@ func seriesJSON(key string, res wire.Result, e *catalog.Entry, rfc3339 bool) jso
 		}
 	}
 	for i := range p.T {
-		var v any
-		switch p.Type {
-		case series.Float:
-			v = jsonFloat(p.F[i])
-		case series.Int:
-			v = p.I[i]
-		case series.String:
-			v = p.S[i]
-		}
+		v := jsonValue(p, i)
 		var t any = p.T[i]
 		if rfc3339 {
 			t = time.Unix(0, p.T[i]).UTC().Format(time.RFC3339Nano)
@@ -220,6 +212,18 @@ func getMatch(c *cli.Context, from, to int64, format string, opt wire.GetOptions
 		return cli.Exit(fmt.Sprintf("tsdht: partial result: %d shards could not be read from any replica", partial), 3)
 	}
 	return nil
+}
+
+// jsonValue is point i's value as json output carries it.
+func jsonValue(p *series.Points, i int) any {
+	switch p.Type {
+	case series.Float:
+		return jsonFloat(p.F[i])
+	case series.Int:
+		return p.I[i]
+	default:
+		return p.S[i]
+	}
 }
 
 // jsonFloat prints NaN and ±Inf, which JSON numbers cannot hold, as strings.

@@ -13,7 +13,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tsdht/tsdht/clusterkey"
+	"github.com/tsdht/tsdht/export"
 	"github.com/tsdht/tsdht/httpapi"
+	"github.com/tsdht/tsdht/promapi"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/web"
 )
@@ -21,13 +23,13 @@ import (
 // startHTTP serves the HTTP API (httpapi) of node on addr; the returned function
 // stops it. An empty addr serves nothing.
 // With a cluster key, every request but /ping, /health and /ready needs one of tokens.
-func startHTTP(addr string, node *tsdb.Node, ring clusterkey.Ring, logger *slog.Logger) (stop func(), err error) {
+// cfg holds the limits the node's flags set (limitflags.go).
+func startHTTP(addr string, cfg httpapi.Config, node *tsdb.Node, ring clusterkey.Ring, logger *slog.Logger) (stop func(), err error) {
 	if addr == "" {
 		return func() {}, nil
 	}
 	tokens := httpTokens(ring)
 	eng := httpapi.NewNodeEngine(node)
-	cfg := httpapi.DefaultConfig()
 	cfg.Tokens = tokens
 	cfg.Profiling = os.Getenv("TSDHT_HTTP_PPROF") == "1"
 	if len(tokens) == 0 {
@@ -37,12 +39,20 @@ func startHTTP(addr string, node *tsdb.Node, ring clusterkey.Ring, logger *slog.
 	if err != nil {
 		return nil, err
 	}
+	export.Mount(h, eng) // /api/v1/export, /api/v1/import
 	// The page (package web) reads the cluster through this node, in process.
 	page, err := web.Handler(nodePage{node}, web.Config{Catalog: nodePage{node}})
 	if err != nil {
 		return nil, err
 	}
 	h.Handle("/", page)
+	// Prometheus' query API and remote read (package promapi), over the same
+	// coordinator; the page keeps /api/v1/series?prefix=.
+	prom, err := promapi.New(node.Coordinator(), promapi.Config{}, logger)
+	if err != nil {
+		return nil, err
+	}
+	prom.Mount(h.Handle, page)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--http %s: %w", addr, err)

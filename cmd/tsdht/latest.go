@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/tsdht/tsdht/tsdb/client"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
@@ -29,7 +31,7 @@ func latestCommand() *cli.Command {
 			"limit). A series with no point in that span is named on stderr and the exit status is 1.",
 		Flags: []cli.Flag{
 			clusterFlag, timeoutFlag, clusterKeyFlag,
-			&cli.StringFlag{Name: "series", Required: true, Usage: "series keys, KEY[,KEY…]"},
+			&cli.GenericFlag{Name: "series", Required: true, Value: &repeated{}, Usage: "a series key; repeat the flag for more (--series 'db/m,host=a#v' --series KEY). A value with commas that names no series is taken as the older KEY,KEY… list"},
 			&cli.StringFlag{Name: "at", Value: "now+10m", Usage: "look for points before this time (points up to 10 min in the future are accepted by default)"},
 			&cli.StringFlag{Name: "lookback", Usage: "how far back from --at to look: 1h, 30d… (default: no limit)"},
 		},
@@ -38,12 +40,11 @@ func latestCommand() *cli.Command {
 }
 
 func runLatest(c *cli.Context) error {
-	var keys []string
-	for _, k := range strings.Split(c.String("series"), ",") {
+	values := c.Generic("series").(*repeated).values
+	for _, k := range values {
 		if err := series.ValidateKey(k); err != nil {
 			return badFlag("--series: %w", err)
 		}
-		keys = append(keys, k)
 	}
 	before, err := parseTimeFlag(c.String("at"), time.Now())
 	if err != nil {
@@ -64,13 +65,17 @@ func runLatest(c *cli.Context) error {
 		return err
 	}
 	defer client.Close()
+	keys, err := latestKeys(c.Context, client, values)
+	if err != nil {
+		return err
+	}
 	w := bufio.NewWriter(os.Stdout)
 	cw := csv.NewWriter(w)
 	var failed []string
 	for _, key := range keys {
 		got, err := client.Latest(c.Context, []string{key}, since, before)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "tsdht latest: %v\n", err)
+			fmt.Fprintf(os.Stderr, "tsdht latest: %v\n", withSuggestion(c.Context, client, key, err))
 			failed = append(failed, key)
 			continue
 		}
@@ -178,6 +183,45 @@ func runCompleteness(c *cli.Context) error {
 	}
 	fmt.Fprintf(w, "total,%d,%d\n", stored, expected)
 	return w.Flush()
+}
+
+// repeated is a string flag that may be given several times, each value kept whole
+// (urfave/cli's StringSliceFlag would split values at commas, which keys hold).
+type repeated struct{ values []string }
+
+func (r *repeated) Set(v string) error { r.values = append(r.values, v); return nil }
+func (r *repeated) String() string     { return strings.Join(r.values, " ") }
+
+// latestKeys returns the keys of latest's --series values. A value is one key — keys
+// written by /write and remote write hold commas — except that a value with commas
+// but no '=' (the mark of those keys) that names no series of the catalog is the
+// older KEY,KEY… list.
+func latestKeys(ctx context.Context, cl *client.Client, values []string) ([]string, error) {
+	var keys []string
+	for _, v := range values {
+		if !strings.Contains(v, ",") || strings.Contains(v, "=") {
+			keys = append(keys, v)
+			continue
+		}
+		es, err := cl.Series(ctx, nil, v)
+		if err != nil {
+			return nil, err
+		}
+		whole := false
+		for _, e := range es {
+			whole = whole || e.Key == v
+		}
+		parts := strings.Split(v, ",")
+		for _, p := range parts {
+			whole = whole || series.ValidateKey(p) != nil
+		}
+		if whole { // a key of the catalog, or no list of keys
+			keys = append(keys, v)
+		} else {
+			keys = append(keys, parts...)
+		}
+	}
+	return keys, nil
 }
 
 // lookbackNote says, when --lookback limited the search, how to widen it.

@@ -9,7 +9,15 @@ import (
 )
 
 func main() {
-	app := &cli.App{
+	app := newApp()
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, "tsdht", versionString()) }
+	forgive(app)
+	os.Exit(exitStatus(os.Stderr, app.Run(os.Args)))
+}
+
+// newApp returns the command line's commands and flags.
+func newApp() *cli.App {
+	return &cli.App{
 		Name:  "tsdht",
 		Usage: "an edge time-series database on a Kademlia-style DHT",
 		Description: "Every node of a cluster runs `tsdht node`; together they store time series cut into\n" +
@@ -22,16 +30,21 @@ func main() {
 			getCommand(),
 			aggCommand(),
 			latestCommand(),
+			watchCommand(),
 			completenessCommand(),
 			seriesCommand(),
 			metaCommand(),
 			deleteCommand(),
+			backupCommand(),
+			restoreCommand(),
 			statusCommand(),
 			locateCommand(),
 			fsckCommand(),
 			decommissionCommand(),
 			keygenCommand(),
 			tokenCommand(),
+			exportCommand(),
+			importCommand(),
 			demoCommand(),
 			benchMovedCommand(),
 			pmuCommand(),
@@ -39,7 +52,4 @@ func main() {
 		},
 		EnableBashCompletion: true,
 	}
-	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, "tsdht", versionString()) }
-	forgive(app)
-	os.Exit(exitStatus(os.Stderr, app.Run(os.Args)))
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,9 +11,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/urfave/cli/v2"
 
 	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/httpapi"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/store"
@@ -39,7 +42,7 @@ func nodeCommand() *cli.Command {
 	cmd := &cli.Command{
 		Name:  "node",
 		Usage: "run a node: serve RPC, gossip membership, store shards",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "rpc", Required: true, Usage: "HOST:PORT to serve RPC on (clients' --cluster names it)"},
 			&cli.StringFlag{Name: "gossip", Required: true, Usage: "HOST:PORT for membership gossip (UDP and TCP); with --routing kademlia, the bootstrap handshake alone (TCP)"},
 			&cli.StringFlag{Name: "join", Usage: "gossip addresses of seed nodes, HOST:PORT[,HOST:PORT…]"},
@@ -70,8 +73,11 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "log records as text (key=value) or json, one per line on stderr"},
 			&cli.StringFlag{Name: "http", Usage: "HOST:PORT to serve the HTTP API on (InfluxDB 1.x /write and /query, Prometheus /api/v1/write, /metrics, /health, /ready) and the node's web page at /; off when not given"},
 			clusterKeyFlag,
+			&cli.DurationFlag{Name: "stop-timeout", Value: 20 * time.Second, Usage: "after SIGINT/SIGTERM, exit even if the stop has not finished by then (an engine blocked on a full disk); keep it below the service manager's own (systemd TimeoutStopSec)"},
+			&cli.BoolFlag{Name: "new-identity", Usage: "start under a new identity when --data holds a node's data but lost its identity.key (without it that is an error): the node joins as a new member and repair hands the old data to the shards' owners; no effect when identity.key is there"},
+			&cli.BoolFlag{Name: "accept-wal-loss", Usage: "with --rf 1 and --sync always: start even though a damaged write-ahead log would drop acknowledged writes no other replica holds (without it the node refuses to start and says what would be lost); replay stops at the damage and the rest is gone. With --rf above 1 the loss is reported and repair refills it, and with --sync batch or none it is reported, without this flag"},
 			&cli.StringFlag{Name: "disk-reserve", DefaultText: "the store's: 64MiB, or 16 memtables if more", Usage: "free space kept on the data filesystem for the storage engine (512MB, 1GiB or bytes): writes are refused as \"disk full\" below it; 0 disables the check"},
-		},
+		}, limitFlags()...),
 		Action: runNode,
 	}
 	cmd.Flags = append(cmd.Flags, uplinkFlags()...)
@@ -91,6 +97,13 @@ func runNode(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	hcfg := httpapi.DefaultConfig()
+	if err := httpLimits(c, &hcfg); err != nil {
+		return err
+	}
+	if c.Duration("stop-timeout") <= 0 {
+		return badFlag("--stop-timeout %v: want a positive duration", c.Duration("stop-timeout"))
+	}
 	dir := c.String("data")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--data: %w", err)
@@ -102,15 +115,23 @@ func runNode(c *cli.Context) error {
 		return err
 	}
 	cfg.RPC.ClusterKey, cfg.DHT.ClusterKey = ring, ring
+	if err := checkSeeds(c.Context, cfg.DHT.Join, ring); err != nil {
+		return err
+	}
 	if ring == nil {
 		logger.Warn("no --cluster-key-file: anyone who reaches the rpc and gossip ports can join, read and write (docs/security.md)")
 	}
-	id, err := dht.LoadOrCreateIdentity(dir)
+	id, err := loadIdentity(dir, c.Bool("new-identity"))
 	if err != nil {
 		return err
 	}
 	self := dht.NewPeer(id, "")
 	st, err := openStore(c, dir, cfg.DHT.Quantum, logger.With("node", hex.EncodeToString(self.Key[:])))
+	if errors.Is(err, store.ErrWALLoss) {
+		return cli.Exit(fmt.Sprintf("tsdht node: %v.\nWith --rf 1 no other replica holds these points, so the node does not start. "+
+			"Copy %s aside first (the damaged log is the evidence; `tsdht fsck --data %s` details it), then restore the data from a backup, "+
+			"or start with --accept-wal-loss to replay up to the damage and go on without the rest", err, dir, dir), 1)
+	}
 	if err != nil {
 		return dirInUse(dir, err)
 	}
@@ -141,7 +162,7 @@ func runNode(c *cli.Context) error {
 	if len(upCfgs) > 0 {
 		logger.Info("uplinks", "to", describeUplinks(upCfgs))
 	}
-	stopHTTP, err := startHTTP(c.String("http"), n, cfg.RPC.ClusterKey, logger)
+	stopHTTP, err := startHTTP(c.String("http"), hcfg, n, cfg.RPC.ClusterKey, logger)
 	if err != nil {
 		ups.Close()
 		n.Close()
@@ -161,18 +182,45 @@ func runNode(c *cli.Context) error {
 		logger.Info("decommissioned: shards handed off; leaving the cluster")
 		stop = n.Leave
 	}
-	stopHTTP()
-	ups.Close()
 	done := make(chan error, 1)
-	go func() { done <- stop() }()
+	go func() {
+		stopHTTP()
+		ups.Close() // the uplinks save their cursors while the node still serves
+		done <- stop()
+	}()
+	grace := time.NewTimer(c.Duration("stop-timeout"))
+	defer grace.Stop()
 	select {
 	case err := <-done:
 		return err
+	case <-grace.C:
+		// Something is stuck (a write blocked in the storage engine on a full disk):
+		// the stop would never end, and the service manager's SIGKILL would leave no
+		// word of why. What --sync promised is in the WAL either way.
+		// Exit here, not by returning: the deferred pid file removal would touch the
+		// same stuck filesystem.
+		logger.Error("stop did not finish within --stop-timeout: exiting without waiting for it; the WAL replays every acknowledged write at the next start",
+			"stop_timeout", c.Duration("stop-timeout").String())
+		os.Exit(1)
+		return nil
 	case s := <-sig:
 		// A second signal: the operator does not want to wait. Nothing acknowledged is
 		// lost (the store's WAL has it); the others see a death instead of a stop.
 		return cli.Exit(fmt.Sprintf("tsdht: %s again: exiting at once", s), 1)
 	}
+}
+
+// loadIdentity loads the node's identity from dir, or creates it on first use; with
+// adopt (--new-identity) also in a directory that lost it.
+func loadIdentity(dir string, adopt bool) (id peer.ID, err error) {
+	if adopt {
+		return dht.AdoptNewIdentity(dir)
+	}
+	id, err = dht.LoadOrCreateIdentity(dir)
+	if errors.Is(err, dht.ErrIdentityLost) {
+		return "", cli.Exit(fmt.Sprintf("tsdht node: %v; `tsdht node --new-identity` does the latter", err), 1)
+	}
+	return id, err
 }
 
 // nodeConfig turns the node's flags into its configuration, all but the data directory,
@@ -190,6 +238,11 @@ func nodeConfig(c *cli.Context) (tsdb.Config, error) {
 	routing, err := dht.ParseRouting(c.String("routing"))
 	if err != nil {
 		return cfg, badFlag("--routing: %w", err)
+	}
+	for _, name := range []string{"rpc", "gossip", "join", "http"} {
+		if _, err := hostPorts(name, c.String(name)); err != nil {
+			return cfg, err
+		}
 	}
 	cfg.DHT.GossipAddr = c.String("gossip")
 	cfg.DHT.Join = splitAddrs(c.String("join"))
@@ -213,6 +266,9 @@ func nodeConfig(c *cli.Context) (tsdb.Config, error) {
 	cfg.RepairUnthrottled = c.Float64("repair-rate") == 0
 	cfg.HandoffTimeout = c.Duration("handoff-timeout")
 	cfg.DHT.DownGrace = c.Duration("down-grace")
+	if err := applyLimitFlags(c, &cfg); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
 }
 
@@ -255,6 +311,10 @@ func storeOptions(c *cli.Context) (*store.PebbleOptions, error) {
 	}
 	opts := store.DefaultPebbleOptions()
 	opts.Sync = mode
+	// Only --sync always acknowledges nothing it has not fsynced: with batch or none the
+	// last interval's records reach the disk in any order, so a power cut can leave
+	// records after a hole that the mode never promised to keep.
+	opts.RefuseWALLoss = c.Int("rf") == 1 && mode == store.SyncAlways && !c.Bool("accept-wal-loss")
 	opts.SyncInterval = c.Duration("sync-interval")
 	opts.CacheSize = c.Int64("cache-mb") * mib
 	opts.HotCacheSize = c.Int64("hot-mb") * mib

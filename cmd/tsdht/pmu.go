@@ -160,6 +160,16 @@ func runPMU(c *cli.Context) error {
 		return badFlag("--log-level %q: want debug, info, warn or error", c.String("log-level"))
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if ff := c.String("float-freq"); ff != "actual" && ff != "deviation" {
+		return badFlag("--float-freq %q: want actual or deviation", ff)
+	}
+	for _, name := range []string{"connect", "udp-data"} {
+		if v := c.String(name); v != "" {
+			if _, err := hostPorts(name, v); err != nil {
+				return err
+			}
+		}
+	}
 	client, err := dialCluster(c)
 	if err != nil {
 		return err

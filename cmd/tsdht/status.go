@@ -43,6 +43,7 @@ type statusJSON struct {
 	Corruptions     int64  `json:"corruptions"`       // reads that met damaged blocks since the node started
 	WALBytesDropped int64  `json:"wal_bytes_dropped"` // WAL records lost after a damaged one at start-up
 	RefetchedPairs  int64  `json:"refetched_pairs"`   // damaged pairs replaced by another owner's copy
+	Refilling       bool   `json:"refilling"`         // lost writes at start-up; its peers' repair passes have not all ended
 	// Flash wear since the node's store opened: bytes written to the device (WAL,
 	// flushes, compactions) and the new points stored meanwhile.
 	FlashBytesWritten int64 `json:"flash_bytes_written"`
@@ -60,7 +61,7 @@ func newStatusJSON(n wire.NodeStats) statusJSON {
 		DiskBytes: n.DiskBytes, MaxDiskBytes: n.MaxDisk, Retention: n.Retention, OldestQuantum: n.Oldest,
 		IDFormat: n.Format, RF: n.RF,
 		Corruptions: n.Corruptions, WALBytesDropped: n.WALBytesDropped, RefetchedPairs: n.Repair.Refetched,
-		FlashBytesWritten: n.FlashBytesWritten, AppendedPoints: n.AppendedPoints, Uplinks: n.Uplinks,
+		Refilling: n.Refilling, FlashBytesWritten: n.FlashBytesWritten, AppendedPoints: n.AppendedPoints, Uplinks: n.Uplinks,
 	}
 }
 
@@ -145,6 +146,9 @@ func statusCommand() *cli.Command {
 					note = strings.TrimSpace(fmt.Sprintf("%s damaged: %d reads, %s of WAL lost, %d pairs re-fetched (run tsdht fsck when stopped)",
 						note, n.Corruptions, store.FormatSize(n.WALBytesDropped), r.Refetched))
 				}
+				if n.Refilling {
+					note += "; REFILLING: incomplete until its peers' repair passes end"
+				}
 				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", n.NodeID, n.RPCAddr, n.State,
 					n.Shards, n.Series, n.Points, under[i], r.HintedPoints, r.PushedPairs, r.DroppedPairs, disk,
 					flashWritten(n.FlashBytesWritten, n.AppendedPoints), ret, note)
@@ -167,7 +171,7 @@ func locateCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "cluster", Usage: "RPC address of a node, to list the replica set"},
 			seriesFlag,
-			&cli.StringFlag{Name: "at", Required: true, Usage: "timestamp: ns since the epoch, RFC 3339, or relative: now, now-5m, -1h"},
+			&cli.StringFlag{Name: "at", Required: true, Usage: "timestamp: ns since the epoch, RFC 3339, a date (2026-11-27), or relative: now, now-5m, -1h, today, yesterday"},
 			idFormatFlag(),
 			quantumFlag(),
 			&cli.BoolFlag{Name: "trace", Usage: "with --cluster: have the node find the replica set afresh and print, on stderr, how: in kademlia routing mode every request of its lookup (round, peer, XOR distance to the shard, peers answered)"},
@@ -176,6 +180,9 @@ func locateCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			key, err := seriesKey(c)
 			if err != nil {
+				return err
+			}
+			if _, err := clusterKey(c); err != nil { // refused even when --cluster is not given
 				return err
 			}
 			at, err := parseTimeFlag(c.String("at"), time.Now())

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,7 +43,7 @@ func TestUplinkThroughOutageAndKill(t *testing.T) {
 	}
 	sleepUntil := func(at time.Time) { time.Sleep(time.Until(at)) } // the scenario's clock, not a wait for a condition
 	influx := testutil.NewInfluxd(t)
-	promAddr := startPrometheus(t)
+	promAddr := startPromReceiver(t)
 	influxQuery(t, influx.Addr, "", "CREATE DATABASE central")
 
 	c := newE2ECluster(t, 3, "--rf", "3",
@@ -288,19 +287,13 @@ func (c *e2eCluster) statusJSON(via int) []statusJSON {
 	return all
 }
 
-// startPrometheus runs Prometheus with its remote-write receiver and an out-of-order
-// window (what an edge that re-sends after a takeover needs), and returns its address.
-func startPrometheus(t *testing.T) string {
-	bin := testutil.NeedTool(t, "prometheus", "prometheus")
-	dir := t.TempDir()
+// startPromReceiver runs Prometheus with its remote-write receiver and an
+// out-of-order window (what an edge that re-sends after a takeover needs), and returns
+// its address.
+func startPromReceiver(t *testing.T) string {
 	addr := testutil.FreeAddr(t)
-	cfg := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfg, []byte("global: {}\nstorage:\n  tsdb:\n    out_of_order_time_window: 1h\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	testutil.StartLogged(t, "prometheus", exec.Command(bin, "--config.file", cfg, "--storage.tsdb.path", filepath.Join(dir, "data"),
-		"--web.listen-address", addr, "--web.enable-remote-write-receiver"))
-	testutil.WaitHTTP(t, "http://"+addr+"/-/ready", time.Minute)
+	startPrometheus(t, testutil.NeedTool(t, "prometheus", "prometheus"), t.TempDir(), addr,
+		"global: {}\nstorage:\n  tsdb:\n    out_of_order_time_window: 1h\n", "--web.enable-remote-write-receiver")
 	return addr
 }
 

@@ -15,19 +15,8 @@ import (
 	"github.com/tsdht/tsdht/uplink"
 )
 
-// repeated is a flag value that keeps every occurrence as given: an uplink URL may
-// hold commas (tsdht://a:1,b:2), which a StringSliceFlag would split.
-type repeated struct{ vals []string }
-
-func (r *repeated) Set(v string) error { r.vals = append(r.vals, v); return nil }
-func (r *repeated) String() string {
-	if r == nil {
-		return ""
-	}
-	return strings.Join(r.vals, " ")
-}
-
-// uplinkFlags are the node's uplink flags (docs/uplink.md). Each may be repeated: the
+// uplinkFlags are the node's uplink flags (docs/uplink.md), each a repeated (latest.go):
+// an uplink URL may hold commas (tsdht://a:1,b:2). Each may be repeated: the
 // n-th --uplink-prefix, --uplink-match or --uplink-every belongs to the n-th --uplink,
 // and one given once applies to every uplink.
 func uplinkFlags() []cli.Flag {
@@ -41,7 +30,7 @@ func uplinkFlags() []cli.Flag {
 
 // uplinkConfigs turns the uplink flags into the uplinks' configurations.
 func uplinkConfigs(c *cli.Context) ([]uplink.Config, error) {
-	get := func(name string) []string { return c.Generic(name).(*repeated).vals }
+	get := func(name string) []string { return c.Generic(name).(*repeated).values }
 	urls := get("uplink")
 	if len(urls) > uplink.MaxUplinks {
 		return nil, badFlag("--uplink given %d times: at most %d", len(urls), uplink.MaxUplinks)

@@ -88,15 +88,15 @@ func forgive(app *cli.App) {
 				if ue := (*usageError)(nil); errors.As(err, &ue) && ue.cmd == "" {
 					ue.cmd = c.Command.Name // a badFlag
 				}
-				return err
+				return suggestFor(c, err)
 			}
 		}
 		required := requiredOf[cmd]
-		if len(required) == 0 {
-			continue
-		}
 		before := cmd.Before
 		cmd.Before = func(c *cli.Context) error {
+			if err := nonNegative(c); err != nil {
+				return err
+			}
 			var missing []string
 			for _, name := range required {
 				if !c.IsSet(name) {
@@ -112,6 +112,33 @@ func forgive(app *cli.App) {
 			return nil
 		}
 	}
+}
+
+// nonNegative refuses a negative value of any numeric or duration flag given: no
+// count, size, rate, quorum, interval or timeout of tsdht is negative (times, which
+// can be, are string flags).
+func nonNegative(c *cli.Context) error {
+	for _, f := range c.Command.Flags {
+		name := f.Names()[0]
+		if !c.IsSet(name) {
+			continue
+		}
+		neg := false
+		switch f.(type) {
+		case *cli.IntFlag:
+			neg = c.Int(name) < 0
+		case *cli.Int64Flag:
+			neg = c.Int64(name) < 0
+		case *cli.Float64Flag:
+			neg = c.Float64(name) < 0
+		case *cli.DurationFlag:
+			neg = c.Duration(name) < 0
+		}
+		if neg {
+			return usagef(c, "--%s %s: must not be negative", name, c.Value(name))
+		}
+	}
+	return nil
 }
 
 // unrequire clears a flag's Required field (the kinds of flag tsdht uses).

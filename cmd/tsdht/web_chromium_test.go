@@ -73,26 +73,7 @@ func TestWebPageChromium(t *testing.T) {
 		t.Fatalf("status lists %d members", len(ids))
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:0:0],
-		chromedp.ExecPath(chromium),
-		chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 1000),
-	)
-	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer acancel()
-	// This chromedp's protocol tables predate some of Debian chromium's event fields; those
-	// events are ones the test does not use, so their decoding errors are dropped.
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithErrorf(func(f string, a ...any) {
-		if msg := fmt.Sprintf(f, a...); !strings.Contains(msg, "could not unmarshal event") {
-			t.Logf("chromedp: %s", msg)
-		}
-	}))
-	defer cancel()
-	ctx, tcancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer tcancel()
+	ctx := headless(t, chromium)
 
 	url := "http://" + httpAddrs[0] + "/#series=" + key + "&range=3600"
 	if err := chromedp.Run(ctx, chromedp.Navigate(url)); err != nil {
@@ -281,6 +262,32 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// headless starts headless Chromium at chromium for the test, with a deadline of 3
+// minutes; it stops when the test ends.
+func headless(t *testing.T, chromium string) context.Context {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:0:0],
+		chromedp.ExecPath(chromium),
+		chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1000),
+	)
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(acancel)
+	// This chromedp's protocol tables predate some of Debian chromium's event fields; those
+	// events are ones the test does not use, so their decoding errors are dropped.
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithErrorf(func(f string, a ...any) {
+		if msg := fmt.Sprintf(f, a...); !strings.Contains(msg, "could not unmarshal event") {
+			t.Logf("chromedp: %s", msg)
+		}
+	}))
+	t.Cleanup(cancel)
+	ctx, tcancel := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(tcancel)
+	return ctx
 }
 
 // waitJS waits until a JavaScript expression is true on the page.

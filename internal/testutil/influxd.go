@@ -45,10 +45,19 @@ func StartInfluxd(t testing.TB) string {
 	return NewInfluxd(t).Addr
 }
 
+// StartInfluxdDir is StartInfluxd that also returns InfluxDB's directory: its data in
+// dir/data, its WAL in dir/wal (where influx_inspect export reads them).
+func StartInfluxdDir(t testing.TB) (addr, dir string) {
+	t.Helper()
+	i := NewInfluxd(t)
+	return i.Addr, i.Dir
+}
+
 // Influxd is InfluxDB 1.x on loopback that a test can stop and start again on its
 // data (a central store that goes away and comes back).
 type Influxd struct {
 	Addr    string // HTTP, HOST:PORT
+	Dir     string // data in Dir/data, WAL in Dir/wal
 	bin, cf string
 	cmd     *exec.Cmd
 	log     SyncBuffer
@@ -78,7 +87,7 @@ bind-address = %q
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	i := &Influxd{Addr: addr, bin: bin, cf: cfg}
+	i := &Influxd{Addr: addr, Dir: dir, bin: bin, cf: cfg}
 	i.Start(t)
 	t.Cleanup(func() {
 		i.Stop()

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/tsdht/tsdht/quanta"
@@ -73,6 +74,9 @@ type Client struct {
 	addrs   []string
 	rpc     *rpc.Client
 	timeout time.Duration
+
+	watchMu sync.Mutex
+	pollers map[string]*poller // by node address (watch.go)
 }
 
 // New returns a client of the nodes at the given RPC addresses. It connects lazily.
@@ -121,7 +125,20 @@ func (c *Client) PutReport(ctx context.Context, key string, pts series.Points, o
 	}
 	for _, batch := range pts.Batches(MaxPutBatch, MaxPutBytes) {
 		var resp wire.PutResp
-		err := c.invoke(ctx, wire.MethodPut, &wire.PutReq{Key: key, Points: batch, WriteQuorum: opt.WriteQuorum, Quantum: int64(opt.Quantum), FitQuanta: opt.FitQuanta}, &resp)
+		req := &wire.PutReq{Key: key, Points: batch, WriteQuorum: opt.WriteQuorum, Quantum: int64(opt.Quantum), FitQuanta: opt.FitQuanta}
+		err := c.invoke(ctx, wire.MethodPut, req, &resp)
+		for pause := slowDownPause; slowDown(err) && ctx.Err() == nil; pause = min(2*pause, maxSlowDownPause) {
+			// The node's budget of new series a second is spent (nothing was stored):
+			// the write goes again once it has had time to refill.
+			t := time.NewTimer(pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return total, err
+			case <-t.C:
+			}
+			err = c.invoke(ctx, wire.MethodPut, req, &resp)
+		}
 		total.Stored += resp.Stored
 		total.WaitedMillis += resp.WaitedMillis
 		if err != nil {
@@ -129,6 +146,20 @@ func (c *Client) PutReport(ctx context.Context, key string, pts series.Points, o
 		}
 	}
 	return total, nil
+}
+
+// A put refused by its coordinator's budget of new series a second (wire.CodeSlowDown,
+// nothing stored) is sent again after slowDownPause, then pauses doubling up to
+// maxSlowDownPause, until it is taken or ctx ends: a restore or an import of many
+// series then goes at the rate the node takes them.
+const (
+	slowDownPause    = 250 * time.Millisecond
+	maxSlowDownPause = 2 * time.Second
+)
+
+func slowDown(err error) bool {
+	var re *rpc.RemoteError
+	return errors.As(err, &re) && re.Code == wire.CodeSlowDown
 }
 
 // Get reads the points of a series with from <= t < to. A range wider than an hour

@@ -197,7 +197,7 @@ func (nw *newestWrite) collect() error {
 	for ok < need {
 		if failed > nw.n-need {
 			nw.retry = true
-			return rpc.Errorf(wire.CodeUnavailable, "newest quantum of %q stored at %d of %d registry replicas, %d needed: %v",
+			return rpc.Errorf(quorumCode(lastErr), "newest quantum of %q stored at %d of %d registry replicas, %d needed: %v",
 				nw.key, ok, nw.n, need, lastErr)
 		}
 		select {

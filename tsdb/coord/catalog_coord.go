@@ -123,7 +123,7 @@ func (c *Coordinator) mergeEntry(ctx context.Context, e catalog.Entry, w int) (c
 		merged = catalog.Merge(merged, a.Resp[0])
 	}
 	if ok < min(w, len(owners)) {
-		return catalog.Entry{}, rpc.Errorf(wire.CodeUnavailable, "catalog entry of %q stored at %d of %d registry replicas, %d needed: %v",
+		return catalog.Entry{}, rpc.Errorf(quorumCode(lastErr), "catalog entry of %q stored at %d of %d registry replicas, %d needed: %v",
 			e.Key, ok, len(owners), w, lastErr)
 	}
 	return merged, nil
@@ -186,7 +186,7 @@ func (c *Coordinator) mergePostings(ctx context.Context, tag catalog.Tag, ms []c
 		}
 	}
 	if ok < min(w, len(owners)) {
-		return rpc.Errorf(wire.CodeUnavailable, "tag index: postings stored at %d of %d replicas, %d needed: %v", ok, len(owners), w, lastErr)
+		return rpc.Errorf(quorumCode(lastErr), "tag index: postings stored at %d of %d replicas, %d needed: %v", ok, len(owners), w, lastErr)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,8 @@ type Coordinator struct {
 
 	hooks writeHooks // what every write runs beside storing its points (write.go)
 
+	budget *seriesBudget // new series taken on per write and per second (newseries.go)
+
 	// localParts is how many parts PutMany cuts the batch to this node's own store
 	// into (0: a part per shard); parts are written at once, on StoreWorkers. One part
 	// is one replica request, which a store that appends a request's shards in one
@@ -71,6 +74,10 @@ type Config struct {
 	// commit and one disk sync (a store.BatchAppender): PutMany then sends its own
 	// store one request, not a part per shard (localParts).
 	LocalBatches bool
+	// NewSeriesPerRequest and NewSeriesPerSecond bound the series a coordinator does not
+	// know that one write and all writes per second may name (newseries.go); 0: no limit.
+	NewSeriesPerRequest int
+	NewSeriesPerSecond  float64
 }
 
 // maxReadRepairs bounds the read repairs in flight on one node.
@@ -83,7 +90,7 @@ func New(cfg Config, place cluster.Placement, replicas cluster.Replicas, types *
 	}
 	c := &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, rollup: roll, log: logger, cat: &catalogCoord{},
 		commits: cluster.NewGroupCommit(), repairSlots: make(chan struct{}, maxReadRepairs), longReads: make(chan struct{}, MaxLongReads),
-		longPace: newPacer(share, longReadBurst)}
+		longPace: newPacer(share, longReadBurst), budget: newSeriesBudget(cfg.NewSeriesPerRequest, cfg.NewSeriesPerSecond)}
 	if cfg.LocalBatches {
 		c.localParts = 1
 	}
@@ -128,6 +135,35 @@ func (c *Coordinator) PutReport(ctx context.Context, key string, pts series.Poin
 	return PutResult{Stored: r.Stored, Waited: r.Waited}, r.Err
 }
 
+// quorumCode is the code of a write that missed its quorum because of the replicas'
+// errors errs: wire.CodeDiskFull when a replica's disk is full (retrying soon does not
+// help), else wire.CodeUnavailable.
+func quorumCode(errs error) string {
+	if diskFull(errs) {
+		return wire.CodeDiskFull
+	}
+	return wire.CodeUnavailable
+}
+
+// diskFull says whether err, or one of the errors it joins, is a replica's "disk full".
+func diskFull(err error) bool {
+	if err == nil {
+		return false
+	}
+	var re *rpc.RemoteError
+	if errors.As(err, &re) && re.Code == wire.CodeDiskFull {
+		return true
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if diskFull(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // untilPlaced runs step until it succeeds, fails for another reason than too few
 // replicas (wire.CodeUnavailable), or deadline passes, pausing longer each time.
 func (c *Coordinator) untilPlaced(ctx context.Context, deadline time.Time, step func() error) error {
@@ -152,6 +188,12 @@ func (c *Coordinator) untilPlaced(ctx context.Context, deadline time.Time, step 
 	}
 }
 
+// MinTimestamp is the earliest timestamp a write may carry (in 1677): two of the longest
+// quanta after the first instant of int64 nanoseconds, so that every quantum and
+// catalog bound around a stored point is a time int64 holds. Earlier points are refused
+// at once, as points too far in the future are.
+const MinTimestamp = math.MinInt64 + 2*int64(quanta.MaxQuantum)*int64(time.Second)
+
 // checkPut validates a write and returns its write quorum.
 func (c *Coordinator) checkPut(key string, pts series.Points, opt wire.PutOptions) (int, error) {
 	if err := series.ValidateKey(key); err != nil {
@@ -172,6 +214,10 @@ func (c *Coordinator) checkPut(key string, pts series.Points, opt wire.PutOption
 		if t > limit {
 			return 0, rpc.Errorf(wire.CodeBadInput, "timestamp %s is more than %v in the future (check the writer's clock)",
 				time.Unix(0, t).UTC().Format(time.RFC3339Nano), c.cfg.MaxFuture)
+		}
+		if t < MinTimestamp {
+			return 0, rpc.Errorf(wire.CodeBadInput, "timestamp %d (%s) is before %s, the earliest time tsdht stores (check the writer's clock and precision)",
+				t, time.Unix(0, t).UTC().Format(time.RFC3339), time.Unix(0, MinTimestamp).UTC().Format(time.RFC3339))
 		}
 	}
 	return w, nil

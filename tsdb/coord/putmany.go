@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/trace"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
@@ -49,11 +50,17 @@ type SeriesResult struct {
 // PutMany writes points of many series, as Put would write each, and returns one result
 // per series, in the order of puts. Put is PutMany of one series: both run the same
 // steps and the same write hooks (writeHooks). A series whose shards missed their
-// quorum because replicas were unreachable is retried (Config.WriteRetry).
+// quorum because replicas were unreachable is retried (Config.WriteRetry). A write that
+// names more series this coordinator does not know than its new-series budget admits is
+// refused whole before anything is stored: every result carries the *BudgetError
+// (newseries.go).
 func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt wire.PutOptions) []SeriesResult {
 	res := make([]SeriesResult, len(puts))
 	if len(puts) == 0 {
 		return res
+	}
+	if err := c.admitPuts(puts); err != nil {
+		return budgetRefused(res, err)
 	}
 	start := time.Now()
 	deadline := start.Add(c.cfg.WriteRetry)
@@ -262,19 +269,24 @@ func (c *Coordinator) prepareOne(ctx context.Context, deadline time.Time, p *Ser
 	return nil
 }
 
-// inParallel runs f for each of items, at most maxPrepareParallel at once, and
+// inParallel runs f for each of items on at most maxPrepareParallel goroutines (not one
+// per item: a write of thousands of new series keeps a fixed number of stacks), and
 // returns when every call has.
 func inParallel(items []int, f func(i int)) {
 	if len(items) == 0 {
 		return
 	}
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	slots := make(chan struct{}, maxPrepareParallel)
-	for _, i := range items {
-		slots <- struct{}{}
+	for range min(len(items), maxPrepareParallel) {
 		wg.Go(func() {
-			defer func() { <-slots }()
-			f(i)
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= len(items) {
+					return
+				}
+				f(items[k])
+			}
 		})
 	}
 	wg.Wait()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
 
@@ -95,6 +96,11 @@ func (c *Coordinator) GetParts(ctx context.Context, key string, from, to int64, 
 			page, pageParts, err = c.assemble(key, typ, spans, answers, r, opt.AllowPartial, parts)
 			return err
 		})
+		if err != nil && callerGone(ctx) {
+			// Shards unread because the caller stopped waiting, not because replicas failed.
+			return wire.Result{}, nil, rpc.Errorf(wire.CodeUnavailable, "read of %q: the caller's deadline passed (or it cancelled) after %d of %d quanta: ask for a shorter range, or allow the read more time",
+				key, lo, cover.n)
+		}
 		if err != nil {
 			return wire.Result{}, nil, err
 		}
@@ -120,6 +126,13 @@ func (c *Coordinator) GetParts(ctx context.Context, key string, from, to int64, 
 		res.Points = series.Concat(runs...)
 	}
 	return res, packed, nil
+}
+
+// callerGone reports whether ctx was cancelled or its deadline has passed (the replica
+// calls under it may fail a moment before ctx itself says so).
+func callerGone(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && !time.Now().Before(d)
 }
 
 // readPageQuanta is how many quanta a read plans and asks for at once.

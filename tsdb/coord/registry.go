@@ -154,7 +154,7 @@ func (g *Registry) ensure(ctx context.Context, key string, t series.Type, q quan
 		}
 	}
 	if ok < w {
-		return Desc{}, rpc.Errorf(wire.CodeUnavailable, "series %q: could not record its type at %d of %d registry replicas: %v", key, w, len(owners), lastErr)
+		return Desc{}, rpc.Errorf(quorumCode(lastErr), "series %q: could not record its type at %d of %d registry replicas: %v", key, w, len(owners), lastErr)
 	}
 	d := Desc{Type: t, Q: q}
 	if won, ok := votes.winner(); ok {

@@ -217,14 +217,17 @@ func (h *shardHints) hint(b *cluster.PeerBatch[int], err error) {
 }
 
 // writeError words the failure of a write of one series that stored stored of total
-// points at write quorum w, err the first replica's reason. A refusal of the points
+// points at write quorum w, err the first replica's reason. Points not counted are not
+// acknowledged, which is not to say no replica holds them: a replica whose disk filled
+// may have committed them before its sync failed, so the words claim no more. A refusal of the points
 // themselves keeps its code (sending them again will not help); anything else is
 // wire.CodeUnavailable (retrying is safe: writes are idempotent).
 func writeError(key string, stored, total, w int, err error) error {
 	code := wire.CodeUnavailable
 	var re *rpc.RemoteError
-	if errors.As(err, &re) && (re.Code == wire.CodeTypeMismatch || re.Code == wire.CodeBadInput || re.Code == wire.CodeExpired) {
+	if errors.As(err, &re) && (re.Code == wire.CodeTypeMismatch || re.Code == wire.CodeBadInput || re.Code == wire.CodeExpired || re.Code == wire.CodeDiskFull) {
 		code = re.Code
 	}
-	return rpc.Errorf(code, "write of %q: stored %d of %d points; the rest did not reach write quorum %d: %v", key, stored, total, w, err)
+	return rpc.Errorf(code, "write of %q: %d of %d points acknowledged at write quorum %d; the rest are not acknowledged, but replicas may hold them (a replica that failed after committing them, as on a full disk), and writing them again is harmless: %v",
+		key, stored, total, w, err)
 }

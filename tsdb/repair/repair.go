@@ -254,6 +254,7 @@ const (
 	PassAuto    PassKind = iota // full when due (see repairer), else what changed
 	PassFull                    // every pair held
 	PassLeaving                 // every pair, owners computed as if this node were gone: a graceful leave hands everything off
+	PassCompare                 // every pair held, by set hashes only (no scrub): a peer that lost pairs asks for it (tsdb.refill)
 )
 
 // full reports whether a pass of kind k compares every pair. passMu is held.

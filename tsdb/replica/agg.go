@@ -66,7 +66,7 @@ func (l *Local) AggSeries(ctx context.Context, req *wire.AggSeriesReq) (*wire.Ag
 	return l.AggRefs(ctx, req.Every, shards, refs, nil, nil)
 }
 
-// ctxCheckEvery is how many shards an aggregate reads between looks at whether its
+// ctxCheckEvery is how many shards an aggregate or a read reads between looks at whether its
 // caller is still waiting.
 const ctxCheckEvery = 16
 

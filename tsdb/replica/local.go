@@ -239,6 +239,10 @@ func (l *Local) ReadInto(ctx context.Context, req *wire.ReadReq, out []wire.Shar
 		if yield != nil {
 			yield(i) // a long read's page lets small requests in (longread.go)
 		}
+		if i%ctxCheckEvery == ctxCheckEvery-1 && ctx.Err() != nil {
+			// The caller gave up (cancelled, or past its deadline): stop reading for it.
+			return nil, rpc.Errorf(wire.CodeUnavailable, "read stopped after %d of %d shards: %v", i+1, len(req.Shards), ctx.Err())
+		}
 		r := &req.Shards[i]
 		ref, err := l.checkShard(r.ID, r.Start, l.quantumOf(r.Q), r.Key)
 		if err != nil {
@@ -359,6 +363,8 @@ func storeError(err error) error {
 		return rpc.Errorf(wire.CodeTypeMismatch, "%v", err)
 	case errors.Is(err, store.ErrExpired):
 		return rpc.Errorf(wire.CodeExpired, "%v", err)
+	case errors.Is(err, store.ErrDiskFull):
+		return rpc.Errorf(wire.CodeDiskFull, "%v", err)
 	}
 	return rpc.Errorf(wire.CodeUnavailable, "%v", err)
 }

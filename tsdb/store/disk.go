@@ -3,6 +3,8 @@ package store
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +49,37 @@ import (
 // after a restart with space freed. A stalled flush or a failed MANIFEST write stays
 // out of the store's hands: the first blocks the writes under way until space is
 // freed, the second ends the process, as pebble intends.
+
+// A node restarted on a full disk (filled while it was down, or by its own last
+// writes): pebble's open replays the WAL, flushes what it replayed and writes a new
+// MANIFEST, which fails for want of space, and the node would not start at all. So
+// OpenPebble measures the free space first, and below the reserve (or when a
+// read-write open fails with ENOSPC) opens pebble read-only, which replays the WAL
+// into memory and writes nothing: the store serves every acknowledged point and
+// refuses writes with ErrDiskFull until the node restarts with space freed
+// (TestPebbleOpensReadOnlyOnFullDisk).
+
+// fullAtOpen says why the store in dir must open read-only, or "" if its filesystem
+// has the reserve free (or the reserve is off, or the space cannot be measured).
+func fullAtOpen(dir string, reserve int64) string {
+	if reserve <= 0 {
+		return ""
+	}
+	if _, err := os.Stat(filepath.Join(dir, "CURRENT")); err != nil {
+		return "" // a new store: nothing to serve read-only
+	}
+	free, err := freeBytes(dir)
+	if err != nil || free >= reserve {
+		return ""
+	}
+	return fmt.Sprintf("%s free on the filesystem of %s, less than the %s the store keeps in reserve for its engine",
+		FormatSize(max(free, 0)), dir, FormatSize(reserve))
+}
+
+// isNoSpace says whether err is the filesystem's "no space left on device".
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || strings.Contains(err.Error(), "no space left on device")
+}
 
 // spaceGuard refuses writes that would leave less than reserve bytes free.
 type spaceGuard struct {

@@ -52,6 +52,41 @@ func fill(t *testing.T, dir string, size int64) string {
 	return f
 }
 
+// smallStore opens a store on a 32 MiB tmpfs with a 4 MiB reserve and appends 20
+// batches to it; the store is closed when the test ends.
+func smallStore(t *testing.T) (fs, dir string, o PebbleOptions, w *diskFullWriter) {
+	t.Helper()
+	fs = mountTmpfs(t, 32<<20)
+	dir = filepath.Join(fs, "store")
+	o = diskFullOptions(SyncAlways, &testutil.SyncBuffer{})
+	o.DiskReserve = 4 << 20
+	w = &diskFullWriter{p: openClosing(t, dir, o)}
+	for range 20 {
+		if err := w.append(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fs, dir, o, w
+}
+
+// hogAll writes a file into dir until the filesystem is full, as another program may,
+// and returns its name.
+func hogAll(t *testing.T, dir string) string {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, "hog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for err == nil {
+		_, err = f.Write(make([]byte, 64<<10))
+	}
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("filling the disk: %v", err)
+	}
+	return f.Name()
+}
+
 // diskFullWriter appends batches of 100 points of 100 random bytes (strings, which
 // compress badly, so that the disk fills after few appends) to one series, one
 // quantum after another, and remembers what was acknowledged.
@@ -196,32 +231,10 @@ func TestPebbleDiskFull(t *testing.T) {
 // error (no hang, no crash), reads keep working, and once space is freed writes work
 // again.
 func TestPebbleDiskFilledByOthers(t *testing.T) {
-	fs := mountTmpfs(t, 32<<20)
-	dir := filepath.Join(fs, "store")
-	log := &testutil.SyncBuffer{}
-	o := diskFullOptions(SyncAlways, log)
-	o.DiskReserve = 4 << 20
-	w := &diskFullWriter{p: openClosing(t, dir, o)}
-	for range 20 {
-		if err := w.append(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Another program takes every byte left.
-	f, err := os.Create(filepath.Join(fs, "hog"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err = f.Write(make([]byte, 64<<10)); err != nil {
-			break
-		}
-	}
-	if !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("filling the disk: %v", err)
-	}
-	f.Close()
+	fs, dir, o, w := smallStore(t)
+	f := hogAll(t, fs)     // another program takes every byte left
 	time.Sleep(spaceFresh) // let the guard's measurement age: it must measure again
+	var err error
 	done := make(chan error, 1)
 	go func() { done <- w.append() }()
 	select {
@@ -232,7 +245,7 @@ func TestPebbleDiskFilledByOthers(t *testing.T) {
 	wantDiskFull(t, err)
 	t.Logf("on a disk filled by another program: %v", err)
 	w.check(t)
-	if err := os.Remove(f.Name()); err != nil {
+	if err := os.Remove(f); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.append(); err != nil {
@@ -309,4 +322,44 @@ func TestPebbleDiskFullEngine(t *testing.T) {
 		t.Fatalf("append after restart: %v", err)
 	}
 	w.check(t)
+}
+
+// TestPebbleOpensReadOnlyOnFullDisk restarts a store on a filesystem another program
+// filled while it was down, with acknowledged points still in its WAL: pebble's own
+// open would flush them and fail for want of space. The store opens read-only within
+// seconds, serves every acknowledged point, refuses writes with a disk-full error, and
+// once space is freed a restart takes writes again with nothing lost.
+func TestPebbleOpensReadOnlyOnFullDisk(t *testing.T) {
+	fs, dir, o, w := smallStore(t)
+	if err := w.p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	hog := hogAll(t, fs)
+	for _, reserve := range []int64{o.DiskReserve, 0} { // 0: the reserve off, the open fails with ENOSPC first
+		o := o
+		o.DiskReserve, o.NoDiskReserve = reserve, reserve == 0
+		start := time.Now()
+		p, err := OpenPebble(dir, o)
+		if err != nil {
+			t.Fatalf("reserve %d: open on a full disk: %v", reserve, err)
+		}
+		took := time.Since(start)
+		w.p = p
+		w.check(t)
+		werr := w.append()
+		p.Close()
+		wantDiskFull(t, werr)
+		if took > 5*time.Second || !strings.Contains(werr.Error(), "read-only") {
+			t.Fatalf("reserve %d: opened in %v; append: %v", reserve, took, werr)
+		}
+		t.Logf("reserve %d: opened read-only in %v; append: %v", reserve, took.Round(time.Millisecond), werr)
+	}
+	if err := os.Remove(hog); err != nil {
+		t.Fatal(err)
+	}
+	w.p = openClosing(t, dir, o)
+	w.check(t)
+	if err := w.append(); err != nil {
+		t.Fatalf("append after freeing space: %v", err)
+	}
 }

@@ -74,12 +74,17 @@ func Fsck(dir string, w io.Writer) (*FsckReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	damaged := 0
 	for _, l := range losses {
+		if l.records == 0 {
+			fmt.Fprintf(w, "warning: %s\n", l)
+			continue
+		}
+		damaged++
 		r.WALBytesDropped += l.bytes
-		r.problem("write-ahead log %s: damaged at offset %d; %d valid records (%s) after it would be dropped by replay",
-			l.file, l.stop, l.records, FormatSize(l.bytes))
+		r.problem("%s by replay", l)
 	}
-	fmt.Fprintf(w, "write-ahead logs: %d damaged\n", len(losses))
+	fmt.Fprintf(w, "write-ahead logs: %d damaged\n", damaged)
 
 	tables, err := filepath.Glob(filepath.Join(dir, "*.sst"))
 	if err != nil {

@@ -78,6 +78,12 @@ func ParseSyncMode(s string) (SyncMode, error) {
 type PebbleOptions struct {
 	// Sync is the durability of an acknowledged write; see SyncMode. Default SyncAlways.
 	Sync SyncMode
+	// RefuseWALLoss makes OpenPebble fail with an error wrapping ErrWALLoss, before
+	// pebble replays anything, when a write-ahead log is damaged before records that
+	// replay would drop (wal.go): for a node no other replica can refill. Without it
+	// the loss is logged at ERROR and counted in Stats.WALBytesDropped, and the store
+	// opens with what replay kept.
+	RefuseWALLoss bool
 	// SyncInterval is how often SyncBatch fsyncs the WAL: the most acknowledged writing
 	// time a crash can lose in that mode. Default 100 ms.
 	SyncInterval time.Duration

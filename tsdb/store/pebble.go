@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble"
@@ -110,7 +111,23 @@ func OpenPebble(dir string, opts PebbleOptions) (p *Pebble, err error) {
 		}
 	}()
 	losses, scanErr := scanWALs(dir)
+	if opts.RefuseWALLoss {
+		if err := walLossError(dir, losses); err != nil {
+			return nil, err
+		}
+	}
+	full := fullAtOpen(dir, opts.DiskReserve)
+	if full != "" {
+		po.ReadOnly = true
+	}
 	db, err := pebble.Open(dir, po)
+	if err != nil && full == "" && isNoSpace(err) {
+		// Replaying the WAL flushes it and writes a new MANIFEST: on a disk filled
+		// while the node was down that fails, and read-only it needs no space.
+		full = fmt.Sprintf("opening it read-write failed: %v", err)
+		po.ReadOnly = true
+		db, err = pebble.Open(dir, po)
+	}
 	if err != nil {
 		m := manifestDamage(dir)
 		if m == "" && strings.Contains(err.Error(), "unknown to the objstorage provider") {
@@ -137,6 +154,12 @@ func OpenPebble(dir string, opts PebbleOptions) (p *Pebble, err error) {
 		opts.Logger.Warn("store: could not check the write-ahead logs for damage before replaying them", "dir", dir, "err", scanErr.Error())
 	}
 	p.reportWALLoss(losses)
+	if full != "" {
+		err := fmt.Errorf("%w: the store opened read-only (%s): it serves reads and refuses writes until the node restarts with space freed: %w",
+			ErrDiskFull, full, syscall.ENOSPC)
+		p.failed.Store(&err)
+		opts.Logger.Error("store: disk full at start-up: "+err.Error(), "dir", dir)
+	}
 	p.retFloor.Store(math.MinInt64)
 	p.budgetFloor.Store(math.MinInt64)
 	if opts.Sync == SyncAlways {
@@ -220,7 +243,7 @@ func (p *Pebble) checkFormat() error {
 			return fmt.Errorf("the store is in format 1 (one key per point), this tsdht reads format %d: "+
 				"move the directory away and let the node be refilled by repair", storeFormat)
 		}
-		return p.db.Set(formatKey, binary.AppendUvarint(nil, storeFormat), pebble.Sync)
+		return p.stampFormat()
 	case err != nil:
 		return fmt.Errorf("read store format: %w", err)
 	}
@@ -230,12 +253,21 @@ func (p *Pebble) checkFormat() error {
 		return errCorruptValue("store format")
 	}
 	if format == 2 { // readable as it is (keys.go); stamped so an older tsdht refuses it
-		return p.db.Set(formatKey, binary.AppendUvarint(nil, storeFormat), pebble.Sync)
+		return p.stampFormat()
 	}
 	if format != storeFormat {
 		return fmt.Errorf("the store is in format %d, this tsdht reads format %d", format, storeFormat)
 	}
 	return nil
+}
+
+// stampFormat records the store's format, unless the store opened read-only (a full
+// disk): the next read-write open stamps it.
+func (p *Pebble) stampFormat() error {
+	if p.failure() != nil {
+		return nil
+	}
+	return p.db.Set(formatKey, binary.AppendUvarint(nil, storeFormat), pebble.Sync)
 }
 
 // loop runs f every interval until Close, logging its errors.

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -21,26 +23,45 @@ import (
 // harmless (those writes were never acknowledged with SyncAlways). A record damaged in
 // the middle of the log looks the same, yet the records after it were acknowledged, and
 // pebble drops them with an INFO line. So before pebble opens a store, the store reads
-// each log itself the same way, and where the reading stops it looks for valid records
-// of the same log further on, in later 32 KiB blocks (the log's unit). Any found were
-// dropped by damage, not by a torn tail: the store logs an error naming the file, the
-// offset and how many records and bytes are lost, and counts them in
-// Stats.WALBytesDropped, so that the node can have the pair re-sent by its peers. A
-// damaged record followed only by records in the same block is not told apart from a
-// torn tail.
+// each log itself the same way, and where the reading stops it looks for valid chunks
+// of the same log further on: pebble writes a log as chunks, each with its own header
+// (checksum, length, type and the log's number) and never across a 32 KiB block, so
+// the store tries every offset after the stop, in the same block and the later ones,
+// for a header of this log whose checksum holds, and from each one found reads on
+// chunk by chunk. Any found were dropped by damage, not by a torn tail: the store logs
+// an error naming the file, the offset and how many records and bytes are lost, and
+// counts them in Stats.WALBytesDropped, so that the node can have the pairs re-sent by
+// its peers, or, with PebbleOptions.RefuseWALLoss, refuses to open before pebble
+// replays (and so discards) the log. A damaged last record is not told apart from a
+// write cut by a crash: the store logs a warning for a last record whose header and
+// length are whole but whose checksum fails.
 
 // walBlockSize is pebble's log block size (record.blockSize).
 const walBlockSize = 32 << 10
+
+// Pebble's log chunk header (record package): checksum (4), length (2), type (1) and,
+// in the recyclable format its LogWriter writes, the log number (4).
+const (
+	walHeaderSize   = 11
+	walChunkFull    = 5 // recyclable full chunk
+	walChunkFirst   = 6
+	walChunkLast    = 8
+	walChecksumFrom = 6 // the checksum covers the type, the log number and the payload
+)
+
+var walCRCTable = crc32.MakeTable(crc32.Castagnoli)
 
 // walLoss is what one log lost.
 type walLoss struct {
 	file    string
 	stop    int64 // where replay stops
-	records int   // valid records after it
-	bytes   int64 // from stop to the end of the last valid record
+	records int   // valid records (first or full chunks) after it
+	bytes   int64 // from stop to the end of the last valid chunk
+	badTail bool  // no valid chunk after stop, but the chunk at stop is whole and fails its checksum
 }
 
-// scanWALs checks every log in dir.
+// scanWALs checks every log in dir. It returns the logs that lose records after the
+// point where replay stops, and those whose last record fails its checksum (badTail).
 func scanWALs(dir string) ([]walLoss, error) {
 	logs, err := filepath.Glob(filepath.Join(dir, "*.log"))
 	if err != nil {
@@ -57,15 +78,15 @@ func scanWALs(dir string) ([]walLoss, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.records > 0 {
+		if l.records > 0 || l.badTail {
 			out = append(out, l)
 		}
 	}
 	return out, nil
 }
 
-// scanWAL reads one log as a replay would and counts the valid records after the point
-// where that stops.
+// scanWAL reads one log as a replay would and counts the valid chunks after the point
+// where that stops. It reads one block at a time: a log can be as large as a memtable.
 func scanWAL(path string, num pebble.FileNum) (walLoss, error) {
 	l := walLoss{file: filepath.Base(path)}
 	f, err := os.Open(path)
@@ -77,27 +98,82 @@ func scanWAL(path string, num pebble.FileNum) (walLoss, error) {
 	if err != nil {
 		return l, err
 	}
-	size := st.Size()
-	stop, clean := readRecords(f, num, nil)
+	return scanLog(l, f, st.Size(), num)
+}
+
+// scanLog is scanWAL over the size bytes of r.
+func scanLog(l walLoss, r io.ReaderAt, size int64, num pebble.FileNum) (walLoss, error) {
+	stop, clean := readRecords(io.NewSectionReader(r, 0, size), num, nil)
 	l.stop = stop
 	if clean {
 		return l, nil
 	}
-	for b := nextWALBlock(stop); b < size; {
-		var last int64
-		n := 0
-		s, _ := readRecords(io.NewSectionReader(f, b, size-b), num, func(end int64) { n++; last = end })
-		if n > 0 {
-			l.records += n
-			l.bytes = b + last - stop
+	buf := make([]byte, walBlockSize)
+	for b := stop / walBlockSize * walBlockSize; b < size; b += walBlockSize {
+		n, err := r.ReadAt(buf, b)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return l, err
 		}
-		b = nextWALBlock(b + s)
+		blk := buf[:n]
+		i := 0
+		if b < stop {
+			i = int(stop-b) + 1 // the chunk at stop is the one replay could not read
+			if int(stop-b) < n {
+				l.badTail = wholeBadChunk(blk[stop-b:], uint32(num))
+			}
+		}
+		for i+walHeaderSize <= len(blk) {
+			end, typ, ok := walChunkAt(blk, i, uint32(num))
+			if !ok {
+				i++
+				continue
+			}
+			if typ == walChunkFull || typ == walChunkFirst {
+				l.records++
+			}
+			l.bytes = b + int64(end) - stop
+			i = end
+		}
+	}
+	if l.records > 0 {
+		l.badTail = false
 	}
 	return l, nil
 }
 
-// nextWALBlock returns the start of the log block after the one holding off.
-func nextWALBlock(off int64) int64 { return (off/walBlockSize + 1) * walBlockSize }
+// walChunkAt says whether blk holds, at i, a chunk of log num whose checksum holds,
+// and if so where it ends and its type.
+func walChunkAt(blk []byte, i int, num uint32) (end int, typ byte, ok bool) {
+	h := blk[i:]
+	typ = h[6]
+	if typ < walChunkFull || typ > walChunkLast || binary.LittleEndian.Uint32(h[7:11]) != num {
+		return 0, 0, false
+	}
+	end = i + walHeaderSize + int(binary.LittleEndian.Uint16(h[4:6]))
+	if end > len(blk) {
+		return 0, 0, false
+	}
+	if binary.LittleEndian.Uint32(h[0:4]) != walChecksum(blk[i+walChecksumFrom:end]) {
+		return 0, 0, false
+	}
+	return end, typ, true
+}
+
+// wholeBadChunk says whether h starts with the header of a chunk of log num whose
+// payload is all there but whose checksum fails: damage, or a write cut by a crash.
+func wholeBadChunk(h []byte, num uint32) bool {
+	if len(h) < walHeaderSize || h[6] < walChunkFull || h[6] > walChunkLast || binary.LittleEndian.Uint32(h[7:11]) != num {
+		return false
+	}
+	end := walHeaderSize + int(binary.LittleEndian.Uint16(h[4:6]))
+	return end <= len(h) && binary.LittleEndian.Uint32(h[0:4]) != walChecksum(h[walChecksumFrom:end])
+}
+
+// walChecksum is pebble's masked CRC-32C (internal/crc).
+func walChecksum(b []byte) uint32 {
+	c := crc32.Checksum(b, walCRCTable)
+	return (c>>15 | c<<17) + 0xa282ead8
+}
 
 // readRecords reads records from r until one cannot be read, calling each (if not nil)
 // with the offset where each valid record ends. It returns the offset of the first
@@ -119,12 +195,47 @@ func readRecords(r io.Reader, num pebble.FileNum, each func(end int64)) (stop in
 	}
 }
 
+// ErrWALLoss is wrapped by OpenPebble's error when RefuseWALLoss is set and replay
+// would drop valid write-ahead log records after a damaged one.
+var ErrWALLoss = errors.New("write-ahead log damaged: replay would drop acknowledged writes")
+
+// walLossError is OpenPebble's refusal under RefuseWALLoss, or nil if nothing is lost.
+func walLossError(dir string, losses []walLoss) error {
+	var what []string
+	for _, l := range losses {
+		if l.records > 0 {
+			what = append(what, l.String())
+		}
+	}
+	if len(what) == 0 {
+		return nil
+	}
+	return fmt.Errorf("open store %s: %w: %s; nothing was replayed or changed", dir, ErrWALLoss, strings.Join(what, "; "))
+}
+
+// String says what one log loses.
+func (l walLoss) String() string {
+	if l.records == 0 {
+		return fmt.Sprintf("write-ahead log %s: its last record, at offset %d, fails its checksum (a write cut by a crash, never acknowledged, or damage)", l.file, l.stop)
+	}
+	recs := "records"
+	if l.records == 1 {
+		recs = "record"
+	}
+	return fmt.Sprintf("write-ahead log %s is damaged at offset %d: replay stops there, and %d valid %s (%s from the damage on) after it are dropped",
+		l.file, l.stop, l.records, recs, FormatSize(l.bytes))
+}
+
 // reportWALLoss logs and counts what scanWALs found.
 func (p *Pebble) reportWALLoss(losses []walLoss) {
 	for _, l := range losses {
+		if l.records == 0 {
+			p.opts.Logger.Warn("store: "+l.String(), "dir", p.dir)
+			continue
+		}
 		p.damage.walDropped.Add(l.bytes)
-		p.opts.Logger.Error(fmt.Sprintf("store: write-ahead log %s is damaged at offset %d: replay stops there, and %d valid records (%s) after it are lost on this node; their points come back from the other replicas by repair",
-			l.file, l.stop, l.records, FormatSize(l.bytes)), "dir", p.dir)
+		p.opts.Logger.Error("store: "+l.String()+" on this node; their points come back from the other replicas by repair, if there are any (run tsdht fsck on the stopped node for details)",
+			"dir", p.dir, "file", l.file, "offset", l.stop, "records", l.records, "bytes", l.bytes)
 	}
 }
 

@@ -33,6 +33,9 @@ type NodeStats struct {
 	// (or not decoding), and bytes of WAL records lost after a damaged one at start-up.
 	Corruptions     int64 `msgpack:"corrupt,omitempty"`
 	WALBytesDropped int64 `msgpack:"wal_lost,omitempty"`
+	// Refilling: the node lost acknowledged writes at start-up and its peers' repair
+	// passes (MethodRefill) have not all ended yet: its copies are not complete.
+	Refilling bool `msgpack:"refilling,omitempty"`
 	// Flash wear since the store opened: bytes the engine wrote to the device (WAL,
 	// flushed and compacted tables) and the new points stored meanwhile. Their ratio is
 	// what a point costs the flash. Zero for a store in memory.

@@ -71,4 +71,16 @@ const (
 	// strings), or an aggregate would hold more than MaxAggWindows windows; ask for a
 	// shorter range or wider windows (the thin client halves its window).
 	CodeTooLarge = "too_large"
+	// CodeTooManySeries: a write names more series its coordinator does not know yet
+	// than it takes in one write (its new-series budget); nothing of it was stored.
+	// Split it into writes of fewer new series.
+	CodeTooManySeries = "too_many_series"
+	// CodeSlowDown: a write would take its coordinator past its budget of new series
+	// per second; nothing of it was stored. Retry it after the pause the message names.
+	CodeSlowDown = "slow_down"
+	// CodeDiskFull: a replica's disk is full (below its reserve, or its engine failed a
+	// write for want of space): it refuses writes and keeps serving reads. Retrying
+	// soon does not help; space freed on that node (by an operator, --max-disk,
+	// --retention) does.
+	CodeDiskFull = "disk_full"
 )

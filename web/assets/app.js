@@ -145,7 +145,61 @@
     location.hash = "series=" + encodeURIComponent(key) + "&range=" + span;
   }
 
+  // Live mode: the raw points of the range from /api/v1/stream (server-sent events of a
+  // watch: history, then each new point once), the oldest dropped as they leave the range.
+  const LIVE_MAX = 200000; // points kept in the browser
+  let live = null;
+  window.tsdhtLive = null; // what live mode shows, for people and tests: series, n, late
+  function stopLive() { if (live) { live.close(); live = null; } }
+  function startLive() {
+    stopLive();
+    clearInterval(timer);
+    const key = $("#key").value.trim();
+    if (!key) return;
+    const span = Number($("#range").value);
+    const xs = [], ys = [];
+    const width = plotWidth();
+    if (plot) plot.destroy();
+    plot = new uPlot({
+      width, height: plotHeight(width), scales: { x: { time: true } },
+      series: [{}, { label: "value", stroke: "#1f3f8f", width: 1 }], axes: [{}, { size: 60 }],
+    }, [xs, ys], $("#plot"));
+    const state = window.tsdhtLive = { series: key, n: 0, late: 0 };
+    let drawT = null;
+    const es = live = new EventSource("api/v1/stream?series=" + encodeURIComponent(key) + "&from=-" + span + "s");
+    es.onmessage = (m) => {
+      const ev = JSON.parse(m.data);
+      for (let i = 0; i < ev.t.length; i++) {
+        const x = ev.t[i] / 1e9, y = typeof ev.v[i] === "number" ? ev.v[i] : NaN;
+        if (ev.late) { // in its place: the plot's x must ascend
+          let j = xs.length;
+          while (j > 0 && xs[j - 1] > x) j--;
+          xs.splice(j, 0, x); ys.splice(j, 0, y);
+          state.late++;
+        } else { xs.push(x); ys.push(y); }
+      }
+      let cut = 0;
+      const oldest = Date.now() / 1000 - span;
+      while (cut < xs.length && (xs[cut] < oldest || xs.length - cut > LIVE_MAX)) cut++;
+      if (cut) { xs.splice(0, cut); ys.splice(0, cut); }
+      state.n = xs.length;
+      $("#meta").textContent = `${key} · live · ${xs.length.toLocaleString()} points` + (state.late ? ` · ${state.late} late` : "");
+      if (!drawT) drawT = setTimeout(() => { drawT = null; plot.setData([xs, ys]); }, 100);
+    };
+    es.onerror = () => {
+      // The browser would ask again for the whole range on top of what is drawn:
+      // start over instead, once the node answers again.
+      if (live !== es) return;
+      es.close();
+      $("#meta").textContent = `${key} · live · reconnecting`;
+      setTimeout(() => { if (live === es) startLive(); }, 1000);
+    };
+    location.hash = "series=" + encodeURIComponent(key) + "&range=" + span + "&live=1";
+  }
+
   function startPlot() {
+    if ($("#live").checked) { startLive(); return; }
+    stopLive();
     clearInterval(timer);
     drawPlot();
     timer = setInterval(drawPlot, PLOT_MS);
@@ -153,6 +207,7 @@
 
   $("#pick").addEventListener("submit", (e) => { e.preventDefault(); startPlot(); });
   $("#range").addEventListener("change", startPlot);
+  $("#live").addEventListener("change", startPlot);
   // A change of #plot's width (a window resized, a phone turned, a layout that settles)
   // resizes the drawn plot at once, and asks again for one bucket per pixel column.
   let resizeT = null;
@@ -161,13 +216,14 @@
     const w = plotWidth();
     if (w === plot.width) return;
     plot.setSize({ width: w, height: plotHeight(w) });
-    clearTimeout(resizeT); resizeT = setTimeout(drawPlot, 200);
+    if (!live) { clearTimeout(resizeT); resizeT = setTimeout(drawPlot, 200); }
   }).observe($("#plot"));
 
   const h = new URLSearchParams(location.hash.slice(1));
   if (h.get("series")) {
     $("#key").value = h.get("series");
     if (h.get("range")) $("#range").value = h.get("range");
+    $("#live").checked = h.get("live") === "1";
     startPlot();
   }
   pollCluster();

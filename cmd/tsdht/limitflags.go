@@ -1,0 +1,67 @@
+package main
+
+import (
+	"github.com/urfave/cli/v2"
+
+	"github.com/tsdht/tsdht/httpapi"
+	"github.com/tsdht/tsdht/tsdb"
+)
+
+// Flags of `tsdht node` that bound what one request may cost the node (docs/http.md,
+// "Limits and defaults").
+
+var (
+	nodeDefaults = tsdb.DefaultConfig()
+	httpDefaults = httpapi.DefaultConfig()
+)
+
+// limitFlags are the node's flags of request limits.
+func limitFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "new-series-per-request", Value: nodeDefaults.NewSeriesPerRequest,
+			Usage: "series this node does not know yet that one write through it (RPC put, HTTP /write, remote write) may name; a write past it is refused whole (HTTP 413), nothing stored; 0 = no limit"},
+		&cli.Float64Flag{Name: "new-series-per-second", Value: nodeDefaults.NewSeriesPerSecond,
+			Usage: "series this node takes on per second, on average, that it did not know (a bucket --new-series-per-request deep); a write past it is refused whole (HTTP 429 with Retry-After); 0 = no limit"},
+		&cli.DurationFlag{Name: "http-query-timeout", Value: httpDefaults.QueryTimeout,
+			Usage: "with --http: how long one /query may run; a statement still running then fails with an error naming this flag"},
+		&cli.IntFlag{Name: "http-max-queries", Value: httpDefaults.MaxConcurrentQueries,
+			Usage: "with --http: /query requests executed at once; more wait up to 2s for a slot, then get 503 with Retry-After"},
+	}
+}
+
+// applyLimitFlags sets cfg's new-series budget from the flags.
+func applyLimitFlags(c *cli.Context, cfg *tsdb.Config) error {
+	n, r := c.Int("new-series-per-request"), c.Float64("new-series-per-second")
+	if n < 0 {
+		return badFlag("--new-series-per-request %d: want a count of series, or 0 for no limit", n)
+	}
+	if r < 0 {
+		return badFlag("--new-series-per-second %v: want a rate, or 0 for no limit", r)
+	}
+	cfg.NewSeriesPerRequest, cfg.NewSeriesPerSecond = unlimitedIfZero(n), r
+	if r == 0 {
+		cfg.NewSeriesPerSecond = -1
+	}
+	return nil
+}
+
+// unlimitedIfZero maps a flag's 0 (no limit) to the Config's -1.
+func unlimitedIfZero(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// httpLimits sets cfg's query limits from the flags.
+func httpLimits(c *cli.Context, cfg *httpapi.Config) error {
+	d, n := c.Duration("http-query-timeout"), c.Int("http-max-queries")
+	if d <= 0 {
+		return badFlag("--http-query-timeout %v: want a positive duration", d)
+	}
+	if n < 1 {
+		return badFlag("--http-max-queries %d: want at least 1", n)
+	}
+	cfg.QueryTimeout, cfg.MaxConcurrentQueries = d, n
+	return nil
+}

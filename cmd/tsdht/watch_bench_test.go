@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
+	"github.com/tsdht/tsdht/tsdb/client"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// BenchmarkWatch measures, on 3 node processes at rf 3, what live subscriptions cost
+// a 60 Hz writer (this process) on node 0 and how long a point takes from its write's
+// acknowledgement to a subscriber of node 2 (the subscribers in a process of their
+// own, TestWatchFleet): b.N writes per case, each case reporting the writer's p50/p99
+// and, with subscribers, the delivery p50/p99 (to the first subscriber). Run:
+//
+//	go test ./cmd/tsdht -run XXX -bench Watch -benchtime 600x
+func BenchmarkWatch(b *testing.B) {
+	c := testutil.StartCluster(b, 3, "--rf", "3")
+	writer, err := client.New([]string{c.Nodes[0].RPC}, client.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer writer.Close()
+	many := make([]string, 1000)
+	for i := range many {
+		many[i] = fmt.Sprintf("bench/many/%03d", i)
+	}
+	one := []string{"bench/one"}
+	// Every series exists before the cases, so that their first writes are not timed.
+	for _, k := range append(slices.Clone(many), one...) {
+		if _, err := writer.Put(context.Background(), k, series.Points{Type: series.Float, T: []int64{1}, F: []float64{1}}, wire.PutOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cases := []struct {
+		name string
+		keys []string // written in turn
+		subs []client.Selector
+	}{
+		{"one-series/unsubscribed", one, nil},
+		{"one-series/1000-subscribers", one, slices.Repeat([]client.Selector{{Series: one[0]}}, 1000)},
+		{"1000-series/unsubscribed", many, nil},
+		{"1000-series/1-subscriber", many, []client.Selector{{Prefix: "bench/many/"}}},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) { benchWatchCase(b, c.Nodes[2].RPC, writer, tc.keys, tc.subs) })
+	}
+}
+
+// subsPerClient is how many subscriptions of BenchmarkWatch share a client: each
+// client polls all of its subscriptions at once.
+const subsPerClient = 100
+
+// benchWatchCase writes b.N points at 60 Hz with the subscribers subs watching from
+// another process (TestWatchFleet), so that their goroutines do not queue beside the
+// writer's in this one.
+func benchWatchCase(b *testing.B, subAddr string, writer *client.Client, keys []string, subs []client.Selector) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var amu sync.Mutex
+	arrived := map[int64]time.Time{} // the first subscriber's arrivals, by point time
+	if len(subs) > 0 {
+		sel := subs[0]
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestWatchFleet$")
+		cmd.Env = append(os.Environ(), "TSDHT_WATCH_FLEET="+subAddr, fmt.Sprintf("TSDHT_WATCH_FLEET_N=%d", len(subs)),
+			"TSDHT_WATCH_FLEET_SERIES="+sel.Series, "TSDHT_WATCH_FLEET_PREFIX="+sel.Prefix,
+			fmt.Sprintf("TSDHT_WATCH_FLEET_FROM=%d", time.Now().UnixNano()))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		defer func() {
+			cancel() // kills the subscribers
+			cmd.Wait()
+		}()
+		ready := make(chan struct{})
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				var t, at int64
+				if sc.Text() == "ready" {
+					close(ready)
+				} else if _, err := fmt.Sscan(sc.Text(), &t, &at); err == nil {
+					amu.Lock()
+					arrived[t] = time.Unix(0, at)
+					amu.Unlock()
+				}
+			}
+		}()
+		select {
+		case <-ready:
+		case <-time.After(60 * time.Second):
+			b.Fatalf("%d subscriptions not open after 60s", len(subs))
+		}
+	}
+	acked := make(map[int64]time.Time, b.N)
+	lat := make([]time.Duration, 0, b.N)
+	tick := time.NewTicker(time.Second / 60)
+	defer tick.Stop()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		<-tick.C
+		t := time.Now().UnixNano()
+		w := time.Now()
+		if _, err := writer.Put(ctx, keys[i%len(keys)], series.Points{Type: series.Float, T: []int64{t}, F: []float64{float64(i)}}, wire.PutOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		acked[t] = time.Now()
+		lat = append(lat, time.Since(w))
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(pct(lat, 0.5).Microseconds()), "write-p50-µs")
+	b.ReportMetric(float64(pct(lat, 0.99).Microseconds()), "write-p99-µs")
+	if len(subs) == 0 {
+		return
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var deliv []time.Duration
+	for {
+		amu.Lock()
+		deliv = deliv[:0]
+		for t, a := range acked {
+			if at, ok := arrived[t]; ok {
+				deliv = append(deliv, max(0, at.Sub(a)))
+			}
+		}
+		amu.Unlock()
+		if len(deliv) == len(acked) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(deliv) < len(acked) {
+		b.Errorf("%d of %d points reached the first subscriber", len(deliv), len(acked))
+	}
+	b.ReportMetric(float64(pct(deliv, 0.5).Microseconds()), "deliver-p50-µs")
+	b.ReportMetric(float64(pct(deliv, 0.99).Microseconds()), "deliver-p99-µs")
+}
+
+// TestWatchFleet is BenchmarkWatch's subscribers, run as a process of their own: it
+// opens $TSDHT_WATCH_FLEET_N subscriptions at node $TSDHT_WATCH_FLEET, prints "ready"
+// once all are open and then, for the first one, "t arrival" (ns) per point, until
+// it is killed.
+func TestWatchFleet(t *testing.T) {
+	addr := os.Getenv("TSDHT_WATCH_FLEET")
+	if addr == "" {
+		t.Skip("BenchmarkWatch's subscriber process; it runs only under BenchmarkWatch")
+	}
+	n, _ := strconv.Atoi(os.Getenv("TSDHT_WATCH_FLEET_N"))
+	from, _ := strconv.ParseInt(os.Getenv("TSDHT_WATCH_FLEET_FROM"), 10, 64)
+	sel := client.Selector{Series: os.Getenv("TSDHT_WATCH_FLEET_SERIES"), Prefix: os.Getenv("TSDHT_WATCH_FLEET_PREFIX")}
+	var mu sync.Mutex
+	w := bufio.NewWriter(os.Stdout)
+	var clients []*client.Client
+	var opened sync.WaitGroup
+	for i := range n {
+		if i%subsPerClient == 0 {
+			c, err := client.New([]string{addr}, client.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			clients = append(clients, c)
+		}
+		runs, sub := clients[i/subsPerClient].Subscribe(context.Background(), sel, from)
+		opened.Add(1)
+		go func() {
+			<-sub.Moved()
+			opened.Done()
+		}()
+		go func() {
+			for r := range runs {
+				if i != 0 {
+					continue
+				}
+				at := time.Now().UnixNano()
+				mu.Lock()
+				for _, t := range r.Points.T {
+					fmt.Fprintf(w, "%d %d\n", t, at)
+				}
+				w.Flush()
+				mu.Unlock()
+			}
+		}()
+	}
+	opened.Wait()
+	mu.Lock()
+	fmt.Fprintln(w, "ready")
+	w.Flush()
+	mu.Unlock()
+	select {}
+}
+
+// pct returns the q-quantile of ds.
+func pct(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}

@@ -1,0 +1,246 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
+)
+
+// diffLines are the points the differential test writes to both servers: three hosts
+// with float, integer and string fields every 30 s for an hour (some points missing,
+// and equal timestamps across hosts), and an hourly series across both of Berlin's
+// daylight-saving changes of the year before base.
+func diffLines(base time.Time) string {
+	var b strings.Builder
+	for i := 0; i < 120; i++ {
+		t := base.Add(time.Duration(i) * 30 * time.Second).UnixNano()
+		for h, host := range []string{"a", "b", "c"} {
+			if (i+h)%7 == 0 {
+				continue // a gap
+			}
+			fmt.Fprintf(&b, "cpu,host=%s,dc=%s usage=%g,n=%di", host, []string{"x", "y"}[h%2], float64((i*(h+3))%17)+0.25*float64(h), (i*i+h)%50-10)
+			if i%5 == 0 {
+				fmt.Fprintf(&b, `,state="s%d"`, i%3)
+			}
+			fmt.Fprintf(&b, " %d\n", t)
+		}
+		if i%2 == 0 {
+			fmt.Fprintf(&b, "mem,host=a free=%di %d\n", 1000-i*3, t)
+		}
+	}
+	// Two hosts at equal times across a Monday, where InfluxDB's shard groups change.
+	monday, _ := time.Parse(time.RFC3339, "2026-11-16T00:00:00Z")
+	for i := -5; i < 5; i++ {
+		for _, host := range []string{"b", "a"} {
+			fmt.Fprintf(&b, "week,host=%s v=%d %d\n", host, i*i+len(host), monday.Add(time.Duration(i)*time.Hour).UnixNano())
+		}
+	}
+	for _, day := range []string{"2025-10-23T00:00:00Z", "2026-03-26T00:00:00Z"} {
+		d, _ := time.Parse(time.RFC3339, day)
+		for i := 0; i < 6*24; i++ {
+			fmt.Fprintf(&b, "power,site=p kw=%d %d\n", i%24+i/24, d.Add(time.Duration(i)*time.Hour).UnixNano())
+		}
+	}
+	return b.String()
+}
+
+// TestInfluxQLAnswersOrRefuses asks InfluxDB 1.x and tsdht the same InfluxQL over the
+// same writes and wants, for every query, the same answer (after JSON normalisation)
+// or a 400 from tsdht: never a different answer.
+func TestInfluxQLAnswersOrRefuses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the InfluxDB differential test")
+	}
+	addr := testutil.StartInfluxd(t)
+	base := time.Now().Add(-3 * time.Hour).Truncate(time.Hour)
+	urls := []string{"http://" + addr, srvURL}
+	writeBoth(t, urls, "diff", diffLines(base))
+	rng := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Format(time.RFC3339), base.Add(time.Hour).Format(time.RFC3339))
+	mid := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Add(7*time.Minute+13*time.Second).Format(time.RFC3339),
+		base.Add(41*time.Minute).Format(time.RFC3339))
+	dst := func(from, to string) string { return fmt.Sprintf("time >= '%s' AND time < '%s'", from, to) }
+	spring := dst("2026-03-26T00:00:00Z", "2026-03-31T00:00:00Z")
+	autumn := dst("2025-10-23T00:00:00Z", "2025-10-28T23:00:00Z")
+	cases := []struct {
+		name, q string
+		params  url.Values
+	}{
+		// GROUP BY time() offsets, positive, negative and past the interval.
+		{"offset", "SELECT mean(usage) FROM cpu WHERE " + rng + " GROUP BY time(10m, 2m)", nil},
+		{"offset negative", "SELECT count(usage), max(n) FROM cpu WHERE " + mid + " GROUP BY time(10m, -2m)", nil},
+		{"offset fill", "SELECT sum(n) FROM cpu WHERE host = 'a' AND " + mid + " GROUP BY time(7m, 3m) fill(0)", nil},
+		{"offset wide", "SELECT min(usage) FROM cpu WHERE " + rng + " GROUP BY time(10m, 25m), host", nil},
+		{"offset median", "SELECT median(usage), percentile(n, 90) FROM cpu WHERE " + mid + " GROUP BY time(5m, 90s)", nil},
+		{"offset epoch", "SELECT last(usage) FROM cpu WHERE " + mid + " GROUP BY time(4m, 1m) fill(previous)", url.Values{"epoch": {"s"}}},
+		// tz(): days cut at local midnight, 23- and 25-hour days, times with the zone's offset.
+		{"tz spring", "SELECT count(kw), sum(kw) FROM power WHERE " + spring + " GROUP BY time(1d) tz('Europe/Berlin')", nil},
+		{"tz autumn", "SELECT count(kw), max(kw) FROM power WHERE " + autumn + " GROUP BY time(1d) fill(none) tz('Europe/Berlin')", nil},
+		{"tz hours", "SELECT mean(kw) FROM power WHERE " + dst("2026-03-28T20:00:00Z", "2026-03-29T06:00:00Z") + " GROUP BY time(1h) tz('Europe/Berlin')", nil},
+		{"tz 12h", "SELECT count(kw) FROM power WHERE " + autumn + " GROUP BY time(12h) tz('America/New_York')", nil},
+		{"tz raw", "SELECT kw FROM power WHERE " + dst("2026-03-29T00:00:00Z", "2026-03-29T03:00:00Z") + " tz('Europe/Berlin')", nil},
+		{"tz raw epoch", "SELECT kw FROM power WHERE " + dst("2026-03-29T00:00:00Z", "2026-03-29T03:00:00Z") + " tz('Europe/Berlin')", url.Values{"epoch": {"ms"}}},
+		{"tz pretty", "SELECT max(kw) FROM power WHERE " + spring + " GROUP BY time(1d) tz('Asia/Kolkata')", url.Values{"pretty": {"true"}}},
+		{"tz utc", "SELECT max(kw) FROM power WHERE " + spring + " GROUP BY time(1d) tz('UTC')", nil},
+		{"tz offset", "SELECT count(kw) FROM power WHERE " + spring + " GROUP BY time(1d, 6h) tz('Europe/Berlin')", nil},
+		// Raw rows across series with equal timestamps: InfluxDB's order, then LIMIT.
+		{"star limit", "SELECT * FROM cpu WHERE " + rng + " LIMIT 5", nil},
+		{"star limit offset", "SELECT * FROM cpu WHERE " + rng + " LIMIT 4 OFFSET 3", nil},
+		{"star desc limit", "SELECT * FROM cpu WHERE " + rng + " ORDER BY time DESC LIMIT 7", nil},
+		{"field limit", "SELECT usage FROM cpu WHERE " + rng + " LIMIT 5", nil},
+		{"field desc", "SELECT usage FROM cpu WHERE " + rng + " ORDER BY time DESC LIMIT 7", nil},
+		{"field group", "SELECT usage, n FROM cpu WHERE " + mid + " GROUP BY dc LIMIT 9", nil},
+		{"field week", "SELECT v FROM week WHERE time >= '2026-11-15T00:00:00Z' AND time < '2026-11-17T00:00:00Z'", nil},
+		{"field week desc", "SELECT v FROM week WHERE time >= '2026-11-15T00:00:00Z' AND time < '2026-11-17T00:00:00Z' ORDER BY time DESC", nil},
+		{"fields limit", "SELECT usage, state FROM cpu WHERE " + rng + " LIMIT 6 OFFSET 2", nil},
+		// Transformations, over raw values and over windows.
+		{"derivative raw", "SELECT derivative(usage) FROM cpu WHERE host = 'a' AND " + mid, nil},
+		{"derivative raw unit", "SELECT derivative(usage, 1m), non_negative_derivative(n, 10s) FROM cpu WHERE host = 'b' AND " + mid, nil},
+		{"derivative windows", "SELECT derivative(mean(usage)) FROM cpu WHERE " + mid + " GROUP BY time(2m)", nil},
+		{"derivative windows unit", "SELECT mean(usage), derivative(mean(usage), 1s), non_negative_derivative(max(n)) FROM cpu WHERE " + mid + " GROUP BY time(3m), host", nil},
+		{"derivative fill", "SELECT non_negative_derivative(sum(n)) FROM cpu WHERE host = 'c' AND " + mid + " GROUP BY time(40s) fill(0)", nil},
+		{"derivative fill none", "SELECT derivative(last(usage), 1m) FROM cpu WHERE host = 'c' AND " + mid + " GROUP BY time(40s) fill(none)", nil},
+		{"derivative offset", "SELECT derivative(min(usage)) FROM cpu WHERE " + mid + " GROUP BY time(5m, 1m)", nil},
+		{"difference", "SELECT difference(n), non_negative_difference(usage) FROM cpu WHERE host = 'a' AND " + mid, nil},
+		{"difference windows", "SELECT difference(count(n)), non_negative_difference(mean(usage)) FROM cpu WHERE " + mid + " GROUP BY time(4m)", nil},
+		{"cumulative sum", "SELECT cumulative_sum(n), cumulative_sum(usage) FROM cpu WHERE host = 'b' AND " + mid, nil},
+		{"cumulative sum windows", "SELECT cumulative_sum(sum(n)) FROM cpu WHERE " + mid + " GROUP BY time(5m)", nil},
+		{"moving average", "SELECT moving_average(usage, 3) FROM cpu WHERE host = 'a' AND " + mid + " LIMIT 10", nil},
+		{"moving average windows", "SELECT moving_average(mean(usage), 4) FROM cpu WHERE " + mid + " GROUP BY time(2m)", nil},
+		{"elapsed", "SELECT elapsed(usage), elapsed(n, 1s) FROM cpu WHERE host = 'c' AND " + mid + " LIMIT 20", nil},
+		{"elapsed windows", "SELECT elapsed(mean(usage), 1m) FROM cpu WHERE host = 'c' AND " + mid + " GROUP BY time(2m)", nil},
+		{"derivative several series", "SELECT derivative(usage) FROM cpu WHERE " + mid, nil},
+		{"derivative desc", "SELECT derivative(usage) FROM cpu WHERE host = 'a' AND " + mid + " ORDER BY time DESC", nil},
+		// mode() and integral().
+		{"mode", "SELECT mode(n), mode(usage) FROM cpu WHERE host = 'a' AND " + mid, nil},
+		{"mode windows", "SELECT mode(n) FROM cpu WHERE " + mid + " GROUP BY time(5m), host", nil},
+		{"mode several series", "SELECT mode(n) FROM cpu WHERE " + mid + " GROUP BY time(5m)", nil},
+		{"integral", "SELECT integral(usage) FROM cpu WHERE host = 'a' AND " + mid, nil},
+		{"integral unit", "SELECT integral(n, 1m) FROM cpu WHERE host = 'b' AND " + mid, nil},
+		{"integral windows", "SELECT integral(usage), mean(usage) FROM cpu WHERE " + mid + " GROUP BY time(10m), host", nil},
+		{"integral windows fill", "SELECT integral(n, 10s) FROM cpu WHERE host = 'c' AND " + mid + " GROUP BY time(4m, 1m) fill(0)", nil},
+		{"integral beside", "SELECT integral(usage), integral(n, 1m) FROM cpu WHERE host = 'a' AND " + mid, nil},
+		{"top", "SELECT top(usage, 3) FROM cpu WHERE host = 'a' AND " + mid, nil},
+		{"subquery", "SELECT max(mean) FROM (SELECT mean(usage) FROM cpu WHERE " + mid + " GROUP BY time(1m))", nil},
+		// Math between fields, aggregates and numbers.
+		{"math aggregates", "SELECT mean(usage) * 2, max(usage) - min(usage), sum(n) / count(n) FROM cpu WHERE " + mid + " GROUP BY time(5m)", nil},
+		{"math aggregates fill", "SELECT mean(usage) + 1 FROM cpu WHERE host = 'a' AND " + mid + " GROUP BY time(1m) fill(none)", nil},
+		{"math fields", "SELECT usage * 2, usage + n, n / 3, n * 2, (usage - 1) % 4 FROM cpu WHERE host = 'b' AND " + mid, nil},
+		{"math whole range", "SELECT last(usage) - first(usage) FROM cpu WHERE " + mid, nil},
+		{"selectors tie", "SELECT last(usage), first(usage) FROM cpu WHERE " + mid, nil},
+		{"selectors tie of two", "SELECT last(usage), first(usage), last(n) FROM cpu WHERE host != 'c' AND " + mid, nil},
+		{"selector math", "SELECT last(usage) * 1 FROM cpu WHERE host = 'a' AND " + mid, nil},
+		{"selectors tie windows", "SELECT last(usage), first(usage) FROM cpu WHERE " + mid + " GROUP BY time(1m)", nil},
+		{"math tag", "SELECT host + 1 FROM cpu WHERE " + mid, nil},
+		// Several measurements, listed or by regular expression; SLIMIT and SOFFSET.
+		{"from two", "SELECT mean(usage), mean(free) FROM mem, cpu WHERE " + mid + " GROUP BY time(10m)", nil},
+		{"from two raw", "SELECT * FROM cpu, mem WHERE " + mid + " LIMIT 4", nil},
+		{"from regex", "SELECT count(*) FROM /^(cpu|mem)$/ WHERE " + rng + " GROUP BY host", nil},
+		{"from regex star", "SELECT * FROM /e/ WHERE " + mid + " GROUP BY * LIMIT 3", nil},
+		{"from regex none", "SELECT * FROM /^nothing/ WHERE " + mid, nil},
+		{"from regex other db", "SELECT * FROM nodb../cpu/ WHERE " + mid, nil},
+		{"slimit", "SELECT max(usage) FROM cpu WHERE " + mid + " GROUP BY time(10m), host SLIMIT 2", nil},
+		{"slimit soffset", "SELECT usage FROM cpu, mem WHERE " + mid + " GROUP BY host LIMIT 2 SLIMIT 1 SOFFSET 1", nil},
+		{"soffset", "SELECT count(usage) FROM cpu WHERE " + mid + " GROUP BY * SOFFSET 2", nil},
+		// No lower time bound: all time.
+		{"no lower bound count", "SELECT count(usage), count(*) FROM cpu", nil},
+		{"no lower bound last", "SELECT last(usage) FROM cpu WHERE host = 'a'", nil},
+		{"no lower bound raw", "SELECT usage FROM cpu WHERE host = 'b' LIMIT 3", nil},
+		{"no lower bound upper", "SELECT sum(n) FROM cpu WHERE time < '" + base.Add(30*time.Minute).Format(time.RFC3339) + "' GROUP BY host", nil},
+		{"no lower bound group by time", "SELECT mean(usage) FROM cpu WHERE host = 'a' GROUP BY time(1h)", nil},
+		{"no lower bound derivative", "SELECT derivative(usage) FROM cpu WHERE host = 'a' LIMIT 3", nil},
+		// Databases that do not exist.
+		{"no database", "SELECT usage FROM cpu WHERE " + rng, url.Values{"db": {"nodb"}}},
+		{"no database from", "SELECT usage FROM nodb..cpu WHERE " + rng, nil},
+		{"no database agg", "SELECT mean(usage) FROM cpu WHERE " + rng + " GROUP BY time(10m)", url.Values{"db": {"nodb"}}},
+		{"star no measurement", "SELECT * FROM nosuch WHERE " + rng, nil},
+		{"no database show series", "SHOW SERIES", url.Values{"db": {"nodb"}}},
+		{"no database show tag keys", "SHOW TAG KEYS", url.Values{"db": {"nodb"}}},
+		{"no database show tag values", "SHOW TAG VALUES WITH KEY = host", url.Values{"db": {"nodb"}}},
+		{"no database show field keys", "SHOW FIELD KEYS", url.Values{"db": {"nodb"}}},
+		{"no database show measurements", "SHOW MEASUREMENTS; SHOW RETENTION POLICIES", url.Values{"db": {"nodb"}}},
+		{"error stops statements", "SELECT count(usage) FROM cpu WHERE " + mid + "; SELECT * FROM nodb..x WHERE " + mid + "; SELECT count(n) FROM cpu WHERE " + mid, nil},
+		{"no measurement", "SELECT usage FROM nosuch WHERE " + rng, nil},
+	}
+	// Field type conflicts at /write: the same writes answered the same, the same kept.
+	// The first write opens InfluxDB's shard group of 1970, whose first write refuses a
+	// conflict within itself whole ("field type conflict", nothing stored): that is
+	// InfluxDB creating a shard, not a rule of its field types. In a line refused for a
+	// conflict, the fields before the conflicting one stay unknown here where InfluxDB
+	// creates them (SELECT * lists them without values): the lines below name the
+	// conflicting field first.
+	for i, body := range []string{
+		"opens,the=shard v=0 500000000\n",
+		"ft v=1 1000000000\nft,t=x v=\"s\" 2000000000\nft,t=y v=3i 3000000000\nft,t=z v=4,w=7i 4000000000\n",
+		"ft,t=q v=5i,u=1 5000000000\n",
+		"ft,t=q u=2,v=5 6000000000\n",
+		"fs,t=q v=\"a\" 5000000000\nfs,t=r v=5,w=2 6000000000\nft,t=q v=6,u=3 7000000000\n",
+		"ft,t=n v=\"x\",u=\"y\" 8000000000\nft,t=n v=\"x\" 9000000000\n",
+	} {
+		t.Run(fmt.Sprintf("write conflict %d", i), func(t *testing.T) {
+			var ans [2]string
+			for j, u := range urls {
+				resp, err := http.Post(u+"/write?db=diff", "text/plain", strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				ans[j] = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+			}
+			if ans[0] != ans[1] {
+				t.Errorf("%q\ninfluxdb: %s\n   tsdht: %s", body, ans[0], ans[1])
+			}
+		})
+	}
+	cases = append(cases, []struct {
+		name, q string
+		params  url.Values
+	}{
+		{"after conflicts", "SELECT * FROM ft WHERE time >= 0 AND time < 10s", nil},
+		{"after conflicts fs", "SELECT * FROM fs WHERE time >= 0 AND time < 10s", nil},
+		{"after conflicts mean", "SELECT mean(v), count(u) FROM ft WHERE time >= 0 AND time < 10s", nil},
+	}...)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := url.Values{"db": {"diff"}, "q": {c.q}}
+			for k, x := range c.params {
+				v[k] = x
+			}
+			var (
+				codes [2]int
+				raw   [2]string
+				ans   [2]any
+			)
+			for i, u := range urls {
+				resp, err := http.Get(u + "/query?" + v.Encode())
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				codes[i], raw[i] = resp.StatusCode, string(b)
+				if err := json.Unmarshal(b, &ans[i]); err != nil {
+					t.Fatalf("answer %d not JSON: %v: %s", i, err, b)
+				}
+			}
+			if codes[1] == http.StatusBadRequest && codes[0] == http.StatusOK {
+				if !strings.Contains(raw[1], "not supported") {
+					t.Errorf("tsdht refused without saying what is not supported: %s", raw[1])
+				}
+				t.Logf("refused: %s", raw[1])
+				return
+			}
+			if codes[0] != codes[1] || !reflect.DeepEqual(ans[0], ans[1]) {
+				t.Errorf("%s\ninfluxdb %d: %s\n   tsdht %d: %s", c.q, codes[0], raw[0], codes[1], raw[1])
+			}
+		})
+	}
+}

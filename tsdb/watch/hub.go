@@ -1,0 +1,481 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// Source is what a subscription reads of the cluster: a series' history and the
+// series a prefix or tag match selects.
+type Source interface {
+	// History returns the points of key with from ≤ t < to; a series never written
+	// has none.
+	History(ctx context.Context, key string, from, to int64) (series.Points, error)
+	// Bounds bounds the points of key with from ≤ t < to: every one has first ≤ t ≤
+	// last (last exact, first possibly earlier); found is false when there is none.
+	Bounds(ctx context.Context, key string, from, to int64) (first, last int64, found bool, err error)
+	// Select returns the keys of the series q selects.
+	Select(ctx context.Context, q catalog.Query) ([]string, error)
+}
+
+// Caller sends one request to a node (rpc.Invoke with the node's client).
+type Caller func(ctx context.Context, addr, method string, req, resp any) error
+
+// Defaults of Config.
+const (
+	// DefaultBuffer is the points one subscription buffers for its subscriber.
+	DefaultBuffer = 8192
+	// DefaultMaxSubscriptions bounds the subscriptions one node holds.
+	DefaultMaxSubscriptions = 2000
+	// DefaultRenew is how often a node tells the others what its subscribers watch.
+	DefaultRenew = 2 * time.Second
+	// reselectEvery is how many renewals pass between two re-selections of the
+	// series of prefix and tag subscriptions (a catalog listing each).
+	reselectEvery = 5
+	// DefaultLease is how long a subscription lives without a poll.
+	DefaultLease = 30 * time.Second
+	// senderQueue bounds the runs queued for one interested node.
+	senderQueue = 4096
+)
+
+// Config configures a Hub.
+type Config struct {
+	Self      string          // this node's RPC address, as its peers know it
+	Peers     func() []string // RPC addresses of the live nodes, this one included
+	Source    Source
+	Call      Caller
+	MaxFuture time.Duration // how far ahead of now a write may be stamped
+	// Buffer is the points a subscription holds for its subscriber before it is
+	// ended with wire.CodeWatchResume; 0 means DefaultBuffer.
+	Buffer int
+	// MaxSubscriptions bounds the subscriptions of this node; 0 means
+	// DefaultMaxSubscriptions.
+	MaxSubscriptions int
+	// Renew and Lease: 0 means DefaultRenew and DefaultLease.
+	Renew, Lease time.Duration
+	Log          *slog.Logger
+}
+
+// Hub is one node's part in subscriptions: its subscribers', and its coordinator's
+// forwarding of stored points to the nodes that watch them.
+type Hub struct {
+	cfg   Config
+	epoch uint64
+
+	interest interest // who watches what, as the nodes told (interest.go)
+	senders  senders  // forwarding to them (notify.go)
+
+	mu       sync.Mutex
+	subs     map[uint64]*sub
+	sessions map[uint64]*session          // the subscriptions polled together
+	byKey    map[string]map[*sub]struct{} // the subscriptions watching each key
+	nextID   uint64
+	seqs     map[string]seqState // the last notification from each coordinator
+
+	push pusher // telling the others (interest.go)
+
+	started atomic.Bool
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// seqState is the last notification a coordinator sent here.
+type seqState struct{ epoch, seq uint64 }
+
+// New returns a hub; Start runs its upkeep.
+func New(cfg Config) *Hub {
+	if cfg.Buffer <= 0 {
+		cfg.Buffer = DefaultBuffer
+	}
+	if cfg.MaxSubscriptions <= 0 {
+		cfg.MaxSubscriptions = DefaultMaxSubscriptions
+	}
+	if cfg.Renew <= 0 {
+		cfg.Renew = DefaultRenew
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = DefaultLease
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	h := &Hub{cfg: cfg, epoch: rand.Uint64(), subs: map[uint64]*sub{}, sessions: map[uint64]*session{}, byKey: map[string]map[*sub]struct{}{},
+		seqs: map[string]seqState{}, stop: make(chan struct{}), done: make(chan struct{})}
+	h.interest.init()
+	h.senders.init(h)
+	return h
+}
+
+// Start runs the hub's upkeep: renewing what this node watches at the others,
+// re-selecting the series of prefix and tag subscriptions, ending subscriptions whose
+// lease ran out, forgetting interest not renewed.
+func (h *Hub) Start() {
+	if h.started.Swap(true) {
+		return
+	}
+	go func() {
+		defer close(h.done)
+		t := time.NewTicker(h.cfg.Renew)
+		defer t.Stop()
+		for tick := 1; ; tick++ {
+			select {
+			case <-h.stop:
+				return
+			case <-t.C:
+			}
+			h.expire()
+			if tick%reselectEvery == 0 {
+				h.reselect()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), h.cfg.Renew)
+			h.tellPeers(ctx)
+			cancel()
+			h.interest.expire(time.Now())
+		}
+	}()
+}
+
+// Close stops the upkeep and the senders and ends every subscription.
+func (h *Hub) Close() {
+	select {
+	case <-h.stop:
+		return
+	default:
+	}
+	close(h.stop)
+	if h.started.Load() {
+		<-h.done
+	}
+	h.senders.close()
+	h.mu.Lock()
+	for _, s := range h.subs {
+		s.end(errors.New("the node is stopping"))
+	}
+	h.mu.Unlock()
+}
+
+// Stored is told a write the coordinator stored (every point of key reached its write
+// quorum): it forwards the points to the nodes watching key. A write of a series
+// nobody watches costs one atomic load, or one map lookup when anything is watched.
+func (h *Hub) Stored(key string, pts series.Points) {
+	addrs := h.interest.watchers(key)
+	if len(addrs) == 0 {
+		return
+	}
+	pts = series.Concat(pts) // the writer may reuse its buffers once acknowledged
+	for _, a := range addrs {
+		if a == h.cfg.Self {
+			h.deliver(key, pts)
+			continue
+		}
+		h.senders.enqueue(a, wire.WatchRun{Key: key, Points: pts})
+	}
+}
+
+// Notify takes a notification from a coordinator (wire.MethodWatchNotify). A gap in
+// its numbering means points meant for this node's subscribers were lost: every
+// subscription is ended with wire.CodeWatchResume, so that its subscriber catches up
+// from the store.
+func (h *Hub) Notify(req *wire.WatchNotifyReq) {
+	h.mu.Lock()
+	last, ok := h.seqs[req.From]
+	h.seqs[req.From] = seqState{req.Epoch, req.Seq}
+	var lost []*sub
+	if ok && last.epoch == req.Epoch && req.Seq != last.seq+1 {
+		for _, s := range h.subs {
+			lost = append(lost, s)
+		}
+	}
+	h.mu.Unlock()
+	for _, s := range lost {
+		s.end(fmt.Errorf("node %s lost %d notifications from coordinator %s", h.cfg.Self, req.Seq-last.seq-1, req.From))
+	}
+	for _, r := range req.Runs {
+		h.deliver(r.Key, r.Points)
+	}
+}
+
+// deliver hands live points of key to the subscriptions watching it.
+func (h *Hub) deliver(key string, pts series.Points) {
+	h.mu.Lock()
+	watching := h.byKey[key]
+	subs := make([]*sub, 0, len(watching))
+	for s := range watching {
+		subs = append(subs, s)
+	}
+	h.mu.Unlock()
+	var woken map[*session]bool
+	for _, s := range subs {
+		s.live(key, pts)
+		if !woken[s.ses] {
+			if woken == nil {
+				woken = map[*session]bool{}
+			}
+			woken[s.ses] = true
+		}
+	}
+	for ses := range woken {
+		ses.signal()
+	}
+}
+
+// Open opens a subscription (wire.MethodWatchOpen): it selects its series, registers
+// them with every live node and only then starts reading their history, so that no
+// point falls between history and live.
+func (h *Hub) Open(ctx context.Context, req *wire.WatchOpenReq) (uint64, error) {
+	q, single, err := checkOpen(req)
+	if err != nil {
+		return 0, rpc.Errorf(wire.CodeBadInput, "%v", err)
+	}
+	keys := []string{single}
+	if single == "" {
+		if keys, err = h.cfg.Source.Select(ctx, q); err != nil {
+			return 0, err
+		}
+	}
+	if len(keys) > wire.MaxWatchSeries {
+		return 0, rpc.Errorf(wire.CodeBadInput, "the selection names %d series; a subscription watches at most %d: narrow --prefix or --match",
+			len(keys), wire.MaxWatchSeries)
+	}
+	h.mu.Lock()
+	if len(h.subs) >= h.cfg.MaxSubscriptions {
+		h.mu.Unlock()
+		return 0, rpc.Errorf(wire.CodeUnavailable, "node %s holds %d subscriptions, its limit: subscribe at another node", h.cfg.Self, len(h.subs))
+	}
+	ses := h.sessions[req.Session]
+	if ses == nil {
+		ses = &session{wake: make(chan struct{}, 1), subs: map[uint64]*sub{}}
+		h.sessions[req.Session] = ses
+	}
+	h.nextID++
+	s := newSub(h, h.nextID, req, q, single == "", ses)
+	h.subs[s.id] = s
+	ses.subs[s.id] = s
+	added := s.addKeys(keys)
+	h.mu.Unlock()
+	if err := h.tellPeers(ctx); err != nil {
+		h.drop(s)
+		return 0, err
+	}
+	s.readHistory(added)
+	return s.id, nil
+}
+
+// checkOpen validates a WatchOpenReq and returns its selection: a catalog query, or
+// the one series named.
+func checkOpen(req *wire.WatchOpenReq) (catalog.Query, string, error) {
+	n := 0
+	if req.Series != "" {
+		n++
+	}
+	if req.Prefix != "" {
+		n++
+	}
+	if len(req.Match) > 0 {
+		n++
+	}
+	if n != 1 {
+		return catalog.Query{}, "", errors.New("a subscription selects by exactly one of a series key, a prefix or tags (k=v)")
+	}
+	if len(req.After) > wire.MaxWatchSeries {
+		return catalog.Query{}, "", fmt.Errorf("resume positions of %d series; at most %d", len(req.After), wire.MaxWatchSeries)
+	}
+	if req.Series != "" {
+		if err := series.ValidateKey(req.Series); err != nil {
+			return catalog.Query{}, "", err
+		}
+		return catalog.Query{}, req.Series, nil
+	}
+	tags, err := catalog.ParseTags(req.Match...)
+	if err != nil {
+		return catalog.Query{}, "", err
+	}
+	return catalog.Query{Prefix: req.Prefix, Match: tags}, "", nil
+}
+
+// session is the subscriptions one client polls together: one poll in flight serves
+// them all, woken by any of them.
+type session struct {
+	wake chan struct{} // a subscription of the session has runs, or ended
+	subs map[uint64]*sub
+}
+
+func (ses *session) signal() {
+	select {
+	case ses.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Next answers a poll of a session (wire.MethodWatchNext): the next runs of its
+// subscriptions that have some, waiting up to req.WaitMillis for any; a subscription
+// that ended says why, once, and is forgotten.
+func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNextResp, error) {
+	if len(req.Cursors) > h.cfg.MaxSubscriptions {
+		return nil, rpc.Errorf(wire.CodeBadInput, "a poll of %d subscriptions: a node holds at most %d", len(req.Cursors), h.cfg.MaxSubscriptions)
+	}
+	seen := make(map[uint64]uint64, len(req.Cursors))
+	for _, c := range req.Cursors {
+		seen[c.ID] = c.Seen
+	}
+	h.mu.Lock()
+	ses := h.sessions[req.Session]
+	h.mu.Unlock()
+	if req.Close {
+		h.mu.Lock()
+		for _, c := range req.Cursors {
+			if s := h.subs[c.ID]; s != nil && s.ses == ses {
+				h.forget(s)
+			}
+		}
+		h.mu.Unlock()
+		return &wire.WatchNextResp{}, nil
+	}
+	var wake chan struct{} // nil: nothing can wake this poll
+	if ses != nil {
+		wake = ses.wake
+	}
+	wait := time.Duration(min(max(req.WaitMillis, 0), wire.MaxWatchWaitMillis)) * time.Millisecond
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		resp := &wire.WatchNextResp{}
+		h.mu.Lock()
+		var subs []*sub
+		if ses != nil {
+			subs = make([]*sub, 0, len(ses.subs))
+			for _, s := range ses.subs {
+				subs = append(subs, s)
+			}
+		}
+		for id := range seen {
+			if s := h.subs[id]; s == nil || s.ses != ses {
+				resp.Subs = append(resp.Subs, wire.WatchBatch{ID: id, Ended: fmt.Sprintf(
+					"subscription %d is not open at node %s (its lease ran out, or the node restarted)", id, h.cfg.Self)})
+			}
+		}
+		h.mu.Unlock()
+		budget := wire.MaxWatchAnswerPoints
+		for _, s := range subs {
+			b, ended := s.take(seen[s.id], &budget)
+			if ended {
+				h.drop(s)
+			}
+			if b != nil {
+				resp.Subs = append(resp.Subs, *b)
+			}
+		}
+		if len(resp.Subs) > 0 {
+			return resp, nil
+		}
+		select {
+		case <-ctx.Done():
+			return resp, nil
+		case <-deadline.C:
+			return resp, nil
+		case <-wake:
+		}
+	}
+}
+
+// drop forgets a subscription.
+func (h *Hub) drop(s *sub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.forget(s)
+}
+
+// forget forgets a subscription; h.mu held.
+func (h *Hub) forget(s *sub) {
+	if h.subs[s.id] != s {
+		return
+	}
+	delete(h.subs, s.id)
+	delete(s.ses.subs, s.id)
+	if len(s.ses.subs) == 0 {
+		for id, ses := range h.sessions {
+			if ses == s.ses {
+				delete(h.sessions, id)
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.keys {
+		if m := h.byKey[k]; m != nil {
+			delete(m, s)
+			if len(m) == 0 {
+				delete(h.byKey, k)
+			}
+		}
+	}
+	s.cancel()
+	h.push.changed()
+}
+
+// expire ends the subscriptions not polled within the lease.
+func (h *Hub) expire() {
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range h.subs {
+		if s.idle(now) > h.cfg.Lease {
+			h.forget(s)
+		}
+	}
+}
+
+// reselect re-runs the selection of prefix and tag subscriptions: a series that came
+// to match is watched from then on, its history read from the subscription's start.
+func (h *Hub) reselect() {
+	h.mu.Lock()
+	var sel []*sub
+	for _, s := range h.subs {
+		if s.selects {
+			sel = append(sel, s)
+		}
+	}
+	h.mu.Unlock()
+	for _, s := range sel {
+		ctx, cancel := context.WithTimeout(s.ctx, h.cfg.Renew)
+		keys, err := h.cfg.Source.Select(ctx, s.query)
+		if err != nil {
+			cancel()
+			continue
+		}
+		h.mu.Lock()
+		if h.subs[s.id] != s {
+			h.mu.Unlock()
+			cancel()
+			continue
+		}
+		added := s.addKeys(keys)
+		h.mu.Unlock()
+		if len(added) > 0 {
+			if err := h.tellPeers(ctx); err != nil {
+				s.end(err)
+			} else {
+				s.readHistory(added)
+			}
+		}
+		cancel()
+	}
+}
+
+// Subscriptions returns how many subscriptions this node holds.
+func (h *Hub) Subscriptions() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
+}

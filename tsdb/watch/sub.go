@@ -1,0 +1,381 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// The seam between history and live. A subscription's series is registered with
+// every live node first (Hub.Open); live points that arrive while its history is read
+// wait in the series' pending list. History is read in windows, from the start to
+// the furthest a write may be stamped; after each window the pending points it holds
+// are dropped (they were delivered with it). Once history is done, what is pending is
+// delivered as live points are: a point newer than the newest delivered goes out in
+// order; an older one is a duplicate if it was among the last recentN delivered and is
+// dropped, else it is late and goes out flagged.
+
+// recentN is how many timestamps of each series a subscription remembers, to tell a
+// duplicate from a late point.
+const recentN = 256
+
+// historySpan is the first window of a history read; windows double while their
+// answers are small and halve while they are large.
+const historySpan = int64(10 * time.Minute)
+
+// sub is one subscription.
+type sub struct {
+	h       *Hub
+	id      uint64
+	from    int64
+	after   map[string]int64
+	query   catalog.Query
+	selects bool // re-selected by prefix or tags
+	ctx     context.Context
+	cancel  context.CancelFunc
+	ses     *session
+
+	mu       sync.Mutex
+	keys     map[string]*keyState
+	runs     []wire.WatchRun // not yet acknowledged by the subscriber
+	base     uint64          // runs acknowledged before runs[0]
+	buffered int             // points in runs and pending lists
+	err      error           // why it ended
+	polled   time.Time
+	space    chan struct{} // the subscriber acknowledged runs
+}
+
+// keyState is one series of a subscription.
+type keyState struct {
+	ready   bool            // its history is delivered
+	pending []series.Points // live points that came while its history was read
+	start   int64           // the first time delivered
+	last    int64           // the newest time delivered (start-1 before any)
+	recent  [recentN]int64  // ring of the last timestamps delivered
+	rn      int             // timestamps in the ring so far
+}
+
+func newSub(h *Hub, id uint64, req *wire.WatchOpenReq, q catalog.Query, selects bool, ses *session) *sub {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &sub{h: h, id: id, from: req.From, after: req.After, query: q, selects: selects, ctx: ctx, cancel: cancel, ses: ses,
+		keys: map[string]*keyState{}, polled: time.Now(), space: make(chan struct{}, 1)}
+}
+
+// addKeys adds the keys not watched yet (up to wire.MaxWatchSeries) and returns them;
+// h.mu held.
+func (s *sub) addKeys(keys []string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var added []string
+	for _, k := range keys {
+		if _, ok := s.keys[k]; ok || len(s.keys) >= wire.MaxWatchSeries {
+			continue
+		}
+		start := s.from
+		if a, ok := s.after[k]; ok && a < math.MaxInt64 {
+			start = max(start, a+1)
+		}
+		s.keys[k] = &keyState{start: start, last: start - 1}
+		m := s.h.byKey[k]
+		if m == nil {
+			m = map[*sub]struct{}{}
+			s.h.byKey[k] = m
+		}
+		m[s] = struct{}{}
+		added = append(added, k)
+	}
+	if len(added) > 0 {
+		s.h.push.changed()
+	}
+	return added
+}
+
+// readHistory reads, in the background, the history of keys and then lets their live
+// points through.
+func (s *sub) readHistory(keys []string) {
+	go func() {
+		for _, k := range keys {
+			if err := s.history(k); err != nil {
+				s.end(fmt.Errorf("reading the history of %q: %w", k, err))
+				return
+			}
+		}
+	}()
+}
+
+// history delivers key's history and then its pending live points.
+func (s *sub) history(key string) error {
+	s.mu.Lock()
+	ks := s.keys[key]
+	s.mu.Unlock()
+	// History ends where a write may be stamped, narrowed to the series' bounds: those
+	// are read after the series was registered, so that any point past them is
+	// delivered live.
+	a, end := ks.start, time.Now().Add(s.h.cfg.MaxFuture).UnixNano()+1
+	first, last, found, err := s.h.cfg.Source.Bounds(s.ctx, key, a, end)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		end = a
+	default:
+		a, end = max(a, first), min(end, last+1)
+	}
+	span := historySpan
+	for a < end {
+		b := end
+		if a < end-span {
+			b = a + span
+		}
+		pts, err := s.h.cfg.Source.History(s.ctx, key, a, b)
+		if err != nil {
+			return err
+		}
+		if err := s.waitSpace(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.historyWindow(key, ks, pts, a, b)
+		s.mu.Unlock()
+		s.ses.signal()
+		switch n := pts.Len(); {
+		case n < s.h.cfg.Buffer/8 && span < int64(24*time.Hour):
+			span *= 2
+		case n > s.h.cfg.Buffer/2 && span > int64(time.Second):
+			span /= 2
+		}
+		a = b
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ks.ready = true
+	pending := ks.pending
+	ks.pending = nil
+	for _, p := range pending {
+		s.buffered -= p.Len()
+		s.deliver(key, ks, p)
+	}
+	s.ses.signal()
+	return nil
+}
+
+// waitSpace waits while the subscriber has more than half the buffer to read.
+func (s *sub) waitSpace() error {
+	for {
+		s.mu.Lock()
+		full, err := s.buffered > s.h.cfg.Buffer/2, s.err
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if !full {
+			return nil
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-s.ctx.Done():
+			t.Stop()
+			return s.ctx.Err()
+		case <-s.space:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// historyWindow delivers a window [a, b) of key's history and drops the pending
+// points it holds; s.mu held.
+func (s *sub) historyWindow(key string, ks *keyState, pts series.Points, a, b int64) {
+	s.deliver(key, ks, pts)
+	for i := range ks.pending {
+		p := &ks.pending[i]
+		var keep series.Points
+		dropped := 0
+		for j := 0; j < p.Len(); j++ {
+			t := p.T[j]
+			if t >= a && t < b {
+				k := sort.Search(pts.Len(), func(k int) bool { return pts.T[k] >= t })
+				if k < pts.Len() && pts.T[k] == t {
+					dropped++
+					continue
+				}
+			}
+			keep.AppendFrom(p, j)
+		}
+		if dropped > 0 {
+			s.buffered -= dropped
+			keep.Type = p.Type
+			*p = keep
+		}
+	}
+}
+
+// live takes live points of key (Hub.deliver wakes the session).
+func (s *sub) live(key string, pts series.Points) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ks := s.keys[key]
+	if s.err != nil || ks == nil {
+		return
+	}
+	if !ks.ready {
+		ks.pending = append(ks.pending, pts)
+		s.buffered += pts.Len()
+		s.checkFull()
+		return
+	}
+	s.deliver(key, ks, pts)
+}
+
+// deliver appends points of key to the runs: in order, duplicates dropped, late ones
+// flagged; s.mu held. The caller wakes the session's poll (session.signal) once it
+// has delivered what it has, so that one poll answers it all.
+func (s *sub) deliver(key string, ks *keyState, pts series.Points) {
+	if s.fresh(ks, &pts) {
+		// Every point is newer than the last delivered, in order: the run shares the
+		// points, which nobody changes once stored.
+		for _, t := range pts.T[max(0, pts.Len()-recentN):] {
+			ks.remember(t)
+		}
+		ks.last = pts.T[pts.Len()-1]
+		s.runs = append(s.runs, wire.WatchRun{Key: key, Points: pts})
+		s.buffered += pts.Len()
+		s.checkFull()
+		return
+	}
+	var run series.Points
+	late := false
+	flush := func() {
+		if run.Len() > 0 {
+			run.Type = pts.Type
+			s.runs = append(s.runs, wire.WatchRun{Key: key, Points: run, Late: late})
+			s.buffered += run.Len()
+			run = series.Points{}
+		}
+	}
+	for i := 0; i < pts.Len(); i++ {
+		t := pts.T[i]
+		var isLate bool
+		switch {
+		case t < ks.start:
+			continue
+		case t > ks.last:
+			ks.last = t
+		case ks.seen(t):
+			continue
+		default:
+			isLate = true
+		}
+		ks.remember(t)
+		if isLate != late {
+			flush()
+			late = isLate
+		}
+		run.AppendFrom(&pts, i)
+	}
+	flush()
+	s.checkFull()
+}
+
+// fresh reports whether every point of pts is newer than the last delivered, and
+// they are in strictly ascending order.
+func (s *sub) fresh(ks *keyState, pts *series.Points) bool {
+	if pts.Len() == 0 || pts.T[0] <= ks.last || pts.T[0] < ks.start {
+		return false
+	}
+	for i := 1; i < pts.Len(); i++ {
+		if pts.T[i] <= pts.T[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
+func (ks *keyState) remember(t int64) {
+	ks.recent[ks.rn%recentN] = t
+	ks.rn++
+}
+
+func (ks *keyState) seen(t int64) bool {
+	for i := 0; i < min(ks.rn, recentN); i++ {
+		if ks.recent[i] == t {
+			return true
+		}
+	}
+	return false
+}
+
+// checkFull ends the subscription when its subscriber is too slow; s.mu held.
+func (s *sub) checkFull() {
+	if s.buffered > s.h.cfg.Buffer && s.err == nil {
+		s.endLocked(fmt.Errorf("the subscriber fell %d points behind, past this node's buffer of %d", s.buffered, s.h.cfg.Buffer))
+	}
+}
+
+// end ends the subscription with err.
+func (s *sub) end(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.endLocked(err)
+}
+
+func (s *sub) endLocked(err error) {
+	if s.err != nil {
+		return
+	}
+	s.err = err
+	s.runs = nil
+	s.cancel()
+	s.ses.signal()
+}
+
+func (s *sub) idle(now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return now.Sub(s.polled)
+}
+
+// take answers a poll of the subscription: its runs after the first seen, as many as
+// budget (points) allows but at least one; nil when it has none. ended says that the
+// subscription is gone (the batch says why).
+func (s *sub) take(seen uint64, budget *int) (b *wire.WatchBatch, ended bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.polled = time.Now()
+	if s.err != nil {
+		return &wire.WatchBatch{ID: s.id, Ended: fmt.Sprintf("subscription %d ended: %v", s.id, s.err)}, true
+	}
+	if seen < s.base || seen > s.base+uint64(len(s.runs)) {
+		return &wire.WatchBatch{ID: s.id, Ended: fmt.Sprintf("subscription %d: runs up to %d asked for, the node holds %d to %d",
+			s.id, seen, s.base, s.base+uint64(len(s.runs)))}, true
+	}
+	if n := int(seen - s.base); n > 0 {
+		for _, r := range s.runs[:n] {
+			s.buffered -= r.Points.Len()
+		}
+		s.runs = s.runs[n:] // a batch answered before may still share them
+		s.base = seen
+		select {
+		case s.space <- struct{}{}:
+		default:
+		}
+	}
+	n := 0
+	for n < len(s.runs) && (n == 0 || *budget >= s.runs[n].Points.Len()) && *budget > 0 {
+		*budget -= s.runs[n].Points.Len()
+		n++
+	}
+	if n == 0 {
+		return nil, false
+	}
+	// The batch shares the runs: appends write only past them, and a trim drops them
+	// only once the subscriber has them.
+	return &wire.WatchBatch{ID: s.id, Runs: s.runs[:n:n], Seen: s.base + uint64(n)}, false
+}

@@ -1,0 +1,332 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// memSource is a store of points in memory: what the hub reads history from.
+type memSource struct {
+	mu  sync.Mutex
+	pts map[string][]int64
+}
+
+func (m *memSource) History(_ context.Context, key string, from, to int64) (series.Points, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var p series.Points
+	p.Type = series.Float
+	for _, t := range m.pts[key] {
+		if t >= from && t < to {
+			p.AppendFloat(t, float64(t))
+		}
+	}
+	return p, nil
+}
+
+func (m *memSource) Bounds(_ context.Context, key string, from, to int64) (int64, int64, bool, error) {
+	p, _ := m.History(context.Background(), key, from, to)
+	if p.Len() == 0 {
+		return 0, 0, false, nil
+	}
+	return p.T[0], p.T[p.Len()-1], true, nil
+}
+
+func (m *memSource) Select(_ context.Context, q catalog.Query) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var keys []string
+	for k := range m.pts {
+		if strings.HasPrefix(k, q.Prefix) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// write stores points and then tells the hub, as the coordinator's hook does.
+func (m *memSource) write(h *Hub, key string, ts ...int64) {
+	m.mu.Lock()
+	var p series.Points
+	p.Type = series.Float
+	for _, t := range ts {
+		i := sort.Search(len(m.pts[key]), func(i int) bool { return m.pts[key][i] >= t })
+		if i == len(m.pts[key]) || m.pts[key][i] != t {
+			m.pts[key] = append(m.pts[key][:i], append([]int64{t}, m.pts[key][i:]...)...)
+		}
+		p.AppendFloat(t, float64(t))
+	}
+	m.mu.Unlock()
+	h.Stored(key, p)
+}
+
+func newTestHub(t *testing.T, buffer int) (*Hub, *memSource) {
+	src := &memSource{pts: map[string][]int64{}}
+	h := New(Config{Self: "self", Peers: func() []string { return []string{"self"} }, Source: src,
+		Call:      func(context.Context, string, string, any, any) error { return errors.New("no other node") },
+		MaxFuture: time.Minute, Buffer: buffer})
+	t.Cleanup(h.Close)
+	return h, src
+}
+
+// poller long-polls one subscription.
+type poller struct {
+	h       *Hub
+	session uint64
+	id      uint64
+	seen    uint64
+}
+
+func (p *poller) next(t *testing.T) []wire.WatchRun {
+	t.Helper()
+	runs, ended := p.poll(t)
+	if ended != "" {
+		t.Fatal(ended)
+	}
+	return runs
+}
+
+// poll polls once and returns the runs, or why the subscription ended.
+func (p *poller) poll(t *testing.T) ([]wire.WatchRun, string) {
+	t.Helper()
+	resp, err := p.h.Next(context.Background(), &wire.WatchNextReq{Session: p.session, Cursors: []wire.WatchCursor{{ID: p.id, Seen: p.seen}}, WaitMillis: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []wire.WatchRun
+	for _, b := range resp.Subs {
+		if b.ID != p.id {
+			t.Fatalf("a batch of subscription %d in the poll of %d", b.ID, p.id)
+		}
+		if b.Ended != "" {
+			return nil, b.Ended
+		}
+		p.seen = b.Seen
+		runs = append(runs, b.Runs...)
+	}
+	return runs, ""
+}
+
+// open opens a subscription in a session of its own.
+func open(t *testing.T, h *Hub, req wire.WatchOpenReq) *poller {
+	t.Helper()
+	req.Session = rand.Uint64()
+	id, err := h.Open(context.Background(), &req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &poller{h: h, session: req.Session, id: id}
+}
+
+// until polls until want points (late or not) came, and returns their times and
+// which were late.
+func (p *poller) until(t *testing.T, want int) (ts []int64, late []bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(ts) < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d points of %d in 10s", len(ts), want)
+		}
+		for _, r := range p.next(t) {
+			for _, x := range r.Points.T {
+				ts = append(ts, x)
+				late = append(late, r.Late)
+			}
+		}
+	}
+	return ts, late
+}
+
+// TestSeam: points written while a subscription opens and reads its history are
+// delivered each once, in order, none flagged late.
+func TestSeam(t *testing.T) {
+	h, src := newTestHub(t, 0)
+	const n = 3000
+	started := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := int64(1); i <= n; i++ {
+			src.write(h, "k", i)
+			if i == n/3 {
+				close(started)
+			}
+		}
+	}()
+	<-started
+	p := open(t, h, wire.WatchOpenReq{Series: "k", From: 1})
+	ts, late := p.until(t, n)
+	<-done
+	for i := range ts {
+		if ts[i] != int64(i+1) || late[i] {
+			t.Fatalf("point %d: t=%d late=%v; want t=%d, not late", i, ts[i], late[i], i+1)
+		}
+	}
+	if extra := p.next(t); len(extra) != 0 {
+		t.Fatalf("after every point, %d more runs: %v", len(extra), extra)
+	}
+}
+
+// TestLateAndDuplicate: a point older than the newest delivered comes flagged late; a
+// point delivered already is not delivered again; a point before the start is not
+// delivered.
+func TestLateAndDuplicate(t *testing.T) {
+	h, src := newTestHub(t, 0)
+	src.write(h, "k", 10, 20)
+	p := open(t, h, wire.WatchOpenReq{Series: "k", From: 5})
+	if ts, _ := p.until(t, 2); ts[0] != 10 || ts[1] != 20 {
+		t.Fatalf("history %v, want [10 20]", ts)
+	}
+	src.write(h, "k", 20)     // again: a duplicate
+	src.write(h, "k", 1)      // before the start
+	src.write(h, "k", 15, 30) // one late, one new
+	var got []string
+	for _, r := range p.next(t) {
+		for _, x := range r.Points.T {
+			got = append(got, map[bool]string{true: "late ", false: ""}[r.Late]+strconv.FormatInt(x, 10))
+		}
+	}
+	if strings.Join(got, ",") != "late 15,30" {
+		t.Fatalf("got %q, want \"late 15,30\"", strings.Join(got, ","))
+	}
+}
+
+// TestSlowSubscriber: a subscriber that falls past its buffer is ended with
+// CodeWatchResume; writers never wait for it.
+func TestSlowSubscriber(t *testing.T) {
+	h, src := newTestHub(t, 100)
+	p := open(t, h, wire.WatchOpenReq{Series: "k", From: 0})
+	waitReady(t, h, p.id)
+	for i := int64(1); i <= 200; i++ {
+		src.write(h, "k", i)
+	}
+	if _, ended := p.poll(t); !strings.Contains(ended, "buffer of 100") {
+		t.Fatalf("got %q, want the subscription ended naming the buffer", ended)
+	}
+	if n := h.Subscriptions(); n != 0 {
+		t.Fatalf("%d subscriptions left", n)
+	}
+}
+
+// waitReady waits until subscription id has read its (empty) history.
+func waitReady(t *testing.T, h *Hub, id uint64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if ready(h, id) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("history not read in 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// ready reports whether subscription id has read its history.
+func ready(h *Hub, id uint64) bool {
+	h.mu.Lock()
+	s := h.subs[id]
+	h.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ks := range s.keys {
+		if !ks.ready {
+			return false
+		}
+	}
+	return true
+}
+
+// TestLostNotification: a gap in a coordinator's numbering ends the subscriptions,
+// so that their subscribers catch up from the store.
+func TestLostNotification(t *testing.T) {
+	h, _ := newTestHub(t, 0)
+	p := open(t, h, wire.WatchOpenReq{Series: "k", From: 0})
+	h.Notify(&wire.WatchNotifyReq{From: "c", Epoch: 7, Seq: 1})
+	h.Notify(&wire.WatchNotifyReq{From: "c", Epoch: 7, Seq: 3})
+	if _, ended := p.poll(t); !strings.Contains(ended, "lost 1 notifications") {
+		t.Fatalf("got %q, want the subscription ended naming the lost notification", ended)
+	}
+	if _, ended := p.poll(t); !strings.Contains(ended, "not open") {
+		t.Fatalf("polled again: got %q, want \"not open\"", ended)
+	}
+}
+
+// TestPrefixAndResume: a prefix subscription delivers every series under it, and
+// After resumes each series after the point given.
+func TestPrefixAndResume(t *testing.T) {
+	h, src := newTestHub(t, 0)
+	src.write(h, "a/1", 1, 2, 3)
+	src.write(h, "a/2", 1, 2, 3)
+	src.write(h, "b/1", 1, 2, 3)
+	p := open(t, h, wire.WatchOpenReq{Prefix: "a/", From: 0, After: map[string]int64{"a/1": 2}})
+	if ts, _ := p.until(t, 4); len(ts) != 4 {
+		t.Fatalf("got %v, want a/1's 3 and a/2's 1 2 3", ts)
+	}
+	if _, err := h.Open(context.Background(), &wire.WatchOpenReq{Prefix: "a/", Series: "a/1"}); err == nil {
+		t.Fatal("a subscription by both a prefix and a key was opened")
+	}
+}
+
+// TestSession: one poll serves every subscription of its session, those opened while
+// it waits included; Close ends those it lists.
+func TestSession(t *testing.T) {
+	h, src := newTestHub(t, 0)
+	a, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "a", Session: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	polled := make(chan *wire.WatchNextResp)
+	go func() {
+		resp, _ := h.Next(context.Background(), &wire.WatchNextReq{Session: 9, Cursors: []wire.WatchCursor{{ID: a}}, WaitMillis: 5000})
+		polled <- resp
+	}()
+	b, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "b", Session: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !ready(h, b) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	src.write(h, "b", 1)
+	resp := <-polled
+	if len(resp.Subs) != 1 || resp.Subs[0].ID != b || len(resp.Subs[0].Runs) != 1 {
+		t.Fatalf("the waiting poll answered %+v; want subscription %d's point", resp.Subs, b)
+	}
+	if _, err := h.Next(context.Background(), &wire.WatchNextReq{Session: 9, Cursors: []wire.WatchCursor{{ID: a}, {ID: b}}, Close: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.Subscriptions(); n != 0 {
+		t.Fatalf("%d subscriptions left after Close", n)
+	}
+}
+
+// BenchmarkStoredUnwatched is what a write of a series nobody watches costs the
+// write path while other series are watched.
+func BenchmarkStoredUnwatched(b *testing.B) {
+	src := &memSource{pts: map[string][]int64{}}
+	h := New(Config{Self: "self", Peers: func() []string { return []string{"self"} }, Source: src, MaxFuture: time.Minute})
+	defer h.Close()
+	if _, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "watched", From: 0}); err != nil {
+		b.Fatal(err)
+	}
+	p := series.Points{Type: series.Float, T: []int64{1}, F: []float64{1}}
+	b.ReportAllocs()
+	for b.Loop() {
+		h.Stored("unwatched", p)
+	}
+}

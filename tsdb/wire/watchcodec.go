@@ -1,0 +1,194 @@
+package wire
+
+import (
+	"unsafe"
+
+	"github.com/tsdht/tsdht/internal/mp"
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// A subscribed series' every point goes to each of its subscriptions in a
+// WatchNextResp: a thousand subscribers of a 60 Hz series are 60,000 batches a second
+// to encode. The answer is therefore encoded and decoded by hand (package mp), byte
+// for byte as msgpack/v5 would, as the write path's messages are (writecodec.go); the
+// reader takes the forms written here and answers false for anything else, which the
+// caller then decodes with rpc.Decode.
+
+// AppendWatchNextResp appends resp's msgpack encoding to dst.
+func AppendWatchNextResp(dst []byte, resp *WatchNextResp) []byte {
+	dst = mp.AppendMapLen(dst, 1)
+	dst = mp.AppendStr(dst, "b")
+	if resp.Subs == nil {
+		return append(dst, 0xc0)
+	}
+	dst = mp.AppendArrayLen(dst, len(resp.Subs))
+	for i := range resp.Subs {
+		b := &resp.Subs[i]
+		fields := 3
+		if b.Ended != "" {
+			fields++
+		}
+		dst = mp.AppendMapLen(dst, fields)
+		dst = mp.AppendStr(dst, "id")
+		dst = mp.AppendUint(dst, b.ID)
+		dst = mp.AppendStr(dst, "r")
+		if b.Runs == nil {
+			dst = append(dst, 0xc0)
+		} else {
+			dst = mp.AppendArrayLen(dst, len(b.Runs))
+			for j := range b.Runs {
+				r := &b.Runs[j]
+				fields := 2
+				if r.Late {
+					fields++
+				}
+				dst = mp.AppendMapLen(dst, fields)
+				dst = mp.AppendStr(dst, "k")
+				dst = mp.AppendStr(dst, r.Key)
+				dst = mp.AppendStr(dst, "p")
+				dst = series.AppendWire(dst, &r.Points)
+				if r.Late {
+					dst = mp.AppendStr(dst, "l")
+					dst = append(dst, 0xc3)
+				}
+			}
+		}
+		dst = mp.AppendStr(dst, "s")
+		dst = mp.AppendUint(dst, b.Seen)
+		if b.Ended != "" {
+			dst = mp.AppendStr(dst, "e")
+			dst = mp.AppendStr(dst, b.Ended)
+		}
+	}
+	return dst
+}
+
+// EncodeWatchNextResp returns resp's msgpack encoding.
+func EncodeWatchNextResp(resp *WatchNextResp) ([]byte, error) {
+	n := 16
+	for i := range resp.Subs {
+		n += 32 + len(resp.Subs[i].Ended)
+		for j := range resp.Subs[i].Runs {
+			n += 16 + len(resp.Subs[i].Runs[j].Key) + resp.Subs[i].Runs[j].Points.WireSize()
+		}
+	}
+	return AppendWatchNextResp(make([]byte, 0, n), resp), nil
+}
+
+// watchBatchBytes and watchRunBytes are what a decoded WatchBatch and WatchRun take
+// in memory, before their slices.
+const (
+	watchBatchBytes = int(unsafe.Sizeof(WatchBatch{}))
+	watchRunBytes   = int(unsafe.Sizeof(WatchRun{}))
+)
+
+// ReadWatchNextResp decodes b, a WatchNextResp as AppendWatchNextResp writes it, into
+// resp. It answers false for any other form, and for anything malformed: decode b
+// with rpc.Decode then. What it allocates stays within rpc.DecodeCostFactor bytes per
+// byte of b.
+func ReadWatchNextResp(b []byte, resp *WatchNextResp) bool {
+	r := &mp.Reader{B: b}
+	*resp = WatchNextResp{}
+	return readFields(r, func(k string) bool {
+		if k != "b" {
+			return false
+		}
+		n, isNil, ok := arrayOrNil(r, watchBatchBytes, len(b))
+		if !ok || isNil {
+			return ok
+		}
+		resp.Subs = make([]WatchBatch, n)
+		for i := range resp.Subs {
+			if !readWatchBatch(r, &resp.Subs[i], len(b)) {
+				return false
+			}
+		}
+		return true
+	}) && r.Left() == 0
+}
+
+// readFields reads a map, handing each key to field, which reads its value.
+func readFields(r *mp.Reader, field func(k string) bool) bool {
+	m, ok := r.MapLen()
+	if !ok {
+		return false
+	}
+	for range m {
+		k, ok := r.StrBytes()
+		if !ok || !field(string(k)) {
+			return false
+		}
+	}
+	return true
+}
+
+// arrayOrNil reads an array header, or a nil, refusing an array whose elements
+// (elemBytes each in memory) would take more than rpc.DecodeCostFactor bytes per byte
+// of the message (size).
+func arrayOrNil(r *mp.Reader, elemBytes, size int) (n int, isNil, ok bool) {
+	if r.Left() > 0 && r.B[r.Off] == 0xc0 {
+		r.Off++
+		return 0, true, true
+	}
+	n, ok = r.ArrayLen()
+	return n, false, ok && n*elemBytes <= rpc.DecodeCostFactor*size
+}
+
+func readWatchBatch(r *mp.Reader, b *WatchBatch, size int) bool {
+	return readFields(r, func(k string) bool {
+		var ok bool
+		switch k {
+		case "id":
+			b.ID, ok = r.Uint()
+		case "s":
+			b.Seen, ok = r.Uint()
+		case "e":
+			var s []byte
+			s, ok = r.StrBytes()
+			b.Ended = string(s)
+		case "r":
+			var n int
+			var isNil bool
+			n, isNil, ok = arrayOrNil(r, watchRunBytes, size)
+			if !ok || isNil {
+				b.Runs = nil
+				return ok
+			}
+			b.Runs = make([]WatchRun, n)
+			for i := range b.Runs {
+				if !readWatchRun(r, &b.Runs[i]) {
+					return false
+				}
+			}
+		}
+		return ok
+	})
+}
+
+func readWatchRun(r *mp.Reader, run *WatchRun) bool {
+	return readFields(r, func(k string) bool {
+		var ok bool
+		switch k {
+		case "k":
+			var s []byte
+			s, ok = r.StrBytes()
+			run.Key = string(s)
+		case "p":
+			ok = series.ReadWire(r, &run.Points)
+		case "l":
+			run.Late, ok = r.Bool()
+		}
+		return ok
+	})
+}
+
+// DecodeWatchNextResp decodes a WatchNextResp: by hand when ReadWatchNextResp can,
+// else with rpc.Decode (whose errors say what is wrong).
+func DecodeWatchNextResp(b []byte, resp *WatchNextResp) error {
+	if ReadWatchNextResp(b, resp) {
+		return nil
+	}
+	*resp = WatchNextResp{}
+	return rpc.Decode(b, resp)
+}
