@@ -8,6 +8,7 @@ import (
 
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // Engine is what the HTTP surface needs from the cluster: the facade over tsdb. A
@@ -80,6 +81,8 @@ type Stats struct {
 	ReadRepairs     int64
 
 	LiveMembers int // members this node sees alive
+
+	Uplinks []wire.UplinkStats // the node's uplinks (package uplink)
 }
 
 var (

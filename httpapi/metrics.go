@@ -91,6 +91,9 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descPasses, descUnder, descHinted, descPushed, descPushedPts, descHanded, descReadRep} {
 		ch <- d
 	}
+	for _, d := range uplinkDescs {
+		ch <- d
+	}
 }
 
 func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -131,4 +134,5 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		k(descHanded, float64(s.HandedOff))
 		k(descReadRep, float64(s.ReadRepairs))
 	}
+	collectUplinks(ch, s.Uplinks)
 }

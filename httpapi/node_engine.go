@@ -168,7 +168,7 @@ func (e *NodeEngine) Stats(ctx context.Context) (Stats, error) {
 	st := e.node.Store().Stats()
 	ns := e.node.Stats()
 	r := ns.Repair
-	return Stats{Shards: st.Shards, Series: st.Series, Points: st.Points, DiskBytes: st.DiskBytes,
+	return Stats{Uplinks: ns.Uplinks, Shards: st.Shards, Series: st.Series, Points: st.Points, DiskBytes: st.DiskBytes,
 		Dropped: st.DroppedQuanta, FlashBytesWritten: st.FlashBytesWritten, AppendedPoints: st.AppendedPoints,
 		BufferedAppends: st.BufferedAppends, BufferDrains: st.BufferDrains,
 		Corruptions: st.Corruptions, WALBytesDropped: st.WALBytesDropped, Refilling: ns.Refilling,

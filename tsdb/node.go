@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tsdht/tsdht/tsdb/coord"
@@ -323,7 +324,13 @@ type Node struct {
 	decommissioned chan struct{} // closed when a decommission asked over RPC handed off
 	decomOnce      sync.Once
 	refill         refill // after a WAL loss at start-up (refill.go)
+
+	uplinks atomic.Pointer[func() []wire.UplinkStats] // SetUplinks
 }
+
+// SetUplinks has the node's Stats (and so tsdht status and /metrics) report the
+// uplinks f describes (package uplink runs them over the node's coordinator).
+func (n *Node) SetUplinks(f func() []wire.UplinkStats) { n.uplinks.Store(&f) }
 
 // Start brings a node up: it listens for RPC, joins the cluster and serves.
 func Start(cfg Config) (*Node, error) {
@@ -556,7 +563,12 @@ func (n *Node) Stats() NodeStats {
 		rs = n.repair.Stats()
 	}
 	rs.ReadRepairs = n.coord.ReadRepairs()
+	var ups []wire.UplinkStats
+	if f := n.uplinks.Load(); f != nil {
+		ups = (*f)()
+	}
 	return NodeStats{
+		Uplinks:   ups,
 		Repair:    rs,
 		PeerInfo:  peerInfo(self, dht.StateAlive),
 		Shards:    st.Shards,

@@ -19,7 +19,15 @@ import (
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/store"
+	"github.com/tsdht/tsdht/uplink"
 )
+
+// retentionOf is the node's --retention, 0 when unset or unparsable (the store's
+// options refuse the latter).
+func retentionOf(c *cli.Context) time.Duration {
+	d, _ := store.ParseDuration(c.String("retention"))
+	return d
+}
 
 // The node's flag defaults are the library's, read rather than retyped, so that a node
 // started from the command line and one embedded with tsdb.Start behave alike.
@@ -31,7 +39,7 @@ var (
 const mib = 1 << 20
 
 func nodeCommand() *cli.Command {
-	return &cli.Command{
+	cmd := &cli.Command{
 		Name:  "node",
 		Usage: "run a node: serve RPC, gossip membership, store shards",
 		Flags: append([]cli.Flag{
@@ -72,6 +80,8 @@ func nodeCommand() *cli.Command {
 		}, limitFlags()...),
 		Action: runNode,
 	}
+	cmd.Flags = append(cmd.Flags, uplinkFlags()...)
+	return cmd
 }
 
 func runNode(c *cli.Context) error {
@@ -80,6 +90,10 @@ func runNode(c *cli.Context) error {
 		return err
 	}
 	cfg, err := nodeConfig(c)
+	if err != nil {
+		return err
+	}
+	upCfgs, err := uplinkConfigs(c)
 	if err != nil {
 		return err
 	}
@@ -135,8 +149,22 @@ func runNode(c *cli.Context) error {
 	logger = logger.With("node", hex.EncodeToString(self.Key[:]))
 	logger.Info("serving", "rpc", n.RPCAddr(), "gossip", n.DHT().GossipAddr(), "id_format", cfg.DHT.Format.String(),
 		"quantum", cfg.DHT.Quantum.Duration().String(), "rf", cfg.RF, "routing", cfg.DHT.Routing.String())
+	for i := range upCfgs {
+		upCfgs[i].ClusterKey = ring
+		upCfgs[i].Retention = retentionOf(c)
+	}
+	ups, err := uplink.Start(upCfgs, n.Coordinator(), n.DHT(), logger)
+	if err != nil {
+		n.Close()
+		return badFlag("--uplink: %w", err)
+	}
+	n.SetUplinks(ups.Stats)
+	if len(upCfgs) > 0 {
+		logger.Info("uplinks", "to", describeUplinks(upCfgs))
+	}
 	stopHTTP, err := startHTTP(c.String("http"), hcfg, n, cfg.RPC.ClusterKey, logger)
 	if err != nil {
+		ups.Close()
 		n.Close()
 		return err
 	}
@@ -157,6 +185,7 @@ func runNode(c *cli.Context) error {
 	done := make(chan error, 1)
 	go func() {
 		stopHTTP()
+		ups.Close() // the uplinks save their cursors while the node still serves
 		done <- stop()
 	}()
 	grace := time.NewTimer(c.Duration("stop-timeout"))

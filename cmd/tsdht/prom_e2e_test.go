@@ -113,7 +113,7 @@ func sameMatrix(a, b []promSeries) error {
 }
 
 // startPrometheus starts Prometheus on webAddr with conf, its data in dir.
-func startPrometheus(t *testing.T, bin, dir, webAddr, conf string) {
+func startPrometheus(t *testing.T, bin, dir, webAddr, conf string, flags ...string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -122,8 +122,8 @@ func startPrometheus(t *testing.T, bin, dir, webAddr, conf string) {
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	testutil.StartLogged(t, "prometheus "+filepath.Base(dir), exec.Command(bin, "--config.file="+cfg,
-		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+webAddr))
+	testutil.StartLogged(t, "prometheus "+filepath.Base(dir), exec.Command(bin, append([]string{"--config.file=" + cfg,
+		"--storage.tsdb.path=" + filepath.Join(dir, "data"), "--web.listen-address=" + webAddr}, flags...)...))
 	testutil.WaitHTTP(t, "http://"+webAddr+"/-/ready", 30*time.Second)
 }
 

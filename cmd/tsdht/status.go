@@ -48,6 +48,8 @@ type statusJSON struct {
 	// flushes, compactions) and the new points stored meanwhile.
 	FlashBytesWritten int64 `json:"flash_bytes_written"`
 	AppendedPoints    int64 `json:"appended_points"`
+	// The node's uplinks (docs/uplink.md), when it runs any.
+	Uplinks []wire.UplinkStats `json:"uplinks,omitempty"`
 }
 
 func newStatusJSON(n wire.NodeStats) statusJSON {
@@ -59,7 +61,7 @@ func newStatusJSON(n wire.NodeStats) statusJSON {
 		DiskBytes: n.DiskBytes, MaxDiskBytes: n.MaxDisk, Retention: n.Retention, OldestQuantum: n.Oldest,
 		IDFormat: n.Format, RF: n.RF,
 		Corruptions: n.Corruptions, WALBytesDropped: n.WALBytesDropped, RefetchedPairs: n.Repair.Refetched,
-		Refilling: n.Refilling, FlashBytesWritten: n.FlashBytesWritten, AppendedPoints: n.AppendedPoints,
+		Refilling: n.Refilling, FlashBytesWritten: n.FlashBytesWritten, AppendedPoints: n.AppendedPoints, Uplinks: n.Uplinks,
 	}
 }
 
@@ -88,7 +90,8 @@ func statusCommand() *cli.Command {
 			"--json prints one object per member instead, for scripts: node_id, rpc, state, reachable, error,\n" +
 			"shards, series, points, under_replicated, hinted_points, pushed_pairs, handed_off_pairs,\n" +
 			"repair_passes, disk_bytes, max_disk_bytes, retention, oldest_quantum, id_format, rf, corruptions,\n" +
-			"wal_bytes_dropped, refetched_pairs, flash_bytes_written, appended_points. NOTE says why a member could not report, and any damage found.",
+			"wal_bytes_dropped, refetched_pairs, flash_bytes_written, appended_points, uplinks. NOTE says why a member could not report, and any damage found.\n" +
+			"A second table, when nodes run --uplink, lists per node and uplink the series it forwards, its lag, what it sent (docs/uplink.md).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "cluster", Required: true, Usage: "RPC address of a node, HOST:PORT[,…]"},
 			&cli.BoolFlag{Name: "json", Usage: "one JSON object per member on stdout instead of the table"},
@@ -156,7 +159,7 @@ func statusCommand() *cli.Command {
 			if clusterNote != "" {
 				fmt.Println(clusterNote)
 			}
-			return nil
+			return printUplinks(os.Stdout, nodes)
 		},
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -41,17 +42,33 @@ func NeedTool(t testing.TB, cmd, pkg string) string {
 // answers. The test's cleanup stops it and, when the test failed, logs its output.
 func StartInfluxd(t testing.TB) string {
 	t.Helper()
-	addr, _ := StartInfluxdDir(t)
-	return addr
+	return NewInfluxd(t).Addr
 }
 
 // StartInfluxdDir is StartInfluxd that also returns InfluxDB's directory: its data in
 // dir/data, its WAL in dir/wal (where influx_inspect export reads them).
 func StartInfluxdDir(t testing.TB) (addr, dir string) {
 	t.Helper()
+	i := NewInfluxd(t)
+	return i.Addr, i.Dir
+}
+
+// Influxd is InfluxDB 1.x on loopback that a test can stop and start again on its
+// data (a central store that goes away and comes back).
+type Influxd struct {
+	Addr    string // HTTP, HOST:PORT
+	Dir     string // data in Dir/data, WAL in Dir/wal
+	bin, cf string
+	cmd     *exec.Cmd
+	log     SyncBuffer
+}
+
+// NewInfluxd starts InfluxDB as StartInfluxd does and returns it running.
+func NewInfluxd(t testing.TB) *Influxd {
+	t.Helper()
 	bin := NeedTool(t, "influxd", "influxdb")
-	dir = t.TempDir()
-	addr = FreeAddr(t)
+	dir := t.TempDir()
+	addr := FreeAddr(t)
 	conf := fmt.Sprintf(`reporting-disabled = true
 bind-address = %q
 [meta]
@@ -70,9 +87,35 @@ bind-address = %q
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	StartLogged(t, "influxd", exec.Command(bin, "-config", cfg))
-	WaitHTTP(t, "http://"+addr+"/ping", time.Minute)
-	return addr, dir
+	i := &Influxd{Addr: addr, Dir: dir, bin: bin, cf: cfg}
+	i.Start(t)
+	t.Cleanup(func() {
+		i.Stop()
+		if t.Failed() {
+			t.Logf("influxd log:\n%s", i.log.String())
+		}
+	})
+	return i
+}
+
+// Start starts InfluxDB (again) and waits until /ping answers.
+func (i *Influxd) Start(t testing.TB) {
+	t.Helper()
+	i.cmd = exec.Command(i.bin, "-config", i.cf)
+	i.cmd.Stdout, i.cmd.Stderr = &i.log, &i.log
+	if err := i.cmd.Start(); err != nil {
+		t.Fatalf("starting influxd: %v", err)
+	}
+	WaitHTTP(t, "http://"+i.Addr+"/ping", time.Minute)
+}
+
+// Stop stops InfluxDB (SIGTERM) and waits for it; its data stays for Start.
+func (i *Influxd) Stop() {
+	if i.cmd == nil || i.cmd.ProcessState != nil {
+		return
+	}
+	i.cmd.Process.Signal(syscall.SIGTERM)
+	i.cmd.Wait()
 }
 
 // WaitHTTP waits until a GET of url answers 2xx.

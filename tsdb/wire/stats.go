@@ -41,6 +41,8 @@ type NodeStats struct {
 	// what a point costs the flash. Zero for a store in memory.
 	FlashBytesWritten int64 `msgpack:"flash,omitempty"`
 	AppendedPoints    int64 `msgpack:"appended,omitempty"`
+	// Uplinks are this node's uplinks (package uplink), when it runs any.
+	Uplinks []UplinkStats `msgpack:"uplinks,omitempty"`
 }
 
 // RepairStats is a node's self-healing progress.

@@ -1,0 +1,631 @@
+package uplink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/rpc"
+	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// Cluster is what an uplink reads and writes of the cluster: a node's coordinator.
+type Cluster interface {
+	Series(ctx context.Context, q catalog.Query) ([]catalog.Entry, error)
+	Get(ctx context.Context, key string, from, to int64, opt wire.GetOptions) (wire.Result, error)
+	Aggregate(ctx context.Context, key string, from, to, every int64, opt wire.GetOptions) (wire.AggResult, error)
+	Latest(ctx context.Context, key string, since, before int64) (series.Points, error)
+	Put(ctx context.Context, key string, pts series.Points, opt wire.PutOptions) (int, error)
+	// Homes returns a series' registry replicas, closest to KeyID(key) first.
+	Homes(ctx context.Context, key string) ([]dht.Peer, error)
+}
+
+// Membership says who this node is and who is alive: a node's DHT.
+type Membership interface {
+	Self() dht.Peer
+	Live() []dht.Peer
+}
+
+const (
+	listEvery    = 10 * time.Second        // how often the selection is listed again
+	lagEvery     = 5 * time.Second         // how often the points behind are counted
+	lateWidthRaw = int64(90 * time.Second) // no rollup level divides it: the late check does not make the homes keep the series
+	maxNamed     = 8                       // series named in UplinkStats.Forwarding
+)
+
+// Uplink forwards one selection of series to one target.
+type Uplink struct {
+	cfg    Config
+	target Target
+	id     string
+	cl     Cluster
+	mem    Membership
+	log    *slog.Logger
+	sink   sink
+
+	entries []catalog.Entry
+	listed  time.Time
+	states  map[string]*state
+	backoff time.Duration
+	nextTry time.Time
+	lagAt   time.Time
+
+	mu    sync.Mutex // guards stats
+	stats wire.UplinkStats
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// state is what the forwarder holds of one series it forwards.
+type state struct {
+	e       catalog.Entry
+	cursor  int64 // forwarded and acknowledged up to here (exclusive), ns
+	saved   int64 // the cursor the DHT holds
+	savedAt time.Time
+	dirty   bool            // cursor or fwd changed since the last save
+	span    int64           // raw: the span of the next read
+	fwd     map[int64]int64 // window start → points forwarded (late check)
+	lateAt  time.Time
+}
+
+// New returns an uplink over the cluster; Run forwards.
+func New(cfg Config, cl Cluster, mem Membership, log *slog.Logger) (*Uplink, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	t, _ := ParseURL(cfg.URL)
+	s, err := newSink(t, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	u := &Uplink{cfg: cfg, target: t, id: cfg.ID(), cl: cl, mem: mem, sink: s, states: map[string]*state{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	u.log = log.With("uplink", t.Name)
+	u.stats = wire.UplinkStats{ID: u.id, URL: t.Name, Every: int64(cfg.Every)}
+	return u, nil
+}
+
+// Stats returns the uplink's state and counters.
+func (u *Uplink) Stats() wire.UplinkStats {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	s := u.stats
+	s.Forwarding = slices.Clone(s.Forwarding)
+	return s
+}
+
+func (u *Uplink) update(f func(s *wire.UplinkStats)) {
+	u.mu.Lock()
+	f(&u.stats)
+	u.mu.Unlock()
+}
+
+// Run forwards until Close: a pass every Interval, at once again while a backlog
+// remains.
+func (u *Uplink) Run() {
+	defer close(u.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-u.stop:
+			cancel()
+		case <-u.done:
+		}
+	}()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-u.stop:
+			u.saveAll(context.Background())
+			return
+		case <-t.C:
+		}
+		wait := u.cfg.Interval
+		if u.pass(ctx) {
+			wait = 0
+		}
+		if d := time.Until(u.nextTry); d > wait {
+			wait = d
+		}
+		t.Reset(wait)
+	}
+}
+
+// Close stops the uplink, saving the cursors it advanced since their last save.
+func (u *Uplink) Close() error {
+	close(u.stop)
+	<-u.done
+	return u.sink.close()
+}
+
+// forwarder reports whether this node forwards the series: it is the first live
+// registry replica.
+func (u *Uplink) forwarder(ctx context.Context, key string, live map[string]bool) bool {
+	homes, err := u.cl.Homes(ctx, key)
+	if err != nil {
+		return false
+	}
+	for _, h := range homes {
+		if live[h.ID] {
+			return h.ID == u.mem.Self().ID
+		}
+	}
+	return false
+}
+
+// owned lists the selection (again, every listEvery) and returns the series this node
+// forwards, dropping (after saving) the state of those it no longer does.
+func (u *Uplink) owned(ctx context.Context, now time.Time) []*state {
+	if now.Sub(u.listed) >= listEvery || u.entries == nil {
+		es, err := u.cl.Series(ctx, u.cfg.Select)
+		if err != nil {
+			u.fail(fmt.Errorf("listing the series: %w", err))
+		} else {
+			u.entries, u.listed = es[:0], now
+			for _, e := range es {
+				if e.Live() && !isCursorKey(e.Key) {
+					u.entries = append(u.entries, e)
+				}
+			}
+		}
+	}
+	live := map[string]bool{}
+	for _, p := range u.mem.Live() {
+		live[p.ID] = true
+	}
+	var out []*state
+	keep := map[string]bool{}
+	for _, e := range u.entries {
+		if !u.forwarder(ctx, e.Key, live) {
+			continue
+		}
+		keep[e.Key] = true
+		st := u.states[e.Key]
+		if st == nil {
+			st = &state{cursor: math.MinInt64}
+			u.states[e.Key] = st
+		}
+		st.e = e
+		out = append(out, st)
+	}
+	for k, st := range u.states {
+		if !keep[k] {
+			u.save(ctx, st, true)
+			delete(u.states, k)
+		}
+	}
+	names := make([]string, 0, maxNamed)
+	for _, st := range out[:min(len(out), maxNamed)] {
+		names = append(names, st.e.Key)
+	}
+	u.update(func(s *wire.UplinkStats) { s.Series, s.Forwarding = len(out), names })
+	return out
+}
+
+func isCursorKey(k string) bool {
+	return len(k) >= len(CursorPrefix) && k[:len(CursorPrefix)] == CursorPrefix
+}
+
+// every is the uplink's window width in ns (0: raw); lateWidth the width of the
+// windows the late check counts.
+func (u *Uplink) every() int64 { return int64(u.cfg.Every) }
+func (u *Uplink) lateWidth() int64 {
+	if u.every() > 0 {
+		return u.every()
+	}
+	return lateWidthRaw
+}
+
+// edge is how far a series can be forwarded now: horizon for raw points, the start
+// of the window holding it otherwise.
+func (u *Uplink) edge(horizon int64) int64 {
+	if d := u.every(); d > 0 {
+		return agg.WindowStart(horizon, d)
+	}
+	return horizon
+}
+
+// load reads a series' cursor record from the DHT and seeds the late check; without a
+// record the series is forwarded from its first point. It fails when the record cannot
+// be read: the series then waits, since starting over would send it all again.
+func (u *Uplink) load(ctx context.Context, st *state, now time.Time) error {
+	if st.cursor != math.MinInt64 {
+		return nil
+	}
+	pts, err := u.cl.Latest(ctx, CursorKey(u.id, st.e.Key), 0, now.Add(time.Minute).UnixNano())
+	var re *rpc.RemoteError
+	rec := cursorRecord{Counts: map[int64]int64{}}
+	switch {
+	case err == nil && pts.Len() > 0 && pts.Type == series.String:
+		if rec, err = decodeCursor(pts.S[len(pts.S)-1]); err != nil {
+			return fmt.Errorf("the cursor of %q: %w", st.e.Key, err)
+		}
+	case err == nil || errors.As(err, &re) && re.Code == wire.CodeUnknownSeries:
+		if !st.e.HasBounds {
+			return nil // nothing written yet: looked for again next pass
+		}
+		rec.Cursor = st.e.First
+		if d := u.every(); d > 0 {
+			rec.Cursor = agg.WindowStart(rec.Cursor, d)
+		}
+		rec.From = rec.Cursor
+	default:
+		return fmt.Errorf("reading the cursor of %q: %w", st.e.Key, err)
+	}
+	// Windows older than the record's are taken as forwarded: only later changes to
+	// them count as late.
+	w := u.lateWidth()
+	lo := agg.WindowStart(rec.Cursor-int64(u.cfg.LateWindow), w)
+	if hi := min(agg.WindowStart(rec.From, w), agg.WindowStart(rec.Cursor, w)); lo < hi {
+		res, err := u.cl.Aggregate(ctx, st.e.Key, lo, hi, w, wire.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("counting the recent points of %q: %w", st.e.Key, err)
+		}
+		for _, win := range res.Windows {
+			rec.Counts[win.Start] = win.Count
+		}
+	}
+	st.cursor, st.saved, st.fwd = rec.Cursor, rec.Cursor, rec.Counts
+	st.savedAt, st.lateAt = now, now
+	st.span = int64(u.cfg.Interval) * 4
+	u.log.Info("forwarding a series", "series", st.e.Key, "from", st.cursor)
+	return nil
+}
+
+// save writes a series' cursor record to the DHT when it changed and SaveEvery passed
+// (or force).
+func (u *Uplink) save(ctx context.Context, st *state, force bool) {
+	if !st.dirty || st.cursor == math.MinInt64 || !force && time.Since(st.savedAt) < u.cfg.SaveEvery {
+		return
+	}
+	w := u.lateWidth()
+	rec := cursorRecord{Cursor: st.cursor, From: agg.WindowStart(st.cursor-int64(u.cfg.LateWindow), w), Counts: st.fwd}
+	var p series.Points
+	p.AppendString(time.Now().UnixNano(), rec.encode(w))
+	if _, err := u.cl.Put(ctx, CursorKey(u.id, st.e.Key), p, wire.PutOptions{}); err != nil {
+		u.log.Warn("saving a cursor failed; a takeover would send more again", "series", st.e.Key, "err", err)
+		return
+	}
+	st.dirty, st.saved, st.savedAt = false, st.cursor, time.Now()
+}
+
+func (u *Uplink) saveAll(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for _, st := range u.states {
+		u.save(ctx, st, true)
+	}
+}
+
+// pending is what a batch will advance once the target acknowledges it.
+type pending struct {
+	st     *state
+	to     int64           // the new cursor
+	add    map[int64]int64 // late-check windows: points added
+	set    map[int64]int64 // late-check windows: points now (forwarded again)
+	points int
+}
+
+// pass forwards one batch and reports whether more is waiting. Windows forwarded
+// again for late points go in a batch of their own, so that a target that refuses
+// them (Prometheus keeps the first value of a timestamp) refuses nothing else.
+func (u *Uplink) pass(ctx context.Context) (more bool) {
+	now := time.Now()
+	if now.Before(u.nextTry) {
+		return false
+	}
+	horizon := now.Add(-u.cfg.Settle).UnixNano()
+	edge := u.edge(horizon)
+	var sts []*state
+	for _, st := range u.owned(ctx, now) {
+		if err := u.load(ctx, st, now); err != nil {
+			u.fail(err)
+			continue
+		}
+		if st.cursor != math.MinInt64 {
+			u.expire(ctx, st, now)
+			sts = append(sts, st)
+		}
+	}
+	u.sink.reset()
+	var pends []pending
+	room := MaxBatchPoints
+	for _, st := range sts {
+		if room <= 0 || now.Sub(st.lateAt) < u.cfg.LateEvery {
+			continue
+		}
+		p, err := u.late(ctx, st, room)
+		if err != nil {
+			u.fail(err)
+			continue
+		}
+		st.lateAt = now
+		if p != nil {
+			pends = append(pends, *p)
+			room -= p.points
+		}
+	}
+	if len(pends) > 0 {
+		return u.flush(ctx, pends, sts, edge, now)
+	}
+	for _, st := range sts {
+		if room <= 0 || u.sink.size() >= MaxBatchBytes {
+			more = true
+			break
+		}
+		p, err := u.collect(ctx, st, edge, room)
+		if err != nil {
+			u.fail(err)
+			continue
+		}
+		pends = append(pends, p)
+		room -= p.points
+		if p.to < edge {
+			more = true
+		}
+	}
+	return u.flush(ctx, pends, sts, edge, now) && more
+}
+
+// flush sends the batch, and once the target acknowledged (or refused it for good)
+// advances what pends say; false after a failure that is retried.
+func (u *Uplink) flush(ctx context.Context, pends []pending, sts []*state, edge int64, now time.Time) bool {
+	n := 0
+	for _, p := range pends {
+		n += p.points
+	}
+	if n > 0 {
+		sctx, cancel := context.WithTimeout(ctx, u.cfg.Timeout)
+		sent, err := u.sink.send(sctx)
+		cancel()
+		var rej *rejectedError
+		switch {
+		case errors.As(err, &rej):
+			u.log.Warn("the target refused a batch for good; its points are skipped", "points", n, "err", err)
+			u.update(func(s *wire.UplinkStats) { s.Rejected += int64(n); s.LastError = err.Error() })
+		case err != nil:
+			u.retry(err)
+			u.countLag(ctx, sts, edge, now, true)
+			return false
+		default:
+			u.update(func(s *wire.UplinkStats) {
+				s.SentPoints += int64(n)
+				s.SentBytes += int64(sent)
+				s.Batches++
+				s.LastError = ""
+			})
+		}
+	}
+	u.backoff = 0
+	for _, p := range pends {
+		p.st.cursor = max(p.st.cursor, p.to)
+		p.st.dirty = true
+		for w, c := range p.add {
+			p.st.fwd[w] += c
+		}
+		for w, c := range p.set {
+			p.st.fwd[w] = c
+		}
+	}
+	for _, st := range sts {
+		u.save(ctx, st, false)
+	}
+	u.countLag(ctx, sts, edge, now, false)
+	return true
+}
+
+// collect adds to the batch what follows a series' cursor, at most room points (or
+// windows), and returns what the batch advances.
+func (u *Uplink) collect(ctx context.Context, st *state, edge int64, room int) (pending, error) {
+	p := pending{st: st, to: st.cursor, add: map[int64]int64{}}
+	if st.cursor >= edge || room <= 0 {
+		return p, nil
+	}
+	if d := u.every(); d > 0 {
+		to := min(edge, st.cursor+MaxReadWindows*d)
+		res, err := u.cl.Aggregate(ctx, st.e.Key, st.cursor, to, d, wire.GetOptions{})
+		if err != nil {
+			return p, fmt.Errorf("aggregating %q: %w", st.e.Key, err)
+		}
+		ws := res.Windows
+		if len(ws) > room {
+			ws, to = ws[:room], ws[room].Start
+		}
+		if len(ws) > 0 {
+			u.sink.windows(&st.e, ws)
+		}
+		for _, w := range ws {
+			p.add[w.Start] = w.Count
+		}
+		p.to, p.points = to, len(ws)
+		return p, nil
+	}
+	to := min(edge, st.cursor+max(st.span, int64(u.cfg.Interval)))
+	res, err := u.cl.Get(ctx, st.e.Key, st.cursor, to, wire.GetOptions{})
+	if err != nil {
+		st.span = max(st.span/2, int64(u.cfg.Interval))
+		return p, fmt.Errorf("reading %q: %w", st.e.Key, err)
+	}
+	pts := res.Points
+	// The next read's span: longer after a read that found few points (a sparse or
+	// idle series), shorter after one that filled the batch.
+	switch n := pts.Len(); {
+	case n > MaxBatchPoints/4:
+		st.span = max(st.span/2, int64(u.cfg.Interval))
+	case n < MaxBatchPoints/16:
+		st.span = min(st.span*2, int64(MaxReadSpan))
+	}
+	if pts.Len() > room {
+		to = pts.T[room]
+		pts = slicePoints(pts, room)
+	}
+	if pts.Len() > 0 {
+		u.sink.points(&st.e, &pts)
+	}
+	w := u.lateWidth()
+	for _, t := range pts.T {
+		p.add[agg.WindowStart(t, w)]++
+	}
+	p.to, p.points = to, pts.Len()
+	return p, nil
+}
+
+// slicePoints returns the first n points.
+func slicePoints(p series.Points, n int) series.Points {
+	p.T = p.T[:n]
+	switch p.Type {
+	case series.Float:
+		p.F = p.F[:n]
+	case series.Int:
+		p.I = p.I[:n]
+	case series.String:
+		p.S = p.S[:n]
+	}
+	return p
+}
+
+// late compares the points per window of the last LateWindow before a series' cursor
+// with what was forwarded, and adds to the batch the windows that changed (late
+// points); nil when none did.
+func (u *Uplink) late(ctx context.Context, st *state, room int) (*pending, error) {
+	w := u.lateWidth()
+	lo, hi := agg.WindowStart(st.cursor-int64(u.cfg.LateWindow), w), agg.WindowStart(st.cursor, w)
+	for k := range st.fwd {
+		if k < lo {
+			delete(st.fwd, k)
+		}
+	}
+	if lo >= hi {
+		return nil, nil
+	}
+	res, err := u.cl.Aggregate(ctx, st.e.Key, lo, hi, w, wire.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("counting the recent points of %q: %w", st.e.Key, err)
+	}
+	var p *pending
+	for _, win := range res.Windows {
+		if st.fwd[win.Start] == win.Count {
+			continue
+		}
+		if p == nil {
+			p = &pending{st: st, to: st.cursor, set: map[int64]int64{}}
+		}
+		if p.points >= room {
+			break // the rest at the next check
+		}
+		if u.every() > 0 {
+			u.sink.windows(&st.e, []agg.Window{win})
+			p.points++
+		} else {
+			r, err := u.cl.Get(ctx, st.e.Key, win.Start, win.Start+w, wire.GetOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("reading %q: %w", st.e.Key, err)
+			}
+			u.sink.points(&st.e, &r.Points)
+			p.points += r.Points.Len()
+		}
+		p.set[win.Start] = win.Count
+		u.update(func(s *wire.UplinkStats) { s.Late++ })
+	}
+	return p, nil
+}
+
+// expire moves a cursor that retention overtook to the oldest time still kept, and
+// counts what it skips as never forwarded.
+func (u *Uplink) expire(ctx context.Context, st *state, now time.Time) {
+	if u.cfg.Retention <= 0 {
+		return
+	}
+	cut := now.Add(-u.cfg.Retention).Add(time.Minute).UnixNano()
+	if d := u.every(); d > 0 {
+		cut = agg.WindowStart(cut, d)
+	}
+	if st.cursor >= cut {
+		return
+	}
+	width := max(int64(time.Hour), (cut-st.cursor)/MaxReadWindows/int64(time.Second)*int64(time.Second)+int64(time.Second))
+	var n int64
+	if res, err := u.cl.Aggregate(ctx, st.e.Key, st.cursor, cut, width, wire.GetOptions{AllowPartial: true}); err == nil {
+		for _, w := range res.Windows {
+			n += w.Count
+		}
+	}
+	u.log.Warn("retention dropped points before they were forwarded", "series", st.e.Key, "from", st.cursor, "to", cut, "points", n)
+	st.cursor = cut
+	u.update(func(s *wire.UplinkStats) { s.NeverForwarded += n })
+}
+
+// countLag sets the lag: seconds always, points every lagEvery (or at once after a
+// failure).
+func (u *Uplink) countLag(ctx context.Context, sts []*state, edge int64, now time.Time, failed bool) {
+	var lag int64
+	for _, st := range sts {
+		if st.cursor != math.MinInt64 {
+			lag = max(lag, edge-st.cursor)
+		}
+	}
+	if !failed && now.Sub(u.lagAt) < lagEvery {
+		u.update(func(s *wire.UplinkStats) {
+			s.LagSeconds = float64(lag) / 1e9
+			if lag <= int64(u.cfg.Interval)*2 {
+				s.LagPoints = 0
+			}
+		})
+		return
+	}
+	u.lagAt = now
+	var pts int64
+	for _, st := range sts {
+		if st.cursor == math.MinInt64 || edge-st.cursor <= int64(u.cfg.Interval)*2 {
+			continue // caught up: what the next pass sends is not lag
+		}
+		width := max(int64(time.Second), (edge-st.cursor)/MaxReadWindows/int64(time.Second)*int64(time.Second)+int64(time.Second))
+		if d := u.every(); d > 0 {
+			width = d
+		}
+		res, err := u.cl.Aggregate(ctx, st.e.Key, st.cursor, edge, width, wire.GetOptions{AllowPartial: true})
+		if err != nil {
+			continue
+		}
+		for _, w := range res.Windows {
+			if u.every() > 0 {
+				pts++
+			} else {
+				pts += w.Count
+			}
+		}
+	}
+	u.update(func(s *wire.UplinkStats) { s.LagSeconds, s.LagPoints = float64(lag)/1e9, pts })
+}
+
+// retry backs off after a failed request: exponentially from MinBackoff to
+// MaxBackoff, with jitter so that the nodes of a cluster do not retry in step.
+func (u *Uplink) retry(err error) {
+	u.backoff = min(max(u.backoff*2, u.cfg.MinBackoff), u.cfg.MaxBackoff)
+	d := u.backoff/2 + rand.N(u.backoff/2+1)
+	u.nextTry = time.Now().Add(d)
+	u.log.Warn("uplink request failed; retrying", "in", d.String(), "err", err)
+	u.update(func(s *wire.UplinkStats) { s.Retries++; s.LastError = err.Error() })
+}
+
+func (u *Uplink) fail(err error) {
+	u.log.Warn("uplink", "err", err)
+	u.update(func(s *wire.UplinkStats) { s.LastError = err.Error() })
+}

@@ -1,0 +1,146 @@
+package uplink
+
+import (
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// Catalog tags the HTTP API gives the series it creates (DESIGN.md's line-protocol
+// and Prometheus mappings), read back here to map a series onto the target's model.
+const (
+	tagDB          = "__db"
+	tagMeasurement = "__measurement"
+	tagField       = "__field"
+	tagName        = "__name__"
+)
+
+var (
+	lpMeasurement = strings.NewReplacer(`,`, `\,`, ` `, `\ `)
+	lpTag         = strings.NewReplacer(`,`, `\,`, `=`, `\=`, ` `, `\ `)
+	lpString      = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+)
+
+// lineShape is a series in InfluxDB's model: measurement, tags and field.
+//   - a series written as line protocol: its measurement, tags and field again;
+//   - a series written by Prometheus remote write: measurement __name__, field "value",
+//     the other labels as tags;
+//   - any other series: measurement = the series key, field "value", no tags.
+func lineShape(e *catalog.Entry) (measurement, field string, tags []catalog.Tag) {
+	m, f := tagOf(e, tagMeasurement), tagOf(e, tagField)
+	if m != "" && f != "" {
+		for _, t := range e.Tags {
+			if t.K != tagDB && t.K != tagMeasurement && t.K != tagField {
+				tags = append(tags, t)
+			}
+		}
+		return m, f, tags
+	}
+	if n := tagOf(e, tagName); n != "" {
+		for _, t := range e.Tags {
+			if t.K != tagName {
+				tags = append(tags, t)
+			}
+		}
+		return n, "value", tags
+	}
+	return e.Key, "value", nil
+}
+
+func tagOf(e *catalog.Entry, k string) string {
+	for _, t := range e.Tags {
+		if t.K == k {
+			return t.V
+		}
+	}
+	return ""
+}
+
+// lineEncoder writes InfluxDB 1.x line protocol, timestamps in ns. A windowed uplink
+// writes one line per window at the window's start with the fields <field>_mean,
+// <field>_min, <field>_max (floats, or integers for an integer series) and
+// <field>_count (an integer).
+type lineEncoder struct {
+	buf []byte
+}
+
+func (l *lineEncoder) size() int    { return len(l.buf) }
+func (l *lineEncoder) body() []byte { return l.buf }
+func (l *lineEncoder) reset()       { l.buf = l.buf[:0] }
+func (l *lineEncoder) head(e *catalog.Entry) (prefix []byte, field string) {
+	m, f, tags := lineShape(e)
+	var b strings.Builder
+	lpMeasurement.WriteString(&b, m)
+	for _, t := range tags {
+		if t.V == "" {
+			continue // line protocol has no empty tag values
+		}
+		b.WriteByte(',')
+		lpTag.WriteString(&b, t.K)
+		b.WriteByte('=')
+		lpTag.WriteString(&b, t.V)
+	}
+	b.WriteByte(' ')
+	return []byte(b.String()), lpTag.Replace(f)
+}
+
+func (l *lineEncoder) points(e *catalog.Entry, pts *series.Points) {
+	prefix, field := l.head(e)
+	for i, t := range pts.T {
+		if pts.Type == series.Float && (math.IsNaN(pts.F[i]) || math.IsInf(pts.F[i], 0)) {
+			continue // line protocol has no NaN or infinity
+		}
+		l.buf = append(l.buf, prefix...)
+		l.buf = append(l.buf, field...)
+		l.buf = append(l.buf, '=')
+		switch pts.Type {
+		case series.Float:
+			l.buf = strconv.AppendFloat(l.buf, pts.F[i], 'g', -1, 64)
+		case series.Int:
+			l.buf = strconv.AppendInt(l.buf, pts.I[i], 10)
+			l.buf = append(l.buf, 'i')
+		case series.String:
+			l.buf = append(l.buf, '"')
+			l.buf = append(l.buf, lpString.Replace(pts.S[i])...)
+			l.buf = append(l.buf, '"')
+		}
+		l.buf = append(l.buf, ' ')
+		l.buf = strconv.AppendInt(l.buf, t, 10)
+		l.buf = append(l.buf, '\n')
+	}
+}
+
+func (l *lineEncoder) windows(e *catalog.Entry, ws []agg.Window) {
+	prefix, field := l.head(e)
+	for i := range ws {
+		l.buf = append(l.buf, prefix...)
+		n := 0
+		for _, fn := range aggFns {
+			v := ws[i].Eval(fn)
+			if v.Kind == series.Unknown {
+				continue // min and max of a string series
+			}
+			if n > 0 {
+				l.buf = append(l.buf, ',')
+			}
+			n++
+			l.buf = append(l.buf, field...)
+			l.buf = append(l.buf, '_')
+			l.buf = append(l.buf, fn.String()...)
+			l.buf = append(l.buf, '=')
+			if v.Kind == series.Int {
+				l.buf = strconv.AppendInt(l.buf, v.I, 10)
+				l.buf = append(l.buf, 'i')
+			} else {
+				l.buf = strconv.AppendFloat(l.buf, v.F, 'g', -1, 64)
+			}
+		}
+		l.buf = append(l.buf, ' ')
+		l.buf = strconv.AppendInt(l.buf, ws[i].Start, 10)
+		l.buf = append(l.buf, '\n')
+	}
+}
