@@ -4,13 +4,16 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/tsdht/tsdht/tsdb/catalog"
 )
 
-// Tags the line-protocol mapping adds to a series' own tags.
+// Tags the line-protocol mapping adds to a series' own tags (defined with the catalog,
+// which every surface reads them from).
 const (
-	TagDB          = "__db"
-	TagMeasurement = "__measurement"
-	TagField       = "__field"
+	TagDB          = catalog.TagDB
+	TagMeasurement = catalog.TagMeasurement
+	TagField       = catalog.TagField
 )
 
 // lpEscaper escapes as line protocol does: a measurement's commas and spaces, and a

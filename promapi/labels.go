@@ -11,12 +11,11 @@ import (
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
-// The catalog tags that httpapi's /write records of a line-protocol series (httpapi's
-// TagDB, TagMeasurement, TagField; package promapi does not import httpapi).
+// The catalog tags that httpapi's /write records of a line-protocol series.
 const (
-	tagDB          = "__db"
-	tagMeasurement = "__measurement"
-	tagField       = "__field"
+	tagDB          = catalog.TagDB
+	tagMeasurement = catalog.TagMeasurement
+	tagField       = catalog.TagField
 )
 
 // dbLabel is the label that names a line-protocol series' database, unless the

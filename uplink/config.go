@@ -28,7 +28,7 @@ const (
 	MaxUplinks = 8
 	// CursorPrefix begins the keys of the internal series that hold the cursors; such
 	// series are never forwarded.
-	CursorPrefix = "__uplink/"
+	CursorPrefix = catalog.InternalPrefix + "uplink/"
 )
 
 // Config is one uplink.

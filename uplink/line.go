@@ -13,9 +13,9 @@ import (
 // Catalog tags the HTTP API gives the series it creates (DESIGN.md's line-protocol
 // and Prometheus mappings), read back here to map a series onto the target's model.
 const (
-	tagDB          = "__db"
-	tagMeasurement = "__measurement"
-	tagField       = "__field"
+	tagDB          = catalog.TagDB
+	tagMeasurement = catalog.TagMeasurement
+	tagField       = catalog.TagField
 	tagName        = "__name__"
 )
 

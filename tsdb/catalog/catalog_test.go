@@ -338,3 +338,12 @@ func TestMergeMember(t *testing.T) {
 		t.Fatalf("Intersect: %v", got)
 	}
 }
+
+func TestInternalSeriesIndexedByNoTag(t *testing.T) {
+	if got := IndexTags(InternalPrefix+"uplink/u1/db/m#v", []Tag{{"k", "v"}}); len(got) != 0 {
+		t.Fatalf("an internal series is indexed by %v; want no tag", got)
+	}
+	if got := IndexTags("__tsdhtx/a", nil); len(got) == 0 {
+		t.Fatal("a key that only resembles the internal prefix is not indexed")
+	}
+}

@@ -68,9 +68,20 @@ func PrefixQuery(p string) (t Tag, ok bool) {
 	return tags[len(tags)-1], true
 }
 
+// InternalPrefix begins the keys of series tsdht keeps for itself (an uplink's cursors):
+// they are stored and read like any series but indexed by no tag, so no listing,
+// prefix or match shows them.
+const InternalPrefix = "__tsdht/"
+
+// Internal reports whether key is one of tsdht's own series (InternalPrefix).
+func Internal(key string) bool { return strings.HasPrefix(key, InternalPrefix) }
+
 // IndexTags returns every tag pair whose posting lists the series: its tags, its prefix
-// pseudo-tags and its all-series bucket.
+// pseudo-tags and its all-series bucket; none for an internal series.
 func IndexTags(key string, tags []Tag) []Tag {
+	if Internal(key) {
+		return nil
+	}
 	out := make([]Tag, 0, len(tags)+MaxPrefixDepth+1)
 	out = append(out, tags...)
 	out = append(out, PrefixTags(key)...)

@@ -24,6 +24,15 @@ const (
 	MaxDescriptionLen = 1024 // bytes of a description
 )
 
+// Tags the HTTP API's line-protocol mapping adds to a series' own tags (docs/http.md):
+// the database, measurement and field a key was made of, so that other surfaces
+// (InfluxQL, PromQL, export, uplinks) map the series back without parsing its key.
+const (
+	TagDB          = "__db"
+	TagMeasurement = "__measurement"
+	TagField       = "__field"
+)
+
 // Tag is one key=value pair.
 type Tag struct {
 	K, V string
