@@ -6,6 +6,11 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unkn
 # urfave/cli's man-page and Markdown generators: tsdht never calls them, and they
 # would go onto every board.
 TAGS    ?= urfave_cli_no_docs
+# The board build leaves out the PromQL engine (Prometheus' query API and remote read:
+# docs/http.md), which would take the stripped ARMv7 binary past 30 MB; PROMQL=1 keeps it.
+PROMQL  ?= 0
+ARM_TAGS = $(TAGS)$(if $(filter 1,$(PROMQL)),,$(comma)nopromql)
+comma   := ,
 
 .PHONY: build test test-short race arm demo bench bench-report fuzz vet clean test-arm ansible-test
 
@@ -18,6 +23,7 @@ build:
 test: vet
 	$(GO) test -race -timeout 20m $(PKGS)
 	GOARCH=arm GOARM=7 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/tsdht ./cmd/tsdht-bench
+	GOARCH=arm GOARM=7 CGO_ENABLED=0 $(GO) build -tags $(TAGS),nopromql -o /dev/null ./cmd/tsdht
 
 vet:
 	$(GO) vet $(PKGS)
@@ -27,7 +33,7 @@ test-short:
 
 # A static ARMv7 binary for BeagleBone Black class boards.
 arm:
-	GOARCH=arm GOARM=7 CGO_ENABLED=0 $(GO) build -tags $(TAGS) -trimpath -ldflags="-s -w -X main.version=$(VERSION)" -o bin/tsdht-armv7 ./cmd/tsdht
+	GOARCH=arm GOARM=7 CGO_ENABLED=0 $(GO) build -tags $(ARM_TAGS) -trimpath -ldflags="-s -w -X main.version=$(VERSION)" -o bin/tsdht-armv7 ./cmd/tsdht
 
 demo:
 	$(GO) run ./cmd/tsdht demo

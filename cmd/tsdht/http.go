@@ -15,7 +15,6 @@ import (
 	"github.com/tsdht/tsdht/clusterkey"
 	"github.com/tsdht/tsdht/export"
 	"github.com/tsdht/tsdht/httpapi"
-	"github.com/tsdht/tsdht/promapi"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/web"
 )
@@ -46,13 +45,11 @@ func startHTTP(addr string, cfg httpapi.Config, node *tsdb.Node, ring clusterkey
 		return nil, err
 	}
 	h.Handle("/", page)
-	// Prometheus' query API and remote read (package promapi), over the same
-	// coordinator; the page keeps /api/v1/series?prefix=.
-	prom, err := promapi.New(node.Coordinator(), promapi.Config{}, logger)
-	if err != nil {
+	// Prometheus' query API and remote read (prom.go; a build without PromQL answers
+	// them 501), over the same coordinator; the page keeps /api/v1/series?prefix=.
+	if err := mountPromQL(h.Handle, node, page, logger); err != nil {
 		return nil, err
 	}
-	prom.Mount(h.Handle, page)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--http %s: %w", addr, err)
