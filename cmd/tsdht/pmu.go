@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -104,18 +103,11 @@ func (w *pmuWriter) Describe(ctx context.Context, s ingest.Stream) error {
 		w.pending = map[string]wire.MetaReq{}
 	}
 	for _, m := range s.Series {
-		req := wire.MetaReq{Key: m.Key, SetTags: true, AddTags: true, Unit: m.Unit, SetUnit: m.Unit != "",
-			NominalRate: rate, SetRate: rate > 0, Description: "C37.118 " + m.Station + " " + m.Channel, SetDescription: true}
-		tags := s.TagsOf(m)
-		keys := make([]string, 0, len(tags))
-		for k := range tags {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			req.Pairs = append(req.Pairs, k, tags[k])
-		}
-		w.pending[m.Key] = req
+		req := wire.TagsMeta(m.Key, s.TagsOf(m))
+		req.Unit, req.SetUnit = m.Unit, m.Unit != ""
+		req.NominalRate, req.SetRate = rate, rate > 0
+		req.Description, req.SetDescription = "C37.118 "+m.Station+" "+m.Channel, true
+		w.pending[m.Key] = *req
 	}
 	keys := make([]string, 0, len(w.pending))
 	for k := range w.pending {
