@@ -39,12 +39,16 @@ func BenchmarkPMUIngest(b *testing.B) {
 		name    string
 		streams int // `tsdht pmu` processes
 		perPDC  int // PMUs per stream
+		rate    int // frames per second
 	}{
-		{"10 streams", 10, 1},
-		{"1 PDC stream of 10 PMUs", 1, 10},
+		{"10 streams", 10, 1, 60},
+		{"1 PDC stream of 10 PMUs", 1, 10, 60},
+		// A large PDC: 215 PMUs of 14 series each, 3,010 channels at 30 frames/s
+		// (90,300 samples/s), to say whether one node and one ingester keep up.
+		{"1 PDC stream of 215 PMUs at 30 fps", 1, 215, 30},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			benchPMU(b, tc.streams, tc.perPDC, time.Duration(secs)*time.Second)
+			benchPMU(b, tc.streams, tc.perPDC, tc.rate, time.Duration(secs)*time.Second)
 		})
 	}
 }
@@ -86,7 +90,7 @@ func procRSS(pid int) (cur, peak float64) {
 	return
 }
 
-func benchPMU(b *testing.B, streams, perPDC int, window time.Duration) {
+func benchPMU(b *testing.B, streams, perPDC, rate int, window time.Duration) {
 	bin := testutil.Binary(b)
 	c := testutil.NewCluster(b, 1, "--rf", "1")
 	c.StartAll()
@@ -104,7 +108,7 @@ func benchPMU(b *testing.B, streams, perPDC int, window time.Duration) {
 		for j := 0; j < perPDC; j++ {
 			st = append(st, sim.Station{Name: fmt.Sprintf("PMU%02d", i*perPDC+j), Format: simFloatPolar, Phasors: 4, Analogs: 1, Digitals: 1})
 		}
-		s, err := sim.Start(sim.Config{IDCode: uint16(100 + i), Rate: 60, Stations: st})
+		s, err := sim.Start(sim.Config{IDCode: uint16(100 + i), Rate: rate, Stations: st})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -122,12 +126,13 @@ func benchPMU(b *testing.B, streams, perPDC int, window time.Duration) {
 	// Warm up: every stream delivering.
 	warm := time.Now().Add(2 * time.Minute)
 	for i, s := range sims {
-		testutil.WaitFor(b, time.Until(warm), func() bool { return s.Sent() >= 120 }, "stream %d to send 120 frames", i)
+		testutil.WaitFor(b, time.Until(warm), func() bool { return s.Sent() >= int64(2*rate) }, "stream %d to send %d frames", i, 2*rate)
 	}
 
 	// Delay probe: the newest readable freq sample of two streams, every 200 ms.
 	var mu sync.Mutex
 	var delays []time.Duration
+	lastDelay := map[string]time.Duration{} // per probed key, the newest sample's delay when last read
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, i := range []int{0, len(sims) - 1} {
@@ -160,6 +165,9 @@ func benchPMU(b *testing.B, streams, perPDC int, window time.Duration) {
 				mu.Unlock()
 				if n := len(res.Points.T); n > 0 {
 					seen = res.Points.T[n-1] + 1
+					mu.Lock()
+					lastDelay[key] = time.Duration(now - res.Points.T[n-1])
+					mu.Unlock()
 				}
 			}
 		}()
@@ -196,6 +204,12 @@ func benchPMU(b *testing.B, streams, perPDC int, window time.Duration) {
 		return float64(delays[int(p*float64(len(delays)-1))]) / 1e6
 	}
 	p50, p99, n := q(0.5), q(0.99), len(delays)
+	// Whether the node keeps up: the delay of the newest sample readable at the end of
+	// the window (a node falling behind shows it growing with the window, not near p50).
+	var last float64
+	for _, d := range lastDelay {
+		last = max(last, float64(d)/1e6)
+	}
 	mu.Unlock()
 	if n == 0 {
 		b.Fatal("no sample became readable during the window")
@@ -207,7 +221,9 @@ func benchPMU(b *testing.B, streams, perPDC int, window time.Duration) {
 	b.ReportMetric(ingRSS, "pmu_rss_MiB")
 	b.ReportMetric(p50, "delay_p50_ms")
 	b.ReportMetric(p99, "delay_p99_ms")
-	b.Logf("%d stream(s) × %d PMU(s) at 60 frames/s for %v: node CPU %.1f%% RSS %.1f MiB (peak %.1f); %d ingester process(es) CPU %.1f%% RSS %.1f MiB in all (peak of one %.1f); delay to readable p50 %.0f ms p99 %.0f ms over %d samples; loadavg %s",
-		streams, perPDC, elapsed.Round(time.Second), 100*nodeCPU.Seconds()/elapsed.Seconds(), nodeRSS, nodePeak,
-		len(procs), 100*ingCPU.Seconds()/elapsed.Seconds(), ingRSS, ingPeak, p50, p99, n, strings.TrimSpace(string(load)))
+	b.ReportMetric(last, "delay_end_ms")
+	b.ReportMetric(float64(streams*perPDC*14*rate), "samples_per_s")
+	b.Logf("%d stream(s) × %d PMU(s) at %d frames/s for %v: node CPU %.1f%% RSS %.1f MiB (peak %.1f); %d ingester process(es) CPU %.1f%% RSS %.1f MiB in all (peak of one %.1f); delay to readable p50 %.0f ms p99 %.0f ms over %d samples, at the end %.0f ms; loadavg %s",
+		streams, perPDC, rate, elapsed.Round(time.Second), 100*nodeCPU.Seconds()/elapsed.Seconds(), nodeRSS, nodePeak,
+		len(procs), 100*ingCPU.Seconds()/elapsed.Seconds(), ingRSS, ingPeak, p50, p99, n, last, strings.TrimSpace(string(load)))
 }
