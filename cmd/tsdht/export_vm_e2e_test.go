@@ -61,7 +61,7 @@ func readJSONLines(t *testing.T, r io.Reader, group func(map[string]string) stri
 			Timestamps []int64           `json:"timestamps"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatalf("a JSON line: %v\n%s", err, sc.Bytes())
+			t.Fatalf("a JSON line: %v\n%q", err, sc.Bytes())
 		}
 		g, id := group(l.Metric), vmLabelsID(l.Metric)
 		if out[g] == nil {
@@ -127,6 +127,27 @@ func TestExportIntoVictoriaMetrics(t *testing.T) {
 		t.Fatalf("tsdht export: exit %d: %s", code, errOut)
 	}
 	exported := readJSONLines(t, strings.NewReader(jsonl), func(map[string]string) string { return "" })[""]
+
+	// GET /api/v1/export of the same selection carries the same series and points.
+	resp, err := http.Get("http://" + tsd + "/api/v1/export?" + url.Values{"match[]": {`{__db="src"}`},
+		"start": {fmt.Sprint(base.Add(-time.Minute).Unix())}}.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if i := strings.Index(string(body), "error: "); i >= 0 {
+		t.Fatalf("tsdht /api/v1/export: %s", body[i:])
+	}
+	viaHTTP := readJSONLines(t, strings.NewReader(string(body)), func(map[string]string) string { return "" })[""]
+	if resp.StatusCode != 200 || len(viaHTTP) != len(exported) {
+		t.Fatalf("tsdht /api/v1/export: %d, %d series where the CLI exported %d", resp.StatusCode, len(viaHTTP), len(exported))
+	}
+	for id, ex := range exported {
+		if h := viaHTTP[id]; h == nil || fmt.Sprint(h.t) != fmt.Sprint(ex.t) || fmt.Sprint(h.v) != fmt.Sprint(ex.v) {
+			t.Errorf("%s: /api/v1/export and tsdht export differ", id)
+		}
+	}
 
 	// The export goes in as it comes: VictoriaMetrics skips the string series' lines.
 	wantPoints, strs := 0, 0
