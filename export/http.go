@@ -66,15 +66,34 @@ func (s EngineSource) Counts(ctx context.Context, key string, from, to, every in
 			pageN = tl.MaxWindows
 			continue
 		}
+		if errors.Is(err, httpapi.ErrStringSeries) {
+			err = s.countPoints(ctx, key, lo, hi, every, fn)
+		} else if err == nil {
+			for i := range ws {
+				if err = fn(ws[i].Start, ws[i].Count); err != nil {
+					break
+				}
+			}
+		}
 		if err != nil {
 			return err
 		}
-		for i := range ws {
-			if err := fn(ws[i].Start, ws[i].Count); err != nil {
-				return err
-			}
-		}
 		lo = hi
+	}
+	return nil
+}
+
+// countPoints is Counts of a series of strings, which the engine does not aggregate:
+// its points in [from, to) read and counted per window.
+func (s EngineSource) countPoints(ctx context.Context, key string, from, to, every int64, fn func(start, count int64) error) error {
+	p, err := s.Eng.Read(ctx, key, from, to)
+	if err != nil {
+		return err
+	}
+	for _, w := range agg.Windows(&p, from, to, every) {
+		if err := fn(w.Start, w.Count); err != nil {
+			return err
+		}
 	}
 	return nil
 }
