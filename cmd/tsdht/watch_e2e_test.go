@@ -194,7 +194,7 @@ func TestWatchBadFlags(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--series", "x", "--from", "yesterday"}, exitUsage, "--from"},
+		{[]string{"--series", "x", "--from", "last-tuesday"}, exitUsage, "--from"},
 		{[]string{"--series", "x", "--format", "xml"}, exitUsage, "--format"},
 		{[]string{}, exitUsage, "--series"},
 		{[]string{"--series", "x", "--prefix", "y"}, exitUsage, "--series"},
