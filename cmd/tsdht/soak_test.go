@@ -72,7 +72,8 @@ const soakSummaryPrefix = "SOAK-ATTACKERS "
 // soakAddr matches the addresses in errors, which the attackers' summary groups by.
 var soakAddr = regexp.MustCompile(`127\.0\.0\.1:[0-9]+`)
 
-// TestSoakHostile attacks a keyed node with hostile connections of six kinds at once
+// TestSoakHostile attacks a keyed node with hostile connections of twelve kinds at once
+// (six at its RPC port, six at its --http: soak_http_test.go)
 // while a writer stores one point every 1/60 s through it, and checks that every write
 // is acknowledged, that the writer's p99 latency under attack stays within 2× of a
 // quiet run (quiet and attack phases alternate, three rounds of 20 s each with
