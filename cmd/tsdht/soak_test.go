@@ -55,7 +55,9 @@ func (h *hijack) Dial(ctx context.Context, addr string) (net.Conn, error) {
 }
 
 // soakKinds names the hostile kinds of the soak, in the order of soakSummary's counts.
-var soakKinds = []string{"stalled 4 MiB header", "slowloris", "frame of nils", "huge-range read", "no or wrong key", "idle"}
+// The HTTP kinds, from soakHTTPFirst on, go to the node's --http (soak_http_test.go).
+var soakKinds = []string{"stalled 4 MiB header", "slowloris", "frame of nils", "huge-range read", "no or wrong key", "idle",
+	"http new series", "http sample bomb", "http nested query", "http query flood", "http slow body", "http no token"}
 
 // soakSummary is what the attacker process reports on its last line of output.
 type soakSummary struct {
@@ -70,7 +72,8 @@ const soakSummaryPrefix = "SOAK-ATTACKERS "
 // soakAddr matches the addresses in errors, which the attackers' summary groups by.
 var soakAddr = regexp.MustCompile(`127\.0\.0\.1:[0-9]+`)
 
-// TestSoakHostile attacks a keyed node with hostile connections of six kinds at once
+// TestSoakHostile attacks a keyed node with hostile connections of twelve kinds at once
+// (six at its RPC port, six at its --http: soak_http_test.go)
 // while a writer stores one point every 1/60 s through it, and checks that every write
 // is acknowledged, that the writer's p99 latency under attack stays within 2× of a
 // quiet run (quiet and attack phases alternate, three rounds of 20 s each with
@@ -120,23 +123,27 @@ func TestSoakHostile(t *testing.T) {
 	}
 	// The node's collector cycles, one line each on its stderr (counted per phase).
 	t.Setenv("GODEBUG", "gctrace=1")
+	// The node serves --http too, behind the cluster key's token: the HTTP kinds' door.
 	nodeArgs := []string{"--rf", "1", "--sync", "batch"}
-	profDir, httpAddr := os.Getenv("TSDHT_SOAK_PROFILE"), ""
+	profDir, httpAddr := os.Getenv("TSDHT_SOAK_PROFILE"), testutil.FreeAddr(t)
 	if profDir != "" {
-		httpAddr = testutil.FreeAddr(t)
-		nodeArgs = append(nodeArgs, "--http", httpAddr)
 		t.Setenv("TSDHT_HTTP_PPROF", "1")
 	}
-	c := startE2ECluster(t, 1, nodeArgs...)
+	c := startE2ECluster(t, 1, append(nodeArgs, "--http", httpAddr)...)
+	testutil.WaitHTTP(t, "http://"+httpAddr+"/ready", 30*time.Second)
+	soakHTTPPreload(t, httpAddr, httpTokens(ring)[0])
 	addr := c.Nodes[0].RPC
 	// TSDHT_SOAK_DECOY=1 sends the attack to a second node, alone in a cluster of its
 	// own on the same machine, instead of the writer's: the machine carries the same
 	// attack (its CPU, the kernel's connections) but the writer's node serves none of
 	// it. What the writer's p99 still loses then is the shared machine's, not the
 	// node's (a diagnostic: the test's 2× is asked of the default).
-	target, targetPid := addr, c.Nodes[0].Cmd.Process.Pid
+	target, targetPid, targetHTTP := addr, c.Nodes[0].Cmd.Process.Pid, httpAddr
 	if os.Getenv("TSDHT_SOAK_DECOY") != "" {
-		decoy := startE2ECluster(t, 1, nodeArgs...)
+		targetHTTP = testutil.FreeAddr(t)
+		decoy := startE2ECluster(t, 1, append(nodeArgs, "--http", targetHTTP)...)
+		testutil.WaitHTTP(t, "http://"+targetHTTP+"/ready", 30*time.Second)
+		soakHTTPPreload(t, targetHTTP, httpTokens(ring)[0])
 		target, targetPid = decoy.Nodes[0].RPC, decoy.Nodes[0].Cmd.Process.Pid
 		t.Logf("decoy: the attack goes to a node of its own at %s; the writer's node at %s serves none of it", target, addr)
 	}
@@ -271,7 +278,7 @@ func TestSoakHostile(t *testing.T) {
 		if writerFIFO {
 			attackers = exec.Command("chrt", append([]string{"-o", "0"}, attackers.Args...)...)
 		}
-		attackers.Env = append(os.Environ(), "TSDHT_SOAK_TARGET="+target,
+		attackers.Env = append(os.Environ(), "TSDHT_SOAK_TARGET="+target, "TSDHT_SOAK_HTTP="+targetHTTP,
 			fmt.Sprintf("TSDHT_SOAK_SHAPE=%d,%d,%d", seconds/rounds, perKind/rounds, open))
 		attackers.Stdout, attackers.Stderr = &out, &out
 		if err := attackers.Start(); err != nil {
@@ -393,6 +400,18 @@ func TestSoakHostile(t *testing.T) {
 	}
 	if sum.Opened[2] > 0 && sum.Refused[2] == 0 {
 		t.Errorf("no frame of nils was refused bad_request")
+	}
+	// Each HTTP kind refused as docs/http.md says (soakHTTPRefusal); a hostile body
+	// served, or a tokenless request, fails the test. The slow bodies are held open
+	// by the attackers and may end the attack still being read (the server's read
+	// deadline is longer than an attack phase): only one served fails it.
+	for i := soakHTTPFirst; i < len(soakKinds); i++ {
+		if sum.Served[i] > 0 && i != soakHTTPFirst+3 {
+			t.Errorf("%s: %d requests served, want every one refused %v", soakKinds[i], sum.Served[i], soakHTTPRefusal[i-soakHTTPFirst])
+		}
+		if sum.Opened[i] > 0 && sum.Refused[i] == 0 && i != soakHTTPFirst+4 {
+			t.Errorf("%s: none of %d requests refused %v", soakKinds[i], sum.Opened[i], soakHTTPRefusal[i-soakHTTPFirst])
+		}
 	}
 }
 
@@ -593,8 +612,20 @@ func TestSoakAttackers(t *testing.T) {
 		return nil, nil
 	})
 	goAttack(5, func() (net.Conn, error) { return handshaked(5) }) // idle after a handshake
+	httpReqs := soakHTTPAttacks("http://"+os.Getenv("TSDHT_SOAK_HTTP"), httpTokens(ring)[0], end, goAttack,
+		func(kind, code int, err error) {
+			switch {
+			case err != nil:
+				note(kind, err)
+			case code/100 == 2:
+				served[kind].Add(1)
+			case soakRefusedAs(kind, code):
+				refused[kind].Add(1)
+			}
+		}, func(kind, n int) { opened[kind].Add(int64(n)) })
 	wg.Wait()
 	calls.Wait()
+	httpReqs.Wait()
 
 	sum := soakSummary{}
 	for i := range n {
