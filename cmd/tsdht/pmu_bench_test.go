@@ -92,6 +92,15 @@ func procRSS(pid int) (cur, peak float64) {
 	return
 }
 
+// perFrameOf returns how many samples one frame of every stream carries.
+func perFrameOf(sims []*sim.Sim) int {
+	n := 0
+	for _, s := range sims {
+		n += len(s.Expected(0, ""))
+	}
+	return n
+}
+
 // pmu14 is the benchmark's usual PMU: 4 phasors, FREQ, DFREQ, 1 analog, 1 digital word.
 var pmu14 = sim.Station{Format: simFloatPolar, Phasors: 4, Analogs: 1, Digitals: 1}
 
@@ -218,22 +227,23 @@ func benchPMU(b *testing.B, streams, perPDC, rate int, pmu sim.Station, window t
 		last = max(last, float64(d)/1e6)
 	}
 	mu.Unlock()
-	if n == 0 {
-		b.Fatal("no sample became readable during the window")
-	}
 	load, _ := os.ReadFile("/proc/loadavg")
+	b.ReportMetric(float64(n), "readable_samples")
+	if n == 0 {
+		// A node that does not keep up at all is a result, not a failed benchmark: the
+		// figures say so (no delay, readable_samples 0).
+		b.Logf("no probed sample became readable during the %v window: the node does not keep up with %d samples/s", elapsed.Round(time.Second), perFrameOf(sims)*rate)
+	}
 	b.ReportMetric(100*nodeCPU.Seconds()/elapsed.Seconds(), "node_cpu_%")
 	b.ReportMetric(nodeRSS, "node_rss_MiB")
 	b.ReportMetric(100*ingCPU.Seconds()/elapsed.Seconds(), "pmu_cpu_%")
 	b.ReportMetric(ingRSS, "pmu_rss_MiB")
-	b.ReportMetric(p50, "delay_p50_ms")
-	b.ReportMetric(p99, "delay_p99_ms")
-	b.ReportMetric(last, "delay_end_ms")
-	perFrame := 0
-	for _, s := range sims {
-		perFrame += len(s.Expected(0, ""))
+	if n > 0 {
+		b.ReportMetric(p50, "delay_p50_ms")
+		b.ReportMetric(p99, "delay_p99_ms")
+		b.ReportMetric(last, "delay_end_ms")
 	}
-	b.ReportMetric(float64(perFrame*rate), "samples_per_s")
+	b.ReportMetric(float64(perFrameOf(sims)*rate), "samples_per_s")
 	b.Logf("%d stream(s) × %d PMU(s) at %d frames/s for %v: node CPU %.1f%% RSS %.1f MiB (peak %.1f); %d ingester process(es) CPU %.1f%% RSS %.1f MiB in all (peak of one %.1f); delay to readable p50 %.0f ms p99 %.0f ms over %d samples, at the end %.0f ms; loadavg %s",
 		streams, perPDC, rate, elapsed.Round(time.Second), 100*nodeCPU.Seconds()/elapsed.Seconds(), nodeRSS, nodePeak,
 		len(procs), 100*ingCPU.Seconds()/elapsed.Seconds(), ingRSS, ingPeak, p50, p99, n, last, strings.TrimSpace(string(load)))
