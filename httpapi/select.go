@@ -97,6 +97,8 @@ type executor struct {
 	points  map[string]series.Points
 	windows map[string][]agg.Window
 	types   map[string]series.Type
+
+	condPoints map[string]series.Points // the series of the WHERE clause's fields, as read (readSeries)
 }
 
 func newExecutor(ctx context.Context, h *Handler, p *selectPlan) *executor {
@@ -111,17 +113,11 @@ func (ex *executor) readKeys(keys []string) (series.Points, error) {
 		pts, ok := ex.points[k]
 		if !ok {
 			var err error
-			pts, err = ex.h.eng.Read(ex.ctx, k, ex.p.from, ex.p.to)
-			if errors.Is(err, ErrUnknownSeries) {
-				err = nil
-			}
-			if err != nil {
+			if pts, err = ex.readSeries(k); err != nil {
 				return out, err
 			}
-			ex.read += pts.Len()
-			ex.h.m.pointsRead.Add(float64(pts.Len()))
-			if ex.read > ex.h.cfg.MaxQueryPoints {
-				return out, fmt.Errorf("the statement reads more than %d points: narrow the time range or aggregate with GROUP BY time()", ex.h.cfg.MaxQueryPoints)
+			if pts, err = ex.whereFields(k, pts); err != nil {
+				return out, err
 			}
 			ex.points[k] = pts
 		}
@@ -140,6 +136,34 @@ func (ex *executor) readKeys(keys []string) (series.Points, error) {
 	}
 	sortPoints(&out)
 	return out, nil
+}
+
+// readSeries reads one series over the statement's range, its points counted against
+// the statement's cap. A series of a field the WHERE clause names is kept as read, so
+// that it is read once though also selected (whereFields).
+func (ex *executor) readSeries(k string) (series.Points, error) {
+	if pts, ok := ex.condPoints[k]; ok {
+		return pts, nil
+	}
+	pts, err := ex.h.eng.Read(ex.ctx, k, ex.p.from, ex.p.to)
+	if errors.Is(err, ErrUnknownSeries) {
+		err = nil
+	}
+	if err != nil {
+		return pts, err
+	}
+	ex.read += pts.Len()
+	ex.h.m.pointsRead.Add(float64(pts.Len()))
+	if ex.read > ex.h.cfg.MaxQueryPoints {
+		return pts, fmt.Errorf("the statement reads more than %d points: narrow the time range or aggregate with GROUP BY time()", ex.h.cfg.MaxQueryPoints)
+	}
+	if ex.p.where.names(k) {
+		if ex.condPoints == nil {
+			ex.condPoints = map[string]series.Points{}
+		}
+		ex.condPoints[k] = pts
+	}
+	return pts, nil
 }
 
 // sortPoints sorts merged points by time, keeping the order of equal times.
@@ -334,7 +358,7 @@ func (ex *executor) partialWindows(c column, keys []string, win windowing) (typ 
 // series' points. Each series is windowed alone, so that points of equal times in
 // different series merge as InfluxDB's selectors merge them (agg.MergeSeries).
 func (ex *executor) keyWindows(key string, win windowing) (series.Type, []agg.Window, error) {
-	if win.aligned() {
+	if win.aligned() && ex.p.where == nil { // a field condition filters the points first
 		t, ws, err := ex.aggregateKey(key, time.Duration(win.every))
 		if !errors.Is(err, ErrStringSeries) {
 			return t, ws, err
