@@ -170,6 +170,16 @@ func (w *fieldCond) match(in SeriesInfo) bool {
 // names reports whether key is the series of a field the condition names.
 func (w *fieldCond) names(key string) bool { return w != nil && w.named[key] }
 
+// filters reports whether the condition may drop points of series key: not when the
+// key's tags make it hold whatever its fields hold.
+func (w *fieldCond) filters(key string) bool {
+	if w == nil {
+		return false
+	}
+	set := w.keySet[key]
+	return set == nil || set.cond != nil
+}
+
 // reduce returns the condition with the tags it names replaced by the series' values;
 // nil when it holds whatever the fields hold.
 func (w *fieldCond) reduce(tags map[string]string) influxql.Expr {

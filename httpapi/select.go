@@ -358,7 +358,7 @@ func (ex *executor) partialWindows(c column, keys []string, win windowing) (typ 
 // series' points. Each series is windowed alone, so that points of equal times in
 // different series merge as InfluxDB's selectors merge them (agg.MergeSeries).
 func (ex *executor) keyWindows(key string, win windowing) (series.Type, []agg.Window, error) {
-	if win.aligned() && ex.p.where == nil { // a field condition filters the points first
+	if win.aligned() && !ex.p.where.filters(key) { // a field condition filters the points first
 		t, ws, err := ex.aggregateKey(key, time.Duration(win.every))
 		if !errors.Is(err, ErrStringSeries) {
 			return t, ws, err
