@@ -23,9 +23,10 @@ import (
 // filtered before it is aggregated. Both are the same as dropping, from each series a
 // statement reads, the points at whose times the clause does not hold: that is what the
 // executor does (whereFields), so the rest of the executor is unchanged. The fields of
-// the condition are read even when they are not selected, and count toward the
-// statement's point cap; aggregates are computed here from the filtered points, never
-// from the replicas' partial aggregates.
+// the condition are read even when they are not selected; aggregates are computed here
+// from the filtered points, never from the replicas' partial aggregates. The statement's
+// point cap counts the points it holds: the condition's fields whole, and of the other
+// series the points the condition keeps.
 //
 // A cast in the condition reads the field as that type: ::float and ::integer convert
 // between floats and integers (an integer cast of a float truncates), other types are
@@ -196,19 +197,57 @@ func (w *fieldCond) reduce(tags map[string]string) influxql.Expr {
 	return e
 }
 
+// condCache is what an executor keeps of a field condition: the series of its fields
+// as read, and each tag set's answers.
+type condCache struct {
+	points map[string]series.Points // the condition's fields' series, by key (readSeries)
+	holds  map[*condSet]*condHolds
+}
+
+// condHolds is a tag set's condition evaluated once per time: at each time one of the
+// condition's fields has a point, and where none has (every field null).
+type condHolds struct {
+	t    []int64 // ascending
+	ok   []bool
+	null bool
+}
+
 // whereFields returns the points of series key at whose times the statement's field
-// condition holds, reading the condition's other fields of the key's tag set.
+// condition holds.
 func (ex *executor) whereFields(key string, pts series.Points) (series.Points, error) {
-	w := ex.p.where
-	if w == nil || pts.Len() == 0 {
+	if !ex.p.where.filters(key) || pts.Len() == 0 {
 		return pts, nil
 	}
-	set := w.keySet[key]
+	set := ex.p.where.keySet[key]
 	if set == nil {
-		return series.Points{Type: pts.Type}, nil // not one of the condition's series: none holds
+		return series.Points{Type: pts.Type}, nil // not a series of the condition's measurement and tags
 	}
-	if set.cond == nil {
-		return pts, nil
+	h, err := ex.condHolds(set)
+	if err != nil {
+		return series.Points{}, err
+	}
+	out := series.Points{Type: pts.Type}
+	j := 0
+	for i, t := range pts.T {
+		for j < len(h.t) && h.t[j] < t {
+			j++
+		}
+		ok := h.null
+		if j < len(h.t) && h.t[j] == t {
+			ok = h.ok[j]
+		}
+		if ok {
+			out.AppendFrom(&pts, i)
+		}
+	}
+	return out, nil
+}
+
+// condHolds evaluates a tag set's condition at every time its fields have a point,
+// reading them on first use.
+func (ex *executor) condHolds(set *condSet) (*condHolds, error) {
+	if h, ok := ex.cond.holds[set]; ok {
+		return h, nil
 	}
 	type condField struct {
 		name string
@@ -217,40 +256,47 @@ func (ex *executor) whereFields(key string, pts series.Points) (series.Points, e
 		pos  int
 	}
 	var fs []condField
-	for name, typ := range w.fields {
+	for name, typ := range ex.p.where.fields {
 		k, ok := set.keys[name]
 		if !ok {
-			continue // null at every point
+			continue // null at every time
 		}
-		cp := pts
-		if k != key {
-			var err error
-			if cp, err = ex.readSeries(k); err != nil {
-				return series.Points{}, fmt.Errorf("reading field %s of the WHERE clause: %w", name, err)
-			}
+		pts, err := ex.readSeries(k)
+		if err != nil {
+			return nil, fmt.Errorf("reading field %s of the WHERE clause: %w", name, err)
 		}
-		fs = append(fs, condField{name: name, typ: typ, pts: cp})
+		fs = append(fs, condField{name: name, typ: typ, pts: pts})
 	}
 	vals := influxql.MapValuer{}
 	ev := influxql.ValuerEval{Valuer: vals}
-	out := series.Points{Type: pts.Type}
-	for i, t := range pts.T {
+	h := &condHolds{null: ev.EvalBool(set.cond)}
+	for {
+		t, any_ := int64(0), false
+		for _, f := range fs {
+			if f.pos < f.pts.Len() && (!any_ || f.pts.T[f.pos] < t) {
+				t, any_ = f.pts.T[f.pos], true
+			}
+		}
+		if !any_ {
+			break
+		}
 		for j := range fs {
 			f := &fs[j]
-			for f.pos < f.pts.Len() && f.pts.T[f.pos] < t {
+			delete(vals, f.name)
+			if f.pos < f.pts.Len() && f.pts.T[f.pos] == t {
+				if v := castValue(&f.pts, f.pos, f.typ); v != nil {
+					vals[f.name] = v
+				}
 				f.pos++
 			}
-			var v any
-			if f.pos < f.pts.Len() && f.pts.T[f.pos] == t {
-				v = castValue(&f.pts, f.pos, f.typ)
-			}
-			vals[f.name] = v
 		}
-		if ev.EvalBool(set.cond) {
-			out.AppendFrom(&pts, i)
-		}
+		h.t, h.ok = append(h.t, t), append(h.ok, ev.EvalBool(set.cond))
 	}
-	return out, nil
+	if ex.cond.holds == nil {
+		ex.cond.holds = map[*condSet]*condHolds{}
+	}
+	ex.cond.holds[set] = h
+	return h, nil
 }
 
 // castValue returns point i of p as the condition reads it: as stored, or cast to typ

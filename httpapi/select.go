@@ -93,12 +93,12 @@ type executor struct {
 	h       *Handler
 	ctx     context.Context
 	p       *selectPlan
-	read    int // points read so far
+	read    int // points held so far: read, less those a WHERE clause on fields dropped
 	points  map[string]series.Points
 	windows map[string][]agg.Window
 	types   map[string]series.Type
 
-	condPoints map[string]series.Points // the series of the WHERE clause's fields, as read (readSeries)
+	cond condCache // the WHERE clause's fields as read, and where it holds (fieldcond.go)
 }
 
 func newExecutor(ctx context.Context, h *Handler, p *selectPlan) *executor {
@@ -119,6 +119,11 @@ func (ex *executor) readKeys(keys []string) (series.Points, error) {
 			if pts, err = ex.whereFields(k, pts); err != nil {
 				return out, err
 			}
+			if !ex.p.where.names(k) { // else counted whole by readSeries
+				if err = ex.hold(pts.Len()); err != nil {
+					return out, err
+				}
+			}
 			ex.points[k] = pts
 		}
 		if len(keys) == 1 {
@@ -138,11 +143,11 @@ func (ex *executor) readKeys(keys []string) (series.Points, error) {
 	return out, nil
 }
 
-// readSeries reads one series over the statement's range, its points counted against
-// the statement's cap. A series of a field the WHERE clause names is kept as read, so
-// that it is read once though also selected (whereFields).
+// readSeries reads one series over the statement's range. A series of a field the
+// WHERE clause names is kept as read, its points counted against the statement's cap,
+// so that it is read once though also selected (whereFields).
 func (ex *executor) readSeries(k string) (series.Points, error) {
-	if pts, ok := ex.condPoints[k]; ok {
+	if pts, ok := ex.cond.points[k]; ok {
 		return pts, nil
 	}
 	pts, err := ex.h.eng.Read(ex.ctx, k, ex.p.from, ex.p.to)
@@ -152,18 +157,26 @@ func (ex *executor) readSeries(k string) (series.Points, error) {
 	if err != nil {
 		return pts, err
 	}
-	ex.read += pts.Len()
 	ex.h.m.pointsRead.Add(float64(pts.Len()))
-	if ex.read > ex.h.cfg.MaxQueryPoints {
-		return pts, fmt.Errorf("the statement reads more than %d points: narrow the time range or aggregate with GROUP BY time()", ex.h.cfg.MaxQueryPoints)
-	}
 	if ex.p.where.names(k) {
-		if ex.condPoints == nil {
-			ex.condPoints = map[string]series.Points{}
+		if err := ex.hold(pts.Len()); err != nil {
+			return pts, err
 		}
-		ex.condPoints[k] = pts
+		if ex.cond.points == nil {
+			ex.cond.points = map[string]series.Points{}
+		}
+		ex.cond.points[k] = pts
 	}
 	return pts, nil
+}
+
+// hold counts n more points the statement holds against its cap (MaxQueryPoints).
+func (ex *executor) hold(n int) error {
+	ex.read += n
+	if ex.read > ex.h.cfg.MaxQueryPoints {
+		return fmt.Errorf("the statement reads more than %d points: narrow the time range or aggregate with GROUP BY time()", ex.h.cfg.MaxQueryPoints)
+	}
+	return nil
 }
 
 // sortPoints sorts merged points by time, keeping the order of equal times.
