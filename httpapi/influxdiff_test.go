@@ -225,6 +225,14 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"where median", "SELECT median(usage), percentile(n, 90) FROM cpu WHERE state =~ /s[01]/ AND " + rng + " GROUP BY time(15m)", nil},
 		{"where derivative", "SELECT derivative(usage) FROM cpu WHERE host = 'a' AND n > 0 AND " + mid, nil},
 		{"where no lower bound", "SELECT count(usage) FROM cpu WHERE n > 30", nil},
+		{"where tags or and field", "SELECT usage FROM cpu WHERE (host = 'a' OR host = 'b') AND usage > 10 AND " + mid, nil},
+		{"where tag regex and field", "SELECT usage, n FROM cpu WHERE host =~ /a|c/ AND usage > 10 AND " + mid, nil},
+		{"where nested", "SELECT usage, n, state FROM cpu WHERE ((usage > 14 AND n < 0) OR (state = 's2' AND host = 'c')) AND " + rng, nil},
+		{"where boolean", "SELECT usage FROM cpu WHERE usage = true AND " + mid, nil},
+		{"where integer float equal", "SELECT n FROM cpu WHERE n = 15.0 AND " + mid, nil},
+		{"where star desc limit", "SELECT * FROM cpu WHERE usage > 9 AND " + rng + " ORDER BY time DESC LIMIT 8", nil},
+		{"where absent field cast", "SELECT usage FROM cpu WHERE nosuch::float > 1 AND " + mid, nil},
+		{"where group by time host", "SELECT count(usage), mean(usage) FROM cpu WHERE usage > 10 AND " + rng + " GROUP BY time(10m), host fill(none)", nil},
 		{"where function", "SELECT usage FROM cpu WHERE abs(n) > 5 AND " + mid, nil},
 	}
 	// Field type conflicts at /write: the same writes answered the same, the same kept.
@@ -265,6 +273,8 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"after conflicts", "SELECT * FROM ft WHERE time >= 0 AND time < 10s", nil},
 		{"after conflicts fs", "SELECT * FROM fs WHERE time >= 0 AND time < 10s", nil},
 		{"after conflicts mean", "SELECT mean(v), count(u) FROM ft WHERE time >= 0 AND time < 10s", nil},
+		{"after conflicts where", "SELECT * FROM ft WHERE u > 1 AND time >= 0 AND time < 10s", nil},
+		{"after conflicts where absent", "SELECT v FROM ft WHERE w = 7 AND time >= 0 AND time < 10s", nil},
 	}...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
