@@ -52,15 +52,15 @@ func diffLines(base time.Time) string {
 	return b.String()
 }
 
-// tsbsLines are points of the shape of TSBS' cpu-only use case: four hosts, ten integer
-// usage fields every 10 s for an hour, usage_user above 90 now and then.
-func tsbsLines(base time.Time) string {
+// tsbsLines are points of the shape of TSBS' cpu-only use case: hosts with ten integer
+// usage fields every 10 s, n times from base, usage_user above 90 now and then.
+func tsbsLines(base time.Time, hosts, n int) string {
 	fields := []string{"usage_user", "usage_system", "usage_idle", "usage_nice", "usage_iowait",
 		"usage_irq", "usage_softirq", "usage_steal", "usage_guest", "usage_guest_nice"}
 	var b strings.Builder
-	for i := 0; i < 360; i++ {
+	for i := 0; i < n; i++ {
 		t := base.Add(time.Duration(i) * 10 * time.Second).UnixNano()
-		for h := 0; h < 4; h++ {
+		for h := 0; h < hosts; h++ {
 			fmt.Fprintf(&b, "cpu,hostname=host_%d,region=%s,datacenter=%s ", h, []string{"eu", "us"}[h%2], []string{"a", "b", "c"}[h%3])
 			for f, name := range fields {
 				if f > 0 {
@@ -85,7 +85,7 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 	base := time.Now().Add(-3 * time.Hour).Truncate(time.Hour)
 	urls := []string{"http://" + addr, srvURL}
 	writeBoth(t, urls, "diff", diffLines(base))
-	writeBoth(t, urls, "tsbs", tsbsLines(base))
+	writeBoth(t, urls, "tsbs", tsbsLines(base, 4, 360))
 	rng := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Format(time.RFC3339), base.Add(time.Hour).Format(time.RFC3339))
 	mid := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Add(7*time.Minute+13*time.Second).Format(time.RFC3339),
 		base.Add(41*time.Minute).Format(time.RFC3339))
