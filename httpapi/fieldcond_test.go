@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -22,9 +23,7 @@ import (
 // TestInfluxQLAnswersOrRefuses compares the answers with InfluxDB's.
 func TestFieldConditions(t *testing.T) {
 	base := time.Now().Add(-3 * time.Hour).Truncate(time.Hour)
-	if code, _, msg := post(t, srvURL+"/write?db=fieldcond", "text/plain", strings.NewReader(catalogLines(base)), nil); code != http.StatusNoContent {
-		t.Fatalf("write: %d %s", code, msg)
-	}
+	writeLines(t, "fieldcond", catalogLines(base))
 	rng := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Format(time.RFC3339), base.Add(time.Minute).Format(time.RFC3339))
 	capped, err := New(engine, Config{MaxQueryPoints: 300}, nil)
 	if err != nil {
@@ -157,5 +156,48 @@ func TestCastValue(t *testing.T) {
 		if got := castValue(c.p, 0, c.typ); got != c.want {
 			t.Errorf("%s as %s: %v (%T), want %v (%T)", c.p.Type, c.typ, got, got, c.want, c.want)
 		}
+	}
+}
+
+// writeLines writes line protocol to database db of the package's cluster.
+func writeLines(tb testing.TB, db, lines string) {
+	tb.Helper()
+	resp, err := http.Post(srvURL+"/write?db="+db, "text/plain", strings.NewReader(lines))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		tb.Fatalf("write: %d %s", resp.StatusCode, msg)
+	}
+}
+
+// BenchmarkHighCPU asks the package's 3-node cluster TSBS' high-cpu queries over 20
+// hosts' ten fields every 10 s for 2 hours (144,000 points), beside the same SELECT *
+// without the condition on usage_user: what filtering costs over reading.
+func BenchmarkHighCPU(b *testing.B) {
+	base := time.Now().Add(-5 * time.Hour).Truncate(time.Hour)
+	writeLines(b, "benchwhere", tsbsLines(base, 20, 720))
+	rng := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Format(time.RFC3339), base.Add(2*time.Hour).Format(time.RFC3339))
+	for _, c := range []struct{ name, q string }{
+		{"high-cpu-all", "SELECT * FROM cpu WHERE usage_user > 90.0 AND " + rng},
+		{"high-cpu-1", "SELECT * FROM cpu WHERE usage_user > 90.0 AND " + rng + " AND hostname = 'host_1'"},
+		{"select-all", "SELECT * FROM cpu WHERE " + rng},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			u := srvURL + "/query?" + url.Values{"db": {"benchwhere"}, "q": {c.q}}.Encode()
+			for i := 0; i < b.N; i++ {
+				resp, err := http.Get(u)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, _ := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || n < 100 {
+					b.Fatalf("%s: %d, %d bytes", c.q, resp.StatusCode, n)
+				}
+			}
+		})
 	}
 }
