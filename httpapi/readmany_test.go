@@ -1,0 +1,116 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// countingEngine is the node's engine behind a seam that counts the calls of each
+// kind. With many set it is also a ManyReader (the node's); without, only an Engine.
+type countingEngine struct {
+	Engine
+	node *NodeEngine
+	many bool
+
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (e *countingEngine) count(kind string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.calls[kind]++
+}
+
+func (e *countingEngine) Read(ctx context.Context, key string, from, to int64) (series.Points, error) {
+	e.count("Read")
+	return e.Engine.Read(ctx, key, from, to)
+}
+
+func (e *countingEngine) Aggregate(ctx context.Context, key string, from, to int64, every time.Duration) (series.Type, []agg.Window, error) {
+	e.count("Aggregate")
+	return e.Engine.Aggregate(ctx, key, from, to, every)
+}
+
+// manyEngine is a countingEngine that is a ManyReader.
+type manyEngine struct{ *countingEngine }
+
+func (e manyEngine) ReadMany(ctx context.Context, keys []string, from, to int64) []ReadResult {
+	e.count("ReadMany")
+	return e.node.ReadMany(ctx, keys, from, to)
+}
+
+func (e manyEngine) AggregateMany(ctx context.Context, keys []string, from, to int64, every time.Duration) []AggregateResult {
+	e.count("AggregateMany")
+	return e.node.AggregateMany(ctx, keys, from, to, every)
+}
+
+// A SELECT over many series asks a ManyReader once for all of them (ReadMany for
+// points, AggregateMany for the replicas' partials) and its answer is the one an
+// Engine read series by series gives; a series that is not written, a non-mergeable
+// function (median) and a GROUP BY time() with an offset are answered alike.
+func TestSelectReadsManySeriesAtOnce(t *testing.T) {
+	t0 := base.Add(10 * time.Minute)
+	var lp strings.Builder
+	for i := 0; i < 120; i++ {
+		for h := 0; h < 8; h++ {
+			fmt.Fprintf(&lp, "many,host=h%d,dc=d%d usage=%d,idle=%d %d\n", h, h%2, h*1000+i*7%13, i, ns(t0.Add(time.Duration(i)*10*time.Second)))
+		}
+	}
+	if code, b := write(t, "many", "", lp.String()); code != http.StatusNoContent {
+		t.Fatalf("write: %d %s", code, b)
+	}
+	serve := func(many bool) (*countingEngine, string) {
+		ce := &countingEngine{Engine: engine, node: engine, calls: map[string]int{}}
+		var eng Engine = ce
+		if many {
+			eng = manyEngine{ce}
+		}
+		h, err := New(eng, Config{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		return ce, srv.URL
+	}
+	one, oneURL := serve(false)
+	many, manyURL := serve(true)
+	from, to := rfc(t0), rfc(t0.Add(20*time.Minute))
+	for _, c := range []struct {
+		q    string
+		want map[string]int // the calls of the ManyReader's statement
+	}{
+		{`SELECT usage FROM many WHERE time >= '%s' AND time < '%s' GROUP BY "host"`, map[string]int{"ReadMany": 1}},
+		{`SELECT usage, idle FROM many WHERE dc = 'd1' AND time >= '%s' AND time < '%s'`, map[string]int{"ReadMany": 1}},
+		{`SELECT mean(usage), max(idle) FROM many WHERE time >= '%s' AND time < '%s' GROUP BY time(5m), "host"`, map[string]int{"AggregateMany": 1}},
+		{`SELECT last(usage) FROM many WHERE time >= '%s' AND time < '%s' GROUP BY "host"`, map[string]int{"AggregateMany": 1}},
+		{`SELECT max(usage) FROM many WHERE (host = 'h1' OR host = 'h5' OR host = 'h9') AND time >= '%s' AND time < '%s' GROUP BY time(1m)`, map[string]int{"AggregateMany": 1}},
+		{`SELECT median(usage) FROM many WHERE time >= '%s' AND time < '%s' GROUP BY time(5m), "dc"`, map[string]int{"ReadMany": 1}},
+		{`SELECT sum(usage) FROM many WHERE time >= '%s' AND time < '%s' GROUP BY time(5m, 1m), "host"`, map[string]int{"ReadMany": 1}},
+	} {
+		q := fmt.Sprintf(c.q, from, to)
+		one.calls, many.calls = map[string]int{}, map[string]int{}
+		codeOne, ansOne := queryAt(t, oneURL, "many", q)
+		codeMany, ansMany := queryAt(t, manyURL, "many", q)
+		if codeOne != http.StatusOK || codeMany != codeOne || !reflect.DeepEqual(ansOne, ansMany) {
+			t.Fatalf("%s:\nseries by series %d %+v\nat once %d %+v", q, codeOne, ansOne, codeMany, ansMany)
+		}
+		if len(ansOne.Results) != 1 || len(ansOne.Results[0].Series) == 0 {
+			t.Fatalf("%s: no series: %+v", q, ansOne)
+		}
+		if !reflect.DeepEqual(many.calls, c.want) {
+			t.Errorf("%s: the ManyReader was called %v, want %v (series by series: %v)", q, many.calls, c.want, one.calls)
+		}
+	}
+}
