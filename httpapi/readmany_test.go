@@ -24,6 +24,7 @@ type countingEngine struct {
 
 	mu    sync.Mutex
 	calls map[string]int
+	span  [2]int64 // the range of the last ReadMany or AggregateMany
 }
 
 func (e *countingEngine) count(kind string) {
@@ -52,6 +53,9 @@ func (e manyEngine) ReadMany(ctx context.Context, keys []string, from, to int64)
 
 func (e manyEngine) AggregateMany(ctx context.Context, keys []string, from, to int64, every time.Duration) []AggregateResult {
 	e.count("AggregateMany")
+	e.mu.Lock()
+	e.span = [2]int64{from, to}
+	e.mu.Unlock()
 	return e.node.AggregateMany(ctx, keys, from, to, every)
 }
 
@@ -112,5 +116,41 @@ func TestSelectReadsManySeriesAtOnce(t *testing.T) {
 		if !reflect.DeepEqual(many.calls, c.want) {
 			t.Errorf("%s: the ManyReader was called %v, want %v (series by series: %v)", q, many.calls, c.want, one.calls)
 		}
+	}
+}
+
+// A statement without an upper time bound reads up to the catalog's bound of its
+// series, not up to now: last(*) of hosts silent for years (InfluxQL's lastpoint) asks
+// about the hours they wrote in, at once, not a decade of quanta series by series.
+func TestSelectAllTimeStopsAtTheBounds(t *testing.T) {
+	t0 := time.Date(2016, 1, 1, 0, 0, 0, 0, time.UTC)
+	lines := make([]string, 0, 4*60)
+	for n := range 4 * 60 {
+		lines = append(lines, fmt.Sprintf("old,host=h%d usage=%d %d", n%4, n, ns(t0.Add(time.Duration(n/4)*time.Minute))))
+	}
+	if code, b := write(t, "old", "", strings.Join(lines, "\n")); code != http.StatusNoContent {
+		t.Fatalf("write: %d %s", code, b)
+	}
+	ce := &countingEngine{Engine: engine, node: engine, calls: map[string]int{}}
+	h, err := New(manyEngine{ce}, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	code, ans := queryAt(t, srv.URL, "old", `SELECT last(usage) FROM old GROUP BY "host"`)
+	if code != http.StatusOK || len(ans.Results) != 1 || len(ans.Results[0].Series) != 4 {
+		t.Fatalf("%d %+v", code, ans)
+	}
+	for i, s := range ans.Results[0].Series {
+		if len(s.Values) != 1 || s.Values[0][1] != float64(59*4+i) {
+			t.Errorf("host %s: %v, want last %d", s.Tags["host"], s.Values, 59*4+i)
+		}
+	}
+	if !reflect.DeepEqual(ce.calls, map[string]int{"AggregateMany": 1}) {
+		t.Errorf("calls %v, want one AggregateMany", ce.calls)
+	}
+	if end := t0.Add(3 * time.Hour).UnixNano(); ce.span[1] > end {
+		t.Errorf("asked up to %v, past the catalog's bound (before %v)", time.Unix(0, ce.span[1]).UTC(), time.Unix(0, end).UTC())
 	}
 }
