@@ -112,43 +112,6 @@ func TestCatalogPathDifferential(t *testing.T) {
 	}
 }
 
-// TestFieldConditionRefused: a WHERE clause on a field's values is refused with an error
-// naming it, not answered empty (the tags it is checked against hold no field); a
-// comparison of tags still answers.
-func TestFieldConditionRefused(t *testing.T) {
-	base := time.Now().Add(-3 * time.Hour).Truncate(time.Hour)
-	resp, err := http.Post(srvURL+"/write?db=fieldcond", "text/plain", strings.NewReader(catalogLines(base)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("write: %d", resp.StatusCode)
-	}
-	rng := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Format(time.RFC3339), base.Add(time.Minute).Format(time.RFC3339))
-	ask := func(q string) string {
-		resp, err := http.Get(srvURL + "/query?" + url.Values{"db": {"fieldcond"}, "q": {q}}.Encode())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
-	}
-	for _, q := range []string{
-		"SELECT usage FROM cpu WHERE usage > 5 AND " + rng,
-		"SELECT * FROM cpu WHERE host = 'a' AND n::integer >= 3 AND " + rng,
-		"SELECT mean(usage) FROM cpu WHERE (usage < 1 OR host = 'b') AND " + rng,
-	} {
-		if got := ask(q); !strings.Contains(got, "field values") || strings.Contains(got, `"series"`) {
-			t.Errorf("%s: %s; want an error about field values and no series", q, got)
-		}
-	}
-	if got := ask("SELECT usage FROM cpu WHERE host != 'a' AND " + rng); !strings.Contains(got, `"series":[{`) {
-		t.Errorf("a tag comparison: %s; want series", got)
-	}
-}
-
 // writeBoth creates database db and writes lines to each server at urls.
 func writeBoth(t *testing.T, urls []string, db, lines string) {
 	t.Helper()

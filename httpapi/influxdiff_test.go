@@ -52,6 +52,28 @@ func diffLines(base time.Time) string {
 	return b.String()
 }
 
+// tsbsLines are points of the shape of TSBS' cpu-only use case: hosts with ten integer
+// usage fields every 10 s, n times from base, usage_user above 90 now and then.
+func tsbsLines(base time.Time, hosts, n int) string {
+	fields := []string{"usage_user", "usage_system", "usage_idle", "usage_nice", "usage_iowait",
+		"usage_irq", "usage_softirq", "usage_steal", "usage_guest", "usage_guest_nice"}
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		t := base.Add(time.Duration(i) * 10 * time.Second).UnixNano()
+		for h := 0; h < hosts; h++ {
+			fmt.Fprintf(&b, "cpu,hostname=host_%d,region=%s,datacenter=%s ", h, []string{"eu", "us"}[h%2], []string{"a", "b", "c"}[h%3])
+			for f, name := range fields {
+				if f > 0 {
+					b.WriteByte(',')
+				}
+				fmt.Fprintf(&b, "%s=%di", name, (i*(7+h)+f*13+h*i*i)%101)
+			}
+			fmt.Fprintf(&b, " %d\n", t)
+		}
+	}
+	return b.String()
+}
+
 // TestInfluxQLAnswersOrRefuses asks InfluxDB 1.x and tsdht the same InfluxQL over the
 // same writes and wants, for every query, the same answer (after JSON normalisation)
 // or a 400 from tsdht: never a different answer.
@@ -63,10 +85,12 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 	base := time.Now().Add(-3 * time.Hour).Truncate(time.Hour)
 	urls := []string{"http://" + addr, srvURL}
 	writeBoth(t, urls, "diff", diffLines(base))
+	writeBoth(t, urls, "tsbs", tsbsLines(base, 4, 360))
 	rng := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Format(time.RFC3339), base.Add(time.Hour).Format(time.RFC3339))
 	mid := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Add(7*time.Minute+13*time.Second).Format(time.RFC3339),
 		base.Add(41*time.Minute).Format(time.RFC3339))
 	dst := func(from, to string) string { return fmt.Sprintf("time >= '%s' AND time < '%s'", from, to) }
+	tsbs := url.Values{"db": {"tsbs"}}
 	spring := dst("2026-03-26T00:00:00Z", "2026-03-31T00:00:00Z")
 	autumn := dst("2025-10-23T00:00:00Z", "2025-10-28T23:00:00Z")
 	cases := []struct {
@@ -168,6 +192,48 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"no database show measurements", "SHOW MEASUREMENTS; SHOW RETENTION POLICIES", url.Values{"db": {"nodb"}}},
 		{"error stops statements", "SELECT count(usage) FROM cpu WHERE " + mid + "; SELECT * FROM nodb..x WHERE " + mid + "; SELECT count(n) FROM cpu WHERE " + mid, nil},
 		{"no measurement", "SELECT usage FROM nosuch WHERE " + rng, nil},
+		// Conditions on field values: rows (raw) and points (aggregates) where they hold.
+		{"high-cpu-1", "SELECT * FROM cpu WHERE usage_user > 90.0 AND " + rng + " AND hostname = 'host_1'", tsbs},
+		{"high-cpu-all", "SELECT * FROM cpu WHERE usage_user > 90.0 AND " + rng, tsbs},
+		{"high-cpu max", "SELECT max(usage_user), count(usage_system) FROM cpu WHERE usage_idle < 10 AND " + rng + " GROUP BY time(5m)", tsbs},
+		{"where field", "SELECT usage FROM cpu WHERE usage > 10 AND " + rng, nil},
+		{"where field star", "SELECT * FROM cpu WHERE usage > 12 AND " + mid, nil},
+		{"where field or tag", "SELECT usage, n FROM cpu WHERE (usage > 14 OR host = 'a') AND " + mid, nil},
+		{"where field and tag", "SELECT n FROM cpu WHERE host != 'c' AND n > 20 AND " + mid, nil},
+		{"where string", "SELECT usage FROM cpu WHERE state = 's1' AND " + rng, nil},
+		{"where string absent", "SELECT usage, state FROM cpu WHERE state != 's1' AND " + rng, nil},
+		{"where string regex", "SELECT n, state FROM cpu WHERE state =~ /[12]/ AND " + rng, nil},
+		{"where string number", "SELECT usage FROM cpu WHERE state > 5 AND " + mid, nil},
+		{"where cast integer", "SELECT n FROM cpu WHERE usage::integer = 5 AND " + mid, nil},
+		{"where cast float", "SELECT usage FROM cpu WHERE n::float > 20.5 AND " + mid, nil},
+		{"where cast string equal", "SELECT usage FROM cpu WHERE state::string = 's1' AND " + rng, nil},
+		{"where cast tag", "SELECT usage FROM cpu WHERE host::tag = 'a' AND usage > 3 AND " + mid, nil},
+		{"where two fields", "SELECT usage FROM cpu WHERE usage > n AND " + mid, nil},
+		{"where math", "SELECT usage, n FROM cpu WHERE usage * 2 > n + 10 AND " + mid, nil},
+		{"where or fields", "SELECT n FROM cpu WHERE (usage < 1 OR n > 35) AND " + mid, nil},
+		{"where not selected desc", "SELECT usage FROM cpu WHERE n > 15 AND " + rng + " ORDER BY time DESC LIMIT 10", nil},
+		{"where group by", "SELECT usage FROM cpu WHERE usage < 2 AND " + mid + " GROUP BY host", nil},
+		{"where integer field", "SELECT free FROM mem WHERE free > 900 AND " + rng, nil},
+		{"where aggregate", "SELECT max(usage), count(usage), mean(n) FROM cpu WHERE n < 10 AND " + mid + " GROUP BY time(5m)", nil},
+		{"where aggregate tag", "SELECT count(usage), sum(n) FROM cpu WHERE usage > 8 AND host = 'b' AND " + rng + " GROUP BY time(10m), dc", nil},
+		{"where aggregate fill", "SELECT count(usage), last(n) FROM cpu WHERE state = 's0' AND " + rng + " GROUP BY time(5m) fill(0)", nil},
+		{"where aggregate whole", "SELECT last(usage), first(n), min(usage) FROM cpu WHERE n > 0 AND " + mid + " GROUP BY host", nil},
+		{"where count star", "SELECT count(*) FROM cpu WHERE usage > 5 AND " + mid + " GROUP BY time(10m)", nil},
+		{"where absent or", "SELECT usage, state FROM cpu WHERE (state = 's1' OR usage > 15) AND " + rng, nil},
+		{"where string and tag", "SELECT n FROM cpu WHERE host = 'b' AND state = 's2' AND " + rng, nil},
+		{"where integer equal", "SELECT usage FROM cpu WHERE n = 15 AND " + mid, nil},
+		{"where median", "SELECT median(usage), percentile(n, 90) FROM cpu WHERE state =~ /s[01]/ AND " + rng + " GROUP BY time(15m)", nil},
+		{"where derivative", "SELECT derivative(usage) FROM cpu WHERE host = 'a' AND n > 0 AND " + mid, nil},
+		{"where no lower bound", "SELECT count(usage) FROM cpu WHERE n > 30", nil},
+		{"where tags or and field", "SELECT usage FROM cpu WHERE (host = 'a' OR host = 'b') AND usage > 10 AND " + mid, nil},
+		{"where tag regex and field", "SELECT usage, n FROM cpu WHERE host =~ /a|c/ AND usage > 10 AND " + mid, nil},
+		{"where nested", "SELECT usage, n, state FROM cpu WHERE ((usage > 14 AND n < 0) OR (state = 's2' AND host = 'c')) AND " + rng, nil},
+		{"where boolean", "SELECT usage FROM cpu WHERE usage = true AND " + mid, nil},
+		{"where integer float equal", "SELECT n FROM cpu WHERE n = 15.0 AND " + mid, nil},
+		{"where star desc limit", "SELECT * FROM cpu WHERE usage > 9 AND " + rng + " ORDER BY time DESC LIMIT 8", nil},
+		{"where absent field cast", "SELECT usage FROM cpu WHERE nosuch::float > 1 AND " + mid, nil},
+		{"where group by time host", "SELECT count(usage), mean(usage) FROM cpu WHERE usage > 10 AND " + rng + " GROUP BY time(10m), host fill(none)", nil},
+		{"where function", "SELECT usage FROM cpu WHERE abs(n) > 5 AND " + mid, nil},
 	}
 	// Field type conflicts at /write: the same writes answered the same, the same kept.
 	// The first write opens InfluxDB's shard group of 1970, whose first write refuses a
@@ -207,6 +273,8 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"after conflicts", "SELECT * FROM ft WHERE time >= 0 AND time < 10s", nil},
 		{"after conflicts fs", "SELECT * FROM fs WHERE time >= 0 AND time < 10s", nil},
 		{"after conflicts mean", "SELECT mean(v), count(u) FROM ft WHERE time >= 0 AND time < 10s", nil},
+		{"after conflicts where", "SELECT * FROM ft WHERE u > 1 AND time >= 0 AND time < 10s", nil},
+		{"after conflicts where absent", "SELECT v FROM ft WHERE w = 7 AND time >= 0 AND time < 10s", nil},
 	}...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

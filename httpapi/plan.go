@@ -59,6 +59,8 @@ type selectPlan struct {
 	plainFrom  int64    // with a look-back, where the outputs that are no transformation start
 	plain      bool     // some output is no transformation
 	mathFields []int    // base columns of raw fields in math
+
+	where *fieldCond // the WHERE clause's conditions on field values, nil without (fieldcond.go)
 }
 
 // planSelect resolves a SELECT: its measurement, columns, time range, and the
@@ -122,7 +124,7 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 		return nil, err
 	}
 	var span seriesSpan
-	if p.groups, err = h.resolve(ctx, db, m.Name, p.cols, eq, rest, groupTags, &span); err != nil {
+	if p.groups, p.where, err = h.resolve(ctx, db, m.Name, p.cols, eq, rest, groupTags, &span); err != nil {
 		return nil, err
 	}
 	p.from, p.hasLower = tr.Min.UnixNano(), !tr.Min.IsZero()
@@ -209,7 +211,7 @@ func splitCondition(cond influxql.Expr) (eq map[string]string, rest []influxql.E
 					ref, ok1 = e.RHS.(*influxql.VarRef)
 					lit, ok2 = e.LHS.(*influxql.StringLiteral)
 				}
-				if ok1 && ok2 {
+				if ok1 && ok2 && (ref.Type == influxql.Unknown || ref.Type == influxql.Tag) { // not cast as a field
 					if v, seen := eq[ref.Val]; seen && v != lit.Val {
 						impossible = true
 					}
@@ -233,12 +235,13 @@ func splitCondition(cond influxql.Expr) (eq map[string]string, rest []influxql.E
 	return eq, rest, nil
 }
 
-// resolve finds the series each column reads, grouped by the GROUP BY tags.
+// resolve finds the series each column reads, grouped by the GROUP BY tags, and the
+// WHERE clause's conditions on field values (nil without).
 // span, when not nil, is told the time bounds of the series found.
 func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, eq map[string]string,
-	rest []influxql.Expr, groupTags []string, span *seriesSpan) ([]group, error) {
+	rest []influxql.Expr, groupTags []string, span *seriesSpan) ([]group, *fieldCond, error) {
 	if eq == nil {
-		return nil, nil // the condition cannot hold
+		return nil, nil, nil // the condition cannot hold
 	}
 	match := map[string]string{TagDB: db, TagMeasurement: meas}
 	for k, v := range eq {
@@ -246,18 +249,29 @@ func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, e
 	}
 	infos, err := h.eng.Series(ctx, SeriesQuery{Match: match, Prefix: db + "/" + measurementEscaper.Replace(meas)})
 	if errors.Is(err, ErrNeedsCatalog) {
-		return exactGroups(db, meas, cols, eq, rest, groupTags)
+		groups, err := exactGroups(db, meas, cols, eq, rest, groupTags)
+		return groups, nil, err
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if len(infos) == 0 && len(eq) > 0 {
+		if infos, eq, rest, err = h.fieldEqualities(ctx, db, meas, eq, rest); err != nil {
+			return nil, nil, err
+		}
 	}
 	if len(infos) == 0 {
 		if err := h.databaseExists(ctx, db); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	if err := refuseFieldConditions(infos, db, meas, rest); err != nil {
-		return nil, err
+	where, err := newFieldCond(infos, db, meas, rest)
+	if err != nil {
+		return nil, nil, err
+	}
+	tagRest := rest
+	if where != nil {
+		tagRest = nil // the tags of a condition on fields are decided by where.match
 	}
 	byTags := map[string]*group{}
 	var order []string
@@ -265,7 +279,7 @@ func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, e
 		if in.Tags[TagDB] != db || in.Tags[TagMeasurement] != meas {
 			continue
 		}
-		if !matches(in.Tags, eq, rest) {
+		if !matches(in.Tags, eq, tagRest) || !where.match(in) {
 			continue
 		}
 		gt := make(map[string]string, len(groupTags))
@@ -306,38 +320,7 @@ func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, e
 	for _, id := range order {
 		out = append(out, *byTags[id])
 	}
-	return out, nil
-}
-
-// refuseFieldConditions refuses a WHERE clause that compares a field's values (usage >
-// 90): the clause is evaluated against each series' tags, where a field is absent and
-// every comparison false, so the answer would be empty — wrong, with no error.
-func refuseFieldConditions(infos []SeriesInfo, db, meas string, rest []influxql.Expr) error {
-	if len(rest) == 0 {
-		return nil
-	}
-	fields := map[string]bool{}
-	for _, in := range infos {
-		if in.Tags[TagDB] == db && in.Tags[TagMeasurement] == meas {
-			fields[in.Tags[TagField]] = true
-		}
-	}
-	var bad string
-	for _, e := range rest {
-		influxql.WalkFunc(e, func(n influxql.Node) {
-			ref, ok := n.(*influxql.VarRef)
-			if !ok || bad != "" || ref.Type == influxql.Tag {
-				return
-			}
-			if fields[ref.Val] || ref.Type != influxql.Unknown { // a field, or cast as one
-				bad = ref.Val
-			}
-		})
-		if bad != "" {
-			return fmt.Errorf("WHERE %s: conditions on field values (%s) are not supported yet; filter on tags and time only", e, bad)
-		}
-	}
-	return nil
+	return out, where, nil
 }
 
 // matches reports whether a series' tags satisfy the WHERE clause.

@@ -94,10 +94,12 @@ type executor struct {
 	h       *Handler
 	ctx     context.Context
 	p       *selectPlan
-	read    int // points read so far
+	read    int // points held so far: read, less those a WHERE clause on fields dropped
 	points  map[string]series.Points
 	windows map[string][]agg.Window
 	types   map[string]series.Type
+
+	cond condCache // the WHERE clause's fields as read, and where it holds (fieldcond.go)
 }
 
 func newExecutor(ctx context.Context, h *Handler, p *selectPlan) *executor {
@@ -112,17 +114,16 @@ func (ex *executor) readKeys(keys []string) (series.Points, error) {
 		pts, ok := ex.points[k]
 		if !ok {
 			var err error
-			pts, err = ex.h.eng.Read(ex.ctx, k, ex.p.from, ex.p.to)
-			if errors.Is(err, ErrUnknownSeries) {
-				err = nil
-			}
-			if err != nil {
+			if pts, err = ex.readSeries(k); err != nil {
 				return out, err
 			}
-			ex.read += pts.Len()
-			ex.h.m.pointsRead.Add(float64(pts.Len()))
-			if ex.read > ex.h.cfg.MaxQueryPoints {
-				return out, fmt.Errorf("the statement reads more than %d points: narrow the time range or aggregate with GROUP BY time()", ex.h.cfg.MaxQueryPoints)
+			if pts, err = ex.whereFields(k, pts); err != nil {
+				return out, err
+			}
+			if !ex.p.where.names(k) { // else counted whole by readSeries
+				if err = ex.hold(pts.Len()); err != nil {
+					return out, err
+				}
 			}
 			ex.points[k] = pts
 		}
@@ -141,6 +142,42 @@ func (ex *executor) readKeys(keys []string) (series.Points, error) {
 	}
 	sortPoints(&out)
 	return out, nil
+}
+
+// readSeries reads one series over the statement's range. A series of a field the
+// WHERE clause names is kept as read, its points counted against the statement's cap,
+// so that it is read once though also selected (whereFields).
+func (ex *executor) readSeries(k string) (series.Points, error) {
+	if pts, ok := ex.cond.points[k]; ok {
+		return pts, nil
+	}
+	pts, err := ex.h.eng.Read(ex.ctx, k, ex.p.from, ex.p.to)
+	if errors.Is(err, ErrUnknownSeries) {
+		err = nil
+	}
+	if err != nil {
+		return pts, err
+	}
+	ex.h.m.pointsRead.Add(float64(pts.Len()))
+	if ex.p.where.names(k) {
+		if err := ex.hold(pts.Len()); err != nil {
+			return pts, err
+		}
+		if ex.cond.points == nil {
+			ex.cond.points = map[string]series.Points{}
+		}
+		ex.cond.points[k] = pts
+	}
+	return pts, nil
+}
+
+// hold counts n more points the statement holds against its cap (MaxQueryPoints).
+func (ex *executor) hold(n int) error {
+	ex.read += n
+	if ex.read > ex.h.cfg.MaxQueryPoints {
+		return fmt.Errorf("the statement reads more than %d points: narrow the time range or aggregate with GROUP BY time()", ex.h.cfg.MaxQueryPoints)
+	}
+	return nil
 }
 
 // sortPoints sorts merged points by time, keeping the order of equal times.
@@ -335,7 +372,7 @@ func (ex *executor) partialWindows(c column, keys []string, win windowing) (typ 
 // series' points. Each series is windowed alone, so that points of equal times in
 // different series merge as InfluxDB's selectors merge them (agg.MergeSeries).
 func (ex *executor) keyWindows(key string, win windowing) (series.Type, []agg.Window, error) {
-	if win.aligned() {
+	if win.aligned() && !ex.p.where.filters(key) { // a field condition filters the points first
 		t, ws, err := ex.aggregateKey(key, time.Duration(win.every))
 		if !errors.Is(err, ErrStringSeries) {
 			return t, ws, err

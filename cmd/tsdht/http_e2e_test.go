@@ -106,6 +106,9 @@ func diffQueries(base time.Time) []string {
 		"SELECT * "+tmp,
 		"SELECT /^u/ "+cpu+" LIMIT 5",
 		"SELECT mean(*) "+cpu+" GROUP BY time(20s)",
+		// Conditions on field values (TSBS' high-cpu shape, and before aggregating).
+		"SELECT * "+cpu+" AND usage > 70.0",
+		"SELECT max(usage), count(n) "+cpu+" AND n < 8 GROUP BY time(20s)",
 	)
 	return qs
 }
