@@ -83,9 +83,11 @@ func seriesRanges(keys []string, from, to int64) []tsdb.SeriesRange {
 
 // prefetch reads at once, when the engine is a ManyReader, what the plan's groups will
 // ask of more than one series: the windows of the columns answered by the replicas'
-// partial aggregates, the points of the others. It fills the executor's caches with
-// what it read; a series it could not read (too large, a string series' aggregate, a
-// failure) is left to the per-series path, which reads it again and says why.
+// partial aggregates (of series no field condition filters), the points of the others
+// and of the condition's fields. Windows go into the executor's cache; points are held
+// as read (prefetched) for readSeries, which filters and counts them as any read. A
+// series it could not read (too large, a string series' aggregate, a failure) is left
+// to the per-series path, which reads it again and says why.
 func (ex *executor) prefetch() {
 	mr, ok := ex.h.eng.(ManyReader)
 	if !ok {
@@ -105,12 +107,17 @@ func (ex *executor) prefetch() {
 				continue // a tag's values are the plan's; mode and integral read alone
 			}
 			for _, k := range g.keys[i] {
-				if !ex.p.raw && c.fn.Mergeable() && ex.p.win.aligned() {
+				if !ex.p.raw && c.fn.Mergeable() && ex.p.win.aligned() && !ex.p.where.filters(k) {
 					add(&windowKeys, k, "w")
 				} else {
 					add(&pointKeys, k, "p")
 				}
 			}
+		}
+	}
+	if w := ex.p.where; w != nil {
+		for k := range w.named { // the condition's fields, read even when not selected
+			add(&pointKeys, k, "p")
 		}
 	}
 	if len(windowKeys) > 1 {
@@ -122,16 +129,16 @@ func (ex *executor) prefetch() {
 		}
 	}
 	if len(pointKeys) > 1 {
+		held := 0
+		ex.prefetched = make(map[string]series.Points, len(pointKeys))
 		for i, r := range mr.ReadMany(ex.ctx, pointKeys, ex.p.from, ex.p.to) {
 			if r.Err != nil && !errors.Is(r.Err, ErrUnknownSeries) {
 				continue
 			}
-			if ex.read+r.Pts.Len() > ex.h.cfg.MaxQueryPoints {
-				return // readKeys reads the rest, and refuses the statement
+			if held += r.Pts.Len(); held > ex.h.cfg.MaxQueryPoints {
+				return // readSeries reads the rest, and the statement is refused at its cap
 			}
-			ex.read += r.Pts.Len()
-			ex.h.m.pointsRead.Add(float64(r.Pts.Len()))
-			ex.points[pointKeys[i]] = r.Pts
+			ex.prefetched[pointKeys[i]] = r.Pts
 		}
 	}
 }

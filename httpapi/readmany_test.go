@@ -62,7 +62,8 @@ func (e manyEngine) AggregateMany(ctx context.Context, keys []string, from, to i
 // A SELECT over many series asks a ManyReader once for all of them (ReadMany for
 // points, AggregateMany for the replicas' partials) and its answer is the one an
 // Engine read series by series gives; a series that is not written, a non-mergeable
-// function (median) and a GROUP BY time() with an offset are answered alike.
+// function (median), a GROUP BY time() with an offset and conditions on field values
+// are answered alike.
 func TestSelectReadsManySeriesAtOnce(t *testing.T) {
 	// 8 hosts in 2 data centres, a point every 10 s for 20 minutes.
 	t0 := base.Add(10 * time.Minute)
@@ -102,6 +103,8 @@ func TestSelectReadsManySeriesAtOnce(t *testing.T) {
 		{`SELECT max(usage) FROM many WHERE (host = 'h1' OR host = 'h5' OR host = 'h9') AND time >= '%s' AND time < '%s' GROUP BY time(1m)`, map[string]int{"AggregateMany": 1}},
 		{`SELECT median(usage) FROM many WHERE time >= '%s' AND time < '%s' GROUP BY time(5m), "dc"`, map[string]int{"ReadMany": 1}},
 		{`SELECT sum(usage) FROM many WHERE time >= '%s' AND time < '%s' GROUP BY time(5m, 1m), "host"`, map[string]int{"ReadMany": 1}},
+		{`SELECT mean(usage) FROM many WHERE idle > 50 AND time >= '%s' AND time < '%s' GROUP BY time(5m), "host"`, map[string]int{"ReadMany": 1}},
+		{`SELECT usage FROM many WHERE (idle > 100 OR host = 'h2') AND time >= '%s' AND time < '%s' GROUP BY "host"`, map[string]int{"ReadMany": 1}},
 	} {
 		q := fmt.Sprintf(c.q, from, to)
 		one.calls, many.calls = map[string]int{}, map[string]int{}
