@@ -176,7 +176,8 @@ func (c *Coordinator) GetMany(ctx context.Context, items []SeriesRange, opt wire
 		for k, i := range pg.items {
 			lo, hi := pg.at[k], pg.at[k+1]
 			res, _, err := c.assemble(items[i].Key, p.descs[i].Type, pg.spans[lo:hi], answers[lo:hi], p.r, opt.AllowPartial, 0)
-			if err == nil && callerGone(ctx) && res.Missing > 0 {
+			if (err != nil || res.Missing > 0) && callerGone(ctx) {
+				// Shards unread because the caller stopped waiting, as Get says.
 				err = rpc.Errorf(wire.CodeUnavailable, "read of %q: the caller's deadline passed (or it cancelled): ask for a shorter range, or allow the read more time", items[i].Key)
 			}
 			if err == nil && opt.MaxBytes > 0 && res.Points.WireSize() > opt.MaxBytes {
