@@ -194,6 +194,23 @@ func TestGetManyLimits(t *testing.T) {
 	}
 }
 
+// A caller that has gone gets every series refused as unavailable, never an answer
+// short of the shards left unread.
+func TestGetManyCallerGone(t *testing.T) {
+	lc, items := readManyCluster(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	many, err := lc.Nodes[0].Coordinator().GetMany(ctx, items[:8], GetOptions{AllowPartial: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range many {
+		if rpcCode(r.Err) != CodeUnavailable {
+			t.Errorf("%s after the caller cancelled: %d points, %v; want %s", items[i].Key, r.Points.Len(), r.Err, CodeUnavailable)
+		}
+	}
+}
+
 func rpcCode(err error) string {
 	var re *rpc.RemoteError
 	if errors.As(err, &re) {
