@@ -80,6 +80,8 @@ type Stats struct {
 	HandedOff       int64 // pairs handed off and deleted here
 	ReadRepairs     int64
 
+	ReplicaReads int64 // read and aggregate requests answered as a replica for other nodes
+
 	LiveMembers int // members this node sees alive
 
 	Uplinks []wire.UplinkStats // the node's uplinks (package uplink)

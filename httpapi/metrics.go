@@ -64,30 +64,31 @@ func (h *Handler) serveMetrics(w http.ResponseWriter, r *http.Request) {
 type nodeCollector struct{ eng Engine }
 
 var (
-	descShards    = prometheus.NewDesc("tsdht_store_shards", "(shard, series) pairs held by this node.", nil, nil)
-	descSeries    = prometheus.NewDesc("tsdht_store_series", "Series with a declared type held by this node.", nil, nil)
-	descPoints    = prometheus.NewDesc("tsdht_store_points", "Points held by this node.", nil, nil)
-	descDisk      = prometheus.NewDesc("tsdht_store_disk_bytes", "Bytes the store's files take on disk (0 for a store in memory).", nil, nil)
-	descDropped   = prometheus.NewDesc("tsdht_store_dropped_quanta_total", "Quanta dropped by retention or the disk budget since the store opened.", nil, nil)
-	descFlash     = prometheus.NewDesc("tsdht_store_flash_bytes_written_total", "Bytes the store wrote to flash since it opened: WAL, flushed and compacted tables (0 for a store in memory).", nil, nil)
-	descAppended  = prometheus.NewDesc("tsdht_store_points_appended_total", "New points stored since the store opened; tsdht_store_flash_bytes_written_total over it is what a point costs the flash.", nil, nil)
-	descBuffered  = prometheus.NewDesc("tsdht_store_buffered_appends_total", "Appends that waited in the store's write buffer (--sync batch or none) and reached the engine in a shared commit.", nil, nil)
-	descDrains    = prometheus.NewDesc("tsdht_store_buffer_drains_total", "Commits that brought the store's write buffer to the engine; tsdht_store_buffered_appends_total over it is how many appends share one.", nil, nil)
-	descCorrupt   = prometheus.NewDesc("tsdht_store_corruptions_total", "Reads that met damaged stored bytes (failed checksum or decode) since the store opened; each fails over to another replica.", nil, nil)
-	descWALLost   = prometheus.NewDesc("tsdht_store_wal_lost_bytes", "Bytes of write-ahead log records found after a damaged one when the store opened, and so not replayed: acknowledged writes this node lost (repair refills them from the other replicas).", nil, nil)
-	descRefilling = prometheus.NewDesc("tsdht_store_refilling", "1 while this node, having lost acknowledged writes at start-up, waits for its peers' repair passes to refill it; 0 otherwise.", nil, nil)
-	descLive      = prometheus.NewDesc("tsdht_cluster_live_members", "Cluster members this node sees alive.", nil, nil)
-	descPasses    = prometheus.NewDesc("tsdht_repair_passes_total", "Repair passes run.", nil, nil)
-	descUnder     = prometheus.NewDesc("tsdht_repair_under_replicated_pairs", "Pairs held here with fewer than rf confirmed copies, at the last pass.", nil, nil)
-	descHinted    = prometheus.NewDesc("tsdht_repair_hinted_points", "Points held for unreachable replicas, at the last pass.", nil, nil)
-	descPushed    = prometheus.NewDesc("tsdht_repair_pushed_pairs_total", "Pairs pushed to owners that lacked them.", nil, nil)
-	descPushedPts = prometheus.NewDesc("tsdht_repair_pushed_points_total", "Points pushed to owners that lacked them.", nil, nil)
-	descHanded    = prometheus.NewDesc("tsdht_repair_handed_off_pairs_total", "Pairs handed off to their owners and deleted here.", nil, nil)
-	descReadRep   = prometheus.NewDesc("tsdht_read_repairs_total", "Shards repaired by reads this node coordinated.", nil, nil)
+	descShards       = prometheus.NewDesc("tsdht_store_shards", "(shard, series) pairs held by this node.", nil, nil)
+	descSeries       = prometheus.NewDesc("tsdht_store_series", "Series with a declared type held by this node.", nil, nil)
+	descPoints       = prometheus.NewDesc("tsdht_store_points", "Points held by this node.", nil, nil)
+	descDisk         = prometheus.NewDesc("tsdht_store_disk_bytes", "Bytes the store's files take on disk (0 for a store in memory).", nil, nil)
+	descDropped      = prometheus.NewDesc("tsdht_store_dropped_quanta_total", "Quanta dropped by retention or the disk budget since the store opened.", nil, nil)
+	descFlash        = prometheus.NewDesc("tsdht_store_flash_bytes_written_total", "Bytes the store wrote to flash since it opened: WAL, flushed and compacted tables (0 for a store in memory).", nil, nil)
+	descAppended     = prometheus.NewDesc("tsdht_store_points_appended_total", "New points stored since the store opened; tsdht_store_flash_bytes_written_total over it is what a point costs the flash.", nil, nil)
+	descBuffered     = prometheus.NewDesc("tsdht_store_buffered_appends_total", "Appends that waited in the store's write buffer (--sync batch or none) and reached the engine in a shared commit.", nil, nil)
+	descDrains       = prometheus.NewDesc("tsdht_store_buffer_drains_total", "Commits that brought the store's write buffer to the engine; tsdht_store_buffered_appends_total over it is how many appends share one.", nil, nil)
+	descCorrupt      = prometheus.NewDesc("tsdht_store_corruptions_total", "Reads that met damaged stored bytes (failed checksum or decode) since the store opened; each fails over to another replica.", nil, nil)
+	descWALLost      = prometheus.NewDesc("tsdht_store_wal_lost_bytes", "Bytes of write-ahead log records found after a damaged one when the store opened, and so not replayed: acknowledged writes this node lost (repair refills them from the other replicas).", nil, nil)
+	descRefilling    = prometheus.NewDesc("tsdht_store_refilling", "1 while this node, having lost acknowledged writes at start-up, waits for its peers' repair passes to refill it; 0 otherwise.", nil, nil)
+	descReplicaReads = prometheus.NewDesc("tsdht_replica_read_requests_total", "Read and aggregate requests this node answered as a replica for other nodes' coordinators; a query over many series costs each node one per page.", nil, nil)
+	descLive         = prometheus.NewDesc("tsdht_cluster_live_members", "Cluster members this node sees alive.", nil, nil)
+	descPasses       = prometheus.NewDesc("tsdht_repair_passes_total", "Repair passes run.", nil, nil)
+	descUnder        = prometheus.NewDesc("tsdht_repair_under_replicated_pairs", "Pairs held here with fewer than rf confirmed copies, at the last pass.", nil, nil)
+	descHinted       = prometheus.NewDesc("tsdht_repair_hinted_points", "Points held for unreachable replicas, at the last pass.", nil, nil)
+	descPushed       = prometheus.NewDesc("tsdht_repair_pushed_pairs_total", "Pairs pushed to owners that lacked them.", nil, nil)
+	descPushedPts    = prometheus.NewDesc("tsdht_repair_pushed_points_total", "Points pushed to owners that lacked them.", nil, nil)
+	descHanded       = prometheus.NewDesc("tsdht_repair_handed_off_pairs_total", "Pairs handed off to their owners and deleted here.", nil, nil)
+	descReadRep      = prometheus.NewDesc("tsdht_read_repairs_total", "Shards repaired by reads this node coordinated.", nil, nil)
 )
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descShards, descSeries, descPoints, descDisk, descDropped, descFlash, descAppended, descBuffered, descDrains, descCorrupt, descWALLost, descRefilling, descLive,
+	for _, d := range []*prometheus.Desc{descShards, descSeries, descPoints, descDisk, descDropped, descFlash, descAppended, descBuffered, descDrains, descCorrupt, descWALLost, descRefilling, descLive, descReplicaReads,
 		descPasses, descUnder, descHinted, descPushed, descPushedPts, descHanded, descReadRep} {
 		ch <- d
 	}
@@ -125,6 +126,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	g(descRefilling, refilling)
 	g(descLive, float64(s.LiveMembers))
+	k(descReplicaReads, float64(s.ReplicaReads))
 	if s.RepairKnown {
 		k(descPasses, float64(s.RepairPasses))
 		g(descUnder, float64(s.UnderReplicated))

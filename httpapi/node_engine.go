@@ -13,6 +13,7 @@ import (
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // NodeEngine is the Engine over a running node's coordinator: writes and reads go
@@ -76,17 +77,26 @@ func (e *NodeEngine) remember(key string) {
 
 // Read implements Engine.
 func (e *NodeEngine) Read(ctx context.Context, key string, from, to int64) (series.Points, error) {
-	limit := e.MaxReadBytes
-	if limit == 0 {
-		limit = DefaultMaxReadBytes
+	res, err := e.node.Coordinator().Get(ctx, key, from, to, tsdb.GetOptions{MaxBytes: e.maxReadBytes()})
+	return e.readAnswer(key, res, err)
+}
+
+// maxReadBytes is MaxReadBytes or its default.
+func (e *NodeEngine) maxReadBytes() int {
+	if e.MaxReadBytes == 0 {
+		return DefaultMaxReadBytes
 	}
-	res, err := e.node.Coordinator().Get(ctx, key, from, to, tsdb.GetOptions{MaxBytes: limit})
+	return e.MaxReadBytes
+}
+
+// readAnswer is Read's answer from the coordinator's read of key.
+func (e *NodeEngine) readAnswer(key string, res tsdb.Result, err error) (series.Points, error) {
 	if err != nil {
 		switch errorCode(err) {
 		case tsdb.CodeUnknownSeries:
 			return series.Points{}, fmt.Errorf("%w: %v", ErrUnknownSeries, err)
 		case tsdb.CodeTooLarge:
-			return series.Points{}, fmt.Errorf("the points of %q in the range exceed %d bytes (NodeEngine.MaxReadBytes): narrow the time range or aggregate with GROUP BY time()", key, limit)
+			return series.Points{}, fmt.Errorf("the points of %q in the range exceed %d bytes (NodeEngine.MaxReadBytes): narrow the time range or aggregate with GROUP BY time()", key, e.maxReadBytes())
 		}
 		return series.Points{}, err
 	}
@@ -97,19 +107,33 @@ func (e *NodeEngine) Read(ctx context.Context, key string, from, to int64) (seri
 // windows than one coordinated aggregate returns is refused before any replica works
 // on it, so that the caller asks for it in pages.
 func (e *NodeEngine) Aggregate(ctx context.Context, key string, from, to int64, every time.Duration) (series.Type, []agg.Window, error) {
-	tooLarge := &TooLargeError{Key: key, Windows: agg.WindowCount(from, to, int64(every)), MaxWindows: tsdb.MaxAggWindows}
-	if tooLarge.Windows > tooLarge.MaxWindows {
+	if tooLarge := tooManyWindows(key, from, to, every); tooLarge != nil {
 		return series.Unknown, nil, tooLarge
 	}
 	res, err := e.node.Coordinator().Aggregate(ctx, key, from, to, int64(every), tsdb.GetOptions{})
+	return aggAnswer(key, from, to, every, res, err)
+}
+
+// tooManyWindows is the refusal of an aggregate of more windows than one answer holds,
+// or nil.
+func tooManyWindows(key string, from, to int64, every time.Duration) *TooLargeError {
+	tooLarge := &TooLargeError{Key: key, Windows: agg.WindowCount(from, to, int64(every)), MaxWindows: tsdb.MaxAggWindows}
+	if tooLarge.Windows > tooLarge.MaxWindows {
+		return tooLarge
+	}
+	return nil
+}
+
+// aggAnswer is Aggregate's answer from the coordinator's aggregate of key.
+func aggAnswer(key string, from, to int64, every time.Duration, res wire.AggResult, err error) (series.Type, []agg.Window, error) {
 	switch {
 	case errorCode(err) == tsdb.CodeUnknownSeries:
 		return series.Unknown, nil, fmt.Errorf("%w: %v", ErrUnknownSeries, err)
 	case errorCode(err) == tsdb.CodeTooLarge:
 		// Fewer windows than the limit can still make too large an answer (rollups,
 		// frames): pages of half as many.
-		tooLarge.MaxWindows = max(1, tooLarge.Windows/2)
-		return series.Unknown, nil, tooLarge
+		n := agg.WindowCount(from, to, int64(every))
+		return series.Unknown, nil, &TooLargeError{Key: key, Windows: n, MaxWindows: max(1, n/2)}
 	case err != nil:
 		return series.Unknown, nil, err
 	}
@@ -172,7 +196,7 @@ func (e *NodeEngine) Stats(ctx context.Context) (Stats, error) {
 		Dropped: st.DroppedQuanta, FlashBytesWritten: st.FlashBytesWritten, AppendedPoints: st.AppendedPoints,
 		BufferedAppends: st.BufferedAppends, BufferDrains: st.BufferDrains,
 		Corruptions: st.Corruptions, WALBytesDropped: st.WALBytesDropped, Refilling: ns.Refilling,
-		LiveMembers: len(e.node.DHT().Live()),
+		LiveMembers: len(e.node.DHT().Live()), ReplicaReads: ns.ReadRequests,
 		RepairKnown: true, RepairPasses: r.Passes, UnderReplicated: r.UnderReplicated, HintedPoints: r.HintedPoints,
 		PushedPairs: r.PushedPairs, PushedPoints: r.PushedPoints, HandedOff: r.DroppedPairs, ReadRepairs: r.ReadRepairs}, nil
 }

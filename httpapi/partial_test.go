@@ -95,9 +95,10 @@ func TestAggregatesFromPartials(t *testing.T) {
 
 // pagingEngine is the node's engine behind a seam that answers at most maxWindows
 // windows at once, as the coordinator does at its own limit, and counts what is
-// asked of it.
+// asked of it. It is the node's Engine only, not its ManyReader: every aggregate
+// passes the seam.
 type pagingEngine struct {
-	*NodeEngine
+	Engine
 	maxWindows int64
 
 	mu       sync.Mutex
@@ -111,7 +112,7 @@ func (e *pagingEngine) Read(ctx context.Context, key string, from, to int64) (se
 	e.mu.Lock()
 	e.reads++
 	e.mu.Unlock()
-	return e.NodeEngine.Read(ctx, key, from, to)
+	return e.Engine.Read(ctx, key, from, to)
 }
 
 func (e *pagingEngine) Aggregate(ctx context.Context, key string, from, to int64, every time.Duration) (series.Type, []agg.Window, error) {
@@ -128,7 +129,7 @@ func (e *pagingEngine) Aggregate(ctx context.Context, key string, from, to int64
 		e.straddle = append(e.straddle, fmt.Sprintf("[%d, %d)", from, to))
 	}
 	e.mu.Unlock()
-	return e.NodeEngine.Aggregate(ctx, key, from, to, every)
+	return e.Engine.Aggregate(ctx, key, from, to, every)
 }
 
 // TestOversizedAggregateIsPaged: an aggregate of more windows than one answer holds is
@@ -145,7 +146,7 @@ func TestOversizedAggregateIsPaged(t *testing.T) {
 	if code, b := write(t, "paged", "", lp.String()); code != http.StatusNoContent {
 		t.Fatalf("write: %d %s", code, b)
 	}
-	eng := &pagingEngine{NodeEngine: engine, maxWindows: 7}
+	eng := &pagingEngine{Engine: engine, maxWindows: 7}
 	h, err := New(eng, Config{}, nil)
 	if err != nil {
 		t.Fatal(err)

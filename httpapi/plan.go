@@ -166,8 +166,12 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 		p.to = now.UnixNano() + 1
 	default:
 		p.to = now.Add(10 * time.Minute).UnixNano()
-		if span.ok && span.last >= p.to && span.last < math.MaxInt64 {
-			p.to = span.last + 1 // points stamped ahead of the clock
+		if span.ok && span.last < math.MaxInt64 {
+			// No point lies past the catalog's bounds (widened before points outside
+			// them are stored): points stamped ahead of the clock are read, and a
+			// series silent since long ago is read up to its last point, not up to
+			// now (InfluxQL's lastpoint: last(*) GROUP BY a tag over all time).
+			p.to = span.last + 1
 		}
 	}
 	if p.from >= p.to {

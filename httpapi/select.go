@@ -27,6 +27,7 @@ func (h *Handler) execMeasurement(ctx context.Context, s *influxql.SelectStateme
 		return nil, err
 	}
 	ex := newExecutor(ctx, h, p)
+	ex.prefetch() // every series at once: one request per node (readmany.go)
 	columns := append([]string{"time"}, p.names...)
 	var rows []*row
 	for _, g := range p.groups {
@@ -99,6 +100,10 @@ type executor struct {
 	types   map[string]series.Type
 
 	cond condCache // the WHERE clause's fields as read, and where it holds (fieldcond.go)
+
+	// prefetched holds series read by prefetch (readmany.go), as read: readSeries
+	// takes each from here once instead of reading it.
+	prefetched map[string]series.Points
 }
 
 func newExecutor(ctx context.Context, h *Handler, p *selectPlan) *executor {
@@ -150,12 +155,18 @@ func (ex *executor) readSeries(k string) (series.Points, error) {
 	if pts, ok := ex.cond.points[k]; ok {
 		return pts, nil
 	}
-	pts, err := ex.h.eng.Read(ex.ctx, k, ex.p.from, ex.p.to)
-	if errors.Is(err, ErrUnknownSeries) {
-		err = nil
-	}
-	if err != nil {
-		return pts, err
+	pts, ok := ex.prefetched[k]
+	if ok {
+		delete(ex.prefetched, k)
+	} else {
+		var err error
+		pts, err = ex.h.eng.Read(ex.ctx, k, ex.p.from, ex.p.to)
+		if errors.Is(err, ErrUnknownSeries) {
+			err = nil
+		}
+		if err != nil {
+			return pts, err
+		}
 	}
 	ex.h.m.pointsRead.Add(float64(pts.Len()))
 	if ex.p.where.names(k) {

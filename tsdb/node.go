@@ -585,6 +585,7 @@ func (n *Node) Stats() NodeStats {
 		Refilling:         n.refill.on.Load(),
 		FlashBytesWritten: st.FlashBytesWritten,
 		AppendedPoints:    st.AppendedPoints,
+		ReadRequests:      n.local.ReadRequests(),
 		Format:            n.cfg.DHT.Format.String(),
 		Quantum:           int64(n.cfg.DHT.Quantum),
 		RF:                n.cfg.RF,

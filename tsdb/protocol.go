@@ -44,6 +44,8 @@ type (
 	SeriesResult = coord.SeriesResult
 	// PutResult says what a write did (coord.PutResult).
 	PutResult = coord.PutResult
+	// SeriesRange is one series and range of a GetMany or AggregateMany (coord.SeriesRange).
+	SeriesRange = coord.SeriesRange
 	// BudgetError is a write refused by the new-series budget (coord.BudgetError).
 	BudgetError = coord.BudgetError
 )

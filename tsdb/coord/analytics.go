@@ -110,18 +110,28 @@ func (c *Coordinator) aggregate(ctx context.Context, key string, from, to, every
 			return wire.AggResult{}, err
 		}
 	}
+	if err := finishAgg(key, &res, lists, cover.n, opt.AllowPartial); err != nil {
+		return wire.AggResult{}, err
+	}
+	return res, nil
+}
+
+// finishAgg completes the aggregate res of key over n quanta from the windows of its
+// shards, lists: it fails if shards are missing (unless allowPartial) or the windows are
+// more than one answer holds.
+func finishAgg(key string, res *wire.AggResult, lists [][]agg.Window, n int, allowPartial bool) error {
 	if res.Missing > 0 {
-		if !opt.AllowPartial {
-			return wire.AggResult{}, rpc.Errorf(wire.CodePartial, "aggregate of %q: %d of %d shards could not be read from any replica", key, res.Missing, cover.n)
+		if !allowPartial {
+			return rpc.Errorf(wire.CodePartial, "aggregate of %q: %d of %d shards could not be read from any replica", key, res.Missing, n)
 		}
 		res.Partial = true
 	}
 	res.Windows = agg.Combine(lists...)
 	if len(res.Windows) > MaxAggWindows {
-		return wire.AggResult{}, rpc.Errorf(wire.CodeTooLarge, "aggregate of %q: %d windows, at most %d per request: ask for a shorter range or wider windows",
+		return rpc.Errorf(wire.CodeTooLarge, "aggregate of %q: %d windows, at most %d per request: ask for a shorter range or wider windows",
 			key, len(res.Windows), MaxAggWindows)
 	}
-	return res, nil
+	return nil
 }
 
 // aggregatePage aggregates the shards of the quanta of length q starting at starts,
@@ -138,6 +148,14 @@ func (c *Coordinator) aggregatePage(ctx context.Context, b *pageBufs, key string
 		// for nobody.
 		return rpc.Errorf(wire.CodeUnavailable, "aggregate of %q: %v", key, err)
 	}
+	c.settlePage(ctx, b, key, spans, answers, every, r, byQuorum, res, lists)
+	return nil
+}
+
+// settlePage settles the shards spans of key from the first round's answers: it
+// appends their windows to lists, reading the points of the shards whose replicas
+// disagree, and counts in res.Missing the shards no replica could serve.
+func (c *Coordinator) settlePage(ctx context.Context, b *pageBufs, key string, spans []shardSpan, answers [][]aggAnswer, every int64, r int, byQuorum bool, res *wire.AggResult, lists *[][]agg.Window) {
 	var differ []shardSpan // shards whose replicas disagree: read their points
 	for i := range spans {
 		ws, ok, complete := settleAgg(answers[i], r, byQuorum)
@@ -162,7 +180,6 @@ func (c *Coordinator) aggregatePage(ctx context.Context, b *pageBufs, key string
 			*lists = append(*lists, agg.Windows(&pts, differ[i].from, differ[i].to, every))
 		}
 	}
-	return nil
 }
 
 // settleAgg decides one shard from the first round. ok: the windows in hand are the
@@ -225,9 +242,12 @@ func (c *Coordinator) aggRound(ctx context.Context, bufs *pageBufs, key string, 
 	bufs = orFresh(bufs)
 	answers := bufs.aggAnswersFor(spans)
 	// Narrow windows make big answers: fewer shards per request then.
-	q := c.cfg.Quantum.Duration().Nanoseconds()
-	if len(spans) > 0 {
-		q = spans[0].ref.Q.Duration().Nanoseconds() // one series: one quantum length
+	q := int64(0) // the longest quantum of the spans' series: the most windows a shard holds
+	for i := range spans {
+		q = max(q, spans[i].ref.Q.Duration().Nanoseconds())
+	}
+	if q == 0 {
+		q = c.cfg.Quantum.Duration().Nanoseconds()
 	}
 	perShard := q/every + 2
 	perRequest := int(max(1, min(maxAggShardsPerRequest, maxAggWindowsPerRequest/perShard)))
@@ -260,7 +280,7 @@ func (c *Coordinator) aggRound(ctx context.Context, bufs *pageBufs, key string, 
 			req := &wire.AggReq{Every: every, Shards: reads[off : off+n : off+n]}
 			for k, it := range b.Items {
 				s := &spans[it.shard]
-				req.Shards[k] = wire.ShardAgg{ID: s.ref.ID[:], Start: s.ref.Start, Q: c.wireQ(s.ref.Q), Key: key, From: s.from, To: s.to, Digest: !it.data}
+				req.Shards[k] = wire.ShardAgg{ID: s.ref.ID[:], Start: s.ref.Start, Q: c.wireQ(s.ref.Q), Key: s.key, From: s.from, To: s.to, Digest: !it.data}
 			}
 			if l := c.replicas.Local(); l != nil && b.Peer.ID == self {
 				// This node's store, with the references planned here: no ID to check.

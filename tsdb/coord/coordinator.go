@@ -101,6 +101,7 @@ func New(cfg Config, place cluster.Placement, replicas cluster.Replicas, types *
 
 // shardSpan is one shard of a request with the part of the request's range inside it.
 type shardSpan struct {
+	key      string // the series' (reads: a read of many series asks for many)
 	ref      store.ShardRef
 	from, to int64
 	replicas []dht.Peer

@@ -185,7 +185,7 @@ func (c *Coordinator) planRead(ctx context.Context, b *pageBufs, key string, q q
 				return nil, err
 			}
 		}
-		spans[i] = shardSpan{ref: ref, from: max(from, q.BeginNanos(s)), to: min(to, q.EndNanos(s)), replicas: replicas}
+		spans[i] = shardSpan{key: key, ref: ref, from: max(from, q.BeginNanos(s)), to: min(to, q.EndNanos(s)), replicas: replicas}
 	}
 	return spans, nil
 }
@@ -591,7 +591,7 @@ func (c *Coordinator) runFetches(ctx context.Context, bufs *pageBufs, key string
 
 			for k, f := range b.Items {
 				s := &spans[f.shard]
-				req.Shards[k] = wire.ShardRead{ID: s.ref.ID[:], Start: s.ref.Start, Q: c.wireQ(s.ref.Q), Key: key, From: s.from, To: s.to, Digest: !f.data, Packed: f.data}
+				req.Shards[k] = wire.ShardRead{ID: s.ref.ID[:], Start: s.ref.Start, Q: c.wireQ(s.ref.Q), Key: s.key, From: s.from, To: s.to, Digest: !f.data, Packed: f.data}
 				if f.data {
 					req.Shards[k].PackedVersion = series.PackedVersion
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
@@ -36,6 +37,7 @@ func Register(srv *rpc.Server, l *Local) {
 	})
 	// Reads too (wire.DecodeReadReq): a long read asks dozens of shards of each replica.
 	srv.HandleDecoded(wire.MethodRead, (*wire.ReadReq)(nil), func(ctx context.Context, b []byte) ([]byte, error) {
+		l.readRequests.Add(1)
 		var req wire.ReadReq
 		if err := wire.DecodeReadReq(b, &req); err != nil {
 			return nil, rpc.Errorf(wire.CodeBadInput, "%s: %v", wire.MethodRead, err)
@@ -75,6 +77,7 @@ func Register(srv *rpc.Server, l *Local) {
 		return &s, nil
 	})
 	cluster.Handle(srv, wire.MethodAgg, func(ctx context.Context, req *wire.AggReq) (*wire.AggResp, error) {
+		l.readRequests.Add(1)
 		resp, err := l.Agg(ctx, req)
 		if err != nil {
 			return nil, err
@@ -85,6 +88,7 @@ func Register(srv *rpc.Server, l *Local) {
 		return resp, nil
 	})
 	cluster.Handle(srv, wire.MethodAggSeries, func(ctx context.Context, req *wire.AggSeriesReq) (*wire.AggSeriesResp, error) {
+		l.readRequests.Add(1)
 		resp, err := l.AggSeries(ctx, req)
 		if err != nil {
 			return nil, err
@@ -103,7 +107,16 @@ type Local struct {
 	format    quanta.Format
 	stats     func() wire.NodeStats
 	maxFuture time.Duration
+
+	// readRequests counts the read and aggregate requests (wire.MethodRead, MethodAgg,
+	// MethodAggSeries) this replica answered for other nodes' coordinators.
+	readRequests atomic.Int64
 }
+
+// ReadRequests returns how many read and aggregate requests this replica answered for
+// other nodes' coordinators (wire.NodeStats.ReadRequests): a query over many series
+// costs each node one per page (coord.GetMany).
+func (l *Local) ReadRequests() int64 { return l.readRequests.Load() }
 
 // Config configures a Local replica.
 type Config struct {

@@ -41,6 +41,9 @@ type NodeStats struct {
 	// what a point costs the flash. Zero for a store in memory.
 	FlashBytesWritten int64 `msgpack:"flash,omitempty"`
 	AppendedPoints    int64 `msgpack:"appended,omitempty"`
+	// ReadRequests counts the read and aggregate requests the node answered as a
+	// replica for other nodes' coordinators since it started.
+	ReadRequests int64 `msgpack:"read_reqs,omitempty"`
 	// Uplinks are this node's uplinks (package uplink), when it runs any.
 	Uplinks []UplinkStats `msgpack:"uplinks,omitempty"`
 }

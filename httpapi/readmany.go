@@ -1,0 +1,144 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/tsdht/tsdht/tsdb"
+	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// ManyReader is an Engine that reads or aggregates many series in one call. A SELECT
+// over several series (GROUP BY "host" over 8 hosts, WHERE host = 'a' OR host = 'b',
+// several fields) then costs each node one request per page of shards (coord.GetMany),
+// not one per series. An Engine without it gets one Read or Aggregate per series.
+type ManyReader interface {
+	// ReadMany returns, per key and in order, what Read would of the key over
+	// [from, to).
+	ReadMany(ctx context.Context, keys []string, from, to int64) []ReadResult
+	// AggregateMany returns, per key and in order, what Aggregate would of the key
+	// over [from, to) at windows of every.
+	AggregateMany(ctx context.Context, keys []string, from, to int64, every time.Duration) []AggregateResult
+}
+
+// ReadResult is what ReadMany read of one series (as Read returns it).
+type ReadResult struct {
+	Pts series.Points
+	Err error
+}
+
+// AggregateResult is what AggregateMany computed of one series (as Aggregate returns it).
+type AggregateResult struct {
+	Type    series.Type
+	Windows []agg.Window
+	Err     error
+}
+
+// ReadMany implements ManyReader with one coordinated GetMany.
+func (e *NodeEngine) ReadMany(ctx context.Context, keys []string, from, to int64) []ReadResult {
+	rs, err := e.node.Coordinator().GetMany(ctx, seriesRanges(keys, from, to), tsdb.GetOptions{MaxBytes: e.maxReadBytes()})
+	out := make([]ReadResult, len(keys))
+	for i, k := range keys {
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		out[i].Pts, out[i].Err = e.readAnswer(k, rs[i].Result, rs[i].Err)
+	}
+	return out
+}
+
+// AggregateMany implements ManyReader with one coordinated AggregateMany. A range of
+// more windows than one answer holds is refused as Aggregate refuses it.
+func (e *NodeEngine) AggregateMany(ctx context.Context, keys []string, from, to int64, every time.Duration) []AggregateResult {
+	out := make([]AggregateResult, len(keys))
+	if tooLarge := tooManyWindows("", from, to, every); tooLarge != nil {
+		for i, k := range keys {
+			tl := *tooLarge
+			tl.Key = k
+			out[i].Err = &tl
+		}
+		return out
+	}
+	rs, err := e.node.Coordinator().AggregateMany(ctx, seriesRanges(keys, from, to), int64(every), tsdb.GetOptions{})
+	for i, k := range keys {
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		out[i].Type, out[i].Windows, out[i].Err = aggAnswer(k, from, to, every, rs[i].AggResult, rs[i].Err)
+	}
+	return out
+}
+
+func seriesRanges(keys []string, from, to int64) []tsdb.SeriesRange {
+	items := make([]tsdb.SeriesRange, len(keys))
+	for i, k := range keys {
+		items[i] = tsdb.SeriesRange{Key: k, From: from, To: to}
+	}
+	return items
+}
+
+// prefetch reads at once, when the engine is a ManyReader, what the plan's groups will
+// ask of more than one series: the windows of the columns answered by the replicas'
+// partial aggregates (of series no field condition filters), the points of the others
+// and of the condition's fields. Windows go into the executor's cache; points are held
+// as read (prefetched) for readSeries, which filters and counts them as any read. A
+// series it could not read (too large, a string series' aggregate, a failure) is left
+// to the per-series path, which reads it again and says why.
+func (ex *executor) prefetch() {
+	mr, ok := ex.h.eng.(ManyReader)
+	if !ok {
+		return
+	}
+	var pointKeys, windowKeys []string
+	seen := map[string]bool{}
+	add := func(list *[]string, k string, kind string) {
+		if !seen[kind+k] {
+			seen[kind+k] = true
+			*list = append(*list, k)
+		}
+	}
+	for _, g := range ex.p.groups {
+		for i, c := range ex.p.cols {
+			if c.tag || c.special != "" || i >= len(g.keys) {
+				continue // a tag's values are the plan's; mode and integral read alone
+			}
+			for _, k := range g.keys[i] {
+				if !ex.p.raw && c.fn.Mergeable() && ex.p.win.aligned() && !ex.p.where.filters(k) {
+					add(&windowKeys, k, "w")
+				} else {
+					add(&pointKeys, k, "p")
+				}
+			}
+		}
+	}
+	if w := ex.p.where; w != nil {
+		for k := range w.named { // the condition's fields, read even when not selected
+			add(&pointKeys, k, "p")
+		}
+	}
+	if len(windowKeys) > 1 {
+		for i, r := range mr.AggregateMany(ex.ctx, windowKeys, ex.p.from, ex.p.to, time.Duration(ex.p.win.every)) {
+			if r.Err != nil && !errors.Is(r.Err, ErrUnknownSeries) {
+				continue
+			}
+			ex.windows[windowKeys[i]], ex.types[windowKeys[i]] = r.Windows, r.Type
+		}
+	}
+	if len(pointKeys) > 1 {
+		held := 0
+		ex.prefetched = make(map[string]series.Points, len(pointKeys))
+		for i, r := range mr.ReadMany(ex.ctx, pointKeys, ex.p.from, ex.p.to) {
+			if r.Err != nil && !errors.Is(r.Err, ErrUnknownSeries) {
+				continue
+			}
+			if held += r.Pts.Len(); held > ex.h.cfg.MaxQueryPoints {
+				return // readSeries reads the rest, and the statement is refused at its cap
+			}
+			ex.prefetched[pointKeys[i]] = r.Pts
+		}
+	}
+}
