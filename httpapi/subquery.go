@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/influxdata/influxql"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -87,6 +88,9 @@ func (h *Handler) execSubquery(ctx context.Context, s *influxql.SelectStatement,
 	}
 	over := *h
 	over.eng = held
+	m := *h.m
+	m.pointsRead = prometheus.NewCounter(prometheus.CounterOpts{Name: "held_points_read"}) // not read from the cluster: not counted
+	over.m = &m
 	rows, err = over.execSelect(ctx, outer, subqueryDB, now)
 	if onlyTags {
 		for _, r := range rows {
