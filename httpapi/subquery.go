@@ -48,7 +48,10 @@ func (h *Handler) execSubquery(ctx context.Context, s *influxql.SelectStatement,
 	if len(s.Sources) != 1 {
 		return nil, unsupported("a subquery beside other sources in FROM (query them one by one)")
 	}
-	sub := s.Sources[0].(*influxql.SubQuery)
+	sub, ok := s.Sources[0].(*influxql.SubQuery)
+	if !ok {
+		return nil, unsupported("FROM %s", s.Sources[0])
+	}
 	if s.SLimit > 0 || s.SOffset > 0 {
 		return nil, unsupported("SLIMIT or SOFFSET over a subquery")
 	}
@@ -231,7 +234,8 @@ func outerStatement(s *influxql.SelectStatement, held *heldEngine, now time.Time
 			return nil, err
 		}
 		win := windowing{every: int64(every), offset: int64(off), loc: s.Location}
-		if a, _ := win.window(first); a < func() int64 { b, _ := win.window(tr.Min.UnixNano()); return b }() {
+		answerStart, _ := win.window(first)
+		if rangeStart, _ := win.window(tr.Min.UnixNano()); answerStart < rangeStart {
 			return nil, unsupported("GROUP BY time(%v) over a subquery whose answer starts in a window before the outer WHERE clause's lower time bound: align the outer range to the inner windows", every)
 		}
 	}

@@ -77,6 +77,8 @@ func subqueryCases(base time.Time) []struct {
 		{"iot breakdown-frequency", "SELECT count(state_changed) FROM (SELECT difference(broken_down) AS state_changed FROM (SELECT floor(2*(sum(nzs)/count(nzs)))/floor(2*(sum(nzs)/count(nzs))) AS broken_down FROM (SELECT \"name\", status AS nzs FROM \"diagnostics\" WHERE " + rng + ") WHERE " + rng + " GROUP BY time(10m), \"name\") GROUP BY \"name\") WHERE state_changed = 1 GROUP BY \"name\"", iot},
 		{"subquery two levels mean", "SELECT max(m) FROM (SELECT mean(mv) AS m FROM (SELECT mean(velocity) AS mv FROM readings WHERE " + rng + " GROUP BY time(5m), \"name\") GROUP BY time(20m)) WHERE " + rng, iot},
 		{"subquery desc", "SELECT mv FROM (SELECT mean(velocity) AS mv FROM readings WHERE " + mid + " GROUP BY time(10m)) ORDER BY time DESC", iot},
+		{"subquery coarser inner windows", "SELECT max(mv) FROM (SELECT mean(velocity) AS mv FROM readings WHERE " + rng + " GROUP BY time(1h)) WHERE " + mid + " GROUP BY time(10m)", iot},
+		{"subquery only tags", "SELECT \"name\" FROM (SELECT current_load, load_capacity FROM \"diagnostics\" WHERE " + mid + " GROUP BY \"name\")", iot},
 		{"subquery fill", "SELECT count(mv), sum(mv) FROM (SELECT max(velocity) AS mv FROM readings WHERE truck = 'none' OR " + mid + " GROUP BY time(10m) fill(0)) GROUP BY time(30m)", iot},
 	}
 }
