@@ -86,6 +86,7 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 	urls := []string{"http://" + addr, srvURL}
 	writeBoth(t, urls, "diff", diffLines(base))
 	writeBoth(t, urls, "tsbs", tsbsLines(base, 4, 360))
+	writeBoth(t, urls, "iot", iotLines(base))
 	rng := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Format(time.RFC3339), base.Add(time.Hour).Format(time.RFC3339))
 	mid := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Add(7*time.Minute+13*time.Second).Format(time.RFC3339),
 		base.Add(41*time.Minute).Format(time.RFC3339))
@@ -235,6 +236,7 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"where group by time host", "SELECT count(usage), mean(usage) FROM cpu WHERE usage > 10 AND " + rng + " GROUP BY time(10m), host fill(none)", nil},
 		{"where function", "SELECT usage FROM cpu WHERE abs(n) > 5 AND " + mid, nil},
 	}
+	cases = append(cases, subqueryCases(base)...) // subquery_test.go
 	// Field type conflicts at /write: the same writes answered the same, the same kept.
 	// The first write opens InfluxDB's shard group of 1970, whose first write refuses a
 	// conflict within itself whole ("field type conflict", nothing stored): that is

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -275,6 +276,7 @@ func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, e
 	}
 	byTags := map[string]*group{}
 	var order []string
+	groupTags = slices.Sorted(slices.Values(groupTags)) // InfluxDB orders groups by their tags sorted by key
 	for _, in := range infos {
 		if in.Tags[TagDB] != db || in.Tags[TagMeasurement] != meas {
 			continue

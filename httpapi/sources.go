@@ -24,7 +24,7 @@ func (h *Handler) execSelect(ctx context.Context, s *influxql.SelectStatement, d
 	for _, src := range s.Sources {
 		m, ok := src.(*influxql.Measurement)
 		if !ok {
-			return nil, unsupported("FROM %s (a subquery)", src)
+			return h.execSubquery(ctx, s, db, now) // subquery.go
 		}
 		if m.Regex == nil {
 			ms = append(ms, m)
