@@ -138,6 +138,11 @@ func (c *compiler) field(e influxql.Expr) (output, error) {
 		if _, ok := transforms[e.Name]; ok {
 			return c.transform(e)
 		}
+		if _, ok := mathFuncs[e.Name]; ok {
+			m, err := c.math(e)
+			c.plain = true
+			return output{math: m}, err
+		}
 		i, err := c.baseColumn(e)
 		c.plain = true
 		return output{base: i}, err
@@ -176,6 +181,19 @@ func (c *compiler) math(e influxql.Expr) (influxql.Expr, error) {
 	case *influxql.Call:
 		if _, ok := transforms[e.Name]; ok {
 			return nil, unsupported("math on %s()", e.Name)
+		}
+		if fn, ok := mathFuncs[e.Name]; ok {
+			if len(e.Args) != fn.args {
+				return nil, fmt.Errorf("invalid number of arguments for %s, expected %d, got %d", e.Name, fn.args, len(e.Args))
+			}
+			args := make([]influxql.Expr, len(e.Args))
+			for i, a := range e.Args {
+				var err error
+				if args[i], err = c.math(a); err != nil {
+					return nil, err
+				}
+			}
+			return &influxql.Call{Name: e.Name, Args: args}, nil
 		}
 	default:
 		return nil, unsupported("%s in math", e)
