@@ -80,10 +80,10 @@ type Config struct {
 	// is refused with 429 and Retry-After. Default 64 MiB.
 	MaxInflightBodyBytes int64
 	// WorkBytesPerSecond is the node-wide budget of HTTP work, in bytes a second, that
-	// every request's bytes (arrived, decompressed, parsed) and every query's points
-	// (32 bytes each) are charged to as the work is done (`tsdht node --http-budget`,
+	// every request's bytes (arrived, and decompressed) and every query's points
+	// (128 bytes each) are charged to as the work is done (`tsdht node --http-budget`,
 	// in MiB; workbudget.go). Once it is spent, writes are refused with 429 and queries
-	// with 503, both with Retry-After, until it is paid back. Default 32 MiB a second.
+	// with 503, both with Retry-After, until it is paid back. Default 16 MiB a second.
 	WorkBytesPerSecond int64
 	// ClientShare is the fraction of WorkBytesPerSecond one client (one remote address)
 	// may take, so that one client cannot spend the budget of all. Default 0.5.
@@ -126,7 +126,7 @@ func DefaultConfig() Config {
 		BodyTimeout:              10 * time.Second,
 		BodyMinRate:              16 << 10,
 		MaxInflightBodyBytes:     64 << 20,
-		WorkBytesPerSecond:       32 << 20,
+		WorkBytesPerSecond:       16 << 20,
 		ClientShare:              0.5,
 		QueryMemoryBytes:         64 << 20,
 		Version:                  "1.8.10-tsdht",

@@ -47,7 +47,7 @@ func (h *Handler) servePromWrite(w http.ResponseWriter, r *http.Request) {
 	// What it decompresses to, known from its header, is charged before anything is
 	// decoded: decoding, counting and parsing it walk those bytes. A request the
 	// budget has no room for is refused here, at the cost of its compressed bytes.
-	if !h.takeWork(w, m.acct, 2*int64(n), "decoding a remote write of "+mib(int64(n)), http.StatusTooManyRequests) {
+	if !h.takeWork(w, m.acct, int64(n), "decoding a remote write of "+mib(int64(n)), http.StatusTooManyRequests) {
 		return
 	}
 	if err := m.hold(int64(n)); err != nil {

@@ -21,8 +21,9 @@ import (
 // by all requests (Config.WorkBytesPerSecond, a bucket one second deep), and to its
 // client's share of it (Config.ClientShare of the rate, clients told apart by their
 // address): a body's bytes as they arrive, the bytes it decompresses to (counted from
-// the snappy header before a remote write is decoded, as they come out of gzip), the
-// bytes parsed, and the points a query reads (queryPointCost a point). A request is
+// the snappy header before a remote write is decoded, as they come out of gzip: parsing
+// walks those bytes once more, so a write costs about twice its decoded bytes), and the
+// points a query reads or aggregates (queryPointCost a point). A request is
 // admitted only while neither bucket is in debt; what it then costs may take them into
 // debt, and the requests after it are refused with Retry-After until it is paid back.
 // So whatever HTTP clients send, they take the node's CPU and allocations at most at the
@@ -36,9 +37,10 @@ import (
 // query's statement, fails with an error naming the limit.
 
 // queryPointCost is the work, in bytes of the budget, charged for each point a query
-// reads or aggregates: a point's 16 bytes decoded, and as much again for the store's
-// decoding of its chunk.
-const queryPointCost = 32
+// reads or aggregates: what reading it allocates (its chunk decoded, the point copied
+// into the series' points and its window) and the CPU that takes, several times a
+// line-protocol point's bytes.
+const queryPointCost = 128
 
 // pointBytes is the memory, for QueryMemoryBytes, that a point a query holds takes.
 const pointBytes = 16

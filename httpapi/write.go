@@ -75,7 +75,6 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.releaseWrite()
-	m.acct.charge(int64(len(body))) // parsing it
 	batches, parsed, dropped, reason, tooMany := parseLinesCached(body, db, prec, h.nowFor(), h.series, h.cfg.MaxSeriesPerWrite)
 	putBody(buf) // nothing parsed refers to it
 	if tooMany {

@@ -29,7 +29,7 @@ func limitFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "http-body-timeout", Value: httpDefaults.BodyTimeout,
 			Usage: "with --http: how long a write's body may take to arrive, plus 1s for every 16 KiB that arrived; a body still arriving then gets 408"},
 		&cli.Float64Flag{Name: "http-budget", Value: float64(httpDefaults.WorkBytesPerSecond) / (1 << 20),
-			Usage: "with --http: MiB a second of HTTP work (bytes received, decompressed and parsed, 32 per point a query reads) shared by all clients, one client at most half; past it writes get 429 and queries 503, with Retry-After"},
+			Usage: "with --http: MiB a second of HTTP work (bytes received and decompressed, 128 per point a query reads) shared by all clients, one client at most half; past it writes get 429 and queries 503, with Retry-After"},
 		&cli.Float64Flag{Name: "http-query-memory", Value: float64(httpDefaults.QueryMemoryBytes) / (1 << 20),
 			Usage: "with --http: MiB of points and windows all /query statements may hold at once; a statement past it fails with an error naming this flag"},
 	}
