@@ -78,6 +78,7 @@ func (h *Handler) servePromWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	batches, stale, err := decodeWriteRequest(raw)
+	m.acct.charge(int64(len(batches)) * seriesCost)
 	h.m.staleSkipped.Add(float64(stale))
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "remote write request: "+err.Error())

@@ -22,8 +22,9 @@ import (
 // client's share of it (Config.ClientShare of the rate, clients told apart by their
 // address): a body's bytes as they arrive, the bytes it decompresses to (counted from
 // the snappy header before a remote write is decoded, as they come out of gzip: parsing
-// walks those bytes once more, so a write costs about twice its decoded bytes), and the
-// points a query reads or aggregates (queryPointCost a point). A request is
+// walks those bytes once more, so a write costs about twice its decoded bytes), the
+// series a write names (seriesCost each, once parsed) and the points a query reads or
+// aggregates (queryPointCost a point). A request is
 // admitted only while neither bucket is in debt; what it then costs may take them into
 // debt, and the requests after it are refused with Retry-After until it is paid back.
 // So whatever HTTP clients send, they take the node's CPU and allocations at most at the
@@ -41,6 +42,13 @@ import (
 // into the series' points and its window) and the CPU that takes, several times a
 // line-protocol point's bytes.
 const queryPointCost = 128
+
+// seriesCost is the work, in bytes of the budget, charged for each series a write
+// request names, once it was parsed: what a series costs beyond its bytes (its key,
+// tags and batch built, then looked up in the node's catalog), several times its line.
+// A body of thousands of new series thus spends the budget many times faster than one
+// of the same size naming a few.
+const seriesCost = 512
 
 // pointBytes is the memory, for QueryMemoryBytes, that a point a query holds takes.
 const pointBytes = 16

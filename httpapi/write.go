@@ -77,6 +77,7 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request) {
 	defer h.releaseWrite()
 	batches, parsed, dropped, reason, tooMany := parseLinesCached(body, db, prec, h.nowFor(), h.series, h.cfg.MaxSeriesPerWrite)
 	putBody(buf) // nothing parsed refers to it
+	m.acct.charge(int64(len(batches)) * seriesCost)
 	if tooMany {
 		h.tooManySeries(w)
 		return
