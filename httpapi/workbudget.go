@@ -29,7 +29,8 @@ import (
 // debt, and the requests after it are refused with Retry-After until it is paid back.
 // So whatever HTTP clients send, they take the node's CPU and allocations at most at the
 // budget's rate on average, and one client at most at its share, leaving the rest to
-// another client and to the RPC writers.
+// another client and to the RPC writers. A client that has used less than half its
+// share lately is admitted even while the node's budget is in debt (spent).
 //
 // Memory: the bodies being read (Config.MaxInflightBodyBytes, charged as bytes arrive and
 // as they decompress, held until the request ends) and the points and windows queries
@@ -104,18 +105,26 @@ func (b *workBudget) account(r *http.Request) account {
 	return account{b: b, client: c}
 }
 
-// spent reports how long until the budget admits a request of a: zero when neither the
-// node's bucket nor the client's is in debt.
+// spent reports how long until the budget admits a request of a: zero when the
+// client's bucket is not in debt and either the node's is not either, or the client
+// has used less than half its share lately (its bucket more than half full). So a
+// client that spent the node's budget is refused, and so are the other heavy ones,
+// until it is paid back, but a light client is not: one client cannot starve another.
+// (Many light clients together can take more than the node's budget: at most half a
+// share each.)
 func (a account) spent() time.Duration {
 	now := time.Now()
-	wait := 0.0
-	if t := a.b.node.TokensAt(now); t < 0 {
-		wait = -t / a.b.rate
+	cr := a.b.rate * a.b.share
+	ct := a.client.TokensAt(now)
+	if ct < 0 {
+		return time.Duration(-ct / cr * float64(time.Second))
 	}
-	if t := a.client.TokensAt(now); t < 0 {
-		wait = math.Max(wait, -t/(a.b.rate*a.b.share))
+	if t := a.b.node.TokensAt(now); t < 0 && ct < float64(a.client.Burst())/2 {
+		// Until the node's debt is paid, or this client's bucket is half full again.
+		wait := math.Min(-t/a.b.rate, (float64(a.client.Burst())/2-ct)/cr)
+		return time.Duration(math.Max(wait, 1e-3) * float64(time.Second))
 	}
-	return time.Duration(wait * float64(time.Second))
+	return 0
 }
 
 // charge takes n bytes of work from the node's bucket and the client's, into debt if

@@ -47,7 +47,8 @@ func linesOf(series string, n int, from time.Time) string {
 // TestWorkBudgetShares: with a budget of 64 KiB a second, half of it a client's, a
 // client that sent 64 KiB is refused (429, Retry-After) for its next write and its
 // query (503), while another client's write goes through; once that one too has
-// spent, the node's budget is in debt and a third client is refused as well.
+// spent, the node's budget is in debt: a light client is still served, but once it has
+// used more than half its share it is refused too.
 func TestWorkBudgetShares(t *testing.T) {
 	h, err := New(engine, Config{WorkBytesPerSecond: 64 << 10, ClientShare: 0.5}, nil)
 	if err != nil {
@@ -76,9 +77,14 @@ func TestWorkBudgetShares(t *testing.T) {
 	if code, _, msg := postFrom(t, b, srv.URL+"/write?db=budget", linesOf("wb,c=b", 40<<10, from)); code != http.StatusNoContent {
 		t.Fatalf("client b beside a spent client a: %d %s", code, msg)
 	}
-	// Now the node's budget is: a third client is refused too.
-	if code, _, msg := postFrom(t, c, srv.URL+"/write?db=budget", linesOf("wb,c=c", 100, from)); code != http.StatusTooManyRequests || !strings.Contains(msg, "HTTP work budget") {
-		t.Fatalf("client c with the node's budget spent: %d %s; want 429", code, msg)
+	// Now the node's budget is in debt. A light client is served (one client cannot
+	// starve another)...
+	if code, _, msg := postFrom(t, c, srv.URL+"/write?db=budget", linesOf("wb,c=c", 20<<10, from)); code != http.StatusNoContent {
+		t.Fatalf("client c, light, with the node's budget spent: %d %s; want 204", code, msg)
+	}
+	// ...until it has used more than half its share.
+	if code, _, msg := postFrom(t, c, srv.URL+"/write?db=budget", linesOf("wb,c=c", 100, from.Add(time.Minute))); code != http.StatusTooManyRequests || !strings.Contains(msg, "HTTP work budget") {
+		t.Fatalf("client c past half its share with the node's budget spent: %d %s; want 429", code, msg)
 	}
 	// The budget fills again: client a is served once its debt is paid.
 	if !testutil.Poll(10*time.Second, func() bool {
