@@ -23,7 +23,7 @@ import (
 // address): a body's bytes as they arrive, the bytes it decompresses to (counted from
 // the snappy header before a remote write is decoded, as they come out of gzip: parsing
 // walks those bytes once more, so a write costs about twice its decoded bytes), the
-// series a write names (seriesCost each, once parsed) and the points a query reads or
+// series a write builds (seriesCost each, once parsed) and the points a query reads or
 // aggregates (queryPointCost a point). A request is
 // admitted only while neither bucket is in debt; what it then costs may take them into
 // debt, and the requests after it are refused with Retry-After until it is paid back.
@@ -45,10 +45,11 @@ import (
 const queryPointCost = 128
 
 // seriesCost is the work, in bytes of the budget, charged for each series a write
-// request names, once it was parsed: what a series costs beyond its bytes (its key,
-// tags and batch built, then looked up in the node's catalog), several times its line.
-// A body of thousands of new series thus spends the budget many times faster than one
-// of the same size naming a few.
+// request names whose key and tags were built from its bytes (a remote write's every
+// series; a line-protocol series not found in the series of earlier requests), once
+// parsed: what building it allocates, then looking it up in the node's catalog, several
+// times its line. A body of thousands of new series thus spends the budget many times
+// faster than a collector's, which names the series of its earlier requests.
 const seriesCost = 512
 
 // pointBytes is the memory, for QueryMemoryBytes, that a point a query holds takes.

@@ -75,9 +75,9 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.releaseWrite()
-	batches, parsed, dropped, reason, tooMany := parseLinesCached(body, db, prec, h.nowFor(), h.series, h.cfg.MaxSeriesPerWrite)
+	batches, parsed, dropped, reason, tooMany, built := parseLinesCached(body, db, prec, h.nowFor(), h.series, h.cfg.MaxSeriesPerWrite)
 	putBody(buf) // nothing parsed refers to it
-	m.acct.charge(int64(len(batches)) * seriesCost)
+	m.acct.charge(int64(built) * seriesCost)
 	if tooMany {
 		h.tooManySeries(w)
 		return
