@@ -83,7 +83,8 @@ type Config struct {
 	// every request's bytes (arrived, and decompressed) and every query's points
 	// (128 bytes each) are charged to as the work is done (`tsdht node --http-budget`,
 	// in MiB; workbudget.go). Once it is spent, writes are refused with 429 and queries
-	// with 503, both with Retry-After, until it is paid back. Default 16 MiB a second.
+	// with 503, both with Retry-After, until it is paid back. Default 4 MiB a second;
+	// -1: no budget (a benchmark's node).
 	WorkBytesPerSecond int64
 	// ClientShare is the fraction of WorkBytesPerSecond one client (one remote address)
 	// may take, so that one client cannot spend the budget of all. Default 0.5.
@@ -126,7 +127,7 @@ func DefaultConfig() Config {
 		BodyTimeout:              10 * time.Second,
 		BodyMinRate:              16 << 10,
 		MaxInflightBodyBytes:     64 << 20,
-		WorkBytesPerSecond:       16 << 20,
+		WorkBytesPerSecond:       4 << 20,
 		ClientShare:              0.5,
 		QueryMemoryBytes:         64 << 20,
 		Version:                  "1.8.10-tsdht",
@@ -236,8 +237,8 @@ func (c Config) Validate() error {
 	if c.MaxInflightBodyBytes < c.MaxBodyBytes {
 		errs = append(errs, fmt.Errorf("MaxInflightBodyBytes %d: must be at least MaxBodyBytes (%d), or no body of the largest size could be read", c.MaxInflightBodyBytes, c.MaxBodyBytes))
 	}
-	if c.WorkBytesPerSecond < 1 || c.QueryMemoryBytes < 1 {
-		errs = append(errs, fmt.Errorf("WorkBytesPerSecond %d and QueryMemoryBytes %d must be positive", c.WorkBytesPerSecond, c.QueryMemoryBytes))
+	if c.WorkBytesPerSecond < -1 || c.QueryMemoryBytes < 1 {
+		errs = append(errs, fmt.Errorf("WorkBytesPerSecond %d (or -1: none) and QueryMemoryBytes %d must be positive", c.WorkBytesPerSecond, c.QueryMemoryBytes))
 	}
 	if !(c.ClientShare > 0 && c.ClientShare <= 1) {
 		errs = append(errs, fmt.Errorf("ClientShare %v: want a fraction in (0, 1]", c.ClientShare))

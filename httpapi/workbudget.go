@@ -71,7 +71,12 @@ type workBudget struct {
 	clients map[string]*rate.Limiter
 }
 
+// newWorkBudget returns the budget of bytesPerSecond, or nil (no budget: every request
+// admitted, nothing charged) for -1.
 func newWorkBudget(bytesPerSecond int64, share float64) *workBudget {
+	if bytesPerSecond < 0 {
+		return nil
+	}
 	r := float64(bytesPerSecond)
 	return &workBudget{rate: r, share: share, node: rate.NewLimiter(rate.Limit(r), burstOf(r)),
 		clients: make(map[string]*rate.Limiter)}
@@ -88,6 +93,9 @@ type account struct {
 
 // account returns the account of the client that sent r (its address without the port).
 func (b *workBudget) account(r *http.Request) account {
+	if b == nil {
+		return account{}
+	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
@@ -114,6 +122,9 @@ func (b *workBudget) account(r *http.Request) account {
 // (Many light clients together can take more than the node's budget: at most half a
 // share each.)
 func (a account) spent() time.Duration {
+	if a.b == nil {
+		return 0
+	}
 	now := time.Now()
 	cr := a.b.rate * a.b.share
 	ct := a.client.TokensAt(now)
@@ -131,6 +142,9 @@ func (a account) spent() time.Duration {
 // charge takes n bytes of work from the node's bucket and the client's, into debt if
 // need be.
 func (a account) charge(n int64) {
+	if a.b == nil {
+		return
+	}
 	now := time.Now()
 	for _, l := range []*rate.Limiter{a.b.node, a.client} {
 		for left := n; left > 0; {

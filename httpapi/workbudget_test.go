@@ -16,13 +16,6 @@ import (
 	"github.com/tsdht/tsdht/internal/testutil"
 )
 
-// clientFrom returns an HTTP client whose connections come from ip (any of 127/8 on
-// Linux): the work budget tells clients apart by their address.
-func clientFrom(ip string) *http.Client {
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-	return &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
-}
-
 func postFrom(t *testing.T, c *http.Client, url, body string) (int, http.Header, string) {
 	t.Helper()
 	resp, err := c.Post(url, "text/plain", strings.NewReader(body))
@@ -56,7 +49,7 @@ func TestWorkBudgetShares(t *testing.T) {
 	}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	a, b, c := clientFrom("127.0.0.1"), clientFrom("127.0.0.2"), clientFrom("127.0.0.3")
+	a, b, c := testutil.ClientFrom("127.0.0.1", 20*time.Second), testutil.ClientFrom("127.0.0.2", 20*time.Second), testutil.ClientFrom("127.0.0.3", 20*time.Second)
 	from := base.Add(-20 * time.Minute)
 	if code, _, msg := postFrom(t, a, srv.URL+"/write?db=budget", linesOf("wb,c=a", 64<<10, from)); code != http.StatusNoContent {
 		t.Fatalf("client a's first write: %d %s", code, msg)

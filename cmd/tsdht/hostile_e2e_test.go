@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tsdht/tsdht/internal/hostile"
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 // hostileRSSBoundKB is the peak resident set (VmHWM) a node may reach while it refuses
@@ -50,7 +50,7 @@ func TestHTTPHostileBodies(t *testing.T) {
 		for k, v := range hdr {
 			req.Header.Set(k, v)
 		}
-		cl, _ := clients.LoadOrStore(from, clientFrom(from))
+		cl, _ := clients.LoadOrStore(from, testutil.ClientFrom(from, 0))
 		resp, err := cl.(*http.Client).Do(req)
 		if err != nil {
 			t.Error(err)
@@ -162,11 +162,4 @@ func procStatusKB(t *testing.T, pid int, field string) int64 {
 	}
 	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
-}
-
-// clientFrom returns an HTTP client whose connections come from ip (any of 127/8 on
-// Linux): the node's HTTP work budget tells clients apart by their address.
-func clientFrom(ip string) *http.Client {
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
 }
