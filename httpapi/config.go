@@ -67,6 +67,33 @@ type Config struct {
 	QueryQueueWait time.Duration
 	// WriteTimeout bounds storing one write request once it was parsed. Default 30s.
 	WriteTimeout time.Duration
+	// BodyTimeout and BodyMinRate bound the time a write request's body may take to
+	// arrive: BodyTimeout, plus one second for every BodyMinRate bytes that arrived
+	// (`tsdht node --http-body-timeout`). A body still arriving then is refused with 408
+	// and its connection closed. The body is read before the request takes a write
+	// slot, so a slow sender holds only its own connection. Defaults 10s and 16 KiB a
+	// second.
+	BodyTimeout time.Duration
+	BodyMinRate int64
+	// MaxInflightBodyBytes bounds the bytes of the write requests' bodies the node holds
+	// at once, arrived and decompressed, over all requests: a body that would take more
+	// is refused with 429 and Retry-After. Default 64 MiB.
+	MaxInflightBodyBytes int64
+	// WorkBytesPerSecond is the node-wide budget of HTTP work, in bytes a second, that
+	// every request's bytes (arrived, and decompressed) and every query's points
+	// (128 bytes each) are charged to as the work is done (`tsdht node --http-budget`,
+	// in MiB; workbudget.go). Once it is spent, writes are refused with 429 and queries
+	// with 503, both with Retry-After, until it is paid back. Default -1: no budget, since
+	// a budget also throttles an honest bulk load or a dashboard's long reads; set one
+	// (e.g. 4 MiB a second) where untrusted clients reach the HTTP port.
+	WorkBytesPerSecond int64
+	// ClientShare is the fraction of WorkBytesPerSecond one client (one remote address)
+	// may take, so that one client cannot spend the budget of all. Default 0.5.
+	ClientShare float64
+	// QueryMemoryBytes bounds the memory all /query statements hold at once in points
+	// read (16 bytes each) and windows: a statement that would take more fails with an
+	// error naming the limit (`tsdht node --http-query-memory`, in MiB). Default 64 MiB.
+	QueryMemoryBytes int64
 	// Version is sent in X-Influxdb-Version (clients check it); default "1.8.10-tsdht".
 	Version string
 	// Tokens, when not empty, are the credentials every request but /ping, /health and
@@ -98,6 +125,12 @@ func DefaultConfig() Config {
 		MaxQueryBytes:            1 << 20,
 		QueryTimeout:             60 * time.Second,
 		WriteTimeout:             30 * time.Second,
+		BodyTimeout:              10 * time.Second,
+		BodyMinRate:              16 << 10,
+		MaxInflightBodyBytes:     64 << 20,
+		WorkBytesPerSecond:       -1,
+		ClientShare:              0.5,
+		QueryMemoryBytes:         64 << 20,
 		Version:                  "1.8.10-tsdht",
 	}
 }
@@ -149,6 +182,24 @@ func (c Config) withDefaults() Config {
 	if c.Version == "" {
 		c.Version = d.Version
 	}
+	if c.BodyTimeout == 0 {
+		c.BodyTimeout = d.BodyTimeout
+	}
+	if c.BodyMinRate == 0 {
+		c.BodyMinRate = d.BodyMinRate
+	}
+	if c.MaxInflightBodyBytes == 0 {
+		c.MaxInflightBodyBytes = d.MaxInflightBodyBytes
+	}
+	if c.WorkBytesPerSecond == 0 {
+		c.WorkBytesPerSecond = d.WorkBytesPerSecond
+	}
+	if c.ClientShare == 0 {
+		c.ClientShare = d.ClientShare
+	}
+	if c.QueryMemoryBytes == 0 {
+		c.QueryMemoryBytes = d.QueryMemoryBytes
+	}
 	return c
 }
 
@@ -180,6 +231,18 @@ func (c Config) Validate() error {
 	}
 	if c.QueryTimeout < 0 || c.WriteTimeout < 0 {
 		errs = append(errs, errors.New("QueryTimeout and WriteTimeout must not be negative"))
+	}
+	if c.BodyTimeout < 0 || c.BodyMinRate < 1 {
+		errs = append(errs, fmt.Errorf("BodyTimeout %v must not be negative and BodyMinRate %d must be positive", c.BodyTimeout, c.BodyMinRate))
+	}
+	if c.MaxInflightBodyBytes < c.MaxBodyBytes {
+		errs = append(errs, fmt.Errorf("MaxInflightBodyBytes %d: must be at least MaxBodyBytes (%d), or no body of the largest size could be read", c.MaxInflightBodyBytes, c.MaxBodyBytes))
+	}
+	if c.WorkBytesPerSecond < -1 || c.QueryMemoryBytes < 1 {
+		errs = append(errs, fmt.Errorf("WorkBytesPerSecond %d (or -1: none) and QueryMemoryBytes %d must be positive", c.WorkBytesPerSecond, c.QueryMemoryBytes))
+	}
+	if !(c.ClientShare > 0 && c.ClientShare <= 1) {
+		errs = append(errs, fmt.Errorf("ClientShare %v: want a fraction in (0, 1]", c.ClientShare))
 	}
 	return errors.Join(errs...)
 }

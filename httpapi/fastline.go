@@ -215,6 +215,7 @@ func (p *lineParser) fromCache(head []byte) bool {
 			if b = p.newBatch(sp.key, sp.tags, sp.desc); b == nil {
 				return true // the parse stops at this line
 			}
+			p.cached++
 		}
 		p.seen[i] = b
 		p.byLine[string(append(append(p.lineKey[:0], head...), ' '))+string(p.arena[f.ks:f.ke])] = b

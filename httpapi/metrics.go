@@ -48,7 +48,7 @@ func newMetrics(reg *prometheus.Registry, eng Engine) *metrics {
 		}),
 	}
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tsdht_http_requests_refused_total", Help: "Requests refused whole by a limit (limit = new_series, series, samples, query_size, query_depth, query_busy, query_timeout).",
+		Name: "tsdht_http_requests_refused_total", Help: "Requests refused whole by a limit (limit = new_series, series, samples, query_size, query_depth, query_busy, query_timeout, budget, body_slow, body_memory, query_memory).",
 	}, []string{"limit"})
 	reg.MustRegister(m.requests, m.latency, m.pointsWritten, m.pointsDropped, m.pointsRead, m.staleSkipped, m.rejected, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -29,15 +29,16 @@ import (
 // the request names that series; later lines find their batch by the raw bytes of
 // measurement, tags and field, without allocating.
 func parseLines(body []byte, db string, prec int64, now time.Time) (batches []*seriesBatch, parsed, dropped int, reason string) {
-	batches, parsed, dropped, reason, _ = parseLinesCached(body, db, prec, now, nil, 0)
+	batches, parsed, dropped, reason, _, _ = parseLinesCached(body, db, prec, now, nil, 0)
 	return batches, parsed, dropped, reason
 }
 
 // parseLinesCached is parseLines with the series of fast lines found in cache (nil:
 // none) when earlier requests named them. It stops, with tooMany, at the first line
 // that names a series past maxSeries (0: no limit): the request is refused whole, and
-// its parse holds no more than maxSeries series.
-func parseLinesCached(body []byte, db string, prec int64, now time.Time, cache *seriesCache, maxSeries int) (batches []*seriesBatch, parsed, dropped int, reason string, tooMany bool) {
+// its parse holds no more than maxSeries series. built counts the series whose key and
+// tags were built from their line (not found in cache).
+func parseLinesCached(body []byte, db string, prec int64, now time.Time, cache *seriesCache, maxSeries int) (batches []*seriesBatch, parsed, dropped int, reason string, tooMany bool, built int) {
 	p := newLineParser(db, prec, now, body)
 	p.cache, p.maxSeries = cache, maxSeries
 	rest, line := body, 1
@@ -57,7 +58,7 @@ func parseLinesCached(body []byte, db string, prec int64, now time.Time, cache *
 		}
 		rest, line = rest[end+1:], line+1
 	}
-	return p.batches, p.parsed, p.dropped, p.reason, p.tooMany
+	return p.batches, p.parsed, p.dropped, p.reason, p.tooMany, len(p.batches) - p.cached
 }
 
 func newLineParser(db string, prec int64, now time.Time, body []byte) *lineParser {
@@ -79,6 +80,7 @@ type lineParser struct {
 	byKey   map[string]*seriesBatch // series key → batch
 	byRaw   map[string]*seriesBatch // raw measurement, tags and field → batch
 	byLine  map[string]*seriesBatch // "measurement,tags field" as a fast line spells them → batch
+	cached  int                     // batches started from the series cache, not built
 	parsed  int
 	dropped int
 	reason  string

@@ -23,11 +23,14 @@ func (h *Handler) servePromWrite(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, "POST")
 		return
 	}
-	if !h.acquireWrite(w, r) {
+	// The body first, under its own deadline and charged to the node's budgets, then
+	// a write slot: a slow sender holds no slot (bodymeter.go).
+	m := h.meter(w, r, "reading a remote write")
+	if m == nil {
 		return
 	}
-	defer h.releaseWrite()
-	compressed, err := readBody(r, h.cfg.MaxBodyBytes, nil)
+	defer m.done()
+	compressed, err := readBody(w, r, h.cfg.MaxBodyBytes, nil, m)
 	if err != nil {
 		bodyError(w, err)
 		return
@@ -41,6 +44,20 @@ func (h *Handler) servePromWrite(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("remote write request decompresses to %d bytes, at most %d accepted: lower queue_config.max_samples_per_send", n, h.cfg.MaxBodyBytes))
 		return
 	}
+	// What it decompresses to, known from its header, is charged before anything is
+	// decoded: decoding, counting and parsing it walk those bytes. A request the
+	// budget has no room for is refused here, at the cost of its compressed bytes.
+	if !h.takeWork(w, m.acct, int64(n), "decoding a remote write of "+mib(int64(n)), http.StatusTooManyRequests) {
+		return
+	}
+	if err := m.hold(int64(n)); err != nil {
+		bodyError(w, err)
+		return
+	}
+	if !h.acquireWrite(w, r) {
+		return
+	}
+	defer h.releaseWrite()
 	raw, err := snappy.Decode(nil, compressed)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "snappy: "+err.Error())
@@ -61,6 +78,7 @@ func (h *Handler) servePromWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	batches, stale, err := decodeWriteRequest(raw)
+	m.acct.charge(int64(len(batches)) * seriesCost)
 	h.m.staleSkipped.Add(float64(stale))
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "remote write request: "+err.Error())

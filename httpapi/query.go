@@ -95,10 +95,17 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 	if !h.checkQuery(w, qs) {
 		return
 	}
+	// The node's work budget before a slot: a flood is refused without waiting.
+	acct := h.work.account(r)
+	if !h.takeWork(w, acct, int64(len(qs)), "a query", http.StatusServiceUnavailable) {
+		return
+	}
 	if !h.acquireQuery(w, r) {
 		return
 	}
 	defer h.releaseQuery()
+	qc := h.newQueryCost(acct)
+	defer qc.done()
 	query, err := influxql.ParseQuery(qs)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "error parsing query: "+err.Error())
@@ -114,7 +121,7 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 	for i, stmt := range query.Statements {
 		res := h.heldTooMuch(held)
 		if res == nil {
-			res = h.execute(ctx, stmt, db, now)
+			res = h.execute(ctx, qc, stmt, db, now)
 		}
 		held += resultValues(res)
 		res.StatementID = i
@@ -212,14 +219,14 @@ func chunk(res *result, size int) []*result {
 }
 
 // execute runs one statement; its error goes into the result, as InfluxDB does.
-func (h *Handler) execute(ctx context.Context, stmt influxql.Statement, db string, now time.Time) *result {
+func (h *Handler) execute(ctx context.Context, qc *queryCost, stmt influxql.Statement, db string, now time.Time) *result {
 	var (
 		rows []*row
 		err  error
 	)
 	switch s := stmt.(type) {
 	case *influxql.SelectStatement:
-		rows, err = h.execSelect(ctx, s, db, now)
+		rows, err = h.execSelect(ctx, qc, s, db, now)
 	case *influxql.CreateDatabaseStatement:
 		// Databases need no creating: a write names its database.
 	case *influxql.ShowDatabasesStatement, *influxql.ShowMeasurementsStatement, *influxql.ShowTagKeysStatement,

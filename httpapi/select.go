@@ -18,7 +18,7 @@ import (
 
 // execMeasurement answers a SELECT of one measurement: one row (output series) per
 // group.
-func (h *Handler) execMeasurement(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) ([]*row, error) {
+func (h *Handler) execMeasurement(ctx context.Context, qc *queryCost, s *influxql.SelectStatement, db string, now time.Time) ([]*row, error) {
 	p, err := h.planSelect(ctx, s, db, now)
 	if errors.Is(err, errNoFields) {
 		return nil, nil
@@ -26,7 +26,7 @@ func (h *Handler) execMeasurement(ctx context.Context, s *influxql.SelectStateme
 	if err != nil || p.from >= p.to {
 		return nil, err
 	}
-	ex := newExecutor(ctx, h, p)
+	ex := newExecutor(ctx, h, qc, p)
 	ex.prefetch() // every series at once: one request per node (readmany.go)
 	columns := append([]string{"time"}, p.names...)
 	var rows []*row
@@ -55,7 +55,7 @@ func (h *Handler) execMeasurement(ctx context.Context, s *influxql.SelectStateme
 			// The other columns over the statement's own range, not the look-back's.
 			pp := *p
 			pp.from, pp.lookBack = p.plainFrom, false
-			if plain, err = newExecutor(ctx, h, &pp).aggregate(g); err != nil {
+			if plain, err = newExecutor(ctx, h, qc, &pp).aggregate(g); err != nil {
 				return nil, err
 			}
 		}
@@ -94,7 +94,8 @@ type executor struct {
 	h       *Handler
 	ctx     context.Context
 	p       *selectPlan
-	read    int // points held so far: read, less those a WHERE clause on fields dropped
+	qc      *queryCost // the query's charges to the node's budgets
+	read    int        // points held so far: read, less those a WHERE clause on fields dropped
 	points  map[string]series.Points
 	windows map[string][]agg.Window
 	types   map[string]series.Type
@@ -106,8 +107,8 @@ type executor struct {
 	prefetched map[string]series.Points
 }
 
-func newExecutor(ctx context.Context, h *Handler, p *selectPlan) *executor {
-	return &executor{h: h, ctx: ctx, p: p, points: map[string]series.Points{}, windows: map[string][]agg.Window{}, types: map[string]series.Type{}}
+func newExecutor(ctx context.Context, h *Handler, qc *queryCost, p *selectPlan) *executor {
+	return &executor{h: h, ctx: ctx, qc: qc, p: p, points: map[string]series.Points{}, windows: map[string][]agg.Window{}, types: map[string]series.Type{}}
 }
 
 // readKeys returns the points of the series keys, merged by time. Series never
@@ -128,6 +129,9 @@ func (ex *executor) readKeys(keys []string) (series.Points, error) {
 				if err = ex.hold(pts.Len()); err != nil {
 					return out, err
 				}
+			}
+			if err := ex.qc.points(pts.Len()); err != nil {
+				return out, err
 			}
 			ex.points[k] = pts
 		}
@@ -403,12 +407,18 @@ func (ex *executor) aggregateKey(key string, every time.Duration) (series.Type, 
 	typ, ws, err := ex.h.eng.Aggregate(ex.ctx, key, ex.p.from, ex.p.to, every)
 	var tooLarge *TooLargeError
 	if !errors.As(err, &tooLarge) {
+		if err == nil {
+			err = ex.qc.windows(ws)
+		}
 		return typ, ws, err
 	}
 	ws = nil
 	for lo := ex.p.from; lo < ex.p.to; {
 		hi := agg.PageEnd(lo, ex.p.to, int64(every), max(tooLarge.MaxWindows, 1))
 		t, page, err := ex.h.eng.Aggregate(ex.ctx, key, lo, hi, every)
+		if err == nil {
+			err = ex.qc.windows(page)
+		}
 		if err != nil {
 			return t, nil, fmt.Errorf("page [%d, %d) of %s: %w", lo, hi, key, err)
 		}

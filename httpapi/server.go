@@ -22,12 +22,16 @@ type Handler struct {
 	slots  chan struct{} // write requests in progress
 	qslots chan struct{} // queries in progress
 	comb   *combiner
-	many   *manyCombiner // nil: the engine has no WriteMany
-	series *seriesCache  // the series of line protocol's common lines, across requests
-	ftypes *fieldTypes   // the type of each field of a measurement (fieldtypes.go)
-	m      *metrics
-	reg    *prometheus.Registry
-	nowFor func() time.Time
+	// The node-wide budgets (workbudget.go): HTTP work over time, the bodies being
+	// read, the points and windows queries hold.
+	work              *workBudget
+	bodyMem, queryMem *memPool
+	many              *manyCombiner // nil: the engine has no WriteMany
+	series            *seriesCache  // the series of line protocol's common lines, across requests
+	ftypes            *fieldTypes   // the type of each field of a measurement (fieldtypes.go)
+	m                 *metrics
+	reg               *prometheus.Registry
+	nowFor            func() time.Time
 }
 
 // New returns the handler of the HTTP API over eng. logger may be nil.
@@ -41,6 +45,8 @@ func New(eng Engine, cfg Config, logger *slog.Logger) (*Handler, error) {
 	}
 	h := &Handler{cfg: cfg, eng: eng, log: logger, mux: http.NewServeMux(),
 		slots: make(chan struct{}, cfg.MaxConcurrentWrites), qslots: make(chan struct{}, cfg.MaxConcurrentQueries), comb: newCombiner(eng), nowFor: time.Now}
+	h.work = newWorkBudget(cfg.WorkBytesPerSecond, cfg.ClientShare)
+	h.bodyMem, h.queryMem = newMemPool(cfg.MaxInflightBodyBytes), newMemPool(cfg.QueryMemoryBytes)
 	h.series = newSeriesCache()
 	h.ftypes = newFieldTypes()
 	if mw, ok := eng.(ManyWriter); ok {
@@ -109,6 +115,10 @@ func (s *statusWriter) Write(p []byte) (int, error) {
 	}
 	return s.ResponseWriter.Write(p)
 }
+
+// Unwrap lets http.ResponseController reach the connection (the body deadline,
+// bodymeter.go).
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func (s *statusWriter) Flush() {
 	if f, ok := s.ResponseWriter.(http.Flusher); ok {

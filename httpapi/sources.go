@@ -15,7 +15,7 @@ import (
 // alone, in the order of their names, as InfluxDB orders its series; wildcards expand
 // to the fields and tags of all of them, and SLIMIT and SOFFSET count each
 // measurement's series.
-func (h *Handler) execSelect(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) ([]*row, error) {
+func (h *Handler) execSelect(ctx context.Context, qc *queryCost, s *influxql.SelectStatement, db string, now time.Time) ([]*row, error) {
 	if s.Target != nil {
 		return nil, unsupported("SELECT … INTO")
 	}
@@ -24,7 +24,7 @@ func (h *Handler) execSelect(ctx context.Context, s *influxql.SelectStatement, d
 	for _, src := range s.Sources {
 		m, ok := src.(*influxql.Measurement)
 		if !ok {
-			return h.execSubquery(ctx, s, db, now) // subquery.go
+			return h.execSubquery(ctx, qc, s, db, now) // subquery.go
 		}
 		if m.Regex == nil {
 			ms = append(ms, m)
@@ -79,7 +79,7 @@ func (h *Handler) execSelect(ctx context.Context, s *influxql.SelectStatement, d
 			one = s.Clone()
 			one.Sources = influxql.Sources{m}
 		}
-		r, err := h.execMeasurement(ctx, one, db, now)
+		r, err := h.execMeasurement(ctx, qc, one, db, now)
 		if err != nil {
 			return nil, err
 		}

@@ -44,7 +44,7 @@ import (
 const subqueryDB = "subquery"
 
 // execSubquery answers a SELECT whose one source is a subquery.
-func (h *Handler) execSubquery(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) ([]*row, error) {
+func (h *Handler) execSubquery(ctx context.Context, qc *queryCost, s *influxql.SelectStatement, db string, now time.Time) ([]*row, error) {
 	if len(s.Sources) != 1 {
 		return nil, unsupported("a subquery beside other sources in FROM (query them one by one)")
 	}
@@ -62,7 +62,7 @@ func (h *Handler) execSubquery(ctx context.Context, s *influxql.SelectStatement,
 	if err != nil {
 		return nil, err
 	}
-	rows, err := h.execSelect(ctx, inner, db, now)
+	rows, err := h.execSelect(ctx, qc, inner, db, now)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (h *Handler) execSubquery(ctx context.Context, s *influxql.SelectStatement,
 	m := *h.m
 	m.pointsRead = prometheus.NewCounter(prometheus.CounterOpts{Name: "held_points_read"}) // not read from the cluster: not counted
 	over.m = &m
-	rows, err = over.execSelect(ctx, outer, subqueryDB, now)
+	rows, err = over.execSelect(ctx, qc, outer, subqueryDB, now)
 	if onlyTags {
 		for _, r := range rows {
 			if r.table != nil {

@@ -56,19 +56,28 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if !h.acquireWrite(w, r) {
+	// The body first, under its own deadline and charged to the node's budgets, then
+	// a write slot: a slow sender holds no slot (bodymeter.go).
+	m := h.meter(w, r, "reading a write")
+	if m == nil {
 		return
 	}
-	defer h.releaseWrite()
+	defer m.done()
 	buf := bodies.Get().(*bytes.Buffer)
-	body, err := readBody(r, h.cfg.MaxBodyBytes, buf)
+	body, err := readBody(w, r, h.cfg.MaxBodyBytes, buf, m)
 	if err != nil {
 		putBody(buf)
 		bodyError(w, err)
 		return
 	}
-	batches, parsed, dropped, reason, tooMany := parseLinesCached(body, db, prec, h.nowFor(), h.series, h.cfg.MaxSeriesPerWrite)
+	if !h.acquireWrite(w, r) {
+		putBody(buf)
+		return
+	}
+	defer h.releaseWrite()
+	batches, parsed, dropped, reason, tooMany, built := parseLinesCached(body, db, prec, h.nowFor(), h.series, h.cfg.MaxSeriesPerWrite)
 	putBody(buf) // nothing parsed refers to it
+	m.acct.charge(int64(built) * seriesCost)
 	if tooMany {
 		h.tooManySeries(w)
 		return

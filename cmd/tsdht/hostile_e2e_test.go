@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tsdht/tsdht/internal/hostile"
+	"github.com/tsdht/tsdht/internal/testutil"
 )
 
 // hostileRSSBoundKB is the peak resident set (VmHWM) a node may reach while it refuses
@@ -35,7 +36,11 @@ func TestHTTPHostileBodies(t *testing.T) {
 	c, addr := startHTTPNode(t)
 	pid := c.Nodes[0].Cmd.Process.Pid
 	base := "http://" + addr
-	post := func(path, ctype string, hdr map[string]string, body []byte) (int, string) {
+	// Each hostile body, and the ordinary writer, comes from an address of its own:
+	// the node's HTTP work budget gives each client its share (docs/http.md), and
+	// the bodies spend theirs.
+	var clients sync.Map // address → *http.Client
+	post := func(from, path, ctype string, hdr map[string]string, body []byte) (int, string) {
 		req, err := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(body))
 		if err != nil {
 			t.Error(err)
@@ -45,7 +50,8 @@ func TestHTTPHostileBodies(t *testing.T) {
 		for k, v := range hdr {
 			req.Header.Set(k, v)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		cl, _ := clients.LoadOrStore(from, testutil.ClientFrom(from, 0))
+		resp, err := cl.(*http.Client).Do(req)
 		if err != nil {
 			t.Error(err)
 			return 0, ""
@@ -58,7 +64,7 @@ func TestHTTPHostileBodies(t *testing.T) {
 	ordinary := func(i int) string {
 		return fmt.Sprintf("ok,s=a v=%d %d\nok,s=b v=%d %d\n", i, now.Add(time.Duration(i)*time.Millisecond).UnixNano(), i, now.Add(time.Duration(i)*time.Millisecond).UnixNano())
 	}
-	if code, msg := post("/write?db=card", "text/plain", nil, []byte(ordinary(0))); code != http.StatusNoContent {
+	if code, msg := post("127.0.0.10", "/write?db=card", "text/plain", nil, []byte(ordinary(0))); code != http.StatusNoContent {
 		t.Fatalf("the first ordinary write: %d %s", code, msg)
 	}
 
@@ -87,7 +93,7 @@ func TestHTTPHostileBodies(t *testing.T) {
 			default:
 			}
 			for deadline := time.Now().Add(10 * time.Second); ; {
-				code, msg := post("/write?db=card", "text/plain", nil, []byte(ordinary(i)))
+				code, msg := post("127.0.0.10", "/write?db=card", "text/plain", nil, []byte(ordinary(i)))
 				if code == http.StatusNoContent {
 					acked++
 					break
@@ -100,10 +106,10 @@ func TestHTTPHostileBodies(t *testing.T) {
 		}
 	})
 	var hostileWG sync.WaitGroup
-	for _, hc := range hostileCases {
+	for i, hc := range hostileCases {
 		hostileWG.Go(func() {
 			for deadline := time.Now().Add(10 * time.Second); ; {
-				code, msg := post(hc.path, hc.ctype, hc.hdr, hc.body)
+				code, msg := post(fmt.Sprintf("127.0.0.%d", 20+i), hc.path, hc.ctype, hc.hdr, hc.body)
 				if code == http.StatusTooManyRequests && time.Now().Before(deadline) {
 					continue // a write slot was busy
 				}

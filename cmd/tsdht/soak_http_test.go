@@ -24,14 +24,14 @@ const soakHTTPFirst = 6
 
 // soakHTTPRefusal is, per HTTP kind (from soakHTTPFirst on), the answers docs/http.md
 // gives it: a status in the list counts as refused as it should be, a 2xx as served,
-// anything else is noted. A write is answered 429 when every write slot is busy, which
-// the other write kinds of the soak make them.
+// anything else is noted. A write is answered 429 when every write slot is busy, or the
+// node's HTTP work budget (or the attackers' share of it) is spent; a query 503.
 var soakHTTPRefusal = [][]int{
 	{http.StatusRequestEntityTooLarge, http.StatusTooManyRequests},                 // new-series-per-request
 	{http.StatusRequestEntityTooLarge, http.StatusTooManyRequests},                 // MaxSamplesPerRemoteWrite
 	{http.StatusBadRequest, http.StatusServiceUnavailable},                         // MaxQueryDepth (or no query slot)
 	{http.StatusServiceUnavailable},                                                // MaxConcurrentQueries
-	{http.StatusRequestTimeout, http.StatusBadRequest, http.StatusTooManyRequests}, // the server's read deadline
+	{http.StatusRequestTimeout, http.StatusBadRequest, http.StatusTooManyRequests}, // the body deadline (--http-body-timeout)
 	{http.StatusUnauthorized},                                                      // the token
 }
 
@@ -106,7 +106,7 @@ func soakHTTPAttacks(base, token string, end time.Time, goAttack func(int, func(
 		}
 		return nil, nil
 	})
-	goAttack(k+4, func() (net.Conn, error) { // a write whose body comes a byte a second
+	goAttack(k+4, func() (net.Conn, error) { // a write whose body comes a byte a second: 408 at --http-body-timeout, holding no write slot
 		conn, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), time.Second)
 		if err != nil {
 			count(soakHTTPFirst+4, 0, err)
