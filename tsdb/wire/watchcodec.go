@@ -15,8 +15,53 @@ import (
 // reader takes the forms written here and answers false for anything else, which the
 // caller then decodes with rpc.Decode.
 
-// AppendWatchNextResp appends resp's msgpack encoding to dst.
+// runIdentity tells a run shared by several batches of one answer: the same key and
+// the same points (the same arrays), as one notification's run delivered to many
+// subscriptions of a session is.
+type runIdentity struct {
+	key     *byte
+	klen, n int
+	t, i    *int64
+	f       *float64
+	s       *string
+	typ     series.Type
+	late    bool
+}
+
+// encodedRuns remembers where in the answer the last few runs were encoded: a
+// session's subscriptions of a few series share a few runs per notification.
+type encodedRuns struct {
+	id [8]runIdentity
+	at [8][2]int
+	n  int // runs remembered so far; the oldest is replaced
+}
+
+func (e *encodedRuns) find(id runIdentity) (int, int, bool) {
+	for i := range min(e.n, len(e.id)) {
+		if e.id[i] == id {
+			return e.at[i][0], e.at[i][1], true
+		}
+	}
+	return 0, 0, false
+}
+
+func (e *encodedRuns) add(id runIdentity, a, b int) {
+	e.id[e.n%len(e.id)], e.at[e.n%len(e.id)] = id, [2]int{a, b}
+	e.n++
+}
+
+func identify(r *WatchRun) runIdentity {
+	p := &r.Points
+	return runIdentity{key: unsafe.StringData(r.Key), klen: len(r.Key), n: len(p.T), t: unsafe.SliceData(p.T),
+		i: unsafe.SliceData(p.I), f: unsafe.SliceData(p.F), s: unsafe.SliceData(p.S), typ: p.Type, late: r.Late}
+}
+
+// AppendWatchNextResp appends resp's msgpack encoding to dst. A run that several
+// batches share is encoded once and its bytes copied: the subscribers of one series
+// polled together cost one encoding of each notification, not one each.
 func AppendWatchNextResp(dst []byte, resp *WatchNextResp) []byte {
+	var encoded encodedRuns
+	share := len(resp.Subs) > 1
 	dst = mp.AppendMapLen(dst, 1)
 	dst = mp.AppendStr(dst, "b")
 	if resp.Subs == nil {
@@ -39,6 +84,15 @@ func AppendWatchNextResp(dst []byte, resp *WatchNextResp) []byte {
 			dst = mp.AppendArrayLen(dst, len(b.Runs))
 			for j := range b.Runs {
 				r := &b.Runs[j]
+				var id runIdentity
+				if share {
+					id = identify(r)
+					if a, b, ok := encoded.find(id); ok {
+						dst = append(dst, dst[a:b]...)
+						continue
+					}
+				}
+				start := len(dst)
 				fields := 2
 				if r.Late {
 					fields++
@@ -51,6 +105,9 @@ func AppendWatchNextResp(dst []byte, resp *WatchNextResp) []byte {
 				if r.Late {
 					dst = mp.AppendStr(dst, "l")
 					dst = append(dst, 0xc3)
+				}
+				if share {
+					encoded.add(id, start, len(dst))
 				}
 			}
 		}

@@ -19,12 +19,21 @@ func randomWatchNextResp(rnd *rand.Rand) *WatchNextResp {
 		return resp
 	}
 	ids := []uint64{0, 1, 127, 128, 255, 256, 65535, 65536, 1 << 32, math.MaxInt64, math.MaxUint64}
+	var made []WatchRun // runs made so far: later batches share some, as a session's do
 	for range rnd.Intn(5) + 1 {
 		b := WatchBatch{ID: ids[rnd.Intn(len(ids))], Seen: ids[rnd.Intn(len(ids))]}
 		if rnd.Intn(5) == 0 {
 			b.Ended = "subscription ended: the subscriber fell behind"
 		} else {
 			for range rnd.Intn(4) + 1 {
+				if len(made) > 0 && rnd.Intn(3) == 0 {
+					r := made[rnd.Intn(len(made))]
+					if rnd.Intn(4) == 0 {
+						r.Late = !r.Late // the same points, flagged otherwise: encoded anew
+					}
+					b.Runs = append(b.Runs, r)
+					continue
+				}
 				var pts series.Points
 				t := rnd.Int63n(2e18) - 1e18
 				isInt := rnd.Intn(3) == 0
@@ -37,6 +46,7 @@ func randomWatchNextResp(rnd *rand.Rand) *WatchNextResp {
 					}
 				}
 				b.Runs = append(b.Runs, WatchRun{Key: "pmu/1/freq", Points: pts, Late: rnd.Intn(4) == 0})
+				made = append(made, b.Runs[len(b.Runs)-1])
 			}
 		}
 		resp.Subs = append(resp.Subs, b)
@@ -92,4 +102,30 @@ func FuzzWatchNextResp(f *testing.F) {
 			t.Fatalf("hand decoding %+v, rpc.Decode %+v", got, ref)
 		}
 	})
+}
+
+// BenchmarkWatchNextRespShared is a poll's answer for a session of 100 subscriptions
+// of one series after one notification: shared, the run every batch holds is the same
+// one (as the node's answer is); copied, each batch holds a copy of it (encoded anew).
+func BenchmarkWatchNextRespShared(b *testing.B) {
+	var pts series.Points
+	pts.AppendFloat(1764300000016666666, 59.998)
+	for _, shared := range []bool{true, false} {
+		resp := &WatchNextResp{}
+		for i := range 100 {
+			p := pts
+			if !shared {
+				p = series.Concat(pts)
+			}
+			resp.Subs = append(resp.Subs, WatchBatch{ID: uint64(i), Seen: 7, Runs: []WatchRun{{Key: "pmu/1/freq", Points: p}}})
+		}
+		name := map[bool]string{true: "shared", false: "copied"}[shared]
+		b.Run(name, func(b *testing.B) {
+			buf := make([]byte, 0, 1<<16)
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = AppendWatchNextResp(buf[:0], resp)
+			}
+		})
+	}
 }
