@@ -331,6 +331,19 @@ func TestSession(t *testing.T) {
 	}
 }
 
+// TestStoredUnwatched: a write of a series nobody watches, while others are, allocates
+// nothing on the write path.
+func TestStoredUnwatched(t *testing.T) {
+	h, _ := newTestHub(t, 0)
+	if _, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "watched", From: 0}); err != nil {
+		t.Fatal(err)
+	}
+	p := series.Points{Type: series.Float, T: []int64{1}, F: []float64{1}}
+	if n := testing.AllocsPerRun(100, func() { h.Stored("unwatched", p) }); n != 0 {
+		t.Fatalf("a write of an unwatched series allocated %v times", n)
+	}
+}
+
 // BenchmarkStoredUnwatched is what a write of a series nobody watches costs the
 // write path while other series are watched.
 func BenchmarkStoredUnwatched(b *testing.B) {
