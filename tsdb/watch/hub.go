@@ -364,12 +364,15 @@ func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNext
 		h.mu.Unlock()
 		budget := wire.MaxWatchAnswerPoints
 		for _, s := range subs {
-			b, ended := s.take(seen[s.id], &budget)
+			b, ok, ended := s.take(seen[s.id], &budget)
 			if ended {
 				h.drop(s)
 			}
-			if b != nil {
-				resp.Subs = append(resp.Subs, *b)
+			if ok {
+				if resp.Subs == nil {
+					resp.Subs = make([]wire.WatchBatch, 0, len(subs))
+				}
+				resp.Subs = append(resp.Subs, b)
 			}
 		}
 		if len(resp.Subs) > 0 {

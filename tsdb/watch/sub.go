@@ -292,7 +292,7 @@ func (s *sub) deliver(key string, ks *keyState, pts series.Points) {
 			ks.remember(t)
 		}
 		ks.last = pts.T[pts.Len()-1]
-		s.runs = append(s.runs, wire.WatchRun{Key: key, Points: pts})
+		s.addRun(wire.WatchRun{Key: key, Points: pts})
 		s.buffered += pts.Len()
 		s.checkFull()
 		return
@@ -302,7 +302,7 @@ func (s *sub) deliver(key string, ks *keyState, pts series.Points) {
 	flush := func() {
 		if run.Len() > 0 {
 			run.Type = pts.Type
-			s.runs = append(s.runs, wire.WatchRun{Key: key, Points: run, Late: late})
+			s.addRun(wire.WatchRun{Key: key, Points: run, Late: late})
 			s.buffered += run.Len()
 			run = series.Points{}
 		}
@@ -329,6 +329,22 @@ func (s *sub) deliver(key string, ks *keyState, pts series.Points) {
 	}
 	flush()
 	s.checkFull()
+}
+
+// minRuns is the fewest runs a subscription's buffer grows to hold.
+const minRuns = 16
+
+// addRun appends r to the runs; s.mu held. The runs are trimmed from the front as the
+// subscriber acknowledges them, which leaves no room at the back: growing to at least
+// minRuns keeps a subscription that takes each run as it comes from allocating for
+// every one.
+func (s *sub) addRun(r wire.WatchRun) {
+	if len(s.runs) == cap(s.runs) {
+		grown := make([]wire.WatchRun, len(s.runs), max(minRuns, 2*len(s.runs)))
+		copy(grown, s.runs)
+		s.runs = grown
+	}
+	s.runs = append(s.runs, r)
 }
 
 // fresh reports whether every point of pts is newer than the last delivered, and
@@ -390,18 +406,18 @@ func (s *sub) idle(now time.Time) time.Duration {
 }
 
 // take answers a poll of the subscription: its runs after the first seen, as many as
-// budget (points) allows but at least one; nil when it has none. ended says that the
-// subscription is gone (the batch says why).
-func (s *sub) take(seen uint64, budget *int) (b *wire.WatchBatch, ended bool) {
+// budget (points) allows but at least one; ok is false when it has none. ended says
+// that the subscription is gone (the batch says why).
+func (s *sub) take(seen uint64, budget *int) (b wire.WatchBatch, ok, ended bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.polled = time.Now()
 	if s.err != nil {
-		return &wire.WatchBatch{ID: s.id, Ended: fmt.Sprintf("subscription %d ended: %v", s.id, s.err)}, true
+		return wire.WatchBatch{ID: s.id, Ended: fmt.Sprintf("subscription %d ended: %v", s.id, s.err)}, true, true
 	}
 	if seen < s.base || seen > s.base+uint64(len(s.runs)) {
-		return &wire.WatchBatch{ID: s.id, Ended: fmt.Sprintf("subscription %d: runs up to %d asked for, the node holds %d to %d",
-			s.id, seen, s.base, s.base+uint64(len(s.runs)))}, true
+		return wire.WatchBatch{ID: s.id, Ended: fmt.Sprintf("subscription %d: runs up to %d asked for, the node holds %d to %d",
+			s.id, seen, s.base, s.base+uint64(len(s.runs)))}, true, true
 	}
 	if n := int(seen - s.base); n > 0 {
 		for _, r := range s.runs[:n] {
@@ -420,9 +436,9 @@ func (s *sub) take(seen uint64, budget *int) (b *wire.WatchBatch, ended bool) {
 		n++
 	}
 	if n == 0 {
-		return nil, false
+		return wire.WatchBatch{}, false, false
 	}
 	// The batch shares the runs: appends write only past them, and a trim drops them
 	// only once the subscriber has them.
-	return &wire.WatchBatch{ID: s.id, Runs: s.runs[:n:n], Seen: s.base + uint64(n)}, false
+	return wire.WatchBatch{ID: s.id, Runs: s.runs[:n:n], Seen: s.base + uint64(n)}, true, false
 }
