@@ -363,8 +363,9 @@ func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNext
 		}
 		h.mu.Unlock()
 		budget := wire.MaxWatchAnswerPoints
+		now := time.Now()
 		for _, s := range subs {
-			b, ok, ended := s.take(seen[s.id], &budget)
+			b, ok, ended := s.take(now, seen[s.id], &budget)
 			if ended {
 				h.drop(s)
 			}

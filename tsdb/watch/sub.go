@@ -405,13 +405,13 @@ func (s *sub) idle(now time.Time) time.Duration {
 	return now.Sub(s.polled)
 }
 
-// take answers a poll of the subscription: its runs after the first seen, as many as
+// take answers a poll of the subscription at now: its runs after the first seen, as many as
 // budget (points) allows but at least one; ok is false when it has none. ended says
 // that the subscription is gone (the batch says why).
-func (s *sub) take(seen uint64, budget *int) (b wire.WatchBatch, ok, ended bool) {
+func (s *sub) take(now time.Time, seen uint64, budget *int) (b wire.WatchBatch, ok, ended bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.polled = time.Now()
+	s.polled = now
 	if s.err != nil {
 		return wire.WatchBatch{ID: s.id, Ended: fmt.Sprintf("subscription %d ended: %v", s.id, s.err)}, true, true
 	}

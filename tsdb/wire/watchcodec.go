@@ -249,3 +249,101 @@ func DecodeWatchNextResp(b []byte, resp *WatchNextResp) error {
 	*resp = WatchNextResp{}
 	return rpc.Decode(b, resp)
 }
+
+// A poll names every subscription of its session with its cursor: a session of 100
+// subscriptions polls after each notification, so its request too is encoded and
+// decoded by hand, as its answer is.
+
+// AppendWatchNextReq appends req's msgpack encoding to dst.
+func AppendWatchNextReq(dst []byte, req *WatchNextReq) []byte {
+	fields := 3
+	if req.Close {
+		fields++
+	}
+	dst = mp.AppendMapLen(dst, fields)
+	dst = mp.AppendStr(dst, "ses")
+	dst = mp.AppendUint(dst, req.Session)
+	dst = mp.AppendStr(dst, "c")
+	if req.Cursors == nil {
+		dst = append(dst, 0xc0)
+	} else {
+		dst = mp.AppendArrayLen(dst, len(req.Cursors))
+		for _, c := range req.Cursors {
+			dst = mp.AppendMapLen(dst, 2)
+			dst = mp.AppendStr(dst, "id")
+			dst = mp.AppendUint(dst, c.ID)
+			dst = mp.AppendStr(dst, "s")
+			dst = mp.AppendUint(dst, c.Seen)
+		}
+	}
+	dst = mp.AppendStr(dst, "w")
+	dst = mp.AppendInt(dst, req.WaitMillis)
+	if req.Close {
+		dst = mp.AppendStr(dst, "x")
+		dst = append(dst, 0xc3)
+	}
+	return dst
+}
+
+// EncodeWatchNextReq returns req's msgpack encoding.
+func EncodeWatchNextReq(req *WatchNextReq) ([]byte, error) {
+	return AppendWatchNextReq(make([]byte, 0, 24+len(req.Cursors)*24), req), nil
+}
+
+// watchCursorBytes is what a decoded WatchCursor takes in memory.
+const watchCursorBytes = int(unsafe.Sizeof(WatchCursor{}))
+
+// ReadWatchNextReq decodes b, a WatchNextReq as AppendWatchNextReq writes it, into
+// req. It answers false for any other form, and for anything malformed: decode b with
+// rpc.Decode then. What it allocates stays within rpc.DecodeCostFactor bytes per byte
+// of b.
+func ReadWatchNextReq(b []byte, req *WatchNextReq) bool {
+	r := &mp.Reader{B: b}
+	*req = WatchNextReq{}
+	return readFields(r, func(k string) bool {
+		var ok bool
+		switch k {
+		case "ses":
+			req.Session, ok = r.Uint()
+		case "w":
+			req.WaitMillis, ok = r.Int()
+		case "x":
+			req.Close, ok = r.Bool()
+		case "c":
+			var n int
+			var isNil bool
+			n, isNil, ok = arrayOrNil(r, watchCursorBytes, len(b))
+			if !ok || isNil {
+				req.Cursors = nil
+				return ok
+			}
+			req.Cursors = make([]WatchCursor, n)
+			for i := range req.Cursors {
+				c := &req.Cursors[i]
+				if !readFields(r, func(k string) bool {
+					var ok bool
+					switch k {
+					case "id":
+						c.ID, ok = r.Uint()
+					case "s":
+						c.Seen, ok = r.Uint()
+					}
+					return ok
+				}) {
+					return false
+				}
+			}
+		}
+		return ok
+	}) && r.Left() == 0
+}
+
+// DecodeWatchNextReq decodes a WatchNextReq: by hand when ReadWatchNextReq can, else
+// with rpc.Decode (whose errors say what is wrong).
+func DecodeWatchNextReq(b []byte, req *WatchNextReq) error {
+	if ReadWatchNextReq(b, req) {
+		return nil
+	}
+	*req = WatchNextReq{}
+	return rpc.Decode(b, req)
+}

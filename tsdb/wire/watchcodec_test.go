@@ -59,25 +59,7 @@ func randomWatchNextResp(rnd *rand.Rand) *WatchNextResp {
 func TestWatchNextRespCodec(t *testing.T) {
 	rnd := rand.New(rand.NewSource(1))
 	for i := range 500 {
-		resp := randomWatchNextResp(rnd)
-		want, err := rpc.Encode(resp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, _ := EncodeWatchNextResp(resp)
-		if !bytes.Equal(got, want) {
-			t.Fatalf("case %d: hand encoding differs from msgpack's\n got %x\nwant %x", i, got, want)
-		}
-		var back, ref WatchNextResp
-		if !ReadWatchNextResp(got, &back) {
-			t.Fatalf("case %d: the hand decoder refused the hand encoding", i)
-		}
-		if err := rpc.Decode(got, &ref); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(back, ref) {
-			t.Fatalf("case %d: hand decoding %+v, msgpack's %+v", i, back, ref)
-		}
+		checkHandCodec(t, i, randomWatchNextResp(rnd), EncodeWatchNextResp, ReadWatchNextResp)
 	}
 }
 
@@ -89,19 +71,81 @@ func FuzzWatchNextResp(f *testing.F) {
 		b, _ := EncodeWatchNextResp(randomWatchNextResp(rnd))
 		f.Add(b)
 	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		var got WatchNextResp
-		if !ReadWatchNextResp(b, &got) {
-			return
+	f.Fuzz(func(t *testing.T, b []byte) { checkHandDecoder(t, b, ReadWatchNextResp) })
+}
+
+// randomWatchNextReq makes a poll of every shape: sessions, cursors and waits of every
+// size, none or no cursor, closing or not.
+func randomWatchNextReq(rnd *rand.Rand) *WatchNextReq {
+	nums := []uint64{0, 1, 127, 128, 255, 256, 65535, 65536, 1 << 32, math.MaxInt64, math.MaxUint64}
+	req := &WatchNextReq{Session: nums[rnd.Intn(len(nums))], WaitMillis: int64(nums[rnd.Intn(len(nums))] >> 1), Close: rnd.Intn(4) == 0}
+	if rnd.Intn(8) == 0 {
+		req.WaitMillis = -req.WaitMillis
+	}
+	if rnd.Intn(10) > 0 {
+		req.Cursors = []WatchCursor{}
+		for range rnd.Intn(120) {
+			req.Cursors = append(req.Cursors, WatchCursor{ID: nums[rnd.Intn(len(nums))], Seen: nums[rnd.Intn(len(nums))]})
 		}
-		var ref WatchNextResp
-		if err := rpc.Decode(b, &ref); err != nil {
-			t.Fatalf("hand decoder took what rpc.Decode refuses (%v): %x", err, b)
-		}
-		if !reflect.DeepEqual(got, ref) {
-			t.Fatalf("hand decoding %+v, rpc.Decode %+v", got, ref)
-		}
-	})
+	}
+	return req
+}
+
+// TestWatchNextReqCodec: as TestWatchNextRespCodec, for a poll.
+func TestWatchNextReqCodec(t *testing.T) {
+	rnd := rand.New(rand.NewSource(3))
+	for i := range 500 {
+		checkHandCodec(t, i, randomWatchNextReq(rnd), EncodeWatchNextReq, ReadWatchNextReq)
+	}
+}
+
+// FuzzWatchNextReq: as FuzzWatchNextResp, for a poll.
+func FuzzWatchNextReq(f *testing.F) {
+	rnd := rand.New(rand.NewSource(4))
+	for range 20 {
+		b, _ := EncodeWatchNextReq(randomWatchNextReq(rnd))
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkHandDecoder(t, b, ReadWatchNextReq) })
+}
+
+// checkHandCodec checks a hand codec on v (case i): its encoding is rpc.Encode's, byte
+// for byte, and its reader reads back what rpc.Decode does.
+func checkHandCodec[T any](t *testing.T, i int, v *T, encode func(*T) ([]byte, error), read func([]byte, *T) bool) {
+	t.Helper()
+	want, err := rpc.Encode(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := encode(v)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("case %d: hand encoding differs from msgpack's\n got %x\nwant %x", i, got, want)
+	}
+	var back, ref T
+	if !read(got, &back) {
+		t.Fatalf("case %d: the hand decoder refused the hand encoding", i)
+	}
+	if err := rpc.Decode(got, &ref); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, ref) {
+		t.Fatalf("case %d: hand decoding %+v, msgpack's %+v", i, back, ref)
+	}
+}
+
+// checkHandDecoder checks that read, on any bytes, either refuses them or agrees with
+// rpc.Decode.
+func checkHandDecoder[T any](t *testing.T, b []byte, read func([]byte, *T) bool) {
+	var got, ref T
+	if !read(b, &got) {
+		return
+	}
+	if err := rpc.Decode(b, &ref); err != nil {
+		t.Fatalf("hand decoder took what rpc.Decode refuses (%v): %x", err, b)
+	}
+	if !reflect.DeepEqual(got, ref) {
+		t.Fatalf("hand decoding %+v, rpc.Decode %+v", got, ref)
+	}
 }
 
 // BenchmarkWatchNextRespShared is a poll's answer for a session of 100 subscriptions
