@@ -456,12 +456,14 @@ func BenchmarkFanOut(b *testing.B) {
 	defer h.Close()
 	const sessions, perSession = 10, 100
 	cursors := make([][]wire.WatchCursor, sessions)
+	at := map[uint64]int{} // each subscription's place in its session's cursors
 	for s := range sessions {
 		for range perSession {
 			id, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "k", From: 1, Session: uint64(s + 1)})
 			if err != nil {
 				b.Fatal(err)
 			}
+			at[id] = len(cursors[s])
 			cursors[s] = append(cursors[s], wire.WatchCursor{ID: id})
 		}
 	}
@@ -483,13 +485,8 @@ func BenchmarkFanOut(b *testing.B) {
 			if len(resp.Subs) != perSession {
 				b.Fatalf("session %d: %d batches, want %d", s, len(resp.Subs), perSession)
 			}
-			for j, bt := range resp.Subs {
-				for k := range cursors[s] {
-					if cursors[s][k].ID == bt.ID {
-						cursors[s][k].Seen = bt.Seen
-					}
-				}
-				_ = j
+			for _, bt := range resp.Subs {
+				cursors[s][at[bt.ID]].Seen = bt.Seen
 			}
 			buf = wire.AppendWatchNextResp(buf[:0], resp)
 		}
