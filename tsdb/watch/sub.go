@@ -27,10 +27,7 @@ import (
 const recentN = 256
 
 // historyReaders bounds the series of one subscription whose history is read at
-// once. One reader goes through the series in order; more, up to historyReaders,
-// start while series whose live points wait are queued, so that those go live soon
-// without a subscription to many series loading the cluster with all their reads at
-// once.
+// once: a selection of many series reaches live delivery for each sooner.
 const historyReaders = 4
 
 // historySpan is the first window of a history read; windows double while their
@@ -58,7 +55,7 @@ type sub struct {
 	polled   time.Time
 	space    chan struct{} // the subscriber acknowledged runs
 	// The series whose history is still to read: urgent ones (live points wait for
-	// them) before the rest, by readers goroutines (startReaders).
+	// them) before the rest, by at most historyReaders goroutines (readers).
 	todo, urgent []string
 	readers      int
 }
@@ -116,22 +113,7 @@ func (s *sub) readHistory(keys []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.todo = append(s.todo, keys...)
-	s.startReaders()
-}
-
-// wantReaders is how many readers the queued series call for: one for the series in
-// order, one more per urgent series, at most historyReaders; s.mu held.
-func (s *sub) wantReaders() int {
-	n := len(s.urgent)
-	if len(s.todo) > 0 {
-		n++
-	}
-	return min(historyReaders, n)
-}
-
-// startReaders starts the readers the queued series call for; s.mu held.
-func (s *sub) startReaders() {
-	for s.err == nil && s.readers < s.wantReaders() {
+	for s.readers < min(historyReaders, len(s.todo)+len(s.urgent)) {
 		s.readers++
 		go s.readHistories()
 	}
@@ -155,12 +137,11 @@ func (s *sub) readHistories() {
 }
 
 // nextHistory takes the next series whose history is to read: an urgent one first;
-// nil when none is left or more readers run than the queue calls for, and the reader
-// leaves.
+// nil when none is left, and the reader leaves.
 func (s *sub) nextHistory() (string, *keyState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.err == nil && s.readers <= s.wantReaders() && len(s.urgent)+len(s.todo) > 0 {
+	for s.err == nil && len(s.urgent)+len(s.todo) > 0 {
 		q := &s.todo
 		if len(s.urgent) > 0 {
 			q = &s.urgent
@@ -291,7 +272,6 @@ func (s *sub) live(key string, pts series.Points) {
 	if !ks.ready {
 		if len(ks.pending) == 0 && !ks.reading {
 			s.urgent = append(s.urgent, key)
-			s.startReaders()
 		}
 		ks.pending = append(ks.pending, pts)
 		s.buffered += pts.Len()
