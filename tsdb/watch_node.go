@@ -56,11 +56,12 @@ func (n *Node) registerWatch() {
 		}
 		return &wire.WatchOpenResp{ID: id}, nil
 	})
-	// A poll's answer is encoded by hand (wire.EncodeWatchNextResp): it is what every
-	// point costs each subscription.
+	// A poll and its answer are encoded by hand (wire.EncodeWatchNextResp,
+	// wire.DecodeWatchNextReq): a session polls after each notification, naming every
+	// subscription it holds.
 	n.srv.HandleDecoded(wire.MethodWatchNext, (*wire.WatchNextReq)(nil), func(ctx context.Context, b []byte) ([]byte, error) {
 		var req wire.WatchNextReq
-		if err := rpc.Decode(b, &req); err != nil {
+		if err := wire.DecodeWatchNextReq(b, &req); err != nil {
 			return nil, rpc.Errorf(wire.CodeBadInput, "%s: %v", wire.MethodWatchNext, err)
 		}
 		resp, err := n.watch.Next(ctx, &req)

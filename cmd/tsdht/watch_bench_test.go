@@ -25,6 +25,9 @@ import (
 // and, with subscribers, the delivery p50/p99 (to the first subscriber). Run:
 //
 //	go test ./cmd/tsdht -run XXX -bench Watch -benchtime 600x
+//
+// or scripts/bench-watch [--arm] [--save], which records the figures in
+// docs/bench/watch.jsonl.
 func BenchmarkWatch(b *testing.B) {
 	c := testutil.StartCluster(b, 3, "--rf", "3")
 	writer, err := client.New([]string{c.Nodes[0].RPC}, client.Config{})

@@ -218,11 +218,12 @@ func (p *poller) remove(id uint64) {
 	}
 }
 
-// poll sends one poll; its answer is decoded by hand (wire.DecodeWatchNextResp).
+// poll sends one poll; it and its answer are encoded by hand (wire.EncodeWatchNextReq,
+// wire.DecodeWatchNextResp).
 func (p *poller) poll(req *wire.WatchNextReq) (*wire.WatchNextResp, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), watchPoll+min(p.c.timeout, 10*time.Second))
 	defer cancel()
-	body, err := rpc.Encode(req)
+	body, err := wire.EncodeWatchNextReq(req)
 	if err != nil {
 		return nil, err
 	}

@@ -166,8 +166,10 @@ func (h *Hub) Close() {
 }
 
 // Stored is told a write the coordinator stored (every point of key reached its write
-// quorum): it forwards the points to the nodes watching key. A write of a series
-// nobody watches costs one atomic load, or one map lookup when anything is watched.
+// quorum): it queues the points for the nodes watching key, this one included, and
+// returns: no subscriber's work runs on the write's path (senders deliver them). A
+// write of a series nobody watches costs one atomic load, or one map lookup when
+// anything is watched.
 func (h *Hub) Stored(key string, pts series.Points) {
 	addrs := h.interest.watchers(key)
 	if len(addrs) == 0 {
@@ -175,10 +177,6 @@ func (h *Hub) Stored(key string, pts series.Points) {
 	}
 	pts = series.Concat(pts) // the writer may reuse its buffers once acknowledged
 	for _, a := range addrs {
-		if a == h.cfg.Self {
-			h.deliver(key, pts)
-			continue
-		}
 		h.senders.enqueue(a, wire.WatchRun{Key: key, Points: pts})
 	}
 }
@@ -201,33 +199,31 @@ func (h *Hub) Notify(req *wire.WatchNotifyReq) {
 	for _, s := range lost {
 		s.end(fmt.Errorf("node %s lost %d notifications from coordinator %s", h.cfg.Self, req.Seq-last.seq-1, req.From))
 	}
+	// Every run first, then one wake-up per session: its poll answers them together.
+	woken := map[*session]bool{}
+	var subs []*sub
 	for _, r := range req.Runs {
-		h.deliver(r.Key, r.Points)
-	}
-}
-
-// deliver hands live points of key to the subscriptions watching it.
-func (h *Hub) deliver(key string, pts series.Points) {
-	h.mu.Lock()
-	watching := h.byKey[key]
-	subs := make([]*sub, 0, len(watching))
-	for s := range watching {
-		subs = append(subs, s)
-	}
-	h.mu.Unlock()
-	var woken map[*session]bool
-	for _, s := range subs {
-		s.live(key, pts)
-		if !woken[s.ses] {
-			if woken == nil {
-				woken = map[*session]bool{}
-			}
-			woken[s.ses] = true
-		}
+		subs = h.deliver(r.Key, r.Points, subs[:0], woken)
 	}
 	for ses := range woken {
 		ses.signal()
 	}
+}
+
+// deliver hands live points of key to the subscriptions watching it and notes their
+// sessions in woken, for the caller to wake; subs is scratch space, returned for
+// reuse.
+func (h *Hub) deliver(key string, pts series.Points, subs []*sub, woken map[*session]bool) []*sub {
+	h.mu.Lock()
+	for s := range h.byKey[key] {
+		subs = append(subs, s)
+	}
+	h.mu.Unlock()
+	for _, s := range subs {
+		s.live(key, pts)
+		woken[s.ses] = true
+	}
+	return subs
 }
 
 // Open opens a subscription (wire.MethodWatchOpen): it selects its series, registers
@@ -367,13 +363,17 @@ func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNext
 		}
 		h.mu.Unlock()
 		budget := wire.MaxWatchAnswerPoints
+		now := time.Now()
 		for _, s := range subs {
-			b, ended := s.take(seen[s.id], &budget)
+			b, ok, ended := s.take(now, seen[s.id], &budget)
 			if ended {
 				h.drop(s)
 			}
-			if b != nil {
-				resp.Subs = append(resp.Subs, *b)
+			if ok {
+				if resp.Subs == nil {
+					resp.Subs = make([]wire.WatchBatch, 0, len(subs))
+				}
+				resp.Subs = append(resp.Subs, b)
 			}
 		}
 		if len(resp.Subs) > 0 {

@@ -8,9 +8,10 @@ import (
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
-// senders forward stored points to the nodes that watch them: one bounded queue and
-// one goroutine per node, so that a slow or dead node never slows a write (enqueue
-// does not block) and notifications to one node go in order.
+// senders forward stored points to the nodes that watch them, this one included: one
+// bounded queue and one goroutine per node, so that neither a slow or dead node nor
+// this node's own subscribers ever slow a write (enqueue does not block) and
+// notifications to one node go in order.
 type senders struct {
 	h    *Hub
 	mu   sync.Mutex
@@ -94,8 +95,15 @@ func (ss *senders) run(s *sender) {
 		}
 		s.mu.Unlock()
 		seq++
+		req := &wire.WatchNotifyReq{From: ss.h.cfg.Self, Epoch: ss.h.epoch, Seq: seq, Runs: runs}
+		if s.addr == ss.h.cfg.Self {
+			// This node's own subscribers: the same queue and numbering, without the
+			// network, so that the write that stored the points never waits for them.
+			ss.h.Notify(req)
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := ss.h.cfg.Call(ctx, s.addr, wire.MethodWatchNotify, &wire.WatchNotifyReq{From: ss.h.cfg.Self, Epoch: ss.h.epoch, Seq: seq, Runs: runs}, nil)
+		err := ss.h.cfg.Call(ctx, s.addr, wire.MethodWatchNotify, req, nil)
 		cancel()
 		if err != nil {
 			s.mu.Lock()

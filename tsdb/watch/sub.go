@@ -26,6 +26,10 @@ import (
 // duplicate from a late point.
 const recentN = 256
 
+// historyReaders bounds the series of one subscription whose history is read at
+// once: a selection of many series reaches live delivery for each sooner.
+const historyReaders = 4
+
 // historySpan is the first window of a history read; windows double while their
 // answers are small and halve while they are large.
 const historySpan = int64(10 * time.Minute)
@@ -50,10 +54,15 @@ type sub struct {
 	err      error           // why it ended
 	polled   time.Time
 	space    chan struct{} // the subscriber acknowledged runs
+	// The series whose history is still to read: urgent ones (live points wait for
+	// them) before the rest, by at most historyReaders goroutines (readers).
+	todo, urgent []string
+	readers      int
 }
 
 // keyState is one series of a subscription.
 type keyState struct {
+	reading bool            // its history is being read, or was
 	ready   bool            // its history is delivered
 	pending []series.Points // live points that came while its history was read
 	start   int64           // the first time delivered
@@ -98,23 +107,58 @@ func (s *sub) addKeys(keys []string) []string {
 }
 
 // readHistory reads, in the background, the history of keys and then lets their live
-// points through.
+// points through. A series whose live points wait (sub.live) is read next; the rest
+// in the order given.
 func (s *sub) readHistory(keys []string) {
-	go func() {
-		for _, k := range keys {
-			if err := s.history(k); err != nil {
-				s.end(fmt.Errorf("reading the history of %q: %w", k, err))
-				return
-			}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.todo = append(s.todo, keys...)
+	for s.readers < min(historyReaders, len(s.todo)+len(s.urgent)) {
+		s.readers++
+		go s.readHistories()
+	}
+}
+
+// readHistories reads histories until none is left to read.
+func (s *sub) readHistories() {
+	for {
+		key, ks := s.nextHistory()
+		if ks == nil {
+			return
 		}
-	}()
+		if err := s.history(key, ks); err != nil {
+			s.mu.Lock()
+			s.readers--
+			s.endLocked(fmt.Errorf("reading the history of %q: %w", key, err))
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+// nextHistory takes the next series whose history is to read: an urgent one first;
+// nil when none is left, and the reader leaves.
+func (s *sub) nextHistory() (string, *keyState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.err == nil && len(s.urgent)+len(s.todo) > 0 {
+		q := &s.todo
+		if len(s.urgent) > 0 {
+			q = &s.urgent
+		}
+		k := (*q)[0]
+		*q = (*q)[1:]
+		if ks := s.keys[k]; ks != nil && !ks.reading {
+			ks.reading = true
+			return k, ks
+		}
+	}
+	s.readers--
+	return "", nil
 }
 
 // history delivers key's history and then its pending live points.
-func (s *sub) history(key string) error {
-	s.mu.Lock()
-	ks := s.keys[key]
-	s.mu.Unlock()
+func (s *sub) history(key string, ks *keyState) error {
 	// History ends where a write may be stamped, narrowed to the series' bounds: those
 	// are read after the series was registered, so that any point past them is
 	// delivered live.
@@ -226,6 +270,9 @@ func (s *sub) live(key string, pts series.Points) {
 		return
 	}
 	if !ks.ready {
+		if len(ks.pending) == 0 && !ks.reading {
+			s.urgent = append(s.urgent, key)
+		}
 		ks.pending = append(ks.pending, pts)
 		s.buffered += pts.Len()
 		s.checkFull()
@@ -245,7 +292,7 @@ func (s *sub) deliver(key string, ks *keyState, pts series.Points) {
 			ks.remember(t)
 		}
 		ks.last = pts.T[pts.Len()-1]
-		s.runs = append(s.runs, wire.WatchRun{Key: key, Points: pts})
+		s.addRun(wire.WatchRun{Key: key, Points: pts})
 		s.buffered += pts.Len()
 		s.checkFull()
 		return
@@ -255,7 +302,7 @@ func (s *sub) deliver(key string, ks *keyState, pts series.Points) {
 	flush := func() {
 		if run.Len() > 0 {
 			run.Type = pts.Type
-			s.runs = append(s.runs, wire.WatchRun{Key: key, Points: run, Late: late})
+			s.addRun(wire.WatchRun{Key: key, Points: run, Late: late})
 			s.buffered += run.Len()
 			run = series.Points{}
 		}
@@ -282,6 +329,22 @@ func (s *sub) deliver(key string, ks *keyState, pts series.Points) {
 	}
 	flush()
 	s.checkFull()
+}
+
+// minRuns is the fewest runs a subscription's buffer grows to hold.
+const minRuns = 16
+
+// addRun appends r to the runs; s.mu held. The runs are trimmed from the front as the
+// subscriber acknowledges them, which leaves no room at the back: growing to at least
+// minRuns keeps a subscription that takes each run as it comes from allocating for
+// every one.
+func (s *sub) addRun(r wire.WatchRun) {
+	if len(s.runs) == cap(s.runs) {
+		grown := make([]wire.WatchRun, len(s.runs), max(minRuns, 2*len(s.runs)))
+		copy(grown, s.runs)
+		s.runs = grown
+	}
+	s.runs = append(s.runs, r)
 }
 
 // fresh reports whether every point of pts is newer than the last delivered, and
@@ -342,19 +405,19 @@ func (s *sub) idle(now time.Time) time.Duration {
 	return now.Sub(s.polled)
 }
 
-// take answers a poll of the subscription: its runs after the first seen, as many as
-// budget (points) allows but at least one; nil when it has none. ended says that the
-// subscription is gone (the batch says why).
-func (s *sub) take(seen uint64, budget *int) (b *wire.WatchBatch, ended bool) {
+// take answers a poll of the subscription at now: its runs after the first seen, as many as
+// budget (points) allows but at least one; ok is false when it has none. ended says
+// that the subscription is gone (the batch says why).
+func (s *sub) take(now time.Time, seen uint64, budget *int) (b wire.WatchBatch, ok, ended bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.polled = time.Now()
+	s.polled = now
 	if s.err != nil {
-		return &wire.WatchBatch{ID: s.id, Ended: fmt.Sprintf("subscription %d ended: %v", s.id, s.err)}, true
+		return wire.WatchBatch{ID: s.id, Ended: fmt.Sprintf("subscription %d ended: %v", s.id, s.err)}, true, true
 	}
 	if seen < s.base || seen > s.base+uint64(len(s.runs)) {
-		return &wire.WatchBatch{ID: s.id, Ended: fmt.Sprintf("subscription %d: runs up to %d asked for, the node holds %d to %d",
-			s.id, seen, s.base, s.base+uint64(len(s.runs)))}, true
+		return wire.WatchBatch{ID: s.id, Ended: fmt.Sprintf("subscription %d: runs up to %d asked for, the node holds %d to %d",
+			s.id, seen, s.base, s.base+uint64(len(s.runs)))}, true, true
 	}
 	if n := int(seen - s.base); n > 0 {
 		for _, r := range s.runs[:n] {
@@ -373,9 +436,9 @@ func (s *sub) take(seen uint64, budget *int) (b *wire.WatchBatch, ended bool) {
 		n++
 	}
 	if n == 0 {
-		return nil, false
+		return wire.WatchBatch{}, false, false
 	}
 	// The batch shares the runs: appends write only past them, and a trim drops them
 	// only once the subscriber has them.
-	return &wire.WatchBatch{ID: s.id, Runs: s.runs[:n:n], Seen: s.base + uint64(n)}, false
+	return wire.WatchBatch{ID: s.id, Runs: s.runs[:n:n], Seen: s.base + uint64(n)}, true, false
 }

@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sort"
 	"strconv"
@@ -212,8 +213,23 @@ func TestSlowSubscriber(t *testing.T) {
 	for i := int64(1); i <= 200; i++ {
 		src.write(h, "k", i)
 	}
-	if _, ended := p.poll(t); !strings.Contains(ended, "buffer of 100") {
-		t.Fatalf("got %q, want the subscription ended naming the buffer", ended)
+	// The points reach the subscription after the writes return (the hub's own
+	// sender): poll, acknowledging nothing, until it ends.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := h.Next(context.Background(), &wire.WatchNextReq{Session: p.session, Cursors: []wire.WatchCursor{{ID: p.id}}, WaitMillis: 200})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Subs) > 0 && resp.Subs[0].Ended != "" {
+			if !strings.Contains(resp.Subs[0].Ended, "buffer of 100") {
+				t.Fatalf("got %q, want the subscription ended naming the buffer", resp.Subs[0].Ended)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the subscription 100 points behind was not ended in 10s")
+		}
 	}
 	if n := h.Subscriptions(); n != 0 {
 		t.Fatalf("%d subscriptions left", n)
@@ -221,7 +237,7 @@ func TestSlowSubscriber(t *testing.T) {
 }
 
 // waitReady waits until subscription id has read its (empty) history.
-func waitReady(t *testing.T, h *Hub, id uint64) {
+func waitReady(t testing.TB, h *Hub, id uint64) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -315,6 +331,19 @@ func TestSession(t *testing.T) {
 	}
 }
 
+// TestStoredUnwatched: a write of a series nobody watches, while others are, allocates
+// nothing on the write path.
+func TestStoredUnwatched(t *testing.T) {
+	h, _ := newTestHub(t, 0)
+	if _, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "watched", From: 0}); err != nil {
+		t.Fatal(err)
+	}
+	p := series.Points{Type: series.Float, T: []int64{1}, F: []float64{1}}
+	if n := testing.AllocsPerRun(100, func() { h.Stored("unwatched", p) }); n != 0 {
+		t.Fatalf("a write of an unwatched series allocated %v times", n)
+	}
+}
+
 // BenchmarkStoredUnwatched is what a write of a series nobody watches costs the
 // write path while other series are watched.
 func BenchmarkStoredUnwatched(b *testing.B) {
@@ -328,5 +357,138 @@ func BenchmarkStoredUnwatched(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		h.Stored("unwatched", p)
+	}
+}
+
+// TestStoredDoesNotWait: the write hook returns while this node's own subscribers
+// cannot take points (their subscription is held): their delivery is off the write's
+// path, and the points arrive once it is free.
+func TestStoredDoesNotWait(t *testing.T) {
+	h, src := newTestHub(t, 0)
+	p := open(t, h, wire.WatchOpenReq{Series: "k", From: 0})
+	waitReady(t, h, p.id)
+	h.mu.Lock()
+	s := h.subs[p.id]
+	h.mu.Unlock()
+	s.mu.Lock() // a subscriber's work that takes long
+	wrote := make(chan struct{})
+	go func() {
+		src.write(h, "k", 1, 2, 3)
+		close(wrote)
+	}()
+	select {
+	case <-wrote:
+	case <-time.After(10 * time.Second):
+		s.mu.Unlock()
+		t.Fatal("the write waited for its subscriber")
+	}
+	s.mu.Unlock()
+	if ts, _ := p.until(t, 3); len(ts) != 3 || ts[0] != 1 || ts[2] != 3 {
+		t.Fatalf("got %v, want 1 2 3", ts)
+	}
+}
+
+// gatedSource is a memSource whose Bounds waits for a token of gate: a store slow to
+// answer, each read let through by the test.
+type gatedSource struct {
+	*memSource
+	gate chan struct{}
+}
+
+func (g gatedSource) Bounds(ctx context.Context, key string, from, to int64) (int64, int64, bool, error) {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return 0, 0, false, ctx.Err()
+	}
+	return g.memSource.Bounds(ctx, key, from, to)
+}
+
+// TestHistoryOfLiveSeriesFirst: of a subscription to many series whose history reads
+// are slow, a series written meanwhile is read next, so that its live point comes
+// after a few reads, not after every series' history.
+func TestHistoryOfLiveSeriesFirst(t *testing.T) {
+	src := &memSource{pts: map[string][]int64{}}
+	for i := range 200 {
+		src.pts[fmt.Sprintf("a/%03d", i)] = []int64{1}
+	}
+	g := gatedSource{src, make(chan struct{}, 2*historyReaders)}
+	h := New(Config{Self: "self", Peers: func() []string { return []string{"self"} }, Source: g,
+		Call: func(context.Context, string, string, any, any) error { return errors.New("no other node") }, MaxFuture: time.Minute})
+	t.Cleanup(h.Close)
+	p := open(t, h, wire.WatchOpenReq{Prefix: "a/", From: 10})
+	src.write(h, "a/199", 20)
+	deadline := time.Now().Add(10 * time.Second)
+	for !pending(h, p.id, "a/199") {
+		if time.Now().After(deadline) {
+			t.Fatal("the live point of a/199 did not reach the subscription in 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The readers hold the first series; these tokens let them finish those and read
+	// a/199 and as many others: far from the 200 series before it otherwise.
+	for range 2 * historyReaders {
+		g.gate <- struct{}{}
+	}
+	ts, _ := p.until(t, 1)
+	if len(ts) != 1 || ts[0] != 20 {
+		t.Fatalf("got %v, want a/199's point 20", ts)
+	}
+}
+
+// pending reports whether live points of key wait for its history in subscription id.
+func pending(h *Hub, id uint64, key string) bool {
+	h.mu.Lock()
+	s := h.subs[id]
+	h.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.keys[key].pending) > 0
+}
+
+// BenchmarkFanOut is what one notification of one point costs the node serving 1,000
+// subscriptions to its series, in 10 sessions of 100 (as BenchmarkWatch's
+// subscribers): the delivery to each, and each session's poll taking it and
+// encoding its answer.
+func BenchmarkFanOut(b *testing.B) {
+	src := &memSource{pts: map[string][]int64{}}
+	h := New(Config{Self: "self", Peers: func() []string { return []string{"self"} }, Source: src, MaxFuture: time.Minute})
+	defer h.Close()
+	const sessions, perSession = 10, 100
+	cursors := make([][]wire.WatchCursor, sessions)
+	at := map[uint64]int{} // each subscription's place in its session's cursors
+	for s := range sessions {
+		for range perSession {
+			id, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "k", From: 1, Session: uint64(s + 1)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			at[id] = len(cursors[s])
+			cursors[s] = append(cursors[s], wire.WatchCursor{ID: id})
+		}
+	}
+	for s := range sessions {
+		for _, c := range cursors[s] {
+			waitReady(b, h, c.ID)
+		}
+	}
+	var buf []byte
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		p := series.Points{Type: series.Float, T: []int64{int64(i) + 10}, F: []float64{1}}
+		h.Notify(&wire.WatchNotifyReq{From: "c", Epoch: 1, Seq: uint64(i) + 1, Runs: []wire.WatchRun{{Key: "k", Points: p}}})
+		for s := range sessions {
+			resp, err := h.Next(context.Background(), &wire.WatchNextReq{Session: uint64(s + 1), Cursors: cursors[s]})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(resp.Subs) != perSession {
+				b.Fatalf("session %d: %d batches, want %d", s, len(resp.Subs), perSession)
+			}
+			for _, bt := range resp.Subs {
+				cursors[s][at[bt.ID]].Seen = bt.Seen
+			}
+			buf = wire.AppendWatchNextResp(buf[:0], resp)
+		}
 	}
 }

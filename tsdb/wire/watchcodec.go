@@ -15,8 +15,53 @@ import (
 // reader takes the forms written here and answers false for anything else, which the
 // caller then decodes with rpc.Decode.
 
-// AppendWatchNextResp appends resp's msgpack encoding to dst.
+// runIdentity tells a run shared by several batches of one answer: the same key and
+// the same points (the same arrays), as one notification's run delivered to many
+// subscriptions of a session is.
+type runIdentity struct {
+	key     *byte
+	klen, n int
+	t, i    *int64
+	f       *float64
+	s       *string
+	typ     series.Type
+	late    bool
+}
+
+// encodedRuns remembers where in the answer the last few runs were encoded: a
+// session's subscriptions of a few series share a few runs per notification.
+type encodedRuns struct {
+	id [8]runIdentity
+	at [8][2]int
+	n  int // runs remembered so far; the oldest is replaced
+}
+
+func (e *encodedRuns) find(id runIdentity) (int, int, bool) {
+	for i := range min(e.n, len(e.id)) {
+		if e.id[i] == id {
+			return e.at[i][0], e.at[i][1], true
+		}
+	}
+	return 0, 0, false
+}
+
+func (e *encodedRuns) add(id runIdentity, a, b int) {
+	e.id[e.n%len(e.id)], e.at[e.n%len(e.id)] = id, [2]int{a, b}
+	e.n++
+}
+
+func identify(r *WatchRun) runIdentity {
+	p := &r.Points
+	return runIdentity{key: unsafe.StringData(r.Key), klen: len(r.Key), n: len(p.T), t: unsafe.SliceData(p.T),
+		i: unsafe.SliceData(p.I), f: unsafe.SliceData(p.F), s: unsafe.SliceData(p.S), typ: p.Type, late: r.Late}
+}
+
+// AppendWatchNextResp appends resp's msgpack encoding to dst. A run that several
+// batches share is encoded once and its bytes copied: the subscribers of one series
+// polled together cost one encoding of each notification, not one each.
 func AppendWatchNextResp(dst []byte, resp *WatchNextResp) []byte {
+	var encoded encodedRuns
+	share := len(resp.Subs) > 1
 	dst = mp.AppendMapLen(dst, 1)
 	dst = mp.AppendStr(dst, "b")
 	if resp.Subs == nil {
@@ -39,6 +84,15 @@ func AppendWatchNextResp(dst []byte, resp *WatchNextResp) []byte {
 			dst = mp.AppendArrayLen(dst, len(b.Runs))
 			for j := range b.Runs {
 				r := &b.Runs[j]
+				var id runIdentity
+				if share {
+					id = identify(r)
+					if a, b, ok := encoded.find(id); ok {
+						dst = append(dst, dst[a:b]...)
+						continue
+					}
+				}
+				start := len(dst)
 				fields := 2
 				if r.Late {
 					fields++
@@ -51,6 +105,9 @@ func AppendWatchNextResp(dst []byte, resp *WatchNextResp) []byte {
 				if r.Late {
 					dst = mp.AppendStr(dst, "l")
 					dst = append(dst, 0xc3)
+				}
+				if share {
+					encoded.add(id, start, len(dst))
 				}
 			}
 		}
@@ -191,4 +248,102 @@ func DecodeWatchNextResp(b []byte, resp *WatchNextResp) error {
 	}
 	*resp = WatchNextResp{}
 	return rpc.Decode(b, resp)
+}
+
+// A poll names every subscription of its session with its cursor: a session of 100
+// subscriptions polls after each notification, so its request too is encoded and
+// decoded by hand, as its answer is.
+
+// AppendWatchNextReq appends req's msgpack encoding to dst.
+func AppendWatchNextReq(dst []byte, req *WatchNextReq) []byte {
+	fields := 3
+	if req.Close {
+		fields++
+	}
+	dst = mp.AppendMapLen(dst, fields)
+	dst = mp.AppendStr(dst, "ses")
+	dst = mp.AppendUint(dst, req.Session)
+	dst = mp.AppendStr(dst, "c")
+	if req.Cursors == nil {
+		dst = append(dst, 0xc0)
+	} else {
+		dst = mp.AppendArrayLen(dst, len(req.Cursors))
+		for _, c := range req.Cursors {
+			dst = mp.AppendMapLen(dst, 2)
+			dst = mp.AppendStr(dst, "id")
+			dst = mp.AppendUint(dst, c.ID)
+			dst = mp.AppendStr(dst, "s")
+			dst = mp.AppendUint(dst, c.Seen)
+		}
+	}
+	dst = mp.AppendStr(dst, "w")
+	dst = mp.AppendInt(dst, req.WaitMillis)
+	if req.Close {
+		dst = mp.AppendStr(dst, "x")
+		dst = append(dst, 0xc3)
+	}
+	return dst
+}
+
+// EncodeWatchNextReq returns req's msgpack encoding.
+func EncodeWatchNextReq(req *WatchNextReq) ([]byte, error) {
+	return AppendWatchNextReq(make([]byte, 0, 24+len(req.Cursors)*24), req), nil
+}
+
+// watchCursorBytes is what a decoded WatchCursor takes in memory.
+const watchCursorBytes = int(unsafe.Sizeof(WatchCursor{}))
+
+// ReadWatchNextReq decodes b, a WatchNextReq as AppendWatchNextReq writes it, into
+// req. It answers false for any other form, and for anything malformed: decode b with
+// rpc.Decode then. What it allocates stays within rpc.DecodeCostFactor bytes per byte
+// of b.
+func ReadWatchNextReq(b []byte, req *WatchNextReq) bool {
+	r := &mp.Reader{B: b}
+	*req = WatchNextReq{}
+	return readFields(r, func(k string) bool {
+		var ok bool
+		switch k {
+		case "ses":
+			req.Session, ok = r.Uint()
+		case "w":
+			req.WaitMillis, ok = r.Int()
+		case "x":
+			req.Close, ok = r.Bool()
+		case "c":
+			var n int
+			var isNil bool
+			n, isNil, ok = arrayOrNil(r, watchCursorBytes, len(b))
+			if !ok || isNil {
+				req.Cursors = nil
+				return ok
+			}
+			req.Cursors = make([]WatchCursor, n)
+			for i := range req.Cursors {
+				c := &req.Cursors[i]
+				if !readFields(r, func(k string) bool {
+					var ok bool
+					switch k {
+					case "id":
+						c.ID, ok = r.Uint()
+					case "s":
+						c.Seen, ok = r.Uint()
+					}
+					return ok
+				}) {
+					return false
+				}
+			}
+		}
+		return ok
+	}) && r.Left() == 0
+}
+
+// DecodeWatchNextReq decodes a WatchNextReq: by hand when ReadWatchNextReq can, else
+// with rpc.Decode (whose errors say what is wrong).
+func DecodeWatchNextReq(b []byte, req *WatchNextReq) error {
+	if ReadWatchNextReq(b, req) {
+		return nil
+	}
+	*req = WatchNextReq{}
+	return rpc.Decode(b, req)
 }

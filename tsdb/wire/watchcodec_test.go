@@ -19,12 +19,21 @@ func randomWatchNextResp(rnd *rand.Rand) *WatchNextResp {
 		return resp
 	}
 	ids := []uint64{0, 1, 127, 128, 255, 256, 65535, 65536, 1 << 32, math.MaxInt64, math.MaxUint64}
+	var made []WatchRun // runs made so far: later batches share some, as a session's do
 	for range rnd.Intn(5) + 1 {
 		b := WatchBatch{ID: ids[rnd.Intn(len(ids))], Seen: ids[rnd.Intn(len(ids))]}
 		if rnd.Intn(5) == 0 {
 			b.Ended = "subscription ended: the subscriber fell behind"
 		} else {
 			for range rnd.Intn(4) + 1 {
+				if len(made) > 0 && rnd.Intn(3) == 0 {
+					r := made[rnd.Intn(len(made))]
+					if rnd.Intn(4) == 0 {
+						r.Late = !r.Late // the same points, flagged otherwise: encoded anew
+					}
+					b.Runs = append(b.Runs, r)
+					continue
+				}
 				var pts series.Points
 				t := rnd.Int63n(2e18) - 1e18
 				isInt := rnd.Intn(3) == 0
@@ -37,6 +46,7 @@ func randomWatchNextResp(rnd *rand.Rand) *WatchNextResp {
 					}
 				}
 				b.Runs = append(b.Runs, WatchRun{Key: "pmu/1/freq", Points: pts, Late: rnd.Intn(4) == 0})
+				made = append(made, b.Runs[len(b.Runs)-1])
 			}
 		}
 		resp.Subs = append(resp.Subs, b)
@@ -49,25 +59,7 @@ func randomWatchNextResp(rnd *rand.Rand) *WatchNextResp {
 func TestWatchNextRespCodec(t *testing.T) {
 	rnd := rand.New(rand.NewSource(1))
 	for i := range 500 {
-		resp := randomWatchNextResp(rnd)
-		want, err := rpc.Encode(resp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, _ := EncodeWatchNextResp(resp)
-		if !bytes.Equal(got, want) {
-			t.Fatalf("case %d: hand encoding differs from msgpack's\n got %x\nwant %x", i, got, want)
-		}
-		var back, ref WatchNextResp
-		if !ReadWatchNextResp(got, &back) {
-			t.Fatalf("case %d: the hand decoder refused the hand encoding", i)
-		}
-		if err := rpc.Decode(got, &ref); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(back, ref) {
-			t.Fatalf("case %d: hand decoding %+v, msgpack's %+v", i, back, ref)
-		}
+		checkHandCodec(t, i, randomWatchNextResp(rnd), EncodeWatchNextResp, ReadWatchNextResp)
 	}
 }
 
@@ -79,17 +71,105 @@ func FuzzWatchNextResp(f *testing.F) {
 		b, _ := EncodeWatchNextResp(randomWatchNextResp(rnd))
 		f.Add(b)
 	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		var got WatchNextResp
-		if !ReadWatchNextResp(b, &got) {
-			return
+	f.Fuzz(func(t *testing.T, b []byte) { checkHandDecoder(t, b, ReadWatchNextResp) })
+}
+
+// randomWatchNextReq makes a poll of every shape: sessions, cursors and waits of every
+// size, none or no cursor, closing or not.
+func randomWatchNextReq(rnd *rand.Rand) *WatchNextReq {
+	nums := []uint64{0, 1, 127, 128, 255, 256, 65535, 65536, 1 << 32, math.MaxInt64, math.MaxUint64}
+	req := &WatchNextReq{Session: nums[rnd.Intn(len(nums))], WaitMillis: int64(nums[rnd.Intn(len(nums))] >> 1), Close: rnd.Intn(4) == 0}
+	if rnd.Intn(8) == 0 {
+		req.WaitMillis = -req.WaitMillis
+	}
+	if rnd.Intn(10) > 0 {
+		req.Cursors = []WatchCursor{}
+		for range rnd.Intn(120) {
+			req.Cursors = append(req.Cursors, WatchCursor{ID: nums[rnd.Intn(len(nums))], Seen: nums[rnd.Intn(len(nums))]})
 		}
-		var ref WatchNextResp
-		if err := rpc.Decode(b, &ref); err != nil {
-			t.Fatalf("hand decoder took what rpc.Decode refuses (%v): %x", err, b)
+	}
+	return req
+}
+
+// TestWatchNextReqCodec: as TestWatchNextRespCodec, for a poll.
+func TestWatchNextReqCodec(t *testing.T) {
+	rnd := rand.New(rand.NewSource(3))
+	for i := range 500 {
+		checkHandCodec(t, i, randomWatchNextReq(rnd), EncodeWatchNextReq, ReadWatchNextReq)
+	}
+}
+
+// FuzzWatchNextReq: as FuzzWatchNextResp, for a poll.
+func FuzzWatchNextReq(f *testing.F) {
+	rnd := rand.New(rand.NewSource(4))
+	for range 20 {
+		b, _ := EncodeWatchNextReq(randomWatchNextReq(rnd))
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkHandDecoder(t, b, ReadWatchNextReq) })
+}
+
+// checkHandCodec checks a hand codec on v (case i): its encoding is rpc.Encode's, byte
+// for byte, and its reader reads back what rpc.Decode does.
+func checkHandCodec[T any](t *testing.T, i int, v *T, encode func(*T) ([]byte, error), read func([]byte, *T) bool) {
+	t.Helper()
+	want, err := rpc.Encode(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := encode(v)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("case %d: hand encoding differs from msgpack's\n got %x\nwant %x", i, got, want)
+	}
+	var back, ref T
+	if !read(got, &back) {
+		t.Fatalf("case %d: the hand decoder refused the hand encoding", i)
+	}
+	if err := rpc.Decode(got, &ref); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, ref) {
+		t.Fatalf("case %d: hand decoding %+v, msgpack's %+v", i, back, ref)
+	}
+}
+
+// checkHandDecoder checks that read, on any bytes, either refuses them or agrees with
+// rpc.Decode.
+func checkHandDecoder[T any](t *testing.T, b []byte, read func([]byte, *T) bool) {
+	var got, ref T
+	if !read(b, &got) {
+		return
+	}
+	if err := rpc.Decode(b, &ref); err != nil {
+		t.Fatalf("hand decoder took what rpc.Decode refuses (%v): %x", err, b)
+	}
+	if !reflect.DeepEqual(got, ref) {
+		t.Fatalf("hand decoding %+v, rpc.Decode %+v", got, ref)
+	}
+}
+
+// BenchmarkWatchNextRespShared is a poll's answer for a session of 100 subscriptions
+// of one series after one notification: shared, the run every batch holds is the same
+// one (as the node's answer is); copied, each batch holds a copy of it (encoded anew).
+func BenchmarkWatchNextRespShared(b *testing.B) {
+	var pts series.Points
+	pts.AppendFloat(1764300000016666666, 59.998)
+	for _, shared := range []bool{true, false} {
+		resp := &WatchNextResp{}
+		for i := range 100 {
+			p := pts
+			if !shared {
+				p = series.Concat(pts)
+			}
+			resp.Subs = append(resp.Subs, WatchBatch{ID: uint64(i), Seen: 7, Runs: []WatchRun{{Key: "pmu/1/freq", Points: p}}})
 		}
-		if !reflect.DeepEqual(got, ref) {
-			t.Fatalf("hand decoding %+v, rpc.Decode %+v", got, ref)
-		}
-	})
+		name := map[bool]string{true: "shared", false: "copied"}[shared]
+		b.Run(name, func(b *testing.B) {
+			buf := make([]byte, 0, 1<<16)
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = AppendWatchNextResp(buf[:0], resp)
+			}
+		})
+	}
 }
