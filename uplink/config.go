@@ -43,10 +43,13 @@ type Config struct {
 	// raw points.
 	Every time.Duration
 
-	// Interval is how often a forwarder looks for new points. Default 2 s.
+	// Interval is how often a forwarder looks for new points. Default 5 s: every
+	// wake-up reads each series it forwards once, so a longer interval reads, encodes
+	// and sends the same points in fewer, larger requests.
 	Interval time.Duration
-	// Settle is how far behind now a forwarder stays, so that a write still reaching
-	// its quorum is not skipped. Default 1 s.
+	// Settle is how far behind now a forwarder stays at first, so that a write still
+	// reaching its quorum is not skipped; points found late just behind a cursor
+	// double it, up to MaxSettle. Default 1 s.
 	Settle time.Duration
 	// SaveEvery is how often at most a forwarder writes a series' cursor to the DHT;
 	// a takeover re-sends at most what was acknowledged since. Default 10 s.
@@ -74,8 +77,8 @@ func (c Config) WithDefaults() Config {
 			*v = d
 		}
 	}
-	set(&c.Interval, 2*time.Second)
-	set(&c.Settle, time.Second)
+	set(&c.Interval, 5*time.Second)
+	set(&c.Settle, 2*time.Second)
 	set(&c.SaveEvery, 10*time.Second)
 	set(&c.LateWindow, 15*time.Minute)
 	set(&c.LateEvery, 15*time.Second)

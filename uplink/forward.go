@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -41,6 +42,9 @@ const (
 	lagEvery     = 5 * time.Second         // how often the points behind are counted
 	lateWidthRaw = int64(90 * time.Second) // no rollup level divides it: the late check does not make the homes keep the series
 	maxNamed     = 8                       // series named in UplinkStats.Forwarding
+	// MaxSettle bounds how far behind now a forwarder stays once late points raised its
+	// settle time (Config.Settle is where it starts).
+	MaxSettle = 30 * time.Second
 )
 
 // Uplink forwards one selection of series to one target.
@@ -54,7 +58,9 @@ type Uplink struct {
 	sink   sink
 
 	entries []catalog.Entry
+	homes   map[string][]string // registry replicas (node IDs) per series, found when listed
 	listed  time.Time
+	settle  time.Duration // how far behind now the forwarder stays: Config.Settle, raised by late points
 	states  map[string]*state
 	backoff time.Duration
 	nextTry time.Time
@@ -94,7 +100,7 @@ func New(cfg Config, cl Cluster, mem Membership, log *slog.Logger) (*Uplink, err
 		log = slog.New(slog.DiscardHandler)
 	}
 	u := &Uplink{cfg: cfg, target: t, id: cfg.ID(), cl: cl, mem: mem, sink: s, states: map[string]*state{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		settle: cfg.Settle, stop: make(chan struct{}), done: make(chan struct{})}
 	u.log = log.With("uplink", t.Name)
 	u.stats = wire.UplinkStats{ID: u.id, URL: t.Name, Every: int64(cfg.Every)}
 	return u, nil
@@ -156,15 +162,24 @@ func (u *Uplink) Close() error {
 }
 
 // forwarder reports whether this node forwards the series: it is the first live
-// registry replica.
+// registry replica. The replicas are looked up when the selection is listed (every
+// listEvery), liveness at every pass: a death hands a series over at the next pass.
 func (u *Uplink) forwarder(ctx context.Context, key string, live map[string]bool) bool {
-	homes, err := u.cl.Homes(ctx, key)
-	if err != nil {
-		return false
+	homes, ok := u.homes[key]
+	if !ok {
+		peers, err := u.cl.Homes(ctx, key)
+		if err != nil {
+			return false
+		}
+		homes = make([]string, len(peers))
+		for i, h := range peers {
+			homes[i] = h.ID
+		}
+		u.homes[key] = homes
 	}
-	for _, h := range homes {
-		if live[h.ID] {
-			return h.ID == u.mem.Self().ID
+	for _, id := range homes {
+		if live[id] {
+			return id == u.mem.Self().ID
 		}
 	}
 	return false
@@ -178,7 +193,7 @@ func (u *Uplink) owned(ctx context.Context, now time.Time) []*state {
 		if err != nil {
 			u.fail(fmt.Errorf("listing the series: %w", err))
 		} else {
-			u.entries, u.listed = es[:0], now
+			u.entries, u.listed, u.homes = es[:0], now, map[string][]string{}
 			for _, e := range es {
 				if e.Live() && !isCursorKey(e.Key) {
 					u.entries = append(u.entries, e)
@@ -331,7 +346,7 @@ func (u *Uplink) pass(ctx context.Context) (more bool) {
 	if now.Before(u.nextTry) {
 		return false
 	}
-	horizon := now.Add(-u.cfg.Settle).UnixNano()
+	horizon := now.Add(-u.settle).UnixNano()
 	edge := u.edge(horizon)
 	var sts []*state
 	for _, st := range u.owned(ctx, now) {
@@ -416,7 +431,9 @@ func (u *Uplink) flush(ctx context.Context, pends []pending, sts []*state, edge 
 	u.backoff = 0
 	for _, p := range pends {
 		p.st.cursor = max(p.st.cursor, p.to)
-		p.st.dirty = true
+		// A cursor that only passed empty time is not worth a write: a successor would
+		// read that empty time again, and an idle node stays idle.
+		p.st.dirty = p.st.dirty || p.points > 0 || len(p.set) > 0
 		for w, c := range p.add {
 			p.st.fwd[w] += c
 		}
@@ -479,12 +496,20 @@ func (u *Uplink) collect(ctx context.Context, st *state, edge int64, room int) (
 	if pts.Len() > 0 {
 		u.sink.points(&st.e, &pts)
 	}
-	w := u.lateWidth()
-	for _, t := range pts.T {
-		p.add[agg.WindowStart(t, w)]++
-	}
+	countWindows(p.add, pts.T, u.lateWidth())
 	p.to, p.points = to, pts.Len()
 	return p, nil
+}
+
+// countWindows adds to counts the points of ts (ascending) per window of width w:
+// one map update per window, not per point.
+func countWindows(counts map[int64]int64, ts []int64, w int64) {
+	for i := 0; i < len(ts); {
+		start := agg.WindowStart(ts[i], w)
+		j := i + sort.Search(len(ts)-i, func(k int) bool { return ts[i+k] >= start+w })
+		counts[start] += int64(j - i)
+		i = j
+	}
 }
 
 // slicePoints returns the first n points.
@@ -543,8 +568,23 @@ func (u *Uplink) late(ctx context.Context, st *state, room int) (*pending, error
 		}
 		p.set[win.Start] = win.Count
 		u.update(func(s *wire.UplinkStats) { s.Late++ })
+		if win.Start >= hi-2*w {
+			u.raiseSettle(st.e.Key)
+		}
 	}
 	return p, nil
+}
+
+// raiseSettle doubles how far behind now the forwarder stays (at most MaxSettle)
+// after points arrived late just behind a cursor: a writer that sends its points in
+// batches (a PMU gateway's second) delivers its oldest point later than Config.Settle,
+// and each such point would cost its whole late-check window sent again.
+func (u *Uplink) raiseSettle(key string) {
+	if u.settle >= MaxSettle {
+		return
+	}
+	u.settle = min(max(u.settle*2, time.Second), MaxSettle)
+	u.log.Info("points arrived later than the forwarder waited; it waits longer now", "series", key, "settle", u.settle.String())
 }
 
 // expire moves a cursor that retention overtook to the oldest time still kept, and
