@@ -65,8 +65,9 @@ type Config struct {
 	// Retention is the node's --retention (0: everything kept): a cursor older than it
 	// jumps ahead, and what it skips is counted as never forwarded.
 	Retention time.Duration
-	// ClusterKey is what a tsdht target's client speaks with: the node's own keys (nil
-	// for none), so the central cluster must accept this cluster's key.
+	// ClusterKey is what a tsdht target's client speaks with: the keys of the URL's
+	// key=FILE, or else the node's own (nil for none), which the central cluster must
+	// then accept.
 	ClusterKey clusterkey.Ring
 }
 
@@ -93,25 +94,38 @@ type Target struct {
 	Kind     string   // "influx", "prom" or "tsdht"
 	Endpoint string   // the HTTP URL requests go to (influx: with db and precision)
 	Addrs    []string // tsdht: the cluster's RPC addresses
-	Name     string   // the URL without credentials, for logs and status
+	KeyFile  string   // tsdht: the central cluster's key file (?key=FILE); "" = the node's own key
+	Name     string   // the URL without credentials (nor key file), for logs and status
 }
 
 // ParseURL parses an uplink URL, saying what is wrong and what is accepted.
 func ParseURL(raw string) (Target, error) {
-	const want = "want influx+http(s)://HOST:PORT/DB, prom+http(s)://HOST:PORT/PATH or tsdht://HOST:PORT[,HOST:PORT…]"
+	const want = "want influx+http(s)://HOST:PORT/DB, prom+http(s)://HOST:PORT/PATH or tsdht://HOST:PORT[,HOST:PORT…][?key=FILE]"
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok || rest == "" {
 		return Target{}, fmt.Errorf("uplink %q: no scheme: %s", raw, want)
 	}
 	if scheme == "tsdht" {
+		hosts, query, _ := strings.Cut(rest, "?")
 		var addrs []string
-		for _, a := range strings.Split(strings.TrimSuffix(rest, "/"), ",") {
+		for _, a := range strings.Split(strings.TrimSuffix(hosts, "/"), ",") {
 			if a = strings.TrimSpace(a); a == "" || !strings.Contains(a, ":") {
 				return Target{}, fmt.Errorf("uplink %q: %q is not HOST:PORT: %s", raw, a, want)
 			}
 			addrs = append(addrs, a)
 		}
-		return Target{Kind: "tsdht", Addrs: addrs, Name: raw}, nil
+		t := Target{Kind: "tsdht", Addrs: addrs, Name: "tsdht://" + hosts}
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			return Target{}, fmt.Errorf("uplink %q: %v: %s", raw, err, want)
+		}
+		for k, v := range q {
+			if k != "key" || len(v) != 1 || v[0] == "" {
+				return Target{}, fmt.Errorf("uplink %q: the one parameter is key=FILE, given once (the central cluster's key file): %s", raw, want)
+			}
+			t.KeyFile = v[0]
+		}
+		return t, nil
 	}
 	kind, httpScheme, ok := strings.Cut(scheme, "+")
 	if !ok || (kind != "influx" && kind != "prom") || (httpScheme != "http" && httpScheme != "https") {
