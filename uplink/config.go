@@ -43,7 +43,7 @@ type Config struct {
 	// raw points.
 	Every time.Duration
 
-	// Interval is how often a forwarder looks for new points. Default 5 s: every
+	// Interval is how often a forwarder looks for new points. Default 10 s: every
 	// wake-up reads each series it forwards once, so a longer interval reads, encodes
 	// and sends the same points in fewer, larger requests.
 	Interval time.Duration
@@ -78,7 +78,7 @@ func (c Config) WithDefaults() Config {
 			*v = d
 		}
 	}
-	set(&c.Interval, 5*time.Second)
+	set(&c.Interval, 10*time.Second)
 	set(&c.Settle, 2*time.Second)
 	set(&c.SaveEvery, 10*time.Second)
 	set(&c.LateWindow, 15*time.Minute)
