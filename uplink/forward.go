@@ -143,7 +143,7 @@ func (u *Uplink) Run() {
 			return
 		case <-t.C:
 		}
-		wait := u.cfg.Interval
+		wait := u.nextLook(time.Now())
 		if u.pass(ctx) {
 			wait = 0
 		}
@@ -152,6 +152,22 @@ func (u *Uplink) Run() {
 		}
 		t.Reset(wait)
 	}
+}
+
+// lookPast is how far past a multiple of Interval the horizon is at a regular look.
+const lookPast = 500 * time.Millisecond
+
+// nextLook is how long until the next regular look: when the horizon (now less the
+// settle time) has just passed a multiple of Interval. A quantum that divides the
+// interval (the cluster's 10 s by default) has then just ended behind the horizon,
+// and each read takes whole quanta but for the first lookPast of the open one: a
+// read decodes its open quantum's blocks whole, so a look at any other moment would
+// decode most of that quantum twice.
+func (u *Uplink) nextLook(now time.Time) time.Duration {
+	iv, off := int64(u.cfg.Interval), int64(u.settle+lookPast)
+	t := now.UnixNano() - off
+	next := t - t%iv + iv + off
+	return time.Duration(next - now.UnixNano())
 }
 
 // Close stops the uplink, saving the cursors it advanced since their last save.

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // FuzzAppendTime: the line encoder's timestamps are strconv's, whatever the previous
@@ -22,4 +23,17 @@ func FuzzAppendTime(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestNextLook: a regular look comes when the horizon has just passed a multiple of
+// the interval, within one interval.
+func TestNextLook(t *testing.T) {
+	u := &Uplink{cfg: Config{Interval: 10 * time.Second}, settle: 2 * time.Second}
+	for _, now := range []int64{12_300_000_000, 12_500_000_000, 12_500_000_001, 99_999_999_999, 1_764_000_000_123_456_789} {
+		d := u.nextLook(time.Unix(0, now))
+		horizon := now + int64(d) - int64(u.settle)
+		if d <= 0 || d > u.cfg.Interval || horizon%int64(u.cfg.Interval) != int64(lookPast) {
+			t.Errorf("at %d: next look in %v, its horizon %d: want within %v, %v past a multiple of it", now, d, horizon, u.cfg.Interval, lookPast)
+		}
+	}
 }
