@@ -26,10 +26,15 @@ func TestUplinkToClusterWithItsOwnKey(t *testing.T) {
 			t.Fatalf("keygen: exit %d, %s%s", code, out, errs)
 		}
 	}
-	central := startProcs(t, 1, "--cluster-key-file", centralKey)
-	edge := startProcs(t, 1, "--cluster-key-file", edgeKey,
+	// The start-up's status polls read the key from the environment: each cluster's own.
+	t.Setenv("TSDHT_CLUSTER_KEY_FILE", centralKey)
+	start := time.Now()
+	central := startProcs(t, 1, "--rf", "1", "--cluster-key-file", centralKey)
+	t.Setenv("TSDHT_CLUSTER_KEY_FILE", edgeKey)
+	edge := startProcs(t, 1, "--rf", "1", "--cluster-key-file", edgeKey,
 		"--uplink", "tsdht://"+central.Nodes[0].RPC+"?key="+centralKey)
 
+	t.Logf("both nodes up after %v", time.Since(start).Round(100*time.Millisecond))
 	const key = "feeder/9/p"
 	base := time.Now().Add(-time.Hour).Truncate(time.Minute).UnixNano()
 	var in strings.Builder
@@ -46,7 +51,7 @@ func TestUplinkToClusterWithItsOwnKey(t *testing.T) {
 		return central.Run("", "get", "--cluster", central.Nodes[0].RPC, "--cluster-key-file", keyFile, "--series", key,
 			"--from", fmt.Sprint(base), "--to", fmt.Sprint(base+int64(time.Hour)))
 	}
-	testutil.WaitNoError(t, 30*time.Second, func() error {
+	took := testutil.WaitNoError(t, 30*time.Second, func() error {
 		out, errOut, code := get(centralKey)
 		if code != 0 {
 			return fmt.Errorf("exit %d: %s", code, errOut)
@@ -56,6 +61,7 @@ func TestUplinkToClusterWithItsOwnKey(t *testing.T) {
 		}
 		return nil
 	}, "the 300 points to reach the central cluster")
+	t.Logf("the points reached the central cluster %v after the put", took.Round(100*time.Millisecond))
 	out, _, _ := get(centralKey)
 	for i, p := range parseCSV(t, out) {
 		if p.t != base+int64(i)*int64(time.Second) || p.v != float64(i)+0.25 {
