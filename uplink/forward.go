@@ -491,6 +491,12 @@ func (u *Uplink) collect(ctx context.Context, st *state, edge int64, room int) (
 		return p, nil
 	}
 	to := min(edge, st.cursor+max(st.span, int64(u.cfg.Interval)))
+	if iv := int64(u.cfg.Interval); to == edge && to-to%iv > st.cursor {
+		// Up to the multiple of the interval the horizon has just passed (nextLook):
+		// whole quanta of a quantum that divides the interval, and not the first
+		// moments of the next one, which a read would decode with all its blocks.
+		to -= to % iv
+	}
 	res, err := u.cl.Get(ctx, st.e.Key, st.cursor, to, wire.GetOptions{})
 	if err != nil {
 		st.span = max(st.span/2, int64(u.cfg.Interval))
