@@ -16,6 +16,7 @@ import (
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/coord"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
@@ -26,7 +27,7 @@ type Cluster interface {
 	Get(ctx context.Context, key string, from, to int64, opt wire.GetOptions) (wire.Result, error)
 	Aggregate(ctx context.Context, key string, from, to, every int64, opt wire.GetOptions) (wire.AggResult, error)
 	Latest(ctx context.Context, key string, since, before int64) (series.Points, error)
-	Put(ctx context.Context, key string, pts series.Points, opt wire.PutOptions) (int, error)
+	PutMany(ctx context.Context, puts []coord.SeriesPut, opt wire.PutOptions) []coord.SeriesResult
 	// Homes returns a series' registry replicas, closest to KeyID(key) first.
 	Homes(ctx context.Context, key string) ([]dht.Peer, error)
 }
@@ -236,12 +237,14 @@ func (u *Uplink) owned(ctx context.Context, now time.Time) []*state {
 		st.e = e
 		out = append(out, st)
 	}
+	var gone []*state
 	for k, st := range u.states {
 		if !keep[k] {
-			u.save(ctx, st, true)
+			gone = append(gone, st)
 			delete(u.states, k)
 		}
 	}
+	u.save(ctx, gone, true)
 	names := make([]string, 0, maxNamed)
 	for _, st := range out[:min(len(out), maxNamed)] {
 		names = append(names, st.e.Key)
@@ -320,29 +323,45 @@ func (u *Uplink) load(ctx context.Context, st *state, now time.Time) error {
 	return nil
 }
 
-// save writes a series' cursor record to the DHT when it changed and SaveEvery passed
-// (or force).
-func (u *Uplink) save(ctx context.Context, st *state, force bool) {
-	if !st.dirty || st.cursor == math.MinInt64 || !force && time.Since(st.savedAt) < u.cfg.SaveEvery {
-		return
-	}
+// save writes, in one request, the cursor records of the series of sts whose cursor
+// changed and SaveEvery passed (or force): the series' saves fall due together, and
+// each request costs the cluster a write (a sync on a --sync always node) whatever
+// it carries.
+func (u *Uplink) save(ctx context.Context, sts []*state, force bool) {
+	now := time.Now()
+	var puts []coord.SeriesPut
+	var due []*state
 	w := u.lateWidth()
-	rec := cursorRecord{Cursor: st.cursor, From: agg.WindowStart(st.cursor-int64(u.cfg.LateWindow), w), Counts: st.fwd}
-	var p series.Points
-	p.AppendString(time.Now().UnixNano(), rec.encode(w))
-	if _, err := u.cl.Put(ctx, CursorKey(u.id, st.e.Key), p, wire.PutOptions{}); err != nil {
-		u.log.Warn("saving a cursor failed; a takeover would send more again", "series", st.e.Key, "err", err)
+	for _, st := range sts {
+		if !st.dirty || st.cursor == math.MinInt64 || !force && now.Sub(st.savedAt) < u.cfg.SaveEvery {
+			continue
+		}
+		rec := cursorRecord{Cursor: st.cursor, From: agg.WindowStart(st.cursor-int64(u.cfg.LateWindow), w), Counts: st.fwd}
+		var p series.Points
+		p.AppendString(now.UnixNano(), rec.encode(w))
+		puts = append(puts, coord.SeriesPut{Key: CursorKey(u.id, st.e.Key), Points: p})
+		due = append(due, st)
+	}
+	if len(puts) == 0 {
 		return
 	}
-	st.dirty, st.saved, st.savedAt = false, st.cursor, time.Now()
+	for i, r := range u.cl.PutMany(ctx, puts, wire.PutOptions{}) {
+		if st := due[i]; r.Err != nil {
+			u.log.Warn("saving a cursor failed; a takeover would send more again", "series", st.e.Key, "err", r.Err)
+		} else {
+			st.dirty, st.saved, st.savedAt = false, st.cursor, now
+		}
+	}
 }
 
 func (u *Uplink) saveAll(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	all := make([]*state, 0, len(u.states))
 	for _, st := range u.states {
-		u.save(ctx, st, true)
+		all = append(all, st)
 	}
+	u.save(ctx, all, true)
 }
 
 // pending is what a batch will advance once the target acknowledges it.
@@ -457,9 +476,7 @@ func (u *Uplink) flush(ctx context.Context, pends []pending, sts []*state, edge 
 			p.st.fwd[w] = c
 		}
 	}
-	for _, st := range sts {
-		u.save(ctx, st, false)
-	}
+	u.save(ctx, sts, false)
 	u.countLag(ctx, sts, edge, now, false)
 	return true
 }
