@@ -43,10 +43,13 @@ type Config struct {
 	// raw points.
 	Every time.Duration
 
-	// Interval is how often a forwarder looks for new points. Default 2 s.
+	// Interval is how often a forwarder looks for new points. Default 10 s: every
+	// wake-up reads each series it forwards once, so a longer interval reads, encodes
+	// and sends the same points in fewer, larger requests.
 	Interval time.Duration
-	// Settle is how far behind now a forwarder stays, so that a write still reaching
-	// its quorum is not skipped. Default 1 s.
+	// Settle is how far behind now a forwarder stays at first, so that a write still
+	// reaching its quorum is not skipped; points found late just behind a cursor
+	// double it, up to MaxSettle. Default 1 s.
 	Settle time.Duration
 	// SaveEvery is how often at most a forwarder writes a series' cursor to the DHT;
 	// a takeover re-sends at most what was acknowledged since. Default 10 s.
@@ -62,8 +65,9 @@ type Config struct {
 	// Retention is the node's --retention (0: everything kept): a cursor older than it
 	// jumps ahead, and what it skips is counted as never forwarded.
 	Retention time.Duration
-	// ClusterKey is what a tsdht target's client speaks with: the node's own keys (nil
-	// for none), so the central cluster must accept this cluster's key.
+	// ClusterKey is what a tsdht target's client speaks with: the keys of the URL's
+	// key=FILE, or else the node's own (nil for none), which the central cluster must
+	// then accept.
 	ClusterKey clusterkey.Ring
 }
 
@@ -74,8 +78,8 @@ func (c Config) WithDefaults() Config {
 			*v = d
 		}
 	}
-	set(&c.Interval, 2*time.Second)
-	set(&c.Settle, time.Second)
+	set(&c.Interval, 10*time.Second)
+	set(&c.Settle, 2*time.Second)
 	set(&c.SaveEvery, 10*time.Second)
 	set(&c.LateWindow, 15*time.Minute)
 	set(&c.LateEvery, 15*time.Second)
@@ -90,25 +94,38 @@ type Target struct {
 	Kind     string   // "influx", "prom" or "tsdht"
 	Endpoint string   // the HTTP URL requests go to (influx: with db and precision)
 	Addrs    []string // tsdht: the cluster's RPC addresses
-	Name     string   // the URL without credentials, for logs and status
+	KeyFile  string   // tsdht: the central cluster's key file (?key=FILE); "" = the node's own key
+	Name     string   // the URL without credentials (nor key file), for logs and status
 }
 
 // ParseURL parses an uplink URL, saying what is wrong and what is accepted.
 func ParseURL(raw string) (Target, error) {
-	const want = "want influx+http(s)://HOST:PORT/DB, prom+http(s)://HOST:PORT/PATH or tsdht://HOST:PORT[,HOST:PORT…]"
+	const want = "want influx+http(s)://HOST:PORT/DB, prom+http(s)://HOST:PORT/PATH or tsdht://HOST:PORT[,HOST:PORT…][?key=FILE]"
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok || rest == "" {
 		return Target{}, fmt.Errorf("uplink %q: no scheme: %s", raw, want)
 	}
 	if scheme == "tsdht" {
+		hosts, query, _ := strings.Cut(rest, "?")
 		var addrs []string
-		for _, a := range strings.Split(strings.TrimSuffix(rest, "/"), ",") {
+		for _, a := range strings.Split(strings.TrimSuffix(hosts, "/"), ",") {
 			if a = strings.TrimSpace(a); a == "" || !strings.Contains(a, ":") {
 				return Target{}, fmt.Errorf("uplink %q: %q is not HOST:PORT: %s", raw, a, want)
 			}
 			addrs = append(addrs, a)
 		}
-		return Target{Kind: "tsdht", Addrs: addrs, Name: raw}, nil
+		t := Target{Kind: "tsdht", Addrs: addrs, Name: "tsdht://" + hosts}
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			return Target{}, fmt.Errorf("uplink %q: %v: %s", raw, err, want)
+		}
+		for k, v := range q {
+			if k != "key" || len(v) != 1 || v[0] == "" {
+				return Target{}, fmt.Errorf("uplink %q: the one parameter is key=FILE, given once (the central cluster's key file): %s", raw, want)
+			}
+			t.KeyFile = v[0]
+		}
+		return t, nil
 	}
 	kind, httpScheme, ok := strings.Cut(scheme, "+")
 	if !ok || (kind != "influx" && kind != "prom") || (httpScheme != "http" && httpScheme != "https") {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/coord"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
@@ -25,7 +27,7 @@ type Cluster interface {
 	Get(ctx context.Context, key string, from, to int64, opt wire.GetOptions) (wire.Result, error)
 	Aggregate(ctx context.Context, key string, from, to, every int64, opt wire.GetOptions) (wire.AggResult, error)
 	Latest(ctx context.Context, key string, since, before int64) (series.Points, error)
-	Put(ctx context.Context, key string, pts series.Points, opt wire.PutOptions) (int, error)
+	PutMany(ctx context.Context, puts []coord.SeriesPut, opt wire.PutOptions) []coord.SeriesResult
 	// Homes returns a series' registry replicas, closest to KeyID(key) first.
 	Homes(ctx context.Context, key string) ([]dht.Peer, error)
 }
@@ -41,6 +43,9 @@ const (
 	lagEvery     = 5 * time.Second         // how often the points behind are counted
 	lateWidthRaw = int64(90 * time.Second) // no rollup level divides it: the late check does not make the homes keep the series
 	maxNamed     = 8                       // series named in UplinkStats.Forwarding
+	// MaxSettle bounds how far behind now a forwarder stays once late points raised its
+	// settle time (Config.Settle is where it starts).
+	MaxSettle = 30 * time.Second
 )
 
 // Uplink forwards one selection of series to one target.
@@ -54,7 +59,9 @@ type Uplink struct {
 	sink   sink
 
 	entries []catalog.Entry
+	homes   map[string][]string // registry replicas (node IDs) per series, found when listed
 	listed  time.Time
+	settle  time.Duration // how far behind now the forwarder stays: Config.Settle, raised by late points
 	states  map[string]*state
 	backoff time.Duration
 	nextTry time.Time
@@ -94,7 +101,7 @@ func New(cfg Config, cl Cluster, mem Membership, log *slog.Logger) (*Uplink, err
 		log = slog.New(slog.DiscardHandler)
 	}
 	u := &Uplink{cfg: cfg, target: t, id: cfg.ID(), cl: cl, mem: mem, sink: s, states: map[string]*state{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		settle: cfg.Settle, stop: make(chan struct{}), done: make(chan struct{})}
 	u.log = log.With("uplink", t.Name)
 	u.stats = wire.UplinkStats{ID: u.id, URL: t.Name, Every: int64(cfg.Every)}
 	return u, nil
@@ -137,7 +144,7 @@ func (u *Uplink) Run() {
 			return
 		case <-t.C:
 		}
-		wait := u.cfg.Interval
+		wait := u.nextLook(time.Now())
 		if u.pass(ctx) {
 			wait = 0
 		}
@@ -148,6 +155,22 @@ func (u *Uplink) Run() {
 	}
 }
 
+// lookPast is how far past a multiple of Interval the horizon is at a regular look.
+const lookPast = 500 * time.Millisecond
+
+// nextLook is how long until the next regular look: when the horizon (now less the
+// settle time) has just passed a multiple of Interval. A quantum that divides the
+// interval (the cluster's 10 s by default) has then just ended behind the horizon,
+// and each read takes whole quanta but for the first lookPast of the open one: a
+// read decodes its open quantum's blocks whole, so a look at any other moment would
+// decode most of that quantum twice.
+func (u *Uplink) nextLook(now time.Time) time.Duration {
+	iv, off := int64(u.cfg.Interval), int64(u.settle+lookPast)
+	t := now.UnixNano() - off
+	next := t - t%iv + iv + off
+	return time.Duration(next - now.UnixNano())
+}
+
 // Close stops the uplink, saving the cursors it advanced since their last save.
 func (u *Uplink) Close() error {
 	close(u.stop)
@@ -156,15 +179,24 @@ func (u *Uplink) Close() error {
 }
 
 // forwarder reports whether this node forwards the series: it is the first live
-// registry replica.
+// registry replica. The replicas are looked up when the selection is listed (every
+// listEvery), liveness at every pass: a death hands a series over at the next pass.
 func (u *Uplink) forwarder(ctx context.Context, key string, live map[string]bool) bool {
-	homes, err := u.cl.Homes(ctx, key)
-	if err != nil {
-		return false
+	homes, ok := u.homes[key]
+	if !ok {
+		peers, err := u.cl.Homes(ctx, key)
+		if err != nil {
+			return false
+		}
+		homes = make([]string, len(peers))
+		for i, h := range peers {
+			homes[i] = h.ID
+		}
+		u.homes[key] = homes
 	}
-	for _, h := range homes {
-		if live[h.ID] {
-			return h.ID == u.mem.Self().ID
+	for _, id := range homes {
+		if live[id] {
+			return id == u.mem.Self().ID
 		}
 	}
 	return false
@@ -178,7 +210,7 @@ func (u *Uplink) owned(ctx context.Context, now time.Time) []*state {
 		if err != nil {
 			u.fail(fmt.Errorf("listing the series: %w", err))
 		} else {
-			u.entries, u.listed = es[:0], now
+			u.entries, u.listed, u.homes = es[:0], now, map[string][]string{}
 			for _, e := range es {
 				if e.Live() && !isCursorKey(e.Key) {
 					u.entries = append(u.entries, e)
@@ -205,12 +237,14 @@ func (u *Uplink) owned(ctx context.Context, now time.Time) []*state {
 		st.e = e
 		out = append(out, st)
 	}
+	var gone []*state
 	for k, st := range u.states {
 		if !keep[k] {
-			u.save(ctx, st, true)
+			gone = append(gone, st)
 			delete(u.states, k)
 		}
 	}
+	u.save(ctx, gone, true)
 	names := make([]string, 0, maxNamed)
 	for _, st := range out[:min(len(out), maxNamed)] {
 		names = append(names, st.e.Key)
@@ -289,29 +323,45 @@ func (u *Uplink) load(ctx context.Context, st *state, now time.Time) error {
 	return nil
 }
 
-// save writes a series' cursor record to the DHT when it changed and SaveEvery passed
-// (or force).
-func (u *Uplink) save(ctx context.Context, st *state, force bool) {
-	if !st.dirty || st.cursor == math.MinInt64 || !force && time.Since(st.savedAt) < u.cfg.SaveEvery {
-		return
-	}
+// save writes, in one request, the cursor records of the series of sts whose cursor
+// changed and SaveEvery passed (or force): the series' saves fall due together, and
+// each request costs the cluster a write (a sync on a --sync always node) whatever
+// it carries.
+func (u *Uplink) save(ctx context.Context, sts []*state, force bool) {
+	now := time.Now()
+	var puts []coord.SeriesPut
+	var due []*state
 	w := u.lateWidth()
-	rec := cursorRecord{Cursor: st.cursor, From: agg.WindowStart(st.cursor-int64(u.cfg.LateWindow), w), Counts: st.fwd}
-	var p series.Points
-	p.AppendString(time.Now().UnixNano(), rec.encode(w))
-	if _, err := u.cl.Put(ctx, CursorKey(u.id, st.e.Key), p, wire.PutOptions{}); err != nil {
-		u.log.Warn("saving a cursor failed; a takeover would send more again", "series", st.e.Key, "err", err)
+	for _, st := range sts {
+		if !st.dirty || st.cursor == math.MinInt64 || !force && now.Sub(st.savedAt) < u.cfg.SaveEvery {
+			continue
+		}
+		rec := cursorRecord{Cursor: st.cursor, From: agg.WindowStart(st.cursor-int64(u.cfg.LateWindow), w), Counts: st.fwd}
+		var p series.Points
+		p.AppendString(now.UnixNano(), rec.encode(w))
+		puts = append(puts, coord.SeriesPut{Key: CursorKey(u.id, st.e.Key), Points: p})
+		due = append(due, st)
+	}
+	if len(puts) == 0 {
 		return
 	}
-	st.dirty, st.saved, st.savedAt = false, st.cursor, time.Now()
+	for i, r := range u.cl.PutMany(ctx, puts, wire.PutOptions{}) {
+		if st := due[i]; r.Err != nil {
+			u.log.Warn("saving a cursor failed; a takeover would send more again", "series", st.e.Key, "err", r.Err)
+		} else {
+			st.dirty, st.saved, st.savedAt = false, st.cursor, now
+		}
+	}
 }
 
 func (u *Uplink) saveAll(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	all := make([]*state, 0, len(u.states))
 	for _, st := range u.states {
-		u.save(ctx, st, true)
+		all = append(all, st)
 	}
+	u.save(ctx, all, true)
 }
 
 // pending is what a batch will advance once the target acknowledges it.
@@ -331,7 +381,7 @@ func (u *Uplink) pass(ctx context.Context) (more bool) {
 	if now.Before(u.nextTry) {
 		return false
 	}
-	horizon := now.Add(-u.cfg.Settle).UnixNano()
+	horizon := now.Add(-u.settle).UnixNano()
 	edge := u.edge(horizon)
 	var sts []*state
 	for _, st := range u.owned(ctx, now) {
@@ -416,7 +466,9 @@ func (u *Uplink) flush(ctx context.Context, pends []pending, sts []*state, edge 
 	u.backoff = 0
 	for _, p := range pends {
 		p.st.cursor = max(p.st.cursor, p.to)
-		p.st.dirty = true
+		// A cursor that only passed empty time is not worth a write: a successor would
+		// read that empty time again, and an idle node stays idle.
+		p.st.dirty = p.st.dirty || p.points > 0 || len(p.set) > 0
 		for w, c := range p.add {
 			p.st.fwd[w] += c
 		}
@@ -424,9 +476,7 @@ func (u *Uplink) flush(ctx context.Context, pends []pending, sts []*state, edge 
 			p.st.fwd[w] = c
 		}
 	}
-	for _, st := range sts {
-		u.save(ctx, st, false)
-	}
+	u.save(ctx, sts, false)
 	u.countLag(ctx, sts, edge, now, false)
 	return true
 }
@@ -458,6 +508,12 @@ func (u *Uplink) collect(ctx context.Context, st *state, edge int64, room int) (
 		return p, nil
 	}
 	to := min(edge, st.cursor+max(st.span, int64(u.cfg.Interval)))
+	if iv := int64(u.cfg.Interval); to == edge && to-to%iv > st.cursor {
+		// Up to the multiple of the interval the horizon has just passed (nextLook):
+		// whole quanta of a quantum that divides the interval, and not the first
+		// moments of the next one, which a read would decode with all its blocks.
+		to -= to % iv
+	}
 	res, err := u.cl.Get(ctx, st.e.Key, st.cursor, to, wire.GetOptions{})
 	if err != nil {
 		st.span = max(st.span/2, int64(u.cfg.Interval))
@@ -479,12 +535,20 @@ func (u *Uplink) collect(ctx context.Context, st *state, edge int64, room int) (
 	if pts.Len() > 0 {
 		u.sink.points(&st.e, &pts)
 	}
-	w := u.lateWidth()
-	for _, t := range pts.T {
-		p.add[agg.WindowStart(t, w)]++
-	}
+	countWindows(p.add, pts.T, u.lateWidth())
 	p.to, p.points = to, pts.Len()
 	return p, nil
+}
+
+// countWindows adds to counts the points of ts (ascending) per window of width w:
+// one map update per window, not per point.
+func countWindows(counts map[int64]int64, ts []int64, w int64) {
+	for i := 0; i < len(ts); {
+		start := agg.WindowStart(ts[i], w)
+		j := i + sort.Search(len(ts)-i, func(k int) bool { return ts[i+k] >= start+w })
+		counts[start] += int64(j - i)
+		i = j
+	}
 }
 
 // slicePoints returns the first n points.
@@ -543,8 +607,23 @@ func (u *Uplink) late(ctx context.Context, st *state, room int) (*pending, error
 		}
 		p.set[win.Start] = win.Count
 		u.update(func(s *wire.UplinkStats) { s.Late++ })
+		if win.Start >= hi-2*w {
+			u.raiseSettle(st.e.Key)
+		}
 	}
 	return p, nil
+}
+
+// raiseSettle doubles how far behind now the forwarder stays (at most MaxSettle)
+// after points arrived late just behind a cursor: a writer that sends its points in
+// batches (a PMU gateway's second) delivers its oldest point later than Config.Settle,
+// and each such point would cost its whole late-check window sent again.
+func (u *Uplink) raiseSettle(key string) {
+	if u.settle >= MaxSettle {
+		return
+	}
+	u.settle = min(max(u.settle*2, time.Second), MaxSettle)
+	u.log.Info("points arrived later than the forwarder waited; it waits longer now", "series", key, "settle", u.settle.String())
 }
 
 // expire moves a cursor that retention overtook to the oldest time still kept, and

@@ -66,6 +66,29 @@ func tagOf(e *catalog.Entry, k string) string {
 // <field>_count (an integer).
 type lineEncoder struct {
 	buf []byte
+	// The decimal digits of the whole seconds of the last timestamp written: a
+	// series' consecutive points mostly share them.
+	sec    int64
+	secDig []byte
+}
+
+// appendTime appends t (ns) in decimal, as strconv.AppendInt would.
+func (l *lineEncoder) appendTime(t int64) {
+	if t < 1e9 {
+		l.buf = strconv.AppendInt(l.buf, t, 10)
+		return
+	}
+	sec, ns := t/1e9, t%1e9
+	if sec != l.sec || len(l.secDig) == 0 {
+		l.sec, l.secDig = sec, strconv.AppendInt(l.secDig[:0], sec, 10)
+	}
+	l.buf = append(l.buf, l.secDig...)
+	var d [9]byte
+	for i := 8; i >= 0; i-- {
+		d[i] = byte('0' + ns%10)
+		ns /= 10
+	}
+	l.buf = append(l.buf, d[:]...)
 }
 
 func (l *lineEncoder) size() int    { return len(l.buf) }
@@ -109,7 +132,7 @@ func (l *lineEncoder) points(e *catalog.Entry, pts *series.Points) {
 			l.buf = append(l.buf, '"')
 		}
 		l.buf = append(l.buf, ' ')
-		l.buf = strconv.AppendInt(l.buf, t, 10)
+		l.appendTime(t)
 		l.buf = append(l.buf, '\n')
 	}
 }
@@ -140,7 +163,7 @@ func (l *lineEncoder) windows(e *catalog.Entry, ws []agg.Window) {
 			}
 		}
 		l.buf = append(l.buf, ' ')
-		l.buf = strconv.AppendInt(l.buf, ws[i].Start, 10)
+		l.appendTime(ws[i].Start)
 		l.buf = append(l.buf, '\n')
 	}
 }

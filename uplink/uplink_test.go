@@ -31,6 +31,10 @@ func TestParseURL(t *testing.T) {
 		{in: "influx+https://u:pw@h:8086/db", kind: "influx", endpoint: "https://h:8086/write?db=db&p=pw&precision=ns&u=u"},
 		{in: "prom+http://h:9090/api/v1/write", kind: "prom", endpoint: "http://h:9090/api/v1/write"},
 		{in: "tsdht://a:1,b:2", kind: "tsdht"},
+		{in: "tsdht://a:1?key=/etc/central.key", kind: "tsdht"},
+		{in: "tsdht://a:1?kee=/k", err: "the one parameter is key=FILE"},
+		{in: "tsdht://a:1?key=", err: "the one parameter is key=FILE"},
+		{in: "tsdht://a:1?key=/k&key=/j", err: "the one parameter is key=FILE"},
 		{in: "influx+http://h:8086/", err: "one database"},
 		{in: "prom+http://h:9090", err: "no path"},
 		{in: "http://h:8086/db", err: "unknown scheme"},
@@ -49,6 +53,8 @@ func TestParseURL(t *testing.T) {
 			t.Errorf("%s: %+v, want kind %s endpoint %s", c.in, tg, c.kind, c.endpoint)
 		case strings.Contains(tg.Name, "pw"):
 			t.Errorf("%s: the name %q shows the password", c.in, tg.Name)
+		case strings.Contains(c.in, "key=") && (tg.KeyFile != "/etc/central.key" || tg.Name != "tsdht://a:1"):
+			t.Errorf("%s: key file %q, name %q: want /etc/central.key and tsdht://a:1", c.in, tg.KeyFile, tg.Name)
 		}
 	}
 }

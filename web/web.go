@@ -161,6 +161,15 @@ type Cluster struct {
 	Live    int      `json:"live"`
 	Members []Member `json:"members"`
 	Note    string   `json:"note,omitempty"` // e.g. fewer live members than rf
+	// Uplinks has one row per reachable member and uplink it runs (docs/uplink.md):
+	// what `tsdht status` and /metrics show of them.
+	Uplinks []Uplink `json:"uplinks"`
+}
+
+// Uplink is one member's view of one uplink.
+type Uplink struct {
+	NodeID string `json:"node_id"`
+	wire.UplinkStats
 }
 
 func (h *handler) cluster(w http.ResponseWriter, r *http.Request) {
@@ -187,6 +196,14 @@ func (h *handler) cluster(w http.ResponseWriter, r *http.Request) {
 			m.Under = int64(n.Shards) // every pair has fewer than rf copies
 		}
 		out.Members = append(out.Members, m)
+		if n.Reachable {
+			for _, u := range n.Uplinks {
+				out.Uplinks = append(out.Uplinks, Uplink{NodeID: n.NodeID, UplinkStats: u})
+			}
+		}
+	}
+	if out.Uplinks == nil {
+		out.Uplinks = []Uplink{}
 	}
 	if out.RF > 0 && out.Live < out.RF {
 		out.Note = fmt.Sprintf("%d members alive, fewer than rf %d: every shard has fewer than %d copies", out.Live, out.RF, out.RF)

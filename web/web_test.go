@@ -55,8 +55,8 @@ func TestAPI(t *testing.T) {
 
 	var c Cluster
 	getJSON(t, srv.URL+"/api/v1/cluster", http.StatusOK, &c)
-	if len(c.Members) != 3 || c.Live != 3 || c.RF != 3 || c.Note != "" {
-		t.Fatalf("cluster: %+v", c)
+	if len(c.Members) != 3 || c.Live != 3 || c.RF != 3 || c.Note != "" || c.Uplinks == nil || len(c.Uplinks) != 0 {
+		t.Fatalf("cluster: %+v (no node runs an uplink: want uplinks [], not null)", c)
 	}
 	for _, m := range c.Members {
 		if len(m.NodeID) != 40 || !m.Reachable || m.State != "alive" {

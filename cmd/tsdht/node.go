@@ -150,7 +150,9 @@ func runNode(c *cli.Context) error {
 	logger.Info("serving", "rpc", n.RPCAddr(), "gossip", n.DHT().GossipAddr(), "id_format", cfg.DHT.Format.String(),
 		"quantum", cfg.DHT.Quantum.Duration().String(), "rf", cfg.RF, "routing", cfg.DHT.Routing.String())
 	for i := range upCfgs {
-		upCfgs[i].ClusterKey = ring
+		if upCfgs[i].ClusterKey == nil { // no key=FILE in the URL: the node's own
+			upCfgs[i].ClusterKey = ring
+		}
 		upCfgs[i].Retention = retentionOf(c)
 	}
 	ups, err := uplink.Start(upCfgs, n.Coordinator(), n.DHT(), logger)

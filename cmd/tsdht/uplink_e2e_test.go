@@ -401,6 +401,8 @@ func TestUplinkFlagsRefused(t *testing.T) {
 		{[]string{"--uplink", "tsdht://a:1", "--uplink-prefix", "a/", "--uplink-match", "k=v"}, "give one"},
 		{[]string{"--uplink", "tsdht://a:1", "--uplink-match", "novalue"}, "--uplink-match"},
 		{[]string{"--uplink", "tsdht://a:1", "--uplink", "tsdht://a:1"}, "given twice"},
+		{[]string{"--uplink", "tsdht://a:1?key=/nonexistent/central.key"}, "key=/nonexistent/central.key"},
+		{[]string{"--uplink", "tsdht://a:1?keyfile=/k"}, "the one parameter is key=FILE"},
 	} {
 		_, errOut, code := testutil.RunCmd(t, exec.Command(bin, append(slices.Clone(base), c.args...)...), "")
 		if code != 2 || !strings.Contains(errOut, c.msg) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/tsdht/tsdht/clusterkey"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
@@ -21,7 +22,7 @@ import (
 // and one given once applies to every uplink.
 func uplinkFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.GenericFlag{Name: "uplink", Value: &repeated{}, Usage: "forward series to a central store: influx+http(s)://H:P/DB (InfluxDB 1.x line protocol), prom+http(s)://H:P/PATH (Prometheus remote write) or tsdht://H:P[,H:P…] (another cluster); repeat for several (docs/uplink.md)"},
+		&cli.GenericFlag{Name: "uplink", Value: &repeated{}, Usage: "forward series to a central store: influx+http(s)://H:P/DB (InfluxDB 1.x line protocol), prom+http(s)://H:P/PATH (Prometheus remote write) or tsdht://H:P[,H:P…][?key=FILE] (another cluster; FILE its cluster key, else this node's); repeat for several (docs/uplink.md)"},
 		&cli.GenericFlag{Name: "uplink-prefix", Value: &repeated{}, Usage: "forward only the series whose key begins with P (per --uplink, in order, or once for all)"},
 		&cli.GenericFlag{Name: "uplink-match", Value: &repeated{}, Usage: "k=v[,k=v…]: forward only the series carrying these tags (per --uplink, in order, or once for all)"},
 		&cli.GenericFlag{Name: "uplink-every", Value: &repeated{}, Usage: "send mean, min, max and count per window of this width (a duration of whole seconds, 1m) instead of the raw points; 0 = raw (per --uplink, in order, or once for all)"},
@@ -53,8 +54,14 @@ func uplinkConfigs(c *cli.Context) ([]uplink.Config, error) {
 	ids := map[string]bool{}
 	for i, u := range urls {
 		cfg := uplink.Config{URL: u}
-		if _, err := uplink.ParseURL(u); err != nil {
+		target, err := uplink.ParseURL(u)
+		if err != nil {
 			return nil, badFlag("--uplink: %w", err)
+		}
+		if target.KeyFile != "" {
+			if cfg.ClusterKey, err = clusterkey.Load(target.KeyFile); err != nil {
+				return nil, badFlag("--uplink %s: key=%s: %w (a key file as `tsdht keygen` writes)", target.Name, target.KeyFile, err)
+			}
 		}
 		prefix, err := pick("uplink-prefix", i)
 		if err != nil {

@@ -29,11 +29,16 @@ func TestWebPageChromium(t *testing.T) {
 	}
 	chromium := ensureChromium(t)
 
+	// Every node forwards to a real InfluxDB: the page lists each node's view of the uplink.
+	influx := testutil.NewInfluxd(t)
+	influxQuery(t, influx.Addr, "", "CREATE DATABASE page")
+	uplinkURL := "influx+http://" + influx.Addr + "/page"
+
 	c := newE2ECluster(t, 3)
 	var httpAddrs []string
 	for _, p := range c.Nodes {
 		h := testutil.FreeAddr(t)
-		p.Args = []string{"--http", h}
+		p.Args = []string{"--http", h, "--uplink", uplinkURL}
 		httpAddrs = append(httpAddrs, h)
 	}
 	c.StartAll()
@@ -146,6 +151,26 @@ func TestWebPageChromium(t *testing.T) {
 		screenshot(t, ctx, filepath.Join(dir, "web-desktop.png"), 1280, 1000, false)
 		screenshot(t, ctx, filepath.Join(dir, "web-phone.png"), 390, 844, true)
 		chromedp.Run(ctx, chromedp.EmulateViewport(1280, 1000))
+	}
+
+	// The uplink: a row per node, as `tsdht status` has them; one node forwards the
+	// series (its row names it), and what it sent reaches the whole series.
+	waitJS(t, ctx, 60*time.Second, `(() => { const rs = [...document.querySelectorAll('#uplinktable tbody tr')];
+		return rs.length === 3 && rs.filter(r => r.dataset.series === "1").length === 1 &&
+			rs.reduce((n, r) => n + Number(r.dataset.sent), 0) >= 72000; })()`)
+	var row struct{ Node, URL, Note, Lag string }
+	if err := chromedp.Run(ctx, chromedp.Evaluate(`(() => { const r = document.querySelector('#uplinktable tbody tr[data-series="1"]');
+		return {Node: r.dataset.node, URL: r.querySelector('td.url').textContent, Note: r.querySelector('td.fwd').textContent,
+			Lag: r.querySelector('td.lag').textContent}; })()`, &row)); err != nil {
+		t.Fatal(err)
+	}
+	if !contains(ids, row.Node) || row.URL != uplinkURL || row.Note != key || !strings.HasSuffix(row.Lag, " s") {
+		t.Errorf("the forwarding node's uplink row %+v: want one of %v forwarding %s to %s, with its lag", row, ids, key, uplinkURL)
+	}
+	var visible bool
+	chromedp.Run(ctx, chromedp.Evaluate(`!document.querySelector('#uplinks').hidden`, &visible))
+	if !visible {
+		t.Error("the uplinks section is hidden though the nodes run an uplink")
 	}
 
 	// A killed node turns dead on the page within failure detection time.

@@ -30,6 +30,7 @@
         `<td class="num">${k ? m.shards : dash}</td><td class="num">${k ? m.points.toLocaleString() : dash}</td>` +
         `<td class="num">${k ? size(m.disk_bytes) : dash}</td><td class="num">${k ? m.under_replicated : dash}</td></tr>`;
     }).join("");
+    drawUplinks(c.uplinks || []);
     // The ring: every member at its ID's place on the 160-bit circle.
     let svg = `<circle r="90" fill="none" stroke="#bbb" stroke-width="2"/>`;
     for (const m of ms) {
@@ -46,6 +47,24 @@
       `<div class="bar${m.reachable ? "" : " dead"}"><span class="label" title="${esc(m.node_id)}">${esc(m.node_id.slice(0, 8))}</span>` +
       `<span class="fill" style="width:${m.reachable ? (60 * m.shards / max).toFixed(1) : 0}%"></span>` +
       `<span>${m.reachable ? m.shards : "–"}</span></div>`).join("");
+  }
+
+  // Uplinks: one row per member and uplink, as `tsdht status` lists them; the node
+  // that forwards a series shows it in its note (or the last error).
+  function drawUplinks(ups) {
+    $("#uplinks").hidden = ups.length === 0;
+    const every = (ns) => (ns ? (ns / 1e9) + " s" : "raw");
+    $("#uplinktable tbody").innerHTML = ups.map((u) => {
+      const note = u.last_error ? u.last_error : (u.forwarding || []).join(" ");
+      return `<tr data-node="${esc(u.node_id)}" data-uplink="${esc(u.id)}" data-series="${u.series}" data-sent="${u.sent_points}">` +
+        `<td class="url">${esc(u.url)}</td><td>${every(u.every_ns)}</td>` +
+        `<td class="id" title="${esc(u.node_id)}">${esc(u.node_id.slice(0, 8))}</td>` +
+        `<td class="num">${u.series}</td><td class="num lag">${u.lag_seconds.toFixed(1)} s</td>` +
+        `<td class="num">${u.lag_points.toLocaleString()}</td><td class="num sent">${u.sent_points.toLocaleString()}</td>` +
+        `<td class="num">${size(u.sent_bytes)}</td><td class="num">${u.retries}</td><td class="num">${u.rejected_points}</td>` +
+        `<td class="num">${u.late_windows}</td><td class="num">${u.never_forwarded_points}</td>` +
+        `<td class="fwd${u.last_error ? " err" : ""}" title="${esc(note)}">${esc(note)}</td></tr>`;
+    }).join("");
   }
 
   async function pollCluster() {
