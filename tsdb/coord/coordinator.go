@@ -88,11 +88,12 @@ func New(cfg Config, place cluster.Placement, replicas cluster.Replicas, types *
 	if share <= 0 { // a Config that did not go through withDefaults
 		share = DefaultLongReadShare
 	}
-	c := &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, rollup: roll, log: logger, cat: &catalogCoord{},
+	c := &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, rollup: roll, log: logger,
 		commits: cluster.NewGroupCommit(), repairSlots: make(chan struct{}, maxReadRepairs), longReads: make(chan struct{}, MaxLongReads),
 		longPace: newPacer(share, longReadBurst), budget: newSeriesBudget(cfg.NewSeriesPerRequest, cfg.NewSeriesPerSecond)}
 	if cfg.LocalBatches {
 		c.localParts = 1
+	c.cat = newCatalogCoord(c)
 	}
 	c.registerWriteHooks()
 	c.hooks.beside = append(c.hooks.beside, c.writeContends) // paces long reads beside writes (longread.go)

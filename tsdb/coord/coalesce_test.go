@@ -1,0 +1,235 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/cluster"
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
+	"github.com/tsdht/tsdht/tsdb/replica"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/store"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// queued counts the items waiting behind key's call under way.
+func (c *coalescer[K, In, Out]) queued(key K) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	if q := c.busy[key]; q != nil {
+		for _, b := range q.waiting {
+			n += len(b.ins)
+		}
+	}
+	return n
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A lone call goes at once; calls that arrive while it is under way go together, at
+// most max a call, each caller getting its own answer; a failed call fails its own
+// callers only; another key is not held behind it.
+func TestCoalescer(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var calls [][]int
+	c := newCoalescer(3, func(_ context.Context, key string, ins []int) ([]string, error) {
+		mu.Lock()
+		calls = append(calls, append([]int(nil), ins...))
+		first := len(calls) == 1
+		mu.Unlock()
+		if first {
+			<-release
+		}
+		for _, in := range ins {
+			if in < 0 {
+				return nil, errors.New("refused")
+			}
+		}
+		out := make([]string, len(ins))
+		for i, in := range ins {
+			out[i] = fmt.Sprintf("%s:%d", key, in)
+		}
+		return out, nil
+	})
+	ctx := context.Background()
+	type answer struct {
+		out string
+		err error
+	}
+	answers := make(map[int]answer)
+	var wg sync.WaitGroup
+	ask := func(key string, in int) {
+		wg.Go(func() {
+			out, err := c.do(ctx, key, in)
+			mu.Lock()
+			answers[in] = answer{out, err}
+			mu.Unlock()
+		})
+	}
+	ask("a", 0)
+	waitFor(t, "the first call", func() bool { mu.Lock(); defer mu.Unlock(); return len(calls) == 1 })
+	for _, in := range []int{1, 2, 3, 4, -5} {
+		ask("a", in)
+	}
+	waitFor(t, "five queued calls", func() bool { return c.queued("a") == 5 })
+	// Another key goes at once, whatever waits on "a".
+	if out, err := c.do(ctx, "b", 9); err != nil || out != "b:9" {
+		t.Fatalf("another key: %q, %v", out, err)
+	}
+	close(release)
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 4 { // "a" alone, "b", then two groups of at most 3
+		t.Fatalf("calls %v, want 4", calls)
+	}
+	sizes := []int{len(calls[2]), len(calls[3])}
+	if sizes[0]+sizes[1] != 5 || max(sizes[0], sizes[1]) > 3 {
+		t.Fatalf("grouped calls %v: want the five queued items in groups of at most 3", calls[2:])
+	}
+	for _, in := range []int{0, 1, 2, 3, 4} {
+		var refusedWith bool
+		for _, call := range calls[2:] {
+			for _, x := range call {
+				if x == in {
+					for _, y := range call {
+						refusedWith = refusedWith || y < 0
+					}
+				}
+			}
+		}
+		a := answers[in]
+		switch {
+		case refusedWith && a.err == nil:
+			t.Errorf("item %d went with the refused one, yet succeeded: %q", in, a.out)
+		case !refusedWith && (a.err != nil || a.out != fmt.Sprintf("a:%d", in)):
+			t.Errorf("item %d: %q, %v; want a:%d", in, a.out, a.err, in)
+		}
+	}
+	if answers[-5].err == nil {
+		t.Error("the refused item succeeded")
+	}
+	mu.Unlock() // the last call frees its target after answering
+	waitFor(t, "every target freed", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.busy) == 0 })
+	mu.Lock()
+}
+
+// A caller whose context ends stops waiting, and the others are answered.
+func TestCoalescerCallerGivesUp(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 10)
+	c := newCoalescer(10, func(_ context.Context, _ string, ins []int) ([]int, error) {
+		started <- struct{}{}
+		<-release
+		return ins, nil
+	})
+	done := make(chan error, 2)
+	go func() { _, err := c.do(context.Background(), "k", 1); done <- err }()
+	<-started
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _, err := c.do(ctx, "k", 2); done <- err }()
+	waitFor(t, "the queued call", func() bool { return c.queued("k") == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the caller that gave up got %v", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("the first caller got %v", err)
+	}
+}
+
+// postingsCounter counts the posting merges a replica is asked for, holding the first
+// of list hold until the test lets it go.
+type postingsCounter struct {
+	*replica.Local
+	hold    catalog.Tag
+	mu      sync.Mutex
+	calls   int // to hold
+	members int // to every list
+	held    bool
+	first   chan struct{}
+}
+
+func (r *postingsCounter) MergePostings(ctx context.Context, tag catalog.Tag, ms []catalog.Member) error {
+	r.mu.Lock()
+	if tag == r.hold {
+		r.calls++
+	}
+	r.members += len(ms)
+	first := tag == r.hold && !r.held
+	r.held = r.held || first
+	r.mu.Unlock()
+	if first {
+		<-r.first
+	}
+	return r.Local.MergePostings(ctx, tag, ms)
+}
+
+// The new series of one write post their members to the shared posting lists in a few
+// merges, not one per series, and every one of them is listed afterwards.
+func TestPutManyNewSeriesShareMerges(t *testing.T) {
+	cfg := testConfig()
+	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum, cfg.LocalBatches = 1, 1, 1, true
+	self := dht.Peer{ID: "self", RPCAddr: "self:1"}
+	prefix := postingTarget{catalog.PrefixTags("load/x")[0], 1}
+	counter := &postingsCounter{first: make(chan struct{}), hold: prefix.tag,
+		Local: replica.New(replica.Config{Store: store.NewMem(), Quantum: cfg.Quantum, Format: cfg.Format, MaxFuture: cfg.MaxFuture})}
+	replicas := cluster.NewReplicas(self.ID, counter, nil, cfg.CallTimeout, nil)
+	place := &clustertest.FixedPlacement{Me: self, Owners: []dht.Peer{self}}
+	logger := slog.New(slog.DiscardHandler)
+	c := New(cfg, place, replicas, NewRegistry(place, replicas, cfg, logger), nil, nil, logger)
+	const n = 40
+	puts := make([]SeriesPut, n)
+	for i := range puts {
+		puts[i] = SeriesPut{Key: fmt.Sprintf("load/s%02d", i), Points: series.Points{Type: series.Float, T: []int64{1e9}, F: []float64{1}}}
+	}
+	done := make(chan []SeriesResult)
+	go func() { done <- c.PutMany(context.Background(), puts, wire.PutOptions{}) }()
+	// Every series posts to the prefix list "load/": while the first merge is held, the
+	// others queue behind it (the prepare runs the series on parallel goroutines).
+	waitFor(t, "the series queued behind the first merge", func() bool {
+		return c.cat.postings.queued(prefix) >= min(n, maxPrepareParallel)-1
+	})
+	close(counter.first)
+	for i, r := range <-done {
+		if r.Err != nil || r.Stored != 1 {
+			t.Fatalf("series %d: stored %d, %v", i, r.Stored, r.Err)
+		}
+	}
+	counter.mu.Lock()
+	calls, members := counter.calls, counter.members
+	counter.mu.Unlock()
+	// Each series posts to two lists (its prefix and one of the all-series buckets).
+	if members != 2*n {
+		t.Errorf("%d members posted, want %d", members, 2*n)
+	}
+	// The first alone, then the rest queued behind it together.
+	if calls != 2 {
+		t.Errorf("%d merges into the prefix's posting list for %d new series, want 2", calls, n)
+	}
+	got, err := c.Series(context.Background(), catalog.Query{Prefix: "load/"})
+	if err != nil || len(got) != n {
+		t.Fatalf("listed %d series (%v), want %d", len(got), err, n)
+	}
+}
