@@ -233,3 +233,60 @@ func TestPutManyNewSeriesShareMerges(t *testing.T) {
 		t.Fatalf("listed %d series (%v), want %d", len(got), err, n)
 	}
 }
+
+// slowDeclare answers every declaration only after a delay: a registry replica that is
+// slow, not failed.
+type slowDeclare struct {
+	*replica.Local
+	delay time.Duration
+}
+
+func (r slowDeclare) DeclareSeries(ctx context.Context, key string, d store.Decl) (store.Decl, error) {
+	<-time.After(r.delay)
+	return r.Local.DeclareSeries(ctx, key, d)
+}
+
+// A write whose new series took long to ready, with no replica failed, did not wait
+// for failed replicas: its results say so (they once said every such series had, and
+// the node logged each one).
+func TestPutManySlowPrepareIsNoWait(t *testing.T) {
+	cfg := testConfig()
+	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum, cfg.LocalBatches = 1, 1, 1, true
+	self := dht.Peer{ID: "self", RPCAddr: "self:1"}
+	local := slowDeclare{delay: 80 * time.Millisecond,
+		Local: replica.New(replica.Config{Store: store.NewMem(), Quantum: cfg.Quantum, Format: cfg.Format, MaxFuture: cfg.MaxFuture})}
+	replicas := cluster.NewReplicas(self.ID, local, nil, cfg.CallTimeout, nil)
+	place := &clustertest.FixedPlacement{Me: self, Owners: []dht.Peer{self}}
+	logger := slog.New(slog.DiscardHandler)
+	c := New(cfg, place, replicas, NewRegistry(place, replicas, cfg, logger), nil, nil, logger)
+	puts := []SeriesPut{
+		{Key: "slow/a", Points: series.Points{Type: series.Float, T: []int64{1e9}, F: []float64{1}}},
+		{Key: "slow/b", Points: series.Points{Type: series.Float, T: []int64{1e9}, F: []float64{2}}},
+	}
+	start := time.Now()
+	res := c.PutMany(context.Background(), puts, wire.PutOptions{})
+	if took := time.Since(start); took < 80*time.Millisecond {
+		t.Fatalf("the write took %v: the registry replica was not slow", took)
+	}
+	for i, r := range res {
+		if r.Err != nil || r.Stored != 1 {
+			t.Fatalf("series %d: stored %d, %v", i, r.Stored, r.Err)
+		}
+		if r.Waited != 0 {
+			t.Errorf("series %d: waited %v for failed replicas, none failed", i, r.Waited)
+		}
+	}
+}
+
+// Marks of late points go to the rollup homes only for series of the cluster's quantum
+// (or not known here): the homes keep rollups of no other (rollupAggregate).
+func TestKeepsRollups(t *testing.T) {
+	c := oneNode(t, nil)
+	c.types.remember("own/q", Desc{Type: series.Float, Q: 3600})
+	c.types.remember("cluster/q", Desc{Type: series.Float, Q: c.cfg.Quantum})
+	for key, want := range map[string]bool{"own/q": false, "cluster/q": true, "unknown/q": true} {
+		if got := c.keepsRollups(key); got != want {
+			t.Errorf("keepsRollups(%q) = %v, want %v", key, got, want)
+		}
+	}
+}

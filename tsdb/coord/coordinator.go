@@ -56,6 +56,8 @@ type Coordinator struct {
 	// shard in a row, and there a part per shard is faster (appends made at once share
 	// their syncs).
 	localParts int
+
+	placedPauses atomic.Int64 // pauses of untilPlaced: writes that waited for failed replicas
 }
 
 // CoordConfig configures a Coordinator: what it takes of the node's Config (which see
@@ -91,9 +93,9 @@ func New(cfg Config, place cluster.Placement, replicas cluster.Replicas, types *
 	c := &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, rollup: roll, log: logger,
 		commits: cluster.NewGroupCommit(), repairSlots: make(chan struct{}, maxReadRepairs), longReads: make(chan struct{}, MaxLongReads),
 		longPace: newPacer(share, longReadBurst), budget: newSeriesBudget(cfg.NewSeriesPerRequest, cfg.NewSeriesPerSecond)}
+	c.cat = newCatalogCoord(c)
 	if cfg.LocalBatches {
 		c.localParts = 1
-	c.cat = newCatalogCoord(c)
 	}
 	c.registerWriteHooks()
 	c.hooks.beside = append(c.hooks.beside, c.writeContends) // paces long reads beside writes (longread.go)
@@ -178,6 +180,7 @@ func (c *Coordinator) untilPlaced(ctx context.Context, deadline time.Time, step 
 		if wait <= 0 {
 			return err
 		}
+		c.placedPauses.Add(1)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
