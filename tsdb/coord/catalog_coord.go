@@ -47,6 +47,21 @@ type catalogCoord struct {
 	entryReads  *coalescer[dht.Peer, string, []catalog.Entry]
 }
 
+// entryReadsPerCall bounds the keys of a coalesced entry read: its answer, entries of at
+// most about 27 KB each (catalog limits: 64 tags), stays inside an RPC frame (4 MiB).
+const entryReadsPerCall = 128
+
+// memberSize and entrySize are what a member and an entry add to a request, about.
+func memberSize(m catalog.Member) int { return len(m.Key) + 16 }
+
+func entrySize(e catalog.Entry) int {
+	n := len(e.Key) + len(e.Unit) + len(e.Description) + 96
+	for _, t := range e.Tags {
+		n += len(t.K) + len(t.V) + 8
+	}
+	return n
+}
+
 // postingTarget is a posting list and the write quorum its merges need.
 type postingTarget struct {
 	tag catalog.Tag
@@ -56,13 +71,14 @@ type postingTarget struct {
 // newCatalogCoord returns c's catalog state, its coalescers calling c's replicas.
 func newCatalogCoord(c *Coordinator) *catalogCoord {
 	return &catalogCoord{
-		postings: newCoalescer(entriesPerRead, func(ctx context.Context, t postingTarget, ms []catalog.Member) ([]struct{}, error) {
+		postings: newCoalescer(entriesPerRead, cluster.MaxRequestBytes, memberSize, func(ctx context.Context, t postingTarget, ms []catalog.Member) ([]struct{}, error) {
 			return make([]struct{}, len(ms)), c.mergePostings(ctx, t.tag, ms, t.w)
 		}),
-		entryMerges: newCoalescer(entriesPerRead, func(ctx context.Context, p dht.Peer, es []catalog.Entry) ([]catalog.Entry, error) {
+		entryMerges: newCoalescer(entriesPerRead, cluster.MaxRequestBytes, entrySize, func(ctx context.Context, p dht.Peer, es []catalog.Entry) ([]catalog.Entry, error) {
 			return c.replicas.For(p).MergeEntries(ctx, es)
 		}),
-		entryReads: newCoalescer(entriesPerRead, func(ctx context.Context, p dht.Peer, keys []string) ([][]catalog.Entry, error) {
+		// An answer holds the entries asked for, of unknown size: at most entryReadsPerCall.
+		entryReads: newCoalescer(entryReadsPerCall, math.MaxInt, func(string) int { return 0 }, func(ctx context.Context, p dht.Peer, keys []string) ([][]catalog.Entry, error) {
 			found, err := c.replicas.For(p).Entries(ctx, keys)
 			if err != nil {
 				return nil, err

@@ -17,32 +17,35 @@ import (
 //
 // A coalescer sends a lone call at once; calls for the same target that arrive while
 // one is under way wait, and go together as the next call when it returns (at most max
-// items each). Each caller gets its own item's answer, or the call's error: a call
-// fails whole, as the replica method it makes does (the store merges a request's items
-// in one commit), so callers check what would fail it for one item's sake before they
-// queue (see validMember, Entry.Validate).
+// items and maxBytes of them, as size counts, each: a request and its answer must fit an
+// RPC frame; an item alone always goes). Each caller gets its own item's answer, or the
+// call's error: a call fails whole, as the replica method it makes does (the store
+// merges a request's items in one commit), so callers send alone what a replica would
+// refuse for one item's sake (catalog.ValidateMember, Entry.Validate).
 type coalescer[K comparable, In, Out any] struct {
-	max  int
-	call func(ctx context.Context, key K, ins []In) ([]Out, error)
+	max, maxBytes int
+	size          func(In) int
+	call          func(ctx context.Context, key K, ins []In) ([]Out, error)
 
 	mu   sync.Mutex
 	busy map[K]*coalesceQueue[In, Out] // targets with a call under way
 }
 
 type coalesceQueue[In, Out any] struct {
-	waiting []*coalesceBatch[In, Out] // to go in order, each at most max items
+	waiting []*coalesceBatch[In, Out] // to go in order, each within max and maxBytes
 }
 
 // coalesceBatch is one call's items and, once done is closed, its answers.
 type coalesceBatch[In, Out any] struct {
-	ins  []In
-	outs []Out
-	err  error
-	done chan struct{}
+	ins   []In
+	bytes int // of ins, as size counts
+	outs  []Out
+	err   error
+	done  chan struct{}
 }
 
-func newCoalescer[K comparable, In, Out any](max int, call func(ctx context.Context, key K, ins []In) ([]Out, error)) *coalescer[K, In, Out] {
-	return &coalescer[K, In, Out]{max: max, call: call, busy: map[K]*coalesceQueue[In, Out]{}}
+func newCoalescer[K comparable, In, Out any](max, maxBytes int, size func(In) int, call func(ctx context.Context, key K, ins []In) ([]Out, error)) *coalescer[K, In, Out] {
+	return &coalescer[K, In, Out]{max: max, maxBytes: maxBytes, size: size, call: call, busy: map[K]*coalesceQueue[In, Out]{}}
 }
 
 // do sends in to key, alone or with the calls that queued behind the one under way,
@@ -60,7 +63,8 @@ func (c *coalescer[K, In, Out]) do(ctx context.Context, key K, in In) (Out, erro
 		return b.answer(0)
 	}
 	var b *coalesceBatch[In, Out]
-	if n := len(q.waiting); n > 0 && len(q.waiting[n-1].ins) < c.max {
+	size := c.size(in)
+	if n := len(q.waiting); n > 0 && len(q.waiting[n-1].ins) < c.max && q.waiting[n-1].bytes+size <= c.maxBytes {
 		b = q.waiting[n-1]
 	} else {
 		b = &coalesceBatch[In, Out]{done: make(chan struct{})}
@@ -68,6 +72,7 @@ func (c *coalescer[K, In, Out]) do(ctx context.Context, key K, in In) (Out, erro
 	}
 	i := len(b.ins)
 	b.ins = append(b.ins, in)
+	b.bytes += size
 	c.mu.Unlock()
 	select {
 	case <-b.done:

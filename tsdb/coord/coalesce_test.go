@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -51,7 +52,7 @@ func TestCoalescer(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var calls [][]int
-	c := newCoalescer(3, func(_ context.Context, key string, ins []int) ([]string, error) {
+	c := newCoalescer(3, 1000, func(in int) int { return max(in, -in) }, func(_ context.Context, key string, ins []int) ([]string, error) {
 		mu.Lock()
 		calls = append(calls, append([]int(nil), ins...))
 		first := len(calls) == 1
@@ -138,7 +139,7 @@ func TestCoalescer(t *testing.T) {
 func TestCoalescerCallerGivesUp(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 10)
-	c := newCoalescer(10, func(_ context.Context, _ string, ins []int) ([]int, error) {
+	c := newCoalescer(10, math.MaxInt, func(int) int { return 1 }, func(_ context.Context, _ string, ins []int) ([]int, error) {
 		started <- struct{}{}
 		<-release
 		return ins, nil
@@ -289,4 +290,49 @@ func TestKeepsRollups(t *testing.T) {
 			t.Errorf("keepsRollups(%q) = %v, want %v", key, got, want)
 		}
 	}
+}
+
+// Queued items go in calls of at most maxBytes (as size counts), so that a request and
+// its answer fit an RPC frame; an item larger than that goes alone.
+func TestCoalescerBytes(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var calls [][]int
+	c := newCoalescer(100, 1000, func(in int) int { return in }, func(_ context.Context, _ string, ins []int) ([]int, error) {
+		mu.Lock()
+		calls = append(calls, append([]int(nil), ins...))
+		first := len(calls) == 1
+		mu.Unlock()
+		if first {
+			<-release
+		}
+		return ins, nil
+	})
+	var wg sync.WaitGroup
+	wg.Go(func() { c.do(context.Background(), "k", 1) })
+	waitFor(t, "the first call", func() bool { mu.Lock(); defer mu.Unlock(); return len(calls) == 1 })
+	for _, in := range []int{600, 300, 2000, 400, 500} {
+		wg.Go(func() {
+			if out, err := c.do(context.Background(), "k", in); err != nil || out != in {
+				t.Errorf("item %d: %d, %v", in, out, err)
+			}
+		})
+		waitFor(t, "the item queued", func() bool { return c.queued("k") > 0 && c.lastQueued("k") == in })
+	}
+	close(release)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(calls[1:]) != "[[600 300] [2000] [400 500]]" {
+		t.Fatalf("calls after the first: %v, want [[600 300] [2000] [400 500]]", calls[1:])
+	}
+}
+
+// lastQueued returns the item queued last behind key's call under way.
+func (c *coalescer[K, In, Out]) lastQueued(key K) In {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := c.busy[key]
+	b := q.waiting[len(q.waiting)-1]
+	return b.ins[len(b.ins)-1]
 }
