@@ -20,6 +20,26 @@ import (
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
+// heldCalls records the calls a coalescer makes, holding the first until release is
+// closed.
+type heldCalls struct {
+	release chan struct{}
+	mu      sync.Mutex
+	calls   [][]int
+}
+
+func newHeldCalls() *heldCalls { return &heldCalls{release: make(chan struct{})} }
+
+func (h *heldCalls) record(ins []int) {
+	h.mu.Lock()
+	h.calls = append(h.calls, append([]int(nil), ins...))
+	first := len(h.calls) == 1
+	h.mu.Unlock()
+	if first {
+		<-h.release
+	}
+}
+
 // queued counts the items waiting behind key's call under way.
 func (c *coalescer[K, In, Out]) queued(key K) int {
 	c.mu.Lock()
@@ -49,17 +69,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // most max a call, each caller getting its own answer; a failed call fails its own
 // callers only; another key is not held behind it.
 func TestCoalescer(t *testing.T) {
-	release := make(chan struct{})
-	var mu sync.Mutex
-	var calls [][]int
+	h := newHeldCalls()
+	release, mu := h.release, &h.mu
 	c := newCoalescer(3, 1000, func(in int) int { return max(in, -in) }, func(_ context.Context, key string, ins []int) ([]string, error) {
-		mu.Lock()
-		calls = append(calls, append([]int(nil), ins...))
-		first := len(calls) == 1
-		mu.Unlock()
-		if first {
-			<-release
-		}
+		h.record(ins)
 		for _, in := range ins {
 			if in < 0 {
 				return nil, errors.New("refused")
@@ -87,7 +100,7 @@ func TestCoalescer(t *testing.T) {
 		})
 	}
 	ask("a", 0)
-	waitFor(t, "the first call", func() bool { mu.Lock(); defer mu.Unlock(); return len(calls) == 1 })
+	waitFor(t, "the first call", func() bool { mu.Lock(); defer mu.Unlock(); return len(h.calls) == 1 })
 	for _, in := range []int{1, 2, 3, 4, -5} {
 		ask("a", in)
 	}
@@ -101,16 +114,16 @@ func TestCoalescer(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	if len(calls) != 4 { // "a" alone, "b", then two groups of at most 3
-		t.Fatalf("calls %v, want 4", calls)
+	if len(h.calls) != 4 { // "a" alone, "b", then two groups of at most 3
+		t.Fatalf("calls %v, want 4", h.calls)
 	}
-	sizes := []int{len(calls[2]), len(calls[3])}
+	sizes := []int{len(h.calls[2]), len(h.calls[3])}
 	if sizes[0]+sizes[1] != 5 || max(sizes[0], sizes[1]) > 3 {
-		t.Fatalf("grouped calls %v: want the five queued items in groups of at most 3", calls[2:])
+		t.Fatalf("grouped calls %v: want the five queued items in groups of at most 3", h.calls[2:])
 	}
 	for _, in := range []int{0, 1, 2, 3, 4} {
 		var refusedWith bool
-		for _, call := range calls[2:] {
+		for _, call := range h.calls[2:] {
 			for _, x := range call {
 				if x == in {
 					for _, y := range call {
@@ -295,22 +308,15 @@ func TestKeepsRollups(t *testing.T) {
 // Queued items go in calls of at most maxBytes (as size counts), so that a request and
 // its answer fit an RPC frame; an item larger than that goes alone.
 func TestCoalescerBytes(t *testing.T) {
-	release := make(chan struct{})
-	var mu sync.Mutex
-	var calls [][]int
+	h := newHeldCalls()
+	release, mu := h.release, &h.mu
 	c := newCoalescer(100, 1000, func(in int) int { return in }, func(_ context.Context, _ string, ins []int) ([]int, error) {
-		mu.Lock()
-		calls = append(calls, append([]int(nil), ins...))
-		first := len(calls) == 1
-		mu.Unlock()
-		if first {
-			<-release
-		}
+		h.record(ins)
 		return ins, nil
 	})
 	var wg sync.WaitGroup
 	wg.Go(func() { c.do(context.Background(), "k", 1) })
-	waitFor(t, "the first call", func() bool { mu.Lock(); defer mu.Unlock(); return len(calls) == 1 })
+	waitFor(t, "the first call", func() bool { mu.Lock(); defer mu.Unlock(); return len(h.calls) == 1 })
 	for _, in := range []int{600, 300, 2000, 400, 500} {
 		wg.Go(func() {
 			if out, err := c.do(context.Background(), "k", in); err != nil || out != in {
@@ -323,8 +329,8 @@ func TestCoalescerBytes(t *testing.T) {
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
-	if fmt.Sprint(calls[1:]) != "[[600 300] [2000] [400 500]]" {
-		t.Fatalf("calls after the first: %v, want [[600 300] [2000] [400 500]]", calls[1:])
+	if fmt.Sprint(h.calls[1:]) != "[[600 300] [2000] [400 500]]" {
+		t.Fatalf("calls after the first: %v, want [[600 300] [2000] [400 500]]", h.calls[1:])
 	}
 }
 
