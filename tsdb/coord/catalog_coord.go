@@ -40,6 +40,67 @@ type catalogCoord struct {
 	clock catalog.Clock
 	mu    sync.Mutex
 	cache map[string]cachedEntry
+
+	// Concurrent catalog calls, coalesced per target (coalesce.go).
+	postings    *coalescer[postingTarget, catalog.Member, struct{}]
+	entryMerges *coalescer[dht.Peer, catalog.Entry, catalog.Entry]
+	entryReads  *coalescer[dht.Peer, string, []catalog.Entry]
+}
+
+// entryReadsPerCall bounds the keys of a coalesced entry read: its answer, entries of at
+// most about 27 KB each (catalog limits: 64 tags), stays inside an RPC frame (4 MiB).
+const entryReadsPerCall = 128
+
+// memberSize and entrySize are what a member and an entry add to a request, about.
+func memberSize(m catalog.Member) int { return len(m.Key) + 16 }
+
+func entrySize(e catalog.Entry) int {
+	n := len(e.Key) + len(e.Unit) + len(e.Description) + 96
+	for _, t := range e.Tags {
+		n += len(t.K) + len(t.V) + 8
+	}
+	return n
+}
+
+// postingTarget is a posting list and the write quorum its merges need.
+type postingTarget struct {
+	tag catalog.Tag
+	w   int
+}
+
+// newCatalogCoord returns c's catalog state, its coalescers calling c's replicas.
+func newCatalogCoord(c *Coordinator) *catalogCoord {
+	return &catalogCoord{
+		postings: newCoalescer(entriesPerRead, cluster.MaxRequestBytes, memberSize, func(ctx context.Context, t postingTarget, ms []catalog.Member) ([]struct{}, error) {
+			return make([]struct{}, len(ms)), c.mergePostings(ctx, t.tag, ms, t.w)
+		}),
+		entryMerges: newCoalescer(entriesPerRead, cluster.MaxRequestBytes, entrySize, func(ctx context.Context, p dht.Peer, es []catalog.Entry) ([]catalog.Entry, error) {
+			return c.replicas.For(p).MergeEntries(ctx, es)
+		}),
+		// An answer holds the entries asked for, of unknown size: at most entryReadsPerCall.
+		entryReads: newCoalescer(entryReadsPerCall, math.MaxInt, func(string) int { return 0 }, func(ctx context.Context, p dht.Peer, keys []string) ([][]catalog.Entry, error) {
+			found, err := c.replicas.For(p).Entries(ctx, keys)
+			if err != nil {
+				return nil, err
+			}
+			at := make(map[string]int, len(keys))
+			for i, k := range keys {
+				at[k] = i // a key asked twice: the answer goes to the last
+			}
+			out := make([][]catalog.Entry, len(keys))
+			for _, e := range found {
+				if i, ok := at[e.Key]; ok {
+					out[i] = append(out[i], e)
+				}
+			}
+			for i, k := range keys {
+				if j := at[k]; j != i {
+					out[i] = out[j]
+				}
+			}
+			return out, nil
+		}),
+	}
 }
 
 type cachedEntry struct {
@@ -108,8 +169,14 @@ func (c *Coordinator) mergeEntry(ctx context.Context, e catalog.Entry, w int) (c
 	if err != nil {
 		return catalog.Entry{}, err
 	}
+	// An entry the replicas would refuse goes alone, so that it fails no other.
+	alone := e.Validate() != nil
 	answers := cluster.FanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) ([]catalog.Entry, error) {
-		return c.replicas.For(b.Peer).MergeEntries(ctx, []catalog.Entry{e})
+		if alone {
+			return c.replicas.For(b.Peer).MergeEntries(ctx, []catalog.Entry{e})
+		}
+		m, err := c.cat.entryMerges.do(ctx, b.Peer, e)
+		return []catalog.Entry{m}, err
 	})
 	merged, ok := e, 0
 	var lastErr error
@@ -136,7 +203,7 @@ func (c *Coordinator) readEntry(ctx context.Context, key string) (catalog.Entry,
 		return catalog.Entry{}, false, err
 	}
 	answers := cluster.FanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) ([]catalog.Entry, error) {
-		return c.replicas.For(b.Peer).Entries(ctx, []string{key})
+		return c.cat.entryReads.do(ctx, b.Peer, key)
 	})
 	var merged catalog.Entry
 	found, ok := false, 0
@@ -191,7 +258,8 @@ func (c *Coordinator) mergePostings(ctx context.Context, tag catalog.Tag, ms []c
 	return nil
 }
 
-// postMembers merges one member into each tag's posting list, all tags at once.
+// postMembers merges one member into each tag's posting list, all tags at once, each
+// with the members other writers are posting to it meanwhile (coalesce.go).
 func (c *Coordinator) postMembers(ctx context.Context, tags []catalog.Tag, m catalog.Member, w int) error {
 	errs := make([]error, len(tags))
 	var wg sync.WaitGroup
@@ -199,7 +267,12 @@ func (c *Coordinator) postMembers(ctx context.Context, tags []catalog.Tag, m cat
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = c.mergePostings(ctx, t, []catalog.Member{m}, w)
+			if catalog.ValidateIndexTag(t) != nil || catalog.ValidateMember(m) != nil {
+				// Refused: alone, so that it fails no other member.
+				errs[i] = c.mergePostings(ctx, t, []catalog.Member{m}, w)
+				return
+			}
+			_, errs[i] = c.cat.postings.do(ctx, postingTarget{t, w}, m)
 		}()
 	}
 	wg.Wait()

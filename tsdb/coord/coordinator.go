@@ -56,6 +56,8 @@ type Coordinator struct {
 	// shard in a row, and there a part per shard is faster (appends made at once share
 	// their syncs).
 	localParts int
+
+	placedPauses atomic.Int64 // pauses of untilPlaced: writes that waited for failed replicas
 }
 
 // CoordConfig configures a Coordinator: what it takes of the node's Config (which see
@@ -88,9 +90,10 @@ func New(cfg Config, place cluster.Placement, replicas cluster.Replicas, types *
 	if share <= 0 { // a Config that did not go through withDefaults
 		share = DefaultLongReadShare
 	}
-	c := &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, rollup: roll, log: logger, cat: &catalogCoord{},
+	c := &Coordinator{cfg: cfg, place: place, replicas: replicas, types: types, hints: h, rollup: roll, log: logger,
 		commits: cluster.NewGroupCommit(), repairSlots: make(chan struct{}, maxReadRepairs), longReads: make(chan struct{}, MaxLongReads),
 		longPace: newPacer(share, longReadBurst), budget: newSeriesBudget(cfg.NewSeriesPerRequest, cfg.NewSeriesPerSecond)}
+	c.cat = newCatalogCoord(c)
 	if cfg.LocalBatches {
 		c.localParts = 1
 	}
@@ -178,6 +181,7 @@ func (c *Coordinator) untilPlaced(ctx context.Context, deadline time.Time, step 
 		if wait <= 0 {
 			return err
 		}
+		c.placedPauses.Add(1)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

@@ -68,12 +68,16 @@ func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt wire.Pu
 		deadline = d
 	}
 	region := trace.StartRegion(ctx, "putmany.prepare")
+	paused := c.placedPauses.Load()
 	w, ok := c.prepareMany(ctx, deadline, puts, opt, res)
 	region.End()
 	if !ok {
 		return res
 	}
-	if waited := time.Since(start); waited > 50*time.Millisecond {
+	// Waited only when readying the series paused for failed replicas to leave
+	// placement (untilPlaced), not when its round trips were merely slow: a bulk load of
+	// new series logged every series of every batch as having waited.
+	if waited := time.Since(start); waited > 50*time.Millisecond && c.placedPauses.Load() != paused {
 		for i := range res {
 			res[i].Waited = waited
 		}
@@ -202,7 +206,7 @@ func (c *Coordinator) markManyLate(ctx context.Context, puts []SeriesPut, res []
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, c.cfg.ReadConcurrency)
 	for i := range puts {
-		if res[i].Stored == 0 {
+		if res[i].Stored == 0 || !c.keepsRollups(puts[i].Key) {
 			continue
 		}
 		sem <- struct{}{}

@@ -45,6 +45,15 @@ func (c *Coordinator) markLate(ctx context.Context, key string, pts *series.Poin
 	return c.markHomes(ctx, key, req)
 }
 
+// keepsRollups reports whether the homes may hold rollups of the series: not when it
+// has quanta of its own (its aggregates never ask the homes, rollupAggregate), so that
+// a bulk load of such series does not send every batch of every series to the homes.
+// A series whose description is not cached is marked, as before.
+func (c *Coordinator) keepsRollups(key string) bool {
+	d, ok := c.types.cached(key)
+	return !ok || d.Q == c.cfg.Quantum
+}
+
 // markDeleted marks a deleted range (or, whole, the series) at the series' homes.
 func (c *Coordinator) markDeleted(ctx context.Context, key string, from, to int64, whole bool) error {
 	if c.rollup == nil {

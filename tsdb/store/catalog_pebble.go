@@ -1,9 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/cockroachdb/pebble"
 
@@ -257,18 +260,34 @@ func (p *Pebble) MergePostings(tag catalog.Tag, members []catalog.Member) (err e
 		return fmt.Errorf("store: postings of %s: %w", tag, err)
 	}
 	prefix := postingPrefix(tag)
+	members = sortedMembers(members)
+	// Many members (a write's new series, coalesced) are looked up through one
+	// iterator, in key order: a Get each loaded every level's tables again.
+	lookup := p.getValue
+	if len(members) > 1 {
+		key := func(m catalog.Member) []byte { return append(prefix[:len(prefix):len(prefix)], m.Key...) }
+		it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: key(members[0]), UpperBound: append(key(members[len(members)-1]), 0)})
+		if err != nil {
+			return err
+		}
+		defer it.Close()
+		lookup = func(k []byte) ([]byte, bool, error) {
+			if it.SeekGE(k) && bytes.Equal(it.Key(), k) {
+				return it.Value(), true, nil
+			}
+			return nil, false, it.Error()
+		}
+	}
 	b := p.db.NewBatch()
 	defer b.Close()
 	for _, m := range members {
 		k := append(prefix[:len(prefix):len(prefix)], m.Key...)
-		v, closer, err := p.db.Get(k)
+		v, found, err := lookup(k)
 		switch {
-		case errors.Is(err, pebble.ErrNotFound):
 		case err != nil:
 			return err
-		default:
+		case found:
 			old, derr := catalog.DecodeMemberState(m.Key, v)
-			closer.Close()
 			if derr != nil {
 				return fmt.Errorf("%w: %v", ErrCorrupt, derr)
 			}
@@ -289,6 +308,36 @@ func (p *Pebble) MergePostings(tag catalog.Tag, members []catalog.Member) (err e
 		return fmt.Errorf("store: postings of %s: %w", tag, err)
 	}
 	return nil
+}
+
+// getValue reads key's value (a copy) and whether it is stored.
+func (p *Pebble) getValue(key []byte) ([]byte, bool, error) {
+	v, closer, err := p.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer closer.Close()
+	return append([]byte(nil), v...), true, nil
+}
+
+// sortedMembers returns members sorted by key, each key once: the merge of its states
+// (catalog.MergeMember), as merging them one after another would leave it.
+func sortedMembers(members []catalog.Member) []catalog.Member {
+	out := slices.Clone(members)
+	slices.SortStableFunc(out, func(a, b catalog.Member) int { return strings.Compare(a.Key, b.Key) })
+	n := 0
+	for i, m := range out {
+		if i > 0 && m.Key == out[n-1].Key {
+			out[n-1] = catalog.MergeMember(out[n-1], m)
+			continue
+		}
+		out[n] = m
+		n++
+	}
+	return out[:n]
 }
 
 // Postings implements Catalog.

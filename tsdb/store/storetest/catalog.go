@@ -112,6 +112,22 @@ var catalogCases = []testCase{
 		if len(tags) != 2 {
 			t.Fatalf("PostingTags: %v", tags)
 		}
+		// One merge naming a member several times (writers' members coalesced into one
+		// request) leaves what merging them one by one would, whatever their order; the
+		// members it does not name are left as they were.
+		dup := []catalog.Member{{Key: "s07", Version: 9}, {Key: "s06", Version: 8, Removed: true}, {Key: "s07", Version: 6, Removed: true},
+			{Key: "s06", Version: 7}, {Key: "s08", Version: 2, Removed: true}}
+		if err := c.MergePostings(bus, dup); err != nil {
+			t.Fatal(err)
+		}
+		page, err := c.Postings(bus, "s05", 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []catalog.Member{{Key: "s06", Version: 8, Removed: true}, {Key: "s07", Version: 9}, {Key: "s08", Version: 5}, {Key: "s09", Version: 5}}
+		if fmt.Sprint(page) != fmt.Sprint(want) {
+			t.Fatalf("after one merge naming members twice: %v, want %v", page, want)
+		}
 		if _, err := c.Postings(bus, "", store.MaxPostingsPage+1); err == nil {
 			t.Fatal("an oversized page was accepted")
 		}
