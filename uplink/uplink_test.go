@@ -355,7 +355,16 @@ func TestForwardsToAnotherCluster(t *testing.T) {
 			}
 		}
 	}
-	if s := set.Stats(); len(s) != 2 || s[0].SentPoints != 600 || s[1].SentPoints != 6 || s[0].Series != 1 {
+	// A batch's stats are counted once its send returns, which may be after the target
+	// already shows its points.
+	statsOK := func(s []wire.UplinkStats) bool {
+		return len(s) == 2 && s[0].SentPoints == 600 && s[1].SentPoints == 6 && s[0].Series == 1
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !statsOK(set.Stats()) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s := set.Stats(); !statsOK(s) {
 		t.Errorf("stats %+v", s)
 	}
 }
