@@ -26,6 +26,15 @@ func (h *Handler) execMeasurement(ctx context.Context, qc *queryCost, s *influxq
 	if err != nil || p.from >= p.to {
 		return nil, err
 	}
+	if p.raw && p.limit > 0 && !p.transforms {
+		return h.execLimited(ctx, qc, p) // limit.go
+	}
+	return h.execPlan(ctx, qc, p)
+}
+
+// execPlan answers a planned SELECT of one measurement: a row per group.
+func (h *Handler) execPlan(ctx context.Context, qc *queryCost, p *selectPlan) ([]*row, error) {
+	var err error
 	ex := newExecutor(ctx, h, qc, p)
 	ex.prefetch() // every series at once: one request per node (readmany.go)
 	columns := append([]string{"time"}, p.names...)
@@ -74,6 +83,9 @@ func (h *Handler) execMeasurement(ctx context.Context, qc *queryCost, s *influxq
 		}
 		r.Name, r.Tags, r.Columns = p.name, g.tags, columns
 		rows = append(rows, r)
+	}
+	if p.desc {
+		slices.Reverse(rows) // InfluxDB answers the series in descending order too
 	}
 	return rows, nil
 }

@@ -106,9 +106,6 @@ func (h *Handler) execSubquery(ctx context.Context, qc *queryCost, s *influxql.S
 			}
 		}
 	}
-	if !outer.TimeAscending() {
-		slices.Reverse(rows) // InfluxDB answers the series in descending order too
-	}
 	return rows, err
 }
 

@@ -162,3 +162,61 @@ func (t Tag) display() string {
 	}
 	return t.String()
 }
+
+// CandidatePage is how many members Candidates asks of each posting list first.
+const CandidatePage = 256
+
+// Candidates returns, sorted, the keys of series that may be those q selects: a
+// superset of List's answer, for a caller that checks each candidate against its entry
+// anyway (Coordinator.Series does). With two or more Match tags it reads the first
+// CandidatePage members of each tag's posting list at once and, when one of them ends
+// there, answers the shortest such list alone, without reading the longer ones further:
+// a query for one host among thousands of series reads the host's short list, not the
+// database's. When every list is longer, it is List.
+func Candidates(ctx context.Context, src PostingSource, q Query) ([]string, error) {
+	if len(q.Match) < 2 {
+		return List(ctx, src, q)
+	}
+	for _, m := range q.Match {
+		if err := ValidateTagKey(m.K); err != nil {
+			return nil, fmt.Errorf("--match: %w", err)
+		}
+		if err := ValidateTagValue(m.K, m.V); err != nil {
+			return nil, fmt.Errorf("--match: %w", err)
+		}
+	}
+	after := ""
+	if q.Prefix != "" {
+		after = prefixFloor(q.Prefix)
+	}
+	pages := make([][]Member, len(q.Match))
+	errs := make([]error, len(q.Match))
+	var wg sync.WaitGroup
+	for i, t := range q.Match {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pages[i], errs[i] = src(ctx, t, after, CandidatePage)
+		}()
+	}
+	wg.Wait()
+	best := -1
+	for i, p := range pages {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("postings of %s: %w", q.Match[i].display(), errs[i])
+		}
+		if len(p) < CandidatePage && (best < 0 || len(p) < len(pages[best])) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return List(ctx, src, q)
+	}
+	out := make([]string, 0, len(pages[best]))
+	for _, m := range pages[best] {
+		if !m.Removed && strings.HasPrefix(m.Key, q.Prefix) {
+			out = append(out, m.Key)
+		}
+	}
+	return out, nil
+}

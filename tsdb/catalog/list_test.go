@@ -94,3 +94,55 @@ func mustNorm(tags []Tag) []Tag {
 	n, _ := NormalizeTags(tags)
 	return n
 }
+
+// TestCandidatesReadsTheShortList: a query for one host among more series than a
+// posting page reads one page of each list and answers the host's list, a superset of
+// List's answer that the caller checks against entries.
+func TestCandidatesReadsTheShortList(t *testing.T) {
+	all := map[string][]Tag{}
+	for i := range ListPage + 1000 {
+		host := fmt.Sprintf("h%04d", i/3)
+		all[fmt.Sprintf("db/cpu,host=%s#f%d", host, i%3)] = []Tag{{"__db", "db"}, {"host", host}, {"kind", fmt.Sprint(i % 2)}}
+	}
+	src := newMemSource(all)
+	ctx := context.Background()
+	for _, q := range []Query{
+		{Match: []Tag{{"__db", "db"}, {"host", "h0007"}}},
+		{Match: []Tag{{"__db", "db"}, {"host", "h0007"}, {"kind", "1"}}},
+		{Match: []Tag{{"__db", "db"}, {"host", "h0007"}}, Prefix: "db/cpu,host=h0007#f1"},
+		{Match: []Tag{{"__db", "db"}, {"kind", "1"}}}, // both lists longer than a page: List
+		{Match: []Tag{{"host", "nope"}, {"__db", "db"}}},
+	} {
+		src.reads.Store(0)
+		got, err := Candidates(ctx, src.read, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exact, err := List(ctx, src.read, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sort.StringsAreSorted(got) {
+			t.Errorf("%+v: candidates not sorted", q)
+		}
+		set := map[string]bool{}
+		for _, k := range got {
+			set[k] = true
+		}
+		for _, k := range exact {
+			if !set[k] {
+				t.Errorf("%+v: %s selected but not a candidate", q, k)
+			}
+		}
+		if len(got) > 3 && len(exact) < len(got) && q.Match[1].K == "host" {
+			t.Errorf("%+v: %d candidates, want the host's list", q, len(got))
+		}
+	}
+	src.reads.Store(0)
+	if _, err := Candidates(ctx, src.read, Query{Match: []Tag{{"__db", "db"}, {"host", "h0007"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := src.reads.Load(); n != 2 {
+		t.Errorf("%d posting reads, want one page of each list", n)
+	}
+}

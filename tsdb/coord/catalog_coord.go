@@ -511,7 +511,7 @@ func (c *Coordinator) Meta(ctx context.Context, req *wire.MetaReq) (catalog.Entr
 // narrow the candidates; every candidate is then checked against its entry, so a stale
 // posting never shows.
 func (c *Coordinator) Series(ctx context.Context, q catalog.Query) ([]catalog.Entry, error) {
-	keys, err := catalog.List(ctx, c.readPostings, q)
+	keys, err := catalog.Candidates(ctx, c.readPostings, q) // each checked against its entry below
 	if err != nil {
 		var re *rpc.RemoteError
 		if errors.As(err, &re) {
