@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/rpc"
@@ -18,7 +19,12 @@ import (
 // quanta: 60 s), a series of the cluster's quanta over more than a page of them (read
 // alone, as a long read), and the ranges to read of each, plus one never written.
 func readManyCluster(t *testing.T) (*LocalCluster, []SeriesRange) {
-	lc := startCluster(t, 3, func(_ int, cfg *Config) { cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 3, 3, 2 })
+	lc := startCluster(t, 3, func(_ int, cfg *Config) {
+		cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 3, 3, 2
+		// Nothing but the test reads from the replicas once the cluster settled.
+		cfg.RepairInterval = time.Hour
+		cfg.Rollups.PullInterval = time.Hour
+	})
 	ctx := context.Background()
 	c := lc.Nodes[0].Coordinator()
 	q := quanta.Quantum(60)
@@ -45,6 +51,29 @@ func readManyCluster(t *testing.T) (*LocalCluster, []SeriesRange) {
 	return lc, items
 }
 
+// requestsPerNode runs call and returns how many read and aggregate requests each node
+// other than 0 answered for it: the fewest over three tries, since a start-up repair
+// pass may read from a replica meanwhile (more requests, never fewer).
+func requestsPerNode(t *testing.T, lc *LocalCluster, call func() error) []int64 {
+	t.Helper()
+	var least []int64
+	for range 3 {
+		before := remoteReads(lc)
+		if err := call(); err != nil {
+			t.Fatal(err)
+		}
+		after := remoteReads(lc)
+		for k := range after {
+			d := after[k] - before[k]
+			if len(least) <= k {
+				least = append(least, d)
+			}
+			least[k] = min(least[k], d)
+		}
+	}
+	return least
+}
+
 // remoteReads is how many read and aggregate requests nodes other than 0 answered.
 func remoteReads(lc *LocalCluster) []int64 {
 	var out []int64
@@ -65,28 +94,24 @@ func TestGetManyMatchesGet(t *testing.T) {
 	c := lc.Nodes[0].Coordinator()
 	short := items[:8]
 
-	before := remoteReads(lc)
-	many, err := c.GetMany(ctx, short, GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	after := remoteReads(lc)
-	for k := range after {
-		if d := after[k] - before[k]; d != 1 {
+	for k, d := range requestsPerNode(t, lc, func() error { _, err := c.GetMany(ctx, short, GetOptions{}); return err }) {
+		if d != 1 {
 			t.Errorf("GetMany of %d series: node %d answered %d read requests, want 1", len(short), k+1, d)
 		}
 	}
-	before = remoteReads(lc)
-	for _, it := range short {
-		if _, err := c.Get(ctx, it.Key, it.From, it.To, GetOptions{}); err != nil {
-			t.Fatal(err)
+	one := requestsPerNode(t, lc, func() error {
+		for _, it := range short {
+			if _, err := c.Get(ctx, it.Key, it.From, it.To, GetOptions{}); err != nil {
+				return err
+			}
 		}
-	}
-	if after := remoteReads(lc); after[0]-before[0] != int64(len(short)) {
-		t.Errorf("Get one series at a time: node 1 answered %d read requests, want %d (one per series)", after[0]-before[0], len(short))
+		return nil
+	})
+	if one[0] != int64(len(short)) {
+		t.Errorf("Get one series at a time: node 1 answered %d read requests, want %d (one per series)", one[0], len(short))
 	}
 
-	many, err = c.GetMany(ctx, items, GetOptions{})
+	many, err := c.GetMany(ctx, items, GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,13 +147,8 @@ func TestGetManyMatchesGet(t *testing.T) {
 			t.Errorf("%s: AggregateMany %d windows %+v, Aggregate %d %+v", it.Key, len(aggs[i].Windows), aggs[i].Windows, len(one.Windows), one.Windows)
 		}
 	}
-	before = remoteReads(lc)
-	if _, err := c.AggregateMany(ctx, short, 120e9, GetOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	after = remoteReads(lc)
-	for k := range after {
-		if d := after[k] - before[k]; d != 1 {
+	for k, d := range requestsPerNode(t, lc, func() error { _, err := c.AggregateMany(ctx, short, 120e9, GetOptions{}); return err }) {
+		if d != 1 {
 			t.Errorf("AggregateMany of %d series: node %d answered %d requests, want 1", len(short), k+1, d)
 		}
 	}
