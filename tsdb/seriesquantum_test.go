@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/client"
@@ -60,13 +61,18 @@ func TestSeriesQuantumFitsItsRate(t *testing.T) {
 	if got := c2.SeriesQuantumForTest(ctx, "dense/m"); got != 10 {
 		t.Fatalf("quantum of a 60 Hz series: %v, want the cluster's 10s", got.Duration())
 	}
-	shards := 0
-	for _, n := range lc.Nodes {
-		shards += n.Stats().Shards
+	// 8 quanta of the sparse series and 1 of the dense one, each on 3 replicas. A write
+	// returns at its quorum (2 of 3): the third replica's append may still be on its way.
+	shards := func() int {
+		n := 0
+		for _, node := range lc.Nodes {
+			n += node.Stats().Shards
+		}
+		return n
 	}
-	// 8 quanta of the sparse series and 1 of the dense one, each on 3 replicas.
-	if shards != 9*3 {
-		t.Errorf("the cluster holds %d pairs, want %d", shards, 9*3)
+	testutil.WaitFor(t, 10*time.Second, func() bool { return shards() >= 9*3 }, "every replica to hold its pairs")
+	if n := shards(); n != 9*3 {
+		t.Errorf("the cluster holds %d pairs, want %d", n, 9*3)
 	}
 
 	from, to := t0, t0+2*24*int64(time.Hour)
