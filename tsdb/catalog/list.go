@@ -35,13 +35,8 @@ const listConcurrency = 4
 // '/'-terminated prefix (PrefixQuery), or the AllBuckets buckets of the all-series
 // index. It never reads every node: only the replica sets of those lists.
 func List(ctx context.Context, src PostingSource, q Query) ([]string, error) {
-	for _, m := range q.Match {
-		if err := ValidateTagKey(m.K); err != nil {
-			return nil, fmt.Errorf("--match: %w", err)
-		}
-		if err := ValidateTagValue(m.K, m.V); err != nil {
-			return nil, fmt.Errorf("--match: %w", err)
-		}
+	if err := validateMatch(q.Match); err != nil {
+		return nil, err
 	}
 	var lists [][]Tag // each element: tags whose union is one list
 	switch {
@@ -177,13 +172,8 @@ func Candidates(ctx context.Context, src PostingSource, q Query) ([]string, erro
 	if len(q.Match) < 2 {
 		return List(ctx, src, q)
 	}
-	for _, m := range q.Match {
-		if err := ValidateTagKey(m.K); err != nil {
-			return nil, fmt.Errorf("--match: %w", err)
-		}
-		if err := ValidateTagValue(m.K, m.V); err != nil {
-			return nil, fmt.Errorf("--match: %w", err)
-		}
+	if err := validateMatch(q.Match); err != nil {
+		return nil, err
 	}
 	after := ""
 	if q.Prefix != "" {
@@ -219,4 +209,17 @@ func Candidates(ctx context.Context, src PostingSource, q Query) ([]string, erro
 		}
 	}
 	return out, nil
+}
+
+// validateMatch checks a query's Match tags as List and Candidates take them.
+func validateMatch(match []Tag) error {
+	for _, m := range match {
+		if err := ValidateTagKey(m.K); err != nil {
+			return fmt.Errorf("--match: %w", err)
+		}
+		if err := ValidateTagValue(m.K, m.V); err != nil {
+			return fmt.Errorf("--match: %w", err)
+		}
+	}
+	return nil
 }
