@@ -29,6 +29,9 @@ import (
 //     SHA-1(shard ID ‖ node Key): a uniform random choice per shard, the floor that any
 //     placement hashing 40 shards a quantum independently can reach.
 //
+// Each row is also logged as one line of JSON (logResult), which scripts/bench-dht
+// saves in docs/bench/placement.jsonl.
+//
 // Run: go test -run TestHotSpotSimulation -v ./dht
 func TestHotSpotSimulation(t *testing.T) {
 	const (
@@ -48,11 +51,25 @@ func TestHotSpotSimulation(t *testing.T) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("pmu%02d/bus%d/vang", i/4, i%4)
 	}
+	// A row, as scripts/bench-dht saves it in docs/bench/placement.jsonl: the setting,
+	// then the figures.
 	type row struct {
-		set                    int
-		format, placement      string
-		meanQ, worstQ, hourMax float64
-		fanAll, fanData        float64
+		Bench     string  `json:"bench"`
+		Set       int     `json:"set"`
+		Format    string  `json:"format"`
+		Placement string  `json:"placement"`
+		Nodes     int     `json:"nodes"`
+		Series    int     `json:"series"`
+		Hz        int     `json:"hz"`
+		QuantumS  int     `json:"quantum_s"`
+		RF        int     `json:"rf"`
+		ReadS     int     `json:"read_s"`
+		Reads     int     `json:"reads"`
+		MeanQ     float64 `json:"busiest_quantum_mean"`
+		WorstQ    float64 `json:"busiest_quantum_worst"`
+		HourMax   float64 `json:"busiest_hour"`
+		FanAll    float64 `json:"read_asks"`
+		FanData   float64 `json:"read_sending"`
 	}
 	var rows []row
 	for set := 1; set <= 3; set++ {
@@ -74,7 +91,8 @@ func TestHotSpotSimulation(t *testing.T) {
 		}
 		for _, f := range quanta.Formats {
 			for _, pl := range placements {
-				r := row{set: set, format: f.String(), placement: pl.name}
+				r := row{Bench: "placement", Set: set, Format: f.String(), Placement: pl.name,
+					Nodes: nodes, Series: nSeries, Hz: hz, QuantumS: q, RF: rf, ReadS: readS, Reads: reads}
 				hourLoad := map[string]float64{}
 				for qs := int64(start); qs < start+hour; qs += q {
 					load := map[string]float64{}
@@ -85,10 +103,10 @@ func TestHotSpotSimulation(t *testing.T) {
 						}
 					}
 					busiest := maxOf(load) / perfect
-					r.meanQ += busiest / (hour / q)
-					r.worstQ = max(r.worstQ, busiest)
+					r.MeanQ += busiest / (hour / q)
+					r.WorstQ = max(r.WorstQ, busiest)
 				}
-				r.hourMax = maxOf(hourLoad) / (perfect * hour / q)
+				r.HourMax = maxOf(hourLoad) / (perfect * hour / q)
 
 				rng := rand.New(rand.NewPCG(uint64(set), uint64(f)))
 				for range reads {
@@ -106,8 +124,8 @@ func TestHotSpotSimulation(t *testing.T) {
 							all[p.ID] = true
 						}
 					}
-					r.fanAll += float64(len(all)) / reads
-					r.fanData += float64(len(data)) / reads
+					r.FanAll += float64(len(all)) / reads
+					r.FanData += float64(len(data)) / reads
 				}
 				rows = append(rows, r)
 			}
@@ -121,32 +139,35 @@ func TestHotSpotSimulation(t *testing.T) {
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| %d | %s | %s | %.2f× | %.2f× | %.2f× | %.1f | %.1f |\n",
-			r.set, r.format, r.placement, r.meanQ, r.worstQ, r.hourMax, r.fanAll, r.fanData)
+			r.Set, r.Format, r.Placement, r.MeanQ, r.WorstQ, r.HourMax, r.FanAll, r.FanData)
 	}
 	t.Log("\n" + b.String())
+	for _, r := range rows {
+		logResult(t, r)
+	}
 
 	for _, r := range rows {
-		if r.placement != "xor" {
+		if r.Placement != "xor" {
 			continue
 		}
-		switch r.format {
+		switch r.Format {
 		case "qfi":
 			// Every series' shard of a quantum shares the first 80 bits: all of them
 			// land on the same rf nodes, which then take nodes/rf = 6× a fair share.
-			if r.meanQ < float64(nodes)/rf-0.01 {
-				t.Errorf("set %d: QFI's busiest node takes %.2f× a perfect spread per quantum, want %d× (the hot spot)", r.set, r.meanQ, nodes/rf)
+			if r.MeanQ < float64(nodes)/rf-0.01 {
+				t.Errorf("set %d: QFI's busiest node takes %.2f× a perfect spread per quantum, want %d× (the hot spot)", r.Set, r.MeanQ, nodes/rf)
 			}
 		case "kfi":
 			// A series' shards share their first 80 bits: a read asks rf nodes.
-			if r.fanAll > rf+0.01 {
-				t.Errorf("set %d: a KFI read asks %.1f nodes, want %d", r.set, r.fanAll, rf)
+			if r.FanAll > rf+0.01 {
+				t.Errorf("set %d: a KFI read asks %.1f nodes, want %d", r.Set, r.FanAll, rf)
 			}
 		case "hfi":
-			if r.meanQ > 3 {
-				t.Errorf("set %d: HFI's busiest node takes %.2f× a perfect spread per quantum, want well under QFI's 6×", r.set, r.meanQ)
+			if r.MeanQ > 3 {
+				t.Errorf("set %d: HFI's busiest node takes %.2f× a perfect spread per quantum, want well under QFI's 6×", r.Set, r.MeanQ)
 			}
-			if r.fanAll < 2*rf {
-				t.Errorf("set %d: an HFI read asks %.1f nodes, want its shards spread over many", r.set, r.fanAll)
+			if r.FanAll < 2*rf {
+				t.Errorf("set %d: an HFI read asks %.1f nodes, want its shards spread over many", r.Set, r.FanAll)
 			}
 		}
 	}
