@@ -244,11 +244,7 @@ func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, e
 	if eq == nil {
 		return nil, nil, nil // the condition cannot hold
 	}
-	match := map[string]string{TagDB: db, TagMeasurement: meas}
-	for k, v := range eq {
-		match[k] = v
-	}
-	infos, err := h.eng.Series(ctx, SeriesQuery{Match: match, Prefix: db + "/" + measurementEscaper.Replace(meas)})
+	infos, err := h.listSeries(ctx, db, meas, cols, eq, rest) // listing.go
 	if errors.Is(err, ErrNeedsCatalog) {
 		groups, err := exactGroups(db, meas, cols, eq, rest, groupTags)
 		return groups, nil, err
