@@ -128,13 +128,17 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 	if p.groups, p.where, err = h.resolve(ctx, db, m.Name, p.cols, eq, rest, groupTags, &span); err != nil {
 		return nil, err
 	}
+	p.tagColumns() // tagrefs.go
 	p.from, p.hasLower = tr.Min.UnixNano(), !tr.Min.IsZero()
 	if !p.hasLower {
 		// InfluxDB answers over all time: from the earliest time the catalog bounds
 		// the series by.
+		// With GROUP BY time(), InfluxDB starts each group's windows at its first
+		// point's (aggregateValues): answered where that is all it changes, one column
+		// filled with null or not at all.
 		switch {
-		case every > 0:
-			return nil, unsupported("GROUP BY time() without a lower time bound (add WHERE time >= …)")
+		case every > 0 && (len(p.cols) != 1 || p.transforms || (p.fill != influxql.NullFill && p.fill != influxql.NoFill)):
+			return nil, unsupported("GROUP BY time() without a lower time bound, of more than one column, with a transformation or with fill() other than null or none (add WHERE time >= …)")
 		case span.n == 0:
 			return p, nil // no series: nothing to answer
 		case !span.ok:
