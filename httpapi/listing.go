@@ -25,9 +25,20 @@ const maxFieldListings = 8
 // lists (every series of them) are read only when nothing else narrows the listing.
 // A listing by field that finds nothing is done again whole, so that what the
 // measurement holds decides, as before, whether an equality names a tag or a field.
-func (h *Handler) listSeries(ctx context.Context, db, meas string, cols []column, eq map[string]string, rest []influxql.Expr) ([]SeriesInfo, error) {
+// listed, when not nil, is every series of the measurement, listed for the statement's
+// wildcards: the whole listing is taken from it rather than read again.
+func (h *Handler) listSeries(ctx context.Context, db, meas string, cols []column, eq map[string]string, rest []influxql.Expr, listed []SeriesInfo) ([]SeriesInfo, error) {
 	prefix := db + "/" + measurementEscaper.Replace(meas)
 	whole := func() ([]SeriesInfo, error) {
+		if listed != nil {
+			var out []SeriesInfo
+			for _, in := range listed {
+				if matches(in.Tags, eq, nil) {
+					out = append(out, in)
+				}
+			}
+			return out, nil
+		}
 		match := maps.Clone(eq)
 		if len(match) == 0 {
 			match = map[string]string{TagDB: db, TagMeasurement: meas}
@@ -35,7 +46,7 @@ func (h *Handler) listSeries(ctx context.Context, db, meas string, cols []column
 		return h.eng.Series(ctx, SeriesQuery{Match: match, Prefix: prefix})
 	}
 	fields, ok := listedFields(cols, rest)
-	if !ok {
+	if !ok || listed != nil {
 		return whole()
 	}
 	var infos []SeriesInfo

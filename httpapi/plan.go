@@ -78,7 +78,7 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 	if db == "" {
 		return nil, errDatabaseRequired
 	}
-	s, err := h.expandWildcards(ctx, s, db, now)
+	s, fm, err := h.expandListing(ctx, s, db, now)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,8 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 		return nil, err
 	}
 	var span seriesSpan
-	if p.groups, p.where, err = h.resolve(ctx, db, m.Name, p.cols, eq, rest, groupTags, &span); err != nil {
+	listed, _ := fm.listed(db, m.Name)
+	if p.groups, p.where, err = h.resolve(ctx, db, m.Name, p.cols, eq, rest, groupTags, listed, &span); err != nil {
 		return nil, err
 	}
 	p.tagColumns() // tagrefs.go
@@ -241,14 +242,15 @@ func splitCondition(cond influxql.Expr) (eq map[string]string, rest []influxql.E
 }
 
 // resolve finds the series each column reads, grouped by the GROUP BY tags, and the
-// WHERE clause's conditions on field values (nil without).
+// WHERE clause's conditions on field values (nil without). listed, when not nil, is
+// every series of the measurement, as the statement's wildcards listed them.
 // span, when not nil, is told the time bounds of the series found.
 func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, eq map[string]string,
-	rest []influxql.Expr, groupTags []string, span *seriesSpan) ([]group, *fieldCond, error) {
+	rest []influxql.Expr, groupTags []string, listed []SeriesInfo, span *seriesSpan) ([]group, *fieldCond, error) {
 	if eq == nil {
 		return nil, nil, nil // the condition cannot hold
 	}
-	infos, err := h.listSeries(ctx, db, meas, cols, eq, rest) // listing.go
+	infos, err := h.listSeries(ctx, db, meas, cols, eq, rest, listed) // listing.go
 	if errors.Is(err, ErrNeedsCatalog) {
 		groups, err := exactGroups(db, meas, cols, eq, rest, groupTags)
 		return groups, nil, err
