@@ -171,6 +171,15 @@ func (w *fieldCond) match(in SeriesInfo) bool {
 // names reports whether key is the series of a field the condition names.
 func (w *fieldCond) names(key string) bool { return w != nil && w.named[key] }
 
+// setOf returns the tag set of series key whose condition filters its points, nil
+// when none does.
+func (w *fieldCond) setOf(key string) *condSet {
+	if !w.filters(key) {
+		return nil
+	}
+	return w.keySet[key]
+}
+
 // filters reports whether the condition may drop points of series key: not when the
 // key's tags make it hold whatever its fields hold.
 func (w *fieldCond) filters(key string) bool {

@@ -438,9 +438,9 @@ func TestQueryErrorsAndCatalog(t *testing.T) {
 	if code != http.StatusOK || r.Results[0].Error != "" || len(r.Results[0].Series) != 1 || len(r.Results[0].Series[0].Values) == 0 {
 		t.Fatalf("no time bound: %d %+v", code, r)
 	}
-	code, r = query(t, "agg", "SELECT mean(v) FROM agg GROUP BY time(1m)")
+	code, r = query(t, "agg", "SELECT mean(v) FROM agg GROUP BY time(1m) fill(0)")
 	if code != http.StatusBadRequest || !strings.Contains(r.Results[0].Error, "lower time bound") {
-		t.Fatalf("GROUP BY time() without a lower bound: %d %+v", code, r)
+		t.Fatalf("GROUP BY time() fill(0) without a lower bound: %d %+v", code, r)
 	}
 	code, r = query(t, "agg", "SELEC v FROM agg")
 	if code != http.StatusBadRequest || !strings.Contains(r.Error, "error parsing query") {

@@ -187,6 +187,17 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"no lower bound upper", "SELECT sum(n) FROM cpu WHERE time < '" + base.Add(30*time.Minute).Format(time.RFC3339) + "' GROUP BY host", nil},
 		{"no lower bound group by time", "SELECT mean(usage) FROM cpu WHERE host = 'a' GROUP BY time(1h)", nil},
 		{"no lower bound derivative", "SELECT derivative(usage) FROM cpu WHERE host = 'a' LIMIT 3", nil},
+		// GROUP BY time() without a lower bound: each group's windows from its first point's.
+		{"groupby-orderby-limit", "SELECT max(usage_user) FROM cpu WHERE time < '" + base.Add(30*time.Minute).Format(time.RFC3339) + "' GROUP BY time(1m) ORDER BY time DESC LIMIT 5", tsbs},
+		{"no lower bound group by time asc limit", "SELECT max(usage_user) FROM cpu WHERE time < '" + base.Add(30*time.Minute).Format(time.RFC3339) + "' GROUP BY time(1m) LIMIT 4", tsbs},
+		{"no lower bound group by time host", "SELECT max(usage) FROM cpu WHERE time < '" + base.Add(5*time.Minute).Format(time.RFC3339) + "' GROUP BY time(20s), host", nil},
+		{"no lower bound group by time fill none desc", "SELECT count(n) FROM cpu WHERE time < '" + base.Add(5*time.Minute).Format(time.RFC3339) + "' GROUP BY time(20s), host fill(none) ORDER BY time DESC", nil},
+		// Raw LIMIT per group, groups finding their rows at different widths of the window.
+		{"last-loc shape", "SELECT velocity FROM readings WHERE fleet = 'South' GROUP BY \"name\", driver ORDER BY time LIMIT 1", url.Values{"db": {"iot"}}},
+		{"low-fuel shape", "SELECT \"name\", driver, status FROM \"diagnostics\" WHERE status = 2 AND fleet = 'North' GROUP BY \"name\" ORDER BY time DESC LIMIT 1", url.Values{"db": {"iot"}}},
+		{"single-last-loc shape", "SELECT \"name\", driver, velocity FROM readings WHERE \"name\" = 'truck_1' OR \"name\" = 'truck_4' ORDER BY time DESC LIMIT 1", url.Values{"db": {"iot"}}},
+		{"tags only", "SELECT \"name\", driver FROM readings WHERE fleet = 'South' LIMIT 2", url.Values{"db": {"iot"}}},
+		{"newest rows where rare", "SELECT current_load FROM \"diagnostics\" WHERE current_load > 1000 GROUP BY \"name\" ORDER BY time DESC LIMIT 2", url.Values{"db": {"iot"}}},
 		// Databases that do not exist.
 		{"no database", "SELECT usage FROM cpu WHERE " + rng, url.Values{"db": {"nodb"}}},
 		{"no database from", "SELECT usage FROM nodb..cpu WHERE " + rng, nil},
@@ -284,6 +295,10 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"after conflicts where", "SELECT * FROM ft WHERE u > 1 AND time >= 0 AND time < 10s", nil},
 		{"after conflicts where absent", "SELECT v FROM ft WHERE w = 7 AND time >= 0 AND time < 10s", nil},
 	}...)
+	// Answered, with values, not refused: what tsdht answers since issue #29.
+	mustAnswer := map[string]bool{"groupby-orderby-limit": true, "no lower bound group by time asc limit": true,
+		"no lower bound group by time host": true, "no lower bound group by time fill none desc": true,
+		"no lower bound group by time": true, "last-loc shape": true, "low-fuel shape": true, "single-last-loc shape": true, "newest rows where rare": true}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			v := url.Values{"db": {"diff"}, "q": {c.q}}
@@ -307,7 +322,13 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 					t.Fatalf("answer %d not JSON: %v: %s", i, err, b)
 				}
 			}
+			if mustAnswer[c.name] && !strings.Contains(raw[0], `"values"`) {
+				t.Errorf("InfluxDB answers %s without values: the case tests nothing: %s", c.q, raw[0])
+			}
 			if codes[1] == http.StatusBadRequest && codes[0] == http.StatusOK {
+				if mustAnswer[c.name] {
+					t.Errorf("%s: refused, want InfluxDB's answer %s: %s", c.q, raw[0], raw[1])
+				}
 				if !strings.Contains(raw[1], "not supported") {
 					t.Errorf("tsdht refused without saying what is not supported: %s", raw[1])
 				}

@@ -11,15 +11,25 @@ const limitFirstWindows = 4096
 // execLimited answers a raw SELECT with LIMIT (and OFFSET) without reading every point
 // of its range: `SELECT … WHERE "name" = 'truck_35' ORDER BY time DESC LIMIT 1` over a
 // series' whole history reads its newest window, not its history. A try reads a window
-// at the end the order starts from; when some group has fewer than OFFSET+LIMIT rows
-// in it (a WHERE condition on fields may drop rows too), the next try reads a window 16
-// times as wide, until the whole range was read. Every group's rows come from one try,
-// so the answer is what reading the whole range gives.
+// at the end the order starts from; the groups with fewer than OFFSET+LIMIT rows in it
+// (a WHERE condition on fields may drop rows too) are tried again over a window 16
+// times as wide, until the whole range was read; a group with its rows is not read
+// again. Every group's rows come from one try, so the answer is what reading the
+// whole range gives.
 func (h *Handler) execLimited(ctx context.Context, qc *queryCost, p *selectPlan) ([]*row, error) {
 	span := p.to - p.from
 	w := max(span/limitFirstWindows, 1)
-	for {
+	rows := make([]*row, len(p.groups)) // by group
+	pending := make([]int, len(p.groups))
+	for i := range pending {
+		pending[i] = i
+	}
+	for len(pending) > 0 {
 		try := *p
+		try.groups = make([]group, len(pending))
+		for j, gi := range pending {
+			try.groups[j] = p.groups[gi]
+		}
 		if w < span {
 			if p.desc {
 				try.from = p.to - w
@@ -27,28 +37,23 @@ func (h *Handler) execLimited(ctx context.Context, qc *queryCost, p *selectPlan)
 				try.to = p.from + w
 			}
 		}
-		rows, err := h.execPlan(ctx, qc, &try)
-		if err != nil || w >= span || complete(rows, len(p.groups), p.limit) {
-			return rows, err
+		got, err := h.execGroups(ctx, qc, &try)
+		if err != nil {
+			return nil, err
 		}
+		left := pending[:0]
+		for j, gi := range pending {
+			rows[gi] = got[j]
+			if w < span && (got[j] == nil || got[j].len() < p.limit) {
+				left = append(left, gi) // execGroups cut the row to limit: short means incomplete
+			}
+		}
+		pending = left
 		if w > span/16 {
 			w = span
 		} else {
 			w *= 16
 		}
 	}
-}
-
-// complete reports whether a try's rows answer every group in full: a row per group,
-// each of limit values (execPlan drops a group with no row and cuts each to limit).
-func complete(rows []*row, groups, limit int) bool {
-	if len(rows) < groups {
-		return false
-	}
-	for _, r := range rows {
-		if r.len() < limit {
-			return false
-		}
-	}
-	return true
+	return p.answer(rows), nil
 }

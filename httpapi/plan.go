@@ -78,7 +78,7 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 	if db == "" {
 		return nil, errDatabaseRequired
 	}
-	s, err := h.expandWildcards(ctx, s, db, now)
+	s, fm, err := h.expandListing(ctx, s, db, now)
 	if err != nil {
 		return nil, err
 	}
@@ -125,16 +125,21 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 		return nil, err
 	}
 	var span seriesSpan
-	if p.groups, p.where, err = h.resolve(ctx, db, m.Name, p.cols, eq, rest, groupTags, &span); err != nil {
+	listed, _ := fm.listed(db, m.Name)
+	if p.groups, p.where, err = h.resolve(ctx, db, m.Name, p.cols, eq, rest, groupTags, listed, &span); err != nil {
 		return nil, err
 	}
+	p.tagColumns() // tagrefs.go
 	p.from, p.hasLower = tr.Min.UnixNano(), !tr.Min.IsZero()
 	if !p.hasLower {
 		// InfluxDB answers over all time: from the earliest time the catalog bounds
 		// the series by.
+		// With GROUP BY time(), InfluxDB starts each group's windows at its first
+		// point's (aggregateValues): answered where that is all it changes, one column
+		// filled with null or not at all.
 		switch {
-		case every > 0:
-			return nil, unsupported("GROUP BY time() without a lower time bound (add WHERE time >= …)")
+		case every > 0 && (len(p.cols) != 1 || p.transforms || (p.fill != influxql.NullFill && p.fill != influxql.NoFill)):
+			return nil, unsupported("GROUP BY time() without a lower time bound, of more than one column, with a transformation or with fill() other than null or none (add WHERE time >= …)")
 		case span.n == 0:
 			return p, nil // no series: nothing to answer
 		case !span.ok:
@@ -237,18 +242,15 @@ func splitCondition(cond influxql.Expr) (eq map[string]string, rest []influxql.E
 }
 
 // resolve finds the series each column reads, grouped by the GROUP BY tags, and the
-// WHERE clause's conditions on field values (nil without).
+// WHERE clause's conditions on field values (nil without). listed, when not nil, is
+// every series of the measurement, as the statement's wildcards listed them.
 // span, when not nil, is told the time bounds of the series found.
 func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, eq map[string]string,
-	rest []influxql.Expr, groupTags []string, span *seriesSpan) ([]group, *fieldCond, error) {
+	rest []influxql.Expr, groupTags []string, listed []SeriesInfo, span *seriesSpan) ([]group, *fieldCond, error) {
 	if eq == nil {
 		return nil, nil, nil // the condition cannot hold
 	}
-	match := map[string]string{TagDB: db, TagMeasurement: meas}
-	for k, v := range eq {
-		match[k] = v
-	}
-	infos, err := h.eng.Series(ctx, SeriesQuery{Match: match, Prefix: db + "/" + measurementEscaper.Replace(meas)})
+	infos, err := h.listSeries(ctx, db, meas, cols, eq, rest, listed) // listing.go
 	if errors.Is(err, ErrNeedsCatalog) {
 		groups, err := exactGroups(db, meas, cols, eq, rest, groupTags)
 		return groups, nil, err

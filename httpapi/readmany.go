@@ -101,23 +101,24 @@ func (ex *executor) prefetch() {
 			*list = append(*list, k)
 		}
 	}
+	w := ex.p.where
 	for _, g := range ex.p.groups {
 		for i, c := range ex.p.cols {
 			if c.tag || c.special != "" || i >= len(g.keys) {
 				continue // a tag's values are the plan's; mode and integral read alone
 			}
 			for _, k := range g.keys[i] {
-				if !ex.p.raw && c.fn.Mergeable() && ex.p.win.aligned() && !ex.p.where.filters(k) {
+				if !ex.p.raw && c.fn.Mergeable() && ex.p.win.aligned() && !w.filters(k) {
 					add(&windowKeys, k, "w")
-				} else {
-					add(&pointKeys, k, "p")
+					continue
+				}
+				add(&pointKeys, k, "p")
+				if set := w.setOf(k); set != nil {
+					for _, ck := range set.keys { // the condition's fields, read even when not selected
+						add(&pointKeys, ck, "p")
+					}
 				}
 			}
-		}
-	}
-	if w := ex.p.where; w != nil {
-		for k := range w.named { // the condition's fields, read even when not selected
-			add(&pointKeys, k, "p")
 		}
 	}
 	if len(windowKeys) > 1 {

@@ -34,12 +34,29 @@ func (h *Handler) execMeasurement(ctx context.Context, qc *queryCost, s *influxq
 
 // execPlan answers a planned SELECT of one measurement: a row per group.
 func (h *Handler) execPlan(ctx context.Context, qc *queryCost, p *selectPlan) ([]*row, error) {
+	byGroup, err := h.execGroups(ctx, qc, p)
+	return p.answer(byGroup), err
+}
+
+// answer is the rows of the groups (execGroups' answer, nil where a group has none)
+// in the answer's order.
+func (p *selectPlan) answer(byGroup []*row) []*row {
+	rows := slices.DeleteFunc(byGroup, func(r *row) bool { return r == nil })
+	if p.desc {
+		slices.Reverse(rows) // InfluxDB answers the series in descending order too
+	}
+	return rows
+}
+
+// execGroups answers a planned SELECT of one measurement: the row of each group, in
+// the order of p.groups, nil for a group without values.
+func (h *Handler) execGroups(ctx context.Context, qc *queryCost, p *selectPlan) ([]*row, error) {
 	var err error
 	ex := newExecutor(ctx, h, qc, p)
 	ex.prefetch() // every series at once: one request per node (readmany.go)
 	columns := append([]string{"time"}, p.names...)
-	var rows []*row
-	for _, g := range p.groups {
+	rows := make([]*row, len(p.groups))
+	for gi, g := range p.groups {
 		var r *row
 		switch {
 		case p.raw && p.tagCols:
@@ -82,10 +99,7 @@ func (h *Handler) execPlan(ctx context.Context, qc *queryCost, p *selectPlan) ([
 			continue
 		}
 		r.Name, r.Tags, r.Columns = p.name, g.tags, columns
-		rows = append(rows, r)
-	}
-	if p.desc {
-		slices.Reverse(rows) // InfluxDB answers the series in descending order too
+		rows[gi] = r
 	}
 	return rows, nil
 }
@@ -520,8 +534,12 @@ func (ex *executor) aggregateValues(g group) ([][]any, error) {
 	}
 	slices.Sort(data)
 	data = slices.Compact(data)
+	from := p.from
+	if !p.hasLower && len(data) > 0 {
+		from = data[0] // without a lower bound, InfluxDB fills from the group's first point's window
+	}
 	var out [][]any
-	for _, start := range p.win.rowTimes(data, p.from, p.to, p.fill != influxql.NoFill, ex.h.cfg.MaxQueryWindows+2) {
+	for _, start := range p.win.rowTimes(data, from, p.to, p.fill != influxql.NoFill, ex.h.cfg.MaxQueryWindows+2) {
 		r := make([]any, len(p.cols)+1)
 		r[0] = tsValue(start)
 		anyVal := false

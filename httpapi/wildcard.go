@@ -32,6 +32,16 @@ type fieldMapper struct {
 	meas   string
 	fields map[string]influxql.DataType
 	dims   map[string]struct{}
+	infos  []SeriesInfo // meas' series as listed
+}
+
+// listed returns the series of measurement meas of database db the mapper listed, when
+// it listed them.
+func (f *fieldMapper) listed(db, meas string) ([]SeriesInfo, bool) {
+	if f == nil || f.fields == nil || f.meas != db+"\x00"+meas {
+		return nil, false
+	}
+	return f.infos, true
 }
 
 // inShardGroups reports whether a series' bounds meet the shard groups [from, to) meets.
@@ -84,7 +94,7 @@ func (f *fieldMapper) FieldDimensions(m *influxql.Measurement) (map[string]influ
 			}
 		}
 	}
-	f.meas, f.fields, f.dims = db+"\x00"+m.Name, fields, dims
+	f.meas, f.fields, f.dims, f.infos = db+"\x00"+m.Name, fields, dims, infos
 	return copyTypes(fields), copySet(dims), nil
 }
 
@@ -138,12 +148,19 @@ var errNoFields = errors.New("the wildcards name no field")
 // expandWildcards rewrites a SELECT's wildcards and regular expressions into the
 // fields and tags they name; a statement without any is returned as it is.
 func (h *Handler) expandWildcards(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) (*influxql.SelectStatement, error) {
+	out, _, err := h.expandListing(ctx, s, db, now)
+	return out, err
+}
+
+// expandListing is expandWildcards, and the field mapper that listed the measurement's
+// series for it (nil without wildcards), whose listing the statement's plan reuses.
+func (h *Handler) expandListing(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) (*influxql.SelectStatement, *fieldMapper, error) {
 	if !s.HasFieldWildcard() && !s.HasDimensionWildcard() {
-		return s, nil
+		return s, nil, nil
 	}
 	_, tr, err := influxql.ConditionExpr(s.Condition, &influxql.NowValuer{Now: now})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fm := &fieldMapper{ctx: ctx, eng: h.eng, db: db, from: math.MinInt64, to: math.MaxInt64}
 	if !tr.Min.IsZero() {
@@ -154,15 +171,15 @@ func (h *Handler) expandWildcards(ctx context.Context, s *influxql.SelectStateme
 	}
 	out, err := s.RewriteFields(fm)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(out.Fields) == 0 {
 		if err := h.databaseExists(ctx, db); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return nil, errNoFields // InfluxDB answers no series
+		return nil, nil, errNoFields // InfluxDB answers no series
 	}
-	return out, nil
+	return out, fm, nil
 }
 
 // tagSet is the series of a group that share one full tag set: for each column, the

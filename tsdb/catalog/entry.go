@@ -105,6 +105,9 @@ func (e *Entry) Validate() error {
 	case e.Created != 0 && e.Created <= e.Deleted, e.MetaVersion != 0 && e.MetaVersion <= e.Deleted:
 		return fmt.Errorf("catalog entry %q: a part older than its deletion", e.Key)
 	}
+	if normalTags(e.Tags) {
+		return nil // what NormalizeTags would return unchanged, checked without sorting a copy
+	}
 	norm, err := NormalizeTags(e.Tags)
 	if err != nil {
 		return fmt.Errorf("catalog entry %q: %w", e.Key, err)

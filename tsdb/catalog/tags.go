@@ -76,6 +76,21 @@ func ValidateTagValue(k, v string) error {
 	return nil
 }
 
+// normalTags reports whether tags are what NormalizeTags returns them as: valid, at
+// most MaxTags, keys strictly ascending. Every stored entry's are, and a listing
+// decodes thousands of entries: this checks them in one pass, without a sorted copy.
+func normalTags(tags []Tag) bool {
+	if len(tags) > MaxTags {
+		return false
+	}
+	for i, t := range tags {
+		if (i > 0 && tags[i-1].K >= t.K) || ValidateTagKey(t.K) != nil || ValidateTagValue(t.K, t.V) != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // NormalizeTags validates tags and returns them sorted by key. A key given twice with
 // the same value counts once; with two values it is an error.
 func NormalizeTags(tags []Tag) ([]Tag, error) {

@@ -290,7 +290,7 @@ func (c *Coordinator) readPostings(ctx context.Context, tag catalog.Tag, after s
 	answers := cluster.FanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) ([]catalog.Member, error) {
 		return c.replicas.For(b.Peer).Postings(ctx, tag, after, limit)
 	})
-	byKey := map[string]catalog.Member{}
+	var lists [][]catalog.Member
 	ok := 0
 	cut := ""
 	full := false
@@ -302,12 +302,7 @@ func (c *Coordinator) readPostings(ctx context.Context, tag catalog.Tag, after s
 			continue
 		}
 		ok++
-		for _, m := range a.Resp {
-			if old, seen := byKey[m.Key]; seen {
-				m = catalog.MergeMember(old, m)
-			}
-			byKey[m.Key] = m
-		}
+		lists = append(lists, a.Resp)
 		if len(a.Resp) == limit {
 			last := a.Resp[len(a.Resp)-1].Key
 			if !full || last < cut {
@@ -319,13 +314,10 @@ func (c *Coordinator) readPostings(ctx context.Context, tag catalog.Tag, after s
 	if need := min(c.cfg.ReadQuorum, len(owners)); ok < need {
 		return nil, rpc.Errorf(wire.CodeUnavailable, "tag index: %d of %d replicas of %s answered, %d needed: %v", ok, len(owners), tag, need, lastErr)
 	}
-	out := make([]catalog.Member, 0, len(byKey))
-	for k, m := range byKey {
-		if !full || k <= cut {
-			out = append(out, m)
-		}
+	out := mergeMembers(lists) // postings_merge.go
+	if full {
+		out = out[:sort.Search(len(out), func(i int) bool { return out[i].Key > cut })]
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	if len(out) > limit {
 		out = out[:limit]
 	}
