@@ -1,0 +1,96 @@
+package watch
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// TestSharedLog: subscriptions of one series at different positions in its live log
+// (keeping up, a few runs behind, opened later from the past, and one that stops
+// polling) each get every point once, in order, a late point flagged and a duplicate
+// dropped; the one that stopped is ended at its buffer, the others untouched.
+func TestSharedLog(t *testing.T) {
+	const buffer, writes = 64, 300
+	h, src := newTestHub(t, buffer)
+	var eager, lagging []*poller
+	for range 10 {
+		eager = append(eager, open(t, h, wire.WatchOpenReq{Series: "k", From: 1}))
+		lagging = append(lagging, open(t, h, wire.WatchOpenReq{Series: "k", From: 1}))
+	}
+	slow := open(t, h, wire.WatchOpenReq{Series: "k", From: 1})
+	for _, p := range append(append(slices.Clone(eager), lagging...), slow) {
+		waitReady(t, h, p.id)
+	}
+	got := map[*poller][]string{}
+	take := func(p *poller, want int) {
+		t.Helper()
+		ts, late := p.until(t, want)
+		for i, x := range ts {
+			got[p] = append(got[p], map[bool]string{true: "late ", false: ""}[late[i]]+fmt.Sprint(x))
+		}
+	}
+	var later *poller
+	var want []string
+	for i := int64(1); i <= writes; i++ {
+		src.write(h, "k", 10*i)
+		want = append(want, fmt.Sprint(10*i))
+		if i == 1 {
+			take(slow, 1) // and then it polls no more
+		}
+		if i == 150 {
+			src.write(h, "k", 755)  // late
+			src.write(h, "k", 1000) // delivered already
+			want = append(want, "late 755")
+		}
+		for _, p := range eager {
+			take(p, 1+map[bool]int{true: 1}[i == 150])
+		}
+		if i%10 == 0 {
+			for _, p := range lagging {
+				take(p, 10+map[bool]int{true: 1}[i == 150])
+			}
+			if n := followers(h, "k"); i != 150 && n < len(eager) {
+				t.Fatalf("after write %d, %d subscriptions follow the log; want at least the %d that keep up", i, n, len(eager))
+			}
+		}
+		switch {
+		case i == 200:
+			later = open(t, h, wire.WatchOpenReq{Series: "k", From: 10 * 170}) // history within the buffer
+			take(later, int(i)-170+1)
+		case i > 200 && i%10 == 0:
+			take(later, 10)
+		}
+	}
+	for _, p := range append(slices.Clone(eager), lagging...) {
+		if g := strings.Join(got[p], ","); g != strings.Join(want, ",") {
+			t.Fatalf("subscription %d got\n%s\nwant\n%s", p.id, g, strings.Join(want, ","))
+		}
+	}
+	var wantLater []string
+	for i := int64(170); i <= writes; i++ {
+		wantLater = append(wantLater, fmt.Sprint(10*i))
+	}
+	if g := strings.Join(got[later], ","); g != strings.Join(wantLater, ",") {
+		t.Fatalf("the subscription opened later got\n%s\nwant\n%s", g, strings.Join(wantLater, ","))
+	}
+	if _, ended := slow.poll(t); !strings.Contains(ended, fmt.Sprintf("buffer of %d", buffer)) {
+		t.Fatalf("the subscription that stopped polling: got %q, want it ended naming the buffer", ended)
+	}
+	if n := h.Subscriptions(); n != 2*len(eager)+1 {
+		t.Fatalf("%d subscriptions open, want %d", n, 2*len(eager)+1)
+	}
+}
+
+// followers counts the subscriptions that follow key's live log.
+func followers(h *Hub, key string) int {
+	h.mu.Lock()
+	lg := h.logs[key]
+	h.mu.Unlock()
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	return len(lg.follow)
+}
