@@ -22,7 +22,9 @@ type Selector struct {
 }
 
 // Run is points of one series delivered together, in time order; Late says they are
-// older than a point of the series delivered before them.
+// older than a point of the series delivered before them. Subscriptions of one
+// client to the same series may be handed the same points (decoded once): read them,
+// do not change them.
 type Run = wire.WatchRun
 
 // Subscription is a live subscription's state beside its channel.

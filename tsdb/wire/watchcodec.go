@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"unsafe"
 
 	"github.com/tsdht/tsdht/internal/mp"
@@ -144,9 +145,14 @@ const (
 // resp. It answers false for any other form, and for anything malformed: decode b
 // with rpc.Decode then. What it allocates stays within rpc.DecodeCostFactor bytes per
 // byte of b.
+//
+// A run whose bytes are those of a run decoded just before (the node encodes a run
+// that several batches share once and copies its bytes) is not decoded again: the
+// batches share the run decoded, its points included, as they shared it at the node.
 func ReadWatchNextResp(b []byte, resp *WatchNextResp) bool {
 	r := &mp.Reader{B: b}
 	*resp = WatchNextResp{}
+	var decoded decodedRuns
 	return readFields(r, func(k string) bool {
 		if k != "b" {
 			return false
@@ -157,7 +163,7 @@ func ReadWatchNextResp(b []byte, resp *WatchNextResp) bool {
 		}
 		resp.Subs = make([]WatchBatch, n)
 		for i := range resp.Subs {
-			if !readWatchBatch(r, &resp.Subs[i], len(b)) {
+			if !readWatchBatch(r, &resp.Subs[i], len(b), &decoded) {
 				return false
 			}
 		}
@@ -192,7 +198,34 @@ func arrayOrNil(r *mp.Reader, elemBytes, size int) (n int, isNil, ok bool) {
 	return n, false, ok && n*elemBytes <= rpc.DecodeCostFactor*size
 }
 
-func readWatchBatch(r *mp.Reader, b *WatchBatch, size int) bool {
+// decodedRuns remembers the last few runs decoded and the bytes they came from.
+type decodedRuns struct {
+	from [8][]byte
+	run  [8]WatchRun
+	n    int // runs remembered so far; the oldest is replaced
+}
+
+// read reads the run at r into run: from memory when its bytes are those of one
+// remembered (msgpack is self-delimiting: the same bytes decode to the same run).
+func (d *decodedRuns) read(r *mp.Reader, run *WatchRun) bool {
+	rest := r.B[r.Off:]
+	for i := range min(d.n, len(d.from)) {
+		if bytes.HasPrefix(rest, d.from[i]) {
+			*run = d.run[i]
+			r.Off += len(d.from[i])
+			return true
+		}
+	}
+	start := r.Off
+	if !readWatchRun(r, run) {
+		return false
+	}
+	d.from[d.n%len(d.from)], d.run[d.n%len(d.from)] = r.B[start:r.Off], *run
+	d.n++
+	return true
+}
+
+func readWatchBatch(r *mp.Reader, b *WatchBatch, size int, decoded *decodedRuns) bool {
 	return readFields(r, func(k string) bool {
 		var ok bool
 		switch k {
@@ -214,7 +247,7 @@ func readWatchBatch(r *mp.Reader, b *WatchBatch, size int) bool {
 			}
 			b.Runs = make([]WatchRun, n)
 			for i := range b.Runs {
-				if !readWatchRun(r, &b.Runs[i]) {
+				if !decoded.read(r, &b.Runs[i]) {
 					return false
 				}
 			}

@@ -173,3 +173,30 @@ func BenchmarkWatchNextRespShared(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReadWatchNextRespShared decodes the answer of BenchmarkWatchNextRespShared:
+// shared, the run every batch holds is decoded once.
+func BenchmarkReadWatchNextRespShared(b *testing.B) {
+	var pts series.Points
+	pts.AppendFloat(1764300000016666666, 59.998)
+	for _, shared := range []bool{true, false} {
+		resp := &WatchNextResp{}
+		for i := range 100 {
+			p := series.Concat(pts)
+			if !shared {
+				p.F[0] += float64(i) // a run of its own
+			}
+			resp.Subs = append(resp.Subs, WatchBatch{ID: uint64(i), Seen: 7, Runs: []WatchRun{{Key: "pmu/1/freq", Points: p}}})
+		}
+		buf, _ := EncodeWatchNextResp(resp)
+		b.Run(map[bool]string{true: "shared", false: "distinct"}[shared], func(b *testing.B) {
+			b.ReportAllocs()
+			var back WatchNextResp
+			for b.Loop() {
+				if !ReadWatchNextResp(buf, &back) {
+					b.Fatal("refused")
+				}
+			}
+		})
+	}
+}
