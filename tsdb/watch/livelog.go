@@ -50,8 +50,8 @@ type liveLog struct {
 }
 
 // logRuns is the fewest runs a log's array grows to hold: trimmed from the front, it
-// has no room at the back.
-const logRuns = 64
+// has no room at the back. A log that nobody follows keeps no run.
+const logRuns = 16
 
 func newLiveLog() *liveLog {
 	return &liveLog{last: math.MinInt64, trimAt: logRuns, generic: map[*sub]*keyState{}, follow: map[*sub]*keyState{},
@@ -94,6 +94,25 @@ func (lg *liveLog) append(key string, pts series.Points, buffer int, generic, cu
 	for _, t := range pts.T {
 		lg.last = max(lg.last, t)
 	}
+	if len(lg.follow) == 0 && len(lg.runs) == 0 {
+		// Nobody reads it by position: the log keeps its count, not the run.
+		lg.first++
+		lg.total += uint64(pts.Len())
+		lg.base = lg.total
+	} else {
+		lg.keep(key, pts, inOrder)
+		if len(lg.runs) >= lg.trimAt || lg.total-lg.base > uint64(buffer) {
+			cut = lg.trim(buffer, cut)
+		}
+	}
+	for s := range lg.generic {
+		generic = append(generic, s)
+	}
+	return generic, cut
+}
+
+// keep appends the run; lg.mu held.
+func (lg *liveLog) keep(key string, pts series.Points, inOrder bool) {
 	if len(lg.runs) == cap(lg.runs) {
 		runs := make([]wire.WatchRun, len(lg.runs), max(logRuns, 2*len(lg.runs)))
 		copy(runs, lg.runs)
@@ -103,13 +122,6 @@ func (lg *liveLog) append(key string, pts series.Points, buffer int, generic, cu
 	lg.total += uint64(pts.Len())
 	lg.runs = append(lg.runs, wire.WatchRun{Key: key, Points: pts})
 	lg.meta = append(lg.meta, logEntry{inOrder: inOrder, cum: lg.total})
-	if len(lg.runs) >= lg.trimAt || lg.total-lg.base > uint64(buffer) {
-		cut = lg.trim(buffer, cut)
-	}
-	for s := range lg.generic {
-		generic = append(generic, s)
-	}
-	return generic, cut
 }
 
 // trim drops the runs every follower has acknowledged and cuts the followers more
@@ -130,6 +142,9 @@ func (lg *liveLog) trim(buffer int, cut []*sub) []*sub {
 		lg.base = lg.cumBefore(keep)
 		// Re-slicing, never copying over: a batch answered may still hold the runs.
 		lg.runs, lg.meta, lg.first = lg.runs[n:], lg.meta[n:], keep
+	}
+	if len(lg.runs) == 0 {
+		lg.runs, lg.meta = nil, nil // let the array go
 	}
 	lg.trimAt = 2*len(lg.runs) + logRuns
 	return cut
