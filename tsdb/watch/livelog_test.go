@@ -87,9 +87,9 @@ func TestSharedLog(t *testing.T) {
 
 // followers counts the subscriptions that follow key's live log.
 func followers(h *Hub, key string) int {
-	h.mu.Lock()
+	h.mu.Lock() // before lg.mu, as Hub.forget takes them
+	defer h.mu.Unlock()
 	lg := h.logs[key]
-	h.mu.Unlock()
 	lg.mu.Lock()
 	defer lg.mu.Unlock()
 	return len(lg.follow)
