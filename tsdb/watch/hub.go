@@ -368,14 +368,14 @@ func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNext
 			if ended {
 				h.drop(p.s)
 			}
-			if ok {
+			if ok && !(req.Groups && group(resp, b, p.seen)) {
 				if resp.Subs == nil {
 					resp.Subs = make([]wire.WatchBatch, 0, len(polled))
 				}
 				resp.Subs = append(resp.Subs, b)
 			}
 		}
-		if len(resp.Subs) > 0 {
+		if len(resp.Subs)+len(resp.Groups) > 0 {
 			return resp, nil
 		}
 		select {
@@ -387,6 +387,29 @@ func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNext
 		}
 	}
 }
+
+// group adds batch b, of a subscription polled with seen runs, to the group of
+// resp that holds the same runs (the same slice: the subscriptions that follow one
+// series' live log at one position get one), or to a new group, and reports whether
+// it did: not for a batch that ends its subscription, nor for one that does not
+// follow its cursor.
+func group(resp *wire.WatchNextResp, b wire.WatchBatch, seen uint64) bool {
+	if b.Ended != "" || len(b.Runs) == 0 || b.Seen != seen+uint64(len(b.Runs)) {
+		return false
+	}
+	for i := len(resp.Groups) - 1; i >= max(0, len(resp.Groups)-groupsLooked); i-- {
+		if g := &resp.Groups[i]; &g.Runs[0] == &b.Runs[0] && len(g.Runs) == len(b.Runs) {
+			g.IDs = append(g.IDs, b.ID)
+			return true
+		}
+	}
+	resp.Groups = append(resp.Groups, wire.WatchGroup{IDs: append(make([]uint64, 0, 16), b.ID), Runs: b.Runs})
+	return true
+}
+
+// groupsLooked is how many of the latest groups of an answer a batch is compared
+// with: a session's followers of one series come one after another.
+const groupsLooked = 8
 
 // cursor is a subscription of a poll and the runs its subscriber has seen.
 type cursor struct {

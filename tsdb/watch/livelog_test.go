@@ -1,10 +1,12 @@
 package watch
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
@@ -82,6 +84,61 @@ func TestSharedLog(t *testing.T) {
 	}
 	if n := h.Subscriptions(); n != 2*len(eager)+1 {
 		t.Fatalf("%d subscriptions open, want %d", n, 2*len(eager)+1)
+	}
+}
+
+// TestPollGroups: the subscriptions of a session that follow one series' log get its
+// runs as one group in a poll that asks for groups; each counts them in its Seen.
+func TestPollGroups(t *testing.T) {
+	h, src := newTestHub(t, 0)
+	const session = 7
+	var cursors []wire.WatchCursor
+	for range 3 {
+		id, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "k", From: 1, Session: session})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitReady(t, h, id)
+		cursors = append(cursors, wire.WatchCursor{ID: id})
+	}
+	var last *wire.WatchNextResp
+	for i := int64(1); i <= 3; i++ {
+		src.write(h, "k", i)
+		got := 0
+		deadline := time.Now().Add(10 * time.Second)
+		for got < len(cursors) {
+			if time.Now().After(deadline) {
+				t.Fatalf("write %d reached %d of %d subscriptions in 10s", i, got, len(cursors))
+			}
+			resp, err := h.Next(context.Background(), &wire.WatchNextReq{Session: session, Cursors: cursors, WaitMillis: 200, Groups: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range resp.Subs {
+				if b.Ended != "" {
+					t.Fatal(b.Ended)
+				}
+				got++
+				cursors[slices.IndexFunc(cursors, func(c wire.WatchCursor) bool { return c.ID == b.ID })].Seen = b.Seen
+			}
+			for _, g := range resp.Groups {
+				for _, id := range g.IDs {
+					got++
+					cursors[slices.IndexFunc(cursors, func(c wire.WatchCursor) bool { return c.ID == id })].Seen += uint64(len(g.Runs))
+				}
+			}
+			last = resp
+		}
+	}
+	// The first write reached them before they followed the log, the second as they
+	// joined it (their own runs); the third is the log's.
+	if len(last.Subs) != 0 || len(last.Groups) != 1 || len(last.Groups[0].IDs) != 3 || last.Groups[0].Runs[0].Points.T[0] != 3 {
+		t.Fatalf("the third write's poll answered batches %+v and groups %+v; want one group of the 3 subscriptions with point 3", last.Subs, last.Groups)
+	}
+	for _, c := range cursors {
+		if c.Seen != 3 {
+			t.Fatalf("cursors %+v; want 3 runs seen by each", cursors)
+		}
 	}
 }
 

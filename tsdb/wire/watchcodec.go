@@ -62,13 +62,18 @@ func identify(r *WatchRun) runIdentity {
 // polled together cost one encoding of each notification, not one each.
 func AppendWatchNextResp(dst []byte, resp *WatchNextResp) []byte {
 	var encoded encodedRuns
-	share := len(resp.Subs) > 1
-	dst = mp.AppendMapLen(dst, 1)
+	share := len(resp.Subs)+len(resp.Groups) > 1
+	if len(resp.Groups) > 0 {
+		dst = mp.AppendMapLen(dst, 2)
+	} else {
+		dst = mp.AppendMapLen(dst, 1)
+	}
 	dst = mp.AppendStr(dst, "b")
 	if resp.Subs == nil {
-		return append(dst, 0xc0)
+		dst = append(dst, 0xc0)
+	} else {
+		dst = mp.AppendArrayLen(dst, len(resp.Subs))
 	}
-	dst = mp.AppendArrayLen(dst, len(resp.Subs))
 	for i := range resp.Subs {
 		b := &resp.Subs[i]
 		fields := 3
@@ -79,44 +84,69 @@ func AppendWatchNextResp(dst []byte, resp *WatchNextResp) []byte {
 		dst = mp.AppendStr(dst, "id")
 		dst = mp.AppendUint(dst, b.ID)
 		dst = mp.AppendStr(dst, "r")
-		if b.Runs == nil {
-			dst = append(dst, 0xc0)
-		} else {
-			dst = mp.AppendArrayLen(dst, len(b.Runs))
-			for j := range b.Runs {
-				r := &b.Runs[j]
-				var id runIdentity
-				if share {
-					id = identify(r)
-					if a, b, ok := encoded.find(id); ok {
-						dst = append(dst, dst[a:b]...)
-						continue
-					}
-				}
-				start := len(dst)
-				fields := 2
-				if r.Late {
-					fields++
-				}
-				dst = mp.AppendMapLen(dst, fields)
-				dst = mp.AppendStr(dst, "k")
-				dst = mp.AppendStr(dst, r.Key)
-				dst = mp.AppendStr(dst, "p")
-				dst = series.AppendWire(dst, &r.Points)
-				if r.Late {
-					dst = mp.AppendStr(dst, "l")
-					dst = append(dst, 0xc3)
-				}
-				if share {
-					encoded.add(id, start, len(dst))
-				}
-			}
-		}
+		dst = appendWatchRuns(dst, b.Runs, share, &encoded)
 		dst = mp.AppendStr(dst, "s")
 		dst = mp.AppendUint(dst, b.Seen)
 		if b.Ended != "" {
 			dst = mp.AppendStr(dst, "e")
 			dst = mp.AppendStr(dst, b.Ended)
+		}
+	}
+	if len(resp.Groups) == 0 {
+		return dst
+	}
+	dst = mp.AppendStr(dst, "g")
+	dst = mp.AppendArrayLen(dst, len(resp.Groups))
+	for i := range resp.Groups {
+		g := &resp.Groups[i]
+		dst = mp.AppendMapLen(dst, 2)
+		dst = mp.AppendStr(dst, "i")
+		if g.IDs == nil {
+			dst = append(dst, 0xc0)
+		} else {
+			dst = mp.AppendArrayLen(dst, len(g.IDs))
+			for _, id := range g.IDs {
+				dst = mp.AppendUint(dst, id)
+			}
+		}
+		dst = mp.AppendStr(dst, "r")
+		dst = appendWatchRuns(dst, g.Runs, share, &encoded)
+	}
+	return dst
+}
+
+// appendWatchRuns appends runs; with share, a run encoded before is copied.
+func appendWatchRuns(dst []byte, runs []WatchRun, share bool, encoded *encodedRuns) []byte {
+	if runs == nil {
+		return append(dst, 0xc0)
+	}
+	dst = mp.AppendArrayLen(dst, len(runs))
+	for j := range runs {
+		r := &runs[j]
+		var id runIdentity
+		if share {
+			id = identify(r)
+			if a, b, ok := encoded.find(id); ok {
+				dst = append(dst, dst[a:b]...)
+				continue
+			}
+		}
+		start := len(dst)
+		fields := 2
+		if r.Late {
+			fields++
+		}
+		dst = mp.AppendMapLen(dst, fields)
+		dst = mp.AppendStr(dst, "k")
+		dst = mp.AppendStr(dst, r.Key)
+		dst = mp.AppendStr(dst, "p")
+		dst = series.AppendWire(dst, &r.Points)
+		if r.Late {
+			dst = mp.AppendStr(dst, "l")
+			dst = append(dst, 0xc3)
+		}
+		if share {
+			encoded.add(id, start, len(dst))
 		}
 	}
 	return dst
@@ -131,6 +161,12 @@ func EncodeWatchNextResp(resp *WatchNextResp) ([]byte, error) {
 			n += 16 + len(resp.Subs[i].Runs[j].Key) + resp.Subs[i].Runs[j].Points.WireSize()
 		}
 	}
+	for i := range resp.Groups {
+		n += 16 + 9*len(resp.Groups[i].IDs)
+		for j := range resp.Groups[i].Runs {
+			n += 16 + len(resp.Groups[i].Runs[j].Key) + resp.Groups[i].Runs[j].Points.WireSize()
+		}
+	}
 	return AppendWatchNextResp(make([]byte, 0, n), resp), nil
 }
 
@@ -138,6 +174,7 @@ func EncodeWatchNextResp(resp *WatchNextResp) ([]byte, error) {
 // in memory, before their slices.
 const (
 	watchBatchBytes = int(unsafe.Sizeof(WatchBatch{}))
+	watchGroupBytes = int(unsafe.Sizeof(WatchGroup{}))
 	watchRunBytes   = int(unsafe.Sizeof(WatchRun{}))
 )
 
@@ -154,21 +191,76 @@ func ReadWatchNextResp(b []byte, resp *WatchNextResp) bool {
 	*resp = WatchNextResp{}
 	var decoded decodedRuns
 	return readFields(r, func(k string) bool {
-		if k != "b" {
-			return false
+		switch k {
+		case "b":
+			n, isNil, ok := arrayOrNil(r, watchBatchBytes, len(b))
+			if !ok || isNil {
+				resp.Subs = nil
+				return ok
+			}
+			resp.Subs = make([]WatchBatch, n)
+			for i := range resp.Subs {
+				if !readWatchBatch(r, &resp.Subs[i], len(b), &decoded) {
+					return false
+				}
+			}
+			return true
+		case "g":
+			n, isNil, ok := arrayOrNil(r, watchGroupBytes, len(b))
+			if !ok || isNil {
+				resp.Groups = nil
+				return ok
+			}
+			resp.Groups = make([]WatchGroup, n)
+			for i := range resp.Groups {
+				if !readWatchGroup(r, &resp.Groups[i], len(b), &decoded) {
+					return false
+				}
+			}
+			return true
 		}
-		n, isNil, ok := arrayOrNil(r, watchBatchBytes, len(b))
-		if !ok || isNil {
+		return false
+	}) && r.Left() == 0
+}
+
+func readWatchGroup(r *mp.Reader, g *WatchGroup, size int, decoded *decodedRuns) bool {
+	return readFields(r, func(k string) bool {
+		switch k {
+		case "i":
+			n, isNil, ok := arrayOrNil(r, 8, size)
+			if !ok || isNil {
+				g.IDs = nil
+				return ok
+			}
+			g.IDs = make([]uint64, n)
+			for i := range g.IDs {
+				if g.IDs[i], ok = r.Uint(); !ok {
+					return false
+				}
+			}
+			return true
+		case "r":
+			var ok bool
+			g.Runs, ok = readWatchRuns(r, size, decoded)
 			return ok
 		}
-		resp.Subs = make([]WatchBatch, n)
-		for i := range resp.Subs {
-			if !readWatchBatch(r, &resp.Subs[i], len(b), &decoded) {
-				return false
-			}
+		return false
+	})
+}
+
+// readWatchRuns reads an array of runs, or a nil.
+func readWatchRuns(r *mp.Reader, size int, decoded *decodedRuns) ([]WatchRun, bool) {
+	n, isNil, ok := arrayOrNil(r, watchRunBytes, size)
+	if !ok || isNil {
+		return nil, ok
+	}
+	runs := make([]WatchRun, n)
+	for i := range runs {
+		if !decoded.read(r, &runs[i]) {
+			return nil, false
 		}
-		return true
-	}) && r.Left() == 0
+	}
+	return runs, true
 }
 
 // readFields reads a map, handing each key to field, which reads its value.
@@ -238,19 +330,7 @@ func readWatchBatch(r *mp.Reader, b *WatchBatch, size int, decoded *decodedRuns)
 			s, ok = r.StrBytes()
 			b.Ended = string(s)
 		case "r":
-			var n int
-			var isNil bool
-			n, isNil, ok = arrayOrNil(r, watchRunBytes, size)
-			if !ok || isNil {
-				b.Runs = nil
-				return ok
-			}
-			b.Runs = make([]WatchRun, n)
-			for i := range b.Runs {
-				if !decoded.read(r, &b.Runs[i]) {
-					return false
-				}
-			}
+			b.Runs, ok = readWatchRuns(r, size, decoded)
 		}
 		return ok
 	})
@@ -293,6 +373,9 @@ func AppendWatchNextReq(dst []byte, req *WatchNextReq) []byte {
 	if req.Close {
 		fields++
 	}
+	if req.Groups {
+		fields++
+	}
 	dst = mp.AppendMapLen(dst, fields)
 	dst = mp.AppendStr(dst, "ses")
 	dst = mp.AppendUint(dst, req.Session)
@@ -313,6 +396,10 @@ func AppendWatchNextReq(dst []byte, req *WatchNextReq) []byte {
 	dst = mp.AppendInt(dst, req.WaitMillis)
 	if req.Close {
 		dst = mp.AppendStr(dst, "x")
+		dst = append(dst, 0xc3)
+	}
+	if req.Groups {
+		dst = mp.AppendStr(dst, "g")
 		dst = append(dst, 0xc3)
 	}
 	return dst
@@ -342,6 +429,8 @@ func ReadWatchNextReq(b []byte, req *WatchNextReq) bool {
 			req.WaitMillis, ok = r.Int()
 		case "x":
 			req.Close, ok = r.Bool()
+		case "g":
+			req.Groups, ok = r.Bool()
 		case "c":
 			var n int
 			var isNil bool
