@@ -72,14 +72,19 @@ func (lg *liveLog) add(s *sub, ks *keyState) {
 func (lg *liveLog) remove(s *sub) bool {
 	_, g := lg.generic[s]
 	_, f := lg.follow[s]
-	if g || f {
+	if g || f { // a follower cut off is neither
 		delete(lg.generic, s)
 		delete(lg.follow, s)
-		if lg.sessions[s.ses]--; lg.sessions[s.ses] <= 0 {
-			delete(lg.sessions, s.ses)
-		}
+		lg.forgetSession(s.ses)
 	}
 	return len(lg.generic)+len(lg.follow) == 0
+}
+
+// forgetSession counts one subscription of ses less; lg.mu held.
+func (lg *liveLog) forgetSession(ses *session) {
+	if lg.sessions[ses]--; lg.sessions[ses] <= 0 {
+		delete(lg.sessions, ses)
+	}
 }
 
 // append appends a run of pts (not empty) of key; lg.mu held. It returns the
@@ -131,6 +136,7 @@ func (lg *liveLog) trim(buffer int, cut []*sub) []*sub {
 		if n := lg.total - lg.cumBefore(ks.from) + ks.ownPts; n > uint64(buffer) {
 			ks.following, ks.cut, ks.behind = false, true, n
 			delete(lg.follow, s)
+			lg.forgetSession(s.ses)
 			cut = append(cut, s)
 		}
 	}
