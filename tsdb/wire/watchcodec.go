@@ -170,14 +170,6 @@ func EncodeWatchNextResp(resp *WatchNextResp) ([]byte, error) {
 	return AppendWatchNextResp(make([]byte, 0, n), resp), nil
 }
 
-// watchBatchBytes and watchRunBytes are what a decoded WatchBatch and WatchRun take
-// in memory, before their slices.
-const (
-	watchBatchBytes = int(unsafe.Sizeof(WatchBatch{}))
-	watchGroupBytes = int(unsafe.Sizeof(WatchGroup{}))
-	watchRunBytes   = int(unsafe.Sizeof(WatchRun{}))
-)
-
 // ReadWatchNextResp decodes b, a WatchNextResp as AppendWatchNextResp writes it, into
 // resp. It answers false for any other form, and for anything malformed: decode b
 // with rpc.Decode then. What it allocates stays within rpc.DecodeCostFactor bytes per
@@ -191,76 +183,50 @@ func ReadWatchNextResp(b []byte, resp *WatchNextResp) bool {
 	*resp = WatchNextResp{}
 	var decoded decodedRuns
 	return readFields(r, func(k string) bool {
+		var ok bool
 		switch k {
 		case "b":
-			n, isNil, ok := arrayOrNil(r, watchBatchBytes, len(b))
-			if !ok || isNil {
-				resp.Subs = nil
-				return ok
-			}
-			resp.Subs = make([]WatchBatch, n)
-			for i := range resp.Subs {
-				if !readWatchBatch(r, &resp.Subs[i], len(b), &decoded) {
-					return false
-				}
-			}
-			return true
+			resp.Subs, ok = readArray(r, len(b), func(sub *WatchBatch) bool { return readWatchBatch(r, sub, len(b), &decoded) })
 		case "g":
-			n, isNil, ok := arrayOrNil(r, watchGroupBytes, len(b))
-			if !ok || isNil {
-				resp.Groups = nil
-				return ok
-			}
-			resp.Groups = make([]WatchGroup, n)
-			for i := range resp.Groups {
-				if !readWatchGroup(r, &resp.Groups[i], len(b), &decoded) {
-					return false
-				}
-			}
-			return true
+			resp.Groups, ok = readArray(r, len(b), func(g *WatchGroup) bool { return readWatchGroup(r, g, len(b), &decoded) })
 		}
-		return false
+		return ok
 	}) && r.Left() == 0
 }
 
 func readWatchGroup(r *mp.Reader, g *WatchGroup, size int, decoded *decodedRuns) bool {
 	return readFields(r, func(k string) bool {
+		var ok bool
 		switch k {
 		case "i":
-			n, isNil, ok := arrayOrNil(r, 8, size)
-			if !ok || isNil {
-				g.IDs = nil
+			g.IDs, ok = readArray(r, size, func(id *uint64) bool {
+				var ok bool
+				*id, ok = r.Uint()
 				return ok
-			}
-			g.IDs = make([]uint64, n)
-			for i := range g.IDs {
-				if g.IDs[i], ok = r.Uint(); !ok {
-					return false
-				}
-			}
-			return true
+			})
 		case "r":
-			var ok bool
-			g.Runs, ok = readWatchRuns(r, size, decoded)
-			return ok
+			g.Runs, ok = readArray(r, size, func(run *WatchRun) bool { return decoded.read(r, run) })
 		}
-		return false
+		return ok
 	})
 }
 
-// readWatchRuns reads an array of runs, or a nil.
-func readWatchRuns(r *mp.Reader, size int, decoded *decodedRuns) ([]WatchRun, bool) {
-	n, isNil, ok := arrayOrNil(r, watchRunBytes, size)
+// readArray reads an array, or a nil, reading each element with read; it refuses an
+// array whose elements would take more than rpc.DecodeCostFactor bytes per byte of
+// the message (size).
+func readArray[T any](r *mp.Reader, size int, read func(*T) bool) ([]T, bool) {
+	var zero T
+	n, isNil, ok := arrayOrNil(r, int(unsafe.Sizeof(zero)), size)
 	if !ok || isNil {
 		return nil, ok
 	}
-	runs := make([]WatchRun, n)
-	for i := range runs {
-		if !decoded.read(r, &runs[i]) {
+	out := make([]T, n)
+	for i := range out {
+		if !read(&out[i]) {
 			return nil, false
 		}
 	}
-	return runs, true
+	return out, true
 }
 
 // readFields reads a map, handing each key to field, which reads its value.
@@ -330,7 +296,7 @@ func readWatchBatch(r *mp.Reader, b *WatchBatch, size int, decoded *decodedRuns)
 			s, ok = r.StrBytes()
 			b.Ended = string(s)
 		case "r":
-			b.Runs, ok = readWatchRuns(r, size, decoded)
+			b.Runs, ok = readArray(r, size, func(run *WatchRun) bool { return decoded.read(r, run) })
 		}
 		return ok
 	})
