@@ -22,7 +22,9 @@ type Selector struct {
 }
 
 // Run is points of one series delivered together, in time order; Late says they are
-// older than a point of the series delivered before them.
+// older than a point of the series delivered before them. Subscriptions of one
+// client to the same series may be handed the same points (decoded once): read them,
+// do not change them.
 type Run = wire.WatchRun
 
 // Subscription is a live subscription's state beside its channel.
@@ -256,7 +258,7 @@ func (p *poller) run() {
 			p.mu.Unlock()
 			return
 		}
-		req := &wire.WatchNextReq{Session: p.session, WaitMillis: watchPoll.Milliseconds()}
+		req := &wire.WatchNextReq{Session: p.session, WaitMillis: watchPoll.Milliseconds(), Groups: true}
 		for id, ws := range p.subs {
 			req.Cursors = append(req.Cursors, wire.WatchCursor{ID: id, Seen: ws.seen})
 		}
@@ -274,20 +276,34 @@ func (p *poller) run() {
 			return
 		}
 		for _, b := range resp.Subs {
-			p.mu.Lock()
-			ws := p.subs[b.ID] // one added since the poll went is in the session too
-			p.mu.Unlock()
-			if ws == nil {
-				continue
-			}
-			select {
-			case ws.batches <- b:
-				p.mu.Lock()
-				ws.seen = b.Seen
-				p.mu.Unlock()
-			case <-ws.gone:
+			p.hand(b, false)
+		}
+		for _, g := range resp.Groups {
+			for _, id := range g.IDs {
+				p.hand(wire.WatchBatch{ID: id, Runs: g.Runs}, true)
 			}
 		}
+	}
+}
+
+// hand hands a subscription its batch b; of a group's runs (grouped), b.Seen is the
+// subscription's seen plus their count.
+func (p *poller) hand(b wire.WatchBatch, grouped bool) {
+	p.mu.Lock()
+	ws := p.subs[b.ID] // one added since the poll went is in the session too
+	if ws != nil && grouped {
+		b.Seen = ws.seen + uint64(len(b.Runs))
+	}
+	p.mu.Unlock()
+	if ws == nil {
+		return
+	}
+	select {
+	case ws.batches <- b:
+		p.mu.Lock()
+		ws.seen = b.Seen
+		p.mu.Unlock()
+	case <-ws.gone:
 	}
 }
 

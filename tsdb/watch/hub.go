@@ -78,9 +78,10 @@ type Hub struct {
 
 	mu       sync.Mutex
 	subs     map[uint64]*sub
-	sessions map[uint64]*session          // the subscriptions polled together
-	byKey    map[string]map[*sub]struct{} // the subscriptions watching each key
+	sessions map[uint64]*session // the subscriptions polled together
+	logs     map[string]*liveLog // each watched key's live log, with its subscriptions
 	nextID   uint64
+	polls    uint64              // polls answered (Hub.polled)
 	seqs     map[string]seqState // the last notification from each coordinator
 
 	push pusher // telling the others (interest.go)
@@ -110,7 +111,7 @@ func New(cfg Config) *Hub {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	h := &Hub{cfg: cfg, epoch: rand.Uint64(), subs: map[uint64]*sub{}, sessions: map[uint64]*session{}, byKey: map[string]map[*sub]struct{}{},
+	h := &Hub{cfg: cfg, epoch: rand.Uint64(), subs: map[uint64]*sub{}, sessions: map[uint64]*session{}, logs: map[string]*liveLog{},
 		seqs: map[string]seqState{}, stop: make(chan struct{}), done: make(chan struct{})}
 	h.interest.init()
 	h.senders.init(h)
@@ -201,29 +202,43 @@ func (h *Hub) Notify(req *wire.WatchNotifyReq) {
 	}
 	// Every run first, then one wake-up per session: its poll answers them together.
 	woken := map[*session]bool{}
-	var subs []*sub
+	var subs, cut []*sub
 	for _, r := range req.Runs {
-		subs = h.deliver(r.Key, r.Points, subs[:0], woken)
+		subs, cut = h.deliver(r.Key, r.Points, subs[:0], cut[:0], woken)
 	}
 	for ses := range woken {
 		ses.signal()
 	}
 }
 
-// deliver hands live points of key to the subscriptions watching it and notes their
-// sessions in woken, for the caller to wake; subs is scratch space, returned for
-// reuse.
-func (h *Hub) deliver(key string, pts series.Points, subs []*sub, woken map[*session]bool) []*sub {
-	h.mu.Lock()
-	for s := range h.byKey[key] {
-		subs = append(subs, s)
+// deliver appends live points of key to its log, hands them to the subscriptions
+// that take them themselves and notes the sessions watching key in woken, for the
+// caller to wake; subs and cut are scratch space, returned for reuse.
+func (h *Hub) deliver(key string, pts series.Points, subs, cut []*sub, woken map[*session]bool) ([]*sub, []*sub) {
+	if pts.Len() == 0 {
+		return subs, cut
 	}
+	h.mu.Lock()
+	lg := h.logs[key]
 	h.mu.Unlock()
+	if lg == nil {
+		return subs, cut
+	}
+	lg.mu.Lock()
+	subs, cut = lg.append(key, pts, h.cfg.Buffer, subs, cut)
+	for ses := range lg.sessions {
+		woken[ses] = true
+	}
+	lg.mu.Unlock()
+	for _, s := range cut {
+		s.mu.Lock()
+		s.endLocked(fellBehind(s.one.behind, h.cfg.Buffer))
+		s.mu.Unlock()
+	}
 	for _, s := range subs {
 		s.live(key, pts)
-		woken[s.ses] = true
 	}
-	return subs
+	return subs, cut
 }
 
 // Open opens a subscription (wire.MethodWatchOpen): it selects its series, registers
@@ -321,10 +336,6 @@ func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNext
 	if len(req.Cursors) > h.cfg.MaxSubscriptions {
 		return nil, rpc.Errorf(wire.CodeBadInput, "a poll of %d subscriptions: a node holds at most %d", len(req.Cursors), h.cfg.MaxSubscriptions)
 	}
-	seen := make(map[uint64]uint64, len(req.Cursors))
-	for _, c := range req.Cursors {
-		seen[c.ID] = c.Seen
-	}
 	h.mu.Lock()
 	ses := h.sessions[req.Session]
 	h.mu.Unlock()
@@ -348,35 +359,23 @@ func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNext
 	for {
 		resp := &wire.WatchNextResp{}
 		h.mu.Lock()
-		var subs []*sub
-		if ses != nil {
-			subs = make([]*sub, 0, len(ses.subs))
-			for _, s := range ses.subs {
-				subs = append(subs, s)
-			}
-		}
-		for id := range seen {
-			if s := h.subs[id]; s == nil || s.ses != ses {
-				resp.Subs = append(resp.Subs, wire.WatchBatch{ID: id, Ended: fmt.Sprintf(
-					"subscription %d is not open at node %s (its lease ran out, or the node restarted)", id, h.cfg.Self)})
-			}
-		}
+		polled := h.polled(req.Cursors, ses, resp)
 		h.mu.Unlock()
 		budget := wire.MaxWatchAnswerPoints
 		now := time.Now()
-		for _, s := range subs {
-			b, ok, ended := s.take(now, seen[s.id], &budget)
+		for _, p := range polled {
+			b, ok, ended := p.s.take(now, p.seen, &budget)
 			if ended {
-				h.drop(s)
+				h.drop(p.s)
 			}
-			if ok {
+			if ok && !(req.Groups && group(resp, b, p.seen)) {
 				if resp.Subs == nil {
-					resp.Subs = make([]wire.WatchBatch, 0, len(subs))
+					resp.Subs = make([]wire.WatchBatch, 0, len(polled))
 				}
 				resp.Subs = append(resp.Subs, b)
 			}
 		}
-		if len(resp.Subs) > 0 {
+		if len(resp.Subs)+len(resp.Groups) > 0 {
 			return resp, nil
 		}
 		select {
@@ -387,6 +386,67 @@ func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNext
 		case <-wake:
 		}
 	}
+}
+
+// group adds batch b, of a subscription polled with seen runs, to the group of
+// resp that holds the same runs (the same slice: the subscriptions that follow one
+// series' live log at one position get one), or to a new group, and reports whether
+// it did: not for a batch that ends its subscription, nor for one that does not
+// follow its cursor.
+func group(resp *wire.WatchNextResp, b wire.WatchBatch, seen uint64) bool {
+	if b.Ended != "" || len(b.Runs) == 0 || b.Seen != seen+uint64(len(b.Runs)) {
+		return false
+	}
+	for i := len(resp.Groups) - 1; i >= max(0, len(resp.Groups)-groupsLooked); i-- {
+		if g := &resp.Groups[i]; &g.Runs[0] == &b.Runs[0] && len(g.Runs) == len(b.Runs) {
+			g.IDs = append(g.IDs, b.ID)
+			return true
+		}
+	}
+	resp.Groups = append(resp.Groups, wire.WatchGroup{IDs: append(make([]uint64, 0, 16), b.ID), Runs: b.Runs})
+	return true
+}
+
+// groupsLooked is how many of the latest groups of an answer a batch is compared
+// with: a session's followers of one series come one after another.
+const groupsLooked = 8
+
+// cursor is a subscription of a poll and the runs its subscriber has seen.
+type cursor struct {
+	s    *sub
+	seen uint64
+}
+
+// polled returns the subscriptions of session ses a poll asks for with cursors, and
+// those of the session it does not name, from their first run; a cursor of a
+// subscription that is not open (at least not in ses) gets a batch in resp saying so.
+// h.mu held.
+func (h *Hub) polled(cursors []wire.WatchCursor, ses *session, resp *wire.WatchNextResp) []cursor {
+	n := len(cursors)
+	if ses != nil {
+		n = max(n, len(ses.subs))
+	}
+	polled := make([]cursor, 0, n)
+	h.polls++ // marks the subscriptions taken, once each
+	for _, c := range cursors {
+		switch s := h.subs[c.ID]; {
+		case s == nil || s.ses != ses:
+			resp.Subs = append(resp.Subs, wire.WatchBatch{ID: c.ID, Ended: fmt.Sprintf(
+				"subscription %d is not open at node %s (its lease ran out, or the node restarted)", c.ID, h.cfg.Self)})
+		case s.poll != h.polls:
+			s.poll = h.polls
+			polled = append(polled, cursor{s, c.Seen})
+		}
+	}
+	if ses != nil && len(polled) < len(ses.subs) {
+		for _, s := range ses.subs {
+			if s.poll != h.polls {
+				s.poll = h.polls
+				polled = append(polled, cursor{s, 0})
+			}
+		}
+	}
+	return polled
 }
 
 // drop forgets a subscription.
@@ -413,10 +473,12 @@ func (h *Hub) forget(s *sub) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k := range s.keys {
-		if m := h.byKey[k]; m != nil {
-			delete(m, s)
-			if len(m) == 0 {
-				delete(h.byKey, k)
+		if lg := h.logs[k]; lg != nil {
+			lg.mu.Lock()
+			empty := lg.remove(s)
+			lg.mu.Unlock()
+			if empty {
+				delete(h.logs, k)
 			}
 		}
 	}

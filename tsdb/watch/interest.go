@@ -141,8 +141,8 @@ func (h *Hub) tellPeers(ctx context.Context) error {
 // watchedKeys returns every key this node's subscriptions watch, sorted.
 func (h *Hub) watchedKeys() []string {
 	h.mu.Lock()
-	keys := make([]string, 0, len(h.byKey))
-	for k := range h.byKey {
+	keys := make([]string, 0, len(h.logs))
+	for k := range h.logs {
 		keys = append(keys, k)
 	}
 	h.mu.Unlock()

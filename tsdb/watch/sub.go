@@ -45,9 +45,11 @@ type sub struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	ses     *session
+	poll    uint64 // the last poll that took it (Hub.polled); guarded by h.mu
 
 	mu       sync.Mutex
 	keys     map[string]*keyState
+	one      *keyState       // the series of a subscription of one series (it may follow its log)
 	runs     []wire.WatchRun // not yet acknowledged by the subscriber
 	base     uint64          // runs acknowledged before runs[0]
 	buffered int             // points in runs and pending lists
@@ -69,6 +71,16 @@ type keyState struct {
 	last    int64           // the newest time delivered (start-1 before any)
 	recent  [recentN]int64  // ring of the last timestamps delivered
 	rn      int             // timestamps in the ring so far
+	// The series' live log (livelog.go). genFrom is where the subscription began to
+	// take the log's runs itself, liveN how many it took since (sub.live); from is the
+	// next run of a follower; behind, the points of the log a cut follower had not
+	// acknowledged; ownPts, the points of the subscription's own runs while it
+	// follows. following, cut, from, genFrom, behind and ownPts are guarded by log.mu.
+	log            *liveLog
+	following, cut bool
+	from, genFrom  uint64
+	liveN          uint64
+	behind, ownPts uint64
 }
 
 func newSub(h *Hub, id uint64, req *wire.WatchOpenReq, q catalog.Query, selects bool, ses *session) *sub {
@@ -91,13 +103,19 @@ func (s *sub) addKeys(keys []string) []string {
 		if a, ok := s.after[k]; ok && a < math.MaxInt64 {
 			start = max(start, a+1)
 		}
-		s.keys[k] = &keyState{start: start, last: start - 1}
-		m := s.h.byKey[k]
-		if m == nil {
-			m = map[*sub]struct{}{}
-			s.h.byKey[k] = m
+		ks := &keyState{start: start, last: start - 1}
+		s.keys[k] = ks
+		if !s.selects {
+			s.one = ks
 		}
-		m[s] = struct{}{}
+		lg := s.h.logs[k]
+		if lg == nil {
+			lg = newLiveLog()
+			s.h.logs[k] = lg
+		}
+		lg.mu.Lock()
+		lg.add(s, ks)
+		lg.mu.Unlock()
 		added = append(added, k)
 	}
 	if len(added) > 0 {
@@ -261,12 +279,16 @@ func (s *sub) historyWindow(key string, ks *keyState, pts series.Points, a, b in
 	}
 }
 
-// live takes live points of key (Hub.deliver wakes the session).
+// live takes a run of key's live log (Hub.deliver wakes the session).
 func (s *sub) live(key string, pts series.Points) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ks := s.keys[key]
-	if s.err != nil || ks == nil {
+	if ks == nil {
+		return
+	}
+	ks.liveN++
+	if s.err != nil {
 		return
 	}
 	if !ks.ready {
@@ -378,7 +400,7 @@ func (ks *keyState) seen(t int64) bool {
 // checkFull ends the subscription when its subscriber is too slow; s.mu held.
 func (s *sub) checkFull() {
 	if s.buffered > s.h.cfg.Buffer && s.err == nil {
-		s.endLocked(fmt.Errorf("the subscriber fell %d points behind, past this node's buffer of %d", s.buffered, s.h.cfg.Buffer))
+		s.endLocked(fellBehind(uint64(s.buffered), s.h.cfg.Buffer))
 	}
 }
 
@@ -412,33 +434,70 @@ func (s *sub) take(now time.Time, seen uint64, budget *int) (b wire.WatchBatch, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.polled = now
+	if s.one != nil && s.err == nil {
+		if b, ok, handled := s.takeFollowed(s.one, seen, budget); handled {
+			return b, ok, b.Ended != ""
+		}
+	}
 	if s.err != nil {
-		return wire.WatchBatch{ID: s.id, Ended: fmt.Sprintf("subscription %d ended: %v", s.id, s.err)}, true, true
+		return s.endedBatch(), true, true
 	}
 	if seen < s.base || seen > s.base+uint64(len(s.runs)) {
-		return wire.WatchBatch{ID: s.id, Ended: fmt.Sprintf("subscription %d: runs up to %d asked for, the node holds %d to %d",
-			s.id, seen, s.base, s.base+uint64(len(s.runs)))}, true, true
+		return s.badSeen(seen, len(s.runs)), true, true
 	}
-	if n := int(seen - s.base); n > 0 {
-		for _, r := range s.runs[:n] {
-			s.buffered -= r.Points.Len()
+	s.ack(int(seen - s.base))
+	if s.one != nil && s.follow(s.one) {
+		if b, ok, handled := s.takeFollowed(s.one, seen, budget); handled {
+			return b, ok, b.Ended != ""
 		}
-		s.runs = s.runs[n:] // a batch answered before may still share them
-		s.base = seen
-		select {
-		case s.space <- struct{}{}:
-		default:
+		if s.err != nil {
+			return s.endedBatch(), true, true
 		}
 	}
-	n := 0
-	for n < len(s.runs) && (n == 0 || *budget >= s.runs[n].Points.Len()) && *budget > 0 {
-		*budget -= s.runs[n].Points.Len()
-		n++
-	}
+	n := fit(s.runs, budget, true)
 	if n == 0 {
 		return wire.WatchBatch{}, false, false
 	}
 	// The batch shares the runs: appends write only past them, and a trim drops them
 	// only once the subscriber has them.
 	return wire.WatchBatch{ID: s.id, Runs: s.runs[:n:n], Seen: s.base + uint64(n)}, true, false
+}
+
+// ack drops the first n runs, which the subscriber has; s.mu held.
+func (s *sub) ack(n int) {
+	if n == 0 {
+		return
+	}
+	for _, r := range s.runs[:n] {
+		s.buffered -= r.Points.Len()
+	}
+	s.runs = s.runs[n:] // a batch answered before may still share them
+	s.base += uint64(n)
+	select {
+	case s.space <- struct{}{}:
+	default:
+	}
+}
+
+// fit counts the first runs that budget (points) allows, taking them from it; the
+// first always fits when none is taken yet.
+func fit(runs []wire.WatchRun, budget *int, none bool) int {
+	n := 0
+	for n < len(runs) && ((none && n == 0) || *budget >= runs[n].Points.Len()) && *budget > 0 {
+		*budget -= runs[n].Points.Len()
+		n++
+	}
+	return n
+}
+
+// endedBatch says why the subscription ended; s.mu held.
+func (s *sub) endedBatch() wire.WatchBatch {
+	return wire.WatchBatch{ID: s.id, Ended: fmt.Sprintf("subscription %d ended: %v", s.id, s.err)}
+}
+
+// badSeen is the batch that ends a subscription polled for runs up to seen when it
+// holds held after s.base; s.mu held.
+func (s *sub) badSeen(seen uint64, held int) wire.WatchBatch {
+	return wire.WatchBatch{ID: s.id, Ended: fmt.Sprintf("subscription %d: runs up to %d asked for, the node holds %d to %d",
+		s.id, seen, s.base, s.base+uint64(held))}
 }

@@ -63,6 +63,8 @@ type WatchNextReq struct {
 	WaitMillis int64         `msgpack:"w"`
 	// Close ends the subscriptions listed (the subscriber is done with them).
 	Close bool `msgpack:"x,omitempty"`
+	// Groups says that the client takes WatchNextResp.Groups.
+	Groups bool `msgpack:"g,omitempty"`
 }
 
 // WatchCursor is how far a subscriber read subscription ID: Seen runs.
@@ -72,8 +74,18 @@ type WatchCursor struct {
 }
 
 // WatchNextResp is the next runs of the session's subscriptions that have some.
+// Groups, sent only to a poll that asked (WatchNextReq.Groups), holds the runs that
+// several subscriptions get alike once, for all of them.
 type WatchNextResp struct {
-	Subs []WatchBatch `msgpack:"b"`
+	Subs   []WatchBatch `msgpack:"b"`
+	Groups []WatchGroup `msgpack:"g,omitempty"`
+}
+
+// WatchGroup is the next runs of every subscription IDs names: each gets Runs, and
+// its Seen is the Seen of its cursor in the poll plus len(Runs).
+type WatchGroup struct {
+	IDs  []uint64   `msgpack:"i"`
+	Runs []WatchRun `msgpack:"r"`
 }
 
 // WatchBatch is the next runs of subscription ID, in delivery order; Seen counts its

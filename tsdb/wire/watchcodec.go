@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"unsafe"
 
 	"github.com/tsdht/tsdht/internal/mp"
@@ -61,13 +62,18 @@ func identify(r *WatchRun) runIdentity {
 // polled together cost one encoding of each notification, not one each.
 func AppendWatchNextResp(dst []byte, resp *WatchNextResp) []byte {
 	var encoded encodedRuns
-	share := len(resp.Subs) > 1
-	dst = mp.AppendMapLen(dst, 1)
+	share := len(resp.Subs)+len(resp.Groups) > 1
+	if len(resp.Groups) > 0 {
+		dst = mp.AppendMapLen(dst, 2)
+	} else {
+		dst = mp.AppendMapLen(dst, 1)
+	}
 	dst = mp.AppendStr(dst, "b")
 	if resp.Subs == nil {
-		return append(dst, 0xc0)
+		dst = append(dst, 0xc0)
+	} else {
+		dst = mp.AppendArrayLen(dst, len(resp.Subs))
 	}
-	dst = mp.AppendArrayLen(dst, len(resp.Subs))
 	for i := range resp.Subs {
 		b := &resp.Subs[i]
 		fields := 3
@@ -78,44 +84,69 @@ func AppendWatchNextResp(dst []byte, resp *WatchNextResp) []byte {
 		dst = mp.AppendStr(dst, "id")
 		dst = mp.AppendUint(dst, b.ID)
 		dst = mp.AppendStr(dst, "r")
-		if b.Runs == nil {
-			dst = append(dst, 0xc0)
-		} else {
-			dst = mp.AppendArrayLen(dst, len(b.Runs))
-			for j := range b.Runs {
-				r := &b.Runs[j]
-				var id runIdentity
-				if share {
-					id = identify(r)
-					if a, b, ok := encoded.find(id); ok {
-						dst = append(dst, dst[a:b]...)
-						continue
-					}
-				}
-				start := len(dst)
-				fields := 2
-				if r.Late {
-					fields++
-				}
-				dst = mp.AppendMapLen(dst, fields)
-				dst = mp.AppendStr(dst, "k")
-				dst = mp.AppendStr(dst, r.Key)
-				dst = mp.AppendStr(dst, "p")
-				dst = series.AppendWire(dst, &r.Points)
-				if r.Late {
-					dst = mp.AppendStr(dst, "l")
-					dst = append(dst, 0xc3)
-				}
-				if share {
-					encoded.add(id, start, len(dst))
-				}
-			}
-		}
+		dst = appendWatchRuns(dst, b.Runs, share, &encoded)
 		dst = mp.AppendStr(dst, "s")
 		dst = mp.AppendUint(dst, b.Seen)
 		if b.Ended != "" {
 			dst = mp.AppendStr(dst, "e")
 			dst = mp.AppendStr(dst, b.Ended)
+		}
+	}
+	if len(resp.Groups) == 0 {
+		return dst
+	}
+	dst = mp.AppendStr(dst, "g")
+	dst = mp.AppendArrayLen(dst, len(resp.Groups))
+	for i := range resp.Groups {
+		g := &resp.Groups[i]
+		dst = mp.AppendMapLen(dst, 2)
+		dst = mp.AppendStr(dst, "i")
+		if g.IDs == nil {
+			dst = append(dst, 0xc0)
+		} else {
+			dst = mp.AppendArrayLen(dst, len(g.IDs))
+			for _, id := range g.IDs {
+				dst = mp.AppendUint(dst, id)
+			}
+		}
+		dst = mp.AppendStr(dst, "r")
+		dst = appendWatchRuns(dst, g.Runs, share, &encoded)
+	}
+	return dst
+}
+
+// appendWatchRuns appends runs; with share, a run encoded before is copied.
+func appendWatchRuns(dst []byte, runs []WatchRun, share bool, encoded *encodedRuns) []byte {
+	if runs == nil {
+		return append(dst, 0xc0)
+	}
+	dst = mp.AppendArrayLen(dst, len(runs))
+	for j := range runs {
+		r := &runs[j]
+		var id runIdentity
+		if share {
+			id = identify(r)
+			if a, b, ok := encoded.find(id); ok {
+				dst = append(dst, dst[a:b]...)
+				continue
+			}
+		}
+		start := len(dst)
+		fields := 2
+		if r.Late {
+			fields++
+		}
+		dst = mp.AppendMapLen(dst, fields)
+		dst = mp.AppendStr(dst, "k")
+		dst = mp.AppendStr(dst, r.Key)
+		dst = mp.AppendStr(dst, "p")
+		dst = series.AppendWire(dst, &r.Points)
+		if r.Late {
+			dst = mp.AppendStr(dst, "l")
+			dst = append(dst, 0xc3)
+		}
+		if share {
+			encoded.add(id, start, len(dst))
 		}
 	}
 	return dst
@@ -130,39 +161,72 @@ func EncodeWatchNextResp(resp *WatchNextResp) ([]byte, error) {
 			n += 16 + len(resp.Subs[i].Runs[j].Key) + resp.Subs[i].Runs[j].Points.WireSize()
 		}
 	}
+	for i := range resp.Groups {
+		n += 16 + 9*len(resp.Groups[i].IDs)
+		for j := range resp.Groups[i].Runs {
+			n += 16 + len(resp.Groups[i].Runs[j].Key) + resp.Groups[i].Runs[j].Points.WireSize()
+		}
+	}
 	return AppendWatchNextResp(make([]byte, 0, n), resp), nil
 }
-
-// watchBatchBytes and watchRunBytes are what a decoded WatchBatch and WatchRun take
-// in memory, before their slices.
-const (
-	watchBatchBytes = int(unsafe.Sizeof(WatchBatch{}))
-	watchRunBytes   = int(unsafe.Sizeof(WatchRun{}))
-)
 
 // ReadWatchNextResp decodes b, a WatchNextResp as AppendWatchNextResp writes it, into
 // resp. It answers false for any other form, and for anything malformed: decode b
 // with rpc.Decode then. What it allocates stays within rpc.DecodeCostFactor bytes per
 // byte of b.
+//
+// A run whose bytes are those of a run decoded just before (the node encodes a run
+// that several batches share once and copies its bytes) is not decoded again: the
+// batches share the run decoded, its points included, as they shared it at the node.
 func ReadWatchNextResp(b []byte, resp *WatchNextResp) bool {
 	r := &mp.Reader{B: b}
 	*resp = WatchNextResp{}
+	var decoded decodedRuns
 	return readFields(r, func(k string) bool {
-		if k != "b" {
-			return false
+		var ok bool
+		switch k {
+		case "b":
+			resp.Subs, ok = readArray(r, len(b), func(sub *WatchBatch) bool { return readWatchBatch(r, sub, len(b), &decoded) })
+		case "g":
+			resp.Groups, ok = readArray(r, len(b), func(g *WatchGroup) bool { return readWatchGroup(r, g, len(b), &decoded) })
 		}
-		n, isNil, ok := arrayOrNil(r, watchBatchBytes, len(b))
-		if !ok || isNil {
-			return ok
-		}
-		resp.Subs = make([]WatchBatch, n)
-		for i := range resp.Subs {
-			if !readWatchBatch(r, &resp.Subs[i], len(b)) {
-				return false
-			}
-		}
-		return true
+		return ok
 	}) && r.Left() == 0
+}
+
+func readWatchGroup(r *mp.Reader, g *WatchGroup, size int, decoded *decodedRuns) bool {
+	return readFields(r, func(k string) bool {
+		var ok bool
+		switch k {
+		case "i":
+			g.IDs, ok = readArray(r, size, func(id *uint64) bool {
+				var ok bool
+				*id, ok = r.Uint()
+				return ok
+			})
+		case "r":
+			g.Runs, ok = readArray(r, size, func(run *WatchRun) bool { return decoded.read(r, run) })
+		}
+		return ok
+	})
+}
+
+// readArray reads an array, or a nil, reading each element with read; it refuses an
+// array whose elements would take more than rpc.DecodeCostFactor bytes per byte of
+// the message (size).
+func readArray[T any](r *mp.Reader, size int, read func(*T) bool) ([]T, bool) {
+	var zero T
+	n, isNil, ok := arrayOrNil(r, int(unsafe.Sizeof(zero)), size)
+	if !ok || isNil {
+		return nil, ok
+	}
+	out := make([]T, n)
+	for i := range out {
+		if !read(&out[i]) {
+			return nil, false
+		}
+	}
+	return out, true
 }
 
 // readFields reads a map, handing each key to field, which reads its value.
@@ -192,7 +256,34 @@ func arrayOrNil(r *mp.Reader, elemBytes, size int) (n int, isNil, ok bool) {
 	return n, false, ok && n*elemBytes <= rpc.DecodeCostFactor*size
 }
 
-func readWatchBatch(r *mp.Reader, b *WatchBatch, size int) bool {
+// decodedRuns remembers the last few runs decoded and the bytes they came from.
+type decodedRuns struct {
+	from [8][]byte
+	run  [8]WatchRun
+	n    int // runs remembered so far; the oldest is replaced
+}
+
+// read reads the run at r into run: from memory when its bytes are those of one
+// remembered (msgpack is self-delimiting: the same bytes decode to the same run).
+func (d *decodedRuns) read(r *mp.Reader, run *WatchRun) bool {
+	rest := r.B[r.Off:]
+	for i := range min(d.n, len(d.from)) {
+		if bytes.HasPrefix(rest, d.from[i]) {
+			*run = d.run[i]
+			r.Off += len(d.from[i])
+			return true
+		}
+	}
+	start := r.Off
+	if !readWatchRun(r, run) {
+		return false
+	}
+	d.from[d.n%len(d.from)], d.run[d.n%len(d.from)] = r.B[start:r.Off], *run
+	d.n++
+	return true
+}
+
+func readWatchBatch(r *mp.Reader, b *WatchBatch, size int, decoded *decodedRuns) bool {
 	return readFields(r, func(k string) bool {
 		var ok bool
 		switch k {
@@ -205,19 +296,7 @@ func readWatchBatch(r *mp.Reader, b *WatchBatch, size int) bool {
 			s, ok = r.StrBytes()
 			b.Ended = string(s)
 		case "r":
-			var n int
-			var isNil bool
-			n, isNil, ok = arrayOrNil(r, watchRunBytes, size)
-			if !ok || isNil {
-				b.Runs = nil
-				return ok
-			}
-			b.Runs = make([]WatchRun, n)
-			for i := range b.Runs {
-				if !readWatchRun(r, &b.Runs[i]) {
-					return false
-				}
-			}
+			b.Runs, ok = readArray(r, size, func(run *WatchRun) bool { return decoded.read(r, run) })
 		}
 		return ok
 	})
@@ -260,6 +339,9 @@ func AppendWatchNextReq(dst []byte, req *WatchNextReq) []byte {
 	if req.Close {
 		fields++
 	}
+	if req.Groups {
+		fields++
+	}
 	dst = mp.AppendMapLen(dst, fields)
 	dst = mp.AppendStr(dst, "ses")
 	dst = mp.AppendUint(dst, req.Session)
@@ -280,6 +362,10 @@ func AppendWatchNextReq(dst []byte, req *WatchNextReq) []byte {
 	dst = mp.AppendInt(dst, req.WaitMillis)
 	if req.Close {
 		dst = mp.AppendStr(dst, "x")
+		dst = append(dst, 0xc3)
+	}
+	if req.Groups {
+		dst = mp.AppendStr(dst, "g")
 		dst = append(dst, 0xc3)
 	}
 	return dst
@@ -309,6 +395,8 @@ func ReadWatchNextReq(b []byte, req *WatchNextReq) bool {
 			req.WaitMillis, ok = r.Int()
 		case "x":
 			req.Close, ok = r.Bool()
+		case "g":
+			req.Groups, ok = r.Bool()
 		case "c":
 			var n int
 			var isNil bool

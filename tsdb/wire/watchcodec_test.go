@@ -51,6 +51,16 @@ func randomWatchNextResp(rnd *rand.Rand) *WatchNextResp {
 		}
 		resp.Subs = append(resp.Subs, b)
 	}
+	for range rnd.Intn(3) {
+		if len(made) == 0 {
+			break
+		}
+		g := WatchGroup{Runs: []WatchRun{made[rnd.Intn(len(made))]}}
+		for range rnd.Intn(4) {
+			g.IDs = append(g.IDs, ids[rnd.Intn(len(ids))])
+		}
+		resp.Groups = append(resp.Groups, g)
+	}
 	return resp
 }
 
@@ -78,7 +88,8 @@ func FuzzWatchNextResp(f *testing.F) {
 // size, none or no cursor, closing or not.
 func randomWatchNextReq(rnd *rand.Rand) *WatchNextReq {
 	nums := []uint64{0, 1, 127, 128, 255, 256, 65535, 65536, 1 << 32, math.MaxInt64, math.MaxUint64}
-	req := &WatchNextReq{Session: nums[rnd.Intn(len(nums))], WaitMillis: int64(nums[rnd.Intn(len(nums))] >> 1), Close: rnd.Intn(4) == 0}
+	req := &WatchNextReq{Session: nums[rnd.Intn(len(nums))], WaitMillis: int64(nums[rnd.Intn(len(nums))] >> 1), Close: rnd.Intn(4) == 0,
+		Groups: rnd.Intn(2) == 0}
 	if rnd.Intn(8) == 0 {
 		req.WaitMillis = -req.WaitMillis
 	}
@@ -169,6 +180,33 @@ func BenchmarkWatchNextRespShared(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				buf = AppendWatchNextResp(buf[:0], resp)
+			}
+		})
+	}
+}
+
+// BenchmarkReadWatchNextRespShared decodes the answer of BenchmarkWatchNextRespShared:
+// shared, the run every batch holds is decoded once.
+func BenchmarkReadWatchNextRespShared(b *testing.B) {
+	var pts series.Points
+	pts.AppendFloat(1764300000016666666, 59.998)
+	for _, shared := range []bool{true, false} {
+		resp := &WatchNextResp{}
+		for i := range 100 {
+			p := series.Concat(pts)
+			if !shared {
+				p.F[0] += float64(i) // a run of its own
+			}
+			resp.Subs = append(resp.Subs, WatchBatch{ID: uint64(i), Seen: 7, Runs: []WatchRun{{Key: "pmu/1/freq", Points: p}}})
+		}
+		buf, _ := EncodeWatchNextResp(resp)
+		b.Run(map[bool]string{true: "shared", false: "distinct"}[shared], func(b *testing.B) {
+			b.ReportAllocs()
+			var back WatchNextResp
+			for b.Loop() {
+				if !ReadWatchNextResp(buf, &back) {
+					b.Fatal("refused")
+				}
 			}
 		})
 	}
