@@ -58,30 +58,13 @@ func (h *Handler) servePromWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.releaseWrite()
-	raw, err := snappy.Decode(nil, compressed)
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "snappy: "+err.Error())
+	done := h.heavy(w, r, m.acct, h.cfg.WriteQueueWait, http.StatusTooManyRequests, "decoding a remote write")
+	if done == nil {
 		return
 	}
-	nSeries, nSamples, err := countWriteRequest(raw)
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "remote write request: "+err.Error())
-		return
-	}
-	if nSamples > h.cfg.MaxSamplesPerRemoteWrite {
-		h.m.refused.WithLabelValues("samples").Inc()
-		httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("remote write request of %d samples, at most %d accepted (MaxSamplesPerRemoteWrite); nothing was stored: lower queue_config.max_samples_per_send", nSamples, h.cfg.MaxSamplesPerRemoteWrite))
-		return
-	}
-	if nSeries > h.cfg.MaxSeriesPerWrite {
-		h.tooManySeries(w)
-		return
-	}
-	batches, stale, err := decodeWriteRequest(raw)
-	m.acct.charge(int64(len(batches)) * seriesCost)
-	h.m.staleSkipped.Add(float64(stale))
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "remote write request: "+err.Error())
+	batches, ok := h.decodePromWrite(w, compressed, m)
+	done()
+	if !ok {
 		return
 	}
 	if !h.admit(w, batches) {
@@ -93,6 +76,39 @@ func (h *Handler) servePromWrite(w http.ResponseWriter, r *http.Request) {
 	h.m.pointsWritten.WithLabelValues("prometheus").Add(float64(out.stored))
 	h.m.pointsDropped.WithLabelValues("prometheus").Add(float64(out.dropped))
 	h.finishWrite(w, out, 0, "")
+}
+
+// decodePromWrite decompresses and decodes a remote write's body, refusing it (413) past
+// MaxSamplesPerRemoteWrite or MaxSeriesPerWrite before decoding its series, and charges
+// m the series it builds; ok is false when the request was answered.
+func (h *Handler) decodePromWrite(w http.ResponseWriter, compressed []byte, m *meter) (batches []*seriesBatch, ok bool) {
+	raw, err := snappy.Decode(nil, compressed)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "snappy: "+err.Error())
+		return nil, false
+	}
+	nSeries, nSamples, err := countWriteRequest(raw)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "remote write request: "+err.Error())
+		return nil, false
+	}
+	if nSamples > h.cfg.MaxSamplesPerRemoteWrite {
+		h.m.refused.WithLabelValues("samples").Inc()
+		httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("remote write request of %d samples, at most %d accepted (MaxSamplesPerRemoteWrite); nothing was stored: lower queue_config.max_samples_per_send", nSamples, h.cfg.MaxSamplesPerRemoteWrite))
+		return nil, false
+	}
+	if nSeries > h.cfg.MaxSeriesPerWrite {
+		h.tooManySeries(w)
+		return nil, false
+	}
+	batches, stale, err := decodeWriteRequest(raw)
+	m.acct.charge(int64(len(batches)) * seriesCost)
+	h.m.staleSkipped.Add(float64(stale))
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "remote write request: "+err.Error())
+		return nil, false
+	}
+	return batches, true
 }
 
 // forEachBytes calls f with each length-delimited field of the protobuf message b,

@@ -104,10 +104,15 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.releaseQuery()
+	done := h.heavy(w, r, acct, h.cfg.QueryQueueWait, http.StatusServiceUnavailable, "a query")
+	if done == nil {
+		return
+	}
 	qc := h.newQueryCost(acct)
 	defer qc.done()
 	query, err := influxql.ParseQuery(qs)
 	if err != nil {
+		done()
 		httpError(w, http.StatusBadRequest, "error parsing query: "+err.Error())
 		return
 	}
@@ -143,6 +148,7 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
+	done() // the answer is written outside the gate: a client that reads it slowly holds no place
 	csv := wantsCSV(r.Header.Get("Accept"))
 	if csv {
 		w.Header().Set("Content-Type", "text/csv")

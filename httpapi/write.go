@@ -75,7 +75,13 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.releaseWrite()
+	done := h.heavy(w, r, m.acct, h.cfg.WriteQueueWait, http.StatusTooManyRequests, "parsing a write")
+	if done == nil {
+		putBody(buf)
+		return
+	}
 	batches, parsed, dropped, reason, tooMany, built := parseLinesCached(body, db, prec, h.nowFor(), h.series, h.cfg.MaxSeriesPerWrite)
+	done()
 	putBody(buf) // nothing parsed refers to it
 	m.acct.charge(int64(built) * seriesCost)
 	if tooMany {

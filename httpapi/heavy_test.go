@@ -1,0 +1,127 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tsdht/tsdht/internal/testutil"
+)
+
+// manySeriesQuery stores 8 series of 300 points (a second apart) in db through the
+// test server without a budget, and returns a query aggregating them all, one group
+// per series: the many-series path (prefetch, ManyReader.AggregateMany).
+func manySeriesQuery(t *testing.T, db string, from time.Time) string {
+	t.Helper()
+	var b strings.Builder
+	for s := range 8 {
+		for i := range 300 {
+			fmt.Fprintf(&b, "hq,s=%d v=%d %d\n", s, i, from.Add(time.Duration(i)*time.Second).UnixNano())
+		}
+	}
+	if code, _, msg := post(t, srvURL+"/write?db="+db, "text/plain", strings.NewReader(b.String()), nil); code != http.StatusNoContent {
+		t.Fatalf("writing the series: %d %s", code, msg)
+	}
+	return fmt.Sprintf("SELECT count(v) FROM hq WHERE time >= %d AND time < %d GROUP BY time(1m), *", from.UnixNano(), from.Add(5*time.Minute).UnixNano())
+}
+
+func getFrom(t *testing.T, c *http.Client, u string) (int, http.Header, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	_, _ = fmt.Fprint(&b, readAll(resp))
+	return resp.StatusCode, resp.Header, b.String()
+}
+
+func readAll(resp *http.Response) string {
+	var b strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := resp.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			return b.String()
+		}
+	}
+}
+
+// TestWorkBudgetChargesManySeriesQuery: the points a query over many series aggregates
+// at the replicas (2,400 here, 128 bytes of work each) are charged to its client's share
+// like those of one series, so its next query is refused (503, Retry-After) while
+// another client's is answered.
+func TestWorkBudgetChargesManySeriesQuery(t *testing.T) {
+	q := manySeriesQuery(t, "heavyq", base.Add(-50*time.Minute))
+	h, err := New(engine, Config{WorkBytesPerSecond: 64 << 10, ClientShare: 0.5}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	u := srv.URL + "/query?" + url.Values{"db": {"heavyq"}, "q": {q}}.Encode()
+	a, b := testutil.ClientFrom("127.0.0.1", 20*time.Second), testutil.ClientFrom("127.0.0.2", 20*time.Second)
+	code, _, msg := getFrom(t, a, u)
+	if code != http.StatusOK || strings.Count(msg, `"count"`) != 8 || !strings.Contains(msg, `,60]`) {
+		t.Fatalf("the first query: %d %.300s; want 8 series of 60 points a minute", code, msg)
+	}
+	code, hdr, msg := getFrom(t, a, u)
+	if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" || !strings.Contains(msg, "--http-budget") {
+		t.Fatalf("the same client's next query: %d %.300s; want 503 with Retry-After naming --http-budget (its 2,400 points charged)", code, msg)
+	}
+	if code, _, msg := getFrom(t, b, srv.URL+"/query?"+url.Values{"db": {"heavyq"}, "q": {"SELECT count(v) FROM hq WHERE s = '0' AND time > now() - 2h"}}.Encode()); code != http.StatusOK {
+		t.Fatalf("another client's query: %d %.300s; want 200", code, msg)
+	}
+}
+
+// TestHeavyGate: with a work budget and MaxHeavyRequests 1, a burst of queries from one
+// client, all admitted by its full bucket at once, runs one of them: the others find the
+// budget spent once they have the gate (or wait past QueryQueueWait for it) and are
+// answered 503 with Retry-After, though four query slots were free.
+func TestHeavyGate(t *testing.T) {
+	q := manySeriesQuery(t, "heavyg", base.Add(-58*time.Minute))
+	h, err := New(engine, Config{WorkBytesPerSecond: 64 << 10, ClientShare: 0.5, MaxHeavyRequests: 1, MaxConcurrentQueries: 4}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	u := srv.URL + "/query?" + url.Values{"db": {"heavyg"}, "q": {q}}.Encode()
+	a := testutil.ClientFrom("127.0.0.1", 20*time.Second)
+	var wg sync.WaitGroup
+	codes := make([]int, 4)
+	msgs := make([]string, 4)
+	ready := make(chan struct{})
+	for i := range codes {
+		wg.Go(func() {
+			<-ready
+			var hdr http.Header
+			codes[i], hdr, msgs[i] = getFrom(t, a, u)
+			if codes[i] == http.StatusServiceUnavailable && hdr.Get("Retry-After") == "" {
+				msgs[i] += " (no Retry-After)"
+			}
+		})
+	}
+	close(ready)
+	wg.Wait()
+	served := 0
+	for i, c := range codes {
+		switch {
+		case c == http.StatusOK:
+			served++
+		case c == http.StatusServiceUnavailable && !strings.Contains(msgs[i], "no Retry-After"):
+		default:
+			t.Errorf("query %d: %d %.300s; want 200 or 503 with Retry-After", i, c, msgs[i])
+		}
+	}
+	if served != 1 {
+		t.Fatalf("%d of 4 queries at once served (%v); want 1: the others find the budget spent once they pass the gate", served, codes)
+	}
+}
