@@ -26,7 +26,7 @@ type Handler struct {
 	// read, the points and windows queries hold.
 	work              *workBudget
 	bodyMem, queryMem *memPool
-	gate              *heavyGate // nil without a work budget
+	gate              *heavyGate    // nil without a work budget
 	many              *manyCombiner // nil: the engine has no WriteMany
 	series            *seriesCache  // the series of line protocol's common lines, across requests
 	ftypes            *fieldTypes   // the type of each field of a measurement (fieldtypes.go)
