@@ -39,10 +39,10 @@ func newHeavyGate(cfg Config) *heavyGate {
 }
 
 // heavy takes a place at the gate for r, waiting at most wait, and checks acct's budget
-// again; it returns the function that gives the place back, or nil when r was answered
+// again, not counting the own bytes r charged itself so far; it returns the function that gives the place back, or nil when r was answered
 // (code, with Retry-After): no place came, or the budget was spent meanwhile. what names
 // the work, for the messages.
-func (h *Handler) heavy(w http.ResponseWriter, r *http.Request, acct account, wait time.Duration, code int, what string) func() {
+func (h *Handler) heavy(w http.ResponseWriter, r *http.Request, acct account, own int64, wait time.Duration, code int, what string) func() {
 	g := h.gate
 	if g == nil {
 		return func() {}
@@ -58,7 +58,7 @@ func (h *Handler) heavy(w http.ResponseWriter, r *http.Request, acct account, wa
 			return nil
 		}
 	}
-	if !h.takeWork(w, acct, 0, what, code) {
+	if !h.answerSpent(w, acct.check(own, what), code) {
 		g.sem.Release(1)
 		return nil
 	}

@@ -88,14 +88,22 @@ func TestNewSeriesBudget(t *testing.T) {
 }
 
 // TestRemoteWriteSampleBomb posts a 1 MB remote write that decompresses to 20 MB of
-// 10,000,000 empty samples (issue #31): it is refused with 413 naming the limit, after
-// counting, before a sample is decoded (the e2e TestHTTPHostileBodies holds the node's
-// RSS under a bound for it).
+// 10,000,000 empty samples (issue #31): it is refused with 413 naming the limit, counted
+// while it is decompressed, which stops one step (snappyStep) past the sample over the
+// limit, before a sample is decoded (the e2e TestHTTPHostileBodies holds the node's RSS
+// under a bound for it).
 func TestRemoteWriteSampleBomb(t *testing.T) {
 	body := hostile.RemoteWriteBomb(10_000_000)
+	total, _ := snappy.DecodedLen(body)
+	c := writeCounter{maxSeries: 1, maxSamples: 1_000_000, total: total}
+	decoded := 0
+	_, err := decodeSnappy(nil, body, func(out []byte, final bool) error { decoded = len(out); return c.advance(out, final) })
+	if !errors.Is(err, errTooManySamples) || decoded > 2*1_000_000+2*snappyStep {
+		t.Fatalf("decoding the bomb with a limit of 1,000,000 samples: %v after %d bytes; want errTooManySamples within 2 MB (2 bytes a sample)", err, decoded)
+	}
 	code, _, msg := post(t, srvURL+"/api/v1/write", "application/x-protobuf", bytes.NewReader(body),
 		map[string]string{"Content-Encoding": "snappy"})
-	if code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "MaxSamplesPerRemoteWrite") || !strings.Contains(msg, "10000000 samples") {
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "MaxSamplesPerRemoteWrite") || !strings.Contains(msg, "more than 1000000 samples") {
 		t.Fatalf("remote-write bomb: %d %s; want 413 naming MaxSamplesPerRemoteWrite", code, msg)
 	}
 	// One sample under the limit passes the count (and is stored).

@@ -104,7 +104,7 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.releaseQuery()
-	done := h.heavy(w, r, acct, h.cfg.QueryQueueWait, http.StatusServiceUnavailable, "a query")
+	done := h.heavy(w, r, acct, int64(len(qs)), h.cfg.QueryQueueWait, http.StatusServiceUnavailable, "a query")
 	if done == nil {
 		return
 	}

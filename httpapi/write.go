@@ -75,7 +75,7 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.releaseWrite()
-	done := h.heavy(w, r, m.acct, h.cfg.WriteQueueWait, http.StatusTooManyRequests, "parsing a write")
+	done := h.heavy(w, r, m.acct, m.charged, h.cfg.WriteQueueWait, http.StatusTooManyRequests, "parsing a write")
 	if done == nil {
 		putBody(buf)
 		return
@@ -83,7 +83,7 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request) {
 	batches, parsed, dropped, reason, tooMany, built := parseLinesCached(body, db, prec, h.nowFor(), h.series, h.cfg.MaxSeriesPerWrite)
 	done()
 	putBody(buf) // nothing parsed refers to it
-	m.acct.charge(int64(built) * seriesCost)
+	m.charge(int64(built) * seriesCost)
 	if tooMany {
 		h.tooManySeries(w)
 		return
