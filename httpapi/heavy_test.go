@@ -1,15 +1,18 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/hostile"
 	"github.com/tsdht/tsdht/internal/testutil"
 )
 
@@ -123,5 +126,26 @@ func TestHeavyGate(t *testing.T) {
 	}
 	if served != 1 {
 		t.Fatalf("%d of 4 queries at once served (%v); want 1: the others find the budget spent once they pass the gate", served, codes)
+	}
+}
+
+// TestParseStopsAtNewSeriesLimit: /write's parse of a body of new series asks the
+// engine's budget once it has built one more series than one write may name, and stops
+// there when the budget refuses, holding maxNew+1 series, not the body's 6,000; when the
+// budget admits them (series the node knows), the parse goes on to the end.
+func TestParseStopsAtNewSeriesLimit(t *testing.T) {
+	body := hostile.NewSeriesLines("stop", 6_000)
+	refusal := errors.New("refused")
+	var asked []int
+	lim := parseLimits{maxSeries: 50_000, maxNew: 100, admitNew: func(keys []string) error { asked = append(asked, len(keys)); return refusal }}
+	batches, _, _, _, stopped, built := parseLinesCached(body, "db", 1, base, lim)
+	if !errors.Is(stopped, refusal) || len(batches) != 101 || built != 101 || !slices.Equal(asked, []int{101}) {
+		t.Fatalf("refused: stopped %v with %d batches (%d built), budget asked %v; want the refusal at 101 series, asked once", stopped, len(batches), built, asked)
+	}
+	asked = nil
+	lim.admitNew = func(keys []string) error { asked = append(asked, len(keys)); return nil }
+	batches, parsed, _, _, stopped, _ := parseLinesCached(body, "db", 1, base, lim)
+	if stopped != nil || len(batches) != 6_000 || parsed != 6_000 || !slices.Equal(asked, []int{101}) {
+		t.Fatalf("admitted: stopped %v with %d batches, %d points, budget asked %v; want the whole body, asked once", stopped, len(batches), parsed, asked)
 	}
 }

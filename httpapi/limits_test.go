@@ -26,7 +26,8 @@ import (
 // one every 100 s, behind an HTTP handler that takes 500 series a request (issue #31):
 // a write of 101 new series is refused whole (413) and stores nothing; 100 are stored;
 // 50 more at once find the budget spent (429, Retry-After over an hour) while a write of the 100
-// known series is still stored; a body of 501 series is refused while it is parsed; and
+// known series is still stored; a body of 501 new series is refused while it is parsed,
+// at the 101st (and one of 51 series by a handler that takes 50); and
 // an RPC put of a new series gets wire.CodeSlowDown.
 func TestNewSeriesBudget(t *testing.T) {
 	lc, err := tsdb.StartLocal(context.Background(), 1, "", func(_ int, cfg *tsdb.Config) {
@@ -69,9 +70,22 @@ func TestNewSeriesBudget(t *testing.T) {
 	if pts, err := eng.Read(ctx, "budget/m,s=99#v", 0, now+int64(time.Hour)); err != nil || pts.Len() != 2 {
 		t.Fatalf("reading back a stored series: %v, %d points; want 2", err, pts.Len())
 	}
+	// 501 new series: the parse stops at the 101st, refused by the budget
+	// (TestParseStopsAtNewSeriesLimit), before MaxSeriesPerWrite.
 	code, _, msg = write("budget", hostile.NewSeriesLines("o", 501))
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "new-series-per-request") {
+		t.Fatalf("501 new series: %d %s; want 413 naming new-series-per-request", code, msg)
+	}
+	// Past MaxSeriesPerWrite (here under the budget's limit) the parse stops too.
+	small, err := New(eng, Config{MaxSeriesPerWrite: 50}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smallSrv := httptest.NewServer(small)
+	defer smallSrv.Close()
+	code, _, msg = post(t, smallSrv.URL+"/write?db=budget", "text/plain", bytes.NewReader(hostile.NewSeriesLines("o", 51)), nil)
 	if code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "MaxSeriesPerWrite") {
-		t.Fatalf("501 series: %d %s; want 413 naming MaxSeriesPerWrite", code, msg)
+		t.Fatalf("51 series, 50 a write: %d %s; want 413 naming MaxSeriesPerWrite", code, msg)
 	}
 
 	// The same budget holds a write over RPC.

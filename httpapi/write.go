@@ -80,12 +80,18 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request) {
 		putBody(buf)
 		return
 	}
-	batches, parsed, dropped, reason, tooMany, built := parseLinesCached(body, db, prec, h.nowFor(), h.series, h.cfg.MaxSeriesPerWrite)
+	lim := parseLimits{cache: h.series, maxSeries: h.cfg.MaxSeriesPerWrite}
+	lim.maxNew, lim.admitNew = h.newSeriesCheck()
+	batches, parsed, dropped, reason, stopped, built := parseLinesCached(body, db, prec, h.nowFor(), lim)
 	done()
 	putBody(buf) // nothing parsed refers to it
 	m.charge(int64(built) * seriesCost)
-	if tooMany {
+	if errors.Is(stopped, errTooManyInRequest) {
 		h.tooManySeries(w)
+		return
+	}
+	if stopped != nil {
+		h.refuseNewSeries(w, stopped)
 		return
 	}
 	if parsed == 0 && dropped > 0 {
