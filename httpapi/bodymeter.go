@@ -33,10 +33,21 @@ type meter struct {
 // returns nil when the node's work budget, or its client's share, is spent.
 func (h *Handler) meter(w http.ResponseWriter, r *http.Request, what string) *meter {
 	m := &meter{h: h, acct: h.work.account(r), mem: hold{p: h.bodyMem}}
-	if !m.take(w, 0, what) {
+	if spent := m.acct.check(0, what); spent != nil {
+		closeUnread(w, r)
+		h.answerSpent(w, spent, http.StatusTooManyRequests)
 		return nil
 	}
 	return m
+}
+
+// closeUnread marks the answer to r, whose body was not read, as the connection's last:
+// net/http would otherwise read and discard up to 256 KiB of the body to reuse the
+// connection, work that a refused request should not cost.
+func closeUnread(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
 }
 
 // takeWork charges n bytes of work (what) to a, or, when its budget is spent, answers

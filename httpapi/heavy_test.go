@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -40,21 +42,8 @@ func getFrom(t *testing.T, c *http.Client, u string) (int, http.Header, string) 
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var b strings.Builder
-	_, _ = fmt.Fprint(&b, readAll(resp))
-	return resp.StatusCode, resp.Header, b.String()
-}
-
-func readAll(resp *http.Response) string {
-	var b strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			return b.String()
-		}
-	}
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
 }
 
 // TestWorkBudgetChargesManySeriesQuery: the points a query over many series aggregates
@@ -63,13 +52,8 @@ func readAll(resp *http.Response) string {
 // another client's is answered.
 func TestWorkBudgetChargesManySeriesQuery(t *testing.T) {
 	q := manySeriesQuery(t, "heavyq", base.Add(-50*time.Minute))
-	h, err := New(engine, Config{WorkBytesPerSecond: 64 << 10, ClientShare: 0.5}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	u := srv.URL + "/query?" + url.Values{"db": {"heavyq"}, "q": {q}}.Encode()
+	_, srvURL := serveConfig(t, engine, Config{WorkBytesPerSecond: 64 << 10, ClientShare: 0.5})
+	u := srvURL + "/query?" + url.Values{"db": {"heavyq"}, "q": {q}}.Encode()
 	a, b := testutil.ClientFrom("127.0.0.1", 20*time.Second), testutil.ClientFrom("127.0.0.2", 20*time.Second)
 	code, _, msg := getFrom(t, a, u)
 	if code != http.StatusOK || strings.Count(msg, `"count"`) != 8 || !strings.Contains(msg, `,60]`) {
@@ -79,7 +63,7 @@ func TestWorkBudgetChargesManySeriesQuery(t *testing.T) {
 	if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" || !strings.Contains(msg, "--http-budget") {
 		t.Fatalf("the same client's next query: %d %.300s; want 503 with Retry-After naming --http-budget (its 2,400 points charged)", code, msg)
 	}
-	if code, _, msg := getFrom(t, b, srv.URL+"/query?"+url.Values{"db": {"heavyq"}, "q": {"SELECT count(v) FROM hq WHERE s = '0' AND time > now() - 2h"}}.Encode()); code != http.StatusOK {
+	if code, _, msg := getFrom(t, b, srvURL+"/query?"+url.Values{"db": {"heavyq"}, "q": {"SELECT count(v) FROM hq WHERE s = '0' AND time > now() - 2h"}}.Encode()); code != http.StatusOK {
 		t.Fatalf("another client's query: %d %.300s; want 200", code, msg)
 	}
 }
@@ -90,13 +74,8 @@ func TestWorkBudgetChargesManySeriesQuery(t *testing.T) {
 // answered 503 with Retry-After, though four query slots were free.
 func TestHeavyGate(t *testing.T) {
 	q := manySeriesQuery(t, "heavyg", base.Add(-58*time.Minute))
-	h, err := New(engine, Config{WorkBytesPerSecond: 64 << 10, ClientShare: 0.5, MaxHeavyRequests: 1, MaxConcurrentQueries: 4}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	u := srv.URL + "/query?" + url.Values{"db": {"heavyg"}, "q": {q}}.Encode()
+	_, srvURL := serveConfig(t, engine, Config{WorkBytesPerSecond: 64 << 10, ClientShare: 0.5, MaxHeavyRequests: 1, MaxConcurrentQueries: 4})
+	u := srvURL + "/query?" + url.Values{"db": {"heavyg"}, "q": {q}}.Encode()
 	a := testutil.ClientFrom("127.0.0.1", 20*time.Second)
 	var wg sync.WaitGroup
 	codes := make([]int, 4)
@@ -147,5 +126,43 @@ func TestParseStopsAtNewSeriesLimit(t *testing.T) {
 	batches, parsed, _, _, stopped, _ := parseLinesCached(body, "db", 1, base, lim)
 	if stopped != nil || len(batches) != 6_000 || parsed != 6_000 || !slices.Equal(asked, []int{101}) {
 		t.Fatalf("admitted: stopped %v with %d batches, %d points, budget asked %v; want the whole body, asked once", stopped, len(batches), parsed, asked)
+	}
+}
+
+// serveConfig serves a handler of cfg over eng on a test server closed at the test's end.
+func serveConfig(t *testing.T, eng Engine, cfg Config) (*Handler, string) {
+	t.Helper()
+	h, err := New(eng, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return h, srv.URL
+}
+
+// TestRefusedBodyNotRead: a write refused before its body is read — its client's budget
+// spent, or no token — is answered at once with Connection: close, though only 1,000 of
+// its declared 200,000 bytes came: the server does not wait to read and discard the rest.
+func TestRefusedBodyNotRead(t *testing.T) {
+	_, budgetURL := serveConfig(t, engine, Config{WorkBytesPerSecond: 64 << 10, ClientShare: 0.5})
+	if code, _, msg := postFrom(t, http.DefaultClient, budgetURL+"/write?db=unread", linesOf("unread", 64<<10, base.Add(-45*time.Minute))); code != http.StatusNoContent {
+		t.Fatalf("spending the share: %d %s", code, msg)
+	}
+	_, tokenURL := serveConfig(t, engine, Config{Tokens: []string{"secret"}})
+	for _, c := range []struct {
+		name, url string
+		code      int
+	}{{"budget spent", budgetURL, http.StatusTooManyRequests}, {"no token", tokenURL, http.StatusUnauthorized}} {
+		conn := rawWrite(t, c.url, 200_000, 1_000)
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer with the body's rest unsent: %v", c.name, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.code || !resp.Close {
+			t.Fatalf("%s: %d, Connection %q; want %d and close", c.name, resp.StatusCode, resp.Header.Get("Connection"), c.code)
+		}
 	}
 }

@@ -77,13 +77,8 @@ func TestNewSeriesBudget(t *testing.T) {
 		t.Fatalf("501 new series: %d %s; want 413 naming new-series-per-request", code, msg)
 	}
 	// Past MaxSeriesPerWrite (here under the budget's limit) the parse stops too.
-	small, err := New(eng, Config{MaxSeriesPerWrite: 50}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	smallSrv := httptest.NewServer(small)
-	defer smallSrv.Close()
-	code, _, msg = post(t, smallSrv.URL+"/write?db=budget", "text/plain", bytes.NewReader(hostile.NewSeriesLines("o", 51)), nil)
+	_, smallURL := serveConfig(t, eng, Config{MaxSeriesPerWrite: 50})
+	code, _, msg = post(t, smallURL+"/write?db=budget", "text/plain", bytes.NewReader(hostile.NewSeriesLines("o", 51)), nil)
 	if code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "MaxSeriesPerWrite") {
 		t.Fatalf("51 series, 50 a write: %d %s; want 413 naming MaxSeriesPerWrite", code, msg)
 	}

@@ -135,6 +135,7 @@ func (h *Handler) route(path string, fn http.HandlerFunc) {
 		sw.Header().Set("X-Influxdb-Version", h.cfg.Version)
 		sw.Header().Set("X-Influxdb-Build", "OSS")
 		if !openPaths[path] && !h.authorized(r) {
+			closeUnread(sw, r) // refused before its body is read
 			h.refuse(sw)
 		} else {
 			fn(sw, r)
