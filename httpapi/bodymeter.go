@@ -50,12 +50,6 @@ func closeUnread(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// takeWork charges n bytes of work (what) to a, or, when its budget is spent, answers
-// the request with code and Retry-After and reports false.
-func (h *Handler) takeWork(w http.ResponseWriter, a account, n int64, what string, code int) bool {
-	return h.answerSpent(w, a.take(n, what), code)
-}
-
 // answerSpent answers a request the budget refused (spent, not nil) with code and
 // Retry-After, and reports whether it was admitted (spent nil).
 func (h *Handler) answerSpent(w http.ResponseWriter, spent *budgetSpent, code int) bool {

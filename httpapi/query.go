@@ -62,6 +62,14 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, "GET, POST")
 		return
 	}
+	// The node's work budget before the query is read, and before a slot: a flood is
+	// refused without reading or waiting.
+	acct := h.work.account(r)
+	if spent := acct.check(0, "a query"); spent != nil {
+		closeUnread(w, r)
+		h.answerSpent(w, spent, http.StatusServiceUnavailable)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, h.cfg.MaxQueryBytes)
 	if err := r.ParseForm(); err != nil {
 		var mbe *http.MaxBytesError
@@ -92,12 +100,8 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 		}
 		chunkSize = n
 	}
+	acct.charge(int64(len(qs)))
 	if !h.checkQuery(w, qs) {
-		return
-	}
-	// The node's work budget before a slot: a flood is refused without waiting.
-	acct := h.work.account(r)
-	if !h.takeWork(w, acct, int64(len(qs)), "a query", http.StatusServiceUnavailable) {
 		return
 	}
 	if !h.acquireQuery(w, r) {

@@ -165,16 +165,6 @@ type budgetSpent struct {
 	msg  string
 }
 
-// take charges n bytes of work to a when its budget is not spent, else returns what to
-// answer (what names the work, for the message), charging nothing.
-func (a account) take(n int64, what string) *budgetSpent {
-	if spent := a.check(0, what); spent != nil {
-		return spent
-	}
-	a.charge(n)
-	return nil
-}
-
 // check returns what to answer when a's budget is spent, not counting own bytes the
 // request asking charged itself (spent), else nil.
 func (a account) check(own int64, what string) *budgetSpent {
