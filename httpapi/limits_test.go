@@ -82,6 +82,14 @@ func TestNewSeriesBudget(t *testing.T) {
 	if code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "MaxSeriesPerWrite") {
 		t.Fatalf("51 series, 50 a write: %d %s; want 413 naming MaxSeriesPerWrite", code, msg)
 	}
+	var many []promSeries // and a remote write's count, as it is decompressed
+	for i := range 51 {
+		many = append(many, promSeries{labels: [][2]string{{"__name__", "o"}, {"i", strconv.Itoa(i)}}, samples: [][2]float64{{1, 1000}}})
+	}
+	code, _, msg = post(t, smallURL+"/api/v1/write", "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, encodeWriteRequest(many))), nil)
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "MaxSeriesPerWrite") {
+		t.Fatalf("a remote write of 51 series, 50 a write: %d %s; want 413 naming MaxSeriesPerWrite", code, msg)
+	}
 
 	// The same budget holds a write over RPC.
 	cli := rpc.NewClient(rpc.NewTCPTransport(), rpc.Config{})
