@@ -89,7 +89,7 @@ func (h *Handler) decodePromWrite(w http.ResponseWriter, compressed []byte, m *m
 	defer putRaw(buf)
 	raw, err := decodeSnappy((*buf)[:0], compressed, c.advance)
 	if cap(raw) > cap(*buf) {
-		*buf = raw
+		*buf = raw[:0]
 	}
 	switch {
 	case errors.Is(err, errTooManySamples):

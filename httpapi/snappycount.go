@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -21,24 +22,36 @@ var errSnappyCorrupt = errors.New("snappy: corrupt input")
 // snappyStep is how many decoded bytes pass between two calls of decodeSnappy's step.
 const snappyStep = 64 << 10
 
-// decodeSnappy decodes the snappy block src into dst's spare capacity (dst is grown to
+// decodeSnappy decodes the snappy block src into dst's capacity (grown as needed, up to
 // the block's decoded length, which the caller has checked against its limits), calling
 // step with the bytes decoded so far every snappyStep bytes and once more, with final
-// set, at the end. It stops at step's first error, returning it.
+// set, at the end. It stops at step's first error, returning it with the bytes decoded
+// so far (their buffer may be reused).
 func decodeSnappy(dst, src []byte, step func(out []byte, final bool) error) ([]byte, error) {
 	n, hdr := binary.Uvarint(src)
-	if hdr <= 0 || n > 1<<32-1 {
+	if hdr <= 0 || n > math.MaxInt32 {
 		return nil, fmt.Errorf("%w: bad length header", errSnappyCorrupt)
 	}
-	if uint64(cap(dst)) < n {
-		dst = make([]byte, 0, n)
-	}
-	dst = dst[:n]
+	total := int(n)
+	// dst grows as the output does (doubling, up to total), so a block refused part way
+	// has allocated about what was decoded of it, not what it declares.
+	dst = dst[:cap(dst)]
 	s, d, next := hdr, 0, snappyStep
+	room := func(k int) bool {
+		if k > total-d {
+			return false
+		}
+		if d+k > len(dst) {
+			grown := make([]byte, min(total, max(2*len(dst), d+k, snappyStep)))
+			copy(grown, dst[:d])
+			dst = grown
+		}
+		return true
+	}
 	for s < len(src) {
 		if d >= next {
 			if err := step(dst[:d], false); err != nil {
-				return nil, err
+				return dst[:d], err // the buffer, for the caller to reuse
 			}
 			next = d + snappyStep
 		}
@@ -60,7 +73,7 @@ func decodeSnappy(dst, src []byte, step func(out []byte, final bool) error) ([]b
 				s += k
 			}
 			length = x + 1
-			if length <= 0 || length > len(src)-s || length > len(dst)-d {
+			if length <= 0 || length > len(src)-s || !room(length) {
 				return nil, fmt.Errorf("%w: literal of %d bytes past the end", errSnappyCorrupt, length)
 			}
 			d += copy(dst[d:], src[s:s+length])
@@ -85,7 +98,7 @@ func decodeSnappy(dst, src []byte, step func(out []byte, final bool) error) ([]b
 			length, offset = 1+int(tag>>2), int(binary.LittleEndian.Uint32(src[s+1:]))
 			s += 5
 		}
-		if offset <= 0 || offset > d || length > len(dst)-d {
+		if offset <= 0 || offset > d || !room(length) {
 			return nil, fmt.Errorf("%w: copy of %d bytes from %d back, at %d", errSnappyCorrupt, length, offset, d)
 		}
 		if offset >= length {
@@ -96,13 +109,13 @@ func decodeSnappy(dst, src []byte, step func(out []byte, final bool) error) ([]b
 			}
 		}
 	}
-	if d != len(dst) {
-		return nil, fmt.Errorf("%w: %d bytes decoded, %d declared", errSnappyCorrupt, d, len(dst))
+	if d != total {
+		return nil, fmt.Errorf("%w: %d bytes decoded, %d declared", errSnappyCorrupt, d, total)
 	}
-	if err := step(dst, true); err != nil {
-		return nil, err
+	if err := step(dst[:d], true); err != nil {
+		return dst[:d], err
 	}
-	return dst, nil
+	return dst[:d], nil
 }
 
 // errTooManySamples and errTooManySeriesRW are writeCounter's refusals.
