@@ -41,14 +41,19 @@ func (h *Handler) meter(w http.ResponseWriter, r *http.Request, what string) *me
 	return m
 }
 
-// closeUnread marks the answer to r, whose body was not read, as the connection's last:
-// net/http would otherwise read and discard up to 256 KiB of the body to reuse the
-// connection, work that a refused request should not cost.
+// closeUnread marks the answer to r, whose body was not read, as the connection's last
+// when that body is over closeUnreadOver bytes or of unknown length: net/http would
+// otherwise read and discard up to 256 KiB of it to reuse the connection, work that a
+// refused request should not cost. A smaller body is cheaper to discard than the new
+// connection its client would open.
 func closeUnread(w http.ResponseWriter, r *http.Request) {
-	if r.ContentLength != 0 {
+	if r.ContentLength > closeUnreadOver || r.ContentLength < 0 {
 		w.Header().Set("Connection", "close")
 	}
 }
+
+// closeUnreadOver is the size of an unread body past which closeUnread closes.
+const closeUnreadOver = 64 << 10
 
 // answerSpent answers a request the budget refused (spent, not nil) with code and
 // Retry-After, and reports whether it was admitted (spent nil).

@@ -144,6 +144,7 @@ func serveConfig(t *testing.T, eng Engine, cfg Config) (*Handler, string) {
 // TestRefusedBodyNotRead: a write refused before its body is read — its client's budget
 // spent, or no token — is answered at once with Connection: close, though only 1,000 of
 // its declared 200,000 bytes came: the server does not wait to read and discard the rest.
+// A body under closeUnreadOver is discarded and its connection kept.
 func TestRefusedBodyNotRead(t *testing.T) {
 	_, budgetURL := serveConfig(t, engine, Config{WorkBytesPerSecond: 64 << 10, ClientShare: 0.5})
 	if code, _, msg := postFrom(t, http.DefaultClient, budgetURL+"/write?db=unread", linesOf("unread", 64<<10, base.Add(-45*time.Minute))); code != http.StatusNoContent {
@@ -164,5 +165,14 @@ func TestRefusedBodyNotRead(t *testing.T) {
 		if resp.StatusCode != c.code || !resp.Close {
 			t.Fatalf("%s: %d, Connection %q; want %d and close", c.name, resp.StatusCode, resp.Header.Get("Connection"), c.code)
 		}
+	}
+	// A small body is read and discarded instead: the connection is kept.
+	resp, err := http.Post(budgetURL+"/write?db=unread", "text/plain", strings.NewReader(linesOf("unread", 1_000, base)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Close {
+		t.Fatalf("a small body, budget spent: %d, close %v; want 429 on a connection kept", resp.StatusCode, resp.Close)
 	}
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,7 +32,9 @@ func (h *Handler) servePromWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer m.done()
-	compressed, err := readBody(w, r, h.cfg.MaxBodyBytes, nil, m)
+	buf := bodies.Get().(*bytes.Buffer)
+	defer putBody(buf) // decodeWriteRequest copies what it keeps
+	compressed, err := readBody(w, r, h.cfg.MaxBodyBytes, buf, m)
 	if err != nil {
 		bodyError(w, err)
 		return
