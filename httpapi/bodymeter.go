@@ -23,25 +23,41 @@ var errBodyMemory = errors.New("no room for the request body")
 // meter is one request's side of the node's HTTP budgets: the work account its bytes
 // are charged to and the body memory it holds (released by done).
 type meter struct {
-	h    *Handler
-	acct account
-	mem  hold
+	h       *Handler
+	acct    account
+	mem     hold
+	charged int64 // bytes of work charged to acct so far
 }
 
 // meter returns the meter of the request r, or answers it (429 with Retry-After) and
 // returns nil when the node's work budget, or its client's share, is spent.
 func (h *Handler) meter(w http.ResponseWriter, r *http.Request, what string) *meter {
 	m := &meter{h: h, acct: h.work.account(r), mem: hold{p: h.bodyMem}}
-	if !h.takeWork(w, m.acct, 0, what, http.StatusTooManyRequests) {
+	if spent := m.acct.check(0, what); spent != nil {
+		closeUnread(w, r)
+		h.answerSpent(w, spent, http.StatusTooManyRequests)
 		return nil
 	}
 	return m
 }
 
-// takeWork charges n bytes of work (what) to a, or, when its budget is spent, answers
-// the request with code and Retry-After and reports false.
-func (h *Handler) takeWork(w http.ResponseWriter, a account, n int64, what string, code int) bool {
-	spent := a.take(n, what)
+// closeUnread marks the answer to r, whose body was not read, as the connection's last
+// when that body is over closeUnreadOver bytes or of unknown length: net/http would
+// otherwise read and discard up to 256 KiB of it to reuse the connection, work that a
+// refused request should not cost. A smaller body is cheaper to discard than the new
+// connection its client would open.
+func closeUnread(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength > closeUnreadOver || r.ContentLength < 0 {
+		w.Header().Set("Connection", "close")
+	}
+}
+
+// closeUnreadOver is the size of an unread body past which closeUnread closes.
+const closeUnreadOver = 64 << 10
+
+// answerSpent answers a request the budget refused (spent, not nil) with code and
+// Retry-After, and reports whether it was admitted (spent nil).
+func (h *Handler) answerSpent(w http.ResponseWriter, spent *budgetSpent, code int) bool {
 	if spent == nil {
 		return true
 	}
@@ -57,8 +73,24 @@ func (m *meter) done() { m.mem.release() }
 // add charges n bytes that arrived or were decompressed to the work budget, and holds
 // them (hold).
 func (m *meter) add(n int) error {
-	m.acct.charge(int64(n))
+	m.charge(int64(n))
 	return m.hold(int64(n))
+}
+
+// take charges n bytes of work (what) to m's account, or, when its budget is spent,
+// answers the request (429 with Retry-After) and reports false.
+func (m *meter) take(w http.ResponseWriter, n int64, what string) bool {
+	if !m.h.answerSpent(w, m.acct.check(0, what), http.StatusTooManyRequests) {
+		return false
+	}
+	m.charge(n)
+	return true
+}
+
+// charge charges n bytes of work to m's account.
+func (m *meter) charge(n int64) {
+	m.acct.charge(n)
+	m.charged += n
 }
 
 // hold takes n bytes of the node's body memory, failing with errBodyMemory when it has

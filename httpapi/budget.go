@@ -40,11 +40,38 @@ func (h *Handler) admit(w http.ResponseWriter, batches []*seriesBatch) bool {
 	if err == nil {
 		return true
 	}
+	h.refuseNewSeries(w, err)
+	return false
+}
+
+// refuseNewSeries answers a write the engine's budget of new series refused (err).
+func (h *Handler) refuseNewSeries(w http.ResponseWriter, err error) {
 	h.m.refused.WithLabelValues("new_series").Inc()
 	if !RefuseBudget(w, err) {
 		httpError(w, http.StatusServiceUnavailable, err.Error())
 	}
-	return false
+}
+
+// NewSeriesLimiter is a SeriesAdmitter that says how many new series one write may name
+// (tsdb.Config.NewSeriesPerRequest): /write's parse then stops once it has built one
+// more series than that and the budget refuses those named so far, instead of parsing
+// the rest of a body that is refused whole.
+type NewSeriesLimiter interface {
+	SeriesAdmitter
+	NewSeriesPerRequest() int // 0: no limit
+}
+
+// NewSeriesPerRequest implements NewSeriesLimiter with the node's coordinator's limit.
+func (e *NodeEngine) NewSeriesPerRequest() int { return e.node.Coordinator().NewSeriesPerRequest() }
+
+// newSeriesCheck returns the parseLimits fields of the engine's new-series limit (0, nil
+// when it has none).
+func (h *Handler) newSeriesCheck() (int, func(keys []string) error) {
+	l, ok := h.eng.(NewSeriesLimiter)
+	if !ok || l.NewSeriesPerRequest() <= 0 {
+		return 0, nil
+	}
+	return l.NewSeriesPerRequest(), l.AdmitSeries
 }
 
 // RefuseBudget answers a write that the node's budget of new series refused — 429 with

@@ -94,6 +94,13 @@ type Config struct {
 	// read (16 bytes each) and windows: a statement that would take more fails with an
 	// error naming the limit (`tsdht node --http-query-memory`, in MiB). Default 64 MiB.
 	QueryMemoryBytes int64
+	// MaxHeavyRequests bounds, on a node with a work budget (WorkBytesPerSecond), the
+	// requests parsing a write's body, decoding a remote write or executing a query at
+	// once (heavy.go): a request waits for its turn up to its queue wait, then is refused
+	// (429, a query 503) with Retry-After, and its client's budget is checked again once
+	// it has it. Default GOMAXPROCS less one, at least one, so that the RPC writers always
+	// find a CPU the HTTP requests do not hold. Without a budget nothing waits.
+	MaxHeavyRequests int
 	// Version is sent in X-Influxdb-Version (clients check it); default "1.8.10-tsdht".
 	Version string
 	// Tokens, when not empty, are the credentials every request but /ping, /health and
@@ -131,6 +138,7 @@ func DefaultConfig() Config {
 		WorkBytesPerSecond:       -1,
 		ClientShare:              0.5,
 		QueryMemoryBytes:         64 << 20,
+		MaxHeavyRequests:         defaultHeavy(),
 		Version:                  "1.8.10-tsdht",
 	}
 }
@@ -200,6 +208,9 @@ func (c Config) withDefaults() Config {
 	if c.QueryMemoryBytes == 0 {
 		c.QueryMemoryBytes = d.QueryMemoryBytes
 	}
+	if c.MaxHeavyRequests == 0 {
+		c.MaxHeavyRequests = d.MaxHeavyRequests
+	}
 	return c
 }
 
@@ -240,6 +251,9 @@ func (c Config) Validate() error {
 	}
 	if c.WorkBytesPerSecond < -1 || c.QueryMemoryBytes < 1 {
 		errs = append(errs, fmt.Errorf("WorkBytesPerSecond %d (or -1: none) and QueryMemoryBytes %d must be positive", c.WorkBytesPerSecond, c.QueryMemoryBytes))
+	}
+	if c.MaxHeavyRequests < 1 {
+		errs = append(errs, fmt.Errorf("MaxHeavyRequests %d: must be positive", c.MaxHeavyRequests))
 	}
 	if !(c.ClientShare > 0 && c.ClientShare <= 1) {
 		errs = append(errs, fmt.Errorf("ClientShare %v: want a fraction in (0, 1]", c.ClientShare))

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"maps"
 	"math"
 	"reflect"
@@ -10,6 +11,10 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/klauspost/compress/snappy"
+
+	"github.com/tsdht/tsdht/internal/hostile"
 )
 
 // FuzzParseLines: any body parses without panicking, and every point it accepts
@@ -42,7 +47,7 @@ func FuzzDecodeWriteRequest(f *testing.F) {
 	f.Add([]byte{0x0a, 0x05, 0x0a, 0x03, 0x0a, 0x01}, "x", 0.0)
 	f.Fuzz(func(t *testing.T, b []byte, name string, v float64) {
 		got, stale, err := decodeWriteRequest(b)
-		nSeries, nSamples, cerr := countWriteRequest(b)
+		nSeries, nSamples, cerr := countInSteps(b, 1+len(name)%7)
 		if err == nil {
 			// The count the limits are checked on is the decoder's: every sample,
 			// stored or stale, of every series.
@@ -208,6 +213,56 @@ func FuzzFastFloat(f *testing.F) {
 			t.Fatalf("fastFloat(%q) refused what strconv reads as %v", s, want)
 		case math.Float64bits(got) != math.Float64bits(want):
 			t.Fatalf("fastFloat(%q) = %v (%#x), strconv says %v (%#x)", s, got, math.Float64bits(got), want, math.Float64bits(want))
+		}
+	})
+}
+
+// countInSteps counts b's series and samples with a writeCounter fed b's prefixes
+// step bytes apart, as decodeSnappy feeds it, then b whole.
+func countInSteps(b []byte, step int) (series, samples int, err error) {
+	c := writeCounter{maxSeries: math.MaxInt, maxSamples: math.MaxInt, total: len(b)}
+	for k := step; k < len(b); k += step {
+		if err := c.advance(b[:k], false); err != nil {
+			return c.series, c.samples, err
+		}
+	}
+	err = c.advance(b, true)
+	return c.series, c.samples, err
+}
+
+// FuzzDecodeSnappy: any block decodes without panicking, to what the snappy package
+// decodes it to when it decodes it at all, every step seeing a prefix of the output;
+// what the snappy package encodes decodes whole.
+func FuzzDecodeSnappy(f *testing.F) {
+	f.Add(snappy.Encode(nil, []byte(strings.Repeat("abcabcabc", 10_000))))
+	f.Add(hostile.RemoteWriteBomb(100_000))
+	f.Add([]byte{0x05, 0x00, 'a', 0x0d, 0x01})
+	f.Fuzz(func(t *testing.T, src []byte) {
+		var last int
+		step := func(out []byte, final bool) error {
+			if len(out) < last {
+				t.Fatalf("a step saw %d bytes after one saw %d", len(out), last)
+			}
+			last = len(out)
+			return nil
+		}
+		if n, err := snappy.DecodedLen(src); err != nil || n > 1<<24 {
+			return // the caller refuses it before decoding
+		}
+		got, err := decodeSnappy(nil, src, step)
+		if err == nil {
+			want, werr := snappy.Decode(nil, src)
+			if werr != nil || !bytes.Equal(got, want) {
+				t.Fatalf("decoded %d bytes; the snappy package: %d bytes, %v", len(got), len(want), werr)
+			}
+		}
+		if len(src) > 0 {
+			plain := src[:len(src)/2]
+			last = 0
+			got, err := decodeSnappy(nil, snappy.Encode(nil, plain), step)
+			if err != nil || !bytes.Equal(got, plain) {
+				t.Fatalf("round trip of %d bytes: %v", len(plain), err)
+			}
 		}
 	})
 }

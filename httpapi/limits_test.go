@@ -26,7 +26,8 @@ import (
 // one every 100 s, behind an HTTP handler that takes 500 series a request (issue #31):
 // a write of 101 new series is refused whole (413) and stores nothing; 100 are stored;
 // 50 more at once find the budget spent (429, Retry-After over an hour) while a write of the 100
-// known series is still stored; a body of 501 series is refused while it is parsed; and
+// known series is still stored; a body of 501 new series is refused while it is parsed,
+// at the 101st (and one of 51 series by a handler that takes 50); and
 // an RPC put of a new series gets wire.CodeSlowDown.
 func TestNewSeriesBudget(t *testing.T) {
 	lc, err := tsdb.StartLocal(context.Background(), 1, "", func(_ int, cfg *tsdb.Config) {
@@ -69,9 +70,25 @@ func TestNewSeriesBudget(t *testing.T) {
 	if pts, err := eng.Read(ctx, "budget/m,s=99#v", 0, now+int64(time.Hour)); err != nil || pts.Len() != 2 {
 		t.Fatalf("reading back a stored series: %v, %d points; want 2", err, pts.Len())
 	}
+	// 501 new series: the parse stops at the 101st, refused by the budget
+	// (TestParseStopsAtNewSeriesLimit), before MaxSeriesPerWrite.
 	code, _, msg = write("budget", hostile.NewSeriesLines("o", 501))
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "new-series-per-request") {
+		t.Fatalf("501 new series: %d %s; want 413 naming new-series-per-request", code, msg)
+	}
+	// Past MaxSeriesPerWrite (here under the budget's limit) the parse stops too.
+	_, smallURL := serveConfig(t, eng, Config{MaxSeriesPerWrite: 50})
+	code, _, msg = post(t, smallURL+"/write?db=budget", "text/plain", bytes.NewReader(hostile.NewSeriesLines("o", 51)), nil)
 	if code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "MaxSeriesPerWrite") {
-		t.Fatalf("501 series: %d %s; want 413 naming MaxSeriesPerWrite", code, msg)
+		t.Fatalf("51 series, 50 a write: %d %s; want 413 naming MaxSeriesPerWrite", code, msg)
+	}
+	var many []promSeries // and a remote write's count, as it is decompressed
+	for i := range 51 {
+		many = append(many, promSeries{labels: [][2]string{{"__name__", "o"}, {"i", strconv.Itoa(i)}}, samples: [][2]float64{{1, 1000}}})
+	}
+	code, _, msg = post(t, smallURL+"/api/v1/write", "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, encodeWriteRequest(many))), nil)
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "MaxSeriesPerWrite") {
+		t.Fatalf("a remote write of 51 series, 50 a write: %d %s; want 413 naming MaxSeriesPerWrite", code, msg)
 	}
 
 	// The same budget holds a write over RPC.
@@ -88,14 +105,22 @@ func TestNewSeriesBudget(t *testing.T) {
 }
 
 // TestRemoteWriteSampleBomb posts a 1 MB remote write that decompresses to 20 MB of
-// 10,000,000 empty samples (issue #31): it is refused with 413 naming the limit, after
-// counting, before a sample is decoded (the e2e TestHTTPHostileBodies holds the node's
-// RSS under a bound for it).
+// 10,000,000 empty samples (issue #31): it is refused with 413 naming the limit, counted
+// while it is decompressed, which stops one step (snappyStep) past the sample over the
+// limit, into a buffer about that size, before a sample is decoded (the e2e TestHTTPHostileBodies holds the node's RSS
+// under a bound for it).
 func TestRemoteWriteSampleBomb(t *testing.T) {
 	body := hostile.RemoteWriteBomb(10_000_000)
+	total, _ := snappy.DecodedLen(body)
+	c := writeCounter{maxSeries: 1, maxSamples: 1_000_000, total: total}
+	decoded := 0
+	out, err := decodeSnappy(nil, body, func(out []byte, final bool) error { decoded = len(out); return c.advance(out, final) })
+	if !errors.Is(err, errTooManySamples) || decoded > 2*1_000_000+2*snappyStep || cap(out) > 2*decoded {
+		t.Fatalf("decoding the bomb with a limit of 1,000,000 samples: %v after %d bytes into a buffer of %d; want errTooManySamples within 2 MB (2 bytes a sample), the buffer at most twice that", err, decoded, cap(out))
+	}
 	code, _, msg := post(t, srvURL+"/api/v1/write", "application/x-protobuf", bytes.NewReader(body),
 		map[string]string{"Content-Encoding": "snappy"})
-	if code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "MaxSamplesPerRemoteWrite") || !strings.Contains(msg, "10000000 samples") {
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(msg, "MaxSamplesPerRemoteWrite") || !strings.Contains(msg, "more than 1000000 samples") {
 		t.Fatalf("remote-write bomb: %d %s; want 413 naming MaxSamplesPerRemoteWrite", code, msg)
 	}
 	// One sample under the limit passes the count (and is stored).

@@ -29,18 +29,33 @@ import (
 // the request names that series; later lines find their batch by the raw bytes of
 // measurement, tags and field, without allocating.
 func parseLines(body []byte, db string, prec int64, now time.Time) (batches []*seriesBatch, parsed, dropped int, reason string) {
-	batches, parsed, dropped, reason, _, _ = parseLinesCached(body, db, prec, now, nil, 0)
+	batches, parsed, dropped, reason, _, _ = parseLinesCached(body, db, prec, now, parseLimits{})
 	return batches, parsed, dropped, reason
 }
 
-// parseLinesCached is parseLines with the series of fast lines found in cache (nil:
-// none) when earlier requests named them. It stops, with tooMany, at the first line
-// that names a series past maxSeries (0: no limit): the request is refused whole, and
-// its parse holds no more than maxSeries series. built counts the series whose key and
+// parseLimits are what parseLinesCached stops at, and the series cache it reads.
+type parseLimits struct {
+	cache     *seriesCache // series of fast lines named by earlier requests; nil: none
+	maxSeries int          // series a request may name (0: no limit): past it, errTooManyInRequest
+	// With maxNew > 0, once the request has built more than maxNew series (not found
+	// in cache), admitNew is asked, once, for the series named so far (the engine's
+	// budget of new series, SeriesAdmitter); its refusal stops the parse.
+	maxNew   int
+	admitNew func(keys []string) error
+}
+
+// errTooManyInRequest stops a parse at the series past parseLimits.maxSeries.
+var errTooManyInRequest = errors.New("too many series in one request")
+
+// parseLinesCached is parseLines with the series of fast lines found in cache when
+// earlier requests named them, stopping at lim: stopped is errTooManyInRequest at the
+// first line that names a series past maxSeries, or admitNew's refusal once the
+// request built more than maxNew series; the request is then refused whole, and its
+// parse holds no more series than the limit. built counts the series whose key and
 // tags were built from their line (not found in cache).
-func parseLinesCached(body []byte, db string, prec int64, now time.Time, cache *seriesCache, maxSeries int) (batches []*seriesBatch, parsed, dropped int, reason string, tooMany bool, built int) {
+func parseLinesCached(body []byte, db string, prec int64, now time.Time, lim parseLimits) (batches []*seriesBatch, parsed, dropped int, reason string, stopped error, built int) {
 	p := newLineParser(db, prec, now, body)
-	p.cache, p.maxSeries = cache, maxSeries
+	p.cache, p.maxSeries, p.maxNew, p.admitNew = lim.cache, lim.maxSeries, lim.maxNew, lim.admitNew
 	rest, line := body, 1
 	for len(rest) > 0 {
 		end := bytes.IndexByte(rest, '\n')
@@ -58,7 +73,7 @@ func parseLinesCached(body []byte, db string, prec int64, now time.Time, cache *
 		}
 		rest, line = rest[end+1:], line+1
 	}
-	return p.batches, p.parsed, p.dropped, p.reason, p.tooMany, len(p.batches) - p.cached
+	return p.batches, p.parsed, p.dropped, p.reason, p.stopped, len(p.batches) - p.cached
 }
 
 func newLineParser(db string, prec int64, now time.Time, body []byte) *lineParser {
@@ -93,8 +108,11 @@ type lineParser struct {
 	measS  int        // the measurement in raw
 	measE  int
 
-	maxSeries int  // series a request may name; 0: no limit
-	tooMany   bool // a line named one more: parsing stopped
+	maxSeries int                       // series a request may name; 0: no limit
+	maxNew    int                       // series built past which admitNew is asked (parseLimits)
+	admitNew  func(keys []string) error //
+	tooMany   bool                      // parsing stopped: stopped says why
+	stopped   error
 
 	cache   *seriesCache   // series of fast lines named by earlier requests; nil: none
 	left    int            // bytes of the body after the fast line being parsed
@@ -183,6 +201,7 @@ func (p *lineParser) end(t int64) {
 				if b = p.newBatch(key, lineTags(p.db, meas, tags, field), fmt.Sprintf("field %q on measurement %q", field, meas)); b == nil {
 					return
 				}
+				p.builtOne()
 			}
 			p.byRaw[string(p.raw)] = b
 		}
@@ -263,13 +282,29 @@ func (p *lineParser) decode(body []byte, first int) {
 // and stops the parse when that is one series more than maxSeries.
 func (p *lineParser) newBatch(key string, tags map[string]string, desc string) *seriesBatch {
 	if p.maxSeries > 0 && len(p.batches) >= p.maxSeries {
-		p.tooMany = true
+		p.tooMany, p.stopped = true, errTooManyInRequest
 		return nil
 	}
 	b := &seriesBatch{key: key, tags: tags, desc: desc}
 	p.byKey[key] = b
 	p.batches = append(p.batches, b)
 	return b
+}
+
+// builtOne notes a series built from its line: past maxNew of them, the series named so
+// far are put to admitNew, once; a refusal stops the parse.
+func (p *lineParser) builtOne() {
+	if p.maxNew <= 0 || len(p.batches)-p.cached <= p.maxNew {
+		return
+	}
+	p.maxNew = 0
+	keys := make([]string, len(p.batches))
+	for i, b := range p.batches {
+		keys[i] = b.key
+	}
+	if err := p.admitNew(keys); err != nil {
+		p.tooMany, p.stopped = true, err
+	}
 }
 
 // appendValue appends one line-protocol value. Floats are float, integers int,

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/klauspost/compress/snappy"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -30,7 +32,9 @@ func (h *Handler) servePromWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer m.done()
-	compressed, err := readBody(w, r, h.cfg.MaxBodyBytes, nil, m)
+	buf := bodies.Get().(*bytes.Buffer)
+	defer putBody(buf) // decodeWriteRequest copies what it keeps
+	compressed, err := readBody(w, r, h.cfg.MaxBodyBytes, buf, m)
 	if err != nil {
 		bodyError(w, err)
 		return
@@ -47,7 +51,7 @@ func (h *Handler) servePromWrite(w http.ResponseWriter, r *http.Request) {
 	// What it decompresses to, known from its header, is charged before anything is
 	// decoded: decoding, counting and parsing it walk those bytes. A request the
 	// budget has no room for is refused here, at the cost of its compressed bytes.
-	if !h.takeWork(w, m.acct, int64(n), "decoding a remote write of "+mib(int64(n)), http.StatusTooManyRequests) {
+	if !m.take(w, int64(n), "decoding a remote write of "+mib(int64(n))) {
 		return
 	}
 	if err := m.hold(int64(n)); err != nil {
@@ -58,30 +62,13 @@ func (h *Handler) servePromWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.releaseWrite()
-	raw, err := snappy.Decode(nil, compressed)
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "snappy: "+err.Error())
+	done := h.heavy(w, r, m.acct, m.charged, h.cfg.WriteQueueWait, http.StatusTooManyRequests, "decoding a remote write")
+	if done == nil {
 		return
 	}
-	nSeries, nSamples, err := countWriteRequest(raw)
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "remote write request: "+err.Error())
-		return
-	}
-	if nSamples > h.cfg.MaxSamplesPerRemoteWrite {
-		h.m.refused.WithLabelValues("samples").Inc()
-		httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("remote write request of %d samples, at most %d accepted (MaxSamplesPerRemoteWrite); nothing was stored: lower queue_config.max_samples_per_send", nSamples, h.cfg.MaxSamplesPerRemoteWrite))
-		return
-	}
-	if nSeries > h.cfg.MaxSeriesPerWrite {
-		h.tooManySeries(w)
-		return
-	}
-	batches, stale, err := decodeWriteRequest(raw)
-	m.acct.charge(int64(len(batches)) * seriesCost)
-	h.m.staleSkipped.Add(float64(stale))
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "remote write request: "+err.Error())
+	batches, ok := h.decodePromWrite(w, compressed, m)
+	done()
+	if !ok {
 		return
 	}
 	if !h.admit(w, batches) {
@@ -93,6 +80,54 @@ func (h *Handler) servePromWrite(w http.ResponseWriter, r *http.Request) {
 	h.m.pointsWritten.WithLabelValues("prometheus").Add(float64(out.stored))
 	h.m.pointsDropped.WithLabelValues("prometheus").Add(float64(out.dropped))
 	h.finishWrite(w, out, 0, "")
+}
+
+// decodePromWrite decompresses and decodes a remote write's body, refusing it (413) past
+// MaxSamplesPerRemoteWrite or MaxSeriesPerWrite before decoding its series, and charges
+// m the series it builds; ok is false when the request was answered.
+func (h *Handler) decodePromWrite(w http.ResponseWriter, compressed []byte, m *meter) (batches []*seriesBatch, ok bool) {
+	n, _ := snappy.DecodedLen(compressed) // checked by the caller
+	c := writeCounter{maxSeries: h.cfg.MaxSeriesPerWrite, maxSamples: h.cfg.MaxSamplesPerRemoteWrite, total: n}
+	buf := rawBodies.Get().(*[]byte)
+	defer putRaw(buf)
+	raw, err := decodeSnappy((*buf)[:0], compressed, c.advance)
+	if cap(raw) > cap(*buf) {
+		*buf = raw[:0]
+	}
+	switch {
+	case errors.Is(err, errTooManySamples):
+		h.m.refused.WithLabelValues("samples").Inc()
+		httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("remote write request of more than %d samples (MaxSamplesPerRemoteWrite); nothing was stored: lower queue_config.max_samples_per_send", h.cfg.MaxSamplesPerRemoteWrite))
+		return nil, false
+	case errors.Is(err, errTooManySeriesRW):
+		h.tooManySeries(w)
+		return nil, false
+	case errors.Is(err, errSnappyCorrupt):
+		httpError(w, http.StatusBadRequest, err.Error())
+		return nil, false
+	case err != nil:
+		httpError(w, http.StatusBadRequest, "remote write request: "+err.Error())
+		return nil, false
+	}
+	batches, stale, err := decodeWriteRequest(raw)
+	m.charge(int64(len(batches)) * seriesCost)
+	h.m.staleSkipped.Add(float64(stale))
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "remote write request: "+err.Error())
+		return nil, false
+	}
+	return batches, true
+}
+
+// rawBodies keeps the buffers remote writes are decompressed into for the next
+// requests: decodeWriteRequest copies what it keeps, so a buffer is free once the
+// request was decoded (or refused).
+var rawBodies = sync.Pool{New: func() any { return new([]byte) }}
+
+func putRaw(b *[]byte) {
+	if cap(*b) <= maxPooledBody {
+		rawBodies.Put(b)
+	}
 }
 
 // forEachBytes calls f with each length-delimited field of the protobuf message b,
@@ -123,25 +158,6 @@ func forEachBytes(b []byte, f func(num protowire.Number, v []byte) error) error 
 		b = b[n:]
 	}
 	return nil
-}
-
-// countWriteRequest counts the time series and samples of a WriteRequest without
-// decoding or allocating any, so that a request is measured against the limits before
-// it costs memory of its own (a 2-byte empty sample decodes to a 16-byte point).
-func countWriteRequest(b []byte) (seriesN, samples int, err error) {
-	err = forEachBytes(b, func(num protowire.Number, ts []byte) error {
-		if num != 1 {
-			return nil
-		}
-		seriesN++
-		return forEachBytes(ts, func(num protowire.Number, _ []byte) error {
-			if num == 2 {
-				samples++
-			}
-			return nil
-		})
-	})
-	return seriesN, samples, err
 }
 
 // decodeWriteRequest decodes a Prometheus remote-write WriteRequest (protobuf) into

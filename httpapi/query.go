@@ -62,6 +62,14 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, "GET, POST")
 		return
 	}
+	// The node's work budget before the query is read, and before a slot: a flood is
+	// refused without reading or waiting.
+	acct := h.work.account(r)
+	if spent := acct.check(0, "a query"); spent != nil {
+		closeUnread(w, r)
+		h.answerSpent(w, spent, http.StatusServiceUnavailable)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, h.cfg.MaxQueryBytes)
 	if err := r.ParseForm(); err != nil {
 		var mbe *http.MaxBytesError
@@ -92,22 +100,23 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 		}
 		chunkSize = n
 	}
+	acct.charge(int64(len(qs)))
 	if !h.checkQuery(w, qs) {
-		return
-	}
-	// The node's work budget before a slot: a flood is refused without waiting.
-	acct := h.work.account(r)
-	if !h.takeWork(w, acct, int64(len(qs)), "a query", http.StatusServiceUnavailable) {
 		return
 	}
 	if !h.acquireQuery(w, r) {
 		return
 	}
 	defer h.releaseQuery()
+	done := h.heavy(w, r, acct, int64(len(qs)), h.cfg.QueryQueueWait, http.StatusServiceUnavailable, "a query")
+	if done == nil {
+		return
+	}
 	qc := h.newQueryCost(acct)
 	defer qc.done()
 	query, err := influxql.ParseQuery(qs)
 	if err != nil {
+		done()
 		httpError(w, http.StatusBadRequest, "error parsing query: "+err.Error())
 		return
 	}
@@ -143,6 +152,7 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
+	done() // the answer is written outside the gate: a client that reads it slowly holds no place
 	csv := wantsCSV(r.Header.Get("Accept"))
 	if csv {
 		w.Header().Set("Content-Type", "text/csv")

@@ -126,6 +126,12 @@ func (ex *executor) prefetch() {
 			if r.Err != nil && !errors.Is(r.Err, ErrUnknownSeries) {
 				continue
 			}
+			// Charged as the per-series path charges them (aggregateKey): the points
+			// aggregated into them to the work budget, the windows to the query memory.
+			// Past the memory, the rest is left to that path, which fails naming it.
+			if ex.qc.windows(r.Windows) != nil {
+				break
+			}
 			ex.windows[windowKeys[i]], ex.types[windowKeys[i]] = r.Windows, r.Type
 		}
 	}

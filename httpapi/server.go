@@ -26,6 +26,7 @@ type Handler struct {
 	// read, the points and windows queries hold.
 	work              *workBudget
 	bodyMem, queryMem *memPool
+	gate              *heavyGate    // nil without a work budget
 	many              *manyCombiner // nil: the engine has no WriteMany
 	series            *seriesCache  // the series of line protocol's common lines, across requests
 	ftypes            *fieldTypes   // the type of each field of a measurement (fieldtypes.go)
@@ -47,6 +48,7 @@ func New(eng Engine, cfg Config, logger *slog.Logger) (*Handler, error) {
 		slots: make(chan struct{}, cfg.MaxConcurrentWrites), qslots: make(chan struct{}, cfg.MaxConcurrentQueries), comb: newCombiner(eng), nowFor: time.Now}
 	h.work = newWorkBudget(cfg.WorkBytesPerSecond, cfg.ClientShare)
 	h.bodyMem, h.queryMem = newMemPool(cfg.MaxInflightBodyBytes), newMemPool(cfg.QueryMemoryBytes)
+	h.gate = newHeavyGate(cfg)
 	h.series = newSeriesCache()
 	h.ftypes = newFieldTypes()
 	if mw, ok := eng.(ManyWriter); ok {
@@ -133,6 +135,7 @@ func (h *Handler) route(path string, fn http.HandlerFunc) {
 		sw.Header().Set("X-Influxdb-Version", h.cfg.Version)
 		sw.Header().Set("X-Influxdb-Build", "OSS")
 		if !openPaths[path] && !h.authorized(r) {
+			closeUnread(sw, r) // refused before its body is read
 			h.refuse(sw)
 		} else {
 			fn(sw, r)

@@ -121,17 +121,20 @@ func (b *workBudget) account(r *http.Request) account {
 // until it is paid back, but a light client is not: one client cannot starve another.
 // (Many light clients together can take more than the node's budget: at most half a
 // share each.)
-func (a account) spent() time.Duration {
+// own is what the request asking has charged itself so far: it is not counted, so that
+// a request checked again (heavy.go) is refused for what others spent, not for its own
+// bytes.
+func (a account) spent(own int64) time.Duration {
 	if a.b == nil {
 		return 0
 	}
 	now := time.Now()
 	cr := a.b.rate * a.b.share
-	ct := a.client.TokensAt(now)
+	ct := a.client.TokensAt(now) + float64(own)
 	if ct < 0 {
 		return time.Duration(-ct / cr * float64(time.Second))
 	}
-	if t := a.b.node.TokensAt(now); t < 0 && ct < float64(a.client.Burst())/2 {
+	if t := a.b.node.TokensAt(now) + float64(own); t < 0 && ct < float64(a.client.Burst())/2 {
 		// Until the node's debt is paid, or this client's bucket is half full again.
 		wait := math.Min(-t/a.b.rate, (float64(a.client.Burst())/2-ct)/cr)
 		return time.Duration(math.Max(wait, 1e-3) * float64(time.Second))
@@ -162,15 +165,14 @@ type budgetSpent struct {
 	msg  string
 }
 
-// take charges n bytes of work to a when its budget is not spent, else returns what to
-// answer (what names the work, for the message), charging nothing.
-func (a account) take(n int64, what string) *budgetSpent {
-	if wait := a.spent(); wait > 0 {
+// check returns what to answer when a's budget is spent, not counting own bytes the
+// request asking charged itself (spent), else nil.
+func (a account) check(own int64, what string) *budgetSpent {
+	if wait := a.spent(own); wait > 0 {
 		return &budgetSpent{wait: wait, msg: fmt.Sprintf(
 			"this node's HTTP work budget is spent (%s a second, tsdht node --http-budget; one client gets at most %.0f%% of it), not %s: retry after %s s, or send to another node",
 			mib(int64(a.b.rate)), a.b.share*100, what, retryAfterSeconds(wait))}
 	}
-	a.charge(n)
 	return nil
 }
 

@@ -75,11 +75,23 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.releaseWrite()
-	batches, parsed, dropped, reason, tooMany, built := parseLinesCached(body, db, prec, h.nowFor(), h.series, h.cfg.MaxSeriesPerWrite)
+	done := h.heavy(w, r, m.acct, m.charged, h.cfg.WriteQueueWait, http.StatusTooManyRequests, "parsing a write")
+	if done == nil {
+		putBody(buf)
+		return
+	}
+	lim := parseLimits{cache: h.series, maxSeries: h.cfg.MaxSeriesPerWrite}
+	lim.maxNew, lim.admitNew = h.newSeriesCheck()
+	batches, parsed, dropped, reason, stopped, built := parseLinesCached(body, db, prec, h.nowFor(), lim)
+	done()
 	putBody(buf) // nothing parsed refers to it
-	m.acct.charge(int64(built) * seriesCost)
-	if tooMany {
+	m.charge(int64(built) * seriesCost)
+	if errors.Is(stopped, errTooManyInRequest) {
 		h.tooManySeries(w)
+		return
+	}
+	if stopped != nil {
+		h.refuseNewSeries(w, stopped)
 		return
 	}
 	if parsed == 0 && dropped > 0 {

@@ -21,7 +21,8 @@ import (
 const hostileRSSBoundKB = 200 << 10
 
 // TestHTTPHostileBodies posts, to a real `tsdht node --http` process, issue #31's
-// bodies at once: one /write of 1,000,000 new series (15 MB of line protocol), a
+// bodies at once: one /write of 1,000,000 new series (15 MB of line protocol, its parse
+// stopped at the series past --new-series-per-request), a
 // Prometheus remote write declaring 10,000,000 empty samples (1 MB, 20 MB decompressed),
 // a /write of 6,000 new series (past --new-series-per-request) and a 900 KB query of
 // 450,000 nested parentheses, while a writer of known series goes on. Each hostile body
@@ -74,7 +75,7 @@ func TestHTTPHostileBodies(t *testing.T) {
 		hdr                     map[string]string
 		body                    []byte
 	}{
-		{"1,000,000 new series", "/write?db=card", "text/plain", "MaxSeriesPerWrite", http.StatusRequestEntityTooLarge, nil, hostile.NewSeriesLines("c", 1_000_000)},
+		{"1,000,000 new series", "/write?db=card", "text/plain", "new-series-per-request", http.StatusRequestEntityTooLarge, nil, hostile.NewSeriesLines("c", 1_000_000)},
 		{"10,000,000 empty samples", "/api/v1/write", "application/x-protobuf", "MaxSamplesPerRemoteWrite", http.StatusRequestEntityTooLarge,
 			map[string]string{"Content-Encoding": "snappy"}, hostile.RemoteWriteBomb(10_000_000)},
 		{"6,000 new series", "/write?db=card", "text/plain", "new-series-per-request", http.StatusRequestEntityTooLarge, nil, hostile.NewSeriesLines("d", 6_000)},

@@ -83,6 +83,15 @@ func (c *Coordinator) AdmitSeries(keys []string) error {
 	return c.admit(len(keys), func(i int) string { return keys[i] })
 }
 
+// NewSeriesPerRequest is the most series this coordinator does not know that one write
+// may name (Config.NewSeriesPerRequest); 0: no limit.
+func (c *Coordinator) NewSeriesPerRequest() int {
+	if c.budget == nil {
+		return 0
+	}
+	return c.budget.perRequest
+}
+
 // admitPuts is AdmitSeries of the series of puts that carry points.
 func (c *Coordinator) admitPuts(puts []SeriesPut) error {
 	return c.admit(len(puts), func(i int) string {
