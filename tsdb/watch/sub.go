@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -21,10 +22,28 @@ import (
 // delivered as live points are: a point newer than the newest delivered goes out in
 // order; an older one is a duplicate if it was among the last recentN delivered and is
 // dropped, else it is late and goes out flagged.
+//
+// A notification can reach the hub after the history window that already held its
+// points was read (it waited in a node's sender queue or on the wire while the window
+// was read), and after more than recentN newer points: the ring alone would call it
+// late and deliver it twice. So each series also keeps the timestamps its history
+// windows delivered (its seam, the newest seamN, and at most seamTotal over a
+// subscription's series) until seamHold after its history is done; a point found there
+// is a duplicate.
 
 // recentN is how many timestamps of each series a subscription remembers, to tell a
 // duplicate from a late point.
 const recentN = 256
+
+// seamN bounds the history timestamps one series of a subscription keeps for the
+// seam, seamTotal those of all its series; seamHold is how long they are kept after
+// the series' history is done: longer than a notification may wait in a sender's
+// queue and on the wire.
+const (
+	seamN     = 8192
+	seamTotal = 1 << 17
+	seamHold  = time.Minute
+)
 
 // historyReaders bounds the series of one subscription whose history is read at
 // once: a selection of many series reaches live delivery for each sooner.
@@ -53,6 +72,7 @@ type sub struct {
 	runs     []wire.WatchRun // not yet acknowledged by the subscriber
 	base     uint64          // runs acknowledged before runs[0]
 	buffered int             // points in runs and pending lists
+	seamHeld int             // timestamps held in the keys' seams
 	err      error           // why it ended
 	polled   time.Time
 	space    chan struct{} // the subscriber acknowledged runs
@@ -71,6 +91,10 @@ type keyState struct {
 	last    int64           // the newest time delivered (start-1 before any)
 	recent  [recentN]int64  // ring of the last timestamps delivered
 	rn      int             // timestamps in the ring so far
+	// seam holds the timestamps the history windows delivered, ascending (the newest
+	// seamN), until seamUntil; nil once dropped.
+	seam      []int64
+	seamUntil time.Time
 	// The series' live log (livelog.go). genFrom is where the subscription began to
 	// take the log's runs itself, liveN how many it took since (sub.live); from is the
 	// next run of a follower; behind, the points of the log a cut follower had not
@@ -218,6 +242,7 @@ func (s *sub) history(key string, ks *keyState) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ks.ready = true
+	ks.seamUntil = time.Now().Add(seamHold)
 	pending := ks.pending
 	ks.pending = nil
 	for _, p := range pending {
@@ -256,6 +281,7 @@ func (s *sub) waitSpace() error {
 // points it holds; s.mu held.
 func (s *sub) historyWindow(key string, ks *keyState, pts series.Points, a, b int64) {
 	s.deliver(key, ks, pts)
+	s.keepSeam(ks, pts.T)
 	for i := range ks.pending {
 		p := &ks.pending[i]
 		var keep series.Points
@@ -337,7 +363,7 @@ func (s *sub) deliver(key string, ks *keyState, pts series.Points) {
 			continue
 		case t > ks.last:
 			ks.last = t
-		case ks.seen(t):
+		case ks.seen(t), s.inSeam(ks, t):
 			continue
 		default:
 			isLate = true
@@ -381,6 +407,39 @@ func (s *sub) fresh(ks *keyState, pts *series.Points) bool {
 		}
 	}
 	return true
+}
+
+// keepSeam adds the timestamps of a history window, ascending and after every one
+// the seam holds, to ks's seam; s.mu held.
+func (s *sub) keepSeam(ks *keyState, ts []int64) {
+	if len(ts) > seamN {
+		ts = ts[len(ts)-seamN:]
+	}
+	if over := len(ks.seam) + len(ts) - seamN; over > 0 {
+		// Drop the oldest: a copy, so that the array does not grow without end.
+		ks.seam = append(make([]int64, 0, seamN), ks.seam[over:]...)
+		s.seamHeld -= over
+	}
+	if s.seamHeld+len(ts) > seamTotal {
+		return // the subscription's seams are full: its ring alone tells duplicates
+	}
+	ks.seam = append(ks.seam, ts...)
+	s.seamHeld += len(ts)
+}
+
+// inSeam reports whether t was delivered by ks's history, while its seam is kept;
+// s.mu held. It drops a seam past its time.
+func (s *sub) inSeam(ks *keyState, t int64) bool {
+	if ks.seam == nil {
+		return false
+	}
+	if ks.ready && time.Now().After(ks.seamUntil) {
+		s.seamHeld -= len(ks.seam)
+		ks.seam = nil
+		return false
+	}
+	_, found := slices.BinarySearch(ks.seam, t)
+	return found
 }
 
 func (ks *keyState) remember(t int64) {

@@ -180,6 +180,38 @@ func TestSeam(t *testing.T) {
 	}
 }
 
+// TestSeamDelayedNotification: a notification that reaches the hub after the history
+// already delivered its points, and a thousand newer ones (it waited in a sender's
+// queue), is a duplicate, not a late point; a point stored after the history was read
+// still comes, flagged late.
+func TestSeamDelayedNotification(t *testing.T) {
+	h, src := newTestHub(t, 0)
+	var pts series.Points
+	pts.Type = series.Float
+	src.mu.Lock()
+	for i := int64(1); i <= 2000; i++ {
+		if i%2 == 0 { // even times stored, their notification held back
+			src.pts["k"] = append(src.pts["k"], i)
+			pts.AppendFloat(i, float64(i))
+		}
+	}
+	src.mu.Unlock()
+	p := open(t, h, wire.WatchOpenReq{Series: "k", From: 1})
+	if ts, _ := p.until(t, 1000); ts[0] != 2 || ts[999] != 2000 {
+		t.Fatalf("history %d…%d, want 2…2000", ts[0], ts[999])
+	}
+	h.Stored("k", pts)      // the held-back notification: every point a duplicate
+	src.write(h, "k", 501)  // stored after the history was read: late
+	src.write(h, "k", 2001) // new
+	ts, late := p.until(t, 2)
+	if len(ts) != 2 || ts[0] != 501 || !late[0] || ts[1] != 2001 || late[1] {
+		t.Fatalf("after the history: %d points (first %v, late %v), want [501 2001] [true false]", len(ts), ts[:min(4, len(ts))], late[:min(4, len(late))])
+	}
+	if extra := p.next(t); len(extra) != 0 {
+		t.Fatalf("%d more runs: %v", len(extra), extra)
+	}
+}
+
 // TestLateAndDuplicate: a point older than the newest delivered comes flagged late; a
 // point delivered already is not delivered again; a point before the start is not
 // delivered.
