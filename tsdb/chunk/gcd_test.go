@@ -53,3 +53,38 @@ func TestGCDAll(t *testing.T) {
 		}
 	}
 }
+
+// TestDerivedScaleIsTheGCD checks prepare's shortcut: the scale of a lag-1 column
+// derived from the next order's equals the gcd of its own residuals.
+func TestDerivedScaleIsTheGCD(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 20_000 {
+		n := 1 + rng.IntN(40)
+		m := int64(1) << rng.UintN(12) * (1 + rng.Int64N(1000))
+		base := rng.Int64N(derivable/2) - derivable/4
+		vals := make([]int64, n)
+		for i := range vals {
+			vals[i] = base + m*(rng.Int64N(2000)-1000)
+			if rng.IntN(4) == 0 && i > 0 {
+				vals[i] = vals[i-1] // repeats
+			}
+		}
+		var ps [3]prepared
+		for order := 2; order >= 0; order-- {
+			if order > n {
+				continue
+			}
+			var next *prepared
+			if order < 2 && order+1 <= n {
+				next = &ps[order+1]
+			}
+			p := &ps[order]
+			p.prepare(vals, order, 1, next)
+			var direct prepared
+			direct.prepare(vals, order, 1, nil)
+			if p.raw != direct.raw || string(p.head) != string(direct.head) {
+				t.Fatalf("vals %v order %d: derived gcd %d, direct %d", vals, order, p.raw, direct.raw)
+			}
+		}
+	}
+}

@@ -39,21 +39,32 @@ func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 // gcdAll returns the greatest common divisor of the residuals' magnitudes, or 1 if it
 // would not fit an int64 (only all-zero or all-MinInt64 columns get there).
 func gcdAll(r []int64) uint64 {
+	if g := gcdRaw(r); g != 0 && g <= 1<<63-1 {
+		return g
+	}
+	return 1
+}
+
+// gcdRaw returns the greatest common divisor of the residuals' magnitudes: 0 when they
+// are all 0 (or there are none), 1<<63 for MinInt64s alone.
+func gcdRaw(r []int64) uint64 {
 	var g uint64
 	for _, v := range r {
-		a := uint64(v)
-		if v < 0 {
-			a = -a
+		if a := magnitude(v); a != g { // a steady clock's deltas are all the same
+			if g = gcd(g, a); g == 1 {
+				return 1
+			}
 		}
-		g = gcd(g, a)
-		if g == 1 {
-			return 1
-		}
-	}
-	if g == 0 || g > 1<<63-1 {
-		return 1
 	}
 	return g
+}
+
+// magnitude is |v|, MinInt64's being 1<<63.
+func magnitude(v int64) uint64 {
+	if v < 0 {
+		return -uint64(v)
+	}
+	return uint64(v)
 }
 
 // gcd is the binary (Stein's) greatest common divisor, gcd(0, b) = b: shifts and

@@ -53,7 +53,7 @@ var intModes = []struct {
 // intScratch holds the buffers appendInts reuses.
 type intScratch struct {
 	out  [7][]byte
-	res  []int64
+	prep [4]prepared // one per (order, lag) the modes use
 	u    []uint64
 	sort []int64
 	// noConstant: write no constant streams (Encode's fallback, see maxPointsPerByte).
@@ -65,61 +65,136 @@ type intScratch struct {
 // quickModes is how many of intModes, from the first, a quick encoder tries.
 const quickModes = 3
 
+// prepared is a column differenced at one (order, lag), shared by the modes that
+// differ only in centring and by the stream finally written.
+type prepared struct {
+	order, lag int
+	head       []byte  // the heads and the scale, as the stream holds them
+	buf        []int64 // r's backing array, heads included
+	r          []int64 // the residuals, divided by the scale
+	raw        uint64  // gcdRaw of the residuals before division
+}
+
+// derivable bounds the values whose residuals' scales are derived from the next
+// order's (prepare): below it in magnitude, no difference up to order 2 wraps.
+const derivable = 1 << 61
+
 // appendInts appends the smallest version-2 int stream of vals to dst: it sizes each
-// mode without writing it, then writes the smallest.
+// mode without writing it, then writes the smallest. Each (order, lag) is
+// differenced once, the highest order first, so that a lower order's scale is
+// derived from it.
 func appendInts(dst []byte, vals []int64, s *intScratch) []byte {
-	best, bestSize := -1, 0
 	modes := intModes
 	if s.quick {
 		modes = intModes[:quickModes]
 	}
+	small := true
+	for _, v := range vals {
+		if v >= derivable || v <= -derivable {
+			small = false
+			break
+		}
+	}
+	// The (order, lag) pairs in use, lag 1 from order 2 down.
+	np := 0
+	for _, ol := range [...][2]int{{2, 1}, {1, 1}, {0, 1}, {1, 3}} {
+		if ol[0]*ol[1] > len(vals) {
+			continue
+		}
+		for _, m := range modes {
+			if m.order == ol[0] && m.lag == ol[1] {
+				p := &s.prep[np]
+				var next *prepared
+				if small && ol[1] == 1 && np > 0 && s.prep[np-1].lag == 1 && s.prep[np-1].order == ol[0]+1 {
+					next = &s.prep[np-1]
+				}
+				p.prepare(vals, ol[0], ol[1], next)
+				np++
+				break
+			}
+		}
+	}
+	find := func(order, lag int) *prepared {
+		for i := range s.prep[:np] {
+			if p := &s.prep[i]; p.order == order && p.lag == lag {
+				return p
+			}
+		}
+		return nil
+	}
+	best, bestSize := -1, 0
 	for i, m := range modes {
-		if m.order*m.lag > len(vals) {
+		p := find(m.order, m.lag)
+		if p == nil {
 			continue
 		}
 		var size int
-		s.out[0], size = encodeInts(s.out[0][:0], vals, m.order, m.lag, m.centred, s, true)
+		s.out[0], size = encodeInts(s.out[0][:0], p, m.centred, s, true)
 		if best < 0 || size < bestSize {
 			best, bestSize = i, size
 		}
 	}
 	m := intModes[best]
-	dst, _ = encodeInts(dst, vals, m.order, m.lag, m.centred, s, false)
+	dst, _ = encodeInts(dst, find(m.order, m.lag), m.centred, s, false)
 	return dst
 }
 
-// encodeInts writes vals as a version-2 int stream of the given mode and returns its
-// size; with dry set it writes only the stream's head and computes the size of its
-// blocks without packing them.
-func encodeInts(dst []byte, vals []int64, order, lag int, centred bool, s *intScratch, dry bool) ([]byte, int) {
-	mode := byte(order) | byte(lag-1)<<modeLagShift
-	if centred {
-		mode |= modeCentred
-	}
-	at := len(dst)
-	dst = append(dst, mode)
+// prepare differences vals at (order, lag) into p: the heads the differencing leaves,
+// the scale (every residual is a multiple of it) and the residuals divided by it.
+// next, if not nil, holds the same values at order+1 and lag 1, none of whose
+// differences wrapped: the residuals' gcd is then their first's with next's (the
+// differences of a sequence and its first element generate the same multiples as the
+// sequence), which spares a gcd per value.
+func (p *prepared) prepare(vals []int64, order, lag int, next *prepared) {
+	p.order, p.lag = order, lag
+	head := p.head[:0]
 	// Residuals by wrapping subtraction: the decoder's wrapping addition undoes them.
-	r := append(s.res[:0], vals...)
+	r := append(p.buf[:0], vals...)
 	var prevHead int64
 	for k := 0; k < order; k++ {
 		for _, h := range r[k*lag : (k+1)*lag] {
-			dst = binary.AppendVarint(dst, h-prevHead)
+			head = binary.AppendVarint(head, h-prevHead)
 			prevHead = h
 		}
 		for i := len(r) - 1; i >= (k+1)*lag; i-- {
 			r[i] -= r[i-lag]
 		}
 	}
-	s.res = r[:0] // hand the grown buffer back for the next call
+	p.buf = r
 	r = r[order*lag:]
-
-	scale := gcdAll(r)
-	dst = binary.AppendUvarint(dst, scale)
+	switch {
+	case next == nil:
+		p.raw = gcdRaw(r)
+	case len(r) == 0:
+		p.raw = 0
+	default:
+		p.raw = gcd(magnitude(r[0]), next.raw)
+	}
+	scale := p.raw
+	if scale == 0 || scale > 1<<63-1 {
+		scale = 1 // as gcdAll
+	}
+	head = binary.AppendUvarint(head, scale)
 	if scale > 1 {
 		for i := range r {
 			r[i] /= int64(scale)
 		}
 	}
+	p.head, p.r = head, r
+}
+
+// encodeInts writes p's residuals as a version-2 int stream, centred or not, and
+// returns its size; with dry set it writes only the stream's head and computes the
+// size of its blocks without packing them.
+func encodeInts(dst []byte, p *prepared, centred bool, s *intScratch, dry bool) ([]byte, int) {
+	mode := byte(p.order) | byte(p.lag-1)<<modeLagShift
+	if centred {
+		mode |= modeCentred
+	}
+	at := len(dst)
+	dst = append(dst, mode)
+	dst = append(dst, p.head...)
+	r := p.r
 	if constant(r) && !s.noConstant {
 		dst[at] |= modeConstant
 		dst = binary.AppendVarint(dst, r[0])

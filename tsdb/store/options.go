@@ -121,19 +121,16 @@ type PebbleOptions struct {
 	// CacheSize is pebble's block cache in bytes. Default 16 MiB.
 	CacheSize int64
 	// MemTableSize is the size of one pebble memtable in bytes; up to two are held in
-	// RAM at once. Default 2 MiB. Every flushed memtable is a table that compactions
-	// merge into the stored data, so larger memtables cost less CPU and flash a point:
-	// over 2 M points through /write (scripts/bench-http, docs/http.md) a node spent
-	// about 1.1–1.5 µs of CPU a point with 2 MiB against 1.4–1.8 with 512 KiB, and
-	// wrote 33 bytes a point to flash against 46 (load 5–8). The WAL on disk does not
-	// grow with it the way pebble's defaults make it (walfiles.go): it holds the records
-	// of the memtables not yet flushed, at most about 2 × MemTableSize, nothing
-	// preallocated or kept for reuse, and nothing once writes stop (idleflush.go). On
-	// an hour of 24 PMU channels (BenchmarkPMUBytesPerPoint, noise-1x) the store took
-	// 1.84 bytes a point two minutes after the hour with 2 MiB (WAL 0). While the stream
-	// still flows the WAL's share depends on where in a memtable's filling it is: at the
-	// end of the hour, 0.14 with 2 MiB (1.93 in all), 0.02 with 512 KiB (1.85) and 0.46
-	// with 4 MiB (2.22); with pebble's own WAL files, 1.78 with 2 MiB (3.58).
+	// RAM at once. Default 4 MiB. Every flushed memtable is a table that compactions
+	// merge into the stored data, and every append rewrites its pair's summary: the
+	// larger the memtable, the more of those rewrites die in it before a flush, and the
+	// fewer tables compactions merge, so larger memtables cost less CPU and flash a
+	// point (docs/http.md, "Memtables", says how to measure it). The WAL on disk does
+	// not grow with it the way pebble's defaults make it (walfiles.go): it holds the
+	// records of the memtables not yet flushed, at most about 2 × MemTableSize, nothing
+	// preallocated or kept for reuse, and nothing once writes stop (idleflush.go); while
+	// a stream flows, its share of the store's bytes depends on where in a memtable's
+	// filling it is (BenchmarkPMUBytesPerPoint).
 	MemTableSize int64
 	// L0CompactionThreshold is how many flushed tables pile up before pebble compacts
 	// them into the level below. Each such compaction rewrites the newest table below
@@ -173,7 +170,7 @@ type PebbleOptions struct {
 	// that the space is reclaimed (EnforceDiskBudget); a pass aims 1/16 under the
 	// budget. 0 is unlimited. The budget includes the engine's fixed overhead, which
 	// dropping data cannot reclaim: the WAL of the memtables not yet flushed, at most
-	// about 2 × MemTableSize (4 MiB at the default; walfiles.go: pebble's preallocation
+	// about 2 × MemTableSize (8 MiB at the default; walfiles.go: pebble's preallocation
 	// and reuse of WAL files are off). Between two passes (EnforceInterval) the usage
 	// grows by what is written. A budget below the overhead drops every ended quantum
 	// and says so in the log.
@@ -200,7 +197,7 @@ type PebbleOptions struct {
 }
 
 // DefaultPebbleOptions returns the options sized for a BeagleBone Black (512 MB RAM,
-// eMMC): about 16 MiB of block cache, 2 × 2 MiB of memtables and 8 MiB of hot chunks.
+// eMMC): about 16 MiB of block cache, 2 × 4 MiB of memtables and 8 MiB of hot chunks.
 func DefaultPebbleOptions() PebbleOptions {
 	return PebbleOptions{
 		Sync:                  SyncAlways,
@@ -210,7 +207,7 @@ func DefaultPebbleOptions() PebbleOptions {
 		Quantum:               quanta.Quantum(quanta.DefaultQuantum / time.Second),
 		ChunkMaxPoints:        2048,
 		CacheSize:             16 << 20,
-		MemTableSize:          2 << 20,
+		MemTableSize:          4 << 20,
 		L0CompactionThreshold: 8,
 		TargetFileSize:        512 << 10,
 		MaxOpenFiles:          256,
