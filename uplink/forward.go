@@ -371,6 +371,11 @@ type pending struct {
 	add    map[int64]int64 // late-check windows: points added
 	set    map[int64]int64 // late-check windows: points now (forwarded again)
 	points int
+	// behind says collect stopped short of what it could forward now (the batch was
+	// full, or a read's span ended first): the next pass follows at once. Stopping at
+	// the multiple of the interval the horizon has just passed is not behind: the rest
+	// waits for the next regular look.
+	behind bool
 }
 
 // pass forwards one batch and reports whether more is waiting. Windows forwarded
@@ -427,7 +432,7 @@ func (u *Uplink) pass(ctx context.Context) (more bool) {
 		}
 		pends = append(pends, p)
 		room -= p.points
-		if p.to < edge {
+		if p.behind {
 			more = true
 		}
 	}
@@ -504,16 +509,18 @@ func (u *Uplink) collect(ctx context.Context, st *state, edge int64, room int) (
 		for _, w := range ws {
 			p.add[w.Start] = w.Count
 		}
-		p.to, p.points = to, len(ws)
+		p.to, p.points, p.behind = to, len(ws), to < edge
 		return p, nil
 	}
-	to := min(edge, st.cursor+max(st.span, int64(u.cfg.Interval)))
-	if iv := int64(u.cfg.Interval); to == edge && to-to%iv > st.cursor {
-		// Up to the multiple of the interval the horizon has just passed (nextLook):
-		// whole quanta of a quantum that divides the interval, and not the first
-		// moments of the next one, which a read would decode with all its blocks.
-		to -= to % iv
+	// Up to the multiple of the interval the horizon has just passed (nextLook): whole
+	// quanta of a quantum that divides the interval, and not the first moments of the
+	// next one, which a read would decode with all its blocks (and again at the next
+	// look). A cursor at that multiple waits for the next look.
+	limit := edge - edge%int64(u.cfg.Interval)
+	if st.cursor >= limit {
+		return p, nil
 	}
+	to := min(limit, st.cursor+max(st.span, int64(u.cfg.Interval)))
 	res, err := u.cl.Get(ctx, st.e.Key, st.cursor, to, wire.GetOptions{})
 	if err != nil {
 		st.span = max(st.span/2, int64(u.cfg.Interval))
@@ -536,7 +543,7 @@ func (u *Uplink) collect(ctx context.Context, st *state, edge int64, room int) (
 		u.sink.points(&st.e, &pts)
 	}
 	countWindows(p.add, pts.T, u.lateWidth())
-	p.to, p.points = to, pts.Len()
+	p.to, p.points, p.behind = to, pts.Len(), to < limit
 	return p, nil
 }
 
