@@ -3,14 +3,19 @@ package uplink
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/store"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // pmuBatch is what a raw uplink forwards of a substation in one pass: 40 channels
@@ -61,4 +66,70 @@ func BenchmarkSendRaw(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/point")
 	b.ReportMetric(float64(sent)/float64(b.N*n), "wire-B/point")
+}
+
+// BenchmarkForwardRaw is what a raw uplink costs its node per point: the passes that
+// read a substation's minute back from a one-node cluster (disk store, rf 1, as
+// scripts/footprint runs it), format it as line protocol, gzip it and send it to a
+// server that discards it. Each iteration forwards the same minute again from its
+// start.
+func BenchmarkForwardRaw(b *testing.B) {
+	ctx := context.Background()
+	lc, err := tsdb.StartLocal(ctx, 1, b.TempDir(), func(i int, cfg *tsdb.Config) {
+		cfg.RF = 1
+		st, err := store.OpenPebble(filepath.Join(cfg.DHT.DataDir, "store"), store.DefaultPebbleOptions())
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.Store = st
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lc.Close()
+	es, ps := pmuBatch(time.Minute)
+	n := 0
+	// The minute ends half a minute ago: the passes then read what a forwarder reads,
+	// and little empty time after it.
+	base := time.Now().Add(-90 * time.Second).Truncate(10 * time.Second).UnixNano()
+	shift := base - ps[0].T[0]
+	for i := range es {
+		for j := range ps[i].T {
+			ps[i].T[j] += shift
+		}
+		if _, err := lc.Nodes[0].Coordinator().Put(ctx, es[i].Key, ps[i], wire.PutOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		n += ps[i].Len()
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	u, err := New(Config{URL: "influx+" + srv.URL + "/db", Select: catalog.Query{Prefix: "sub7/"}, LateEvery: time.Hour},
+		lc.Nodes[0].Coordinator(), lc.Nodes[0].DHT(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer u.sink.close()
+	b.ResetTimer()
+	for range b.N {
+		for _, st := range u.states {
+			st.cursor = base
+		}
+		for passes := 1; u.pass(ctx); passes++ {
+			if passes > 1000 {
+				b.Fatalf("still forwarding after %d passes: %+v", passes, u.Stats())
+			}
+		}
+		if len(u.states) != len(es) {
+			b.Fatalf("the uplink forwards %d series, want %d", len(u.states), len(es))
+		}
+	}
+	b.StopTimer()
+	if s := u.Stats(); s.SentPoints != int64(b.N*n) {
+		b.Fatalf("sent %d points, want %d", s.SentPoints, b.N*n)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/point")
 }

@@ -25,6 +25,7 @@ import (
 type Cluster interface {
 	Series(ctx context.Context, q catalog.Query) ([]catalog.Entry, error)
 	Get(ctx context.Context, key string, from, to int64, opt wire.GetOptions) (wire.Result, error)
+	GetMany(ctx context.Context, items []coord.SeriesRange, opt wire.GetOptions) ([]coord.ManyResult, error)
 	Aggregate(ctx context.Context, key string, from, to, every int64, opt wire.GetOptions) (wire.AggResult, error)
 	Latest(ctx context.Context, key string, since, before int64) (series.Points, error)
 	PutMany(ctx context.Context, puts []coord.SeriesPut, opt wire.PutOptions) []coord.SeriesResult
@@ -371,6 +372,11 @@ type pending struct {
 	add    map[int64]int64 // late-check windows: points added
 	set    map[int64]int64 // late-check windows: points now (forwarded again)
 	points int
+	// behind says collect stopped short of what it could forward now (the batch was
+	// full, or a read's span ended first): the next pass follows at once. Stopping at
+	// the multiple of the interval the horizon has just passed is not behind: the rest
+	// waits for the next regular look.
+	behind bool
 }
 
 // pass forwards one batch and reports whether more is waiting. Windows forwarded
@@ -415,19 +421,23 @@ func (u *Uplink) pass(ctx context.Context) (more bool) {
 	if len(pends) > 0 {
 		return u.flush(ctx, pends, sts, edge, now)
 	}
-	for _, st := range sts {
+	var reads map[*state]rawRead
+	for i, st := range sts {
 		if room <= 0 || u.sink.size() >= MaxBatchBytes {
 			more = true
 			break
 		}
-		p, err := u.collect(ctx, st, edge, room)
+		if u.every() == 0 && i%readGroup == 0 {
+			reads = u.readRaw(ctx, sts[i:min(i+readGroup, len(sts))], edge)
+		}
+		p, err := u.collect(ctx, st, edge, room, reads[st])
 		if err != nil {
 			u.fail(err)
 			continue
 		}
 		pends = append(pends, p)
 		room -= p.points
-		if p.to < edge {
+		if p.behind {
 			more = true
 		}
 	}
@@ -481,9 +491,63 @@ func (u *Uplink) flush(ctx context.Context, pends []pending, sts []*state, edge 
 	return true
 }
 
+// readGroup is how many series' raw reads one GetMany asks for: one request per node
+// for the group instead of one per series, and at most that many reads held at once.
+const readGroup = 16
+
+// rawRead is a series' next raw read: [from, to), and how far it could read now.
+type rawRead struct {
+	ok        bool // there is something to read
+	to, limit int64
+	res       wire.Result
+	err       error
+}
+
+// rawRange is the range of a series' next raw read: up to the multiple of the interval
+// the horizon has just passed (nextLook), whole quanta of a quantum that divides the
+// interval, and not the first moments of the next one, which a read would decode with
+// all its blocks (and again at the next look). A cursor at that multiple waits for the
+// next look (ok false).
+func (u *Uplink) rawRange(st *state, edge int64) (to, limit int64, ok bool) {
+	limit = edge - edge%int64(u.cfg.Interval)
+	if st.cursor >= limit {
+		return 0, limit, false
+	}
+	return min(limit, st.cursor+max(st.span, int64(u.cfg.Interval))), limit, true
+}
+
+// readRaw reads the next raw range of each series of sts in one GetMany.
+func (u *Uplink) readRaw(ctx context.Context, sts []*state, edge int64) map[*state]rawRead {
+	out := make(map[*state]rawRead, len(sts))
+	var items []coord.SeriesRange
+	var who []*state
+	for _, st := range sts {
+		if to, limit, ok := u.rawRange(st, edge); ok {
+			items = append(items, coord.SeriesRange{Key: st.e.Key, From: st.cursor, To: to})
+			who = append(who, st)
+			out[st] = rawRead{ok: true, to: to, limit: limit}
+		}
+	}
+	if len(items) == 0 {
+		return out
+	}
+	res, err := u.cl.GetMany(ctx, items, wire.GetOptions{})
+	for i, st := range who {
+		r := out[st]
+		if err != nil {
+			r.err = err
+		} else {
+			r.res, r.err = res[i].Result, res[i].Err
+		}
+		out[st] = r
+	}
+	return out
+}
+
 // collect adds to the batch what follows a series' cursor, at most room points (or
-// windows), and returns what the batch advances.
-func (u *Uplink) collect(ctx context.Context, st *state, edge int64, room int) (pending, error) {
+// windows), and returns what the batch advances. A raw uplink's read is rd, from
+// readRaw (the zero value: nothing to read).
+func (u *Uplink) collect(ctx context.Context, st *state, edge int64, room int, rd rawRead) (pending, error) {
 	p := pending{st: st, to: st.cursor, add: map[int64]int64{}}
 	if st.cursor >= edge || room <= 0 {
 		return p, nil
@@ -504,22 +568,18 @@ func (u *Uplink) collect(ctx context.Context, st *state, edge int64, room int) (
 		for _, w := range ws {
 			p.add[w.Start] = w.Count
 		}
-		p.to, p.points = to, len(ws)
+		p.to, p.points, p.behind = to, len(ws), to < edge
 		return p, nil
 	}
-	to := min(edge, st.cursor+max(st.span, int64(u.cfg.Interval)))
-	if iv := int64(u.cfg.Interval); to == edge && to-to%iv > st.cursor {
-		// Up to the multiple of the interval the horizon has just passed (nextLook):
-		// whole quanta of a quantum that divides the interval, and not the first
-		// moments of the next one, which a read would decode with all its blocks.
-		to -= to % iv
+	if !rd.ok {
+		return p, nil
 	}
-	res, err := u.cl.Get(ctx, st.e.Key, st.cursor, to, wire.GetOptions{})
-	if err != nil {
+	to, limit := rd.to, rd.limit
+	if rd.err != nil {
 		st.span = max(st.span/2, int64(u.cfg.Interval))
-		return p, fmt.Errorf("reading %q: %w", st.e.Key, err)
+		return p, fmt.Errorf("reading %q: %w", st.e.Key, rd.err)
 	}
-	pts := res.Points
+	pts := rd.res.Points
 	// The next read's span: longer after a read that found few points (a sparse or
 	// idle series), shorter after one that filled the batch.
 	switch n := pts.Len(); {
@@ -536,7 +596,7 @@ func (u *Uplink) collect(ctx context.Context, st *state, edge int64, room int) (
 		u.sink.points(&st.e, &pts)
 	}
 	countWindows(p.add, pts.T, u.lateWidth())
-	p.to, p.points = to, pts.Len()
+	p.to, p.points, p.behind = to, pts.Len(), to < limit
 	return p, nil
 }
 

@@ -113,13 +113,14 @@ func (l *lineEncoder) head(e *catalog.Entry) (prefix []byte, field string) {
 
 func (l *lineEncoder) points(e *catalog.Entry, pts *series.Points) {
 	prefix, field := l.head(e)
+	// Each line begins with the series' measurement, tags, field and '=': formatted
+	// once per series, copied once per point.
+	prefix = append(append(prefix, field...), '=')
 	for i, t := range pts.T {
 		if pts.Type == series.Float && (math.IsNaN(pts.F[i]) || math.IsInf(pts.F[i], 0)) {
 			continue // line protocol has no NaN or infinity
 		}
 		l.buf = append(l.buf, prefix...)
-		l.buf = append(l.buf, field...)
-		l.buf = append(l.buf, '=')
 		switch pts.Type {
 		case series.Float:
 			l.buf = strconv.AppendFloat(l.buf, pts.F[i], 'g', -1, 64)
