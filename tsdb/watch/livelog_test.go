@@ -144,12 +144,16 @@ func TestPollGroups(t *testing.T) {
 	}
 }
 
-// followers counts the subscriptions that follow key's live log.
+// followers counts the subscriptions that follow key's live log, in groups or not.
 func followers(h *Hub, key string) int {
 	h.mu.Lock() // before lg.mu, as Hub.forget takes them
 	defer h.mu.Unlock()
 	lg := h.logs[key]
 	lg.mu.Lock()
 	defer lg.mu.Unlock()
-	return len(lg.follow)
+	n := len(lg.follow)
+	for g := range lg.groups {
+		n += len(g.members)
+	}
+	return n
 }
