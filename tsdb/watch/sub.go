@@ -56,27 +56,29 @@ const historySpan = int64(10 * time.Minute)
 
 // sub is one subscription.
 type sub struct {
+	// What a poll reads of each subscription, together (one cache line).
+	id       uint64
+	ses      *session
+	poll     uint64       // the last poll that took it (Hub.polled); guarded by h.mu
+	one      *keyState    // the series of a subscription of one series (it may follow its log); set at Open
+	over     atomic.Bool  // err is set (read without mu by a poll of its group)
+	polledAt atomic.Int64 // when it was last polled (ns)
+
 	h       *Hub
-	id      uint64
 	from    int64
 	after   map[string]int64
 	query   catalog.Query
 	selects bool // re-selected by prefix or tags
 	ctx     context.Context
 	cancel  context.CancelFunc
-	ses     *session
-	poll    uint64 // the last poll that took it (Hub.polled); guarded by h.mu
 
 	mu       sync.Mutex
 	keys     map[string]*keyState
-	one      *keyState       // the series of a subscription of one series (it may follow its log)
 	runs     []wire.WatchRun // not yet acknowledged by the subscriber
 	base     uint64          // runs acknowledged before runs[0]
 	buffered int             // points in runs and pending lists
 	seamHeld int             // timestamps held in the keys' seams
 	err      error           // why it ended
-	over     atomic.Bool     // err is set (read without mu by a poll of its group)
-	polledAt atomic.Int64    // when it was last polled (ns)
 	space    chan struct{}   // the subscriber acknowledged runs
 	// The series whose history is still to read: urgent ones (live points wait for
 	// them) before the rest, by at most historyReaders goroutines (readers).
@@ -95,23 +97,23 @@ type keyState struct {
 	// seamN), until seamUntil; nil once dropped.
 	seam      []int64
 	seamUntil time.Time
-	// The series' live log (livelog.go). genFrom is where the subscription began to
-	// take the log's runs itself, liveN how many it took since (sub.live); from is the
-	// next run of a follower; behind, the points of the log a cut follower had not
-	// acknowledged; ownPts, the points of the subscription's own runs while it
-	// follows. following, cut, from, genFrom, behind and ownPts are guarded by log.mu.
+	// The series' live log (livelog.go). A follower in a group (group.go): grp, its
+	// Seen less the group's position (off; the three read by each poll, together), the
+	// group's ring count when it joined (joinRn); exit, what it takes as its own once
+	// it left. genFrom is where the subscription began to take the log's runs itself,
+	// liveN how many it took since (sub.live); from is the next run of a follower;
+	// behind, the points of the log a cut follower had not acknowledged; ownPts, the
+	// points of the subscription's own runs while it follows. following, cut, from,
+	// genFrom, behind, ownPts, grp, off, joinRn and exit are guarded by log.mu.
 	log            *liveLog
+	grp            *followGroup
+	off            uint64
+	joinRn         int
+	exit           *groupExit
 	following, cut bool
 	from, genFrom  uint64
 	liveN          uint64
 	behind, ownPts uint64
-	// A follower in a group (group.go): grp, its Seen less the group's position
-	// (off), the group's ring count when it joined (joinRn); exit, what it takes as
-	// its own once it left. Guarded by log.mu.
-	grp    *followGroup
-	off    uint64
-	joinRn int
-	exit   *groupExit
 }
 
 func newSub(h *Hub, id uint64, req *wire.WatchOpenReq, q catalog.Query, selects bool, ses *session) *sub {
