@@ -3,8 +3,10 @@ package watch
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,6 +170,8 @@ type groupClient struct {
 	seen    map[uint64]uint64
 	got     map[uint64][]string // "t", or "late t"
 	groups  []int               // the sizes of the groups of the last answer not empty
+	answers int                 // answers to a subscription
+	inGroup int                 // answers to a subscription in a group of several
 }
 
 // poll polls once, waiting up to wait; the answers of the subscriptions in lose are
@@ -187,6 +191,7 @@ func (c *groupClient) poll(wait time.Duration, lose ...uint64) {
 			return
 		}
 		c.seen[id] = seen
+		c.answers++
 		for _, r := range runs {
 			for _, x := range r.Points.T {
 				c.got[id] = append(c.got[id], map[bool]string{true: "late ", false: ""}[r.Late]+fmt.Sprint(x))
@@ -204,6 +209,9 @@ func (c *groupClient) poll(wait time.Duration, lose ...uint64) {
 	}
 	for _, g := range resp.Groups {
 		c.groups = append(c.groups, len(g.IDs))
+		if len(g.IDs) > 1 {
+			c.inGroup += len(g.IDs)
+		}
 		for _, id := range g.IDs {
 			take(id, g.Runs, c.seen[id]+uint64(len(g.Runs)))
 		}
@@ -348,6 +356,88 @@ func TestGroups(t *testing.T) {
 		for _, b := range resp.Subs {
 			if b.Ended != "" && !strings.Contains(b.Ended, fmt.Sprintf("buffer of %d", buffer)) {
 				t.Fatalf("subscription %d ended with %q; want the buffer named", b.ID, b.Ended)
+			}
+		}
+	}
+}
+
+// TestGroupsConcurrent: sessions of one series' subscriptions polled while the series
+// is written (in rounds, each after the subscribers caught up, as a paced writer's),
+// late points among the writes, answers lost at random: each subscription gets
+// every point once, in order, the late ones flagged, and most answers went to groups.
+func TestGroupsConcurrent(t *testing.T) {
+	const sessions, perSession, writes, round = 3, 20, 300, 5
+	h, src := newTestHub(t, 0)
+	clients := make([]*groupClient, sessions)
+	for i := range clients {
+		c := &groupClient{t: t, h: h, session: uint64(100 + i), seen: map[uint64]uint64{}, got: map[uint64][]string{}}
+		for range perSession {
+			id, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "k", From: 1, Session: c.session})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitReady(t, h, id) // history read: every point is live, a late one flagged
+			c.ids = append(c.ids, id)
+		}
+		clients[i] = c
+	}
+	var want []string
+	for i := int64(1); i <= writes; i++ {
+		want = append(want, fmt.Sprint(10*i))
+		if i%25 == 0 {
+			want = append(want, fmt.Sprintf("late %d", 10*i-5))
+		}
+	}
+	caught := make([]atomic.Int64, sessions) // the fewest points a subscription of each session got
+	done := make(chan struct{})
+	for i, c := range clients {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			rnd := rand.New(rand.NewPCG(c.session, 1))
+			deadline := time.Now().Add(20 * time.Second)
+			for caught[i].Load() < int64(len(want)) && time.Now().Before(deadline) {
+				var lose []uint64
+				for _, id := range c.ids {
+					if rnd.IntN(20) == 0 {
+						lose = append(lose, id)
+					}
+				}
+				c.poll(50*time.Millisecond, lose...)
+				least := len(want)
+				for _, id := range c.ids {
+					least = min(least, len(c.got[id]))
+				}
+				caught[i].Store(int64(least))
+			}
+		}()
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	written := 0
+	for i := int64(1); i <= writes; i++ {
+		src.write(h, "k", 10*i)
+		written++
+		if i%25 == 0 {
+			src.write(h, "k", 10*i-5)
+			written++
+		}
+		for i%round == 0 && slices.ContainsFunc(clients, func(c *groupClient) bool { return caught[c.session-100].Load() < int64(written) }) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the subscribers did not catch up with %d points in 20s", written)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for range clients {
+		<-done
+	}
+	for _, c := range clients {
+		t.Logf("session %d: %d of %d answers in groups", c.session, c.inGroup, c.answers)
+		if c.inGroup < c.answers/2 {
+			t.Errorf("session %d: %d of %d answers to subscriptions in groups of several; want most", c.session, c.inGroup, c.answers)
+		}
+		for _, id := range c.ids {
+			if g := strings.Join(c.got[id], ","); g != strings.Join(want, ",") {
+				t.Fatalf("subscription %d got\n%s\nwant\n%s", id, g, strings.Join(want, ","))
 			}
 		}
 	}
