@@ -21,9 +21,9 @@ import (
 // is not newer than every point before it in the log (a late point or a duplicate:
 // each subscription tells those apart with what it delivered, sub.deliver), and
 // rejoins once it is caught up again. Followers of one session at one position are
-// stepped and answered together, as a group (group.go). Every other subscription of the series (not
-// ready yet, of many series, or off the log) takes each run itself (sub.live), as
-// the log hands them out.
+// stepped and answered together, as a group (group.go). Every other subscription of
+// the series (not ready yet, of many series, or off the log) takes each run itself
+// (sub.live), as the log hands them out.
 
 // logEntry is what the log knows of one run beside it.
 type logEntry struct {
