@@ -131,33 +131,16 @@ func (c *Client) serveFrom(ctx context.Context, addr string, req *wire.WatchOpen
 	case s.node <- addr:
 	default:
 	}
-	ws := p.add(open.ID)
+	// The poller hands the runs to out itself, noting req.After; once removed it
+	// hands none, and req.After is the next node's.
+	ws := p.add(ctx, open.ID, out, req.After)
 	defer p.remove(open.ID)
-	for {
-		select {
-		case <-ctx.Done():
-			go p.close(open.ID)
-			return ctx.Err()
-		case err := <-ws.fail:
-			return err
-		case b := <-ws.batches:
-			if b.Ended != "" {
-				return errors.New(b.Ended)
-			}
-			for _, r := range b.Runs {
-				select {
-				case out <- r:
-				case <-ctx.Done():
-					go p.close(open.ID)
-					return ctx.Err()
-				}
-				if n := r.Points.Len(); n > 0 && !r.Late {
-					if last, ok := req.After[r.Key]; !ok || r.Points.T[n-1] > last {
-						req.After[r.Key] = r.Points.T[n-1]
-					}
-				}
-			}
-		}
+	select {
+	case <-ctx.Done():
+		go p.close(open.ID)
+		return ctx.Err()
+	case err := <-ws.fail:
+		return err
 	}
 }
 
@@ -174,12 +157,20 @@ type poller struct {
 	running bool
 }
 
-// watchSub is one subscription's share of a poller.
+// watchSub is one subscription's share of a poller: the poller hands its runs to out
+// (no goroutine between: a thousand subscriptions of a client are a thousand channel
+// sends a point, not two thousand) and notes in after the last point of each series
+// handed.
 type watchSub struct {
-	seen    uint64
-	batches chan wire.WatchBatch
-	fail    chan error    // the node could not be polled
-	gone    chan struct{} // closed when the subscription leaves the poller
+	seen uint64 // under poller.mu
+	ctx  context.Context
+	fail chan error    // why it ended at the node, or the node could not be polled
+	gone chan struct{} // closed when the subscription leaves the poller
+	// mu is held while runs are handed: leaving waits for it, so that after is
+	// settled and out no longer written once remove returns.
+	mu    sync.Mutex
+	out   chan<- Run
+	after map[string]int64
 }
 
 // pollerOf returns the client's poller of node addr.
@@ -197,9 +188,10 @@ func (c *Client) pollerOf(addr string) *poller {
 	return p
 }
 
-// add has the poller poll subscription id.
-func (p *poller) add(id uint64) *watchSub {
-	ws := &watchSub{batches: make(chan wire.WatchBatch, 4), fail: make(chan error, 1), gone: make(chan struct{})}
+// add has the poller poll subscription id and hand its runs to out while ctx lasts,
+// noting the last point of each series in after.
+func (p *poller) add(ctx context.Context, id uint64, out chan<- Run, after map[string]int64) *watchSub {
+	ws := &watchSub{ctx: ctx, fail: make(chan error, 1), gone: make(chan struct{}), out: out, after: after}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.subs[id] = ws
@@ -210,13 +202,19 @@ func (p *poller) add(id uint64) *watchSub {
 	return ws
 }
 
-// remove stops polling subscription id.
+// remove stops polling subscription id and returns once no run is being handed to
+// it.
 func (p *poller) remove(id uint64) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if ws := p.subs[id]; ws != nil {
+	ws := p.subs[id]
+	if ws != nil {
 		close(ws.gone)
 		delete(p.subs, id)
+	}
+	p.mu.Unlock()
+	if ws != nil {
+		ws.mu.Lock() // a hand in progress sees gone and stops
+		ws.mu.Unlock()
 	}
 }
 
@@ -267,7 +265,7 @@ func (p *poller) run() {
 		if err != nil {
 			p.mu.Lock()
 			for id, ws := range p.subs {
-				ws.fail <- fmt.Errorf("polling node %s: %w", p.addr, err)
+				ws.ended(fmt.Errorf("polling node %s: %w", p.addr, err))
 				close(ws.gone)
 				delete(p.subs, id)
 			}
@@ -298,13 +296,55 @@ func (p *poller) hand(b wire.WatchBatch, grouped bool) {
 	if ws == nil {
 		return
 	}
-	select {
-	case ws.batches <- b:
-		p.mu.Lock()
-		ws.seen = b.Seen
-		p.mu.Unlock()
-	case <-ws.gone:
+	if b.Ended != "" {
+		ws.ended(errors.New(b.Ended))
+		return
 	}
+	if !ws.hand(b.Runs) {
+		return
+	}
+	p.mu.Lock()
+	ws.seen = b.Seen
+	p.mu.Unlock()
+}
+
+// ended tells the subscription's serveFrom why it ended, unless it was told already.
+func (ws *watchSub) ended(err error) {
+	select {
+	case ws.fail <- err:
+	default:
+	}
+}
+
+// hand hands runs to the subscriber, in order, and reports whether it took them all:
+// not when the subscription left the poller or its context ended.
+func (ws *watchSub) hand(runs []Run) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	select {
+	case <-ws.gone:
+		return false
+	default:
+	}
+	for _, r := range runs {
+		select {
+		case ws.out <- r:
+		default: // the subscriber is behind: wait for it
+			select {
+			case ws.out <- r:
+			case <-ws.gone:
+				return false
+			case <-ws.ctx.Done():
+				return false
+			}
+		}
+		if n := r.Points.Len(); n > 0 && !r.Late {
+			if last, ok := ws.after[r.Key]; !ok || r.Points.T[n-1] > last {
+				ws.after[r.Key] = r.Points.T[n-1]
+			}
+		}
+	}
+	return true
 }
 
 // learnAddrs returns addrs with the live members addr knows of added, so that the

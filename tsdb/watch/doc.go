@@ -15,5 +15,7 @@
 //     the node sees a notification lost and sends its subscribers to the store.
 //   - subscriptions (sub.go): per subscriber, the series it watches, the seam between
 //     history and live, and a bounded buffer of runs the subscriber long-polls
-//     (wire.MethodWatchNext).
+//     (wire.MethodWatchNext); a series' subscriptions that caught up share its
+//     live log (livelog.go), and those of one session at one position of it are
+//     stepped and answered as one group (group.go).
 package watch

@@ -360,8 +360,11 @@ func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNext
 		resp := &wire.WatchNextResp{}
 		h.mu.Lock()
 		polled := h.polled(req.Cursors, ses, resp)
+		poll := h.polls
 		h.mu.Unlock()
 		budget := wire.MaxWatchAnswerPoints
+		// The followers in groups first, once per group (group.go); then each other one.
+		polled = h.stepGroups(poll, polled, resp, &budget, req.Groups)
 		now := time.Now()
 		for _, p := range polled {
 			b, ok, ended := p.s.take(now, p.seen, &budget)

@@ -20,9 +20,10 @@ import (
 // taking what it has not been acknowledged as runs of its own, at the first run that
 // is not newer than every point before it in the log (a late point or a duplicate:
 // each subscription tells those apart with what it delivered, sub.deliver), and
-// rejoins once it is caught up again. Every other subscription of the series (not
-// ready yet, of many series, or off the log) takes each run itself (sub.live), as
-// the log hands them out.
+// rejoins once it is caught up again. Followers of one session at one position are
+// stepped and answered together, as a group (group.go). Every other subscription of
+// the series (not ready yet, of many series, or off the log) takes each run itself
+// (sub.live), as the log hands them out.
 
 // logEntry is what the log knows of one run beside it.
 type logEntry struct {
@@ -31,8 +32,9 @@ type logEntry struct {
 }
 
 // liveLog is one series' live log; positions count the runs appended since it was
-// made. Its fields and the follow state of its subscriptions' keyStates (following,
-// cut, from, genFrom) are guarded by mu, taken after the subscription's mu.
+// made. Its fields, its groups and the follow state of its subscriptions' keyStates
+// (following, cut, from, genFrom, grp, off, joinRn, exit) are guarded by mu, taken
+// after the subscription's mu.
 type liveLog struct {
 	mu      sync.Mutex
 	first   uint64          // position of runs[0]
@@ -43,7 +45,8 @@ type liveLog struct {
 	last    int64           // newest time appended (math.MinInt64 before any)
 	trimAt  int             // len(runs) at which runs no follower needs are dropped
 	generic map[*sub]*keyState
-	follow  map[*sub]*keyState
+	follow  map[*sub]*keyState // followers not in a group
+	groups  map[*followGroup]struct{}
 	// sessions counts the subscriptions of each session watching the series: a
 	// notification wakes each session once.
 	sessions map[*session]int
@@ -55,7 +58,7 @@ const logRuns = 16
 
 func newLiveLog() *liveLog {
 	return &liveLog{last: math.MinInt64, trimAt: logRuns, generic: map[*sub]*keyState{}, follow: map[*sub]*keyState{},
-		sessions: map[*session]int{}}
+		groups: map[*followGroup]struct{}{}, sessions: map[*session]int{}}
 }
 
 // end is the position the next run appended takes; lg.mu held.
@@ -72,12 +75,19 @@ func (lg *liveLog) add(s *sub, ks *keyState) {
 func (lg *liveLog) remove(s *sub) bool {
 	_, g := lg.generic[s]
 	_, f := lg.follow[s]
-	if g || f { // a follower cut off is neither
+	var member *keyState
+	if ks := s.one; ks != nil && ks.log == lg && ks.grp != nil {
+		member = ks
+	}
+	if g || f || member != nil { // a follower cut off is none
 		delete(lg.generic, s)
 		delete(lg.follow, s)
+		if member != nil {
+			lg.dropMember(member.grp, s, member)
+		}
 		lg.forgetSession(s.ses)
 	}
-	return len(lg.generic)+len(lg.follow) == 0
+	return len(lg.generic)+len(lg.follow)+len(lg.groups) == 0
 }
 
 // forgetSession counts one subscription of ses less; lg.mu held.
@@ -99,7 +109,7 @@ func (lg *liveLog) append(key string, pts series.Points, buffer int, generic, cu
 	for _, t := range pts.T {
 		lg.last = max(lg.last, t)
 	}
-	if len(lg.follow) == 0 && len(lg.runs) == 0 {
+	if len(lg.follow)+len(lg.groups) == 0 && len(lg.runs) == 0 {
 		// Nobody reads it by position: the log keeps its count, not the run.
 		lg.first++
 		lg.total += uint64(pts.Len())
@@ -132,17 +142,31 @@ func (lg *liveLog) keep(key string, pts series.Points, inOrder bool) {
 // trim drops the runs every follower has acknowledged and cuts the followers more
 // than buffer points behind; lg.mu held.
 func (lg *liveLog) trim(buffer int, cut []*sub) []*sub {
+	cutOff := func(s *sub, ks *keyState, n uint64) {
+		ks.following, ks.cut, ks.behind = false, true, n
+		lg.forgetSession(s.ses)
+		cut = append(cut, s)
+	}
 	for s, ks := range lg.follow {
 		if n := lg.total - lg.cumBefore(ks.from) + ks.ownPts; n > uint64(buffer) {
-			ks.following, ks.cut, ks.behind = false, true, n
 			delete(lg.follow, s)
-			lg.forgetSession(s.ses)
-			cut = append(cut, s)
+			cutOff(s, ks, n)
+		}
+	}
+	for g := range lg.groups {
+		if n := lg.total - lg.cumBefore(g.from); n > uint64(buffer) {
+			for s, ks := range g.members {
+				lg.dropMember(g, s, ks)
+				cutOff(s, ks, n)
+			}
 		}
 	}
 	keep := lg.end()
 	for _, ks := range lg.follow {
 		keep = min(keep, ks.from)
+	}
+	for g := range lg.groups {
+		keep = min(keep, g.from)
 	}
 	if n := int(keep - lg.first); n > 0 {
 		lg.base = lg.cumBefore(keep)
@@ -207,6 +231,10 @@ func (s *sub) takeFollowed(ks *keyState, seen uint64, budget *int) (b wire.Watch
 	lg := ks.log
 	lg.mu.Lock()
 	defer lg.mu.Unlock()
+	if ks.grp != nil { // polled on its own: a follower of its own
+		lg.leave(s, ks)
+	}
+	s.settle(ks)
 	if ks.cut {
 		s.endLocked(fellBehind(ks.behind, s.h.cfg.Buffer))
 		return wire.WatchBatch{}, false, false
@@ -234,6 +262,9 @@ func (s *sub) takeFollowed(ks *keyState, seen uint64, budget *int) (b wire.Watch
 	if avail == 0 && ks.from < lg.end() {
 		s.unfollow(ks)
 		return wire.WatchBatch{}, false, false
+	}
+	if len(s.runs) == 0 {
+		lg.join(s, ks) // its next polls are its group's
 	}
 	i := int(ks.from - lg.first)
 	mine := fit(s.runs, budget, true)
@@ -272,9 +303,9 @@ func (s *sub) unfollow(ks *keyState) {
 
 // delivered notes pts, in order and newer than every point delivered before, as
 // delivered.
-func (ks *keyState) delivered(pts *series.Points) {
+func (d *delivery) delivered(pts *series.Points) {
 	for _, t := range pts.T[max(0, pts.Len()-recentN):] {
-		ks.remember(t)
+		d.remember(t)
 	}
-	ks.last = pts.T[pts.Len()-1]
+	d.last = pts.T[pts.Len()-1]
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tsdht/tsdht/tsdb/catalog"
@@ -55,27 +56,30 @@ const historySpan = int64(10 * time.Minute)
 
 // sub is one subscription.
 type sub struct {
+	// What a poll reads of each subscription, together (one cache line).
+	id       uint64
+	ses      *session
+	poll     uint64       // the last poll that took it (Hub.polled); guarded by h.mu
+	one      *keyState    // the series of a subscription of one series (it may follow its log); set at Open
+	over     atomic.Bool  // err is set (read without mu by a poll of its group)
+	polledAt atomic.Int64 // when it was last polled (ns)
+
 	h       *Hub
-	id      uint64
 	from    int64
 	after   map[string]int64
 	query   catalog.Query
 	selects bool // re-selected by prefix or tags
 	ctx     context.Context
 	cancel  context.CancelFunc
-	ses     *session
-	poll    uint64 // the last poll that took it (Hub.polled); guarded by h.mu
 
 	mu       sync.Mutex
 	keys     map[string]*keyState
-	one      *keyState       // the series of a subscription of one series (it may follow its log)
 	runs     []wire.WatchRun // not yet acknowledged by the subscriber
 	base     uint64          // runs acknowledged before runs[0]
 	buffered int             // points in runs and pending lists
 	seamHeld int             // timestamps held in the keys' seams
 	err      error           // why it ended
-	polled   time.Time
-	space    chan struct{} // the subscriber acknowledged runs
+	space    chan struct{}   // the subscriber acknowledged runs
 	// The series whose history is still to read: urgent ones (live points wait for
 	// them) before the rest, by at most historyReaders goroutines (readers).
 	todo, urgent []string
@@ -84,23 +88,28 @@ type sub struct {
 
 // keyState is one series of a subscription.
 type keyState struct {
-	reading bool            // its history is being read, or was
-	ready   bool            // its history is delivered
-	pending []series.Points // live points that came while its history was read
-	start   int64           // the first time delivered
-	last    int64           // the newest time delivered (start-1 before any)
-	recent  [recentN]int64  // ring of the last timestamps delivered
-	rn      int             // timestamps in the ring so far
+	reading  bool            // its history is being read, or was
+	ready    bool            // its history is delivered
+	pending  []series.Points // live points that came while its history was read
+	start    int64           // the first time delivered
+	delivery                 // the newest time delivered (start-1 before any) and the last recentN
 	// seam holds the timestamps the history windows delivered, ascending (the newest
 	// seamN), until seamUntil; nil once dropped.
 	seam      []int64
 	seamUntil time.Time
-	// The series' live log (livelog.go). genFrom is where the subscription began to
-	// take the log's runs itself, liveN how many it took since (sub.live); from is the
-	// next run of a follower; behind, the points of the log a cut follower had not
-	// acknowledged; ownPts, the points of the subscription's own runs while it
-	// follows. following, cut, from, genFrom, behind and ownPts are guarded by log.mu.
+	// The series' live log (livelog.go). A follower in a group (group.go): grp, its
+	// Seen less the group's position (off; the three read by each poll, together), the
+	// group's ring count when it joined (joinRn); exit, what it takes as its own once
+	// it left. genFrom is where the subscription began to take the log's runs itself,
+	// liveN how many it took since (sub.live); from is the next run of a follower;
+	// behind, the points of the log a cut follower had not acknowledged; ownPts, the
+	// points of the subscription's own runs while it follows. following, cut, from,
+	// genFrom, behind, ownPts, grp, off, joinRn and exit are guarded by log.mu.
 	log            *liveLog
+	grp            *followGroup
+	off            uint64
+	joinRn         int
+	exit           *groupExit
 	following, cut bool
 	from, genFrom  uint64
 	liveN          uint64
@@ -109,8 +118,10 @@ type keyState struct {
 
 func newSub(h *Hub, id uint64, req *wire.WatchOpenReq, q catalog.Query, selects bool, ses *session) *sub {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &sub{h: h, id: id, from: req.From, after: req.After, query: q, selects: selects, ctx: ctx, cancel: cancel, ses: ses,
-		keys: map[string]*keyState{}, polled: time.Now(), space: make(chan struct{}, 1)}
+	s := &sub{h: h, id: id, from: req.From, after: req.After, query: q, selects: selects, ctx: ctx, cancel: cancel, ses: ses,
+		keys: map[string]*keyState{}, space: make(chan struct{}, 1)}
+	s.polledAt.Store(time.Now().UnixNano())
+	return s
 }
 
 // addKeys adds the keys not watched yet (up to wire.MaxWatchSeries) and returns them;
@@ -127,7 +138,8 @@ func (s *sub) addKeys(keys []string) []string {
 		if a, ok := s.after[k]; ok && a < math.MaxInt64 {
 			start = max(start, a+1)
 		}
-		ks := &keyState{start: start, last: start - 1}
+		ks := &keyState{start: start}
+		ks.last = start - 1
 		s.keys[k] = ks
 		if !s.selects {
 			s.one = ks
@@ -336,10 +348,7 @@ func (s *sub) deliver(key string, ks *keyState, pts series.Points) {
 	if s.fresh(ks, &pts) {
 		// Every point is newer than the last delivered, in order: the run shares the
 		// points, which nobody changes once stored.
-		for _, t := range pts.T[max(0, pts.Len()-recentN):] {
-			ks.remember(t)
-		}
-		ks.last = pts.T[pts.Len()-1]
+		ks.delivered(&pts)
 		s.addRun(wire.WatchRun{Key: key, Points: pts})
 		s.buffered += pts.Len()
 		s.checkFull()
@@ -442,14 +451,22 @@ func (s *sub) inSeam(ks *keyState, t int64) bool {
 	return found
 }
 
-func (ks *keyState) remember(t int64) {
-	ks.recent[ks.rn%recentN] = t
-	ks.rn++
+// delivery is what is remembered of the points of one series delivered: the newest,
+// and the last recentN, to tell a duplicate from a late point.
+type delivery struct {
+	last   int64
+	recent [recentN]int64 // ring of the last timestamps delivered
+	rn     int            // timestamps in the ring so far
 }
 
-func (ks *keyState) seen(t int64) bool {
-	for i := 0; i < min(ks.rn, recentN); i++ {
-		if ks.recent[i] == t {
+func (d *delivery) remember(t int64) {
+	d.recent[d.rn%recentN] = t
+	d.rn++
+}
+
+func (d *delivery) seen(t int64) bool {
+	for i := 0; i < min(d.rn, recentN); i++ {
+		if d.recent[i] == t {
 			return true
 		}
 	}
@@ -475,15 +492,14 @@ func (s *sub) endLocked(err error) {
 		return
 	}
 	s.err = err
+	s.over.Store(true)
 	s.runs = nil
 	s.cancel()
 	s.ses.signal()
 }
 
 func (s *sub) idle(now time.Time) time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return now.Sub(s.polled)
+	return now.Sub(time.Unix(0, s.polledAt.Load()))
 }
 
 // take answers a poll of the subscription at now: its runs after the first seen, as many as
@@ -492,7 +508,7 @@ func (s *sub) idle(now time.Time) time.Duration {
 func (s *sub) take(now time.Time, seen uint64, budget *int) (b wire.WatchBatch, ok, ended bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.polled = now
+	s.polledAt.Store(now.UnixNano())
 	if s.one != nil && s.err == nil {
 		if b, ok, handled := s.takeFollowed(s.one, seen, budget); handled {
 			return b, ok, b.Ended != ""

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -420,17 +422,21 @@ func TestStoredDoesNotWait(t *testing.T) {
 	}
 }
 
-// gatedSource is a memSource whose Bounds waits for a token of gate: a store slow to
-// answer, each read let through by the test.
+// gatedSource is a memSource whose Bounds waits until the test takes its key from
+// asks: a store slow to answer, each read let through by the test, which sees the
+// order the series are read in. waiting counts the reads waiting for it.
 type gatedSource struct {
 	*memSource
-	gate chan struct{}
+	asks    chan string
+	waiting *atomic.Int32
 }
 
 func (g gatedSource) Bounds(ctx context.Context, key string, from, to int64) (int64, int64, bool, error) {
+	g.waiting.Add(1) // less one by the test as it takes the key
 	select {
-	case <-g.gate:
+	case g.asks <- key:
 	case <-ctx.Done():
+		g.waiting.Add(-1)
 		return 0, 0, false, ctx.Err()
 	}
 	return g.memSource.Bounds(ctx, key, from, to)
@@ -444,7 +450,7 @@ func TestHistoryOfLiveSeriesFirst(t *testing.T) {
 	for i := range 200 {
 		src.pts[fmt.Sprintf("a/%03d", i)] = []int64{1}
 	}
-	g := gatedSource{src, make(chan struct{}, 2*historyReaders)}
+	g := gatedSource{src, make(chan string), new(atomic.Int32)}
 	h := New(Config{Self: "self", Peers: func() []string { return []string{"self"} }, Source: g,
 		Call: func(context.Context, string, string, any, any) error { return errors.New("no other node") }, MaxFuture: time.Minute})
 	t.Cleanup(h.Close)
@@ -457,10 +463,22 @@ func TestHistoryOfLiveSeriesFirst(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	// The readers hold the first series; these tokens let them finish those and read
-	// a/199 and as many others: far from the 200 series before it otherwise.
-	for range 2 * historyReaders {
-		g.gate <- struct{}{}
+	// The readers hold the first series. One read is let through at a time, once
+	// every reader waits again (so that which series a reader takes next does not
+	// depend on which reader runs first): the reader let through first takes a/199.
+	var read []string
+	for !slices.Contains(read, "a/199") {
+		if len(read) > historyReaders {
+			t.Fatalf("series read %v: a/199, whose live point waits, not read after the first %d", read, historyReaders)
+		}
+		for g.waiting.Load() < historyReaders {
+			if time.Now().After(deadline) {
+				t.Fatalf("series read %v; %d readers wait, want %d", read, g.waiting.Load(), historyReaders)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		read = append(read, <-g.asks)
+		g.waiting.Add(-1)
 	}
 	ts, _ := p.until(t, 1)
 	if len(ts) != 1 || ts[0] != 20 {
