@@ -10,13 +10,20 @@ import (
 // (the oldest for ORDER BY time, the newest for DESC).
 const limitFirstWindows = 4096
 
+// limitTriesBeforeExtents is how many tries over the shared window, each 16 times as
+// wide as the one before, come before the groups still short are bounded by their
+// extents: a dense group found its rows by then at the cost of reading one or two
+// quanta, where its extent costs the statistics of every quantum of the range.
+const limitTriesBeforeExtents = 2
+
 // execLimited answers a raw SELECT with LIMIT (and OFFSET) without reading every point
 // of its range: `SELECT … WHERE "name" = 'truck_35' ORDER BY time DESC LIMIT 1` over a
 // series' whole history reads its newest window, not its history.
 //
-// The first try reads a window at the end the order starts from, for every group. The
-// groups with fewer than OFFSET+LIMIT rows in it (a WHERE condition on fields may drop
-// rows too) are then bounded by the replicas' partial aggregates of their series over
+// The first try reads a window at the end the order starts from, for every group, and
+// the next one a window 16 times as wide for the groups with fewer than OFFSET+LIMIT
+// rows in the first (a WHERE condition on fields may drop rows too). Those still short
+// are then bounded by the replicas' partial aggregates of their series over
 // the range, one request per node answered from each quantum's statistics (extents,
 // limitspan.go): a group without points, or whose field condition none of its values
 // can meet, has no rows and is not read again; each other group is read from its own
@@ -34,6 +41,7 @@ func (h *Handler) execLimited(ctx context.Context, qc *queryCost, p *selectPlan)
 		pending[i] = i
 	}
 	var ext []extent // by group, once asked
+	tries := 0
 	for len(pending) > 0 {
 		try := *p
 		try.groups = make([]group, len(pending))
@@ -76,7 +84,8 @@ func (h *Handler) execLimited(ctx context.Context, qc *queryCost, p *selectPlan)
 		if len(pending) == 0 {
 			break
 		}
-		if ext == nil {
+		tries++
+		if ext == nil && tries >= limitTriesBeforeExtents && w < span {
 			var err error
 			if ext, err = h.extents(ctx, qc, p, pending); err != nil {
 				return nil, err
