@@ -1,0 +1,109 @@
+package httpapi
+
+import (
+	"math"
+	"testing"
+
+	"github.com/influxdata/influxql"
+
+	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// A tag set's field condition is judged impossible only where no value between each
+// compared field's minimum and maximum meets it; whatever it cannot judge may hold.
+func TestCannotHold(t *testing.T) {
+	w := &fieldCond{fields: map[string]influxql.DataType{"f": influxql.Unknown, "n": influxql.Unknown, "g": influxql.Unknown}}
+	f := agg.Partial{Type: series.Float, Count: 3, Min: 1, Max: 10}
+	n := agg.Partial{Type: series.Int, Count: 3, IMin: 5, IMax: 9}
+	stats := map[string]agg.Partial{"kf": f, "kn": n}
+	for _, c := range []struct {
+		cond  string
+		never bool
+	}{
+		{"f > 10", true},
+		{"f >= 10", false},
+		{"10 < f", true},
+		{"10 <= f", false},
+		{"f < 1", true},
+		{"f <= 1", false},
+		{"f = 11", true},
+		{"f = 0.5", true},
+		{"f = 5", false},
+		{"f > 9.5", false},
+		{"n > 9", true},
+		{"n >= 9", false},
+		{"n > 8.5", false},
+		{"n < 5", true},
+		{"f > 10 AND n < 7", true},
+		{"n < 7 AND f > 10", true},
+		{"f > 10 OR n > 9", true},
+		{"f > 10 OR n > 8", false},
+		{"(f > 10 OR n > 9) AND n = 6", true},
+		{"g > 1", true},            // no series of g in the set: null at every point
+		{"f != 3", false},          // not judged
+		{"f > n", false},           // not a number
+		{"f::integer > 10", false}, // a cast: not as stored
+		{"f > 10 OR f != 3", false},
+	} {
+		expr, err := influxql.ParseExpr(c.cond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		set := &condSet{cond: expr, keys: map[string]string{"f": "kf", "n": "kn"}}
+		if got := w.cannotHold(set, stats); got != c.never {
+			t.Errorf("%s over f in [1, 10] and n in [5, 9]: cannotHold %v, want %v", c.cond, got, c.never)
+		}
+	}
+	set := &condSet{cond: influxql.MustParseExpr("f > 10"), keys: map[string]string{"f": "kf"}}
+	if w.cannotHold(set, map[string]agg.Partial{}) {
+		t.Error("a field whose statistics are unknown was judged")
+	}
+	if !w.cannotHold(set, map[string]agg.Partial{"kf": {}}) {
+		t.Error("a field without points in the range may meet the condition")
+	}
+	if w.cannotHold(set, map[string]agg.Partial{"kf": {Type: series.Float, Count: 2, Min: math.NaN(), Max: 3}}) {
+		t.Error("a NaN minimum was trusted")
+	}
+	below := &condSet{cond: influxql.MustParseExpr("f < 0"), keys: map[string]string{"f": "kf"}}
+	if w.cannotHold(below, map[string]agg.Partial{"kf": {Type: series.Int, Count: 2, IMin: 1 << 60, IMax: 1<<60 + 1}}) {
+		t.Error("integers past 2^53, which a float64 does not hold exactly, were judged")
+	}
+}
+
+// A group's extent starts its window at its own first point (its last, for DESC),
+// wide enough for OFFSET+LIMIT of its points were they evenly spread, and never
+// reaches past the plan's range.
+func TestExtentWindow(t *testing.T) {
+	g := group{keys: [][]string{{"a"}, {"b"}}}
+	stats := map[string]agg.Partial{
+		"a": {Type: series.Float, Count: 10, FirstT: 100, LastT: 1000},
+		"b": {Type: series.Float, Count: 4, FirstT: 50, LastT: 900},
+	}
+	e := g.extent(nil, stats, 1)
+	if !e.known || e.points != 10 || e.first != 50 || e.last != 1000 || e.never {
+		t.Fatalf("extent %+v", e)
+	}
+	p := &selectPlan{from: 0, to: 2000}
+	if from, to := e.window(p); from != 50 || to != 50+e.width || e.width < 1 {
+		t.Errorf("ascending window [%d, %d), width %d", from, to, e.width)
+	}
+	p.desc = true
+	if from, to := e.window(p); to != 1001 || from != 1001-e.width {
+		t.Errorf("descending window [%d, %d), width %d", from, to, e.width)
+	}
+	e.width = math.MaxInt64 / 4
+	e.widen()
+	if e.width != math.MaxInt64 {
+		t.Errorf("widen past the largest width: %d", e.width)
+	}
+	if from, to := e.window(p); from != 0 || to != 1001 {
+		t.Errorf("a window wider than the range: [%d, %d)", from, to)
+	}
+	if e := g.extent(nil, map[string]agg.Partial{"a": stats["a"]}, 1); e.known {
+		t.Errorf("a group with a series whose statistics are unknown has a known extent: %+v", e)
+	}
+	if e := g.extent(nil, map[string]agg.Partial{"a": {}, "b": {}}, 1); !e.known || !e.empty() {
+		t.Errorf("a group without points: %+v", e)
+	}
+}
