@@ -1,8 +1,14 @@
 package httpapi
 
 import (
+	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/influxdata/influxql"
 
@@ -105,5 +111,79 @@ func TestExtentWindow(t *testing.T) {
 	}
 	if e := g.extent(nil, map[string]agg.Partial{"a": {}, "b": {}}, 1); !e.known || !e.empty() {
 		t.Errorf("a group without points: %+v", e)
+	}
+}
+
+// A raw SELECT with LIMIT whose groups miss its first two windows asks for their
+// statistics once: the groups none of whose values meets the condition are not read
+// again, and the others are read from their own last (or first) point — and the answer
+// is the one reading every series whole gives.
+func TestLimitBoundsGroupsByTheirStatistics(t *testing.T) {
+	t0 := time.Date(2016, 2, 1, 0, 0, 0, 0, time.UTC)
+	var lines []string
+	for i := range 60 {
+		for h := range 4 {
+			fuel := 0.5 + float64((i*7+h)%50)/100
+			if h == 3 && i == 30 {
+				fuel = 0.05 // the one point the condition keeps
+			}
+			lines = append(lines, fmt.Sprintf("lim,host=h%d fuel=%g,v=%di %d", h, fuel, i, ns(t0.Add(time.Duration(i)*time.Minute))))
+		}
+	}
+	// A host with two points mid-hour: its first and last lie far inside the range.
+	lines = append(lines, fmt.Sprintf("lim,host=h4 fuel=0.08,v=1i %d", ns(t0.Add(20*time.Minute))),
+		fmt.Sprintf("lim,host=h4 fuel=0.09,v=2i %d", ns(t0.Add(22*time.Minute))))
+	if code, b := write(t, "lim", "", strings.Join(lines, "\n")); code != http.StatusNoContent {
+		t.Fatalf("write: %d %s", code, b)
+	}
+	serve := func(eng Engine) string {
+		h, err := New(eng, Config{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	one := &countingEngine{Engine: engine, node: engine, calls: map[string]int{}}
+	many := &countingEngine{Engine: engine, node: engine, calls: map[string]int{}}
+	oneURL, manyURL := serve(one), serve(manyEngine{many})
+	for _, c := range []struct {
+		q     string
+		times []string // per series of the answer
+		want  map[string]int
+	}{
+		// h0…h2 never go below 0.5: their statistics rule them out. h3 and h4 are read
+		// back from their last point, 2 series each, over windows of about 2 points:
+		// h4's holds its row; h3's row lies 29 points back, in the window 16 times as
+		// wide (DESC answers the series in descending order).
+		{`SELECT fuel, v FROM lim WHERE fuel <= 0.1 GROUP BY host ORDER BY time DESC LIMIT 1`,
+			[]string{rfc(t0.Add(22 * time.Minute)), rfc(t0.Add(30 * time.Minute))},
+			map[string]int{"ReadMany": 2, "AggregateMany": 1, "ReadRanges": 2, "ReadRanges series": 4 + 2}},
+		// From their first point: h4's first window holds its row, h3's second (one
+		// series left: read alone).
+		{`SELECT fuel FROM lim WHERE fuel <= 0.1 GROUP BY host LIMIT 1`,
+			[]string{rfc(t0.Add(30 * time.Minute)), rfc(t0.Add(20 * time.Minute))},
+			map[string]int{"ReadMany": 2, "AggregateMany": 1, "ReadRanges": 1, "ReadRanges series": 2, "Read": 1}},
+		// No group meets it: answered from the statistics, nothing read after them.
+		{`SELECT fuel FROM lim WHERE fuel > 2 OR v < 0 GROUP BY host ORDER BY time DESC LIMIT 1`,
+			nil, map[string]int{"ReadMany": 2, "AggregateMany": 1}},
+	} {
+		one.calls, many.calls = map[string]int{}, map[string]int{}
+		codeOne, ansOne := queryAt(t, oneURL, "lim", c.q)
+		codeMany, ansMany := queryAt(t, manyURL, "lim", c.q)
+		if codeOne != http.StatusOK || codeMany != codeOne || !reflect.DeepEqual(ansOne, ansMany) {
+			t.Fatalf("%s:\nseries by series %d %+v\nat once %d %+v", c.q, codeOne, ansOne, codeMany, ansMany)
+		}
+		var times []string
+		for _, s := range ansMany.Results[0].Series {
+			times = append(times, fmt.Sprint(s.Values[0][0]))
+		}
+		if !reflect.DeepEqual(times, c.times) {
+			t.Errorf("%s: rows at %v, want %v", c.q, times, c.times)
+		}
+		if !reflect.DeepEqual(many.calls, c.want) {
+			t.Errorf("%s: the ManyReader was called %v, want %v", c.q, many.calls, c.want)
+		}
 	}
 }

@@ -53,6 +53,9 @@ func (e manyEngine) ReadMany(ctx context.Context, keys []string, from, to int64)
 
 func (e manyEngine) ReadRanges(ctx context.Context, items []KeyRange) []ReadResult {
 	e.count("ReadRanges")
+	e.mu.Lock()
+	e.calls["ReadRanges series"] += len(items)
+	e.mu.Unlock()
 	return e.node.ReadRanges(ctx, items)
 }
 
