@@ -117,7 +117,9 @@ func (h *Handler) execLimited(ctx context.Context, qc *queryCost, p *selectPlan)
 }
 
 // window is the range a try reads of the group whose extent e is: from its first point
-// (ORDER BY time) or back from its last (DESC), e.width wide, within the plan's range.
+// (ORDER BY time) or back from its last (DESC), e.width wide and at least to the end
+// of the first window of statistics its rows may be in (back to the start of the
+// last), within the plan's range.
 func (e *extent) window(p *selectPlan) (from, to int64) {
 	if p.desc {
 		to = e.last + 1
@@ -125,13 +127,13 @@ func (e *extent) window(p *selectPlan) (from, to int64) {
 		if to-p.from > e.width {
 			from = to - e.width
 		}
-		return from, to
+		return max(p.from, min(from, e.lastFrom)), to
 	}
 	from, to = e.first, p.to
 	if p.to-e.first > e.width {
 		to = e.first + e.width
 	}
-	return from, to
+	return from, min(p.to, max(to, e.firstTo))
 }
 
 // widen makes the group's next window 16 times as wide.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
+	"time"
 
 	"github.com/influxdata/influxql"
 
@@ -19,16 +21,20 @@ type extent struct {
 	first, last int64 // its selected series' earliest and latest point, when points > 0
 	never       bool  // its field condition can hold at none of its points
 	width       int64 // the window the next try reads of it
+	// lastFrom is the start of the latest window of statistics its rows may be in,
+	// firstTo the end of the earliest: a try reads at least that window.
+	lastFrom, firstTo int64
 }
 
 // empty reports whether the group has no rows.
 func (e *extent) empty() bool { return e.points == 0 || e.never }
 
 // extents bounds the groups idx of p by the partial aggregates of their series (and of
-// their field condition's series) over p's range: one AggregateMany, one request per
-// node, which the replicas answer from each whole quantum's statistics without reading
-// its points. It returns the extents by group (known only for those of idx every
-// series of which answered), or nil when the engine is no ManyReader.
+// their field condition's series) over p's range, in windows of whole hours
+// (extentWindow): one AggregateMany, one request per node, which the replicas answer
+// from each whole quantum's statistics without reading its points. It returns the
+// extents by group (known only for those of idx every series of which answered), or
+// nil when the engine is no ManyReader.
 func (h *Handler) extents(ctx context.Context, qc *queryCost, p *selectPlan, idx []int) ([]extent, error) {
 	mr, ok := h.eng.(ManyReader)
 	if !ok {
@@ -44,28 +50,40 @@ func (h *Handler) extents(ctx context.Context, qc *queryCost, p *selectPlan, idx
 			}
 		}
 	}
-	stats := make(map[string]agg.Partial, len(keys))
-	for i, r := range mr.AggregateMany(ctx, keys, p.from, p.to, wholeRange) {
+	stats := make(map[string][]agg.Window, len(keys))
+	held := 0
+	every := extentWindow(p.to - p.from)
+	for i, r := range mr.AggregateMany(ctx, keys, p.from, p.to, every) {
 		switch {
-		case errors.Is(r.Err, ErrUnknownSeries) || r.Err == nil && len(r.Windows) == 0:
-			stats[keys[i]] = agg.Partial{} // read as empty (readSeries)
-		case r.Err == nil && len(r.Windows) == 1:
-			stats[keys[i]] = r.Windows[0].Partial
+		case errors.Is(r.Err, ErrUnknownSeries):
+			stats[keys[i]] = nil // read as empty (readSeries)
+		case r.Err == nil:
+			stats[keys[i]] = r.Windows
+			held += len(r.Windows)
 		}
-		// Else (a string series, a failure, a range across the epoch) the group is
-		// read as without extents.
+		// Else (a string series, a failure) the group is read as without extents.
 	}
 	if qc != nil {
-		if err := qc.hold(int64(len(keys)) * windowBytes); err != nil {
+		if err := qc.hold(int64(held) * windowBytes); err != nil {
 			return nil, err
 		}
 	}
 	ext := make([]extent, len(p.groups))
 	need := int64(p.offset) + int64(p.limit)
 	for _, gi := range idx {
-		ext[gi] = p.groups[gi].extent(p.where, stats, need)
+		ext[gi] = p.groups[gi].extent(p.where, stats, need, int64(every))
 	}
 	return ext, nil
+}
+
+// extentWindow is the window of the statistics extents asks for over a range span ns
+// long: whole hours, so that a quantum of an hour or less (a series of a point every
+// 6 s or faster, quanta.Fit) is answered from its statistics, and at most about 64 of
+// them.
+func extentWindow(span int64) time.Duration {
+	const hour = int64(time.Hour)
+	w := max(hour, span/64)
+	return time.Duration((w + hour - 1) / hour * hour)
 }
 
 // seriesKeys returns every series a group reads, each once: its columns' and those of
@@ -92,43 +110,91 @@ func (g *group) seriesKeys(w *fieldCond) []string {
 	return out
 }
 
-// extent computes a group's extent from its series' statistics; need is OFFSET+LIMIT.
-func (g *group) extent(w *fieldCond, stats map[string]agg.Partial, need int64) extent {
-	e := extent{known: true, first: math.MaxInt64, last: math.MinInt64}
+// extent computes a group's extent from its series' windows of statistics (by key,
+// ascending; a key missing is unknown), every ns wide; need is OFFSET+LIMIT. Only the
+// windows where a selected series has points and the field condition may hold count:
+// no row lies in the others.
+func (g *group) extent(w *fieldCond, stats map[string][]agg.Window, need, every int64) extent {
+	byKey := map[string]map[int64]agg.Partial{}
+	var starts []int64
+	for _, k := range g.seriesKeys(w) {
+		ws, ok := stats[k]
+		if !ok {
+			return extent{}
+		}
+		m := make(map[int64]agg.Partial, len(ws))
+		for _, win := range ws {
+			m[win.Start] = win.Partial
+			starts = append(starts, win.Start)
+		}
+		byKey[k] = m
+	}
 	selected := 0
 	for _, keys := range g.keys {
-		for _, k := range keys {
-			selected++
-			st, ok := stats[k]
-			if !ok {
-				return extent{}
-			}
-			if st.Count > 0 {
-				e.points = max(e.points, st.Count)
-				e.first, e.last = min(e.first, st.FirstT), max(e.last, st.LastT)
-			}
-		}
+		selected += len(keys)
 	}
 	if selected == 0 {
 		return extent{} // nothing to bound it by
 	}
-	if e.points == 0 {
-		return e
-	}
-	if w != nil {
-		e.never = len(g.sets) > 0
-		for _, s := range g.sets {
-			set := w.sets[s.id]
-			if set == nil || !w.cannotHold(set, stats) {
-				e.never = false
-				break
+	slices.Sort(starts)
+	starts = slices.Compact(starts)
+	e := extent{known: true, first: math.MaxInt64, last: math.MinInt64}
+	hasPoints := false
+	for _, s := range starts {
+		n, first, last := int64(0), int64(math.MaxInt64), int64(math.MinInt64)
+		for _, keys := range g.keys {
+			for _, k := range keys {
+				if st := byKey[k][s]; st.Count > 0 {
+					n = max(n, st.Count)
+					first, last = min(first, st.FirstT), max(last, st.LastT)
+				}
 			}
 		}
+		if n == 0 {
+			continue
+		}
+		hasPoints = true
+		if !g.mayHold(w, byKey, s) {
+			continue
+		}
+		if e.points == 0 {
+			e.firstTo = s + min(every, math.MaxInt64-s)
+		}
+		e.points += n
+		e.first, e.last, e.lastFrom = min(e.first, first), max(e.last, last), s
+	}
+	if e.points == 0 {
+		e.never = hasPoints
+		return e
 	}
 	// A window holding need points were they evenly spread, twice over.
 	width := float64(e.last-e.first+1) / float64(e.points) * float64(need) * 2
 	e.width = int64(min(max(width, 1), math.MaxInt64/2))
 	return e
+}
+
+// mayHold reports whether the field condition w (nil: none) may hold at some point of
+// a group in the window starting at start, by its series' statistics there.
+func (g *group) mayHold(w *fieldCond, byKey map[string]map[int64]agg.Partial, start int64) bool {
+	if w == nil {
+		return true
+	}
+	for _, s := range g.sets {
+		set := w.sets[s.id]
+		if set == nil {
+			return true
+		}
+		at := make(map[string]agg.Partial, len(set.keys))
+		for _, k := range set.keys {
+			if m, ok := byKey[k]; ok {
+				at[k] = m[start] // no window: no point there
+			}
+		}
+		if !w.cannotHold(set, at) {
+			return true
+		}
+	}
+	return false
 }
 
 // cannotHold reports whether a tag set's field condition holds at none of its points,

@@ -82,17 +82,20 @@ func TestCannotHold(t *testing.T) {
 // reaches past the plan's range.
 func TestExtentWindow(t *testing.T) {
 	g := group{keys: [][]string{{"a"}, {"b"}}}
-	stats := map[string]agg.Partial{
-		"a": {Type: series.Float, Count: 10, FirstT: 100, LastT: 1000},
-		"b": {Type: series.Float, Count: 4, FirstT: 50, LastT: 900},
+	win := func(start, n, first, last int64) agg.Window {
+		return agg.Window{Start: start, Partial: agg.Partial{Type: series.Float, Count: n, FirstT: first, LastT: last}}
 	}
-	e := g.extent(nil, stats, 1)
+	stats := map[string][]agg.Window{
+		"a": {win(0, 6, 100, 900), win(1000, 4, 1000, 1000)},
+		"b": {win(0, 4, 50, 900)},
+	}
+	e := g.extent(nil, stats, 1, 1000)
 	if !e.known || e.points != 10 || e.first != 50 || e.last != 1000 || e.never {
 		t.Fatalf("extent %+v", e)
 	}
 	p := &selectPlan{from: 0, to: 2000}
-	if from, to := e.window(p); from != 50 || to != 50+e.width || e.width < 1 {
-		t.Errorf("ascending window [%d, %d), width %d", from, to, e.width)
+	if from, to := e.window(p); from != 50 || to != max(50+e.width, 1000) || e.width < 1 || e.firstTo != 1000 {
+		t.Errorf("ascending window [%d, %d), width %d: want it from the first point to the first window's end at least", from, to, e.width)
 	}
 	p.desc = true
 	if from, to := e.window(p); to != 1001 || from != 1001-e.width {
@@ -106,11 +109,29 @@ func TestExtentWindow(t *testing.T) {
 	if from, to := e.window(p); from != 0 || to != 1001 {
 		t.Errorf("a window wider than the range: [%d, %d)", from, to)
 	}
-	if e := g.extent(nil, map[string]agg.Partial{"a": stats["a"]}, 1); e.known {
+	if e := g.extent(nil, map[string][]agg.Window{"a": stats["a"]}, 1, 1000); e.known {
 		t.Errorf("a group with a series whose statistics are unknown has a known extent: %+v", e)
 	}
-	if e := g.extent(nil, map[string]agg.Partial{"a": {}, "b": {}}, 1); !e.known || !e.empty() {
+	if e := g.extent(nil, map[string][]agg.Window{"a": nil, "b": nil}, 1, 1000); !e.known || !e.empty() {
 		t.Errorf("a group without points: %+v", e)
+	}
+	// Under a condition, only the windows where it may hold bound the group.
+	w := &fieldCond{fields: map[string]influxql.DataType{"f": influxql.Unknown}, sets: map[string]*condSet{
+		"s": {cond: influxql.MustParseExpr("f > 5"), keys: map[string]string{"f": "a"}}}}
+	g.sets = []tagSet{{id: "s"}}
+	stats["a"][0].Max, stats["a"][1].Max = 9, 3
+	if e := g.extent(w, stats, 1, 1000); e.first != 50 || e.last != 900 || e.never {
+		t.Errorf("f > 5 where only the first window's values can: %+v", e)
+	}
+	stats["a"][0].Max = 5
+	if e := g.extent(w, stats, 1, 1000); !e.never || !e.empty() {
+		t.Errorf("f > 5 where no window's values can: %+v", e)
+	}
+	if got := extentWindow(13 * int64(time.Hour)); got != time.Hour {
+		t.Errorf("extentWindow(13h) = %v", got)
+	}
+	if got := extentWindow(365 * 24 * int64(time.Hour)); got%time.Hour != 0 || 365*24*time.Hour/got > 64 {
+		t.Errorf("extentWindow(1 year) = %v", got)
 	}
 }
 
@@ -154,17 +175,15 @@ func TestLimitBoundsGroupsByTheirStatistics(t *testing.T) {
 		want  map[string]int
 	}{
 		// h0…h2 never go below 0.5: their statistics rule them out. h3 and h4 are read
-		// back from their last point, 2 series each, over windows of about 2 points:
-		// h4's holds its row; h3's row lies 29 points back, in the window 16 times as
-		// wide (DESC answers the series in descending order).
+		// back from their last point, 2 series each, over the hour of statistics that
+		// may hold their rows: found in one read (DESC answers the series in
+		// descending order).
 		{`SELECT fuel, v FROM lim WHERE fuel <= 0.1 GROUP BY host ORDER BY time DESC LIMIT 1`,
 			[]string{rfc(t0.Add(22 * time.Minute)), rfc(t0.Add(30 * time.Minute))},
-			map[string]int{"ReadMany": 2, "AggregateMany": 1, "ReadRanges": 2, "ReadRanges series": 4 + 2}},
-		// From their first point: h4's first window holds its row, h3's second (one
-		// series left: read alone).
+			map[string]int{"ReadMany": 2, "AggregateMany": 1, "ReadRanges": 1, "ReadRanges series": 4}},
 		{`SELECT fuel FROM lim WHERE fuel <= 0.1 GROUP BY host LIMIT 1`,
 			[]string{rfc(t0.Add(30 * time.Minute)), rfc(t0.Add(20 * time.Minute))},
-			map[string]int{"ReadMany": 2, "AggregateMany": 1, "ReadRanges": 1, "ReadRanges series": 2, "Read": 1}},
+			map[string]int{"ReadMany": 2, "AggregateMany": 1, "ReadRanges": 1, "ReadRanges series": 2}},
 		// No group meets it: answered from the statistics, nothing read after them.
 		{`SELECT fuel FROM lim WHERE fuel > 2 OR v < 0 GROUP BY host ORDER BY time DESC LIMIT 1`,
 			nil, map[string]int{"ReadMany": 2, "AggregateMany": 1}},
