@@ -148,13 +148,13 @@ func TestLimitBoundsGroupsByTheirStatistics(t *testing.T) {
 			if h == 3 && i == 30 {
 				fuel = 0.05 // the one point the condition keeps
 			}
-			lines = append(lines, fmt.Sprintf("lim,host=h%d fuel=%g,v=%di %d", h, fuel, i, ns(t0.Add(time.Duration(i)*time.Minute))))
+			lines = append(lines, fmt.Sprintf("bystats,host=h%d fuel=%g,v=%di %d", h, fuel, i, ns(t0.Add(time.Duration(i)*time.Minute))))
 		}
 	}
 	// A host with two points mid-hour: its first and last lie far inside the range.
-	lines = append(lines, fmt.Sprintf("lim,host=h4 fuel=0.08,v=1i %d", ns(t0.Add(20*time.Minute))),
-		fmt.Sprintf("lim,host=h4 fuel=0.09,v=2i %d", ns(t0.Add(22*time.Minute))))
-	if code, b := write(t, "lim", "", strings.Join(lines, "\n")); code != http.StatusNoContent {
+	lines = append(lines, fmt.Sprintf("bystats,host=h4 fuel=0.08,v=1i %d", ns(t0.Add(20*time.Minute))),
+		fmt.Sprintf("bystats,host=h4 fuel=0.09,v=2i %d", ns(t0.Add(22*time.Minute))))
+	if code, b := write(t, "bystats", "", strings.Join(lines, "\n")); code != http.StatusNoContent {
 		t.Fatalf("write: %d %s", code, b)
 	}
 	serve := func(eng Engine) string {
@@ -178,19 +178,19 @@ func TestLimitBoundsGroupsByTheirStatistics(t *testing.T) {
 		// back from their last point, 2 series each, over the hour of statistics that
 		// may hold their rows: found in one read (DESC answers the series in
 		// descending order).
-		{`SELECT fuel, v FROM lim WHERE fuel <= 0.1 GROUP BY host ORDER BY time DESC LIMIT 1`,
+		{`SELECT fuel, v FROM bystats WHERE fuel <= 0.1 GROUP BY host ORDER BY time DESC LIMIT 1`,
 			[]string{rfc(t0.Add(22 * time.Minute)), rfc(t0.Add(30 * time.Minute))},
 			map[string]int{"ReadMany": 2, "AggregateMany": 1, "ReadRanges": 1, "ReadRanges series": 4}},
-		{`SELECT fuel FROM lim WHERE fuel <= 0.1 GROUP BY host LIMIT 1`,
+		{`SELECT fuel FROM bystats WHERE fuel <= 0.1 GROUP BY host LIMIT 1`,
 			[]string{rfc(t0.Add(30 * time.Minute)), rfc(t0.Add(20 * time.Minute))},
 			map[string]int{"ReadMany": 2, "AggregateMany": 1, "ReadRanges": 1, "ReadRanges series": 2}},
 		// No group meets it: answered from the statistics, nothing read after them.
-		{`SELECT fuel FROM lim WHERE fuel > 2 OR v < 0 GROUP BY host ORDER BY time DESC LIMIT 1`,
+		{`SELECT fuel FROM bystats WHERE fuel > 2 OR v < 0 GROUP BY host ORDER BY time DESC LIMIT 1`,
 			nil, map[string]int{"ReadMany": 2, "AggregateMany": 1}},
 	} {
 		one.calls, many.calls = map[string]int{}, map[string]int{}
-		codeOne, ansOne := queryAt(t, oneURL, "lim", c.q)
-		codeMany, ansMany := queryAt(t, manyURL, "lim", c.q)
+		codeOne, ansOne := queryAt(t, oneURL, "bystats", c.q)
+		codeMany, ansMany := queryAt(t, manyURL, "bystats", c.q)
 		if codeOne != http.StatusOK || codeMany != codeOne || !reflect.DeepEqual(ansOne, ansMany) {
 			t.Fatalf("%s:\nseries by series %d %+v\nat once %d %+v", c.q, codeOne, ansOne, codeMany, ansMany)
 		}

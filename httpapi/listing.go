@@ -56,22 +56,19 @@ func (h *Handler) listSeries(ctx context.Context, db, meas string, cols []column
 	errs := make([]error, len(fields))
 	var wg sync.WaitGroup
 	for i, f := range fields {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			match := maps.Clone(eq)
 			match[TagField] = f
 			parts[i], errs[i] = h.eng.Series(ctx, SeriesQuery{Match: match, Prefix: prefix})
-		}()
+		})
 	}
 	wg.Wait()
-	var infos []SeriesInfo
-	for i := range fields {
-		if errs[i] != nil {
-			return nil, errs[i]
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // the first field's, as one listing after another would fail
 		}
-		infos = append(infos, parts[i]...)
 	}
+	infos := slices.Concat(parts...)
 	if len(infos) == 0 {
 		return whole()
 	}
