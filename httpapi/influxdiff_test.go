@@ -198,6 +198,14 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"single-last-loc shape", "SELECT \"name\", driver, velocity FROM readings WHERE \"name\" = 'truck_1' OR \"name\" = 'truck_4' ORDER BY time DESC LIMIT 1", url.Values{"db": {"iot"}}},
 		{"tags only", "SELECT \"name\", driver FROM readings WHERE fleet = 'South' LIMIT 2", url.Values{"db": {"iot"}}},
 		{"newest rows where rare", "SELECT current_load FROM \"diagnostics\" WHERE current_load > 1000 GROUP BY \"name\" ORDER BY time DESC LIMIT 2", url.Values{"db": {"iot"}}},
+		// Groups bounded by their series' statistics: some hold no value the condition
+		// can meet (no rows, not read again), the others are read from their own newest
+		// or oldest point.
+		{"condition no value of some groups meets", "SELECT current_load, status FROM \"diagnostics\" WHERE current_load > 2000 GROUP BY \"name\" ORDER BY time DESC LIMIT 3", url.Values{"db": {"iot"}}},
+		{"condition number first, or never", "SELECT status FROM \"diagnostics\" WHERE 1500 < current_load OR status = 7 GROUP BY \"name\" LIMIT 1", url.Values{"db": {"iot"}}},
+		{"condition true by a tag", "SELECT velocity FROM readings WHERE velocity < 0 OR driver = 'Ann' GROUP BY \"name\" ORDER BY time DESC LIMIT 1", url.Values{"db": {"iot"}}},
+		{"rows late in every group", "SELECT velocity FROM readings WHERE velocity >= 60 GROUP BY \"name\" ORDER BY time LIMIT 2 OFFSET 1", url.Values{"db": {"iot"}}},
+		{"rows late, integer bounds", "SELECT load_capacity FROM \"diagnostics\" WHERE current_load <= 40 AND status <= 1 GROUP BY \"name\", driver LIMIT 3", url.Values{"db": {"iot"}}},
 		// Databases that do not exist.
 		{"no database", "SELECT usage FROM cpu WHERE " + rng, url.Values{"db": {"nodb"}}},
 		{"no database from", "SELECT usage FROM nodb..cpu WHERE " + rng, nil},

@@ -1,21 +1,37 @@
 package httpapi
 
-import "context"
+import (
+	"context"
+	"math"
+)
 
 // limitFirstWindows is how many windows the first read of a raw SELECT with LIMIT
 // divides its time range into: the read asks for the window at the end it starts from
-// (the oldest for ORDER BY time, the newest for DESC), then for 16 times as much, and so
-// on, until every group has its rows or the range is read whole.
+// (the oldest for ORDER BY time, the newest for DESC).
 const limitFirstWindows = 4096
+
+// limitTriesBeforeExtents is how many tries over the shared window, each 16 times as
+// wide as the one before, come before the groups still short are bounded by their
+// extents: a dense group found its rows by then at the cost of reading one or two
+// quanta, where its extent costs the statistics of every quantum of the range.
+const limitTriesBeforeExtents = 2
 
 // execLimited answers a raw SELECT with LIMIT (and OFFSET) without reading every point
 // of its range: `SELECT … WHERE "name" = 'truck_35' ORDER BY time DESC LIMIT 1` over a
-// series' whole history reads its newest window, not its history. A try reads a window
-// at the end the order starts from; the groups with fewer than OFFSET+LIMIT rows in it
-// (a WHERE condition on fields may drop rows too) are tried again over a window 16
-// times as wide, until the whole range was read; a group with its rows is not read
-// again. Every group's rows come from one try, so the answer is what reading the
-// whole range gives.
+// series' whole history reads its newest window, not its history.
+//
+// The first try reads a window at the end the order starts from, for every group, and
+// the next one a window 16 times as wide for the groups with fewer than OFFSET+LIMIT
+// rows in the first (a WHERE condition on fields may drop rows too). Those still short
+// are then bounded by the replicas' partial aggregates of their series over
+// the range, one request per node answered from each quantum's statistics (extents,
+// limitspan.go): a group without points, or whose field condition none of its values
+// can meet, has no rows and is not read again; each other group is read from its own
+// first point (its last, for DESC) over a window sized for OFFSET+LIMIT of its points,
+// 16 times as wide on each further try, until it has its rows or its points were read
+// whole. A group with its rows is not read again. Every group's rows come from one try
+// that read every point of the group up to its last row, so the answer is what reading
+// the whole range gives.
 func (h *Handler) execLimited(ctx context.Context, qc *queryCost, p *selectPlan) ([]*row, error) {
 	span := p.to - p.from
 	w := max(span/limitFirstWindows, 1)
@@ -24,13 +40,21 @@ func (h *Handler) execLimited(ctx context.Context, qc *queryCost, p *selectPlan)
 	for i := range pending {
 		pending[i] = i
 	}
+	var ext []extent // by group, once asked
+	tries := 0
 	for len(pending) > 0 {
 		try := *p
 		try.groups = make([]group, len(pending))
 		for j, gi := range pending {
 			try.groups[j] = p.groups[gi]
+			if ext != nil && ext[gi].known {
+				g := &try.groups[j]
+				g.ranged = true
+				g.from, g.to = ext[gi].window(p)
+			}
 		}
-		if w < span {
+		tryWhole := ext != nil || w >= span // what the groups without their own range read
+		if !tryWhole {
 			if p.desc {
 				try.from = p.to - w
 			} else {
@@ -44,11 +68,45 @@ func (h *Handler) execLimited(ctx context.Context, qc *queryCost, p *selectPlan)
 		left := pending[:0]
 		for j, gi := range pending {
 			rows[gi] = got[j]
-			if w < span && (got[j] == nil || got[j].len() < p.limit) {
-				left = append(left, gi) // execGroups cut the row to limit: short means incomplete
+			if got[j] != nil && got[j].len() >= p.limit {
+				continue // execGroups cut the row to limit: short means incomplete
+			}
+			g := try.groups[j]
+			whole := tryWhole
+			if g.ranged {
+				whole = g.from <= ext[gi].first && g.to > ext[gi].last
+			}
+			if !whole {
+				left = append(left, gi)
 			}
 		}
 		pending = left
+		if len(pending) == 0 {
+			break
+		}
+		tries++
+		if ext == nil && tries >= limitTriesBeforeExtents && w < span {
+			var err error
+			if ext, err = h.extents(ctx, qc, p, pending); err != nil {
+				return nil, err
+			}
+			if ext != nil {
+				// Groups without a point their condition can keep have no rows.
+				left := pending[:0]
+				for _, gi := range pending {
+					if !ext[gi].known || !ext[gi].empty() {
+						left = append(left, gi)
+					}
+				}
+				pending = left
+				continue
+			}
+		}
+		if ext != nil {
+			for _, gi := range pending {
+				ext[gi].widen()
+			}
+		}
 		if w > span/16 {
 			w = span
 		} else {
@@ -56,4 +114,33 @@ func (h *Handler) execLimited(ctx context.Context, qc *queryCost, p *selectPlan)
 		}
 	}
 	return p.answer(rows), nil
+}
+
+// window is the range a try reads of the group whose extent e is: from its first point
+// (ORDER BY time) or back from its last (DESC), e.width wide and at least to the end
+// of the first window of statistics its rows may be in (back to the start of the
+// last), within the plan's range.
+func (e *extent) window(p *selectPlan) (from, to int64) {
+	if p.desc {
+		to = e.last + 1
+		from = p.from
+		if to-p.from > e.width {
+			from = to - e.width
+		}
+		return max(p.from, min(from, e.lastFrom)), to
+	}
+	from, to = e.first, p.to
+	if p.to-e.first > e.width {
+		to = e.first + e.width
+	}
+	return from, min(p.to, max(to, e.firstTo))
+}
+
+// widen makes the group's next window 16 times as wide.
+func (e *extent) widen() {
+	if e.width > math.MaxInt64/16 {
+		e.width = math.MaxInt64
+		return
+	}
+	e.width *= 16
 }

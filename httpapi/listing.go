@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync"
 
 	"github.com/influxdata/influxql"
 )
@@ -49,16 +50,25 @@ func (h *Handler) listSeries(ctx context.Context, db, meas string, cols []column
 	if !ok || listed != nil {
 		return whole()
 	}
-	var infos []SeriesInfo
-	for _, f := range fields {
-		match := maps.Clone(eq)
-		match[TagField] = f
-		part, err := h.eng.Series(ctx, SeriesQuery{Match: match, Prefix: prefix})
-		if err != nil {
-			return nil, err
-		}
-		infos = append(infos, part...)
+	// The fields' listings at once: on a cluster each costs round trips to the tag
+	// index's and the entries' replicas, which one field need not wait for another's.
+	parts := make([][]SeriesInfo, len(fields))
+	errs := make([]error, len(fields))
+	var wg sync.WaitGroup
+	for i, f := range fields {
+		wg.Go(func() {
+			match := maps.Clone(eq)
+			match[TagField] = f
+			parts[i], errs[i] = h.eng.Series(ctx, SeriesQuery{Match: match, Prefix: prefix})
+		})
 	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // the first field's, as one listing after another would fail
+		}
+	}
+	infos := slices.Concat(parts...)
 	if len(infos) == 0 {
 		return whole()
 	}

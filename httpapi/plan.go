@@ -33,6 +33,11 @@ type group struct {
 	tags map[string]string // values of the GROUP BY tags
 	keys [][]string        // per column
 	sets []tagSet          // the same series by full tag set, sorted by id (for tag columns)
+
+	// ranged: the group's series are read over [from, to), not the plan's range (a
+	// raw SELECT with LIMIT reads each group from where its points start: limit.go).
+	ranged   bool
+	from, to int64
 }
 
 // selectPlan is a SELECT resolved to series keys and a time range.

@@ -18,9 +18,19 @@ type ManyReader interface {
 	// ReadMany returns, per key and in order, what Read would of the key over
 	// [from, to).
 	ReadMany(ctx context.Context, keys []string, from, to int64) []ReadResult
+	// ReadRanges returns, per item and in order, what Read would of the item's key over
+	// the item's own range: a raw SELECT with LIMIT reads each group from where its
+	// points start (limit.go).
+	ReadRanges(ctx context.Context, items []KeyRange) []ReadResult
 	// AggregateMany returns, per key and in order, what Aggregate would of the key
 	// over [from, to) at windows of every.
 	AggregateMany(ctx context.Context, keys []string, from, to int64, every time.Duration) []AggregateResult
+}
+
+// KeyRange is one series and the range [From, To) ReadRanges reads of it.
+type KeyRange struct {
+	Key      string
+	From, To int64
 }
 
 // ReadResult is what ReadMany read of one series (as Read returns it).
@@ -38,14 +48,27 @@ type AggregateResult struct {
 
 // ReadMany implements ManyReader with one coordinated GetMany.
 func (e *NodeEngine) ReadMany(ctx context.Context, keys []string, from, to int64) []ReadResult {
-	rs, err := e.node.Coordinator().GetMany(ctx, seriesRanges(keys, from, to), tsdb.GetOptions{MaxBytes: e.maxReadBytes()})
-	out := make([]ReadResult, len(keys))
-	for i, k := range keys {
+	return e.readMany(ctx, seriesRanges(keys, from, to))
+}
+
+// ReadRanges implements ManyReader with one coordinated GetMany.
+func (e *NodeEngine) ReadRanges(ctx context.Context, items []KeyRange) []ReadResult {
+	rs := make([]tsdb.SeriesRange, len(items))
+	for i, it := range items {
+		rs[i] = tsdb.SeriesRange{Key: it.Key, From: it.From, To: it.To}
+	}
+	return e.readMany(ctx, rs)
+}
+
+func (e *NodeEngine) readMany(ctx context.Context, items []tsdb.SeriesRange) []ReadResult {
+	rs, err := e.node.Coordinator().GetMany(ctx, items, tsdb.GetOptions{MaxBytes: e.maxReadBytes()})
+	out := make([]ReadResult, len(items))
+	for i, it := range items {
 		if err != nil {
 			out[i].Err = err
 			continue
 		}
-		out[i].Pts, out[i].Err = e.readAnswer(k, rs[i].Result, rs[i].Err)
+		out[i].Pts, out[i].Err = e.readAnswer(it.Key, rs[i].Result, rs[i].Err)
 	}
 	return out
 }
@@ -138,7 +161,18 @@ func (ex *executor) prefetch() {
 	if len(pointKeys) > 1 {
 		held := 0
 		ex.prefetched = make(map[string]series.Points, len(pointKeys))
-		for i, r := range mr.ReadMany(ex.ctx, pointKeys, ex.p.from, ex.p.to) {
+		var rs []ReadResult
+		if ex.ranges == nil {
+			rs = mr.ReadMany(ex.ctx, pointKeys, ex.p.from, ex.p.to)
+		} else {
+			items := make([]KeyRange, len(pointKeys))
+			for i, k := range pointKeys {
+				items[i].Key = k
+				items[i].From, items[i].To = ex.rangeOf(k)
+			}
+			rs = mr.ReadRanges(ex.ctx, items)
+		}
+		for i, r := range rs {
 			if r.Err != nil && !errors.Is(r.Err, ErrUnknownSeries) {
 				continue
 			}

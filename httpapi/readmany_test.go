@@ -51,6 +51,14 @@ func (e manyEngine) ReadMany(ctx context.Context, keys []string, from, to int64)
 	return e.node.ReadMany(ctx, keys, from, to)
 }
 
+func (e manyEngine) ReadRanges(ctx context.Context, items []KeyRange) []ReadResult {
+	e.count("ReadRanges")
+	e.mu.Lock()
+	e.calls["ReadRanges series"] += len(items)
+	e.mu.Unlock()
+	return e.node.ReadRanges(ctx, items)
+}
+
 func (e manyEngine) AggregateMany(ctx context.Context, keys []string, from, to int64, every time.Duration) []AggregateResult {
 	e.count("AggregateMany")
 	e.mu.Lock()

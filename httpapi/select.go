@@ -131,10 +131,34 @@ type executor struct {
 	// prefetched holds series read by prefetch (readmany.go), as read: readSeries
 	// takes each from here once instead of reading it.
 	prefetched map[string]series.Points
+
+	// ranges holds the range of each series of a group with its own (group.ranged,
+	// limit.go): it is read over that range, not the plan's.
+	ranges map[string][2]int64
 }
 
 func newExecutor(ctx context.Context, h *Handler, qc *queryCost, p *selectPlan) *executor {
-	return &executor{h: h, ctx: ctx, qc: qc, p: p, points: map[string]series.Points{}, windows: map[string][]agg.Window{}, types: map[string]series.Type{}}
+	ex := &executor{h: h, ctx: ctx, qc: qc, p: p, points: map[string]series.Points{}, windows: map[string][]agg.Window{}, types: map[string]series.Type{}}
+	for _, g := range p.groups {
+		if !g.ranged {
+			continue
+		}
+		if ex.ranges == nil {
+			ex.ranges = map[string][2]int64{}
+		}
+		for _, k := range g.seriesKeys(p.where) {
+			ex.ranges[k] = [2]int64{g.from, g.to}
+		}
+	}
+	return ex
+}
+
+// rangeOf is the range series k is read over.
+func (ex *executor) rangeOf(k string) (from, to int64) {
+	if r, ok := ex.ranges[k]; ok {
+		return r[0], r[1]
+	}
+	return ex.p.from, ex.p.to
 }
 
 // readKeys returns the points of the series keys, merged by time. Series never
@@ -190,7 +214,8 @@ func (ex *executor) readSeries(k string) (series.Points, error) {
 		delete(ex.prefetched, k)
 	} else {
 		var err error
-		pts, err = ex.h.eng.Read(ex.ctx, k, ex.p.from, ex.p.to)
+		from, to := ex.rangeOf(k)
+		pts, err = ex.h.eng.Read(ex.ctx, k, from, to)
 		if errors.Is(err, ErrUnknownSeries) {
 			err = nil
 		}
