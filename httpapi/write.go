@@ -80,7 +80,7 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request) {
 		putBody(buf)
 		return
 	}
-	lim := parseLimits{cache: h.series, maxSeries: h.cfg.MaxSeriesPerWrite}
+	lim := parseLimits{cache: h.series, maxSeries: h.cfg.MaxSeriesPerWrite, pace: newHeavyPacer()}
 	lim.maxNew, lim.admitNew = h.newSeriesCheck()
 	batches, parsed, dropped, reason, stopped, built := parseLinesCached(body, db, prec, h.nowFor(), lim)
 	done()
