@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tsdht/tsdht/internal/netyield"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
@@ -31,9 +30,6 @@ type answerWriter struct {
 	err  error          // the first write error; later writes are dropped
 	csv  *csvState      // not nil: the answer is CSV (csv.go)
 	loc  *time.Location // the zone of the result being written (tz()); nil: UTC
-
-	pace  *netyield.Pacer // spent each row's bytes, yielding the core at its intervals (yield.go)
-	paced int             // the length of buf when it was last spent
 }
 
 // flushAt is the buffer length at which the answer goes out to the connection.
@@ -44,7 +40,7 @@ const flushAt = 64 << 10
 var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, flushAt+4<<10); return &b }}
 
 func newAnswerWriter(w io.Writer, unit int64) *answerWriter {
-	return &answerWriter{w: w, buf: (*answerBufs.Get().(*[]byte))[:0], unit: unit, day: math.MinInt64, sec: math.MinInt64, pace: newHeavyPacer()}
+	return &answerWriter{w: w, buf: (*answerBufs.Get().(*[]byte))[:0], unit: unit, day: math.MinInt64, sec: math.MinInt64}
 }
 
 // release flushes what is left and returns the buffer; the writer is not used again.
@@ -63,7 +59,7 @@ func (a *answerWriter) flush() error {
 	if a.err == nil && len(a.buf) > 0 {
 		_, a.err = a.w.Write(a.buf)
 	}
-	a.buf, a.paced = a.buf[:0], 0
+	a.buf = a.buf[:0]
 	return a.err
 }
 
@@ -248,10 +244,9 @@ func (a *answerWriter) rowEnd() bool {
 	} else {
 		a.buf = append(a.buf, ']')
 	}
-	a.pace.Spend(len(a.buf) - a.paced)
-	a.paced = len(a.buf)
 	if len(a.buf) >= flushAt {
 		a.flush()
+		heavyYield() // encoding goes several times faster than parsing: one interval (yield.go)
 	}
 	return a.err == nil
 }

@@ -102,8 +102,8 @@ func TestRemoteWriteDecodeLetsTheNetworkIn(t *testing.T) {
 
 // TestHeavyRequestsYield sends a write, a remote write and a query through a real
 // server: each yields once per heavyYieldEvery of its work, the query once per
-// heavyYieldEvery bytes of its answer (the points it reads, charged queryPointCost
-// each once the engine has read them, make it yield once more: they are one series).
+// flushAt bytes of its answer (the points it reads, charged queryPointCost each once
+// the engine has read them, make it yield once more: they are one series).
 func TestHeavyRequestsYield(t *testing.T) {
 	_, u := serveConfig(t, engine, Config{})
 	from := base.Add(-20 * time.Minute)
@@ -131,8 +131,8 @@ func TestHeavyRequestsYield(t *testing.T) {
 	if code != http.StatusOK || strings.Count(answer, "],[")+1 != points {
 		t.Fatalf("query: %d %.300s; want %d rows", code, answer, points)
 	}
-	if got := yields.Swap(0); got < int64(len(answer)/heavyYieldEvery) || got > int64(len(answer)/heavyYieldEvery)+3 {
+	if got, want := yields.Swap(0), int64(len(answer)/flushAt); got < want || got > want+3 {
 		t.Errorf("a query of %d points answered in %d bytes: %d yields, want %d–%d (one per %d bytes, one for the series read)",
-			points, len(answer), got, len(answer)/heavyYieldEvery, len(answer)/heavyYieldEvery+3, heavyYieldEvery)
+			points, len(answer), got, want, want+3, flushAt)
 	}
 }
