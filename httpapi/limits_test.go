@@ -225,3 +225,36 @@ func TestQueryLimits(t *testing.T) {
 		t.Fatalf("a query past its timeout: %d %s; want an error naming the timeout", code, msg)
 	}
 }
+
+// TestRefusedCachedSeriesCharged: a body of 150 new series sent twice to a node that
+// takes 100 new series a write is refused both times (413); the second time its first
+// 101 series come from the cache of parsed series (the first parse built them), and
+// the refusal charges them to the work budget as built (seriesCost each), as the
+// first parse's were: a body of new series sent again and again costs its client
+// what its series cost, not its bytes alone (the hostile soak's "http new series").
+func TestRefusedCachedSeriesCharged(t *testing.T) {
+	lc, err := tsdb.StartLocal(context.Background(), 1, "", func(_ int, cfg *tsdb.Config) {
+		cfg.RF, cfg.NewSeriesPerRequest, cfg.NewSeriesPerSecond = 1, 100, 0.01
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	h, u := serveConfig(t, NewNodeEngine(lc.Nodes[0]), Config{WorkBytesPerSecond: 1 << 20, ClientShare: 1})
+	body := hostile.NewSeriesLines("again", 150)
+	spend := func() float64 {
+		t.Helper()
+		before := h.work.node.TokensAt(time.Now())
+		code, _, msg := post(t, u+"/write?db=again", "text/plain", bytes.NewReader(body), nil)
+		if code != http.StatusRequestEntityTooLarge {
+			t.Fatalf("150 new series: %d %s; want 413", code, msg)
+		}
+		return before - h.work.node.TokensAt(time.Now())
+	}
+	first, second := spend(), spend()
+	// 150 series, less what the budget earned back while the request ran; without
+	// the charge, 49 (those the second parse built).
+	if want := float64(120 * seriesCost); second < want {
+		t.Errorf("the body sent again was charged %.0f bytes of work (the first time %.0f), want at least %.0f (120 series)", second, first, want)
+	}
+}
