@@ -22,6 +22,20 @@ import (
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
+// budgetNode starts a node of its own, rf 1, that takes 100 new series a write and one
+// every 100 s, stopped when the test ends.
+func budgetNode(t *testing.T) *tsdb.LocalCluster {
+	t.Helper()
+	lc, err := tsdb.StartLocal(context.Background(), 1, "", func(_ int, cfg *tsdb.Config) {
+		cfg.RF, cfg.NewSeriesPerRequest, cfg.NewSeriesPerSecond = 1, 100, 0.01
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lc.Close() })
+	return lc
+}
+
 // TestNewSeriesBudget holds a node of its own to a budget of 100 new series a write and
 // one every 100 s, behind an HTTP handler that takes 500 series a request (issue #31):
 // a write of 101 new series is refused whole (413) and stores nothing; 100 are stored;
@@ -30,13 +44,7 @@ import (
 // at the 101st (and one of 51 series by a handler that takes 50); and
 // an RPC put of a new series gets wire.CodeSlowDown.
 func TestNewSeriesBudget(t *testing.T) {
-	lc, err := tsdb.StartLocal(context.Background(), 1, "", func(_ int, cfg *tsdb.Config) {
-		cfg.RF, cfg.NewSeriesPerRequest, cfg.NewSeriesPerSecond = 1, 100, 0.01
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
+	lc := budgetNode(t)
 	eng := NewNodeEngine(lc.Nodes[0])
 	h, err := New(eng, Config{MaxSeriesPerWrite: 500}, nil)
 	if err != nil {
@@ -233,14 +241,7 @@ func TestQueryLimits(t *testing.T) {
 // first parse's were: a body of new series sent again and again costs its client
 // what its series cost, not its bytes alone (the hostile soak's "http new series").
 func TestRefusedCachedSeriesCharged(t *testing.T) {
-	lc, err := tsdb.StartLocal(context.Background(), 1, "", func(_ int, cfg *tsdb.Config) {
-		cfg.RF, cfg.NewSeriesPerRequest, cfg.NewSeriesPerSecond = 1, 100, 0.01
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
-	h, u := serveConfig(t, NewNodeEngine(lc.Nodes[0]), Config{WorkBytesPerSecond: 1 << 20, ClientShare: 1})
+	h, u := serveConfig(t, NewNodeEngine(budgetNode(t).Nodes[0]), Config{WorkBytesPerSecond: 1 << 20, ClientShare: 1})
 	body := hostile.NewSeriesLines("again", 150)
 	spend := func() float64 {
 		t.Helper()
