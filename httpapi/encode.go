@@ -246,6 +246,7 @@ func (a *answerWriter) rowEnd() bool {
 	}
 	if len(a.buf) >= flushAt {
 		a.flush()
+		heavyYield() // encoding goes several times faster than parsing: one interval (yield.go)
 	}
 	return a.err == nil
 }

@@ -46,7 +46,7 @@ func FuzzDecodeWriteRequest(f *testing.F) {
 	f.Add(encodeWriteRequest([]promSeries{{labels: [][2]string{{"__name__", "up"}, {"a", "b"}}, samples: [][2]float64{{1, 1000}}}}), "up", 1.0)
 	f.Add([]byte{0x0a, 0x05, 0x0a, 0x03, 0x0a, 0x01}, "x", 0.0)
 	f.Fuzz(func(t *testing.T, b []byte, name string, v float64) {
-		got, stale, err := decodeWriteRequest(b)
+		got, stale, err := decodeWriteRequest(b, nil)
 		nSeries, nSamples, cerr := countInSteps(b, 1+len(name)%7)
 		if err == nil {
 			// The count the limits are checked on is the decoder's: every sample,
@@ -63,7 +63,7 @@ func FuzzDecodeWriteRequest(f *testing.F) {
 			return
 		}
 		enc := encodeWriteRequest([]promSeries{{labels: [][2]string{{"__name__", name}}, samples: [][2]float64{{v, 5}}}})
-		batches, _, err := decodeWriteRequest(enc)
+		batches, _, err := decodeWriteRequest(enc, nil)
 		if err != nil || len(batches) != 1 || batches[0].pts.F[0] != v || batches[0].pts.T[0] != 5e6 || batches[0].tags["__name__"] != name {
 			t.Fatalf("round trip of %q %v: %v %+v", name, v, err, batches)
 		}

@@ -22,6 +22,20 @@ import (
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
+// budgetNode starts a node of its own, rf 1, that takes 100 new series a write and one
+// every 100 s, stopped when the test ends.
+func budgetNode(t *testing.T) *tsdb.LocalCluster {
+	t.Helper()
+	lc, err := tsdb.StartLocal(context.Background(), 1, "", func(_ int, cfg *tsdb.Config) {
+		cfg.RF, cfg.NewSeriesPerRequest, cfg.NewSeriesPerSecond = 1, 100, 0.01
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lc.Close() })
+	return lc
+}
+
 // TestNewSeriesBudget holds a node of its own to a budget of 100 new series a write and
 // one every 100 s, behind an HTTP handler that takes 500 series a request (issue #31):
 // a write of 101 new series is refused whole (413) and stores nothing; 100 are stored;
@@ -30,13 +44,7 @@ import (
 // at the 101st (and one of 51 series by a handler that takes 50); and
 // an RPC put of a new series gets wire.CodeSlowDown.
 func TestNewSeriesBudget(t *testing.T) {
-	lc, err := tsdb.StartLocal(context.Background(), 1, "", func(_ int, cfg *tsdb.Config) {
-		cfg.RF, cfg.NewSeriesPerRequest, cfg.NewSeriesPerSecond = 1, 100, 0.01
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
+	lc := budgetNode(t)
 	eng := NewNodeEngine(lc.Nodes[0])
 	h, err := New(eng, Config{MaxSeriesPerWrite: 500}, nil)
 	if err != nil {
@@ -223,5 +231,31 @@ func TestQueryLimits(t *testing.T) {
 		strings.NewReader("q="+url.QueryEscape("SELECT count(v) FROM m WHERE time > now() - 1h")), nil)
 	if !strings.Contains(msg, "query timeout") || !strings.Contains(msg, "--http-query-timeout") {
 		t.Fatalf("a query past its timeout: %d %s; want an error naming the timeout", code, msg)
+	}
+}
+
+// TestRefusedCachedSeriesCharged: a body of 150 new series sent twice to a node that
+// takes 100 new series a write is refused both times (413); the second time its first
+// 101 series come from the cache of parsed series (the first parse built them), and
+// the refusal charges them to the work budget as built (seriesCost each), as the
+// first parse's were: a body of new series sent again and again costs its client
+// what its series cost, not its bytes alone (the hostile soak's "http new series").
+func TestRefusedCachedSeriesCharged(t *testing.T) {
+	h, u := serveConfig(t, NewNodeEngine(budgetNode(t).Nodes[0]), Config{WorkBytesPerSecond: 1 << 20, ClientShare: 1})
+	body := hostile.NewSeriesLines("again", 150)
+	spend := func() float64 {
+		t.Helper()
+		before := h.work.node.TokensAt(time.Now())
+		code, _, msg := post(t, u+"/write?db=again", "text/plain", bytes.NewReader(body), nil)
+		if code != http.StatusRequestEntityTooLarge {
+			t.Fatalf("150 new series: %d %s; want 413", code, msg)
+		}
+		return before - h.work.node.TokensAt(time.Now())
+	}
+	first, second := spend(), spend()
+	// 150 series, less what the budget earned back while the request ran; without
+	// the charge, 49 (those the second parse built).
+	if want := float64(120 * seriesCost); second < want {
+		t.Errorf("the body sent again was charged %.0f bytes of work (the first time %.0f), want at least %.0f (120 series)", second, first, want)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/influxdata/line-protocol/v2/lineprotocol"
 
+	"github.com/tsdht/tsdht/internal/netyield"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
@@ -42,6 +43,9 @@ type parseLimits struct {
 	// budget of new series, SeriesAdmitter); its refusal stops the parse.
 	maxNew   int
 	admitNew func(keys []string) error
+	// pace counts the parse's work (a byte of a line, seriesCost a series built) and
+	// yields the core at its intervals (yield.go); nil: never.
+	pace *netyield.Pacer
 }
 
 // errTooManyInRequest stops a parse at the series past parseLimits.maxSeries.
@@ -55,7 +59,7 @@ var errTooManyInRequest = errors.New("too many series in one request")
 // tags were built from their line (not found in cache).
 func parseLinesCached(body []byte, db string, prec int64, now time.Time, lim parseLimits) (batches []*seriesBatch, parsed, dropped int, reason string, stopped error, built int) {
 	p := newLineParser(db, prec, now, body)
-	p.cache, p.maxSeries, p.maxNew, p.admitNew = lim.cache, lim.maxSeries, lim.maxNew, lim.admitNew
+	p.cache, p.maxSeries, p.maxNew, p.admitNew, p.pace = lim.cache, lim.maxSeries, lim.maxNew, lim.admitNew, lim.pace
 	rest, line := body, 1
 	for len(rest) > 0 {
 		end := bytes.IndexByte(rest, '\n')
@@ -71,6 +75,7 @@ func parseLinesCached(body []byte, db string, prec int64, now time.Time, lim par
 		if end < 0 || p.tooMany {
 			break
 		}
+		p.pace.Spend(len(l) + 1)
 		rest, line = rest[end+1:], line+1
 	}
 	return p.batches, p.parsed, p.dropped, p.reason, p.stopped, len(p.batches) - p.cached
@@ -118,6 +123,8 @@ type lineParser struct {
 	left    int            // bytes of the body after the fast line being parsed
 	seen    []*seriesBatch // per field of the line: its batch (nil: none, the field was dropped)
 	lineKey []byte         // scratch for byLine's keys
+
+	pace *netyield.Pacer // parseLimits.pace
 }
 
 // rawField is one field of a line being parsed.
@@ -230,6 +237,9 @@ func (p *lineParser) decode(body []byte, first int) {
 		p.fail(&e, int(e.Line))
 	}
 	for !p.tooMany && dec.Next() {
+		// The line before's bytes, as far as they were read (the decoder does not
+		// say where a line ends): its measurement, tags and field keys, and its values.
+		p.pace.Spend(len(p.raw) + len(p.arena) + 8*len(p.fields))
 		m, err := dec.Measurement()
 		if err != nil {
 			fail(err)
@@ -294,6 +304,7 @@ func (p *lineParser) newBatch(key string, tags map[string]string, desc string) *
 // builtOne notes a series built from its line: past maxNew of them, the series named so
 // far are put to admitNew, once; a refusal stops the parse.
 func (p *lineParser) builtOne() {
+	p.pace.Spend(seriesCost)
 	if p.maxNew <= 0 || len(p.batches)-p.cached <= p.maxNew {
 		return
 	}

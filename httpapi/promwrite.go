@@ -14,6 +14,7 @@ import (
 	"github.com/klauspost/compress/snappy"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/tsdht/tsdht/internal/netyield"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
@@ -90,7 +91,12 @@ func (h *Handler) decodePromWrite(w http.ResponseWriter, compressed []byte, m *m
 	c := writeCounter{maxSeries: h.cfg.MaxSeriesPerWrite, maxSamples: h.cfg.MaxSamplesPerRemoteWrite, total: n}
 	buf := rawBodies.Get().(*[]byte)
 	defer putRaw(buf)
-	raw, err := decodeSnappy((*buf)[:0], compressed, c.advance)
+	pace, paced := newHeavyPacer(), 0
+	raw, err := decodeSnappy((*buf)[:0], compressed, func(out []byte, final bool) error {
+		pace.Spend(len(out) - paced) // the bytes decoded, and counted next
+		paced = len(out)
+		return c.advance(out, final)
+	})
 	if cap(raw) > cap(*buf) {
 		*buf = raw[:0]
 	}
@@ -109,7 +115,7 @@ func (h *Handler) decodePromWrite(w http.ResponseWriter, compressed []byte, m *m
 		httpError(w, http.StatusBadRequest, "remote write request: "+err.Error())
 		return nil, false
 	}
-	batches, stale, err := decodeWriteRequest(raw)
+	batches, stale, err := decodeWriteRequest(raw, pace)
 	m.charge(int64(len(batches)) * seriesCost)
 	h.m.staleSkipped.Add(float64(stale))
 	if err != nil {
@@ -162,14 +168,15 @@ func forEachBytes(b []byte, f func(num protowire.Number, v []byte) error) error 
 
 // decodeWriteRequest decodes a Prometheus remote-write WriteRequest (protobuf) into
 // per-series batches, skipping stale markers (counted). Every length is checked
-// against the bytes that remain before it is used.
-func decodeWriteRequest(b []byte) (batches []*seriesBatch, stale int, err error) {
+// against the bytes that remain before it is used. pace (nil: none) is spent a byte of
+// b decoded, and seriesCost a series built.
+func decodeWriteRequest(b []byte, pace *netyield.Pacer) (batches []*seriesBatch, stale int, err error) {
 	byKey := make(map[string]*seriesBatch)
 	err = forEachBytes(b, func(num protowire.Number, ts []byte) error {
 		if num != 1 {
 			return nil
 		}
-		s, err := decodeTimeSeries(ts, byKey, &batches)
+		s, err := decodeTimeSeries(ts, byKey, &batches, pace)
 		stale += s
 		return err
 	})
@@ -179,12 +186,13 @@ func decodeWriteRequest(b []byte) (batches []*seriesBatch, stale int, err error)
 	return batches, stale, nil
 }
 
-func decodeTimeSeries(b []byte, byKey map[string]*seriesBatch, batches *[]*seriesBatch) (stale int, err error) {
+func decodeTimeSeries(b []byte, byKey map[string]*seriesBatch, batches *[]*seriesBatch, pace *netyield.Pacer) (stale int, err error) {
 	var labels []tagPair
 	samples := 0
 	err = forEachBytes(b, func(num protowire.Number, v []byte) error {
 		switch num {
 		case 1:
+			pace.Spend(len(v) + 2) // the label and its tag and length
 			l, err := decodeLabel(v)
 			if err != nil {
 				return err
@@ -216,6 +224,7 @@ func decodeTimeSeries(b []byte, byKey map[string]*seriesBatch, batches *[]*serie
 	}
 	bt := byKey[key]
 	if bt == nil {
+		pace.Spend(seriesCost)
 		tags := make(map[string]string, len(labels))
 		for _, l := range labels {
 			tags[l.k] = l.v
@@ -230,6 +239,7 @@ func decodeTimeSeries(b []byte, byKey map[string]*seriesBatch, batches *[]*serie
 		if num != 2 {
 			return nil
 		}
+		pace.Spend(len(m) + 2) // the sample and its tag and length
 		v, t, err := decodeSample(m)
 		if err != nil {
 			return err

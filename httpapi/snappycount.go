@@ -19,8 +19,9 @@ import (
 // errSnappyCorrupt is wrapped by the error of a block that does not decode.
 var errSnappyCorrupt = errors.New("snappy: corrupt input")
 
-// snappyStep is how many decoded bytes pass between two calls of decodeSnappy's step.
-const snappyStep = 64 << 10
+// snappyStep is how many decoded bytes pass between two calls of decodeSnappy's step:
+// one interval of a heavy request's pacer (yield.go), which the step spends.
+const snappyStep = heavyYieldEvery
 
 // decodeSnappy decodes the snappy block src into dst's capacity (grown as needed, up to
 // the block's decoded length, which the caller has checked against its limits), calling

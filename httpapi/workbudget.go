@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/time/rate"
 
+	"github.com/tsdht/tsdht/internal/netyield"
 	"github.com/tsdht/tsdht/tsdb/agg"
 )
 
@@ -227,10 +228,14 @@ type queryCost struct {
 	h    *Handler
 	acct account
 	mem  hold
+	// pace is spent the work of the points read (queryPointCost each) and of the
+	// windows this node combines (windowBytes each: their points were aggregated where
+	// they are stored), yielding the core at its intervals (yield.go).
+	pace *netyield.Pacer
 }
 
 func (h *Handler) newQueryCost(acct account) *queryCost {
-	return &queryCost{h: h, acct: acct, mem: hold{p: h.queryMem}}
+	return &queryCost{h: h, acct: acct, mem: hold{p: h.queryMem}, pace: newHeavyPacer()}
 }
 
 // done gives back the memory the query holds.
@@ -247,6 +252,7 @@ func (q *queryCost) points(n int) error {
 		return nil
 	}
 	q.acct.charge(int64(n) * queryPointCost)
+	q.pace.Spend(n * queryPointCost)
 	return q.hold(int64(n) * pointBytes)
 }
 
@@ -261,6 +267,7 @@ func (q *queryCost) windows(ws []agg.Window) error {
 		n += ws[i].Count
 	}
 	q.acct.charge(n * queryPointCost)
+	q.pace.Spend(len(ws) * windowBytes)
 	return q.hold(int64(len(ws)) * windowBytes)
 }
 

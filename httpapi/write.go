@@ -80,7 +80,7 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request) {
 		putBody(buf)
 		return
 	}
-	lim := parseLimits{cache: h.series, maxSeries: h.cfg.MaxSeriesPerWrite}
+	lim := parseLimits{cache: h.series, maxSeries: h.cfg.MaxSeriesPerWrite, pace: newHeavyPacer()}
 	lim.maxNew, lim.admitNew = h.newSeriesCheck()
 	batches, parsed, dropped, reason, stopped, built := parseLinesCached(body, db, prec, h.nowFor(), lim)
 	done()
@@ -100,6 +100,11 @@ func (h *Handler) serveWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !h.admit(w, batches) {
+		// The node refused series the parse found in the cache of earlier requests'
+		// series (a body of new series sent again: the cache keeps what a parse built,
+		// admitted or not), so they were new after all: charged as built, else such a
+		// body would cost its parse and the admission over and over for its bytes alone.
+		m.charge(int64(len(batches)-built) * seriesCost)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.WriteTimeout)

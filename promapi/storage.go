@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
 
+	"github.com/tsdht/tsdht/internal/netyield"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
@@ -56,13 +57,26 @@ func NewQueryable(b Backend, maxSeries, maxSamples int) *Queryable {
 
 // Querier implements storage.Queryable.
 func (q *Queryable) Querier(mint, maxt int64) (storage.Querier, error) {
-	return &querier{q: q, mint: mint, maxt: maxt}, nil
+	return &querier{q: q, mint: mint, maxt: maxt, pace: netyield.NewPacer(sampleYieldEvery, func() { sampleYield() })}, nil
 }
 
 type querier struct {
 	q          *Queryable
 	mint, maxt int64 // ms, inclusive
+	// pace is spent a sample each time the engine reads one of the series selected,
+	// and gives up the core every sampleYieldEvery (netyield): Go's scheduler has no
+	// priorities, and on a node with one core an RPC writer's request that arrives
+	// while a query is evaluated would otherwise wait for its end, or 10 ms. The
+	// engine evaluates a query on one goroutine, through one querier.
+	pace *netyield.Pacer
 }
+
+// sampleYieldEvery is how many sample reads of the PromQL engine pass between two
+// yields of the core.
+const sampleYieldEvery = 4096
+
+// sampleYield is what a querier's pacer calls (netyield.Yield; a test counts the calls).
+var sampleYield = netyield.Yield
 
 func (qr *querier) Close() error { return nil }
 
@@ -90,7 +104,7 @@ func (qr *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHint
 		}
 		return &seriesSet{list: out}
 	}
-	read, err := readAll(ctx, qr.q.b, sel, mint, maxt, qr.q.maxSamples)
+	read, err := readAll(ctx, qr.q.b, sel, mint, maxt, qr.q.maxSamples, qr.pace)
 	if err != nil {
 		return storage.ErrSeriesSet(err)
 	}
@@ -99,8 +113,8 @@ func (qr *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHint
 
 // readAll reads the selected series over [mint, maxt] ms, at most readConcurrency at
 // once, and fails once more than maxSamples samples were read. A series deleted
-// since it was listed is left out.
-func readAll(ctx context.Context, r Reader, sel []selected, mint, maxt int64, maxSamples int) ([]storage.Series, error) {
+// since it was listed is left out. Reading the series' samples spends pace.
+func readAll(ctx context.Context, r Reader, sel []selected, mint, maxt int64, maxSamples int, pace *netyield.Pacer) ([]storage.Series, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out := make([]*memSeries, len(sel))
@@ -140,6 +154,7 @@ func readAll(ctx context.Context, r Reader, sel []selected, mint, maxt int64, ma
 	list := make([]storage.Series, 0, len(out))
 	for _, s := range out {
 		if s != nil {
+			s.pace = pace
 			list = append(list, s)
 		}
 	}
@@ -268,6 +283,7 @@ func (s *seriesSet) Warnings() annotations.Annotations { return nil }
 type memSeries struct {
 	lset labels.Labels
 	s    []fsample
+	pace *netyield.Pacer // its querier's; nil: none
 }
 
 func (s *memSeries) Labels() labels.Labels { return s.lset }
@@ -277,7 +293,10 @@ func (s *memSeries) Iterator(chunkenc.Iterator) chunkenc.Iterator {
 }
 
 // Get implements storage.Samples.
-func (s *memSeries) Get(i int) chunks.Sample { return &s.s[i] }
+func (s *memSeries) Get(i int) chunks.Sample {
+	s.pace.Spend(1)
+	return &s.s[i]
+}
 
 // Len implements storage.Samples.
 func (s *memSeries) Len() int { return len(s.s) }

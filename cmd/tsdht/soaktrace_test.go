@@ -172,6 +172,9 @@ func busiest(gs map[int64][]*traceMove, fn string) int64 {
 	return best
 }
 
+// traceClasses are the names traceClass gives, in the order the logs list them.
+var traceClasses = []string{"the collector", "long reads", "HTTP requests", "connections", "other"}
+
 // traceClass names what a goroutine was doing from the stack where it stopped running
 // (for one that ended, the stack that started it).
 func traceClass(frames []string) string {
@@ -182,6 +185,8 @@ func traceClass(frames []string) string {
 	case strings.Contains(s, "planRead"), strings.Contains(s, "AggRefs"), strings.Contains(s, "cluster.FanOut"), strings.Contains(s, "aggRound"), strings.Contains(s, "runFetches"),
 		strings.Contains(s, "replica.(*Local)"), strings.Contains(s, "pebble"), strings.Contains(s, "quanta."):
 		return "long reads"
+	case strings.Contains(s, "httpapi."), strings.Contains(s, "promapi."), strings.Contains(s, "net/http."):
+		return "HTTP requests"
 	case strings.Contains(s, "rpc."), strings.Contains(s, "internal/poll"), strings.Contains(s, "syscall."), strings.Contains(s, "net."):
 		return "connections"
 	}
@@ -330,7 +335,7 @@ func writerTrace(nt *nodeTrace) ([]string, error) {
 		on += d
 	}
 	var parts []string
-	for _, c := range []string{"the collector", "long reads", "connections", "other"} {
+	for _, c := range traceClasses {
 		parts = append(parts, c+" "+pct(ran[c], on))
 	}
 	out = append(out, "while they waited for a P, the Ps ran: "+strings.Join(parts, ", "))
@@ -501,7 +506,7 @@ func writerArrivals(nt, ct *nodeTrace, starts []time.Time, lats []time.Duration)
 		n := time.Duration(len(part))
 		avg := func(d time.Duration) time.Duration { return (d / n).Round(time.Microsecond) }
 		var classes []string
-		for _, c := range []string{"the collector", "long reads", "connections", "other"} {
+		for _, c := range traceClasses {
 			classes = append(classes, fmt.Sprintf("%s %.0f%%", c, 100*float64(sum.ran[c])/float64(max(on, 1))))
 		}
 		return fmt.Sprintf("%s (%d): latency %v = the writer sending %v + on the way in %v (the node's P busy %.0f%% of it: %s) + in the node %v + on the way back %v (the node's write system call %v) + the writer taking it %v",

@@ -284,7 +284,9 @@ func (c *Client) chunk(ctx context.Context, key string, homes []dht.Peer, width,
 		return nil, nil, false
 	}
 	var hits int64
+	pace := newWindowPacer()
 	for t := lo; t < hi; t += width {
+		pace.Spend(1)
 		ok := true
 		var got *agg.Window
 		for j, v := range views {

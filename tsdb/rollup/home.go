@@ -296,7 +296,9 @@ func (r *Homes) Read(req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
 	open := false
 	cut := r.cutoff(lvl)
 	k := 0
+	pace := newWindowPacer()
 	for t := req.From; t < req.To; t += req.Width {
+		pace.Spend(1)
 		for k < len(recs) && recs[k].start < t {
 			k++
 		}
