@@ -58,7 +58,10 @@ type FanResult[T, R any] struct {
 // under its own deadline of timeout (0: only ctx's), and delivers every batch's outcome
 // on the returned channel as it finishes. The channel holds every outcome, so a receiver
 // may stop reading early (a write that reached its quorum) and the remaining calls still
-// finish in the background.
+// finish in the background. The calls run on StoreWorkers: a call to this node's own
+// replica goes as deep as the store's engine, and a fresh goroutine per call grew its
+// stack to that depth every time (a load of new series reads and merges their catalog
+// entries and posting lists through FanOut).
 func FanOut[T, R any](ctx context.Context, batches []*PeerBatch[T], limit int, timeout time.Duration,
 	call func(ctx context.Context, b *PeerBatch[T]) (R, error)) <-chan FanResult[T, R] {
 	out := make(chan FanResult[T, R], len(batches))
@@ -67,7 +70,7 @@ func FanOut[T, R any](ctx context.Context, batches []*PeerBatch[T], limit int, t
 		sem = make(chan struct{}, limit)
 	}
 	for _, b := range batches {
-		go func() {
+		StoreWorkers.Run(func() {
 			if sem != nil {
 				sem <- struct{}{}
 				defer func() { <-sem }()
@@ -79,7 +82,7 @@ func FanOut[T, R any](ctx context.Context, batches []*PeerBatch[T], limit int, t
 			resp, err := call(cctx, b)
 			cancel()
 			out <- FanResult[T, R]{Batch: b, Resp: resp, Err: err}
-		}()
+		})
 	}
 	return out
 }

@@ -62,6 +62,6 @@ func (p *WorkPool) work(f func()) {
 	}
 }
 
-// storeWorkers writes PutMany's shards to this node's store (one pool per process: the
-// nodes of a LocalCluster share it).
+// StoreWorkers writes PutMany's shards to this node's store and runs FanOut's calls
+// (one pool per process: the nodes of a LocalCluster share it).
 var StoreWorkers = NewWorkPool(256, 10*time.Second)

@@ -108,6 +108,13 @@ func (l *Local) Entries(_ context.Context, keys []string) ([]catalog.Entry, erro
 	if err != nil {
 		return nil, err
 	}
+	if eg, ok := cs.(store.EntriesGetter); ok && len(keys) > 1 {
+		out, err := eg.EntriesOf(keys)
+		if err != nil {
+			return nil, storeError(err)
+		}
+		return out, nil
+	}
 	var out []catalog.Entry
 	for _, k := range keys {
 		e, ok, err := cs.Entry(k)

@@ -42,6 +42,14 @@ type EntriesMerger interface {
 	MergeEntries(es []catalog.Entry) ([]catalog.Entry, error)
 }
 
+// EntriesGetter is a Catalog that reads many entries at the cost of about a few: a
+// coordinator readying many new series asks for their entries at once.
+type EntriesGetter interface {
+	// EntriesOf returns the stored entries of keys in the order of keys, as Entry of
+	// each would: a key with no entry is left out.
+	EntriesOf(keys []string) ([]catalog.Entry, error)
+}
+
 // MaxPostingsPage bounds Postings' limit.
 const MaxPostingsPage = 10_000
 

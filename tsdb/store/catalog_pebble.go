@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -130,6 +129,14 @@ func (p *Pebble) MergeEntries(es []catalog.Entry) (_ []catalog.Entry, err error)
 	p.catMu.Lock()
 	defer p.catMu.Unlock()
 	out := make([]catalog.Entry, len(es))
+	keys := make([]string, len(es))
+	for i, e := range es {
+		keys[i] = e.Key
+	}
+	stored, err := p.loadEntries(keys)
+	if err != nil {
+		return nil, err
+	}
 	// What this call merged so far, per key: a key named twice merges into the first.
 	merged := make(map[string]int, len(es))
 	changed := 0
@@ -137,8 +144,8 @@ func (p *Pebble) MergeEntries(es []catalog.Entry) (_ []catalog.Entry, err error)
 		old, ok := catalog.Entry{}, false
 		if j, seen := merged[e.Key]; seen {
 			old, ok = out[j], true
-		} else if old, ok, err = p.loadEntry(e.Key); err != nil {
-			return nil, err
+		} else {
+			old, ok = stored[e.Key]
 		}
 		if ok {
 			e = catalog.Merge(old, e)
@@ -169,6 +176,49 @@ func (p *Pebble) MergeEntries(es []catalog.Entry) (_ []catalog.Entry, err error)
 		return nil, fmt.Errorf("store: %d catalog entries (%q, …): %w", len(es), es[0].Key, err)
 	}
 	return out, nil
+}
+
+// EntriesOf implements EntriesGetter.
+func (p *Pebble) EntriesOf(keys []string) ([]catalog.Entry, error) {
+	if !p.enter() {
+		return nil, ErrClosed
+	}
+	defer p.state.RUnlock()
+	stored, err := p.loadEntries(slices.Clone(keys))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]catalog.Entry, 0, len(stored))
+	for _, k := range keys {
+		if e, ok := stored[k]; ok {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// loadEntries reads the stored entries of keys (which it sorts), all at once
+// (lookupMany).
+func (p *Pebble) loadEntries(keys []string) (map[string]catalog.Entry, error) {
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	ks := make([][]byte, len(keys))
+	for i, k := range keys {
+		ks[i] = entryKey(k)
+	}
+	out := make(map[string]catalog.Entry, len(keys))
+	err := p.lookupMany(ks, func(i int, v []byte, found bool) error {
+		if !found {
+			return nil
+		}
+		e, err := catalog.DecodeEntry(v)
+		if err != nil {
+			return fmt.Errorf("%w: catalog entry %q: %v", ErrCorrupt, keys[i], err)
+		}
+		out[keys[i]] = e
+		return nil
+	})
+	return out, err
 }
 
 func (p *Pebble) loadEntry(key string) (catalog.Entry, bool, error) {
@@ -261,45 +311,28 @@ func (p *Pebble) MergePostings(tag catalog.Tag, members []catalog.Member) (err e
 	}
 	prefix := postingPrefix(tag)
 	members = sortedMembers(members)
-	// Many members (a write's new series, coalesced) are looked up through one
-	// iterator, in key order: a Get each loaded every level's tables again.
-	lookup := p.getValue
-	if len(members) > 1 {
-		key := func(m catalog.Member) []byte { return append(prefix[:len(prefix):len(prefix)], m.Key...) }
-		it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: key(members[0]), UpperBound: append(key(members[len(members)-1]), 0)})
-		if err != nil {
-			return err
-		}
-		defer it.Close()
-		lookup = func(k []byte) ([]byte, bool, error) {
-			if it.SeekGE(k) && bytes.Equal(it.Key(), k) {
-				return it.Value(), true, nil
-			}
-			return nil, false, it.Error()
-		}
+	// Many members (a write's new series, coalesced) are looked up at once (lookupMany).
+	keys := make([][]byte, len(members))
+	for i, m := range members {
+		keys[i] = append(prefix[:len(prefix):len(prefix)], m.Key...)
 	}
 	b := p.db.NewBatch()
 	defer b.Close()
-	for _, m := range members {
-		k := append(prefix[:len(prefix):len(prefix)], m.Key...)
-		v, found, err := lookup(k)
-		switch {
-		case err != nil:
-			return err
-		case found:
+	err = p.lookupMany(keys, func(i int, v []byte, found bool) error {
+		m := members[i]
+		if found {
 			old, derr := catalog.DecodeMemberState(m.Key, v)
 			if derr != nil {
 				return fmt.Errorf("%w: %v", ErrCorrupt, derr)
 			}
-			if merged := catalog.MergeMember(old, m); merged == old {
-				continue
-			} else {
-				m = merged
+			if m = catalog.MergeMember(old, m); m == old {
+				return nil
 			}
 		}
-		if err := b.Set(k, catalog.EncodeMemberState(m), nil); err != nil {
-			return err
-		}
+		return b.Set(keys[i], catalog.EncodeMemberState(m), nil)
+	})
+	if err != nil {
+		return err
 	}
 	if b.Empty() {
 		return nil
@@ -308,19 +341,6 @@ func (p *Pebble) MergePostings(tag catalog.Tag, members []catalog.Member) (err e
 		return fmt.Errorf("store: postings of %s: %w", tag, err)
 	}
 	return nil
-}
-
-// getValue reads key's value (a copy) and whether it is stored.
-func (p *Pebble) getValue(key []byte) ([]byte, bool, error) {
-	v, closer, err := p.db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	defer closer.Close()
-	return append([]byte(nil), v...), true, nil
 }
 
 // sortedMembers returns members sorted by key, each key once: the merge of its states

@@ -593,6 +593,9 @@ func (p *Pebble) append(batch []PairAppend, filter func(id []byte, pts *series.P
 		locks = append(locks, p.pairs.acquire(ws[i].sid))
 	}
 
+	if err := p.summaries(ws, order); err != nil {
+		return err
+	}
 	b := p.db.NewBatch()
 	defer b.Close()
 	var delta counters
@@ -612,9 +615,6 @@ func (p *Pebble) append(batch []PairAppend, filter func(id []byte, pts *series.P
 				w.skip = true
 				continue
 			}
-		}
-		if w.sum, err = p.summary(w.id, w.sid); err != nil {
-			return err
 		}
 		fresh, old, err := p.countNew(w.id, w.sum, &w.Points)
 		if err != nil {
@@ -775,6 +775,31 @@ func (p *Pebble) summary(id []byte, sid string) (summary, error) {
 	}
 	defer closer.Close()
 	return decodeSummary(v)
+}
+
+// summaries sets the sum of each of ws (locked) from the cache or the store, the
+// ones the cache lacks read at once (lookupMany) in the order of their IDs.
+func (p *Pebble) summaries(ws []pairWrite, order []int) error {
+	var miss []int
+	var keys [][]byte
+	for _, i := range order {
+		w := &ws[i]
+		if s, ok := p.pairs.summary(w.sid); ok {
+			w.sum = s
+			continue
+		}
+		w.sum = summary{}
+		miss = append(miss, i)
+		keys = append(keys, pairKey(nil, w.id, kindSummary))
+	}
+	return p.lookupMany(keys, func(j int, v []byte, found bool) error {
+		if !found {
+			return nil
+		}
+		s, err := decodeSummary(v)
+		ws[miss[j]].sum = s
+		return err
+	})
 }
 
 // countNew returns how many of pts' timestamps the pair does not hold yet, and the
