@@ -33,6 +33,15 @@ type Cluster interface {
 	Homes(ctx context.Context, key string) ([]dht.Peer, error)
 }
 
+// Own reads a series from this node's own replica, asking no other node: a node's
+// coordinator (coord.Coordinator.GetOwn). ok false says this node does not hold every
+// shard of the range; the uplink then reads through Cluster. What it answers may lack
+// points written at their quorum without this replica: the late check, which counts
+// through Cluster, finds them (docs/uplink.md).
+type Own interface {
+	GetOwn(ctx context.Context, key string, from, to int64) (wire.Result, bool, error)
+}
+
 // Membership says who this node is and who is alive: a node's DHT.
 type Membership interface {
 	Self() dht.Peer
@@ -55,6 +64,7 @@ type Uplink struct {
 	target Target
 	id     string
 	cl     Cluster
+	own    Own // nil: every read through cl
 	mem    Membership
 	log    *slog.Logger
 	sink   sink
@@ -87,8 +97,9 @@ type state struct {
 	lateAt  time.Time
 }
 
-// New returns an uplink over the cluster; Run forwards.
-func New(cfg Config, cl Cluster, mem Membership, log *slog.Logger) (*Uplink, error) {
+// New returns an uplink over the cluster; Run forwards. own, when not nil, reads the
+// raw points of the series whose shards this node holds (a node's coordinator).
+func New(cfg Config, cl Cluster, own Own, mem Membership, log *slog.Logger) (*Uplink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -101,7 +112,7 @@ func New(cfg Config, cl Cluster, mem Membership, log *slog.Logger) (*Uplink, err
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	u := &Uplink{cfg: cfg, target: t, id: cfg.ID(), cl: cl, mem: mem, sink: s, states: map[string]*state{},
+	u := &Uplink{cfg: cfg, target: t, id: cfg.ID(), cl: cl, own: own, mem: mem, sink: s, states: map[string]*state{},
 		settle: cfg.Settle, stop: make(chan struct{}), done: make(chan struct{})}
 	u.log = log.With("uplink", t.Name)
 	u.stats = wire.UplinkStats{ID: u.id, URL: t.Name, Every: int64(cfg.Every)}
@@ -516,17 +527,29 @@ func (u *Uplink) rawRange(st *state, edge int64) (to, limit int64, ok bool) {
 	return min(limit, st.cursor+max(st.span, int64(u.cfg.Interval))), limit, true
 }
 
-// readRaw reads the next raw range of each series of sts in one GetMany.
+// readRaw reads the next raw range of each series of sts: from this node's own
+// replica where it holds the range (Own), the others in one GetMany.
 func (u *Uplink) readRaw(ctx context.Context, sts []*state, edge int64) map[*state]rawRead {
 	out := make(map[*state]rawRead, len(sts))
 	var items []coord.SeriesRange
 	var who []*state
 	for _, st := range sts {
-		if to, limit, ok := u.rawRange(st, edge); ok {
-			items = append(items, coord.SeriesRange{Key: st.e.Key, From: st.cursor, To: to})
-			who = append(who, st)
-			out[st] = rawRead{ok: true, to: to, limit: limit}
+		to, limit, ok := u.rawRange(st, edge)
+		if !ok {
+			continue
 		}
+		r := rawRead{ok: true, to: to, limit: limit}
+		if u.own != nil {
+			// An error here is the cluster read's to report: it asks the other replicas.
+			if res, held, err := u.own.GetOwn(ctx, st.e.Key, st.cursor, to); err == nil && held {
+				r.res = res
+				out[st] = r
+				continue
+			}
+		}
+		items = append(items, coord.SeriesRange{Key: st.e.Key, From: st.cursor, To: to})
+		who = append(who, st)
+		out[st] = r
 	}
 	if len(items) == 0 {
 		return out

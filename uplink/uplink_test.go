@@ -214,7 +214,7 @@ func TestForwardsLatePointsAndResumesAfterTakeover(t *testing.T) {
 		LateEvery: 50 * time.Millisecond, SaveEvery: time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
 	ups := make([]*Uplink, 3)
 	for i, n := range lc.Nodes {
-		u, err := New(cfg, n.Coordinator(), n.DHT(), slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("n", i))
+		u, err := New(cfg, n.Coordinator(), n.Coordinator(), n.DHT(), slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("n", i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -323,7 +323,7 @@ func TestForwardsToAnotherCluster(t *testing.T) {
 	set, err := Start([]Config{
 		{URL: url, Interval: 20 * time.Millisecond},
 		{URL: url, Every: 10 * time.Second, Interval: 20 * time.Millisecond},
-	}, src.Nodes[0].Coordinator(), src.Nodes[0].DHT(), nil)
+	}, src.Nodes[0].Coordinator(), src.Nodes[0].Coordinator(), src.Nodes[0].DHT(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
