@@ -93,6 +93,7 @@ type state struct {
 	savedAt time.Time
 	dirty   bool            // cursor or fwd changed since the last save
 	span    int64           // raw: the span of the next read
+	lastN   int             // raw: the points the last read found
 	fwd     map[int64]int64 // window start → points forwarded (late check)
 	lateAt  time.Time
 }
@@ -433,13 +434,15 @@ func (u *Uplink) pass(ctx context.Context) (more bool) {
 		return u.flush(ctx, pends, sts, edge, now)
 	}
 	var reads map[*state]rawRead
+	readTo := 0 // sts[:readTo] are read
 	for i, st := range sts {
 		if room <= 0 || u.sink.size() >= MaxBatchBytes {
 			more = true
 			break
 		}
-		if u.every() == 0 && i%readGroup == 0 {
-			reads = u.readRaw(ctx, sts[i:min(i+readGroup, len(sts))], edge)
+		if u.every() == 0 && i >= readTo {
+			readTo = readGroupEnd(sts, i, room)
+			reads = u.readRaw(ctx, sts[i:readTo], edge)
 		}
 		p, err := u.collect(ctx, st, edge, room, reads[st])
 		if err != nil {
@@ -505,6 +508,19 @@ func (u *Uplink) flush(ctx context.Context, pends []pending, sts []*state, edge 
 // readGroup is how many series' raw reads one GetMany asks for: one request per node
 // for the group instead of one per series, and at most that many reads held at once.
 const readGroup = 16
+
+// readGroupEnd returns where the group of raw reads that begins at sts[i] ends: at
+// most readGroup series, and no more than the batch's room takes by what their last
+// reads found. A series read but not sent is read again at the next pass, so a full
+// batch should not read the series after it.
+func readGroupEnd(sts []*state, i, room int) int {
+	j, want := i, 0
+	for j < len(sts) && j-i < readGroup && want < room {
+		want += sts[j].lastN
+		j++
+	}
+	return j
+}
 
 // rawRead is a series' next raw read: [from, to), and how far it could read now.
 type rawRead struct {
@@ -603,6 +619,7 @@ func (u *Uplink) collect(ctx context.Context, st *state, edge int64, room int, r
 		return p, fmt.Errorf("reading %q: %w", st.e.Key, rd.err)
 	}
 	pts := rd.res.Points
+	st.lastN = pts.Len()
 	// The next read's span: longer after a read that found few points (a sparse or
 	// idle series), shorter after one that filled the batch.
 	switch n := pts.Len(); {
