@@ -312,7 +312,12 @@ func (u *Uplink) load(ctx context.Context, st *state, now time.Time) error {
 		if d := u.every(); d > 0 {
 			rec.Cursor = agg.WindowStart(rec.Cursor, d)
 		}
+		// The late check's windows of [From, Cursor) start at none forwarded: a point
+		// written into the time firstWritten skipped is sent as a late one.
 		rec.From = rec.Cursor
+		if u.every() == 0 {
+			rec.Cursor = u.firstWritten(ctx, st.e.Key, rec.Cursor, now.Add(-u.settle).UnixNano())
+		}
 	default:
 		return fmt.Errorf("reading the cursor of %q: %w", st.e.Key, err)
 	}
@@ -726,6 +731,33 @@ func (u *Uplink) raiseSettle(key string) {
 	u.log.Info("points arrived later than the forwarder waited; it waits longer now", "series", key, "settle", u.settle.String())
 }
 
+// countWidth is the width of the windows that count the points of a span in one
+// aggregate: whole seconds, at most MaxReadWindows of them.
+func countWidth(span int64) int64 {
+	return span/MaxReadWindows/int64(time.Second)*int64(time.Second) + int64(time.Second)
+}
+
+// firstWritten returns where a raw series without a cursor begins to be forwarded:
+// the start of the first window of [from, to) holding a point, as one aggregate counts
+// them, instead of from, the series' first bound, which the catalog rounds out to the
+// hour (an hour of reads of nothing). from when nothing is found or the count fails.
+// A point written into the skipped time later is a late point.
+func (u *Uplink) firstWritten(ctx context.Context, key string, from, to int64) int64 {
+	if to-from <= MaxReadSpan.Nanoseconds() {
+		return from // one read or two: not worth the count
+	}
+	res, err := u.cl.Aggregate(ctx, key, from, to, countWidth(to-from), wire.GetOptions{})
+	if err != nil {
+		return from
+	}
+	for _, w := range res.Windows {
+		if w.Count > 0 {
+			return max(from, w.Start)
+		}
+	}
+	return from
+}
+
 // expire moves a cursor that retention overtook to the oldest time still kept, and
 // counts what it skips as never forwarded.
 func (u *Uplink) expire(ctx context.Context, st *state, now time.Time) {
@@ -739,7 +771,7 @@ func (u *Uplink) expire(ctx context.Context, st *state, now time.Time) {
 	if st.cursor >= cut {
 		return
 	}
-	width := max(int64(time.Hour), (cut-st.cursor)/MaxReadWindows/int64(time.Second)*int64(time.Second)+int64(time.Second))
+	width := max(int64(time.Hour), countWidth(cut-st.cursor))
 	var n int64
 	if res, err := u.cl.Aggregate(ctx, st.e.Key, st.cursor, cut, width, wire.GetOptions{AllowPartial: true}); err == nil {
 		for _, w := range res.Windows {
@@ -775,7 +807,7 @@ func (u *Uplink) countLag(ctx context.Context, sts []*state, edge int64, now tim
 		if st.cursor == math.MinInt64 || edge-st.cursor <= int64(u.cfg.Interval)*2 {
 			continue // caught up: what the next pass sends is not lag
 		}
-		width := max(int64(time.Second), (edge-st.cursor)/MaxReadWindows/int64(time.Second)*int64(time.Second)+int64(time.Second))
+		width := countWidth(edge - st.cursor)
 		if d := u.every(); d > 0 {
 			width = d
 		}

@@ -2,15 +2,15 @@ package uplink
 
 import (
 	"context"
-	"log/slog"
+	"math"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb"
-	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
@@ -42,14 +42,7 @@ func TestForwardsPointsItsOwnReplicaLacks(t *testing.T) {
 		t.Skip("starts a cluster")
 	}
 	ctx := context.Background()
-	lc, err := tsdb.StartLocal(ctx, 3, t.TempDir(), func(i int, cfg *tsdb.Config) { cfg.RF = 3 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
-	target := &lpTarget{pts: map[string]map[int64]string{}}
-	srv := httptest.NewServer(target)
-	defer srv.Close()
+	lc, target, url := startRF3(t)
 
 	const key = "site/pmu1/freq"
 	base := time.Now().Truncate(time.Minute).Add(-10 * time.Minute)
@@ -91,18 +84,12 @@ func TestForwardsPointsItsOwnReplicaLacks(t *testing.T) {
 	}
 	before := writeAround(base.Add(150*time.Second+time.Millisecond), -1)
 
-	cfg := Config{URL: "influx+" + srv.URL + "/db", Select: catalog.Query{Prefix: "site/"}, Interval: 20 * time.Millisecond,
-		LateEvery: 50 * time.Millisecond, SaveEvery: time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
-	ups := make([]*Uplink, 3)
-	owns := make([]*countingOwn, 3)
-	for i, n := range lc.Nodes {
+	owns := make([]*countingOwn, len(lc.Nodes))
+	ups := runUplinks(t, lc, quickConfig(url), func(i int, n *tsdb.Node) Own {
 		owns[i] = &countingOwn{Own: n.Coordinator()}
-		u, err := New(cfg, n.Coordinator(), owns[i], n.DHT(), slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("n", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ups[i] = u
-		go u.Run()
+		return owns[i]
+	})
+	for _, u := range ups {
 		defer u.Close()
 	}
 	const measurement = key
@@ -131,5 +118,57 @@ func TestForwardsPointsItsOwnReplicaLacks(t *testing.T) {
 	}
 	if target.changed != 0 {
 		t.Errorf("%d points were sent again with another value", target.changed)
+	}
+}
+
+// fromOwn records the earliest time its Own was asked to read from.
+type fromOwn struct {
+	Own
+	mu    sync.Mutex
+	first int64
+}
+
+func (f *fromOwn) GetOwn(ctx context.Context, key string, from, to int64) (wire.Result, bool, error) {
+	f.mu.Lock()
+	f.first = min(f.first, from)
+	f.mu.Unlock()
+	return f.Own.GetOwn(ctx, key, from, to)
+}
+
+// TestStartsAtTheFirstPoint: a series without a cursor is forwarded from the window
+// holding its first point, not from its first bound, which the catalog rounds out to
+// the hour: the forwarder does not read the half hour of nothing before it.
+func TestStartsAtTheFirstPoint(t *testing.T) {
+	ctx := context.Background()
+	lc, err := tsdb.StartLocal(ctx, 1, t.TempDir(), func(i int, cfg *tsdb.Config) { cfg.RF = 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	target := &lpTarget{pts: map[string]map[int64]string{}}
+	srv := httptest.NewServer(target)
+	defer srv.Close()
+	const key = "site/pmu1/freq"
+	base := time.Now().Truncate(time.Hour).Add(-30 * time.Minute)
+	var p series.Points
+	for i := range 60 {
+		p.AppendFloat(base.Add(time.Duration(i)*time.Second).UnixNano(), float64(i))
+	}
+	n := lc.Nodes[0]
+	if _, err := n.Coordinator().Put(ctx, key, p, wire.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	own := &fromOwn{Own: n.Coordinator(), first: math.MaxInt64}
+	u, err := New(quickConfig("influx+"+srv.URL+"/db"), n.Coordinator(), own, n.DHT(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go u.Run()
+	defer u.Close()
+	waitFor(t, 20*time.Second, func() bool { return target.count(key) == 60 }, "the 60 points to be forwarded")
+	own.mu.Lock()
+	defer own.mu.Unlock()
+	if earliest := base.Add(-time.Minute).UnixNano(); own.first < earliest {
+		t.Errorf("the forwarder read from %v, %v before the first point", time.Unix(0, own.first).UTC(), base.Sub(time.Unix(0, own.first)))
 	}
 }
