@@ -93,7 +93,7 @@ type state struct {
 	savedAt time.Time
 	dirty   bool            // cursor or fwd changed since the last save
 	span    int64           // raw: the span of the next read
-	lastN   int             // raw: the points the last read found
+	lastN   int             // raw: the points the last read found (sent or not)
 	fwd     map[int64]int64 // window start → points forwarded (late check)
 	lateAt  time.Time
 }
@@ -565,6 +565,7 @@ func (u *Uplink) readRaw(ctx context.Context, sts []*state, edge int64) map[*sta
 			if res, held, err := u.own.GetOwn(ctx, st.e.Key, st.cursor, to); err == nil && held {
 				r.res = res
 				out[st] = r
+				st.lastN = res.Points.Len()
 				continue
 			}
 		}
@@ -582,6 +583,7 @@ func (u *Uplink) readRaw(ctx context.Context, sts []*state, edge int64) map[*sta
 			r.err = err
 		} else {
 			r.res, r.err = res[i].Result, res[i].Err
+			st.lastN = r.res.Points.Len()
 		}
 		out[st] = r
 	}
@@ -624,7 +626,6 @@ func (u *Uplink) collect(ctx context.Context, st *state, edge int64, room int, r
 		return p, fmt.Errorf("reading %q: %w", st.e.Key, rd.err)
 	}
 	pts := rd.res.Points
-	st.lastN = pts.Len()
 	// The next read's span: longer after a read that found few points (a sparse or
 	// idle series), shorter after one that filled the batch.
 	switch n := pts.Len(); {
