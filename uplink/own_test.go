@@ -38,9 +38,6 @@ func (c *countingOwn) GetOwn(ctx context.Context, key string, from, to int64) (w
 // windows short and sends them again: the centre gets both, and nothing with another
 // value.
 func TestForwardsPointsItsOwnReplicaLacks(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a cluster")
-	}
 	ctx := context.Background()
 	lc, target, url := startRF3(t)
 

@@ -181,9 +181,13 @@ func waitFor(t *testing.T, within time.Duration, cond func() bool, what string) 
 }
 
 // startRF3 starts three in-process nodes at rf 3 and an InfluxDB stand-in, closed at
-// the test's end, and returns the uplink URL of the stand-in.
+// the test's end, and returns the uplink URL of the stand-in; with -short it skips the
+// test.
 func startRF3(t *testing.T) (*tsdb.LocalCluster, *lpTarget, string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
 	lc, err := tsdb.StartLocal(context.Background(), 3, t.TempDir(), func(i int, cfg *tsdb.Config) { cfg.RF = 3 })
 	if err != nil {
 		t.Fatal(err)
@@ -223,9 +227,6 @@ func runUplinks(t *testing.T, lc *tsdb.LocalCluster, cfg Config, own func(i int,
 // minute is forwarded too; when the forwarder stops and dies, another node resumes
 // from the saved cursor, sending again only identical points.
 func TestForwardsLatePointsAndResumesAfterTakeover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a cluster")
-	}
 	ctx := context.Background()
 	lc, target, url := startRF3(t)
 
