@@ -108,7 +108,7 @@ func BenchmarkForwardRaw(b *testing.B) {
 	}))
 	defer srv.Close()
 	u, err := New(Config{URL: "influx+" + srv.URL + "/db", Select: catalog.Query{Prefix: "sub7/"}, LateEvery: time.Hour},
-		lc.Nodes[0].Coordinator(), lc.Nodes[0].DHT(), nil)
+		lc.Nodes[0].Coordinator(), lc.Nodes[0].Coordinator(), lc.Nodes[0].DHT(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,7 +18,10 @@
 //     every LateEvery, the count of points per window over the last LateWindow with
 //     the count forwarded; its window is forwarded again.
 //   - Deletes are not forwarded.
+//   - A raw series is read from the forwarder's own replica (Own) where it is a replica
+//     of every shard read; what that replica lacks (a point written at its quorum
+//     without it) the late check finds, since it counts through Cluster.
 //
-// The package reaches the cluster only through Cluster (a node's coordinator) and
-// Membership (its DHT).
+// The package reaches the cluster only through Cluster (a node's coordinator), Own (the
+// same coordinator's read of this node's replica) and Membership (its DHT).
 package uplink

@@ -33,6 +33,15 @@ type Cluster interface {
 	Homes(ctx context.Context, key string) ([]dht.Peer, error)
 }
 
+// Own reads a series from this node's own replica, asking no other node: a node's
+// coordinator (coord.Coordinator.GetOwn). ok false says this node does not hold every
+// shard of the range; the uplink then reads through Cluster. What it answers may lack
+// points written at their quorum without this replica: the late check, which counts
+// through Cluster, finds them (docs/uplink.md).
+type Own interface {
+	GetOwn(ctx context.Context, key string, from, to int64) (wire.Result, bool, error)
+}
+
 // Membership says who this node is and who is alive: a node's DHT.
 type Membership interface {
 	Self() dht.Peer
@@ -55,6 +64,7 @@ type Uplink struct {
 	target Target
 	id     string
 	cl     Cluster
+	own    Own // nil: every read through cl
 	mem    Membership
 	log    *slog.Logger
 	sink   sink
@@ -83,12 +93,14 @@ type state struct {
 	savedAt time.Time
 	dirty   bool            // cursor or fwd changed since the last save
 	span    int64           // raw: the span of the next read
+	lastN   int             // raw: the points the last read found (sent or not)
 	fwd     map[int64]int64 // window start → points forwarded (late check)
 	lateAt  time.Time
 }
 
-// New returns an uplink over the cluster; Run forwards.
-func New(cfg Config, cl Cluster, mem Membership, log *slog.Logger) (*Uplink, error) {
+// New returns an uplink over the cluster; Run forwards. own, when not nil, reads the
+// raw points of the series whose shards this node holds (a node's coordinator).
+func New(cfg Config, cl Cluster, own Own, mem Membership, log *slog.Logger) (*Uplink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -101,7 +113,7 @@ func New(cfg Config, cl Cluster, mem Membership, log *slog.Logger) (*Uplink, err
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	u := &Uplink{cfg: cfg, target: t, id: cfg.ID(), cl: cl, mem: mem, sink: s, states: map[string]*state{},
+	u := &Uplink{cfg: cfg, target: t, id: cfg.ID(), cl: cl, own: own, mem: mem, sink: s, states: map[string]*state{},
 		settle: cfg.Settle, stop: make(chan struct{}), done: make(chan struct{})}
 	u.log = log.With("uplink", t.Name)
 	u.stats = wire.UplinkStats{ID: u.id, URL: t.Name, Every: int64(cfg.Every)}
@@ -300,7 +312,12 @@ func (u *Uplink) load(ctx context.Context, st *state, now time.Time) error {
 		if d := u.every(); d > 0 {
 			rec.Cursor = agg.WindowStart(rec.Cursor, d)
 		}
+		// The late check's windows of [From, Cursor) start at none forwarded: a point
+		// written into the time firstWritten skipped is sent as a late one.
 		rec.From = rec.Cursor
+		if u.every() == 0 {
+			rec.Cursor = u.firstWritten(ctx, st.e.Key, rec.Cursor, now.Add(-u.settle).UnixNano())
+		}
 	default:
 		return fmt.Errorf("reading the cursor of %q: %w", st.e.Key, err)
 	}
@@ -422,13 +439,15 @@ func (u *Uplink) pass(ctx context.Context) (more bool) {
 		return u.flush(ctx, pends, sts, edge, now)
 	}
 	var reads map[*state]rawRead
+	readTo := 0 // sts[:readTo] are read
 	for i, st := range sts {
 		if room <= 0 || u.sink.size() >= MaxBatchBytes {
 			more = true
 			break
 		}
-		if u.every() == 0 && i%readGroup == 0 {
-			reads = u.readRaw(ctx, sts[i:min(i+readGroup, len(sts))], edge)
+		if u.every() == 0 && i >= readTo {
+			readTo = readGroupEnd(sts, i, room)
+			reads = u.readRaw(ctx, sts[i:readTo], edge)
 		}
 		p, err := u.collect(ctx, st, edge, room, reads[st])
 		if err != nil {
@@ -495,6 +514,19 @@ func (u *Uplink) flush(ctx context.Context, pends []pending, sts []*state, edge 
 // for the group instead of one per series, and at most that many reads held at once.
 const readGroup = 16
 
+// readGroupEnd returns where the group of raw reads that begins at sts[i] ends: at
+// most readGroup series, and no more than the batch's room takes by what their last
+// reads found. A series read but not sent is read again at the next pass, so a full
+// batch should not read the series after it.
+func readGroupEnd(sts []*state, i, room int) int {
+	j, want := i, 0
+	for j < len(sts) && j-i < readGroup && want < room {
+		want += sts[j].lastN
+		j++
+	}
+	return j
+}
+
 // rawRead is a series' next raw read: [from, to), and how far it could read now.
 type rawRead struct {
 	ok        bool // there is something to read
@@ -516,17 +548,30 @@ func (u *Uplink) rawRange(st *state, edge int64) (to, limit int64, ok bool) {
 	return min(limit, st.cursor+max(st.span, int64(u.cfg.Interval))), limit, true
 }
 
-// readRaw reads the next raw range of each series of sts in one GetMany.
+// readRaw reads the next raw range of each series of sts: from this node's own
+// replica where it holds the range (Own), the others in one GetMany.
 func (u *Uplink) readRaw(ctx context.Context, sts []*state, edge int64) map[*state]rawRead {
 	out := make(map[*state]rawRead, len(sts))
 	var items []coord.SeriesRange
 	var who []*state
 	for _, st := range sts {
-		if to, limit, ok := u.rawRange(st, edge); ok {
-			items = append(items, coord.SeriesRange{Key: st.e.Key, From: st.cursor, To: to})
-			who = append(who, st)
-			out[st] = rawRead{ok: true, to: to, limit: limit}
+		to, limit, ok := u.rawRange(st, edge)
+		if !ok {
+			continue
 		}
+		r := rawRead{ok: true, to: to, limit: limit}
+		if u.own != nil {
+			// An error here is the cluster read's to report: it asks the other replicas.
+			if res, held, err := u.own.GetOwn(ctx, st.e.Key, st.cursor, to); err == nil && held {
+				r.res = res
+				out[st] = r
+				st.lastN = res.Points.Len()
+				continue
+			}
+		}
+		items = append(items, coord.SeriesRange{Key: st.e.Key, From: st.cursor, To: to})
+		who = append(who, st)
+		out[st] = r
 	}
 	if len(items) == 0 {
 		return out
@@ -538,6 +583,7 @@ func (u *Uplink) readRaw(ctx context.Context, sts []*state, edge int64) map[*sta
 			r.err = err
 		} else {
 			r.res, r.err = res[i].Result, res[i].Err
+			st.lastN = r.res.Points.Len()
 		}
 		out[st] = r
 	}
@@ -686,6 +732,33 @@ func (u *Uplink) raiseSettle(key string) {
 	u.log.Info("points arrived later than the forwarder waited; it waits longer now", "series", key, "settle", u.settle.String())
 }
 
+// countWidth is the width of the windows that count the points of a span in one
+// aggregate: whole seconds, at most MaxReadWindows of them.
+func countWidth(span int64) int64 {
+	return span/MaxReadWindows/int64(time.Second)*int64(time.Second) + int64(time.Second)
+}
+
+// firstWritten returns where a raw series without a cursor begins to be forwarded:
+// the start of the first window of [from, to) holding a point, as one aggregate counts
+// them, instead of from, the series' first bound, which the catalog rounds out to the
+// hour (an hour of reads of nothing). from when nothing is found or the count fails.
+// A point written into the skipped time later is a late point.
+func (u *Uplink) firstWritten(ctx context.Context, key string, from, to int64) int64 {
+	if to-from <= MaxReadSpan.Nanoseconds() {
+		return from // one read or two: not worth the count
+	}
+	res, err := u.cl.Aggregate(ctx, key, from, to, countWidth(to-from), wire.GetOptions{})
+	if err != nil {
+		return from
+	}
+	for _, w := range res.Windows {
+		if w.Count > 0 {
+			return max(from, w.Start)
+		}
+	}
+	return from
+}
+
 // expire moves a cursor that retention overtook to the oldest time still kept, and
 // counts what it skips as never forwarded.
 func (u *Uplink) expire(ctx context.Context, st *state, now time.Time) {
@@ -699,7 +772,7 @@ func (u *Uplink) expire(ctx context.Context, st *state, now time.Time) {
 	if st.cursor >= cut {
 		return
 	}
-	width := max(int64(time.Hour), (cut-st.cursor)/MaxReadWindows/int64(time.Second)*int64(time.Second)+int64(time.Second))
+	width := max(int64(time.Hour), countWidth(cut-st.cursor))
 	var n int64
 	if res, err := u.cl.Aggregate(ctx, st.e.Key, st.cursor, cut, width, wire.GetOptions{AllowPartial: true}); err == nil {
 		for _, w := range res.Windows {
@@ -735,7 +808,7 @@ func (u *Uplink) countLag(ctx context.Context, sts []*state, edge int64, now tim
 		if st.cursor == math.MinInt64 || edge-st.cursor <= int64(u.cfg.Interval)*2 {
 			continue // caught up: what the next pass sends is not lag
 		}
-		width := max(int64(time.Second), (edge-st.cursor)/MaxReadWindows/int64(time.Second)*int64(time.Second)+int64(time.Second))
+		width := countWidth(edge - st.cursor)
 		if d := u.every(); d > 0 {
 			width = d
 		}

@@ -13,16 +13,16 @@ type Set struct {
 	ups []*Uplink
 }
 
-// Start starts the uplinks cfgs over the cluster; none when any configuration is
-// invalid.
-func Start(cfgs []Config, cl Cluster, mem Membership, log *slog.Logger) (*Set, error) {
+// Start starts the uplinks cfgs over the cluster (own as New takes it); none when any
+// configuration is invalid.
+func Start(cfgs []Config, cl Cluster, own Own, mem Membership, log *slog.Logger) (*Set, error) {
 	if len(cfgs) > MaxUplinks {
 		return nil, fmt.Errorf("%d uplinks: at most %d per node", len(cfgs), MaxUplinks)
 	}
 	s := &Set{}
 	ids := map[string]string{}
 	for _, c := range cfgs {
-		u, err := New(c, cl, mem, log)
+		u, err := New(c, cl, own, mem, log)
 		if err == nil && ids[u.id] != "" {
 			u.sink.close()
 			err = fmt.Errorf("uplink %s given twice (as %s): one uplink per target and window", c.URL, ids[u.id])

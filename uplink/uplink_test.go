@@ -180,23 +180,55 @@ func waitFor(t *testing.T, within time.Duration, cond func() bool, what string) 
 	}
 }
 
+// startRF3 starts three in-process nodes at rf 3 and an InfluxDB stand-in, closed at
+// the test's end, and returns the uplink URL of the stand-in; with -short it skips the
+// test.
+func startRF3(t *testing.T) (*tsdb.LocalCluster, *lpTarget, string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	lc, err := tsdb.StartLocal(context.Background(), 3, t.TempDir(), func(i int, cfg *tsdb.Config) { cfg.RF = 3 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lc.Close() })
+	target := &lpTarget{pts: map[string]map[int64]string{}}
+	srv := httptest.NewServer(target)
+	t.Cleanup(srv.Close)
+	return lc, target, "influx+" + srv.URL + "/db"
+}
+
+// quickConfig is a raw uplink of the series under site/ to url that looks, checks and
+// saves within milliseconds.
+func quickConfig(url string) Config {
+	return Config{URL: url, Select: catalog.Query{Prefix: "site/"}, Interval: 20 * time.Millisecond,
+		LateEvery: 50 * time.Millisecond, SaveEvery: time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
+}
+
+// runUplinks runs an uplink of cfg on every node of lc, reading through own(i, node);
+// the caller closes them.
+func runUplinks(t *testing.T, lc *tsdb.LocalCluster, cfg Config, own func(i int, n *tsdb.Node) Own) []*Uplink {
+	t.Helper()
+	ups := make([]*Uplink, len(lc.Nodes))
+	for i, n := range lc.Nodes {
+		u, err := New(cfg, n.Coordinator(), own(i, n), n.DHT(), slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("n", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ups[i] = u
+		go u.Run()
+	}
+	return ups
+}
+
 // TestForwardsLatePointsAndResumesAfterTakeover runs an uplink on every node of an
 // in-process cluster: one node forwards the series; a late point into a forwarded
 // minute is forwarded too; when the forwarder stops and dies, another node resumes
 // from the saved cursor, sending again only identical points.
 func TestForwardsLatePointsAndResumesAfterTakeover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a cluster")
-	}
 	ctx := context.Background()
-	lc, err := tsdb.StartLocal(ctx, 3, t.TempDir(), func(i int, cfg *tsdb.Config) { cfg.RF = 3 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
-	target := &lpTarget{pts: map[string]map[int64]string{}}
-	srv := httptest.NewServer(target)
-	defer srv.Close()
+	lc, target, url := startRF3(t)
 
 	const key = "site/pmu1/freq"
 	now := time.Now().Truncate(time.Minute)
@@ -210,17 +242,7 @@ func TestForwardsLatePointsAndResumesAfterTakeover(t *testing.T) {
 		}
 	}
 	put(0, 300, time.Second) // 5 minutes, 1 Hz
-	cfg := Config{URL: "influx+" + srv.URL + "/db", Select: catalog.Query{Prefix: "site/"}, Interval: 20 * time.Millisecond,
-		LateEvery: 50 * time.Millisecond, SaveEvery: time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}
-	ups := make([]*Uplink, 3)
-	for i, n := range lc.Nodes {
-		u, err := New(cfg, n.Coordinator(), n.DHT(), slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("n", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ups[i] = u
-		go u.Run()
-	}
+	ups := runUplinks(t, lc, quickConfig(url), func(_ int, n *tsdb.Node) Own { return n.Coordinator() })
 	closed := map[int]bool{}
 	defer func() {
 		for i, u := range ups {
@@ -323,7 +345,7 @@ func TestForwardsToAnotherCluster(t *testing.T) {
 	set, err := Start([]Config{
 		{URL: url, Interval: 20 * time.Millisecond},
 		{URL: url, Every: 10 * time.Second, Interval: 20 * time.Millisecond},
-	}, src.Nodes[0].Coordinator(), src.Nodes[0].DHT(), nil)
+	}, src.Nodes[0].Coordinator(), src.Nodes[0].Coordinator(), src.Nodes[0].DHT(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,7 +155,7 @@ func runNode(c *cli.Context) error {
 		}
 		upCfgs[i].Retention = retentionOf(c)
 	}
-	ups, err := uplink.Start(upCfgs, n.Coordinator(), n.DHT(), logger)
+	ups, err := uplink.Start(upCfgs, n.Coordinator(), n.Coordinator(), n.DHT(), logger)
 	if err != nil {
 		n.Close()
 		return badFlag("--uplink: %w", err)
