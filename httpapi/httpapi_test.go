@@ -424,34 +424,38 @@ func TestGroupByTime(t *testing.T) {
 }
 
 func TestQueryErrorsAndCatalog(t *testing.T) {
+	// Its own database, so that it runs alone too (go test -run).
+	if code, b := write(t, "errcat", "", fmt.Sprintf("errcat,host=h1 v=1 %d\n", ns(base.Add(15*time.Minute)))); code != http.StatusNoContent {
+		t.Fatalf("write: %d %s", code, b)
+	}
 	// The node's catalog answers SHOW and the tag operators beyond equality.
-	code, r := query(t, "agg", "SHOW MEASUREMENTS")
-	if code != http.StatusOK || r.Results[0].Error != "" || len(r.Results[0].Series) != 1 || fmt.Sprint(r.Results[0].Series[0].Values) != "[[agg]]" {
+	code, r := query(t, "errcat", "SHOW MEASUREMENTS")
+	if code != http.StatusOK || r.Results[0].Error != "" || len(r.Results[0].Series) != 1 || fmt.Sprint(r.Results[0].Series[0].Values) != "[[errcat]]" {
 		t.Fatalf("SHOW MEASUREMENTS: %d %+v", code, r)
 	}
-	code, r = query(t, "agg", fmt.Sprintf("SELECT v FROM agg WHERE host != 'x' AND time >= %d", ns(base)))
+	code, r = query(t, "errcat", fmt.Sprintf("SELECT v FROM errcat WHERE host != 'x' AND time >= %d", ns(base)))
 	if code != http.StatusOK || r.Results[0].Error != "" || len(r.Results[0].Series) != 1 {
 		t.Fatalf("a != match: %d %+v", code, r)
 	}
 	// Without a time bound, all time (from the catalog's bounds of the series), as InfluxDB.
-	code, r = query(t, "agg", "SELECT v FROM agg")
+	code, r = query(t, "errcat", "SELECT v FROM errcat")
 	if code != http.StatusOK || r.Results[0].Error != "" || len(r.Results[0].Series) != 1 || len(r.Results[0].Series[0].Values) == 0 {
 		t.Fatalf("no time bound: %d %+v", code, r)
 	}
-	code, r = query(t, "agg", "SELECT mean(v) FROM agg GROUP BY time(1m) fill(0)")
+	code, r = query(t, "errcat", "SELECT mean(v) FROM errcat GROUP BY time(1m) fill(0)")
 	if code != http.StatusBadRequest || !strings.Contains(r.Results[0].Error, "lower time bound") {
 		t.Fatalf("GROUP BY time() fill(0) without a lower bound: %d %+v", code, r)
 	}
-	code, r = query(t, "agg", "SELEC v FROM agg")
+	code, r = query(t, "errcat", "SELEC v FROM errcat")
 	if code != http.StatusBadRequest || !strings.Contains(r.Error, "error parsing query") {
 		t.Fatalf("bad syntax: %d %+v", code, r)
 	}
-	code, r = query(t, "agg", "CREATE DATABASE agg")
+	code, r = query(t, "errcat", "CREATE DATABASE errcat")
 	if code != http.StatusOK || r.Results[0].Error != "" {
 		t.Fatalf("CREATE DATABASE: %d %+v", code, r)
 	}
 	// A series never written reads as empty, as in InfluxDB.
-	code, r = query(t, "agg", fmt.Sprintf("SELECT v FROM nothing WHERE time >= %d", ns(base)))
+	code, r = query(t, "errcat", fmt.Sprintf("SELECT v FROM nothing WHERE time >= %d", ns(base)))
 	if code != http.StatusOK || r.Results[0].Error != "" || len(r.Results[0].Series) != 0 {
 		t.Fatalf("unknown series: %d %+v", code, r)
 	}
