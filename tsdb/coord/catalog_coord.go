@@ -3,7 +3,6 @@ package coord
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"sort"
 	"strings"
@@ -163,74 +162,17 @@ func (c *Coordinator) catalogOwners(ctx context.Context, id quanta.ID, what stri
 }
 
 // mergeEntry merges e at the series' registry replicas and returns the merge of their
-// answers; at least w must answer.
+// answers; at least w must answer (mergeEntries of one).
 func (c *Coordinator) mergeEntry(ctx context.Context, e catalog.Entry, w int) (catalog.Entry, error) {
-	owners, err := c.catalogOwners(ctx, quanta.KeyID(e.Key), fmt.Sprintf("catalog entry of %q", e.Key))
-	if err != nil {
-		return catalog.Entry{}, err
-	}
-	// An entry the replicas would refuse goes alone, so that it fails no other.
-	alone := e.Validate() != nil
-	answers := cluster.FanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) ([]catalog.Entry, error) {
-		if alone {
-			return c.replicas.For(b.Peer).MergeEntries(ctx, []catalog.Entry{e})
-		}
-		m, err := c.cat.entryMerges.do(ctx, b.Peer, e)
-		return []catalog.Entry{m}, err
-	})
-	merged, ok := e, 0
-	var lastErr error
-	for range owners {
-		a := <-answers
-		if a.Err != nil || len(a.Resp) != 1 {
-			lastErr = errors.Join(a.Err, lastErr)
-			continue
-		}
-		ok++
-		merged = catalog.Merge(merged, a.Resp[0])
-	}
-	if ok < min(w, len(owners)) {
-		return catalog.Entry{}, rpc.Errorf(quorumCode(lastErr), "catalog entry of %q stored at %d of %d registry replicas, %d needed: %v",
-			e.Key, ok, len(owners), w, lastErr)
-	}
-	return merged, nil
+	merged, errs := c.mergeEntries(ctx, []catalog.Entry{e}, w)
+	return merged[0], errs[0]
 }
 
-// readEntry reads a series' entry from its registry replicas and merges the answers.
+// readEntry reads a series' entry from its registry replicas and merges the answers
+// (readEntries of one).
 func (c *Coordinator) readEntry(ctx context.Context, key string) (catalog.Entry, bool, error) {
-	owners, err := c.catalogOwners(ctx, quanta.KeyID(key), fmt.Sprintf("catalog entry of %q", key))
-	if err != nil {
-		return catalog.Entry{}, false, err
-	}
-	answers := cluster.FanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) ([]catalog.Entry, error) {
-		return c.cat.entryReads.do(ctx, b.Peer, key)
-	})
-	var merged catalog.Entry
-	found, ok := false, 0
-	var lastErr error
-	for range owners {
-		a := <-answers
-		if a.Err != nil {
-			lastErr = a.Err
-			continue
-		}
-		ok++
-		for _, e := range a.Resp {
-			if e.Key != key {
-				continue
-			}
-			if found {
-				merged = catalog.Merge(merged, e)
-			} else {
-				merged, found = e, true
-			}
-		}
-	}
-	if need := min(c.cfg.ReadQuorum, len(owners)); ok < need {
-		return catalog.Entry{}, false, rpc.Errorf(wire.CodeUnavailable, "catalog entry of %q: %d of %d registry replicas answered, %d needed: %v",
-			key, ok, len(owners), need, lastErr)
-	}
-	return merged, found, nil
+	merged, found, errs := c.readEntries(ctx, []string{key})
+	return merged[0], found[0], errs[0]
 }
 
 // mergePostings merges members into tag's posting list at its replicas; at least w
@@ -259,24 +201,9 @@ func (c *Coordinator) mergePostings(ctx context.Context, tag catalog.Tag, ms []c
 }
 
 // postMembers merges one member into each tag's posting list, all tags at once, each
-// with the members other writers are posting to it meanwhile (coalesce.go).
+// with the members other writers are posting to it meanwhile (postMany of one).
 func (c *Coordinator) postMembers(ctx context.Context, tags []catalog.Tag, m catalog.Member, w int) error {
-	errs := make([]error, len(tags))
-	var wg sync.WaitGroup
-	for i, t := range tags {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if catalog.ValidateIndexTag(t) != nil || catalog.ValidateMember(m) != nil {
-				// Refused: alone, so that it fails no other member.
-				errs[i] = c.mergePostings(ctx, t, []catalog.Member{m}, w)
-				return
-			}
-			_, errs[i] = c.cat.postings.do(ctx, postingTarget{t, w}, m)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return c.postMany(ctx, []posting{{tags, m}}, w)[0]
 }
 
 // readPostings reads a page of tag's posting list from its replicas, merged: at least
@@ -327,82 +254,10 @@ func (c *Coordinator) readPostings(ctx context.Context, tag catalog.Tag, after s
 // noteWrite keeps the catalog entry of a series being written: it creates the entry
 // (and posts the series in the index) when the series has none, and widens its time
 // bounds (and its Ahead, for points stamped past the clock) before points outside them
-// are written. Cheap when nothing changes: the
-// coordinator's cache answers.
+// are written. Cheap when nothing changes: the coordinator's cache answers (noteWrites
+// of one: catalog_many.go).
 func (c *Coordinator) noteWrite(ctx context.Context, key string, e catalog.Entry, minT, maxT int64, w int) error {
-	k := c.cat
-	// A write stamped past the clock's slack records how far ahead it went (bounds.go).
-	ahead := maxT > time.Now().UnixNano()+int64(aheadSlack)
-	covers := func(cur catalog.Entry) bool {
-		return cur.Live() && cur.Type == e.Type && cur.HasBounds && cur.First <= minT && maxT <= cur.Last &&
-			(!ahead || cur.HasAhead && maxT <= cur.Ahead)
-	}
-	cur, ok := k.cached(key)
-	if ok && covers(cur) {
-		return nil
-	}
-	if !ok {
-		got, found, err := c.readEntry(ctx, key)
-		if err != nil {
-			return err
-		}
-		cur = got
-		if found {
-			k.clock.Observe(max(cur.Created, cur.MetaVersion, cur.Deleted))
-		}
-	}
-	if covers(cur) {
-		k.remember(cur)
-		return nil
-	}
-	if !cur.Live() || cur.Type != e.Type {
-		// A new series, or one deleted since: a new incarnation.
-		cur = catalog.Entry{Key: key, Type: e.Type, Created: k.clock.Now(), Deleted: cur.Deleted}
-		m := catalog.Member{Key: key, Version: cur.Created}
-		if err := c.postMembers(ctx, catalog.IndexTags(key, nil), m, w); err != nil {
-			return err
-		}
-	}
-	upd := catalog.Entry{Key: key, Type: cur.Type, Created: cur.Created, HasBounds: true,
-		First: floorStep(minT), Last: ceilStep(maxT)}
-	if cur.HasBounds {
-		upd.First, upd.Last = min(upd.First, cur.First), max(upd.Last, cur.Last)
-	}
-	if ahead {
-		// Rounded up to a minute, so a device whose clock runs ahead costs one update a
-		// minute, not one per write.
-		upd.Ahead, upd.HasAhead = maxT, true
-		if m := int64(time.Minute); maxT < math.MaxInt64-m {
-			upd.Ahead = min(maxT/m*m+m-1, upd.Last)
-		}
-	}
-	// The entry goes to the registry replicas anyway: it carries the write's newest
-	// point too, when that starts a newer quantum (bounds.go), instead of a second
-	// round beside the points. A backfill crosses a quantum about as often as an hour
-	// of bounds, each series twice per quantum otherwise.
-	newest := c.needsNewest(key, upd, maxT)
-	if newest {
-		upd.HasNewest, upd.Newest = true, maxT
-	}
-	merged, err := c.mergeEntry(ctx, upd, w)
-	if err != nil {
-		return err
-	}
-	if merged.Live() && merged.Type == upd.Type && merged.Created != upd.Created {
-		// Another coordinator created the series at the same time, and its incarnation
-		// won (catalog.Merge keeps the newest): these points are the series' all the
-		// same, so its bounds must cover them too. Once is enough: the winner is live,
-		// and a later incarnation would need a delete, after which a write starts over.
-		upd.Created = merged.Created
-		if merged, err = c.mergeEntry(ctx, upd, w); err != nil {
-			return err
-		}
-	}
-	k.remember(merged)
-	if newest {
-		c.noteNewest(key, upd.Created, maxT)
-	}
-	return nil
+	return c.noteWrites(ctx, []noteReq{{key, e, minT, maxT}}, w)[0]
 }
 
 // Entry returns a series' catalog entry, read from its registry replicas.

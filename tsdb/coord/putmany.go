@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/trace"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -256,6 +257,21 @@ func (c *Coordinator) prepareMany(ctx context.Context, deadline time.Time, puts 
 		res[far[0]].Err = c.prepareOne(ctx, deadline, &puts[far[0]], opt, w)
 	default:
 		inParallel(far, func(i int) { res[i].Err = c.prepareOne(ctx, deadline, &puts[i], opt, w) })
+	}
+	if len(c.hooks.prepareAll) > 0 {
+		var ready []int
+		for i := range puts {
+			if res[i].Err == nil && puts[i].Points.Len() > 0 {
+				ready = append(ready, i)
+			}
+		}
+		for _, h := range c.hooks.prepareAll {
+			if len(ready) == 0 {
+				break
+			}
+			h(ctx, deadline, puts, ready, res, w)
+			ready = slices.DeleteFunc(ready, func(i int) bool { return res[i].Err != nil })
+		}
 	}
 	return w, true
 }

@@ -29,6 +29,10 @@ type writeHooks struct {
 	// prepare readies one series (normalized, checked) at write quorum w, retrying
 	// until deadline while too few replicas are placed; an error fails the series.
 	prepare []func(ctx context.Context, deadline time.Time, p *SeriesPut, opt wire.PutOptions, w int) error
+	// prepareAll then readies, all at once, the series of puts that prepare readied
+	// (ready: their indexes, each with points), setting res[i].Err of a series it
+	// fails for; it retries until deadline while too few replicas are placed.
+	prepareAll []func(ctx context.Context, deadline time.Time, puts []SeriesPut, ready []int, res []SeriesResult, w int)
 	// beside starts, for the series of puts that are ready (res[i].Err == nil), what
 	// goes beside their points; the wait it returns completes it, setting res[i].Err
 	// of a series it failed for (unless set already).
@@ -51,12 +55,8 @@ func (c *Coordinator) registerWriteHooks() {
 				_, err := c.types.ensure(ctx, p.Key, p.Points.Type, q, w)
 				return err
 			})
-		},
-		func(ctx context.Context, deadline time.Time, p *SeriesPut, _ wire.PutOptions, w int) error {
-			e := catalog.Entry{Key: p.Key, Type: p.Points.Type}
-			first, last := p.Points.T[0], p.Points.T[p.Points.Len()-1]
-			return c.untilPlaced(ctx, deadline, func() error { return c.noteWrite(ctx, p.Key, e, first, last, w) })
 		})
+	c.hooks.prepareAll = append(c.hooks.prepareAll, c.noteReady)
 	c.hooks.beside = append(c.hooks.beside,
 		func(ctx context.Context, deadline time.Time, puts []SeriesPut, res []SeriesResult, w int) func([]SeriesResult) {
 			if nm := c.startNewestMany(ctx, deadline, puts, res, w); nm != nil {
@@ -67,6 +67,31 @@ func (c *Coordinator) registerWriteHooks() {
 	if c.rollup != nil {
 		c.hooks.stored = append(c.hooks.stored, c.markManyLate)
 	}
+}
+
+// noteReady keeps the catalog entries of the ready series of a write, all at once
+// (noteWrites), retrying those that failed for want of placed replicas until deadline.
+func (c *Coordinator) noteReady(ctx context.Context, deadline time.Time, puts []SeriesPut, ready []int, res []SeriesResult, w int) {
+	pending := ready
+	// untilPlaced's answer is the last round's: each series' own is in res.
+	_ = c.untilPlaced(ctx, deadline, func() error {
+		reqs := make([]noteReq, len(pending))
+		for j, i := range pending {
+			pts := &puts[i].Points
+			reqs[j] = noteReq{key: puts[i].Key, e: catalog.Entry{Key: puts[i].Key, Type: pts.Type}, minT: pts.T[0], maxT: pts.T[pts.Len()-1]}
+		}
+		var again []int
+		var retry error
+		for j, err := range c.noteWrites(ctx, reqs, w) {
+			i := pending[j]
+			res[i].Err = err
+			if err != nil && unavailable(err) {
+				again, retry = append(again, i), err
+			}
+		}
+		pending = again
+		return retry
+	})
 }
 
 // proposeQuantum is the quantum a write proposes for its series, should the series be
