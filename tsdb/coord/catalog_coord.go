@@ -272,14 +272,111 @@ func (c *Coordinator) Entry(ctx context.Context, key string) (catalog.Entry, err
 	return e, nil
 }
 
-// Meta changes a series' unit, description, nominal rate or tags and returns the entry.
+// Meta changes a series' unit, description, nominal rate or tags and returns the entry
+// (MetaMany of one).
 func (c *Coordinator) Meta(ctx context.Context, req *wire.MetaReq) (catalog.Entry, error) {
-	cur, err := c.Entry(ctx, req.Key)
-	if err != nil {
-		return catalog.Entry{}, err
+	es, errs := c.MetaMany(ctx, []*wire.MetaReq{req})
+	return es[0], errs[0]
+}
+
+// MetaMany makes the changes of reqs, each as Meta would, every stage for every series
+// at once (catalog_many.go): their entries read in one call per registry replica, the
+// postings of the tags they gain merged one call per list, their entries merged in one
+// call per registry replica, then the postings of the tags they lose. It returns each
+// series' entry or error.
+func (c *Coordinator) MetaMany(ctx context.Context, reqs []*wire.MetaReq) ([]catalog.Entry, []error) {
+	n := len(reqs)
+	out, errs := make([]catalog.Entry, n), make([]error, n)
+	keys := make([]string, n)
+	for i, r := range reqs {
+		keys[i] = r.Key
 	}
+	curs, found, rerrs := c.readEntries(ctx, keys)
 	k := c.cat
-	k.clock.Observe(max(cur.Created, cur.MetaVersion, cur.Deleted))
+	upds := make([]catalog.Entry, n)
+	var adds, removes []posting
+	var addOf, removeOf []int // of reqs
+	for i, req := range reqs {
+		cur := curs[i]
+		switch {
+		case rerrs[i] != nil:
+			errs[i] = rerrs[i]
+			continue
+		case !found[i] || !cur.Live():
+			errs[i] = rpc.Errorf(wire.CodeUnknownSeries, "unknown series %q (no catalog entry)", req.Key)
+			continue
+		}
+		k.clock.Observe(max(cur.Created, cur.MetaVersion, cur.Deleted))
+		upd, err := metaUpdate(cur, req)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		upd.MetaVersion = k.clock.Now()
+		if err := upd.Validate(); err != nil {
+			errs[i] = rpc.Errorf(wire.CodeBadInput, "%v", err)
+			continue
+		}
+		upds[i] = upd
+		// Postings first: a listing checks every hit against its entry, so a posting
+		// without its entry is harmless, while an entry without its posting is
+		// unfindable.
+		var added, removed []catalog.Tag
+		for _, t := range upd.Tags {
+			if !catalog.Matches(cur.Tags, []catalog.Tag{t}) {
+				added = append(added, t)
+			}
+		}
+		for _, t := range cur.Tags {
+			if !catalog.Matches(upd.Tags, []catalog.Tag{t}) {
+				removed = append(removed, t)
+			}
+		}
+		adds, addOf = append(adds, posting{added, catalog.Member{Key: req.Key, Version: upd.MetaVersion}}), append(addOf, i)
+		removes, removeOf = append(removes, posting{removed, catalog.Member{Key: req.Key, Version: upd.MetaVersion, Removed: true}}), append(removeOf, i)
+	}
+	w := c.cfg.WriteQuorum
+	for j, err := range c.postMany(ctx, adds, w) {
+		if err != nil {
+			errs[addOf[j]] = err
+		}
+	}
+	var send []int
+	var ins []catalog.Entry
+	for _, i := range addOf {
+		if errs[i] == nil {
+			send, ins = append(send, i), append(ins, upds[i])
+		}
+	}
+	merged, merrs := c.mergeEntries(ctx, ins, w)
+	for j, i := range send {
+		out[i], errs[i] = merged[j], merrs[j]
+	}
+	var drop []posting
+	var dropOf []int
+	for j, i := range removeOf {
+		if errs[i] == nil {
+			drop, dropOf = append(drop, removes[j]), append(dropOf, i)
+		}
+	}
+	for j, err := range c.postMany(ctx, drop, w) {
+		if i := dropOf[j]; err != nil {
+			out[i], errs[i] = catalog.Entry{}, err
+		}
+	}
+	for i := range reqs {
+		if errs[i] == nil {
+			k.remember(out[i])
+		} else {
+			out[i] = catalog.Entry{}
+		}
+	}
+	return out, errs
+}
+
+// metaUpdate is the entry update req asks of cur: its unit, description, nominal rate
+// and tags, each as cur has it unless req sets it.
+func metaUpdate(cur catalog.Entry, req *wire.MetaReq) (catalog.Entry, error) {
 	upd := catalog.Entry{Key: req.Key, Unit: cur.Unit, Description: cur.Description, NominalRate: cur.NominalRate, Tags: cur.Tags}
 	if req.SetUnit {
 		upd.Unit = req.Unit
@@ -290,68 +387,40 @@ func (c *Coordinator) Meta(ctx context.Context, req *wire.MetaReq) (catalog.Entr
 	if req.SetRate {
 		upd.NominalRate = req.NominalRate
 	}
-	if req.SetTags {
-		tags, err := catalog.ParseTags(req.Tags...)
-		if err != nil {
-			return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "--tag: %v", err)
+	if !req.SetTags {
+		return upd, nil
+	}
+	tags, err := catalog.ParseTags(req.Tags...)
+	if err != nil {
+		return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "--tag: %v", err)
+	}
+	if len(req.Pairs)%2 != 0 {
+		return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "tag pairs: an odd count (%d)", len(req.Pairs))
+	}
+	for i := 0; i+1 < len(req.Pairs); i += 2 {
+		tags = append(tags, catalog.Tag{K: req.Pairs[i], V: req.Pairs[i+1]})
+	}
+	if tags, err = catalog.NormalizeTags(tags); err != nil {
+		return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "tags: %v", err)
+	}
+	if req.AddTags {
+		merged := map[string]string{}
+		for _, t := range cur.Tags {
+			merged[t.K] = t.V
 		}
-		if len(req.Pairs)%2 != 0 {
-			return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "tag pairs: an odd count (%d)", len(req.Pairs))
+		for _, t := range tags {
+			merged[t.K] = t.V
 		}
-		for i := 0; i+1 < len(req.Pairs); i += 2 {
-			tags = append(tags, catalog.Tag{K: req.Pairs[i], V: req.Pairs[i+1]})
+		tags = tags[:0]
+		for k, v := range merged {
+			tags = append(tags, catalog.Tag{K: k, V: v})
 		}
 		if tags, err = catalog.NormalizeTags(tags); err != nil {
-			return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "tags: %v", err)
-		}
-		if req.AddTags {
-			merged := map[string]string{}
-			for _, t := range cur.Tags {
-				merged[t.K] = t.V
-			}
-			for _, t := range tags {
-				merged[t.K] = t.V
-			}
-			tags = tags[:0]
-			for k, v := range merged {
-				tags = append(tags, catalog.Tag{K: k, V: v})
-			}
-			if tags, err = catalog.NormalizeTags(tags); err != nil {
-				return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "--tag: %v", err)
-			}
-		}
-		upd.Tags = tags
-	}
-	upd.MetaVersion = k.clock.Now()
-	if err := upd.Validate(); err != nil {
-		return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "%v", err)
-	}
-	w := c.cfg.WriteQuorum
-	// Postings first: a listing checks every hit against its entry, so a posting
-	// without its entry is harmless, while an entry without its posting is unfindable.
-	var added, removed []catalog.Tag
-	for _, t := range upd.Tags {
-		if !catalog.Matches(cur.Tags, []catalog.Tag{t}) {
-			added = append(added, t)
+			return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "--tag: %v", err)
 		}
 	}
-	for _, t := range cur.Tags {
-		if !catalog.Matches(upd.Tags, []catalog.Tag{t}) {
-			removed = append(removed, t)
-		}
-	}
-	if err := c.postMembers(ctx, added, catalog.Member{Key: req.Key, Version: upd.MetaVersion}, w); err != nil {
-		return catalog.Entry{}, err
-	}
-	merged, err := c.mergeEntry(ctx, upd, w)
-	if err != nil {
-		return catalog.Entry{}, err
-	}
-	if err := c.postMembers(ctx, removed, catalog.Member{Key: req.Key, Version: upd.MetaVersion, Removed: true}, w); err != nil {
-		return catalog.Entry{}, err
-	}
-	c.cat.remember(merged)
-	return merged, nil
+	upd.Tags = tags
+	return upd, nil
 }
 
 // Series lists the entries of the series q selects, sorted by key. Posting lists

@@ -221,23 +221,32 @@ func (c *Coordinator) postMany(ctx context.Context, ps []posting, w int) []error
 			mu.Unlock()
 		}
 	}
-	var wg sync.WaitGroup
-	for t, ms := range byTag {
-		wg.Go(func() {
-			in := make([]catalog.Member, len(ms))
-			for k, m := range ms {
-				in[k] = m.m
-			}
-			_, got := c.cat.postings.doMany(ctx, postingTarget{t, w}, in)
-			for k, m := range ms {
-				fail(m.p, got[k])
-			}
-		})
+	// Each list on a goroutine of its own, a bounded number at once (a write's series
+	// may name hundreds of tags).
+	tags := make([]catalog.Tag, 0, len(byTag))
+	for t := range byTag {
+		tags = append(tags, t)
 	}
-	for k, m := range alone {
-		wg.Go(func() { fail(m.p, c.mergePostings(ctx, aloneTags[k], []catalog.Member{m.m}, w)) })
+	items := make([]int, len(tags)+len(alone))
+	for i := range items {
+		items[i] = i
 	}
-	wg.Wait()
+	inParallel(items, func(i int) {
+		if i >= len(tags) {
+			m := alone[i-len(tags)]
+			fail(m.p, c.mergePostings(ctx, aloneTags[i-len(tags)], []catalog.Member{m.m}, w))
+			return
+		}
+		ms := byTag[tags[i]]
+		in := make([]catalog.Member, len(ms))
+		for k, m := range ms {
+			in[k] = m.m
+		}
+		_, got := c.cat.postings.doMany(ctx, postingTarget{tags[i], w}, in)
+		for k, m := range ms {
+			fail(m.p, got[k])
+		}
+	})
 	return errs
 }
 

@@ -1,0 +1,135 @@
+package coord
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"reflect"
+	"sync"
+	"testing"
+
+	"log/slog"
+
+	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/cluster"
+	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
+	"github.com/tsdht/tsdht/tsdb/replica"
+	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/tsdht/tsdht/tsdb/store"
+	"github.com/tsdht/tsdht/tsdb/wire"
+)
+
+// doMany sends an idle key's items at once, cut at max; on a busy key they queue behind
+// the call under way, filling its last waiting call before opening others; each item
+// gets its own answer.
+func TestCoalescerDoMany(t *testing.T) {
+	h := newHeldCalls()
+	c := newCoalescer(4, math.MaxInt, func(int) int { return 1 }, func(_ context.Context, _ string, ins []int) ([]int, error) {
+		h.record(ins)
+		out := make([]int, len(ins))
+		for i, in := range ins {
+			out[i] = 10 * in
+		}
+		return out, nil
+	})
+	first := make(chan error, 1)
+	go func() { _, err := c.do(context.Background(), "k", 0); first <- err }()
+	waitFor(t, "the first call", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.calls) == 1 })
+	var wg sync.WaitGroup
+	var outs []int
+	var errs []error
+	wg.Go(func() { outs, errs = c.doMany(context.Background(), "k", []int{1, 2, 3, 4, 5, 6}) })
+	waitFor(t, "the items queued", func() bool { return c.queued("k") == 6 })
+	close(h.release)
+	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range errs {
+		if err != nil || outs[i] != 10*(i+1) {
+			t.Fatalf("item %d: %d, %v", i+1, outs[i], err)
+		}
+	}
+	want := [][]int{{0}, {1, 2, 3, 4}, {5, 6}}
+	if !reflect.DeepEqual(h.calls, want) {
+		t.Errorf("calls %v, want %v", h.calls, want)
+	}
+	// An idle key: the first call at once, on this goroutine, cut at max.
+	h.calls = nil
+	if outs, errs = c.doMany(context.Background(), "idle", []int{7, 8, 9, 10, 11}); errs[4] != nil || outs[4] != 110 {
+		t.Fatalf("idle key: %v, %v", outs, errs)
+	}
+	if want := [][]int{{7, 8, 9, 10}, {11}}; !reflect.DeepEqual(h.calls, want) {
+		t.Errorf("calls %v, want %v", h.calls, want)
+	}
+	if outs, errs = c.doMany(context.Background(), "idle", nil); len(outs)+len(errs) != 0 {
+		t.Errorf("no items: %v, %v", outs, errs)
+	}
+}
+
+// entryCounter counts the entry reads and merges a registry replica is asked for.
+type entryCounter struct {
+	*replica.Local
+	mu             sync.Mutex
+	reads, merges  int
+	readN, mergedN int // entries asked for, merged
+}
+
+func (r *entryCounter) Entries(ctx context.Context, keys []string) ([]catalog.Entry, error) {
+	r.mu.Lock()
+	r.reads++
+	r.readN += len(keys)
+	r.mu.Unlock()
+	return r.Local.Entries(ctx, keys)
+}
+
+func (r *entryCounter) MergeEntries(ctx context.Context, es []catalog.Entry) ([]catalog.Entry, error) {
+	r.mu.Lock()
+	r.merges++
+	r.mergedN += len(es)
+	r.mu.Unlock()
+	return r.Local.MergeEntries(ctx, es)
+}
+
+// A write of many new series reads their entries in as few calls as an answer's frame
+// allows and merges them in one (not a call per round of the goroutines readying them), and every series is then
+// known, with bounds covering its points, and listed.
+func TestPutManyNewSeriesOneEntryRound(t *testing.T) {
+	cfg := testConfig()
+	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1
+	self := dht.Peer{ID: "self", RPCAddr: "self:1"}
+	counter := &entryCounter{Local: replica.New(replica.Config{Store: store.NewMem(), Quantum: cfg.Quantum, Format: cfg.Format, MaxFuture: cfg.MaxFuture})}
+	replicas := cluster.NewReplicas(self.ID, counter, nil, cfg.CallTimeout, nil)
+	place := &clustertest.FixedPlacement{Me: self, Owners: []dht.Peer{self}}
+	logger := slog.New(slog.DiscardHandler)
+	c := New(cfg, place, replicas, NewRegistry(place, replicas, cfg, logger), nil, nil, logger)
+	n := 3 * maxPrepareParallel
+	puts := make([]SeriesPut, n)
+	for i := range puts {
+		puts[i] = SeriesPut{Key: fmt.Sprintf("load/e%04d", i), Points: series.Points{Type: series.Float, T: []int64{int64(i+1) * 1e9}, F: []float64{1}}}
+	}
+	for i, r := range c.PutMany(context.Background(), puts, wire.PutOptions{}) {
+		if r.Err != nil || r.Stored != 1 {
+			t.Fatalf("series %d: stored %d, %v", i, r.Stored, r.Err)
+		}
+	}
+	counter.mu.Lock()
+	reads, merges, readN, mergedN := counter.reads, counter.merges, counter.readN, counter.mergedN
+	counter.mu.Unlock()
+	wantReads := (n + entryReadsPerCall - 1) / entryReadsPerCall // an answer's frame bounds a read's keys
+	if reads != wantReads || merges != 1 || readN != n || mergedN != n {
+		t.Errorf("%d entry reads of %d keys and %d entry merges of %d entries for a write of %d new series, want %d reads and 1 merge",
+			reads, readN, merges, mergedN, n, wantReads)
+	}
+	for _, p := range puts {
+		e, err := c.Entry(context.Background(), p.Key)
+		if err != nil || !e.HasBounds || e.First > p.Points.T[0] || e.Last < p.Points.T[0] {
+			t.Fatalf("%s: %+v, %v", p.Key, e, err)
+		}
+	}
+	got, err := c.Series(context.Background(), catalog.Query{Prefix: "load/"})
+	if err != nil || len(got) != n {
+		t.Fatalf("listed %d series (%v), want %d", len(got), err, n)
+	}
+}
