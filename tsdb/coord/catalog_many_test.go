@@ -92,10 +92,18 @@ func (r *entryCounter) MergeEntries(ctx context.Context, es []catalog.Entry) ([]
 	return r.Local.MergeEntries(ctx, es)
 }
 
-// A write of many new series reads their entries in as few calls as an answer's frame
-// allows and merges them in one (not a call per round of the goroutines readying them), and every series is then
-// known, with bounds covering its points, and listed.
-func TestPutManyNewSeriesOneEntryRound(t *testing.T) {
+func (r *entryCounter) take() (reads, merges, readN, mergedN int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	reads, merges, readN, mergedN = r.reads, r.merges, r.readN, r.mergedN
+	r.reads, r.merges, r.readN, r.mergedN = 0, 0, 0, 0
+	return reads, merges, readN, mergedN
+}
+
+// newSeriesLoad writes one point to each of n new series "load/eNNNN" through a
+// coordinator whose one registry replica counts its entry calls.
+func newSeriesLoad(t *testing.T, n int) (*Coordinator, *entryCounter, []SeriesPut) {
+	t.Helper()
 	cfg := testConfig()
 	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1
 	self := dht.Peer{ID: "self", RPCAddr: "self:1"}
@@ -104,7 +112,6 @@ func TestPutManyNewSeriesOneEntryRound(t *testing.T) {
 	place := &clustertest.FixedPlacement{Me: self, Owners: []dht.Peer{self}}
 	logger := slog.New(slog.DiscardHandler)
 	c := New(cfg, place, replicas, NewRegistry(place, replicas, cfg, logger), nil, nil, logger)
-	n := 3 * maxPrepareParallel
 	puts := make([]SeriesPut, n)
 	for i := range puts {
 		puts[i] = SeriesPut{Key: fmt.Sprintf("load/e%04d", i), Points: series.Points{Type: series.Float, T: []int64{int64(i+1) * 1e9}, F: []float64{1}}}
@@ -114,9 +121,16 @@ func TestPutManyNewSeriesOneEntryRound(t *testing.T) {
 			t.Fatalf("series %d: stored %d, %v", i, r.Stored, r.Err)
 		}
 	}
-	counter.mu.Lock()
-	reads, merges, readN, mergedN := counter.reads, counter.merges, counter.readN, counter.mergedN
-	counter.mu.Unlock()
+	return c, counter, puts
+}
+
+// A write of many new series reads their entries in as few calls as an answer's frame
+// allows and merges them in one (not a call per round of the goroutines readying them), and every series is then
+// known, with bounds covering its points, and listed.
+func TestPutManyNewSeriesOneEntryRound(t *testing.T) {
+	c, counter, puts := newSeriesLoad(t, 3*maxPrepareParallel)
+	n := len(puts)
+	reads, merges, readN, mergedN := counter.take()
 	wantReads := (n + entryReadsPerCall - 1) / entryReadsPerCall // an answer's frame bounds a read's keys
 	if reads != wantReads || merges != 1 || readN != n || mergedN != n {
 		t.Errorf("%d entry reads of %d keys and %d entry merges of %d entries for a write of %d new series, want %d reads and 1 merge",
@@ -131,5 +145,42 @@ func TestPutManyNewSeriesOneEntryRound(t *testing.T) {
 	got, err := c.Series(context.Background(), catalog.Query{Prefix: "load/"})
 	if err != nil || len(got) != n {
 		t.Fatalf("listed %d series (%v), want %d", len(got), err, n)
+	}
+}
+
+// MetaMany tags many series in one entry merge, each as Meta would, and a request that
+// is wrong or names an unknown series fails alone.
+func TestMetaManyOneEntryRound(t *testing.T) {
+	c, counter, puts := newSeriesLoad(t, 2*maxPrepareParallel)
+	counter.take()
+	reqs := make([]*wire.MetaReq, len(puts))
+	for i, p := range puts {
+		reqs[i] = wire.TagsMeta(p.Key, map[string]string{"parity": fmt.Sprint(i % 2), "unit": "u"})
+	}
+	bad := len(reqs)
+	reqs = append(reqs, &wire.MetaReq{Key: puts[0].Key, SetTags: true, Pairs: []string{"odd"}}, wire.TagsMeta("load/none", map[string]string{"a": "b"}))
+	es, errs := c.MetaMany(context.Background(), reqs)
+	for i := range puts {
+		if errs[i] != nil || len(es[i].Tags) != 2 {
+			t.Fatalf("%s: %+v, %v", puts[i].Key, es[i], errs[i])
+		}
+	}
+	if errs[bad] == nil || errs[bad+1] == nil {
+		t.Errorf("odd tag pairs: %v; unknown series: %v; want both refused", errs[bad], errs[bad+1])
+	}
+	if _, merges, _, mergedN := counter.take(); merges != 1 || mergedN != len(puts) {
+		t.Errorf("%d entry merges of %d entries to tag %d series, want 1 of %d", merges, mergedN, len(puts), len(puts))
+	}
+	got, err := c.Series(context.Background(), catalog.Query{Match: []catalog.Tag{{K: "parity", V: "1"}}})
+	if err != nil || len(got) != len(puts)/2 {
+		t.Fatalf("parity=1 lists %d series (%v), want %d", len(got), err, len(puts)/2)
+	}
+	// Removing a tag takes the series out of its posting list.
+	e, err := c.Meta(context.Background(), &wire.MetaReq{Key: puts[1].Key, SetTags: true, Pairs: []string{"unit", "u"}})
+	if err != nil || len(e.Tags) != 1 {
+		t.Fatalf("retag: %+v, %v", e, err)
+	}
+	if got, err = c.Series(context.Background(), catalog.Query{Match: []catalog.Tag{{K: "parity", V: "1"}}}); err != nil || len(got) != len(puts)/2-1 {
+		t.Fatalf("parity=1 lists %d series after one lost it (%v), want %d", len(got), err, len(puts)/2-1)
 	}
 }
