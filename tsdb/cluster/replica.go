@@ -60,6 +60,9 @@ type MetaReplica interface {
 	Entries(ctx context.Context, keys []string) ([]catalog.Entry, error)
 	// MergePostings merges members into a tag's posting list (wire.MethodPostingsMerge).
 	MergePostings(ctx context.Context, tag catalog.Tag, ms []catalog.Member) error
+	// MergePostingsMany merges members into many posting lists at once, all stored or,
+	// on an error, none (wire.MethodPostingsMergeMany).
+	MergePostingsMany(ctx context.Context, lists []catalog.TagMembers) error
 	// Postings reads a page of a tag's posting list (wire.MethodPostings).
 	Postings(ctx context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error)
 }
@@ -345,6 +348,21 @@ func (r remoteReplica) Entries(ctx context.Context, keys []string) ([]catalog.En
 
 func (r remoteReplica) MergePostings(ctx context.Context, tag catalog.Tag, ms []catalog.Member) error {
 	return r.invoke(ctx, wire.MethodPostingsMerge, &wire.PostingsMergeReq{K: tag.K, V: tag.V, Members: wire.FromMembers(ms)}, &struct{}{})
+}
+
+func (r remoteReplica) MergePostingsMany(ctx context.Context, lists []catalog.TagMembers) error {
+	err := r.invoke(ctx, wire.MethodPostingsMergeMany, wire.EncodePostingsMergeMany(lists), &struct{}{})
+	var re *rpc.RemoteError
+	if !errors.As(err, &re) || re.Code != rpc.CodeUnknownMethod {
+		return err
+	}
+	// A replica that predates the method: each list alone.
+	for _, l := range lists {
+		if err := r.MergePostings(ctx, l.Tag, l.Members); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (r remoteReplica) Postings(ctx context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error) {

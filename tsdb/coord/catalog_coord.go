@@ -41,7 +41,7 @@ type catalogCoord struct {
 	cache map[string]cachedEntry
 
 	// Concurrent catalog calls, coalesced per target (coalesce.go).
-	postings    *coalescer[postingTarget, catalog.Member, struct{}]
+	postings    *coalescer[dht.Peer, tagMember, struct{}]
 	entryMerges *coalescer[dht.Peer, catalog.Entry, catalog.Entry]
 	entryReads  *coalescer[dht.Peer, string, []catalog.Entry]
 }
@@ -61,17 +61,31 @@ func entrySize(e catalog.Entry) int {
 	return n
 }
 
-// postingTarget is a posting list and the write quorum its merges need.
-type postingTarget struct {
+// tagMember is a member to merge into tag's posting list.
+type tagMember struct {
 	tag catalog.Tag
-	w   int
+	m   catalog.Member
 }
+
+func tagMemberSize(t tagMember) int { return len(t.tag.K) + len(t.tag.V) + memberSize(t.m) }
 
 // newCatalogCoord returns c's catalog state, its coalescers calling c's replicas.
 func newCatalogCoord(c *Coordinator) *catalogCoord {
 	return &catalogCoord{
-		postings: newCoalescer(entriesPerRead, cluster.MaxRequestBytes, memberSize, func(ctx context.Context, t postingTarget, ms []catalog.Member) ([]struct{}, error) {
-			return make([]struct{}, len(ms)), c.mergePostings(ctx, t.tag, ms, t.w)
+		// Every posting list a peer keeps, in one request (wire.MethodPostingsMergeMany).
+		postings: newCoalescer(entriesPerRead, cluster.MaxRequestBytes, tagMemberSize, func(ctx context.Context, p dht.Peer, ins []tagMember) ([]struct{}, error) {
+			var lists []catalog.TagMembers
+			at := map[catalog.Tag]int{}
+			for _, in := range ins {
+				i, ok := at[in.tag]
+				if !ok {
+					i = len(lists)
+					at[in.tag] = i
+					lists = append(lists, catalog.TagMembers{Tag: in.tag})
+				}
+				lists[i].Members = append(lists[i].Members, in.m)
+			}
+			return make([]struct{}, len(ins)), c.replicas.For(p).MergePostingsMany(ctx, lists)
 		}),
 		entryMerges: newCoalescer(entriesPerRead, cluster.MaxRequestBytes, entrySize, func(ctx context.Context, p dht.Peer, es []catalog.Entry) ([]catalog.Entry, error) {
 			return c.replicas.For(p).MergeEntries(ctx, es)

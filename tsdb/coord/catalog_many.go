@@ -191,62 +191,60 @@ type posting struct {
 	m    catalog.Member
 }
 
-// postMany merges each posting's member into each of its tags' posting lists, every
-// list at once, each list's members in as few calls as its limits allow (with the
-// members other writers are posting to it meanwhile: coalesce.go), and returns each
+// postMany merges each posting's member into each of its tags' posting lists: every
+// list a replica keeps in one request to it (with the members other writers are posting
+// there meanwhile: coalesce.go), at least w replicas of each list, and returns each
 // posting's error. A tag or member the replicas would refuse goes alone.
 func (c *Coordinator) postMany(ctx context.Context, ps []posting, w int) []error {
-	type member struct {
-		p int // of ps
-		m catalog.Member
-	}
-	byTag := map[catalog.Tag][]member{}
-	var alone []member
-	var aloneTags []catalog.Tag
+	errs := make([]error, len(ps))
+	var items []tagMember
+	var of []int // of ps, per item
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for p, x := range ps {
 		for _, t := range x.tags {
 			if catalog.ValidateIndexTag(t) != nil || catalog.ValidateMember(x.m) != nil {
-				alone, aloneTags = append(alone, member{p, x.m}), append(aloneTags, t)
+				wg.Go(func() {
+					if err := c.mergePostings(ctx, t, []catalog.Member{x.m}, w); err != nil {
+						mu.Lock()
+						errs[p] = errors.Join(errs[p], err)
+						mu.Unlock()
+					}
+				})
 				continue
 			}
-			byTag[t] = append(byTag[t], member{p, x.m})
+			items, of = append(items, tagMember{t, x.m}), append(of, p)
 		}
 	}
-	errs := make([]error, len(ps))
-	var mu sync.Mutex
-	fail := func(p int, err error) {
+	n := len(items)
+	itemErrs, owners, oks, last := make([]error, n), make([]int, n), make([]int, n), make([]error, n)
+	what := func(i int) string { return "postings of " + items[i].tag.String() }
+	batches := c.catalogBatches(ctx, n, func(i int) quanta.ID { return items[i].tag.ID() }, what, itemErrs, owners)
+	answers := cluster.FanOut(ctx, batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[int]) (manyAnswer[struct{}], error) {
+		ins := make([]tagMember, len(b.Items))
+		for j, i := range b.Items {
+			ins[j] = items[i]
+		}
+		outs, errs := c.cat.postings.doMany(ctx, b.Peer, ins)
+		return manyAnswer[struct{}]{outs, errs}, nil
+	})
+	eachAnswer(batches, answers, func(i int, _ struct{}, err error) {
 		if err != nil {
-			mu.Lock()
-			errs[p] = errors.Join(errs[p], err)
-			mu.Unlock()
-		}
-	}
-	// Each list on a goroutine of its own, a bounded number at once (a write's series
-	// may name hundreds of tags).
-	tags := make([]catalog.Tag, 0, len(byTag))
-	for t := range byTag {
-		tags = append(tags, t)
-	}
-	items := make([]int, len(tags)+len(alone))
-	for i := range items {
-		items[i] = i
-	}
-	inParallel(items, func(i int) {
-		if i >= len(tags) {
-			m := alone[i-len(tags)]
-			fail(m.p, c.mergePostings(ctx, aloneTags[i-len(tags)], []catalog.Member{m.m}, w))
+			last[i] = err
 			return
 		}
-		ms := byTag[tags[i]]
-		in := make([]catalog.Member, len(ms))
-		for k, m := range ms {
-			in[k] = m.m
-		}
-		_, got := c.cat.postings.doMany(ctx, postingTarget{tags[i], w}, in)
-		for k, m := range ms {
-			fail(m.p, got[k])
-		}
+		oks[i]++
 	})
+	wg.Wait()
+	for i := range items {
+		if itemErrs[i] == nil && oks[i] < min(w, owners[i]) {
+			itemErrs[i] = rpc.Errorf(quorumCode(last[i]), "tag index: postings of %s stored at %d of %d replicas, %d needed: %v",
+				items[i].tag, oks[i], owners[i], w, last[i])
+		}
+		if itemErrs[i] != nil {
+			errs[of[i]] = errors.Join(errs[of[i]], itemErrs[i])
+		}
+	}
 	return errs
 }
 
