@@ -104,24 +104,36 @@ func (r *entryCounter) take() (reads, merges, readN, mergedN int) {
 // coordinator whose one registry replica counts its entry calls.
 func newSeriesLoad(t *testing.T, n int) (*Coordinator, *entryCounter, []SeriesPut) {
 	t.Helper()
+	var counter *entryCounter
+	c, puts := loadNewSeries(t, "load/e", n, func(l *replica.Local) cluster.Local {
+		counter = &entryCounter{Local: l}
+		return counter
+	})
+	return c, counter, puts
+}
+
+// loadNewSeries writes one point to each of n new series prefix+NNNN through a
+// coordinator of rf 1 whose one replica (this node) is wrap's of a memory store.
+func loadNewSeries(t *testing.T, prefix string, n int, wrap func(*replica.Local) cluster.Local) (*Coordinator, []SeriesPut) {
+	t.Helper()
 	cfg := testConfig()
 	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1
 	self := dht.Peer{ID: "self", RPCAddr: "self:1"}
-	counter := &entryCounter{Local: replica.New(replica.Config{Store: store.NewMem(), Quantum: cfg.Quantum, Format: cfg.Format, MaxFuture: cfg.MaxFuture})}
-	replicas := cluster.NewReplicas(self.ID, counter, nil, cfg.CallTimeout, nil)
+	rep := wrap(replica.New(replica.Config{Store: store.NewMem(), Quantum: cfg.Quantum, Format: cfg.Format, MaxFuture: cfg.MaxFuture}))
+	replicas := cluster.NewReplicas(self.ID, rep, nil, cfg.CallTimeout, nil)
 	place := &clustertest.FixedPlacement{Me: self, Owners: []dht.Peer{self}}
 	logger := slog.New(slog.DiscardHandler)
 	c := New(cfg, place, replicas, NewRegistry(place, replicas, cfg, logger), nil, nil, logger)
 	puts := make([]SeriesPut, n)
 	for i := range puts {
-		puts[i] = SeriesPut{Key: fmt.Sprintf("load/e%04d", i), Points: series.Points{Type: series.Float, T: []int64{int64(i+1) * 1e9}, F: []float64{1}}}
+		puts[i] = SeriesPut{Key: fmt.Sprintf("%s%04d", prefix, i), Points: series.Points{Type: series.Float, T: []int64{int64(i+1) * 1e9}, F: []float64{1}}}
 	}
 	for i, r := range c.PutMany(context.Background(), puts, wire.PutOptions{}) {
 		if r.Err != nil || r.Stored != 1 {
 			t.Fatalf("series %d: stored %d, %v", i, r.Stored, r.Err)
 		}
 	}
-	return c, counter, puts
+	return c, puts
 }
 
 // A write of many new series reads their entries in as few calls as an answer's frame

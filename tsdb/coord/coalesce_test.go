@@ -200,24 +200,12 @@ func (r *postingsCounter) MergePostingsMany(ctx context.Context, lists []catalog
 // keeps in one request, not one per list nor per series nor per round of the goroutines
 // readying them, and every one of them is listed afterwards.
 func TestPutManyNewSeriesShareMerges(t *testing.T) {
-	cfg := testConfig()
-	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum, cfg.LocalBatches = 1, 1, 1, true
-	self := dht.Peer{ID: "self", RPCAddr: "self:1"}
-	counter := &postingsCounter{Local: replica.New(replica.Config{Store: store.NewMem(), Quantum: cfg.Quantum, Format: cfg.Format, MaxFuture: cfg.MaxFuture})}
-	replicas := cluster.NewReplicas(self.ID, counter, nil, cfg.CallTimeout, nil)
-	place := &clustertest.FixedPlacement{Me: self, Owners: []dht.Peer{self}}
-	logger := slog.New(slog.DiscardHandler)
-	c := New(cfg, place, replicas, NewRegistry(place, replicas, cfg, logger), nil, nil, logger)
-	n := 3 * maxPrepareParallel
-	puts := make([]SeriesPut, n)
-	for i := range puts {
-		puts[i] = SeriesPut{Key: fmt.Sprintf("load/s%03d", i), Points: series.Points{Type: series.Float, T: []int64{1e9}, F: []float64{1}}}
-	}
-	for i, r := range c.PutMany(context.Background(), puts, wire.PutOptions{}) {
-		if r.Err != nil || r.Stored != 1 {
-			t.Fatalf("series %d: stored %d, %v", i, r.Stored, r.Err)
-		}
-	}
+	var counter *postingsCounter
+	c, puts := loadNewSeries(t, "load/s", 3*maxPrepareParallel, func(l *replica.Local) cluster.Local {
+		counter = &postingsCounter{Local: l}
+		return counter
+	})
+	n := len(puts)
 	counter.mu.Lock()
 	calls, members := counter.calls, counter.members
 	counter.mu.Unlock()
