@@ -51,6 +51,9 @@ type MetaReplica interface {
 	// returns what it holds; a different type fixed earlier fails with
 	// wire.CodeTypeMismatch, a different quantum is returned (the first one stays).
 	DeclareSeries(ctx context.Context, key string, d store.Decl) (store.Decl, error)
+	// DeclareMany declares each keys[i] as ds[i], as DeclareSeries would, and returns
+	// each answer or its own error (err: the call failed whole).
+	DeclareMany(ctx context.Context, keys []string, ds []store.Decl) (out []store.Decl, errs []error, err error)
 	// SeriesDecl returns a series' type and quantum as this registry replica knows them.
 	SeriesDecl(ctx context.Context, key string) (d store.Decl, known bool, err error)
 	// MergeEntries merges catalog entries at this registry replica and returns the
@@ -252,6 +255,42 @@ func (r remoteReplica) DeclareSeries(ctx context.Context, key string, d store.De
 		return store.Decl{}, err
 	}
 	return DeclOf(&resp), nil
+}
+
+func (r remoteReplica) DeclareMany(ctx context.Context, keys []string, ds []store.Decl) ([]store.Decl, []error, error) {
+	req := &wire.DeclareManyReq{Items: make([]wire.TypeReq, len(keys))}
+	for i, k := range keys {
+		req.Items[i] = wire.TypeReq{Key: k, Type: ds[i].Type, Quantum: int64(ds[i].Quantum), NoQuantum: ds[i].NoQuantum}
+	}
+	var resp wire.DeclareManyResp
+	err := r.invoke(ctx, wire.MethodDeclareMany, req, &resp)
+	var re *rpc.RemoteError
+	if errors.As(err, &re) && re.Code == rpc.CodeUnknownMethod {
+		return declareEach(ctx, r, keys, ds)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(resp.Items) != len(keys) || len(resp.Codes) != len(keys) || len(resp.Msgs) != len(keys) {
+		return nil, nil, rpc.Errorf(wire.CodeUnavailable, "replica %s: %d answers to %d declarations", r.peer.RPCAddr, len(resp.Items), len(keys))
+	}
+	out, errs := make([]store.Decl, len(keys)), make([]error, len(keys))
+	for i := range keys {
+		out[i] = DeclOf(&resp.Items[i])
+		if resp.Codes[i] != "" {
+			errs[i] = &rpc.RemoteError{Code: resp.Codes[i], Msg: resp.Msgs[i]}
+		}
+	}
+	return out, errs, nil
+}
+
+// declareEach declares each series alone (a replica that predates DeclareMany).
+func declareEach(ctx context.Context, r Replica, keys []string, ds []store.Decl) ([]store.Decl, []error, error) {
+	out, errs := make([]store.Decl, len(keys)), make([]error, len(keys))
+	for i, k := range keys {
+		out[i], errs[i] = r.DeclareSeries(ctx, k, ds[i])
+	}
+	return out, errs, nil
 }
 
 func (r remoteReplica) SeriesDecl(ctx context.Context, key string) (store.Decl, bool, error) {

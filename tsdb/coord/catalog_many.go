@@ -41,12 +41,19 @@ import (
 // and goes nowhere; owners[i] is how many replicas item i has.
 func (c *Coordinator) catalogBatches(ctx context.Context, n int, id func(i int) quanta.ID, what func(i int) string,
 	errs []error, owners []int) []*cluster.PeerBatch[int] {
+	return ownerBatches(ctx, c.place, c.cfg.RF, n, 0, id, what, errs, owners)
+}
+
+// ownerBatches is catalogBatches on place at rf, each batch of at most maxBatch items
+// (0: no limit).
+func ownerBatches(ctx context.Context, place cluster.Placement, rf, n, maxBatch int, id func(i int) quanta.ID, what func(i int) string,
+	errs []error, owners []int) []*cluster.PeerBatch[int] {
 	return cluster.GroupByPeer(func(yield func(dht.Peer, int) bool) {
 		for i := range n {
 			if errs[i] != nil {
 				continue
 			}
-			peers, err := c.place.Locate(ctx, id(i), c.cfg.RF)
+			peers, err := place.Locate(ctx, id(i), rf)
 			if err != nil || len(peers) == 0 {
 				errs[i] = rpc.Errorf(wire.CodeUnavailable, "%s: no replica found: %v", what(i), err)
 				continue
@@ -58,7 +65,7 @@ func (c *Coordinator) catalogBatches(ctx context.Context, n int, id func(i int) 
 				}
 			}
 		}
-	}, 0, nil)
+	}, maxBatch, nil)
 }
 
 // manyAnswer is one replica's answers to a batch of items, one per item.

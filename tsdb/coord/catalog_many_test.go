@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 	"log/slog"
 
 	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/cluster"
 	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
@@ -194,5 +196,50 @@ func TestMetaManyOneEntryRound(t *testing.T) {
 	}
 	if got, err = c.Series(context.Background(), catalog.Query{Match: []catalog.Tag{{K: "parity", V: "1"}}}); err != nil || len(got) != len(puts)/2-1 {
 		t.Fatalf("parity=1 lists %d series after one lost it (%v), want %d", len(got), err, len(puts)/2-1)
+	}
+}
+
+// declareCounter counts the declaration requests a registry replica is asked for.
+type declareCounter struct {
+	*replica.Local
+	mu       sync.Mutex
+	calls, n int
+}
+
+func (r *declareCounter) DeclareMany(ctx context.Context, keys []string, ds []store.Decl) ([]store.Decl, []error, error) {
+	r.mu.Lock()
+	r.calls++
+	r.n += len(keys)
+	r.mu.Unlock()
+	return r.Local.DeclareMany(ctx, keys, ds)
+}
+
+// A write of many new series declares them in one request to the registry replica; a
+// series written with another type than it holds is refused alone.
+func TestPutManyNewSeriesOneDeclaration(t *testing.T) {
+	var counter *declareCounter
+	c, puts := loadNewSeries(t, "load/d", 3*maxPrepareParallel, func(l *replica.Local) cluster.Local {
+		counter = &declareCounter{Local: l}
+		return counter
+	})
+	counter.mu.Lock()
+	calls, n := counter.calls, counter.n
+	counter.calls, counter.n = 0, 0
+	counter.mu.Unlock()
+	if calls != 1 || n != len(puts) {
+		t.Errorf("%d declaration requests of %d series for a write of %d new series, want 1", calls, n, len(puts))
+	}
+	c.types.forget(puts[0].Key)
+	again := []SeriesPut{
+		{Key: puts[0].Key, Points: series.Points{Type: series.Int, T: []int64{5e9}, I: []int64{1}}},
+		{Key: "load/dnew", Points: series.Points{Type: series.Float, T: []int64{5e9}, F: []float64{1}}},
+	}
+	res := c.PutMany(context.Background(), again, wire.PutOptions{})
+	var re *rpc.RemoteError
+	if !errors.As(res[0].Err, &re) || re.Code != wire.CodeTypeMismatch {
+		t.Errorf("ints to a float series: %v, want %s", res[0].Err, wire.CodeTypeMismatch)
+	}
+	if res[1].Err != nil || res[1].Stored != 1 {
+		t.Errorf("the new series beside it: stored %d, %v", res[1].Stored, res[1].Err)
 	}
 }

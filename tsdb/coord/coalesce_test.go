@@ -234,6 +234,11 @@ func (r slowDeclare) DeclareSeries(ctx context.Context, key string, d store.Decl
 	return r.Local.DeclareSeries(ctx, key, d)
 }
 
+func (r slowDeclare) DeclareMany(ctx context.Context, keys []string, ds []store.Decl) ([]store.Decl, []error, error) {
+	<-time.After(r.delay)
+	return r.Local.DeclareMany(ctx, keys, ds)
+}
+
 // A write whose new series took long to ready, with no replica failed, did not wait
 // for failed replicas: its results say so (they once said every such series had, and
 // the node logged each one).
