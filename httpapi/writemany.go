@@ -33,13 +33,17 @@ type WriteResult struct {
 	Err    error
 }
 
-// WriteMany implements ManyWriter with one coordinated PutMany for all the series, then
-// — once per series and process, as Write — the tags of each series it stored into
-// the series' catalog entry, all of them in one Coordinator.MetaMany.
+// WriteMany implements ManyWriter with one coordinated PutMany for all the series — a
+// new series is created with its tags, in the same catalog round — then, once per
+// series and process, as Write, the tags of each other series it stored into the
+// series' catalog entry, all of them in one Coordinator.MetaMany.
 func (e *NodeEngine) WriteMany(ctx context.Context, ws []SeriesWrite) []WriteResult {
 	puts := make([]tsdb.SeriesPut, len(ws))
 	for i := range ws {
 		puts[i] = tsdb.SeriesPut{Key: ws[i].Key, Points: ws[i].Pts}
+		if !e.tagged(ws[i].Key) {
+			puts[i].Tags = ws[i].Tags // a new series is created with them
+		}
 	}
 	rs := e.node.Coordinator().PutMany(ctx, puts, writeOptions)
 	out := make([]WriteResult, len(ws))
@@ -48,6 +52,10 @@ func (e *NodeEngine) WriteMany(ctx context.Context, ws []SeriesWrite) []WriteRes
 	for i := range ws {
 		out[i] = WriteResult{Stored: rs[i].Stored, Err: rs[i].Err}
 		if rs[i].Err != nil || len(ws[i].Tags) == 0 || e.tagged(ws[i].Key) {
+			continue
+		}
+		if rs[i].Tagged {
+			e.remember(ws[i].Key)
 			continue
 		}
 		reqs, of = append(reqs, wire.TagsMeta(ws[i].Key, ws[i].Tags)), append(of, i)

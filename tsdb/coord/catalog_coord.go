@@ -271,7 +271,8 @@ func (c *Coordinator) readPostings(ctx context.Context, tag catalog.Tag, after s
 // are written. Cheap when nothing changes: the coordinator's cache answers (noteWrites
 // of one: catalog_many.go).
 func (c *Coordinator) noteWrite(ctx context.Context, key string, e catalog.Entry, minT, maxT int64, w int) error {
-	return c.noteWrites(ctx, []noteReq{{key, e, minT, maxT}}, w)[0]
+	errs, _ := c.noteWrites(ctx, []noteReq{{key: key, e: e, minT: minT, maxT: maxT}}, w)
+	return errs[0]
 }
 
 // Entry returns a series' catalog entry, read from its registry replicas.

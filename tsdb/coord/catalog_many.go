@@ -261,13 +261,16 @@ type noteReq struct {
 	key        string
 	e          catalog.Entry
 	minT, maxT int64
+	tags       []catalog.Tag // normalized: a new series is created with them
 }
 
 // noteWrites keeps the catalog entries of the series of a write (noteWrite, for each of
-// reqs), every stage for every series at once, and returns each series' error.
-func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int) []error {
+// reqs), every stage for every series at once, and returns each series' error and
+// whether its entry holds every tag of its request (a new series is created with them,
+// posted under them beside its prefix).
+func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int) (errs []error, tagged []bool) {
 	k := c.cat
-	errs := make([]error, len(reqs))
+	errs, tagged = make([]error, len(reqs)), make([]bool, len(reqs))
 	now := time.Now().UnixNano()
 	ahead := func(r noteReq) bool { return r.maxT > now+int64(aheadSlack) }
 	covers := func(r noteReq, cur catalog.Entry) bool {
@@ -282,6 +285,7 @@ func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int) []e
 		cur, ok := k.cached(r.key)
 		switch {
 		case ok && covers(r, cur):
+			tagged[i] = catalog.Matches(cur.Tags, r.tags)
 		case ok:
 			curs[i] = cur
 			todo = append(todo, i)
@@ -304,6 +308,7 @@ func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int) []e
 				errs[i] = rerrs[j]
 			case covers(reqs[i], got[j]):
 				k.remember(got[j])
+				tagged[i] = catalog.Matches(got[j].Tags, reqs[i].tags)
 			default:
 				curs[i] = got[j]
 				todo = append(todo, i)
@@ -317,12 +322,23 @@ func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int) []e
 	var posted []int // of todo
 	for j, i := range todo {
 		r, cur := reqs[i], curs[i]
-		if !cur.Live() || cur.Type != r.e.Type {
+		created := !cur.Live() || cur.Type != r.e.Type
+		if created {
 			cur = catalog.Entry{Key: r.key, Type: r.e.Type, Created: k.clock.Now(), Deleted: cur.Deleted}
-			posts = append(posts, posting{catalog.IndexTags(r.key, nil), catalog.Member{Key: r.key, Version: cur.Created}})
-			posted = append(posted, j)
 		}
 		upds[j] = c.boundsUpdate(r, cur, ahead(r))
+		if !created {
+			continue
+		}
+		var tags []catalog.Tag
+		if withTags := upds[j]; len(r.tags) > 0 {
+			withTags.Tags, withTags.MetaVersion = r.tags, cur.Created
+			if withTags.Validate() == nil {
+				upds[j], tags = withTags, r.tags
+			}
+		}
+		posts = append(posts, posting{catalog.IndexTags(r.key, tags), catalog.Member{Key: r.key, Version: cur.Created}})
+		posted = append(posted, j)
 	}
 	if len(posts) > 0 {
 		for p, err := range c.postMany(ctx, posts, w) {
@@ -340,7 +356,7 @@ func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int) []e
 		}
 	}
 	if len(ins) == 0 {
-		return errs
+		return errs, tagged
 	}
 	merged, merrs := c.mergeEntries(ctx, ins, w)
 	for s, j := range send {
@@ -361,11 +377,12 @@ func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int) []e
 			}
 		}
 		k.remember(m)
+		tagged[i] = catalog.Matches(m.Tags, reqs[i].tags)
 		if upd.HasNewest {
 			c.noteNewest(upd.Key, upd.Created, upd.Newest)
 		}
 	}
-	return errs
+	return errs, tagged
 }
 
 // boundsUpdate is the entry update that makes cur (live, of r's type) cover r: its

@@ -243,3 +243,50 @@ func TestPutManyNewSeriesOneDeclaration(t *testing.T) {
 		t.Errorf("the new series beside it: stored %d, %v", res[1].Stored, res[1].Err)
 	}
 }
+
+// A new series written with tags is created with them: posted under them beside its
+// prefix in the one posting request and recorded in its entry in the one entry merge,
+// so nothing is left to record (Tagged); a series that exists keeps its own tags and is
+// not Tagged with others; tags the catalog would refuse are left to the caller.
+func TestPutManyNewSeriesCreatedWithTags(t *testing.T) {
+	var counter *postingsCounter
+	c, puts := loadNewSeries(t, "load/t", 3, func(l *replica.Local) cluster.Local {
+		counter = &postingsCounter{Local: l}
+		return counter
+	})
+	counter.mu.Lock()
+	counter.calls, counter.members = 0, 0
+	counter.mu.Unlock()
+	n := 2 * maxPrepareParallel
+	tagged := make([]SeriesPut, n)
+	for i := range tagged {
+		tagged[i] = SeriesPut{Key: fmt.Sprintf("load/u%04d", i), Points: series.Points{Type: series.Float, T: []int64{1e9}, F: []float64{1}},
+			Tags: map[string]string{"parity": fmt.Sprint(i % 2)}}
+	}
+	tagged = append(tagged,
+		SeriesPut{Key: puts[0].Key, Points: series.Points{Type: series.Float, T: []int64{2e9}, F: []float64{1}}, Tags: map[string]string{"parity": "0"}},
+		SeriesPut{Key: "load/bad", Points: series.Points{Type: series.Float, T: []int64{1e9}, F: []float64{1}}, Tags: map[string]string{"": "x"}})
+	res := c.PutMany(context.Background(), tagged, wire.PutOptions{})
+	for i := range n {
+		if res[i].Err != nil || res[i].Stored != 1 || !res[i].Tagged {
+			t.Fatalf("series %d: stored %d, tagged %v, %v", i, res[i].Stored, res[i].Tagged, res[i].Err)
+		}
+	}
+	if r := res[n]; r.Err != nil || r.Tagged {
+		t.Errorf("a series that exists, written with tags it lacks: tagged %v, %v; want stored, not tagged", r.Tagged, r.Err)
+	}
+	if r := res[n+1]; r.Err != nil || r.Tagged {
+		t.Errorf("a new series with an empty tag key: tagged %v, %v; want stored, not tagged", r.Tagged, r.Err)
+	}
+	counter.mu.Lock()
+	calls, members := counter.calls, counter.members
+	counter.mu.Unlock()
+	// Prefix, bucket and tag of each tagged new series; prefix and bucket of the bad one.
+	if calls != 1 || members != 3*n+2 {
+		t.Errorf("%d posting requests of %d members, want 1 of %d", calls, members, 3*n+2)
+	}
+	got, err := c.Series(context.Background(), catalog.Query{Match: []catalog.Tag{{K: "parity", V: "1"}}})
+	if err != nil || len(got) != n/2 {
+		t.Fatalf("parity=1 lists %d series (%v), want %d", len(got), err, n/2)
+	}
+}

@@ -32,6 +32,11 @@ import (
 type SeriesPut struct {
 	Key    string
 	Points series.Points
+	// Tags, if any, are the tags a series new to the catalog is created with: posted and
+	// recorded in its entry in the same catalog round that creates it (an HTTP write's
+	// tags). A series that exists keeps its tags; SeriesResult.Tagged says whether its
+	// entry holds these.
+	Tags map[string]string
 }
 
 // SeriesResult is what PutMany did with one series: how many points reached their write
@@ -46,6 +51,9 @@ type SeriesResult struct {
 	// placement (retrying its shards, or readying its type and catalog entry) before it
 	// was stored or gave up; 0 when it did not wait.
 	Waited time.Duration
+	// Tagged says that the series' catalog entry holds every tag of its SeriesPut.Tags
+	// (it was created with them, or had them already): nothing is left to record.
+	Tagged bool
 }
 
 // PutMany writes points of many series, as Put would write each, and returns one result

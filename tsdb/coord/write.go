@@ -100,10 +100,32 @@ func (c *Coordinator) noteReady(ctx context.Context, deadline time.Time, puts []
 		reqs := make([]noteReq, len(pending))
 		for j, i := range pending {
 			pts := &puts[i].Points
-			reqs[j] = noteReq{key: puts[i].Key, e: catalog.Entry{Key: puts[i].Key, Type: pts.Type}, minT: pts.T[0], maxT: pts.T[pts.Len()-1]}
+			reqs[j] = noteReq{key: puts[i].Key, e: catalog.Entry{Key: puts[i].Key, Type: pts.Type}, minT: pts.T[0], maxT: pts.T[pts.Len()-1],
+				tags: createTags(puts[i].Tags)}
 		}
-		return c.noteWrites(ctx, reqs, w)
+		errs, tagged := c.noteWrites(ctx, reqs, w)
+		for j, i := range pending {
+			res[i].Tagged = tagged[j] && reqs[j].tags != nil
+		}
+		return errs
 	})
+}
+
+// createTags are the tags a new series is created with: tags, normalized, or none when
+// they are not valid (the caller then records them apart, and learns why they fail).
+func createTags(tags map[string]string) []catalog.Tag {
+	if len(tags) == 0 {
+		return nil
+	}
+	out := make([]catalog.Tag, 0, len(tags))
+	for k, v := range tags {
+		out = append(out, catalog.Tag{K: k, V: v})
+	}
+	out, err := catalog.NormalizeTags(out)
+	if err != nil {
+		return nil
+	}
+	return out
 }
 
 // proposeQuantum is the quantum a write proposes for its series, should the series be
