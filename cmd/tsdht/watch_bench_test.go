@@ -115,6 +115,7 @@ func benchWatchCase(b *testing.B, subAddr string, writer *client.Client, keys []
 	lat := make([]time.Duration, 0, b.N)
 	tick := time.NewTicker(time.Second / 60)
 	defer tick.Stop()
+	start := time.Now()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		<-tick.C
@@ -153,6 +154,34 @@ func benchWatchCase(b *testing.B, subAddr string, writer *client.Client, keys []
 	}
 	b.ReportMetric(float64(pct(deliv, 0.5).Microseconds()), "deliver-p50-µs")
 	b.ReportMetric(float64(pct(deliv, 0.99).Microseconds()), "deliver-p99-µs")
+	amu.Lock()
+	b.Log(deliveryOverTime(start, acked, arrived, deliverySlice))
+	amu.Unlock()
+}
+
+// deliverySlice is the part of a case's writes deliveryOverTime sums up together.
+const deliverySlice = 2 * time.Second
+
+// deliveryOverTime says, for each slice of width w of a case's writes (by when they
+// were acknowledged, from start), how many reached the first subscriber and the
+// delivery p50/p99 of those: a tail of the first seconds only (the subscription still
+// reading its history) tells apart from one all along.
+func deliveryOverTime(start time.Time, acked, arrived map[int64]time.Time, w time.Duration) string {
+	var parts [][]time.Duration
+	for t, a := range acked {
+		i := int(a.Sub(start) / w)
+		for len(parts) <= i {
+			parts = append(parts, nil)
+		}
+		if at, ok := arrived[t]; ok {
+			parts[i] = append(parts[i], max(0, at.Sub(a)))
+		}
+	}
+	out := "delivery by time of write (slice: points p50 p99):"
+	for i, ds := range parts {
+		out += fmt.Sprintf(" %v: %d %v %v;", time.Duration(i)*w, len(ds), pct(ds, 0.5).Round(100*time.Microsecond), pct(ds, 0.99).Round(100*time.Microsecond))
+	}
+	return out
 }
 
 // TestWatchFleet is BenchmarkWatch's subscribers, run as a process of their own: it
