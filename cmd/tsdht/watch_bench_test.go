@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func BenchmarkWatch(b *testing.B) {
 		{"1000-series/1-subscriber", many, []client.Selector{{Prefix: "bench/many/"}}},
 	}
 	for _, tc := range cases {
-		b.Run(tc.name, func(b *testing.B) { benchWatchCase(b, c.Nodes[2].RPC, writer, tc.keys, tc.subs) })
+		b.Run(tc.name, func(b *testing.B) { benchWatchCase(b, c, writer, tc.keys, tc.subs) })
 	}
 }
 
@@ -68,9 +69,14 @@ const subsPerClient = 100
 // benchWatchCase writes b.N points at 60 Hz with the subscribers subs watching from
 // another process (TestWatchFleet), so that their goroutines do not queue beside the
 // writer's in this one.
-func benchWatchCase(b *testing.B, subAddr string, writer *client.Client, keys []string, subs []client.Selector) {
+func benchWatchCase(b *testing.B, c *testutil.Cluster, writer *client.Client, keys []string, subs []client.Selector) {
+	subAddr := c.Nodes[2].RPC
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	var pids []int // the node processes', then the subscribers'
+	for _, n := range c.Nodes {
+		pids = append(pids, n.Cmd.Process.Pid)
+	}
 	var amu sync.Mutex
 	arrived := map[int64]time.Time{} // the first subscriber's arrivals, by point time
 	if len(subs) > 0 {
@@ -91,6 +97,7 @@ func benchWatchCase(b *testing.B, subAddr string, writer *client.Client, keys []
 			cancel() // kills the subscribers
 			cmd.Wait()
 		}()
+		pids = append(pids, cmd.Process.Pid)
 		ready := make(chan struct{})
 		go func() {
 			sc := bufio.NewScanner(out)
@@ -115,6 +122,7 @@ func benchWatchCase(b *testing.B, subAddr string, writer *client.Client, keys []
 	lat := make([]time.Duration, 0, b.N)
 	tick := time.NewTicker(time.Second / 60)
 	defer tick.Stop()
+	cpu0 := cpuOf(pids)
 	start := time.Now()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -128,6 +136,7 @@ func benchWatchCase(b *testing.B, subAddr string, writer *client.Client, keys []
 		lat = append(lat, time.Since(w))
 	}
 	b.StopTimer()
+	b.Log(cpuOver(pids, cpu0, time.Since(start)))
 	b.ReportMetric(float64(pct(lat, 0.5).Microseconds()), "write-p50-µs")
 	b.ReportMetric(float64(pct(lat, 0.99).Microseconds()), "write-p99-µs")
 	if len(subs) == 0 {
@@ -235,6 +244,44 @@ func TestWatchFleet(t *testing.T) {
 	w.Flush()
 	mu.Unlock()
 	select {}
+}
+
+// cpuOf returns the CPU time (user + system) each process of pids has used so far,
+// from /proc (0 where it cannot be read).
+func cpuOf(pids []int) []time.Duration {
+	out := make([]time.Duration, len(pids))
+	for i, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// After the command name, in parentheses: field 3 on; utime and stime are
+		// fields 14 and 15, in clock ticks (USER_HZ, 100 on Linux).
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		s, _ := strconv.ParseInt(f[12], 10, 64)
+		out[i] = time.Duration(u+s) * 10 * time.Millisecond
+	}
+	return out
+}
+
+// cpuOver says how many cores each process of pids (the nodes, then the subscribers)
+// and this one (the writer) kept busy over the wall time since cpu0: where a
+// writer's tail comes from a core the others took.
+func cpuOver(pids []int, cpu0 []time.Duration, wall time.Duration) string {
+	cpu1 := cpuOf(pids)
+	out := "cores busy over the case:"
+	for i := range pids {
+		name := fmt.Sprintf("node %d", i)
+		if i >= 3 {
+			name = "subscribers"
+		}
+		out += fmt.Sprintf(" %s %.2f;", name, float64(cpu1[i]-cpu0[i])/float64(wall))
+	}
+	return out + fmt.Sprintf(" load average %s", loadAvg())
 }
 
 // pct returns the q-quantile of ds.
