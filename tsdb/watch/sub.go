@@ -95,6 +95,8 @@ type sub struct {
 	todo, urgent []string
 	readers      int
 	alone        bool // a batched read failed: every series is read alone
+	opened       time.Time
+	saidLive     bool // the log said the subscription is live (once)
 }
 
 // keyState is one series of a subscription.
@@ -130,7 +132,7 @@ type keyState struct {
 func newSub(h *Hub, id uint64, req *wire.WatchOpenReq, q catalog.Query, selects bool, ses *session) *sub {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &sub{h: h, id: id, from: req.From, after: req.After, query: q, selects: selects, ctx: ctx, cancel: cancel, ses: ses,
-		keys: map[string]*keyState{}, space: make(chan struct{}, 1)}
+		keys: map[string]*keyState{}, space: make(chan struct{}, 1), opened: time.Now()}
 	s.polledAt.Store(time.Now().UnixNano())
 	return s
 }
@@ -179,6 +181,7 @@ func (s *sub) readHistory(keys []string) {
 	defer s.mu.Unlock()
 	s.todo = append(s.todo, keys...)
 	s.startReaders()
+	s.sayLive() // a selection of no series: live at once
 }
 
 // startReaders starts readers of the histories to read, up to historyReaders; s.mu
@@ -235,7 +238,20 @@ func (s *sub) nextHistory() (string, *keyState) {
 		}
 	}
 	s.readers--
+	s.sayLive()
 	return "", nil
+}
+
+// sayLive logs, once, that the subscription is live — the history of every series it
+// watched when it opened delivered, each point from then on sent as it is stored —
+// when the last reader leaves with none left to read; s.mu held. Where a subscription
+// opening slowly, or a benchmark (BenchmarkWatch), tells its opening from the rest.
+func (s *sub) sayLive() {
+	if s.readers > 0 || s.err != nil || s.saidLive {
+		return
+	}
+	s.saidLive = true
+	s.h.cfg.Log.Info("watch: subscription live", "id", s.id, "series", len(s.keys), "took", time.Since(s.opened))
 }
 
 // nextBatch takes up to historyBatch series whose history is to read, urgent ones
