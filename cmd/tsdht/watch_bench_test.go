@@ -79,6 +79,8 @@ func benchWatchCase(b *testing.B, c *testutil.Cluster, writer *client.Client, ke
 	}
 	var amu sync.Mutex
 	arrived := map[int64]time.Time{} // the first subscriber's arrivals, by point time
+	logFrom := len(c.Nodes[2].Log()) // node 2's log before the subscriptions open
+	subscribed := time.Now()
 	if len(subs) > 0 {
 		sel := subs[0]
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestWatchFleet$")
@@ -163,9 +165,55 @@ func benchWatchCase(b *testing.B, c *testutil.Cluster, writer *client.Client, ke
 	}
 	b.ReportMetric(float64(pct(deliv, 0.5).Microseconds()), "deliver-p50-µs")
 	b.ReportMetric(float64(pct(deliv, 0.99).Microseconds()), "deliver-p99-µs")
+	live := liveAt(b, c.Nodes[2], logFrom, len(subs))
 	amu.Lock()
+	defer amu.Unlock()
+	var after []time.Duration // of the writes acknowledged once every subscription was live
+	for t, a := range acked {
+		if at, ok := arrived[t]; ok && a.After(live) {
+			after = append(after, max(0, at.Sub(a)))
+		}
+	}
+	b.ReportMetric(float64(live.Sub(subscribed).Milliseconds()), "live-ms")
+	b.ReportMetric(float64(len(after)), "live-writes")
+	b.ReportMetric(float64(pct(after, 0.5).Microseconds()), "deliver-live-p50-µs")
+	b.ReportMetric(float64(pct(after, 0.99).Microseconds()), "deliver-live-p99-µs")
 	b.Log(deliveryOverTime(start, acked, arrived, deliverySlice))
-	amu.Unlock()
+}
+
+// liveAt waits (up to 30 s) until node n has logged n subscriptions live since the
+// first from bytes of its log (package watch says so once every series a subscription
+// opened with is past its history) and returns when the last of them did.
+func liveAt(b *testing.B, n *testutil.Proc, from, subs int) time.Time {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var last time.Time
+		said := 0
+		for _, line := range strings.Split(n.Log()[from:], "\n") {
+			if !strings.Contains(line, `msg="watch: subscription live"`) {
+				continue
+			}
+			f := strings.Fields(line)
+			if len(f) == 0 || !strings.HasPrefix(f[0], "time=") {
+				continue
+			}
+			at, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(f[0], "time="))
+			if err != nil {
+				b.Fatalf("node log: %q: %v", line, err)
+			}
+			said++
+			if at.After(last) {
+				last = at
+			}
+		}
+		if said >= subs {
+			return last
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d subscriptions said live in the node's log after 30s", said, subs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // deliverySlice is the part of a case's writes deliveryOverTime sums up together.
