@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
@@ -46,32 +44,4 @@ func TestTypesRoundTrip(t *testing.T) {
 	if err := CheckTypesResp(resp, 3); err == nil {
 		t.Error("an answer of 4 declarations to 3 keys passed")
 	}
-}
-
-// FuzzDecodeTypes decodes any bytes as a MethodTypes request and answer, as a node
-// does (rpc.Decode), and asserts that what it allocates stays within a small constant
-// times the bytes received.
-func FuzzDecodeTypes(f *testing.F) {
-	for _, m := range []any{&KeysReq{Keys: []string{"a", "b"}}, &TypesResp{Decls: []TypeResp{{Known: true, Type: series.Float, Quantum: 60}}}} {
-		b, err := msgpack.Marshal(m)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	// 1,000 nils where the declarations go.
-	nils := []byte{0x81, 0xa1, 'd', 0xdc, 0x03, 0xe8}
-	for range 1000 {
-		nils = append(nils, 0xc0)
-	}
-	f.Add(nils)
-	f.Fuzz(func(t *testing.T, b []byte) {
-		limit := uint64(3*rpc.DecodeCostFactor*len(b) + 64<<10)
-		for _, m := range []any{&KeysReq{}, &TypesResp{}} {
-			var err error
-			if grew := allocated(func() { err = rpc.Decode(b, m) }); grew > limit {
-				t.Fatalf("decoding %d bytes as %T allocated %d bytes, over %d (err %v)", len(b), m, grew, limit, err)
-			}
-		}
-	})
 }
