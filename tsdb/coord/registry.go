@@ -222,9 +222,9 @@ func (t *declTally) add(d cluster.KnownDecl, err error, def quanta.Quantum) {
 	}
 }
 
-// settle decides a series' description from what its owners registry replicas
-// answered (t), and remembers it: a type any of them knows, with the quantum most of
-// them name; unknown when none knows it and a read quorum answered.
+// settle decides a series' description from what its registry replicas, owners of
+// them, answered (t), and remembers it: a type any of them knows, with the quantum
+// most of them name; unknown when none knows it and a read quorum answered.
 func (g *Registry) settle(key string, t *declTally, owners int) (Desc, error) {
 	if t.typ != series.Unknown {
 		// A replica that learnt the series from an append alone knows no quantum; where
