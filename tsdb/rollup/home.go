@@ -101,7 +101,20 @@ type Homes struct {
 
 	// pulling serialises passes: two pulls of one window must not apply out of order.
 	pulling sync.Mutex
+
+	// quiet holds, per series this home held nothing of when a coordinator marked it,
+	// until when it promised that no pull of the series starts (Mark's answer, Quiet):
+	// adopt starts the series no earlier. At most MaxSeries entries; guarded by qmu,
+	// taken with mu held (shared or exclusive).
+	qmu   sync.Mutex
+	quiet map[string]time.Time
 }
+
+// QuietPeriod is how long a home promises, in its answer to a mark of a series it
+// holds nothing of, that no pull of the series starts; coordinators skip marking that
+// series' later late points at it meanwhile (Client.Mark). A pull loop's first pass
+// waits as long after Start, so that a restarted home keeps what it promised before.
+const QuietPeriod = time.Second
 
 // homeSeries is what a home holds of one series in memory: its head and its marks,
 // nothing per window (the windows are in the store). The finest-level window starting
@@ -117,6 +130,7 @@ type homeSeries struct {
 	dirty       map[int64]uint64   // finest window → seq of its latest mark
 	unsettled   map[int64]struct{} // pulled, but the replicas disagreed or too few answered
 	away        int                // consecutive passes at which this node was not a home
+	notBefore   time.Time          // no pull starts before: a quiet period promised before it was held
 	swept       time.Time          // last retention sweep
 }
 
@@ -131,7 +145,8 @@ func NewHomes(cfg Config, src Source, opt Options) *Homes {
 		st = store.NewMem()
 	}
 	r := &Homes{cfg: cfg, widths: cfg.widths(), src: src, quantum: opt.Quantum, rq: opt.ReadQuorum, log: log, st: st, self: opt.Self,
-		series: make(map[string]*homeSeries), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		series: make(map[string]*homeSeries), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		quiet: make(map[string]time.Time)}
 	r.print = levelsPrint(r.widths)
 	if err := r.load(); err != nil {
 		r.log.Warn("rollups: could not load what the store holds; those series are pulled again", "err", err)
@@ -339,6 +354,10 @@ func (r *Homes) adopt(key string) {
 		return
 	}
 	s := newHomeSeries()
+	r.qmu.Lock()
+	s.notBefore = r.quiet[key]
+	delete(r.quiet, key)
+	r.qmu.Unlock()
 	if err := r.st.UpdateRollups(store.RollupUpdate{Key: key, Drop: true, Head: s.head(r.print)}); err != nil {
 		r.log.Warn("rollups: cannot store a new series", "series", key, "err", err)
 		return
@@ -352,17 +371,54 @@ func (r *Homes) adopt(key string) {
 }
 
 // Mark applies a coordinator's RollupMarkReq; the marks are in the store when it
-// returns nil.
-func (r *Homes) Mark(req *wire.RollupMarkReq) error {
+// returns nil. A mark of a series the home holds nothing of costs a shared lock and
+// a map entry: every later pull starts after it, and none within the quiet period
+// the answer promises (RollupMarkResp.Quiet).
+func (r *Homes) Mark(req *wire.RollupMarkReq) (*wire.RollupMarkResp, error) {
 	if len(req.Starts) > wire.MaxRollupMarks {
-		return rpc.Errorf(wire.CodeBadInput, "rollup mark of %q: %d windows, at most %d: send a range", req.Key, len(req.Starts), wire.MaxRollupMarks)
+		return nil, rpc.Errorf(wire.CodeBadInput, "rollup mark of %q: %d windows, at most %d: send a range", req.Key, len(req.Starts), wire.MaxRollupMarks)
 	}
+	r.mu.RLock()
+	if r.series[req.Key] == nil {
+		resp := &wire.RollupMarkResp{Quiet: r.promiseQuiet(req.Key)}
+		r.mu.RUnlock()
+		return resp, nil
+	}
+	r.mu.RUnlock()
+	return &wire.RollupMarkResp{}, r.markHeld(req)
+}
+
+// promiseQuiet records that no pull of key, which this home does not hold, starts
+// within QuietPeriod, and returns the period promised: 0 when MaxSeries promises are
+// running already. r.mu held shared.
+func (r *Homes) promiseQuiet(key string) int64 {
+	now := time.Now()
+	r.qmu.Lock()
+	defer r.qmu.Unlock()
+	if _, ok := r.quiet[key]; !ok && len(r.quiet) >= r.cfg.MaxSeries {
+		for k, until := range r.quiet {
+			if !now.Before(until) {
+				delete(r.quiet, k)
+			}
+		}
+		if len(r.quiet) >= r.cfg.MaxSeries {
+			return 0
+		}
+	}
+	r.quiet[key] = now.Add(QuietPeriod)
+	return int64(QuietPeriod)
+}
+
+// markHeld applies a mark of a series this home holds (or held a moment ago).
+func (r *Homes) markHeld(req *wire.RollupMarkReq) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seq++
 	s := r.series[req.Key]
 	if s == nil {
-		return nil // nothing held: every later pull starts after this mark
+		// Dropped since Mark looked: every later pull starts after this mark, and
+		// no promise was made.
+		return nil
 	}
 	if req.Reset {
 		return r.forget(req.Key)
@@ -445,6 +501,12 @@ func (r *Homes) Start() {
 // run is the pull loop.
 func (r *Homes) run() {
 	defer close(r.done)
+	// What this home promised before a restart (QuietPeriod) ends by then.
+	select {
+	case <-r.stop:
+		return
+	case <-time.After(QuietPeriod):
+	}
 	t := time.NewTicker(r.cfg.PullInterval)
 	defer t.Stop()
 	for {
@@ -521,6 +583,21 @@ func (r *Homes) Pass(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// QuietUntil returns when the last quiet period this home promised for a series it
+// now holds ends: a Pass before then leaves that series for a later pass (tests and
+// benchmarks that want every series pulled wait for it: tsdb.Node.RollupNow).
+func (r *Homes) QuietUntil() time.Time {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var t time.Time
+	for _, s := range r.series {
+		if s.notBefore.After(t) {
+			t = s.notBefore
+		}
+	}
+	return t
+}
+
 // stillHome reports whether this node is one of key's homes; a series it has not been
 // a home of at two passes in a row is dropped.
 func (r *Homes) stillHome(ctx context.Context, key string) (bool, error) {
@@ -593,9 +670,9 @@ func (r *Homes) pullSeries(ctx context.Context, key string) (more bool, err erro
 	horizon := agg.WindowStart(r.now().Add(-r.cfg.Horizon).UnixNano(), w0)
 	r.mu.RLock()
 	s := r.series[key]
-	if s == nil {
+	if s == nil || time.Now().Before(s.notBefore) {
 		r.mu.RUnlock()
-		return false, nil
+		return false, nil // not held, or inside a quiet period it promised
 	}
 	started := s.started
 	needFront := !started || s.front+w0 <= horizon
