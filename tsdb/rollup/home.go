@@ -131,6 +131,7 @@ type homeSeries struct {
 	unsettled   map[int64]struct{} // pulled, but the replicas disagreed or too few answered
 	away        int                // consecutive passes at which this node was not a home
 	notBefore   time.Time          // no pull starts before: a quiet period promised before it was held
+	pullSeq     uint64             // seq of the latest pull started
 	swept       time.Time          // last retention sweep
 }
 
@@ -379,13 +380,34 @@ func (r *Homes) Mark(req *wire.RollupMarkReq) (*wire.RollupMarkResp, error) {
 		return nil, rpc.Errorf(wire.CodeBadInput, "rollup mark of %q: %d windows, at most %d: send a range", req.Key, len(req.Starts), wire.MaxRollupMarks)
 	}
 	r.mu.RLock()
-	if r.series[req.Key] == nil {
+	s := r.series[req.Key]
+	if s == nil {
 		resp := &wire.RollupMarkResp{Quiet: r.promiseQuiet(req.Key)}
 		r.mu.RUnlock()
 		return resp, nil
 	}
+	marked := r.markedSincePull(s, req)
 	r.mu.RUnlock()
+	if marked {
+		return &wire.RollupMarkResp{}, nil
+	}
 	return &wire.RollupMarkResp{}, r.markHeld(req)
+}
+
+// markedSincePull reports whether req (windows, no range) changes nothing: each of its
+// windows is dirty by a mark no pull of s has started after, so the next pull that
+// could settle it starts after req too. r.mu held shared.
+func (r *Homes) markedSincePull(s *homeSeries, req *wire.RollupMarkReq) bool {
+	if req.Reset || req.From < req.To || len(req.Starts) == 0 {
+		return false
+	}
+	w0 := r.widths[0]
+	for _, t := range req.Starts {
+		if s.dirty[agg.WindowStart(t, w0)] <= s.pullSeq {
+			return false
+		}
+	}
+	return true
 }
 
 // promiseQuiet records that no pull of key, which this home does not hold, starts
@@ -749,6 +771,7 @@ func (r *Homes) pullSeries(ctx context.Context, key string) (more bool, err erro
 	}
 	r.seq++
 	pullSeq := r.seq
+	s.pullSeq = pullSeq
 	r.mu.Unlock()
 	if len(wins) == 0 && end == front {
 		return false, nil

@@ -157,3 +157,39 @@ func TestHomesFirstPassWaitsQuietPeriod(t *testing.T) {
 		t.Fatalf("the first pull came %v after Start, inside the quiet period %v", d, QuietPeriod)
 	}
 }
+
+// A late mark of windows a home holds dirty already, with no pull started since their
+// last mark, changes nothing and takes no exclusive lock; once a pull started, the
+// next mark counts again, so that the pull does not settle the window.
+func TestMarkOfDirtyWindowCoalesces(t *testing.T) {
+	r, _, _, req := quietHome(t)
+	hour, min := int64(time.Hour), int64(time.Minute)
+	t0 := agg.WindowStart(req.Starts[0], hour)
+	readOf(t, r, "k", min, t0, t0+hour) // adopts k: no quiet period was promised
+	if err := r.Pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w := agg.WindowStart(req.Starts[0], min)
+	mark := func() uint64 {
+		t.Helper()
+		if _, err := r.Mark(req); err != nil {
+			t.Fatal(err)
+		}
+		r.mu.RLock()
+		defer r.mu.RUnlock()
+		return r.seq
+	}
+	first := mark()
+	if r.series["k"].dirty[w] != first {
+		t.Fatalf("window dirty at %d, want the mark's %d", r.series["k"].dirty[w], first)
+	}
+	if again := mark(); again != first {
+		t.Fatalf("a second mark of a window dirty since the last pull was applied again (seq %d → %d)", first, again)
+	}
+	if err := r.Pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if after := mark(); r.series["k"].dirty[w] != after || after <= r.series["k"].pullSeq {
+		t.Fatalf("a mark after a pull: window dirty at %d, latest pull %d; want it dirty after the pull", r.series["k"].dirty[w], r.series["k"].pullSeq)
+	}
+}
