@@ -373,11 +373,11 @@ func (c *Client) chunk(ctx context.Context, key string, homes []dht.Peer, width,
 		}
 		views = append(views, v)
 	}
-	addBad := func(t int64) {
+	addBad := func(t, end int64) {
 		if n := len(bad); n > 0 && bad[n-1][1] == t {
-			bad[n-1][1] = t + width
+			bad[n-1][1] = end
 		} else {
-			bad = append(bad, [2]int64{t, t + width})
+			bad = append(bad, [2]int64{t, end})
 		}
 	}
 	if len(views) < min(rq, len(homes)) {
@@ -387,12 +387,28 @@ func (c *Client) chunk(ctx context.Context, key string, homes []dht.Peer, width,
 	pace := newWindowPacer()
 	for t := lo; t < hi; t += width {
 		pace.Spend(1)
-		ok := true
-		var got *agg.Window
-		for j, v := range views {
+		// Where a home vouches for nothing until next, every window up to there is
+		// bad: one step, not one a window (a home that has pulled nothing yet knows
+		// nothing of the whole range).
+		next := t
+		for _, v := range views {
 			for v.k < len(v.known) && v.known[v.k+1] <= t {
 				v.k += 2
 			}
+			if v.k == len(v.known) {
+				next = hi
+			} else if v.known[v.k] > t {
+				next = max(next, min(hi, lo+(v.known[v.k]-lo)/width*width))
+			}
+		}
+		if next > t {
+			addBad(t, next)
+			t = next - width
+			continue
+		}
+		ok := true
+		var got *agg.Window
+		for j, v := range views {
 			for v.i < len(v.ws) && v.ws[v.i].Start < t {
 				v.i++
 			}
@@ -411,7 +427,7 @@ func (c *Client) chunk(ctx context.Context, key string, homes []dht.Peer, width,
 			}
 		}
 		if !ok {
-			addBad(t)
+			addBad(t, t+width)
 			continue
 		}
 		hits++

@@ -295,16 +295,27 @@ func (r *Homes) Read(req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
 	}
 	var recs []rec
 	var derr error
-	if err := r.st.RollupRecords(req.Key, uint8(lvl), req.From, req.To, func(start int64, v []byte) bool {
-		p, err := decodeWindow(v)
-		if err != nil {
-			derr = err
-			return false
+	// Only windows inside [from, front) of a started series can be known: the read
+	// and the walk skip the rest of the range, which a series adopted a moment ago
+	// (the whole range) or a range reaching past the horizon (its end) would
+	// otherwise cost one step a window.
+	lo, hi := req.From, req.From
+	if s.started {
+		lo = max(req.From, min(req.To, agg.WindowStart(s.from, req.Width)))
+		hi = max(lo, min(req.To, agg.WindowStart(s.front, req.Width)))
+	}
+	if lo < hi {
+		if err := r.st.RollupRecords(req.Key, uint8(lvl), lo, hi, func(start int64, v []byte) bool {
+			p, err := decodeWindow(v)
+			if err != nil {
+				derr = err
+				return false
+			}
+			recs = append(recs, rec{start, p})
+			return true
+		}); err != nil || derr != nil {
+			return nil, rpc.Errorf(wire.CodeUnavailable, "rollup read of %q: the home's store: %v", req.Key, errors.Join(err, derr))
 		}
-		recs = append(recs, rec{start, p})
-		return true
-	}); err != nil || derr != nil {
-		return nil, rpc.Errorf(wire.CodeUnavailable, "rollup read of %q: the home's store: %v", req.Key, errors.Join(err, derr))
 	}
 	resp := &wire.RollupReadResp{}
 	var ws []agg.Window
@@ -313,7 +324,7 @@ func (r *Homes) Read(req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
 	cut := r.cutoff(lvl)
 	k := 0
 	pace := newWindowPacer()
-	for t := req.From; t < req.To; t += req.Width {
+	for t := lo; t < hi; t += req.Width {
 		pace.Spend(1)
 		for k < len(recs) && recs[k].start < t {
 			k++
@@ -339,7 +350,7 @@ func (r *Homes) Read(req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
 		}
 	}
 	if open {
-		resp.Known = append(resp.Known, req.To)
+		resp.Known = append(resp.Known, hi)
 	}
 	if len(ws) > 0 {
 		resp.Packed = agg.AppendWindowsWire(nil, typ, ws)
