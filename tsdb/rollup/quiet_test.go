@@ -193,3 +193,34 @@ func TestMarkOfDirtyWindowCoalesces(t *testing.T) {
 		t.Fatalf("a mark after a pull: window dirty at %d, latest pull %d; want it dirty after the pull", r.series["k"].dirty[w], r.series["k"].pullSeq)
 	}
 }
+
+// Quiet periods are bounded on both sides: a home promises at most MaxSeries at once,
+// a coordinator remembers those of at most maxQuietSeries series; past either, late
+// points are marked as before.
+func TestQuietPeriodsBounded(t *testing.T) {
+	cfg := Config{MaxSeries: 2}.WithDefaults(quanta.Quantum(10))
+	r := NewHomes(cfg, nil, Options{Quantum: quanta.Quantum(10)})
+	for i, want := range []int64{int64(QuietPeriod), int64(QuietPeriod), 0, int64(QuietPeriod)} {
+		key := string(rune('a' + i))
+		if i == 3 {
+			key = "a" // promised already: renewed
+		}
+		resp, err := r.Mark(&wire.RollupMarkReq{Key: key, Starts: []int64{0}})
+		if err != nil || resp.Quiet != want {
+			t.Fatalf("mark %d (%s): quiet %v, %v; want %v", i, key, time.Duration(resp.Quiet), err, time.Duration(want))
+		}
+	}
+	c := NewClient(cfg, nil, time.Second, nil)
+	until := time.Now().Add(time.Hour)
+	homes := []dht.Peer{{ID: "h"}}
+	for i := range maxQuietSeries {
+		c.keepQuiet(string(rune(i+1)), "h", until)
+	}
+	c.keepQuiet("new", "h", until)
+	if n := c.quietAt("new", homes, time.Now()); n != 0 {
+		t.Fatalf("past %d series the client remembered another", maxQuietSeries)
+	}
+	if n := c.quietAt(string(rune(1)), homes, time.Now()); n != 1 {
+		t.Fatal("the client forgot a period that has not ended")
+	}
+}
