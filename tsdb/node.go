@@ -436,6 +436,9 @@ func (n *Node) assemble() {
 		st, _ := n.store.(store.RollupStore) // nil: kept in memory
 		n.homes = rollup.NewHomes(cfg.Rollups, n.coord.RollupSource(), rollup.Options{
 			Quantum: cfg.DHT.Quantum, ReadQuorum: cfg.ReadQuorum, Store: st, Self: n.dht.Self().ID, Log: n.log})
+		// A mark or a read for this node's own homes is a call, not an RPC to itself
+		// behind every other request its server queues.
+		homesClient.ServeLocally(n.dht.Self().ID, n.homes)
 	}
 	n.assembleWatch()
 }

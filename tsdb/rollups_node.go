@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"context"
+	"time"
 
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/rollup"
@@ -18,10 +19,21 @@ func DefaultRollupConfig(q quanta.Quantum) RollupConfig { return rollup.DefaultC
 
 // RollupNow runs one pull pass as a home: every series this node keeps rollups of up
 // to the horizon, or 64 rounds of 8,640 quanta per series, whichever comes first (tests
-// and benchmarks; a node runs a pass every Rollups.PullInterval anyway).
+// and benchmarks; a node runs a pass every Rollups.PullInterval anyway). It first waits
+// for the quiet periods the homes promised coordinators to end (rollup.QuietPeriod at
+// most), so that the pass pulls every series.
 func (n *Node) RollupNow(ctx context.Context) error {
 	if n.homes == nil {
 		return nil
+	}
+	if d := time.Until(n.homes.QuietUntil()); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
 	}
 	return n.homes.Pass(ctx)
 }

@@ -133,6 +133,26 @@ func (s watchSource) Bounds(ctx context.Context, key string, from, to int64) (in
 	return b.First, b.Last, b.Found, err
 }
 
+// HistoryMany reads through coord.HistoryMany: the catalog entries of all the series
+// in one request per registry replica, then the points of those whose entries say
+// they may have some in their ranges, together. maxPoints becomes a bound of each
+// series' answer in bytes, generous for floats: the hub checks the points.
+func (s watchSource) HistoryMany(ctx context.Context, rs []watch.Range, maxPoints int) ([]watch.RangeResult, error) {
+	items := make([]coord.SeriesRange, len(rs))
+	for i, r := range rs {
+		items[i] = coord.SeriesRange{Key: r.Key, From: r.From, To: r.To}
+	}
+	res, err := s.c.HistoryMany(ctx, items, GetOptions{MaxBytes: 64 + 32*maxPoints})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]watch.RangeResult, len(res))
+	for i, r := range res {
+		out[i] = watch.RangeResult{Points: r.Points, Err: r.Err}
+	}
+	return out, nil
+}
+
 func (s watchSource) Select(ctx context.Context, q catalog.Query) ([]string, error) {
 	entries, err := s.c.Series(ctx, q)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -31,6 +32,12 @@ func startHTTP(addr string, cfg httpapi.Config, node *tsdb.Node, ring clusterkey
 	eng := httpapi.NewNodeEngine(node)
 	cfg.Tokens = tokens
 	cfg.Profiling = os.Getenv("TSDHT_HTTP_PPROF") == "1"
+	if cfg.Profiling {
+		// The block and mutex profiles record nothing unless asked to: blocking of a
+		// millisecond and more, one contended mutex event in 10.
+		runtime.SetBlockProfileRate(int(time.Millisecond))
+		runtime.SetMutexProfileFraction(10)
+	}
 	if len(tokens) == 0 {
 		logger.Warn("the HTTP API is open to whoever reaches " + addr + ": start the node with --cluster-key-file to require its token")
 	}

@@ -662,8 +662,9 @@ func TestSoakAttackers(t *testing.T) {
 	fmt.Printf("\n%s%s\n", soakSummaryPrefix, b)
 }
 
-// profileNode saves the node's CPU profile (cpu.pprof), its allocations over the
-// same time (allocs1.pprof minus allocs0.pprof: go tool pprof -base) and an
+// profileNode saves the node's CPU profile (cpu.pprof), its allocations, blocking and
+// mutex contention over the same time (allocs1.pprof minus allocs0.pprof, block1 minus
+// block0, mutex1 minus mutex0: go tool pprof -base) and an
 // execution trace (trace.out) under attack in dir, through its HTTP API's /debug/pprof/: with
 // TSDHT_SOAK_PROFILE=DIR, to find what delays the writer. The trace covers half the
 // attack phase after its ramp (the writer's own, writer-trace.out, the same time:
@@ -691,9 +692,13 @@ func profileNode(t *testing.T, addr, token, dir string, seconds int, done chan<-
 	}
 	time.Sleep(time.Duration(seconds) * time.Second / 8) // the attack's ramp
 	get(fmt.Sprintf("/debug/pprof/trace?seconds=%d", max(2, seconds/2)), "trace.out")
-	get("/debug/pprof/allocs", "allocs0.pprof")
+	for _, p := range []string{"allocs", "block", "mutex"} {
+		get("/debug/pprof/"+p, p+"0.pprof")
+	}
 	get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, seconds/4)), "cpu.pprof")
-	get("/debug/pprof/allocs", "allocs1.pprof")
+	for _, p := range []string{"allocs", "block", "mutex"} {
+		get("/debug/pprof/"+p, p+"1.pprof")
+	}
 }
 
 // traceSelf writes an execution trace of this process (the writer) to file over the

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func BenchmarkWatch(b *testing.B) {
 		{"1000-series/1-subscriber", many, []client.Selector{{Prefix: "bench/many/"}}},
 	}
 	for _, tc := range cases {
-		b.Run(tc.name, func(b *testing.B) { benchWatchCase(b, c.Nodes[2].RPC, writer, tc.keys, tc.subs) })
+		b.Run(tc.name, func(b *testing.B) { benchWatchCase(b, c, writer, tc.keys, tc.subs) })
 	}
 }
 
@@ -68,11 +69,18 @@ const subsPerClient = 100
 // benchWatchCase writes b.N points at 60 Hz with the subscribers subs watching from
 // another process (TestWatchFleet), so that their goroutines do not queue beside the
 // writer's in this one.
-func benchWatchCase(b *testing.B, subAddr string, writer *client.Client, keys []string, subs []client.Selector) {
+func benchWatchCase(b *testing.B, c *testutil.Cluster, writer *client.Client, keys []string, subs []client.Selector) {
+	subAddr := c.Nodes[2].RPC
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	var pids []int // the node processes', then the subscribers'
+	for _, n := range c.Nodes {
+		pids = append(pids, n.Cmd.Process.Pid)
+	}
 	var amu sync.Mutex
 	arrived := map[int64]time.Time{} // the first subscriber's arrivals, by point time
+	logFrom := len(c.Nodes[2].Log()) // node 2's log before the subscriptions open
+	subscribed := time.Now()
 	if len(subs) > 0 {
 		sel := subs[0]
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestWatchFleet$")
@@ -91,6 +99,7 @@ func benchWatchCase(b *testing.B, subAddr string, writer *client.Client, keys []
 			cancel() // kills the subscribers
 			cmd.Wait()
 		}()
+		pids = append(pids, cmd.Process.Pid)
 		ready := make(chan struct{})
 		go func() {
 			sc := bufio.NewScanner(out)
@@ -115,6 +124,8 @@ func benchWatchCase(b *testing.B, subAddr string, writer *client.Client, keys []
 	lat := make([]time.Duration, 0, b.N)
 	tick := time.NewTicker(time.Second / 60)
 	defer tick.Stop()
+	cpu0 := cpuOf(pids)
+	start := time.Now()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		<-tick.C
@@ -127,6 +138,7 @@ func benchWatchCase(b *testing.B, subAddr string, writer *client.Client, keys []
 		lat = append(lat, time.Since(w))
 	}
 	b.StopTimer()
+	b.Log(cpuOver(pids, cpu0, time.Since(start)))
 	b.ReportMetric(float64(pct(lat, 0.5).Microseconds()), "write-p50-µs")
 	b.ReportMetric(float64(pct(lat, 0.99).Microseconds()), "write-p99-µs")
 	if len(subs) == 0 {
@@ -153,6 +165,80 @@ func benchWatchCase(b *testing.B, subAddr string, writer *client.Client, keys []
 	}
 	b.ReportMetric(float64(pct(deliv, 0.5).Microseconds()), "deliver-p50-µs")
 	b.ReportMetric(float64(pct(deliv, 0.99).Microseconds()), "deliver-p99-µs")
+	live := liveAt(b, c.Nodes[2], logFrom, len(subs))
+	amu.Lock()
+	defer amu.Unlock()
+	var after []time.Duration // of the writes acknowledged once every subscription was live
+	for t, a := range acked {
+		if at, ok := arrived[t]; ok && a.After(live) {
+			after = append(after, max(0, at.Sub(a)))
+		}
+	}
+	b.ReportMetric(float64(live.Sub(subscribed).Milliseconds()), "live-ms")
+	b.ReportMetric(float64(len(after)), "live-writes")
+	b.ReportMetric(float64(pct(after, 0.5).Microseconds()), "deliver-live-p50-µs")
+	b.ReportMetric(float64(pct(after, 0.99).Microseconds()), "deliver-live-p99-µs")
+	b.Log(deliveryOverTime(start, acked, arrived, deliverySlice))
+}
+
+// liveAt waits (up to 30 s) until node n has logged n subscriptions live since the
+// first from bytes of its log (package watch says so once every series a subscription
+// opened with is past its history) and returns when the last of them did.
+func liveAt(b *testing.B, n *testutil.Proc, from, subs int) time.Time {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var last time.Time
+		said := 0
+		for _, line := range strings.Split(n.Log()[from:], "\n") {
+			if !strings.Contains(line, `msg="watch: subscription live"`) {
+				continue
+			}
+			f := strings.Fields(line)
+			if len(f) == 0 || !strings.HasPrefix(f[0], "time=") {
+				continue
+			}
+			at, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(f[0], "time="))
+			if err != nil {
+				b.Fatalf("node log: %q: %v", line, err)
+			}
+			said++
+			if at.After(last) {
+				last = at
+			}
+		}
+		if said >= subs {
+			return last
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d subscriptions said live in the node's log after 30s", said, subs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// deliverySlice is the part of a case's writes deliveryOverTime sums up together.
+const deliverySlice = 2 * time.Second
+
+// deliveryOverTime says, for each slice of width w of a case's writes (by when they
+// were acknowledged, from start), how many reached the first subscriber and the
+// delivery p50/p99 of those: a tail of the first seconds only (the subscription still
+// reading its history) tells apart from one all along.
+func deliveryOverTime(start time.Time, acked, arrived map[int64]time.Time, w time.Duration) string {
+	var parts [][]time.Duration
+	for t, a := range acked {
+		i := int(a.Sub(start) / w)
+		for len(parts) <= i {
+			parts = append(parts, nil)
+		}
+		if at, ok := arrived[t]; ok {
+			parts[i] = append(parts[i], max(0, at.Sub(a)))
+		}
+	}
+	out := "delivery by time of write (slice: points p50 p99):"
+	for i, ds := range parts {
+		out += fmt.Sprintf(" %v: %d %v %v;", time.Duration(i)*w, len(ds), pct(ds, 0.5).Round(100*time.Microsecond), pct(ds, 0.99).Round(100*time.Microsecond))
+	}
+	return out
 }
 
 // TestWatchFleet is BenchmarkWatch's subscribers, run as a process of their own: it
@@ -206,6 +292,44 @@ func TestWatchFleet(t *testing.T) {
 	w.Flush()
 	mu.Unlock()
 	select {}
+}
+
+// cpuOf returns the CPU time (user + system) each process of pids has used so far,
+// from /proc (0 where it cannot be read).
+func cpuOf(pids []int) []time.Duration {
+	out := make([]time.Duration, len(pids))
+	for i, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// After the command name, in parentheses: field 3 on; utime and stime are
+		// fields 14 and 15, in clock ticks (USER_HZ, 100 on Linux).
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		s, _ := strconv.ParseInt(f[12], 10, 64)
+		out[i] = time.Duration(u+s) * 10 * time.Millisecond
+	}
+	return out
+}
+
+// cpuOver says how many cores each process of pids (the nodes, then the subscribers)
+// and this one (the writer) kept busy over the wall time since cpu0: where a
+// writer's tail comes from a core the others took.
+func cpuOver(pids []int, cpu0 []time.Duration, wall time.Duration) string {
+	cpu1 := cpuOf(pids)
+	out := "cores busy over the case:"
+	for i := range pids {
+		name := fmt.Sprintf("node %d", i)
+		if i >= 3 {
+			name = "subscribers"
+		}
+		out += fmt.Sprintf(" %s %.2f;", name, float64(cpu1[i]-cpu0[i])/float64(wall))
+	}
+	return out + fmt.Sprintf(" load average %s", loadAvg())
 }
 
 // pct returns the q-quantile of ds.

@@ -56,6 +56,9 @@ type MetaReplica interface {
 	DeclareMany(ctx context.Context, keys []string, ds []store.Decl) (out []store.Decl, errs []error, err error)
 	// SeriesDecl returns a series' type and quantum as this registry replica knows them.
 	SeriesDecl(ctx context.Context, key string) (d store.Decl, known bool, err error)
+	// SeriesDecls is SeriesDecl of many series in one request (wire.MethodTypes): an
+	// answer per key, in order; at most wire.MaxTypesPerRequest keys.
+	SeriesDecls(ctx context.Context, keys []string) ([]KnownDecl, error)
 	// MergeEntries merges catalog entries at this registry replica and returns the
 	// merged ones, in order (wire.MethodEntryMerge).
 	MergeEntries(ctx context.Context, es []catalog.Entry) ([]catalog.Entry, error)

@@ -90,9 +90,9 @@ func eachAnswer[Out any](batches []*cluster.PeerBatch[int], answers <-chan clust
 	}
 }
 
-// readEntries reads the entries of keys from their registry replicas, merged per key;
+// readEntriesQuorum reads the entries of keys from their registry replicas, merged per key;
 // found[i] says whether any replica holds keys[i]. A read quorum must answer for each.
-func (c *Coordinator) readEntries(ctx context.Context, keys []string) (merged []catalog.Entry, found []bool, errs []error) {
+func (c *Coordinator) readEntriesQuorum(ctx context.Context, keys []string) (merged []catalog.Entry, found []bool, errs []error) {
 	n := len(keys)
 	merged, found, errs = make([]catalog.Entry, n), make([]bool, n), make([]error, n)
 	owners, oks, last := make([]int, n), make([]int, n), make([]error, n)
@@ -298,7 +298,7 @@ func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int) (er
 		for j, i := range unknown {
 			keys[j] = reqs[i].key
 		}
-		got, found, rerrs := c.readEntries(ctx, keys)
+		got, found, rerrs := c.readEntriesQuorum(ctx, keys)
 		for j, i := range unknown {
 			if found[j] {
 				k.clock.Observe(max(got[j].Created, got[j].MetaVersion, got[j].Deleted))

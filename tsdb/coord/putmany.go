@@ -212,18 +212,30 @@ func (c *Coordinator) markManyLate(ctx context.Context, puts []SeriesPut, res []
 	if c.rollup == nil {
 		return
 	}
+	marks := func(i int) bool { return res[i].Stored != 0 && c.keepsRollups(puts[i].Key) }
+	mark := func(i int) {
+		if err := c.markLate(ctx, puts[i].Key, &puts[i].Points); err != nil && res[i].Err == nil {
+			res[i].Err = err
+		}
+	}
+	if len(puts) == 1 {
+		// One series, the common write: marked on this goroutine, without waiting for
+		// another to be scheduled (mostly without a mark at all: rollup.Client.Mark).
+		if marks(0) {
+			mark(0)
+		}
+		return
+	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, c.cfg.ReadConcurrency)
 	for i := range puts {
-		if res[i].Stored == 0 || !c.keepsRollups(puts[i].Key) {
+		if !marks(i) {
 			continue
 		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := c.markLate(ctx, puts[i].Key, &puts[i].Points); err != nil && res[i].Err == nil {
-				res[i].Err = err
-			}
+			mark(i)
 		})
 	}
 	wg.Wait()

@@ -3,7 +3,6 @@ package coord
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/tsdht/tsdht/rpc"
@@ -129,27 +128,21 @@ func (c *Coordinator) planMany(ctx context.Context, items []SeriesRange, opt wir
 	return p, nil
 }
 
-// lookupMany looks up the type and quantum of every series p has not refused, those
-// this node has not cached at once (up to Config.ReadConcurrency at a time).
+// lookupMany looks up the type and quantum of every series p has not refused: those
+// this node has not cached in one request per registry replica (Registry.lookupMany).
 func (c *Coordinator) lookupMany(ctx context.Context, items []SeriesRange, p *manyPlan) {
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, max(1, c.cfg.ReadConcurrency))
+	var keys []string
+	var at []int // keys[j] is items[at[j]]
 	for i, it := range items {
-		if p.errs[i] != nil {
-			continue
+		if p.errs[i] == nil {
+			keys = append(keys, it.Key)
+			at = append(at, i)
 		}
-		if d, ok := c.types.cached(it.Key); ok {
-			p.descs[i] = d
-			continue
-		}
-		wg.Add(1)
-		slots <- struct{}{}
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			p.descs[i], p.errs[i] = c.types.lookup(ctx, it.Key)
-		}()
 	}
-	wg.Wait()
+	descs, errs := c.types.lookupMany(ctx, keys)
+	for j, i := range at {
+		p.descs[i], p.errs[i] = descs[j], errs[j]
+	}
 }
 
 // GetMany reads the points of many series, each over its own range, as Get reads each

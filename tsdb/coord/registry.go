@@ -38,6 +38,7 @@ type Registry struct {
 	readQuorum int
 	quantum    quanta.Quantum // the cluster's
 	timeout    time.Duration  // per replica call
+	concurrent int            // replica calls of one lookupMany at once
 	log        *slog.Logger
 
 	mu    sync.Mutex
@@ -46,14 +47,14 @@ type Registry struct {
 
 func NewRegistry(place cluster.Placement, replicas cluster.Replicas, cfg Config, logger *slog.Logger) *Registry {
 	return &Registry{place: place, replicas: replicas, rf: cfg.RF, readQuorum: cfg.ReadQuorum, quantum: cfg.Quantum,
-		timeout: cfg.CallTimeout, log: logger, descs: make(map[string]Desc)}
+		timeout: cfg.CallTimeout, concurrent: cfg.ReadConcurrency, log: logger, descs: make(map[string]Desc)}
 }
 
 // owners returns the registry replicas of a series, each as a batch of one.
 func (g *Registry) owners(ctx context.Context, key string) ([]*cluster.PeerBatch[string], error) {
-	peers, err := g.place.Locate(ctx, quanta.KeyID(key), g.rf)
+	peers, err := g.locate(ctx, key)
 	if err != nil {
-		return nil, rpc.Errorf(wire.CodeUnavailable, "series %q: no registry replica: %v", key, err)
+		return nil, err
 	}
 	return cluster.GroupByPeer(func(yield func(dht.Peer, string) bool) {
 		for _, p := range peers {
@@ -62,6 +63,15 @@ func (g *Registry) owners(ctx context.Context, key string) ([]*cluster.PeerBatch
 			}
 		}
 	}, 0, nil), nil
+}
+
+// locate returns the registry replicas of a series.
+func (g *Registry) locate(ctx context.Context, key string) ([]dht.Peer, error) {
+	peers, err := g.place.Locate(ctx, quanta.KeyID(key), g.rf)
+	if err != nil {
+		return nil, rpc.Errorf(wire.CodeUnavailable, "series %q: no registry replica: %v", key, err)
+	}
+	return peers, nil
 }
 
 func (g *Registry) cached(key string) (Desc, bool) {
@@ -218,43 +228,60 @@ func (g *Registry) lookup(ctx context.Context, key string) (Desc, error) {
 	if err != nil {
 		return Desc{}, err
 	}
-	type known struct {
-		d  store.Decl
-		ok bool
-	}
-	answers := cluster.FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *cluster.PeerBatch[string]) (known, error) {
+	answers := cluster.FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *cluster.PeerBatch[string]) (cluster.KnownDecl, error) {
 		d, ok, err := g.replicas.For(b.Peer).SeriesDecl(ctx, key)
-		return known{d, ok}, err
+		return cluster.KnownDecl{Decl: d, Known: ok}, err
 	})
-	responded := 0
-	votes := quantumVotes{}
-	var typ series.Type
-	var lastErr error
+	var t declTally
 	for range owners {
 		a := <-answers
-		if a.Err != nil {
-			lastErr = a.Err
-			continue
-		}
-		responded++
-		if a.Resp.ok {
-			typ = a.Resp.d.Type
-			votes.add(a.Resp.d, g.quantum)
-		}
+		t.add(a.Resp, a.Err, g.quantum)
 	}
-	if typ != series.Unknown {
+	return g.settle(key, &t, len(owners))
+}
+
+// declTally is what the registry replicas of one series answered of its declaration.
+type declTally struct {
+	responded int
+	typ       series.Type
+	votes     quantumVotes
+	lastErr   error
+}
+
+// add counts one replica's answer: d (def is the cluster's quantum), or err when it
+// did not answer.
+func (t *declTally) add(d cluster.KnownDecl, err error, def quanta.Quantum) {
+	if err != nil {
+		t.lastErr = err
+		return
+	}
+	t.responded++
+	if d.Known {
+		t.typ = d.Type
+		if t.votes == nil {
+			t.votes = quantumVotes{}
+		}
+		t.votes.add(d.Decl, def)
+	}
+}
+
+// settle decides a series' description from what its registry replicas, owners of
+// them, answered (t), and remembers it: a type any of them knows, with the quantum
+// most of them name; unknown when none knows it and a read quorum answered.
+func (g *Registry) settle(key string, t *declTally, owners int) (Desc, error) {
+	if t.typ != series.Unknown {
 		// A replica that learnt the series from an append alone knows no quantum; where
 		// none knows one, the series predates quanta of their own: the cluster's.
-		d := Desc{Type: typ, Q: g.quantum}
-		if q, ok := votes.winner(); ok {
+		d := Desc{Type: t.typ, Q: g.quantum}
+		if q, ok := t.votes.winner(); ok {
 			d.Q = q
 		}
 		g.remember(key, d)
 		return d, nil
 	}
-	if need := min(g.readQuorum, len(owners)); responded < need {
+	if need := min(g.readQuorum, owners); t.responded < need {
 		return Desc{}, rpc.Errorf(wire.CodeUnavailable, "series %q: %d of %d registry replicas answered, %d needed: %v",
-			key, responded, len(owners), need, lastErr)
+			key, t.responded, owners, need, t.lastErr)
 	}
 	return Desc{}, rpc.Errorf(wire.CodeUnknownSeries, "unknown series %q", key)
 }

@@ -96,6 +96,7 @@ func Register(srv *rpc.Server, l *Local) {
 		return cluster.TypeResp(d, ok), nil
 	})
 	RegisterCatalog(srv, r)
+	registerDecls(srv, r)
 	cluster.Handle(srv, wire.MethodStats, func(ctx context.Context, _ *struct{}) (*wire.NodeStats, error) {
 		s, err := r.Stats(ctx)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +28,25 @@ type Client struct {
 	log     *slog.Logger
 
 	hits, misses atomic.Int64 // see Stats
+
+	// self and local: this node's peer ID and homes (ServeLocally), which a mark or
+	// a read for a home that is this node calls directly; nil: every home by RPC.
+	self  string
+	local *Homes
+
+	// quiet holds, per series, until when which homes promised not to pull it
+	// (RollupMarkResp.Quiet): at most maxQuietSeries series.
+	qmu   sync.Mutex
+	quiet map[string]map[string]time.Time // key → home ID → until
+}
+
+// maxQuietSeries bounds the series a coordinator remembers homes' quiet periods of.
+const maxQuietSeries = 4096
+
+// ServeLocally has the client call h directly for the home that is this node (peer ID
+// self) instead of over RPC. Call it before the client is used.
+func (c *Client) ServeLocally(self string, h *Homes) {
+	c.self, c.local = self, h
 }
 
 // NewClient returns a coordinator's client of the homes configured by cfg (with its
@@ -43,11 +63,19 @@ func (c *Client) Stats() Stats {
 	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load()}
 }
 
-// callHomes sends req to every home at once and returns each answer (nil: none).
-func callHomes[Resp any](ctx context.Context, c *Client, homes []dht.Peer, method string, req any) []*Resp {
+// callHomes sends req to every home at once and returns each answer (nil: none). The
+// home that is this node, when the client serves it locally, is asked through local,
+// on the caller's goroutine, once the others' requests are on their way.
+func callHomes[Req, Resp any](ctx context.Context, c *Client, homes []dht.Peer, method string, req *Req, local func(*Homes, *Req) (*Resp, error)) []*Resp {
 	out := make([]*Resp, len(homes))
 	done := make(chan struct{}, len(homes))
+	mine := -1
 	for i, h := range homes {
+		if c.local != nil && h.ID == c.self {
+			mine = i
+			done <- struct{}{}
+			continue
+		}
 		go func() {
 			defer func() { done <- struct{}{} }()
 			ctx, cancel := context.WithTimeout(ctx, c.timeout)
@@ -59,6 +87,14 @@ func callHomes[Resp any](ctx context.Context, c *Client, homes []dht.Peer, metho
 			}
 			out[i] = &resp
 		}()
+	}
+	if mine >= 0 {
+		resp, err := local(c.local, req)
+		if err != nil {
+			c.log.Debug("rollup home (this node) refused", "method", method, "err", err)
+		} else {
+			out[mine] = resp
+		}
 	}
 	for range homes {
 		<-done
@@ -93,18 +129,82 @@ func (c *Client) LateMarks(key string, pts *series.Points, now time.Time) *wire.
 // Mark sends req to every home of its series at once. It fails when fewer than quorum
 // homes (at most all of them) acknowledged: the caller's data is stored then, and a
 // retry marks it again.
+//
+// A late mark (not a delete) is not sent while at least quorum of the homes are inside
+// a quiet period they promised for the series (RollupMarkResp.Quiet): none of them
+// pulls the series before the period ends, so each pull that could vouch for the
+// window starts after the caller's points reached their replicas, as after a mark.
 func (c *Client) Mark(ctx context.Context, homes []dht.Peer, req *wire.RollupMarkReq, quorum int) error {
+	w := min(quorum, len(homes))
+	late := !req.Reset && req.From >= req.To
+	if late && c.quietAt(req.Key, homes, time.Now()) >= w {
+		return nil
+	}
+	sent := time.Now()
+	answers := callHomes(ctx, c, homes, wire.MethodRollupMark, req, (*Homes).Mark)
 	acked := 0
-	for _, a := range callHomes[wire.RollupMarkResp](ctx, c, homes, wire.MethodRollupMark, req) {
-		if a != nil {
-			acked++
+	for i, a := range answers {
+		if a == nil {
+			continue
+		}
+		acked++
+		if late && a.Quiet > 0 {
+			// A margin for the two clocks' rates: the period counts from when the home
+			// answered, this from before the request left.
+			c.keepQuiet(req.Key, homes[i].ID, sent.Add(time.Duration(a.Quiet)*7/8))
 		}
 	}
-	if w := min(quorum, len(homes)); acked < w {
+	if acked < w {
 		return rpc.Errorf(wire.CodeUnavailable, "series %q: the points are stored but only %d of %d rollup homes learnt of them (need %d): retry the request",
 			req.Key, acked, len(homes), w)
 	}
 	return nil
+}
+
+// quietAt counts the homes inside a quiet period for key at now.
+func (c *Client) quietAt(key string, homes []dht.Peer, now time.Time) int {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	n := 0
+	for _, h := range homes {
+		if until, ok := c.quiet[key][h.ID]; ok && now.Before(until) {
+			n++
+		}
+	}
+	return n
+}
+
+// keepQuiet remembers that home promised not to pull key until until. Past
+// maxQuietSeries series it first forgets the periods that ended, then, if still
+// full, remembers nothing new (the next late point is marked).
+func (c *Client) keepQuiet(key, home string, until time.Time) {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	m := c.quiet[key]
+	if m == nil {
+		if c.quiet == nil {
+			c.quiet = make(map[string]map[string]time.Time)
+		}
+		if len(c.quiet) >= maxQuietSeries {
+			now := time.Now()
+			for k, hs := range c.quiet {
+				for id, u := range hs {
+					if !now.Before(u) {
+						delete(hs, id)
+					}
+				}
+				if len(hs) == 0 {
+					delete(c.quiet, k)
+				}
+			}
+			if len(c.quiet) >= maxQuietSeries {
+				return
+			}
+		}
+		m = make(map[string]time.Time)
+		c.quiet[key] = m
+	}
+	m[home] = until
 }
 
 // Plan is how an aggregate is covered by the levels: made by Client.Plan, used by
@@ -255,7 +355,7 @@ func (c *Client) chunk(ctx context.Context, key string, homes []dht.Peer, width,
 		k, i  int // cursors
 	}
 	var views []*view
-	for _, a := range callHomes[wire.RollupReadResp](ctx, c, homes, wire.MethodRollupRead, req) {
+	for _, a := range callHomes(ctx, c, homes, wire.MethodRollupRead, req, (*Homes).Read) {
 		if a == nil {
 			continue
 		}
@@ -273,11 +373,11 @@ func (c *Client) chunk(ctx context.Context, key string, homes []dht.Peer, width,
 		}
 		views = append(views, v)
 	}
-	addBad := func(t int64) {
+	addBad := func(t, end int64) {
 		if n := len(bad); n > 0 && bad[n-1][1] == t {
-			bad[n-1][1] = t + width
+			bad[n-1][1] = end
 		} else {
-			bad = append(bad, [2]int64{t, t + width})
+			bad = append(bad, [2]int64{t, end})
 		}
 	}
 	if len(views) < min(rq, len(homes)) {
@@ -287,12 +387,28 @@ func (c *Client) chunk(ctx context.Context, key string, homes []dht.Peer, width,
 	pace := newWindowPacer()
 	for t := lo; t < hi; t += width {
 		pace.Spend(1)
-		ok := true
-		var got *agg.Window
-		for j, v := range views {
+		// Where a home vouches for nothing until next, every window up to there is
+		// bad: one step, not one a window (a home that has pulled nothing yet knows
+		// nothing of the whole range).
+		next := t
+		for _, v := range views {
 			for v.k < len(v.known) && v.known[v.k+1] <= t {
 				v.k += 2
 			}
+			if v.k == len(v.known) {
+				next = hi
+			} else if v.known[v.k] > t {
+				next = max(next, min(hi, lo+(v.known[v.k]-lo)/width*width))
+			}
+		}
+		if next > t {
+			addBad(t, next)
+			t = next - width
+			continue
+		}
+		ok := true
+		var got *agg.Window
+		for j, v := range views {
 			for v.i < len(v.ws) && v.ws[v.i].Start < t {
 				v.i++
 			}
@@ -311,7 +427,7 @@ func (c *Client) chunk(ctx context.Context, key string, homes []dht.Peer, width,
 			}
 		}
 		if !ok {
-			addBad(t)
+			addBad(t, t+width)
 			continue
 		}
 		hits++

@@ -101,7 +101,20 @@ type Homes struct {
 
 	// pulling serialises passes: two pulls of one window must not apply out of order.
 	pulling sync.Mutex
+
+	// quiet holds, per series this home held nothing of when a coordinator marked it,
+	// until when it promised that no pull of the series starts (Mark's answer, Quiet):
+	// adopt starts the series no earlier. At most MaxSeries entries; guarded by qmu,
+	// taken with mu held (shared or exclusive).
+	qmu   sync.Mutex
+	quiet map[string]time.Time
 }
+
+// QuietPeriod is how long a home promises, in its answer to a mark of a series it
+// holds nothing of, that no pull of the series starts; coordinators skip marking that
+// series' later late points at it meanwhile (Client.Mark). A pull loop's first pass
+// waits as long after Start, so that a restarted home keeps what it promised before.
+const QuietPeriod = time.Second
 
 // homeSeries is what a home holds of one series in memory: its head and its marks,
 // nothing per window (the windows are in the store). The finest-level window starting
@@ -117,6 +130,8 @@ type homeSeries struct {
 	dirty       map[int64]uint64   // finest window → seq of its latest mark
 	unsettled   map[int64]struct{} // pulled, but the replicas disagreed or too few answered
 	away        int                // consecutive passes at which this node was not a home
+	notBefore   time.Time          // no pull starts before: a quiet period promised before it was held
+	pullSeq     uint64             // seq of the latest pull started
 	swept       time.Time          // last retention sweep
 }
 
@@ -131,7 +146,8 @@ func NewHomes(cfg Config, src Source, opt Options) *Homes {
 		st = store.NewMem()
 	}
 	r := &Homes{cfg: cfg, widths: cfg.widths(), src: src, quantum: opt.Quantum, rq: opt.ReadQuorum, log: log, st: st, self: opt.Self,
-		series: make(map[string]*homeSeries), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		series: make(map[string]*homeSeries), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		quiet: make(map[string]time.Time)}
 	r.print = levelsPrint(r.widths)
 	if err := r.load(); err != nil {
 		r.log.Warn("rollups: could not load what the store holds; those series are pulled again", "err", err)
@@ -279,16 +295,27 @@ func (r *Homes) Read(req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
 	}
 	var recs []rec
 	var derr error
-	if err := r.st.RollupRecords(req.Key, uint8(lvl), req.From, req.To, func(start int64, v []byte) bool {
-		p, err := decodeWindow(v)
-		if err != nil {
-			derr = err
-			return false
+	// Only windows inside [from, front) of a started series can be known: the read
+	// and the walk skip the rest of the range, which a series adopted a moment ago
+	// (the whole range) or a range reaching past the horizon (its end) would
+	// otherwise cost one step a window.
+	lo, hi := req.From, req.From
+	if s.started {
+		lo = max(req.From, min(req.To, agg.WindowStart(s.from, req.Width)))
+		hi = max(lo, min(req.To, agg.WindowStart(s.front, req.Width)))
+	}
+	if lo < hi {
+		if err := r.st.RollupRecords(req.Key, uint8(lvl), lo, hi, func(start int64, v []byte) bool {
+			p, err := decodeWindow(v)
+			if err != nil {
+				derr = err
+				return false
+			}
+			recs = append(recs, rec{start, p})
+			return true
+		}); err != nil || derr != nil {
+			return nil, rpc.Errorf(wire.CodeUnavailable, "rollup read of %q: the home's store: %v", req.Key, errors.Join(err, derr))
 		}
-		recs = append(recs, rec{start, p})
-		return true
-	}); err != nil || derr != nil {
-		return nil, rpc.Errorf(wire.CodeUnavailable, "rollup read of %q: the home's store: %v", req.Key, errors.Join(err, derr))
 	}
 	resp := &wire.RollupReadResp{}
 	var ws []agg.Window
@@ -297,7 +324,7 @@ func (r *Homes) Read(req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
 	cut := r.cutoff(lvl)
 	k := 0
 	pace := newWindowPacer()
-	for t := req.From; t < req.To; t += req.Width {
+	for t := lo; t < hi; t += req.Width {
 		pace.Spend(1)
 		for k < len(recs) && recs[k].start < t {
 			k++
@@ -323,7 +350,7 @@ func (r *Homes) Read(req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
 		}
 	}
 	if open {
-		resp.Known = append(resp.Known, req.To)
+		resp.Known = append(resp.Known, hi)
 	}
 	if len(ws) > 0 {
 		resp.Packed = agg.AppendWindowsWire(nil, typ, ws)
@@ -339,6 +366,10 @@ func (r *Homes) adopt(key string) {
 		return
 	}
 	s := newHomeSeries()
+	r.qmu.Lock()
+	s.notBefore = r.quiet[key]
+	delete(r.quiet, key)
+	r.qmu.Unlock()
 	if err := r.st.UpdateRollups(store.RollupUpdate{Key: key, Drop: true, Head: s.head(r.print)}); err != nil {
 		r.log.Warn("rollups: cannot store a new series", "series", key, "err", err)
 		return
@@ -352,17 +383,75 @@ func (r *Homes) adopt(key string) {
 }
 
 // Mark applies a coordinator's RollupMarkReq; the marks are in the store when it
-// returns nil.
-func (r *Homes) Mark(req *wire.RollupMarkReq) error {
+// returns nil. A mark of a series the home holds nothing of costs a shared lock and
+// a map entry: every later pull starts after it, and none within the quiet period
+// the answer promises (RollupMarkResp.Quiet).
+func (r *Homes) Mark(req *wire.RollupMarkReq) (*wire.RollupMarkResp, error) {
 	if len(req.Starts) > wire.MaxRollupMarks {
-		return rpc.Errorf(wire.CodeBadInput, "rollup mark of %q: %d windows, at most %d: send a range", req.Key, len(req.Starts), wire.MaxRollupMarks)
+		return nil, rpc.Errorf(wire.CodeBadInput, "rollup mark of %q: %d windows, at most %d: send a range", req.Key, len(req.Starts), wire.MaxRollupMarks)
 	}
+	r.mu.RLock()
+	s := r.series[req.Key]
+	if s == nil {
+		resp := &wire.RollupMarkResp{Quiet: r.promiseQuiet(req.Key)}
+		r.mu.RUnlock()
+		return resp, nil
+	}
+	marked := r.markedSincePull(s, req)
+	r.mu.RUnlock()
+	if marked {
+		return &wire.RollupMarkResp{}, nil
+	}
+	return &wire.RollupMarkResp{}, r.markHeld(req)
+}
+
+// markedSincePull reports whether req (windows, no range) changes nothing: each of its
+// windows is dirty by a mark no pull of s has started after, so the next pull that
+// could settle it starts after req too. r.mu held shared.
+func (r *Homes) markedSincePull(s *homeSeries, req *wire.RollupMarkReq) bool {
+	if req.Reset || req.From < req.To || len(req.Starts) == 0 {
+		return false
+	}
+	w0 := r.widths[0]
+	for _, t := range req.Starts {
+		if s.dirty[agg.WindowStart(t, w0)] <= s.pullSeq {
+			return false
+		}
+	}
+	return true
+}
+
+// promiseQuiet records that no pull of key, which this home does not hold, starts
+// within QuietPeriod, and returns the period promised: 0 when MaxSeries promises are
+// running already. r.mu held shared.
+func (r *Homes) promiseQuiet(key string) int64 {
+	now := time.Now()
+	r.qmu.Lock()
+	defer r.qmu.Unlock()
+	if _, ok := r.quiet[key]; !ok && len(r.quiet) >= r.cfg.MaxSeries {
+		for k, until := range r.quiet {
+			if !now.Before(until) {
+				delete(r.quiet, k)
+			}
+		}
+		if len(r.quiet) >= r.cfg.MaxSeries {
+			return 0
+		}
+	}
+	r.quiet[key] = now.Add(QuietPeriod)
+	return int64(QuietPeriod)
+}
+
+// markHeld applies a mark of a series this home holds (or held a moment ago).
+func (r *Homes) markHeld(req *wire.RollupMarkReq) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seq++
 	s := r.series[req.Key]
 	if s == nil {
-		return nil // nothing held: every later pull starts after this mark
+		// Dropped since Mark looked: every later pull starts after this mark, and
+		// no promise was made.
+		return nil
 	}
 	if req.Reset {
 		return r.forget(req.Key)
@@ -445,6 +534,12 @@ func (r *Homes) Start() {
 // run is the pull loop.
 func (r *Homes) run() {
 	defer close(r.done)
+	// What this home promised before a restart (QuietPeriod) ends by then.
+	select {
+	case <-r.stop:
+		return
+	case <-time.After(QuietPeriod):
+	}
 	t := time.NewTicker(r.cfg.PullInterval)
 	defer t.Stop()
 	for {
@@ -521,6 +616,21 @@ func (r *Homes) Pass(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// QuietUntil returns when the last quiet period this home promised for a series it
+// now holds ends: a Pass before then leaves that series for a later pass (tests and
+// benchmarks that want every series pulled wait for it: tsdb.Node.RollupNow).
+func (r *Homes) QuietUntil() time.Time {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var t time.Time
+	for _, s := range r.series {
+		if s.notBefore.After(t) {
+			t = s.notBefore
+		}
+	}
+	return t
+}
+
 // stillHome reports whether this node is one of key's homes; a series it has not been
 // a home of at two passes in a row is dropped.
 func (r *Homes) stillHome(ctx context.Context, key string) (bool, error) {
@@ -593,9 +703,9 @@ func (r *Homes) pullSeries(ctx context.Context, key string) (more bool, err erro
 	horizon := agg.WindowStart(r.now().Add(-r.cfg.Horizon).UnixNano(), w0)
 	r.mu.RLock()
 	s := r.series[key]
-	if s == nil {
+	if s == nil || time.Now().Before(s.notBefore) {
 		r.mu.RUnlock()
-		return false, nil
+		return false, nil // not held, or inside a quiet period it promised
 	}
 	started := s.started
 	needFront := !started || s.front+w0 <= horizon
@@ -672,6 +782,7 @@ func (r *Homes) pullSeries(ctx context.Context, key string) (more bool, err erro
 	}
 	r.seq++
 	pullSeq := r.seq
+	s.pullSeq = pullSeq
 	r.mu.Unlock()
 	if len(wins) == 0 && end == front {
 		return false, nil

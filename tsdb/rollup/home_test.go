@@ -46,7 +46,7 @@ func TestRollupHomeRestartKeepsWindowsAndMarks(t *testing.T) {
 		Put: []store.RollupRecord{{Start: 2 * min, Value: windowValue(agg.Partial{Type: series.Float, Count: 1, Min: 1, Max: 1, Sum: 1, Hash: 9})}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Mark(&wire.RollupMarkReq{Key: "k", Starts: []int64{5*min + 1}}); err != nil {
+	if _, err := r.Mark(&wire.RollupMarkReq{Key: "k", Starts: []int64{5*min + 1}}); err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprint([]int64{0, 5 * min, 6 * min, 10 * min})
@@ -104,7 +104,7 @@ func TestRollupHomeMemoryBounded(t *testing.T) {
 		for i := range 60 {
 			starts = append(starts, int64(1000+round*60+i)*min)
 		}
-		if err := r.Mark(&wire.RollupMarkReq{Key: "k0", Starts: starts}); err != nil {
+		if _, err := r.Mark(&wire.RollupMarkReq{Key: "k0", Starts: starts}); err != nil {
 			t.Fatal(err)
 		}
 		if n := len(s.dirty) + len(s.unsettled); n > cfg.MaxMarks {

@@ -11,10 +11,7 @@ import (
 // Register serves the home side on srv: the marks and reads coordinators send (Client).
 func (r *Homes) Register(srv *rpc.Server) {
 	cluster.Handle(srv, wire.MethodRollupMark, func(_ context.Context, req *wire.RollupMarkReq) (*wire.RollupMarkResp, error) {
-		if err := r.Mark(req); err != nil {
-			return nil, err
-		}
-		return &wire.RollupMarkResp{}, nil
+		return r.Mark(req)
 	})
 	cluster.Handle(srv, wire.MethodRollupRead, func(_ context.Context, req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
 		return r.Read(req)

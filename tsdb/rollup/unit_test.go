@@ -101,7 +101,7 @@ func TestRollupHomeReadChecks(t *testing.T) {
 	if len(resp.Known) != 2 || resp.Known[0] != 0 || resp.Known[1] != 10*min {
 		t.Fatalf("known %v", resp.Known)
 	}
-	if err := r.Mark(&wire.RollupMarkReq{Key: "k", Starts: []int64{2*min + 5}}); err != nil {
+	if _, err := r.Mark(&wire.RollupMarkReq{Key: "k", Starts: []int64{2*min + 5}}); err != nil {
 		t.Fatal(err)
 	}
 	resp, _ = r.Read(&wire.RollupReadReq{Key: "k", Width: min, From: 0, To: 10 * min})
@@ -111,7 +111,7 @@ func TestRollupHomeReadChecks(t *testing.T) {
 	if _, err := r.Read(&wire.RollupReadReq{Key: "k", Width: time.Hour.Nanoseconds(), From: 0, To: time.Hour.Nanoseconds()}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Mark(&wire.RollupMarkReq{Key: "k", Starts: make([]int64, wire.MaxRollupMarks+1)}); err == nil {
+	if _, err := r.Mark(&wire.RollupMarkReq{Key: "k", Starts: make([]int64, wire.MaxRollupMarks+1)}); err == nil {
 		t.Fatal("a mark over the limit was taken")
 	}
 }

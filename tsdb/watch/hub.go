@@ -25,8 +25,26 @@ type Source interface {
 	// Bounds bounds the points of key with from ≤ t < to: every one has first ≤ t ≤
 	// last (last exact, first possibly earlier); found is false when there is none.
 	Bounds(ctx context.Context, key string, from, to int64) (first, last int64, found bool, err error)
+	// HistoryMany returns, for each of rs, in order, the points History would of its
+	// series and range, reading many series together (one request per node, not a
+	// Bounds and a History per series). A series it could not read has its Err set,
+	// and so may one with more than maxPoints points: the caller reads those alone.
+	HistoryMany(ctx context.Context, rs []Range, maxPoints int) ([]RangeResult, error)
 	// Select returns the keys of the series q selects.
 	Select(ctx context.Context, q catalog.Query) ([]string, error)
+}
+
+// Range is a series and a range [From, To) of its points, in ns.
+type Range struct {
+	Key      string
+	From, To int64
+}
+
+// RangeResult is what Source.HistoryMany read of one Range: its points in time
+// order, or why it could not read them.
+type RangeResult struct {
+	Points series.Points
+	Err    error
 }
 
 // Caller sends one request to a node (rpc.Invoke with the node's client).

@@ -50,6 +50,16 @@ const (
 // once: a selection of many series reaches live delivery for each sooner.
 const historyReaders = 4
 
+// A subscription to many series reads their histories in batches (Source.HistoryMany)
+// of at most historyBatch series, urgent ones first, while at least two wait: its
+// series reach live delivery after a few batched reads, not after a Bounds and a
+// History of each, historyReaders at a time. A series the batch could not read (the
+// source reads only short ranges together), or whose answer holds more than half the
+// buffer, is read alone, in windows, as are all of a subscription's series once a
+// batched read failed. historyBatch bounds what one reader holds: at most historyBatch × Buffer/2
+// points.
+const historyBatch = 64
+
 // historySpan is the first window of a history read; windows double while their
 // answers are small and halve while they are large.
 const historySpan = int64(10 * time.Minute)
@@ -84,6 +94,9 @@ type sub struct {
 	// them) before the rest, by at most historyReaders goroutines (readers).
 	todo, urgent []string
 	readers      int
+	alone        bool // a batched read failed: every series is read alone
+	opened       time.Time
+	saidLive     bool // the log said the subscription is live (once)
 }
 
 // keyState is one series of a subscription.
@@ -119,7 +132,7 @@ type keyState struct {
 func newSub(h *Hub, id uint64, req *wire.WatchOpenReq, q catalog.Query, selects bool, ses *session) *sub {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &sub{h: h, id: id, from: req.From, after: req.After, query: q, selects: selects, ctx: ctx, cancel: cancel, ses: ses,
-		keys: map[string]*keyState{}, space: make(chan struct{}, 1)}
+		keys: map[string]*keyState{}, space: make(chan struct{}, 1), opened: time.Now()}
 	s.polledAt.Store(time.Now().UnixNano())
 	return s
 }
@@ -167,6 +180,13 @@ func (s *sub) readHistory(keys []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.todo = append(s.todo, keys...)
+	s.startReaders()
+	s.sayLive() // a selection of no series: live at once
+}
+
+// startReaders starts readers of the histories to read, up to historyReaders; s.mu
+// held.
+func (s *sub) startReaders() {
 	for s.readers < min(historyReaders, len(s.todo)+len(s.urgent)) {
 		s.readers++
 		go s.readHistories()
@@ -176,6 +196,16 @@ func (s *sub) readHistory(keys []string) {
 // readHistories reads histories until none is left to read.
 func (s *sub) readHistories() {
 	for {
+		if keys, kss := s.nextBatch(); len(keys) > 0 {
+			if err := s.historyMany(keys, kss); err != nil {
+				s.mu.Lock()
+				s.readers--
+				s.endLocked(fmt.Errorf("reading the history of %d series: %w", len(keys), err))
+				s.mu.Unlock()
+				return
+			}
+			continue
+		}
 		key, ks := s.nextHistory()
 		if ks == nil {
 			return
@@ -208,7 +238,110 @@ func (s *sub) nextHistory() (string, *keyState) {
 		}
 	}
 	s.readers--
+	s.sayLive()
 	return "", nil
+}
+
+// sayLive logs, once, that the subscription is live — the history of every series it
+// watched when it opened delivered, each point from then on sent as it is stored —
+// when the last reader leaves with none left to read; s.mu held. Where a subscription
+// opening slowly, or a benchmark (BenchmarkWatch), tells its opening from the rest.
+func (s *sub) sayLive() {
+	if s.readers > 0 || s.err != nil || s.saidLive {
+		return
+	}
+	s.saidLive = true
+	s.h.cfg.Log.Info("watch: subscription live", "id", s.id, "series", len(s.keys), "took", time.Since(s.opened))
+}
+
+// nextBatch takes up to historyBatch series whose history is to read, urgent ones
+// first, when at least two are and batched reads work; none otherwise.
+func (s *sub) nextBatch() (keys []string, kss []*keyState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.alone || s.err != nil || len(s.urgent)+len(s.todo) < 2 {
+		return nil, nil
+	}
+	for _, q := range []*[]string{&s.urgent, &s.todo} {
+		for len(*q) > 0 && len(keys) < historyBatch {
+			k := (*q)[0]
+			*q = (*q)[1:]
+			if ks := s.keys[k]; ks != nil && !ks.reading {
+				ks.reading = true
+				keys, kss = append(keys, k), append(kss, ks)
+			}
+		}
+	}
+	return keys, kss
+}
+
+// historyMany delivers the history of keys, read together (Source.HistoryMany), and
+// then the pending live points of each, as history does for one; a series the batch
+// could not read whole is read alone. Should the batched read fail, keys go back to
+// be read alone, and so does every series of the subscription from then on.
+func (s *sub) historyMany(keys []string, kss []*keyState) error {
+	// As history's: the furthest a write may be stamped, read after the series were
+	// registered.
+	end := time.Now().Add(s.h.cfg.MaxFuture).UnixNano() + 1
+	most := s.h.cfg.Buffer / 2
+	rs := make([]Range, len(keys))
+	for i, k := range keys {
+		rs[i] = Range{Key: k, From: kss[i].start, To: end}
+	}
+	res, err := s.h.cfg.Source.HistoryMany(s.ctx, rs, most)
+	if err == nil && len(res) != len(rs) {
+		err = fmt.Errorf("%d results for %d series", len(res), len(rs))
+	}
+	if err != nil {
+		if s.ctx.Err() != nil {
+			return s.ctx.Err()
+		}
+		s.h.cfg.Log.Warn("watch: a batched history read failed; reading each series alone", "series", len(rs), "err", err)
+		s.requeue(keys, kss)
+		return nil
+	}
+	var alone []int // indexes of keys read alone
+	for i, r := range res {
+		if r.Err != nil || r.Points.Len() > most {
+			alone = append(alone, i)
+			continue
+		}
+		if err := s.waitSpace(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.historyWindow(keys[i], kss[i], r.Points, rs[i].From, rs[i].To)
+		s.historyDone(keys[i], kss[i])
+		s.mu.Unlock()
+		s.ses.signal()
+		res[i] = RangeResult{} // delivered: not held while the others wait for space
+	}
+	for _, i := range alone {
+		if err := s.history(keys[i], kss[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// requeue puts keys, taken for a batched read that failed, back to be read alone
+// (those whose live points wait first), and reads alone from then on.
+func (s *sub) requeue(keys []string, kss []*keyState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.alone = true
+	var urgent, todo []string
+	for i, k := range keys {
+		kss[i].reading = false
+		if len(kss[i].pending) > 0 {
+			urgent = append(urgent, k)
+		} else {
+			todo = append(todo, k)
+		}
+	}
+	s.urgent = append(urgent, s.urgent...)
+	s.todo = append(todo, s.todo...)
+	s.startReaders()
 }
 
 // history delivers key's history and then its pending live points.
@@ -252,7 +385,15 @@ func (s *sub) history(key string, ks *keyState) error {
 		a = b
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.historyDone(key, ks)
+	s.mu.Unlock()
+	s.ses.signal()
+	return nil
+}
+
+// historyDone marks key's history delivered and delivers its pending live points;
+// s.mu held.
+func (s *sub) historyDone(key string, ks *keyState) {
 	ks.ready = true
 	ks.seamUntil = time.Now().Add(seamHold)
 	pending := ks.pending
@@ -261,8 +402,6 @@ func (s *sub) history(key string, ks *keyState) error {
 		s.buffered -= p.Len()
 		s.deliver(key, ks, p)
 	}
-	s.ses.signal()
-	return nil
 }
 
 // waitSpace waits while the subscriber has more than half the buffer to read.

@@ -23,6 +23,10 @@ import (
 type memSource struct {
 	mu  sync.Mutex
 	pts map[string][]int64
+	// HistoryMany fails the series of failMany; bounds and many count the calls of
+	// Bounds and HistoryMany.
+	failMany     map[string]bool
+	bounds, many atomic.Int32
 }
 
 func (m *memSource) History(_ context.Context, key string, from, to int64) (series.Points, error) {
@@ -39,11 +43,28 @@ func (m *memSource) History(_ context.Context, key string, from, to int64) (seri
 }
 
 func (m *memSource) Bounds(_ context.Context, key string, from, to int64) (int64, int64, bool, error) {
+	m.bounds.Add(1)
 	p, _ := m.History(context.Background(), key, from, to)
 	if p.Len() == 0 {
 		return 0, 0, false, nil
 	}
 	return p.T[0], p.T[p.Len()-1], true, nil
+}
+
+func (m *memSource) HistoryMany(ctx context.Context, rs []Range, _ int) ([]RangeResult, error) {
+	m.many.Add(1)
+	out := make([]RangeResult, len(rs))
+	for i, r := range rs {
+		m.mu.Lock()
+		fail := m.failMany[r.Key]
+		m.mu.Unlock()
+		if fail {
+			out[i].Err = fmt.Errorf("%q: failed for the test", r.Key)
+			continue
+		}
+		out[i].Points, _ = m.History(ctx, r.Key, r.From, r.To)
+	}
+	return out, nil
 }
 
 func (m *memSource) Select(_ context.Context, q catalog.Query) ([]string, error) {
@@ -442,8 +463,14 @@ func (g gatedSource) Bounds(ctx context.Context, key string, from, to int64) (in
 	return g.memSource.Bounds(ctx, key, from, to)
 }
 
+// HistoryMany fails: the subscription reads each series alone, through Bounds.
+func (g gatedSource) HistoryMany(context.Context, []Range, int) ([]RangeResult, error) {
+	return nil, errors.New("no batched reads in this test")
+}
+
 // TestHistoryOfLiveSeriesFirst: of a subscription to many series whose history reads
-// are slow, a series written meanwhile is read next, so that its live point comes
+// are slow (and whose batched read failed: each is read alone), a series written
+// meanwhile is read next, so that its live point comes
 // after a few reads, not after every series' history.
 func TestHistoryOfLiveSeriesFirst(t *testing.T) {
 	src := &memSource{pts: map[string][]int64{}}

@@ -15,7 +15,7 @@ func messages() []any {
 	return []any{&WriteReq{}, &WriteResp{}, &ReadReq{}, &ReadResp{}, &TypeReq{}, &TypeResp{},
 		&PutReq{}, &PutResp{}, &GetReq{}, &GetResp{}, &LocateReq{}, &LocateResp{},
 		&DecommissionReq{}, &DecommissionResp{}, &StatusResp{}, &NodeStats{}, &AggSeriesReq{}, &AggSeriesResp{},
-		&RollupMarkReq{}, &RollupMarkResp{}, &RollupReadReq{}, &RollupReadResp{}}
+		&RollupMarkReq{}, &RollupMarkResp{}, &RollupReadReq{}, &RollupReadResp{}, &KeysReq{}, &TypesResp{}}
 }
 
 func allocated(f func()) uint64 {
@@ -41,6 +41,7 @@ func FuzzDecodeMessages(f *testing.F) {
 		&StatusResp{Nodes: []NodeStats{{Shards: 1}}}, &DecommissionReq{NodeID: "ab"},
 		&RollupMarkReq{Key: "k", Starts: []int64{60e9, 120e9}}, &RollupReadReq{Key: "k", Width: 60e9, To: 120e9},
 		&RollupReadResp{Known: []int64{0, 60e9}, Packed: []byte{1, 2}},
+		&KeysReq{Keys: []string{"a", "b"}}, &TypesResp{Decls: []TypeResp{{Known: true, Type: series.Float, Quantum: 60}}},
 	} {
 		b, err := msgpack.Marshal(m)
 		if err != nil {

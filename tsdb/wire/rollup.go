@@ -33,8 +33,13 @@ type RollupMarkReq struct {
 	Reset  bool    `msgpack:"r"`
 }
 
-// RollupMarkResp acknowledges a RollupMarkReq.
-type RollupMarkResp struct{}
+// RollupMarkResp acknowledges a RollupMarkReq. Quiet (ns), when positive, is the home's
+// promise that it holds nothing of the series and that no pull of it will start
+// within Quiet of this answer: a coordinator may skip marking the series' later late
+// points at this home until then (docs/rollups.md, "Late writes mark dirty").
+type RollupMarkResp struct {
+	Quiet int64 `msgpack:"q,omitempty"`
+}
 
 // RollupReadReq asks a home for the windows of width Width (one of its levels, ns)
 // over From <= t < To, both multiples of Width.
