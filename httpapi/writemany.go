@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -34,38 +33,49 @@ type WriteResult struct {
 	Err    error
 }
 
-// WriteMany implements ManyWriter with one coordinated PutMany for all the series, then
-// — once per series and process, as Write — the tags of each series it stored into
-// the series' catalog entry, a bounded number at once.
+// WriteMany implements ManyWriter with one coordinated PutMany for all the series — a
+// new series is created with its tags, in the same catalog round — then, once per
+// series and process, as Write, the tags of each other series it stored into the
+// series' catalog entry, all of them in one Coordinator.MetaMany.
 func (e *NodeEngine) WriteMany(ctx context.Context, ws []SeriesWrite) []WriteResult {
 	puts := make([]tsdb.SeriesPut, len(ws))
 	for i := range ws {
 		puts[i] = tsdb.SeriesPut{Key: ws[i].Key, Points: ws[i].Pts}
+		if !e.tagged(ws[i].Key) {
+			puts[i].Tags = ws[i].Tags // a new series is created with them
+		}
 	}
 	rs := e.node.Coordinator().PutMany(ctx, puts, writeOptions)
 	out := make([]WriteResult, len(ws))
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, maxTagWrites)
+	var reqs []*wire.MetaReq
+	var of []int // of ws
 	for i := range ws {
 		out[i] = WriteResult{Stored: rs[i].Stored, Err: rs[i].Err}
 		if rs[i].Err != nil || len(ws[i].Tags) == 0 || e.tagged(ws[i].Key) {
 			continue
 		}
-		wg.Add(1)
-		slots <- struct{}{}
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			if err := e.recordTags(ctx, ws[i].Key, ws[i].Tags); err != nil {
-				out[i].Err = fmt.Errorf("stored %d points of %q, but recording its tags failed: %w", out[i].Stored, ws[i].Key, err)
-			}
-		}()
+		if rs[i].Tagged {
+			e.remember(ws[i].Key)
+			continue
+		}
+		reqs, of = append(reqs, wire.TagsMeta(ws[i].Key, ws[i].Tags)), append(of, i)
 	}
-	wg.Wait()
+	if len(reqs) == 0 {
+		return out
+	}
+	// Every new series' tags at once: one catalog call per replica and posting list,
+	// not one series' calls after another.
+	_, errs := e.node.Coordinator().MetaMany(ctx, reqs)
+	for j, err := range errs {
+		i := of[j]
+		if err != nil {
+			out[i].Err = fmt.Errorf("stored %d points of %q, but recording its tags failed: %w", out[i].Stored, ws[i].Key, err)
+			continue
+		}
+		e.remember(ws[i].Key)
+	}
 	return out
 }
-
-// maxTagWrites bounds the catalog updates of one WriteMany in flight at once.
-const maxTagWrites = 32
 
 // recordTags sets a series' tags in its catalog entry and remembers it did.
 func (e *NodeEngine) recordTags(ctx context.Context, key string, tags map[string]string) error {

@@ -51,6 +51,9 @@ type MetaReplica interface {
 	// returns what it holds; a different type fixed earlier fails with
 	// wire.CodeTypeMismatch, a different quantum is returned (the first one stays).
 	DeclareSeries(ctx context.Context, key string, d store.Decl) (store.Decl, error)
+	// DeclareMany declares each keys[i] as ds[i], as DeclareSeries would, and returns
+	// each answer or its own error (err: the call failed whole).
+	DeclareMany(ctx context.Context, keys []string, ds []store.Decl) (out []store.Decl, errs []error, err error)
 	// SeriesDecl returns a series' type and quantum as this registry replica knows them.
 	SeriesDecl(ctx context.Context, key string) (d store.Decl, known bool, err error)
 	// SeriesDecls is SeriesDecl of many series in one request (wire.MethodTypes): an
@@ -63,6 +66,9 @@ type MetaReplica interface {
 	Entries(ctx context.Context, keys []string) ([]catalog.Entry, error)
 	// MergePostings merges members into a tag's posting list (wire.MethodPostingsMerge).
 	MergePostings(ctx context.Context, tag catalog.Tag, ms []catalog.Member) error
+	// MergePostingsMany merges members into many posting lists at once, all stored or,
+	// on an error, none (wire.MethodPostingsMergeMany).
+	MergePostingsMany(ctx context.Context, lists []catalog.TagMembers) error
 	// Postings reads a page of a tag's posting list (wire.MethodPostings).
 	Postings(ctx context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error)
 }
@@ -254,6 +260,42 @@ func (r remoteReplica) DeclareSeries(ctx context.Context, key string, d store.De
 	return DeclOf(&resp), nil
 }
 
+func (r remoteReplica) DeclareMany(ctx context.Context, keys []string, ds []store.Decl) ([]store.Decl, []error, error) {
+	req := &wire.DeclareManyReq{Items: make([]wire.TypeReq, len(keys))}
+	for i, k := range keys {
+		req.Items[i] = wire.TypeReq{Key: k, Type: ds[i].Type, Quantum: int64(ds[i].Quantum), NoQuantum: ds[i].NoQuantum}
+	}
+	var resp wire.DeclareManyResp
+	err := r.invoke(ctx, wire.MethodDeclareMany, req, &resp)
+	var re *rpc.RemoteError
+	if errors.As(err, &re) && re.Code == rpc.CodeUnknownMethod {
+		return declareEach(ctx, r, keys, ds)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(resp.Items) != len(keys) || len(resp.Codes) != len(keys) || len(resp.Msgs) != len(keys) {
+		return nil, nil, rpc.Errorf(wire.CodeUnavailable, "replica %s: %d answers to %d declarations", r.peer.RPCAddr, len(resp.Items), len(keys))
+	}
+	out, errs := make([]store.Decl, len(keys)), make([]error, len(keys))
+	for i := range keys {
+		out[i] = DeclOf(&resp.Items[i])
+		if resp.Codes[i] != "" {
+			errs[i] = &rpc.RemoteError{Code: resp.Codes[i], Msg: resp.Msgs[i]}
+		}
+	}
+	return out, errs, nil
+}
+
+// declareEach declares each series alone (a replica that predates DeclareMany).
+func declareEach(ctx context.Context, r Replica, keys []string, ds []store.Decl) ([]store.Decl, []error, error) {
+	out, errs := make([]store.Decl, len(keys)), make([]error, len(keys))
+	for i, k := range keys {
+		out[i], errs[i] = r.DeclareSeries(ctx, k, ds[i])
+	}
+	return out, errs, nil
+}
+
 func (r remoteReplica) SeriesDecl(ctx context.Context, key string) (store.Decl, bool, error) {
 	var resp wire.TypeResp
 	if err := r.invoke(ctx, wire.MethodType, &wire.TypeReq{Key: key}, &resp); err != nil {
@@ -348,6 +390,21 @@ func (r remoteReplica) Entries(ctx context.Context, keys []string) ([]catalog.En
 
 func (r remoteReplica) MergePostings(ctx context.Context, tag catalog.Tag, ms []catalog.Member) error {
 	return r.invoke(ctx, wire.MethodPostingsMerge, &wire.PostingsMergeReq{K: tag.K, V: tag.V, Members: wire.FromMembers(ms)}, &struct{}{})
+}
+
+func (r remoteReplica) MergePostingsMany(ctx context.Context, lists []catalog.TagMembers) error {
+	err := r.invoke(ctx, wire.MethodPostingsMergeMany, wire.EncodePostingsMergeMany(lists), &struct{}{})
+	var re *rpc.RemoteError
+	if !errors.As(err, &re) || re.Code != rpc.CodeUnknownMethod {
+		return err
+	}
+	// A replica that predates the method: each list alone.
+	for _, l := range lists {
+		if err := r.MergePostings(ctx, l.Tag, l.Members); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (r remoteReplica) Postings(ctx context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error) {

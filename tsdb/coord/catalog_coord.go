@@ -3,7 +3,6 @@ package coord
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"sort"
 	"strings"
@@ -42,7 +41,7 @@ type catalogCoord struct {
 	cache map[string]cachedEntry
 
 	// Concurrent catalog calls, coalesced per target (coalesce.go).
-	postings    *coalescer[postingTarget, catalog.Member, struct{}]
+	postings    *coalescer[dht.Peer, tagMember, struct{}]
 	entryMerges *coalescer[dht.Peer, catalog.Entry, catalog.Entry]
 	entryReads  *coalescer[dht.Peer, string, []catalog.Entry]
 }
@@ -62,17 +61,31 @@ func entrySize(e catalog.Entry) int {
 	return n
 }
 
-// postingTarget is a posting list and the write quorum its merges need.
-type postingTarget struct {
+// tagMember is a member to merge into tag's posting list.
+type tagMember struct {
 	tag catalog.Tag
-	w   int
+	m   catalog.Member
 }
+
+func tagMemberSize(t tagMember) int { return len(t.tag.K) + len(t.tag.V) + memberSize(t.m) }
 
 // newCatalogCoord returns c's catalog state, its coalescers calling c's replicas.
 func newCatalogCoord(c *Coordinator) *catalogCoord {
 	return &catalogCoord{
-		postings: newCoalescer(entriesPerRead, cluster.MaxRequestBytes, memberSize, func(ctx context.Context, t postingTarget, ms []catalog.Member) ([]struct{}, error) {
-			return make([]struct{}, len(ms)), c.mergePostings(ctx, t.tag, ms, t.w)
+		// Every posting list a peer keeps, in one request (wire.MethodPostingsMergeMany).
+		postings: newCoalescer(entriesPerRead, cluster.MaxRequestBytes, tagMemberSize, func(ctx context.Context, p dht.Peer, ins []tagMember) ([]struct{}, error) {
+			var lists []catalog.TagMembers
+			at := map[catalog.Tag]int{}
+			for _, in := range ins {
+				i, ok := at[in.tag]
+				if !ok {
+					i = len(lists)
+					at[in.tag] = i
+					lists = append(lists, catalog.TagMembers{Tag: in.tag})
+				}
+				lists[i].Members = append(lists[i].Members, in.m)
+			}
+			return make([]struct{}, len(ins)), c.replicas.For(p).MergePostingsMany(ctx, lists)
 		}),
 		entryMerges: newCoalescer(entriesPerRead, cluster.MaxRequestBytes, entrySize, func(ctx context.Context, p dht.Peer, es []catalog.Entry) ([]catalog.Entry, error) {
 			return c.replicas.For(p).MergeEntries(ctx, es)
@@ -163,74 +176,17 @@ func (c *Coordinator) catalogOwners(ctx context.Context, id quanta.ID, what stri
 }
 
 // mergeEntry merges e at the series' registry replicas and returns the merge of their
-// answers; at least w must answer.
+// answers; at least w must answer (mergeEntries of one).
 func (c *Coordinator) mergeEntry(ctx context.Context, e catalog.Entry, w int) (catalog.Entry, error) {
-	owners, err := c.catalogOwners(ctx, quanta.KeyID(e.Key), fmt.Sprintf("catalog entry of %q", e.Key))
-	if err != nil {
-		return catalog.Entry{}, err
-	}
-	// An entry the replicas would refuse goes alone, so that it fails no other.
-	alone := e.Validate() != nil
-	answers := cluster.FanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) ([]catalog.Entry, error) {
-		if alone {
-			return c.replicas.For(b.Peer).MergeEntries(ctx, []catalog.Entry{e})
-		}
-		m, err := c.cat.entryMerges.do(ctx, b.Peer, e)
-		return []catalog.Entry{m}, err
-	})
-	merged, ok := e, 0
-	var lastErr error
-	for range owners {
-		a := <-answers
-		if a.Err != nil || len(a.Resp) != 1 {
-			lastErr = errors.Join(a.Err, lastErr)
-			continue
-		}
-		ok++
-		merged = catalog.Merge(merged, a.Resp[0])
-	}
-	if ok < min(w, len(owners)) {
-		return catalog.Entry{}, rpc.Errorf(quorumCode(lastErr), "catalog entry of %q stored at %d of %d registry replicas, %d needed: %v",
-			e.Key, ok, len(owners), w, lastErr)
-	}
-	return merged, nil
+	merged, errs := c.mergeEntries(ctx, []catalog.Entry{e}, w)
+	return merged[0], errs[0]
 }
 
-// readEntry reads a series' entry from its registry replicas and merges the answers.
+// readEntry reads a series' entry from its registry replicas and merges the answers
+// (readEntriesQuorum of one).
 func (c *Coordinator) readEntry(ctx context.Context, key string) (catalog.Entry, bool, error) {
-	owners, err := c.catalogOwners(ctx, quanta.KeyID(key), fmt.Sprintf("catalog entry of %q", key))
-	if err != nil {
-		return catalog.Entry{}, false, err
-	}
-	answers := cluster.FanOut(ctx, owners, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) ([]catalog.Entry, error) {
-		return c.cat.entryReads.do(ctx, b.Peer, key)
-	})
-	var merged catalog.Entry
-	found, ok := false, 0
-	var lastErr error
-	for range owners {
-		a := <-answers
-		if a.Err != nil {
-			lastErr = a.Err
-			continue
-		}
-		ok++
-		for _, e := range a.Resp {
-			if e.Key != key {
-				continue
-			}
-			if found {
-				merged = catalog.Merge(merged, e)
-			} else {
-				merged, found = e, true
-			}
-		}
-	}
-	if need := min(c.cfg.ReadQuorum, len(owners)); ok < need {
-		return catalog.Entry{}, false, rpc.Errorf(wire.CodeUnavailable, "catalog entry of %q: %d of %d registry replicas answered, %d needed: %v",
-			key, ok, len(owners), need, lastErr)
-	}
-	return merged, found, nil
+	merged, found, errs := c.readEntriesQuorum(ctx, []string{key})
+	return merged[0], found[0], errs[0]
 }
 
 // mergePostings merges members into tag's posting list at its replicas; at least w
@@ -259,24 +215,9 @@ func (c *Coordinator) mergePostings(ctx context.Context, tag catalog.Tag, ms []c
 }
 
 // postMembers merges one member into each tag's posting list, all tags at once, each
-// with the members other writers are posting to it meanwhile (coalesce.go).
+// with the members other writers are posting to it meanwhile (postMany of one).
 func (c *Coordinator) postMembers(ctx context.Context, tags []catalog.Tag, m catalog.Member, w int) error {
-	errs := make([]error, len(tags))
-	var wg sync.WaitGroup
-	for i, t := range tags {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if catalog.ValidateIndexTag(t) != nil || catalog.ValidateMember(m) != nil {
-				// Refused: alone, so that it fails no other member.
-				errs[i] = c.mergePostings(ctx, t, []catalog.Member{m}, w)
-				return
-			}
-			_, errs[i] = c.cat.postings.do(ctx, postingTarget{t, w}, m)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return c.postMany(ctx, []posting{{tags, m}}, w)[0]
 }
 
 // readPostings reads a page of tag's posting list from its replicas, merged: at least
@@ -327,82 +268,11 @@ func (c *Coordinator) readPostings(ctx context.Context, tag catalog.Tag, after s
 // noteWrite keeps the catalog entry of a series being written: it creates the entry
 // (and posts the series in the index) when the series has none, and widens its time
 // bounds (and its Ahead, for points stamped past the clock) before points outside them
-// are written. Cheap when nothing changes: the
-// coordinator's cache answers.
+// are written. Cheap when nothing changes: the coordinator's cache answers (noteWrites
+// of one: catalog_many.go).
 func (c *Coordinator) noteWrite(ctx context.Context, key string, e catalog.Entry, minT, maxT int64, w int) error {
-	k := c.cat
-	// A write stamped past the clock's slack records how far ahead it went (bounds.go).
-	ahead := maxT > time.Now().UnixNano()+int64(aheadSlack)
-	covers := func(cur catalog.Entry) bool {
-		return cur.Live() && cur.Type == e.Type && cur.HasBounds && cur.First <= minT && maxT <= cur.Last &&
-			(!ahead || cur.HasAhead && maxT <= cur.Ahead)
-	}
-	cur, ok := k.cached(key)
-	if ok && covers(cur) {
-		return nil
-	}
-	if !ok {
-		got, found, err := c.readEntry(ctx, key)
-		if err != nil {
-			return err
-		}
-		cur = got
-		if found {
-			k.clock.Observe(max(cur.Created, cur.MetaVersion, cur.Deleted))
-		}
-	}
-	if covers(cur) {
-		k.remember(cur)
-		return nil
-	}
-	if !cur.Live() || cur.Type != e.Type {
-		// A new series, or one deleted since: a new incarnation.
-		cur = catalog.Entry{Key: key, Type: e.Type, Created: k.clock.Now(), Deleted: cur.Deleted}
-		m := catalog.Member{Key: key, Version: cur.Created}
-		if err := c.postMembers(ctx, catalog.IndexTags(key, nil), m, w); err != nil {
-			return err
-		}
-	}
-	upd := catalog.Entry{Key: key, Type: cur.Type, Created: cur.Created, HasBounds: true,
-		First: floorStep(minT), Last: ceilStep(maxT)}
-	if cur.HasBounds {
-		upd.First, upd.Last = min(upd.First, cur.First), max(upd.Last, cur.Last)
-	}
-	if ahead {
-		// Rounded up to a minute, so a device whose clock runs ahead costs one update a
-		// minute, not one per write.
-		upd.Ahead, upd.HasAhead = maxT, true
-		if m := int64(time.Minute); maxT < math.MaxInt64-m {
-			upd.Ahead = min(maxT/m*m+m-1, upd.Last)
-		}
-	}
-	// The entry goes to the registry replicas anyway: it carries the write's newest
-	// point too, when that starts a newer quantum (bounds.go), instead of a second
-	// round beside the points. A backfill crosses a quantum about as often as an hour
-	// of bounds, each series twice per quantum otherwise.
-	newest := c.needsNewest(key, upd, maxT)
-	if newest {
-		upd.HasNewest, upd.Newest = true, maxT
-	}
-	merged, err := c.mergeEntry(ctx, upd, w)
-	if err != nil {
-		return err
-	}
-	if merged.Live() && merged.Type == upd.Type && merged.Created != upd.Created {
-		// Another coordinator created the series at the same time, and its incarnation
-		// won (catalog.Merge keeps the newest): these points are the series' all the
-		// same, so its bounds must cover them too. Once is enough: the winner is live,
-		// and a later incarnation would need a delete, after which a write starts over.
-		upd.Created = merged.Created
-		if merged, err = c.mergeEntry(ctx, upd, w); err != nil {
-			return err
-		}
-	}
-	k.remember(merged)
-	if newest {
-		c.noteNewest(key, upd.Created, maxT)
-	}
-	return nil
+	errs, _ := c.noteWrites(ctx, []noteReq{{key: key, e: e, minT: minT, maxT: maxT}}, w)
+	return errs[0]
 }
 
 // Entry returns a series' catalog entry, read from its registry replicas.
@@ -417,14 +287,111 @@ func (c *Coordinator) Entry(ctx context.Context, key string) (catalog.Entry, err
 	return e, nil
 }
 
-// Meta changes a series' unit, description, nominal rate or tags and returns the entry.
+// Meta changes a series' unit, description, nominal rate or tags and returns the entry
+// (MetaMany of one).
 func (c *Coordinator) Meta(ctx context.Context, req *wire.MetaReq) (catalog.Entry, error) {
-	cur, err := c.Entry(ctx, req.Key)
-	if err != nil {
-		return catalog.Entry{}, err
+	es, errs := c.MetaMany(ctx, []*wire.MetaReq{req})
+	return es[0], errs[0]
+}
+
+// MetaMany makes the changes of reqs, each as Meta would, every stage for every series
+// at once (catalog_many.go): their entries read in one call per registry replica, the
+// postings of the tags they gain merged one call per list, their entries merged in one
+// call per registry replica, then the postings of the tags they lose. It returns each
+// series' entry or error.
+func (c *Coordinator) MetaMany(ctx context.Context, reqs []*wire.MetaReq) ([]catalog.Entry, []error) {
+	n := len(reqs)
+	out, errs := make([]catalog.Entry, n), make([]error, n)
+	keys := make([]string, n)
+	for i, r := range reqs {
+		keys[i] = r.Key
 	}
+	curs, found, rerrs := c.readEntriesQuorum(ctx, keys)
 	k := c.cat
-	k.clock.Observe(max(cur.Created, cur.MetaVersion, cur.Deleted))
+	upds := make([]catalog.Entry, n)
+	var adds, removes []posting
+	var addOf, removeOf []int // of reqs
+	for i, req := range reqs {
+		cur := curs[i]
+		switch {
+		case rerrs[i] != nil:
+			errs[i] = rerrs[i]
+			continue
+		case !found[i] || !cur.Live():
+			errs[i] = rpc.Errorf(wire.CodeUnknownSeries, "unknown series %q (no catalog entry)", req.Key)
+			continue
+		}
+		k.clock.Observe(max(cur.Created, cur.MetaVersion, cur.Deleted))
+		upd, err := metaUpdate(cur, req)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		upd.MetaVersion = k.clock.Now()
+		if err := upd.Validate(); err != nil {
+			errs[i] = rpc.Errorf(wire.CodeBadInput, "%v", err)
+			continue
+		}
+		upds[i] = upd
+		// Postings first: a listing checks every hit against its entry, so a posting
+		// without its entry is harmless, while an entry without its posting is
+		// unfindable.
+		var added, removed []catalog.Tag
+		for _, t := range upd.Tags {
+			if !catalog.Matches(cur.Tags, []catalog.Tag{t}) {
+				added = append(added, t)
+			}
+		}
+		for _, t := range cur.Tags {
+			if !catalog.Matches(upd.Tags, []catalog.Tag{t}) {
+				removed = append(removed, t)
+			}
+		}
+		adds, addOf = append(adds, posting{added, catalog.Member{Key: req.Key, Version: upd.MetaVersion}}), append(addOf, i)
+		removes, removeOf = append(removes, posting{removed, catalog.Member{Key: req.Key, Version: upd.MetaVersion, Removed: true}}), append(removeOf, i)
+	}
+	w := c.cfg.WriteQuorum
+	for j, err := range c.postMany(ctx, adds, w) {
+		if err != nil {
+			errs[addOf[j]] = err
+		}
+	}
+	var send []int
+	var ins []catalog.Entry
+	for _, i := range addOf {
+		if errs[i] == nil {
+			send, ins = append(send, i), append(ins, upds[i])
+		}
+	}
+	merged, merrs := c.mergeEntries(ctx, ins, w)
+	for j, i := range send {
+		out[i], errs[i] = merged[j], merrs[j]
+	}
+	var drop []posting
+	var dropOf []int
+	for j, i := range removeOf {
+		if errs[i] == nil {
+			drop, dropOf = append(drop, removes[j]), append(dropOf, i)
+		}
+	}
+	for j, err := range c.postMany(ctx, drop, w) {
+		if i := dropOf[j]; err != nil {
+			out[i], errs[i] = catalog.Entry{}, err
+		}
+	}
+	for i := range reqs {
+		if errs[i] == nil {
+			k.remember(out[i])
+		} else {
+			out[i] = catalog.Entry{}
+		}
+	}
+	return out, errs
+}
+
+// metaUpdate is the entry update req asks of cur: its unit, description, nominal rate
+// and tags, each as cur has it unless req sets it.
+func metaUpdate(cur catalog.Entry, req *wire.MetaReq) (catalog.Entry, error) {
 	upd := catalog.Entry{Key: req.Key, Unit: cur.Unit, Description: cur.Description, NominalRate: cur.NominalRate, Tags: cur.Tags}
 	if req.SetUnit {
 		upd.Unit = req.Unit
@@ -435,68 +402,40 @@ func (c *Coordinator) Meta(ctx context.Context, req *wire.MetaReq) (catalog.Entr
 	if req.SetRate {
 		upd.NominalRate = req.NominalRate
 	}
-	if req.SetTags {
-		tags, err := catalog.ParseTags(req.Tags...)
-		if err != nil {
-			return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "--tag: %v", err)
+	if !req.SetTags {
+		return upd, nil
+	}
+	tags, err := catalog.ParseTags(req.Tags...)
+	if err != nil {
+		return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "--tag: %v", err)
+	}
+	if len(req.Pairs)%2 != 0 {
+		return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "tag pairs: an odd count (%d)", len(req.Pairs))
+	}
+	for i := 0; i+1 < len(req.Pairs); i += 2 {
+		tags = append(tags, catalog.Tag{K: req.Pairs[i], V: req.Pairs[i+1]})
+	}
+	if tags, err = catalog.NormalizeTags(tags); err != nil {
+		return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "tags: %v", err)
+	}
+	if req.AddTags {
+		merged := map[string]string{}
+		for _, t := range cur.Tags {
+			merged[t.K] = t.V
 		}
-		if len(req.Pairs)%2 != 0 {
-			return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "tag pairs: an odd count (%d)", len(req.Pairs))
+		for _, t := range tags {
+			merged[t.K] = t.V
 		}
-		for i := 0; i+1 < len(req.Pairs); i += 2 {
-			tags = append(tags, catalog.Tag{K: req.Pairs[i], V: req.Pairs[i+1]})
+		tags = tags[:0]
+		for k, v := range merged {
+			tags = append(tags, catalog.Tag{K: k, V: v})
 		}
 		if tags, err = catalog.NormalizeTags(tags); err != nil {
-			return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "tags: %v", err)
-		}
-		if req.AddTags {
-			merged := map[string]string{}
-			for _, t := range cur.Tags {
-				merged[t.K] = t.V
-			}
-			for _, t := range tags {
-				merged[t.K] = t.V
-			}
-			tags = tags[:0]
-			for k, v := range merged {
-				tags = append(tags, catalog.Tag{K: k, V: v})
-			}
-			if tags, err = catalog.NormalizeTags(tags); err != nil {
-				return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "--tag: %v", err)
-			}
-		}
-		upd.Tags = tags
-	}
-	upd.MetaVersion = k.clock.Now()
-	if err := upd.Validate(); err != nil {
-		return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "%v", err)
-	}
-	w := c.cfg.WriteQuorum
-	// Postings first: a listing checks every hit against its entry, so a posting
-	// without its entry is harmless, while an entry without its posting is unfindable.
-	var added, removed []catalog.Tag
-	for _, t := range upd.Tags {
-		if !catalog.Matches(cur.Tags, []catalog.Tag{t}) {
-			added = append(added, t)
+			return catalog.Entry{}, rpc.Errorf(wire.CodeBadInput, "--tag: %v", err)
 		}
 	}
-	for _, t := range cur.Tags {
-		if !catalog.Matches(upd.Tags, []catalog.Tag{t}) {
-			removed = append(removed, t)
-		}
-	}
-	if err := c.postMembers(ctx, added, catalog.Member{Key: req.Key, Version: upd.MetaVersion}, w); err != nil {
-		return catalog.Entry{}, err
-	}
-	merged, err := c.mergeEntry(ctx, upd, w)
-	if err != nil {
-		return catalog.Entry{}, err
-	}
-	if err := c.postMembers(ctx, removed, catalog.Member{Key: req.Key, Version: upd.MetaVersion, Removed: true}, w); err != nil {
-		return catalog.Entry{}, err
-	}
-	c.cat.remember(merged)
-	return merged, nil
+	upd.Tags = tags
+	return upd, nil
 }
 
 // Series lists the entries of the series q selects, sorted by key. Posting lists

@@ -52,35 +52,66 @@ func newCoalescer[K comparable, In, Out any](max, maxBytes int, size func(In) in
 // and returns its answer. A caller whose ctx ends stops waiting; its item still goes
 // (the calls coalesced are merges, which repeat harmlessly).
 func (c *coalescer[K, In, Out]) do(ctx context.Context, key K, in In) (Out, error) {
+	outs, errs := c.doMany(ctx, key, []In{in})
+	return outs[0], errs[0]
+}
+
+// doMany sends all of ins to key as do sends one: in as few calls as max and maxBytes
+// allow (the first at once when key is idle, on this goroutine; the rest queued, with
+// other callers' items), and returns each item's answer or its call's error. A write
+// that readies a thousand series sends their entries in one or two calls, not in
+// rounds of however many goroutines ready them at once.
+func (c *coalescer[K, In, Out]) doMany(ctx context.Context, key K, ins []In) ([]Out, []error) {
+	type slot struct {
+		b *coalesceBatch[In, Out]
+		i int
+	}
+	if len(ins) == 0 {
+		return nil, nil
+	}
+	slots := make([]slot, len(ins))
+	fits := func(b *coalesceBatch[In, Out], size int) bool {
+		return len(b.ins) < c.max && (len(b.ins) == 0 || b.bytes+size <= c.maxBytes)
+	}
 	c.mu.Lock()
-	q, ok := c.busy[key]
-	if !ok {
+	q, busy := c.busy[key]
+	var first *coalesceBatch[In, Out] // sent now by this caller: key was idle
+	if !busy {
 		q = &coalesceQueue[In, Out]{}
 		c.busy[key] = q
-		c.mu.Unlock()
-		b := &coalesceBatch[In, Out]{ins: []In{in}, done: make(chan struct{})}
-		c.run(ctx, key, q, b)
-		return b.answer(0)
+		first = &coalesceBatch[In, Out]{done: make(chan struct{})}
 	}
-	var b *coalesceBatch[In, Out]
-	size := c.size(in)
-	if n := len(q.waiting); n > 0 && len(q.waiting[n-1].ins) < c.max && q.waiting[n-1].bytes+size <= c.maxBytes {
-		b = q.waiting[n-1]
-	} else {
-		b = &coalesceBatch[In, Out]{done: make(chan struct{})}
-		q.waiting = append(q.waiting, b)
+	for j, in := range ins {
+		size := c.size(in)
+		var b *coalesceBatch[In, Out]
+		switch n := len(q.waiting); {
+		case first != nil && n == 0 && fits(first, size):
+			b = first
+		case n > 0 && fits(q.waiting[n-1], size):
+			b = q.waiting[n-1]
+		default:
+			b = &coalesceBatch[In, Out]{done: make(chan struct{})}
+			q.waiting = append(q.waiting, b)
+		}
+		slots[j] = slot{b, len(b.ins)}
+		b.ins = append(b.ins, in)
+		b.bytes += size
 	}
-	i := len(b.ins)
-	b.ins = append(b.ins, in)
-	b.bytes += size
 	c.mu.Unlock()
-	select {
-	case <-b.done:
-		return b.answer(i)
-	case <-ctx.Done():
-		var zero Out
-		return zero, ctx.Err()
+	if first != nil {
+		c.run(ctx, key, q, first)
 	}
+	outs := make([]Out, len(ins))
+	errs := make([]error, len(ins))
+	for j, s := range slots {
+		select {
+		case <-s.b.done:
+			outs[j], errs[j] = s.b.answer(s.i)
+		case <-ctx.Done():
+			errs[j] = ctx.Err()
+		}
+	}
+	return outs, errs
 }
 
 // run makes b's call, answers its callers and starts the next batch of key, if any,

@@ -173,64 +173,39 @@ func TestCoalescerCallerGivesUp(t *testing.T) {
 	}
 }
 
-// postingsCounter counts the posting merges a replica is asked for, holding the first
-// of list hold until the test lets it go.
+// postingsCounter counts the posting merge requests a replica is asked for and the
+// members they carry.
 type postingsCounter struct {
 	*replica.Local
-	hold    catalog.Tag
 	mu      sync.Mutex
-	calls   int // to hold
+	calls   int // requests
 	members int // to every list
-	held    bool
-	first   chan struct{}
 }
 
 func (r *postingsCounter) MergePostings(ctx context.Context, tag catalog.Tag, ms []catalog.Member) error {
-	r.mu.Lock()
-	if tag == r.hold {
-		r.calls++
-	}
-	r.members += len(ms)
-	first := tag == r.hold && !r.held
-	r.held = r.held || first
-	r.mu.Unlock()
-	if first {
-		<-r.first
-	}
-	return r.Local.MergePostings(ctx, tag, ms)
+	return r.MergePostingsMany(ctx, []catalog.TagMembers{{Tag: tag, Members: ms}})
 }
 
-// The new series of one write post their members to the shared posting lists in a few
-// merges, not one per series, and every one of them is listed afterwards.
+func (r *postingsCounter) MergePostingsMany(ctx context.Context, lists []catalog.TagMembers) error {
+	r.mu.Lock()
+	r.calls++
+	for _, l := range lists {
+		r.members += len(l.Members)
+	}
+	r.mu.Unlock()
+	return r.Local.MergePostingsMany(ctx, lists)
+}
+
+// The new series of one write post their members to every posting list a replica
+// keeps in one request, not one per list nor per series nor per round of the goroutines
+// readying them, and every one of them is listed afterwards.
 func TestPutManyNewSeriesShareMerges(t *testing.T) {
-	cfg := testConfig()
-	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum, cfg.LocalBatches = 1, 1, 1, true
-	self := dht.Peer{ID: "self", RPCAddr: "self:1"}
-	prefix := postingTarget{catalog.PrefixTags("load/x")[0], 1}
-	counter := &postingsCounter{first: make(chan struct{}), hold: prefix.tag,
-		Local: replica.New(replica.Config{Store: store.NewMem(), Quantum: cfg.Quantum, Format: cfg.Format, MaxFuture: cfg.MaxFuture})}
-	replicas := cluster.NewReplicas(self.ID, counter, nil, cfg.CallTimeout, nil)
-	place := &clustertest.FixedPlacement{Me: self, Owners: []dht.Peer{self}}
-	logger := slog.New(slog.DiscardHandler)
-	c := New(cfg, place, replicas, NewRegistry(place, replicas, cfg, logger), nil, nil, logger)
-	const n = 40
-	puts := make([]SeriesPut, n)
-	for i := range puts {
-		puts[i] = SeriesPut{Key: fmt.Sprintf("load/s%02d", i), Points: series.Points{Type: series.Float, T: []int64{1e9}, F: []float64{1}}}
-	}
-	done := make(chan []SeriesResult)
-	go func() { done <- c.PutMany(context.Background(), puts, wire.PutOptions{}) }()
-	// Every series posts to the prefix list "load/": while the first merge is held, the
-	// others queue behind it (the prepare runs the series on parallel goroutines).
-	waitFor(t, "the series queued behind the first merge", func() bool {
-		return c.cat.postings.queued(prefix) >= min(n, maxPrepareParallel)-1
+	var counter *postingsCounter
+	c, puts := loadNewSeries(t, "load/s", 3*maxPrepareParallel, func(l *replica.Local) cluster.Local {
+		counter = &postingsCounter{Local: l}
+		return counter
 	})
-	close(counter.first)
-	for i, r := range <-done {
-		if r.Err != nil || r.Stored != 1 {
-			t.Fatalf("series %d: stored %d, %v", i, r.Stored, r.Err)
-		}
-	}
+	n := len(puts)
 	counter.mu.Lock()
 	calls, members := counter.calls, counter.members
 	counter.mu.Unlock()
@@ -238,9 +213,8 @@ func TestPutManyNewSeriesShareMerges(t *testing.T) {
 	if members != 2*n {
 		t.Errorf("%d members posted, want %d", members, 2*n)
 	}
-	// The first alone, then the rest queued behind it together.
-	if calls != 2 {
-		t.Errorf("%d merges into the prefix's posting list for %d new series, want 2", calls, n)
+	if calls != 1 {
+		t.Errorf("%d posting merge requests for %d new series, want 1", calls, n)
 	}
 	got, err := c.Series(context.Background(), catalog.Query{Prefix: "load/"})
 	if err != nil || len(got) != n {
@@ -258,6 +232,11 @@ type slowDeclare struct {
 func (r slowDeclare) DeclareSeries(ctx context.Context, key string, d store.Decl) (store.Decl, error) {
 	<-time.After(r.delay)
 	return r.Local.DeclareSeries(ctx, key, d)
+}
+
+func (r slowDeclare) DeclareMany(ctx context.Context, keys []string, ds []store.Decl) ([]store.Decl, []error, error) {
+	<-time.After(r.delay)
+	return r.Local.DeclareMany(ctx, keys, ds)
 }
 
 // A write whose new series took long to ready, with no replica failed, did not wait

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/trace"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,11 @@ import (
 type SeriesPut struct {
 	Key    string
 	Points series.Points
+	// Tags, if any, are the tags a series new to the catalog is created with: posted and
+	// recorded in its entry in the same catalog round that creates it (an HTTP write's
+	// tags). A series that exists keeps its tags; SeriesResult.Tagged says whether its
+	// entry holds these.
+	Tags map[string]string
 }
 
 // SeriesResult is what PutMany did with one series: how many points reached their write
@@ -45,6 +51,9 @@ type SeriesResult struct {
 	// placement (retrying its shards, or readying its type and catalog entry) before it
 	// was stored or gave up; 0 when it did not wait.
 	Waited time.Duration
+	// Tagged says that the series' catalog entry holds every tag of its SeriesPut.Tags
+	// (it was created with them, or had them already): nothing is left to record.
+	Tagged bool
 }
 
 // PutMany writes points of many series, as Put would write each, and returns one result
@@ -232,11 +241,11 @@ func (c *Coordinator) markManyLate(ctx context.Context, puts []SeriesPut, res []
 	wg.Wait()
 }
 
-// prepareMany checks every series and runs the prepare hooks on it (its type fixed in
-// the registry, its catalog entry kept); a series that fails gets its error in
-// res. What the caches answer is done here; a series that needs a round trip gets a
-// goroutine, a bounded number at once. It returns the write quorum, or false when the
-// options themselves are wrong (every result then carries the error).
+// prepareMany checks every series and runs the prepareAll hooks on those that pass (their
+// types fixed in the registry, their catalog entries kept: what the caches answer
+// costs no round trip, the rest goes for all of them at once, catalog_many.go); a
+// series that fails gets its error in res. It returns the write quorum, or false when
+// the options themselves are wrong (every result then carries the error).
 func (c *Coordinator) prepareMany(ctx context.Context, deadline time.Time, puts []SeriesPut, opt wire.PutOptions, res []SeriesResult) (int, bool) {
 	w := c.cfg.WriteQuorum
 	if opt.WriteQuorum != 0 {
@@ -249,40 +258,30 @@ func (c *Coordinator) prepareMany(ctx context.Context, deadline time.Time, puts 
 		}
 		return 0, false
 	}
-	var far []int // series that need a round trip before their points go
 	for i := range puts {
 		p := &puts[i]
 		if p.Points.Len() == 0 {
 			continue
 		}
 		p.Points.Normalize()
-		if c.cached(p.Key, &p.Points) {
-			res[i].Err = c.prepareOne(ctx, deadline, p, opt, w)
-			continue
-		}
-		far = append(far, i)
+		_, res[i].Err = c.checkPut(p.Key, p.Points, opt)
 	}
-	switch len(far) {
-	case 0:
-	case 1: // one round trip (Put's): no goroutine to wait for
-		res[far[0]].Err = c.prepareOne(ctx, deadline, &puts[far[0]], opt, w)
-	default:
-		inParallel(far, func(i int) { res[i].Err = c.prepareOne(ctx, deadline, &puts[i], opt, w) })
+	if len(c.hooks.prepareAll) > 0 {
+		var ready []int
+		for i := range puts {
+			if res[i].Err == nil && puts[i].Points.Len() > 0 {
+				ready = append(ready, i)
+			}
+		}
+		for _, h := range c.hooks.prepareAll {
+			if len(ready) == 0 {
+				break
+			}
+			h(ctx, deadline, puts, ready, opt, res, w)
+			ready = slices.DeleteFunc(ready, func(i int) bool { return res[i].Err != nil })
+		}
 	}
 	return w, true
-}
-
-// prepareOne checks one series (normalized) and runs the prepare hooks on it.
-func (c *Coordinator) prepareOne(ctx context.Context, deadline time.Time, p *SeriesPut, opt wire.PutOptions, w int) error {
-	if _, err := c.checkPut(p.Key, p.Points, opt); err != nil {
-		return err
-	}
-	for _, h := range c.hooks.prepare {
-		if err := h(ctx, deadline, p, opt, w); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // inParallel runs f for each of items on at most maxPrepareParallel goroutines (not one
@@ -308,25 +307,9 @@ func inParallel(items []int, f func(i int)) {
 	wg.Wait()
 }
 
-// maxPrepareParallel bounds the series of one PutMany whose type and catalog entry are
-// being fixed by round trips at once.
+// maxPrepareParallel bounds the series of one PutMany whose round trips (a newest
+// quantum reported alone: putmany_newest.go) are under way at once.
 const maxPrepareParallel = 64
-
-// cached reports whether the type and catalog entry of a series are cached so that
-// writing pts (normalized) needs no round trip before the points go (a Newest report
-// goes beside them: putmany_newest.go).
-func (c *Coordinator) cached(key string, pts *series.Points) bool {
-	if d, ok := c.types.cached(key); !ok || d.Type != pts.Type {
-		return false
-	}
-	cur, ok := c.cat.cached(key)
-	if !ok {
-		return false
-	}
-	minT, maxT := pts.T[0], pts.T[pts.Len()-1]
-	return cur.Live() && cur.Type == pts.Type && cur.HasBounds && cur.First <= minT && maxT <= cur.Last &&
-		maxT <= time.Now().UnixNano()+int64(aheadSlack)
-}
 
 // writeMany sends every shard to all its replicas at once, one request per replica (cut
 // by size), and returns when each shard has reached quorum or can no longer reach it;

@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -126,52 +127,94 @@ func (v quantumVotes) winner() (quanta.Quantum, bool) {
 // ensure fixes the series' type and quantum at its registry replicas on the first
 // write (q is the quantum proposed for a new series), refuses a write of another type
 // than the one fixed first, and returns the series' description. w replicas must
-// record it.
+// record it (ensureMany of one).
 func (g *Registry) ensure(ctx context.Context, key string, t series.Type, q quanta.Quantum, w int) (Desc, error) {
-	if have, ok := g.cached(key); ok {
-		if have.Type == t {
-			return have, nil
+	ds, errs := g.ensureMany(ctx, []decl{{key, t, q}}, w)
+	return ds[0], errs[0]
+}
+
+// decl is a series' type and the quantum proposed for it, should it be new.
+type decl struct {
+	key string
+	t   series.Type
+	q   quanta.Quantum
+}
+
+// ensureMany does what ensure does for each of ds, those not cached all at once: one
+// request per registry replica (wire.MethodDeclareMany), at most entriesPerRead
+// declarations each.
+func (g *Registry) ensureMany(ctx context.Context, ds []decl, w int) ([]Desc, []error) {
+	descs, errs := make([]Desc, len(ds)), make([]error, len(ds))
+	var ask []int // of ds
+	for i, d := range ds {
+		if have, ok := g.cached(d.key); ok {
+			if have.Type == d.t {
+				descs[i] = have
+				continue
+			}
+			// The series may have been deleted (and its key freed) through another
+			// node: the registry replicas decide.
+			g.forget(d.key)
 		}
-		// The series may have been deleted (and its key freed) through another node:
-		// the registry replicas decide.
-		g.forget(key)
+		ask = append(ask, i)
 	}
-	owners, err := g.owners(ctx, key)
-	if err != nil {
-		return Desc{}, err
+	m := len(ask)
+	if m == 0 {
+		return descs, errs
 	}
-	decl := store.Decl{Type: t, Quantum: q}
-	if q == g.quantum {
-		decl.Quantum = 0 // the cluster's: recorded as such
-	}
-	answers := cluster.FanOut(ctx, owners, 0, g.timeout, func(ctx context.Context, b *cluster.PeerBatch[string]) (store.Decl, error) {
-		return g.replicas.For(b.Peer).DeclareSeries(ctx, key, decl)
+	aerrs, owners, oks, last, refused := make([]error, m), make([]int, m), make([]int, m), make([]error, m), make([]error, m)
+	votes := make([]quantumVotes, m)
+	batches := ownerBatches(ctx, g.place, g.rf, m, entriesPerRead, func(j int) quanta.ID { return quanta.KeyID(ds[ask[j]].key) },
+		func(j int) string { return fmt.Sprintf("series %q: registry", ds[ask[j]].key) }, aerrs, owners)
+	answers := cluster.FanOut(ctx, batches, 0, g.timeout, func(ctx context.Context, b *cluster.PeerBatch[int]) (manyAnswer[store.Decl], error) {
+		keys, sds := make([]string, len(b.Items)), make([]store.Decl, len(b.Items))
+		for k, j := range b.Items {
+			d := ds[ask[j]]
+			keys[k], sds[k] = d.key, store.Decl{Type: d.t, Quantum: d.q}
+			if d.q == g.quantum {
+				sds[k].Quantum = 0 // the cluster's: recorded as such
+			}
+		}
+		out, errs, err := g.replicas.For(b.Peer).DeclareMany(ctx, keys, sds)
+		if err == nil && (len(out) != len(keys) || len(errs) != len(keys)) {
+			err = fmt.Errorf("registry replica %s: %d answers to %d declarations", b.Peer.RPCAddr, len(out), len(keys))
+		}
+		return manyAnswer[store.Decl]{out, errs}, err
 	})
-	ok := 0
-	votes := quantumVotes{}
-	var lastErr error
-	for range owners {
-		a := <-answers
+	eachAnswer(batches, answers, func(j int, d store.Decl, err error) {
 		var re *rpc.RemoteError
 		switch {
-		case a.Err == nil:
-			ok++
-			votes.add(a.Resp, g.quantum)
-		case errors.As(a.Err, &re) && re.Code == wire.CodeTypeMismatch:
-			return Desc{}, rpc.Errorf(wire.CodeTypeMismatch, "%s", re.Msg)
+		case err == nil:
+			oks[j]++
+			if votes[j] == nil {
+				votes[j] = quantumVotes{}
+			}
+			votes[j].add(d, g.quantum)
+		case errors.As(err, &re) && re.Code == wire.CodeTypeMismatch:
+			refused[j] = rpc.Errorf(wire.CodeTypeMismatch, "%s", re.Msg)
 		default:
-			lastErr = a.Err
+			last[j] = err
+		}
+	})
+	for j, i := range ask {
+		d := ds[i]
+		switch {
+		case aerrs[j] != nil:
+			errs[i] = aerrs[j]
+		case refused[j] != nil:
+			errs[i] = refused[j]
+		case oks[j] < w:
+			errs[i] = rpc.Errorf(quorumCode(last[j]), "series %q: could not record its type at %d of %d registry replicas: %v", d.key, w, owners[j], last[j])
+		default:
+			desc := Desc{Type: d.t, Q: d.q}
+			if won, ok := votes[j].winner(); ok {
+				desc.Q = won
+			}
+			g.remember(d.key, desc)
+			descs[i] = desc
 		}
 	}
-	if ok < w {
-		return Desc{}, rpc.Errorf(quorumCode(lastErr), "series %q: could not record its type at %d of %d registry replicas: %v", key, w, len(owners), lastErr)
-	}
-	d := Desc{Type: t, Q: q}
-	if won, ok := votes.winner(); ok {
-		d.Q = won
-	}
-	g.remember(key, d)
-	return d, nil
+	return descs, errs
 }
 
 // lookup asks the registry replicas for a series' type and quantum. One replica's

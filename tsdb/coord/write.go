@@ -26,9 +26,11 @@ import (
 // be stored before the write is acknowledged (the newest quantum a series reaches), and
 // what is told what was stored (rollup marks of late points).
 type writeHooks struct {
-	// prepare readies one series (normalized, checked) at write quorum w, retrying
-	// until deadline while too few replicas are placed; an error fails the series.
-	prepare []func(ctx context.Context, deadline time.Time, p *SeriesPut, opt wire.PutOptions, w int) error
+	// prepareAll readies, all at once, the series of puts that were checked (ready:
+	// their indexes, each with points: its type fixed at the registry, then its catalog
+	// entry and bounds kept), setting res[i].Err of a series it
+	// fails for; it retries until deadline while too few replicas are placed.
+	prepareAll []func(ctx context.Context, deadline time.Time, puts []SeriesPut, ready []int, opt wire.PutOptions, res []SeriesResult, w int)
 	// beside starts, for the series of puts that are ready (res[i].Err == nil), what
 	// goes beside their points; the wait it returns completes it, setting res[i].Err
 	// of a series it failed for (unless set already).
@@ -44,19 +46,7 @@ func nothingToWait([]SeriesResult) {}
 // registerWriteHooks registers the coordinator's own write hooks, in the order they
 // run.
 func (c *Coordinator) registerWriteHooks() {
-	c.hooks.prepare = append(c.hooks.prepare,
-		func(ctx context.Context, deadline time.Time, p *SeriesPut, opt wire.PutOptions, w int) error {
-			q := c.proposeQuantum(p, opt)
-			return c.untilPlaced(ctx, deadline, func() error {
-				_, err := c.types.ensure(ctx, p.Key, p.Points.Type, q, w)
-				return err
-			})
-		},
-		func(ctx context.Context, deadline time.Time, p *SeriesPut, _ wire.PutOptions, w int) error {
-			e := catalog.Entry{Key: p.Key, Type: p.Points.Type}
-			first, last := p.Points.T[0], p.Points.T[p.Points.Len()-1]
-			return c.untilPlaced(ctx, deadline, func() error { return c.noteWrite(ctx, p.Key, e, first, last, w) })
-		})
+	c.hooks.prepareAll = append(c.hooks.prepareAll, c.typesReady, c.noteReady)
 	c.hooks.beside = append(c.hooks.beside,
 		func(ctx context.Context, deadline time.Time, puts []SeriesPut, res []SeriesResult, w int) func([]SeriesResult) {
 			if nm := c.startNewestMany(ctx, deadline, puts, res, w); nm != nil {
@@ -67,6 +57,75 @@ func (c *Coordinator) registerWriteHooks() {
 	if c.rollup != nil {
 		c.hooks.stored = append(c.hooks.stored, c.markManyLate)
 	}
+}
+
+// typesReady fixes the types (and quanta) of the ready series of a write at their
+// registry replicas, all at once (Registry.ensureMany), retrying those that failed for
+// want of placed replicas until deadline.
+func (c *Coordinator) typesReady(ctx context.Context, deadline time.Time, puts []SeriesPut, ready []int, opt wire.PutOptions, res []SeriesResult, w int) {
+	c.untilPlacedEach(ctx, deadline, ready, res, func(pending []int) []error {
+		ds := make([]decl, len(pending))
+		for j, i := range pending {
+			ds[j] = decl{puts[i].Key, puts[i].Points.Type, c.proposeQuantum(&puts[i], opt)}
+		}
+		_, errs := c.types.ensureMany(ctx, ds, w)
+		return errs
+	})
+}
+
+// untilPlacedEach runs step on the series of pending, then again on those it failed
+// for want of placed replicas (untilPlaced), until deadline; each series' error is left
+// in res.
+func (c *Coordinator) untilPlacedEach(ctx context.Context, deadline time.Time, pending []int, res []SeriesResult, step func(pending []int) []error) {
+	// untilPlaced's answer is the last round's: each series' own is in res.
+	_ = c.untilPlaced(ctx, deadline, func() error {
+		var again []int
+		var retry error
+		for j, err := range step(pending) {
+			i := pending[j]
+			res[i].Err = err
+			if err != nil && unavailable(err) {
+				again, retry = append(again, i), err
+			}
+		}
+		pending = again
+		return retry
+	})
+}
+
+// noteReady keeps the catalog entries of the ready series of a write, all at once
+// (noteWrites), retrying those that failed for want of placed replicas until deadline.
+func (c *Coordinator) noteReady(ctx context.Context, deadline time.Time, puts []SeriesPut, ready []int, _ wire.PutOptions, res []SeriesResult, w int) {
+	c.untilPlacedEach(ctx, deadline, ready, res, func(pending []int) []error {
+		reqs := make([]noteReq, len(pending))
+		for j, i := range pending {
+			pts := &puts[i].Points
+			reqs[j] = noteReq{key: puts[i].Key, e: catalog.Entry{Key: puts[i].Key, Type: pts.Type}, minT: pts.T[0], maxT: pts.T[pts.Len()-1],
+				tags: createTags(puts[i].Tags)}
+		}
+		errs, tagged := c.noteWrites(ctx, reqs, w)
+		for j, i := range pending {
+			res[i].Tagged = tagged[j] && reqs[j].tags != nil
+		}
+		return errs
+	})
+}
+
+// createTags are the tags a new series is created with: tags, normalized, or none when
+// they are not valid (the caller then records them apart, and learns why they fail).
+func createTags(tags map[string]string) []catalog.Tag {
+	if len(tags) == 0 {
+		return nil
+	}
+	out := make([]catalog.Tag, 0, len(tags))
+	for k, v := range tags {
+		out = append(out, catalog.Tag{K: k, V: v})
+	}
+	out, err := catalog.NormalizeTags(out)
+	if err != nil {
+		return nil
+	}
+	return out
 }
 
 // proposeQuantum is the quantum a write proposes for its series, should the series be

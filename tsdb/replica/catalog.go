@@ -42,6 +42,13 @@ func RegisterCatalog(srv *rpc.Server, r cluster.Replica) {
 		}
 		return &struct{}{}, r.MergePostings(ctx, catalog.Tag{K: req.K, V: req.V}, wire.ToMembers(req.Members))
 	})
+	cluster.Handle(srv, wire.MethodPostingsMergeMany, func(ctx context.Context, req *wire.PostingsMergeManyReq) (*struct{}, error) {
+		lists, err := req.Decode()
+		if err != nil {
+			return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
+		}
+		return &struct{}{}, r.MergePostingsMany(ctx, lists)
+	})
 	cluster.Handle(srv, wire.MethodPostings, func(ctx context.Context, req *wire.PostingsReq) (*wire.PostingsResp, error) {
 		ms, err := r.Postings(ctx, catalog.Tag{K: req.K, V: req.V}, req.After, req.Limit)
 		if err != nil {
@@ -134,6 +141,28 @@ func (l *Local) MergePostings(_ context.Context, tag catalog.Tag, ms []catalog.M
 		return err
 	}
 	if err := cs.MergePostings(tag, ms); err != nil {
+		return rpc.Errorf(wire.CodeBadInput, "%v", err)
+	}
+	return nil
+}
+
+// MergePostingsMany merges every list in one store commit when the store can
+// (store.PostingsMerger), each list in its own otherwise.
+func (l *Local) MergePostingsMany(_ context.Context, lists []catalog.TagMembers) error {
+	cs, err := l.catalog()
+	if err != nil {
+		return err
+	}
+	pm, batched := cs.(store.PostingsMerger)
+	if batched {
+		err = pm.MergePostingsMany(lists)
+	}
+	for _, tm := range lists {
+		if !batched && err == nil {
+			err = cs.MergePostings(tm.Tag, tm.Members)
+		}
+	}
+	if err != nil {
 		return rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
 	return nil

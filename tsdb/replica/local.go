@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,6 +61,32 @@ func Register(srv *rpc.Server, l *Local) {
 			return nil, err
 		}
 		return cluster.TypeResp(d, true), nil
+	})
+	cluster.Handle(srv, wire.MethodDeclareMany, func(ctx context.Context, req *wire.DeclareManyReq) (*wire.DeclareManyResp, error) {
+		if err := req.Check(); err != nil {
+			return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
+		}
+		keys, ds := make([]string, len(req.Items)), make([]store.Decl, len(req.Items))
+		for i, it := range req.Items {
+			keys[i], ds[i] = it.Key, store.Decl{Type: it.Type, Quantum: quanta.Quantum(it.Quantum), NoQuantum: it.NoQuantum}
+		}
+		out, errs, err := r.DeclareMany(ctx, keys, ds)
+		if err != nil {
+			return nil, err
+		}
+		resp := &wire.DeclareManyResp{Items: make([]wire.TypeResp, len(out)), Codes: make([]string, len(out)), Msgs: make([]string, len(out))}
+		for i := range out {
+			resp.Items[i] = *cluster.TypeResp(out[i], true)
+			if errs[i] != nil {
+				// As the server codes a handler's error: its own code, else internal.
+				resp.Codes[i], resp.Msgs[i] = rpc.CodeInternal, errs[i].Error()
+				var coded interface{ ErrorCode() string }
+				if errors.As(errs[i], &coded) && coded.ErrorCode() != "" {
+					resp.Codes[i] = coded.ErrorCode()
+				}
+			}
+		}
+		return resp, nil
 	})
 	cluster.Handle(srv, wire.MethodType, func(ctx context.Context, req *wire.TypeReq) (*wire.TypeResp, error) {
 		d, ok, err := r.SeriesDecl(ctx, req.Key)
@@ -309,6 +336,26 @@ func (l *Local) DeclareSeries(_ context.Context, key string, d store.Decl) (stor
 	}
 	return have, nil
 }
+
+// DeclareMany declares every series at once, each on a goroutine of its own (a bounded
+// number), so that their commits share the store's disk syncs.
+func (l *Local) DeclareMany(ctx context.Context, keys []string, ds []store.Decl) ([]store.Decl, []error, error) {
+	out, errs := make([]store.Decl, len(keys)), make([]error, len(keys))
+	sem := make(chan struct{}, maxDeclaresAtOnce)
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			out[i], errs[i] = l.DeclareSeries(ctx, k, ds[i])
+		})
+	}
+	wg.Wait()
+	return out, errs, nil
+}
+
+// maxDeclaresAtOnce bounds the declarations of one DeclareMany under way at once.
+const maxDeclaresAtOnce = 64
 
 func (l *Local) SeriesDecl(_ context.Context, key string) (store.Decl, bool, error) {
 	d, ok := l.store.SeriesDecl(key)

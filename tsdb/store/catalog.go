@@ -42,6 +42,15 @@ type EntriesMerger interface {
 	MergeEntries(es []catalog.Entry) ([]catalog.Entry, error)
 }
 
+// PostingsMerger is a Catalog that merges members into many posting lists at the cost
+// of about one: one commit and one disk sync for all. A write's new series post to a
+// list per tag value they carry; one replica request carries them all.
+type PostingsMerger interface {
+	// MergePostingsMany merges each list's members as MergePostings would; all are
+	// stored or, on an error, none.
+	MergePostingsMany(lists []catalog.TagMembers) error
+}
+
 // EntriesGetter is a Catalog that reads many entries at the cost of about a few: a
 // coordinator readying many new series asks for their entries at once.
 type EntriesGetter interface {

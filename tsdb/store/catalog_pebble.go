@@ -1,11 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/cockroachdb/pebble"
 
@@ -288,12 +288,45 @@ func (p *Pebble) entryBatch(after string) ([]catalog.Entry, error) {
 }
 
 // MergePostings implements Catalog.
-func (p *Pebble) MergePostings(tag catalog.Tag, members []catalog.Member) (err error) {
-	if err := checkMembers(tag, members); err != nil {
-		return err
+func (p *Pebble) MergePostings(tag catalog.Tag, members []catalog.Member) error {
+	return p.MergePostingsMany([]catalog.TagMembers{{Tag: tag, Members: members}})
+}
+
+// MergePostingsMany implements PostingsMerger: every list's members looked up at once
+// (lookupMany) and merged in one batch, one commit and one sync.
+func (p *Pebble) MergePostingsMany(lists []catalog.TagMembers) (err error) {
+	type posting struct {
+		key []byte
+		m   catalog.Member
 	}
-	if len(members) == 0 {
+	var all []posting
+	for _, l := range lists {
+		if err := checkMembers(l.Tag, l.Members); err != nil {
+			return err
+		}
+		prefix := postingPrefix(l.Tag)
+		for _, m := range l.Members {
+			all = append(all, posting{append(prefix[:len(prefix):len(prefix)], m.Key...), m})
+		}
+	}
+	if len(all) == 0 {
 		return nil
+	}
+	// In key order (lookupMany), each key once: the merge of its states, as merging
+	// them one after another would leave it (a tag may come in more than one list).
+	slices.SortStableFunc(all, func(a, b posting) int { return bytes.Compare(a.key, b.key) })
+	keys := make([][]byte, 0, len(all))
+	members := make([]catalog.Member, 0, len(all))
+	for _, x := range all {
+		if n := len(keys); n > 0 && bytes.Equal(keys[n-1], x.key) {
+			members[n-1] = catalog.MergeMember(members[n-1], x.m)
+			continue
+		}
+		keys, members = append(keys, x.key), append(members, x.m)
+	}
+	what := "postings of " + lists[0].Tag.String()
+	if len(lists) > 1 {
+		what = fmt.Sprintf("postings of %d tags", len(lists))
 	}
 	if !p.enter() {
 		return ErrClosed
@@ -307,14 +340,7 @@ func (p *Pebble) MergePostings(tag catalog.Tag, members []catalog.Member) (err e
 	p.catMu.Lock()
 	defer p.catMu.Unlock()
 	if err := errors.Join(p.failure(), p.space.check()); err != nil {
-		return fmt.Errorf("store: postings of %s: %w", tag, err)
-	}
-	prefix := postingPrefix(tag)
-	members = sortedMembers(members)
-	// Many members (a write's new series, coalesced) are looked up at once (lookupMany).
-	keys := make([][]byte, len(members))
-	for i, m := range members {
-		keys[i] = append(prefix[:len(prefix):len(prefix)], m.Key...)
+		return fmt.Errorf("store: %s: %w", what, err)
 	}
 	b := p.db.NewBatch()
 	defer b.Close()
@@ -338,26 +364,9 @@ func (p *Pebble) MergePostings(tag catalog.Tag, members []catalog.Member) (err e
 		return nil
 	}
 	if err := p.commitLater(b); err != nil {
-		return fmt.Errorf("store: postings of %s: %w", tag, err)
+		return fmt.Errorf("store: %s: %w", what, err)
 	}
 	return nil
-}
-
-// sortedMembers returns members sorted by key, each key once: the merge of its states
-// (catalog.MergeMember), as merging them one after another would leave it.
-func sortedMembers(members []catalog.Member) []catalog.Member {
-	out := slices.Clone(members)
-	slices.SortStableFunc(out, func(a, b catalog.Member) int { return strings.Compare(a.Key, b.Key) })
-	n := 0
-	for i, m := range out {
-		if i > 0 && m.Key == out[n-1].Key {
-			out[n-1] = catalog.MergeMember(out[n-1], m)
-			continue
-		}
-		out[n] = m
-		n++
-	}
-	return out[:n]
 }
 
 // Postings implements Catalog.

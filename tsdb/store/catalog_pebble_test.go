@@ -143,3 +143,55 @@ func TestPebbleMergeEntriesAsOneByOne(t *testing.T) {
 		}
 	}
 }
+
+// MergePostingsMany leaves every list as merging each list one by one would (a tag in
+// two lists, a member named twice), stores nothing of a call it refuses, and what it
+// stored survives a reopen.
+func TestPebbleMergePostingsManyAsOneByOne(t *testing.T) {
+	dir := t.TempDir()
+	o := testOptions(SyncAlways)
+	p := openTest(t, dir, o)
+	m := NewMem()
+	defer m.Close()
+	a, b := catalog.Tag{K: "bus", V: "1"}, catalog.Tag{K: "bus", V: "2"}
+	lists := []catalog.TagMembers{
+		{Tag: a, Members: []catalog.Member{{Key: "x", Version: 5}, {Key: "y", Version: 2}}},
+		{Tag: b, Members: []catalog.Member{{Key: "x", Version: 1}}},
+		{Tag: a, Members: []catalog.Member{{Key: "x", Version: 3}, {Key: "y", Version: 4, Removed: true}, {Key: "z", Version: 1}}},
+	}
+	if err := p.MergePostingsMany(lists); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lists {
+		if err := m.MergePostings(l.Tag, l.Members); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := []catalog.TagMembers{{Tag: b, Members: []catalog.Member{{Key: "w", Version: 1}}}, {Tag: catalog.Tag{K: "", V: "v"}, Members: []catalog.Member{{Key: "w", Version: 1}}}}
+	if err := p.MergePostingsMany(bad); err == nil {
+		t.Fatal("MergePostingsMany took an invalid tag")
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p = openTest(t, dir, o)
+	defer p.Close()
+	for _, tag := range []catalog.Tag{a, b} {
+		got, err := p.Postings(tag, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := m.Postings(tag, "", 100)
+		if len(got) != len(want) {
+			t.Fatalf("%s: %v, one by one %v", tag, got, want)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%s: %v, one by one %v", tag, got, want)
+			}
+		}
+	}
+	if got, _ := p.Postings(a, "", 100); len(got) != 3 || got[0].Version != 5 || !got[1].Removed {
+		t.Fatalf("%s: %v: want x at 5, y removed at 4, z", a, got)
+	}
+}

@@ -18,6 +18,12 @@ const (
 	// MethodPostingsMerge merges members into a tag's posting list on one of its
 	// replicas: PostingsMergeReq → an empty map.
 	MethodPostingsMerge = "tsdb.postings.merge"
+	// MethodPostingsMergeMany merges members into many posting lists on one replica,
+	// all in one store commit: PostingsMergeManyReq → an empty map. A write's new
+	// series post to a list per tag value they carry; one request per replica carries
+	// them all. A replica that does not know it answers rpc.CodeUnknownMethod, and the
+	// caller sends each list alone (MethodPostingsMerge).
+	MethodPostingsMergeMany = "tsdb.postings.mergemany"
 	// MethodPostings reads a page of a tag's posting list: PostingsReq → PostingsResp.
 	MethodPostings = "tsdb.postings"
 	// MethodDeleteRange deletes points of shards on a replica and records tombstones:
@@ -88,6 +94,39 @@ type PostingsMergeReq struct {
 	K       string   `msgpack:"tk"`
 	V       string   `msgpack:"tv"`
 	Members []Member `msgpack:"m"`
+}
+
+// PostingsMergeManyReq carries members for many posting lists (MethodPostingsMergeMany):
+// at most MaxEntriesPerRequest members in all.
+type PostingsMergeManyReq struct {
+	Lists []PostingsMergeReq `msgpack:"l"`
+}
+
+// EncodePostingsMergeMany returns lists as a request.
+func EncodePostingsMergeMany(lists []catalog.TagMembers) *PostingsMergeManyReq {
+	req := &PostingsMergeManyReq{Lists: make([]PostingsMergeReq, len(lists))}
+	for i, l := range lists {
+		req.Lists[i] = PostingsMergeReq{K: l.Tag.K, V: l.Tag.V, Members: FromMembers(l.Members)}
+	}
+	return req
+}
+
+// Decode returns the request's lists, refusing more than MaxEntriesPerRequest members
+// in all (what the caller should do: send fewer lists per request).
+func (r *PostingsMergeManyReq) Decode() ([]catalog.TagMembers, error) {
+	n := 0
+	for _, l := range r.Lists {
+		n += len(l.Members)
+	}
+	if n > MaxEntriesPerRequest || len(r.Lists) > MaxEntriesPerRequest {
+		return nil, fmt.Errorf("%d members in %d posting lists in one request; at most %d: send fewer at a time",
+			n, len(r.Lists), MaxEntriesPerRequest)
+	}
+	out := make([]catalog.TagMembers, len(r.Lists))
+	for i, l := range r.Lists {
+		out[i] = catalog.TagMembers{Tag: catalog.Tag{K: l.K, V: l.V}, Members: ToMembers(l.Members)}
+	}
+	return out, nil
 }
 
 // PostingsReq asks for up to Limit members of tag K=V with keys after After.
