@@ -467,44 +467,13 @@ func (c *Coordinator) Series(ctx context.Context, q catalog.Query) ([]catalog.En
 // to a few hundred bytes) stays well inside a frame.
 const entriesPerRead = 2000
 
-// entries reads the entries of many series: one request per registry replica, merged.
+// entries reads the entries of many series: one request per registry replica, merged;
+// it fails only when no replica answered.
 func (c *Coordinator) entries(ctx context.Context, keys []string) ([]catalog.Entry, error) {
-	read, err := c.readEntries(ctx, keys)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]catalog.Entry, 0, len(read.byKey))
-	for _, k := range keys {
-		if e, ok := read.byKey[k]; ok {
-			out = append(out, e)
-		}
-	}
-	return out, nil
-}
-
-// entriesRead is what readEntries read: the merged entry of each key some registry
-// replica holds, and for each key how many of its registry replicas answered of how
-// many were asked.
-type entriesRead struct {
-	byKey            map[string]catalog.Entry
-	answered, owners map[string]int
-}
-
-// atQuorum reports whether key's entry (or its absence) was read from a read quorum
-// r of its registry replicas (all of them, when fewer).
-func (e *entriesRead) atQuorum(key string, r int) bool {
-	return e.answered[key] >= min(r, e.owners[key])
-}
-
-// readEntries reads the entries of many series: one request per registry replica,
-// merged; it fails only when no replica answered.
-func (c *Coordinator) readEntries(ctx context.Context, keys []string) (*entriesRead, error) {
 	type owned struct {
 		peers []dht.Peer
 		key   string
 	}
-	read := &entriesRead{byKey: make(map[string]catalog.Entry, len(keys)), answered: make(map[string]int, len(keys)),
-		owners: make(map[string]int, len(keys))}
 	var work []owned
 	for _, k := range keys {
 		peers, err := c.place.Locate(ctx, quanta.KeyID(k), c.cfg.RF)
@@ -512,7 +481,6 @@ func (c *Coordinator) readEntries(ctx context.Context, keys []string) (*entriesR
 			return nil, rpc.Errorf(wire.CodeUnavailable, "catalog entry of %q: %v", k, err)
 		}
 		work = append(work, owned{peers, k})
-		read.owners[k] = len(peers)
 	}
 	batches := cluster.GroupByPeer(func(yield func(dht.Peer, string) bool) {
 		for _, o := range work {
@@ -526,6 +494,7 @@ func (c *Coordinator) readEntries(ctx context.Context, keys []string) (*entriesR
 	answers := cluster.FanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[string]) ([]catalog.Entry, error) {
 		return c.replicas.For(b.Peer).Entries(ctx, b.Items)
 	})
+	byKey := make(map[string]catalog.Entry, len(keys))
 	failed := 0
 	var lastErr error
 	for range batches {
@@ -535,20 +504,23 @@ func (c *Coordinator) readEntries(ctx context.Context, keys []string) (*entriesR
 			lastErr = a.Err
 			continue
 		}
-		for _, k := range a.Batch.Items {
-			read.answered[k]++
-		}
 		for _, e := range a.Resp {
-			if old, ok := read.byKey[e.Key]; ok {
+			if old, ok := byKey[e.Key]; ok {
 				e = catalog.Merge(old, e)
 			}
-			read.byKey[e.Key] = e
+			byKey[e.Key] = e
 		}
 	}
 	if failed == len(batches) && len(batches) > 0 {
 		return nil, rpc.Errorf(wire.CodeUnavailable, "catalog: no registry replica answered: %v", lastErr)
 	}
-	return read, nil
+	out := make([]catalog.Entry, 0, len(byKey))
+	for _, k := range keys {
+		if e, ok := byKey[k]; ok {
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }
 
 // Delete deletes a series' points with from <= t < to, or (whole) the series: its

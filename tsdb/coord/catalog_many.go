@@ -93,6 +93,11 @@ func eachAnswer[Out any](batches []*cluster.PeerBatch[int], answers <-chan clust
 // readEntriesQuorum reads the entries of keys from their registry replicas, merged per key;
 // found[i] says whether any replica holds keys[i]. A read quorum must answer for each.
 func (c *Coordinator) readEntriesQuorum(ctx context.Context, keys []string) (merged []catalog.Entry, found []bool, errs []error) {
+	return c.readEntriesAt(ctx, keys, c.cfg.ReadQuorum)
+}
+
+// readEntriesAt is readEntriesQuorum with a read quorum of r.
+func (c *Coordinator) readEntriesAt(ctx context.Context, keys []string, r int) (merged []catalog.Entry, found []bool, errs []error) {
 	n := len(keys)
 	merged, found, errs = make([]catalog.Entry, n), make([]bool, n), make([]error, n)
 	owners, oks, last := make([]int, n), make([]int, n), make([]error, n)
@@ -124,7 +129,7 @@ func (c *Coordinator) readEntriesQuorum(ctx context.Context, keys []string) (mer
 		}
 	})
 	for i := range keys {
-		if need := min(c.cfg.ReadQuorum, owners[i]); errs[i] == nil && oks[i] < need {
+		if need := min(r, owners[i]); errs[i] == nil && oks[i] < need {
 			errs[i] = rpc.Errorf(wire.CodeUnavailable, "catalog entry of %q: %d of %d registry replicas answered, %d needed: %v",
 				keys[i], oks[i], owners[i], need, last[i])
 		}

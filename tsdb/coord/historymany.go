@@ -40,21 +40,17 @@ func (c *Coordinator) HistoryMany(ctx context.Context, items []SeriesRange, opt 
 		keys[i] = it.Key
 	}
 	out := make([]ManyResult, len(items))
-	read, err := c.readEntries(ctx, keys)
-	if err != nil {
-		return nil, err
-	}
+	entries, found, errs := c.readEntriesAt(ctx, keys, r)
 	// The series the entries say may hold points in their ranges, and their quanta
 	// (looked up as GetMany would, which then finds them cached).
 	p := &manyPlan{descs: make([]Desc, len(items)), errs: make([]error, len(items))}
 	for i, it := range items {
-		e, found := read.byKey[it.Key]
+		e := &entries[i]
 		switch {
-		case !read.atQuorum(it.Key, r):
-			p.errs[i] = rpc.Errorf(wire.CodeUnavailable, "catalog entry of %q: %d of %d registry replicas answered, %d needed",
-				it.Key, read.answered[it.Key], read.owners[it.Key], min(r, read.owners[it.Key]))
-			out[i].Err = p.errs[i]
-		case !found || !e.Live() || !e.HasBounds || it.From >= it.To:
+		case errs[i] != nil:
+			p.errs[i] = errs[i]
+			out[i].Err = errs[i]
+		case !found[i] || !e.Live() || !e.HasBounds || it.From >= it.To:
 			p.errs[i] = errNothing // no points: nothing to look up
 		}
 	}
@@ -74,7 +70,7 @@ func (c *Coordinator) HistoryMany(ctx context.Context, items []SeriesRange, opt 
 		}
 		out[i].Points.Type = p.descs[i].Type
 		q := p.descs[i].Q
-		lo, _, hi := c.searchRange(read.byKey[it.Key], q, it.From, it.To, now)
+		lo, _, hi := c.searchRange(entries[i], q, it.From, it.To, now)
 		switch {
 		case lo >= hi:
 		case (q.Start(hi-1)-q.Start(lo))/int64(q) >= historyManyQuanta:
