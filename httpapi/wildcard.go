@@ -21,6 +21,7 @@ import (
 // fieldMapper is influxql.FieldMapper over the catalog's series of one database.
 type fieldMapper struct {
 	ctx context.Context
+	h   *Handler
 	eng Engine
 	db  string
 
@@ -49,13 +50,7 @@ func (f *fieldMapper) inShardGroups(in SeriesInfo) bool {
 	if !in.HasBounds {
 		return true
 	}
-	lo, hi := f.from, f.to
-	if lo != math.MinInt64 {
-		lo = time.Unix(0, lo).UTC().Truncate(shardGroup).UnixNano()
-	}
-	if hi != math.MaxInt64 && hi > math.MinInt64 {
-		hi = time.Unix(0, hi-1).UTC().Truncate(shardGroup).Add(shardGroup).UnixNano()
-	}
+	lo, hi := shardGroupRange(f.from, f.to) // shape.go
 	return in.Last >= lo && in.First < hi
 }
 
@@ -71,6 +66,14 @@ func (f *fieldMapper) FieldDimensions(m *influxql.Measurement) (map[string]influ
 	}
 	if f.fields != nil && f.meas == db+"\x00"+m.Name {
 		return copyTypes(f.fields), copySet(f.dims), nil
+	}
+	// The measurement's shape, when the catalog answers one: its fields without its series.
+	if sh, ok, err := f.h.shape(f.ctx, db, m.Name); err != nil {
+		return nil, nil, fmt.Errorf("expanding the fields of %s: %w", m.Name, err)
+	} else if ok {
+		fields, dims := shapeDimensions(sh, m.Name, f.from, f.to)
+		f.meas, f.fields, f.dims, f.infos = db+"\x00"+m.Name, fields, dims, nil
+		return copyTypes(fields), copySet(dims), nil
 	}
 	infos, err := f.eng.Series(f.ctx, SeriesQuery{
 		Match:  map[string]string{TagDB: db, TagMeasurement: m.Name},
@@ -162,7 +165,7 @@ func (h *Handler) expandListing(ctx context.Context, s *influxql.SelectStatement
 	if err != nil {
 		return nil, nil, err
 	}
-	fm := &fieldMapper{ctx: ctx, eng: h.eng, db: db, from: math.MinInt64, to: math.MaxInt64}
+	fm := &fieldMapper{ctx: ctx, h: h, eng: h.eng, db: db, from: math.MinInt64, to: math.MaxInt64}
 	if !tr.Min.IsZero() {
 		fm.from = tr.Min.UnixNano()
 	}
