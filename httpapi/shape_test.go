@@ -167,24 +167,9 @@ func BenchmarkStarOfOneHost(b *testing.B) {
 	base := time.Now().Add(-5 * time.Hour).Truncate(time.Hour)
 	writeLines(b, "benchstar", tsbsLines(base, 200, 6))
 	rng := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Format(time.RFC3339), base.Add(time.Minute).Format(time.RFC3339))
-	for _, c := range []struct{ name, q string }{
+	benchQueries(b, "benchstar", []benchQuery{ // fieldcond_test.go
 		{"high-cpu-1", "SELECT * FROM cpu WHERE usage_user > 60.0 AND " + rng + " AND hostname = 'host_1'"},
 		{"star-1", "SELECT * FROM cpu WHERE hostname = 'host_7' AND " + rng},
 		{"show-field-keys", "SHOW FIELD KEYS"},
-	} {
-		b.Run(c.name, func(b *testing.B) {
-			u := srvURL + "/query?" + url.Values{"db": {"benchstar"}, "q": {c.q}}.Encode()
-			for i := 0; i < b.N; i++ {
-				resp, err := http.Get(u)
-				if err != nil {
-					b.Fatal(err)
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"values"`) {
-					b.Fatalf("%s: %d %s", c.q, resp.StatusCode, body)
-				}
-			}
-		})
-	}
+	})
 }

@@ -18,12 +18,26 @@ import (
 // dashboard, which ask for the same measurements' fields again and again, cost a map
 // lookup each while nothing is written to the catalog.
 
-// maxCachedShapes bounds the shapes a replica keeps; past it, it starts over.
-const maxCachedShapes = 64
+// maxCachedShapes and maxCachedShapeRows bound the shapes a replica keeps and their
+// fields and tag keys all told (a few MB at most); past either, it starts over.
+const (
+	maxCachedShapes    = 64
+	maxCachedShapeRows = 16384
+)
 
 type shapeCache struct {
 	mu     sync.Mutex
 	shapes map[catalog.ShapeQuery]cachedShape
+	rows   int // fields and tag keys of the shapes kept
+}
+
+// shapeRows is what a shape counts against maxCachedShapeRows.
+func shapeRows(s catalog.Shape) int {
+	n := len(s.Fields)
+	for _, ks := range s.TagKeys {
+		n += len(ks)
+	}
+	return n
 }
 
 type cachedShape struct {
@@ -41,10 +55,16 @@ func (c *shapeCache) get(q catalog.ShapeQuery, version uint64) (catalog.Shape, b
 func (c *shapeCache) put(q catalog.ShapeQuery, version uint64, s catalog.Shape) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.shapes == nil || len(c.shapes) >= maxCachedShapes {
-		c.shapes = make(map[catalog.ShapeQuery]cachedShape)
+	n := shapeRows(s)
+	if old, ok := c.shapes[q]; ok {
+		c.rows -= shapeRows(old.shape)
+		delete(c.shapes, q)
+	}
+	if c.shapes == nil || len(c.shapes) >= maxCachedShapes || c.rows+n > maxCachedShapeRows {
+		c.shapes, c.rows = make(map[catalog.ShapeQuery]cachedShape), 0
 	}
 	c.shapes[q] = cachedShape{version, s}
+	c.rows += n
 }
 
 // shapeCheckEvery is how many entries a shape's scan reads between looks at its context.
