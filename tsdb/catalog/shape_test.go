@@ -16,6 +16,7 @@ import (
 // and there; some dead, some of database "other", some without a measurement tag.
 func shapeEntries(r *rand.Rand, n int) []Entry {
 	var out []Entry
+	seen := map[string]bool{} // a key has one entry (replicas' copies merge into it)
 	for i := 0; i < n; i++ {
 		db := "db"
 		if r.Intn(10) == 0 {
@@ -32,6 +33,10 @@ func shapeEntries(r *rand.Rand, n int) []Entry {
 		host := fmt.Sprintf("h%d", r.Intn(20))
 		e := Entry{Key: fmt.Sprintf("%s/%s,host=%s#%s", db, m, host, f), Type: typ, Created: 1,
 			Tags: []Tag{{TagDB, db}, {TagField, f}, {TagMeasurement, m}, {"host", host}}}
+		if seen[e.Key] {
+			continue
+		}
+		seen[e.Key] = true
 		if r.Intn(3) == 0 {
 			e.Tags = append(e.Tags, Tag{"rack", "r1"})
 		}
