@@ -70,6 +70,12 @@ func shapeCases(base time.Time) []string {
 		"SHOW FIELD KEYS FROM /^[mn]$/",
 		"SELECT * FROM m WHERE " + rng,
 		"SELECT * FROM m WHERE " + rng + " GROUP BY *",
+		// A tag pinned: the fields from the shape, the series of the tag listed.
+		"SELECT * FROM m WHERE host = 'a' AND " + rng,
+		"SELECT * FROM m WHERE host = 'b' AND x > 105 AND " + rng,
+		"SELECT * FROM m WHERE host = 'c' AND " + rng,
+		"SELECT *::field FROM m WHERE host = 'b' AND " + rng,
+		"SELECT max(*) FROM m WHERE host = 'a' AND " + rng + " GROUP BY *",
 		"SELECT *::field FROM m WHERE " + rng,
 		"SELECT count(*) FROM m WHERE " + rng,
 		"SELECT * FROM m, n WHERE " + rng + " LIMIT 3",

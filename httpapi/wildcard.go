@@ -30,6 +30,10 @@ type fieldMapper struct {
 	// weeks (by the catalog's bounds) is left out.
 	from, to int64
 
+	// listAll says that the statement's plan lists every series of the measurement
+	// (expandListing): the fields are taken from that listing, not from the shape.
+	listAll bool
+
 	meas   string
 	fields map[string]influxql.DataType
 	dims   map[string]struct{}
@@ -67,13 +71,18 @@ func (f *fieldMapper) FieldDimensions(m *influxql.Measurement) (map[string]influ
 	if f.fields != nil && f.meas == db+"\x00"+m.Name {
 		return copyTypes(f.fields), copySet(f.dims), nil
 	}
-	// The measurement's shape, when the catalog answers one: its fields without its series.
-	if sh, ok, err := f.h.shape(f.ctx, db, m.Name); err != nil {
-		return nil, nil, fmt.Errorf("expanding the fields of %s: %w", m.Name, err)
-	} else if ok {
-		fields, dims := shapeDimensions(sh, m.Name, f.from, f.to)
-		f.meas, f.fields, f.dims, f.infos = db+"\x00"+m.Name, fields, dims, nil
-		return copyTypes(fields), copySet(dims), nil
+	// The measurement's shape, when the catalog answers one: its fields without its
+	// series. Unless the plan lists every series of it anyway (listAll).
+	if !f.listAll {
+		sh, ok, err := f.h.shape(f.ctx, db, m.Name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("expanding the fields of %s: %w", m.Name, err)
+		}
+		if ok {
+			fields, dims := shapeDimensions(sh, m.Name, f.from, f.to)
+			f.meas, f.fields, f.dims, f.infos = db+"\x00"+m.Name, fields, dims, nil
+			return copyTypes(fields), copySet(dims), nil
+		}
 	}
 	infos, err := f.eng.Series(f.ctx, SeriesQuery{
 		Match:  map[string]string{TagDB: db, TagMeasurement: m.Name},
@@ -151,21 +160,28 @@ var errNoFields = errors.New("the wildcards name no field")
 // expandWildcards rewrites a SELECT's wildcards and regular expressions into the
 // fields and tags they name; a statement without any is returned as it is.
 func (h *Handler) expandWildcards(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) (*influxql.SelectStatement, error) {
-	out, _, err := h.expandListing(ctx, s, db, now)
+	out, _, err := h.expandListing(ctx, s, db, now, false)
 	return out, err
 }
 
 // expandListing is expandWildcards, and the field mapper that listed the measurement's
-// series for it (nil without wildcards), whose listing the statement's plan reuses.
-func (h *Handler) expandListing(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) (*influxql.SelectStatement, *fieldMapper, error) {
+// series for it (nil without wildcards), whose listing the statement's plan reuses
+// (reuse). A statement whose condition pins no tag lists every series of the
+// measurement anyway: its wildcards are expanded from that listing, read once. One
+// that pins a tag (hostname = 'host_1') lists only that tag's series, and its wildcards
+// are expanded from the measurement's shape.
+func (h *Handler) expandListing(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time, reuse bool) (*influxql.SelectStatement, *fieldMapper, error) {
 	if !s.HasFieldWildcard() && !s.HasDimensionWildcard() {
 		return s, nil, nil
 	}
-	_, tr, err := influxql.ConditionExpr(s.Condition, &influxql.NowValuer{Now: now})
+	cond, tr, err := influxql.ConditionExpr(s.Condition, &influxql.NowValuer{Now: now})
 	if err != nil {
 		return nil, nil, err
 	}
 	fm := &fieldMapper{ctx: ctx, h: h, eng: h.eng, db: db, from: math.MinInt64, to: math.MaxInt64}
+	if eq, _, err := splitCondition(cond); reuse && err == nil && len(eq) == 0 {
+		fm.listAll = true
+	}
 	if !tr.Min.IsZero() {
 		fm.from = tr.Min.UnixNano()
 	}
