@@ -180,13 +180,22 @@ func BenchmarkHighCPU(b *testing.B) {
 	base := time.Now().Add(-5 * time.Hour).Truncate(time.Hour)
 	writeLines(b, "benchwhere", tsbsLines(base, 20, 720))
 	rng := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Format(time.RFC3339), base.Add(2*time.Hour).Format(time.RFC3339))
-	for _, c := range []struct{ name, q string }{
+	benchQueries(b, "benchwhere", []benchQuery{
 		{"high-cpu-all", "SELECT * FROM cpu WHERE usage_user > 90.0 AND " + rng},
 		{"high-cpu-1", "SELECT * FROM cpu WHERE usage_user > 90.0 AND " + rng + " AND hostname = 'host_1'"},
 		{"select-all", "SELECT * FROM cpu WHERE " + rng},
-	} {
+	})
+}
+
+// benchQuery is one query a benchmark asks, by name.
+type benchQuery struct{ name, q string }
+
+// benchQueries runs a sub-benchmark per query, asked of database db on the package's
+// server, each answer wanted whole and OK.
+func benchQueries(b *testing.B, db string, qs []benchQuery) {
+	for _, c := range qs {
 		b.Run(c.name, func(b *testing.B) {
-			u := srvURL + "/query?" + url.Values{"db": {"benchwhere"}, "q": {c.q}}.Encode()
+			u := srvURL + "/query?" + url.Values{"db": {db}, "q": {c.q}}.Encode()
 			for i := 0; i < b.N; i++ {
 				resp, err := http.Get(u)
 				if err != nil {

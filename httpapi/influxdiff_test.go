@@ -348,4 +348,12 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 			}
 		})
 	}
+	// A measurement's fields and tag keys (the catalog's shape), before and after one
+	// host's series are dropped, its own tag key with them (shape_test.go).
+	t.Run("shape before and after a drop", func(t *testing.T) {
+		writeBoth(t, urls, "gone", shapeLines(base))
+		compareShapes(t, urls, "gone", base, "before the drop")
+		dropHost(t, urls, "gone", "c")
+		compareShapes(t, urls, "gone", base, "after the drop")
+	})
 }

@@ -83,7 +83,7 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 	if db == "" {
 		return nil, errDatabaseRequired
 	}
-	s, fm, err := h.expandListing(ctx, s, db, now)
+	s, fm, err := h.expandListing(ctx, s, db, now, true)
 	if err != nil {
 		return nil, err
 	}

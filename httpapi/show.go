@@ -46,6 +46,19 @@ func (h *Handler) execShow(ctx context.Context, stmt influxql.Statement, db stri
 	if db == "" {
 		return nil, errors.New("database name required: add db=NAME to the request or ON db to the statement")
 	}
+	if _, fieldKeys := stmt.(*influxql.ShowFieldKeysStatement); fieldKeys {
+		// From the database's shape, when the catalog answers one (shape.go).
+		sh, ok, err := h.shape(ctx, db, "")
+		if err != nil {
+			return nil, fmt.Errorf("SHOW FIELD KEYS: %w", err)
+		}
+		if ok {
+			if sh.Series == 0 {
+				return nil, fmt.Errorf("database not found: %s", db)
+			}
+			return fieldKeyRows(shapeFieldKeys(sh, sources)), nil
+		}
+	}
 	infos, err := h.eng.Series(ctx, SeriesQuery{Match: map[string]string{TagDB: db}, Prefix: db + "/"})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", strings.SplitN(stmt.String(), " WHERE", 2)[0], err)
@@ -138,19 +151,14 @@ func (h *Handler) execShow(ctx context.Context, stmt influxql.Statement, db stri
 		}
 		return rows, nil
 	case *influxql.ShowFieldKeysStatement:
-		var rows []*row
+		fields := map[string]map[string]string{}
 		for _, m := range measurements {
-			fields := map[string]string{}
+			fields[m] = map[string]string{}
 			for _, in := range byMeas[m] {
-				fields[in.Tags[TagField]] = influxType(in.Type)
+				fields[m][in.Tags[TagField]] = influxType(in.Type)
 			}
-			r := &row{Name: m, Columns: []string{"fieldKey", "fieldType"}}
-			for _, f := range sortedKeys(fields) {
-				r.Values = append(r.Values, []any{f, fields[f]})
-			}
-			rows = append(rows, r)
 		}
-		return rows, nil
+		return fieldKeyRows(fields), nil
 	case *influxql.ShowSeriesStatement:
 		set := map[string]bool{}
 		for _, in := range kept {
@@ -177,6 +185,20 @@ func (h *Handler) execShow(ctx context.Context, stmt influxql.Statement, db stri
 		return []*row{listRow("", "key", sortedSet(set))}, nil
 	}
 	return nil, fmt.Errorf("%s is not supported", stmt)
+}
+
+// fieldKeyRows returns SHOW FIELD KEYS' rows: per measurement, in the order of their
+// names, its fields' names and types (fields: measurement → field → type).
+func fieldKeyRows(fields map[string]map[string]string) []*row {
+	var rows []*row
+	for _, m := range sortedKeys(fields) {
+		r := &row{Name: m, Columns: []string{"fieldKey", "fieldType"}}
+		for _, f := range sortedKeys(fields[m]) {
+			r.Values = append(r.Values, []any{f, fields[m][f]})
+		}
+		rows = append(rows, r)
+	}
+	return rows
 }
 
 // tagKeyFilter returns which tag keys SHOW TAG VALUES WITH KEY … selects.
@@ -236,7 +258,7 @@ func sortedSet(set map[string]bool) []string {
 	return out
 }
 
-func sortedKeys(m map[string]string) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)

@@ -21,6 +21,7 @@ import (
 // fieldMapper is influxql.FieldMapper over the catalog's series of one database.
 type fieldMapper struct {
 	ctx context.Context
+	h   *Handler
 	eng Engine
 	db  string
 
@@ -28,6 +29,10 @@ type fieldMapper struct {
 	// shard groups a range meets, a field none of whose series was written in those
 	// weeks (by the catalog's bounds) is left out.
 	from, to int64
+
+	// listAll says that the statement's plan lists every series of the measurement
+	// (expandListing): the fields are taken from that listing, not from the shape.
+	listAll bool
 
 	meas   string
 	fields map[string]influxql.DataType
@@ -49,13 +54,7 @@ func (f *fieldMapper) inShardGroups(in SeriesInfo) bool {
 	if !in.HasBounds {
 		return true
 	}
-	lo, hi := f.from, f.to
-	if lo != math.MinInt64 {
-		lo = time.Unix(0, lo).UTC().Truncate(shardGroup).UnixNano()
-	}
-	if hi != math.MaxInt64 && hi > math.MinInt64 {
-		hi = time.Unix(0, hi-1).UTC().Truncate(shardGroup).Add(shardGroup).UnixNano()
-	}
+	lo, hi := shardGroupRange(f.from, f.to) // shape.go
 	return in.Last >= lo && in.First < hi
 }
 
@@ -71,6 +70,19 @@ func (f *fieldMapper) FieldDimensions(m *influxql.Measurement) (map[string]influ
 	}
 	if f.fields != nil && f.meas == db+"\x00"+m.Name {
 		return copyTypes(f.fields), copySet(f.dims), nil
+	}
+	// The measurement's shape, when the catalog answers one: its fields without its
+	// series. Unless the plan lists every series of it anyway (listAll).
+	if !f.listAll {
+		sh, ok, err := f.h.shape(f.ctx, db, m.Name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("expanding the fields of %s: %w", m.Name, err)
+		}
+		if ok {
+			fields, dims := shapeDimensions(sh, m.Name, f.from, f.to)
+			f.meas, f.fields, f.dims, f.infos = db+"\x00"+m.Name, fields, dims, nil
+			return copyTypes(fields), copySet(dims), nil
+		}
 	}
 	infos, err := f.eng.Series(f.ctx, SeriesQuery{
 		Match:  map[string]string{TagDB: db, TagMeasurement: m.Name},
@@ -148,21 +160,28 @@ var errNoFields = errors.New("the wildcards name no field")
 // expandWildcards rewrites a SELECT's wildcards and regular expressions into the
 // fields and tags they name; a statement without any is returned as it is.
 func (h *Handler) expandWildcards(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) (*influxql.SelectStatement, error) {
-	out, _, err := h.expandListing(ctx, s, db, now)
+	out, _, err := h.expandListing(ctx, s, db, now, false)
 	return out, err
 }
 
 // expandListing is expandWildcards, and the field mapper that listed the measurement's
-// series for it (nil without wildcards), whose listing the statement's plan reuses.
-func (h *Handler) expandListing(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time) (*influxql.SelectStatement, *fieldMapper, error) {
+// series for it (nil without wildcards), whose listing the statement's plan reuses
+// (reuse). A statement whose condition pins no tag lists every series of the
+// measurement anyway: its wildcards are expanded from that listing, read once. One
+// that pins a tag (hostname = 'host_1') lists only that tag's series, and its wildcards
+// are expanded from the measurement's shape.
+func (h *Handler) expandListing(ctx context.Context, s *influxql.SelectStatement, db string, now time.Time, reuse bool) (*influxql.SelectStatement, *fieldMapper, error) {
 	if !s.HasFieldWildcard() && !s.HasDimensionWildcard() {
 		return s, nil, nil
 	}
-	_, tr, err := influxql.ConditionExpr(s.Condition, &influxql.NowValuer{Now: now})
+	cond, tr, err := influxql.ConditionExpr(s.Condition, &influxql.NowValuer{Now: now})
 	if err != nil {
 		return nil, nil, err
 	}
-	fm := &fieldMapper{ctx: ctx, eng: h.eng, db: db, from: math.MinInt64, to: math.MaxInt64}
+	fm := &fieldMapper{ctx: ctx, h: h, eng: h.eng, db: db, from: math.MinInt64, to: math.MaxInt64}
+	if eq, _, err := splitCondition(cond); reuse && err == nil && len(eq) == 0 {
+		fm.listAll = true
+	}
 	if !tr.Min.IsZero() {
 		fm.from = tr.Min.UnixNano()
 	}

@@ -291,7 +291,8 @@ func (c *Config) coordConfig() coord.Config {
 	return coord.Config{RF: c.RF, WriteQuorum: c.WriteQuorum, ReadQuorum: c.ReadQuorum, ReadQuorumOnly: c.ReadQuorumOnly,
 		Quantum: c.DHT.Quantum, Format: c.DHT.Format, MaxFuture: c.MaxFuture, CallTimeout: c.CallTimeout,
 		WriteRetry: c.WriteRetry, ReadConcurrency: c.ReadConcurrency, LongReadShare: c.LongReadShare,
-		NewSeriesPerRequest: max(c.NewSeriesPerRequest, 0), NewSeriesPerSecond: max(c.NewSeriesPerSecond, 0)}
+		NewSeriesPerRequest: max(c.NewSeriesPerRequest, 0), NewSeriesPerSecond: max(c.NewSeriesPerSecond, 0),
+		FullMembership: c.DHT.Routing != dht.RoutingKademlia}
 }
 
 // repairConfig is what the repairer takes of c.

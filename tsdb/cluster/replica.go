@@ -71,6 +71,9 @@ type MetaReplica interface {
 	MergePostingsMany(ctx context.Context, lists []catalog.TagMembers) error
 	// Postings reads a page of a tag's posting list (wire.MethodPostings).
 	Postings(ctx context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error)
+	// Shape summarises the live entries q selects that this replica holds
+	// (wire.MethodShape).
+	Shape(ctx context.Context, q catalog.ShapeQuery) (catalog.Shape, error)
 }
 
 // Local is the replica that is this node, as its own coordinator reaches it: beside
@@ -419,6 +422,18 @@ func (r remoteReplica) Postings(ctx context.Context, tag catalog.Tag, after stri
 		}
 	}
 	return ms, nil
+}
+
+func (r remoteReplica) Shape(ctx context.Context, q catalog.ShapeQuery) (catalog.Shape, error) {
+	var resp wire.ShapeResp
+	if err := r.invoke(ctx, wire.MethodShape, &wire.ShapeReq{Prefix: q.Prefix, DB: q.DB, Measurement: q.Measurement}, &resp); err != nil {
+		return catalog.Shape{}, err
+	}
+	s, err := resp.Decode()
+	if err != nil {
+		return catalog.Shape{}, rpc.Errorf(wire.CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
+	}
+	return s, nil
 }
 
 func (r remoteReplica) DeleteRange(ctx context.Context, req *wire.DeleteReq) (*wire.DeleteResp, error) {

@@ -80,6 +80,9 @@ type Config struct {
 	// know that one write and all writes per second may name (newseries.go); 0: no limit.
 	NewSeriesPerRequest int
 	NewSeriesPerSecond  float64
+	// FullMembership says that the placement's Live lists every live member (routing
+	// mode full), so that asking each of them reaches every registry replica (Shape).
+	FullMembership bool
 }
 
 // maxReadRepairs bounds the read repairs in flight on one node.

@@ -56,6 +56,17 @@ func RegisterCatalog(srv *rpc.Server, r cluster.Replica) {
 		}
 		return &wire.PostingsResp{Members: wire.FromMembers(ms)}, nil
 	})
+	cluster.Handle(srv, wire.MethodShape, func(ctx context.Context, req *wire.ShapeReq) (*wire.ShapeResp, error) {
+		q, err := req.Query()
+		if err != nil {
+			return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
+		}
+		s, err := r.Shape(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		return wire.EncodeShape(s), nil
+	})
 	cluster.Handle(srv, wire.MethodDeleteRange, r.DeleteRange)
 }
 

@@ -139,6 +139,8 @@ type Local struct {
 	// readRequests counts the read and aggregate requests (wire.MethodRead, MethodAgg,
 	// MethodAggSeries) this replica answered for other nodes' coordinators.
 	readRequests atomic.Int64
+
+	shapes shapeCache // shape.go
 }
 
 // ReadRequests returns how many read and aggregate requests this replica answered for

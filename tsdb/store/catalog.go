@@ -59,6 +59,15 @@ type EntriesGetter interface {
 	EntriesOf(keys []string) ([]catalog.Entry, error)
 }
 
+// EntriesVersioner is a Catalog that counts the changes to its entries, so that what a
+// caller derived from them (a measurement's shape, tsdb/replica) is kept until one
+// changes.
+type EntriesVersioner interface {
+	// EntriesVersion returns a number that grows once a change to an entry is visible
+	// to Entries; it stays the same while no entry changes.
+	EntriesVersion() uint64
+}
+
 // MaxPostingsPage bounds Postings' limit.
 const MaxPostingsPage = 10_000
 
@@ -88,6 +97,7 @@ func checkMembers(tag catalog.Tag, members []catalog.Member) error {
 type memCatalog struct {
 	entries  map[string]catalog.Entry
 	postings map[catalog.Tag]map[string]catalog.Member
+	version  uint64 // entry merges (EntriesVersioner)
 }
 
 func (c *memCatalog) init() {
@@ -112,7 +122,15 @@ func (m *Mem) MergeEntry(e catalog.Entry) (catalog.Entry, error) {
 		e = catalog.Merge(old, e)
 	}
 	m.cat.entries[e.Key] = e
+	m.cat.version++
 	return e, nil
+}
+
+// EntriesVersion implements EntriesVersioner.
+func (m *Mem) EntriesVersion() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.cat.version
 }
 
 // Entry implements Catalog.

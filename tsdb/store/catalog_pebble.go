@@ -70,6 +70,7 @@ func prefixEnd(prefix []byte) []byte {
 
 // MergeEntry implements Catalog.
 func (p *Pebble) MergeEntry(e catalog.Entry) (_ catalog.Entry, err error) {
+	changed := false
 	if err := e.Validate(); err != nil {
 		return catalog.Entry{}, err
 	}
@@ -84,6 +85,11 @@ func (p *Pebble) MergeEntry(e catalog.Entry) (_ catalog.Entry, err error) {
 	}()
 	p.catMu.Lock()
 	defer p.catMu.Unlock()
+	defer func() { // when the change is visible: a shape summarised before it is stale
+		if err == nil && changed {
+			p.entriesVersion.Add(1)
+		}
+	}()
 	old, ok, err := p.loadEntry(e.Key)
 	if err != nil {
 		return catalog.Entry{}, err
@@ -97,6 +103,7 @@ func (p *Pebble) MergeEntry(e catalog.Entry) (_ catalog.Entry, err error) {
 	if err := errors.Join(p.failure(), p.space.check()); err != nil {
 		return catalog.Entry{}, fmt.Errorf("store: catalog entry %q: %w", e.Key, err)
 	}
+	changed = true
 	b := p.db.NewBatch()
 	defer b.Close()
 	err = b.Set(entryKey(e.Key), e.Encode(nil), nil)
@@ -108,6 +115,9 @@ func (p *Pebble) MergeEntry(e catalog.Entry) (_ catalog.Entry, err error) {
 	}
 	return e, nil
 }
+
+// EntriesVersion implements EntriesVersioner.
+func (p *Pebble) EntriesVersion() uint64 { return p.entriesVersion.Load() }
 
 // MergeEntries implements EntriesMerger: the entries merged in one batch, one commit
 // and, with SyncAlways, one disk sync, all or nothing.
@@ -159,6 +169,11 @@ func (p *Pebble) MergeEntries(es []catalog.Entry) (_ []catalog.Entry, err error)
 	if changed == 0 {
 		return out, nil
 	}
+	defer func() {
+		if err == nil {
+			p.entriesVersion.Add(1)
+		}
+	}()
 	if err := errors.Join(p.failure(), p.space.check()); err != nil {
 		return nil, fmt.Errorf("store: %d catalog entries (%q, …): %w", len(es), es[0].Key, err)
 	}

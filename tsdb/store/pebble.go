@@ -59,8 +59,9 @@ type Pebble struct {
 	idle    idleFlush   // flushes the memtable when writes stop (idleflush.go)
 	compact idleCompact // then compacts what the seals replaced (idlecompact.go)
 
-	catMu     sync.Mutex   // serialises catalog and tombstone read-modify-writes (catalog_pebble.go, tombstones.go)
-	tombState atomic.Int32 // whether any tombstone exists (tombstones.go)
+	catMu          sync.Mutex    // serialises catalog and tombstone read-modify-writes (catalog_pebble.go, tombstones.go)
+	tombState      atomic.Int32  // whether any tombstone exists (tombstones.go)
+	entriesVersion atomic.Uint64 // catalog entry changes made visible (EntriesVersioner)
 
 	// Expiry (retention.go). An append holds dropMu for reading from its check of the
 	// floors to its commit; a drop raises a floor, then takes dropMu once to wait out

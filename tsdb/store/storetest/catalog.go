@@ -31,6 +31,44 @@ func asDeleter(t *testing.T, s store.Store) store.Deleter {
 }
 
 var catalogCases = []testCase{
+	{"CatalogEntriesVersion", func(t *testing.T, s store.Store, _ func()) {
+		c := asCatalog(t, s)
+		vs, ok := c.(store.EntriesVersioner)
+		if !ok {
+			t.Skipf("%T does not count its entries' changes", s)
+		}
+		e := catalog.Entry{Key: "db/m#f", Type: series.Float, Created: 3, HasBounds: true, First: 1, Last: 2}
+		v0 := vs.EntriesVersion()
+		if _, err := c.MergeEntry(e); err != nil {
+			t.Fatal(err)
+		}
+		v1 := vs.EntriesVersion()
+		if v1 <= v0 {
+			t.Fatalf("a new entry left the version at %d (was %d)", v1, v0)
+		}
+		wider := e
+		wider.Last = 9
+		both := []catalog.Entry{wider, {Key: "db/m#g", Type: series.Int, Created: 3}}
+		if em, ok := c.(store.EntriesMerger); ok {
+			if _, err := em.MergeEntries(both); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			for _, e := range both {
+				if _, err := c.MergeEntry(e); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		v2 := vs.EntriesVersion()
+		if v2 <= v1 {
+			t.Fatalf("widened bounds left the version at %d (was %d)", v2, v1)
+		}
+		var seen int
+		if err := c.Entries("db/m", func(catalog.Entry) bool { seen++; return true }); err != nil || seen != 2 {
+			t.Fatalf("Entries after the version moved: %d entries, %v", seen, err)
+		}
+	}},
 	{"CatalogEntriesMerge", func(t *testing.T, s store.Store, _ func()) {
 		c := asCatalog(t, s)
 		if _, ok, err := c.Entry("pmu/f"); ok || err != nil {
