@@ -716,8 +716,7 @@ func (p *Pebble) appendBlocks(b *pebble.Batch, id []byte, sum summary, pts serie
 		if err != nil {
 			return 0, 0, err
 		}
-		it.First()
-		old, err := unsealedPoints(it, id, math.MinInt64, math.MaxInt64)
+		old, err := unsealedPoints(it, nil, id, math.MinInt64, math.MaxInt64)
 		// Point deletions, not a range deletion: pebble re-fragments all of a memtable's
 		// range deletions for every new iterator, which made one per fold quadratic
 		// (34 % of a single-point append's CPU).
@@ -901,8 +900,7 @@ func (p *Pebble) readPair(id []byte, lo, hi int64) (series.Points, bool, error) 
 		return series.Points{}, false, err
 	}
 
-	it.SeekGE(pairKey(seek[:0], id, kindBlock))
-	raw, err := unsealedPoints(it, id, lo, hi)
+	raw, err := unsealedPoints(it, pairKey(seek[:0], id, kindBlock), id, lo, hi)
 	if err != nil {
 		return series.Points{}, false, err
 	}
@@ -916,26 +914,27 @@ func (p *Pebble) readPair(id []byte, lo, hi int64) (series.Points, bool, error) 
 	return out, true, nil
 }
 
-// unsealedPoints reads the blocks from it's position to its end, keeping the points
-// with lo <= t <= hi. Blocks come in append order, each sorted; where two hold one
-// timestamp the later block's value wins.
-func unsealedPoints(it *pebble.Iterator, id []byte, lo, hi int64) (series.Points, error) {
-	// The blocks are copied out first (compressed, a few bytes a point) and counted, so
-	// that the columns are allocated once at their size; then each block is decoded
-	// straight onto their end and trimmed in place. Appending block after block would
-	// reallocate and copy the columns again and again.
-	var arena []byte
-	var ends []int // block i is arena[ends[i-1]:ends[i]] (ends[-1] = 0)
+// unsealedPoints reads the blocks from start (a key; nil: it's first) to it's end,
+// keeping the points with lo <= t <= hi. Blocks come in append order, each sorted; where
+// two hold one timestamp the later block's value wins.
+func unsealedPoints(it *pebble.Iterator, start, id []byte, lo, hi int64) (series.Points, error) {
+	seek := func() bool {
+		if start == nil {
+			return it.First()
+		}
+		return it.SeekGE(start)
+	}
+	// The blocks are counted first from their headers, so that the columns are
+	// allocated once at their size; then each block is decoded straight onto their end
+	// and trimmed in place. Appending block after block would reallocate and copy the
+	// columns again and again.
 	total := 0
 	var typ series.Type
-	for valid := it.Valid(); valid; valid = it.Next() {
-		v := it.Value()
-		t, n, err := chunk.Peek(v)
+	for valid := seek(); valid; valid = it.Next() {
+		t, n, err := chunk.Peek(it.Value())
 		if err != nil {
 			return series.Points{}, fmt.Errorf("%w: block at key %x: %w", ErrCorrupt, it.Key(), err)
 		}
-		arena = append(arena, v...)
-		ends = append(ends, len(arena))
 		total += n
 		typ = t
 	}
@@ -956,14 +955,12 @@ func unsealedPoints(it *pebble.Iterator, id []byte, lo, hi int64) (series.Points
 	}
 	var dec chunk.Decoder
 	ascending := true // every block starts after the previous one ends: no merge needed
-	from := 0
-	for k, end := range ends {
+	for valid := seek(); valid; valid = it.Next() {
 		base := raw.Len()
-		if err := dec.Append(&raw, arena[from:end]); err != nil {
+		if err := dec.Append(&raw, it.Value()); err != nil {
 			// A block of another type than the pair's earlier ones says so here.
-			return series.Points{}, fmt.Errorf("%w: block %d of pair %x: %w", ErrCorrupt, k, bytes.Clone(id), err) // id is the caller's, maybe on its stack
+			return series.Points{}, fmt.Errorf("%w: block at key %x of pair %x: %w", ErrCorrupt, it.Key(), bytes.Clone(id), err) // id is the caller's, maybe on its stack
 		}
-		from = end
 		block := raw.Slice(base, raw.Len())
 		i := sort.Search(block.Len(), func(i int) bool { return block.T[i] >= lo })
 		j := sort.Search(block.Len(), func(i int) bool { return block.T[i] > hi })
@@ -971,6 +968,9 @@ func unsealedPoints(it *pebble.Iterator, id []byte, lo, hi int64) (series.Points
 		if raw.Len() > base && base > 0 {
 			ascending = ascending && raw.T[base] > raw.T[base-1]
 		}
+	}
+	if err := it.Error(); err != nil {
+		return series.Points{}, err
 	}
 	if raw.Len() == 0 {
 		return series.Points{}, nil
