@@ -151,3 +151,22 @@ func benchForwardRaw(b *testing.B, put, sealGrace time.Duration) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/point")
 }
+
+// BenchmarkLinePoints is the line encoder alone: a pass's substation batch formatted
+// as line protocol, per point (on a 32-bit ARM its timestamps and floats cost most).
+func BenchmarkLinePoints(b *testing.B) {
+	es, ps := pmuBatch(5 * time.Second)
+	n := 0
+	for i := range ps {
+		n += ps[i].Len()
+	}
+	var l lineEncoder
+	b.ResetTimer()
+	for range b.N {
+		l.reset()
+		for i := range es {
+			l.points(&es[i], &ps[i])
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/point")
+}
