@@ -67,9 +67,11 @@ func tagOf(e *catalog.Entry, k string) string {
 type lineEncoder struct {
 	buf []byte
 	// The decimal digits of the whole seconds of the last timestamp written: a
-	// series' consecutive points mostly share them.
-	sec    int64
-	secDig []byte
+	// series' consecutive points mostly share them. secNanos is sec·1e9: a timestamp
+	// within that second takes its nanoseconds by a subtraction, not a division (a
+	// 64-bit division is a runtime call on a 32-bit ARM).
+	sec, secNanos int64
+	secDig        []byte
 }
 
 // appendTime appends t (ns) in decimal, as strconv.AppendInt would.
@@ -78,11 +80,14 @@ func (l *lineEncoder) appendTime(t int64) {
 		l.buf = strconv.AppendInt(l.buf, t, 10)
 		return
 	}
-	sec, ns := t/1e9, t%1e9
-	if sec != l.sec || len(l.secDig) == 0 {
-		l.sec, l.secDig = sec, strconv.AppendInt(l.secDig[:0], sec, 10)
+	if len(l.secDig) == 0 || t < l.secNanos || t-l.secNanos >= 1e9 {
+		l.sec = t / 1e9
+		l.secNanos, l.secDig = l.sec*1e9, strconv.AppendInt(l.secDig[:0], l.sec, 10)
 	}
 	l.buf = append(l.buf, l.secDig...)
+	// Nine digits of a uint32: divisions by a constant the compiler turns into
+	// multiplications on every architecture.
+	ns := uint32(t - l.secNanos)
 	var d [9]byte
 	for i := 8; i >= 0; i-- {
 		d[i] = byte('0' + ns%10)

@@ -31,6 +31,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/tsdht/tsdht/tsdb/series"
 )
@@ -154,37 +155,87 @@ func header(b []byte) (series.Type, int, []byte, error) {
 
 // Decode returns the points of a chunk. The result owns its memory.
 func Decode(b []byte) (series.Points, error) {
+	var p series.Points
+	var d Decoder
+	if err := d.Append(&p, b); err != nil {
+		return series.Points{}, err
+	}
+	return p, nil
+}
+
+// Peek returns a chunk's type and point count from its header alone: what a reader of
+// many chunks sizes its columns by before it decodes them.
+func Peek(b []byte) (series.Type, int, error) {
+	t, n, _, err := header(b)
+	return t, n, err
+}
+
+// Decoder decodes chunks, reusing its scratch buffers from one chunk to the next: a
+// read of many blocks appends them all to one series.Points with Append instead of
+// allocating each block's columns and copying them again. The zero value is ready; it
+// is not safe for concurrent use.
+type Decoder struct {
+	s    scratch
+	ints []int64 // an int column decoded before it is appended
+}
+
+// Append appends the points of chunk b to p: its timestamps ascend within the chunk,
+// not necessarily after p's last point. p must be empty or of the chunk's type. On
+// an error p is as it was.
+func (d *Decoder) Append(p *series.Points, b []byte) error {
 	if len(b) == 0 {
-		return series.Points{}, errShort
+		return errShort
 	}
 	ver := b[0]
 	t, n, b, err := header(b)
 	if err != nil {
-		return series.Points{}, err
+		return err
 	}
-	s := scratch{ver: ver}
-	p := series.Points{Type: t}
-	if p.T, b, err = decodeInts(b, n, nil, ver); err != nil {
-		return series.Points{}, err
+	base := p.Len()
+	if base > 0 && p.Type != t {
+		return corrupt("a %v chunk appended to %v points", t, p.Type)
 	}
-	for i := 1; i < n; i++ {
+	old := *p
+	// What Append writes goes past old's lengths (base == 0: p holds nothing), so
+	// restoring old's headers undoes it.
+	fail := func(err error) error {
+		*p = old
+		return err
+	}
+	d.s.ver = ver
+	p.Type = t
+	// An int stream decodes into a slice it resets: straight into p's column when p
+	// is empty, else into d.ints and appended.
+	ints := func(col []int64) ([]int64, error) {
+		var vals []int64
+		if base == 0 {
+			vals, b, err = decodeInts(b, n, col[:0], ver)
+			return vals, err
+		}
+		d.ints, b, err = decodeInts(b, n, d.ints, ver)
+		return append(col, d.ints...), err
+	}
+	if p.T, err = ints(p.T); err != nil {
+		return fail(err)
+	}
+	for i := base + 1; i < len(p.T); i++ {
 		if p.T[i] <= p.T[i-1] {
-			return series.Points{}, corrupt("timestamps do not ascend at point %d", i)
+			return fail(corrupt("timestamps do not ascend at point %d", i-base))
 		}
 	}
 	switch t {
 	case series.Float:
-		p.F, b, err = decodeFloats(b, n, make([]float64, 0, n), &s, ver)
+		p.F, b, err = decodeFloats(b, n, slices.Grow(p.F[:base], n), &d.s, ver)
 	case series.Int:
-		p.I, b, err = decodeInts(b, n, nil, ver)
+		p.I, err = ints(p.I[:base])
 	case series.String:
-		p.S, b, err = decodeStrings(b, n, make([]string, 0, n), &s)
+		p.S, b, err = decodeStrings(b, n, slices.Grow(p.S[:base], n), &d.s)
 	}
 	if err != nil {
-		return series.Points{}, err
+		return fail(err)
 	}
 	if len(b) != 0 {
-		return series.Points{}, corrupt("%d trailing bytes", len(b))
+		return fail(corrupt("%d trailing bytes", len(b)))
 	}
-	return p, nil
+	return nil
 }

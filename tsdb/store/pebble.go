@@ -717,8 +717,7 @@ func (p *Pebble) appendBlocks(b *pebble.Batch, id []byte, sum summary, pts serie
 		if err != nil {
 			return 0, 0, err
 		}
-		it.First()
-		old, err := unsealedPoints(it, id, math.MinInt64, math.MaxInt64)
+		old, err := unsealedPoints(it, nil, id, math.MinInt64, math.MaxInt64)
 		// Point deletions, not a range deletion: pebble re-fragments all of a memtable's
 		// range deletions for every new iterator, which made one per fold quadratic
 		// (34 % of a single-point append's CPU).
@@ -902,8 +901,7 @@ func (p *Pebble) readPair(id []byte, lo, hi int64) (series.Points, bool, error) 
 		return series.Points{}, false, err
 	}
 
-	it.SeekGE(pairKey(seek[:0], id, kindBlock))
-	raw, err := unsealedPoints(it, id, lo, hi)
+	raw, err := unsealedPoints(it, pairKey(seek[:0], id, kindBlock), id, lo, hi)
 	if err != nil {
 		return series.Points{}, false, err
 	}
@@ -917,37 +915,98 @@ func (p *Pebble) readPair(id []byte, lo, hi int64) (series.Points, bool, error) 
 	return out, true, nil
 }
 
-// unsealedPoints reads the blocks from it's position to its end, keeping the points
-// with lo <= t <= hi. Blocks come in append order, each sorted; where two hold one
-// timestamp the later block's value wins.
-func unsealedPoints(it *pebble.Iterator, id []byte, lo, hi int64) (series.Points, error) {
-	var blocks []series.Points
-	ascending := true // every block starts after the previous one ends: no merge needed
-	for valid := it.Valid(); valid; valid = it.Next() {
-		c, err := chunk.Decode(it.Value())
+// unsealedPoints reads the blocks from start (a key; nil: it's first) to it's end,
+// keeping the points with lo <= t <= hi. Blocks come in append order, each sorted; where
+// two hold one timestamp the later block's value wins.
+func unsealedPoints(it *pebble.Iterator, start, id []byte, lo, hi int64) (series.Points, error) {
+	seek := func() bool {
+		if start == nil {
+			return it.First()
+		}
+		return it.SeekGE(start)
+	}
+	// The blocks are counted first from their headers, so that the columns are
+	// allocated once at their size; then each block is decoded straight onto their end
+	// and trimmed in place. Appending block after block would reallocate and copy the
+	// columns again and again.
+	total := 0
+	var typ series.Type
+	for valid := seek(); valid; valid = it.Next() {
+		t, n, err := chunk.Peek(it.Value())
 		if err != nil {
 			return series.Points{}, fmt.Errorf("%w: block at key %x: %w", ErrCorrupt, it.Key(), err)
 		}
-		if c = trimInclusive(c, lo, hi); c.Len() == 0 {
-			continue
-		}
-		if k := len(blocks); k > 0 {
-			last := &blocks[k-1]
-			ascending = ascending && c.T[0] > last.T[last.Len()-1]
-			if c.Type != last.Type {
-				return series.Points{}, fmt.Errorf("%w: blocks of pair %x differ in type", ErrCorrupt, bytes.Clone(id)) // id is the caller's, maybe on its stack
-			}
-		}
-		blocks = append(blocks, c)
+		total += n
+		typ = t
 	}
 	if err := it.Error(); err != nil {
 		return series.Points{}, err
 	}
-	raw := series.Concat(blocks...)
+	if total == 0 {
+		return series.Points{}, nil
+	}
+	raw := series.Points{Type: typ, T: make([]int64, 0, total)}
+	switch typ {
+	case series.Float:
+		raw.F = make([]float64, 0, total)
+	case series.Int:
+		raw.I = make([]int64, 0, total)
+	case series.String:
+		raw.S = make([]string, 0, total)
+	}
+	var dec chunk.Decoder
+	ascending := true // every block starts after the previous one ends: no merge needed
+	for valid := seek(); valid; valid = it.Next() {
+		base := raw.Len()
+		if err := dec.Append(&raw, it.Value()); err != nil {
+			// A block of another type than the pair's earlier ones says so here.
+			return series.Points{}, fmt.Errorf("%w: block at key %x of pair %x: %w", ErrCorrupt, it.Key(), bytes.Clone(id), err) // id is the caller's, maybe on its stack
+		}
+		block := raw.Slice(base, raw.Len())
+		i := sort.Search(block.Len(), func(i int) bool { return block.T[i] >= lo })
+		j := sort.Search(block.Len(), func(i int) bool { return block.T[i] > hi })
+		raw = keepTail(raw, base, i, max(i, j))
+		if raw.Len() > base && base > 0 {
+			ascending = ascending && raw.T[base] > raw.T[base-1]
+		}
+	}
+	if err := it.Error(); err != nil {
+		return series.Points{}, err
+	}
+	if raw.Len() == 0 {
+		return series.Points{}, nil
+	}
 	if !ascending {
 		raw.Normalize() // stable: of equal timestamps the later block's point is kept
 	}
 	return raw, nil
+}
+
+// keepTail keeps, of the points of p from base on, those [base+i, base+j): moved down
+// to base, p cut after them.
+func keepTail(p series.Points, base, i, j int) series.Points {
+	n := j - i
+	if i > 0 {
+		copy(p.T[base:], p.T[base+i:base+j])
+		switch p.Type {
+		case series.Float:
+			copy(p.F[base:], p.F[base+i:base+j])
+		case series.Int:
+			copy(p.I[base:], p.I[base+i:base+j])
+		case series.String:
+			copy(p.S[base:], p.S[base+i:base+j])
+		}
+	}
+	p.T = p.T[:base+n]
+	switch p.Type {
+	case series.Float:
+		p.F = p.F[:base+n]
+	case series.Int:
+		p.I = p.I[:base+n]
+	case series.String:
+		p.S = p.S[:base+n]
+	}
+	return p
 }
 
 // trimInclusive returns the points of p with lo <= t <= hi, sharing p's arrays.
