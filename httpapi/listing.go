@@ -8,8 +8,9 @@ import (
 	"github.com/influxdata/influxql"
 )
 
-// maxFieldListings bounds the fields a SELECT lists its series by one at a time
-// (listSeries); a statement naming more lists the measurement's series whole.
+// maxFieldListings bounds the fields a SELECT lists its series by (listSeries: each
+// field's posting list is read); a statement naming more lists the measurement's series
+// whole.
 const maxFieldListings = 8
 
 // listSeries lists the series of measurement meas of database db that may answer a
