@@ -23,17 +23,24 @@ func (c *Coordinator) SeriesAny(ctx context.Context, qs []catalog.Query) ([]cata
 		return nil, nil
 	}
 	src := sharedPostings(c.readPostings)
-	var sets [][]string
-	for _, q := range qs {
-		keys, err := catalog.Candidates(ctx, src, q) // each checked against its entry below
-		if err != nil {
-			var re *rpc.RemoteError
-			if errors.As(err, &re) {
-				return nil, err
-			}
-			return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
+	// The queries' candidates at once: each waits a round trip for its posting pages,
+	// which another query's need not wait behind.
+	sets := make([][]string, len(qs))
+	errs := make([]error, len(qs))
+	var wg sync.WaitGroup
+	for i, q := range qs {
+		wg.Go(func() { sets[i], errs[i] = catalog.Candidates(ctx, src, q) }) // each checked against its entry below
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err == nil {
+			continue
 		}
-		sets = append(sets, keys)
+		var re *rpc.RemoteError
+		if errors.As(err, &re) {
+			return nil, err
+		}
+		return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
 	keys := sets[0]
 	if len(sets) > 1 {
