@@ -42,6 +42,10 @@ type Engine interface {
 type SeriesQuery struct {
 	Match  map[string]string // tag = value pairs every series must carry
 	Prefix string            // key prefix ("" = any)
+	// Fields, when not empty, keeps the series whose TagField is one of them: the
+	// union of the listings of Match with each field, read as one listing (their
+	// shared posting lists and their entries read once).
+	Fields []string
 }
 
 // SeriesInfo is one series as the catalog knows it.

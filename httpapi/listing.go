@@ -4,13 +4,13 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"sync"
 
 	"github.com/influxdata/influxql"
 )
 
-// maxFieldListings bounds the fields a SELECT lists its series by one at a time
-// (listSeries); a statement naming more lists the measurement's series whole.
+// maxFieldListings bounds the fields a SELECT lists its series by (listSeries: each
+// field's posting list is read); a statement naming more lists the measurement's series
+// whole.
 const maxFieldListings = 8
 
 // listSeries lists the series of measurement meas of database db that may answer a
@@ -21,7 +21,8 @@ const maxFieldListings = 8
 // measurement and tags.
 //
 // Listed by field, a SELECT of two fields of 20 trucks reads the catalog entries of
-// those 40 series, not of every field of the 20 trucks. The key prefix bounds every
+// those 40 series, not of every field of the 20 trucks, in one listing of all the
+// fields (SeriesQuery.Fields): a posting list two fields' listings share is read once. The key prefix bounds every
 // listing to the measurement's series, so the database's and the measurement's posting
 // lists (every series of them) are read only when nothing else narrows the listing.
 // A listing by field that finds nothing is done again whole, so that what the
@@ -50,25 +51,13 @@ func (h *Handler) listSeries(ctx context.Context, db, meas string, cols []column
 	if !ok || listed != nil {
 		return whole()
 	}
-	// The fields' listings at once: on a cluster each costs round trips to the tag
-	// index's and the entries' replicas, which one field need not wait for another's.
-	parts := make([][]SeriesInfo, len(fields))
-	errs := make([]error, len(fields))
-	var wg sync.WaitGroup
-	for i, f := range fields {
-		wg.Go(func() {
-			match := maps.Clone(eq)
-			match[TagField] = f
-			parts[i], errs[i] = h.eng.Series(ctx, SeriesQuery{Match: match, Prefix: prefix})
-		})
+	// The fields' listings as one: on a cluster each costs round trips to the tag
+	// index's and the entries' replicas, and the fields of one statement share their
+	// tag lists and their series' tags (a fleet's list, its trucks' entries).
+	infos, err := h.eng.Series(ctx, SeriesQuery{Match: eq, Prefix: prefix, Fields: fields})
+	if err != nil {
+		return nil, err
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err // the first field's, as one listing after another would fail
-		}
-	}
-	infos := slices.Concat(parts...)
 	if len(infos) == 0 {
 		return whole()
 	}

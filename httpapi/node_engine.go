@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -159,8 +160,18 @@ func (e *NodeEngine) Series(ctx context.Context, q SeriesQuery) ([]SeriesInfo, e
 	for k, v := range q.Match {
 		cq.Match = append(cq.Match, catalog.Tag{K: k, V: v})
 	}
-	sort.Slice(cq.Match, func(i, j int) bool { return cq.Match[i].K < cq.Match[j].K })
-	entries, err := e.node.Coordinator().Series(ctx, cq)
+	qs := []catalog.Query{cq}
+	if len(q.Fields) > 0 {
+		qs = qs[:0]
+		for _, f := range q.Fields {
+			fq := catalog.Query{Prefix: q.Prefix, Match: append(slices.Clip(cq.Match), catalog.Tag{K: TagField, V: f})}
+			qs = append(qs, fq)
+		}
+	}
+	for _, fq := range qs {
+		sort.Slice(fq.Match, func(i, j int) bool { return fq.Match[i].K < fq.Match[j].K })
+	}
+	entries, err := e.node.Coordinator().SeriesAny(ctx, qs)
 	if err != nil {
 		return nil, err
 	}

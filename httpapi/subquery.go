@@ -377,7 +377,7 @@ func (e *heldEngine) Aggregate(ctx context.Context, key string, from, to int64, 
 func (e *heldEngine) Series(_ context.Context, q SeriesQuery) ([]SeriesInfo, error) {
 	var out []SeriesInfo
 	for _, in := range e.infos {
-		if !strings.HasPrefix(in.Key, q.Prefix) {
+		if !strings.HasPrefix(in.Key, q.Prefix) || len(q.Fields) > 0 && !slices.Contains(q.Fields, in.Tags[TagField]) {
 			continue
 		}
 		ok := true

@@ -2,10 +2,8 @@ package coord
 
 import (
 	"context"
-	"errors"
 	"math"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -442,25 +440,7 @@ func metaUpdate(cur catalog.Entry, req *wire.MetaReq) (catalog.Entry, error) {
 // narrow the candidates; every candidate is then checked against its entry, so a stale
 // posting never shows.
 func (c *Coordinator) Series(ctx context.Context, q catalog.Query) ([]catalog.Entry, error) {
-	keys, err := catalog.Candidates(ctx, c.readPostings, q) // each checked against its entry below
-	if err != nil {
-		var re *rpc.RemoteError
-		if errors.As(err, &re) {
-			return nil, err
-		}
-		return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
-	}
-	entries, err := c.entries(ctx, keys)
-	if err != nil {
-		return nil, err
-	}
-	out := entries[:0]
-	for _, e := range entries {
-		if e.Live() && strings.HasPrefix(e.Key, q.Prefix) && catalog.Matches(e.Tags, q.Match) {
-			out = append(out, e)
-		}
-	}
-	return out, nil
+	return c.SeriesAny(ctx, []catalog.Query{q}) // series_any.go
 }
 
 // entriesPerRead bounds the keys of one entry read, so that its answer (entries of up
