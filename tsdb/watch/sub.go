@@ -70,9 +70,9 @@ type sub struct {
 	id        uint64
 	ses       *session
 	poll      uint64       // the last poll that took it (Hub.polled); guarded by h.mu
-	forgotten bool         // no longer in h.subs (Hub.forget); guarded by h.mu
 	one       *keyState    // the series of a subscription of one series (it may follow its log); set at Open
 	over      atomic.Bool  // err is set (read without mu by a poll of its group)
+	forgotten bool         // no longer in h.subs (Hub.forget); guarded by h.mu
 	polledAt  atomic.Int64 // when it was last polled (ns)
 
 	h       *Hub
