@@ -152,8 +152,12 @@ type poller struct {
 	addr    string
 	session uint64
 
-	mu      sync.Mutex
-	subs    map[uint64]*watchSub
+	mu   sync.Mutex
+	subs map[uint64]*watchSub
+	// order is subs' ids in the order they were added: a poll names them in it, the
+	// same poll after poll, so that the node finds each at its place in the last
+	// poll (watch.Hub.polled) rather than looking every one up.
+	order   []uint64
 	running bool
 }
 
@@ -195,6 +199,7 @@ func (p *poller) add(ctx context.Context, id uint64, out chan<- Run, after map[s
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.subs[id] = ws
+	p.order = append(p.order, id)
 	if !p.running {
 		p.running = true
 		go p.run()
@@ -210,6 +215,9 @@ func (p *poller) remove(id uint64) {
 	if ws != nil {
 		close(ws.gone)
 		delete(p.subs, id)
+		if i := slices.Index(p.order, id); i >= 0 {
+			p.order = slices.Delete(p.order, i, i+1)
+		}
 	}
 	p.mu.Unlock()
 	if ws != nil {
@@ -256,9 +264,10 @@ func (p *poller) run() {
 			p.mu.Unlock()
 			return
 		}
-		req := &wire.WatchNextReq{Session: p.session, WaitMillis: watchPoll.Milliseconds(), Groups: true}
-		for id, ws := range p.subs {
-			req.Cursors = append(req.Cursors, wire.WatchCursor{ID: id, Seen: ws.seen})
+		req := &wire.WatchNextReq{Session: p.session, WaitMillis: watchPoll.Milliseconds(), Groups: true,
+			Cursors: make([]wire.WatchCursor, len(p.order))}
+		for i, id := range p.order {
+			req.Cursors[i] = wire.WatchCursor{ID: id, Seen: p.subs[id].seen}
 		}
 		p.mu.Unlock()
 		resp, err := p.poll(req)
@@ -269,6 +278,7 @@ func (p *poller) run() {
 				close(ws.gone)
 				delete(p.subs, id)
 			}
+			p.order = nil
 			p.running = false
 			p.mu.Unlock()
 			return

@@ -338,6 +338,10 @@ func checkOpen(req *wire.WatchOpenReq) (catalog.Query, string, error) {
 type session struct {
 	wake chan struct{} // a subscription of the session has runs, or ended
 	subs map[uint64]*sub
+	// last is the subscriptions of the session's last poll, in its cursors' order
+	// (guarded by h.mu): a client names the same subscriptions in the same order
+	// poll after poll, so Hub.polled finds each by its place, not in h.subs.
+	last []*sub
 }
 
 func (ses *session) signal() {
@@ -449,8 +453,24 @@ func (h *Hub) polled(cursors []wire.WatchCursor, ses *session, resp *wire.WatchN
 	}
 	polled := make([]cursor, 0, n)
 	h.polls++ // marks the subscriptions taken, once each
-	for _, c := range cursors {
-		switch s := h.subs[c.ID]; {
+	var last []*sub
+	if ses != nil {
+		last = ses.last
+		if len(last) != len(cursors) {
+			last = make([]*sub, len(cursors))
+		}
+	}
+	for i, c := range cursors {
+		var s *sub
+		if last != nil {
+			if s = last[i]; s == nil || s.id != c.ID || s.forgotten {
+				s = h.subs[c.ID]
+				last[i] = s
+			}
+		} else {
+			s = h.subs[c.ID]
+		}
+		switch {
 		case s == nil || s.ses != ses:
 			resp.Subs = append(resp.Subs, wire.WatchBatch{ID: c.ID, Ended: fmt.Sprintf(
 				"subscription %d is not open at node %s (its lease ran out, or the node restarted)", c.ID, h.cfg.Self)})
@@ -466,6 +486,9 @@ func (h *Hub) polled(cursors []wire.WatchCursor, ses *session, resp *wire.WatchN
 				polled = append(polled, cursor{s, 0})
 			}
 		}
+	}
+	if ses != nil {
+		ses.last = last
 	}
 	return polled
 }
@@ -484,6 +507,7 @@ func (h *Hub) forget(s *sub) {
 	}
 	delete(h.subs, s.id)
 	delete(s.ses.subs, s.id)
+	s.forgotten = true
 	if len(s.ses.subs) == 0 {
 		for id, ses := range h.sessions {
 			if ses == s.ses {

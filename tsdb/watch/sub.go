@@ -67,12 +67,13 @@ const historySpan = int64(10 * time.Minute)
 // sub is one subscription.
 type sub struct {
 	// What a poll reads of each subscription, together (one cache line).
-	id       uint64
-	ses      *session
-	poll     uint64       // the last poll that took it (Hub.polled); guarded by h.mu
-	one      *keyState    // the series of a subscription of one series (it may follow its log); set at Open
-	over     atomic.Bool  // err is set (read without mu by a poll of its group)
-	polledAt atomic.Int64 // when it was last polled (ns)
+	id        uint64
+	ses       *session
+	poll      uint64       // the last poll that took it (Hub.polled); guarded by h.mu
+	one       *keyState    // the series of a subscription of one series (it may follow its log); set at Open
+	over      atomic.Bool  // err is set (read without mu by a poll of its group)
+	forgotten bool         // no longer in h.subs (Hub.forget); guarded by h.mu
+	polledAt  atomic.Int64 // when it was last polled (ns)
 
 	h       *Hub
 	from    int64

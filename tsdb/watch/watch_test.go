@@ -576,3 +576,55 @@ func BenchmarkFanOut(b *testing.B) {
 		}
 	}
 }
+
+// TestPollMemo: a session's poll finds its subscriptions by their place in its last
+// poll (session.last); a subscription closed since, cursors in another order, fewer
+// or more of them are each answered as if looked up afresh.
+func TestPollMemo(t *testing.T) {
+	h, src := newTestHub(t, 0)
+	var ids []uint64
+	for range 3 {
+		id, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "k", From: 1, Session: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitReady(t, h, id)
+		ids = append(ids, id)
+	}
+	src.write(h, "k", 1)
+	poll := func(ids ...uint64) map[uint64]string {
+		t.Helper()
+		cs := make([]wire.WatchCursor, len(ids))
+		for i, id := range ids {
+			cs[i] = wire.WatchCursor{ID: id}
+		}
+		resp, err := h.Next(context.Background(), &wire.WatchNextReq{Session: 7, Cursors: cs, WaitMillis: 5000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[uint64]string{}
+		for _, b := range resp.Subs {
+			if b.Ended != "" {
+				got[b.ID] = "ended"
+			} else if len(b.Runs) > 0 {
+				got[b.ID] = "runs"
+			}
+		}
+		return got
+	}
+	if got := poll(ids...); len(got) != 3 || got[ids[0]] != "runs" || got[ids[2]] != "runs" {
+		t.Fatalf("first poll: %v, want runs for all 3", got)
+	}
+	if _, err := h.Next(context.Background(), &wire.WatchNextReq{Session: 7, Close: true, Cursors: []wire.WatchCursor{{ID: ids[1]}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := poll(ids...); got[ids[1]] != "ended" || got[ids[0]] != "runs" || got[ids[2]] != "runs" {
+		t.Fatalf("after closing %d: %v, want it ended and the others' runs", ids[1], got)
+	}
+	if got := poll(ids[2], ids[0]); len(got) != 2 || got[ids[0]] != "runs" || got[ids[2]] != "runs" {
+		t.Fatalf("reordered: %v, want runs for %d and %d", got, ids[2], ids[0])
+	}
+	if got := poll(ids[2], ids[1], ids[0]); got[ids[1]] != "ended" || got[ids[0]] != "runs" {
+		t.Fatalf("a closed one in the middle: %v", got)
+	}
+}
