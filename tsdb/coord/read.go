@@ -676,7 +676,10 @@ func (c *Coordinator) readRepair(key string, s *shardSpan, ans []replicaAnswer, 
 	// The repair outlives the read's page, whose spans a long read reuses
 	// (pagebufs.go): it keeps copies of what it needs of s.
 	id, start, wq := s.ref.ID, s.ref.Start, c.wireQ(s.ref.Q)
-	req := &wire.WriteReq{Repair: true}
+	// Keep: a replica whose answer was older than the merge only because a write was
+	// still on its way to the others keeps the value it holds; read repair fills what
+	// replicas lack, and anti-entropy settles conflicting values (repair/conflicts.go).
+	req := &wire.WriteReq{Repair: true, Keep: true}
 	for _, part := range merged.Batches(0, cluster.MaxRequestBytes-cluster.ShardWriteOverhead-len(key)) {
 		req.Shards = append(req.Shards, wire.ShardWrite{ID: id[:], Start: start, Q: wq, Key: key, Points: part, Deleted: deleted})
 	}

@@ -87,6 +87,8 @@ type Repairer struct {
 	compared    atomic.Int64 // pairs whose hash passes compared with their owners
 
 	passes, lastPass, under, pushedPairs, pushedPoints, pushedBytes, dropped atomic.Int64
+
+	conflicts conflicts // owners that kept values of their own against a push (conflicts.go)
 }
 
 func NewRepairer(cfg RepairConfig, place cluster.Placement, replicas cluster.Replicas, st store.Store, w Walker, types Types, logger *slog.Logger) *Repairer {
@@ -575,7 +577,8 @@ func (r *Repairer) compare(ctx context.Context, states []*pairState) {
 		if err != nil {
 			return nil, err // not confirmed: retried next pass
 		}
-		var confirmed, push []*pairState
+		var confirmed, fill, replace []*pairState
+		now := time.Now()
 		for i, st := range b.Items {
 			res := resp.Shards[i]
 			hash := st.hash
@@ -583,13 +586,21 @@ func (r *Repairer) compare(ctx context.Context, states []*pairState) {
 				r.loadPoints(st) // an owner that predates set hashes: compare digests of the points
 				hash = cluster.Digest(&st.local)
 			}
-			if res.Held && res.Count == st.count && res.Hash == hash {
+			switch {
+			case res.Held && res.Count == st.count && res.Hash == hash:
 				confirmed = append(confirmed, st)
-			} else if st.count > 0 {
-				push = append(push, st)
+				r.conflicts.forget(st.pr, b.Peer.ID)
+			case st.count == 0:
+			case !st.selfOwner || r.conflicts.settled(st.pr, b.Peer.ID, st.hash, now, r.cfg.CallTimeout):
+				// A hint carries a write the owner missed; a settled conflict is no
+				// write on its way (conflicts.go).
+				replace = append(replace, st)
+			default:
+				fill = append(fill, st)
 			}
 		}
-		return append(confirmed, r.push(ctx, b.Peer, push)...), nil
+		confirmed = append(confirmed, r.push(ctx, b.Peer, replace, false)...)
+		return append(confirmed, r.push(ctx, b.Peer, fill, true)...), nil
 	})
 	for range batches {
 		for _, st := range (<-results).Resp {
@@ -653,7 +664,7 @@ func (r *Repairer) settle(states []*pairState, acc *passTotals) error {
 }
 
 // push writes pairs' points to one owner and returns those it stored.
-func (r *Repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*pairState {
+func (r *Repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState, keep bool) []*pairState {
 	// Requests are cut by count and by bytes; a pair larger than a request goes in
 	// parts, and counts as stored once its last part is.
 	type part struct {
@@ -677,8 +688,9 @@ func (r *Repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*
 		}
 	}, cluster.MaxShardsPerRequest, func(pt part) int { return cluster.ShardWriteOverhead + len(pt.st.pr.key) + pt.pts.WireSize() })
 	var stored []*pairState
+	conflicted := map[*pairState]bool{}
 	for _, b := range batches {
-		req := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.Items)), Repair: true}
+		req := &wire.WriteReq{Shards: make([]wire.ShardWrite, len(b.Items)), Repair: true, Keep: keep}
 		sts := make([]*pairState, len(b.Items))
 		points, done, size := 0, 0, 0
 		for i, pt := range b.Items {
@@ -705,8 +717,14 @@ func (r *Repairer) push(ctx context.Context, p dht.Peer, pairs []*pairState) []*
 		r.pushedPairs.Add(int64(done))
 		r.pushedPoints.Add(int64(points))
 		r.pushedBytes.Add(int64(size))
+		for _, i := range resp.Conflicts {
+			if i >= 0 && i < len(sts) {
+				conflicted[sts[i]] = true
+				r.conflicts.seen(sts[i].pr, p.ID, sts[i].hash, time.Now())
+			}
+		}
 		for _, pt := range b.Items {
-			if pt.last {
+			if pt.last && !conflicted[pt.st] { // a conflict: compared again next pass
 				stored = append(stored, pt.st)
 			}
 		}

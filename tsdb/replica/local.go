@@ -188,6 +188,7 @@ func (l *Local) Write(_ context.Context, req *wire.WriteReq) (*wire.WriteResp, e
 	}
 	stored := 0
 	var deleted []wire.ShardRanges
+	var conflicts []int
 	for i := range req.Shards {
 		w := &req.Shards[i]
 		ref, span, err := l.checkWrite(w, req.Repair)
@@ -200,11 +201,14 @@ func (l *Local) Write(_ context.Context, req *wire.WriteReq) (*wire.WriteResp, e
 		if d, ok := l.store.(store.Deleter); ok && req.Repair {
 			// Another replica's copy: what a tombstone covers stays deleted, and the
 			// sender learns the tombstones.
-			n, err := d.Restore(ref, w.Key, w.Points, cluster.FromWireRanges(w.Deleted))
+			r, err := d.Restore(ref, w.Key, w.Points, store.RestoreOptions{SenderDeleted: cluster.FromWireRanges(w.Deleted), KeepHeld: req.Keep})
 			if err != nil {
 				return nil, storeError(err)
 			}
-			stored += n
+			stored += r.Stored
+			if r.Conflicts > 0 {
+				conflicts = append(conflicts, i)
+			}
 			if rs, err := l.tombstones(ref, w.Key); err != nil {
 				return nil, storeError(err)
 			} else if len(rs) > 0 {
@@ -217,7 +221,7 @@ func (l *Local) Write(_ context.Context, req *wire.WriteReq) (*wire.WriteResp, e
 		}
 		stored += w.Points.Len()
 	}
-	return &wire.WriteResp{Stored: stored, Deleted: deleted}, nil
+	return &wire.WriteResp{Stored: stored, Deleted: deleted, Conflicts: conflicts}, nil
 }
 
 // writeBatch is Write of several shards through one AppendBatch.

@@ -50,12 +50,88 @@ type Deleter interface {
 	Tombstones(ref ShardRef, key string) ([]Range, error)
 	// Restore appends points sent by another replica: those under the pair's
 	// tombstones are dropped, except inside the ranges the sender deleted too
-	// (senderDeleted): a replica that applied the same delete holds there only points
-	// written after it. It returns how many points it kept.
-	Restore(ref ShardRef, key string, pts series.Points, senderDeleted []Range) (int, error)
+	// (RestoreOptions.SenderDeleted): a replica that applied the same delete holds there
+	// only points written after it. With KeepHeld, a timestamp the pair already holds
+	// keeps its value. It says how many points it stored and how many timestamps it
+	// held with another value.
+	Restore(ref ShardRef, key string, pts series.Points, o RestoreOptions) (Restored, error)
 	// ForgetType removes the series' type, so that a new one may be declared: the
 	// last step of deleting a whole series. Its points must be deleted first.
 	ForgetType(key string) error
+}
+
+// RestoreOptions says how Restore treats the points another replica sends.
+type RestoreOptions struct {
+	// SenderDeleted lists the sender's tombstones of the pair: its points inside them
+	// were written after the delete, and are kept.
+	SenderDeleted []Range
+	// KeepHeld keeps the value the pair holds at a timestamp the points carry too: they
+	// only fill what the pair lacks. Points carry no write version, so an owner's copy
+	// is not known to be newer than the receiver's: a copy read before a write reached
+	// its sender, and sent after the write reached the receiver, would otherwise
+	// replace the written value with the older one (DESIGN-NOTES.md, "overwrites").
+	KeepHeld bool
+}
+
+// Restored says what a Restore did.
+type Restored struct {
+	// Stored is how many of the points were stored.
+	Stored int
+	// Conflicts is, with KeepHeld, how many timestamps the pair held with another
+	// value than the points', and kept.
+	Conflicts int
+}
+
+// dropHeld returns the points of p at timestamps held does not hold, and how many of
+// p's timestamps held holds with another value (both sorted, of one type).
+func dropHeld(p, held series.Points) (series.Points, int) {
+	if held.Len() == 0 || p.Len() == 0 {
+		return p, 0
+	}
+	keep := make([]int, 0, p.Len())
+	conflicts, j := 0, 0
+	for i, t := range p.T {
+		for j < held.Len() && held.T[j] < t {
+			j++
+		}
+		if j < held.Len() && held.T[j] == t {
+			if !sameValue(&p, i, &held, j) {
+				conflicts++
+			}
+			continue
+		}
+		keep = append(keep, i)
+	}
+	if len(keep) == p.Len() {
+		return p, conflicts
+	}
+	out := series.Points{Type: p.Type, T: make([]int64, 0, len(keep))}
+	for _, i := range keep {
+		out.T = append(out.T, p.T[i])
+		switch p.Type {
+		case series.Float:
+			out.F = append(out.F, p.F[i])
+		case series.Int:
+			out.I = append(out.I, p.I[i])
+		case series.String:
+			out.S = append(out.S, p.S[i])
+		}
+	}
+	return out, conflicts
+}
+
+// sameValue reports whether a's point i and b's point j hold the same value (floats
+// by their bits: a NaN equals itself, 0 and -0 differ, as the store keeps them).
+func sameValue(a *series.Points, i int, b *series.Points, j int) bool {
+	switch a.Type {
+	case series.Float:
+		return math.Float64bits(a.F[i]) == math.Float64bits(b.F[j])
+	case series.Int:
+		return a.I[i] == b.I[j]
+	case series.String:
+		return a.S[i] == b.S[j]
+	}
+	return false
 }
 
 // addRange returns rs with r added, merged with what it overlaps or touches.
@@ -214,16 +290,22 @@ func (m *Mem) Tombstones(ref ShardRef, key string) ([]Range, error) {
 }
 
 // Restore implements Deleter.
-func (m *Mem) Restore(ref ShardRef, key string, pts series.Points, senderDeleted []Range) (int, error) {
+func (m *Mem) Restore(ref ShardRef, key string, pts series.Points, o RestoreOptions) (Restored, error) {
 	if empty, err := prepareAppend(key, &pts); empty || err != nil {
-		return 0, err
+		return Restored{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if pts = dropCovered(pts, Exempt(m.tombs[memKey(ref, key)], senderDeleted)); pts.Len() == 0 {
-		return 0, nil
+	var r Restored
+	pts = dropCovered(pts, Exempt(m.tombs[memKey(ref, key)], o.SenderDeleted))
+	if held := m.shards[memKey(ref, key)]; o.KeepHeld && held != nil && pts.Len() > 0 {
+		pts, r.Conflicts = dropHeld(pts, held.Trim(pts.T[0], pts.T[pts.Len()-1]+1))
 	}
-	return pts.Len(), m.appendLocked(ref, key, pts)
+	if pts.Len() == 0 {
+		return r, nil
+	}
+	r.Stored = pts.Len()
+	return r, m.appendLocked(ref, key, pts)
 }
 
 // ForgetType implements Deleter.
@@ -410,24 +492,32 @@ func (p *Pebble) rewritePair(b *pebble.Batch, id []byte, sum summary, pts series
 // Restore implements Deleter: Append with the pair's tombstones applied, both under
 // the pair's lock, so a concurrent delete is either before (and filters) or after
 // (and drops what was restored).
-func (p *Pebble) Restore(ref ShardRef, key string, pts series.Points, senderDeleted []Range) (int, error) {
+func (p *Pebble) Restore(ref ShardRef, key string, pts series.Points, o RestoreOptions) (Restored, error) {
 	if err := p.settle(); err != nil {
-		return 0, err
+		return Restored{}, err
 	}
 	if empty, err := prepareAppend(key, &pts); empty || err != nil {
-		return 0, err
+		return Restored{}, err
 	}
-	kept := 0
+	var r Restored
 	err := p.append([]PairAppend{{Ref: ref, Key: key, Points: pts}}, func(id []byte, pts *series.Points) error {
 		rs, err := p.loadTombstones(id)
 		if err != nil {
 			return err
 		}
-		*pts = dropCovered(*pts, Exempt(rs, senderDeleted))
-		kept = pts.Len()
+		*pts = dropCovered(*pts, Exempt(rs, o.SenderDeleted))
+		if o.KeepHeld && pts.Len() > 0 {
+			// Under the pair's lock: what it holds now is what the append would replace.
+			held, _, err := p.readPair(id, pts.T[0], pts.T[pts.Len()-1])
+			if err != nil {
+				return err
+			}
+			*pts, r.Conflicts = dropHeld(*pts, held)
+		}
+		r.Stored = pts.Len()
 		return nil
 	}, false)
-	return kept, err
+	return r, err
 }
 
 // ForgetType implements Deleter.

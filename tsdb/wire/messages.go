@@ -26,6 +26,12 @@ type WriteReq struct {
 	// repair): the replica drops those its tombstones cover and answers with the
 	// tombstones, so that the sender deletes them too (docs/catalog.md).
 	Repair bool `msgpack:"rp,omitempty"`
+	// Keep, in a Repair write, keeps the value the replica holds at a timestamp the
+	// write carries too: the write fills only what the replica lacks, and the answer
+	// counts the timestamps held with another value (WriteResp.Conflicts). Points carry
+	// no write version: a copy read before a write reached its sender must not replace
+	// that write where it has already landed (store.RestoreOptions.KeepHeld).
+	Keep bool `msgpack:"kp,omitempty"`
 }
 
 // WriteResp says how many points a replica stored.
@@ -33,6 +39,10 @@ type WriteResp struct {
 	Stored int `msgpack:"n"`
 	// Deleted lists, for a Repair write, the tombstones of the shards that have some.
 	Deleted []ShardRanges `msgpack:"del,omitempty"`
+	// Conflicts lists, for a Keep write, the indexes in WriteReq.Shards of the shards
+	// whose replica held another value than the write's at one of its timestamps, and
+	// kept it.
+	Conflicts []int `msgpack:"c,omitempty"`
 }
 
 // ShardRanges names the deleted ranges of WriteReq.Shards[Index].

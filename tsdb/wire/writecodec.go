@@ -17,9 +17,12 @@ import (
 // decodes with rpc.Decode.
 
 // AppendWriteReq appends req's msgpack encoding to dst. ok is false, dst unchanged,
-// for a request it does not write by hand (shards carrying tombstones): encode that
-// one with rpc.Encode.
+// for a request it does not write by hand (shards carrying tombstones, a Keep repair):
+// encode that one with rpc.Encode.
 func AppendWriteReq(dst []byte, req *WriteReq) (_ []byte, ok bool) {
+	if req.Keep {
+		return dst, false
+	}
 	for i := range req.Shards {
 		if len(req.Shards[i].Deleted) > 0 {
 			return dst, false
@@ -177,9 +180,9 @@ func DecodeWriteReq(b []byte, req *WriteReq) error {
 }
 
 // AppendWriteResp appends resp's msgpack encoding to dst; ok is false, dst
-// unchanged, for a response with tombstones (encode it with rpc.Encode).
+// unchanged, for a response with tombstones or conflicts (encode it with rpc.Encode).
 func AppendWriteResp(dst []byte, resp *WriteResp) (_ []byte, ok bool) {
-	if len(resp.Deleted) > 0 {
+	if len(resp.Deleted) > 0 || len(resp.Conflicts) > 0 {
 		return dst, false
 	}
 	dst = mp.AppendMapLen(dst, 1)

@@ -191,13 +191,13 @@ var catalogCases = []testCase{
 		}
 		wantStats(t, s, store.Stats{Shards: 1, Series: 1, Points: 7})
 		// Replicas' copies of deleted points are dropped; a direct new write is kept.
-		kept, err := d.Restore(refA, "k", floats(tsList(sec+200, sec+300, sec+950), 2, 3, 9.5), nil)
-		if err != nil || kept != 1 {
+		kept, err := d.Restore(refA, "k", floats(tsList(sec+200, sec+300, sec+950), 2, 3, 9.5), store.RestoreOptions{})
+		if err != nil || kept.Stored != 1 {
 			t.Fatalf("Restore: kept %d, %v; want 1", kept, err)
 		}
 		// A sender that applied the same delete sends points written after it: kept.
-		kept, err = d.Restore(refA, "k", floats(tsList(sec+300, sec+400), 3, 4), []store.Range{{From: sec + 250, To: sec + 350}})
-		if err != nil || kept != 1 {
+		kept, err = d.Restore(refA, "k", floats(tsList(sec+300, sec+400), 3, 4), store.RestoreOptions{SenderDeleted: []store.Range{{From: sec + 250, To: sec + 350}}})
+		if err != nil || kept.Stored != 1 {
 			t.Fatalf("Restore from a sender holding part of the tombstone: kept %d, %v; want 1 (sec+300)", kept, err)
 		}
 		if got := mustReadAll(t, s, refA, "k"); got.Len() != 9 {
@@ -228,13 +228,35 @@ var catalogCases = []testCase{
 			t.Fatalf("after more appends: %d points, want 28", got.Len())
 		}
 	}},
+	{"RestoreKeepHeldOnlyFills", func(t *testing.T, s store.Store, _ func()) {
+		// Another replica's copy may be older than what this replica was written since:
+		// with KeepHeld it fills the timestamps missing here and changes no value held.
+		d := asDeleter(t, s)
+		mustAppend(t, s, refA, "k", floats(tsList(sec, sec+100, sec+200), 0, 1, 2))
+		mustAppend(t, s, refA, "k", floats(tsList(sec+100), -1)) // an overwrite
+		r, err := d.Restore(refA, "k", floats(tsList(sec, sec+100, sec+150, sec+200, sec+300), 0, 1, 1.5, 2, 3),
+			store.RestoreOptions{KeepHeld: true})
+		if err != nil || r.Stored != 2 || r.Conflicts != 1 {
+			t.Fatalf("Restore KeepHeld: %+v, %v; want 2 stored (sec+150, sec+300), 1 conflict (sec+100)", r, err)
+		}
+		wantPoints(t, mustReadAll(t, s, refA, "k"), floats(tsList(sec, sec+100, sec+150, sec+200, sec+300), 0, -1, 1.5, 2, 3))
+		// A copy holding nothing new stores nothing.
+		if r, err := d.Restore(refA, "k", floats(tsList(sec+100), 1), store.RestoreOptions{KeepHeld: true}); err != nil || r != (store.Restored{Conflicts: 1}) {
+			t.Fatalf("Restore KeepHeld of a held timestamp: %+v, %v", r, err)
+		}
+		// Without KeepHeld the copy's values win (a hint carrying an overwrite).
+		if r, err := d.Restore(refA, "k", floats(tsList(sec+100), 1), store.RestoreOptions{}); err != nil || r.Stored != 1 {
+			t.Fatalf("Restore: %+v, %v", r, err)
+		}
+		wantPoints(t, mustReadAll(t, s, refA, "k"), floats(tsList(sec, sec+100, sec+150, sec+200, sec+300), 0, 1, 1.5, 2, 3))
+	}},
 	{"DeleteBeforeDataArrivesStillFilters", func(t *testing.T, s store.Store, _ func()) {
 		d := asDeleter(t, s)
 		if n, err := d.DeleteRange(refC, "k", sec, sec+1000*1e9); err != nil || n != 0 {
 			t.Fatalf("DeleteRange of an empty pair: %d %v", n, err)
 		}
-		kept, err := d.Restore(refC, "k", floats(tsList(sec+10*1e9, sec+20*1e9), 1, 2), nil)
-		if err != nil || kept != 0 {
+		kept, err := d.Restore(refC, "k", floats(tsList(sec+10*1e9, sec+20*1e9), 1, 2), store.RestoreOptions{})
+		if err != nil || kept.Stored != 0 {
 			t.Fatalf("Restore under a tombstone: kept %d, %v", kept, err)
 		}
 		if _, held := readAll(t, s, refC, "k"); held {
