@@ -95,7 +95,7 @@ func dropHeld(p, held series.Points) (series.Points, int) {
 			j++
 		}
 		if j < held.Len() && held.T[j] == t {
-			if !sameValue(&p, i, &held, j) {
+			if !samePoint(&p, i, &held, j) {
 				conflicts++
 			}
 			continue
@@ -105,33 +105,11 @@ func dropHeld(p, held series.Points) (series.Points, int) {
 	if len(keep) == p.Len() {
 		return p, conflicts
 	}
-	out := series.Points{Type: p.Type, T: make([]int64, 0, len(keep))}
+	out := series.Points{Type: p.Type}
 	for _, i := range keep {
-		out.T = append(out.T, p.T[i])
-		switch p.Type {
-		case series.Float:
-			out.F = append(out.F, p.F[i])
-		case series.Int:
-			out.I = append(out.I, p.I[i])
-		case series.String:
-			out.S = append(out.S, p.S[i])
-		}
+		out.AppendFrom(&p, i)
 	}
 	return out, conflicts
-}
-
-// sameValue reports whether a's point i and b's point j hold the same value (floats
-// by their bits: a NaN equals itself, 0 and -0 differ, as the store keeps them).
-func sameValue(a *series.Points, i int, b *series.Points, j int) bool {
-	switch a.Type {
-	case series.Float:
-		return math.Float64bits(a.F[i]) == math.Float64bits(b.F[j])
-	case series.Int:
-		return a.I[i] == b.I[j]
-	case series.String:
-		return a.S[i] == b.S[j]
-	}
-	return false
 }
 
 // addRange returns rs with r added, merged with what it overlaps or touches.
