@@ -35,10 +35,18 @@ const limitTriesBeforeExtents = 2
 func (h *Handler) execLimited(ctx context.Context, qc *queryCost, p *selectPlan) ([]*row, error) {
 	span := p.to - p.from
 	w := max(span/limitFirstWindows, 1)
-	rows := make([]*row, len(p.groups)) // by group
-	pending := make([]int, len(p.groups))
-	for i := range pending {
-		pending[i] = i
+	rows, done, err := h.firstRows(ctx, qc, p) // limitone.go
+	if err != nil {
+		return nil, err
+	}
+	if rows == nil {
+		rows = make([]*row, len(p.groups)) // by group
+	}
+	pending := make([]int, 0, len(p.groups))
+	for i := range p.groups {
+		if done == nil || !done[i] {
+			pending = append(pending, i)
+		}
 	}
 	var ext []extent // by group, once asked
 	tries := 0
