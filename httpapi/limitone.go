@@ -56,10 +56,8 @@ func (h *Handler) firstRows(ctx context.Context, qc *queryCost, p *selectPlan) (
 		}
 		// Else the groups reading it go to the tries.
 	}
-	if qc != nil {
-		if err := qc.hold(int64(len(ends)) * windowBytes); err != nil {
-			return nil, nil, err
-		}
+	if err := chargeExtents(qc, len(ends)); err != nil {
+		return nil, nil, err
 	}
 	rows = make([]*row, len(p.groups))
 	done = make([]bool, len(p.groups))
