@@ -3,8 +3,6 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -34,24 +32,8 @@ func TestLimitOneFromPartials(t *testing.T) {
 	if code, b := write(t, "limone", "", strings.Join(lines, "\n")); code != http.StatusNoContent {
 		t.Fatalf("write: %d %s", code, b)
 	}
-	serve := func(eng Engine) string {
-		h, err := New(eng, Config{}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(h)
-		t.Cleanup(srv.Close)
-		return srv.URL
-	}
-	one := &countingEngine{Engine: engine, node: engine, calls: map[string]int{}}
-	many := &countingEngine{Engine: engine, node: engine, calls: map[string]int{}}
-	oneURL, manyURL := serve(one), serve(manyEngine{many})
 	fromPartials := map[string]int{"AggregateMany": 1}
-	for _, c := range []struct {
-		q     string
-		times []string // the first row's, per series of the answer
-		want  map[string]int
-	}{
+	checkLimitCases(t, "limone", []limitCase{
 		{`SELECT lat, lon FROM limone GROUP BY host ORDER BY time LIMIT 1`,
 			[]string{rfc(t0), rfc(t0.Add(5 * time.Minute)), rfc(t0)}, fromPartials},
 		{`SELECT lat, lon, n FROM limone GROUP BY host ORDER BY time DESC LIMIT 1`,
@@ -68,26 +50,5 @@ func TestLimitOneFromPartials(t *testing.T) {
 		{`SELECT lat, state FROM limone GROUP BY host LIMIT 1`,
 			[]string{rfc(t0), rfc(t0.Add(5 * time.Minute)), rfc(t0)},
 			map[string]int{"AggregateMany": 1, "ReadMany": 1}},
-	} {
-		one.calls, many.calls = map[string]int{}, map[string]int{}
-		codeOne, ansOne := queryAt(t, oneURL, "limone", c.q)
-		codeMany, ansMany := queryAt(t, manyURL, "limone", c.q)
-		if codeOne != http.StatusOK || codeMany != codeOne || !reflect.DeepEqual(ansOne, ansMany) {
-			t.Fatalf("%s:\nseries by series %d %+v\nat once %d %+v", c.q, codeOne, ansOne, codeMany, ansMany)
-		}
-		var times []string
-		for _, s := range ansMany.Results[0].Series {
-			if len(s.Values) != 1 {
-				t.Errorf("%s: %d rows in %v, want 1", c.q, len(s.Values), s.Tags)
-				continue
-			}
-			times = append(times, fmt.Sprint(s.Values[0][0]))
-		}
-		if !reflect.DeepEqual(times, c.times) {
-			t.Errorf("%s: rows at %v, want %v", c.q, times, c.times)
-		}
-		if !reflect.DeepEqual(many.calls, c.want) {
-			t.Errorf("%s: the ManyReader was called %v, want %v", c.q, many.calls, c.want)
-		}
-	}
+	})
 }
