@@ -52,3 +52,49 @@ func TestLimitOneFromPartials(t *testing.T) {
 			map[string]int{"AggregateMany": 1, "ReadMany": 1}},
 	})
 }
+
+// TSBS' last-loc and single-last-loc cost each other node of the package's 3-node
+// cluster at most one read or aggregate request (the partials of every series at
+// once), and low-fuel at most three (its first window's read beside the statistics,
+// then the groups' own windows): counted by the nodes, the fewest over three asks so
+// that a repair pass beside one does not count.
+func TestIoTLimitRequestsPerNode(t *testing.T) {
+	writeLines(t, "iotreq", iotFleetLines(base.Add(-2*time.Hour), 30, 60))
+	for _, c := range []struct {
+		name, q string
+		most    int64
+	}{
+		{"last-loc", `SELECT "latitude", "longitude" FROM "readings" WHERE "fleet"='South' GROUP BY "name","driver" ORDER BY "time" LIMIT 1`, 1},
+		{"single-last-loc", `SELECT "name", "driver", "latitude", "longitude" FROM "readings" WHERE ("name" = 'truck_5') ORDER BY "time" LIMIT 1`, 1},
+		{"low-fuel", `SELECT "name", "driver", "fuel_state" FROM "diagnostics" WHERE "fuel_state" <= 0.1 AND "fleet" = 'South' GROUP BY "name" ORDER BY "time" DESC LIMIT 1`, 3},
+	} {
+		least := make([]int64, len(cluster.Nodes)-1)
+		for try := range 3 {
+			before := remoteReadRequests()
+			if code, ans := query(t, "iotreq", c.q); code != http.StatusOK || len(ans.Results) != 1 || len(ans.Results[0].Series) == 0 {
+				t.Fatalf("%s: %d %+v", c.name, code, ans)
+			}
+			for k, n := range remoteReadRequests() {
+				if d := n - before[k]; try == 0 || d < least[k] {
+					least[k] = d
+				}
+			}
+		}
+		t.Logf("%s: %v", c.name, least)
+		for k, d := range least {
+			if d > c.most {
+				t.Errorf("%s: node %d answered %d read and aggregate requests, want at most %d", c.name, k+1, d, c.most)
+			}
+		}
+	}
+}
+
+// remoteReadRequests is how many read and aggregate requests each node of the package's
+// cluster but the first (whose engine the server asks) answered.
+func remoteReadRequests() []int64 {
+	var out []int64
+	for _, n := range cluster.Nodes[1:] {
+		out = append(out, n.Stats().ReadRequests)
+	}
+	return out
+}
