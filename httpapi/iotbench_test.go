@@ -2,10 +2,10 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,16 +52,11 @@ func BenchmarkIoTLast(b *testing.B) {
 func BenchmarkIoTLastPebble(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	var opened error
 	lc, err := tsdb.StartLocal(ctx, 3, b.TempDir(), func(i int, cfg *tsdb.Config) {
-		opts := store.DefaultPebbleOptions()
-		opts.Sync = store.SyncNone
-		st, err := store.OpenPebble(filepath.Join(cfg.DHT.DataDir, "store"), opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		cfg.Store = st
+		opened = errors.Join(opened, tsdb.UsePebble(cfg, store.PebbleOptions{Sync: store.SyncNone}))
 	})
-	if err != nil {
+	if err = errors.Join(err, opened); err != nil {
 		b.Fatal(err)
 	}
 	defer lc.Close()
