@@ -192,10 +192,13 @@ type benchQuery struct{ name, q string }
 
 // benchQueries runs a sub-benchmark per query, asked of database db on the package's
 // server, each answer wanted whole and OK.
-func benchQueries(b *testing.B, db string, qs []benchQuery) {
+func benchQueries(b *testing.B, db string, qs []benchQuery) { benchQueriesAt(b, srvURL, db, qs) }
+
+// benchQueriesAt is benchQueries of the server at base.
+func benchQueriesAt(b *testing.B, base, db string, qs []benchQuery) {
 	for _, c := range qs {
 		b.Run(c.name, func(b *testing.B) {
-			u := srvURL + "/query?" + url.Values{"db": {db}, "q": {c.q}}.Encode()
+			u := base + "/query?" + url.Values{"db": {db}, "q": {c.q}}.Encode()
 			for i := 0; i < b.N; i++ {
 				resp, err := http.Get(u)
 				if err != nil {

@@ -196,6 +196,13 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"last-loc shape", "SELECT velocity FROM readings WHERE fleet = 'South' GROUP BY \"name\", driver ORDER BY time LIMIT 1", url.Values{"db": {"iot"}}},
 		{"low-fuel shape", "SELECT \"name\", driver, status FROM \"diagnostics\" WHERE status = 2 AND fleet = 'North' GROUP BY \"name\" ORDER BY time DESC LIMIT 1", url.Values{"db": {"iot"}}},
 		{"single-last-loc shape", "SELECT \"name\", driver, velocity FROM readings WHERE \"name\" = 'truck_1' OR \"name\" = 'truck_4' ORDER BY time DESC LIMIT 1", url.Values{"db": {"iot"}}},
+		// LIMIT 1 without a condition on fields, answered from the series' partials
+		// (limitone.go): integer fields, groups merging series with rows at one time,
+		// a time range, a string field among them.
+		{"first row of integers", "SELECT current_load, status FROM \"diagnostics\" WHERE fleet = 'North' GROUP BY \"name\" ORDER BY time LIMIT 1", url.Values{"db": {"iot"}}},
+		{"newest row of a fleet", "SELECT velocity FROM readings GROUP BY fleet ORDER BY time DESC LIMIT 1", url.Values{"db": {"iot"}}},
+		{"newest row in a range", "SELECT velocity FROM readings WHERE time >= '" + base.Add(10*time.Minute).Format(time.RFC3339) + "' AND time < '" + base.Add(50*time.Minute).Format(time.RFC3339) + "' GROUP BY \"name\" ORDER BY time DESC LIMIT 1", url.Values{"db": {"iot"}}},
+		{"first row beside a string", "SELECT usage, state FROM cpu GROUP BY host LIMIT 1", nil},
 		{"tags only", "SELECT \"name\", driver FROM readings WHERE fleet = 'South' LIMIT 2", url.Values{"db": {"iot"}}},
 		{"newest rows where rare", "SELECT current_load FROM \"diagnostics\" WHERE current_load > 1000 GROUP BY \"name\" ORDER BY time DESC LIMIT 2", url.Values{"db": {"iot"}}},
 		// Groups bounded by their series' statistics: some hold no value the condition
@@ -306,7 +313,8 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 	// Answered, with values, not refused: what tsdht answers since issue #29.
 	mustAnswer := map[string]bool{"groupby-orderby-limit": true, "no lower bound group by time asc limit": true,
 		"no lower bound group by time host": true, "no lower bound group by time fill none desc": true,
-		"no lower bound group by time": true, "last-loc shape": true, "low-fuel shape": true, "single-last-loc shape": true, "newest rows where rare": true}
+		"no lower bound group by time": true, "last-loc shape": true, "low-fuel shape": true, "single-last-loc shape": true, "newest rows where rare": true,
+		"first row of integers": true, "newest row of a fleet": true, "newest row in a range": true, "first row beside a string": true}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			v := url.Values{"db": {"diff"}, "q": {c.q}}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"math"
+	"slices"
 )
 
 // limitFirstWindows is how many windows the first read of a raw SELECT with LIMIT
@@ -35,13 +36,31 @@ const limitTriesBeforeExtents = 2
 func (h *Handler) execLimited(ctx context.Context, qc *queryCost, p *selectPlan) ([]*row, error) {
 	span := p.to - p.from
 	w := max(span/limitFirstWindows, 1)
-	rows := make([]*row, len(p.groups)) // by group
-	pending := make([]int, len(p.groups))
-	for i := range pending {
-		pending[i] = i
+	rows, done, err := h.firstRows(ctx, qc, p) // limitone.go
+	if err != nil {
+		return nil, err
+	}
+	if rows == nil {
+		rows = make([]*row, len(p.groups)) // by group
+	}
+	pending := make([]int, 0, len(p.groups))
+	for i := range p.groups {
+		if done == nil || !done[i] {
+			pending = append(pending, i)
+		}
 	}
 	var ext []extent // by group, once asked
 	tries := 0
+	// With a condition on fields, a group's rows may lie far from the end the tries
+	// start from: its extent is asked beside the first try, so that the groups that
+	// try leaves short are read where their rows can be in the next round, not after
+	// a second try and the extents one after another.
+	var early <-chan aheadExtents
+	if p.where != nil && len(pending) > 0 && w < span {
+		actx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		early = h.extentsAhead(actx, p, slices.Clone(pending))
+	}
 	for len(pending) > 0 {
 		try := *p
 		try.groups = make([]group, len(pending))
@@ -85,9 +104,15 @@ func (h *Handler) execLimited(ctx context.Context, qc *queryCost, p *selectPlan)
 			break
 		}
 		tries++
-		if ext == nil && tries >= limitTriesBeforeExtents && w < span {
+		if ext == nil && (early != nil || tries >= limitTriesBeforeExtents) && w < span {
 			var err error
-			if ext, err = h.extents(ctx, qc, p, pending); err != nil {
+			if early != nil {
+				a := <-early
+				early, ext, err = nil, a.ext, chargeExtents(qc, a.held)
+			} else {
+				ext, err = h.extents(ctx, qc, p, pending)
+			}
+			if err != nil {
 				return nil, err
 			}
 			if ext != nil {
@@ -143,4 +168,21 @@ func (e *extent) widen() {
 		return
 	}
 	e.width *= 16
+}
+
+// aheadExtents is what extentsAhead gathered.
+type aheadExtents struct {
+	ext  []extent
+	held int // windows of statistics, not yet charged
+}
+
+// extentsAhead gathers the extents of groups idx of p while the caller goes on; the
+// answer arrives on the channel returned, which holds it until taken.
+func (h *Handler) extentsAhead(ctx context.Context, p *selectPlan, idx []int) <-chan aheadExtents {
+	out := make(chan aheadExtents, 1)
+	go func() {
+		ext, held := h.gatherExtents(ctx, p, idx)
+		out <- aheadExtents{ext, held}
+	}()
+	return out
 }

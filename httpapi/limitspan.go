@@ -36,9 +36,24 @@ func (e *extent) empty() bool { return e.points == 0 || e.never }
 // extents by group (known only for those of idx every series of which answered), or
 // nil when the engine is no ManyReader.
 func (h *Handler) extents(ctx context.Context, qc *queryCost, p *selectPlan, idx []int) ([]extent, error) {
+	ext, held := h.gatherExtents(ctx, p, idx)
+	return ext, chargeExtents(qc, held)
+}
+
+// chargeExtents charges the query the memory of held windows of statistics.
+func chargeExtents(qc *queryCost, held int) error {
+	if qc == nil {
+		return nil
+	}
+	return qc.hold(int64(held) * windowBytes)
+}
+
+// gatherExtents is extents without the charge: it returns the extents and how many
+// windows of statistics it held, for the caller to charge.
+func (h *Handler) gatherExtents(ctx context.Context, p *selectPlan, idx []int) (_ []extent, held int) {
 	mr, ok := h.eng.(ManyReader)
 	if !ok {
-		return nil, nil
+		return nil, 0
 	}
 	var keys []string
 	seen := map[string]bool{}
@@ -51,7 +66,6 @@ func (h *Handler) extents(ctx context.Context, qc *queryCost, p *selectPlan, idx
 		}
 	}
 	stats := make(map[string][]agg.Window, len(keys))
-	held := 0
 	every := extentWindow(p.to - p.from)
 	for i, r := range mr.AggregateMany(ctx, keys, p.from, p.to, every) {
 		switch {
@@ -63,17 +77,12 @@ func (h *Handler) extents(ctx context.Context, qc *queryCost, p *selectPlan, idx
 		}
 		// Else (a string series, a failure) the group is read as without extents.
 	}
-	if qc != nil {
-		if err := qc.hold(int64(held) * windowBytes); err != nil {
-			return nil, err
-		}
-	}
 	ext := make([]extent, len(p.groups))
 	need := int64(p.offset) + int64(p.limit)
 	for _, gi := range idx {
 		ext[gi] = p.groups[gi].extent(p.where, stats, need, int64(every))
 	}
-	return ext, nil
+	return ext, held
 }
 
 // extentWindow is the window of the statistics extents asks for over a range span ns

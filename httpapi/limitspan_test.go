@@ -157,6 +157,37 @@ func TestLimitBoundsGroupsByTheirStatistics(t *testing.T) {
 	if code, b := write(t, "bystats", "", strings.Join(lines, "\n")); code != http.StatusNoContent {
 		t.Fatalf("write: %d %s", code, b)
 	}
+	checkLimitCases(t, "bystats", []limitCase{
+		// The statistics are asked beside the first try (one ReadMany), which finds no
+		// row. h0…h2 never go below 0.5: their statistics rule them out. h3 and h4 are
+		// read back from their last point, 2 series each, over the hour of statistics
+		// that may hold their rows: found in one read (DESC answers the series in
+		// descending order).
+		{`SELECT fuel, v FROM bystats WHERE fuel <= 0.1 GROUP BY host ORDER BY time DESC LIMIT 1`,
+			[]string{rfc(t0.Add(22 * time.Minute)), rfc(t0.Add(30 * time.Minute))},
+			map[string]int{"ReadMany": 1, "AggregateMany": 1, "ReadRanges": 1, "ReadRanges series": 4}},
+		{`SELECT fuel FROM bystats WHERE fuel <= 0.1 GROUP BY host LIMIT 1`,
+			[]string{rfc(t0.Add(30 * time.Minute)), rfc(t0.Add(20 * time.Minute))},
+			map[string]int{"ReadMany": 1, "AggregateMany": 1, "ReadRanges": 1, "ReadRanges series": 2}},
+		// No group meets it: answered from the statistics, nothing read after them.
+		{`SELECT fuel FROM bystats WHERE fuel > 2 OR v < 0 GROUP BY host ORDER BY time DESC LIMIT 1`,
+			nil, map[string]int{"ReadMany": 1, "AggregateMany": 1}},
+	})
+}
+
+// limitCase is a query of checkLimitCases: the time of the first row of each series of
+// its answer, and the calls of each kind it makes of a ManyReader.
+type limitCase struct {
+	q     string
+	times []string
+	want  map[string]int
+}
+
+// checkLimitCases asks each case's query of database db through an engine read series
+// by series and through a ManyReader, each behind a seam counting its calls, and checks
+// that both answer alike, the answer's times and the ManyReader's calls.
+func checkLimitCases(t *testing.T, db string, cases []limitCase) {
+	t.Helper()
 	serve := func(eng Engine) string {
 		h, err := New(eng, Config{}, nil)
 		if err != nil {
@@ -169,33 +200,19 @@ func TestLimitBoundsGroupsByTheirStatistics(t *testing.T) {
 	one := &countingEngine{Engine: engine, node: engine, calls: map[string]int{}}
 	many := &countingEngine{Engine: engine, node: engine, calls: map[string]int{}}
 	oneURL, manyURL := serve(one), serve(manyEngine{many})
-	for _, c := range []struct {
-		q     string
-		times []string // per series of the answer
-		want  map[string]int
-	}{
-		// h0…h2 never go below 0.5: their statistics rule them out. h3 and h4 are read
-		// back from their last point, 2 series each, over the hour of statistics that
-		// may hold their rows: found in one read (DESC answers the series in
-		// descending order).
-		{`SELECT fuel, v FROM bystats WHERE fuel <= 0.1 GROUP BY host ORDER BY time DESC LIMIT 1`,
-			[]string{rfc(t0.Add(22 * time.Minute)), rfc(t0.Add(30 * time.Minute))},
-			map[string]int{"ReadMany": 2, "AggregateMany": 1, "ReadRanges": 1, "ReadRanges series": 4}},
-		{`SELECT fuel FROM bystats WHERE fuel <= 0.1 GROUP BY host LIMIT 1`,
-			[]string{rfc(t0.Add(30 * time.Minute)), rfc(t0.Add(20 * time.Minute))},
-			map[string]int{"ReadMany": 2, "AggregateMany": 1, "ReadRanges": 1, "ReadRanges series": 2}},
-		// No group meets it: answered from the statistics, nothing read after them.
-		{`SELECT fuel FROM bystats WHERE fuel > 2 OR v < 0 GROUP BY host ORDER BY time DESC LIMIT 1`,
-			nil, map[string]int{"ReadMany": 2, "AggregateMany": 1}},
-	} {
+	for _, c := range cases {
 		one.calls, many.calls = map[string]int{}, map[string]int{}
-		codeOne, ansOne := queryAt(t, oneURL, "bystats", c.q)
-		codeMany, ansMany := queryAt(t, manyURL, "bystats", c.q)
+		codeOne, ansOne := queryAt(t, oneURL, db, c.q)
+		codeMany, ansMany := queryAt(t, manyURL, db, c.q)
 		if codeOne != http.StatusOK || codeMany != codeOne || !reflect.DeepEqual(ansOne, ansMany) {
 			t.Fatalf("%s:\nseries by series %d %+v\nat once %d %+v", c.q, codeOne, ansOne, codeMany, ansMany)
 		}
 		var times []string
 		for _, s := range ansMany.Results[0].Series {
+			if len(s.Values) == 0 {
+				t.Errorf("%s: no rows in %v", c.q, s.Tags)
+				continue
+			}
 			times = append(times, fmt.Sprint(s.Values[0][0]))
 		}
 		if !reflect.DeepEqual(times, c.times) {

@@ -13,6 +13,7 @@ import (
 	"github.com/influxdata/influxql"
 
 	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/series"
 )
 
 // column is one selected expression of a SELECT.
@@ -46,6 +47,9 @@ type selectPlan struct {
 	cols     []column
 	groups   []group
 	from, to int64 // [from, to)
+	// given holds points of series already known over their group's range (a LIMIT 1
+	// answered from the series' partials: limitone.go), taken as read.
+	given    map[string]series.Points
 	every    time.Duration
 	win      windowing // how GROUP BY time() and tz() cut windows (every = wholeRange without)
 	raw      bool

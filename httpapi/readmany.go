@@ -119,6 +119,9 @@ func (ex *executor) prefetch() {
 	var pointKeys, windowKeys []string
 	seen := map[string]bool{}
 	add := func(list *[]string, k string, kind string) {
+		if _, given := ex.p.given[k]; given && kind == "p" {
+			return // read already, as the plan says
+		}
 		if !seen[kind+k] {
 			seen[kind+k] = true
 			*list = append(*list, k)
@@ -160,7 +163,9 @@ func (ex *executor) prefetch() {
 	}
 	if len(pointKeys) > 1 {
 		held := 0
-		ex.prefetched = make(map[string]series.Points, len(pointKeys))
+		if ex.prefetched == nil {
+			ex.prefetched = make(map[string]series.Points, len(pointKeys))
+		}
 		var rs []ReadResult
 		if ex.ranges == nil {
 			rs = mr.ReadMany(ex.ctx, pointKeys, ex.p.from, ex.p.to)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -139,6 +140,9 @@ type executor struct {
 
 func newExecutor(ctx context.Context, h *Handler, qc *queryCost, p *selectPlan) *executor {
 	ex := &executor{h: h, ctx: ctx, qc: qc, p: p, points: map[string]series.Points{}, windows: map[string][]agg.Window{}, types: map[string]series.Type{}}
+	if len(p.given) > 0 {
+		ex.prefetched = maps.Clone(p.given)
+	}
 	for _, g := range p.groups {
 		if !g.ranged {
 			continue
