@@ -1,0 +1,81 @@
+package gcfloor
+
+import (
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"testing"
+	"time"
+)
+
+func TestPercent(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		floor       uint64
+		base        int
+		live, roots uint64
+		want        int
+	}{
+		{32 * mib, 100, 4 * mib, 0, 700},         // 4 + 4×7 = 32
+		{32 * mib, 100, 3 * mib, 1 * mib, 725},   // 3 + 4×7.25 = 32
+		{32 * mib, 100, 20 * mib, 0, 100},        // 20 + 20 > 32: GOGC's own
+		{32 * mib, 100, 40 * mib, 0, 100},        // past the floor
+		{32 * mib, 200, 8 * mib, 0, 300},         // 8 + 8×3 = 32
+		{32 * mib, 100, 0, 0, 100},               // nothing measured yet
+		{32 * mib, 100, 1, 0, 800},               // almost nothing live: the minimum goal
+		{32 * mib, 100, 16 * mib, 16 * mib, 100}, // the roots count: 16 + 32 > 32
+	} {
+		if got := Percent(c.floor, c.base, c.live, c.roots); got != c.want {
+			t.Errorf("Percent(%d MiB, %d, live %d, roots %d) = %d, want %d", c.floor/mib, c.base, c.live, c.roots, got, c.want)
+		}
+	}
+}
+
+// TestFloorHolds runs Start and allocates garbage over a small live heap: after each
+// cycle the runtime's heap goal is at least the floor and, the live heap being small,
+// within a MiB of it (the bound on the heap that the floor costs), and fewer cycles
+// run for the same allocation than without it.
+func TestFloorHolds(t *testing.T) {
+	const floor, mib = 24 << 20, 1 << 20
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	read := func() (goal, cycles uint64) {
+		metrics.Read(s)
+		return s[0].Value.Uint64(), s[1].Value.Uint64()
+	}
+	var sink []byte
+	churn := func() uint64 { // 256 MiB of garbage, 64 KiB at a time
+		runtime.GC()
+		_, c0 := read()
+		for range 4096 {
+			sink = make([]byte, 64<<10)
+		}
+		_, c1 := read()
+		return c1 - c0
+	}
+	without := churn()
+	stop := Start(floor, 100)
+	defer stop()
+	with := churn()
+	_ = sink
+	// The cleanup that retunes runs on its own goroutine after the cycle: wait for it.
+	runtime.GC()
+	deadline := time.Now().Add(10 * time.Second)
+	goal, _ := read()
+	for goal < floor && time.Now().Before(deadline) {
+		runtime.Gosched()
+		goal, _ = read()
+	}
+	if goal < floor || goal > floor+mib {
+		t.Errorf("heap goal after a cycle %.1f MiB, want the floor %d MiB (at most 1 MiB over)", float64(goal)/mib, floor/mib)
+	}
+	if with*3 > without {
+		t.Errorf("%d cycles for 256 MiB of garbage with a %d MiB floor, %d without: want at most a third", with, floor/mib, without)
+	}
+	t.Logf("cycles for 256 MiB of garbage: %d without the floor, %d with it; heap goal %.1f MiB", without, with, float64(goal)/mib)
+	stop()
+	if p := debug.SetGCPercent(100); p != 100 {
+		t.Errorf("GOGC after stop %d, want the base 100", p)
+	}
+}
