@@ -79,3 +79,26 @@ func TestFloorHolds(t *testing.T) {
 		t.Errorf("GOGC after stop %d, want the base 100", p)
 	}
 }
+
+// TestLimitLowersTheFloor: under a soft memory limit below the floor (GOMEMLIMIT), the
+// heap goal follows the limit, not the floor: the floor never takes a node past its
+// memory bound.
+func TestLimitLowersTheFloor(t *testing.T) {
+	const floor, limit, mib = 64 << 20, 24 << 20, 1 << 20
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
+	stop := Start(floor, 100)
+	defer stop()
+	s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
+	var sink []byte
+	for range 1024 { // 64 MiB of garbage: cycles under the limit
+		sink = make([]byte, 64<<10)
+	}
+	_ = sink
+	runtime.GC()
+	metrics.Read(s)
+	if goal := s[0].Value.Uint64(); goal > limit {
+		t.Errorf("heap goal %.1f MiB under a %d MiB memory limit with a %d MiB floor: want at most the limit", float64(goal)/mib, limit/mib, floor/mib)
+	}
+}
