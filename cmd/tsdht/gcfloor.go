@@ -12,7 +12,7 @@ import (
 // is a few MiB, and at GOGC's default a burst of requests that allocate, refused or not,
 // would start a cycle for every few MiB they allocate, each taking a one-core board's
 // CPU from the requests the node serves meanwhile.
-const nodeHeapFloor = 32 << 20
+const nodeHeapFloor = 24 << 20
 
 // startGCFloor keeps the node's heap goal at nodeHeapFloor while its live heap is small
 // (internal/gcfloor), unless GOGC is set: then the operator's setting holds as given. A
