@@ -84,6 +84,6 @@ func Percent(floor uint64, base int, live, roots uint64) int {
 		return base
 	}
 	p := float64(floor-live) * 100 / float64(scan)
-	p = math.Min(p, float64(floor)*100/heapMinimum)
+	p = math.Min(math.Ceil(p), float64(floor)*100/heapMinimum) // up: a goal a byte short of the floor is a cycle early
 	return max(base, int(p))
 }
