@@ -20,7 +20,7 @@ import "github.com/tsdht/tsdht/internal/netyield"
 
 // heavyYieldEvery is how much work, in the budget's bytes, heavy HTTP work does
 // between two yields of the core.
-const heavyYieldEvery = 16 << 10
+const heavyYieldEvery = 4 << 10
 
 // heavyYield is what a heavy request's pacer calls (netyield.Yield; a test counts the
 // calls).

@@ -89,6 +89,7 @@ func runNode(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	defer startGCFloor(logger)()
 	cfg, err := nodeConfig(c)
 	if err != nil {
 		return err

@@ -242,7 +242,7 @@ var longYield = netyield.Yield
 // quanta and one of a get 256, milliseconds of a core: a small request that arrives
 // while one runs, with the node's other cores busy too (hostile connections, the
 // collector, other processes), would otherwise wait for the rest of the page.
-const pageYieldEvery = 64
+const pageYieldEvery = 16
 
 // pageNap is how long a paced page sleeps at each of its yields (yieldInPage), so
 // that long reads past their burst also leave the node's other requests more of the
