@@ -217,6 +217,7 @@ func runUplinks(t *testing.T, lc *tsdb.LocalCluster, cfg Config, own func(i int,
 			t.Fatal(err)
 		}
 		ups[i] = u
+		n.SetStoredTap(u.Stored)
 		go u.Run()
 	}
 	return ups

@@ -1,0 +1,254 @@
+package uplink
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tsdht/tsdht/tsdb/coord"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// MaxTapBytes bounds what one uplink holds of the points handed to it on the write path
+// (its taps), counting 16 bytes a point and a string value's length: a write that would
+// pass it drops that series' tap, and the series is read from the store again.
+const MaxTapBytes = 2 << 20
+
+// taps are the points this node's coordinator stored for the raw series an uplink
+// forwards and has caught up with (docs/uplink.md "From the write path"): the node's
+// write hook adds to them (stored), the forwarder takes from them instead of reading
+// the store once a read of the store agreed with them.
+type taps struct {
+	armed atomic.Int32 // len(m): a write of no tapped series costs one load
+	arms  atomic.Int64 // taps armed so far (tests)
+	mu    sync.Mutex
+	m     map[string]*tap
+	bytes int // held by every tap
+	limit int
+}
+
+// tap holds the points stored since it was armed at or after from, in the order they
+// were stored.
+type tap struct {
+	from   int64
+	typ    series.Type
+	pts    series.Points
+	bytes  int
+	sorted bool // pts ascend strictly
+}
+
+func newTaps(limit int) *taps { return &taps{m: map[string]*tap{}, limit: limit} }
+
+// pointBytes is what taps count for point i of p.
+func pointBytes(p *series.Points, i int) int {
+	if p.Type == series.String {
+		return 16 + len(p.S[i])
+	}
+	return 16
+}
+
+// arm starts holding the points of key stored from now on with timestamps at or after
+// from; typ is the series' type.
+func (ts *taps) arm(key string, from int64, typ series.Type) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.dropLocked(key)
+	ts.m[key] = &tap{from: from, typ: typ, pts: series.Points{Type: typ}, sorted: true}
+	ts.armed.Store(int32(len(ts.m)))
+	ts.arms.Add(1)
+}
+
+// drop forgets key's tap: its series is read from the store.
+func (ts *taps) drop(key string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.dropLocked(key)
+}
+
+func (ts *taps) dropLocked(key string) {
+	if t := ts.m[key]; t != nil {
+		ts.bytes -= t.bytes
+		delete(ts.m, key)
+		ts.armed.Store(int32(len(ts.m)))
+	}
+}
+
+// dropAll forgets every tap.
+func (ts *taps) dropAll() {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	clear(ts.m)
+	ts.bytes = 0
+	ts.armed.Store(0)
+}
+
+// armedAt reports whether key has a tap and from when it holds the points.
+func (ts *taps) armedAt(key string) (int64, bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if t := ts.m[key]; t != nil {
+		return t.from, true
+	}
+	return 0, false
+}
+
+// stored is the write hook: what one write stored (coord.Coordinator.OnStored). A
+// series whose write failed (some of its points may be stored anyway) or whose points
+// have another type than its tap, or that would pass the bound, loses its tap.
+func (ts *taps) stored(puts []coord.SeriesPut, res []coord.SeriesResult) {
+	if ts.armed.Load() == 0 {
+		return
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for i := range puts {
+		t := ts.m[puts[i].Key]
+		if t == nil {
+			continue
+		}
+		p := &puts[i].Points
+		if res[i].Err != nil || p.Len() > 0 && p.Type != t.typ {
+			ts.dropLocked(puts[i].Key)
+			continue
+		}
+		n := 0
+		for j := range p.T {
+			if p.T[j] >= t.from {
+				n += pointBytes(p, j)
+			}
+		}
+		if ts.bytes+n > ts.limit {
+			ts.dropLocked(puts[i].Key)
+			continue
+		}
+		for j, at := range p.T {
+			if at < t.from {
+				continue // before the tap: the store is read for it
+			}
+			if k := t.pts.Len(); k > 0 && at <= t.pts.T[k-1] {
+				t.sorted = false
+			}
+			t.pts.AppendFrom(p, j)
+		}
+		t.bytes += n
+		ts.bytes += n
+	}
+}
+
+// take returns key's points in [from, to), as the store would answer them (sorted, the
+// last value written for a repeated timestamp), first forgetting those before from
+// (forwarded). ok false: no tap holds that range. The points share the tap's arrays:
+// use them before the next take of key.
+func (ts *taps) take(key string, from, to int64) (series.Points, bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t := ts.m[key]
+	if t == nil || from < t.from {
+		return series.Points{}, false
+	}
+	if !t.sorted {
+		t.pts.Normalize() // new arrays: points taken before stay as they were
+		t.sorted = true
+		n := 0
+		for j := range t.pts.T {
+			n += pointBytes(&t.pts, j)
+		}
+		ts.bytes += n - t.bytes
+		t.bytes = n
+	}
+	k := 0
+	for k < t.pts.Len() && t.pts.T[k] < from {
+		t.bytes -= pointBytes(&t.pts, k)
+		ts.bytes -= pointBytes(&t.pts, k)
+		k++
+	}
+	// Re-sliced, not moved: the stored hook appends behind what was taken, and a
+	// growing append copies only what is left.
+	t.pts = t.pts.Slice(k, t.pts.Len())
+	t.from = from
+	return t.pts.Trim(from, to), true
+}
+
+// samePoints reports whether a and b hold the same timestamps and values, bit for bit
+// (a float's sign of zero and NaN payload too: they are what the centre receives).
+func samePoints(a, b *series.Points) bool {
+	if a.Len() != b.Len() || a.Len() > 0 && a.Type != b.Type {
+		return false
+	}
+	for i := range a.T {
+		if a.T[i] != b.T[i] {
+			return false
+		}
+		switch a.Type {
+		case series.Float:
+			if math.Float64bits(a.F[i]) != math.Float64bits(b.F[i]) {
+				return false
+			}
+		case series.Int:
+			if a.I[i] != b.I[i] {
+				return false
+			}
+		case series.String:
+			if a.S[i] != b.S[i] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// armTap gives a raw series that caught up a tap, unless it has one or lost its last
+// one lately: it holds the points stored from the next multiple of the interval on, a
+// time no read has reached, so that nothing stored before it was armed belongs to it.
+func (u *Uplink) armTap(st *state) {
+	now := time.Now()
+	if u.taps == nil || st.e.Type == series.Unknown || now.Before(st.tapAfter) {
+		return
+	}
+	if _, ok := u.taps.armedAt(st.e.Key); ok {
+		return
+	}
+	iv := int64(u.cfg.Interval)
+	t := now.UnixNano()
+	u.taps.arm(st.e.Key, t-t%iv+iv, st.e.Type)
+	st.verified = time.Time{}
+}
+
+// fromTap returns the series' points in [cursor, to) from its tap when a read of the
+// store agreed with the tap within tapVerifyEvery; ok false: read the store.
+func (u *Uplink) fromTap(st *state, to int64) (series.Points, bool) {
+	if u.taps == nil || st.verified.IsZero() || time.Since(st.verified) >= tapVerifyEvery {
+		return series.Points{}, false
+	}
+	return u.taps.take(st.e.Key, st.cursor, to)
+}
+
+// checkTap compares what a read of the store found in [cursor, to) with the series'
+// tap, when the tap holds that range: the same points let the next reads come from
+// the tap; others — the series is written through another node too, or this replica
+// lacks points — drop the tap for tapPause.
+func (u *Uplink) checkTap(st *state, got *series.Points, to int64) {
+	if u.taps == nil {
+		return
+	}
+	mem, ok := u.taps.take(st.e.Key, st.cursor, to)
+	switch {
+	case !ok:
+	case samePoints(&mem, got):
+		st.verified = time.Now()
+	default:
+		u.log.Info("the points stored through this node differ from the store's; reading the store",
+			"series", st.e.Key, "stored", got.Len(), "tapped", mem.Len(), "for", tapPause.String())
+		u.dropTap(st)
+		st.tapAfter = time.Now().Add(tapPause)
+	}
+}
+
+// dropTap forgets the series' tap: it is read from the store.
+func (u *Uplink) dropTap(st *state) {
+	if u.taps != nil {
+		u.taps.drop(st.e.Key)
+	}
+	st.verified = time.Time{}
+}
