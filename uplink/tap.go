@@ -236,6 +236,9 @@ func (u *Uplink) checkTap(st *state, got *series.Points, to int64) {
 	switch {
 	case !ok:
 	case samePoints(&mem, got):
+		if st.verified.IsZero() {
+			u.log.Info("forwarding from the write path", "series", st.e.Key)
+		}
 		st.verified = time.Now()
 	default:
 		u.log.Info("the points stored through this node differ from the store's; reading the store",
