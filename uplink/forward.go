@@ -61,6 +61,9 @@ const (
 	// store is read from the store before it is tapped again (docs/uplink.md).
 	tapVerifyEvery = time.Minute
 	tapPause       = 10 * time.Minute
+	// tapLateEvery: a series forwarded from its tap has its late check every
+	// tapLateEvery LateEvery only, or at the next LateEvery when its tap saw a late point.
+	tapLateEvery = 4
 )
 
 // Uplink forwards one selection of series to one target.
@@ -446,7 +449,7 @@ func (u *Uplink) pass(ctx context.Context) (more bool) {
 	var pends []pending
 	room := MaxBatchPoints
 	for _, st := range sts {
-		if room <= 0 || now.Sub(st.lateAt) < u.cfg.LateEvery {
+		if room <= 0 || !u.lateDue(st, now) {
 			continue
 		}
 		p, err := u.late(ctx, st, room)

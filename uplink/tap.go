@@ -36,6 +36,7 @@ type tap struct {
 	pts    series.Points
 	bytes  int
 	sorted bool // pts ascend strictly
+	late   bool // a point before from was stored since the late check last ran
 }
 
 func newTaps(limit int) *taps { return &taps{m: map[string]*tap{}, limit: limit} }
@@ -124,7 +125,8 @@ func (ts *taps) stored(puts []coord.SeriesPut, res []coord.SeriesResult) {
 		}
 		for j, at := range p.T {
 			if at < t.from {
-				continue // before the tap: the store is read for it
+				t.late = true // forwarded already, or before the tap: the late check's
+				continue
 			}
 			if k := t.pts.Len(); k > 0 && at <= t.pts.T[k-1] {
 				t.sorted = false
@@ -134,6 +136,20 @@ func (ts *taps) stored(puts []coord.SeriesPut, res []coord.SeriesResult) {
 		t.bytes += n
 		ts.bytes += n
 	}
+}
+
+// takeLate reports whether a point before key's tap was stored since the last call,
+// and forgets it; true when key has no tap (nothing says there was none).
+func (ts *taps) takeLate(key string) bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t := ts.m[key]
+	if t == nil {
+		return true
+	}
+	late := t.late
+	t.late = false
+	return late
 }
 
 // take returns key's points in [from, to), as the store would answer them (sorted, the
@@ -225,8 +241,8 @@ func (u *Uplink) fromTap(st *state, to int64) (series.Points, bool) {
 }
 
 // checkTap compares what a read of the store found in [cursor, to) with the series'
-// tap, when the tap holds that range: the same points let the next reads come from
-// the tap; others — the series is written through another node too, or this replica
+// tap, when the tap holds that range: the same points (some) let the next reads come
+// from the tap; others — the series is written through another node too, or this replica
 // lacks points — drop the tap for tapPause.
 func (u *Uplink) checkTap(st *state, got *series.Points, to int64) {
 	if u.taps == nil {
@@ -234,7 +250,9 @@ func (u *Uplink) checkTap(st *state, got *series.Points, to int64) {
 	}
 	mem, ok := u.taps.take(st.e.Key, st.cursor, to)
 	switch {
-	case !ok:
+	case !ok || got.Len() == 0 && mem.Len() == 0:
+		// Nothing agrees on nothing: a tap that writes through other nodes never reach
+		// is empty too. The next read with points decides.
 	case samePoints(&mem, got):
 		if st.verified.IsZero() {
 			u.log.Info("forwarding from the write path", "series", st.e.Key)
@@ -246,6 +264,21 @@ func (u *Uplink) checkTap(st *state, got *series.Points, to int64) {
 		u.dropTap(st)
 		st.tapAfter = time.Now().Add(tapPause)
 	}
+}
+
+// lateDue reports whether the series' late check is due: every LateEvery, but for a
+// series forwarded from its tap every tapLateEvery LateEvery unless its tap saw a point
+// arrive behind the cursor (all but the late points written through other nodes, which
+// the check then finds a little later).
+func (u *Uplink) lateDue(st *state, now time.Time) bool {
+	since := now.Sub(st.lateAt)
+	if since < u.cfg.LateEvery {
+		return false
+	}
+	if u.taps == nil || st.verified.IsZero() {
+		return true
+	}
+	return u.taps.takeLate(st.e.Key) || since >= tapLateEvery*u.cfg.LateEvery
 }
 
 // dropTap forgets the series' tap: it is read from the store.

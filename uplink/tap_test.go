@@ -2,16 +2,17 @@ package uplink
 
 import (
 	"context"
+	"log/slog"
 	"errors"
 	"math"
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tsdht/tsdht/tsdb"
+	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/coord"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
@@ -83,7 +84,7 @@ func TestTapHoldsWhatTheStoreWould(t *testing.T) {
 // TestForwardsFromTheWritePath: a forwarder that caught up with a series written
 // through its own node takes the points from the write path: once a read of its
 // replica agreed with them, it reads the replica no more, and the centre still gets
-// every point, each value exactly.
+// every point, each value exactly, and a late point too.
 func TestForwardsFromTheWritePath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a node")
@@ -101,33 +102,34 @@ func TestForwardsFromTheWritePath(t *testing.T) {
 	own := &countingOwn{Own: n.Coordinator()}
 	cfg := quickConfig("influx+" + srv.URL + "/db")
 	cfg.Settle = 50 * time.Millisecond
-	u, err := New(cfg, n.Coordinator(), own, n.DHT(), nil)
+	u, err := New(cfg, n.Coordinator(), own, n.DHT(), slog.New(slog.NewTextHandler(testWriter{t}, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.SetStoredTap(u.Stored)
-	go u.Run()
-	defer u.Close()
 
 	const key = "site/pmu1/freq"
-	var written atomic.Int64
-	write := func(points int) {
-		for range points {
+	write := func(points int) { // in writes of 10 points, a microsecond apart
+		for i := 0; i < points; i += 10 {
 			var p series.Points
-			at := time.Now().UnixNano()
-			p.AppendFloat(at, float64(at%1000)/7)
+			now := time.Now().UnixNano()
+			for j := range int64(10) {
+				at := now + j*1000
+				p.AppendFloat(at, float64(at%1000)/7)
+			}
 			if _, err := n.Coordinator().Put(ctx, key, p, wire.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			written.Add(1)
-			time.Sleep(2 * time.Millisecond) // a writer's pace: looks every 20 ms find points
+			time.Sleep(5 * time.Millisecond) // a writer's pace: looks every 20 ms find points
 		}
 	}
 	tapped := func() bool {
 		_, ok := u.taps.armedAt(key)
 		return ok
 	}
-	write(50)
+	write(50) // before the uplink starts: its first listing finds the series
+	go u.Run()
+	defer u.Close()
 	waitFor(t, 20*time.Second, func() bool { return target.count(key) == 50 && tapped() }, "the first 50 points to be forwarded and the series tapped")
 	// Points into the tapped time: the first read there comes from the replica and
 	// agrees with the tap; the others come from the tap.
@@ -141,6 +143,19 @@ func TestForwardsFromTheWritePath(t *testing.T) {
 	}
 	if d := own.held.Load() - reads; d > 1 {
 		t.Errorf("the forwarder read its replica %d times while 200 points were written through its node; want at most one (a tap's first comparison)", d)
+	}
+	// A late point through the node, in a late-check window the cursor passed: the tap
+	// sees it, and the late check, which runs less often for a tapped series, runs at
+	// once.
+	var late series.Points
+	at := agg.WindowStart(time.Now().Add(-2*time.Second).UnixNano(), lateWidthRaw) - int64(time.Second)
+	late.AppendFloat(at, float64(at%1000)/7)
+	if _, err := n.Coordinator().Put(ctx, key, late, wire.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, func() bool { return target.count(key) == 301 }, "the late point to be forwarded")
+	if s := u.Stats(); s.Late == 0 {
+		t.Errorf("the late point was forwarded but not counted: %+v", s)
 	}
 	target.mu.Lock()
 	defer target.mu.Unlock()
@@ -164,10 +179,6 @@ func TestTapOfASeriesWrittenElsewhere(t *testing.T) {
 	lc, target, url := startRF3(t)
 	cfg := quickConfig(url)
 	cfg.Settle = 50 * time.Millisecond
-	ups := runUplinks(t, lc, cfg, func(_ int, n *tsdb.Node) Own { return n.Coordinator() })
-	for _, u := range ups {
-		defer u.Close()
-	}
 	const key = "site/pmu2/freq"
 	fwd := -1
 	for i, n := range lc.Nodes {
@@ -180,18 +191,25 @@ func TestTapOfASeriesWrittenElsewhere(t *testing.T) {
 	}
 	via := lc.Nodes[(fwd+1)%3].Coordinator()
 	total := 0
-	write := func(points int) {
-		for range points {
+	write := func(points int) { // in writes of 10 points, a microsecond apart
+		for i := 0; i < points; i += 10 {
 			var p series.Points
-			p.AppendFloat(time.Now().UnixNano(), float64(total))
+			now := time.Now().UnixNano()
+			for j := range int64(10) {
+				p.AppendFloat(now+j*1000, float64(total))
+				total++
+			}
 			if _, err := via.Put(ctx, key, p, wire.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			total++
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // a writer's pace: looks every 20 ms find points
 		}
 	}
-	write(50)
+	write(50) // before the uplinks start: their first listing finds the series
+	ups := runUplinks(t, lc, cfg, func(_ int, n *tsdb.Node) Own { return n.Coordinator() })
+	for _, u := range ups {
+		defer u.Close()
+	}
 	waitFor(t, 20*time.Second, func() bool { return target.count(key) == 50 && ups[fwd].taps.arms.Load() > 0 },
 		"the first 50 points to be forwarded and the series tapped")
 	write(150)
