@@ -2,8 +2,8 @@ package uplink
 
 import (
 	"context"
-	"log/slog"
 	"errors"
+	"log/slog"
 	"math"
 	"net/http/httptest"
 	"strconv"
