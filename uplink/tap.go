@@ -1,7 +1,6 @@
 package uplink
 
 import (
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -186,34 +185,6 @@ func (ts *taps) take(key string, from, to int64) (series.Points, bool) {
 	return t.pts.Trim(from, to), true
 }
 
-// samePoints reports whether a and b hold the same timestamps and values, bit for bit
-// (a float's sign of zero and NaN payload too: they are what the centre receives).
-func samePoints(a, b *series.Points) bool {
-	if a.Len() != b.Len() || a.Len() > 0 && a.Type != b.Type {
-		return false
-	}
-	for i := range a.T {
-		if a.T[i] != b.T[i] {
-			return false
-		}
-		switch a.Type {
-		case series.Float:
-			if math.Float64bits(a.F[i]) != math.Float64bits(b.F[i]) {
-				return false
-			}
-		case series.Int:
-			if a.I[i] != b.I[i] {
-				return false
-			}
-		case series.String:
-			if a.S[i] != b.S[i] {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 // armTap gives a raw series that caught up a tap, unless it has one or lost its last
 // one lately: it holds the points stored from the next multiple of the interval on, a
 // time no read has reached, so that nothing stored before it was armed belongs to it.
@@ -253,7 +224,7 @@ func (u *Uplink) checkTap(st *state, got *series.Points, to int64) {
 	case !ok || got.Len() == 0 && mem.Len() == 0:
 		// Nothing agrees on nothing: a tap that writes through other nodes never reach
 		// is empty too. The next read with points decides.
-	case samePoints(&mem, got):
+	case series.SameBits(&mem, got):
 		if st.verified.IsZero() {
 			u.log.Info("forwarding from the write path", "series", st.e.Key)
 		}

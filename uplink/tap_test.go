@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"math"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,7 +44,7 @@ func TestTapHoldsWhatTheStoreWould(t *testing.T) {
 	want := series.Points{}
 	want.AppendFloat(110, -1)
 	want.AppendFloat(120, 40)
-	if !held || !samePoints(&got, &want) {
+	if !held || !series.SameBits(&got, &want) {
 		t.Errorf("take = %v %v (held %v), want %v %v", got.T, got.F, held, want.T, want.F)
 	}
 	if got, _ := ts.take("a", 115, 200); got.Len() != 1 || ts.bytes != 16 {
@@ -86,21 +85,11 @@ func TestTapHoldsWhatTheStoreWould(t *testing.T) {
 // replica agreed with them, it reads the replica no more, and the centre still gets
 // every point, each value exactly, and a late point too.
 func TestForwardsFromTheWritePath(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a node")
-	}
 	ctx := context.Background()
-	lc, err := tsdb.StartLocal(ctx, 1, t.TempDir(), func(i int, cfg *tsdb.Config) { cfg.RF = 1 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
-	target := &lpTarget{pts: map[string]map[int64]string{}}
-	srv := httptest.NewServer(target)
-	defer srv.Close()
+	lc, target, url := startOne(t)
 	n := lc.Nodes[0]
 	own := &countingOwn{Own: n.Coordinator()}
-	cfg := quickConfig("influx+" + srv.URL + "/db")
+	cfg := quickConfig(url)
 	cfg.Settle = 50 * time.Millisecond
 	u, err := New(cfg, n.Coordinator(), own, n.DHT(), slog.New(slog.NewTextHandler(testWriter{t}, nil)))
 	if err != nil {
