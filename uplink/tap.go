@@ -112,19 +112,34 @@ func (ts *taps) stored(puts []coord.SeriesPut, res []coord.SeriesResult) {
 			ts.dropLocked(puts[i].Key)
 			continue
 		}
-		n := 0
-		for j := range p.T {
-			if p.T[j] >= t.from {
-				n += pointBytes(p, j)
+		n, run := 0, true // run: every point at or after from, ascending
+		for j, at := range p.T {
+			if at < t.from {
+				run = false
+				t.late = true // forwarded already, or before the tap: the late check's
+				continue
+			}
+			n += pointBytes(p, j)
+			if j > 0 && at <= p.T[j-1] {
+				run = false
 			}
 		}
 		if ts.bytes+n > ts.limit {
 			ts.dropLocked(puts[i].Key)
 			continue
 		}
+		t.bytes += n
+		ts.bytes += n
+		if k := t.pts.Len(); run && (k == 0 || p.Len() == 0 || p.T[0] > t.pts.T[k-1]) {
+			// The common write: new points after the tap's last, appended whole.
+			t.pts.T = append(t.pts.T, p.T...)
+			t.pts.F = append(t.pts.F, p.F...)
+			t.pts.I = append(t.pts.I, p.I...)
+			t.pts.S = append(t.pts.S, p.S...)
+			continue
+		}
 		for j, at := range p.T {
 			if at < t.from {
-				t.late = true // forwarded already, or before the tap: the late check's
 				continue
 			}
 			if k := t.pts.Len(); k > 0 && at <= t.pts.T[k-1] {
@@ -132,8 +147,6 @@ func (ts *taps) stored(puts []coord.SeriesPut, res []coord.SeriesResult) {
 			}
 			t.pts.AppendFrom(p, j)
 		}
-		t.bytes += n
-		ts.bytes += n
 	}
 }
 
