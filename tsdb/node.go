@@ -326,7 +326,8 @@ type Node struct {
 	decomOnce      sync.Once
 	refill         refill // after a WAL loss at start-up (refill.go)
 
-	uplinks atomic.Pointer[func() []wire.UplinkStats] // SetUplinks
+	uplinks   atomic.Pointer[func() []wire.UplinkStats] // SetUplinks
+	storedTap atomic.Pointer[storedFunc]                // SetStoredTap (storedtap_node.go)
 }
 
 // SetUplinks has the node's Stats (and so tsdht status and /metrics) report the
@@ -442,6 +443,7 @@ func (n *Node) assemble() {
 		homesClient.ServeLocally(n.dht.Self().ID, n.homes)
 	}
 	n.assembleWatch()
+	n.assembleStoredTap()
 }
 
 // RPCAddr returns the address the node's RPC server is bound to.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/coord"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
@@ -77,13 +78,15 @@ func BenchmarkSendRaw(b *testing.B) {
 // and read back from those blocks before the store seals them, as a forwarder that
 // keeps up reads them.
 func BenchmarkForwardRaw(b *testing.B) {
-	b.Run("sealed", func(b *testing.B) { benchForwardRaw(b, time.Minute, 0) })
-	b.Run("live", func(b *testing.B) { benchForwardRaw(b, time.Second, time.Hour) })
+	b.Run("sealed", func(b *testing.B) { benchForwardRaw(b, time.Minute, 0, false) })
+	b.Run("live", func(b *testing.B) { benchForwardRaw(b, time.Second, time.Hour, false) })
+	b.Run("tapped", func(b *testing.B) { benchForwardRaw(b, time.Second, time.Hour, true) })
 }
 
 // benchForwardRaw writes the minute in puts of put per series, with the store's seal
-// grace sealGrace (0: its default), and forwards it b.N times.
-func benchForwardRaw(b *testing.B, put, sealGrace time.Duration) {
+// grace sealGrace (0: its default), and forwards it b.N times; tapped: from the taps
+// the write hook filled (each time anew, untimed), as a forwarder that caught up does.
+func benchForwardRaw(b *testing.B, put, sealGrace time.Duration, tapped bool) {
 	ctx := context.Background()
 	lc, err := tsdb.StartLocal(ctx, 1, b.TempDir(), func(i int, cfg *tsdb.Config) {
 		cfg.RF = 1
@@ -112,12 +115,14 @@ func benchForwardRaw(b *testing.B, put, sealGrace time.Duration) {
 		}
 		n += ps[i].Len()
 	}
+	var puts []coord.SeriesPut
 	for lo := 0; lo < ps[0].Len(); lo += per {
 		for i := range es {
 			part := ps[i].Slice(lo, min(lo+per, ps[i].Len()))
 			if _, err := lc.Nodes[0].Coordinator().Put(ctx, es[i].Key, part, wire.PutOptions{}); err != nil {
 				b.Fatal(err)
 			}
+			puts = append(puts, coord.SeriesPut{Key: es[i].Key, Points: part})
 		}
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -131,16 +136,34 @@ func benchForwardRaw(b *testing.B, put, sealGrace time.Duration) {
 		b.Fatal(err)
 	}
 	defer u.sink.close()
-	b.ResetTimer()
-	for range b.N {
-		for _, st := range u.states {
-			st.cursor = base
-		}
+	forward := func() {
 		for passes := 1; u.pass(ctx); passes++ {
 			if passes > 1000 {
 				b.Fatalf("still forwarding after %d passes: %+v", passes, u.Stats())
 			}
 		}
+	}
+	if tapped {
+		u.taps.limit = 4 << 20 // the whole minute: more than a forwarder that keeps up holds
+		forward()              // the series' states, untimed
+		u.update(func(s *wire.UplinkStats) { s.SentPoints = 0 })
+	}
+	ok := make([]coord.SeriesResult, len(puts))
+	b.ResetTimer()
+	for range b.N {
+		for _, st := range u.states {
+			st.cursor = base
+		}
+		if tapped {
+			b.StopTimer()
+			for _, st := range u.states {
+				u.taps.arm(st.e.Key, base, st.e.Type)
+				st.verified, st.lateAt = time.Now(), time.Now()
+			}
+			u.Stored(puts, ok)
+			b.StartTimer()
+		}
+		forward()
 		if len(u.states) != len(es) {
 			b.Fatalf("the uplink forwards %d series, want %d", len(u.states), len(es))
 		}

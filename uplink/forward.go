@@ -56,6 +56,14 @@ const (
 	// MaxSettle bounds how far behind now a forwarder stays once late points raised its
 	// settle time (Config.Settle is where it starts).
 	MaxSettle = 30 * time.Second
+	// tapVerifyEvery is how often a series forwarded from its tap is read from the store
+	// and compared with the tap; tapPause how long a series whose tap differed from the
+	// store is read from the store before it is tapped again (docs/uplink.md).
+	tapVerifyEvery = time.Minute
+	tapPause       = 10 * time.Minute
+	// tapLateEvery: a series forwarded from its tap has its late check every
+	// tapLateEvery LateEvery only, or at the next LateEvery when its tap saw a late point.
+	tapLateEvery = 4
 )
 
 // Uplink forwards one selection of series to one target.
@@ -68,6 +76,7 @@ type Uplink struct {
 	mem    Membership
 	log    *slog.Logger
 	sink   sink
+	taps   *taps // raw uplinks: the points handed over on the write path (Stored)
 
 	entries []catalog.Entry
 	homes   map[string][]string // registry replicas (node IDs) per series, found when listed
@@ -96,6 +105,9 @@ type state struct {
 	lastN   int             // raw: the points the last read found (sent or not)
 	fwd     map[int64]int64 // window start → points forwarded (late check)
 	lateAt  time.Time
+	// raw: when a read of the store last agreed with the series' tap (zero: the next
+	// read comes from the store), and when the series may be tapped again.
+	verified, tapAfter time.Time
 }
 
 // New returns an uplink over the cluster; Run forwards. own, when not nil, reads the
@@ -115,6 +127,9 @@ func New(cfg Config, cl Cluster, own Own, mem Membership, log *slog.Logger) (*Up
 	}
 	u := &Uplink{cfg: cfg, target: t, id: cfg.ID(), cl: cl, own: own, mem: mem, sink: s, states: map[string]*state{},
 		settle: cfg.Settle, stop: make(chan struct{}), done: make(chan struct{})}
+	if cfg.Every == 0 {
+		u.taps = newTaps(MaxTapBytes)
+	}
 	u.log = log.With("uplink", t.Name)
 	u.stats = wire.UplinkStats{ID: u.id, URL: t.Name, Every: int64(cfg.Every)}
 	return u, nil
@@ -184,10 +199,22 @@ func (u *Uplink) nextLook(now time.Time) time.Duration {
 	return time.Duration(next - now.UnixNano())
 }
 
+// Stored is the node's write hook (tsdb.Node.SetStoredTap, coord.Coordinator.OnStored):
+// what one write through this node's coordinator stored. A raw uplink keeps a copy of
+// the points of the series it has tapped; it must not block.
+func (u *Uplink) Stored(puts []coord.SeriesPut, res []coord.SeriesResult) {
+	if u.taps != nil {
+		u.taps.stored(puts, res)
+	}
+}
+
 // Close stops the uplink, saving the cursors it advanced since their last save.
 func (u *Uplink) Close() error {
 	close(u.stop)
 	<-u.done
+	if u.taps != nil {
+		u.taps.dropAll() // the write hook holds nothing more
+	}
 	return u.sink.close()
 }
 
@@ -255,6 +282,7 @@ func (u *Uplink) owned(ctx context.Context, now time.Time) []*state {
 		if !keep[k] {
 			gone = append(gone, st)
 			delete(u.states, k)
+			u.dropTap(st)
 		}
 	}
 	u.save(ctx, gone, true)
@@ -421,7 +449,7 @@ func (u *Uplink) pass(ctx context.Context) (more bool) {
 	var pends []pending
 	room := MaxBatchPoints
 	for _, st := range sts {
-		if room <= 0 || now.Sub(st.lateAt) < u.cfg.LateEvery {
+		if room <= 0 || !u.lateDue(st, now) {
 			continue
 		}
 		p, err := u.late(ctx, st, room)
@@ -560,12 +588,19 @@ func (u *Uplink) readRaw(ctx context.Context, sts []*state, edge int64) map[*sta
 			continue
 		}
 		r := rawRead{ok: true, to: to, limit: limit}
+		if pts, ok := u.fromTap(st, to); ok {
+			r.res.Points = pts
+			out[st] = r
+			st.lastN = pts.Len()
+			continue
+		}
 		if u.own != nil {
 			// An error here is the cluster read's to report: it asks the other replicas.
 			if res, held, err := u.own.GetOwn(ctx, st.e.Key, st.cursor, to); err == nil && held {
 				r.res = res
 				out[st] = r
 				st.lastN = res.Points.Len()
+				u.checkTap(st, &res.Points, to)
 				continue
 			}
 		}
@@ -584,6 +619,9 @@ func (u *Uplink) readRaw(ctx context.Context, sts []*state, edge int64) map[*sta
 		} else {
 			r.res, r.err = res[i].Result, res[i].Err
 			st.lastN = r.res.Points.Len()
+			if r.err == nil {
+				u.checkTap(st, &r.res.Points, r.to)
+			}
 		}
 		out[st] = r
 	}
@@ -643,6 +681,9 @@ func (u *Uplink) collect(ctx context.Context, st *state, edge int64, room int, r
 	}
 	countWindows(p.add, pts.T, u.lateWidth())
 	p.to, p.points, p.behind = to, pts.Len(), to < limit
+	if !p.behind {
+		u.armTap(st)
+	}
 	return p, nil
 }
 
@@ -712,6 +753,7 @@ func (u *Uplink) late(ctx context.Context, st *state, room int) (*pending, error
 			p.points += r.Points.Len()
 		}
 		p.set[win.Start] = win.Count
+		st.verified = time.Time{} // a tap, if any, is compared with the store again
 		u.update(func(s *wire.UplinkStats) { s.Late++ })
 		if win.Start >= hi-2*w {
 			u.raiseSettle(st.e.Key)

@@ -3,7 +3,6 @@ package uplink
 import (
 	"context"
 	"math"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -137,14 +136,7 @@ func (f *fromOwn) GetOwn(ctx context.Context, key string, from, to int64) (wire.
 // the hour: the forwarder does not read the half hour of nothing before it.
 func TestStartsAtTheFirstPoint(t *testing.T) {
 	ctx := context.Background()
-	lc, err := tsdb.StartLocal(ctx, 1, t.TempDir(), func(i int, cfg *tsdb.Config) { cfg.RF = 1 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
-	target := &lpTarget{pts: map[string]map[int64]string{}}
-	srv := httptest.NewServer(target)
-	defer srv.Close()
+	lc, target, url := startOne(t)
 	const key = "site/pmu1/freq"
 	base := time.Now().Truncate(time.Hour).Add(-30 * time.Minute)
 	var p series.Points
@@ -156,7 +148,7 @@ func TestStartsAtTheFirstPoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	own := &fromOwn{Own: n.Coordinator(), first: math.MaxInt64}
-	u, err := New(quickConfig("influx+"+srv.URL+"/db"), n.Coordinator(), own, n.DHT(), nil)
+	u, err := New(quickConfig(url), n.Coordinator(), own, n.DHT(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

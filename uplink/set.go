@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/tsdht/tsdht/tsdb/coord"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
@@ -40,6 +41,14 @@ func Start(cfgs []Config, cl Cluster, own Own, mem Membership, log *slog.Logger)
 		go u.Run()
 	}
 	return s, nil
+}
+
+// Stored is the node's write hook (tsdb.Node.SetStoredTap): every raw uplink keeps a
+// copy of what it stored for the series it has tapped (Uplink.Stored).
+func (s *Set) Stored(puts []coord.SeriesPut, res []coord.SeriesResult) {
+	for _, u := range s.ups {
+		u.Stored(puts, res)
+	}
 }
 
 // Stats returns every uplink's stats, in the order they were configured.

@@ -188,7 +188,13 @@ func startRF3(t *testing.T) (*tsdb.LocalCluster, *lpTarget, string) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
-	lc, err := tsdb.StartLocal(context.Background(), 3, t.TempDir(), func(i int, cfg *tsdb.Config) { cfg.RF = 3 })
+	return startCluster(t, 3)
+}
+
+// startCluster starts n in-process nodes at rf n and the stand-in (startRF3).
+func startCluster(t *testing.T, n int) (*tsdb.LocalCluster, *lpTarget, string) {
+	t.Helper()
+	lc, err := tsdb.StartLocal(context.Background(), n, t.TempDir(), func(i int, cfg *tsdb.Config) { cfg.RF = n })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,6 +203,12 @@ func startRF3(t *testing.T) (*tsdb.LocalCluster, *lpTarget, string) {
 	srv := httptest.NewServer(target)
 	t.Cleanup(srv.Close)
 	return lc, target, "influx+" + srv.URL + "/db"
+}
+
+// startOne starts a one-node in-process cluster (rf 1) and an InfluxDB stand-in, as
+// startRF3 does, also with -short.
+func startOne(t *testing.T) (*tsdb.LocalCluster, *lpTarget, string) {
+	return startCluster(t, 1)
 }
 
 // quickConfig is a raw uplink of the series under site/ to url that looks, checks and
@@ -217,6 +229,7 @@ func runUplinks(t *testing.T, lc *tsdb.LocalCluster, cfg Config, own func(i int,
 			t.Fatal(err)
 		}
 		ups[i] = u
+		n.SetStoredTap(u.Stored)
 		go u.Run()
 	}
 	return ups

@@ -162,6 +162,7 @@ func runNode(c *cli.Context) error {
 		return badFlag("--uplink: %w", err)
 	}
 	n.SetUplinks(ups.Stats)
+	n.SetStoredTap(ups.Stored)
 	if len(upCfgs) > 0 {
 		logger.Info("uplinks", "to", describeUplinks(upCfgs))
 	}

@@ -14,29 +14,7 @@ import (
 // equalBits reports whether two batches hold the same timestamps and bit-identical
 // values (NaN payloads and -0 included).
 func equalBits(a, b series.Points) bool {
-	if a.Type != b.Type || a.Len() != b.Len() {
-		return false
-	}
-	for i := range a.T {
-		if a.T[i] != b.T[i] {
-			return false
-		}
-		switch a.Type {
-		case series.Float:
-			if math.Float64bits(a.F[i]) != math.Float64bits(b.F[i]) {
-				return false
-			}
-		case series.Int:
-			if a.I[i] != b.I[i] {
-				return false
-			}
-		case series.String:
-			if a.S[i] != b.S[i] {
-				return false
-			}
-		}
-	}
-	return true
+	return a.Type == b.Type && series.SameBits(&a, &b)
 }
 
 func roundTrip(t *testing.T, p series.Points) []byte {
