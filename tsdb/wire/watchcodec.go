@@ -182,9 +182,9 @@ func ReadWatchNextResp(b []byte, resp *WatchNextResp) bool {
 	r := &mp.Reader{B: b}
 	*resp = WatchNextResp{}
 	var decoded decodedRuns
-	return readFields(r, func(k string) bool {
+	return readFields(r, func(k []byte) bool {
 		var ok bool
-		switch k {
+		switch string(k) { // no string made: compared in place
 		case "b":
 			resp.Subs, ok = readArray(r, len(b), func(sub *WatchBatch) bool { return readWatchBatch(r, sub, len(b), &decoded) })
 		case "g":
@@ -195,9 +195,9 @@ func ReadWatchNextResp(b []byte, resp *WatchNextResp) bool {
 }
 
 func readWatchGroup(r *mp.Reader, g *WatchGroup, size int, decoded *decodedRuns) bool {
-	return readFields(r, func(k string) bool {
+	return readFields(r, func(k []byte) bool {
 		var ok bool
-		switch k {
+		switch string(k) { // no string made: compared in place
 		case "i":
 			g.IDs, ok = readArray(r, size, func(id *uint64) bool {
 				var ok bool
@@ -229,15 +229,17 @@ func readArray[T any](r *mp.Reader, size int, read func(*T) bool) ([]T, bool) {
 	return out, true
 }
 
-// readFields reads a map, handing each key to field, which reads its value.
-func readFields(r *mp.Reader, field func(k string) bool) bool {
+// readFields reads a map, handing each key to field, which reads its value. The key
+// is the message's bytes, not a string: a poll names each of its cursors' two keys,
+// and a string made of each would be an allocation per cursor.
+func readFields(r *mp.Reader, field func(k []byte) bool) bool {
 	m, ok := r.MapLen()
 	if !ok {
 		return false
 	}
 	for range m {
 		k, ok := r.StrBytes()
-		if !ok || !field(string(k)) {
+		if !ok || !field(k) {
 			return false
 		}
 	}
@@ -284,9 +286,9 @@ func (d *decodedRuns) read(r *mp.Reader, run *WatchRun) bool {
 }
 
 func readWatchBatch(r *mp.Reader, b *WatchBatch, size int, decoded *decodedRuns) bool {
-	return readFields(r, func(k string) bool {
+	return readFields(r, func(k []byte) bool {
 		var ok bool
-		switch k {
+		switch string(k) { // no string made: compared in place
 		case "id":
 			b.ID, ok = r.Uint()
 		case "s":
@@ -303,9 +305,9 @@ func readWatchBatch(r *mp.Reader, b *WatchBatch, size int, decoded *decodedRuns)
 }
 
 func readWatchRun(r *mp.Reader, run *WatchRun) bool {
-	return readFields(r, func(k string) bool {
+	return readFields(r, func(k []byte) bool {
 		var ok bool
-		switch k {
+		switch string(k) { // no string made: compared in place
 		case "k":
 			var s []byte
 			s, ok = r.StrBytes()
@@ -386,9 +388,9 @@ const watchCursorBytes = int(unsafe.Sizeof(WatchCursor{}))
 func ReadWatchNextReq(b []byte, req *WatchNextReq) bool {
 	r := &mp.Reader{B: b}
 	*req = WatchNextReq{}
-	return readFields(r, func(k string) bool {
+	return readFields(r, func(k []byte) bool {
 		var ok bool
-		switch k {
+		switch string(k) { // no string made: compared in place
 		case "ses":
 			req.Session, ok = r.Uint()
 		case "w":
@@ -408,9 +410,12 @@ func ReadWatchNextReq(b []byte, req *WatchNextReq) bool {
 			req.Cursors = make([]WatchCursor, n)
 			for i := range req.Cursors {
 				c := &req.Cursors[i]
-				if !readFields(r, func(k string) bool {
+				if readCursor(r, c) {
+					continue
+				}
+				if !readFields(r, func(k []byte) bool {
 					var ok bool
-					switch k {
+					switch string(k) { // no string made: compared in place
 					case "id":
 						c.ID, ok = r.Uint()
 					case "s":
@@ -424,6 +429,34 @@ func ReadWatchNextReq(b []byte, req *WatchNextReq) bool {
 		}
 		return ok
 	}) && r.Left() == 0
+}
+
+// cursorHead and cursorSeen are the bytes AppendWatchNextReq writes before a cursor's
+// ID (a map of 2, the key "id") and before its Seen (the key "s").
+var (
+	cursorHead = []byte{0x82, 0xa2, 'i', 'd'}
+	cursorSeen = []byte{0xa1, 's'}
+)
+
+// readCursor reads a cursor in the form AppendWatchNextReq writes it, and reports
+// whether it did; when not, r is where it was, for readFields to read whatever form
+// it is in.
+func readCursor(r *mp.Reader, c *WatchCursor) bool {
+	at := r.Off
+	if !bytes.HasPrefix(r.B[r.Off:], cursorHead) {
+		return false
+	}
+	r.Off += len(cursorHead)
+	id, ok := r.Uint()
+	if ok && bytes.HasPrefix(r.B[r.Off:], cursorSeen) {
+		r.Off += len(cursorSeen)
+		if seen, ok := r.Uint(); ok {
+			c.ID, c.Seen = id, seen
+			return true
+		}
+	}
+	r.Off = at
+	return false
 }
 
 // DecodeWatchNextReq decodes a WatchNextReq: by hand when ReadWatchNextReq can, else

@@ -211,3 +211,20 @@ func BenchmarkReadWatchNextRespShared(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReadWatchNextReq decodes a poll of a session of 100 subscriptions, as a
+// node does for each of its sessions' polls: allocs/op is what it allocates per poll.
+func BenchmarkReadWatchNextReq(b *testing.B) {
+	req := &WatchNextReq{Session: 9, WaitMillis: 1000, Groups: true}
+	for i := range 100 {
+		req.Cursors = append(req.Cursors, WatchCursor{ID: uint64(1000 + i), Seen: uint64(70_000 + i)})
+	}
+	body, _ := EncodeWatchNextReq(req)
+	b.ReportAllocs()
+	for b.Loop() {
+		var got WatchNextReq
+		if !ReadWatchNextReq(body, &got) || len(got.Cursors) != 100 {
+			b.Fatal("not read")
+		}
+	}
+}
