@@ -73,11 +73,23 @@ func (n *Node) registerWatch() {
 	cluster.Handle(n.srv, wire.MethodWatchInterest, func(_ context.Context, req *wire.WatchInterestReq) (*struct{}, error) {
 		return &struct{}{}, n.watch.Interest(req)
 	})
-	cluster.Handle(n.srv, wire.MethodWatchNotify, func(_ context.Context, req *wire.WatchNotifyReq) (*struct{}, error) {
-		n.watch.Notify(req)
-		return &struct{}{}, nil
+	// A notification, one a written point of a watched series, is decoded by hand
+	// (wire.DecodeWatchNotifyReq) and taken on the connection's reader
+	// (rpc.Server.HandleInline): Hub.Notify appends to logs and wakes sessions, it
+	// never waits on the network.
+	n.srv.HandleInline(wire.MethodWatchNotify, (*wire.WatchNotifyReq)(nil), func(_ context.Context, b []byte) ([]byte, error) {
+		var req wire.WatchNotifyReq
+		if err := wire.DecodeWatchNotifyReq(b, &req); err != nil {
+			return nil, rpc.Errorf(wire.CodeBadInput, "%s: %v", wire.MethodWatchNotify, err)
+		}
+		n.watch.Notify(&req)
+		return emptyMap, nil
 	})
 }
+
+// emptyMap is the msgpack encoding of an empty map: what rpc.Encode makes of
+// &struct{}{}, the answer of a method that answers nothing.
+var emptyMap = []byte{0x80}
 
 // Subscribe is the thin client's Subscribe (client.Client.Subscribe) through this
 // node, as an application's would be: what the node's HTTP stream serves. Should this

@@ -7,6 +7,7 @@ import (
 	"github.com/tsdht/tsdht/internal/mp"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // A subscribed series' every point goes to each of its subscriptions in a
@@ -467,4 +468,72 @@ func DecodeWatchNextReq(b []byte, req *WatchNextReq) error {
 	}
 	*req = WatchNextReq{}
 	return rpc.Decode(b, req)
+}
+
+// A notification carries a coordinator's stored points of watched series to a node
+// that watches them: one per written point, and one decoded by the node for each.
+// It too is encoded and decoded by hand, as a poll's answer is.
+
+// AppendWatchNotifyReq appends req's msgpack encoding to dst.
+func AppendWatchNotifyReq(dst []byte, req *WatchNotifyReq) []byte {
+	dst = mp.AppendMapLen(dst, 4)
+	dst = mp.AppendStr(dst, "f")
+	dst = mp.AppendStr(dst, req.From)
+	dst = mp.AppendStr(dst, "e")
+	dst = mp.AppendUint(dst, req.Epoch)
+	dst = mp.AppendStr(dst, "s")
+	dst = mp.AppendUint(dst, req.Seq)
+	dst = mp.AppendStr(dst, "r")
+	return appendWatchRuns(dst, req.Runs, false, nil)
+}
+
+// EncodeWatchNotifyReq returns req's msgpack encoding.
+func EncodeWatchNotifyReq(req *WatchNotifyReq) ([]byte, error) {
+	n := 48 + len(req.From)
+	for i := range req.Runs {
+		n += 16 + len(req.Runs[i].Key) + req.Runs[i].Points.WireSize()
+	}
+	return AppendWatchNotifyReq(make([]byte, 0, n), req), nil
+}
+
+// ReadWatchNotifyReq decodes b, a WatchNotifyReq as AppendWatchNotifyReq writes it,
+// into req, copying what it keeps (b may be reused once it returns). It answers false
+// for any other form, and for anything malformed: decode b with rpc.Decode then. What
+// it allocates stays within rpc.DecodeCostFactor bytes per byte of b.
+func ReadWatchNotifyReq(b []byte, req *WatchNotifyReq) bool {
+	r := &mp.Reader{B: b}
+	*req = WatchNotifyReq{}
+	return readFields(r, func(k []byte) bool {
+		var ok bool
+		switch string(k) { // no string made: compared in place
+		case "f":
+			var s []byte
+			s, ok = r.StrBytes()
+			req.From = string(s)
+		case "e":
+			req.Epoch, ok = r.Uint()
+		case "s":
+			req.Seq, ok = r.Uint()
+		case "r":
+			req.Runs, ok = readArray(r, len(b), func(run *WatchRun) bool { return readWatchRun(r, run) })
+		}
+		return ok
+	}) && r.Left() == 0
+}
+
+// DecodeWatchNotifyReq decodes a WatchNotifyReq: by hand when ReadWatchNotifyReq
+// can, else with rpc.Decode (whose errors say what is wrong).
+func DecodeWatchNotifyReq(b []byte, req *WatchNotifyReq) error {
+	if ReadWatchNotifyReq(b, req) {
+		return nil
+	}
+	*req = WatchNotifyReq{}
+	return rpc.Decode(b, req)
+}
+
+// EncodedWatchNotify is req encoded by hand (AppendWatchNotifyReq), for rpc.Invoke
+// and rpc.Encode to send as it is (msgpack.RawMessage).
+func EncodedWatchNotify(req *WatchNotifyReq) msgpack.RawMessage {
+	b, _ := EncodeWatchNotifyReq(req)
+	return b
 }
