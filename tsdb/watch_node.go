@@ -59,12 +59,19 @@ func (n *Node) registerWatch() {
 	// A poll and its answer are encoded by hand (wire.EncodeWatchNextResp,
 	// wire.DecodeWatchNextReq): a session polls after each notification, naming every
 	// subscription it holds.
+	// The request is decoded into one of the last polls' (nextReqs), into its
+	// cursors' array: Hub.Next keeps nothing of it.
 	n.srv.HandleDecoded(wire.MethodWatchNext, (*wire.WatchNextReq)(nil), func(ctx context.Context, b []byte) ([]byte, error) {
-		var req wire.WatchNextReq
-		if err := wire.DecodeWatchNextReq(b, &req); err != nil {
+		req := nextReqs.Get().(*wire.WatchNextReq)
+		defer func() {
+			if cap(req.Cursors) <= watch.DefaultMaxSubscriptions { // not a hostile poll's array
+				nextReqs.Put(req)
+			}
+		}()
+		if err := wire.DecodeWatchNextReq(b, req); err != nil {
 			return nil, rpc.Errorf(wire.CodeBadInput, "%s: %v", wire.MethodWatchNext, err)
 		}
-		resp, err := n.watch.Next(ctx, &req)
+		resp, err := n.watch.Next(ctx, req)
 		if err != nil {
 			return nil, err
 		}
@@ -86,6 +93,9 @@ func (n *Node) registerWatch() {
 		return emptyMap, nil
 	})
 }
+
+// nextReqs holds the polls decoded before, for their cursors' arrays.
+var nextReqs = sync.Pool{New: func() any { return new(wire.WatchNextReq) }}
 
 // emptyMap is the msgpack encoding of an empty map: what rpc.Encode makes of
 // &struct{}{}, the answer of a method that answers nothing.

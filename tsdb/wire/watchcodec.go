@@ -385,9 +385,11 @@ const watchCursorBytes = int(unsafe.Sizeof(WatchCursor{}))
 // ReadWatchNextReq decodes b, a WatchNextReq as AppendWatchNextReq writes it, into
 // req. It answers false for any other form, and for anything malformed: decode b with
 // rpc.Decode then. What it allocates stays within rpc.DecodeCostFactor bytes per byte
-// of b.
+// of b. The cursors go to req.Cursors' array when it has room: a node decodes each of
+// a session's polls into the request it decoded the last into.
 func ReadWatchNextReq(b []byte, req *WatchNextReq) bool {
 	r := &mp.Reader{B: b}
+	reuse := req.Cursors[:0]
 	*req = WatchNextReq{}
 	return readFields(r, func(k []byte) bool {
 		var ok bool
@@ -408,7 +410,12 @@ func ReadWatchNextReq(b []byte, req *WatchNextReq) bool {
 				req.Cursors = nil
 				return ok
 			}
-			req.Cursors = make([]WatchCursor, n)
+			if reuse != nil && cap(reuse) >= n {
+				req.Cursors = reuse[:n]
+				clear(req.Cursors)
+			} else {
+				req.Cursors = make([]WatchCursor, n)
+			}
 			for i := range req.Cursors {
 				c := &req.Cursors[i]
 				if readCursor(r, c) {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/tsdht/tsdht/internal/mp"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
@@ -271,4 +272,39 @@ func FuzzWatchNotifyReq(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { checkHandDecoder(t, b, ReadWatchNotifyReq) })
+}
+
+// TestReadWatchNextReqReuses: a poll decoded into the request of a longer one takes its
+// cursors' array, every cursor read afresh (none of the last poll's left), and one of
+// more cursors than the array holds gets an array of its own.
+func TestReadWatchNextReqReuses(t *testing.T) {
+	long := &WatchNextReq{Session: 1}
+	for i := range 10 {
+		long.Cursors = append(long.Cursors, WatchCursor{ID: uint64(i + 1), Seen: 99})
+	}
+	var req WatchNextReq
+	b, _ := EncodeWatchNextReq(long)
+	if !ReadWatchNextReq(b, &req) {
+		t.Fatal("not read")
+	}
+	array := &req.Cursors[0]
+	// A cursor in the general form, without its Seen: read as 0, not the 99 before.
+	two := mp.AppendMapLen(nil, 2)
+	two = mp.AppendStr(two, "ses")
+	two = mp.AppendUint(two, 2)
+	two = mp.AppendStr(two, "c")
+	two = mp.AppendArrayLen(two, 2)
+	two = mp.AppendUint(mp.AppendStr(mp.AppendMapLen(two, 1), "id"), 7)
+	two = mp.AppendUint(mp.AppendStr(mp.AppendUint(mp.AppendStr(mp.AppendMapLen(two, 2), "id"), 8), "s"), 3)
+	if !ReadWatchNextReq(two, &req) {
+		t.Fatal("the poll of two cursors not read")
+	}
+	if &req.Cursors[0] != array || !reflect.DeepEqual(req, WatchNextReq{Session: 2, Cursors: []WatchCursor{{ID: 7}, {ID: 8, Seen: 3}}}) {
+		t.Fatalf("decoded %+v (array reused: %v); want session 2's two cursors in the array", req, &req.Cursors[0] == array)
+	}
+	long.Cursors = append(long.Cursors, long.Cursors...)
+	b, _ = EncodeWatchNextReq(long)
+	if err := DecodeWatchNextReq(b, &req); err != nil || len(req.Cursors) != 20 || req.Cursors[19] != long.Cursors[19] {
+		t.Fatalf("decoded %+v, %v; want the 20 cursors", req, err)
+	}
 }
