@@ -360,8 +360,8 @@ func (ses *session) signal() {
 }
 
 // Next answers a poll of a session (wire.MethodWatchNext): the next runs of its
-// subscriptions that have some, waiting up to req.WaitMillis for any; a subscription
-// that ended says why, once, and is forgotten.
+// subscriptions that have some, waiting up to req.WaitMillis (and within ctx's
+// deadline) for any; a subscription that ended says why, once, and is forgotten.
 func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNextResp, error) {
 	if len(req.Cursors) > h.cfg.MaxSubscriptions {
 		return nil, rpc.Errorf(wire.CodeBadInput, "a poll of %d subscriptions: a node holds at most %d", len(req.Cursors), h.cfg.MaxSubscriptions)
@@ -384,6 +384,12 @@ func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNext
 		wake = ses.wake
 	}
 	wait := time.Duration(min(max(req.WaitMillis, 0), wire.MaxWatchWaitMillis)) * time.Millisecond
+	// The poll waits within ctx's deadline, for the hub's stop, not on ctx.Done: a
+	// channel of an rpc request's context costs a timer and a child context, made
+	// for each poll.
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d))
+	}
 	var deadline *time.Timer // made when the poll first waits: the session's, reused
 	defer func() {
 		if deadline != nil {
@@ -407,7 +413,7 @@ func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNext
 			deadline = ses.waitTimer(wait)
 		}
 		select {
-		case <-ctx.Done():
+		case <-h.stop:
 			return resp, nil
 		case <-deadline.C:
 			return resp, nil
