@@ -230,6 +230,12 @@ func readArray[T any](r *mp.Reader, size int, read func(*T) bool) ([]T, bool) {
 	return out, true
 }
 
+// readString reads a string, copied out of the message.
+func readString(r *mp.Reader) (string, bool) {
+	s, ok := r.StrBytes()
+	return string(s), ok
+}
+
 // readFields reads a map, handing each key to field, which reads its value. The key
 // is the message's bytes, not a string: a poll names each of its cursors' two keys,
 // and a string made of each would be an allocation per cursor.
@@ -295,9 +301,7 @@ func readWatchBatch(r *mp.Reader, b *WatchBatch, size int, decoded *decodedRuns)
 		case "s":
 			b.Seen, ok = r.Uint()
 		case "e":
-			var s []byte
-			s, ok = r.StrBytes()
-			b.Ended = string(s)
+			b.Ended, ok = readString(r)
 		case "r":
 			b.Runs, ok = readArray(r, size, func(run *WatchRun) bool { return decoded.read(r, run) })
 		}
@@ -310,9 +314,7 @@ func readWatchRun(r *mp.Reader, run *WatchRun) bool {
 		var ok bool
 		switch string(k) { // no string made: compared in place
 		case "k":
-			var s []byte
-			s, ok = r.StrBytes()
-			run.Key = string(s)
+			run.Key, ok = readString(r)
 		case "p":
 			ok = series.ReadWire(r, &run.Points)
 		case "l":
@@ -514,9 +516,7 @@ func ReadWatchNotifyReq(b []byte, req *WatchNotifyReq) bool {
 		var ok bool
 		switch string(k) { // no string made: compared in place
 		case "f":
-			var s []byte
-			s, ok = r.StrBytes()
-			req.From = string(s)
+			req.From, ok = readString(r)
 		case "e":
 			req.Epoch, ok = r.Uint()
 		case "s":
