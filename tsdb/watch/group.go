@@ -207,7 +207,8 @@ func (lg *liveLog) step(poll uint64, cs []cursor, resp *wire.WatchNextResp, budg
 		for _, c := range g.cursors {
 			c.s.polledAt.Store(now)
 		}
-		if g.blocked(lg, g.pos) {
+		lg.moveTo(g, g.pos)
+		if g.blockedAt(lg, g.from) {
 			// The next run is out of order: each member leaves the log on its own.
 			for s, ks := range g.members {
 				lg.leave(s, ks)
@@ -215,7 +216,7 @@ func (lg *liveLog) step(poll uint64, cs []cursor, resp *wire.WatchNextResp, budg
 			rest = append(rest, g.cursors...)
 			continue
 		}
-		runs := lg.advance(g, g.pos, budget)
+		runs := lg.next(g, budget)
 		cursors := g.cursors // reused by the next poll: not kept in resp
 		if len(runs) == 0 {
 			continue
@@ -239,23 +240,26 @@ func (lg *liveLog) step(poll uint64, cs []cursor, resp *wire.WatchNextResp, budg
 	return rest
 }
 
-// blocked reports whether, once its members acknowledged up to pos, group g's next
-// run is out of order (g.avail counted its runs in order this poll); lg.mu held.
-func (g *followGroup) blocked(lg *liveLog, pos uint64) bool {
+// blockedAt reports whether group g, moved to pos, finds its next run out of order
+// (g.avail counts its runs in order from g.from); lg.mu held.
+func (g *followGroup) blockedAt(lg *liveLog, pos uint64) bool {
 	return g.avail == int(pos-g.from) && pos < lg.end()
 }
 
-// advance moves group g to pos, which its members acknowledged (g.avail counted its
-// runs in order this poll; g not blocked at pos), and returns its next runs, within
-// budget (points); lg.mu held.
-func (lg *liveLog) advance(g *followGroup, pos uint64, budget *int) []wire.WatchRun {
+// moveTo moves group g to pos, which its members acknowledged (g.avail counts its runs
+// in order from g.from, and then from pos), the runs before it delivered; lg.mu held.
+func (lg *liveLog) moveTo(g *followGroup, pos uint64) {
 	for p := g.from; p < pos; p++ {
 		g.delivered(&lg.runs[p-lg.first].Points)
 	}
-	avail := g.avail - int(pos-g.from)
+	g.avail -= int(pos - g.from)
 	g.from = pos
+}
+
+// next returns group g's next runs, in order, within budget (points); lg.mu held.
+func (lg *liveLog) next(g *followGroup, budget *int) []wire.WatchRun {
 	i := int(g.from - lg.first)
-	n := fit(lg.runs[i:i+avail], budget, true)
+	n := fit(lg.runs[i:i+g.avail], budget, true)
 	return lg.runs[i : i+n : i+n]
 }
 

@@ -119,7 +119,7 @@ func (ses *session) stepPlanned(cursors []wire.WatchCursor, resp *wire.WatchNext
 		pg.avail = lg.inOrderFrom(pg.g.from)
 		g := pg.g
 		g.avail = pg.avail
-		if !g.takes(pg.pos) || g.blocked(lg, pg.pos) {
+		if !g.takes(pg.pos) || g.blockedAt(lg, pg.pos) {
 			return false
 		}
 	}
@@ -131,7 +131,8 @@ func (ses *session) stepPlanned(cursors []wire.WatchCursor, resp *wire.WatchNext
 	}
 	for i := range pl.groups {
 		pg := &pl.groups[i]
-		if runs := lg.advance(pg.g, pg.pos, budget); len(runs) > 0 {
+		lg.moveTo(pg.g, pg.pos)
+		if runs := lg.next(pg.g, budget); len(runs) > 0 {
 			resp.Groups = append(resp.Groups, wire.WatchGroup{IDs: pg.ids, Runs: runs})
 		}
 	}
