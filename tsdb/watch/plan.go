@@ -34,14 +34,13 @@ type pollPlan struct {
 }
 
 // planGroup is a group of a plan. ids are its members' IDs in the poll's order, the
-// IDs of each answer to it: shared by the answers, never changed. pos, avail and set
-// are a poll's, under lg.mu.
+// IDs of each answer to it: shared by the answers, never changed. pos (the position
+// its members acknowledged) and set are a poll's, under lg.mu.
 type planGroup struct {
-	g     *followGroup
-	ids   []uint64
-	pos   uint64
-	avail int
-	set   bool
+	g   *followGroup
+	ids []uint64
+	pos uint64
+	set bool
 }
 
 // stampEvery is how often a plan stamps its members polled: their lease is counted
@@ -116,9 +115,8 @@ func (ses *session) stepPlanned(cursors []wire.WatchCursor, resp *wire.WatchNext
 	}
 	for i := range pl.groups {
 		pg := &pl.groups[i]
-		pg.avail = lg.inOrderFrom(pg.g.from)
 		g := pg.g
-		g.avail = pg.avail
+		g.avail = lg.inOrderFrom(g.from)
 		if !g.takes(pg.pos) || g.blockedAt(lg, pg.pos) {
 			return false
 		}
