@@ -81,10 +81,10 @@ func (n *Node) registerWatch() {
 		return &struct{}{}, n.watch.Interest(req)
 	})
 	// A notification, one a written point of a watched series, is decoded by hand
-	// (wire.DecodeWatchNotifyReq) and taken on the connection's reader
-	// (rpc.Server.HandleInline): Hub.Notify appends to logs and wakes sessions, it
-	// never waits on the network.
-	n.srv.HandleInline(wire.MethodWatchNotify, (*wire.WatchNotifyReq)(nil), func(_ context.Context, b []byte) ([]byte, error) {
+	// (wire.DecodeWatchNotifyReq). It is not taken on the connection's reader
+	// (rpc.Server.HandleInline): the coordinator's writes to this replica come on the
+	// same connection, and would wait behind it.
+	n.srv.HandleDecoded(wire.MethodWatchNotify, (*wire.WatchNotifyReq)(nil), func(_ context.Context, b []byte) ([]byte, error) {
 		var req wire.WatchNotifyReq
 		if err := wire.DecodeWatchNotifyReq(b, &req); err != nil {
 			return nil, rpc.Errorf(wire.CodeBadInput, "%s: %v", wire.MethodWatchNotify, err)
