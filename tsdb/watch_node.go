@@ -59,12 +59,19 @@ func (n *Node) registerWatch() {
 	// A poll and its answer are encoded by hand (wire.EncodeWatchNextResp,
 	// wire.DecodeWatchNextReq): a session polls after each notification, naming every
 	// subscription it holds.
+	// The request is decoded into one of the last polls' (nextReqs), into its
+	// cursors' array: Hub.Next keeps nothing of it.
 	n.srv.HandleDecoded(wire.MethodWatchNext, (*wire.WatchNextReq)(nil), func(ctx context.Context, b []byte) ([]byte, error) {
-		var req wire.WatchNextReq
-		if err := wire.DecodeWatchNextReq(b, &req); err != nil {
+		req := nextReqs.Get().(*wire.WatchNextReq)
+		defer func() {
+			if cap(req.Cursors) <= watch.DefaultMaxSubscriptions { // not a hostile poll's array
+				nextReqs.Put(req)
+			}
+		}()
+		if err := wire.DecodeWatchNextReq(b, req); err != nil {
 			return nil, rpc.Errorf(wire.CodeBadInput, "%s: %v", wire.MethodWatchNext, err)
 		}
-		resp, err := n.watch.Next(ctx, &req)
+		resp, err := n.watch.Next(ctx, req)
 		if err != nil {
 			return nil, err
 		}
@@ -73,11 +80,26 @@ func (n *Node) registerWatch() {
 	cluster.Handle(n.srv, wire.MethodWatchInterest, func(_ context.Context, req *wire.WatchInterestReq) (*struct{}, error) {
 		return &struct{}{}, n.watch.Interest(req)
 	})
-	cluster.Handle(n.srv, wire.MethodWatchNotify, func(_ context.Context, req *wire.WatchNotifyReq) (*struct{}, error) {
-		n.watch.Notify(req)
-		return &struct{}{}, nil
+	// A notification, one a written point of a watched series, is decoded by hand
+	// (wire.DecodeWatchNotifyReq). It is not taken on the connection's reader
+	// (rpc.Server.HandleInline): the coordinator's writes to this replica come on the
+	// same connection, and would wait behind it.
+	n.srv.HandleDecoded(wire.MethodWatchNotify, (*wire.WatchNotifyReq)(nil), func(_ context.Context, b []byte) ([]byte, error) {
+		var req wire.WatchNotifyReq
+		if err := wire.DecodeWatchNotifyReq(b, &req); err != nil {
+			return nil, rpc.Errorf(wire.CodeBadInput, "%s: %v", wire.MethodWatchNotify, err)
+		}
+		n.watch.Notify(&req)
+		return emptyMap, nil
 	})
 }
+
+// nextReqs holds the polls decoded before, for their cursors' arrays.
+var nextReqs = sync.Pool{New: func() any { return new(wire.WatchNextReq) }}
+
+// emptyMap is the msgpack encoding of an empty map: what rpc.Encode makes of
+// &struct{}{}, the answer of a method that answers nothing.
+var emptyMap = []byte{0x80}
 
 // Subscribe is the thin client's Subscribe (client.Client.Subscribe) through this
 // node, as an application's would be: what the node's HTTP stream serves. Should this

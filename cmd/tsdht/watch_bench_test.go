@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,8 +32,19 @@ import (
 //
 // or scripts/bench-watch [--arm] [--save], which records the figures in
 // docs/bench/watch.jsonl.
+//
+// With $TSDHT_WATCH_PROFILE set to a directory (scripts/bench-watch --profile DIR),
+// node 2 serves Go's profiles on an HTTP port of its own and each case writes node
+// 2's CPU profile over its timed writes there, as <case>.pprof.
 func BenchmarkWatch(b *testing.B) {
-	c := testutil.StartCluster(b, 3, "--rf", "3")
+	profDir := os.Getenv("TSDHT_WATCH_PROFILE")
+	c := testutil.NewCluster(b, 3, "--rf", "3")
+	if profDir != "" {
+		os.Setenv("TSDHT_HTTP_PPROF", "1") // the nodes inherit it
+		c.Nodes[2].Args = append(c.Nodes[2].Args, "--http", testutil.FreeAddr(b))
+	}
+	c.StartAll()
+	c.WaitAlive(3, time.Minute)
 	writer, err := client.New([]string{c.Nodes[0].RPC}, client.Config{})
 	if err != nil {
 		b.Fatal(err)
@@ -58,7 +72,10 @@ func BenchmarkWatch(b *testing.B) {
 		{"1000-series/1-subscriber", many, []client.Selector{{Prefix: "bench/many/"}}},
 	}
 	for _, tc := range cases {
-		b.Run(tc.name, func(b *testing.B) { benchWatchCase(b, c, writer, tc.keys, tc.subs) })
+		b.Run(tc.name, func(b *testing.B) {
+			stop := watchProfile(b, c.Nodes[2], profDir, strings.ReplaceAll(tc.name, "/", "-"))
+			benchWatchCase(b, c, writer, tc.keys, tc.subs, stop)
+		})
 	}
 }
 
@@ -69,7 +86,9 @@ const subsPerClient = 100
 // benchWatchCase writes b.N points at 60 Hz with the subscribers subs watching from
 // another process (TestWatchFleet), so that their goroutines do not queue beside the
 // writer's in this one.
-func benchWatchCase(b *testing.B, c *testutil.Cluster, writer *client.Client, keys []string, subs []client.Selector) {
+// profiled, when not nil, starts node 2's CPU profile at the first timed write and
+// returns what stops it.
+func benchWatchCase(b *testing.B, c *testutil.Cluster, writer *client.Client, keys []string, subs []client.Selector, profiled func() func()) {
 	subAddr := c.Nodes[2].RPC
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -124,6 +143,10 @@ func benchWatchCase(b *testing.B, c *testutil.Cluster, writer *client.Client, ke
 	lat := make([]time.Duration, 0, b.N)
 	tick := time.NewTicker(time.Second / 60)
 	defer tick.Stop()
+	stopProfile := func() {}
+	if profiled != nil {
+		stopProfile = profiled()
+	}
 	cpu0 := cpuOf(pids)
 	start := time.Now()
 	b.ResetTimer()
@@ -138,7 +161,10 @@ func benchWatchCase(b *testing.B, c *testutil.Cluster, writer *client.Client, ke
 		lat = append(lat, time.Since(w))
 	}
 	b.StopTimer()
-	b.Log(cpuOver(pids, cpu0, time.Since(start)))
+	stopProfile()
+	cpu1 := cpuOf(pids)
+	b.Log(cpuOver(pids, cpu0, cpu1, time.Since(start)))
+	b.ReportMetric(float64((cpu1[2]-cpu0[2]).Microseconds())/float64(b.N), "node2-cpu-µs/write")
 	b.ReportMetric(float64(pct(lat, 0.5).Microseconds()), "write-p50-µs")
 	b.ReportMetric(float64(pct(lat, 0.99).Microseconds()), "write-p99-µs")
 	if len(subs) == 0 {
@@ -294,6 +320,47 @@ func TestWatchFleet(t *testing.T) {
 	select {}
 }
 
+// watchProfile returns, when dir is not empty, what starts node n's CPU profile
+// (served by --http with TSDHT_HTTP_PPROF=1) and returns what stops it and writes it
+// to dir/name.pprof; nil when dir is empty.
+func watchProfile(b *testing.B, n *testutil.Proc, dir, name string) func() func() {
+	if dir == "" {
+		return nil
+	}
+	addr := ""
+	for i, a := range n.Args {
+		if a == "--http" && i+1 < len(n.Args) {
+			addr = n.Args[i+1]
+		}
+	}
+	return func() func() {
+		// The profile runs for a whole number of seconds: as many as the writes take.
+		secs := max(1, (b.N+59)/60)
+		got := make(chan error, 1)
+		go func() {
+			resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs))
+			if err != nil {
+				got <- err
+				return
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("%s: %s", resp.Status, body)
+			}
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, name+".pprof"), body, 0o644)
+			}
+			got <- err
+		}()
+		return func() {
+			if err := <-got; err != nil {
+				b.Errorf("node 2's CPU profile: %v", err)
+			}
+		}
+	}
+}
+
 // cpuOf returns the CPU time (user + system) each process of pids has used so far,
 // from /proc (0 where it cannot be read).
 func cpuOf(pids []int) []time.Duration {
@@ -319,8 +386,7 @@ func cpuOf(pids []int) []time.Duration {
 // cpuOver says how many cores each process of pids (the nodes, then the subscribers)
 // and this one (the writer) kept busy over the wall time since cpu0: where a
 // writer's tail comes from a core the others took.
-func cpuOver(pids []int, cpu0 []time.Duration, wall time.Duration) string {
-	cpu1 := cpuOf(pids)
+func cpuOver(pids []int, cpu0, cpu1 []time.Duration, wall time.Duration) string {
 	out := "cores busy over the case:"
 	for i := range pids {
 		name := fmt.Sprintf("node %d", i)

@@ -67,6 +67,7 @@ func (lg *liveLog) join(s *sub, ks *keyState) {
 	delete(lg.follow, s)
 	g.members[s] = ks
 	ks.grp, ks.off, ks.joinRn = g, s.base-ks.from, g.rn // off wraps: Seen = off + position
+	lg.gen++
 }
 
 // leave takes member ks of s out of its group: a follower of its own at the group's
@@ -93,6 +94,7 @@ func (lg *liveLog) dropMember(g *followGroup, s *sub, ks *keyState) {
 		delete(lg.groups, g)
 	}
 	ks.grp = nil
+	lg.gen++
 }
 
 // settle takes what ks was owed by the group it left, if it did; s.mu and lg.mu held.
@@ -111,10 +113,12 @@ func (s *sub) settle(ks *keyState) {
 	s.base = e.base
 }
 
-// stepGroups answers, in resp, the cursors of poll (of session ses, grouped when the
-// client takes wire.WatchGroup) whose subscriptions follow a log in a group, within
-// budget (points), and returns the others, for their own answers (sub.take).
-func (h *Hub) stepGroups(poll uint64, polled []cursor, resp *wire.WatchNextResp, budget *int, grouped bool) []cursor {
+// stepGroups answers, in resp, the cursors of poll (grouped when the client takes
+// wire.WatchGroup) whose subscriptions follow a log in a group, within budget
+// (points), and returns the others, for their own answers (sub.take). When every
+// cursor's subscription follows one log in a group and stays in it (answered grouped),
+// it also returns the session's plan of such polls (plan.go), made at sesGen.
+func (h *Hub) stepGroups(poll uint64, polled []cursor, resp *wire.WatchNextResp, budget *int, grouped bool, sesGen uint64) ([]cursor, *pollPlan) {
 	// Split into followers of a log (as most of a session's subscriptions of one
 	// series are, one log for them all) and the rest, in polled's array.
 	var follow []cursor
@@ -135,9 +139,13 @@ func (h *Hub) stepGroups(poll uint64, polled []cursor, resp *wire.WatchNextResp,
 	}
 	if one != nil {
 		one.mu.Lock()
+		defer one.mu.Unlock()
 		rest = one.step(poll, follow, resp, budget, grouped, rest)
-		one.mu.Unlock()
-		return rest
+		var pl *pollPlan
+		if len(rest) == 0 && grouped {
+			pl = one.plan(follow, sesGen)
+		}
+		return rest, pl
 	}
 	byLog := map[*liveLog][]cursor{}
 	for _, p := range follow {
@@ -148,7 +156,7 @@ func (h *Hub) stepGroups(poll uint64, polled []cursor, resp *wire.WatchNextResp,
 		rest = lg.step(poll, cs, resp, budget, grouped, rest)
 		lg.mu.Unlock()
 	}
-	return rest
+	return rest, nil
 }
 
 // step is stepGroups for the cursors cs of one log; lg.mu held.
@@ -199,12 +207,8 @@ func (lg *liveLog) step(poll uint64, cs []cursor, resp *wire.WatchNextResp, budg
 		for _, c := range g.cursors {
 			c.s.polledAt.Store(now)
 		}
-		for p := g.from; p < g.pos; p++ {
-			g.delivered(&lg.runs[p-lg.first].Points)
-		}
-		avail := g.avail - int(g.pos-g.from)
-		g.from = g.pos
-		if avail == 0 && g.from < lg.end() {
+		lg.moveTo(g, g.pos)
+		if g.blockedAt(lg, g.from) {
 			// The next run is out of order: each member leaves the log on its own.
 			for s, ks := range g.members {
 				lg.leave(s, ks)
@@ -212,13 +216,12 @@ func (lg *liveLog) step(poll uint64, cs []cursor, resp *wire.WatchNextResp, budg
 			rest = append(rest, g.cursors...)
 			continue
 		}
-		i := int(g.from - lg.first)
-		n := fit(lg.runs[i:i+avail], budget, true)
+		runs := lg.next(g, budget)
 		cursors := g.cursors // reused by the next poll: not kept in resp
-		if n == 0 {
+		if len(runs) == 0 {
 			continue
 		}
-		runs := lg.runs[i : i+n : i+n]
+		n := len(runs)
 		if !grouped {
 			for _, c := range cursors {
 				resp.Subs = append(resp.Subs, wire.WatchBatch{ID: c.s.id, Runs: runs, Seen: c.seen + uint64(n)})
@@ -235,6 +238,29 @@ func (lg *liveLog) step(poll uint64, cs []cursor, resp *wire.WatchNextResp, budg
 		lg.mergeInto(g)
 	}
 	return rest
+}
+
+// blockedAt reports whether group g, moved to pos, finds its next run out of order
+// (g.avail counts its runs in order from g.from); lg.mu held.
+func (g *followGroup) blockedAt(lg *liveLog, pos uint64) bool {
+	return g.avail == int(pos-g.from) && pos < lg.end()
+}
+
+// moveTo moves group g to pos, which its members acknowledged (g.avail counts its runs
+// in order from g.from, and then from pos), the runs before it delivered; lg.mu held.
+func (lg *liveLog) moveTo(g *followGroup, pos uint64) {
+	for p := g.from; p < pos; p++ {
+		g.delivered(&lg.runs[p-lg.first].Points)
+	}
+	g.avail -= int(pos - g.from)
+	g.from = pos
+}
+
+// next returns group g's next runs, in order, within budget (points); lg.mu held.
+func (lg *liveLog) next(g *followGroup, budget *int) []wire.WatchRun {
+	i := int(g.from - lg.first)
+	n := fit(lg.runs[i:i+g.avail], budget, true)
+	return lg.runs[i : i+n : i+n]
 }
 
 // takes reports whether pos is a position group g can be acknowledged at in a poll
@@ -265,6 +291,7 @@ func (lg *liveLog) mergeInto(g *followGroup) {
 		}
 		clear(gone.members)
 		delete(lg.groups, gone)
+		lg.gen++
 		return
 	}
 }

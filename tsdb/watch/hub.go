@@ -291,6 +291,7 @@ func (h *Hub) Open(ctx context.Context, req *wire.WatchOpenReq) (uint64, error) 
 	s := newSub(h, h.nextID, req, q, single == "", ses)
 	h.subs[s.id] = s
 	ses.subs[s.id] = s
+	ses.gen.Add(1)
 	added := s.addKeys(keys)
 	h.mu.Unlock()
 	if err := h.tellPeers(ctx); err != nil {
@@ -342,6 +343,13 @@ type session struct {
 	// (guarded by h.mu): a client names the same subscriptions in the same order
 	// poll after poll, so Hub.polled finds each by its place, not in h.subs.
 	last []*sub
+	// gen counts the changes of its subscriptions (one opened, forgotten or ended),
+	// plan what its last poll found (plan.go): a poll plan holds while gen is the
+	// same.
+	gen  atomic.Uint64
+	plan atomic.Pointer[pollPlan]
+	// timer is the timer its polls wait with, while none holds it.
+	timer atomic.Pointer[time.Timer]
 }
 
 func (ses *session) signal() {
@@ -352,8 +360,8 @@ func (ses *session) signal() {
 }
 
 // Next answers a poll of a session (wire.MethodWatchNext): the next runs of its
-// subscriptions that have some, waiting up to req.WaitMillis for any; a subscription
-// that ended says why, once, and is forgotten.
+// subscriptions that have some, waiting up to req.WaitMillis (and within ctx's
+// deadline) for any; a subscription that ended says why, once, and is forgotten.
 func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNextResp, error) {
 	if len(req.Cursors) > h.cfg.MaxSubscriptions {
 		return nil, rpc.Errorf(wire.CodeBadInput, "a poll of %d subscriptions: a node holds at most %d", len(req.Cursors), h.cfg.MaxSubscriptions)
@@ -376,41 +384,93 @@ func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNext
 		wake = ses.wake
 	}
 	wait := time.Duration(min(max(req.WaitMillis, 0), wire.MaxWatchWaitMillis)) * time.Millisecond
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for {
-		resp := &wire.WatchNextResp{}
-		h.mu.Lock()
-		polled := h.polled(req.Cursors, ses, resp)
-		poll := h.polls
-		h.mu.Unlock()
-		budget := wire.MaxWatchAnswerPoints
-		// The followers in groups first, once per group (group.go); then each other one.
-		polled = h.stepGroups(poll, polled, resp, &budget, req.Groups)
-		now := time.Now()
-		for _, p := range polled {
-			b, ok, ended := p.s.take(now, p.seen, &budget)
-			if ended {
-				h.drop(p.s)
-			}
-			if ok && !(req.Groups && group(resp, b, p.seen)) {
-				if resp.Subs == nil {
-					resp.Subs = make([]wire.WatchBatch, 0, len(polled))
-				}
-				resp.Subs = append(resp.Subs, b)
+	// The poll waits within ctx's deadline, for the hub's stop, not on ctx.Done: a
+	// channel of an rpc request's context costs a timer and a child context, made
+	// for each poll.
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d))
+	}
+	var deadline *time.Timer // made when the poll first waits: the session's, reused
+	defer func() {
+		if deadline != nil {
+			deadline.Stop()
+			if ses != nil {
+				ses.timer.Store(deadline)
 			}
 		}
-		if len(resp.Subs)+len(resp.Groups) > 0 {
+	}()
+	resp := &wire.WatchNextResp{} // a pass that answers nothing leaves it empty
+	for {
+		budget := wire.MaxWatchAnswerPoints
+		if ses != nil && req.Groups && ses.stepPlanned(req.Cursors, resp, &budget) {
+			if len(resp.Groups) > 0 {
+				return resp, nil
+			}
+		} else if h.step(req, ses, resp, &budget) {
 			return resp, nil
 		}
+		if deadline == nil {
+			deadline = ses.waitTimer(wait)
+		}
 		select {
-		case <-ctx.Done():
+		case <-h.stop:
 			return resp, nil
 		case <-deadline.C:
 			return resp, nil
 		case <-wake:
 		}
 	}
+}
+
+// waitTimer returns a timer of d: the session's (ses may be nil), which its polls
+// reuse one after another, or a new one while another poll of it holds it. Reset
+// after Stop delivers nothing of the timer's past (Go 1.23 timers).
+func (ses *session) waitTimer(d time.Duration) *time.Timer {
+	if ses != nil {
+		if t := ses.timer.Swap(nil); t != nil {
+			t.Reset(d)
+			return t
+		}
+	}
+	return time.NewTimer(d)
+}
+
+// step answers a poll of session ses (nil: none) in resp, each subscription looked up
+// and stepped, and reports whether it has something to answer; within budget (points).
+// A poll that finds every subscription of the session following one series' live log
+// in a group leaves the session its plan, for its next polls (plan.go).
+func (h *Hub) step(req *wire.WatchNextReq, ses *session, resp *wire.WatchNextResp, budget *int) bool {
+	var sesGen uint64
+	if ses != nil {
+		sesGen = ses.gen.Load() // before the subscriptions are read: a change after fails the plan
+	}
+	h.mu.Lock()
+	polled := h.polled(req.Cursors, ses, resp)
+	poll := h.polls
+	h.mu.Unlock()
+	named := len(polled) == len(req.Cursors) && len(resp.Subs) == 0
+	// The followers in groups first, once per group (group.go); then each other one.
+	polled, pl := h.stepGroups(poll, polled, resp, budget, req.Groups, sesGen)
+	if ses != nil {
+		if !named {
+			pl = nil
+		}
+		ses.plan.Store(pl)
+	}
+	now := time.Now()
+	for _, p := range polled {
+		b, ok, ended := p.s.take(now, p.seen, budget)
+		if ended {
+			h.drop(p.s)
+		}
+		if ok && !(req.Groups && group(resp, b, p.seen)) {
+			if resp.Subs == nil {
+				resp.Subs = make([]wire.WatchBatch, 0, len(polled))
+			}
+			resp.Subs = append(resp.Subs, b)
+		}
+	}
+	return len(resp.Subs)+len(resp.Groups) > 0
 }
 
 // group adds batch b, of a subscription polled with seen runs, to the group of
@@ -507,6 +567,7 @@ func (h *Hub) forget(s *sub) {
 	}
 	delete(h.subs, s.id)
 	delete(s.ses.subs, s.id)
+	s.ses.gen.Add(1)
 	s.forgotten = true
 	if len(s.ses.subs) == 0 {
 		for id, ses := range h.sessions {

@@ -50,6 +50,9 @@ type liveLog struct {
 	// sessions counts the subscriptions of each session watching the series: a
 	// notification wakes each session once.
 	sessions map[*session]int
+	// gen counts the changes of its groups' members (a join, a leave, a merge): a
+	// session's poll plan holds while it is the same (plan.go).
+	gen uint64
 }
 
 // logRuns is the fewest runs a log's array grows to hold: trimmed from the front, it

@@ -103,7 +103,7 @@ func (ss *senders) run(s *sender) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := ss.h.cfg.Call(ctx, s.addr, wire.MethodWatchNotify, req, nil)
+		err := ss.h.cfg.Call(ctx, s.addr, wire.MethodWatchNotify, wire.EncodedWatchNotify(req), nil) // by hand: one a written point
 		cancel()
 		if err != nil {
 			s.mu.Lock()

@@ -633,6 +633,7 @@ func (s *sub) endLocked(err error) {
 	}
 	s.err = err
 	s.over.Store(true)
+	s.ses.gen.Add(1) // its session's poll plan no longer holds
 	s.runs = nil
 	s.cancel()
 	s.ses.signal()

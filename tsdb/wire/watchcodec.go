@@ -7,6 +7,7 @@ import (
 	"github.com/tsdht/tsdht/internal/mp"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // A subscribed series' every point goes to each of its subscriptions in a
@@ -182,9 +183,9 @@ func ReadWatchNextResp(b []byte, resp *WatchNextResp) bool {
 	r := &mp.Reader{B: b}
 	*resp = WatchNextResp{}
 	var decoded decodedRuns
-	return readFields(r, func(k string) bool {
+	return readFields(r, func(k []byte) bool {
 		var ok bool
-		switch k {
+		switch string(k) { // no string made: compared in place
 		case "b":
 			resp.Subs, ok = readArray(r, len(b), func(sub *WatchBatch) bool { return readWatchBatch(r, sub, len(b), &decoded) })
 		case "g":
@@ -195,9 +196,9 @@ func ReadWatchNextResp(b []byte, resp *WatchNextResp) bool {
 }
 
 func readWatchGroup(r *mp.Reader, g *WatchGroup, size int, decoded *decodedRuns) bool {
-	return readFields(r, func(k string) bool {
+	return readFields(r, func(k []byte) bool {
 		var ok bool
-		switch k {
+		switch string(k) { // no string made: compared in place
 		case "i":
 			g.IDs, ok = readArray(r, size, func(id *uint64) bool {
 				var ok bool
@@ -229,15 +230,23 @@ func readArray[T any](r *mp.Reader, size int, read func(*T) bool) ([]T, bool) {
 	return out, true
 }
 
-// readFields reads a map, handing each key to field, which reads its value.
-func readFields(r *mp.Reader, field func(k string) bool) bool {
+// readString reads a string, copied out of the message.
+func readString(r *mp.Reader) (string, bool) {
+	s, ok := r.StrBytes()
+	return string(s), ok
+}
+
+// readFields reads a map, handing each key to field, which reads its value. The key
+// is the message's bytes, not a string: a poll names each of its cursors' two keys,
+// and a string made of each would be an allocation per cursor.
+func readFields(r *mp.Reader, field func(k []byte) bool) bool {
 	m, ok := r.MapLen()
 	if !ok {
 		return false
 	}
 	for range m {
 		k, ok := r.StrBytes()
-		if !ok || !field(string(k)) {
+		if !ok || !field(k) {
 			return false
 		}
 	}
@@ -284,17 +293,15 @@ func (d *decodedRuns) read(r *mp.Reader, run *WatchRun) bool {
 }
 
 func readWatchBatch(r *mp.Reader, b *WatchBatch, size int, decoded *decodedRuns) bool {
-	return readFields(r, func(k string) bool {
+	return readFields(r, func(k []byte) bool {
 		var ok bool
-		switch k {
+		switch string(k) { // no string made: compared in place
 		case "id":
 			b.ID, ok = r.Uint()
 		case "s":
 			b.Seen, ok = r.Uint()
 		case "e":
-			var s []byte
-			s, ok = r.StrBytes()
-			b.Ended = string(s)
+			b.Ended, ok = readString(r)
 		case "r":
 			b.Runs, ok = readArray(r, size, func(run *WatchRun) bool { return decoded.read(r, run) })
 		}
@@ -303,13 +310,11 @@ func readWatchBatch(r *mp.Reader, b *WatchBatch, size int, decoded *decodedRuns)
 }
 
 func readWatchRun(r *mp.Reader, run *WatchRun) bool {
-	return readFields(r, func(k string) bool {
+	return readFields(r, func(k []byte) bool {
 		var ok bool
-		switch k {
+		switch string(k) { // no string made: compared in place
 		case "k":
-			var s []byte
-			s, ok = r.StrBytes()
-			run.Key = string(s)
+			run.Key, ok = readString(r)
 		case "p":
 			ok = series.ReadWire(r, &run.Points)
 		case "l":
@@ -382,13 +387,15 @@ const watchCursorBytes = int(unsafe.Sizeof(WatchCursor{}))
 // ReadWatchNextReq decodes b, a WatchNextReq as AppendWatchNextReq writes it, into
 // req. It answers false for any other form, and for anything malformed: decode b with
 // rpc.Decode then. What it allocates stays within rpc.DecodeCostFactor bytes per byte
-// of b.
+// of b. The cursors go to req.Cursors' array when it has room: a node decodes each of
+// a session's polls into the request it decoded the last into.
 func ReadWatchNextReq(b []byte, req *WatchNextReq) bool {
 	r := &mp.Reader{B: b}
+	reuse := req.Cursors[:0]
 	*req = WatchNextReq{}
-	return readFields(r, func(k string) bool {
+	return readFields(r, func(k []byte) bool {
 		var ok bool
-		switch k {
+		switch string(k) { // no string made: compared in place
 		case "ses":
 			req.Session, ok = r.Uint()
 		case "w":
@@ -405,12 +412,20 @@ func ReadWatchNextReq(b []byte, req *WatchNextReq) bool {
 				req.Cursors = nil
 				return ok
 			}
-			req.Cursors = make([]WatchCursor, n)
+			if reuse != nil && cap(reuse) >= n {
+				req.Cursors = reuse[:n]
+				clear(req.Cursors)
+			} else {
+				req.Cursors = make([]WatchCursor, n)
+			}
 			for i := range req.Cursors {
 				c := &req.Cursors[i]
-				if !readFields(r, func(k string) bool {
+				if readCursor(r, c) {
+					continue
+				}
+				if !readFields(r, func(k []byte) bool {
 					var ok bool
-					switch k {
+					switch string(k) { // no string made: compared in place
 					case "id":
 						c.ID, ok = r.Uint()
 					case "s":
@@ -426,6 +441,34 @@ func ReadWatchNextReq(b []byte, req *WatchNextReq) bool {
 	}) && r.Left() == 0
 }
 
+// cursorHead and cursorSeen are the bytes AppendWatchNextReq writes before a cursor's
+// ID (a map of 2, the key "id") and before its Seen (the key "s").
+var (
+	cursorHead = []byte{0x82, 0xa2, 'i', 'd'}
+	cursorSeen = []byte{0xa1, 's'}
+)
+
+// readCursor reads a cursor in the form AppendWatchNextReq writes it, and reports
+// whether it did; when not, r is where it was, for readFields to read whatever form
+// it is in.
+func readCursor(r *mp.Reader, c *WatchCursor) bool {
+	at := r.Off
+	if !bytes.HasPrefix(r.B[r.Off:], cursorHead) {
+		return false
+	}
+	r.Off += len(cursorHead)
+	id, ok := r.Uint()
+	if ok && bytes.HasPrefix(r.B[r.Off:], cursorSeen) {
+		r.Off += len(cursorSeen)
+		if seen, ok := r.Uint(); ok {
+			c.ID, c.Seen = id, seen
+			return true
+		}
+	}
+	r.Off = at
+	return false
+}
+
 // DecodeWatchNextReq decodes a WatchNextReq: by hand when ReadWatchNextReq can, else
 // with rpc.Decode (whose errors say what is wrong).
 func DecodeWatchNextReq(b []byte, req *WatchNextReq) error {
@@ -434,4 +477,70 @@ func DecodeWatchNextReq(b []byte, req *WatchNextReq) error {
 	}
 	*req = WatchNextReq{}
 	return rpc.Decode(b, req)
+}
+
+// A notification carries a coordinator's stored points of watched series to a node
+// that watches them: one per written point, and one decoded by the node for each.
+// It too is encoded and decoded by hand, as a poll's answer is.
+
+// AppendWatchNotifyReq appends req's msgpack encoding to dst.
+func AppendWatchNotifyReq(dst []byte, req *WatchNotifyReq) []byte {
+	dst = mp.AppendMapLen(dst, 4)
+	dst = mp.AppendStr(dst, "f")
+	dst = mp.AppendStr(dst, req.From)
+	dst = mp.AppendStr(dst, "e")
+	dst = mp.AppendUint(dst, req.Epoch)
+	dst = mp.AppendStr(dst, "s")
+	dst = mp.AppendUint(dst, req.Seq)
+	dst = mp.AppendStr(dst, "r")
+	return appendWatchRuns(dst, req.Runs, false, nil)
+}
+
+// EncodeWatchNotifyReq returns req's msgpack encoding.
+func EncodeWatchNotifyReq(req *WatchNotifyReq) ([]byte, error) {
+	n := 48 + len(req.From)
+	for i := range req.Runs {
+		n += 16 + len(req.Runs[i].Key) + req.Runs[i].Points.WireSize()
+	}
+	return AppendWatchNotifyReq(make([]byte, 0, n), req), nil
+}
+
+// ReadWatchNotifyReq decodes b, a WatchNotifyReq as AppendWatchNotifyReq writes it,
+// into req, copying what it keeps (b may be reused once it returns). It answers false
+// for any other form, and for anything malformed: decode b with rpc.Decode then. What
+// it allocates stays within rpc.DecodeCostFactor bytes per byte of b.
+func ReadWatchNotifyReq(b []byte, req *WatchNotifyReq) bool {
+	r := &mp.Reader{B: b}
+	*req = WatchNotifyReq{}
+	return readFields(r, func(k []byte) bool {
+		var ok bool
+		switch string(k) { // no string made: compared in place
+		case "f":
+			req.From, ok = readString(r)
+		case "e":
+			req.Epoch, ok = r.Uint()
+		case "s":
+			req.Seq, ok = r.Uint()
+		case "r":
+			req.Runs, ok = readArray(r, len(b), func(run *WatchRun) bool { return readWatchRun(r, run) })
+		}
+		return ok
+	}) && r.Left() == 0
+}
+
+// DecodeWatchNotifyReq decodes a WatchNotifyReq: by hand when ReadWatchNotifyReq
+// can, else with rpc.Decode (whose errors say what is wrong).
+func DecodeWatchNotifyReq(b []byte, req *WatchNotifyReq) error {
+	if ReadWatchNotifyReq(b, req) {
+		return nil
+	}
+	*req = WatchNotifyReq{}
+	return rpc.Decode(b, req)
+}
+
+// EncodedWatchNotify is req encoded by hand (AppendWatchNotifyReq), for rpc.Invoke
+// and rpc.Encode to send as it is (msgpack.RawMessage).
+func EncodedWatchNotify(req *WatchNotifyReq) msgpack.RawMessage {
+	b, _ := EncodeWatchNotifyReq(req)
+	return b
 }

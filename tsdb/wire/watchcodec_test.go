@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/tsdht/tsdht/internal/mp"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
@@ -209,5 +210,101 @@ func BenchmarkReadWatchNextRespShared(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkReadWatchNextReq decodes a poll of a session of 100 subscriptions, as a
+// node does for each of its sessions' polls: allocs/op is what it allocates per poll.
+func BenchmarkReadWatchNextReq(b *testing.B) {
+	req := &WatchNextReq{Session: 9, WaitMillis: 1000, Groups: true}
+	for i := range 100 {
+		req.Cursors = append(req.Cursors, WatchCursor{ID: uint64(1000 + i), Seen: uint64(70_000 + i)})
+	}
+	body, _ := EncodeWatchNextReq(req)
+	b.ReportAllocs()
+	for b.Loop() {
+		var got WatchNextReq
+		if !ReadWatchNextReq(body, &got) || len(got.Cursors) != 100 {
+			b.Fatal("not read")
+		}
+	}
+}
+
+// randomWatchNotifyReq makes a notification of every shape a coordinator sends: runs
+// of one or many series, float and int points, any numbering.
+func randomWatchNotifyReq(rnd *rand.Rand) *WatchNotifyReq {
+	nums := []uint64{0, 1, 127, 128, 65536, 1 << 32, math.MaxUint64}
+	req := &WatchNotifyReq{From: "10.0.0.7:7000", Epoch: nums[rnd.Intn(len(nums))], Seq: nums[rnd.Intn(len(nums))]}
+	if rnd.Intn(10) == 0 {
+		return req
+	}
+	for _, b := range randomWatchNextResp(rnd).Subs {
+		for _, r := range b.Runs {
+			r.Late = false
+			req.Runs = append(req.Runs, r)
+		}
+	}
+	return req
+}
+
+// TestWatchNotifyReqCodec: as TestWatchNextRespCodec, for a notification.
+func TestWatchNotifyReqCodec(t *testing.T) {
+	rnd := rand.New(rand.NewSource(5))
+	for i := range 500 {
+		checkHandCodec(t, i, randomWatchNotifyReq(rnd), EncodeWatchNotifyReq, ReadWatchNotifyReq)
+	}
+	req := randomWatchNotifyReq(rnd)
+	raw, err := rpc.Encode(EncodedWatchNotify(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back WatchNotifyReq
+	if err := rpc.Decode(raw, &back); err != nil || !reflect.DeepEqual(&back, req) {
+		t.Fatalf("EncodedWatchNotify through rpc.Encode: %+v, %v; want %+v", back, err, req)
+	}
+}
+
+// FuzzWatchNotifyReq: as FuzzWatchNextResp, for a notification.
+func FuzzWatchNotifyReq(f *testing.F) {
+	rnd := rand.New(rand.NewSource(6))
+	for range 20 {
+		b, _ := EncodeWatchNotifyReq(randomWatchNotifyReq(rnd))
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkHandDecoder(t, b, ReadWatchNotifyReq) })
+}
+
+// TestReadWatchNextReqReuses: a poll decoded into the request of a longer one takes its
+// cursors' array, every cursor read afresh (none of the last poll's left), and one of
+// more cursors than the array holds gets an array of its own.
+func TestReadWatchNextReqReuses(t *testing.T) {
+	long := &WatchNextReq{Session: 1}
+	for i := range 10 {
+		long.Cursors = append(long.Cursors, WatchCursor{ID: uint64(i + 1), Seen: 99})
+	}
+	var req WatchNextReq
+	b, _ := EncodeWatchNextReq(long)
+	if !ReadWatchNextReq(b, &req) {
+		t.Fatal("not read")
+	}
+	array := &req.Cursors[0]
+	// A cursor in the general form, without its Seen: read as 0, not the 99 before.
+	two := mp.AppendMapLen(nil, 2)
+	two = mp.AppendStr(two, "ses")
+	two = mp.AppendUint(two, 2)
+	two = mp.AppendStr(two, "c")
+	two = mp.AppendArrayLen(two, 2)
+	two = mp.AppendUint(mp.AppendStr(mp.AppendMapLen(two, 1), "id"), 7)
+	two = mp.AppendUint(mp.AppendStr(mp.AppendUint(mp.AppendStr(mp.AppendMapLen(two, 2), "id"), 8), "s"), 3)
+	if !ReadWatchNextReq(two, &req) {
+		t.Fatal("the poll of two cursors not read")
+	}
+	if &req.Cursors[0] != array || !reflect.DeepEqual(req, WatchNextReq{Session: 2, Cursors: []WatchCursor{{ID: 7}, {ID: 8, Seen: 3}}}) {
+		t.Fatalf("decoded %+v (array reused: %v); want session 2's two cursors in the array", req, &req.Cursors[0] == array)
+	}
+	long.Cursors = append(long.Cursors, long.Cursors...)
+	b, _ = EncodeWatchNextReq(long)
+	if err := DecodeWatchNextReq(b, &req); err != nil || len(req.Cursors) != 20 || req.Cursors[19] != long.Cursors[19] {
+		t.Fatalf("decoded %+v, %v; want the 20 cursors", req, err)
 	}
 }
