@@ -269,7 +269,7 @@ func (c *Coordinator) readPostings(ctx context.Context, tag catalog.Tag, after s
 // are written. Cheap when nothing changes: the coordinator's cache answers (noteWrites
 // of one: catalog_many.go).
 func (c *Coordinator) noteWrite(ctx context.Context, key string, e catalog.Entry, minT, maxT int64, w int) error {
-	errs, _ := c.noteWrites(ctx, []noteReq{{key: key, e: e, minT: minT, maxT: maxT}}, w)
+	errs, _ := c.noteWrites(ctx, []noteReq{{key: key, e: e, minT: minT, maxT: maxT}}, w, nil)
 	return errs[0]
 }
 

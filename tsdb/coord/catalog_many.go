@@ -34,7 +34,9 @@ import (
 // The order of the stages is what a crash needs: a new series is posted in the index
 // before its entry is merged (a retried write that finds no live entry posts it
 // again), and both are stored at quorum before any of its points are written, so an
-// acknowledged point's series is found by its tags after a crash.
+// acknowledged point's series is found by its tags after a crash. Its type is fixed
+// at its registry replicas beside the read and the postings (catalogReady: write.go),
+// and its entry merged only once that is done.
 
 // catalogBatches groups items 0..n-1 by the registry (or posting) replicas of id(i),
 // one batch per peer. An item whose replicas cannot be found gets its error in errs
@@ -272,8 +274,10 @@ type noteReq struct {
 // noteWrites keeps the catalog entries of the series of a write (noteWrite, for each of
 // reqs), every stage for every series at once, and returns each series' error and
 // whether its entry holds every tag of its request (a new series is created with them,
-// posted under them beside its prefix).
-func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int) (errs []error, tagged []bool) {
+// posted under them beside its prefix). typed, when not nil, waits for the series'
+// types to be fixed (declareBeside: an error per request); an entry is merged only for
+// a series whose type was.
+func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int, typed func() []error) (errs []error, tagged []bool) {
 	k := c.cat
 	errs, tagged = make([]error, len(reqs)), make([]bool, len(reqs))
 	now := time.Now().UnixNano()
@@ -352,9 +356,16 @@ func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int) (er
 			}
 		}
 	}
+	var terrs []error
+	if typed != nil && len(todo) > 0 {
+		terrs = typed()
+	}
 	var send []int // of todo
 	var ins []catalog.Entry
 	for j, i := range todo {
+		if terrs != nil && terrs[i] != nil && errs[i] == nil {
+			errs[i] = terrs[i]
+		}
 		if errs[i] == nil {
 			send = append(send, j)
 			ins = append(ins, upds[j])
