@@ -6,6 +6,7 @@ import (
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/cluster"
 )
 
 // A new series' postings and entry in one commit per replica.
@@ -36,27 +37,7 @@ func (c *Coordinator) postsWithEntry(ctx context.Context, x posting) bool {
 			return false
 		}
 		peers, err := c.place.Locate(ctx, t.ID(), c.cfg.RF)
-		if err != nil || !samePeers(reg, peers) {
-			return false
-		}
-	}
-	return true
-}
-
-// samePeers reports whether a and b name the same peers, in any order.
-func samePeers(a, b []dht.Peer) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, p := range a {
-		found := false
-		for _, q := range b {
-			if p.ID == q.ID {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if err != nil || !cluster.SamePeers(reg, peers) {
 			return false
 		}
 	}
