@@ -16,8 +16,9 @@ import (
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
-// TestManyCatalogRequestsOverTCP declares series and merges posting lists in one request
-// each (wire.MethodDeclareMany, wire.MethodPostingsMergeMany) to a replica over TCP, and
+// TestManyCatalogRequestsOverTCP declares series, merges posting lists, and merges a new
+// series' postings with its entry in one request each (wire.MethodDeclareMany,
+// wire.MethodPostingsMergeMany, wire.MethodCatalogMerge) to a replica over TCP, and
 // to an older node that knows only the one-at-a-time methods (the caller falls back to
 // them): both store the same, and a series declared with another type than it holds is
 // refused alone, with its code.
@@ -44,6 +45,17 @@ func TestManyCatalogRequestsOverTCP(t *testing.T) {
 	})
 	cluster.Handle(old, wire.MethodPostingsMerge, func(ctx context.Context, req *wire.PostingsMergeReq) (*struct{}, error) {
 		return &struct{}{}, n.local.MergePostings(ctx, catalog.Tag{K: req.K, V: req.V}, wire.ToMembers(req.Members))
+	})
+	cluster.Handle(old, wire.MethodEntryMerge, func(ctx context.Context, req *wire.EntriesMsg) (*wire.EntriesMsg, error) {
+		es, err := req.Decode()
+		if err != nil {
+			return nil, err
+		}
+		out, err := n.local.MergeEntries(ctx, es)
+		if err != nil {
+			return nil, err
+		}
+		return wire.EncodeEntries(out), nil
 	})
 	oldAddr, err := old.Listen("127.0.0.1:0")
 	if err != nil {
@@ -82,6 +94,20 @@ func TestManyCatalogRequestsOverTCP(t *testing.T) {
 		got, err := n.local.Postings(ctx, tag, "", 10)
 		if err != nil || len(got) != 2 || got[0].Key != keys[0] || got[1].Key != keys[2] {
 			t.Fatalf("%s node: postings of %s: %v, %v", peer.ID, tag, got, err)
+		}
+		// A new series' postings and entry in one request (wire.MethodCatalogMerge); the
+		// older node gets the postings, then the entry.
+		key := "tcp/" + peer.ID + "/c"
+		e := catalog.Entry{Key: key, Type: series.Float, Created: 4, HasBounds: true, First: 0, Last: 3600e9}
+		merged, err := remote.MergeCatalog(ctx, []catalog.TagMembers{{Tag: tag, Members: []catalog.Member{{Key: key, Version: 4}}}}, []catalog.Entry{e})
+		if err != nil || len(merged) != 1 || !catalog.Equal(merged[0], e) {
+			t.Fatalf("%s node: catalog merge: %+v, %v", peer.ID, merged, err)
+		}
+		if got, err := n.local.Postings(ctx, tag, keys[2], 10); err != nil || len(got) != 1 || got[0].Key != key {
+			t.Fatalf("%s node: postings of %s after %s: %v, %v; want %s", peer.ID, tag, keys[2], got, err, key)
+		}
+		if got, err := n.local.Entries(ctx, []string{key}); err != nil || len(got) != 1 || !catalog.Equal(got[0], e) {
+			t.Fatalf("%s node: entry of %s: %+v, %v", peer.ID, key, got, err)
 		}
 	}
 }

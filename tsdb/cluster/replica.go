@@ -69,6 +69,10 @@ type MetaReplica interface {
 	// MergePostingsMany merges members into many posting lists at once, all stored or,
 	// on an error, none (wire.MethodPostingsMergeMany).
 	MergePostingsMany(ctx context.Context, lists []catalog.TagMembers) error
+	// MergeCatalog merges members into posting lists and merges catalog entries at this
+	// replica, all stored at once or, on an error, none, and returns the merged entries
+	// in order (wire.MethodCatalogMerge).
+	MergeCatalog(ctx context.Context, lists []catalog.TagMembers, es []catalog.Entry) ([]catalog.Entry, error)
 	// Postings reads a page of a tag's posting list (wire.MethodPostings).
 	Postings(ctx context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error)
 	// Shape summarises the live entries q selects that this replica holds
@@ -408,6 +412,30 @@ func (r remoteReplica) MergePostingsMany(ctx context.Context, lists []catalog.Ta
 		}
 	}
 	return nil
+}
+
+func (r remoteReplica) MergeCatalog(ctx context.Context, lists []catalog.TagMembers, es []catalog.Entry) ([]catalog.Entry, error) {
+	var resp wire.EntriesMsg
+	err := r.invoke(ctx, wire.MethodCatalogMerge, wire.EncodeCatalogMerge(lists, es), &resp)
+	var re *rpc.RemoteError
+	if errors.As(err, &re) && re.Code == rpc.CodeUnknownMethod {
+		// A replica that predates the method: the postings, then the entries.
+		if err := r.MergePostingsMany(ctx, lists); err != nil {
+			return nil, err
+		}
+		return r.MergeEntries(ctx, es)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out, err := resp.Decode()
+	if err == nil && len(out) != len(es) {
+		err = fmt.Errorf("%d entries in the answer to %d", len(out), len(es))
+	}
+	if err != nil {
+		return nil, rpc.Errorf(wire.CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
+	}
+	return out, nil
 }
 
 func (r remoteReplica) Postings(ctx context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error) {

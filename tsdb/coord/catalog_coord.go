@@ -72,18 +72,7 @@ func newCatalogCoord(c *Coordinator) *catalogCoord {
 	return &catalogCoord{
 		// Every posting list a peer keeps, in one request (wire.MethodPostingsMergeMany).
 		postings: newCoalescer(entriesPerRead, cluster.MaxRequestBytes, tagMemberSize, func(ctx context.Context, p dht.Peer, ins []tagMember) ([]struct{}, error) {
-			var lists []catalog.TagMembers
-			at := map[catalog.Tag]int{}
-			for _, in := range ins {
-				i, ok := at[in.tag]
-				if !ok {
-					i = len(lists)
-					at[in.tag] = i
-					lists = append(lists, catalog.TagMembers{Tag: in.tag})
-				}
-				lists[i].Members = append(lists[i].Members, in.m)
-			}
-			return make([]struct{}, len(ins)), c.replicas.For(p).MergePostingsMany(ctx, lists)
+			return make([]struct{}, len(ins)), c.replicas.For(p).MergePostingsMany(ctx, tagLists(ins))
 		}),
 		entryMerges: newCoalescer(entriesPerRead, cluster.MaxRequestBytes, entrySize, func(ctx context.Context, p dht.Peer, es []catalog.Entry) ([]catalog.Entry, error) {
 			return c.replicas.For(p).MergeEntries(ctx, es)
@@ -176,7 +165,7 @@ func (c *Coordinator) catalogOwners(ctx context.Context, id quanta.ID, what stri
 // mergeEntry merges e at the series' registry replicas and returns the merge of their
 // answers; at least w must answer (mergeEntries of one).
 func (c *Coordinator) mergeEntry(ctx context.Context, e catalog.Entry, w int) (catalog.Entry, error) {
-	merged, errs := c.mergeEntries(ctx, []catalog.Entry{e}, w)
+	merged, errs := c.mergeEntries(ctx, []catalog.Entry{e}, w, nil)
 	return merged[0], errs[0]
 }
 
@@ -269,7 +258,7 @@ func (c *Coordinator) readPostings(ctx context.Context, tag catalog.Tag, after s
 // are written. Cheap when nothing changes: the coordinator's cache answers (noteWrites
 // of one: catalog_many.go).
 func (c *Coordinator) noteWrite(ctx context.Context, key string, e catalog.Entry, minT, maxT int64, w int) error {
-	errs, _ := c.noteWrites(ctx, []noteReq{{key: key, e: e, minT: minT, maxT: maxT}}, w)
+	errs, _ := c.noteWrites(ctx, []noteReq{{key: key, e: e, minT: minT, maxT: maxT}}, w, nil)
 	return errs[0]
 }
 
@@ -361,7 +350,7 @@ func (c *Coordinator) MetaMany(ctx context.Context, reqs []*wire.MetaReq) ([]cat
 			send, ins = append(send, i), append(ins, upds[i])
 		}
 	}
-	merged, merrs := c.mergeEntries(ctx, ins, w)
+	merged, merrs := c.mergeEntries(ctx, ins, w, nil)
 	for j, i := range send {
 		out[i], errs[i] = merged[j], merrs[j]
 	}

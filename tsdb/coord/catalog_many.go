@@ -34,7 +34,9 @@ import (
 // The order of the stages is what a crash needs: a new series is posted in the index
 // before its entry is merged (a retried write that finds no live entry posts it
 // again), and both are stored at quorum before any of its points are written, so an
-// acknowledged point's series is found by its tags after a crash.
+// acknowledged point's series is found by its tags after a crash. Its type is fixed
+// at its registry replicas beside the read and the postings (catalogReady: write.go),
+// and its entry merged only once that is done.
 
 // catalogBatches groups items 0..n-1 by the registry (or posting) replicas of id(i),
 // one batch per peer. An item whose replicas cannot be found gets its error in errs
@@ -48,6 +50,13 @@ func (c *Coordinator) catalogBatches(ctx context.Context, n int, id func(i int) 
 // (0: no limit).
 func ownerBatches(ctx context.Context, place cluster.Placement, rf, n, maxBatch int, id func(i int) quanta.ID, what func(i int) string,
 	errs []error, owners []int) []*cluster.PeerBatch[int] {
+	return sizedOwnerBatches(ctx, place, rf, n, maxBatch, nil, id, what, errs, owners)
+}
+
+// sizedOwnerBatches is ownerBatches whose batches are also cut by size (see
+// cluster.GroupByPeer) when size is not nil.
+func sizedOwnerBatches(ctx context.Context, place cluster.Placement, rf, n, maxBatch int, size func(i int) int, id func(i int) quanta.ID,
+	what func(i int) string, errs []error, owners []int) []*cluster.PeerBatch[int] {
 	return cluster.GroupByPeer(func(yield func(dht.Peer, int) bool) {
 		for i := range n {
 			if errs[i] != nil {
@@ -65,7 +74,7 @@ func ownerBatches(ctx context.Context, place cluster.Placement, rf, n, maxBatch 
 				}
 			}
 		}
-	}, maxBatch, nil)
+	}, maxBatch, size)
 }
 
 // manyAnswer is one replica's answers to a batch of items, one per item.
@@ -142,17 +151,28 @@ func (c *Coordinator) readEntriesAt(ctx context.Context, keys []string, r int) (
 
 // mergeEntries merges each of es at its series' registry replicas and returns, for
 // each, the merge of their answers; at least w must answer for each. An entry the
-// replicas would refuse goes alone, so that it fails no other.
-func (c *Coordinator) mergeEntries(ctx context.Context, es []catalog.Entry, w int) ([]catalog.Entry, []error) {
+// replicas would refuse goes alone, so that it fails no other. with[i], when there is
+// one, is es[i]'s series' postings, whose lists its registry replicas keep
+// (postsWithEntry): they go in the same request as the entry, stored in the same
+// commit (catalog_together.go).
+func (c *Coordinator) mergeEntries(ctx context.Context, es []catalog.Entry, w int, with map[int]posting) ([]catalog.Entry, []error) {
 	n := len(es)
 	merged, errs := make([]catalog.Entry, n), make([]error, n)
 	owners, oks, last := make([]int, n), make([]int, n), make([]error, n)
 	what := func(i int) string { return fmt.Sprintf("catalog entry of %q", es[i].Key) }
-	batches := c.catalogBatches(ctx, n, func(i int) quanta.ID { return quanta.KeyID(es[i].Key) }, what, errs, owners)
+	var batches []*cluster.PeerBatch[int]
+	if len(with) == 0 {
+		batches = c.catalogBatches(ctx, n, func(i int) quanta.ID { return quanta.KeyID(es[i].Key) }, what, errs, owners)
+	} else {
+		batches = sizedOwnerBatches(ctx, c.place, c.cfg.RF, n, cluster.EntryBatch, withSize(es, with),
+			func(i int) quanta.ID { return quanta.KeyID(es[i].Key) }, what, errs, owners)
+	}
 	answers := cluster.FanOut(ctx, batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[int]) (manyAnswer[catalog.Entry], error) {
 		outs, errs := make([]catalog.Entry, len(b.Items)), make([]error, len(b.Items))
 		var valid []int // of b.Items
 		var ins []catalog.Entry
+		var idx []int // of es, per valid item
+		posts := false
 		for j, i := range b.Items {
 			if es[i].Validate() != nil {
 				got, err := c.replicas.For(b.Peer).MergeEntries(ctx, []catalog.Entry{es[i]})
@@ -167,6 +187,18 @@ func (c *Coordinator) mergeEntries(ctx context.Context, es []catalog.Entry, w in
 			}
 			valid = append(valid, j)
 			ins = append(ins, es[i])
+			idx = append(idx, i)
+			_, has := with[i]
+			posts = posts || has
+		}
+		if posts {
+			got, err := c.mergeWithPostings(ctx, b.Peer, es, idx, with)
+			for k, j := range valid {
+				if errs[j] = err; err == nil {
+					outs[j] = got[k]
+				}
+			}
+			return manyAnswer[catalog.Entry]{outs, errs}, nil
 		}
 		got, gotErrs := c.cat.entryMerges.doMany(ctx, b.Peer, ins)
 		for k, j := range valid {
@@ -272,8 +304,10 @@ type noteReq struct {
 // noteWrites keeps the catalog entries of the series of a write (noteWrite, for each of
 // reqs), every stage for every series at once, and returns each series' error and
 // whether its entry holds every tag of its request (a new series is created with them,
-// posted under them beside its prefix).
-func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int) (errs []error, tagged []bool) {
+// posted under them beside its prefix). typed, when not nil, waits for the series'
+// types to be fixed (declareBeside: an error per request); an entry is merged only for
+// a series whose type was.
+func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int, typed func() []error) (errs []error, tagged []bool) {
 	k := c.cat
 	errs, tagged = make([]error, len(reqs)), make([]bool, len(reqs))
 	now := time.Now().UnixNano()
@@ -345,17 +379,40 @@ func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int) (er
 		posts = append(posts, posting{catalog.IndexTags(r.key, tags), catalog.Member{Key: r.key, Version: cur.Created}})
 		posted = append(posted, j)
 	}
-	if len(posts) > 0 {
-		for p, err := range c.postMany(ctx, posts, w) {
+	// Postings whose lists the series' registry replicas keep go with its entry; the
+	// others are stored first.
+	with := map[int]posting{}   // of ins, below
+	withOf := map[int]posting{} // of todo
+	var first []posting
+	var firstOf []int // of todo
+	for p, x := range posts {
+		if upds[posted[p]].Validate() == nil && c.postsWithEntry(ctx, x) {
+			withOf[posted[p]] = x
+			continue
+		}
+		first, firstOf = append(first, x), append(firstOf, posted[p])
+	}
+	if len(first) > 0 {
+		for p, err := range c.postMany(ctx, first, w) {
 			if err != nil {
-				errs[todo[posted[p]]] = err
+				errs[todo[firstOf[p]]] = err
 			}
 		}
+	}
+	var terrs []error
+	if typed != nil && len(todo) > 0 {
+		terrs = typed()
 	}
 	var send []int // of todo
 	var ins []catalog.Entry
 	for j, i := range todo {
+		if terrs != nil && terrs[i] != nil && errs[i] == nil {
+			errs[i] = terrs[i]
+		}
 		if errs[i] == nil {
+			if x, ok := withOf[j]; ok {
+				with[len(ins)] = x
+			}
 			send = append(send, j)
 			ins = append(ins, upds[j])
 		}
@@ -363,7 +420,7 @@ func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int) (er
 	if len(ins) == 0 {
 		return errs, tagged
 	}
-	merged, merrs := c.mergeEntries(ctx, ins, w)
+	merged, merrs := c.mergeEntries(ctx, ins, w, with)
 	for s, j := range send {
 		i, upd := todo[j], upds[j]
 		if errs[i] = merrs[s]; errs[i] != nil {

@@ -94,6 +94,15 @@ func (r *entryCounter) MergeEntries(ctx context.Context, es []catalog.Entry) ([]
 	return r.Local.MergeEntries(ctx, es)
 }
 
+// MergeCatalog counts as one merge of its entries (their postings beside them).
+func (r *entryCounter) MergeCatalog(ctx context.Context, lists []catalog.TagMembers, es []catalog.Entry) ([]catalog.Entry, error) {
+	r.mu.Lock()
+	r.merges++
+	r.mergedN += len(es)
+	r.mu.Unlock()
+	return r.Local.MergeCatalog(ctx, lists, es)
+}
+
 func (r *entryCounter) take() (reads, merges, readN, mergedN int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

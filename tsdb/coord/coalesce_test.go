@@ -196,6 +196,20 @@ func (r *postingsCounter) MergePostingsMany(ctx context.Context, lists []catalog
 	return r.Local.MergePostingsMany(ctx, lists)
 }
 
+// MergeCatalog counts as one posting request when it carries members (beside the
+// entries of their series).
+func (r *postingsCounter) MergeCatalog(ctx context.Context, lists []catalog.TagMembers, es []catalog.Entry) ([]catalog.Entry, error) {
+	r.mu.Lock()
+	if len(lists) > 0 {
+		r.calls++
+	}
+	for _, l := range lists {
+		r.members += len(l.Members)
+	}
+	r.mu.Unlock()
+	return r.Local.MergeCatalog(ctx, lists, es)
+}
+
 // The new series of one write post their members to every posting list a replica
 // keeps in one request, not one per list nor per series nor per round of the goroutines
 // readying them, and every one of them is listed afterwards.

@@ -46,7 +46,7 @@ func nothingToWait([]SeriesResult) {}
 // registerWriteHooks registers the coordinator's own write hooks, in the order they
 // run.
 func (c *Coordinator) registerWriteHooks() {
-	c.hooks.prepareAll = append(c.hooks.prepareAll, c.typesReady, c.noteReady)
+	c.hooks.prepareAll = append(c.hooks.prepareAll, c.catalogReady)
 	c.hooks.beside = append(c.hooks.beside,
 		func(ctx context.Context, deadline time.Time, puts []SeriesPut, res []SeriesResult, w int) func([]SeriesResult) {
 			if nm := c.startNewestMany(ctx, deadline, puts, res, w); nm != nil {
@@ -59,18 +59,65 @@ func (c *Coordinator) registerWriteHooks() {
 	}
 }
 
-// typesReady fixes the types (and quanta) of the ready series of a write at their
-// registry replicas, all at once (Registry.ensureMany), retrying those that failed for
-// want of placed replicas until deadline.
-func (c *Coordinator) typesReady(ctx context.Context, deadline time.Time, puts []SeriesPut, ready []int, opt wire.PutOptions, res []SeriesResult, w int) {
+// catalogReady readies the ready series of a write, all at once: their types (and
+// quanta) fixed at their registry replicas (Registry.ensureMany) while their catalog
+// entries are read and the new ones posted in the index (noteWrites), and each entry
+// merged only once its series' type is fixed; series that failed for want of placed
+// replicas are retried until deadline.
+//
+// A series' type must be fixed before its points are written, and before its entry
+// makes it live in the catalog (an entry of a type its registry refuses would list a
+// series no write can fill); its postings need not wait for it: a posting whose series
+// then fails is stale, and every listing checks its candidates against their entries
+// (docs/catalog.md). So the declarations' round and commit run beside the entry read
+// and the postings' round, not before them: a write of new series waits for the
+// longer of the two, then the entries' round.
+func (c *Coordinator) catalogReady(ctx context.Context, deadline time.Time, puts []SeriesPut, ready []int, opt wire.PutOptions, res []SeriesResult, w int) {
 	c.untilPlacedEach(ctx, deadline, ready, res, func(pending []int) []error {
 		ds := make([]decl, len(pending))
+		reqs := make([]noteReq, len(pending))
 		for j, i := range pending {
-			ds[j] = decl{puts[i].Key, puts[i].Points.Type, c.proposeQuantum(&puts[i], opt)}
+			pts := &puts[i].Points
+			ds[j] = decl{puts[i].Key, pts.Type, c.proposeQuantum(&puts[i], opt)}
+			reqs[j] = noteReq{key: puts[i].Key, e: catalog.Entry{Key: puts[i].Key, Type: pts.Type}, minT: pts.T[0], maxT: pts.T[pts.Len()-1],
+				tags: createTags(puts[i].Tags)}
 		}
-		_, errs := c.types.ensureMany(ctx, ds, w)
+		typed := c.declareBeside(ctx, ds, w)
+		errs, tagged := c.noteWrites(ctx, reqs, w, typed)
+		for j, err := range typed() {
+			if err != nil {
+				errs[j] = err // the type's refusal says more than what followed it
+			}
+		}
+		for j, i := range pending {
+			res[i].Tagged = tagged[j] && reqs[j].tags != nil && errs[j] == nil
+		}
 		return errs
 	})
+}
+
+// declareBeside starts fixing the types of ds at their registry replicas
+// (Registry.ensureMany) and returns what waits for their answers, one error per decl
+// (it may be called more than once). When the registry cache knows every one of them,
+// nothing is sent and nothing waits.
+func (c *Coordinator) declareBeside(ctx context.Context, ds []decl, w int) func() []error {
+	cached := true
+	for _, d := range ds {
+		if have, ok := c.types.cached(d.key); !ok || have.Type != d.t {
+			cached = false
+			break
+		}
+	}
+	if cached {
+		errs := make([]error, len(ds))
+		return func() []error { return errs }
+	}
+	done := make(chan []error, 1)
+	go func() {
+		_, errs := c.types.ensureMany(ctx, ds, w)
+		done <- errs
+	}()
+	return sync.OnceValue(func() []error { return <-done })
 }
 
 // untilPlacedEach runs step on the series of pending, then again on those it failed
@@ -90,24 +137,6 @@ func (c *Coordinator) untilPlacedEach(ctx context.Context, deadline time.Time, p
 		}
 		pending = again
 		return retry
-	})
-}
-
-// noteReady keeps the catalog entries of the ready series of a write, all at once
-// (noteWrites), retrying those that failed for want of placed replicas until deadline.
-func (c *Coordinator) noteReady(ctx context.Context, deadline time.Time, puts []SeriesPut, ready []int, _ wire.PutOptions, res []SeriesResult, w int) {
-	c.untilPlacedEach(ctx, deadline, ready, res, func(pending []int) []error {
-		reqs := make([]noteReq, len(pending))
-		for j, i := range pending {
-			pts := &puts[i].Points
-			reqs[j] = noteReq{key: puts[i].Key, e: catalog.Entry{Key: puts[i].Key, Type: pts.Type}, minT: pts.T[0], maxT: pts.T[pts.Len()-1],
-				tags: createTags(puts[i].Tags)}
-		}
-		errs, tagged := c.noteWrites(ctx, reqs, w)
-		for j, i := range pending {
-			res[i].Tagged = tagged[j] && reqs[j].tags != nil
-		}
-		return errs
 	})
 }
 

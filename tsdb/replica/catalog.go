@@ -49,6 +49,17 @@ func RegisterCatalog(srv *rpc.Server, r cluster.Replica) {
 		}
 		return &struct{}{}, r.MergePostingsMany(ctx, lists)
 	})
+	cluster.Handle(srv, wire.MethodCatalogMerge, func(ctx context.Context, req *wire.CatalogMergeReq) (*wire.EntriesMsg, error) {
+		lists, es, err := req.Decode()
+		if err != nil {
+			return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
+		}
+		out, err := r.MergeCatalog(ctx, lists, es)
+		if err != nil {
+			return nil, err
+		}
+		return wire.EncodeEntries(out), nil
+	})
 	cluster.Handle(srv, wire.MethodPostings, func(ctx context.Context, req *wire.PostingsReq) (*wire.PostingsResp, error) {
 		ms, err := r.Postings(ctx, catalog.Tag{K: req.K, V: req.V}, req.After, req.Limit)
 		if err != nil {
@@ -108,17 +119,61 @@ func (l *Local) MergeEntries(_ context.Context, es []catalog.Entry) ([]catalog.E
 				return nil, storeError(err)
 			}
 		}
-		// A whole-series delete frees the key: forget its type, so that a new one may
-		// be declared. A type declared after the delete comes back with its own entry.
-		if out[i].Deleted > 0 && !out[i].Live() {
+	}
+	return out, l.freeDeleted(cs, out)
+}
+
+// freeDeleted forgets the types of the series whose merged entries say they were
+// deleted whole: the key is free, so that a new type may be declared. A type declared
+// after the delete comes back with its own entry.
+func (l *Local) freeDeleted(cs catalogStore, merged []catalog.Entry) error {
+	for _, e := range merged {
+		if e.Deleted > 0 && !e.Live() {
 			if _, ok := l.store.SeriesType(e.Key); ok {
 				if err := cs.ForgetType(e.Key); err != nil {
-					return nil, storeError(err)
+					return storeError(err)
 				}
 			}
 		}
 	}
-	return out, nil
+	return nil
+}
+
+// MergeCatalog merges the lists' members and the entries in one store commit when the
+// store can (store.CatalogMerger), all or none; otherwise the members first, then the
+// entries, as two requests would.
+func (l *Local) MergeCatalog(ctx context.Context, lists []catalog.TagMembers, es []catalog.Entry) ([]catalog.Entry, error) {
+	cs, err := l.catalog()
+	if err != nil {
+		return nil, err
+	}
+	cm, ok := cs.(store.CatalogMerger)
+	if !ok {
+		if err := l.MergePostingsMany(ctx, lists); err != nil {
+			return nil, err
+		}
+		return l.MergeEntries(ctx, es)
+	}
+	for _, e := range es {
+		if err := e.Validate(); err != nil {
+			return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
+		}
+	}
+	for _, tm := range lists {
+		if err := catalog.ValidateIndexTag(tm.Tag); err != nil {
+			return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
+		}
+		for _, m := range tm.Members {
+			if err := catalog.ValidateMember(m); err != nil {
+				return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
+			}
+		}
+	}
+	out, err := cm.MergeCatalog(lists, es)
+	if err != nil {
+		return nil, storeError(err)
+	}
+	return out, l.freeDeleted(cs, out)
 }
 
 func (l *Local) Entries(_ context.Context, keys []string) ([]catalog.Entry, error) {

@@ -343,9 +343,19 @@ func (l *Local) DeclareSeries(_ context.Context, key string, d store.Decl) (stor
 	return have, nil
 }
 
-// DeclareMany declares every series at once, each on a goroutine of its own (a bounded
-// number), so that their commits share the store's disk syncs.
+// DeclareMany declares every series at once: in one commit and one disk sync when the
+// store declares many at once (store.DeclaresMany), otherwise each on a goroutine of
+// its own (a bounded number), so that their commits share the store's disk syncs.
 func (l *Local) DeclareMany(ctx context.Context, keys []string, ds []store.Decl) ([]store.Decl, []error, error) {
+	if dm, ok := l.store.(store.DeclaresMany); ok {
+		out, errs := dm.DeclareSeriesMany(keys, ds)
+		for i, err := range errs {
+			if err != nil {
+				errs[i] = storeError(err)
+			}
+		}
+		return out, errs, nil
+	}
 	out, errs := make([]store.Decl, len(keys)), make([]error, len(keys))
 	sem := make(chan struct{}, maxDeclaresAtOnce)
 	var wg sync.WaitGroup

@@ -121,11 +121,28 @@ func (p *Pebble) EntriesVersion() uint64 { return p.entriesVersion.Load() }
 
 // MergeEntries implements EntriesMerger: the entries merged in one batch, one commit
 // and, with SyncAlways, one disk sync, all or nothing.
-func (p *Pebble) MergeEntries(es []catalog.Entry) (_ []catalog.Entry, err error) {
+func (p *Pebble) MergeEntries(es []catalog.Entry) ([]catalog.Entry, error) {
+	return p.MergeCatalog(nil, es)
+}
+
+// MergeCatalog implements CatalogMerger: the lists' members and the entries merged in
+// one batch, one commit and, with SyncAlways, one disk sync, all or nothing.
+func (p *Pebble) MergeCatalog(lists []catalog.TagMembers, es []catalog.Entry) (_ []catalog.Entry, err error) {
 	for _, e := range es {
 		if err := e.Validate(); err != nil {
 			return nil, err
 		}
+	}
+	posts, err := postingWrites(lists)
+	if err != nil {
+		return nil, err
+	}
+	if len(es) == 0 && len(posts.keys) == 0 {
+		return nil, nil
+	}
+	what := posts.what
+	if len(es) > 0 {
+		what = fmt.Sprintf("%d catalog entries (%q, …)", len(es), es[0].Key)
 	}
 	if !p.enter() {
 		return nil, ErrClosed
@@ -138,6 +155,44 @@ func (p *Pebble) MergeEntries(es []catalog.Entry) (_ []catalog.Entry, err error)
 	}()
 	p.catMu.Lock()
 	defer p.catMu.Unlock()
+	b := p.db.NewBatch()
+	defer b.Close()
+	out, changed, err := p.stageEntries(b, es)
+	if err != nil {
+		return nil, err
+	}
+	if len(posts.keys) > 0 {
+		if err := errors.Join(p.failure(), p.space.check()); err != nil {
+			return nil, fmt.Errorf("store: %s: %w", posts.what, err)
+		}
+		if err := p.stagePostings(b, posts); err != nil {
+			return nil, err
+		}
+	}
+	if b.Empty() {
+		return out, nil
+	}
+	if changed {
+		if err := errors.Join(p.failure(), p.space.check()); err != nil {
+			return nil, fmt.Errorf("store: %s: %w", what, err)
+		}
+	}
+	if err := p.commitLater(b); err != nil {
+		return nil, fmt.Errorf("store: %s: %w", what, err)
+	}
+	if changed { // visible now: a shape summarised before it is stale
+		p.entriesVersion.Add(1)
+	}
+	return out, nil
+}
+
+// stageEntries adds to b what merging es into the stored entries changes (a key named
+// twice merges into what the first made) and returns the merged entries, in order, and
+// whether any changed. The caller holds catMu.
+func (p *Pebble) stageEntries(b *pebble.Batch, es []catalog.Entry) ([]catalog.Entry, bool, error) {
+	if len(es) == 0 {
+		return nil, false, nil
+	}
 	out := make([]catalog.Entry, len(es))
 	keys := make([]string, len(es))
 	for i, e := range es {
@@ -145,11 +200,11 @@ func (p *Pebble) MergeEntries(es []catalog.Entry) (_ []catalog.Entry, err error)
 	}
 	stored, err := p.loadEntries(keys)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// What this call merged so far, per key: a key named twice merges into the first.
 	merged := make(map[string]int, len(es))
-	changed := 0
+	changed := false
 	for i, e := range es {
 		old, ok := catalog.Entry{}, false
 		if j, seen := merged[e.Key]; seen {
@@ -163,34 +218,18 @@ func (p *Pebble) MergeEntries(es []catalog.Entry) (_ []catalog.Entry, err error)
 		out[i] = e
 		merged[e.Key] = i
 		if !ok || !catalog.Equal(e, old) {
-			changed++
+			changed = true
 		}
 	}
-	if changed == 0 {
-		return out, nil
+	if !changed {
+		return out, false, nil
 	}
-	defer func() {
-		if err == nil {
-			p.entriesVersion.Add(1)
-		}
-	}()
-	if err := errors.Join(p.failure(), p.space.check()); err != nil {
-		return nil, fmt.Errorf("store: %d catalog entries (%q, …): %w", len(es), es[0].Key, err)
-	}
-	b := p.db.NewBatch()
-	defer b.Close()
 	for key, i := range merged {
-		if err = b.Set(entryKey(key), out[i].Encode(nil), nil); err != nil {
-			break
+		if err := b.Set(entryKey(key), out[i].Encode(nil), nil); err != nil {
+			return nil, false, fmt.Errorf("store: %d catalog entries (%q, …): %w", len(es), es[0].Key, err)
 		}
 	}
-	if err == nil {
-		err = p.commitLater(b)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store: %d catalog entries (%q, …): %w", len(es), es[0].Key, err)
-	}
-	return out, nil
+	return out, true, nil
 }
 
 // EntriesOf implements EntriesGetter.
@@ -309,7 +348,23 @@ func (p *Pebble) MergePostings(tag catalog.Tag, members []catalog.Member) error 
 
 // MergePostingsMany implements PostingsMerger: every list's members looked up at once
 // (lookupMany) and merged in one batch, one commit and one sync.
-func (p *Pebble) MergePostingsMany(lists []catalog.TagMembers) (err error) {
+func (p *Pebble) MergePostingsMany(lists []catalog.TagMembers) error {
+	_, err := p.MergeCatalog(lists, nil)
+	return err
+}
+
+// postingSet is the members of a merge of posting lists, one per store key, in key
+// order.
+type postingSet struct {
+	keys    [][]byte
+	members []catalog.Member
+	what    string // what a failure names
+}
+
+// postingWrites checks lists and returns their members by store key, each key once:
+// the merge of its states, as merging them one after another would leave it (a tag may
+// come in more than one list).
+func postingWrites(lists []catalog.TagMembers) (postingSet, error) {
 	type posting struct {
 		key []byte
 		m   catalog.Member
@@ -317,7 +372,7 @@ func (p *Pebble) MergePostingsMany(lists []catalog.TagMembers) (err error) {
 	var all []posting
 	for _, l := range lists {
 		if err := checkMembers(l.Tag, l.Members); err != nil {
-			return err
+			return postingSet{}, err
 		}
 		prefix := postingPrefix(l.Tag)
 		for _, m := range l.Members {
@@ -325,42 +380,30 @@ func (p *Pebble) MergePostingsMany(lists []catalog.TagMembers) (err error) {
 		}
 	}
 	if len(all) == 0 {
-		return nil
+		return postingSet{}, nil
 	}
-	// In key order (lookupMany), each key once: the merge of its states, as merging
-	// them one after another would leave it (a tag may come in more than one list).
+	// In key order (lookupMany).
 	slices.SortStableFunc(all, func(a, b posting) int { return bytes.Compare(a.key, b.key) })
-	keys := make([][]byte, 0, len(all))
-	members := make([]catalog.Member, 0, len(all))
+	ps := postingSet{keys: make([][]byte, 0, len(all)), members: make([]catalog.Member, 0, len(all)),
+		what: "postings of " + lists[0].Tag.String()}
+	if len(lists) > 1 {
+		ps.what = fmt.Sprintf("postings of %d tags", len(lists))
+	}
 	for _, x := range all {
-		if n := len(keys); n > 0 && bytes.Equal(keys[n-1], x.key) {
-			members[n-1] = catalog.MergeMember(members[n-1], x.m)
+		if n := len(ps.keys); n > 0 && bytes.Equal(ps.keys[n-1], x.key) {
+			ps.members[n-1] = catalog.MergeMember(ps.members[n-1], x.m)
 			continue
 		}
-		keys, members = append(keys, x.key), append(members, x.m)
+		ps.keys, ps.members = append(ps.keys, x.key), append(ps.members, x.m)
 	}
-	what := "postings of " + lists[0].Tag.String()
-	if len(lists) > 1 {
-		what = fmt.Sprintf("postings of %d tags", len(lists))
-	}
-	if !p.enter() {
-		return ErrClosed
-	}
-	defer p.state.RUnlock()
-	defer func() { // after catMu is released (commitLater), also when nothing changed
-		if err == nil {
-			err = p.durable()
-		}
-	}()
-	p.catMu.Lock()
-	defer p.catMu.Unlock()
-	if err := errors.Join(p.failure(), p.space.check()); err != nil {
-		return fmt.Errorf("store: %s: %w", what, err)
-	}
-	b := p.db.NewBatch()
-	defer b.Close()
-	err = p.lookupMany(keys, func(i int, v []byte, found bool) error {
-		m := members[i]
+	return ps, nil
+}
+
+// stagePostings adds to b the members of ps that change what is stored. The caller
+// holds catMu.
+func (p *Pebble) stagePostings(b *pebble.Batch, ps postingSet) error {
+	return p.lookupMany(ps.keys, func(i int, v []byte, found bool) error {
+		m := ps.members[i]
 		if found {
 			old, derr := catalog.DecodeMemberState(m.Key, v)
 			if derr != nil {
@@ -370,18 +413,8 @@ func (p *Pebble) MergePostingsMany(lists []catalog.TagMembers) (err error) {
 				return nil
 			}
 		}
-		return b.Set(keys[i], catalog.EncodeMemberState(m), nil)
+		return b.Set(ps.keys[i], catalog.EncodeMemberState(m), nil)
 	})
-	if err != nil {
-		return err
-	}
-	if b.Empty() {
-		return nil
-	}
-	if err := p.commitLater(b); err != nil {
-		return fmt.Errorf("store: %s: %w", what, err)
-	}
-	return nil
 }
 
 // Postings implements Catalog.

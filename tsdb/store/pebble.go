@@ -1042,11 +1042,8 @@ func (p *Pebble) DeclareType(key string, t series.Type) (series.Type, error) {
 
 // DeclareSeries implements Registry.
 func (p *Pebble) DeclareSeries(key string, d Decl) (Decl, error) {
-	if err := validDeclaration(key, d.Type); err != nil {
+	if err := checkDecl(key, d); err != nil {
 		return Decl{}, err
-	}
-	if d.Quantum < 0 || d.Quantum > quanta.MaxQuantum {
-		return Decl{}, fmt.Errorf("series %q: quantum %ds: must be 1s..%v", key, d.Quantum, quanta.MaxQuantum.Duration())
 	}
 	if !p.enter() {
 		return Decl{}, ErrClosed

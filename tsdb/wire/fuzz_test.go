@@ -15,7 +15,7 @@ func messages() []any {
 	return []any{&WriteReq{}, &WriteResp{}, &ReadReq{}, &ReadResp{}, &TypeReq{}, &TypeResp{},
 		&PutReq{}, &PutResp{}, &GetReq{}, &GetResp{}, &LocateReq{}, &LocateResp{},
 		&DecommissionReq{}, &DecommissionResp{}, &StatusResp{}, &NodeStats{}, &AggSeriesReq{}, &AggSeriesResp{},
-		&RollupMarkReq{}, &RollupMarkResp{}, &RollupReadReq{}, &RollupReadResp{}, &KeysReq{}, &TypesResp{}, &ShapeReq{}, &ShapeResp{}}
+		&RollupMarkReq{}, &RollupMarkResp{}, &RollupReadReq{}, &RollupReadResp{}, &KeysReq{}, &TypesResp{}, &ShapeReq{}, &ShapeResp{}, &CatalogMergeReq{}}
 }
 
 func allocated(f func()) uint64 {
