@@ -56,11 +56,12 @@ func TestLimitOneFromPartials(t *testing.T) {
 // TSBS' last-loc and single-last-loc cost each other node of the package's 3-node
 // cluster at most one read or aggregate request (the partials of every series at
 // once), and low-fuel at most three (its first window's read beside the statistics,
-// then the groups' own windows); the listing of each costs every catalog replica one
+// then the groups' own windows), cpu-only's lastpoint at most one; the listing of each costs every catalog replica one
 // catalog read (wire.MethodListing: postings and entries at once): counted by the
 // nodes, the fewest over three asks so that a repair pass beside one does not count.
 func TestIoTLimitRequestsPerNode(t *testing.T) {
 	writeLines(t, "iotreq", iotFleetLines(base.Add(-2*time.Hour), 30, 60))
+	writeLines(t, "iotreq", tsbsLines(base.Add(-2*time.Hour), 10, 60))
 	for _, c := range []struct {
 		name, q string
 		most    int64
@@ -68,6 +69,8 @@ func TestIoTLimitRequestsPerNode(t *testing.T) {
 		{"last-loc", `SELECT "latitude", "longitude" FROM "readings" WHERE "fleet"='South' GROUP BY "name","driver" ORDER BY "time" LIMIT 1`, 1},
 		{"single-last-loc", `SELECT "name", "driver", "latitude", "longitude" FROM "readings" WHERE ("name" = 'truck_5') ORDER BY "time" LIMIT 1`, 1},
 		{"low-fuel", `SELECT "name", "driver", "fuel_state" FROM "diagnostics" WHERE "fuel_state" <= 0.1 AND "fleet" = 'South' GROUP BY "name" ORDER BY "time" DESC LIMIT 1`, 3},
+		// cpu-only's lastpoint, as tsbs_generate_queries writes it.
+		{"lastpoint", `SELECT * from cpu group by "hostname" order by time desc limit 1`, 1},
 	} {
 		reads := make([]int64, len(cluster.Nodes)-1)
 		listings := make([]int64, len(cluster.Nodes)-1)
