@@ -88,7 +88,7 @@ func (c *Coordinator) listing(ctx context.Context, qs []catalog.Query) *listed {
 			}
 		}
 	}
-	answers := cluster.FanOut(ctx, batches, 0, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) (wire.Listing, error) {
+	answers := cluster.FanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) (wire.Listing, error) {
 		return c.replicas.For(b.Peer).Listing(ctx, qs)
 	})
 	for range batches {
