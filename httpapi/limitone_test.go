@@ -56,10 +56,12 @@ func TestLimitOneFromPartials(t *testing.T) {
 // TSBS' last-loc and single-last-loc cost each other node of the package's 3-node
 // cluster at most one read or aggregate request (the partials of every series at
 // once), and low-fuel at most three (its first window's read beside the statistics,
-// then the groups' own windows): counted by the nodes, the fewest over three asks so
-// that a repair pass beside one does not count.
+// then the groups' own windows), cpu-only's lastpoint at most one; the listing of each costs every catalog replica one
+// catalog read (wire.MethodListing: postings and entries at once): counted by the
+// nodes, the fewest over three asks so that a repair pass beside one does not count.
 func TestIoTLimitRequestsPerNode(t *testing.T) {
 	writeLines(t, "iotreq", iotFleetLines(base.Add(-2*time.Hour), 30, 60))
+	writeLines(t, "iotreq", tsbsLines(base.Add(-2*time.Hour), 10, 60))
 	for _, c := range []struct {
 		name, q string
 		most    int64
@@ -67,24 +69,39 @@ func TestIoTLimitRequestsPerNode(t *testing.T) {
 		{"last-loc", `SELECT "latitude", "longitude" FROM "readings" WHERE "fleet"='South' GROUP BY "name","driver" ORDER BY "time" LIMIT 1`, 1},
 		{"single-last-loc", `SELECT "name", "driver", "latitude", "longitude" FROM "readings" WHERE ("name" = 'truck_5') ORDER BY "time" LIMIT 1`, 1},
 		{"low-fuel", `SELECT "name", "driver", "fuel_state" FROM "diagnostics" WHERE "fuel_state" <= 0.1 AND "fleet" = 'South' GROUP BY "name" ORDER BY "time" DESC LIMIT 1`, 3},
+		// cpu-only's lastpoint, as tsbs_generate_queries writes it.
+		{"lastpoint", `SELECT * from cpu group by "hostname" order by time desc limit 1`, 1},
 	} {
-		least := make([]int64, len(cluster.Nodes)-1)
+		reads := make([]int64, len(cluster.Nodes)-1)
+		listings := make([]int64, len(cluster.Nodes)-1)
 		for try := range 3 {
-			before := remoteReadRequests()
+			beforeReads, beforeListings := remoteReadRequests(), remoteCatalogReads()
 			if code, ans := query(t, "iotreq", c.q); code != http.StatusOK || len(ans.Results) != 1 || len(ans.Results[0].Series) == 0 {
 				t.Fatalf("%s: %d %+v", c.name, code, ans)
 			}
-			for k, n := range remoteReadRequests() {
-				if d := n - before[k]; try == 0 || d < least[k] {
-					least[k] = d
-				}
-			}
+			leastOf(reads, beforeReads, remoteReadRequests(), try)
+			leastOf(listings, beforeListings, remoteCatalogReads(), try)
 		}
-		t.Logf("%s: %v", c.name, least)
-		for k, d := range least {
+		t.Logf("%s: read requests %v, catalog reads %v", c.name, reads, listings)
+		for k, d := range reads {
 			if d > c.most {
 				t.Errorf("%s: node %d answered %d read and aggregate requests, want at most %d", c.name, k+1, d, c.most)
 			}
+		}
+		for k, d := range listings {
+			if d > 1 {
+				t.Errorf("%s: node %d answered %d catalog reads, want at most 1 (one listing)", c.name, k+1, d)
+			}
+		}
+	}
+}
+
+// leastOf keeps in least, per node, the fewest requests between before and after over
+// the tries (the first try sets it).
+func leastOf(least, before, after []int64, try int) {
+	for k, n := range after {
+		if d := n - before[k]; try == 0 || d < least[k] {
+			least[k] = d
 		}
 	}
 }
@@ -95,6 +112,16 @@ func remoteReadRequests() []int64 {
 	var out []int64
 	for _, n := range cluster.Nodes[1:] {
 		out = append(out, n.Stats().ReadRequests)
+	}
+	return out
+}
+
+// remoteCatalogReads is how many catalog reads (entries, posting pages, listings) each
+// node of the package's cluster but the first answered.
+func remoteCatalogReads() []int64 {
+	var out []int64
+	for _, n := range cluster.Nodes[1:] {
+		out = append(out, n.Stats().CatalogReads)
 	}
 	return out
 }

@@ -592,6 +592,7 @@ func (n *Node) Stats() NodeStats {
 		FlashBytesWritten: st.FlashBytesWritten,
 		AppendedPoints:    st.AppendedPoints,
 		ReadRequests:      n.local.ReadRequests(),
+		CatalogReads:      n.local.CatalogReads(),
 		Format:            n.cfg.DHT.Format.String(),
 		Quantum:           int64(n.cfg.DHT.Quantum),
 		RF:                n.cfg.RF,

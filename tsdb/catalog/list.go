@@ -20,6 +20,19 @@ type Query struct {
 	Prefix string
 }
 
+// ListTags returns the tags whose posting lists List and Candidates read for q: its
+// Match tags; else the posting of Prefix's longest '/'-terminated prefix (PrefixQuery),
+// or the AllBuckets buckets of the all-series index.
+func (q Query) ListTags() []Tag {
+	if len(q.Match) > 0 {
+		return q.Match
+	}
+	if t, ok := PrefixQuery(q.Prefix); ok {
+		return []Tag{t}
+	}
+	return AllTags()
+}
+
 // MaxListed bounds what one listing returns, so that a listing of a huge catalog
 // fails with a message instead of exhausting a small node's memory.
 const MaxListed = 1_000_000
@@ -45,11 +58,7 @@ func List(ctx context.Context, src PostingSource, q Query) ([]string, error) {
 			lists = append(lists, []Tag{m})
 		}
 	default:
-		if t, ok := PrefixQuery(q.Prefix); ok {
-			lists = append(lists, []Tag{t})
-		} else {
-			lists = append(lists, AllTags())
-		}
+		lists = append(lists, q.ListTags())
 	}
 	keys := make([][]string, len(lists))
 	errs := make([]error, len(lists))

@@ -75,6 +75,10 @@ type MetaReplica interface {
 	MergeCatalog(ctx context.Context, lists []catalog.TagMembers, es []catalog.Entry) ([]catalog.Entry, error)
 	// Postings reads a page of a tag's posting list (wire.MethodPostings).
 	Postings(ctx context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error)
+	// Listing answers the catalog part of a listing of the series any of qs selects in
+	// one request: the posting pages this replica's own catalog.Candidates read and the
+	// entries it holds of the candidates (wire.MethodListing).
+	Listing(ctx context.Context, qs []catalog.Query) (wire.Listing, error)
 	// Shape summarises the live entries q selects that this replica holds
 	// (wire.MethodShape).
 	Shape(ctx context.Context, q catalog.ShapeQuery) (catalog.Shape, error)
@@ -438,16 +442,42 @@ func (r remoteReplica) MergeCatalog(ctx context.Context, lists []catalog.TagMemb
 	return out, nil
 }
 
+func (r remoteReplica) Listing(ctx context.Context, qs []catalog.Query) (wire.Listing, error) {
+	var resp wire.ListingResp
+	if err := r.invoke(ctx, wire.MethodListing, wire.EncodeListingReq(qs), &resp); err != nil {
+		return wire.Listing{}, err
+	}
+	l, err := resp.Decode()
+	if err == nil {
+		for _, p := range l.Pages {
+			if err = validateMembers(p.Members); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return wire.Listing{}, rpc.Errorf(wire.CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
+	}
+	return l, nil
+}
+
+func validateMembers(ms []catalog.Member) error {
+	for _, m := range ms {
+		if err := catalog.ValidateMember(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (r remoteReplica) Postings(ctx context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error) {
 	var resp wire.PostingsResp
 	if err := r.invoke(ctx, wire.MethodPostings, &wire.PostingsReq{K: tag.K, V: tag.V, After: after, Limit: limit}, &resp); err != nil {
 		return nil, err
 	}
 	ms := wire.ToMembers(resp.Members)
-	for _, m := range ms {
-		if err := catalog.ValidateMember(m); err != nil {
-			return nil, rpc.Errorf(wire.CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
-		}
+	if err := validateMembers(ms); err != nil {
+		return nil, rpc.Errorf(wire.CodeUnavailable, "replica %s: %v", r.peer.RPCAddr, err)
 	}
 	return ms, nil
 }

@@ -48,24 +48,13 @@ type catalogCoord struct {
 // most about 27 KB each (catalog limits: 64 tags), stays inside an RPC frame (4 MiB).
 const entryReadsPerCall = 128
 
-// memberSize and entrySize are what a member and an entry add to a request, about.
-func memberSize(m catalog.Member) int { return len(m.Key) + 16 }
-
-func entrySize(e catalog.Entry) int {
-	n := len(e.Key) + len(e.Unit) + len(e.Description) + 96
-	for _, t := range e.Tags {
-		n += len(t.K) + len(t.V) + 8
-	}
-	return n
-}
-
 // tagMember is a member to merge into tag's posting list.
 type tagMember struct {
 	tag catalog.Tag
 	m   catalog.Member
 }
 
-func tagMemberSize(t tagMember) int { return len(t.tag.K) + len(t.tag.V) + memberSize(t.m) }
+func tagMemberSize(t tagMember) int { return len(t.tag.K) + len(t.tag.V) + catalog.MemberBytes(t.m) }
 
 // newCatalogCoord returns c's catalog state, its coalescers calling c's replicas.
 func newCatalogCoord(c *Coordinator) *catalogCoord {
@@ -74,7 +63,7 @@ func newCatalogCoord(c *Coordinator) *catalogCoord {
 		postings: newCoalescer(entriesPerRead, cluster.MaxRequestBytes, tagMemberSize, func(ctx context.Context, p dht.Peer, ins []tagMember) ([]struct{}, error) {
 			return make([]struct{}, len(ins)), c.replicas.For(p).MergePostingsMany(ctx, tagLists(ins))
 		}),
-		entryMerges: newCoalescer(entriesPerRead, cluster.MaxRequestBytes, entrySize, func(ctx context.Context, p dht.Peer, es []catalog.Entry) ([]catalog.Entry, error) {
+		entryMerges: newCoalescer(entriesPerRead, cluster.MaxRequestBytes, catalog.EntryBytes, func(ctx context.Context, p dht.Peer, es []catalog.Entry) ([]catalog.Entry, error) {
 			return c.replicas.For(p).MergeEntries(ctx, es)
 		}),
 		// An answer holds the entries asked for, of unknown size: at most entryReadsPerCall.
@@ -208,8 +197,7 @@ func (c *Coordinator) postMembers(ctx context.Context, tags []catalog.Tag, m cat
 }
 
 // readPostings reads a page of tag's posting list from its replicas, merged: at least
-// the read quorum must answer. The page is cut where every full replica page still
-// covers it, so a key one replica has and another has not is never skipped.
+// the read quorum must answer (mergePage).
 func (c *Coordinator) readPostings(ctx context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error) {
 	owners, err := c.catalogOwners(ctx, tag.ID(), "postings of "+tag.String())
 	if err != nil {
@@ -219,9 +207,6 @@ func (c *Coordinator) readPostings(ctx context.Context, tag catalog.Tag, after s
 		return c.replicas.For(b.Peer).Postings(ctx, tag, after, limit)
 	})
 	var lists [][]catalog.Member
-	ok := 0
-	cut := ""
-	full := false
 	var lastErr error
 	for range owners {
 		a := <-answers
@@ -229,18 +214,28 @@ func (c *Coordinator) readPostings(ctx context.Context, tag catalog.Tag, after s
 			lastErr = a.Err
 			continue
 		}
-		ok++
 		lists = append(lists, a.Resp)
-		if len(a.Resp) == limit {
-			last := a.Resp[len(a.Resp)-1].Key
+	}
+	if need := min(c.cfg.ReadQuorum, len(owners)); len(lists) < need {
+		return nil, rpc.Errorf(wire.CodeUnavailable, "tag index: %d of %d replicas of %s answered, %d needed: %v", len(lists), len(owners), tag, need, lastErr)
+	}
+	return mergePage(lists, limit), nil
+}
+
+// mergePage merges the replicas' answers to one page ask of a posting list. The page is
+// cut where every full replica page still covers it, so a key one replica has and
+// another has not is never skipped.
+func mergePage(lists [][]catalog.Member, limit int) []catalog.Member {
+	cut := ""
+	full := false
+	for _, l := range lists {
+		if len(l) == limit {
+			last := l[len(l)-1].Key
 			if !full || last < cut {
 				cut = last
 			}
 			full = true
 		}
-	}
-	if need := min(c.cfg.ReadQuorum, len(owners)); ok < need {
-		return nil, rpc.Errorf(wire.CodeUnavailable, "tag index: %d of %d replicas of %s answered, %d needed: %v", ok, len(owners), tag, need, lastErr)
 	}
 	out := mergeMembers(lists) // postings_merge.go
 	if full {
@@ -249,7 +244,7 @@ func (c *Coordinator) readPostings(ctx context.Context, tag catalog.Tag, after s
 	if len(out) > limit {
 		out = out[:limit]
 	}
-	return out, nil
+	return out
 }
 
 // noteWrite keeps the catalog entry of a series being written: it creates the entry
@@ -439,17 +434,47 @@ const entriesPerRead = 2000
 // entries reads the entries of many series: one request per registry replica, merged;
 // it fails only when no replica answered.
 func (c *Coordinator) entries(ctx context.Context, keys []string) ([]catalog.Entry, error) {
+	return c.entriesBeside(ctx, keys, nil)
+}
+
+// entriesBeside is entries, asking no registry replica of a key for what known says
+// its answer to a listing covered: its entry of the key, if it holds one (found).
+func (c *Coordinator) entriesBeside(ctx context.Context, keys []string, known func(p dht.Peer, key string) (e catalog.Entry, found, covered bool)) ([]catalog.Entry, error) {
 	type owned struct {
 		peers []dht.Peer
 		key   string
 	}
+	byKey := make(map[string]catalog.Entry, len(keys))
+	merge := func(e catalog.Entry) {
+		if old, ok := byKey[e.Key]; ok {
+			e = catalog.Merge(old, e)
+		}
+		byKey[e.Key] = e
+	}
 	var work []owned
+	covered := 0
 	for _, k := range keys {
 		peers, err := c.place.Locate(ctx, quanta.KeyID(k), c.cfg.RF)
 		if err != nil {
 			return nil, rpc.Errorf(wire.CodeUnavailable, "catalog entry of %q: %v", k, err)
 		}
-		work = append(work, owned{peers, k})
+		ask := peers
+		if known != nil {
+			ask = nil
+			for _, p := range peers {
+				e, found, ok := known(p, k)
+				switch {
+				case !ok:
+					ask = append(ask, p)
+				case found:
+					merge(e)
+					fallthrough
+				default:
+					covered++
+				}
+			}
+		}
+		work = append(work, owned{ask, k})
 	}
 	batches := cluster.GroupByPeer(func(yield func(dht.Peer, string) bool) {
 		for _, o := range work {
@@ -463,7 +488,6 @@ func (c *Coordinator) entries(ctx context.Context, keys []string) ([]catalog.Ent
 	answers := cluster.FanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[string]) ([]catalog.Entry, error) {
 		return c.replicas.For(b.Peer).Entries(ctx, b.Items)
 	})
-	byKey := make(map[string]catalog.Entry, len(keys))
 	failed := 0
 	var lastErr error
 	for range batches {
@@ -474,13 +498,10 @@ func (c *Coordinator) entries(ctx context.Context, keys []string) ([]catalog.Ent
 			continue
 		}
 		for _, e := range a.Resp {
-			if old, ok := byKey[e.Key]; ok {
-				e = catalog.Merge(old, e)
-			}
-			byKey[e.Key] = e
+			merge(e)
 		}
 	}
-	if failed == len(batches) && len(batches) > 0 {
+	if failed == len(batches) && len(batches) > 0 && covered == 0 {
 		return nil, rpc.Errorf(wire.CodeUnavailable, "catalog: no registry replica answered: %v", lastErr)
 	}
 	out := make([]catalog.Entry, 0, len(byKey))

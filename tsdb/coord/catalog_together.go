@@ -82,7 +82,7 @@ func (c *Coordinator) mergeWithPostings(ctx context.Context, peer dht.Peer, es [
 // withSize is what entry i and its postings add to a request, about.
 func withSize(es []catalog.Entry, with map[int]posting) func(i int) int {
 	return func(i int) int {
-		n := entrySize(es[i])
+		n := catalog.EntryBytes(es[i])
 		if x, ok := with[i]; ok {
 			for _, t := range x.tags {
 				n += tagMemberSize(tagMember{t, x.m})

@@ -3,50 +3,40 @@ package coord
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
-	"sync"
 
+	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
+	"github.com/tsdht/tsdht/tsdb/cluster"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // SeriesAny lists the entries of the series any of qs selects, sorted by key, each
-// once: the union of Series of each query, read together. The queries' candidates
-// share their posting reads (a posting page two queries ask for, such as the tag list
-// of a fleet two fields of a SELECT are listed by, is read once) and every candidate's
-// entry is read in one entries read, so a statement reading several fields of the same
-// series costs the round trips of one listing, not one per field.
+// once: the union of Series of each query, read together. Every replica of the posting
+// lists the queries read is asked once for the whole listing (wire.MethodListing): it
+// answers the posting pages its own run of the queries read and its entries of the
+// candidates it found. A page every replica of its list answered is merged as
+// readPostings merges it, and an entry every registry replica of its key covered needs
+// no entries read, so on a cluster whose catalog replicas answer all of it a listing
+// costs one request per node. What the answers lack — a page one replica did not read,
+// a key one registry replica did not cover, a replica that did not answer — is read one
+// method at a time as before; each page once, however many queries ask for it.
 func (c *Coordinator) SeriesAny(ctx context.Context, qs []catalog.Query) ([]catalog.Entry, error) {
 	if len(qs) == 0 {
 		return nil, nil
 	}
-	src := sharedPostings(c.readPostings)
-	// The queries' candidates at once: each waits a round trip for its posting pages,
-	// which another query's need not wait behind.
-	sets := make([][]string, len(qs))
-	errs := make([]error, len(qs))
-	var wg sync.WaitGroup
-	for i, q := range qs {
-		wg.Go(func() { sets[i], errs[i] = catalog.Candidates(ctx, src, q) }) // each checked against its entry below
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err == nil {
-			continue
-		}
+	l := c.listing(ctx, qs)
+	pages := catalog.NewPageLog(l.page, 0)
+	keys, err := catalog.CandidatesAny(ctx, pages.Source, qs) // each checked against its entry below
+	if err != nil {
 		var re *rpc.RemoteError
 		if errors.As(err, &re) {
 			return nil, err
 		}
 		return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
-	keys := sets[0]
-	if len(sets) > 1 {
-		keys = slices.Compact(slices.Sorted(slices.Values(slices.Concat(sets...))))
-	}
-	entries, err := c.entries(ctx, keys)
+	entries, err := c.entriesBeside(ctx, keys, l.known)
 	if err != nil {
 		return nil, err
 	}
@@ -65,32 +55,98 @@ func (c *Coordinator) SeriesAny(ctx context.Context, qs []catalog.Query) ([]cata
 	return out, nil
 }
 
-// sharedPostings returns src answering each (tag, after, limit) page once: the
-// listings of one SeriesAny ask for the same pages of a shared tag's list. Concurrent
-// asks of one page wait for the first.
-func sharedPostings(src catalog.PostingSource) catalog.PostingSource {
-	type page struct {
-		once    sync.Once
-		members []catalog.Member
-		err     error
-	}
-	type pageKey struct {
-		tag   catalog.Tag
-		after string
-		limit int
-	}
-	var mu sync.Mutex
-	pages := map[pageKey]*page{}
-	return func(ctx context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error) {
-		k := pageKey{tag, after, limit}
-		mu.Lock()
-		p := pages[k]
-		if p == nil {
-			p = &page{}
-			pages[k] = p
+// listed is what the catalog replicas answered to one listing, by peer ID.
+type listed struct {
+	c       *Coordinator
+	answers map[string]*listAnswer
+}
+
+type listAnswer struct {
+	pages   map[catalog.PageKey][]catalog.Member
+	covered map[string]bool
+	entries map[string]catalog.Entry
+}
+
+// listing asks every replica of the posting lists qs read for the listing, in parallel,
+// and keeps the answers; a replica that fails (or predates wire.MethodListing) is left
+// out, and what it would have answered is read one method at a time.
+func (c *Coordinator) listing(ctx context.Context, qs []catalog.Query) *listed {
+	l := &listed{c: c, answers: map[string]*listAnswer{}}
+	seen := map[string]bool{}
+	var batches []*cluster.PeerBatch[struct{}]
+	for _, q := range qs {
+		for _, t := range q.ListTags() {
+			peers, err := c.place.Locate(ctx, t.ID(), c.cfg.RF)
+			if err != nil {
+				continue // the page's own read reports it
+			}
+			for _, p := range peers {
+				if !seen[p.ID] {
+					seen[p.ID] = true
+					batches = append(batches, &cluster.PeerBatch[struct{}]{Peer: p, Items: []struct{}{{}}})
+				}
+			}
 		}
-		mu.Unlock()
-		p.once.Do(func() { p.members, p.err = src(ctx, tag, after, limit) })
-		return p.members, p.err
 	}
+	answers := cluster.FanOut(ctx, batches, c.cfg.ReadConcurrency, c.cfg.CallTimeout, func(ctx context.Context, b *cluster.PeerBatch[struct{}]) (wire.Listing, error) {
+		return c.replicas.For(b.Peer).Listing(ctx, qs)
+	})
+	for range batches {
+		a := <-answers
+		if a.Err != nil {
+			continue
+		}
+		la := &listAnswer{
+			pages:   make(map[catalog.PageKey][]catalog.Member, len(a.Resp.Pages)),
+			covered: make(map[string]bool, len(a.Resp.Covered)),
+			entries: make(map[string]catalog.Entry, len(a.Resp.Entries)),
+		}
+		for _, p := range a.Resp.Pages {
+			la.pages[p.PageKey] = p.Members
+		}
+		for _, k := range a.Resp.Covered {
+			la.covered[k] = true
+		}
+		for _, e := range a.Resp.Entries {
+			if la.covered[e.Key] {
+				la.entries[e.Key] = e
+			}
+		}
+		l.answers[a.Batch.Peer.ID] = la
+	}
+	return l
+}
+
+// page answers a page of tag's posting list from the listing when every replica of the
+// list answered it, merged as readPostings merges; else by readPostings.
+func (l *listed) page(ctx context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error) {
+	c := l.c
+	owners, err := c.place.Locate(ctx, tag.ID(), c.cfg.RF)
+	if err != nil || len(owners) == 0 {
+		return c.readPostings(ctx, tag, after, limit)
+	}
+	k := catalog.PageKey{Tag: tag, After: after, Limit: limit}
+	lists := make([][]catalog.Member, 0, len(owners))
+	for _, p := range owners {
+		a := l.answers[p.ID]
+		if a == nil {
+			return c.readPostings(ctx, tag, after, limit)
+		}
+		ms, ok := a.pages[k]
+		if !ok {
+			return c.readPostings(ctx, tag, after, limit)
+		}
+		lists = append(lists, ms)
+	}
+	return mergePage(lists, limit), nil
+}
+
+// known says what p's listing answer holds of key's entry (entriesBeside).
+func (l *listed) known(p dht.Peer, key string) (catalog.Entry, bool, bool) {
+	a := l.answers[p.ID]
+	if a == nil || !a.covered[key] {
+		return catalog.Entry{}, false, false
+	}
+	e, found := a.entries[key]
+	return e, found, true
 }

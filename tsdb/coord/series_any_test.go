@@ -3,9 +3,11 @@ package coord
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
+	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/cluster"
 	"github.com/tsdht/tsdht/tsdb/replica"
@@ -13,11 +15,24 @@ import (
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
-// listingCounter counts the posting pages and entry reads a replica is asked for.
+// listingCounter counts the listings, posting pages and entry reads a replica is asked
+// for; with noListing it answers listings as a replica that predates them.
 type listingCounter struct {
 	*replica.Local
-	mu                sync.Mutex
-	postings, entries int
+	mu                          sync.Mutex
+	noListing                   bool
+	listings, postings, entries int
+}
+
+func (r *listingCounter) Listing(ctx context.Context, qs []catalog.Query) (wire.Listing, error) {
+	r.mu.Lock()
+	r.listings++
+	no := r.noListing
+	r.mu.Unlock()
+	if no {
+		return wire.Listing{}, rpc.Errorf(rpc.CodeUnknownMethod, "unknown method %s", wire.MethodListing)
+	}
+	return r.Local.Listing(ctx, qs)
 }
 
 func (r *listingCounter) Postings(ctx context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error) {
@@ -34,18 +49,20 @@ func (r *listingCounter) Entries(ctx context.Context, keys []string) ([]catalog.
 	return r.Local.Entries(ctx, keys)
 }
 
-func (r *listingCounter) take() (postings, entries int) {
+func (r *listingCounter) take() (listings, postings, entries int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	postings, entries = r.postings, r.entries
-	r.postings, r.entries = 0, 0
-	return postings, entries
+	listings, postings, entries = r.listings, r.postings, r.entries
+	r.listings, r.postings, r.entries = 0, 0, 0
+	return listings, postings, entries
 }
 
 // The listings of two fields of one fleet's trucks, as a SELECT of both lists them,
-// read the fleet's posting list once and every candidate's entry in one read — one
-// listing's calls and a field's list more, not two listings' — and find what the two
-// listings find.
+// cost the catalog replica one listing request (wire.MethodListing: its postings and
+// entries at once) and no other read; from a replica that predates listings, they read
+// the fleet's posting list once and every candidate's entry in one read — one listing's
+// calls and a field's list more, not two listings' — and both find what the two
+// listings apart find.
 func TestSeriesAnySharesPostingsAndEntries(t *testing.T) {
 	var counter *listingCounter
 	c, _ := loadNewSeries(t, "other/", 1, func(l *replica.Local) cluster.Local {
@@ -70,35 +87,50 @@ func TestSeriesAnySharesPostingsAndEntries(t *testing.T) {
 		{Prefix: "iot/readings", Match: []catalog.Tag{{K: "__field", V: "longitude"}, {K: "fleet", V: "South"}}},
 	}
 	ctx := context.Background()
-	counter.take()
-	var want []string
-	for _, q := range qs {
-		es, err := c.Series(ctx, q)
-		if err != nil || len(es) != 3 {
-			t.Fatalf("%v: %d series, %v; want 3", q.Match, len(es), err)
+	for _, old := range []bool{false, true} {
+		counter.mu.Lock()
+		counter.noListing = old
+		counter.mu.Unlock()
+		counter.take()
+		var want []string
+		for _, q := range qs {
+			es, err := c.Series(ctx, q)
+			if err != nil || len(es) != 3 {
+				t.Fatalf("old replica %v: %v: %d series, %v; want 3", old, q.Match, len(es), err)
+			}
+			for _, e := range es {
+				want = append(want, e.Key)
+			}
 		}
-		for _, e := range es {
-			want = append(want, e.Key)
+		slices.Sort(want)
+		apartListings, apartPostings, apartEntries := counter.take()
+		got, err := c.SeriesAny(ctx, qs)
+		if err != nil || len(got) != len(want) {
+			t.Fatalf("old replica %v: SeriesAny: %d series, %v; want %d", old, len(got), err, len(want))
 		}
-	}
-	apartPostings, apartEntries := counter.take()
-	got, err := c.SeriesAny(ctx, qs)
-	if err != nil || len(got) != len(want) {
-		t.Fatalf("SeriesAny: %d series, %v; want %d", len(got), err, len(want))
-	}
-	for i, e := range got {
-		if i > 0 && got[i-1].Key >= e.Key {
-			t.Fatalf("SeriesAny: %q after %q: want sorted, each once", e.Key, got[i-1].Key)
+		for i, e := range got {
+			if e.Key != want[i] {
+				t.Fatalf("old replica %v: SeriesAny listed %q at %d, want %q (the listings apart, sorted)", old, e.Key, i, want[i])
+			}
+			if e.Tags[0].V != "latitude" && e.Tags[0].V != "longitude" || !catalog.Matches(e.Tags, []catalog.Tag{{K: "fleet", V: "South"}}) {
+				t.Errorf("SeriesAny listed %q, tags %v", e.Key, e.Tags)
+			}
 		}
-		if e.Tags[0].V != "latitude" && e.Tags[0].V != "longitude" || !catalog.Matches(e.Tags, []catalog.Tag{{K: "fleet", V: "South"}}) {
-			t.Errorf("SeriesAny listed %q, tags %v", e.Key, e.Tags)
+		listings, postings, entries := counter.take()
+		if !old {
+			if apartListings != 2 || apartPostings != 0 || apartEntries != 0 {
+				t.Errorf("two listings apart: %d listings, %d posting pages, %d entry reads; want 2, 0, 0", apartListings, apartPostings, apartEntries)
+			}
+			if listings != 1 || postings != 0 || entries != 0 {
+				t.Errorf("the listings together: %d listings, %d posting pages, %d entry reads; want 1, 0, 0", listings, postings, entries)
+			}
+			continue
 		}
-	}
-	postings, entries := counter.take()
-	if apartPostings != 4 || apartEntries != 2 {
-		t.Errorf("two listings apart: %d posting pages, %d entry reads; the test assumes 4 and 2", apartPostings, apartEntries)
-	}
-	if postings != 3 || entries != 1 {
-		t.Errorf("the listings together: %d posting pages (want 3: the fleet's once, each field's) and %d entry reads (want 1)", postings, entries)
+		if apartPostings != 4 || apartEntries != 2 {
+			t.Errorf("two listings apart: %d posting pages, %d entry reads; the test assumes 4 and 2", apartPostings, apartEntries)
+		}
+		if listings != 1 || postings != 3 || entries != 1 {
+			t.Errorf("the listings together: %d listings, %d posting pages (want 3: the fleet's once, each field's) and %d entry reads (want 1)", listings, postings, entries)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
 
@@ -14,7 +15,16 @@ import (
 // The catalog's replica methods: entries on a series' registry replicas, posting lists
 // on their tag's replicas, and range deletes on shard replicas (docs/catalog.md).
 
-func RegisterCatalog(srv *rpc.Server, r cluster.Replica) {
+func RegisterCatalog(srv *rpc.Server, r cluster.Replica) { registerCatalog(srv, r, nil) }
+
+// registerCatalog registers the catalog methods, counting in reads (when not nil) the
+// catalog reads (entries, posting pages, listings) answered.
+func registerCatalog(srv *rpc.Server, r cluster.Replica, reads *atomic.Int64) {
+	count := func() {
+		if reads != nil {
+			reads.Add(1)
+		}
+	}
 	cluster.Handle(srv, wire.MethodEntryMerge, func(ctx context.Context, req *wire.EntriesMsg) (*wire.EntriesMsg, error) {
 		es, err := req.Decode()
 		if err != nil {
@@ -27,6 +37,7 @@ func RegisterCatalog(srv *rpc.Server, r cluster.Replica) {
 		return wire.EncodeEntries(out), nil
 	})
 	cluster.Handle(srv, wire.MethodEntryGet, func(ctx context.Context, req *wire.KeysReq) (*wire.EntriesMsg, error) {
+		count()
 		if len(req.Keys) > wire.MaxEntriesPerRequest {
 			return nil, rpc.Errorf(wire.CodeBadInput, "%d keys; at most %d", len(req.Keys), wire.MaxEntriesPerRequest)
 		}
@@ -61,6 +72,7 @@ func RegisterCatalog(srv *rpc.Server, r cluster.Replica) {
 		return wire.EncodeEntries(out), nil
 	})
 	cluster.Handle(srv, wire.MethodPostings, func(ctx context.Context, req *wire.PostingsReq) (*wire.PostingsResp, error) {
+		count()
 		ms, err := r.Postings(ctx, catalog.Tag{K: req.K, V: req.V}, req.After, req.Limit)
 		if err != nil {
 			return nil, err
@@ -79,6 +91,7 @@ func RegisterCatalog(srv *rpc.Server, r cluster.Replica) {
 		return wire.EncodeShape(s), nil
 	})
 	cluster.Handle(srv, wire.MethodDeleteRange, r.DeleteRange)
+	registerListing(srv, r, count) // listing.go
 }
 
 // catalogStore is what the catalog needs of a node's store.

@@ -95,7 +95,7 @@ func Register(srv *rpc.Server, l *Local) {
 		}
 		return cluster.TypeResp(d, ok), nil
 	})
-	RegisterCatalog(srv, r)
+	registerCatalog(srv, r, &l.catalogReads)
 	registerDecls(srv, r)
 	cluster.Handle(srv, wire.MethodStats, func(ctx context.Context, _ *struct{}) (*wire.NodeStats, error) {
 		s, err := r.Stats(ctx)
@@ -139,6 +139,9 @@ type Local struct {
 	// readRequests counts the read and aggregate requests (wire.MethodRead, MethodAgg,
 	// MethodAggSeries) this replica answered for other nodes' coordinators.
 	readRequests atomic.Int64
+	// catalogReads counts the catalog reads (wire.MethodEntryGet, MethodPostings,
+	// MethodListing) this replica answered for other nodes' coordinators.
+	catalogReads atomic.Int64
 
 	shapes shapeCache // shape.go
 }
@@ -147,6 +150,11 @@ type Local struct {
 // other nodes' coordinators (wire.NodeStats.ReadRequests): a query over many series
 // costs each node one per page (coord.GetMany).
 func (l *Local) ReadRequests() int64 { return l.readRequests.Load() }
+
+// CatalogReads returns how many catalog reads this replica answered for other nodes'
+// coordinators (wire.NodeStats.CatalogReads): a listing costs each catalog replica one
+// (wire.MethodListing) when its answer is all the coordinator needs.
+func (l *Local) CatalogReads() int64 { return l.catalogReads.Load() }
 
 // Config configures a Local replica.
 type Config struct {

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"github.com/tsdht/tsdht/tsdb/catalog"
 	"runtime"
 	"testing"
 
@@ -15,7 +16,8 @@ func messages() []any {
 	return []any{&WriteReq{}, &WriteResp{}, &ReadReq{}, &ReadResp{}, &TypeReq{}, &TypeResp{},
 		&PutReq{}, &PutResp{}, &GetReq{}, &GetResp{}, &LocateReq{}, &LocateResp{},
 		&DecommissionReq{}, &DecommissionResp{}, &StatusResp{}, &NodeStats{}, &AggSeriesReq{}, &AggSeriesResp{},
-		&RollupMarkReq{}, &RollupMarkResp{}, &RollupReadReq{}, &RollupReadResp{}, &KeysReq{}, &TypesResp{}, &ShapeReq{}, &ShapeResp{}, &CatalogMergeReq{}}
+		&RollupMarkReq{}, &RollupMarkResp{}, &RollupReadReq{}, &RollupReadResp{}, &KeysReq{}, &TypesResp{}, &ShapeReq{}, &ShapeResp{},
+		&CatalogMergeReq{}, &ListingReq{}, &ListingResp{}}
 }
 
 func allocated(f func()) uint64 {
@@ -41,6 +43,8 @@ func FuzzDecodeMessages(f *testing.F) {
 		&StatusResp{Nodes: []NodeStats{{Shards: 1}}}, &DecommissionReq{NodeID: "ab"},
 		&RollupMarkReq{Key: "k", Starts: []int64{60e9, 120e9}}, &RollupReadReq{Key: "k", Width: 60e9, To: 120e9},
 		&RollupReadResp{Known: []int64{0, 60e9}, Packed: []byte{1, 2}},
+		EncodeListingReq([]catalog.Query{{Prefix: "db/m", Match: []catalog.Tag{{K: "host", V: "a"}}}}),
+		&ListingResp{Pages: []ListingPage{{K: "host", V: "a", Limit: 256, Members: []Member{{Key: "db/m#f", Version: 1}}}}, Covered: []string{"db/m#f"}},
 		&KeysReq{Keys: []string{"a", "b"}}, &TypesResp{Decls: []TypeResp{{Known: true, Type: series.Float, Quantum: 60}}},
 	} {
 		b, err := msgpack.Marshal(m)

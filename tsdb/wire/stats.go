@@ -44,6 +44,9 @@ type NodeStats struct {
 	// ReadRequests counts the read and aggregate requests the node answered as a
 	// replica for other nodes' coordinators since it started.
 	ReadRequests int64 `msgpack:"read_reqs,omitempty"`
+	// CatalogReads counts the catalog reads (entries, posting pages, listings) the node
+	// answered as a replica for other nodes' coordinators since it started.
+	CatalogReads int64 `msgpack:"catalog_reads,omitempty"`
 	// Uplinks are this node's uplinks (package uplink), when it runs any.
 	Uplinks []UplinkStats `msgpack:"uplinks,omitempty"`
 }
