@@ -26,7 +26,9 @@ func NewPacer(every int, yield func()) *Pacer {
 }
 
 // Spend counts n units of work done, and yields if Every have been done since the
-// last yield (once, however many n holds: the work is behind, not ahead).
+// last yield (once, however many n holds: the work is behind, not ahead). What the
+// step did past the interval counts toward the next: a yield every Every units on
+// average, wherever the steps end.
 func (p *Pacer) Spend(n int) {
 	if p == nil {
 		return
@@ -34,7 +36,7 @@ func (p *Pacer) Spend(n int) {
 	if p.done += n; p.done < p.every {
 		return
 	}
-	p.done = 0
+	p.done %= p.every
 	p.n++
 	p.yield()
 }

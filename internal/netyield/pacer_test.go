@@ -7,7 +7,8 @@ import (
 )
 
 // TestPacerYieldsEveryInterval: a Pacer of 100 units yields once per 100 units spent,
-// in steps of any size, once for a step past several intervals, and a nil one never.
+// in steps of any size (a step's units past the interval count toward the next), once
+// for a step past several intervals, and a nil one never.
 func TestPacerYieldsEveryInterval(t *testing.T) {
 	calls := 0
 	p := netyield.NewPacer(100, func() { calls++ })
@@ -22,14 +23,14 @@ func TestPacerYieldsEveryInterval(t *testing.T) {
 		t.Fatalf("yielded %d times at 100 units, want 1", calls)
 	}
 	for range 10 {
-		p.Spend(30) // 300 units: yields at 120 and 240 (counted from the last yield)
+		p.Spend(30) // 300 units: yields at 210, 300 and 390 of the whole
 	}
-	if calls != 3 {
-		t.Fatalf("yielded %d times after 400 units in steps of 1 and 30, want 3", calls)
+	if calls != 4 {
+		t.Fatalf("yielded %d times after 400 units in steps of 1 and 30, want 4", calls)
 	}
 	p.Spend(1000)
-	if calls != 4 || p.Yields() != 4 {
-		t.Fatalf("a step of 10 intervals: %d calls, Yields %d, want 4 and 4", calls, p.Yields())
+	if calls != 5 || p.Yields() != 5 {
+		t.Fatalf("a step of 10 intervals: %d calls, Yields %d, want 5 and 5", calls, p.Yields())
 	}
 	var none *netyield.Pacer
 	none.Spend(1 << 30)
