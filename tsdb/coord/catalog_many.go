@@ -309,7 +309,8 @@ type noteReq struct {
 // a series whose type was.
 //
 // later, when not nil, takes the entries of series that exist (live, of the request's
-// type) and only need their bounds widened or their newest recorded: they are not
+// type) and only need their bounds widened or their newest recorded (not an ahead,
+// which still goes before the points): they are not
 // merged here but left in later, to be merged beside the points (widenBeside:
 // widen_beside.go); their errs and tagged are settled there.
 func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int, typed func() []error, later *laterMerges) (errs []error, tagged []bool) {
@@ -417,7 +418,7 @@ func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int, typ
 		if errs[i] != nil {
 			continue
 		}
-		if _, posts := withOf[j]; later != nil && !posts && curs[i].Live() && curs[i].Type == reqs[i].e.Type {
+		if _, posts := withOf[j]; later != nil && !posts && curs[i].Live() && curs[i].Type == reqs[i].e.Type && !ahead(reqs[i]) {
 			later.add(i, reqs[i], upds[j])
 			continue
 		}

@@ -10,7 +10,8 @@ import (
 // Bounds widened beside the points.
 //
 // A series that exists (its entry live, of the write's type) and whose entry only needs
-// its bounds widened, or its newest quantum recorded, has nothing the points depend on:
+// its bounds widened, or its newest quantum recorded (a write stamped past the clock,
+// which records an ahead, still merges its entry first), has nothing the points depend on:
 // its type is fixed and it is found by its tags already. So its entry is merged at its
 // registry replicas beside its points, not before them, and the write is acknowledged
 // only once both are stored at quorum: the bounds and newest still never miss an

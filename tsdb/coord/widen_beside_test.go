@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tsdht/tsdht/dht"
+	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/cluster"
 	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
@@ -29,6 +31,7 @@ type widenOrder struct {
 	merges, reads, catMerges int
 	declares, postings       int
 	timedOut                 bool
+	refuse                   error // what every entry merge answers, when not nil
 }
 
 func (r *widenOrder) Write(ctx context.Context, req *wire.WriteReq) (*wire.WriteResp, error) {
@@ -45,8 +48,11 @@ func (r *widenOrder) Write(ctx context.Context, req *wire.WriteReq) (*wire.Write
 func (r *widenOrder) MergeEntries(ctx context.Context, es []catalog.Entry) ([]catalog.Entry, error) {
 	r.mu.Lock()
 	r.merges++
-	wrote := r.wrote
+	wrote, refuse := r.wrote, r.refuse
 	r.mu.Unlock()
+	if refuse != nil {
+		return nil, refuse
+	}
 	select {
 	case <-wrote:
 	case <-time.After(time.Second):
@@ -168,5 +174,15 @@ func TestPutManyWidensBesideThePoints(t *testing.T) {
 	pts, err := c.Latest(ctx, "widen/s07", 0, later+int64(time.Hour))
 	if err != nil || pts.Len() != 1 || pts.T[0] != later+int64(10*time.Second) {
 		t.Fatalf("Latest of widen/s07: %+v, %v; want the later write's newest point", pts, err)
+	}
+
+	// An entry the registry replica refuses to widen fails the write, though its points
+	// went beside it: it is not acknowledged.
+	rep.mu.Lock()
+	rep.refuse = rpc.Errorf(wire.CodeDiskFull, "refused by the test") // not retried, as a placement failure is
+	rep.mu.Unlock()
+	puts := []SeriesPut{{Key: "widen/s03", Points: series.Points{Type: series.Float, T: []int64{later + int64(2*time.Hour)}, F: []float64{3}}}}
+	if r := c.PutMany(ctx, puts, wire.PutOptions{}); r[0].Err == nil || !strings.Contains(r[0].Err.Error(), "refused by the test") {
+		t.Fatalf("a write whose entry could not be widened: %+v; want the replica's refusal", r[0])
 	}
 }
