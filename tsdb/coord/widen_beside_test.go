@@ -3,17 +3,14 @@ package coord
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/cluster"
-	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
 	"github.com/tsdht/tsdht/tsdb/replica"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
@@ -108,20 +105,11 @@ func (r *widenOrder) next() (merges, reads, catMerges, declares, postings int, t
 // Latest finds them. A batch within the bounds and the newest quantum costs no catalog
 // request at all.
 func TestPutManyWidensBesideThePoints(t *testing.T) {
-	cfg := testConfig()
-	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1
-	self := dht.Peer{ID: "self", RPCAddr: "self:1"}
-	st, err := store.OpenPebble(t.TempDir(), store.PebbleOptions{Sync: store.SyncAlways, SealInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	rep := &widenOrder{wrote: make(chan struct{}),
-		Local: replica.New(replica.Config{Store: st, Quantum: cfg.Quantum, Format: cfg.Format, MaxFuture: cfg.MaxFuture})}
-	replicas := cluster.NewReplicas(self.ID, rep, nil, cfg.CallTimeout, nil)
-	place := &clustertest.FixedPlacement{Me: self, Owners: []dht.Peer{self}}
-	logger := slog.New(slog.DiscardHandler)
-	c := New(cfg, place, replicas, NewRegistry(place, replicas, cfg, logger), nil, nil, logger)
+	var rep *widenOrder
+	c := diskNode(t, func(l *replica.Local) cluster.Local {
+		rep = &widenOrder{wrote: make(chan struct{}), Local: l}
+		return rep
+	})
 	ctx := context.Background()
 
 	const n = 40
