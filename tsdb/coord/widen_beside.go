@@ -39,9 +39,9 @@ func (l *laterMerges) add(j int, r noteReq, upd catalog.Entry) {
 
 // widenBeside starts merging the entries of l at quorum w, marks their series in res as
 // widening (no newest is reported for them beside: theirs goes with the entry), and
-// returns what waits for them: it sets each series' Tagged and, when its entry could not be merged (after
-// retrying until deadline while too few replicas are placed), its error, unless the
-// series has one already.
+// returns what waits for them: it sets each series' Tagged and, when its entry could
+// not be merged (after retrying until deadline while too few replicas are placed), its
+// error, unless the series has one already.
 func (c *Coordinator) widenBeside(ctx context.Context, deadline time.Time, l *laterMerges, res []SeriesResult, w int) func([]SeriesResult) {
 	n := len(l.upds)
 	if n == 0 {
