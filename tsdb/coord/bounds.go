@@ -21,7 +21,9 @@ import (
 //
 // A series' catalog entry (kept at quorum on its registry replicas) holds bounds of the
 // times written to it: First and Last, rounded out to hours, widened at quorum before
-// points outside them are written (noteWrite), so they never miss a stored point.
+// points outside them are acknowledged (noteWrite; a new series' before its points are
+// written, one that exists beside them: widen_beside.go), so they never miss an
+// acknowledged point.
 //
 // It also holds Newest: the time of the newest point of the write that first reached
 // the series' newest quantum. A write whose newest point lies in a quantum after the

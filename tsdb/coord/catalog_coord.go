@@ -253,7 +253,7 @@ func mergePage(lists [][]catalog.Member, limit int) []catalog.Member {
 // are written. Cheap when nothing changes: the coordinator's cache answers (noteWrites
 // of one: catalog_many.go).
 func (c *Coordinator) noteWrite(ctx context.Context, key string, e catalog.Entry, minT, maxT int64, w int) error {
-	errs, _ := c.noteWrites(ctx, []noteReq{{key: key, e: e, minT: minT, maxT: maxT}}, w, nil)
+	errs, _ := c.noteWrites(ctx, []noteReq{{key: key, e: e, minT: minT, maxT: maxT}}, w, nil, nil)
 	return errs[0]
 }
 

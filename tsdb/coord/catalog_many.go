@@ -307,7 +307,13 @@ type noteReq struct {
 // posted under them beside its prefix). typed, when not nil, waits for the series'
 // types to be fixed (declareBeside: an error per request); an entry is merged only for
 // a series whose type was.
-func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int, typed func() []error) (errs []error, tagged []bool) {
+//
+// later, when not nil, takes the entries of series that exist (live, of the request's
+// type) and only need their bounds widened or their newest recorded (not an ahead,
+// which still goes before the points): they are not
+// merged here but left in later, to be merged beside the points (widenBeside:
+// widen_beside.go); their errs and tagged are settled there.
+func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int, typed func() []error, later *laterMerges) (errs []error, tagged []bool) {
 	k := c.cat
 	errs, tagged = make([]error, len(reqs)), make([]bool, len(reqs))
 	now := time.Now().UnixNano()
@@ -409,42 +415,54 @@ func (c *Coordinator) noteWrites(ctx context.Context, reqs []noteReq, w int, typ
 		if terrs != nil && terrs[i] != nil && errs[i] == nil {
 			errs[i] = terrs[i]
 		}
-		if errs[i] == nil {
-			if x, ok := withOf[j]; ok {
-				with[len(ins)] = x
-			}
-			send = append(send, j)
-			ins = append(ins, upds[j])
+		if errs[i] != nil {
+			continue
 		}
+		if _, posts := withOf[j]; later != nil && !posts && curs[i].Live() && curs[i].Type == reqs[i].e.Type && !ahead(reqs[i]) {
+			later.add(i, reqs[i], upds[j])
+			continue
+		}
+		if x, ok := withOf[j]; ok {
+			with[len(ins)] = x
+		}
+		send = append(send, j)
+		ins = append(ins, upds[j])
 	}
 	if len(ins) == 0 {
 		return errs, tagged
 	}
 	merged, merrs := c.mergeEntries(ctx, ins, w, with)
 	for s, j := range send {
-		i, upd := todo[j], upds[j]
-		if errs[i] = merrs[s]; errs[i] != nil {
-			continue
-		}
-		m := merged[s]
-		if m.Live() && m.Type == upd.Type && m.Created != upd.Created {
-			// Another coordinator created the series at the same time, and its
-			// incarnation won (catalog.Merge keeps the newest): these points are the
-			// series' all the same, so its bounds must cover them too. Once is enough:
-			// the winner is live, and a later incarnation would need a delete, after
-			// which a write starts over.
-			upd.Created = m.Created
-			if m, errs[i] = c.mergeEntry(ctx, upd, w); errs[i] != nil {
-				continue
-			}
-		}
-		k.remember(m)
-		tagged[i] = catalog.Matches(m.Tags, reqs[i].tags)
-		if upd.HasNewest {
-			c.noteNewest(upd.Key, upd.Created, upd.Newest)
-		}
+		i := todo[j]
+		tagged[i], errs[i] = c.settleMerge(ctx, w, reqs[i], upds[j], merged[s], merrs[s])
 	}
 	return errs, tagged
+}
+
+// settleMerge completes the merge of upd, the entry update of a write's request r,
+// given the registry replicas' merged answer m (or their error): it merges again once
+// when another coordinator's incarnation won, remembers the entry and the newest it
+// holds, and returns whether its entry holds r's tags, or the series' error.
+func (c *Coordinator) settleMerge(ctx context.Context, w int, r noteReq, upd, m catalog.Entry, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	if m.Live() && m.Type == upd.Type && m.Created != upd.Created {
+		// Another coordinator created the series at the same time, and its
+		// incarnation won (catalog.Merge keeps the newest): these points are the
+		// series' all the same, so its bounds must cover them too. Once is enough:
+		// the winner is live, and a later incarnation would need a delete, after
+		// which a write starts over.
+		upd.Created = m.Created
+		if m, err = c.mergeEntry(ctx, upd, w); err != nil {
+			return false, err
+		}
+	}
+	c.cat.remember(m)
+	if upd.HasNewest {
+		c.noteNewest(upd.Key, upd.Created, upd.Newest)
+	}
+	return catalog.Matches(m.Tags, r.tags), nil
 }
 
 // boundsUpdate is the entry update that makes cur (live, of r's type) cover r: its

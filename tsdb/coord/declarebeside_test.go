@@ -3,15 +3,12 @@ package coord
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/cluster"
-	"github.com/tsdht/tsdht/tsdb/cluster/clustertest"
 	"github.com/tsdht/tsdht/tsdb/replica"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/store"
@@ -92,20 +89,11 @@ func (r *catalogOrder) take() (waitedRead, early bool, postings, merges, catalog
 // only once the types are fixed; every series is then listed by its tag. A series of
 // another type than the one fixed first is refused and its entry keeps its type.
 func TestPutManyNewSeriesOneCatalogRequest(t *testing.T) {
-	cfg := testConfig()
-	cfg.RF, cfg.WriteQuorum, cfg.ReadQuorum = 1, 1, 1
-	self := dht.Peer{ID: "self", RPCAddr: "self:1"}
-	st, err := store.OpenPebble(t.TempDir(), store.PebbleOptions{Sync: store.SyncAlways, SealInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	rep := &catalogOrder{read: make(chan struct{}),
-		Local: replica.New(replica.Config{Store: st, Quantum: cfg.Quantum, Format: cfg.Format, MaxFuture: cfg.MaxFuture})}
-	replicas := cluster.NewReplicas(self.ID, rep, nil, cfg.CallTimeout, nil)
-	place := &clustertest.FixedPlacement{Me: self, Owners: []dht.Peer{self}}
-	logger := slog.New(slog.DiscardHandler)
-	c := New(cfg, place, replicas, NewRegistry(place, replicas, cfg, logger), nil, nil, logger)
+	var rep *catalogOrder
+	c := diskNode(t, func(l *replica.Local) cluster.Local {
+		rep = &catalogOrder{read: make(chan struct{}), Local: l}
+		return rep
+	})
 	const n = 40
 	puts := make([]SeriesPut, n)
 	for i := range puts {

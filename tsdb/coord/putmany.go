@@ -54,6 +54,9 @@ type SeriesResult struct {
 	// Tagged says that the series' catalog entry holds every tag of its SeriesPut.Tags
 	// (it was created with them, or had them already): nothing is left to record.
 	Tagged bool
+	// widening says that the series' entry is being merged beside its points, its
+	// newest with it when it needs one (widenBeside): nothing else reports its newest.
+	widening bool
 }
 
 // PutMany writes points of many series, as Put would write each, and returns one result
@@ -78,7 +81,7 @@ func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt wire.Pu
 	}
 	region := trace.StartRegion(ctx, "putmany.prepare")
 	paused := c.placedPauses.Load()
-	w, ok := c.prepareMany(ctx, deadline, puts, opt, res)
+	w, prepared, ok := c.prepareMany(ctx, deadline, puts, opt, res)
 	region.End()
 	if !ok {
 		return res
@@ -93,7 +96,7 @@ func (c *Coordinator) PutMany(ctx context.Context, puts []SeriesPut, opt wire.Pu
 	}
 	// What travels beside the points (a series reaching a newer quantum reports it:
 	// bounds.go) starts before them; a series is acknowledged only once it is done.
-	waits := make([]func([]SeriesResult), 0, len(c.hooks.beside))
+	waits := append(make([]func([]SeriesResult), 0, len(prepared)+len(c.hooks.beside)), prepared...)
 	for _, h := range c.hooks.beside {
 		waits = append(waits, h(ctx, deadline, puts, res, w))
 	}
@@ -244,9 +247,10 @@ func (c *Coordinator) markManyLate(ctx context.Context, puts []SeriesPut, res []
 // prepareMany checks every series and runs the prepareAll hooks on those that pass (their
 // types fixed in the registry, their catalog entries kept: what the caches answer
 // costs no round trip, the rest goes for all of them at once, catalog_many.go); a
-// series that fails gets its error in res. It returns the write quorum, or false when
-// the options themselves are wrong (every result then carries the error).
-func (c *Coordinator) prepareMany(ctx context.Context, deadline time.Time, puts []SeriesPut, opt wire.PutOptions, res []SeriesResult) (int, bool) {
+// series that fails gets its error in res. It returns the write quorum and the waits of
+// what the hooks left to go beside the points, or false when the options themselves
+// are wrong (every result then carries the error).
+func (c *Coordinator) prepareMany(ctx context.Context, deadline time.Time, puts []SeriesPut, opt wire.PutOptions, res []SeriesResult) (int, []func([]SeriesResult), bool) {
 	w := c.cfg.WriteQuorum
 	if opt.WriteQuorum != 0 {
 		w = opt.WriteQuorum
@@ -256,7 +260,7 @@ func (c *Coordinator) prepareMany(ctx context.Context, deadline time.Time, puts 
 		for i := range res {
 			res[i].Err = err
 		}
-		return 0, false
+		return 0, nil, false
 	}
 	for i := range puts {
 		p := &puts[i]
@@ -266,6 +270,7 @@ func (c *Coordinator) prepareMany(ctx context.Context, deadline time.Time, puts 
 		p.Points.Normalize()
 		_, res[i].Err = c.checkPut(p.Key, p.Points, opt)
 	}
+	var waits []func([]SeriesResult)
 	if len(c.hooks.prepareAll) > 0 {
 		var ready []int
 		for i := range puts {
@@ -277,11 +282,11 @@ func (c *Coordinator) prepareMany(ctx context.Context, deadline time.Time, puts 
 			if len(ready) == 0 {
 				break
 			}
-			h(ctx, deadline, puts, ready, opt, res, w)
+			waits = append(waits, h(ctx, deadline, puts, ready, opt, res, w))
 			ready = slices.DeleteFunc(ready, func(i int) bool { return res[i].Err != nil })
 		}
 	}
-	return w, true
+	return w, waits, true
 }
 
 // inParallel runs f for each of items on at most maxPrepareParallel goroutines (not one
@@ -343,9 +348,12 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 			local = append(local, &cluster.PeerBatch[int]{Peer: b.Peer, Items: b.Items[lo:min(lo+per, len(b.Items))]})
 		}
 	}
-	if len(local) == 1 {
-		// One part: WriteFanOut writes it itself, once the remote requests are on their
-		// way, with no worker, timer or channel of its own.
+	if len(local) == 1 && (len(local[0].Items) < localAsideShards || w >= c.cfg.RF) {
+		// One small part, or one the quorum needs anyway: WriteFanOut writes it itself,
+		// once the remote requests are on their way, with no worker, timer or channel
+		// of its own. A part of many shards goes on a worker (writeParts), so that the
+		// write returns once a quorum of replicas has its shards, without waiting for
+		// this node's store when the others answered first.
 		remote, local = append(remote, local[0]), nil
 	}
 	req := func(b *cluster.PeerBatch[int]) *wire.WriteReq {
@@ -410,6 +418,10 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 	}
 	return t
 }
+
+// localAsideShards is how many shards a write's part for this node's own store must
+// hold to be written on a worker beside the write, not on its goroutine.
+const localAsideShards = 64
 
 // writeParts writes the parts of the batch to this node's own store at once, on
 // StoreWorkers, under one deadline (they start together), and returns the channel

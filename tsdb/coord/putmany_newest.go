@@ -61,7 +61,7 @@ func (c *Coordinator) startNewestMany(ctx context.Context, deadline time.Time, p
 	}
 	for i := range puts {
 		p := &puts[i]
-		if res[i].Err != nil || p.Points.Len() == 0 {
+		if res[i].Err != nil || p.Points.Len() == 0 || res[i].widening {
 			continue
 		}
 		t := p.Points.T[p.Points.Len()-1]

@@ -29,8 +29,10 @@ type writeHooks struct {
 	// prepareAll readies, all at once, the series of puts that were checked (ready:
 	// their indexes, each with points: its type fixed at the registry, then its catalog
 	// entry and bounds kept), setting res[i].Err of a series it
-	// fails for; it retries until deadline while too few replicas are placed.
-	prepareAll []func(ctx context.Context, deadline time.Time, puts []SeriesPut, ready []int, opt wire.PutOptions, res []SeriesResult, w int)
+	// fails for; it retries until deadline while too few replicas are placed. What it
+	// leaves to go beside the points it has started when it returns; the wait it
+	// returns completes it, as a beside hook's does.
+	prepareAll []func(ctx context.Context, deadline time.Time, puts []SeriesPut, ready []int, opt wire.PutOptions, res []SeriesResult, w int) (wait func(res []SeriesResult))
 	// beside starts, for the series of puts that are ready (res[i].Err == nil), what
 	// goes beside their points; the wait it returns completes it, setting res[i].Err
 	// of a series it failed for (unless set already).
@@ -71,8 +73,11 @@ func (c *Coordinator) registerWriteHooks() {
 // then fails is stale, and every listing checks its candidates against their entries
 // (docs/catalog.md). So the declarations' round and commit run beside the entry read
 // and the postings' round, not before them: a write of new series waits for the
-// longer of the two, then the entries' round.
-func (c *Coordinator) catalogReady(ctx context.Context, deadline time.Time, puts []SeriesPut, ready []int, opt wire.PutOptions, res []SeriesResult, w int) {
+// longer of the two, then the entries' round. A series that exists and only needs its
+// bounds widened or its newest recorded has its entry merged beside its points
+// (widenBeside): the wait returned.
+func (c *Coordinator) catalogReady(ctx context.Context, deadline time.Time, puts []SeriesPut, ready []int, opt wire.PutOptions, res []SeriesResult, w int) func([]SeriesResult) {
+	later := &laterMerges{}
 	c.untilPlacedEach(ctx, deadline, ready, res, func(pending []int) []error {
 		ds := make([]decl, len(pending))
 		reqs := make([]noteReq, len(pending))
@@ -83,7 +88,8 @@ func (c *Coordinator) catalogReady(ctx context.Context, deadline time.Time, puts
 				tags: createTags(puts[i].Tags)}
 		}
 		typed := c.declareBeside(ctx, ds, w)
-		errs, tagged := c.noteWrites(ctx, reqs, w, typed)
+		later.of = pending
+		errs, tagged := c.noteWrites(ctx, reqs, w, typed, later)
 		for j, err := range typed() {
 			if err != nil {
 				errs[j] = err // the type's refusal says more than what followed it
@@ -94,6 +100,7 @@ func (c *Coordinator) catalogReady(ctx context.Context, deadline time.Time, puts
 		}
 		return errs
 	})
+	return c.widenBeside(ctx, deadline, later, res, w)
 }
 
 // declareBeside starts fixing the types of ds at their registry replicas
