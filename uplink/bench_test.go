@@ -1,16 +1,21 @@
 package uplink
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"math"
+	"math/rand"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
+
+	"github.com/tsdht/tsdht/internal/pmuplay"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/coord"
@@ -192,4 +197,47 @@ func BenchmarkLinePoints(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/point")
+}
+
+// BenchmarkGzipLevel is what the influx sink's gzip costs per raw point at the levels
+// klauspost/compress offers below the default, on one pass's batch of a substation
+// played by pmuplay (full-precision floats and jittered nanosecond timestamps, as
+// scripts/footprint's load): ns per point and compressed bytes per point, to judge
+// the level newSink picks (gzip.BestSpeed) against the others again.
+func BenchmarkGzipLevel(b *testing.B) {
+	var l lineEncoder
+	n := 0
+	for p := range 10 {
+		pmu := pmuplay.PMU{Name: fmt.Sprintf("pmu%02d", p), Rnd: rand.New(rand.NewSource(int64(p))),
+			T0: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()}
+		for ch, pts := range pmu.Samples(600) {
+			e := catalog.Entry{Key: "sub7/" + pmu.Name + "/" + ch}
+			l.points(&e, &pts)
+			n += pts.Len()
+		}
+	}
+	body := l.body()
+	for _, lv := range []struct {
+		name  string
+		level int
+	}{{"best-speed", gzip.BestSpeed}, {"level-2", 2}, {"stateless", gzip.StatelessCompression}, {"huffman-only", gzip.HuffmanOnly}} {
+		b.Run(lv.name, func(b *testing.B) {
+			var buf bytes.Buffer
+			zw, err := gzip.NewWriterLevel(&buf, lv.level)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for range b.N {
+				buf.Reset()
+				zw.Reset(&buf)
+				zw.Write(body)
+				if err := zw.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/point")
+			b.ReportMetric(float64(buf.Len())/float64(n), "wire-B/point")
+			b.ReportMetric(float64(len(body))/float64(n), "line-B/point")
+		})
+	}
 }
