@@ -241,3 +241,48 @@ func BenchmarkGzipLevel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFirstWritten is the start of a series without a cursor: the count that finds
+// its first point (firstWritten) over the time since the catalog's first bound, which
+// rounds down to the hour, for a series written only in its last minute, per series
+// and by how far into the hour it began (docs/uplink.md "What it costs"). Each
+// iteration counts another series, as a forwarder starting on a substation does: the
+// placements of its quanta are not cached yet. At most 40 iterations.
+func BenchmarkFirstWritten(b *testing.B) {
+	ctx := context.Background()
+	lc, err := tsdb.StartLocal(ctx, 1, b.TempDir(), func(i int, cfg *tsdb.Config) { cfg.RF = 1 })
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lc.Close()
+	now := time.Now()
+	var pts series.Points
+	for i := range 3600 {
+		pts.AppendFloat(now.Add(-time.Minute).UnixNano()+int64(i)*int64(time.Second)/60, float64(i))
+	}
+	u, err := New(Config{URL: "influx+http://127.0.0.1:1/db"}, lc.Nodes[0].Coordinator(), lc.Nodes[0].Coordinator(), lc.Nodes[0].DHT(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer u.sink.close()
+	for _, into := range []time.Duration{10 * time.Minute, 50 * time.Minute} {
+		b.Run(fmt.Sprintf("into-the-hour=%v", into), func(b *testing.B) {
+			if b.N > 40 {
+				b.Skip("at most 40 series: run with -benchtime 40x")
+			}
+			keys := make([]string, b.N)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("sub7/pmu%02d/ch%d/%v", i/4, i%4, into)
+				if _, err := lc.Nodes[0].Coordinator().Put(ctx, keys[i], pts, wire.PutOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for _, k := range keys {
+				if got := u.firstWritten(ctx, k, now.Add(-into).UnixNano(), now.UnixNano()); got > pts.T[0] {
+					b.Fatalf("%s: first written at %d, after the first point %d", k, got, pts.T[0])
+				}
+			}
+		})
+	}
+}
