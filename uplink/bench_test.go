@@ -1,16 +1,21 @@
 package uplink
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"math"
+	"math/rand"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
+
+	"github.com/tsdht/tsdht/internal/pmuplay"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/coord"
@@ -192,4 +197,92 @@ func BenchmarkLinePoints(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/point")
+}
+
+// BenchmarkGzipLevel is what the influx sink's gzip costs per raw point at the levels
+// klauspost/compress offers below the default, on one pass's batch of a substation
+// played by pmuplay (full-precision floats and jittered nanosecond timestamps, as
+// scripts/footprint's load): ns per point and compressed bytes per point, to judge
+// the level newSink picks (gzip.BestSpeed) against the others again.
+func BenchmarkGzipLevel(b *testing.B) {
+	var l lineEncoder
+	n := 0
+	for p := range 10 {
+		pmu := pmuplay.PMU{Name: fmt.Sprintf("pmu%02d", p), Rnd: rand.New(rand.NewSource(int64(p))),
+			T0: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()}
+		for ch, pts := range pmu.Samples(600) {
+			e := catalog.Entry{Key: "sub7/" + pmu.Name + "/" + ch}
+			l.points(&e, &pts)
+			n += pts.Len()
+		}
+	}
+	body := l.body()
+	for _, lv := range []struct {
+		name  string
+		level int
+	}{{"best-speed", gzip.BestSpeed}, {"level-2", 2}, {"stateless", gzip.StatelessCompression}, {"huffman-only", gzip.HuffmanOnly}} {
+		b.Run(lv.name, func(b *testing.B) {
+			var buf bytes.Buffer
+			zw, err := gzip.NewWriterLevel(&buf, lv.level)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for range b.N {
+				buf.Reset()
+				zw.Reset(&buf)
+				zw.Write(body)
+				if err := zw.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/point")
+			b.ReportMetric(float64(buf.Len())/float64(n), "wire-B/point")
+			b.ReportMetric(float64(len(body))/float64(n), "line-B/point")
+		})
+	}
+}
+
+// BenchmarkFirstWritten is the start of a series without a cursor: the count that finds
+// its first point (firstWritten) over the time since the catalog's first bound, which
+// rounds down to the hour, for a series written only in its last minute, per series
+// and by how far into the hour it began (docs/uplink.md "What it costs"). Each
+// iteration counts another series, as a forwarder starting on a substation does: the
+// placements of its quanta are not cached yet. At most 40 iterations.
+func BenchmarkFirstWritten(b *testing.B) {
+	ctx := context.Background()
+	lc, err := tsdb.StartLocal(ctx, 1, b.TempDir(), func(i int, cfg *tsdb.Config) { cfg.RF = 1 })
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lc.Close()
+	now := time.Now()
+	var pts series.Points
+	for i := range 3600 {
+		pts.AppendFloat(now.Add(-time.Minute).UnixNano()+int64(i)*int64(time.Second)/60, float64(i))
+	}
+	u, err := New(Config{URL: "influx+http://127.0.0.1:1/db"}, lc.Nodes[0].Coordinator(), lc.Nodes[0].Coordinator(), lc.Nodes[0].DHT(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer u.sink.close()
+	for _, into := range []time.Duration{10 * time.Minute, 50 * time.Minute} {
+		b.Run(fmt.Sprintf("into-the-hour=%v", into), func(b *testing.B) {
+			if b.N > 40 {
+				b.Skip("at most 40 series: run with -benchtime 40x")
+			}
+			keys := make([]string, b.N)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("sub7/pmu%02d/ch%d/%v", i/4, i%4, into)
+				if _, err := lc.Nodes[0].Coordinator().Put(ctx, keys[i], pts, wire.PutOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for _, k := range keys {
+				if got := u.firstWritten(ctx, k, now.Add(-into).UnixNano(), now.UnixNano()); got > pts.T[0] {
+					b.Fatalf("%s: first written at %d, after the first point %d", k, got, pts.T[0])
+				}
+			}
+		})
+	}
 }
