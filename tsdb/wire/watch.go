@@ -65,6 +65,12 @@ type WatchNextReq struct {
 	Close bool `msgpack:"x,omitempty"`
 	// Groups says that the client takes WatchNextResp.Groups.
 	Groups bool `msgpack:"g,omitempty"`
+	// Token, when not zero, stands for the cursors: they are those of the session's
+	// poll answered with WatchNextResp.Token = Token, each advanced by that answer's
+	// runs (the client handed all of them), and Cursors is empty. A client names a
+	// token only to a node that gave it one, and only while its subscriptions are
+	// those of that poll; a node that no longer holds the token refuses the poll.
+	Token uint64 `msgpack:"tok,omitempty"`
 }
 
 // WatchCursor is how far a subscriber read subscription ID: Seen runs.
@@ -76,9 +82,14 @@ type WatchCursor struct {
 // WatchNextResp is the next runs of the session's subscriptions that have some.
 // Groups, sent only to a poll that asked (WatchNextReq.Groups), holds the runs that
 // several subscriptions get alike once, for all of them.
+//
+// Token, when not zero, may stand for the next poll's cursors (WatchNextReq.Token):
+// an answer of groups alone to a poll whose subscriptions all follow their series in
+// groups gets one, so that a session that keeps up names none of its cursors.
 type WatchNextResp struct {
 	Subs   []WatchBatch `msgpack:"b"`
 	Groups []WatchGroup `msgpack:"g,omitempty"`
+	Token  uint64       `msgpack:"tok,omitempty"`
 }
 
 // WatchGroup is the next runs of every subscription IDs names: each gets Runs, and

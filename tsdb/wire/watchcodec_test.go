@@ -62,6 +62,9 @@ func randomWatchNextResp(rnd *rand.Rand) *WatchNextResp {
 		}
 		resp.Groups = append(resp.Groups, g)
 	}
+	if rnd.Intn(2) == 0 {
+		resp.Token = ids[rnd.Intn(len(ids))]
+	}
 	return resp
 }
 
@@ -93,6 +96,9 @@ func randomWatchNextReq(rnd *rand.Rand) *WatchNextReq {
 		Groups: rnd.Intn(2) == 0}
 	if rnd.Intn(8) == 0 {
 		req.WaitMillis = -req.WaitMillis
+	}
+	if rnd.Intn(3) == 0 {
+		req.Token = nums[rnd.Intn(len(nums))]
 	}
 	if rnd.Intn(10) > 0 {
 		req.Cursors = []WatchCursor{}
