@@ -37,10 +37,11 @@ type pollPlan struct {
 // IDs of each answer to it: shared by the answers, never changed. pos (the position
 // its members acknowledged) and set are a poll's, under lg.mu.
 type planGroup struct {
-	g   *followGroup
-	ids []uint64
-	pos uint64
-	set bool
+	g       *followGroup
+	ids     []uint64
+	idsWire []byte // ids encoded, for every answer (wire.WatchGroup.IDsWire)
+	pos     uint64
+	set     bool
 }
 
 // stampEvery is how often a plan stamps its members polled: their lease is counted
@@ -78,6 +79,9 @@ func (lg *liveLog) plan(cs []cursor, sesGen uint64) *pollPlan {
 	for i, id := range pl.ids {
 		g := &pl.groups[pl.at[i]]
 		g.ids = append(g.ids, id)
+	}
+	for j := range pl.groups {
+		pl.groups[j].idsWire = wire.AppendWatchIDs(nil, pl.groups[j].ids)
 	}
 	return pl
 }
@@ -183,7 +187,7 @@ func (ses *session) stepPlanned(cursors []wire.WatchCursor, tok *pollToken, resp
 		lg.moveTo(pg.g, pg.pos)
 		next.pos[i] = pg.pos
 		if runs := lg.next(pg.g, budget); len(runs) > 0 {
-			resp.Groups = append(resp.Groups, wire.WatchGroup{IDs: pg.ids, Runs: runs})
+			resp.Groups = append(resp.Groups, wire.WatchGroup{IDs: pg.ids, Runs: runs, IDsWire: pg.idsWire})
 			next.pos[i] += uint64(len(runs))
 		}
 	}

@@ -1,6 +1,9 @@
 package wire
 
-import "github.com/tsdht/tsdht/tsdb/series"
+import (
+	"github.com/tsdht/tsdht/internal/mp"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
 
 // Live subscriptions (docs/watch.md, DESIGN-NOTES.md "Subscriptions"). A thin client
 // opens a subscription at any node (MethodWatchOpen) and long-polls it for batches
@@ -94,9 +97,26 @@ type WatchNextResp struct {
 
 // WatchGroup is the next runs of every subscription IDs names: each gets Runs, and
 // its Seen is the Seen of its cursor in the poll plus len(Runs).
+//
+// IDsWire, when not nil, is the msgpack encoding of IDs, which AppendWatchNextResp
+// copies rather than encoding IDs anew: a node answers the same members poll after
+// poll (never sent as such; a decoded group has none).
 type WatchGroup struct {
-	IDs  []uint64   `msgpack:"i"`
-	Runs []WatchRun `msgpack:"r"`
+	IDs     []uint64   `msgpack:"i"`
+	Runs    []WatchRun `msgpack:"r"`
+	IDsWire []byte     `msgpack:"-"`
+}
+
+// AppendWatchIDs appends the msgpack encoding of ids (WatchGroup.IDsWire) to dst.
+func AppendWatchIDs(dst []byte, ids []uint64) []byte {
+	if ids == nil {
+		return append(dst, 0xc0)
+	}
+	dst = mp.AppendArrayLen(dst, len(ids))
+	for _, id := range ids {
+		dst = mp.AppendUint(dst, id)
+	}
+	return dst
 }
 
 // WatchBatch is the next runs of subscription ID, in delivery order; Seen counts its

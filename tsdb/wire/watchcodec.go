@@ -114,13 +114,10 @@ func appendWatchGroups(dst []byte, groups []WatchGroup, share bool, encoded *enc
 		g := &groups[i]
 		dst = mp.AppendMapLen(dst, 2)
 		dst = mp.AppendStr(dst, "i")
-		if g.IDs == nil {
-			dst = append(dst, 0xc0)
+		if g.IDsWire != nil {
+			dst = append(dst, g.IDsWire...)
 		} else {
-			dst = mp.AppendArrayLen(dst, len(g.IDs))
-			for _, id := range g.IDs {
-				dst = mp.AppendUint(dst, id)
-			}
+			dst = AppendWatchIDs(dst, g.IDs)
 		}
 		dst = mp.AppendStr(dst, "r")
 		dst = appendWatchRuns(dst, g.Runs, share, encoded)
@@ -175,7 +172,7 @@ func EncodeWatchNextResp(resp *WatchNextResp) ([]byte, error) {
 		}
 	}
 	for i := range resp.Groups {
-		n += 16 + 9*len(resp.Groups[i].IDs)
+		n += 16 + 9*len(resp.Groups[i].IDs) + len(resp.Groups[i].IDsWire)
 		for j := range resp.Groups[i].Runs {
 			n += 16 + len(resp.Groups[i].Runs[j].Key) + resp.Groups[i].Runs[j].Points.WireSize()
 		}

@@ -60,6 +60,9 @@ func randomWatchNextResp(rnd *rand.Rand) *WatchNextResp {
 		for range rnd.Intn(4) {
 			g.IDs = append(g.IDs, ids[rnd.Intn(len(ids))])
 		}
+		if rnd.Intn(2) == 0 {
+			g.IDsWire = AppendWatchIDs(nil, g.IDs) // as a node's plan keeps them
+		}
 		resp.Groups = append(resp.Groups, g)
 	}
 	if rnd.Intn(2) == 0 {
@@ -68,8 +71,8 @@ func randomWatchNextResp(rnd *rand.Rand) *WatchNextResp {
 	return resp
 }
 
-// TestWatchNextRespCodec: the hand encoding is msgpack/v5's, byte for byte, and the
-// hand decoding reads back what either wrote.
+// TestWatchNextRespCodec: the hand encoding is msgpack/v5's, byte for byte (a group's
+// IDs copied from IDsWire too), and the hand decoding reads back what either wrote.
 func TestWatchNextRespCodec(t *testing.T) {
 	rnd := rand.New(rand.NewSource(1))
 	for i := range 500 {
