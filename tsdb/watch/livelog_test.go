@@ -180,6 +180,19 @@ type groupClient struct {
 	tokenPolls int // polls that named a token
 }
 
+// open opens n subscriptions of "k" from 1 into the session, each past its history.
+func (c *groupClient) open(n int) {
+	c.t.Helper()
+	for range n {
+		id, err := c.h.Open(context.Background(), &wire.WatchOpenReq{Series: "k", From: 1, Session: c.session})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		waitReady(c.t, c.h, id)
+		c.ids = append(c.ids, id)
+	}
+}
+
 // poll polls once, waiting up to wait; the answers of the subscriptions in lose are
 // lost on the way (their cursors stay where they were).
 func (c *groupClient) poll(wait time.Duration, lose ...uint64) {
@@ -272,14 +285,7 @@ func TestGroups(t *testing.T) {
 	const n, buffer = 12, 64
 	h, src := newTestHub(t, buffer)
 	c := &groupClient{t: t, h: h, session: 5, seen: map[uint64]uint64{}, got: map[uint64][]string{}}
-	for range n {
-		id, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "k", From: 1, Session: c.session})
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitReady(t, h, id)
-		c.ids = append(c.ids, id)
-	}
+	c.open(n)
 	var want []string
 	write := func(ts ...int64) {
 		src.write(h, "k", ts...)
@@ -387,14 +393,7 @@ func TestGroupsConcurrent(t *testing.T) {
 	clients := make([]*groupClient, sessions)
 	for i := range clients {
 		c := &groupClient{t: t, h: h, session: uint64(100 + i), seen: map[uint64]uint64{}, got: map[uint64][]string{}, tokens: i == 1}
-		for range perSession {
-			id, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "k", From: 1, Session: c.session})
-			if err != nil {
-				t.Fatal(err)
-			}
-			waitReady(t, h, id) // history read: every point is live, a late one flagged
-			c.ids = append(c.ids, id)
-		}
+		c.open(perSession) // history read: every point is live, a late one flagged
 		clients[i] = c
 	}
 	var want []string

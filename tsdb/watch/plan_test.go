@@ -182,14 +182,7 @@ func testPollPlan(t *testing.T, tokens bool) {
 func TestPollTokenRefused(t *testing.T) {
 	h, src := newTestHub(t, 0)
 	c := &groupClient{t: t, h: h, session: 9, seen: map[uint64]uint64{}, got: map[uint64][]string{}, tokens: true}
-	for range 3 {
-		id, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "k", From: 1, Session: c.session})
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitReady(t, h, id)
-		c.ids = append(c.ids, id)
-	}
+	c.open(3)
 	var tokens []uint64
 	for i := range int64(8) {
 		src.write(h, "k", 10*(i+1))
