@@ -191,8 +191,13 @@ func (ses *session) stepPlanned(cursors []wire.WatchCursor, tok *pollToken, resp
 			next.pos[i] += uint64(len(runs))
 		}
 	}
-	for i := range pl.groups {
-		lg.mergeInto(pl.groups[i].g)
+	if len(pl.groups) > 1 {
+		// While the plan holds, the session's groups of the log are the plan's: one
+		// alone has none to merge with, and the log's other sessions' are not looked
+		// at.
+		for i := range pl.groups {
+			lg.mergeInto(pl.groups[i].g)
+		}
 	}
 	if len(resp.Groups) > 0 {
 		ses.tok.Store(next)
