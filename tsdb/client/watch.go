@@ -159,6 +159,9 @@ type poller struct {
 	// poll (watch.Hub.polled) rather than looking every one up.
 	order   []uint64
 	running bool
+	// gen counts the subscriptions added and removed: a poll token stands for the
+	// cursors of a poll only while the subscriptions are those it named.
+	gen uint64
 }
 
 // watchSub is one subscription's share of a poller: the poller hands its runs to out
@@ -200,6 +203,7 @@ func (p *poller) add(ctx context.Context, id uint64, out chan<- Run, after map[s
 	defer p.mu.Unlock()
 	p.subs[id] = ws
 	p.order = append(p.order, id)
+	p.gen++
 	if !p.running {
 		p.running = true
 		go p.run()
@@ -218,6 +222,7 @@ func (p *poller) remove(id uint64) {
 		if i := slices.Index(p.order, id); i >= 0 {
 			p.order = slices.Delete(p.order, i, i+1)
 		}
+		p.gen++
 	}
 	p.mu.Unlock()
 	if ws != nil {
@@ -255,8 +260,11 @@ func (p *poller) close(id uint64) {
 }
 
 // run polls until no subscription is left, or the node fails (every subscription is
-// told).
+// told). A poll names the token of the answer before (wire.WatchNextReq.Token)
+// instead of its cursors when the node gave one, every run of that answer was handed
+// and the subscriptions are the same.
 func (p *poller) run() {
+	var token, tokenGen uint64
 	for {
 		p.mu.Lock()
 		if len(p.subs) == 0 {
@@ -264,11 +272,16 @@ func (p *poller) run() {
 			p.mu.Unlock()
 			return
 		}
-		req := &wire.WatchNextReq{Session: p.session, WaitMillis: watchPoll.Milliseconds(), Groups: true,
-			Cursors: make([]wire.WatchCursor, len(p.order))}
-		for i, id := range p.order {
-			req.Cursors[i] = wire.WatchCursor{ID: id, Seen: p.subs[id].seen}
+		req := &wire.WatchNextReq{Session: p.session, WaitMillis: watchPoll.Milliseconds(), Groups: true}
+		if token != 0 && tokenGen == p.gen {
+			req.Token = token
+		} else {
+			req.Cursors = make([]wire.WatchCursor, len(p.order))
+			for i, id := range p.order {
+				req.Cursors[i] = wire.WatchCursor{ID: id, Seen: p.subs[id].seen}
+			}
 		}
+		gen := p.gen
 		p.mu.Unlock()
 		resp, err := p.poll(req)
 		if err != nil {
@@ -286,17 +299,23 @@ func (p *poller) run() {
 		for _, b := range resp.Subs {
 			p.hand(b, false)
 		}
+		whole := len(resp.Subs) == 0
 		for _, g := range resp.Groups {
 			for _, id := range g.IDs {
-				p.hand(wire.WatchBatch{ID: id, Runs: g.Runs}, true)
+				whole = p.hand(wire.WatchBatch{ID: id, Runs: g.Runs}, true) && whole
 			}
+		}
+		token, tokenGen = 0, 0
+		if whole && resp.Token != 0 {
+			token, tokenGen = resp.Token, gen
 		}
 	}
 }
 
 // hand hands a subscription its batch b; of a group's runs (grouped), b.Seen is the
-// subscription's seen plus their count.
-func (p *poller) hand(b wire.WatchBatch, grouped bool) {
+// subscription's seen plus their count. It reports whether the subscription took
+// every run.
+func (p *poller) hand(b wire.WatchBatch, grouped bool) bool {
 	p.mu.Lock()
 	ws := p.subs[b.ID] // one added since the poll went is in the session too
 	if ws != nil && grouped {
@@ -304,18 +323,19 @@ func (p *poller) hand(b wire.WatchBatch, grouped bool) {
 	}
 	p.mu.Unlock()
 	if ws == nil {
-		return
+		return false
 	}
 	if b.Ended != "" {
 		ws.ended(errors.New(b.Ended))
-		return
+		return false
 	}
 	if !ws.hand(b.Runs) {
-		return
+		return false
 	}
 	p.mu.Lock()
 	ws.seen = b.Seen
 	p.mu.Unlock()
+	return true
 }
 
 // ended tells the subscription's serveFrom why it ended, unless it was told already.

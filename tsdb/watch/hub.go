@@ -350,6 +350,10 @@ type session struct {
 	plan atomic.Pointer[pollPlan]
 	// timer is the timer its polls wait with, while none holds it.
 	timer atomic.Pointer[time.Timer]
+	// tok is the token of its last answer stepped from its plan, which its next poll
+	// may name instead of its cursors; tokens numbers them (plan.go).
+	tok    atomic.Pointer[pollToken]
+	tokens atomic.Uint64
 }
 
 func (ses *session) signal() {
@@ -379,6 +383,16 @@ func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNext
 		h.mu.Unlock()
 		return &wire.WatchNextResp{}, nil
 	}
+	var tok *pollToken // the cursors the poll's token stands for
+	if req.Token != 0 {
+		if ses != nil && req.Groups {
+			tok = ses.token(req.Token)
+		}
+		if tok == nil {
+			return nil, rpc.Errorf(wire.CodeBadInput, "poll token %d of session %d is not node %s's last answer's: poll with the cursors",
+				req.Token, req.Session, h.cfg.Self)
+		}
+	}
 	var wake chan struct{} // nil: nothing can wake this poll
 	if ses != nil {
 		wake = ses.wake
@@ -390,7 +404,8 @@ func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNext
 	if d, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(d))
 	}
-	var deadline *time.Timer // made when the poll first waits: the session's, reused
+	var deadline *time.Timer      // made when the poll first waits: the session's, reused
+	resp := &wire.WatchNextResp{} // a pass that answers nothing leaves it empty
 	defer func() {
 		if deadline != nil {
 			deadline.Stop()
@@ -398,14 +413,21 @@ func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNext
 				ses.timer.Store(deadline)
 			}
 		}
+		if tok != nil && resp.Token == 0 && len(resp.Subs)+len(resp.Groups) == 0 && ses.tok.Load() == tok {
+			resp.Token = tok.n // nothing answered: the cursors are still the token's
+		}
 	}()
-	resp := &wire.WatchNextResp{} // a pass that answers nothing leaves it empty
 	for {
 		budget := wire.MaxWatchAnswerPoints
-		if ses != nil && req.Groups && ses.stepPlanned(req.Cursors, resp, &budget) {
+		if ses != nil && req.Groups && ses.stepPlanned(req.Cursors, tok, resp, &budget) {
 			if len(resp.Groups) > 0 {
 				return resp, nil
 			}
+		} else if tok != nil {
+			// The plan no longer holds: the poll is stepped from the cursors the token
+			// stands for, as if it had named them.
+			req.Cursors, req.Token, tok = tok.cursors(req.Cursors), 0, nil
+			continue
 		} else if h.step(req, ses, resp, &budget) {
 			return resp, nil
 		}

@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -45,7 +46,11 @@ func (in *interest) set(from string, keys []string, expires time.Time) {
 	if len(keys) == 0 {
 		delete(in.told, from)
 	} else {
+		was, ok := in.told[from]
 		in.told[from] = told{keys: keys, expires: expires}
+		if ok && slices.Equal(was.keys, keys) {
+			return // a renewal: the snapshot holds
+		}
 	}
 	in.rebuild()
 }

@@ -172,19 +172,47 @@ type groupClient struct {
 	groups  []int               // the sizes of the groups of the last answer not empty
 	answers int                 // answers to a subscription
 	inGroup int                 // answers to a subscription in a group of several
+	// With tokens, a poll names the last answer's token instead of its cursors when
+	// that answer had one, was taken whole and the subscriptions are those it named.
+	tokens     bool
+	token      uint64
+	tokenIDs   []uint64
+	tokenPolls int // polls that named a token
+}
+
+// open opens n subscriptions of "k" from 1 into the session, each past its history.
+func (c *groupClient) open(n int) {
+	c.t.Helper()
+	for range n {
+		id, err := c.h.Open(context.Background(), &wire.WatchOpenReq{Series: "k", From: 1, Session: c.session})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		waitReady(c.t, c.h, id)
+		c.ids = append(c.ids, id)
+	}
 }
 
 // poll polls once, waiting up to wait; the answers of the subscriptions in lose are
 // lost on the way (their cursors stay where they were).
 func (c *groupClient) poll(wait time.Duration, lose ...uint64) {
 	c.t.Helper()
-	var cs []wire.WatchCursor
-	for _, id := range c.ids {
-		cs = append(cs, wire.WatchCursor{ID: id, Seen: c.seen[id]})
+	req := &wire.WatchNextReq{Session: c.session, WaitMillis: wait.Milliseconds(), Groups: true}
+	if c.token != 0 && slices.Equal(c.ids, c.tokenIDs) {
+		req.Token = c.token
+		c.tokenPolls++
+	} else {
+		for _, id := range c.ids {
+			req.Cursors = append(req.Cursors, wire.WatchCursor{ID: id, Seen: c.seen[id]})
+		}
 	}
-	resp, err := c.h.Next(context.Background(), &wire.WatchNextReq{Session: c.session, Cursors: cs, WaitMillis: wait.Milliseconds(), Groups: true})
+	resp, err := c.h.Next(context.Background(), req)
 	if err != nil {
 		c.t.Fatal(err)
+	}
+	c.token = 0
+	if c.tokens && resp.Token != 0 && len(lose) == 0 && len(resp.Subs) == 0 {
+		c.token, c.tokenIDs = resp.Token, slices.Clone(c.ids)
 	}
 	take := func(id uint64, runs []wire.WatchRun, seen uint64) {
 		if slices.Contains(lose, id) {
@@ -257,14 +285,7 @@ func TestGroups(t *testing.T) {
 	const n, buffer = 12, 64
 	h, src := newTestHub(t, buffer)
 	c := &groupClient{t: t, h: h, session: 5, seen: map[uint64]uint64{}, got: map[uint64][]string{}}
-	for range n {
-		id, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "k", From: 1, Session: c.session})
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitReady(t, h, id)
-		c.ids = append(c.ids, id)
-	}
+	c.open(n)
 	var want []string
 	write := func(ts ...int64) {
 		src.write(h, "k", ts...)
@@ -365,20 +386,14 @@ func TestGroups(t *testing.T) {
 // is written (in rounds, each after the subscribers caught up, as a paced writer's),
 // late points among the writes, answers lost at random: each subscription gets
 // every point once, in order, the late ones flagged, and most answers went to groups.
+// The second session polls with tokens where it can (wire.WatchNextReq.Token).
 func TestGroupsConcurrent(t *testing.T) {
 	const sessions, perSession, writes, round = 3, 20, 300, 5
 	h, src := newTestHub(t, 0)
 	clients := make([]*groupClient, sessions)
 	for i := range clients {
-		c := &groupClient{t: t, h: h, session: uint64(100 + i), seen: map[uint64]uint64{}, got: map[uint64][]string{}}
-		for range perSession {
-			id, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "k", From: 1, Session: c.session})
-			if err != nil {
-				t.Fatal(err)
-			}
-			waitReady(t, h, id) // history read: every point is live, a late one flagged
-			c.ids = append(c.ids, id)
-		}
+		c := &groupClient{t: t, h: h, session: uint64(100 + i), seen: map[uint64]uint64{}, got: map[uint64][]string{}, tokens: i == 1}
+		c.open(perSession) // history read: every point is live, a late one flagged
 		clients[i] = c
 	}
 	var want []string
@@ -431,7 +446,10 @@ func TestGroupsConcurrent(t *testing.T) {
 		<-done
 	}
 	for _, c := range clients {
-		t.Logf("session %d: %d of %d answers in groups", c.session, c.inGroup, c.answers)
+		t.Logf("session %d: %d of %d answers in groups, %d polls by token", c.session, c.inGroup, c.answers, c.tokenPolls)
+		if c.tokens && c.tokenPolls == 0 {
+			t.Errorf("session %d polled with no token", c.session)
+		}
 		if c.inGroup < c.answers/2 {
 			t.Errorf("session %d: %d of %d answers to subscriptions in groups of several; want most", c.session, c.inGroup, c.answers)
 		}

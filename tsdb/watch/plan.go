@@ -37,10 +37,11 @@ type pollPlan struct {
 // IDs of each answer to it: shared by the answers, never changed. pos (the position
 // its members acknowledged) and set are a poll's, under lg.mu.
 type planGroup struct {
-	g   *followGroup
-	ids []uint64
-	pos uint64
-	set bool
+	g       *followGroup
+	ids     []uint64
+	idsWire []byte // ids encoded, for every answer (wire.WatchGroup.IDsWire)
+	pos     uint64
+	set     bool
 }
 
 // stampEvery is how often a plan stamps its members polled: their lease is counted
@@ -79,20 +80,67 @@ func (lg *liveLog) plan(cs []cursor, sesGen uint64) *pollPlan {
 		g := &pl.groups[pl.at[i]]
 		g.ids = append(g.ids, id)
 	}
+	for j := range pl.groups {
+		pl.groups[j].idsWire = wire.AppendWatchIDs(nil, pl.groups[j].ids)
+	}
 	return pl
 }
 
-// stepPlanned answers a poll of ses with cursors from its plan, in resp, within budget
-// (points), and reports whether it did; when not, it changed nothing, and the poll is
-// stepped as any other (Hub.step).
-func (ses *session) stepPlanned(cursors []wire.WatchCursor, resp *wire.WatchNextResp, budget *int) bool {
+// A poll token. An answer stepped from a plan is groups alone, and the subscriber's
+// next cursors follow from it: each member's Seen is its offset plus its group's
+// position once the answer is handed. The answer carries a token for them
+// (wire.WatchNextResp.Token), and a client that handed all of it polls next with the
+// token instead of its cursors (wire.WatchNextReq.Token): a session of a hundred
+// subscriptions that keeps up sends and has decoded none of its cursors a point, and
+// its poll is stepped a compare per group, not per cursor.
+
+// pollToken is what a token stands for: the plan an answer was stepped from and
+// each of its groups' positions once the subscriber has the answer. Never changed
+// once made.
+type pollToken struct {
+	n   uint64
+	pl  *pollPlan
+	pos []uint64 // by plan group
+}
+
+// cursors returns the cursors tok stands for, in the plan's order, in cs's array.
+func (tok *pollToken) cursors(cs []wire.WatchCursor) []wire.WatchCursor {
+	cs = cs[:0]
+	for i, id := range tok.pl.ids {
+		cs = append(cs, wire.WatchCursor{ID: id, Seen: tok.pl.offs[i] + tok.pos[tok.pl.at[i]]})
+	}
+	return cs
+}
+
+// token returns the session's token n, or nil when it holds another (or none).
+func (ses *session) token(n uint64) *pollToken {
+	if tok := ses.tok.Load(); tok != nil && tok.n == n {
+		return tok
+	}
+	return nil
+}
+
+// stepPlanned answers a poll of ses with cursors, or with the token tok (cursors
+// then unused), from its plan, in resp, within budget (points), and reports whether
+// it did; when not, it changed nothing, and the poll is stepped as any other
+// (Hub.step). An answer it makes carries a token of the cursors that follow from it.
+func (ses *session) stepPlanned(cursors []wire.WatchCursor, tok *pollToken, resp *wire.WatchNextResp, budget *int) bool {
 	pl := ses.plan.Load()
-	if pl == nil || len(cursors) != len(pl.ids) || ses.gen.Load() != pl.sesGen {
+	if pl == nil || ses.gen.Load() != pl.sesGen {
 		return false
 	}
-	for i := range cursors {
-		if cursors[i].ID != pl.ids[i] {
+	if tok != nil {
+		if tok.pl != pl {
 			return false
+		}
+	} else {
+		if len(cursors) != len(pl.ids) {
+			return false
+		}
+		for i := range cursors {
+			if cursors[i].ID != pl.ids[i] {
+				return false
+			}
 		}
 	}
 	lg := pl.lg
@@ -101,16 +149,22 @@ func (ses *session) stepPlanned(cursors []wire.WatchCursor, resp *wire.WatchNext
 	if lg.gen != pl.gen {
 		return false
 	}
-	for i := range pl.groups {
-		pl.groups[i].set = false
-	}
-	for i := range cursors {
-		g := &pl.groups[pl.at[i]]
-		switch pos := cursors[i].Seen - pl.offs[i]; {
-		case !g.set:
-			g.pos, g.set = pos, true
-		case pos != g.pos:
-			return false // members apart: a vote (liveLog.step)
+	if tok != nil {
+		for i := range pl.groups {
+			pl.groups[i].pos, pl.groups[i].set = tok.pos[i], true
+		}
+	} else {
+		for i := range pl.groups {
+			pl.groups[i].set = false
+		}
+		for i := range cursors {
+			g := &pl.groups[pl.at[i]]
+			switch pos := cursors[i].Seen - pl.offs[i]; {
+			case !g.set:
+				g.pos, g.set = pos, true
+			case pos != g.pos:
+				return false // members apart: a vote (liveLog.step)
+			}
 		}
 	}
 	for i := range pl.groups {
@@ -127,15 +181,27 @@ func (ses *session) stepPlanned(cursors []wire.WatchCursor, resp *wire.WatchNext
 		}
 		pl.stamped = now
 	}
+	next := &pollToken{n: ses.tokens.Add(1), pl: pl, pos: make([]uint64, len(pl.groups))}
 	for i := range pl.groups {
 		pg := &pl.groups[i]
 		lg.moveTo(pg.g, pg.pos)
+		next.pos[i] = pg.pos
 		if runs := lg.next(pg.g, budget); len(runs) > 0 {
-			resp.Groups = append(resp.Groups, wire.WatchGroup{IDs: pg.ids, Runs: runs})
+			resp.Groups = append(resp.Groups, wire.WatchGroup{IDs: pg.ids, Runs: runs, IDsWire: pg.idsWire})
+			next.pos[i] += uint64(len(runs))
 		}
 	}
-	for i := range pl.groups {
-		lg.mergeInto(pl.groups[i].g)
+	if len(pl.groups) > 1 {
+		// While the plan holds, the session's groups of the log are the plan's: one
+		// alone has none to merge with, and the log's other sessions' are not looked
+		// at.
+		for i := range pl.groups {
+			lg.mergeInto(pl.groups[i].g)
+		}
+	}
+	if len(resp.Groups) > 0 {
+		ses.tok.Store(next)
+		resp.Token = next.n
 	}
 	return true
 }

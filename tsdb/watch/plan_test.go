@@ -26,11 +26,19 @@ func planOf(h *Hub, ses uint64) *pollPlan {
 // late point, a subscription ended, one opened into the session and one polled ahead
 // of what it was sent each make the poll a looked-up one (the plan no longer holds)
 // and the next plan; each subscription gets every point once, in order, the late one
-// flagged.
+// flagged. With tokens, the client polls with the token of the answer before while
+// it can (wire.WatchNextReq.Token): a token whose plan no longer holds is stepped
+// from the cursors it stands for, and the outcome is the same.
 func TestPollPlan(t *testing.T) {
+	for _, tokens := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tokens=%v", tokens), func(t *testing.T) { testPollPlan(t, tokens) })
+	}
+}
+
+func testPollPlan(t *testing.T, tokens bool) {
 	const n = 8
 	h, src := newTestHub(t, 0)
-	c := &groupClient{t: t, h: h, session: 9, seen: map[uint64]uint64{}, got: map[uint64][]string{}}
+	c := &groupClient{t: t, h: h, session: 9, seen: map[uint64]uint64{}, got: map[uint64][]string{}, tokens: tokens}
 	openOne := func() uint64 {
 		id, err := h.Open(context.Background(), &wire.WatchOpenReq{Series: "k", From: 1, Session: c.session})
 		if err != nil {
@@ -68,9 +76,13 @@ func TestPollPlan(t *testing.T) {
 			t.Fatalf("%s: plan %+v; want one of %d subscriptions in one group", when, pl, len(c.ids))
 		}
 		for range 3 {
+			polls := c.tokenPolls
 			write(next)
 			next += 10
 			c.caughtUp(len(want))
+			if tokens && c.tokenPolls == polls {
+				t.Fatalf("%s: a caught-up session's polls named no token", when)
+			}
 			if planOf(h, c.session) != pl {
 				t.Fatalf("%s: a poll of the caught-up session made a plan anew; want the plan kept", when)
 			}
@@ -161,5 +173,40 @@ func TestPollPlan(t *testing.T) {
 	}
 	if !ended {
 		t.Fatalf("a cursor 5 runs ahead: answer %+v; want its subscription ended", resp)
+	}
+}
+
+// TestPollTokenRefused: a poll naming a token other than its session's last answer's
+// (an older one, one of another session, one of a session the node does not hold) is
+// refused, saying to poll with the cursors; the token of the answer before is taken.
+func TestPollTokenRefused(t *testing.T) {
+	h, src := newTestHub(t, 0)
+	c := &groupClient{t: t, h: h, session: 9, seen: map[uint64]uint64{}, got: map[uint64][]string{}, tokens: true}
+	c.open(3)
+	var tokens []uint64
+	for i := range int64(8) {
+		src.write(h, "k", 10*(i+1))
+		c.caughtUp(int(i + 1))
+		if c.token != 0 && !slices.Contains(tokens, c.token) {
+			tokens = append(tokens, c.token)
+		}
+	}
+	if len(tokens) < 2 || c.tokenPolls == 0 {
+		t.Fatalf("tokens %v, %d polls by token; want several of each", tokens, c.tokenPolls)
+	}
+	for _, req := range []*wire.WatchNextReq{
+		{Session: c.session, Token: tokens[0], Groups: true},
+		{Session: c.session + 1, Token: c.token, Groups: true},
+		{Session: c.session, Token: c.token}, // a client that takes no groups
+	} {
+		_, err := h.Next(context.Background(), req)
+		if err == nil || !strings.Contains(err.Error(), "poll with the cursors") {
+			t.Fatalf("poll %+v: err %v; want it refused, saying to poll with the cursors", req, err)
+		}
+	}
+	src.write(h, "k", 100)
+	resp, err := h.Next(context.Background(), &wire.WatchNextReq{Session: c.session, Token: c.token, Groups: true, WaitMillis: 1000})
+	if err != nil || len(resp.Groups) != 1 || len(resp.Groups[0].IDs) != len(c.ids) || resp.Token == 0 {
+		t.Fatalf("a poll by the last token: %+v, %v; want one group of %d and a token", resp, err, len(c.ids))
 	}
 }

@@ -525,14 +525,23 @@ func pending(h *Hub, id uint64, key string) bool {
 
 // BenchmarkFanOut is what one notification of one point costs the node serving 1,000
 // subscriptions to its series, in 10 sessions of 100 (as BenchmarkWatch's
-// subscribers): the delivery to each, and each session's poll taking it and
-// encoding its answer (grouped, as the client asks).
+// subscribers): the delivery to each, and each session's poll decoded, taking it
+// and its answer encoded (grouped, as the client asks). cursors: each poll names its
+// 100 cursors; tokens: each names its answer before's token (wire.WatchNextReq.Token)
+// once it has one, as the client does. The polls' encoding (the client's) is timed too.
 func BenchmarkFanOut(b *testing.B) {
+	for _, tokens := range []bool{false, true} {
+		b.Run(map[bool]string{false: "cursors", true: "tokens"}[tokens], func(b *testing.B) { benchFanOut(b, tokens) })
+	}
+}
+
+func benchFanOut(b *testing.B, tokens bool) {
 	src := &memSource{pts: map[string][]int64{}}
 	h := New(Config{Self: "self", Peers: func() []string { return []string{"self"} }, Source: src, MaxFuture: time.Minute})
 	defer h.Close()
 	const sessions, perSession = 10, 100
 	cursors := make([][]wire.WatchCursor, sessions)
+	token := make([]uint64, sessions)
 	at := map[uint64]int{} // each subscription's place in its session's cursors
 	for s := range sessions {
 		for range perSession {
@@ -549,13 +558,22 @@ func BenchmarkFanOut(b *testing.B) {
 			waitReady(b, h, c.ID)
 		}
 	}
-	var buf []byte
+	var buf, body []byte
+	var req wire.WatchNextReq // decoded into, as the node's pooled requests
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		p := series.Points{Type: series.Float, T: []int64{int64(i) + 10}, F: []float64{1}}
 		h.Notify(&wire.WatchNotifyReq{From: "c", Epoch: 1, Seq: uint64(i) + 1, Runs: []wire.WatchRun{{Key: "k", Points: p}}})
 		for s := range sessions {
-			resp, err := h.Next(context.Background(), &wire.WatchNextReq{Session: uint64(s + 1), Cursors: cursors[s], Groups: true})
+			poll := &wire.WatchNextReq{Session: uint64(s + 1), Cursors: cursors[s], Groups: true}
+			if token[s] != 0 {
+				poll.Cursors, poll.Token = nil, token[s]
+			}
+			body = wire.AppendWatchNextReq(body[:0], poll)
+			if err := wire.DecodeWatchNextReq(body, &req); err != nil {
+				b.Fatal(err)
+			}
+			resp, err := h.Next(context.Background(), &req)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -571,6 +589,11 @@ func BenchmarkFanOut(b *testing.B) {
 			}
 			if n != perSession {
 				b.Fatalf("session %d: %d subscriptions answered, want %d", s, n, perSession)
+			}
+			if tokens && len(resp.Subs) == 0 {
+				token[s] = resp.Token
+			} else {
+				token[s] = 0
 			}
 			buf = wire.AppendWatchNextResp(buf[:0], resp)
 		}

@@ -1,6 +1,9 @@
 package wire
 
-import "github.com/tsdht/tsdht/tsdb/series"
+import (
+	"github.com/tsdht/tsdht/internal/mp"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
 
 // Live subscriptions (docs/watch.md, DESIGN-NOTES.md "Subscriptions"). A thin client
 // opens a subscription at any node (MethodWatchOpen) and long-polls it for batches
@@ -65,6 +68,12 @@ type WatchNextReq struct {
 	Close bool `msgpack:"x,omitempty"`
 	// Groups says that the client takes WatchNextResp.Groups.
 	Groups bool `msgpack:"g,omitempty"`
+	// Token, when not zero, stands for the cursors: they are those of the session's
+	// poll answered with WatchNextResp.Token = Token, each advanced by that answer's
+	// runs (the client handed all of them), and Cursors is empty. A client names a
+	// token only to a node that gave it one, and only while its subscriptions are
+	// those of that poll; a node that no longer holds the token refuses the poll.
+	Token uint64 `msgpack:"tok,omitempty"`
 }
 
 // WatchCursor is how far a subscriber read subscription ID: Seen runs.
@@ -76,16 +85,38 @@ type WatchCursor struct {
 // WatchNextResp is the next runs of the session's subscriptions that have some.
 // Groups, sent only to a poll that asked (WatchNextReq.Groups), holds the runs that
 // several subscriptions get alike once, for all of them.
+//
+// Token, when not zero, may stand for the next poll's cursors (WatchNextReq.Token):
+// an answer of groups alone to a poll whose subscriptions all follow their series in
+// groups gets one, so that a session that keeps up names none of its cursors.
 type WatchNextResp struct {
 	Subs   []WatchBatch `msgpack:"b"`
 	Groups []WatchGroup `msgpack:"g,omitempty"`
+	Token  uint64       `msgpack:"tok,omitempty"`
 }
 
 // WatchGroup is the next runs of every subscription IDs names: each gets Runs, and
 // its Seen is the Seen of its cursor in the poll plus len(Runs).
+//
+// IDsWire, when not nil, is the msgpack encoding of IDs, which AppendWatchNextResp
+// copies rather than encoding IDs anew: a node answers the same members poll after
+// poll (never sent as such; a decoded group has none).
 type WatchGroup struct {
-	IDs  []uint64   `msgpack:"i"`
-	Runs []WatchRun `msgpack:"r"`
+	IDs     []uint64   `msgpack:"i"`
+	Runs    []WatchRun `msgpack:"r"`
+	IDsWire []byte     `msgpack:"-"`
+}
+
+// AppendWatchIDs appends the msgpack encoding of ids (WatchGroup.IDsWire) to dst.
+func AppendWatchIDs(dst []byte, ids []uint64) []byte {
+	if ids == nil {
+		return append(dst, 0xc0)
+	}
+	dst = mp.AppendArrayLen(dst, len(ids))
+	for _, id := range ids {
+		dst = mp.AppendUint(dst, id)
+	}
+	return dst
 }
 
 // WatchBatch is the next runs of subscription ID, in delivery order; Seen counts its

@@ -64,11 +64,14 @@ func identify(r *WatchRun) runIdentity {
 func AppendWatchNextResp(dst []byte, resp *WatchNextResp) []byte {
 	var encoded encodedRuns
 	share := len(resp.Subs)+len(resp.Groups) > 1
+	fields := 1
 	if len(resp.Groups) > 0 {
-		dst = mp.AppendMapLen(dst, 2)
-	} else {
-		dst = mp.AppendMapLen(dst, 1)
+		fields++
 	}
+	if resp.Token != 0 {
+		fields++
+	}
+	dst = mp.AppendMapLen(dst, fields)
 	dst = mp.AppendStr(dst, "b")
 	if resp.Subs == nil {
 		dst = append(dst, 0xc0)
@@ -93,25 +96,31 @@ func AppendWatchNextResp(dst []byte, resp *WatchNextResp) []byte {
 			dst = mp.AppendStr(dst, b.Ended)
 		}
 	}
-	if len(resp.Groups) == 0 {
-		return dst
+	if len(resp.Groups) > 0 {
+		dst = appendWatchGroups(dst, resp.Groups, share, &encoded)
 	}
+	if resp.Token != 0 {
+		dst = mp.AppendStr(dst, "tok")
+		dst = mp.AppendUint(dst, resp.Token)
+	}
+	return dst
+}
+
+// appendWatchGroups appends the groups of an answer, its key included.
+func appendWatchGroups(dst []byte, groups []WatchGroup, share bool, encoded *encodedRuns) []byte {
 	dst = mp.AppendStr(dst, "g")
-	dst = mp.AppendArrayLen(dst, len(resp.Groups))
-	for i := range resp.Groups {
-		g := &resp.Groups[i]
+	dst = mp.AppendArrayLen(dst, len(groups))
+	for i := range groups {
+		g := &groups[i]
 		dst = mp.AppendMapLen(dst, 2)
 		dst = mp.AppendStr(dst, "i")
-		if g.IDs == nil {
-			dst = append(dst, 0xc0)
+		if g.IDsWire != nil {
+			dst = append(dst, g.IDsWire...)
 		} else {
-			dst = mp.AppendArrayLen(dst, len(g.IDs))
-			for _, id := range g.IDs {
-				dst = mp.AppendUint(dst, id)
-			}
+			dst = AppendWatchIDs(dst, g.IDs)
 		}
 		dst = mp.AppendStr(dst, "r")
-		dst = appendWatchRuns(dst, g.Runs, share, &encoded)
+		dst = appendWatchRuns(dst, g.Runs, share, encoded)
 	}
 	return dst
 }
@@ -163,7 +172,7 @@ func EncodeWatchNextResp(resp *WatchNextResp) ([]byte, error) {
 		}
 	}
 	for i := range resp.Groups {
-		n += 16 + 9*len(resp.Groups[i].IDs)
+		n += 16 + 9*len(resp.Groups[i].IDs) + len(resp.Groups[i].IDsWire)
 		for j := range resp.Groups[i].Runs {
 			n += 16 + len(resp.Groups[i].Runs[j].Key) + resp.Groups[i].Runs[j].Points.WireSize()
 		}
@@ -190,6 +199,8 @@ func ReadWatchNextResp(b []byte, resp *WatchNextResp) bool {
 			resp.Subs, ok = readArray(r, len(b), func(sub *WatchBatch) bool { return readWatchBatch(r, sub, len(b), &decoded) })
 		case "g":
 			resp.Groups, ok = readArray(r, len(b), func(g *WatchGroup) bool { return readWatchGroup(r, g, len(b), &decoded) })
+		case "tok":
+			resp.Token, ok = r.Uint()
 		}
 		return ok
 	}) && r.Left() == 0
@@ -347,6 +358,9 @@ func AppendWatchNextReq(dst []byte, req *WatchNextReq) []byte {
 	if req.Groups {
 		fields++
 	}
+	if req.Token != 0 {
+		fields++
+	}
 	dst = mp.AppendMapLen(dst, fields)
 	dst = mp.AppendStr(dst, "ses")
 	dst = mp.AppendUint(dst, req.Session)
@@ -372,6 +386,10 @@ func AppendWatchNextReq(dst []byte, req *WatchNextReq) []byte {
 	if req.Groups {
 		dst = mp.AppendStr(dst, "g")
 		dst = append(dst, 0xc3)
+	}
+	if req.Token != 0 {
+		dst = mp.AppendStr(dst, "tok")
+		dst = mp.AppendUint(dst, req.Token)
 	}
 	return dst
 }
@@ -404,6 +422,8 @@ func ReadWatchNextReq(b []byte, req *WatchNextReq) bool {
 			req.Close, ok = r.Bool()
 		case "g":
 			req.Groups, ok = r.Bool()
+		case "tok":
+			req.Token, ok = r.Uint()
 		case "c":
 			var n int
 			var isNil bool

@@ -60,13 +60,19 @@ func randomWatchNextResp(rnd *rand.Rand) *WatchNextResp {
 		for range rnd.Intn(4) {
 			g.IDs = append(g.IDs, ids[rnd.Intn(len(ids))])
 		}
+		if rnd.Intn(2) == 0 {
+			g.IDsWire = AppendWatchIDs(nil, g.IDs) // as a node's plan keeps them
+		}
 		resp.Groups = append(resp.Groups, g)
+	}
+	if rnd.Intn(2) == 0 {
+		resp.Token = ids[rnd.Intn(len(ids))]
 	}
 	return resp
 }
 
-// TestWatchNextRespCodec: the hand encoding is msgpack/v5's, byte for byte, and the
-// hand decoding reads back what either wrote.
+// TestWatchNextRespCodec: the hand encoding is msgpack/v5's, byte for byte (a group's
+// IDs copied from IDsWire too), and the hand decoding reads back what either wrote.
 func TestWatchNextRespCodec(t *testing.T) {
 	rnd := rand.New(rand.NewSource(1))
 	for i := range 500 {
@@ -93,6 +99,9 @@ func randomWatchNextReq(rnd *rand.Rand) *WatchNextReq {
 		Groups: rnd.Intn(2) == 0}
 	if rnd.Intn(8) == 0 {
 		req.WaitMillis = -req.WaitMillis
+	}
+	if rnd.Intn(3) == 0 {
+		req.Token = nums[rnd.Intn(len(nums))]
 	}
 	if rnd.Intn(10) > 0 {
 		req.Cursors = []WatchCursor{}
