@@ -348,12 +348,9 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 			local = append(local, &cluster.PeerBatch[int]{Peer: b.Peer, Items: b.Items[lo:min(lo+per, len(b.Items))]})
 		}
 	}
-	if len(local) == 1 && (len(local[0].Items) < localAsideShards || w >= c.cfg.RF) {
-		// One small part, or one the quorum needs anyway: WriteFanOut writes it itself,
-		// once the remote requests are on their way, with no worker, timer or channel
-		// of its own. A part of many shards goes on a worker (writeParts), so that the
-		// write returns once a quorum of replicas has its shards, without waiting for
-		// this node's store when the others answered first.
+	if len(local) == 1 {
+		// One part: WriteFanOut writes it itself, once the remote requests are on their
+		// way, with no worker, timer or channel of its own.
 		remote, local = append(remote, local[0]), nil
 	}
 	req := func(b *cluster.PeerBatch[int]) *wire.WriteReq {
@@ -418,10 +415,6 @@ func (c *Coordinator) writeMany(ctx context.Context, puts []SeriesPut, spans []s
 	}
 	return t
 }
-
-// localAsideShards is how many shards a write's part for this node's own store must
-// hold to be written on a worker beside the write, not on its goroutine.
-const localAsideShards = 64
 
 // writeParts writes the parts of the batch to this node's own store at once, on
 // StoreWorkers, under one deadline (they start together), and returns the channel
