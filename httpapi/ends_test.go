@@ -27,7 +27,8 @@ func (e endsEngine) EndsMany(ctx context.Context, keys []string, from, to int64,
 // Engine read series by series and as AggregateMany over the whole range do: over
 // series of different quantum lengths (10 m and 6 h, fitted by their first writes), a
 // series whose newest points were deleted (its newest quanta hold none: the walk goes
-// back), ranges that end before the newest quantum or start after the oldest.
+// back), ranges that end before the newest quantum or start after the oldest; and
+// last() and first() with no GROUP BY time() alike.
 func TestLimitOneFromNewestQuantum(t *testing.T) {
 	const db = "ends"
 	t0 := time.Date(2016, 3, 1, 0, 0, 0, 0, time.UTC)
@@ -105,6 +106,13 @@ func TestLimitOneFromNewestQuantum(t *testing.T) {
 			at(25*time.Minute, 25*time.Minute), nil},
 		{`SELECT lat, lon FROM ends WHERE ` + within(time.Minute, 2*time.Minute) + ` GROUP BY host ORDER BY time DESC LIMIT 1`,
 			at(2*time.Minute-time.Second, 2*time.Minute-time.Second, time.Minute), nil},
+		// last() and first() with no GROUP BY time(), from the same quanta (lastfirst.go).
+		{`SELECT last(lat) FROM ends GROUP BY host`,
+			at(5*time.Minute-time.Second, 30*time.Minute-time.Second, 10*time.Hour-time.Minute), nil},
+		{`SELECT last(lat) FROM ends WHERE host = 'del'`, at(5*time.Minute - time.Second), nil},
+		{`SELECT first(lon) FROM ends WHERE ` + within(25*time.Minute, 7*time.Hour) + ` GROUP BY host`,
+			at(25*time.Minute, 25*time.Minute), nil},
+		{`SELECT last(lat) FROM ends WHERE time < '` + rfc(t0.Add(15*time.Minute)) + `'`, at(15*time.Minute - time.Second), nil},
 		// A range holding none of del's points: its group has no row.
 		{`SELECT lat FROM ends WHERE ` + within(6*time.Minute, 20*time.Minute) + ` AND host = 'del' ORDER BY time DESC LIMIT 1`, nil, nil},
 	})
