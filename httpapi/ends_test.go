@@ -123,19 +123,8 @@ func TestLimitOneFromNewestQuantum(t *testing.T) {
 // any order) and one EndsMany call.
 func checkEndsCases(t *testing.T, db string, cases []limitCase) {
 	t.Helper()
-	serve := func(eng Engine) string {
-		h, err := New(eng, Config{}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(h)
-		t.Cleanup(srv.Close)
-		return srv.URL
-	}
-	one := &countingEngine{Engine: engine, node: engine, calls: map[string]int{}}
-	many := &countingEngine{Engine: engine, node: engine, calls: map[string]int{}}
-	ends := &countingEngine{Engine: engine, node: engine, calls: map[string]int{}}
-	urls := []string{serve(one), serve(manyEngine{many}), serve(endsEngine{manyEngine{ends}})}
+	one, many, ends := newCountingEngine(), newCountingEngine(), newCountingEngine()
+	urls := []string{serveEngine(t, one), serveEngine(t, manyEngine{many}), serveEngine(t, endsEngine{manyEngine{ends}})}
 	for _, c := range cases {
 		ends.calls = map[string]int{}
 		var answers []queryResp
@@ -165,4 +154,21 @@ func checkEndsCases(t *testing.T, db string, cases []limitCase) {
 			t.Errorf("%s: the EndsReader was called %v, want %v", c.q, ends.calls, want)
 		}
 	}
+}
+
+// newCountingEngine is the package cluster's engine behind a countingEngine.
+func newCountingEngine() *countingEngine {
+	return &countingEngine{Engine: engine, node: engine, calls: map[string]int{}}
+}
+
+// serveEngine serves eng with the default Config until the test ends, and returns its URL.
+func serveEngine(t *testing.T, eng Engine) string {
+	t.Helper()
+	h, err := New(eng, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
