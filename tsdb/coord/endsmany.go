@@ -53,14 +53,11 @@ func (c *Coordinator) EndsMany(ctx context.Context, items []SeriesRange, oldest 
 		if r.err != nil || r.lo >= r.hi {
 			continue
 		}
-		w := walk{i: i, lo: r.lo, hi: r.hi, q: r.desc.Q.Duration().Nanoseconds(), step: 1}
-		switch {
-		case oldest:
+		// Nothing read yet; descending, the first read is [start, hi) (Newest's quantum,
+		// or from the Tail hint) where start < hi, else the quantum holding hi-1.
+		w := walk{i: i, lo: r.lo, hi: r.hi, q: r.desc.Q.Duration().Nanoseconds(), step: 1, at: r.hi}
+		if oldest {
 			w.at = r.lo
-		case r.start < r.hi:
-			w.at = r.hi // the first read is [start, hi): Newest's quantum, or the Tail hint's
-		default:
-			w.at = r.hi
 		}
 		walks = append(walks, w)
 	}
