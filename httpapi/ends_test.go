@@ -116,6 +116,18 @@ func TestLimitOneFromNewestQuantum(t *testing.T) {
 		// A range holding none of del's points: its group has no row.
 		{`SELECT lat FROM ends WHERE ` + within(6*time.Minute, 20*time.Minute) + ` AND host = 'del' ORDER BY time DESC LIMIT 1`, nil, nil},
 	})
+	// A newer quantum written through another node after this one saw the series'
+	// Newest: the quantum it speculates on is no longer the newest, and the entry's is
+	// read.
+	other := NewNodeEngine(cluster.Nodes[2])
+	t.Cleanup(func() { other.Close() })
+	body := fmt.Sprintf("ends,host=fast lat=1,lon=1 %d", ns(t0.Add(45*time.Minute)))
+	if code, _, b := post(t, serveEngine(t, other)+"/write?db="+db, "text/plain", strings.NewReader(body), nil); code != http.StatusNoContent {
+		t.Fatalf("write through node 2: %d %s", code, b)
+	}
+	checkEndsCases(t, db, []limitCase{
+		{`SELECT lat FROM ends WHERE host = 'fast' ORDER BY time DESC LIMIT 1`, at(45 * time.Minute), nil},
+	})
 }
 
 // checkEndsCases asks each case of an Engine read series by series, of a ManyReader

@@ -21,6 +21,9 @@ import (
 // AggregateMany of one quantum per series — Newest's, or the one holding the range's
 // end when the range ends before it; the quantum of the range's start, or of the
 // entry's First when later, for oldest — asks each node once for all of them. Only
+// descending, the quantum of the newest Newest this coordinator has seen of each series
+// is aggregated while the entries are read, and taken where the entry agrees (a
+// repeated query waits for one round of requests, not two). Only
 // the series whose quantum holds no point in the range (its points deleted, or never
 // written there) are walked on, all together, over endsStep quanta and then
 // endsGrowth times more at each step, until the range is exhausted.
@@ -34,9 +37,43 @@ import (
 // caller reads it another way. Exact for every point acknowledged before the call, as
 // Latest.
 func (c *Coordinator) EndsMany(ctx context.Context, items []SeriesRange, oldest bool, opt wire.GetOptions) ([]AggManyResult, error) {
+	// Descending, the quantum of the newest Newest this coordinator has seen of each
+	// series is aggregated while the entries are read (as Latest speculates): where the
+	// entry says it is still the newest, its answer is taken, and a repeated query costs
+	// one round of requests, not two.
+	var spec []SeriesRange
+	var specAt []int // spec[j] is items[specAt[j]]
+	if !oldest && len(items) <= MaxManySeries {
+		for i, it := range items {
+			seen, ok := c.seenNewest(it.Key)
+			if !ok {
+				continue
+			}
+			q := c.cachedQ(it.Key).Duration().Nanoseconds()
+			if lo := agg.WindowStart(seen, q); lo <= math.MaxInt64-q {
+				if from, to := max(lo, it.From), min(lo+q, it.To); from < to {
+					spec = append(spec, SeriesRange{Key: it.Key, From: from, To: to})
+					specAt = append(specAt, i)
+				}
+			}
+		}
+	}
+	var specGot []AggManyResult
+	specDone := make(chan struct{})
+	go func() {
+		defer close(specDone)
+		if len(spec) > 0 {
+			specGot, _ = c.AggregateMany(ctx, spec, math.MaxInt64, opt)
+		}
+	}()
 	er, err := c.entryRanges(ctx, items, opt)
+	<-specDone
 	if err != nil {
 		return nil, err
+	}
+	specOf := make(map[int]int, len(specGot)) // items index -> spec index
+	for j := range specGot {
+		specOf[specAt[j]] = j
 	}
 	out := make([]AggManyResult, len(items))
 	type walk struct {
@@ -59,6 +96,16 @@ func (c *Coordinator) EndsMany(ctx context.Context, items []SeriesRange, oldest 
 		if oldest {
 			w.at = r.lo
 		}
+		if j, ok := specOf[i]; ok && r.start < r.hi && spec[j].From == r.start && spec[j].To == r.hi && specGot[j].Err == nil {
+			// The speculation read exactly the first range.
+			if win, ok := endWindow(specGot[j].Windows, false); ok {
+				out[i].Windows = []agg.Window{win}
+				continue
+			}
+			if w.at = r.start; w.at <= w.lo {
+				continue // nothing below it in the range
+			}
+		}
 		walks = append(walks, w)
 	}
 	first := true
@@ -76,7 +123,7 @@ func (c *Coordinator) EndsMany(ctx context.Context, items []SeriesRange, oldest 
 				continue
 			}
 			from := w.lo
-			if first && er[w.i].start < w.hi {
+			if first && er[w.i].start < w.hi && w.at == w.hi {
 				from = er[w.i].start
 			} else if s := agg.WindowStart(w.at-1, w.q); s >= math.MinInt64+(w.step-1)*w.q && s-(w.step-1)*w.q > from {
 				from = s - (w.step-1)*w.q
@@ -186,6 +233,7 @@ func (c *Coordinator) entryRanges(ctx context.Context, items []SeriesRange, opt 
 			continue
 		}
 		out[i].desc = p.descs[i]
+		c.seeNewest(entries[i]) // where EndsMany speculates next time
 		out[i].lo, out[i].start, out[i].hi = c.searchRange(entries[i], p.descs[i].Q, it.From, it.To, now)
 	}
 	return out, nil
