@@ -20,13 +20,13 @@ import (
 // series' newest quantum is (Newest, see bounds.go) and bounds its points. Then one
 // AggregateMany of one quantum per series — Newest's, or the one holding the range's
 // end when the range ends before it; the quantum of the range's start, or of the
-// entry's First when later, for oldest — asks each node once for all of them. Only
+// entry's First when later, for oldest — asks each node once for all of them;
 // descending, the quantum of the newest Newest this coordinator has seen of each series
 // is aggregated while the entries are read, and taken where the entry agrees (a
-// repeated query waits for one round of requests, not two). Only
-// the series whose quantum holds no point in the range (its points deleted, or never
-// written there) are walked on, all together, over endsStep quanta and then
-// endsGrowth times more at each step, until the range is exhausted.
+// repeated query waits for one round of requests, not two). Only the series whose
+// quantum holds no point in the range (its points deleted, or never written there) are
+// walked on, all together, over the next quantum and then endsGrowth times more quanta
+// at each step, until the range is exhausted.
 //
 // Each series' result holds at most one window, of width math.MaxInt64 (so its Start
 // is 0 for any time at or after the epoch), whose partial covers the part of the range
