@@ -183,6 +183,11 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		// No lower time bound: all time.
 		{"no lower bound count", "SELECT count(usage), count(*) FROM cpu", nil},
 		{"no lower bound last", "SELECT last(usage) FROM cpu WHERE host = 'a'", nil},
+		// last() and first() of every series from its newest (oldest) quantum (lastfirst.go).
+		{"last of each host", "SELECT last(usage), last(n) FROM cpu GROUP BY host", nil},
+		{"first of each host", "SELECT first(usage) FROM cpu GROUP BY host", nil},
+		{"last of all hosts before", "SELECT last(usage) FROM cpu WHERE time < '" + base.Add(30*time.Minute).Format(time.RFC3339) + "'", nil},
+		{"first of all hosts after", "SELECT first(n) FROM cpu WHERE time >= '" + base.Add(30*time.Minute).Format(time.RFC3339) + "' GROUP BY host", nil},
 		{"no lower bound raw", "SELECT usage FROM cpu WHERE host = 'b' LIMIT 3", nil},
 		{"no lower bound upper", "SELECT sum(n) FROM cpu WHERE time < '" + base.Add(30*time.Minute).Format(time.RFC3339) + "' GROUP BY host", nil},
 		{"no lower bound group by time", "SELECT mean(usage) FROM cpu WHERE host = 'a' GROUP BY time(1h)", nil},

@@ -11,10 +11,11 @@ import (
 
 // firstRows answers, where it can, the groups of a raw SELECT with LIMIT 1 and no
 // condition on fields (TSBS' last-loc, single-last-loc, lastpoint shapes) from one
-// AggregateMany of one window over the plan's range, one request per node carrying
-// every series of the statement: each series' partial names its earliest and latest
-// point and their values, which are all the group's first row (its last, for DESC)
-// needs. The row is at the earliest FirstT of the group's series (the latest LastT);
+// partial per series: EndsMany's, of each series' newest quantum holding a point in
+// the range (oldest, for ASC), where the engine is an EndsReader, else AggregateMany's
+// of one window over the plan's range; either asks each node once for every series of
+// the statement. Each series' partial names its earliest (latest, for DESC) point in
+// the range and its value, which are all the group's first row needs. The row is at the earliest FirstT of the group's series (the latest LastT);
 // the series with a point there are those whose FirstT (LastT) is that time, with
 // their First (Last) value there; no other series has a point there. Those points
 // are handed to execGroups as read over [t, t+1), so that the row is built, typed and
@@ -44,8 +45,14 @@ func (h *Handler) firstRows(ctx context.Context, qc *queryCost, p *selectPlan) (
 	if len(keys) == 0 {
 		return nil, nil, nil
 	}
+	var ans []AggregateResult
+	if er, ok := h.eng.(EndsReader); ok {
+		ans = er.EndsMany(ctx, keys, p.from, p.to, !p.desc)
+	} else {
+		ans = mr.AggregateMany(ctx, keys, p.from, p.to, wholeRange)
+	}
 	ends := make(map[string]agg.Partial, len(keys))
-	for i, r := range mr.AggregateMany(ctx, keys, p.from, p.to, wholeRange) {
+	for i, r := range ans {
 		switch {
 		case errors.Is(r.Err, ErrUnknownSeries):
 			ends[keys[i]] = agg.Partial{} // no points: as readSeries reads it

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -188,18 +187,8 @@ type limitCase struct {
 // that both answer alike, the answer's times and the ManyReader's calls.
 func checkLimitCases(t *testing.T, db string, cases []limitCase) {
 	t.Helper()
-	serve := func(eng Engine) string {
-		h, err := New(eng, Config{}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(h)
-		t.Cleanup(srv.Close)
-		return srv.URL
-	}
-	one := &countingEngine{Engine: engine, node: engine, calls: map[string]int{}}
-	many := &countingEngine{Engine: engine, node: engine, calls: map[string]int{}}
-	oneURL, manyURL := serve(one), serve(manyEngine{many})
+	one, many := newCountingEngine(), newCountingEngine()
+	oneURL, manyURL := serveEngine(t, one), serveEngine(t, manyEngine{many})
 	for _, c := range cases {
 		one.calls, many.calls = map[string]int{}, map[string]int{}
 		codeOne, ansOne := queryAt(t, oneURL, db, c.q)

@@ -147,19 +147,26 @@ func (ex *executor) prefetch() {
 			}
 		}
 	}
-	if len(windowKeys) > 1 {
-		for i, r := range mr.AggregateMany(ex.ctx, windowKeys, ex.p.from, ex.p.to, time.Duration(ex.p.win.every)) {
-			if r.Err != nil && !errors.Is(r.Err, ErrUnknownSeries) {
-				continue
-			}
-			// Charged as the per-series path charges them (aggregateKey): the points
-			// aggregated into them to the work budget, the windows to the query memory.
-			// Past the memory, the rest is left to that path, which fails naming it.
-			if ex.qc.windows(r.Windows) != nil {
-				break
-			}
-			ex.windows[windowKeys[i]], ex.types[windowKeys[i]] = r.Windows, r.Type
+	var windows []AggregateResult
+	er, ends := ex.h.eng.(EndsReader)
+	oldest, endsOnly := ex.p.endsAnswer()
+	switch {
+	case ends && endsOnly && len(windowKeys) > 0:
+		windows = er.EndsMany(ex.ctx, windowKeys, ex.p.from, ex.p.to, oldest) // lastfirst.go
+	case len(windowKeys) > 1:
+		windows = mr.AggregateMany(ex.ctx, windowKeys, ex.p.from, ex.p.to, time.Duration(ex.p.win.every))
+	}
+	for i, r := range windows {
+		if r.Err != nil && !errors.Is(r.Err, ErrUnknownSeries) {
+			continue
 		}
+		// Charged as the per-series path charges them (aggregateKey): the points
+		// aggregated into them to the work budget, the windows to the query memory.
+		// Past the memory, the rest is left to that path, which fails naming it.
+		if ex.qc.windows(r.Windows) != nil {
+			break
+		}
+		ex.windows[windowKeys[i]], ex.types[windowKeys[i]] = r.Windows, r.Type
 	}
 	if len(pointKeys) > 1 {
 		held := 0

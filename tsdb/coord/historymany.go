@@ -3,7 +3,6 @@ package coord
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/series"
@@ -28,56 +27,24 @@ import (
 // acknowledged before the call: the bounds and the newest quantum of an entry are
 // widened at write quorum before such points are acknowledged.
 func (c *Coordinator) HistoryMany(ctx context.Context, items []SeriesRange, opt wire.GetOptions) ([]ManyResult, error) {
-	if len(items) > MaxManySeries {
-		return nil, rpc.Errorf(wire.CodeBadInput, "%d series in one read; at most %d: ask in parts", len(items), MaxManySeries)
-	}
-	r := c.cfg.ReadQuorum
-	if opt.ReadQuorum != 0 {
-		r = opt.ReadQuorum
-	}
-	keys := make([]string, len(items))
-	for i, it := range items {
-		keys[i] = it.Key
+	er, err := c.entryRanges(ctx, items, opt)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]ManyResult, len(items))
-	entries, found, errs := c.readEntriesAt(ctx, keys, r)
-	// The series the entries say may hold points in their ranges, and their quanta
-	// (looked up as GetMany would, which then finds them cached).
-	p := &manyPlan{descs: make([]Desc, len(items)), errs: make([]error, len(items))}
-	for i, it := range items {
-		e := &entries[i]
-		switch {
-		case errs[i] != nil:
-			p.errs[i] = errs[i]
-			out[i].Err = errs[i]
-		case !found[i] || !e.Live() || !e.HasBounds || it.From >= it.To:
-			p.errs[i] = errNothing // no points: nothing to look up
-		}
-	}
-	c.lookupMany(ctx, items, p)
-	now := time.Now().UnixNano()
 	var ask []SeriesRange
 	var at []int // ask[j] is items[at[j]]
 	for i, it := range items {
+		r := &er[i]
+		out[i].Err, out[i].Points.Type = r.err, r.desc.Type
+		q := r.desc.Q
 		switch {
-		case p.errs[i] == errNothing:
-			continue
-		case p.errs[i] != nil:
-			if out[i].Err == nil && !isUnknown(p.errs[i]) {
-				out[i].Err = p.errs[i]
-			}
-			continue
-		}
-		out[i].Points.Type = p.descs[i].Type
-		q := p.descs[i].Q
-		lo, _, hi := c.searchRange(entries[i], q, it.From, it.To, now)
-		switch {
-		case lo >= hi:
-		case (q.Start(hi-1)-q.Start(lo))/int64(q) >= historyManyQuanta:
+		case r.err != nil || r.lo >= r.hi:
+		case (q.Start(r.hi-1)-q.Start(r.lo))/int64(q) >= historyManyQuanta:
 			out[i].Err = rpc.Errorf(wire.CodeTooLarge, "history of %q: [%d, %d) spans more than %d quanta: read it alone, in parts",
-				it.Key, lo, hi, historyManyQuanta)
+				it.Key, r.lo, r.hi, historyManyQuanta)
 		default:
-			ask = append(ask, SeriesRange{Key: it.Key, From: lo, To: hi})
+			ask = append(ask, SeriesRange{Key: it.Key, From: r.lo, To: r.hi})
 			at = append(at, i)
 		}
 	}

@@ -1,0 +1,36 @@
+package httpapi
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/tsdht/tsdht/tsdb"
+)
+
+// EndsReader is an Engine that answers, for many series at once, the statistics of
+// each series' newest (oldest) quantum holding a point in a range: what a LIMIT 1
+// ordered by time needs of each (firstRows), read from the series' catalog entries
+// and one aggregate of one quantum per series, not of their whole history. An Engine
+// without it answers those from AggregateMany over the whole range.
+type EndsReader interface {
+	// EndsMany returns, per key and in order, at most one window of width wholeRange
+	// whose partial's LastT and Last (FirstT and First, when oldest) are the key's
+	// latest (earliest) point in [from, to); the partial's other statistics cover only
+	// part of the range. No window: no point there.
+	EndsMany(ctx context.Context, keys []string, from, to int64, oldest bool) []AggregateResult
+}
+
+// EndsMany implements EndsReader with one coordinated EndsMany.
+func (e *NodeEngine) EndsMany(ctx context.Context, keys []string, from, to int64, oldest bool) []AggregateResult {
+	out := make([]AggregateResult, len(keys))
+	rs, err := e.node.Coordinator().EndsMany(ctx, seriesRanges(keys, from, to), oldest, tsdb.GetOptions{})
+	for i, k := range keys {
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		out[i].Type, out[i].Windows, out[i].Err = aggAnswer(k, from, to, time.Duration(math.MaxInt64), rs[i].AggResult, rs[i].Err)
+	}
+	return out
+}
