@@ -127,9 +127,9 @@ func (ex *executor) passedRanges(keys []string) (items []KeyRange, ok bool) {
 }
 
 // passed returns the spans [from, to) of the times at which the condition holds, in
-// order: consecutive such times joined, and spans fewer than apart times of the
-// condition's fields apart joined too, then at most most of them (joined across the
-// shortest gaps). nil when it holds where its fields are null (at times not among
+// order: two such times at most apart times of the condition's fields from each other
+// (1: consecutive) lie in one span, and past most spans those across the shortest
+// gaps are joined. nil when it holds where its fields are null (at times not among
 // h.t), and empty when it holds at none.
 func (h *condHolds) passed(apart, most int) [][2]int64 {
 	if h.null {
