@@ -108,3 +108,15 @@ func TestCondHoldsPassed(t *testing.T) {
 		t.Errorf("holding where the fields are null: %v, want nil (the whole range)", got)
 	}
 }
+
+// BenchmarkIoTFuel asks the package's 3-node cluster TSBS' avg-vs-projected-fuel-
+// consumption shape (means of two fields under a condition on a third, by fleet) and
+// low-fuel's raw scan over iotFleetLines' 100 trucks' two hours.
+func BenchmarkIoTFuel(b *testing.B) {
+	base := time.Now().Add(-6 * time.Hour).Truncate(time.Hour)
+	writeLines(b, "benchfuel", iotFleetLines(base, 100, 120))
+	benchQueries(b, "benchfuel", []benchQuery{
+		{"avg-vs-projected", `SELECT mean("latitude"), mean("longitude") FROM "readings" WHERE "velocity" > 1 GROUP BY "fleet"`},
+		{"low-fuel-scan", `SELECT "name", "driver", "fuel_state" FROM "diagnostics" WHERE "fuel_state" <= 0.1 AND "fleet" = 'South'`},
+	})
+}
