@@ -3,7 +3,6 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -33,22 +32,8 @@ func TestSelectReadsTheConditionFirst(t *testing.T) {
 	if code, b := write(t, "wf", "", strings.Join(lines, "\n")); code != http.StatusNoContent {
 		t.Fatalf("write: %d %s", code, b)
 	}
-	serve := func(many bool) (*countingEngine, string) {
-		ce := &countingEngine{Engine: engine, node: engine, calls: map[string]int{}}
-		var eng Engine = ce
-		if many {
-			eng = manyEngine{ce}
-		}
-		h, err := New(eng, Config{}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(h)
-		t.Cleanup(srv.Close)
-		return ce, srv.URL
-	}
-	one, oneURL := serve(false)
-	many, manyURL := serve(true)
+	one, oneURL := serveCounting(t, false)
+	many, manyURL := serveCounting(t, true)
 	rng := fmt.Sprintf("time >= '%s' AND time < '%s'", rfc(t0), rfc(t0.Add(30*time.Minute)))
 	for _, c := range []struct {
 		q    string
