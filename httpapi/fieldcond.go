@@ -263,6 +263,7 @@ func (ex *executor) condHolds(set *condSet) (*condHolds, error) {
 		typ  influxql.DataType
 		pts  series.Points
 		pos  int
+		slot int // its value's index in nums
 	}
 	var fs []condField
 	for name, typ := range ex.p.where.fields {
@@ -291,6 +292,9 @@ func (ex *executor) condHolds(set *condSet) (*condHolds, error) {
 		}
 	}
 	nums := make([]numVal, len(index))
+	for j := range fs {
+		fs[j].slot = index[fs[j].name]
+	}
 	for {
 		t, any_ := int64(0), false
 		for _, f := range fs {
@@ -304,7 +308,7 @@ func (ex *executor) condHolds(set *condSet) (*condHolds, error) {
 		if fast != nil {
 			for j := range fs {
 				f := &fs[j]
-				n := &nums[index[f.name]]
+				n := &nums[f.slot]
 				*n = numVal{}
 				if f.pos < f.pts.Len() && f.pts.T[f.pos] == t {
 					if f.pts.Type == series.Int {
