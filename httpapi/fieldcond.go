@@ -263,6 +263,7 @@ func (ex *executor) condHolds(set *condSet) (*condHolds, error) {
 		typ  influxql.DataType
 		pts  series.Points
 		pos  int
+		slot int // its value's index in nums
 	}
 	var fs []condField
 	for name, typ := range ex.p.where.fields {
@@ -279,6 +280,21 @@ func (ex *executor) condHolds(set *condSet) (*condHolds, error) {
 	vals := influxql.MapValuer{}
 	ev := influxql.ValuerEval{Valuer: vals}
 	h := &condHolds{null: ev.EvalBool(set.cond)}
+	// Comparisons with numbers are compiled (condfast.go): each field a slot.
+	index := map[string]int{}
+	for name := range ex.p.where.fields {
+		index[name] = len(index)
+	}
+	fast := compileCond(set.cond, index)
+	for _, f := range fs {
+		if f.pts.Type != series.Float && f.pts.Type != series.Int && f.pts.Len() > 0 {
+			fast = nil
+		}
+	}
+	nums := make([]numVal, len(index))
+	for j := range fs {
+		fs[j].slot = index[fs[j].name]
+	}
 	for {
 		t, any_ := int64(0), false
 		for _, f := range fs {
@@ -288,6 +304,23 @@ func (ex *executor) condHolds(set *condSet) (*condHolds, error) {
 		}
 		if !any_ {
 			break
+		}
+		if fast != nil {
+			for j := range fs {
+				f := &fs[j]
+				n := &nums[f.slot]
+				*n = numVal{}
+				if f.pos < f.pts.Len() && f.pts.T[f.pos] == t {
+					if f.pts.Type == series.Int {
+						*n = numVal{has: true, isInt: true, i: f.pts.I[f.pos]}
+					} else {
+						*n = numVal{has: true, f: f.pts.F[f.pos]}
+					}
+					f.pos++
+				}
+			}
+			h.t, h.ok = append(h.t, t), append(h.ok, fast(nums))
+			continue
 		}
 		for j := range fs {
 			f := &fs[j]

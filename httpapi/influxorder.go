@@ -24,8 +24,8 @@ const shardGroup = 168 * time.Hour
 // equal times. InfluxDB's heap orders rows of equal times by their columns' values, in
 // the order of the columns, while both rows hold strings there (tag values, string
 // fields; descending when desc), and leaves them as they come at the first column
-// that does not; aux returns column c of row `row` of set `set`.
-func rawOrder(tables []*rawTable, desc bool, ncols int, aux func(set, row int32, c int) any) []setRow {
+// that does not; aux returns column c of row `row` of set `set` when it holds a string.
+func rawOrder(tables []*rawTable, desc bool, ncols int, aux func(set, row int32, c int) (string, bool)) []setRow {
 	// Split the rows of each set into the shard groups they fall in.
 	type span struct{ lo, hi int } // rows [lo, hi) of a set
 	bySG := map[int64][]span{}
@@ -97,7 +97,7 @@ type rowHeap struct {
 	items []*rowStream
 	desc  bool
 	ncols int
-	aux   func(set, row int32, c int) any
+	aux   func(set, row int32, c int) (string, bool)
 }
 
 func (h *rowHeap) Len() int { return len(h.items) }
@@ -108,8 +108,8 @@ func (h *rowHeap) Less(i, j int) bool {
 		return (a < b) != h.desc
 	}
 	for c := 0; c < h.ncols; c++ {
-		u, ok1 := h.aux(x.set, int32(x.next), c).(string)
-		v, ok2 := h.aux(y.set, int32(y.next), c).(string)
+		u, ok1 := h.aux(x.set, int32(x.next), c)
+		v, ok2 := h.aux(y.set, int32(y.next), c)
 		if !ok1 || !ok2 {
 			return false
 		}

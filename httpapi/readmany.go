@@ -169,29 +169,6 @@ func (ex *executor) prefetch() {
 		ex.windows[windowKeys[i]], ex.types[windowKeys[i]] = r.Windows, r.Type
 	}
 	if len(pointKeys) > 1 {
-		held := 0
-		if ex.prefetched == nil {
-			ex.prefetched = make(map[string]series.Points, len(pointKeys))
-		}
-		var rs []ReadResult
-		if ex.ranges == nil {
-			rs = mr.ReadMany(ex.ctx, pointKeys, ex.p.from, ex.p.to)
-		} else {
-			items := make([]KeyRange, len(pointKeys))
-			for i, k := range pointKeys {
-				items[i].Key = k
-				items[i].From, items[i].To = ex.rangeOf(k)
-			}
-			rs = mr.ReadRanges(ex.ctx, items)
-		}
-		for i, r := range rs {
-			if r.Err != nil && !errors.Is(r.Err, ErrUnknownSeries) {
-				continue
-			}
-			if held += r.Pts.Len(); held > ex.h.cfg.MaxQueryPoints {
-				return // readSeries reads the rest, and the statement is refused at its cap
-			}
-			ex.prefetched[pointKeys[i]] = r.Pts
-		}
+		ex.prefetchPoints(mr, pointKeys) // wherefirst.go
 	}
 }

@@ -43,6 +43,23 @@ func (e *countingEngine) Aggregate(ctx context.Context, key string, from, to int
 	return e.Engine.Aggregate(ctx, key, from, to, every)
 }
 
+// serveCounting serves the package's node behind a countingEngine, a ManyReader when
+// many is set, for the test's duration.
+func serveCounting(t *testing.T, many bool) (*countingEngine, string) {
+	ce := &countingEngine{Engine: engine, node: engine, calls: map[string]int{}}
+	var eng Engine = ce
+	if many {
+		eng = manyEngine{ce}
+	}
+	h, err := New(eng, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return ce, srv.URL
+}
+
 // manyEngine is a countingEngine that is a ManyReader.
 type manyEngine struct{ *countingEngine }
 
@@ -83,22 +100,8 @@ func TestSelectReadsManySeriesAtOnce(t *testing.T) {
 	if code, b := write(t, "many", "", strings.Join(lines, "\n")); code != http.StatusNoContent {
 		t.Fatalf("write: %d %s", code, b)
 	}
-	serve := func(many bool) (*countingEngine, string) {
-		ce := &countingEngine{Engine: engine, node: engine, calls: map[string]int{}}
-		var eng Engine = ce
-		if many {
-			eng = manyEngine{ce}
-		}
-		h, err := New(eng, Config{}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(h)
-		t.Cleanup(srv.Close)
-		return ce, srv.URL
-	}
-	one, oneURL := serve(false)
-	many, manyURL := serve(true)
+	one, oneURL := serveCounting(t, false)
+	many, manyURL := serveCounting(t, true)
 	from, to := rfc(t0), rfc(t0.Add(20*time.Minute))
 	for _, c := range []struct {
 		q    string

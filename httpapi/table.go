@@ -66,6 +66,21 @@ func (t *rawTable) value(c, r int) any {
 	return pointValue(col.pts, i)
 }
 
+// stringAt returns column c's value in row r (an index in times) when it is a string.
+func (t *rawTable) stringAt(c, r int) (string, bool) {
+	col := &t.cols[c]
+	i := r
+	if col.at != nil {
+		if i = int(col.at[r]); i < 0 {
+			return "", false
+		}
+	}
+	if col.pts.Type != series.String {
+		return "", false
+	}
+	return col.pts.S[i], true
+}
+
 // values returns the rows shown as encoding/json takes them, times as tsValue: for
 // the paths that are not the encoder's (pretty printing, tag columns).
 func (t *rawTable) values() [][]any {

@@ -267,14 +267,23 @@ func mergeSets(cols []column, sets []tagSet, tables []*rawTable, desc bool) (_ *
 	if len(tables) == 1 {
 		return withTags(cols, sets[0], tables[0]), true
 	}
-	aux := func(set, row int32, c int) any {
-		if cols[c].tag {
-			if v, ok := sets[set].tags[cols[c].field]; ok {
-				return v
+	// The tag columns' values of each set, looked up once: the merge compares them at
+	// every tie.
+	tagVals := make([][]string, len(sets))
+	tagHas := make([][]bool, len(sets))
+	for s, set := range sets {
+		tagVals[s], tagHas[s] = make([]string, len(cols)), make([]bool, len(cols))
+		for c, col := range cols {
+			if col.tag {
+				tagVals[s][c], tagHas[s][c] = set.tags[col.field]
 			}
-			return nil
 		}
-		return tables[set].value(c, int(row))
+	}
+	aux := func(set, row int32, c int) (string, bool) {
+		if cols[c].tag {
+			return tagVals[set][c], tagHas[set][c]
+		}
+		return tables[set].stringAt(c, int(row))
 	}
 	return mergeRows(cols, sets, tables, rawOrder(tables, desc, len(cols), aux))
 }
