@@ -35,7 +35,7 @@ func rollupHits() int64 {
 }
 
 // InfluxQL aggregates with GROUP BY time() of a multiple of a rollup level, and those
-// without GROUP BY time(), are answered from the rollups where the homes hold them,
+// without GROUP BY time() but last() or first() alone, are answered from the rollups where the homes hold them,
 // and equal the answers computed from the raw points — over a range whose first and
 // last windows the range cuts, and whose end lies inside the horizon, where only raw
 // shards answer.
@@ -138,6 +138,11 @@ func TestInfluxQLAggregatesFromRollups(t *testing.T) {
 	for _, q := range queries {
 		before := rollupHits()
 		check(q)
+		if strings.HasPrefix(q, "SELECT last(v) ") || strings.HasPrefix(q, "SELECT first(v) ") {
+			// Each series' newest (oldest) quantum answers these, not the rollups
+			// (lastfirst.go; TestLimitOneFromNewestQuantum).
+			continue
+		}
 		if rollupHits() == before {
 			t.Errorf("%s: answered without rollups", q)
 		}
