@@ -235,21 +235,18 @@ func (ex *executor) whereFields(key string, pts series.Points) (series.Points, e
 	if err != nil {
 		return series.Points{}, err
 	}
-	out := series.Points{Type: pts.Type}
+	keep := make([]bool, pts.Len())
 	j := 0
 	for i, t := range pts.T {
 		for j < len(h.t) && h.t[j] < t {
 			j++
 		}
-		ok := h.null
+		keep[i] = h.null
 		if j < len(h.t) && h.t[j] == t {
-			ok = h.ok[j]
-		}
-		if ok {
-			out.AppendFrom(&pts, i)
+			keep[i] = h.ok[j]
 		}
 	}
-	return out, nil
+	return keepPoints(pts, keep), nil
 }
 
 // condHolds evaluates a tag set's condition at every time its fields have a point,
@@ -292,9 +289,12 @@ func (ex *executor) condHolds(set *condSet) (*condHolds, error) {
 		}
 	}
 	nums := make([]numVal, len(index))
+	most := 0 // the times are at least the most points of one field
 	for j := range fs {
 		fs[j].slot = index[fs[j].name]
+		most = max(most, fs[j].pts.Len())
 	}
+	h.t, h.ok = make([]int64, 0, most), make([]bool, 0, most)
 	for {
 		t, any_ := int64(0), false
 		for _, f := range fs {

@@ -272,6 +272,13 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"where absent field cast", "SELECT usage FROM cpu WHERE nosuch::float > 1 AND " + mid, nil},
 		{"where group by time host", "SELECT count(usage), mean(usage) FROM cpu WHERE usage > 10 AND " + rng + " GROUP BY time(10m), host fill(none)", nil},
 		{"where function", "SELECT usage FROM cpu WHERE abs(n) > 5 AND " + mid, nil},
+		// avg-vs-projected-fuel-consumption's shape over all time: means of a field and of a
+		// field constant per truck where another field holds; where it holds nowhere in some series, and
+		// everywhere (condkeep.go keeps the series as read).
+		{"avg-vs-projected shape", "SELECT mean(current_load) AS mean_load, mean(load_capacity) AS load_capacity FROM \"diagnostics\" WHERE status > 0 GROUP BY fleet", url.Values{"db": {"iot"}}},
+		{"where aggregate holds nowhere in some", "SELECT mean(current_load), count(load_capacity) FROM \"diagnostics\" WHERE current_load > 1500 GROUP BY fleet, \"name\"", url.Values{"db": {"iot"}}},
+		{"where aggregate holds everywhere", "SELECT mean(current_load), sum(load_capacity) FROM \"diagnostics\" WHERE status >= 0 GROUP BY fleet, model", url.Values{"db": {"iot"}}},
+		{"where aggregate own field", "SELECT mean(velocity), count(velocity) FROM readings WHERE velocity > 1 GROUP BY fleet", url.Values{"db": {"iot"}}},
 	}
 	cases = append(cases, subqueryCases(base)...) // subquery_test.go
 	// Field type conflicts at /write: the same writes answered the same, the same kept.
@@ -319,7 +326,8 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 	mustAnswer := map[string]bool{"groupby-orderby-limit": true, "no lower bound group by time asc limit": true,
 		"no lower bound group by time host": true, "no lower bound group by time fill none desc": true,
 		"no lower bound group by time": true, "last-loc shape": true, "low-fuel shape": true, "single-last-loc shape": true, "newest rows where rare": true,
-		"first row of integers": true, "newest row of a fleet": true, "newest row in a range": true, "first row beside a string": true}
+		"first row of integers": true, "newest row of a fleet": true, "newest row in a range": true, "first row beside a string": true,
+		"avg-vs-projected shape": true, "where aggregate holds nowhere in some": true, "where aggregate holds everywhere": true, "where aggregate own field": true}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			v := url.Values{"db": {"diff"}, "q": {c.q}}
