@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/tsdht/tsdht/tsdb/catalog"
-	"github.com/tsdht/tsdht/tsdb/cluster"
-	"github.com/tsdht/tsdht/tsdb/replica"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
@@ -20,11 +18,7 @@ import (
 // an entry merged from fewer answers than the read quorum, or another series' entry,
 // is read again.
 func TestEndsManyListedReadsNoEntry(t *testing.T) {
-	var counter *listingCounter
-	c, _ := loadNewSeries(t, "other/", 1, func(l *replica.Local) cluster.Local {
-		counter = &listingCounter{Local: l}
-		return counter
-	})
+	c, counter := countedCatalog(t) // series_any_test.go
 	var puts []SeriesPut
 	for k := range 3 {
 		puts = append(puts, SeriesPut{Key: fmt.Sprintf("iot/readings,name=truck_%d latitude", k),
