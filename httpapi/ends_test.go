@@ -17,9 +17,9 @@ import (
 // endsEngine is a manyEngine that is an EndsReader (the node's).
 type endsEngine struct{ manyEngine }
 
-func (e endsEngine) EndsMany(ctx context.Context, keys []string, from, to int64, oldest bool) []AggregateResult {
+func (e endsEngine) EndsMany(ctx context.Context, series []SeriesInfo, from, to int64, oldest bool) []AggregateResult {
 	e.count("EndsMany")
-	return e.node.EndsMany(ctx, keys, from, to, oldest)
+	return e.node.EndsMany(ctx, series, from, to, oldest)
 }
 
 // A LIMIT 1 ordered by time, answered from each series' newest (oldest) quantum

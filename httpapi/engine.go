@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/series"
 	"github.com/tsdht/tsdht/tsdb/wire"
@@ -57,6 +58,11 @@ type SeriesInfo struct {
 	// point lies outside them), when HasBounds.
 	First, Last int64
 	HasBounds   bool
+
+	// listed is the entry the node's listing read (NodeEngine.Series), handed back to
+	// its EndsMany so that the series' entry is not read twice; zero from any other
+	// engine.
+	listed tsdb.Listed
 }
 
 // Stats are a node's counters, as /metrics exports them.

@@ -47,7 +47,7 @@ func (h *Handler) firstRows(ctx context.Context, qc *queryCost, p *selectPlan) (
 	}
 	var ans []AggregateResult
 	if er, ok := h.eng.(EndsReader); ok {
-		ans = er.EndsMany(ctx, keys, p.from, p.to, !p.desc)
+		ans = er.EndsMany(ctx, p.infosOf(keys), p.from, p.to, !p.desc)
 	} else {
 		ans = mr.AggregateMany(ctx, keys, p.from, p.to, wholeRange)
 	}

@@ -59,29 +59,29 @@ func TestLimitOneFromPartials(t *testing.T) {
 // or oldest quantum, all at once: EndsMany), and low-fuel at most three (its first
 // window's read beside the statistics, then the groups' own windows); the listing of
 // each costs every catalog replica one catalog read (wire.MethodListing: postings and
-// entries at once), and the LIMIT 1 shapes one more (the entries that say where each
-// series' newest quantum is): counted by the nodes, the fewest over three asks so that
-// a repair pass beside one does not count.
+// entries at once), and nothing more: the entries that say where each series' newest
+// quantum is are the listing's (EndsManyListed): counted by the nodes, the fewest over
+// three asks so that a repair pass beside one does not count.
 func TestIoTLimitRequestsPerNode(t *testing.T) {
 	writeLines(t, "iotreq", iotFleetLines(base.Add(-2*time.Hour), 30, 60))
 	writeLines(t, "iotreq", tsbsLines(base.Add(-2*time.Hour), 10, 60))
 	// The catalog requests each node answers at most: the listing (wire.MethodListing:
-	// postings and entries at once), and for a LIMIT 1 answered from each series' newest
-	// (oldest) quantum (EndsMany), the entries that say where that quantum is.
-	const listing, listingAndEnds = 1, 2
+	// postings and entries at once), whose entries also say where each series' newest
+	// (oldest) quantum is.
+	const listing = 1
 	before := rfc(base.Add(-2*time.Hour + 5*time.Minute))
 	for _, c := range []struct {
 		name, q       string
 		most, catalog int64
 	}{
-		{"last-loc", `SELECT "latitude", "longitude" FROM "readings" WHERE "fleet"='South' GROUP BY "name","driver" ORDER BY "time" DESC LIMIT 1`, 1, listingAndEnds},
-		{"first-loc", `SELECT "latitude", "longitude" FROM "readings" WHERE "fleet"='South' GROUP BY "name","driver" ORDER BY "time" LIMIT 1`, 1, listingAndEnds},
-		{"single-last-loc", `SELECT "name", "driver", "latitude", "longitude" FROM "readings" WHERE ("name" = 'truck_5') ORDER BY "time" DESC LIMIT 1`, 1, listingAndEnds},
+		{"last-loc", `SELECT "latitude", "longitude" FROM "readings" WHERE "fleet"='South' GROUP BY "name","driver" ORDER BY "time" DESC LIMIT 1`, 1, listing},
+		{"first-loc", `SELECT "latitude", "longitude" FROM "readings" WHERE "fleet"='South' GROUP BY "name","driver" ORDER BY "time" LIMIT 1`, 1, listing},
+		{"single-last-loc", `SELECT "name", "driver", "latitude", "longitude" FROM "readings" WHERE ("name" = 'truck_5') ORDER BY "time" DESC LIMIT 1`, 1, listing},
 		{"low-fuel", `SELECT "name", "driver", "fuel_state" FROM "diagnostics" WHERE "fuel_state" <= 0.1 AND "fleet" = 'South' GROUP BY "name" ORDER BY "time" DESC LIMIT 1`, 3, listing},
 		// cpu-only's lastpoint, as tsbs_generate_queries writes it.
-		{"lastpoint", `SELECT * from cpu group by "hostname" order by time desc limit 1`, 1, listingAndEnds},
+		{"lastpoint", `SELECT * from cpu group by "hostname" order by time desc limit 1`, 1, listing},
 		// A range that ends before the series' newest quantum: still one aggregate.
-		{"lastpoint-before", `SELECT * from cpu WHERE time < '` + before + `' group by "hostname" order by time desc limit 1`, 1, listingAndEnds},
+		{"lastpoint-before", `SELECT * from cpu WHERE time < '` + before + `' group by "hostname" order by time desc limit 1`, 1, listing},
 	} {
 		reads := make([]int64, len(cluster.Nodes)-1)
 		listings := make([]int64, len(cluster.Nodes)-1)

@@ -171,14 +171,15 @@ func (e *NodeEngine) Series(ctx context.Context, q SeriesQuery) ([]SeriesInfo, e
 	for _, fq := range qs {
 		sort.Slice(fq.Match, func(i, j int) bool { return fq.Match[i].K < fq.Match[j].K })
 	}
-	entries, err := e.node.Coordinator().SeriesAny(ctx, qs)
+	listed, err := e.node.Coordinator().SeriesListed(ctx, qs)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]SeriesInfo, 0, len(entries))
-	for _, en := range entries {
+	out := make([]SeriesInfo, 0, len(listed))
+	for _, l := range listed {
+		en := l.Entry
 		si := SeriesInfo{Key: en.Key, Type: en.Type, Tags: make(map[string]string, len(en.Tags)),
-			First: en.First, Last: en.Last, HasBounds: en.HasBounds}
+			First: en.First, Last: en.Last, HasBounds: en.HasBounds, listed: l}
 		for _, t := range en.Tags {
 			si.Tags[t.K] = t.V
 		}

@@ -71,6 +71,22 @@ type selectPlan struct {
 	mathFields []int    // base columns of raw fields in math
 
 	where *fieldCond // the WHERE clause's conditions on field values, nil without (fieldcond.go)
+
+	listed map[string]SeriesInfo // the series read, as the catalog listed them (seriesSpan)
+}
+
+// infosOf returns the series of keys as the plan's listing found them; a key it did
+// not list (resolved without a catalog), as its Key alone.
+func (p *selectPlan) infosOf(keys []string) []SeriesInfo {
+	out := make([]SeriesInfo, len(keys))
+	for i, k := range keys {
+		if in, ok := p.listed[k]; ok {
+			out[i] = in
+		} else {
+			out[i] = SeriesInfo{Key: k}
+		}
+	}
+	return out
 }
 
 // planSelect resolves a SELECT: its measurement, columns, time range, and the
@@ -138,6 +154,7 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 	if p.groups, p.where, err = h.resolve(ctx, db, m.Name, p.cols, eq, rest, groupTags, listed, &span); err != nil {
 		return nil, err
 	}
+	p.listed = span.infos
 	p.tagColumns() // tagrefs.go
 	p.from, p.hasLower = tr.Min.UnixNano(), !tr.Min.IsZero()
 	if !p.hasLower {
@@ -408,11 +425,13 @@ func (h *Handler) databaseExists(ctx context.Context, db string) error {
 	return fmt.Errorf("database not found: %s", db)
 }
 
-// seriesSpan bounds the times of the series a statement reads, from the catalog.
+// seriesSpan bounds the times of the series a statement reads, from the catalog, and
+// keeps each as listed.
 type seriesSpan struct {
 	n           int  // series seen
 	ok          bool // every one has bounds
 	first, last int64
+	infos       map[string]SeriesInfo
 }
 
 func (sp *seriesSpan) add(in SeriesInfo) {
@@ -421,7 +440,9 @@ func (sp *seriesSpan) add(in SeriesInfo) {
 	}
 	if sp.n == 0 {
 		sp.ok, sp.first, sp.last = true, math.MaxInt64, math.MinInt64
+		sp.infos = map[string]SeriesInfo{}
 	}
+	sp.infos[in.Key] = in
 	sp.n++
 	sp.ok = sp.ok && in.HasBounds
 	sp.first, sp.last = min(sp.first, in.First), max(sp.last, in.Last)

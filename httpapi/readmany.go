@@ -152,7 +152,7 @@ func (ex *executor) prefetch() {
 	oldest, endsOnly := ex.p.endsAnswer()
 	switch {
 	case ends && endsOnly && len(windowKeys) > 0:
-		windows = er.EndsMany(ex.ctx, windowKeys, ex.p.from, ex.p.to, oldest) // lastfirst.go
+		windows = er.EndsMany(ex.ctx, ex.p.infosOf(windowKeys), ex.p.from, ex.p.to, oldest) // lastfirst.go
 	case len(windowKeys) > 1:
 		windows = mr.AggregateMany(ex.ctx, windowKeys, ex.p.from, ex.p.to, time.Duration(ex.p.win.every))
 	}

@@ -46,6 +46,8 @@ type (
 	PutResult = coord.PutResult
 	// SeriesRange is one series and range of a GetMany or AggregateMany (coord.SeriesRange).
 	SeriesRange = coord.SeriesRange
+	// Listed is a series' catalog entry as a listing read it (coord.Listed).
+	Listed = coord.Listed
 	// BudgetError is a write refused by the new-series budget (coord.BudgetError).
 	BudgetError = coord.BudgetError
 )

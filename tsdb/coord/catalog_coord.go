@@ -440,6 +440,15 @@ func (c *Coordinator) entries(ctx context.Context, keys []string) ([]catalog.Ent
 // entriesBeside is entries, asking no registry replica of a key for what known says
 // its answer to a listing covered: its entry of the key, if it holds one (found).
 func (c *Coordinator) entriesBeside(ctx context.Context, keys []string, known func(p dht.Peer, key string) (e catalog.Entry, found, covered bool)) ([]catalog.Entry, error) {
+	entries, _, err := c.entriesCounted(ctx, keys, known)
+	return entries, err
+}
+
+// entriesCounted is entriesBeside, also saying of each key how many of its registry
+// replicas answered (through known or a read): an entry merged from at least the read
+// quorum's answers is what readEntriesAt would have read.
+func (c *Coordinator) entriesCounted(ctx context.Context, keys []string, known func(p dht.Peer, key string) (e catalog.Entry, found, covered bool)) ([]catalog.Entry, map[string]int, error) {
+	answered := make(map[string]int, len(keys))
 	type owned struct {
 		peers []dht.Peer
 		key   string
@@ -456,7 +465,7 @@ func (c *Coordinator) entriesBeside(ctx context.Context, keys []string, known fu
 	for _, k := range keys {
 		peers, err := c.place.Locate(ctx, quanta.KeyID(k), c.cfg.RF)
 		if err != nil {
-			return nil, rpc.Errorf(wire.CodeUnavailable, "catalog entry of %q: %v", k, err)
+			return nil, nil, rpc.Errorf(wire.CodeUnavailable, "catalog entry of %q: %v", k, err)
 		}
 		ask := peers
 		if known != nil {
@@ -471,6 +480,7 @@ func (c *Coordinator) entriesBeside(ctx context.Context, keys []string, known fu
 					fallthrough
 				default:
 					covered++
+					answered[k]++
 				}
 			}
 		}
@@ -497,12 +507,15 @@ func (c *Coordinator) entriesBeside(ctx context.Context, keys []string, known fu
 			lastErr = a.Err
 			continue
 		}
+		for _, k := range a.Batch.Items {
+			answered[k]++
+		}
 		for _, e := range a.Resp {
 			merge(e)
 		}
 	}
 	if failed == len(batches) && len(batches) > 0 && covered == 0 {
-		return nil, rpc.Errorf(wire.CodeUnavailable, "catalog: no registry replica answered: %v", lastErr)
+		return nil, nil, rpc.Errorf(wire.CodeUnavailable, "catalog: no registry replica answered: %v", lastErr)
 	}
 	out := make([]catalog.Entry, 0, len(byKey))
 	for _, k := range keys {
@@ -510,7 +523,7 @@ func (c *Coordinator) entriesBeside(ctx context.Context, keys []string, known fu
 			out = append(out, e)
 		}
 	}
-	return out, nil
+	return out, answered, nil
 }
 
 // Delete deletes a series' points with from <= t < to, or (whole) the series: its

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tsdht/tsdht/rpc"
 	"github.com/tsdht/tsdht/tsdb/agg"
+	"github.com/tsdht/tsdht/tsdb/catalog"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
@@ -37,6 +38,19 @@ import (
 // caller reads it another way. Exact for every point acknowledged before the call, as
 // Latest.
 func (c *Coordinator) EndsMany(ctx context.Context, items []SeriesRange, oldest bool, opt wire.GetOptions) ([]AggManyResult, error) {
+	return c.EndsManyListed(ctx, items, nil, oldest, opt)
+}
+
+// EndsManyListed is EndsMany, given the entries a listing read (SeriesListed): where
+// listed[i] is items[i]'s series' entry merged from at least the read quorum's answers,
+// it is taken as read, and the series costs no catalog read and no speculation — one
+// AggregateMany, where its quantum holds a point in its range. The others are read as
+// EndsMany reads them. listed may be shorter than items, or nil.
+func (c *Coordinator) EndsManyListed(ctx context.Context, items []SeriesRange, listed []Listed, oldest bool, opt wire.GetOptions) ([]AggManyResult, error) {
+	known := make([]bool, len(items)) // listed[i] is taken as items[i]'s entry
+	for i := range min(len(items), len(listed)) {
+		known[i] = listed[i].Entry.Key == items[i].Key && listed[i].Replicas >= c.readQuorum(opt)
+	}
 	// Descending, the quantum of the newest Newest this coordinator has seen of each
 	// series is aggregated while the entries are read (as Latest speculates): where the
 	// entry says it is still the newest, its answer is taken, and a repeated query costs
@@ -45,6 +59,9 @@ func (c *Coordinator) EndsMany(ctx context.Context, items []SeriesRange, oldest 
 	var specAt []int // spec[j] is items[specAt[j]]
 	if !oldest && len(items) <= MaxManySeries {
 		for i, it := range items {
+			if known[i] {
+				continue
+			}
 			seen, ok := c.seenNewest(it.Key)
 			if !ok {
 				continue
@@ -66,7 +83,7 @@ func (c *Coordinator) EndsMany(ctx context.Context, items []SeriesRange, oldest 
 			specGot, _ = c.AggregateMany(ctx, spec, math.MaxInt64, opt)
 		}
 	}()
-	er, err := c.entryRanges(ctx, items, opt)
+	er, err := c.entryRanges(ctx, items, listed, known, opt)
 	<-specDone
 	if err != nil {
 		return nil, err
@@ -190,24 +207,44 @@ type entryRange struct {
 	err           error // the entry or the type could not be read: read the series alone
 }
 
+// readQuorum is the read quorum opt asks for, else the cluster's.
+func (c *Coordinator) readQuorum(opt wire.GetOptions) int {
+	if opt.ReadQuorum != 0 {
+		return opt.ReadQuorum
+	}
+	return c.cfg.ReadQuorum
+}
+
 // entryRanges reads the catalog entries of items' series in one request per registry
-// replica, at opt's read quorum, and narrows each item's range to where its entry says
-// its acknowledged points can be. A series the catalog does not hold (never written,
-// deleted) gets an empty range and no error.
-func (c *Coordinator) entryRanges(ctx context.Context, items []SeriesRange, opt wire.GetOptions) ([]entryRange, error) {
+// replica, at opt's read quorum — but those known says listed holds, taken as read —
+// and narrows each item's range to where its entry says its acknowledged points can
+// be. A series the catalog does not hold (never written, deleted) gets an empty range
+// and no error. known may be shorter than items, or nil.
+func (c *Coordinator) entryRanges(ctx context.Context, items []SeriesRange, listed []Listed, known []bool, opt wire.GetOptions) ([]entryRange, error) {
 	if len(items) > MaxManySeries {
 		return nil, rpc.Errorf(wire.CodeBadInput, "%d series in one read; at most %d: ask in parts", len(items), MaxManySeries)
 	}
-	r := c.cfg.ReadQuorum
-	if opt.ReadQuorum != 0 {
-		r = opt.ReadQuorum
-	}
-	keys := make([]string, len(items))
+	var keys []string
+	var at []int // keys[j] is items[at[j]]'s
 	for i, it := range items {
-		keys[i] = it.Key
+		if i >= len(known) || !known[i] {
+			keys = append(keys, it.Key)
+			at = append(at, i)
+		}
 	}
 	out := make([]entryRange, len(items))
-	entries, found, errs := c.readEntriesAt(ctx, keys, r)
+	entries, found, errs := make([]catalog.Entry, len(items)), make([]bool, len(items)), make([]error, len(items))
+	for i := range items {
+		if i < len(known) && known[i] {
+			entries[i], found[i] = listed[i].Entry, true
+		}
+	}
+	if len(keys) > 0 {
+		es, fs, ers := c.readEntriesAt(ctx, keys, c.readQuorum(opt))
+		for j, i := range at {
+			entries[i], found[i], errs[i] = es[j], fs[j], ers[j]
+		}
+	}
 	// The series the entries say may hold points in their ranges, and their quanta
 	// (looked up as GetMany would, which then finds them cached).
 	p := &manyPlan{descs: make([]Desc, len(items)), errs: make([]error, len(items))}

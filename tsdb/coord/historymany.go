@@ -27,7 +27,7 @@ import (
 // acknowledged before the call: the bounds and the newest quantum of an entry are
 // widened at write quorum before such points are acknowledged.
 func (c *Coordinator) HistoryMany(ctx context.Context, items []SeriesRange, opt wire.GetOptions) ([]ManyResult, error) {
-	er, err := c.entryRanges(ctx, items, opt)
+	er, err := c.entryRanges(ctx, items, nil, nil, opt)
 	if err != nil {
 		return nil, err
 	}

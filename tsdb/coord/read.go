@@ -146,10 +146,7 @@ func (c *Coordinator) checkGet(key string, from, to int64, opt wire.GetOptions) 
 	if from > to {
 		return 0, rpc.Errorf(wire.CodeBadInput, "range: from %d is after to %d", from, to)
 	}
-	r := c.cfg.ReadQuorum
-	if opt.ReadQuorum != 0 {
-		r = opt.ReadQuorum
-	}
+	r := c.readQuorum(opt) // endsmany.go
 	if r < 1 || r > c.cfg.RF {
 		return 0, rpc.Errorf(wire.CodeBadInput, "read quorum %d: must be 1..rf (%d)", r, c.cfg.RF)
 	}

@@ -23,6 +23,25 @@ import (
 // a key one registry replica did not cover, a replica that did not answer — is read one
 // method at a time as before; each page once, however many queries ask for it.
 func (c *Coordinator) SeriesAny(ctx context.Context, qs []catalog.Query) ([]catalog.Entry, error) {
+	ls, err := c.SeriesListed(ctx, qs)
+	out := make([]catalog.Entry, len(ls))
+	for i, l := range ls {
+		out[i] = l.Entry
+	}
+	return out, err
+}
+
+// Listed is a series' catalog entry as a listing read it, and how many of the series'
+// registry replicas' answers it merges: EndsManyListed takes it in place of reading
+// the entry again where that is at least its read quorum.
+type Listed struct {
+	Entry    catalog.Entry
+	Replicas int
+}
+
+// SeriesListed is SeriesAny, saying of each entry how many registry replicas' answers
+// it merges.
+func (c *Coordinator) SeriesListed(ctx context.Context, qs []catalog.Query) ([]Listed, error) {
 	if len(qs) == 0 {
 		return nil, nil
 	}
@@ -36,18 +55,18 @@ func (c *Coordinator) SeriesAny(ctx context.Context, qs []catalog.Query) ([]cata
 		}
 		return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
 	}
-	entries, err := c.entriesBeside(ctx, keys, l.known)
+	entries, answered, err := c.entriesCounted(ctx, keys, l.known)
 	if err != nil {
 		return nil, err
 	}
-	out := entries[:0]
+	var out []Listed
 	for _, e := range entries {
 		if !e.Live() {
 			continue
 		}
 		for _, q := range qs {
 			if strings.HasPrefix(e.Key, q.Prefix) && catalog.Matches(e.Tags, q.Match) {
-				out = append(out, e)
+				out = append(out, Listed{Entry: e, Replicas: answered[e.Key]})
 				break
 			}
 		}

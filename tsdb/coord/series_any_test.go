@@ -49,6 +49,16 @@ func (r *listingCounter) Entries(ctx context.Context, keys []string) ([]catalog.
 	return r.Local.Entries(ctx, keys)
 }
 
+// countedCatalog is a 1-node coordinator whose replica counts its catalog reads.
+func countedCatalog(t *testing.T) (*Coordinator, *listingCounter) {
+	var counter *listingCounter
+	c, _ := loadNewSeries(t, "other/", 1, func(l *replica.Local) cluster.Local {
+		counter = &listingCounter{Local: l}
+		return counter
+	})
+	return c, counter
+}
+
 func (r *listingCounter) take() (listings, postings, entries int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -64,11 +74,7 @@ func (r *listingCounter) take() (listings, postings, entries int) {
 // calls and a field's list more, not two listings' — and both find what the two
 // listings apart find.
 func TestSeriesAnySharesPostingsAndEntries(t *testing.T) {
-	var counter *listingCounter
-	c, _ := loadNewSeries(t, "other/", 1, func(l *replica.Local) cluster.Local {
-		counter = &listingCounter{Local: l}
-		return counter
-	})
+	c, counter := countedCatalog(t)
 	var puts []SeriesPut
 	for k := range 6 {
 		for _, f := range []string{"latitude", "longitude", "velocity"} {
