@@ -85,16 +85,24 @@ func (l *lineEncoder) appendTime(t int64) {
 		l.secNanos, l.secDig = l.sec*1e9, strconv.AppendInt(l.secDig[:0], l.sec, 10)
 	}
 	l.buf = append(l.buf, l.secDig...)
-	// Nine digits of a uint32: divisions by a constant the compiler turns into
-	// multiplications on every architecture.
+	// Nine digits of a uint32, two at a time from a table: divisions by a constant
+	// the compiler turns into multiplications on every architecture, half as many.
 	ns := uint32(t - l.secNanos)
 	var d [9]byte
-	for i := 8; i >= 0; i-- {
-		d[i] = byte('0' + ns%10)
-		ns /= 10
+	for i := 7; i > 0; i -= 2 {
+		q := ns / 100
+		r := 2 * (ns - q*100)
+		d[i], d[i+1] = digitPairs[r], digitPairs[r+1]
+		ns = q
 	}
+	d[0] = byte('0' + ns)
 	l.buf = append(l.buf, d[:]...)
 }
+
+// digitPairs holds the two decimal digits of 0 to 99 at 2·n.
+const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879" +
+	"8081828384858687888990919293949596979899"
 
 func (l *lineEncoder) size() int    { return len(l.buf) }
 func (l *lineEncoder) body() []byte { return l.buf }
