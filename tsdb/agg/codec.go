@@ -302,3 +302,71 @@ func (d *decoder) body(t series.Type) Partial {
 	}
 	return p
 }
+
+// Wire form of window digests: what a rollup home sends when asked only to vouch for
+// windows another home sends in full (wire.RollupReadReq.Digests):
+//
+//	digests: uvarint n ‖ varint start₀ ‖ uvarint count₀ ‖ 8 bytes hash₀ (LE)
+//	         ‖ (uvarint startᵢ − startᵢ₋₁ ‖ uvarint countᵢ ‖ 8 bytes hashᵢ) for i = 1..n−1
+//
+// Starts strictly ascend and counts are positive (only non-empty windows are listed).
+
+// minDigestBytes is the least a digest takes: a start delta, a count and a hash.
+const minDigestBytes = 1 + 1 + 8
+
+// AppendDigestsWire appends the digests (Start, Count, Hash) of ws, strictly ascending
+// by Start and non-empty, to dst.
+func AppendDigestsWire(dst []byte, ws []Window) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(ws)))
+	for i := range ws {
+		if i == 0 {
+			dst = binary.AppendVarint(dst, ws[0].Start)
+		} else {
+			dst = binary.AppendUvarint(dst, uint64(ws[i].Start)-uint64(ws[i-1].Start))
+		}
+		dst = binary.AppendUvarint(dst, uint64(ws[i].Count))
+		dst = binary.LittleEndian.AppendUint64(dst, ws[i].Hash)
+	}
+	return dst
+}
+
+// DecodeDigestsWire decodes what AppendDigestsWire wrote, the whole of b: windows
+// whose Partial holds only Count and Hash.
+func DecodeDigestsWire(b []byte) ([]Window, error) {
+	d := decoder{b: b, version: codecVersion}
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(d.b))/minDigestBytes+1 {
+		return nil, corrupt("%d digests in %d bytes", n, len(d.b))
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	ws := make([]Window, 0, n)
+	var prev int64
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		var start int64
+		if i == 0 {
+			start = d.varint()
+		} else {
+			delta := d.uvarint()
+			start = int64(uint64(prev) + delta)
+			if d.err == nil && (delta == 0 || delta > math.MaxInt64 || start <= prev) {
+				d.fail("digest starts do not ascend")
+			}
+		}
+		c := d.uvarint()
+		if d.err == nil && (c == 0 || c > math.MaxInt64) {
+			d.fail("digest count %d", c)
+		}
+		h := d.u64()
+		ws = append(ws, Window{Start: start, Partial: Partial{Count: int64(c), Hash: h}})
+		prev = start
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return ws, nil
+}

@@ -67,6 +67,11 @@ func (c *Client) Stats() Stats {
 // home that is this node, when the client serves it locally, is asked through local,
 // on the caller's goroutine, once the others' requests are on their way.
 func callHomes[Req, Resp any](ctx context.Context, c *Client, homes []dht.Peer, method string, req *Req, local func(*Homes, *Req) (*Resp, error)) []*Resp {
+	return callHomesEach(ctx, c, homes, method, func(int) *Req { return req }, local)
+}
+
+// callHomesEach is callHomes with a request of its own for each home: reqOf(i) for homes[i].
+func callHomesEach[Req, Resp any](ctx context.Context, c *Client, homes []dht.Peer, method string, reqOf func(int) *Req, local func(*Homes, *Req) (*Resp, error)) []*Resp {
 	out := make([]*Resp, len(homes))
 	done := make(chan struct{}, len(homes))
 	mine := -1
@@ -81,7 +86,7 @@ func callHomes[Req, Resp any](ctx context.Context, c *Client, homes []dht.Peer, 
 			ctx, cancel := context.WithTimeout(ctx, c.timeout)
 			defer cancel()
 			var resp Resp
-			if err := rpc.Invoke(ctx, c.cli, h.RPCAddr, method, req, &resp); err != nil {
+			if err := rpc.Invoke(ctx, c.cli, h.RPCAddr, method, reqOf(i), &resp); err != nil {
 				c.log.Debug("rollup home did not answer", "method", method, "rpc", h.RPCAddr, "err", err)
 				return
 			}
@@ -89,7 +94,7 @@ func callHomes[Req, Resp any](ctx context.Context, c *Client, homes []dht.Peer, 
 		}()
 	}
 	if mine >= 0 {
-		resp, err := local(c.local, req)
+		resp, err := local(c.local, reqOf(mine))
 		if err != nil {
 			c.log.Debug("rollup home (this node) refused", "method", method, "err", err)
 		} else {
@@ -343,35 +348,85 @@ func appendRange(rs [][2]int64, lo, hi int64) [][2]int64 {
 	return append(rs, [2]int64{lo, hi})
 }
 
-// chunk asks every home for the windows of width over [lo, hi) and returns those
+// chunk asks the homes for the windows of width over [lo, hi) and returns those
 // a read quorum of homes agrees on — every home that answered holds the window settled
 // with the same digest — and the ranges of the windows they could not vouch for.
 // reached is false when fewer than a read quorum of homes answered.
+//
+// One home (this node when it is one, else the first) sends its windows in full; the
+// others send only their digests, which is all the agreement needs. When that home
+// does not answer, the first of the others that did is asked for its windows.
 func (c *Client) chunk(ctx context.Context, key string, homes []dht.Peer, width, lo, hi int64, rq int) (ws []agg.Window, bad [][2]int64, reached bool) {
-	req := &wire.RollupReadReq{Key: key, Width: width, From: lo, To: hi}
+	full := &wire.RollupReadReq{Key: key, Width: width, From: lo, To: hi}
+	digests := *full
+	digests.Digests = true
+	data := 0
+	for i, h := range homes {
+		if c.local != nil && h.ID == c.self {
+			data = i
+		}
+	}
 	type view struct {
 		known []int64
 		ws    []agg.Window
 		k, i  int // cursors
 	}
-	var views []*view
-	for _, a := range callHomes(ctx, c, homes, wire.MethodRollupRead, req, (*Homes).Read) {
-		if a == nil {
-			continue
+	decode := func(a *wire.RollupReadResp, wantFull bool) *view {
+		if a == nil || len(a.Known)%2 != 0 {
+			return nil
 		}
 		v := &view{known: a.Known}
-		if len(a.Packed) > 0 {
-			_, dec, err := agg.DecodeWindowsWire(a.Packed)
-			if err != nil {
-				c.log.Warn("rollup home sent undecodable windows", "series", key, "err", err)
+		var err error
+		switch {
+		case wantFull && len(a.Packed) > 0:
+			_, v.ws, err = agg.DecodeWindowsWire(a.Packed)
+		case wantFull && len(a.Digests) > 0:
+			return nil // digests where windows were asked for: no data from this home
+		case len(a.Digests) > 0:
+			v.ws, err = agg.DecodeDigestsWire(a.Digests)
+		case len(a.Packed) > 0:
+			// A home that does not know Digests sends its windows in full.
+			_, v.ws, err = agg.DecodeWindowsWire(a.Packed)
+		}
+		if err != nil {
+			c.log.Warn("rollup home sent undecodable windows", "series", key, "err", err)
+			return nil
+		}
+		return v
+	}
+	answers := callHomesEach(ctx, c, homes, wire.MethodRollupRead, func(i int) *wire.RollupReadReq {
+		if i == data {
+			return full
+		}
+		return &digests
+	}, (*Homes).Read)
+	first := decode(answers[data], true)
+	if first == nil {
+		// The home asked for windows did not answer: ask one that sent digests.
+		for i, a := range answers {
+			if i == data || a == nil {
 				continue
 			}
-			v.ws = dec
+			data = i
+			first = decode(callHomes(ctx, c, homes[i:i+1], wire.MethodRollupRead, full, (*Homes).Read)[0], true)
+			break
 		}
-		if len(v.known)%2 != 0 {
+	}
+	var views []*view
+	if first != nil {
+		views = append(views, first) // the windows answered come from views[0]
+	}
+	for i, a := range answers {
+		if i == data {
 			continue
 		}
-		views = append(views, v)
+		if v := decode(a, false); v != nil {
+			views = append(views, v)
+		}
+	}
+	if first == nil {
+		// No home sent its windows: none can be answered from the homes.
+		views = nil
 	}
 	addBad := func(t, end int64) {
 		if n := len(bad); n > 0 && bad[n-1][1] == t {

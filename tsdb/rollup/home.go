@@ -352,7 +352,11 @@ func (r *Homes) Read(req *wire.RollupReadReq) (*wire.RollupReadResp, error) {
 	if open {
 		resp.Known = append(resp.Known, hi)
 	}
-	if len(ws) > 0 {
+	switch {
+	case len(ws) == 0:
+	case req.Digests:
+		resp.Digests = agg.AppendDigestsWire(nil, ws)
+	default:
 		resp.Packed = agg.AppendWindowsWire(nil, typ, ws)
 	}
 	return resp, nil

@@ -101,6 +101,14 @@ func TestRollupHomeReadChecks(t *testing.T) {
 	if len(resp.Known) != 2 || resp.Known[0] != 0 || resp.Known[1] != 10*min {
 		t.Fatalf("known %v", resp.Known)
 	}
+	// Asked for digests, the home lists the same windows by count and digest only.
+	dresp, err := r.Read(&wire.RollupReadReq{Key: "k", Width: min, From: 0, To: 10 * min, Digests: true})
+	if err != nil || len(dresp.Packed) != 0 || len(dresp.Known) != 2 || dresp.Known[1] != 10*min {
+		t.Fatalf("digests: %+v, %v", dresp, err)
+	}
+	if ds, err := agg.DecodeDigestsWire(dresp.Digests); err != nil || len(ds) != 1 || ds[0].Start != 2*min || ds[0].Count != 1 || ds[0].Hash != 9 {
+		t.Fatalf("digests %+v, %v; want the window at 2 min, count 1, hash 9", ds, err)
+	}
 	if _, err := r.Mark(&wire.RollupMarkReq{Key: "k", Starts: []int64{2*min + 5}}); err != nil {
 		t.Fatal(err)
 	}

@@ -42,20 +42,26 @@ type RollupMarkResp struct {
 }
 
 // RollupReadReq asks a home for the windows of width Width (one of its levels, ns)
-// over From <= t < To, both multiples of Width.
+// over From <= t < To, both multiples of Width. With Digests the home answers each
+// window's count and digest only (RollupReadResp.Digests): what a coordinator asks of
+// every home but the one whose windows it uses, to check that they agree.
 type RollupReadReq struct {
-	Key   string `msgpack:"k"`
-	Width int64  `msgpack:"w"`
-	From  int64  `msgpack:"f"`
-	To    int64  `msgpack:"t"`
+	Key     string `msgpack:"k"`
+	Width   int64  `msgpack:"w"`
+	From    int64  `msgpack:"f"`
+	To      int64  `msgpack:"t"`
+	Digests bool   `msgpack:"d,omitempty"`
 }
 
 // RollupReadResp answers a RollupReadReq. Known lists, ascending, the ranges [lo, hi)
 // (pairs of ns) whose every window the home holds settled: a window inside them is
 // either in Packed or holds no point. Packed holds the known non-empty windows
 // (agg.AppendWindowsWire), each Partial's Hash the window's digest: two homes with
-// equal digests hold the same statistics of the same points.
+// equal digests hold the same statistics of the same points. Asked for Digests, the
+// home leaves Packed empty and lists the same windows in Digests
+// (agg.AppendDigestsWire): start, count and digest, without their statistics.
 type RollupReadResp struct {
-	Known  []int64 `msgpack:"k"`
-	Packed []byte  `msgpack:"w"`
+	Known   []int64 `msgpack:"k"`
+	Packed  []byte  `msgpack:"w"`
+	Digests []byte  `msgpack:"g,omitempty"`
 }
