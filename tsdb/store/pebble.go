@@ -717,7 +717,7 @@ func (p *Pebble) appendBlocks(b *pebble.Batch, id []byte, sum summary, pts serie
 		if err != nil {
 			return 0, 0, err
 		}
-		old, err := unsealedPoints(it, nil, id, math.MinInt64, math.MaxInt64)
+		old, err := unsealedPoints(it, nil, id, math.MinInt64, math.MaxInt64, false)
 		// Point deletions, not a range deletion: pebble re-fragments all of a memtable's
 		// range deletions for every new iterator, which made one per fold quadratic
 		// (34 % of a single-point append's CPU).
@@ -905,11 +905,17 @@ func (p *Pebble) scanPair(it *pebble.Iterator, id, lower, seek []byte, lo, hi in
 	}
 
 	var parts []series.Points
-	// The chunk that may hold lo starts at or before it.
-	seek = pointKey(seek[:0], id, kindChunk, lo) // then the first block's key
-	valid := it.SeekLT(seek)
-	if !valid || keyKind(it.Key(), len(id)) != kindChunk {
-		valid = it.SeekGE(seek)
+	var valid bool
+	if minT, ok := summaryMinT(it.Value()); ok && lo <= minT {
+		// No point before lo: the read starts at the pair's first chunk or block, the
+		// key after the summary. A step, where a seek searches every level again.
+		valid = it.Next()
+	} else {
+		// The chunk that may hold lo starts at or before it.
+		seek = pointKey(seek[:0], id, kindChunk, lo)
+		if valid = it.SeekLT(seek); !valid || keyKind(it.Key(), len(id)) != kindChunk {
+			valid = it.SeekGE(seek)
+		}
 	}
 	for ; valid && keyKind(it.Key(), len(id)) == kindChunk; valid = it.Next() {
 		if keyTime(it.Key()) > hi {
@@ -927,9 +933,13 @@ func (p *Pebble) scanPair(it *pebble.Iterator, id, lower, seek []byte, lo, hi in
 		return series.Points{}, false, err
 	}
 
-	raw, err := unsealedPoints(it, pairKey(seek[:0], id, kindBlock), id, lo, hi)
-	if err != nil {
-		return series.Points{}, false, err
+	var raw series.Points
+	if valid { // blocks follow the chunks (the iterator ends at the pair's last key)
+		var err error
+		at := keyKind(it.Key(), len(id)) == kindBlock
+		if raw, err = unsealedPoints(it, pairKey(seek[:0], id, kindBlock), id, lo, hi, at); err != nil {
+			return series.Points{}, false, err
+		}
 	}
 	out := series.Concat(parts...) // copies: cached chunks stay untouched
 	if raw.Len() > 0 {
@@ -942,9 +952,9 @@ func (p *Pebble) scanPair(it *pebble.Iterator, id, lower, seek []byte, lo, hi in
 }
 
 // unsealedPoints reads the blocks from start (a key; nil: it's first) to it's end,
-// keeping the points with lo <= t <= hi. Blocks come in append order, each sorted; where
-// two hold one timestamp the later block's value wins.
-func unsealedPoints(it *pebble.Iterator, start, id []byte, lo, hi int64) (series.Points, error) {
+// keeping the points with lo <= t <= hi; at says it stands at start already. Blocks come
+// in append order, each sorted; where two hold one timestamp the later block's value wins.
+func unsealedPoints(it *pebble.Iterator, start, id []byte, lo, hi int64, at bool) (series.Points, error) {
 	seek := func() bool {
 		if start == nil {
 			return it.First()
@@ -957,7 +967,7 @@ func unsealedPoints(it *pebble.Iterator, start, id []byte, lo, hi int64) (series
 	// columns again and again.
 	total := 0
 	var typ series.Type
-	for valid := seek(); valid; valid = it.Next() {
+	for valid := at || seek(); valid; valid = it.Next() {
 		t, n, err := chunk.Peek(it.Value())
 		if err != nil {
 			return series.Points{}, fmt.Errorf("%w: block at key %x: %w", ErrCorrupt, it.Key(), err)
