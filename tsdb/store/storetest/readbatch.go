@@ -21,7 +21,7 @@ var readBatchCases = []testCase{
 			fs = append(fs, float64(i)/4)
 		}
 		mustAppend(t, s, refA, "k", floats(ts[:5], fs[:5]...))
-		mustAppend(t, s, refA, "k", floats(ts[3:], fs[3:]...))          // overlaps the first
+		mustAppend(t, s, refA, "k", floats(ts[3:], fs[3:]...))            // overlaps the first
 		mustAppend(t, s, refA, "k", floats(tsList(sec+20, sec+85), 7, 8)) // an overwrite, a point between
 		mustAppend(t, s, refC, "i", ints(tsList(sec+10, sec+11), math.MinInt64, 3))
 		mustAppend(t, s, refB, "s", strs(tsList(sec+12, sec+11), "b", "a"))
