@@ -351,9 +351,17 @@ type readBatch struct {
 	shards []int  // the index in req of each of reads
 	whole  []bool // whether each of reads spans its whole quantum
 	answer int    // bytes of points answered so far
+	// refusal is the answer's own error (too large), not the store's.
+	refusal error
+	put     func(j int, pts series.Points, held bool) error // answerShard
 }
 
 func (b *readBatch) add(i int, whole bool, r store.PairRead) {
+	if b.reads == nil {
+		b.reads = make([]store.PairRead, 0, ctxCheckEvery)
+		b.shards = make([]int, 0, ctxCheckEvery)
+		b.whole = make([]bool, 0, ctxCheckEvery)
+	}
 	b.reads = append(b.reads, r)
 	b.shards = append(b.shards, i)
 	b.whole = append(b.whole, whole)
@@ -364,27 +372,33 @@ func (b *readBatch) flush(st store.Store) error {
 	if len(b.reads) == 0 {
 		return nil
 	}
-	var refusal error // the answer's own, not the store's
-	err := store.ReadBatch(st, b.reads, func(j int, pts series.Points, held bool) error {
-		i := b.shards[j]
-		r, res := &b.req.Shards[i], &b.resp.Shards[i]
-		res.Held, res.Count, res.Hash = held, pts.Len(), cluster.ReadDigest(&pts, b.whole[j])
-		if !r.Digest {
-			res.Points = pts
-			if b.answer += pts.WireSize(); b.answer > wire.MaxReadAnswerBytes {
-				refusal = rpc.Errorf(wire.CodeTooLarge, "read of %q: the answer would exceed %d bytes (quantum %d holds long values); ask for a shorter range",
-					r.Key, wire.MaxReadAnswerBytes, r.Start)
-				return refusal
-			}
-		}
-		return nil
-	})
+	if b.put == nil {
+		b.put = b.answerShard // one closure for the whole read, not one per group
+	}
+	err := store.ReadBatch(st, b.reads, b.put)
 	b.reads, b.shards, b.whole = b.reads[:0], b.shards[:0], b.whole[:0]
-	if refusal != nil {
-		return refusal
+	if b.refusal != nil {
+		return b.refusal
 	}
 	if err != nil {
 		return storeError(err)
+	}
+	return nil
+}
+
+// answerShard puts the points of reads[j] into the answer, refusing an answer that grows
+// too large.
+func (b *readBatch) answerShard(j int, pts series.Points, held bool) error {
+	i := b.shards[j]
+	r, res := &b.req.Shards[i], &b.resp.Shards[i]
+	res.Held, res.Count, res.Hash = held, pts.Len(), cluster.ReadDigest(&pts, b.whole[j])
+	if !r.Digest {
+		res.Points = pts
+		if b.answer += pts.WireSize(); b.answer > wire.MaxReadAnswerBytes {
+			b.refusal = rpc.Errorf(wire.CodeTooLarge, "read of %q: the answer would exceed %d bytes (quantum %d holds long values); ask for a shorter range",
+				r.Key, wire.MaxReadAnswerBytes, r.Start)
+			return b.refusal
+		}
 	}
 	return nil
 }
