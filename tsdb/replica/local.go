@@ -289,14 +289,21 @@ func (l *Local) ReadInto(ctx context.Context, req *wire.ReadReq, out []wire.Shar
 		out = make([]wire.ShardResult, len(req.Shards))
 	}
 	resp := &wire.ReadResp{Shards: out}
-	answer := 0
+	// The shards that need their points are read a group at a time in one store pass
+	// (store.ReadBatch), a group being the shards between two looks at ctx.
+	rb := readBatch{req: req, resp: resp}
 	for i := range req.Shards {
 		if yield != nil {
 			yield(i) // a long read's page lets small requests in (longread.go)
 		}
-		if i%ctxCheckEvery == ctxCheckEvery-1 && ctx.Err() != nil {
-			// The caller gave up (cancelled, or past its deadline): stop reading for it.
-			return nil, rpc.Errorf(wire.CodeUnavailable, "read stopped after %d of %d shards: %v", i+1, len(req.Shards), ctx.Err())
+		if i%ctxCheckEvery == ctxCheckEvery-1 {
+			if err := rb.flush(l.store); err != nil {
+				return nil, err
+			}
+			if ctx.Err() != nil {
+				// The caller gave up (cancelled, or past its deadline): stop reading for it.
+				return nil, rpc.Errorf(wire.CodeUnavailable, "read stopped after %d of %d shards: %v", i+1, len(req.Shards), ctx.Err())
+			}
 		}
 		r := &req.Shards[i]
 		ref, err := l.checkShard(r.ID, r.Start, l.quantumOf(r.Q), r.Key)
@@ -327,20 +334,73 @@ func (l *Local) ReadInto(ctx context.Context, req *wire.ReadReq, out []wire.Shar
 			res.Held, res.Count, res.Hash = held, int(s.Count), cluster.SummaryHash(s.Count, s.MinT, s.MaxT)
 			continue
 		}
-		pts, held, err := l.store.Read(ref, r.Key, r.From, r.To)
-		if err != nil {
-			return nil, storeError(err)
-		}
-		res.Held, res.Count, res.Hash = held, pts.Len(), cluster.ReadDigest(&pts, whole)
-		if !r.Digest {
-			res.Points = pts
-			if answer += pts.WireSize(); answer > wire.MaxReadAnswerBytes {
-				return nil, rpc.Errorf(wire.CodeTooLarge, "read of %q: the answer would exceed %d bytes (quantum %d holds long values); ask for a shorter range",
-					r.Key, wire.MaxReadAnswerBytes, r.Start)
-			}
-		}
+		rb.add(i, whole, store.PairRead{Ref: ref, Key: r.Key, From: r.From, To: r.To})
+	}
+	if err := rb.flush(l.store); err != nil {
+		return nil, err
 	}
 	return resp, nil
+}
+
+// readBatch gathers the shards of a read that need their points, and reads them into
+// the answer together.
+type readBatch struct {
+	req    *wire.ReadReq
+	resp   *wire.ReadResp
+	reads  []store.PairRead
+	shards []int  // the index in req of each of reads
+	whole  []bool // whether each of reads spans its whole quantum
+	answer int    // bytes of points answered so far
+	// refusal is the answer's own error (too large), not the store's.
+	refusal error
+	put     func(j int, pts series.Points, held bool) error // answerShard
+}
+
+func (b *readBatch) add(i int, whole bool, r store.PairRead) {
+	if b.reads == nil {
+		b.reads = make([]store.PairRead, 0, ctxCheckEvery)
+		b.shards = make([]int, 0, ctxCheckEvery)
+		b.whole = make([]bool, 0, ctxCheckEvery)
+	}
+	b.reads = append(b.reads, r)
+	b.shards = append(b.shards, i)
+	b.whole = append(b.whole, whole)
+}
+
+// flush reads the gathered shards into the answer.
+func (b *readBatch) flush(st store.Store) error {
+	if len(b.reads) == 0 {
+		return nil
+	}
+	if b.put == nil {
+		b.put = b.answerShard // one closure for the whole read, not one per group
+	}
+	err := store.ReadBatch(st, b.reads, b.put)
+	b.reads, b.shards, b.whole = b.reads[:0], b.shards[:0], b.whole[:0]
+	if b.refusal != nil {
+		return b.refusal
+	}
+	if err != nil {
+		return storeError(err)
+	}
+	return nil
+}
+
+// answerShard puts the points of reads[j] into the answer, refusing an answer that grows
+// too large.
+func (b *readBatch) answerShard(j int, pts series.Points, held bool) error {
+	i := b.shards[j]
+	r, res := &b.req.Shards[i], &b.resp.Shards[i]
+	res.Held, res.Count, res.Hash = held, pts.Len(), cluster.ReadDigest(&pts, b.whole[j])
+	if !r.Digest {
+		res.Points = pts
+		if b.answer += pts.WireSize(); b.answer > wire.MaxReadAnswerBytes {
+			b.refusal = rpc.Errorf(wire.CodeTooLarge, "read of %q: the answer would exceed %d bytes (quantum %d holds long values); ask for a shorter range",
+				r.Key, wire.MaxReadAnswerBytes, r.Start)
+			return b.refusal
+		}
+	}
+	return nil
 }
 
 func (l *Local) DeclareSeries(_ context.Context, key string, d store.Decl) (store.Decl, error) {

@@ -205,6 +205,16 @@ func (s summary) appendTo(b []byte) []byte {
 	return b
 }
 
+// summaryMinT returns the minT of an encoded summary, decoding nothing after it.
+func summaryMinT(v []byte) (int64, bool) {
+	_, n := binary.Uvarint(v)
+	if n <= 0 {
+		return 0, false
+	}
+	minT, m := binary.Varint(v[n:])
+	return minT, m > 0
+}
+
 func decodeSummary(v []byte) (summary, error) {
 	var s summary
 	c, n := binary.Uvarint(v)

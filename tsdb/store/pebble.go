@@ -717,7 +717,7 @@ func (p *Pebble) appendBlocks(b *pebble.Batch, id []byte, sum summary, pts serie
 		if err != nil {
 			return 0, 0, err
 		}
-		old, err := unsealedPoints(it, nil, id, math.MinInt64, math.MaxInt64)
+		old, err := unsealedPoints(it, nil, id, math.MinInt64, math.MaxInt64, false)
 		// Point deletions, not a range deletion: pebble re-fragments all of a memtable's
 		// range deletions for every new iterator, which made one per fold quadratic
 		// (34 % of a single-point append's CPU).
@@ -841,16 +841,27 @@ func (p *Pebble) Read(ref ShardRef, key string, from, to int64) (series.Points, 
 		return series.Points{}, false, ErrClosed
 	}
 	defer p.state.RUnlock()
-	lo, hi := from, to-1 // [from, to) as an inclusive range; empty if to <= from
-	if to <= from {
-		lo, hi = 1, 0
-	}
+	lo, hi := inclusive(from, to)
 	var idBuf [pairIDStack]byte // a long read asks for quanta by the million, most absent: no garbage per quantum
 	pts, held, err := p.readPair(appendPairID(idBuf[:0], ref, key), lo, hi)
 	if err != nil {
-		return series.Points{}, false, p.damaged(fmt.Errorf("store: read %q of quantum %d: %w", key, ref.Start, err))
+		return series.Points{}, false, p.readFailed(ref, key, err)
 	}
 	return pts, held, nil
+}
+
+// inclusive returns [from, to) as an inclusive range, empty (hi < lo) if to <= from.
+func inclusive(from, to int64) (lo, hi int64) {
+	if to <= from {
+		return 1, 0
+	}
+	return from, to - 1
+}
+
+// readFailed is the error of a failed read of series key in shard ref, counted and
+// logged as damage when it is.
+func (p *Pebble) readFailed(ref ShardRef, key string, err error) error {
+	return p.damaged(fmt.Errorf("store: read %q of quantum %d: %w", key, ref.Start, err))
 }
 
 // readPair returns pair id's points with lo <= t <= hi (none if hi < lo), merging
@@ -864,26 +875,47 @@ func (p *Pebble) Read(ref ShardRef, key string, from, to int64) (series.Points, 
 // (TestReadAbsentAllocs).
 func (p *Pebble) readPair(id []byte, lo, hi int64) (series.Points, bool, error) {
 	n := len(id) + 2 // a pair key: famPair ‖ id ‖ kind
-	bounds := make([]byte, 0, 2*n)
-	lower := pairKey(bounds, id, kindSummary)[:n:n]
-	upper := pairKey(bounds[n:n], id, kindEnd)
+	keys := make([]byte, 0, 3*n+8)
+	lower, upper, seek := pairBounds(keys, id)
 	opts := pebble.IterOptions{LowerBound: lower, UpperBound: upper}
 	it, err := p.db.NewIter(&opts)
 	if err != nil {
 		return series.Points{}, false, err
 	}
 	defer it.Close()
+	return p.scanPair(it, id, lower, seek, lo, hi)
+}
+
+// pairBounds lays out in keys (capacity 3·(len(id)+2)+8 at least) the first key of pair
+// id (its summary's), the key after its last, and an empty seek key with room for a
+// chunk's key.
+func pairBounds(keys, id []byte) (lower, upper, seek []byte) {
+	n := len(id) + 2
+	lower = pairKey(keys[:0], id, kindSummary)[:n:n]
+	upper = pairKey(keys[n:n], id, kindEnd)[:n:n]
+	return lower, upper, keys[2*n : 2*n]
+}
+
+// scanPair is readPair in it, an iterator bounded to pair id's keys; lower is the first
+// of them, seek room for a chunk's key.
+func (p *Pebble) scanPair(it *pebble.Iterator, id, lower, seek []byte, lo, hi int64) (series.Points, bool, error) {
 	held := it.SeekGE(lower) && bytes.Equal(it.Key(), lower)
 	if !held || hi < lo {
 		return series.Points{}, held, it.Error()
 	}
 
 	var parts []series.Points
-	// The chunk that may hold lo starts at or before it.
-	seek := pointKey(make([]byte, 0, n+8), id, kindChunk, lo) // then the first block's key
-	valid := it.SeekLT(seek)
-	if !valid || keyKind(it.Key(), len(id)) != kindChunk {
-		valid = it.SeekGE(seek)
+	var valid bool
+	if minT, ok := summaryMinT(it.Value()); ok && lo <= minT {
+		// No point before lo: the read starts at the pair's first chunk or block, the
+		// key after the summary. A step, where a seek searches every level again.
+		valid = it.Next()
+	} else {
+		// The chunk that may hold lo starts at or before it.
+		seek = pointKey(seek[:0], id, kindChunk, lo)
+		if valid = it.SeekLT(seek); !valid || keyKind(it.Key(), len(id)) != kindChunk {
+			valid = it.SeekGE(seek)
+		}
 	}
 	for ; valid && keyKind(it.Key(), len(id)) == kindChunk; valid = it.Next() {
 		if keyTime(it.Key()) > hi {
@@ -901,9 +933,13 @@ func (p *Pebble) readPair(id []byte, lo, hi int64) (series.Points, bool, error) 
 		return series.Points{}, false, err
 	}
 
-	raw, err := unsealedPoints(it, pairKey(seek[:0], id, kindBlock), id, lo, hi)
-	if err != nil {
-		return series.Points{}, false, err
+	var raw series.Points
+	if valid { // blocks follow the chunks (the iterator ends at the pair's last key)
+		var err error
+		at := keyKind(it.Key(), len(id)) == kindBlock
+		if raw, err = unsealedPoints(it, pairKey(seek[:0], id, kindBlock), id, lo, hi, at); err != nil {
+			return series.Points{}, false, err
+		}
 	}
 	out := series.Concat(parts...) // copies: cached chunks stay untouched
 	if raw.Len() > 0 {
@@ -916,9 +952,9 @@ func (p *Pebble) readPair(id []byte, lo, hi int64) (series.Points, bool, error) 
 }
 
 // unsealedPoints reads the blocks from start (a key; nil: it's first) to it's end,
-// keeping the points with lo <= t <= hi. Blocks come in append order, each sorted; where
-// two hold one timestamp the later block's value wins.
-func unsealedPoints(it *pebble.Iterator, start, id []byte, lo, hi int64) (series.Points, error) {
+// keeping the points with lo <= t <= hi; at says it stands at start already. Blocks come
+// in append order, each sorted; where two hold one timestamp the later block's value wins.
+func unsealedPoints(it *pebble.Iterator, start, id []byte, lo, hi int64, at bool) (series.Points, error) {
 	seek := func() bool {
 		if start == nil {
 			return it.First()
@@ -931,7 +967,7 @@ func unsealedPoints(it *pebble.Iterator, start, id []byte, lo, hi int64) (series
 	// columns again and again.
 	total := 0
 	var typ series.Type
-	for valid := seek(); valid; valid = it.Next() {
+	for valid := at || seek(); valid; valid = it.Next() {
 		t, n, err := chunk.Peek(it.Value())
 		if err != nil {
 			return series.Points{}, fmt.Errorf("%w: block at key %x: %w", ErrCorrupt, it.Key(), err)

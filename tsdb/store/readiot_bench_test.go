@@ -1,0 +1,98 @@
+package store
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/tsdb/series"
+)
+
+// iotShape is TSBS' IoT data set on one node: iotSeries series reporting every 10 s for
+// 13 h, in quanta of an hour (what an HTTP write fits to that rate), sealed.
+const (
+	iotSeries   = 1000
+	iotQuanta   = 13
+	iotQuantum  = 3600
+	iotInterval = 10
+)
+
+// iotSetup opens a store holding the IoT shape and returns the reads of every pair's
+// whole quantum: what an aggregate over all series and all of the data asks a replica.
+func iotSetup(b *testing.B) (*Pebble, []PairRead) {
+	o := testOptions(SyncNone)
+	o.Quantum = iotQuantum
+	p := openTest(b, b.TempDir(), o)
+	b.Cleanup(func() { p.Close() })
+	var reads []PairRead
+	var batch []PairAppend
+	for q := range iotQuanta {
+		start := testStart - testStart%iotQuantum + int64(q)*iotQuantum
+		batch = batch[:0]
+		for s := range iotSeries {
+			key := fmt.Sprintf("readings,name=truck_%d fuel_consumption", s)
+			ref := ShardRef{ID: quanta.ShardID(quanta.QFI, key, start), Start: start, Q: iotQuantum}
+			var pts series.Points
+			for t := start; t < start+iotQuantum; t += iotInterval {
+				pts.AppendFloat(t*1e9, float64(s+int(t%97)))
+			}
+			batch = append(batch, PairAppend{Ref: ref, Key: key, Points: pts})
+			reads = append(reads, PairRead{Ref: ref, Key: key, From: start * 1e9, To: (start + iotQuantum) * 1e9})
+		}
+		if err := p.AppendBatch(batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	end := testStart + (iotQuanta+2)*iotQuantum
+	if _, err := p.SealNow(time.Unix(end, 0)); err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	return p, reads
+}
+
+// BenchmarkReadIoT reads every pair of the IoT shape and sums the points, one Read per
+// pair (each) and all pairs in one ReadBatch (batch). A pair holds a few hundred
+// points, so what the store pays per pair shows against what it pays per point.
+func BenchmarkReadIoT(b *testing.B) {
+	p, reads := iotSetup(b)
+	want := int64(iotSeries * iotQuanta * iotQuantum / iotInterval)
+	check := func(b *testing.B, n int64) {
+		if n != want {
+			b.Fatalf("read %d points, want %d", n, want)
+		}
+	}
+	b.Run("each", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var n int64
+			for _, r := range reads {
+				pts, _, err := p.Read(r.Ref, r.Key, r.From, r.To)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n += int64(pts.Len())
+			}
+			check(b, n)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(reads)), "ns/pair")
+	})
+	b.Run("batch", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var n int64
+			err := p.ReadBatch(reads, func(_ int, pts series.Points, _ bool) error {
+				n += int64(pts.Len())
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			check(b, n)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(reads)), "ns/pair")
+	})
+}
