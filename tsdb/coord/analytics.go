@@ -251,10 +251,12 @@ func (c *Coordinator) aggRound(ctx context.Context, bufs *pageBufs, key string, 
 	}
 	perShard := q/every + 2
 	perRequest := int(max(1, min(maxAggShardsPerRequest, maxAggWindowsPerRequest/perShard)))
+	self := c.place.Self().ID
 	plan := bufs.plan[:0]
 	for i := range spans {
+		d := dataReplica(spans[i].replicas, self)
 		for j := range spans[i].replicas {
-			plan = append(plan, fetch{shard: i, replica: j, data: j == 0})
+			plan = append(plan, fetch{shard: i, replica: j, data: j == d})
 		}
 	}
 	bufs.plan = plan
@@ -266,7 +268,6 @@ func (c *Coordinator) aggRound(ctx context.Context, bufs *pageBufs, key string, 
 	if bufs.long {
 		mine = reuse(&bufs.aggResults, len(plan))
 	}
-	self := c.place.Self().ID
 	results := cluster.FanOut(ctx, batches, c.fetchLimit(bufs), c.cfg.CallTimeout,
 		func(ctx context.Context, b *cluster.PeerBatch[fetch]) (*wire.AggResp, error) {
 			off := 0

@@ -114,6 +114,18 @@ type shardSpan struct {
 	pts      series.Points // for writes
 }
 
+// dataReplica returns which of a shard's replicas a first round asks for its data
+// (the others send digests): this node when it is one, as its answer crosses no
+// network, else the closest.
+func dataReplica(replicas []dht.Peer, self string) int {
+	for j := range replicas {
+		if replicas[j].ID == self {
+			return j
+		}
+	}
+	return 0
+}
+
 // Put writes points of one series. It returns how many points reached their write
 // quorum; on error, the points counted are stored and the rest may not be.
 func (c *Coordinator) Put(ctx context.Context, key string, pts series.Points, opt wire.PutOptions) (int, error) {

@@ -193,11 +193,13 @@ func (c *Coordinator) readRounds(ctx context.Context, b *pageBufs, key string, s
 	for i := range spans {
 		answers[i] = make([]replicaAnswer, len(spans[i].replicas))
 	}
-	// Round one: points from the closest replica, digests from the rest.
+	// Round one: points from one replica (dataReplica), digests from the rest.
+	self := c.place.Self().ID
 	var plan []fetch
 	for i := range spans {
+		d := dataReplica(spans[i].replicas, self)
 		for j := range spans[i].replicas {
-			plan = append(plan, fetch{shard: i, replica: j, data: j == 0})
+			plan = append(plan, fetch{shard: i, replica: j, data: j == d})
 		}
 	}
 	c.runFetches(ctx, b, key, spans, plan, answers)
@@ -233,7 +235,7 @@ func (c *Coordinator) readFew(ctx context.Context, b *pageBufs, key string, span
 	self := c.place.Self().ID
 	asked := b.askedFor(spans)
 	// Round one: points from one replica, digests from width-1 others: with every
-	// replica asked, the points of the closest; with a read quorum, of replicas chosen
+	// replica asked, the points of this node's or the closest (dataReplica); with a read quorum, of replicas chosen
 	// to ask few nodes.
 	plan := b.plan[:0]
 	defer func() { b.plan = plan[:0] }()
@@ -249,8 +251,9 @@ func (c *Coordinator) readFew(ctx context.Context, b *pageBufs, key string, span
 		plan = append(plan, chooseReplicas(spans, asked, width, self, false)...)
 	} else {
 		for i := range spans {
+			d := dataReplica(spans[i].replicas, self)
 			for j := range spans[i].replicas {
-				plan = append(plan, fetch{shard: i, replica: j, data: j == 0})
+				plan = append(plan, fetch{shard: i, replica: j, data: j == d})
 			}
 		}
 	}
