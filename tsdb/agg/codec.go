@@ -149,16 +149,7 @@ func AppendDecodedWindows(dst []Window, b []byte) (series.Type, []Window, error)
 	ws := slices.Grow(dst, int(n))
 	var prev int64
 	for i := uint64(0); i < n && d.err == nil; i++ {
-		var start int64
-		if i == 0 {
-			start = d.varint()
-		} else {
-			delta := d.uvarint()
-			start = int64(uint64(prev) + delta)
-			if d.err == nil && (delta == 0 || delta > math.MaxInt64 || start <= prev) {
-				d.fail("window starts do not ascend")
-			}
-		}
+		start := d.start(i, prev, "window")
 		p := d.body(t)
 		ws = append(ws, Window{Start: start, Partial: p})
 		prev = start
@@ -236,6 +227,20 @@ func (d *decoder) u64() uint64 {
 	v := binary.LittleEndian.Uint64(d.b)
 	d.b = d.b[8:]
 	return v
+}
+
+// start reads the start of the i-th of a list of ascending windows (or digests): the
+// first as a varint, each later one as a non-zero delta from prev.
+func (d *decoder) start(i uint64, prev int64, what string) int64 {
+	if i == 0 {
+		return d.varint()
+	}
+	delta := d.uvarint()
+	start := int64(uint64(prev) + delta)
+	if d.err == nil && (delta == 0 || delta > math.MaxInt64 || start <= prev) {
+		d.fail("%s starts do not ascend", what)
+	}
+	return start
 }
 
 func (d *decoder) f64() float64 { return math.Float64frombits(d.u64()) }
@@ -344,16 +349,7 @@ func DecodeDigestsWire(b []byte) ([]Window, error) {
 	ws := make([]Window, 0, n)
 	var prev int64
 	for i := uint64(0); i < n && d.err == nil; i++ {
-		var start int64
-		if i == 0 {
-			start = d.varint()
-		} else {
-			delta := d.uvarint()
-			start = int64(uint64(prev) + delta)
-			if d.err == nil && (delta == 0 || delta > math.MaxInt64 || start <= prev) {
-				d.fail("digest starts do not ascend")
-			}
-		}
+		start := d.start(i, prev, "digest")
 		c := d.uvarint()
 		if d.err == nil && (c == 0 || c > math.MaxInt64) {
 			d.fail("digest count %d", c)
