@@ -112,17 +112,22 @@ func DecodePartial(b []byte) (Partial, []byte, error) {
 	return p, d.b, nil
 }
 
+// appendStart appends the start of ws[i] as decoder.start reads it: the first as a
+// varint, each later one as its delta from the one before.
+func appendStart(dst []byte, ws []Window, i int) []byte {
+	if i == 0 {
+		return binary.AppendVarint(dst, ws[0].Start)
+	}
+	return binary.AppendUvarint(dst, uint64(ws[i].Start)-uint64(ws[i-1].Start))
+}
+
 // AppendWindowsWire appends the wire form of ws, which must be strictly ascending by Start
 // and hold partials of type t (empty partials included), to dst.
 func AppendWindowsWire(dst []byte, t series.Type, ws []Window) []byte {
 	dst = append(dst, codecVersion, byte(t))
 	dst = binary.AppendUvarint(dst, uint64(len(ws)))
 	for i := range ws {
-		if i == 0 {
-			dst = binary.AppendVarint(dst, ws[0].Start)
-		} else {
-			dst = binary.AppendUvarint(dst, uint64(ws[i].Start)-uint64(ws[i-1].Start))
-		}
+		dst = appendStart(dst, ws, i)
 		dst = appendBody(dst, &ws[i].Partial, codecVersion)
 	}
 	return dst
@@ -324,11 +329,7 @@ const minDigestBytes = 1 + 1 + 8
 func AppendDigestsWire(dst []byte, ws []Window) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(ws)))
 	for i := range ws {
-		if i == 0 {
-			dst = binary.AppendVarint(dst, ws[0].Start)
-		} else {
-			dst = binary.AppendUvarint(dst, uint64(ws[i].Start)-uint64(ws[i-1].Start))
-		}
+		dst = appendStart(dst, ws, i)
 		dst = binary.AppendUvarint(dst, uint64(ws[i].Count))
 		dst = binary.LittleEndian.AppendUint64(dst, ws[i].Hash)
 	}
