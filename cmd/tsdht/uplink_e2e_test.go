@@ -150,14 +150,23 @@ func TestUplinkThroughOutageAndKill(t *testing.T) {
 		lag, ok := c.uplinkLag(live, "influx+")
 		return ok && lag < 5
 	}, "the InfluxDB uplink's lag to fall under 5 s")
-	t.Logf("InfluxDB away %v; lag under 5 s %v after it returned", back.Sub(away).Round(100*time.Millisecond), time.Since(back).Round(100*time.Millisecond))
+	lagBack := time.Since(back)
+	t.Logf("InfluxDB away %v; lag under 5 s %v after it returned", back.Sub(away).Round(100*time.Millisecond), lagBack.Round(100*time.Millisecond))
 	sleepUntil(start.Add(total))
 	close(stop)
 	wg.Wait()
+	rec := uplinkSoakRecord{Seconds: time.Since(start).Seconds(), AwaySeconds: back.Sub(away).Seconds(),
+		LagUnder5sAfter: lagBack.Seconds(), Every: every.String(), GoMemLimit: os.Getenv("GOMEMLIMIT"), Killed: victim}
 	for i, p := range c.Nodes {
-		if p.Running() {
-			t.Logf("node %d: %s", i, peakRSS(p.Cmd.Process.Pid))
+		if !p.Running() {
+			continue
 		}
+		hwm, rss := peakRSS(t, p.Cmd.Process.Pid)
+		t.Logf("node %d: peak RSS %.1f MiB, now %.1f MiB", i, hwm, rss)
+		if hwm > uplinkRSSBudgetMiB {
+			t.Errorf("node %d: peak RSS %.1f MiB, over the %d MiB a node may use (GOMEMLIMIT in docs/deployment.md)", i, hwm, uplinkRSSBudgetMiB)
+		}
+		rec.Nodes = append(rec.Nodes, uplinkSoakNode{Node: i, PeakRSSMiB: hwm})
 	}
 
 	// Raw: InfluxDB holds exactly the points written.
@@ -206,6 +215,40 @@ func TestUplinkThroughOutageAndKill(t *testing.T) {
 			}
 		}
 	}
+	// The store is the queue: beside the points written, a live node holds the uplinks'
+	// cursors and nothing more — not a copy of what waited for the centre, which alone
+	// would be every point written while it was away.
+	var during int
+	for _, k := range keys {
+		rec.PointsWritten += len(written[k])
+		for ts := range written[k] {
+			if ts >= away.UnixNano() && ts < back.UnixNano() {
+				during++
+			}
+		}
+	}
+	rec.PointsWhileAway = during
+	for j := range rec.Nodes {
+		n := &rec.Nodes[j]
+		for _, s := range c.statusJSON(n.Node) {
+			if s.RPC == c.Nodes[n.Node].RPC {
+				n.Points, n.HintedPoints, n.DiskBytes = s.Points, s.HintedPoints, s.DiskBytes
+			}
+		}
+		beyond := n.Points - int64(rec.PointsWritten)
+		t.Logf("node %d: %d points held (%d beyond those written, %d written while InfluxDB was away), %d hinted, %d disk bytes",
+			n.Node, n.Points, beyond, during, n.HintedPoints, n.DiskBytes)
+		if beyond < 0 || beyond >= int64(during) {
+			t.Errorf("node %d holds %d points, %d written: the uplink's cursors alone should be beyond them, far fewer than the %d written while InfluxDB was away",
+				n.Node, n.Points, rec.PointsWritten, during)
+		}
+	}
+	if f := os.Getenv("TSDHT_UPLINK_SOAK_JSON"); f != "" {
+		b, _ := json.Marshal(rec)
+		if err := os.WriteFile(f, append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	out, _, _ := c.Run("", "status", "--cluster", c.Nodes[live].RPC)
 	t.Logf("status:\n%s", out)
 	resp, err := http.Get("http://" + httpAddrs[live] + "/metrics")
@@ -221,19 +264,53 @@ func TestUplinkThroughOutageAndKill(t *testing.T) {
 	}
 }
 
-// peakRSS reads a process' peak and current RSS from /proc.
-func peakRSS(pid int) string {
+// uplinkRSSBudgetMiB is the RSS a node forwarding to the centre may reach: the
+// GOMEMLIMIT the Ansible role sets (docs/deployment.md).
+const uplinkRSSBudgetMiB = 150
+
+// uplinkSoakRecord is what scripts/uplink-soak --save keeps of a run
+// (TSDHT_UPLINK_SOAK_JSON names the file the test writes it to).
+type uplinkSoakRecord struct {
+	Seconds         float64          `json:"seconds"`
+	Every           string           `json:"every"`        // the windowed uplink's interval
+	AwaySeconds     float64          `json:"away_seconds"` // InfluxDB stopped this long
+	Killed          int              `json:"killed_node"`  // the forwarder SIGKILLed meanwhile
+	LagUnder5sAfter float64          `json:"lag_under_5s_after_seconds"`
+	PointsWritten   int              `json:"points_written"` // all exactly in InfluxDB, else the test failed
+	PointsWhileAway int              `json:"points_written_while_away"`
+	GoMemLimit      string           `json:"gomemlimit"`
+	Nodes           []uplinkSoakNode `json:"nodes"` // the nodes alive at the end
+}
+
+type uplinkSoakNode struct {
+	Node         int     `json:"node"`
+	PeakRSSMiB   float64 `json:"peak_rss_mib"` // VmHWM
+	Points       int64   `json:"points"`       // held in its store: the data and the uplinks' cursors
+	HintedPoints int64   `json:"hinted_points"`
+	DiskBytes    int64   `json:"disk_bytes"`
+}
+
+// peakRSS reads a process' peak (VmHWM) and current (VmRSS) RSS from /proc, in MiB.
+func peakRSS(t *testing.T, pid int) (peak, now float64) {
+	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return err.Error()
+		t.Fatal(err)
 	}
-	var out []string
 	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "VmHWM") || strings.HasPrefix(l, "VmRSS") {
-			out = append(out, strings.Join(strings.Fields(l), " "))
+		f := strings.Fields(l)
+		if len(f) != 3 || f[2] != "kB" {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "VmHWM:":
+			peak = kb / 1024
+		case "VmRSS:":
+			now = kb / 1024
 		}
 	}
-	return strings.Join(out, ", ")
+	return peak, now
 }
 
 // forwarderOf returns the index of the node that says it forwards key on its first
