@@ -161,7 +161,7 @@ func TestUplinkThroughOutageAndKill(t *testing.T) {
 		if !p.Running() {
 			continue
 		}
-		hwm, rss := peakRSS(t, p.Cmd.Process.Pid)
+		rss, hwm := procRSS(p.Cmd.Process.Pid)
 		t.Logf("node %d: peak RSS %.1f MiB, now %.1f MiB", i, hwm, rss)
 		if hwm > uplinkRSSBudgetMiB {
 			t.Errorf("node %d: peak RSS %.1f MiB, over the %d MiB a node may use (GOMEMLIMIT in docs/deployment.md)", i, hwm, uplinkRSSBudgetMiB)
@@ -290,28 +290,6 @@ type uplinkSoakNode struct {
 	DiskBytes    int64   `json:"disk_bytes"`
 }
 
-// peakRSS reads a process' peak (VmHWM) and current (VmRSS) RSS from /proc, in MiB.
-func peakRSS(t *testing.T, pid int) (peak, now float64) {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) != 3 || f[2] != "kB" {
-			continue
-		}
-		kb, _ := strconv.ParseFloat(f[1], 64)
-		switch f[0] {
-		case "VmHWM:":
-			peak = kb / 1024
-		case "VmRSS:":
-			now = kb / 1024
-		}
-	}
-	return peak, now
-}
 
 // forwarderOf returns the index of the node that says it forwards key on its first
 // uplink, or -1.
