@@ -71,3 +71,70 @@ func TestWatchPrefixAcrossNodes(t *testing.T) {
 		t.Errorf("p/new: got %v", got["p/new"])
 	}
 }
+
+// TestWatchLingerExact: a subscriber at node 2 whose client asks for a linger
+// (client.Config.WatchLinger) gets every point written through node 0 in quick
+// succession once, in order, after the history; a late point flagged; a duplicate
+// dropped.
+func TestWatchLingerExact(t *testing.T) {
+	lc := startCluster(t, 3, func(_ int, cfg *Config) { cfg.RF = 3 })
+	w, err := client.New([]string{lc.Nodes[0].RPCAddr()}, client.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	put := func(ts int64) {
+		t.Helper()
+		if _, err := w.Put(context.Background(), "l/a", series.Points{Type: series.Float, T: []int64{ts}, F: []float64{float64(ts)}}, wire.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t0 := time.Now().UnixNano()
+	put(t0)
+	r, err := client.New([]string{lc.Nodes[2].RPCAddr()}, client.Config{WatchLinger: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	runs, sub := r.Subscribe(ctx, client.Selector{Series: "l/a"}, t0)
+	type got struct {
+		t    int64
+		late bool
+	}
+	var all []got
+	want := func(n int) {
+		t.Helper()
+		for len(all) < n {
+			select {
+			case run, ok := <-runs:
+				if !ok {
+					t.Fatalf("subscription ended: %v (got %v)", sub.Err(), all)
+				}
+				for _, x := range run.Points.T {
+					all = append(all, got{x, run.Late})
+				}
+			case <-ctx.Done():
+				t.Fatalf("got %d points %v, want %d", len(all), all, n)
+			}
+		}
+	}
+	want(1) // the history
+	const n = 100
+	for i := 1; i <= n; i++ {
+		put(t0 + int64(i)*10)
+	}
+	put(t0 + 505)  // late
+	put(t0 + n*10) // a duplicate of the last
+	put(t0 + n*10 + 10)
+	want(n + 3)
+	exp := []got{{t0, false}}
+	for i := 1; i <= n; i++ {
+		exp = append(exp, got{t0 + int64(i)*10, false})
+	}
+	exp = append(exp, got{t0 + 505, true}, got{t0 + n*10 + 10, false})
+	if fmt.Sprint(all) != fmt.Sprint(exp) {
+		t.Fatalf("got %v\nwant %v", all, exp)
+	}
+}

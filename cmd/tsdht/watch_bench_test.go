@@ -30,12 +30,16 @@ import (
 //
 //	go test ./cmd/tsdht -run XXX -bench Watch -benchtime 600x
 //
-// or scripts/bench-watch [--arm] [--save], which records the figures in
-// docs/bench/watch.jsonl.
+// or scripts/bench-watch [--arm] [--linger D] [--save], which records the figures in
+// docs/bench/watch.jsonl. Each case also reports node 2's CPU and its read and write
+// system calls (its messages) per write. With $TSDHT_WATCH_LINGER set to a duration
+// (scripts/bench-watch --linger D), the subscribers' clients ask for that linger
+// (client.Config.WatchLinger).
 //
 // With $TSDHT_WATCH_PROFILE set to a directory (scripts/bench-watch --profile DIR),
 // node 2 serves Go's profiles on an HTTP port of its own and each case writes node
-// 2's CPU profile over its timed writes there, as <case>.pprof.
+// 2's CPU profile over its timed writes there, as <case>.pprof. The nodes then
+// also sample blocking and mutex contention, which costs CPU of its own.
 func BenchmarkWatch(b *testing.B) {
 	profDir := os.Getenv("TSDHT_WATCH_PROFILE")
 	c := testutil.NewCluster(b, 3, "--rf", "3")
@@ -148,6 +152,7 @@ func benchWatchCase(b *testing.B, c *testutil.Cluster, writer *client.Client, ke
 		stopProfile = profiled()
 	}
 	cpu0 := cpuOf(pids)
+	rw0 := readsWrites(pids[2])
 	start := time.Now()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -163,8 +168,12 @@ func benchWatchCase(b *testing.B, c *testutil.Cluster, writer *client.Client, ke
 	b.StopTimer()
 	stopProfile()
 	cpu1 := cpuOf(pids)
+	rw1 := readsWrites(pids[2])
 	b.Log(cpuOver(pids, cpu0, cpu1, time.Since(start)))
 	b.ReportMetric(float64((cpu1[2]-cpu0[2]).Microseconds())/float64(b.N), "node2-cpu-µs/write")
+	if rw0 >= 0 && rw1 >= 0 {
+		b.ReportMetric(float64(rw1-rw0)/float64(b.N), "node2-rw-syscalls/write")
+	}
 	b.ReportMetric(float64(pct(lat, 0.5).Microseconds()), "write-p50-µs")
 	b.ReportMetric(float64(pct(lat, 0.99).Microseconds()), "write-p99-µs")
 	if len(subs) == 0 {
@@ -285,7 +294,14 @@ func TestWatchFleet(t *testing.T) {
 	var opened sync.WaitGroup
 	for i := range n {
 		if i%subsPerClient == 0 {
-			c, err := client.New([]string{addr}, client.Config{})
+			var linger time.Duration // scripts/bench-watch --linger
+			if v := os.Getenv("TSDHT_WATCH_LINGER"); v != "" {
+				var err error
+				if linger, err = time.ParseDuration(v); err != nil {
+					t.Fatalf("TSDHT_WATCH_LINGER=%s: %v", v, err)
+				}
+			}
+			c, err := client.New([]string{addr}, client.Config{WatchLinger: linger})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -381,6 +397,34 @@ func cpuOf(pids []int) []time.Duration {
 		out[i] = time.Duration(u+s) * 10 * time.Millisecond
 	}
 	return out
+}
+
+// readsWrites returns how many read and write system calls (syscr + syscw of
+// /proc/PID/io: reads, writes and their vector forms) process pid has made so far, or
+// -1 where it cannot be read: a node's messages sent and received, counted rather
+// than timed, so that a machine's load does not blur them.
+func readsWrites(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return -1
+	}
+	var n int64
+	found := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(l, ": ")
+		if ok && (k == "syscr" || k == "syscw") {
+			x, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return -1
+			}
+			n += x
+			found++
+		}
+	}
+	if found != 2 {
+		return -1
+	}
+	return n
 }
 
 // cpuOver says how many cores each process of pids (the nodes, then the subscribers)

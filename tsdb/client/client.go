@@ -26,6 +26,13 @@ type Config struct {
 	RPC rpc.Config
 	// Transport carries RPC; nil means TCP.
 	Transport rpc.Transport
+	// WatchLinger lets a node hold the points of this client's subscriptions for up to
+	// this long after its previous answer to them, to send the points of writes in
+	// quick succession in one answer rather than one answer and one poll each: less
+	// work for the node, for up to this much more delivery latency. Points that come
+	// after a quiet spell of WatchLinger go at once. Zero means none; at most
+	// wire.MaxWatchLingerMillis ms, in whole ms (docs/watch.md).
+	WatchLinger time.Duration
 }
 
 // DefaultConfig returns the client defaults: what the zero Config means.
@@ -48,6 +55,9 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	if c.Timeout < 0 {
 		return fmt.Errorf("client timeout %v: must not be negative (0 means the default, 30s)", c.Timeout)
+	}
+	if c.WatchLinger < 0 || c.WatchLinger > wire.MaxWatchLingerMillis*time.Millisecond {
+		return fmt.Errorf("client watch linger %v: want 0 (none) to %v", c.WatchLinger, wire.MaxWatchLingerMillis*time.Millisecond)
 	}
 	return nil
 }
@@ -74,6 +84,7 @@ type Client struct {
 	addrs   []string
 	rpc     *rpc.Client
 	timeout time.Duration
+	linger  time.Duration // Config.WatchLinger
 
 	watchMu sync.Mutex
 	pollers map[string]*poller // by node address (watch.go)
@@ -88,7 +99,7 @@ func New(addrs []string, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Client{addrs: addrs, rpc: rpc.NewClient(cfg.Transport, cfg.RPC), timeout: cfg.Timeout}, nil
+	return &Client{addrs: addrs, rpc: rpc.NewClient(cfg.Transport, cfg.RPC), timeout: cfg.Timeout, linger: cfg.WatchLinger}, nil
 }
 
 // Close closes the client's connections.

@@ -272,7 +272,7 @@ func (p *poller) run() {
 			p.mu.Unlock()
 			return
 		}
-		req := &wire.WatchNextReq{Session: p.session, WaitMillis: watchPoll.Milliseconds(), Groups: true}
+		req := &wire.WatchNextReq{Session: p.session, WaitMillis: watchPoll.Milliseconds(), Groups: true, LingerMillis: p.c.linger.Milliseconds()}
 		if token != 0 && tokenGen == p.gen {
 			req.Token = token
 		} else {

@@ -354,6 +354,30 @@ type session struct {
 	// may name instead of its cursors; tokens numbers them (plan.go).
 	tok    atomic.Pointer[pollToken]
 	tokens atomic.Uint64
+	// answered is when its last answer that carried anything went (monotonic ns,
+	// sinceStart; 0: none yet): a poll that lingers (wire.WatchNextReq.LingerMillis)
+	// is answered no sooner than its linger after it.
+	answered atomic.Int64
+}
+
+// start is what sinceStart counts from.
+var start = time.Now()
+
+// sinceStart is the monotonic time since start, never 0.
+func sinceStart() int64 { return int64(time.Since(start)) | 1 }
+
+// lingerLeft is how long a poll of the session that lingers for linger waits before
+// it looks for runs: the rest of linger since the session's last answer, none after
+// a quiet spell of linger or more, at most wait.
+func (ses *session) lingerLeft(linger, wait time.Duration) time.Duration {
+	if ses == nil || linger <= 0 {
+		return 0
+	}
+	a := ses.answered.Load()
+	if a == 0 {
+		return 0
+	}
+	return min(max(time.Duration(a+int64(linger)-sinceStart()), 0), wait)
 }
 
 func (ses *session) signal() {
@@ -413,10 +437,28 @@ func (h *Hub) Next(ctx context.Context, req *wire.WatchNextReq) (*wire.WatchNext
 				ses.timer.Store(deadline)
 			}
 		}
-		if tok != nil && resp.Token == 0 && len(resp.Subs)+len(resp.Groups) == 0 && ses.tok.Load() == tok {
+		if len(resp.Subs)+len(resp.Groups) > 0 {
+			if ses != nil {
+				ses.answered.Store(sinceStart())
+			}
+		} else if tok != nil && resp.Token == 0 && ses.tok.Load() == tok {
 			resp.Token = tok.n // nothing answered: the cursors are still the token's
 		}
 	}()
+	// A poll that lingers waits out the rest of its linger since the session's last
+	// answer before it looks: the runs written meanwhile go together in its answer.
+	// Runs that come after a quiet spell are answered at once.
+	linger := time.Duration(min(max(req.LingerMillis, 0), wire.MaxWatchLingerMillis)) * time.Millisecond
+	if d := ses.lingerLeft(linger, wait); d > 0 {
+		deadline = ses.waitTimer(d)
+		select {
+		case <-h.stop:
+			return resp, nil
+		case <-deadline.C:
+		}
+		wait -= d
+		deadline.Reset(wait)
+	}
 	for {
 		budget := wire.MaxWatchAnswerPoints
 		if ses != nil && req.Groups && ses.stepPlanned(req.Cursors, tok, resp, &budget) {

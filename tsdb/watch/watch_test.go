@@ -663,3 +663,71 @@ func TestPollMemo(t *testing.T) {
 		t.Fatalf("a closed one in the middle: %v", got)
 	}
 }
+
+// TestPollLinger: a poll that lingers (wire.WatchNextReq.LingerMillis) is answered no
+// sooner than its linger after the session's previous answer, with every point
+// written meanwhile in one answer; a point that comes after a quiet spell of the
+// linger is answered at once; each point once, in order.
+func TestPollLinger(t *testing.T) {
+	h, src := newTestHub(t, 0)
+	const linger = wire.MaxWatchLingerMillis * time.Millisecond
+	p := open(t, h, wire.WatchOpenReq{Series: "a"})
+	waitReady(t, h, p.id)
+	lingering := func() ([]int64, time.Time) {
+		t.Helper()
+		resp, err := h.Next(context.Background(), &wire.WatchNextReq{Session: p.session, Cursors: []wire.WatchCursor{{ID: p.id, Seen: p.seen}},
+			WaitMillis: 5000, LingerMillis: linger.Milliseconds()})
+		at := time.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Subs) != 1 || resp.Subs[0].Ended != "" {
+			t.Fatalf("answer %+v: want one batch of subscription %d", resp.Subs, p.id)
+		}
+		p.seen = resp.Subs[0].Seen
+		var ts []int64
+		for _, r := range resp.Subs[0].Runs {
+			ts = append(ts, r.Points.T...)
+		}
+		return ts, at
+	}
+	src.write(h, "a", 1)
+	ts, first := lingering() // the session's first answer: nothing to linger after
+	if !slices.Equal(ts, []int64{1}) {
+		t.Fatalf("first answer %v, want [1]", ts)
+	}
+	src.write(h, "a", 2)
+	got := make(chan []int64, 1)
+	at := make(chan time.Time, 1)
+	go func() {
+		ts, when := lingering()
+		got <- ts
+		at <- when
+	}()
+	src.write(h, "a", 3)
+	src.write(h, "a", 4)
+	if ts := <-got; !slices.Equal(ts, []int64{2, 3, 4}) {
+		t.Fatalf("lingered answer %v, want [2 3 4] in one answer", ts)
+	}
+	second := <-at
+	if d := second.Sub(first); d < linger {
+		t.Fatalf("answered %v after the previous answer, within the linger of %v", d, linger)
+	}
+	// A quiet spell of the linger: the next point is answered at once.
+	go func() {
+		ts, when := lingering()
+		got <- ts
+		at <- when
+	}()
+	for time.Since(second) < linger+50*time.Millisecond {
+		time.Sleep(5 * time.Millisecond)
+	}
+	wrote := time.Now()
+	src.write(h, "a", 5)
+	if ts := <-got; !slices.Equal(ts, []int64{5}) {
+		t.Fatalf("answer after a quiet spell %v, want [5]", ts)
+	}
+	if d := (<-at).Sub(wrote); d >= linger {
+		t.Fatalf("a point after a quiet spell answered %v after its write: it lingered", d)
+	}
+}

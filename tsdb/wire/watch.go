@@ -36,6 +36,9 @@ const (
 	// MaxWatchAnswerPoints bounds the points of one WatchNextResp (one run may pass
 	// it alone).
 	MaxWatchAnswerPoints = 50_000
+	// MaxWatchLingerMillis bounds WatchNextReq.LingerMillis: a node holds a session's
+	// runs back at most this long.
+	MaxWatchLingerMillis = 1_000
 )
 
 // WatchOpenReq selects the series of a subscription: exactly one of Series, Prefix and
@@ -74,6 +77,13 @@ type WatchNextReq struct {
 	// token only to a node that gave it one, and only while its subscriptions are
 	// those of that poll; a node that no longer holds the token refuses the poll.
 	Token uint64 `msgpack:"tok,omitempty"`
+	// LingerMillis, when not zero, lets the node answer the session no sooner than
+	// this long after its previous answer that carried runs (at most
+	// MaxWatchLingerMillis), so that the runs of writes that come in quick succession
+	// go in one answer, not one answer and one poll each. Runs that find the session's
+	// previous answer older than that are answered at once. A node that does not know
+	// the field answers at once.
+	LingerMillis int64 `msgpack:"lg,omitempty"`
 }
 
 // WatchCursor is how far a subscriber read subscription ID: Seen runs.

@@ -361,6 +361,9 @@ func AppendWatchNextReq(dst []byte, req *WatchNextReq) []byte {
 	if req.Token != 0 {
 		fields++
 	}
+	if req.LingerMillis != 0 {
+		fields++
+	}
 	dst = mp.AppendMapLen(dst, fields)
 	dst = mp.AppendStr(dst, "ses")
 	dst = mp.AppendUint(dst, req.Session)
@@ -390,6 +393,10 @@ func AppendWatchNextReq(dst []byte, req *WatchNextReq) []byte {
 	if req.Token != 0 {
 		dst = mp.AppendStr(dst, "tok")
 		dst = mp.AppendUint(dst, req.Token)
+	}
+	if req.LingerMillis != 0 {
+		dst = mp.AppendStr(dst, "lg")
+		dst = mp.AppendInt(dst, req.LingerMillis)
 	}
 	return dst
 }
@@ -424,6 +431,8 @@ func ReadWatchNextReq(b []byte, req *WatchNextReq) bool {
 			req.Groups, ok = r.Bool()
 		case "tok":
 			req.Token, ok = r.Uint()
+		case "lg":
+			req.LingerMillis, ok = r.Int()
 		case "c":
 			var n int
 			var isNil bool

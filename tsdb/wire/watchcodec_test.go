@@ -92,7 +92,7 @@ func FuzzWatchNextResp(f *testing.F) {
 }
 
 // randomWatchNextReq makes a poll of every shape: sessions, cursors and waits of every
-// size, none or no cursor, closing or not.
+// size, none or no cursor, closing or not, lingering or not.
 func randomWatchNextReq(rnd *rand.Rand) *WatchNextReq {
 	nums := []uint64{0, 1, 127, 128, 255, 256, 65535, 65536, 1 << 32, math.MaxInt64, math.MaxUint64}
 	req := &WatchNextReq{Session: nums[rnd.Intn(len(nums))], WaitMillis: int64(nums[rnd.Intn(len(nums))] >> 1), Close: rnd.Intn(4) == 0,
@@ -102,6 +102,12 @@ func randomWatchNextReq(rnd *rand.Rand) *WatchNextReq {
 	}
 	if rnd.Intn(3) == 0 {
 		req.Token = nums[rnd.Intn(len(nums))]
+	}
+	if rnd.Intn(3) == 0 {
+		req.LingerMillis = int64(nums[rnd.Intn(len(nums))] >> 1)
+		if rnd.Intn(4) == 0 {
+			req.LingerMillis = -req.LingerMillis
+		}
 	}
 	if rnd.Intn(10) > 0 {
 		req.Cursors = []WatchCursor{}
