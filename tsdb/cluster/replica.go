@@ -91,7 +91,7 @@ type MetaReplica interface {
 type Local interface {
 	Replica
 	// ReadInto is Read answering in out when it has a result per shard, else in a new
-	// slice, calling yield (when not nil) with each shard's index before reading it.
+	// slice, calling yield (when not nil) with each shard's index once it has answered it.
 	ReadInto(ctx context.Context, req *wire.ReadReq, out []wire.ShardResult, yield func(i int)) (*wire.ReadResp, error)
 	// AggRefs is Agg of shards whose store references refs the caller computed (no ID
 	// to compute or check), answering in out when it has a result per shard, else in

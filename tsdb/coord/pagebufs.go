@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/tsdht/tsdht/tsdb/cluster"
@@ -134,7 +135,8 @@ func (b *pageBufs) aggAnswersFor(spans []shardSpan) [][]aggAnswer {
 
 // groupFetches is groupByPeer for a page's fetches, made in b: the fetches of plan
 // grouped by the replica they ask (spans[f.shard].replicas[f.replica]), peers in the
-// order they first appear, each peer's fetches in plan's order and cut into batches of
+// order they first appear, each peer's fetches in the order its store keeps the pairs
+// (store.ComparePairs) and cut into batches of
 // at most maxBatch. The batches hold until b's next groupFetches.
 func (b *pageBufs) groupFetches(spans []shardSpan, plan []fetch, maxBatch int) []*cluster.PeerBatch[fetch] {
 	if b.peerAt == nil {
@@ -167,6 +169,16 @@ func (b *pageBufs) groupFetches(spans []shardSpan, plan []fetch, maxBatch int) [
 		k := peerOf[i]
 		items[offs[k]] = f
 		offs[k]++
+	}
+	// Each peer's fetches in the order its store keeps the pairs: a request then asks
+	// for neighbours in its store, whose pass over them steps through the same blocks
+	// instead of looking each pair up afresh.
+	cmpFetch := func(a, b fetch) int {
+		sa, sb := &spans[a.shard], &spans[b.shard]
+		return store.ComparePairs(sa.ref, sa.key, sb.ref, sb.key)
+	}
+	for k, n := range counts {
+		slices.SortFunc(items[offs[k]-n:offs[k]], cmpFetch)
 	}
 	batches, ptrs := reuse(&b.batches, nb), reuse(&b.ptrs, nb)
 	j, at := 0, 0

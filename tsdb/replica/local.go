@@ -281,7 +281,7 @@ func (l *Local) Read(ctx context.Context, req *wire.ReadReq) (*wire.ReadResp, er
 // ReadInto implements Local: Read answering in out when it has a result per shard (a
 // long read's page buffer, pagebufs.go, which the caller copies the answers out of
 // before it reuses it), else in a new slice, calling yield (when not nil) with the
-// index of each shard before it reads it.
+// index of each shard once it has answered it.
 func (l *Local) ReadInto(ctx context.Context, req *wire.ReadReq, out []wire.ShardResult, yield func(i int)) (*wire.ReadResp, error) {
 	if len(out) == len(req.Shards) {
 		clear(out)
@@ -289,21 +289,16 @@ func (l *Local) ReadInto(ctx context.Context, req *wire.ReadReq, out []wire.Shar
 		out = make([]wire.ShardResult, len(req.Shards))
 	}
 	resp := &wire.ReadResp{Shards: out}
-	// The shards that need their points are read a group at a time in one store pass
-	// (store.ReadBatch), a group being the shards between two looks at ctx.
-	rb := readBatch{req: req, resp: resp}
+	// The shards that need their points are read after the others, all in one store
+	// pass (store.ReadBatch), in the request's order: the coordinator asks for a
+	// replica's shards in the store's key order (store.ComparePairs), where a pass
+	// steps through the blocks it holds instead of looking each pair up afresh.
+	rb := readBatch{req: req, resp: resp, ctx: ctx, yield: yield, readBufs: readBufPool.Get().(*readBufs)}
+	defer rb.release()
 	for i := range req.Shards {
-		if yield != nil {
-			yield(i) // a long read's page lets small requests in (longread.go)
-		}
-		if i%ctxCheckEvery == ctxCheckEvery-1 {
-			if err := rb.flush(l.store); err != nil {
-				return nil, err
-			}
-			if ctx.Err() != nil {
-				// The caller gave up (cancelled, or past its deadline): stop reading for it.
-				return nil, rpc.Errorf(wire.CodeUnavailable, "read stopped after %d of %d shards: %v", i+1, len(req.Shards), ctx.Err())
-			}
+		if i%ctxCheckEvery == ctxCheckEvery-1 && ctx.Err() != nil {
+			// The caller gave up (cancelled, or past its deadline): stop reading for it.
+			return nil, rpc.Errorf(wire.CodeUnavailable, "read stopped after %d of %d shards: %v", i+1, len(req.Shards), ctx.Err())
 		}
 		r := &req.Shards[i]
 		ref, err := l.checkShard(r.ID, r.Start, l.quantumOf(r.Q), r.Key)
@@ -323,6 +318,7 @@ func (l *Local) ReadInto(ctx context.Context, req *wire.ReadReq, out []wire.Shar
 				return nil, storeError(err)
 			}
 			res.Held, res.Count, res.Hash, res.SetHash = held, int(st.Count), st.Hash, true
+			rb.step(i)
 			continue
 		}
 		whole := !r.Strong && r.From <= ref.Q.BeginNanos(r.Start) && r.To >= ref.Q.EndNanos(r.Start)
@@ -332,6 +328,7 @@ func (l *Local) ReadInto(ctx context.Context, req *wire.ReadReq, out []wire.Shar
 				return nil, storeError(err)
 			}
 			res.Held, res.Count, res.Hash = held, int(s.Count), cluster.SummaryHash(s.Count, s.MinT, s.MaxT)
+			rb.step(i)
 			continue
 		}
 		rb.add(i, whole, store.PairRead{Ref: ref, Key: r.Key, From: r.From, To: r.To})
@@ -345,26 +342,48 @@ func (l *Local) ReadInto(ctx context.Context, req *wire.ReadReq, out []wire.Shar
 // readBatch gathers the shards of a read that need their points, and reads them into
 // the answer together.
 type readBatch struct {
-	req    *wire.ReadReq
-	resp   *wire.ReadResp
+	req   *wire.ReadReq
+	resp  *wire.ReadResp
+	ctx   context.Context
+	yield func(i int) // ReadInto's, called with each shard's index once it is answered; may be nil
+	done  int         // reads answered
+	*readBufs
+	answer int // bytes of points answered so far
+	// refusal is the answer's own error (too large), not the store's.
+	refusal error
+	stopped error // the caller gave up
+}
+
+// readBufs are a read's shards that need their points, kept from read to read in
+// readBufPool: a request asks for up to cluster.MaxShardsPerRequest shards.
+type readBufs struct {
 	reads  []store.PairRead
 	shards []int  // the index in req of each of reads
 	whole  []bool // whether each of reads spans its whole quantum
-	answer int    // bytes of points answered so far
-	// refusal is the answer's own error (too large), not the store's.
-	refusal error
-	put     func(j int, pts series.Points, held bool) error // answerShard
+}
+
+var readBufPool = sync.Pool{New: func() any { return new(readBufs) }}
+
+// release returns b's buffers to readBufPool, holding no series key.
+func (b *readBatch) release() {
+	clear(b.reads)
+	b.reads, b.shards, b.whole = b.reads[:0], b.shards[:0], b.whole[:0]
+	readBufPool.Put(b.readBufs)
+	b.readBufs = nil
 }
 
 func (b *readBatch) add(i int, whole bool, r store.PairRead) {
-	if b.reads == nil {
-		b.reads = make([]store.PairRead, 0, ctxCheckEvery)
-		b.shards = make([]int, 0, ctxCheckEvery)
-		b.whole = make([]bool, 0, ctxCheckEvery)
-	}
 	b.reads = append(b.reads, r)
 	b.shards = append(b.shards, i)
 	b.whole = append(b.whole, whole)
+}
+
+// step follows the answer of shard i: a long read's page lets small requests in
+// between two shards (longread.go).
+func (b *readBatch) step(i int) {
+	if b.yield != nil {
+		b.yield(i)
+	}
 }
 
 // flush reads the gathered shards into the answer.
@@ -372,13 +391,12 @@ func (b *readBatch) flush(st store.Store) error {
 	if len(b.reads) == 0 {
 		return nil
 	}
-	if b.put == nil {
-		b.put = b.answerShard // one closure for the whole read, not one per group
-	}
-	err := store.ReadBatch(st, b.reads, b.put)
-	b.reads, b.shards, b.whole = b.reads[:0], b.shards[:0], b.whole[:0]
+	err := store.ReadBatch(st, b.reads, b.answerShard)
 	if b.refusal != nil {
 		return b.refusal
+	}
+	if b.stopped != nil {
+		return b.stopped
 	}
 	if err != nil {
 		return storeError(err)
@@ -390,6 +408,12 @@ func (b *readBatch) flush(st store.Store) error {
 // too large.
 func (b *readBatch) answerShard(j int, pts series.Points, held bool) error {
 	i := b.shards[j]
+	if b.done++; b.done%ctxCheckEvery == 0 && b.ctx.Err() != nil {
+		// The caller gave up (cancelled, or past its deadline): stop reading for it.
+		b.stopped = rpc.Errorf(wire.CodeUnavailable, "read stopped after %d of %d shards read for their points: %v", b.done, len(b.reads), b.ctx.Err())
+		return b.stopped
+	}
+	b.step(i)
 	r, res := &b.req.Shards[i], &b.resp.Shards[i]
 	res.Held, res.Count, res.Hash = held, pts.Len(), cluster.ReadDigest(&pts, b.whole[j])
 	if !r.Digest {
