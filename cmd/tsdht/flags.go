@@ -65,7 +65,8 @@ func dialCluster(c *cli.Context) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return client.New(addrs, client.Config{Timeout: c.Duration("timeout"), RPC: rpc.Config{ClusterKey: ring}})
+	// --linger is watch's alone: other commands have no such flag and leave it zero.
+	return client.New(addrs, client.Config{Timeout: c.Duration("timeout"), RPC: rpc.Config{ClusterKey: ring}, WatchLinger: c.Duration("linger")})
 }
 
 // hostPorts splits the HOST:PORT[,HOST:PORT…] value of flag name, refusing an

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tsdht/tsdht/tsdb/client"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 func watchCommand() *cli.Command {
@@ -28,6 +29,7 @@ func watchCommand() *cli.Command {
 			clusterFlag, timeoutFlag, clusterKeyFlag,
 			&cli.StringFlag{Name: "from", Value: "now", Usage: "print points from this time on: now, -30s, RFC 3339 or ns since the epoch"},
 			&cli.StringFlag{Name: "format", Value: "csv", Usage: "output: csv (key,timestamp,value lines) or json (one object a line)"},
+			&cli.DurationFlag{Name: "linger", Usage: "let the serving node gather the points written within this long of its previous answer into one answer: less work for it, up to this much later on screen (0: none; at most 1s)"},
 		),
 		Action: runWatch,
 	}
@@ -59,6 +61,9 @@ func runWatch(c *cli.Context) error {
 	from, err := parseTimeFlag(c.String("from"), time.Now())
 	if err != nil {
 		return badFlag("--from: %w", err)
+	}
+	if l := c.Duration("linger"); l < 0 || l > wire.MaxWatchLingerMillis*time.Millisecond {
+		return badFlag("--linger %v: want 0 (none) to %v", l, wire.MaxWatchLingerMillis*time.Millisecond)
 	}
 	format, cl, err := dialFormatted(c)
 	if err != nil {
