@@ -51,22 +51,7 @@ func BenchmarkIoTLast(b *testing.B) {
 // nodes keep their shards in pebble, as `tsdht node` does: a store that keeps each
 // quantum's statistics (the memory store computes them from the points when asked).
 func BenchmarkIoTLastPebble(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var opened error
-	lc, err := tsdb.StartLocal(ctx, 3, b.TempDir(), func(i int, cfg *tsdb.Config) {
-		opened = errors.Join(opened, tsdb.UsePebble(cfg, store.PebbleOptions{Sync: store.SyncNone}))
-	})
-	if err = errors.Join(err, opened); err != nil {
-		b.Fatal(err)
-	}
-	defer lc.Close()
-	h, err := New(NewNodeEngine(lc.Nodes[0]), Config{WorkBytesPerSecond: 1 << 30, ClientShare: 1}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv, _ := pebbleServer(b, 3, time.Minute)
 	base := time.Now().Add(-6 * time.Hour).Truncate(time.Hour)
 	resp, err := http.Post(srv.URL+"/write?db=benchiot", "text/plain", strings.NewReader(iotFleetLines(base, 100, 120)))
 	if err != nil {
@@ -111,23 +96,7 @@ func iotTSBSLines(base time.Time, trucks, from, n int) string {
 // as `tsdht node --http` does, TSBS' heavy IoT query types, in the text
 // tsbs_generate_queries writes, over 100 trucks' 13 hours every 10 s.
 func BenchmarkIoTHeavyPebble(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var opened error
-	lc, err := tsdb.StartLocal(ctx, 1, b.TempDir(), func(i int, cfg *tsdb.Config) {
-		cfg.RF = 1
-		opened = errors.Join(opened, tsdb.UsePebble(cfg, store.PebbleOptions{Sync: store.SyncNone}))
-	})
-	if err = errors.Join(err, opened); err != nil {
-		b.Fatal(err)
-	}
-	defer lc.Close()
-	h, err := New(NewNodeEngine(lc.Nodes[0]), Config{WorkBytesPerSecond: 1 << 30, ClientShare: 1}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv, lc := pebbleServer(b, 1, 5*time.Minute)
 	base := time.Date(2016, 1, 1, 0, 0, 0, 0, time.UTC)
 	// 13 hours, as scripts/bench-tsbs: more decoded chunks than the store's hot tier
 	// holds, as there.
@@ -162,4 +131,28 @@ func statusOf(i, k int) int {
 		return 1 + k%4
 	}
 	return 0
+}
+
+// pebbleServer starts an n-node cluster (rf min(n, 3)) whose nodes keep their shards in
+// pebble, as `tsdht node` does, and an HTTP server over its first node; both close when
+// b ends. start bounds the cluster's start.
+func pebbleServer(b *testing.B, n int, start time.Duration) (*httptest.Server, *tsdb.LocalCluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), start)
+	defer cancel()
+	var opened error
+	lc, err := tsdb.StartLocal(ctx, n, b.TempDir(), func(i int, cfg *tsdb.Config) {
+		cfg.RF = min(n, cfg.RF)
+		opened = errors.Join(opened, tsdb.UsePebble(cfg, store.PebbleOptions{Sync: store.SyncNone}))
+	})
+	if err = errors.Join(err, opened); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { lc.Close() })
+	h, err := New(NewNodeEngine(lc.Nodes[0]), Config{WorkBytesPerSecond: 1 << 30, ClientShare: 1}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	b.Cleanup(srv.Close)
+	return srv, lc
 }
