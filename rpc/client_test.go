@@ -345,6 +345,47 @@ func TestServerClose(t *testing.T) {
 	}
 }
 
+// TestServerQuiesce: Quiesce returns once the response of a call in flight is sent,
+// so that a Close after it does not cut the caller off; with a handler that does not
+// return it gives up when its context ends.
+func TestServerQuiesce(t *testing.T) {
+	nw := networks()[1]
+	started, release := make(chan struct{}), make(chan struct{})
+	s, addr := startServer(t, nw.server, nw.addr, DefaultConfig(), map[string]HandlerFunc{
+		"slow": func(ctx context.Context, _ []byte) ([]byte, error) {
+			close(started)
+			<-release
+			return []byte("done"), nil
+		},
+	})
+	c := newClient(t, nw.client, DefaultConfig())
+	type result struct {
+		resp []byte
+		err  error
+	}
+	res := make(chan result, 1)
+	go func() {
+		resp, err := c.Call(ctxTimeout(t, 10*time.Second), addr, "slow", nil)
+		res <- result{resp, err}
+	}()
+	<-started
+	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := s.Quiesce(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Quiesce with a handler running: %v, want its context's deadline", err)
+	}
+	quiet := make(chan error, 1)
+	go func() { quiet <- s.Quiesce(ctxTimeout(t, 10*time.Second)) }()
+	close(release)
+	if err := <-quiet; err != nil {
+		t.Fatalf("Quiesce after the handler returned: %v", err)
+	}
+	s.Close()
+	if r := <-res; r.err != nil || string(r.resp) != "done" {
+		t.Fatalf("the call answered before Close: %q, %v; want \"done\"", r.resp, r.err)
+	}
+}
+
 // TestClientClose: closing a client fails the calls in flight; later calls
 // return ErrClosed.
 func TestClientClose(t *testing.T) {

@@ -193,6 +193,41 @@ func (s *Server) Serve() {
 	s.pending = nil
 }
 
+// Quiesce waits until no connection has a request whose response is not sent yet, or
+// until ctx ends (it then returns ctx's error). A process about to Close calls it so
+// that the answers being made reach their callers — a decommission's own answer, whose
+// handler tells the process to leave before it returns. Requests keep being served
+// meanwhile: on a busy server it waits until ctx ends.
+func (s *Server) Quiesce(ctx context.Context) error {
+	tick := time.NewTicker(quiescePoll)
+	defer tick.Stop()
+	for {
+		if s.idle() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// quiescePoll is how often Quiesce looks at the connections.
+const quiescePoll = 2 * time.Millisecond
+
+// idle reports whether no connection has a response still to send.
+func (s *Server) idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sc := range s.conns {
+		if sc.running.Load() > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Close stops listening, closes every connection, cancels the handlers'
 // contexts and waits for the handlers to return.
 func (s *Server) Close() error {

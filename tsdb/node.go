@@ -530,8 +530,21 @@ func (n *Node) HandOff(ctx context.Context) (wire.DecommissionResp, error) {
 
 // Leave leaves the cluster for good and closes the node, data or not: after HandOff.
 func (n *Node) Leave() error {
-	return n.shutdown(func() error { return n.dht.Leave(2 * time.Second) })
+	return n.shutdown(func() error {
+		err := n.dht.Leave(2 * time.Second)
+		// A decommission asked over RPC ends here: its handler told the process to
+		// leave before it returned, so its answer may still be on its way out; the
+		// network closes once it is (or after leaveAnswerWait on a node still asked
+		// other things).
+		ctx, cancel := context.WithTimeout(context.Background(), leaveAnswerWait)
+		defer cancel()
+		_ = n.srv.Quiesce(ctx) // past the wait, what is left unanswered is retried by its callers
+		return err
+	})
 }
+
+// leaveAnswerWait bounds how long Leave waits for the answers in flight.
+const leaveAnswerWait = time.Second
 
 // Decommission hands every shard off and leaves the cluster for good (HandOff, then
 // Leave). It leaves even if the hand-off did not finish, and then reports why.
