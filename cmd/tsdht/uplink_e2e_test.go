@@ -290,7 +290,6 @@ type uplinkSoakNode struct {
 	DiskBytes    int64   `json:"disk_bytes"`
 }
 
-
 // forwarderOf returns the index of the node that says it forwards key on its first
 // uplink, or -1.
 func (c *e2eCluster) forwarderOf(key string) int {
