@@ -5,6 +5,7 @@ import (
 	"context"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/tsdht/tsdht/dht"
 )
@@ -24,7 +25,15 @@ func TestFanOutReusesGoroutines(t *testing.T) {
 	batches := []*PeerBatch[int]{{Peer: dht.Peer{ID: "a"}, Items: []int{1}}}
 	seen := map[string]bool{}
 	const calls = 50
-	for range calls {
+	for i := range calls {
+		// The goroutine that delivered the last outcome goes back to wait for the next
+		// job a moment later; a call made before it is back gets a new goroutine, rightly.
+		for deadline := time.Now().Add(5 * time.Second); i > 0 && StoreWorkers.Waiting() == 0; {
+			if time.Now().After(deadline) {
+				t.Fatalf("after call %d no goroutine of StoreWorkers is waiting for a job", i)
+			}
+			runtime.Gosched()
+		}
 		out := FanOut(context.Background(), batches, 0, 0, func(ctx context.Context, b *PeerBatch[int]) (string, error) {
 			return goroutineID(), nil
 		})
@@ -34,8 +43,8 @@ func TestFanOutReusesGoroutines(t *testing.T) {
 		}
 		seen[r.Resp] = true
 	}
-	// The pool takes a job only once its goroutine is back waiting, so a few goroutines
-	// may share the calls; a goroutine per call is what must not happen.
+	// A goroutine counted as waiting may not yet be receiving, so a few goroutines may
+	// share the calls; a goroutine per call is what must not happen.
 	if len(seen) > calls/5 {
 		t.Fatalf("%d calls of FanOut ran on %d goroutines: want them pooled (StoreWorkers), a few at most", calls, len(seen))
 	}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +19,8 @@ type WorkPool struct {
 
 	mu sync.Mutex
 	n  int // goroutines of the pool
+
+	waiting atomic.Int32 // goroutines of the pool between jobs
 }
 
 func NewWorkPool(max int, idle time.Duration) *WorkPool {
@@ -49,11 +52,14 @@ func (p *WorkPool) work(f func()) {
 	t := time.NewTimer(p.idle)
 	defer t.Stop()
 	for {
+		p.waiting.Add(1)
 		select {
 		case f = <-p.jobs:
+			p.waiting.Add(-1)
 			f()
 			t.Reset(p.idle)
 		case <-t.C:
+			p.waiting.Add(-1)
 			p.mu.Lock()
 			p.n--
 			p.mu.Unlock()
@@ -61,6 +67,9 @@ func (p *WorkPool) work(f func()) {
 		}
 	}
 }
+
+// Waiting is how many of the pool's goroutines are between jobs, ready for the next.
+func (p *WorkPool) Waiting() int { return int(p.waiting.Load()) }
 
 // StoreWorkers writes PutMany's shards to this node's store and runs FanOut's calls
 // (one pool per process: the nodes of a LocalCluster share it).
