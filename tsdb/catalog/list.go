@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -201,6 +202,9 @@ func Candidates(ctx context.Context, src PostingSource, q Query) ([]string, erro
 	wg.Wait()
 	best := -1
 	for i, p := range pages {
+		if errors.Is(errs[i], ErrFullPage) {
+			continue // full: not the shortest list
+		}
 		if errs[i] != nil {
 			return nil, fmt.Errorf("postings of %s: %w", q.Match[i].display(), errs[i])
 		}

@@ -2,8 +2,10 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -144,5 +146,48 @@ func TestCandidatesReadsTheShortList(t *testing.T) {
 	}
 	if n := src.reads.Load(); n != 2 {
 		t.Errorf("%d posting reads, want one page of each list", n)
+	}
+}
+
+// A source that answers ErrFullPage for each full first page (a listing whose replicas
+// sent such pages without their members) gives Candidates the same answer as the
+// members would; any other read of such a page fails with it.
+func TestCandidatesTakesErrFullPageAsFull(t *testing.T) {
+	all := map[string][]Tag{}
+	for i := range ListPage + 1000 {
+		host := fmt.Sprintf("h%04d", i/3)
+		all[fmt.Sprintf("db/cpu,host=%s#f%d", host, i%3)] = []Tag{{"__db", "db"}, {"host", host}, {"kind", fmt.Sprint(i % 2)}}
+	}
+	src := newMemSource(all)
+	var elided atomic.Int64
+	elide := func(ctx context.Context, t Tag, after string, limit int) ([]Member, error) {
+		ms, err := src.read(ctx, t, after, limit)
+		if err == nil && limit == CandidatePage && len(ms) == limit {
+			elided.Add(1)
+			return nil, ErrFullPage
+		}
+		return ms, err
+	}
+	ctx := context.Background()
+	for _, q := range []Query{
+		{Match: []Tag{{"__db", "db"}, {"host", "h0007"}}},
+		{Match: []Tag{{"host", "h0007"}, {"kind", "1"}, {"__db", "db"}}},
+		{Match: []Tag{{"__db", "db"}, {"kind", "1"}}}, // both lists longer than a page: List
+	} {
+		want, err := Candidates(ctx, src.read, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		elided.Store(0)
+		got, err := Candidates(ctx, elide, q)
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("%+v: %d candidates, %v, with full pages elided; want the %d of the members", q, len(got), err, len(want))
+		}
+		if elided.Load() == 0 {
+			t.Fatalf("%+v: no page was full", q)
+		}
+	}
+	if _, err := readAll(ctx, func(context.Context, Tag, string, int) ([]Member, error) { return nil, ErrFullPage }, Tag{"__db", "db"}, ""); !errors.Is(err, ErrFullPage) {
+		t.Fatalf("readAll of an elided page: %v, want ErrFullPage", err)
 	}
 }

@@ -17,7 +17,15 @@ type PageKey struct {
 type Page struct {
 	PageKey
 	Members []Member
+	// Full says the list holds Limit members or more from After on. A listing answer
+	// may carry a full page of CandidatePage members without its members
+	// (wire.ListingReq.ElideFull): Candidates only counts such a page.
+	Full bool
 }
+
+// ErrFullPage is what a source answers for a page it knows is full but whose members
+// it was not sent: Candidates takes it as a full page; any other reader fails with it.
+var ErrFullPage = errors.New("catalog: a full posting page's members were not sent")
 
 // ErrPagesFull is what a PageLog's source answers once the pages it logged reach its
 // bound: the listing reading through it stops there.

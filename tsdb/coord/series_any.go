@@ -81,7 +81,7 @@ type listed struct {
 }
 
 type listAnswer struct {
-	pages   map[catalog.PageKey][]catalog.Member
+	pages   map[catalog.PageKey]catalog.Page
 	covered map[string]bool
 	entries map[string]catalog.Entry
 }
@@ -116,12 +116,12 @@ func (c *Coordinator) listing(ctx context.Context, qs []catalog.Query) *listed {
 			continue
 		}
 		la := &listAnswer{
-			pages:   make(map[catalog.PageKey][]catalog.Member, len(a.Resp.Pages)),
+			pages:   make(map[catalog.PageKey]catalog.Page, len(a.Resp.Pages)),
 			covered: make(map[string]bool, len(a.Resp.Covered)),
 			entries: make(map[string]catalog.Entry, len(a.Resp.Entries)),
 		}
 		for _, p := range a.Resp.Pages {
-			la.pages[p.PageKey] = p.Members
+			la.pages[p.PageKey] = p
 		}
 		for _, k := range a.Resp.Covered {
 			la.covered[k] = true
@@ -137,7 +137,10 @@ func (c *Coordinator) listing(ctx context.Context, qs []catalog.Query) *listed {
 }
 
 // page answers a page of tag's posting list from the listing when every replica of the
-// list answered it, merged as readPostings merges; else by readPostings.
+// list answered it, merged as readPostings merges; else by readPostings. A page some
+// replica answered full is full merged too: a first page of catalog.CandidatePage
+// members, whose members a replica need not send, is catalog.ErrFullPage then (what
+// Candidates takes as full).
 func (l *listed) page(ctx context.Context, tag catalog.Tag, after string, limit int) ([]catalog.Member, error) {
 	c := l.c
 	owners, err := c.place.Locate(ctx, tag.ID(), c.cfg.RF)
@@ -146,16 +149,24 @@ func (l *listed) page(ctx context.Context, tag catalog.Tag, after string, limit 
 	}
 	k := catalog.PageKey{Tag: tag, After: after, Limit: limit}
 	lists := make([][]catalog.Member, 0, len(owners))
+	full := false
 	for _, p := range owners {
 		a := l.answers[p.ID]
 		if a == nil {
 			return c.readPostings(ctx, tag, after, limit)
 		}
-		ms, ok := a.pages[k]
+		pg, ok := a.pages[k]
 		if !ok {
 			return c.readPostings(ctx, tag, after, limit)
 		}
-		lists = append(lists, ms)
+		full = full || pg.Full
+		lists = append(lists, pg.Members)
+	}
+	if full {
+		if limit == catalog.CandidatePage {
+			return nil, catalog.ErrFullPage
+		}
+		return c.readPostings(ctx, tag, after, limit) // no replica of this build elides it
 	}
 	return mergePage(lists, limit), nil
 }

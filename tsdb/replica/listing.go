@@ -24,7 +24,7 @@ func registerListing(srv *rpc.Server, r cluster.Replica, count func()) {
 		if err != nil {
 			return nil, err
 		}
-		return wire.EncodeListing(l), nil
+		return wire.EncodeListing(l, req.ElideFull), nil
 	})
 }
 
@@ -41,6 +41,11 @@ func (l *Local) Listing(ctx context.Context, qs []catalog.Query) (wire.Listing, 
 	log := catalog.NewPageLog(l.Postings, wire.ListingPageBytes)
 	keys, err := catalog.CandidatesAny(ctx, log.Source, qs)
 	out := wire.Listing{Pages: log.Pages()}
+	for i, p := range out.Pages {
+		// Candidates only counts a full first page; the coordinator need not be sent
+		// its members (wire.ListingReq.ElideFull).
+		out.Pages[i].Full = p.Limit == catalog.CandidatePage && len(p.Members) >= p.Limit
+	}
 	if err != nil {
 		return out, nil
 	}

@@ -98,3 +98,46 @@ func TestListingBounded(t *testing.T) {
 			len(got.Pages), bytes, len(got.Covered), len(got.Entries), wire.ListingPageBytes)
 	}
 }
+
+// A listing marks Full exactly the first pages of catalog.CandidatePage members it
+// read full — those Candidates only counts, which the coordinator need not be sent —
+// and answers the short list's keys as the candidates.
+func TestListingMarksFullPages(t *testing.T) {
+	l := New(Config{Store: store.NewMem()})
+	ctx := context.Background()
+	long := catalog.Tag{K: "__m", V: "readings"}
+	short := catalog.Tag{K: "name", V: "truck_0003"}
+	exact := catalog.Tag{K: "fleet", V: "East"} // exactly a page: full too
+	var all, one, page []catalog.Member
+	for i := range catalog.CandidatePage + 50 {
+		m := catalog.Member{Key: fmt.Sprintf("iot/readings,name=truck_%04d#latitude", i), Version: 1}
+		all = append(all, m)
+		if i == 3 {
+			one = append(one, m)
+		}
+		if i < catalog.CandidatePage {
+			page = append(page, m)
+		}
+	}
+	for tag, ms := range map[catalog.Tag][]catalog.Member{long: all, short: one, exact: page} {
+		if err := l.MergePostings(ctx, tag, ms); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := l.Listing(ctx, []catalog.Query{{Match: []catalog.Tag{long, short, exact}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[catalog.Tag]bool{long: true, short: false, exact: true}
+	if len(got.Pages) != len(want) {
+		t.Fatalf("%d pages, want %d", len(got.Pages), len(want))
+	}
+	for _, p := range got.Pages {
+		if p.Full != want[p.Tag] || p.Limit != catalog.CandidatePage {
+			t.Errorf("page of %s (%d members, limit %d): full %v, want %v", p.Tag, len(p.Members), p.Limit, p.Full, want[p.Tag])
+		}
+	}
+	if len(got.Covered) != 1 || got.Covered[0] != one[0].Key {
+		t.Fatalf("covered %q, want the short list's one key", got.Covered)
+	}
+}

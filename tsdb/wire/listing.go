@@ -36,11 +36,16 @@ type ListingQuery struct {
 // ListingReq asks for the listing of the series any of Queries selects.
 type ListingReq struct {
 	Queries []ListingQuery `msgpack:"q"`
+	// ElideFull asks the replica to send full pages (catalog.Page.Full) without their
+	// members: the caller's catalog.Candidates only counts them. A replica that
+	// predates it sends them whole, which is as correct.
+	ElideFull bool `msgpack:"ef,omitempty"`
 }
 
-// EncodeListingReq returns qs as a request.
+// EncodeListingReq returns qs as a request, asking for full pages without their members
+// (the coordinator reads such a page as catalog.ErrFullPage).
 func EncodeListingReq(qs []catalog.Query) *ListingReq {
-	req := &ListingReq{Queries: make([]ListingQuery, len(qs))}
+	req := &ListingReq{Queries: make([]ListingQuery, len(qs)), ElideFull: true}
 	for i, q := range qs {
 		lq := ListingQuery{Prefix: q.Prefix, Match: make([]string, 0, 2*len(q.Match))}
 		for _, t := range q.Match {
@@ -79,6 +84,9 @@ type ListingPage struct {
 	After   string   `msgpack:"a"`
 	Limit   int      `msgpack:"n"`
 	Members []Member `msgpack:"m"`
+	// Full: the list holds Limit members or more from After on; its members are left
+	// out when the request asked (ListingReq.ElideFull).
+	Full bool `msgpack:"f,omitempty"`
 }
 
 // ListingResp is a replica's answer to a listing: the pages it read, the candidates
@@ -97,11 +105,17 @@ type Listing struct {
 	Entries []catalog.Entry
 }
 
-// EncodeListing returns l as a message.
-func EncodeListing(l Listing) *ListingResp {
+// EncodeListing returns l as a message; with elideFull, its full pages without their
+// members (ListingReq.ElideFull).
+func EncodeListing(l Listing, elideFull bool) *ListingResp {
 	resp := &ListingResp{Pages: make([]ListingPage, len(l.Pages)), Covered: l.Covered, Entries: make([][]byte, len(l.Entries))}
 	for i, p := range l.Pages {
-		resp.Pages[i] = ListingPage{K: p.Tag.K, V: p.Tag.V, After: p.After, Limit: p.Limit, Members: FromMembers(p.Members)}
+		resp.Pages[i] = ListingPage{K: p.Tag.K, V: p.Tag.V, After: p.After, Limit: p.Limit}
+		if p.Full && elideFull {
+			resp.Pages[i].Full = true
+		} else {
+			resp.Pages[i].Members = FromMembers(p.Members)
+		}
 	}
 	for i := range l.Entries {
 		resp.Entries[i] = l.Entries[i].Encode(nil)
@@ -125,7 +139,7 @@ func (r *ListingResp) Decode() (Listing, error) {
 	}
 	l := Listing{Pages: make([]catalog.Page, len(r.Pages)), Covered: r.Covered}
 	for i, p := range r.Pages {
-		l.Pages[i] = catalog.Page{PageKey: catalog.PageKey{Tag: catalog.Tag{K: p.K, V: p.V}, After: p.After, Limit: p.Limit}, Members: ToMembers(p.Members)}
+		l.Pages[i] = catalog.Page{PageKey: catalog.PageKey{Tag: catalog.Tag{K: p.K, V: p.V}, After: p.After, Limit: p.Limit}, Members: ToMembers(p.Members), Full: p.Full}
 	}
 	es, err := (&EntriesMsg{Entries: r.Entries}).Decode()
 	if err != nil {

@@ -43,7 +43,7 @@ func TestListingMessages(t *testing.T) {
 		Covered: []string{e.Key, "iot/readings,name=truck_2#latitude"},
 		Entries: []catalog.Entry{e},
 	}
-	if b, err = rpc.Encode(EncodeListing(l)); err != nil {
+	if b, err = rpc.Encode(EncodeListing(l, true)); err != nil {
 		t.Fatal(err)
 	}
 	var resp ListingResp
@@ -54,6 +54,25 @@ func TestListingMessages(t *testing.T) {
 	if err != nil || len(back.Pages) != 1 || back.Pages[0].PageKey != l.Pages[0].PageKey || !slices.Equal(back.Pages[0].Members, l.Pages[0].Members) ||
 		!slices.Equal(back.Covered, l.Covered) || len(back.Entries) != 1 || !catalog.Equal(back.Entries[0], e) {
 		t.Fatalf("decoded %+v, %v; want %+v", back, err, l)
+	}
+	// A full page goes without its members when the request asks (ElideFull), whole
+	// otherwise: a coordinator that predates Full would read an empty page.
+	l.Pages[0].Full = true
+	for _, elide := range []bool{true, false} {
+		var resp ListingResp
+		if b, err = rpc.Encode(EncodeListing(l, elide)); err != nil {
+			t.Fatal(err)
+		}
+		if err := rpc.Decode(b, &resp); err != nil {
+			t.Fatal(err)
+		}
+		back, err := resp.Decode()
+		if err != nil || len(back.Pages) != 1 || back.Pages[0].Full != elide || elide != (len(back.Pages[0].Members) == 0) {
+			t.Fatalf("elide %v: decoded %+v, %v; want the page full and memberless exactly when elided", elide, back.Pages, err)
+		}
+	}
+	if !EncodeListingReq(qs).ElideFull {
+		t.Fatal("a listing request does not ask for full pages elided")
 	}
 	for _, bad := range []ListingResp{
 		{Pages: []ListingPage{{Members: make([]Member, ListingPageBytes/16+1)}}},
