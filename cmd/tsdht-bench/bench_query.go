@@ -16,6 +16,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/tsdht/tsdht/internal/latency"
+	"github.com/tsdht/tsdht/tsdb/client"
+	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 // benchQueryCommand times the queries a dashboard sends to systems that speak
@@ -34,7 +36,7 @@ func benchQueryCommand() *cli.Command {
 			"httpapi/internal/lpsend -workload sends (dashboard, meter for --workload year, dense).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "workload", Value: "dashboard", Usage: "dashboard, year or dense"},
-			&cli.StringSliceFlag{Name: "target", Usage: "SYSTEM[:NODES]=URL, one per system, e.g. tsdht:3=http://127.0.0.1:8086; SYSTEM influxdb is the one the others are compared with, victoriametrics is asked in MetricsQL"},
+			&cli.StringSliceFlag{Name: "target", Usage: "SYSTEM[:NODES]=URL, one per system, e.g. tsdht:3=http://127.0.0.1:8086; SYSTEM influxdb is the one the others are compared with, victoriametrics is asked in MetricsQL; URL rpc://HOST:PORT asks a tsdht node's RPC address through the Go client, the raw reads only"},
 			&cli.StringFlag{Name: "db", Usage: "database (default: the workload's name)"},
 			&cli.IntFlag{Name: "days", Value: 7, Usage: "dashboard, year: days the data spans (the dashboard's longest span; year: 365)"},
 			&cli.Float64Flag{Name: "hours", Value: 24, Usage: "dense: hours the data spans"},
@@ -90,6 +92,18 @@ type benchQuery struct {
 	spanDur  time.Duration
 	every    time.Duration
 	prom     *promQuery
+	get      *getQuery
+}
+
+// getQuery is a benchQuery as tsdht's Go client asks it: one series' points with
+// from <= t < to (ns), the raw read the InfluxQL asks over /query.
+type getQuery struct {
+	field    string // the series' key without its database: "pmu,ch=c00#v"
+	from, to int64
+}
+
+func (g *getQuery) text(db string) string {
+	return fmt.Sprintf("client.Get(%q, %d, %d)", db+"/"+g.field, g.from, g.to)
 }
 
 // promQuery is a benchQuery as VictoriaMetrics is asked it.
@@ -163,7 +177,6 @@ func workloadQueries(workload string, days int, hours float64, end time.Time) ([
 		// absolute range.
 		end = end.Truncate(time.Minute)
 		span := time.Duration(hours * float64(time.Hour))
-		raw := min(span, time.Hour)
 		abs := func(name string, d time.Duration, q string, p *promQuery) benchQuery {
 			t := fmt.Sprintf("time >= %dms AND time <= %dms", end.Add(-d).UnixMilli(), end.UnixMilli())
 			return benchQuery{name: name, span: durationName(d), influxql: strings.ReplaceAll(q, "$t", t), spanDur: d, prom: p}
@@ -176,14 +189,24 @@ func workloadQueries(workload string, days int, hours float64, end time.Time) ([
 					"query": {`aggr_over_time(("avg_over_time", "min_over_time", "max_over_time"), pmu_v{ch="c00"}[1m])`},
 					"start": {secs(end.Add(-span))}, "end": {secs(end)}, "step": {"60s"}},
 					why: "not compared: MetricsQL's windows are (t-1m, t], InfluxQL's [t, t+1m)"}),
-			abs("one channel's values", raw, `SELECT "v" FROM "pmu" WHERE "ch" = 'c00' AND $t`,
-				&promQuery{path: "/api/v1/export", params: url.Values{
-					"match[]": {`pmu_v{ch="c00"}`}, "start": {secs(end.Add(-raw))}, "end": {secs(end)}},
-					cmp: &comparison{ignoreGroup: true, ignoreCols: true}, why: "times and values compared"}),
 			abs("last of every channel", span, `SELECT last("v") FROM "pmu" WHERE $t GROUP BY "ch"`,
 				&promQuery{path: "/api/v1/query", params: url.Values{
 					"query": {fmt.Sprintf("last_over_time(pmu_v[%ds])", int(span.Seconds()))}, "time": {secs(end)}},
 					cmp: &comparison{ignoreCols: true, ignoreTime: true}, why: "values compared per channel; an instant query's time is the query's"}))
+		// One channel's raw values over spans from a control app's few seconds to an
+		// hour, as each system's export or client reads them.
+		for _, raw := range []time.Duration{10 * time.Second, time.Minute, 10 * time.Minute, time.Hour} {
+			if raw > span {
+				break
+			}
+			q := abs("one channel's values", raw, `SELECT "v" FROM "pmu" WHERE "ch" = 'c00' AND $t`,
+				&promQuery{path: "/api/v1/export", params: url.Values{
+					"match[]": {`pmu_v{ch="c00"}`}, "start": {secs(end.Add(-raw))}, "end": {secs(end)}},
+					cmp: &comparison{ignoreGroup: true, ignoreCols: true}, why: "times and values compared"})
+			// The InfluxQL's window holds its end: the client's ends just after it.
+			q.get = &getQuery{field: "pmu,ch=c00#v", from: end.Add(-raw).UnixMilli() * 1e6, to: end.UnixMilli()*1e6 + 1}
+			qs = append(qs, q)
+		}
 	default:
 		return nil, fmt.Errorf("--workload %q: want dashboard, year or dense", workload)
 	}
@@ -202,10 +225,12 @@ func durationName(d time.Duration) string {
 	return d.String()
 }
 
-// queryTarget is one system asked.
+// queryTarget is one system asked: over HTTP, or through tsdht's Go client when url
+// is rpc://HOST:PORT (a node's RPC address; asked only the queries with a getQuery).
 type queryTarget struct {
 	system, url string
 	nodes       int
+	client      *client.Client
 }
 
 func (t queryTarget) label() string {
@@ -222,10 +247,17 @@ func parseTargets(specs []string) ([]queryTarget, error) {
 	var ts []queryTarget
 	for _, s := range specs {
 		name, u, ok := strings.Cut(s, "=")
-		if !ok || !strings.HasPrefix(u, "http") {
-			return nil, fmt.Errorf("--target %q: want SYSTEM[:NODES]=http://HOST:PORT", s)
+		if !ok || !strings.HasPrefix(u, "http") && !strings.HasPrefix(u, "rpc://") {
+			return nil, fmt.Errorf("--target %q: want SYSTEM[:NODES]=http://HOST:PORT, or rpc://HOST:PORT for tsdht's Go client", s)
 		}
 		t := queryTarget{system: name, url: strings.TrimRight(u, "/")}
+		if addr, ok := strings.CutPrefix(u, "rpc://"); ok {
+			c, err := client.New([]string{addr}, client.Config{})
+			if err != nil {
+				return nil, fmt.Errorf("--target %q: %v", s, err)
+			}
+			t.client = c
+		}
 		if sys, n, ok := strings.Cut(name, ":"); ok {
 			nodes, err := strconv.Atoi(n)
 			if err != nil || nodes < 1 {
@@ -288,11 +320,12 @@ func runBenchQuery(c *cli.Context) error {
 		for i, t := range targets {
 			o := &outs[i]
 			if o.skip {
-				all = false
+				// A Go client reads raw only: the totals are of the HTTP systems.
+				all = all && t.client != nil
 				fmt.Fprintf(log, "%s %s %q: %s has no form of it; not asked\n", workload, q.span, q.name, t.label())
 				continue
 			}
-			r := o.result(workload, q, t)
+			r := o.result(workload, db, q, t)
 			all = all && r.MeanMs != nil
 			if base >= 0 && i != base {
 				compareWithBase(&r, q, t, o, &outs[base])
@@ -318,6 +351,9 @@ func runBenchQuery(c *cli.Context) error {
 		}
 	}
 	for i, t := range targets {
+		if t.client != nil {
+			continue // its reads are a few of the queries: no total
+		}
 		tot := totals[i]
 		tot.Bench, tot.System, tot.Nodes, tot.Name, tot.Queries = workload, t.system, t.nodes, "total", answeredByAll
 		tot.Query, tot.Runs = "the queries every system answered", runs
@@ -338,7 +374,7 @@ func askRounds(ctx context.Context, log io.Writer, workload string, q benchQuery
 	runs int, timeout time.Duration) []outcome {
 	outs := make([]outcome, len(targets))
 	for i, t := range targets {
-		outs[i].skip = t.system == "victoriametrics" && q.prom == nil
+		outs[i].skip = t.system == "victoriametrics" && q.prom == nil || t.client != nil && q.get == nil
 	}
 	for round := 0; round <= runs; round++ {
 		for i, t := range targets {
@@ -366,12 +402,15 @@ func askRounds(ctx context.Context, log io.Writer, workload string, q benchQuery
 }
 
 // result is what t did with q, without the comparison with InfluxDB.
-func (o *outcome) result(workload string, q benchQuery, t queryTarget) queryResult {
+func (o *outcome) result(workload, db string, q benchQuery, t queryTarget) queryResult {
 	r := queryResult{Bench: workload, System: t.system, Nodes: t.nodes, Name: q.name, Language: "influxql",
 		Query: q.influxql, Span: q.span, Runs: len(o.times), Timeout: o.timeout,
 		Rows: len(o.ans), Points: o.ans.points(), Series: o.ans.series()}
 	if t.system == "victoriametrics" {
 		r.Language, r.Query, r.Comparison = "metricsql", q.prom.text(), q.prom.why
+	}
+	if t.client != nil {
+		r.Language, r.Query, r.Comparison = "go", q.get.text(db), "times and values compared"
 	}
 	if o.err != nil {
 		r.Error = o.err.Error()
@@ -422,6 +461,9 @@ func compareWithBase(r *queryResult, q benchQuery, t queryTarget, o, base *outco
 		}
 		cmp = *q.prom.cmp
 	}
+	if t.client != nil {
+		cmp = comparison{ignoreGroup: true, ignoreCols: true}
+	}
 	if q.relative {
 		// The two queries' now() lay somewhere between when each was asked and
 		// answered; rows whose window meets that stretch, less the span, hold what
@@ -456,6 +498,9 @@ func later(a, b time.Time) time.Time {
 func askQuery(ctx context.Context, t queryTarget, q benchQuery, db string, timeout time.Duration) (answer, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if t.client != nil {
+		return askClient(ctx, t.client, q.get, db)
+	}
 	u := t.url + "/query?" + url.Values{"db": {db}, "epoch": {"ms"}, "q": {q.influxql}}.Encode()
 	parse := parseInfluxQL
 	if t.system == "victoriametrics" {
@@ -488,4 +533,30 @@ func askQuery(ctx context.Context, t queryTarget, q benchQuery, db string, timeo
 		return nil, 0, fmt.Errorf("HTTP %d: %v", resp.StatusCode, perr)
 	}
 	return ans, took, perr
+}
+
+// askClient reads g through c and returns its points as the rows of an answer (one
+// column, v), and how long the read took.
+func askClient(ctx context.Context, c *client.Client, g *getQuery, db string) (answer, time.Duration, error) {
+	asked := time.Now()
+	res, err := c.Get(ctx, db+"/"+g.field, g.from, g.to, wire.GetOptions{})
+	took := time.Since(asked)
+	if err != nil {
+		return nil, 0, err
+	}
+	pts := res.Points
+	ans := make(answer, pts.Len())
+	for i := range ans {
+		var v any
+		switch {
+		case i < len(pts.F):
+			v = pts.F[i]
+		case i < len(pts.I):
+			v = float64(pts.I[i])
+		default:
+			v = pts.S[i]
+		}
+		ans[i] = answerRow{ms: pts.T[i] / 1e6, cols: []string{"v"}, vals: []any{v}}
+	}
+	return ans, took, nil
 }

@@ -18,7 +18,9 @@ var queryWorkloads = map[string][2]string{
 		"pmu,ch=c00..c23 v=… (float32 readings), 60 frames a second for the hours ending when the load began; the window " +
 			"is the data's own (absolute times), since the load takes minutes. VictoriaMetrics is asked in MetricsQL: " +
 			"`aggr_over_time` for the per-minute statistics (not compared: its windows are (t-1m, t], InfluxQL's [t, t+1m)), " +
-			"`/api/v1/export` for the raw values, `last_over_time` for the last values."},
+			"`/api/v1/export` for the raw values, `last_over_time` for the last values. The raw reads, over 10 s to an hour, " +
+			"are also made through tsdht's Go client against the same node (tsdht-client, `client.Get`): what the HTTP door " +
+			"adds to a read. The totals are of the HTTP systems."},
 }
 
 // writeQueryTables renders the records of one workload: the loads through /write, then

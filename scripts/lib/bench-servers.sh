@@ -15,15 +15,16 @@ cpu() { local t=0; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$
 
 # tsdht_start N RF LABEL [NODE-FLAG…]: N `tsdht node`s at rf RF (data and logs under
 # $WORK/LABEL-i), HTTP on the first, each given the NODE-FLAGs; returns once every node
-# is a live member. Sets TSDHT_HTTP (the first node's HTTP address) and TSDHT_PIDS.
+# is a live member. Sets TSDHT_HTTP and TSDHT_RPC (the first node's HTTP and RPC
+# addresses) and TSDHT_PIDS.
 tsdht_start() {
 	local n=$1 rf=$2 label=$3 seed=''
 	shift 3
-	TSDHT_HTTP='' TSDHT_PIDS=()
+	TSDHT_HTTP='' TSDHT_RPC='' TSDHT_PIDS=()
 	for i in $(seq 0 $((n - 1))); do
 		local rpc=$(port) gossip=$(port) args=()
 		[[ $i -gt 0 ]] && args+=(--join "$seed")
-		if [[ $i -eq 0 ]]; then seed=127.0.0.1:$gossip TSDHT_HTTP=127.0.0.1:$(port); args+=(--http "$TSDHT_HTTP"); fi
+		if [[ $i -eq 0 ]]; then seed=127.0.0.1:$gossip TSDHT_HTTP=127.0.0.1:$(port) TSDHT_RPC=127.0.0.1:$rpc; args+=(--http "$TSDHT_HTTP"); fi
 		TSDHT_HTTP_PPROF=1 "$WORK/tsdht" node --rpc 127.0.0.1:$rpc --gossip 127.0.0.1:$gossip --data "$WORK/$label-$i" --rf "$rf" \
 			"$@" "${args[@]}" 2>"$WORK/$label-$i.log" &
 		TSDHT_PIDS+=($!) PIDS+=($!)
