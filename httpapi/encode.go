@@ -27,6 +27,11 @@ type answerWriter struct {
 	dayP []byte
 	sec  int64          // the second whose `"2006-01-02T15:04:05` is secP
 	secP [32]byte       // its 20 bytes (years 1677 to 2262 have four digits), then room
+	// The last time written as an integer (the epoch parameter) and its digits, in
+	// epochP[:epochN]; epochN is 0 until one was.
+	epochV int64
+	epochP [32]byte
+	epochN int
 	err  error          // the first write error; later writes are dropped
 	csv  *csvState      // not nil: the answer is CSV (csv.go)
 	loc  *time.Location // the zone of the result being written (tz()); nil: UTC
@@ -312,7 +317,7 @@ func (a *answerWriter) value(x any) {
 func (a *answerWriter) time(t int64) {
 	switch {
 	case a.unit != 0:
-		a.buf = strconv.AppendInt(a.buf, floorDiv(t, a.unit), 10)
+		a.epochInt(floorDiv(t, a.unit))
 		return
 	case a.csv != nil:
 		// InfluxDB's CSV writes times without epoch as nanoseconds.
@@ -366,6 +371,20 @@ func (a *answerWriter) time(t int64) {
 	}
 	f[n], f[n+1] = 'Z', '"'
 	a.buf = appendFixed(a.buf, &f, n+2)
+}
+
+// epochInt appends v, a time in the epoch parameter's unit, from the last one's digits
+// when only its last two differ (points a few units apart, the commonest case), else
+// formatted whole.
+func (a *answerWriter) epochInt(v int64) {
+	if last := a.epochV; a.epochN > 0 && last >= 100 && v >= last && last%100+(v-last) < 100 {
+		p := (last%100 + v - last) * 2
+		a.epochP[a.epochN-2], a.epochP[a.epochN-1] = digits2[p], digits2[p+1]
+	} else {
+		a.epochN = len(strconv.AppendInt(a.epochP[:0], v, 10))
+	}
+	a.epochV = v
+	a.buf = appendFixed(a.buf, &a.epochP, a.epochN)
 }
 
 // appendFixed appends the first n bytes of d, copying the whole array: a fixed-size
@@ -433,33 +452,49 @@ func appendShortDecimal(b []byte, f float64) (_ []byte, ok bool) {
 	return b, false
 }
 
-// appendDecimal appends n/10^k in 'f' form without trailing zeros, n ≠ 0.
+// appendDecimal appends n/10^k in 'f' form without trailing zeros, n ≠ 0, |n| < 1e15
+// and k ≤ 6 (appendShortDecimal's), two digits at a time.
 func appendDecimal(b []byte, n int64, k int) []byte {
 	if n < 0 {
 		b = append(b, '-')
 		n = -n
 	}
+	for k > 0 && n%10 == 0 {
+		n /= 10
+		k--
+	}
 	var d [24]byte
 	i := len(d)
-	for j := 0; n > 0 || j <= k; j++ {
-		if j == k && k > 0 {
-			i--
-			d[i] = '.'
-		}
+	u := uint64(n)
+	for j := k; j >= 2; j -= 2 { // the fraction's digits
+		p := u % 100 * 2
+		i -= 2
+		d[i], d[i+1] = digits2[p], digits2[p+1]
+		u /= 100
+	}
+	if k%2 == 1 {
 		i--
-		d[i] = byte('0' + n%10)
-		n /= 10
+		d[i] = byte('0' + u%10)
+		u /= 10
 	}
-	out := d[i:]
 	if k > 0 {
-		for out[len(out)-1] == '0' {
-			out = out[:len(out)-1]
-		}
-		if out[len(out)-1] == '.' {
-			out = out[:len(out)-1]
-		}
+		i--
+		d[i] = '.'
 	}
-	return append(b, out...)
+	for u >= 100 { // the integer part's, at least one
+		p := u % 100 * 2
+		i -= 2
+		d[i], d[i+1] = digits2[p], digits2[p+1]
+		u /= 100
+	}
+	if u >= 10 {
+		i -= 2
+		d[i], d[i+1] = digits2[u*2], digits2[u*2+1]
+	} else {
+		i--
+		d[i] = byte('0' + u)
+	}
+	return append(b, d[i:]...)
 }
 
 // appendJSONString appends s quoted as encoding/json does with HTML escaping on (its

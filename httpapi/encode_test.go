@@ -288,3 +288,30 @@ func TestMergeSets(t *testing.T) {
 		t.Fatal("mergeSets merged a field of floats with one of integers")
 	}
 }
+
+// Integer times written from the last one's digits (epochInt) read as formatted whole:
+// steps within and across a hundred, a carry into a new digit, small, negative and
+// descending times.
+func TestAnswerWriterEpochDigits(t *testing.T) {
+	var p series.Points
+	p.Type = series.Float
+	add := func(ms int64) {
+		p.T = append(p.T, ms*1e6)
+		p.F = append(p.F, float64(len(p.T)))
+	}
+	for _, start := range []int64{-250, 0, 7, 95, 9_990, 99_983, 1_795_941_230_000} {
+		ms := start
+		for i := range 40 {
+			add(ms)
+			ms += []int64{16, 17, 1, 0, 99, 100, 150}[i%7]
+		}
+		add(ms - 3) // descending
+		add(ms - 250)
+	}
+	want := viaEncodingJSON(t, []*result{{Series: []*row{{Name: "m", Columns: []string{"time", "v"},
+		table: newRawTable(p.T, []rawColumn{{pts: &p}})}}}}, "ms")
+	if got := viaAnswerWriter([]*result{{Series: []*row{{Name: "m", Columns: []string{"time", "v"},
+		table: newRawTable(p.T, []rawColumn{{pts: &p}})}}}}, "ms"); !bytes.Equal(got, want) {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
