@@ -32,6 +32,7 @@ type answerWriter struct {
 	epochV int64
 	epochP [32]byte
 	epochN int
+	places int // the decimal places of the last value written as a short decimal
 	err  error          // the first write error; later writes are dropped
 	csv  *csvState      // not nil: the answer is CSV (csv.go)
 	loc  *time.Location // the zone of the result being written (tz()); nil: UTC
@@ -266,7 +267,7 @@ func (a *answerWriter) float(f float64) {
 	if a.csv != nil {
 		a.buf = appendCSVFloat(a.buf, f)
 	} else {
-		a.buf = appendJSONFloat(a.buf, f)
+		a.buf = appendJSONFloatHint(a.buf, f, &a.places)
 	}
 }
 
@@ -407,7 +408,14 @@ const digits2 = "000102030405060708091011121314151617181920212223242526272829303
 // 'f' form, 'e' form below 1e-6 or from 1e21 on). encoding/json refuses NaN and
 // infinities, failing the whole answer; they are written as null instead.
 func appendJSONFloat(b []byte, f float64) []byte {
-	if d, ok := appendShortDecimal(b, f); ok {
+	var places int
+	return appendJSONFloatHint(b, f, &places)
+}
+
+// appendJSONFloatHint is appendJSONFloat trying *places decimal places first (a series'
+// values mostly have as many) and setting it to those of a short decimal it wrote.
+func appendJSONFloatHint(b []byte, f float64, places *int) []byte {
+	if d, ok := appendShortDecimalHint(b, f, places); ok {
 		return d
 	}
 	if math.IsNaN(f) || math.IsInf(f, 0) {
@@ -436,8 +444,25 @@ func appendJSONFloat(b []byte, f float64) []byte {
 // is the only one of its length or shorter that does (doubles tell 15-digit decimals
 // apart), so it is the shortest form. ok is false for any other f.
 func appendShortDecimal(b []byte, f float64) (_ []byte, ok bool) {
+	var places int
+	return appendShortDecimalHint(b, f, &places)
+}
+
+// appendShortDecimalHint is appendShortDecimal trying *places decimal places first, and
+// setting it to those it wrote with. n/10^k with n not a multiple of 10 is the shortest
+// form when it rounds to f: a shorter decimal would be the same number (n would end
+// in a zero), and no other decimal of at most 15 digits rounds to the same double.
+func appendShortDecimalHint(b []byte, f float64, places *int) (_ []byte, ok bool) {
 	if f == 0 {
 		return b, false
+	}
+	if k := *places; k > 0 && k < 7 {
+		p := pow10[k]
+		if s := f * p; s < 1e15 && s > -1e15 {
+			if n := int64(s); float64(n) == s && n%10 != 0 && float64(n)/p == f {
+				return appendDecimal(b, n, k), true
+			}
+		}
 	}
 	for k, p := range pow10[:7] {
 		s := f * p
@@ -446,6 +471,7 @@ func appendShortDecimal(b []byte, f float64) (_ []byte, ok bool) {
 		}
 		// An integer s converts to int64 and back unchanged (cheaper than math.Trunc).
 		if n := int64(s); float64(n) == s && float64(n)/p == f {
+			*places = k
 			return appendDecimal(b, n, k), true
 		}
 	}

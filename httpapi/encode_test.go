@@ -315,3 +315,28 @@ func TestAnswerWriterEpochDigits(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
 }
+
+// A hint of decimal places carried from value to value (a series' values mostly have
+// as many) never changes what is written: decimals of 0 to 8 places in random order,
+// and their neighbours, against encoding/json.
+func TestJSONFloatPlacesHint(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	places := 0
+	for i := 0; i < 200_000; i++ {
+		k := rng.Intn(9)
+		if i%4 != 0 {
+			k = 5 // mostly one number of places, as a series
+		}
+		f := float64(rng.Int63n(1e12)-5e11) / math.Pow(10, float64(k))
+		switch rng.Intn(5) {
+		case 0:
+			f = math.Nextafter(f, math.Inf(1))
+		case 1:
+			f *= 10
+		}
+		want, _ := json.Marshal(f)
+		if got := appendJSONFloatHint(nil, f, &places); !bytes.Equal(got, want) {
+			t.Fatalf("%v after a hint of %d places: got %s, want %s", f, places, got, want)
+		}
+	}
+}
