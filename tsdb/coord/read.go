@@ -86,6 +86,7 @@ func (c *Coordinator) GetParts(ctx context.Context, key string, from, to int64, 
 		}
 		var page wire.Result
 		var pageParts [][]byte
+		had := len(runs)
 		err := turn.page(ctx, func(ctx context.Context, b *pageBufs) error {
 			b.starts = cover.pageInto(b.starts, lo, ReadPageQuanta)
 			spans, err := c.planRead(ctx, b, key, q, b.starts, from, to)
@@ -93,7 +94,7 @@ func (c *Coordinator) GetParts(ctx context.Context, key string, from, to int64, 
 				return err
 			}
 			answers := c.readFew(ctx, b, key, spans, r)
-			page, pageParts, err = c.assemble(key, typ, spans, answers, r, opt.AllowPartial, parts)
+			page, runs, pageParts, err = c.assembleRuns(key, typ, spans, answers, r, opt.AllowPartial, parts, runs)
 			return err
 		})
 		if err != nil && callerGone(ctx) {
@@ -112,17 +113,15 @@ func (c *Coordinator) GetParts(ctx context.Context, key string, from, to int64, 
 				return wire.Result{}, nil, tooLarge()
 			}
 		}
-		if page.Points.Len() > 0 {
-			runs = append(runs, page.Points)
-			if size += page.Points.WireSize(); opt.MaxBytes > 0 && size > opt.MaxBytes {
+		for i := had; i < len(runs); i++ {
+			if size += runs[i].WireSize(); opt.MaxBytes > 0 && size > opt.MaxBytes {
 				return wire.Result{}, nil, tooLarge()
 			}
 		}
 	}
-	switch {
-	case len(runs) == 1: // one page (any read of up to readPageQuanta quanta): no copy
-		res.Points = runs[0]
-	case len(runs) > 1:
+	if len(runs) > 0 {
+		// The shards' points, copied once whatever the pages: a replica's answer may
+		// share arrays with its store's caches, which the caller must not get.
 		res.Points = series.Concat(runs...)
 	}
 	return res, packed, nil
@@ -390,8 +389,18 @@ func chooseReplicas(spans []shardSpan, asked [][]bool, need []int, self string, 
 // instead (Coordinator.get), forwarding a replica's packed answer as it came where
 // there is nothing to merge.
 func (c *Coordinator) assemble(key string, typ series.Type, spans []shardSpan, answers [][]replicaAnswer, r int, allowPartial bool, parts int) (wire.Result, [][]byte, error) {
+	res, runs, packed, err := c.assembleRuns(key, typ, spans, answers, r, allowPartial, parts, nil)
+	if all := series.Concat(runs...); err == nil && all.Len() > 0 {
+		res.Points = all
+	}
+	return res, packed, err
+}
+
+// assembleRuns is assemble leaving the shards' points as runs, in time order, appended
+// to runs: a read of many pages concatenates them once (GetParts).
+func (c *Coordinator) assembleRuns(key string, typ series.Type, spans []shardSpan, answers [][]replicaAnswer, r int, allowPartial bool, parts int,
+	runs []series.Points) (wire.Result, []series.Points, [][]byte, error) {
 	res := wire.Result{Points: series.Points{Type: typ}}
-	var runs []series.Points // of the shards holding points: most of a long read's hold none
 	var packed [][]byte
 	for i := range spans {
 		if parts > 0 {
@@ -405,7 +414,7 @@ func (c *Coordinator) assemble(key string, typ series.Type, spans []shardSpan, a
 		pts, complete := mergeAnswers(answers[i], r)
 		if !complete {
 			if slices.ContainsFunc(answers[i], func(a replicaAnswer) bool { return a.tooLarge }) {
-				return wire.Result{}, nil, rpc.Errorf(wire.CodeTooLarge, "read of %q: the points of quantum %d in [%d, %d) do not fit in one answer; ask for a shorter range",
+				return wire.Result{}, nil, nil, rpc.Errorf(wire.CodeTooLarge, "read of %q: the points of quantum %d in [%d, %d) do not fit in one answer; ask for a shorter range",
 					key, spans[i].ref.Start, spans[i].from, spans[i].to)
 			}
 			res.Missing++
@@ -422,14 +431,11 @@ func (c *Coordinator) assemble(key string, typ series.Type, spans []shardSpan, a
 	}
 	if res.Missing > 0 {
 		if !allowPartial {
-			return wire.Result{}, nil, rpc.Errorf(wire.CodePartial, "read of %q: %d of %d shards could not be read from any replica", key, res.Missing, len(spans))
+			return wire.Result{}, nil, nil, rpc.Errorf(wire.CodePartial, "read of %q: %d of %d shards could not be read from any replica", key, res.Missing, len(spans))
 		}
 		res.Partial = true
 	}
-	if all := series.Concat(runs...); all.Len() > 0 {
-		res.Points = all
-	}
-	return res, packed, nil
+	return res, runs, packed, nil
 }
 
 // maxExtraReadRounds bounds the rounds after the first: one is enough unless replicas
