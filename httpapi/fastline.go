@@ -100,13 +100,18 @@ func (p *lineParser) fast(l []byte) bool {
 		}
 		p.fields = append(p.fields, f)
 	}
-	// Each field's batch, by "measurement,tags field" as the line spells it.
+	// Each field's batch: the line's "measurement,tags" as it spells them found once,
+	// then its fields among those lines of that head named.
 	p.seen = resize(p.seen, len(p.fields))
-	all := true
+	h := p.byHead[string(head)]
+	all := h != nil
 	for i, f := range p.fields {
-		p.lineKey = append(append(append(p.lineKey[:0], head...), ' '), p.arena[f.ks:f.ke]...)
-		p.seen[i] = p.byLine[string(p.lineKey)]
-		all = all && p.seen[i] != nil
+		var b *seriesBatch
+		if h != nil {
+			b = h.find(p.arena[f.ks:f.ke], i)
+		}
+		p.seen[i] = b
+		all = all && b != nil
 	}
 	if !all && !p.fromCache(head) {
 		return p.fastNew(head, t)
@@ -185,14 +190,87 @@ func (p *lineParser) fastNew(head []byte, t int64) bool {
 	}
 	fields, arena = p.fields, p.arena
 	p.end(t)
+	var h *lineFields
 	for i, b := range p.seen {
 		if b != nil {
 			f := fields[i]
-			p.byLine[string(append(append(head0, ' '), arena[f.ks:f.ke]...))] = b
+			if h == nil {
+				h = p.lineFieldsOf(head0)
+			}
+			h.set(arena[f.ks:f.ke], b)
 			p.cache.put(p.cacheKey(head0, arena[f.ks:f.ke]), b)
 		}
 	}
 	return true
+}
+
+// lineFields are the batches of the fields that a request's fast lines of one
+// "measurement,tags" (as the lines spell it) named.
+type lineFields struct {
+	names   []string
+	batches []*seriesBatch
+	index   map[string]int // position by name, once names outgrow a scan
+}
+
+// lineFieldsScan is how many fields of a head are found by a scan; past it, by index.
+const lineFieldsScan = 8
+
+// lineFieldsOf returns head's lineFields, made empty, with room for the fields of the
+// line being parsed, if the request had none yet.
+func (p *lineParser) lineFieldsOf(head []byte) *lineFields {
+	h := p.byHead[string(head)]
+	if h == nil {
+		h = &lineFields{names: make([]string, 0, len(p.fields)), batches: make([]*seriesBatch, 0, len(p.fields))}
+		p.byHead[string(head)] = h
+	}
+	return h
+}
+
+// find returns the batch of field name, or nil; hint is where the field likely is
+// (its place in the line: lines of a head list their fields in the same order).
+func (h *lineFields) find(name []byte, hint int) *seriesBatch {
+	if hint < len(h.names) && h.names[hint] == string(name) {
+		return h.batches[hint]
+	}
+	if h.index != nil {
+		if j, ok := h.index[string(name)]; ok {
+			return h.batches[j]
+		}
+		return nil
+	}
+	for j, n := range h.names {
+		if n == string(name) {
+			return h.batches[j]
+		}
+	}
+	return nil
+}
+
+// set files b as the batch of field name.
+func (h *lineFields) set(name []byte, b *seriesBatch) {
+	if j, ok := h.index[string(name)]; ok {
+		h.batches[j] = b
+		return
+	}
+	if h.index == nil {
+		for j, n := range h.names {
+			if n == string(name) {
+				h.batches[j] = b
+				return
+			}
+		}
+	}
+	h.names = append(h.names, string(name))
+	h.batches = append(h.batches, b)
+	switch {
+	case h.index != nil:
+		h.index[h.names[len(h.names)-1]] = len(h.names) - 1
+	case len(h.names) > lineFieldsScan:
+		h.index = make(map[string]int, 2*len(h.names))
+		for j, n := range h.names {
+			h.index[n] = j
+		}
+	}
 }
 
 // fromCache finds the batches of the line's fields (p.seen) whose series earlier
@@ -218,7 +296,7 @@ func (p *lineParser) fromCache(head []byte) bool {
 			p.cached++
 		}
 		p.seen[i] = b
-		p.byLine[string(append(append(p.lineKey[:0], head...), ' '))+string(p.arena[f.ks:f.ke])] = b
+		p.lineFieldsOf(head).set(p.arena[f.ks:f.ke], b)
 	}
 	return true
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"fmt"
 	"maps"
 	"math"
 	"reflect"
@@ -265,4 +266,43 @@ func FuzzDecodeSnappy(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFastLineFieldsOfOneHead holds the fast path to the decoder's answers on lines of
+// one measurement and tags whose fields come in changing orders and subsets, more of
+// them than a scan finds (lineFieldsScan), new ones after the first lines: each field
+// found by its name among the head's, never by its place in the line.
+func TestFastLineFieldsOfOneHead(t *testing.T) {
+	var lines []string
+	for i := 0; i < 40; i++ {
+		var fs []string
+		for k := 0; k < 2*lineFieldsScan+3; k++ {
+			f := (k*7 + i*3) % (2*lineFieldsScan + 3)
+			if i < 5 && f > lineFieldsScan || (i+k)%4 == 0 { // some fields only later, some lines without a few
+				continue
+			}
+			fs = append(fs, fmt.Sprintf("f%d=%d.5", f, i*100+f))
+		}
+		lines = append(lines, fmt.Sprintf("m,host=a,dc=x %s %d", strings.Join(fs, ","), 1700000000+i))
+	}
+	body := []byte(strings.Join(lines, "\n"))
+	dec := newLineParser("db", 1, time.Unix(1700000000, 0), body)
+	dec.decode(body, 1)
+	cache := newSeriesCache()
+	for _, name := range []string{"first request", "later request"} {
+		fast := newLineParser("db", 1, time.Unix(1700000000, 0), body)
+		fast.cache = cache
+		for _, l := range lines {
+			if !fast.fast([]byte(l)) {
+				t.Fatalf("%s: the fast path left %q to the decoder", name, l)
+			}
+		}
+		if name == "later request" && fast.cached != len(fast.batches) {
+			t.Fatalf("later request: %d of %d series from the cache", fast.cached, len(fast.batches))
+		}
+		sameAsDecoder(t, name, fast, dec)
+	}
+	if dec.parsed < 40*lineFieldsScan {
+		t.Fatalf("the decoder parsed %d values: the lines are not what the test means", dec.parsed)
+	}
 }

@@ -156,3 +156,32 @@ func pebbleServer(b *testing.B, n int, start time.Duration) (*httptest.Server, *
 	b.Cleanup(srv.Close)
 	return srv, lc
 }
+
+// BenchmarkIoTWritePebble posts TSBS-shaped IoT batches (iotTSBSLines: 100 trucks, 25
+// times a batch, 5,000 lines, as tsbs_load_influx sends them) through /write into a
+// 1-node cluster whose node keeps its shards in pebble, each batch the next 250 s, and
+// reports values/s: the node's cost per value of scripts/bench-tsbs' IoT load, without
+// the script (profile it with -cpuprofile, -memprofile).
+func BenchmarkIoTWritePebble(b *testing.B) {
+	srv, _ := pebbleServer(b, 1, 5*time.Minute)
+	base := time.Date(2016, 1, 1, 0, 0, 0, 0, time.UTC)
+	b.ReportAllocs()
+	values := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		body := iotTSBSLines(base, 100, i*25, 25)
+		values += strings.Count(body, "=") - 5*strings.Count(body, "\n") // fields: every '=' but the 5 tags'
+		b.StartTimer()
+		resp, err := http.Post(srv.URL+"/write?db=benchiot", "text/plain", strings.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			b.Fatalf("write: %s: %s", resp.Status, msg)
+		}
+	}
+	b.ReportMetric(float64(values)/b.Elapsed().Seconds(), "values/s")
+}

@@ -83,7 +83,7 @@ func parseLinesCached(body []byte, db string, prec int64, now time.Time, lim par
 
 func newLineParser(db string, prec int64, now time.Time, body []byte) *lineParser {
 	return &lineParser{db: db, prec: prec, maxTS: math.MaxInt64 / prec, minTS: math.MinInt64 / prec, now: now, body: body, byKey: make(map[string]*seriesBatch),
-		byRaw: make(map[string]*seriesBatch), byLine: make(map[string]*seriesBatch)}
+		byRaw: make(map[string]*seriesBatch), byHead: make(map[string]*lineFields)}
 }
 
 // lineParser is the state of parsing one body.
@@ -99,7 +99,7 @@ type lineParser struct {
 	batches []*seriesBatch
 	byKey   map[string]*seriesBatch // series key → batch
 	byRaw   map[string]*seriesBatch // raw measurement, tags and field → batch
-	byLine  map[string]*seriesBatch // "measurement,tags field" as a fast line spells them → batch
+	byHead  map[string]*lineFields  // "measurement,tags" as a fast line spells them → its fields' batches
 	cached  int                     // batches started from the series cache, not built
 	parsed  int
 	dropped int
@@ -122,7 +122,7 @@ type lineParser struct {
 	cache   *seriesCache   // series of fast lines named by earlier requests; nil: none
 	left    int            // bytes of the body after the fast line being parsed
 	seen    []*seriesBatch // per field of the line: its batch (nil: none, the field was dropped)
-	lineKey []byte         // scratch for byLine's keys
+	lineKey []byte         // scratch for seriesCache keys
 
 	pace *netyield.Pacer // parseLimits.pace
 }

@@ -2,6 +2,8 @@ package store
 
 import (
 	"bytes"
+	"crypto/sha1"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -34,41 +36,44 @@ func lookupFixture(tb testing.TB, n int) (*Pebble, func(i int) []byte) {
 	return p, key
 }
 
-// lookupMany answers every key, stored or not, one or many, in any order, as a Get
-// of each would.
+// lookupMany and lookupMostlyAbsent answer every key, stored or not, one or many, in
+// any order, as a Get of each would.
 func TestLookupMany(t *testing.T) {
 	p, key := lookupFixture(t, 1000)
 	defer p.Close()
-	for _, idx := range [][]int{{}, {5}, {1500}, {3, 1200, 7, 999, 2000, 0}, {10, 11, 12, 13, 5000, 14}} {
-		keys := make([][]byte, len(idx))
-		for j, i := range idx {
-			keys[j] = key(i)
-		}
-		var got []string
-		err := p.lookupMany(keys, func(j int, v []byte, found bool) error {
-			if found != (idx[j] < 1000) {
-				t.Errorf("key %d: found %v", idx[j], found)
+	looks := map[string]func([][]byte, func(int, []byte, bool) error) error{"lookupMany": p.lookupMany, "lookupMostlyAbsent": p.lookupMostlyAbsent}
+	for name, look := range looks {
+		for _, idx := range [][]int{{}, {5}, {1500}, {3, 1200, 7, 999, 2000, 0}, {10, 11, 12, 13, 5000, 14}} {
+			keys := make([][]byte, len(idx))
+			for j, i := range idx {
+				keys[j] = key(i)
 			}
-			if found {
-				got = append(got, string(v))
-			} else {
-				got = append(got, "-")
+			var got []string
+			err := look(keys, func(j int, v []byte, found bool) error {
+				if found != (idx[j] < 1000) {
+					t.Errorf("%s: key %d: found %v", name, idx[j], found)
+				}
+				if found {
+					got = append(got, string(v))
+				} else {
+					got = append(got, "-")
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var want []string
-		for _, i := range idx {
-			if i < 1000 {
-				want = append(want, fmt.Sprintf("value %d", i))
-			} else {
-				want = append(want, "-")
+			var want []string
+			for _, i := range idx {
+				if i < 1000 {
+					want = append(want, fmt.Sprintf("value %d", i))
+				} else {
+					want = append(want, "-")
+				}
 			}
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("lookupMany(%v) = %q, want %q", idx, got, want)
+			if !slices.Equal(got, want) {
+				t.Errorf("%s(%v) = %q, want %q", name, idx, got, want)
+			}
 		}
 	}
 	stop := fmt.Errorf("stop")
@@ -138,5 +143,78 @@ func TestPebbleEntriesOfAsEntry(t *testing.T) {
 	}
 	if !slices.Equal(keys, []string{"d", "c", "a", "d", "b"}) {
 		t.Fatalf("EntriesOf reordered its argument: %q", keys)
+	}
+}
+
+// BenchmarkLookupAbsent looks up the summaries of 500 pairs that no table holds, among
+// 2,000 pairs' summaries and blocks spread over ten overlapping tables (as flushed
+// memtables are), and 500 that are stored: by plain seeks (lookupMany) and by prefix
+// seeks that ask the bloom filters first (lookupMostlyAbsent). The block cache holds
+// a fraction of the tables (cached: all of them), as a node's holds of a long load.
+func BenchmarkLookupAbsent(b *testing.B) {
+	for _, cache := range []int64{1 << 20, 64 << 20} {
+		name := "small-cache"
+		if cache > 1<<20 {
+			name = "cached"
+		}
+		b.Run(name, func(b *testing.B) { benchLookupAbsent(b, cache) })
+	}
+}
+
+func benchLookupAbsent(b *testing.B, cache int64) {
+	o := DefaultPebbleOptions()
+	o.CacheSize = cache
+	p := openTest(b, b.TempDir(), o)
+	defer p.Close()
+	id := func(i int) []byte { h := sha1.Sum(fmt.Appendf(nil, "pair %d", i)); return h[:] }
+	block := make([]byte, 400)
+	for r := range 10 {
+		batch := p.db.NewBatch()
+		for i := r; i < 2000; i += 10 {
+			err := batch.Set(pairKey(nil, id(i), kindSummary), make([]byte, 150), nil)
+			for n := range 8 {
+				for j := range block {
+					block[j] = byte(i*31 + n*7 + j*j)
+				}
+				err = errors.Join(err, batch.Set(blockKey(nil, id(i), uint64(n)), block, nil))
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := errors.Join(batch.Commit(pebble.NoSync), p.db.Flush()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		from int
+	}{{"absent", 2000}, {"stored", 0}} {
+		var keys [][]byte
+		for i := range 500 {
+			keys = append(keys, pairKey(nil, id(c.from+i*3), kindSummary))
+		}
+		slices.SortFunc(keys, bytes.Compare)
+		for _, l := range []struct {
+			name string
+			look func([][]byte, func(int, []byte, bool) error) error
+		}{{"seek", p.lookupMany}, {"prefix", p.lookupMostlyAbsent}} {
+			b.Run(c.name+"/"+l.name, func(b *testing.B) {
+				for b.Loop() {
+					found := 0
+					if err := l.look(keys, func(_ int, _ []byte, ok bool) error {
+						if ok {
+							found++
+						}
+						return nil
+					}); err != nil {
+						b.Fatal(err)
+					}
+					if want := map[bool]int{true: 0, false: 500}[c.from == 2000]; found != want {
+						b.Fatalf("found %d of 500, want %d", found, want)
+					}
+				}
+			})
+		}
 	}
 }

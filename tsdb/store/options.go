@@ -316,6 +316,7 @@ func (o PebbleOptions) Validate() error {
 // and must Unref it once pebble.Open has taken its own.
 func (o PebbleOptions) pebbleOptions() *pebble.Options {
 	po := &pebble.Options{
+		Comparer:     wholeKeyComparer,
 		Cache:        pebble.NewCache(o.CacheSize),
 		MemTableSize: uint64(o.MemTableSize),
 		MaxOpenFiles: o.MaxOpenFiles,
@@ -343,6 +344,17 @@ func (o PebbleOptions) pebbleOptions() *pebble.Options {
 	}
 	return po
 }
+
+// wholeKeyComparer is pebble's default comparer, of the same name and order (a store
+// written without it opens with it, and the other way round), with a Split that makes
+// every key its own prefix. The tables' bloom filters hold whole keys with or without
+// it; with it they also serve an iterator's SeekPrefixGE (lookupMostlyAbsent), not
+// only a Get.
+var wholeKeyComparer = func() *pebble.Comparer {
+	c := *pebble.DefaultComparer
+	c.Split = func(k []byte) int { return len(k) }
+	return &c
+}()
 
 // eventListener reports pebble's trouble: background errors (a flush or compaction
 // that failed, for instance for want of space, and which pebble retries at once, so

@@ -792,7 +792,8 @@ func (p *Pebble) summaries(ws []pairWrite, order []int) error {
 		miss = append(miss, i)
 		keys = append(keys, pairKey(nil, w.id, kindSummary))
 	}
-	return p.lookupMany(keys, func(j int, v []byte, found bool) error {
+	// What the pair table does not hold is mostly a pair written for the first time.
+	return p.lookupMostlyAbsent(keys, func(j int, v []byte, found bool) error {
 		if !found {
 			return nil
 		}
