@@ -25,17 +25,17 @@ type answerWriter struct {
 	unit int64 // nanoseconds per unit of the epoch parameter; 0 for RFC 3339 strings
 	day  int64 // the day whose `"2006-01-02T` is dayP
 	dayP []byte
-	sec  int64          // the second whose `"2006-01-02T15:04:05` is secP
-	secP [32]byte       // its 20 bytes (years 1677 to 2262 have four digits), then room
+	sec  int64    // the second whose `"2006-01-02T15:04:05` is secP
+	secP [32]byte // its 20 bytes (years 1677 to 2262 have four digits), then room
 	// The last time written as an integer (the epoch parameter) and its digits, in
 	// epochP[:epochN]; epochN is 0 until one was.
 	epochV int64
 	epochP [32]byte
 	epochN int
-	places int // the decimal places of the last value written as a short decimal
-	err  error          // the first write error; later writes are dropped
-	csv  *csvState      // not nil: the answer is CSV (csv.go)
-	loc  *time.Location // the zone of the result being written (tz()); nil: UTC
+	places int            // the decimal places of the last value written as a short decimal
+	err    error          // the first write error; later writes are dropped
+	csv    *csvState      // not nil: the answer is CSV (csv.go)
+	loc    *time.Location // the zone of the result being written (tz()); nil: UTC
 }
 
 // flushAt is the buffer length at which the answer goes out to the connection.

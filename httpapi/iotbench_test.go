@@ -102,15 +102,7 @@ func BenchmarkIoTHeavyPebble(b *testing.B) {
 	// holds, as there.
 	const hours = 13
 	for i := 0; i < hours*360; i += 25 { // 5,000 lines a batch, as tsbs_load_influx sends them
-		resp, err := http.Post(srv.URL+"/write?db=benchiot", "text/plain", strings.NewReader(iotTSBSLines(base, 100, i, 25)))
-		if err != nil {
-			b.Fatal(err)
-		}
-		msg, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNoContent {
-			b.Fatalf("write: %s: %s", resp.Status, msg)
-		}
+		postLines(b, srv.URL+"/write?db=benchiot", iotTSBSLines(base, 100, i, 25))
 	}
 	// scripts/bench-tsbs asks once the machine is idle again, the sealer done.
 	if _, err := lc.Nodes[0].Store().(*store.Pebble).SealNow(time.Now().Add(time.Hour)); err != nil {
@@ -173,15 +165,20 @@ func BenchmarkIoTWritePebble(b *testing.B) {
 		body := iotTSBSLines(base, 100, i*25, 25)
 		values += strings.Count(body, "=") - 5*strings.Count(body, "\n") // fields: every '=' but the 5 tags'
 		b.StartTimer()
-		resp, err := http.Post(srv.URL+"/write?db=benchiot", "text/plain", strings.NewReader(body))
-		if err != nil {
-			b.Fatal(err)
-		}
-		msg, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNoContent {
-			b.Fatalf("write: %s: %s", resp.Status, msg)
-		}
+		postLines(b, srv.URL+"/write?db=benchiot", body)
 	}
 	b.ReportMetric(float64(values)/b.Elapsed().Seconds(), "values/s")
+}
+
+// postLines writes body's lines to url and fails b unless they were all taken (204).
+func postLines(b *testing.B, url, body string) {
+	resp, err := http.Post(url, "text/plain", strings.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		b.Fatalf("write: %s: %s", resp.Status, msg)
+	}
 }
