@@ -5,19 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
-
-	"github.com/tsdht/tsdht/quanta"
 )
-
-// cursorQuantum is the quantum a cursor series is created with when its cursor is
-// saved every saveEvery: one that holds about quanta.FitPoints saves (quanta.Fit), as
-// for any series of that rate. At the cluster's quantum every save of a series would
-// fall into a shard of its own, and the store would create, index and seal a shard
-// per series and save: as many shards again as a stream forwarded raw makes itself.
-func cursorQuantum(saveEvery time.Duration) quanta.Quantum {
-	return quanta.Fit(saveEvery, quanta.Ladder[0])
-}
 
 // maxCursorWindows bounds the late-check windows a cursor record carries, so that it
 // stays a short string value (series.MaxStringValueLen).

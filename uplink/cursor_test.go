@@ -1,14 +1,8 @@
 package uplink
 
 import (
-	"context"
 	"maps"
 	"testing"
-	"time"
-
-	"github.com/tsdht/tsdht/tsdb"
-	"github.com/tsdht/tsdht/tsdb/series"
-	"github.com/tsdht/tsdht/tsdb/wire"
 )
 
 func TestCursorRecordRoundTrip(t *testing.T) {
@@ -45,38 +39,4 @@ func FuzzDecodeCursor(f *testing.F) {
 			t.Fatalf("%q: cursor %d, then %d", s, r.Cursor, again.Cursor)
 		}
 	})
-}
-
-// TestCursorSeriesSpansManySaves: a cursor saved every 10 s lives in a series whose
-// quantum holds hundreds of saves, so that its saves append to one shard instead of
-// each making (and the store sealing) a shard of its own.
-func TestCursorSeriesSpansManySaves(t *testing.T) {
-	ctx := context.Background()
-	lc, target, url := startOne(t)
-	const key = "site/pmu1/freq"
-	var p series.Points
-	base := time.Now().Add(-time.Minute).Truncate(time.Second)
-	for i := range 60 {
-		p.AppendFloat(base.Add(time.Duration(i)*time.Second).UnixNano(), float64(i))
-	}
-	if _, err := lc.Nodes[0].Coordinator().Put(ctx, key, p, wire.PutOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cfg := quickConfig(url)
-	cfg.SaveEvery = 10 * time.Second
-	ups := runUplinks(t, lc, cfg, func(_ int, n *tsdb.Node) Own { return n.Coordinator() })
-	waitFor(t, 20*time.Second, func() bool { return target.count(key) == 60 }, "the 60 points to be forwarded")
-	ups[0].Close() // saves the cursor
-	ck := CursorKey(ups[0].id, key)
-	q := lc.Nodes[0].Coordinator().SeriesQuantumForTest(ctx, ck)
-	if q.Duration()/cfg.SaveEvery < 300 {
-		t.Errorf("the cursor series has a quantum of %v: %d saves a shard, want at least 300", q.Duration(), q.Duration()/cfg.SaveEvery)
-	}
-	got, err := lc.Nodes[0].Coordinator().Latest(ctx, ck, 0, time.Now().Add(time.Minute).UnixNano())
-	if err != nil || got.Len() != 1 {
-		t.Fatalf("the saved cursor: %v points, %v", got.Len(), err)
-	}
-	if rec, err := decodeCursor(got.S[0]); err != nil || rec.Cursor <= p.T[59] {
-		t.Errorf("the saved cursor %+v (%v) does not pass the last point forwarded, %d", rec, err, p.T[59])
-	}
 }

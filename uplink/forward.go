@@ -372,7 +372,7 @@ func (u *Uplink) load(ctx context.Context, st *state, now time.Time) error {
 // save writes, in one request, the cursor records of the series of sts whose cursor
 // changed and SaveEvery passed (or force): the series' saves fall due together, and
 // each request costs the cluster a write (a sync on a --sync always node) whatever
-// it carries. A cursor series is created with cursorQuantum.
+// it carries.
 func (u *Uplink) save(ctx context.Context, sts []*state, force bool) {
 	now := time.Now()
 	var puts []coord.SeriesPut
@@ -391,7 +391,7 @@ func (u *Uplink) save(ctx context.Context, sts []*state, force bool) {
 	if len(puts) == 0 {
 		return
 	}
-	for i, r := range u.cl.PutMany(ctx, puts, wire.PutOptions{Quantum: cursorQuantum(u.cfg.SaveEvery)}) {
+	for i, r := range u.cl.PutMany(ctx, puts, wire.PutOptions{}) {
 		if st := due[i]; r.Err != nil {
 			u.log.Warn("saving a cursor failed; a takeover would send more again", "series", st.e.Key, "err", r.Err)
 		} else {
