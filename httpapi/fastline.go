@@ -232,33 +232,33 @@ func (h *lineFields) find(name []byte, hint int) *seriesBatch {
 	if hint < len(h.names) && h.names[hint] == string(name) {
 		return h.batches[hint]
 	}
-	if h.index != nil {
-		if j, ok := h.index[string(name)]; ok {
-			return h.batches[j]
-		}
-		return nil
-	}
-	for j, n := range h.names {
-		if n == string(name) {
-			return h.batches[j]
-		}
+	if j := h.pos(name); j >= 0 {
+		return h.batches[j]
 	}
 	return nil
 }
 
+// pos returns the position of field name, or -1.
+func (h *lineFields) pos(name []byte) int {
+	if h.index != nil {
+		if j, ok := h.index[string(name)]; ok {
+			return j
+		}
+		return -1
+	}
+	for j, n := range h.names {
+		if n == string(name) {
+			return j
+		}
+	}
+	return -1
+}
+
 // set files b as the batch of field name.
 func (h *lineFields) set(name []byte, b *seriesBatch) {
-	if j, ok := h.index[string(name)]; ok {
+	if j := h.pos(name); j >= 0 {
 		h.batches[j] = b
 		return
-	}
-	if h.index == nil {
-		for j, n := range h.names {
-			if n == string(name) {
-				h.batches[j] = b
-				return
-			}
-		}
 	}
 	h.names = append(h.names, string(name))
 	h.batches = append(h.batches, b)
