@@ -20,8 +20,9 @@ import (
 // and the other replicas only for their statistics digest: the pair's count and
 // order-independent point-set hash. Each node gets one request for all of its shards of
 // a page (wire.MethodAggSeries: the series named once, shards by quantum start, answers
-// packed; wire.MethodAgg for a node that does not know it), and reads their statistics
-// in one store pass (store.PairStatsBatch). A shard whose held replicas all agree
+// packed; wire.MethodAgg for a node that does not know it), and reads their statistics,
+// and the points of those whose windows cut their quantum, in one store pass
+// (store.AggregateBatch). A shard whose held replicas all agree
 // with the one that sent windows is answered by those windows. Otherwise the replicas
 // hold different versions: the shard falls back to a read of its points — the read's
 // rounds, union and last-write-wins merge, read repair and completeness rule — and is

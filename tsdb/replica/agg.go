@@ -73,9 +73,10 @@ const ctxCheckEvery = 16
 // AggRefs implements Local: it answers shards, whose store references are refs
 // (checked), with windows of width every (checked), in out when it has a result per
 // shard (a long aggregate's page buffer: pagebufs.go), else in a new slice, and calls
-// yield (when not nil) with the index of each shard before it reads it. The pairs' statistics are read in
-// one pass (store.PairStatsBatch); windows that cut a quantum are computed from its
-// points.
+// yield (when not nil) with the index of each shard once it has read it. The pairs'
+// statistics, and the points of those whose windows cut their quantum, are read in one
+// store pass (store.AggregateBatch), in the request's order: the coordinator asks for a
+// replica's shards in the store's key order (store.ComparePairs).
 func (l *Local) AggRefs(ctx context.Context, every int64, shards []wire.ShardAgg, refs []store.ShardRef, out []wire.ShardAggResult, yield func(i int)) (*wire.AggResp, error) {
 	for i := range shards {
 		if r := &shards[i]; r.From > r.To {
@@ -87,11 +88,22 @@ func (l *Local) AggRefs(ctx context.Context, every int64, shards []wire.ShardAgg
 	}
 	clear(out)
 	resp := &wire.AggResp{Shards: out}
+	// Every pair's statistics, and the points of those whose windows cut their quantum,
+	// in one store pass.
+	aggs := make([]store.PairAgg, len(shards))
+	for i := range shards {
+		r := &shards[i]
+		aggs[i] = store.PairAgg{Ref: refs[i], Key: r.Key}
+		begin, end := refs[i].Q.BeginNanos(r.Start), refs[i].Q.EndNanos(r.Start)
+		if !r.Digest && !store.WholeQuantum(begin, end, r.From, r.To, every) {
+			aggs[i].From, aggs[i].To, aggs[i].Every = r.From, r.To, every
+		}
+	}
 	// The windows answered by statistics, in one array as far as it goes: grown as
 	// held shards come (most of a long aggregate's hold nothing), each answer keeps
 	// the array it was made in.
 	var whole []agg.Window
-	each := func(i int, st agg.Partial, held bool) error {
+	err := store.AggregateBatch(l.store, aggs, func(i int, st agg.Partial, held bool, ws []agg.Window) error {
 		if yield != nil {
 			yield(i) // a long read's page lets small requests in (longread.go)
 		}
@@ -101,38 +113,20 @@ func (l *Local) AggRefs(ctx context.Context, every int64, shards []wire.ShardAgg
 		}
 		r, res := &shards[i], &resp.Shards[i]
 		res.Held, res.Count, res.Hash, res.Type = held, st.Count, cluster.StatsDigest(st.Count, st.Hash), st.Type
-		if r.Digest || !held {
-			return nil
-		}
-		begin, end := refs[i].Q.BeginNanos(r.Start), refs[i].Q.EndNanos(r.Start)
-		if store.WholeQuantum(begin, end, r.From, r.To, every) {
-			// The statistics in hand answer (store.AggregateQuantum would read them again).
+		switch {
+		case r.Digest || !held:
+		case aggs[i].Every == 0: // the statistics in hand answer
+			begin := refs[i].Q.BeginNanos(r.Start)
 			st.Hash = 0
 			whole = append(whole, agg.Window{Start: agg.WindowStart(begin, every), Partial: st})
 			res.Windows = whole[len(whole)-1 : len(whole) : len(whole)]
-			return nil
+		default:
+			res.Windows = ws
 		}
-		ws, _, err := l.store.Aggregate(refs[i], r.Key, r.From, r.To, every)
-		if err != nil {
-			return err
-		}
-		res.Windows = ws
 		return nil
-	}
-	if cluster.OneSeries(shards) && len(shards) > 0 {
-		if err := store.PairStatsBatch(l.store, refs, shards[0].Key, each); err != nil {
-			return nil, storeError(err)
-		}
-		return resp, nil
-	}
-	for i := range shards {
-		st, held, err := l.store.PairStats(refs[i], shards[i].Key)
-		if err == nil {
-			err = each(i, st, held)
-		}
-		if err != nil {
-			return nil, storeError(err)
-		}
+	})
+	if err != nil {
+		return nil, storeError(err)
 	}
 	return resp, nil
 }

@@ -904,7 +904,12 @@ func (p *Pebble) scanPair(it *pebble.Iterator, id, lower, seek []byte, lo, hi in
 	if !held || hi < lo {
 		return series.Points{}, held, it.Error()
 	}
+	pts, err := p.scanFrom(it, id, seek, lo, hi)
+	return pts, err == nil, err
+}
 
+// scanFrom is scanPair once it stands at the pair's summary, with lo <= hi.
+func (p *Pebble) scanFrom(it *pebble.Iterator, id, seek []byte, lo, hi int64) (series.Points, error) {
 	var parts []series.Points
 	var valid bool
 	if minT, ok := summaryMinT(it.Value()); ok && lo <= minT {
@@ -924,14 +929,14 @@ func (p *Pebble) scanPair(it *pebble.Iterator, id, lower, seek []byte, lo, hi in
 		}
 		c, err := p.decodeChunk(it.Key(), it.Value())
 		if err != nil {
-			return series.Points{}, false, err
+			return series.Points{}, err
 		}
 		parts = append(parts, trimInclusive(c, lo, hi))
 	}
 	// The loop also ends when the iterator fails (a block failing its checksum): the
 	// next seek would clear that error, and the read would be silently short.
 	if err := it.Error(); err != nil {
-		return series.Points{}, false, err
+		return series.Points{}, err
 	}
 
 	var raw series.Points
@@ -939,17 +944,17 @@ func (p *Pebble) scanPair(it *pebble.Iterator, id, lower, seek []byte, lo, hi in
 		var err error
 		at := keyKind(it.Key(), len(id)) == kindBlock
 		if raw, err = unsealedPoints(it, pairKey(seek[:0], id, kindBlock), id, lo, hi, at); err != nil {
-			return series.Points{}, false, err
+			return series.Points{}, err
 		}
 	}
 	out := series.Concat(parts...) // copies: cached chunks stay untouched
 	if raw.Len() > 0 {
 		if out.Len() > 0 && out.Type != raw.Type {
-			return series.Points{}, false, fmt.Errorf("%w: unsealed and sealed points of pair %x differ in type", ErrCorrupt, bytes.Clone(id))
+			return series.Points{}, fmt.Errorf("%w: unsealed and sealed points of pair %x differ in type", ErrCorrupt, bytes.Clone(id))
 		}
 		out = series.Merge(out, raw)
 	}
-	return out, true, nil
+	return out, nil
 }
 
 // unsealedPoints reads the blocks from start (a key; nil: it's first) to it's end,

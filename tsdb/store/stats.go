@@ -94,27 +94,46 @@ func (p *Pebble) statsAfter(id []byte, sum summary, pts, old *series.Points, fre
 	return agg.Merge(sum.stats, pairStats(pts)), nil
 }
 
-// StatsBatcher is an Analyzer that reads the statistics of one series in many shards
-// in one pass: what a replica answering an aggregate of many quanta asks.
-type StatsBatcher interface {
-	// PairStatsBatch calls yield(i, stats, held) with what PairStats(refs[i], key)
-	// returns, for each i in order, and stops at the first error (yield's included).
-	// refs in ascending Start cost the least.
-	PairStatsBatch(refs []ShardRef, key string, yield func(i int, stats agg.Partial, held bool) error) error
+// PairAgg is one pair's part of an AggregateBatch: PairStats' arguments, and
+// Aggregate's where Every > 0.
+type PairAgg struct {
+	Ref ShardRef
+	Key string
+	// From, To and Every are the windows wanted from the pair's points, as Aggregate
+	// takes them; Every 0 asks for the pair's statistics alone.
+	From, To, Every int64
 }
 
-// PairStatsBatch is a's PairStatsBatch when a is a StatsBatcher, and otherwise calls
-// PairStats for each of refs.
-func PairStatsBatch(a Analyzer, refs []ShardRef, key string, yield func(i int, stats agg.Partial, held bool) error) error {
-	if b, ok := a.(StatsBatcher); ok {
-		return b.PairStatsBatch(refs, key, yield)
+// AggBatcher is an Analyzer that answers many pairs' statistics and windows in one
+// pass: what a replica answering an aggregate of many shards asks.
+type AggBatcher interface {
+	// AggregateBatch calls yield(i, stats, held, ws) for each i in order, with what
+	// PairStats(aggs[i].Ref, aggs[i].Key) returns and, where aggs[i].Every > 0, the
+	// windows Aggregate returns for it; it stops at the first error (yield's
+	// included). yield keeps ws; it must not call the store. Pairs in the order of
+	// ComparePairs cost the least.
+	AggregateBatch(aggs []PairAgg, yield func(i int, stats agg.Partial, held bool, ws []agg.Window) error) error
+}
+
+// AggregateBatch is a's AggregateBatch when a is an AggBatcher, and otherwise calls
+// PairStats, and Aggregate where asked, for each of aggs.
+func AggregateBatch(a Analyzer, aggs []PairAgg, yield func(i int, stats agg.Partial, held bool, ws []agg.Window) error) error {
+	if b, ok := a.(AggBatcher); ok {
+		return b.AggregateBatch(aggs, yield)
 	}
-	for i, ref := range refs {
-		st, held, err := a.PairStats(ref, key)
+	for i := range aggs {
+		r := &aggs[i]
+		st, held, err := a.PairStats(r.Ref, r.Key)
 		if err != nil {
 			return err
 		}
-		if err := yield(i, st, held); err != nil {
+		var ws []agg.Window
+		if r.Every > 0 && held {
+			if ws, _, err = a.Aggregate(r.Ref, r.Key, r.From, r.To, r.Every); err != nil {
+				return err
+			}
+		}
+		if err := yield(i, st, held, ws); err != nil {
 			return err
 		}
 	}
@@ -167,45 +186,74 @@ func (p *Pebble) statsOf(id []byte, sid, key string, s summary) (agg.Partial, bo
 	return s.stats, true, nil
 }
 
-// PairStatsBatch implements StatsBatcher: each pair's summary comes from the cache of
-// recently written pairs or, past it, from one iterator that seeks forward through the
-// pairs (they sort by quantum start), not from one lookup per pair.
-func (p *Pebble) PairStatsBatch(refs []ShardRef, key string, yield func(i int, stats agg.Partial, held bool) error) error {
+// AggregateBatch implements AggBatcher: a pair's summary comes from the cache of
+// recently written pairs (statistics alone) or from one iterator whose bounds move from pair to
+// pair, and a pair's points, where windows are asked of it, from the same iterator
+// at the same place — not from a lookup and an iterator built over every level of the
+// tree for each pair. Given in the order of their keys (ComparePairs), the bounds only
+// move forward and each seek starts from the blocks the last one left.
+func (p *Pebble) AggregateBatch(aggs []PairAgg, yield func(i int, stats agg.Partial, held bool, ws []agg.Window) error) error {
+	if len(aggs) == 0 {
+		return nil
+	}
 	if err := p.settle(); err != nil {
 		return err
 	}
-	if err := series.ValidateKey(key); err != nil {
-		return err
+	for i := range aggs {
+		if err := series.ValidateKey(aggs[i].Key); err != nil {
+			return err
+		}
+		if aggs[i].Every != 0 {
+			if err := agg.CheckWidth(aggs[i].Every); err != nil {
+				return err
+			}
+		}
 	}
 	if !p.enter() {
 		return ErrClosed
 	}
 	defer p.state.RUnlock()
-	var it *pebble.Iterator // opened at the first pair not in the cache
+	var it *pebble.Iterator // opened at the first pair it is needed for
 	defer func() {
 		if it != nil {
 			it.Close()
 		}
 	}()
-	var id, k []byte
-	for i, ref := range refs {
-		id = appendPairID(id[:0], ref, key)
-		s, cached := p.pairs.summaryOf(id)
-		if !cached {
+	var idBuf [pairIDStack]byte
+	var keys []byte // the iterator copies each pair's bounds, so one buffer serves every pair
+	for i := range aggs {
+		r := &aggs[i]
+		id := appendPairID(idBuf[:0], r.Ref, r.Key)
+		// A pair whose points are read takes its summary from the same snapshot.
+		var s summary
+		cached := false
+		if r.Every == 0 {
+			s, cached = p.pairs.summaryOf(id)
+		}
+		at := false // it stands at the pair's summary
+		var lower, seek []byte
+		if !cached || r.Every > 0 {
 			if it == nil {
 				var err error
 				if it, err = p.db.NewIter(&pebble.IterOptions{LowerBound: []byte{famPair}, UpperBound: []byte{famPair + 1}}); err != nil {
-					return fmt.Errorf("store: stats of %q: %w", key, err)
+					return fmt.Errorf("store: aggregate of %d pairs: %w", len(aggs), err)
 				}
 			}
-			k = pairKey(k[:0], id, kindSummary)
-			if it.SeekGE(k) && bytes.Equal(it.Key(), k) {
+			if need := 3*(len(id)+2) + 8; cap(keys) < need {
+				keys = make([]byte, 0, need)
+			}
+			var upper []byte
+			lower, upper, seek = pairBounds(keys, id)
+			it.SetBounds(lower, upper)
+			at = it.SeekGE(lower) && bytes.Equal(it.Key(), lower)
+			if err := it.Error(); err != nil {
+				return p.readFailed(r.Ref, r.Key, err)
+			}
+			if at && !cached {
 				var err error
 				if s, err = decodeSummary(it.Value()); err != nil {
-					return fmt.Errorf("store: stats of %q: %w", key, err)
+					return fmt.Errorf("store: stats of %q: %w", r.Key, err)
 				}
-			} else if err := it.Error(); err != nil {
-				return fmt.Errorf("store: stats of %q: %w", key, err)
 			}
 		}
 		var st agg.Partial
@@ -214,11 +262,21 @@ func (p *Pebble) PairStatsBatch(refs []ShardRef, key string, yield func(i int, s
 			st = s.stats
 		} else if held {
 			var err error
-			if st, held, err = p.statsOf(id, string(id), key, s); err != nil {
+			if st, held, err = p.statsOf(id, string(id), r.Key, s); err != nil {
 				return err
 			}
 		}
-		if err := yield(i, st, held); err != nil {
+		var ws []agg.Window
+		if lo, hi := inclusive(r.From, r.To); held && at && r.Every > 0 && lo <= hi {
+			pts, err := p.scanFrom(it, id, seek, lo, hi)
+			if err != nil {
+				return p.readFailed(r.Ref, r.Key, err)
+			}
+			if pts.Len() > 0 {
+				ws = agg.Windows(&pts, r.From, r.To, r.Every)
+			}
+		}
+		if err := yield(i, st, held, ws); err != nil {
 			return err
 		}
 	}

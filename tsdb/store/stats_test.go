@@ -40,7 +40,7 @@ func TestStatsOfAnOldSummary(t *testing.T) {
 	// The batch reads it with its iterator, and computes its statistics as PairStats does.
 	absent := ShardRef{ID: quanta.ShardID(quanta.KFI, "old", 1_700_000_010), Start: 1_700_000_010}
 	var batch []agg.Partial
-	err = p.PairStatsBatch([]ShardRef{ref, absent}, "old", func(i int, st agg.Partial, held bool) error {
+	err = p.AggregateBatch([]PairAgg{{Ref: ref, Key: "old"}, {Ref: absent, Key: "old"}}, func(i int, st agg.Partial, held bool, _ []agg.Window) error {
 		if held != (i == 0) {
 			t.Errorf("batch: shard %d held %v", i, held)
 		}
@@ -59,7 +59,7 @@ func TestStatsOfAnOldSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.pairs = newPairTable(16) // read the record, not the cache
-	err = p.PairStatsBatch([]ShardRef{absent, ref}, "old", func(i int, st agg.Partial, held bool) error {
+	err = p.AggregateBatch([]PairAgg{{Ref: absent, Key: "old"}, {Ref: ref, Key: "old"}}, func(i int, st agg.Partial, held bool, _ []agg.Window) error {
 		if i == 1 && (!held || st.Count != 4 || st.Min != -1) {
 			t.Errorf("batch from the record: %+v, held %v", st, held)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"testing"
 
@@ -46,31 +47,54 @@ var statsCases = []testCase{
 	{"AggregateMatchesBruteForce", aggregateProperty},
 }
 
-// checkStatsBatch compares store.PairStatsBatch over the first n quanta of refOf with
-// PairStats of each.
-func checkStatsBatch(t *testing.T, s store.Store, key string, refOf func(q int) store.ShardRef, n int) {
+// checkAggBatch compares store.AggregateBatch over the first n quanta of refOf, for
+// key and for other (shard by shard, each quantum's pairs as the store orders them),
+// with PairStats of each pair and, in every other one, with Aggregate over [from, to)
+// at width every.
+func checkAggBatch(t *testing.T, s store.Store, key, other string, refOf, otherOf func(q int) store.ShardRef, n int, from, to, every int64) {
 	t.Helper()
-	refs := make([]store.ShardRef, n)
-	for q := range refs {
-		refs[q] = refOf(q)
+	var aggs []store.PairAgg
+	for q := range n {
+		for k, a := range []store.PairAgg{{Ref: refOf(q), Key: key}, {Ref: otherOf(q), Key: other}} {
+			if (q+k)%2 == 0 {
+				a.From, a.To, a.Every = from, to, every
+			}
+			aggs = append(aggs, a)
+		}
 	}
+	slices.SortFunc(aggs, func(a, b store.PairAgg) int { return store.ComparePairs(a.Ref, a.Key, b.Ref, b.Key) })
 	seen := 0
-	err := store.PairStatsBatch(s, refs, key, func(i int, st agg.Partial, held bool) error {
+	err := store.AggregateBatch(s, aggs, func(i int, st agg.Partial, held bool, ws []agg.Window) error {
 		if i != seen {
-			return fmt.Errorf("yield of shard %d, want %d", i, seen)
+			return fmt.Errorf("yield of pair %d, want %d", i, seen)
 		}
 		seen++
-		want, wheld, err := s.PairStats(refs[i], key)
+		a := &aggs[i]
+		want, wheld, err := s.PairStats(a.Ref, a.Key)
 		if err != nil {
 			return err
 		}
 		if held != wheld || st != want {
-			return fmt.Errorf("shard %d: PairStatsBatch gives %+v (held %v), PairStats %+v (held %v)", i, st, held, want, wheld)
+			return fmt.Errorf("pair %d (%q at %d): AggregateBatch gives %+v (held %v), PairStats %+v (held %v)", i, a.Key, a.Ref.Start, st, held, want, wheld)
+		}
+		var wantWs []agg.Window
+		if a.Every > 0 {
+			if wantWs, _, err = s.Aggregate(a.Ref, a.Key, a.From, a.To, a.Every); err != nil {
+				return err
+			}
+		}
+		if len(ws) != len(wantWs) {
+			return fmt.Errorf("pair %d (%q at %d): AggregateBatch gives %d windows, Aggregate %d", i, a.Key, a.Ref.Start, len(ws), len(wantWs))
+		}
+		for k := range ws {
+			if ws[k] != wantWs[k] {
+				return fmt.Errorf("pair %d (%q at %d): window %d is %+v, Aggregate's %+v", i, a.Key, a.Ref.Start, k, ws[k], wantWs[k])
+			}
 		}
 		return nil
 	})
-	if err != nil || seen != n {
-		t.Fatalf("PairStatsBatch of %q: %d of %d shards, %v", key, seen, n, err)
+	if err != nil || seen != len(aggs) {
+		t.Fatalf("AggregateBatch of %q and %q: %d of %d pairs, %v", key, other, seen, len(aggs), err)
 	}
 }
 
@@ -112,8 +136,10 @@ const (
 // ranges; and that each pair's statistics equal its points'.
 func aggregateProperty(t *testing.T, s store.Store, _ func()) {
 	r := rand.New(rand.NewPCG(11, 12))
+	prev := "prop/none" // the series written before this one (none: absent)
 	for _, typ := range []series.Type{series.Float, series.Int, series.String} {
 		key := "prop/" + typ.String()
+		prevOf := func(q int) store.ShardRef { return ref(prev, (propBase+int64(q)*propQuantum)/1e9) }
 		model := map[int64]int{} // time → index into values
 		var values series.Points
 		values.Type = typ
@@ -170,7 +196,10 @@ func aggregateProperty(t *testing.T, s store.Store, _ func()) {
 					checkPairStats(t, s, refOf(q), key, fmt.Sprintf("%s quantum %d, op %d", key, q, op))
 				}
 			}
-			checkStatsBatch(t, s, key, refOf, propQuanta+1) // one past the quanta written: absent
+			// One past the quanta written: absent.
+			from := propBase + r.Int64N(propQuanta*propQuantum)
+			every := []int64{1e6, 1e9, 60e9, 86400e9}[r.IntN(4)]
+			checkAggBatch(t, s, key, prev, refOf, prevOf, propQuanta+1, from, from+r.Int64N(propQuanta*propQuantum), every)
 
 			for _, every := range []int64{1e6, 7e6, 1e9, 3e9, 10e9, 15e9, 20e9, 60e9, 3600e9, 86400e9, 2 * 86400e9} {
 				ranges := [][2]int64{{propBase - 1e9, propBase + propQuanta*propQuantum + 1e9}}
@@ -183,6 +212,7 @@ func aggregateProperty(t *testing.T, s store.Store, _ func()) {
 				}
 			}
 		}
+		prev = key
 	}
 }
 
