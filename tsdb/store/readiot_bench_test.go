@@ -2,10 +2,12 @@ package store
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/tsdht/tsdht/quanta"
+	"github.com/tsdht/tsdht/tsdb/agg"
 	"github.com/tsdht/tsdht/tsdb/series"
 )
 
@@ -94,5 +96,65 @@ func BenchmarkReadIoT(b *testing.B) {
 			check(b, n)
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(reads)), "ns/pair")
+	})
+}
+
+// BenchmarkAggregateIoT answers 10-minute windows over every pair of the IoT shape, as
+// a replica answers tsbs' avg-daily-driving-duration: each pair's statistics and, its
+// quantum cut by the windows' range, its points. each: PairStats and Aggregate per pair;
+// batch: one AggregateBatch over the pairs in the store's key order.
+func BenchmarkAggregateIoT(b *testing.B) {
+	p, reads := iotSetup(b)
+	const every = int64(600e9)
+	aggs := make([]PairAgg, len(reads))
+	for i, r := range reads {
+		// A range that starts a second into the quantum: every pair is read for windows.
+		aggs[i] = PairAgg{Ref: r.Ref, Key: r.Key, From: r.From + 1e9, To: r.To, Every: every}
+	}
+	slices.SortFunc(aggs, func(a, b PairAgg) int { return ComparePairs(a.Ref, a.Key, b.Ref, b.Key) })
+	want := int64(len(aggs) * (iotQuantum/iotInterval - 1))
+	check := func(b *testing.B, n int64) {
+		if n != want {
+			b.Fatalf("aggregated %d points, want %d", n, want)
+		}
+	}
+	count := func(ws []agg.Window) (n int64) {
+		for _, w := range ws {
+			n += w.Count
+		}
+		return n
+	}
+	b.Run("each", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var n int64
+			for _, a := range aggs {
+				if _, _, err := p.PairStats(a.Ref, a.Key); err != nil {
+					b.Fatal(err)
+				}
+				ws, _, err := p.Aggregate(a.Ref, a.Key, a.From, a.To, a.Every)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n += count(ws)
+			}
+			check(b, n)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(aggs)), "ns/pair")
+	})
+	b.Run("batch", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var n int64
+			err := p.AggregateBatch(aggs, func(_ int, _ agg.Partial, _ bool, ws []agg.Window) error {
+				n += count(ws)
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			check(b, n)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(aggs)), "ns/pair")
 	})
 }
