@@ -16,6 +16,7 @@ import (
 
 	"github.com/tsdht/tsdht/dht"
 	"github.com/tsdht/tsdht/httpapi"
+	"github.com/tsdht/tsdht/internal/membudget"
 	"github.com/tsdht/tsdht/quanta"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/store"
@@ -59,7 +60,7 @@ func nodeCommand() *cli.Command {
 			&cli.StringFlag{Name: "sync", Value: libStore.Sync.String(), Usage: "durability of an acknowledged write: always (fsync before ack, group commit), batch (fsync every --sync-interval), none (no fsync: a crash can lose recent writes)"},
 			&cli.DurationFlag{Name: "sync-interval", Value: libStore.SyncInterval, Usage: "with --sync batch: the most writing time a power cut can lose"},
 			&cli.StringFlag{Name: "store", Value: "disk", Usage: "disk (pebble under --data) or memory (lost on exit, like the paper's prototype)"},
-			&cli.Int64Flag{Name: "cache-mb", Value: libStore.CacheSize / mib, Usage: "block cache of the disk store, MiB (docs/deployment.md sizes it for a 512 MB board)"},
+			&cli.Int64Flag{Name: "cache-mb", Usage: "block cache of the disk store, MiB; 0 sizes it from the memory the node may use: a 32nd of the least of MemTotal, its cgroup's limit and GOMEMLIMIT, from 16 (a 512 MB board) to 128 MiB (docs/deployment.md)"},
 			&cli.Int64Flag{Name: "hot-mb", Value: libStore.HotCacheSize / mib, Usage: "hot tier: decoded recent chunks kept in RAM, MiB"},
 			&cli.StringFlag{Name: "retention", Value: "0", Usage: "drop quanta that ended longer ago than this (a Go duration or days: 720h, 30d, 7d12h) and refuse writes into them; 0 keeps everything"},
 			&cli.StringFlag{Name: "max-disk", Value: "0", Usage: "disk budget of the store (512MB, 2GB, 1.5GiB or bytes; MB = 10^6, MiB = 2^20): over it the oldest quanta are dropped; 0 is unlimited; pebble's WAL counts toward it"},
@@ -320,7 +321,9 @@ func storeOptions(c *cli.Context) (*store.PebbleOptions, error) {
 	// records after a hole that the mode never promised to keep.
 	opts.RefuseWALLoss = c.Int("rf") == 1 && mode == store.SyncAlways && !c.Bool("accept-wal-loss")
 	opts.SyncInterval = c.Duration("sync-interval")
-	opts.CacheSize = c.Int64("cache-mb") * mib
+	if opts.CacheSize = c.Int64("cache-mb") * mib; opts.CacheSize <= 0 {
+		opts.CacheSize = store.CacheSizeFor(membudget.Available())
+	}
 	opts.HotCacheSize = c.Int64("hot-mb") * mib
 	if opts.Retention, err = store.ParseDuration(c.String("retention")); err != nil {
 		return nil, badFlag("--retention: %w", err)

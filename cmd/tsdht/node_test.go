@@ -5,13 +5,15 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/tsdht/tsdht/internal/membudget"
 	"github.com/tsdht/tsdht/tsdb"
 	"github.com/tsdht/tsdht/tsdb/store"
 )
 
 // TestNodeDefaultsAreTheLibrarys checks that a node started with no tuning flags runs
 // with tsdb.DefaultConfig's and store.DefaultPebbleOptions' values, through the same
-// conversions (MiB, MiB/s) the node applies to the flags.
+// conversions (MiB, MiB/s) the node applies to the flags; its block cache is sized from
+// the memory it may use (store.CacheSizeFor).
 func TestNodeDefaultsAreTheLibrarys(t *testing.T) {
 	cfg, opts := parseNodeFlags(t)
 	lib, libOpts := tsdb.DefaultConfig(), store.DefaultPebbleOptions()
@@ -35,7 +37,7 @@ func TestNodeDefaultsAreTheLibrarys(t *testing.T) {
 		{"--read-quorum", cfg.ReadQuorum, lib.ReadQuorum},
 		{"--sync", opts.Sync, libOpts.Sync},
 		{"--sync-interval", opts.SyncInterval, libOpts.SyncInterval},
-		{"--cache-mb", opts.CacheSize, libOpts.CacheSize},
+		{"--cache-mb", opts.CacheSize, store.CacheSizeFor(membudget.Available())},
 		{"--hot-mb", opts.HotCacheSize, libOpts.HotCacheSize},
 		{"--retention", opts.Retention, libOpts.Retention},
 		{"--max-disk", opts.MaxDisk, libOpts.MaxDisk},
@@ -81,6 +83,20 @@ func TestNodeRollupsFlag(t *testing.T) {
 		cfg, _ := parseNodeFlags(t, c.args...)
 		if on := cfg.Rollups.WithDefaults(cfg.DHT.Quantum).On(); on != c.on {
 			t.Errorf("tsdht node %v: rollups on %v, want %v", c.args, on, c.on)
+		}
+	}
+}
+
+// --cache-mb sets the block cache as given; 0, like no flag, sizes it from the memory
+// the node may use.
+func TestNodeCacheFlag(t *testing.T) {
+	auto := store.CacheSizeFor(membudget.Available())
+	for _, c := range []struct {
+		args []string
+		want int64
+	}{{nil, auto}, {[]string{"--cache-mb", "0"}, auto}, {[]string{"--cache-mb", "8"}, 8 << 20}, {[]string{"--cache-mb", "300"}, 300 << 20}} {
+		if _, opts := parseNodeFlags(t, c.args...); opts.CacheSize != c.want {
+			t.Errorf("tsdht node %v: block cache %d MiB, want %d MiB", c.args, opts.CacheSize>>20, c.want>>20)
 		}
 	}
 }

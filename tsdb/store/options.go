@@ -118,7 +118,8 @@ type PebbleOptions struct {
 	// little. Default 2048.
 	ChunkMaxPoints int
 
-	// CacheSize is pebble's block cache in bytes. Default 16 MiB.
+	// CacheSize is pebble's block cache in bytes. Default 16 MiB; `tsdht node` sizes it
+	// from the memory it may use (CacheSizeFor).
 	CacheSize int64
 	// MemTableSize is the size of one pebble memtable in bytes; up to two are held in
 	// RAM at once. Default 4 MiB. Every flushed memtable is a table that compactions
@@ -215,6 +216,18 @@ func DefaultPebbleOptions() PebbleOptions {
 		TypeCacheEntries:      1 << 16,
 		PairCacheEntries:      1 << 16,
 	}
+}
+
+// MaxAutoCacheSize is the largest block cache CacheSizeFor gives.
+const MaxAutoCacheSize = 128 << 20
+
+// CacheSizeFor returns the block cache for a process that may use budget bytes of
+// memory (0: unknown): a 32nd of it, at least the default CacheSize (what a 512 MB
+// board gets, and what an unknown budget gets) and at most MaxAutoCacheSize. A read of
+// many series scans more blocks than a board's cache holds; a host with memory to
+// spare keeps them.
+func CacheSizeFor(budget int64) int64 {
+	return min(max(budget/32, DefaultPebbleOptions().CacheSize), MaxAutoCacheSize)
 }
 
 // withDefaults returns o with its zero fields set to the defaults.
