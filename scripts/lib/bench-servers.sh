@@ -1,4 +1,4 @@
-# bench-servers.sh — sourced by scripts/bench-http and scripts/bench-dashboard: starts
+# bench-servers.sh — sourced by scripts/bench-http, scripts/bench-dashboard and scripts/bench-tsbs: starts
 # the systems they compare on free loopback ports, each with its own directories under
 # $WORK. The caller sets WORK (a scratch directory, with the tsdht binary at
 # $WORK/tsdht) and an array PIDS, to which every process started here is added so that
@@ -64,4 +64,21 @@ CONF
 	INFLUX_PID=$!
 	PIDS+=($INFLUX_PID)
 	wait_url "http://$INFLUX_HTTP/ping"
+}
+
+# settle waits, after a load and before the queries, until the machine is idle again
+# (below SETTLE_BUSY % of its CPUs busy over a second, twice in a row) or SETTLE_MAX
+# seconds passed: a system still compacting what it was sent (tsdht's sealer, InfluxDB's
+# TSM snapshots, VictoriaMetrics' merges) would otherwise answer its queries beside that
+# work. Every system waits alike; the wait is printed.
+SETTLE_BUSY=${SETTLE_BUSY:-10} SETTLE_MAX=${SETTLE_MAX:-60}
+settle() {
+	local t0=$SECONDS quiet=0 a b
+	while ((SECONDS - t0 < SETTLE_MAX && quiet < 2)); do
+		a=($(head -1 /proc/stat)); sleep 1; b=($(head -1 /proc/stat))
+		local busy=$(( (b[1]+b[2]+b[3]+b[6]+b[7]) - (a[1]+a[2]+a[3]+a[6]+a[7]) ))
+		local all=$(( busy + (b[4]+b[5]) - (a[4]+a[5]) ))
+		if ((all > 0 && busy * 100 < SETTLE_BUSY * all)); then quiet=$((quiet + 1)); else quiet=0; fi
+	done
+	echo "${0##*/}: idle after $((SECONDS - t0)) s (quiet: $quiet)" >&2
 }
