@@ -187,11 +187,11 @@ func (p *Pebble) statsOf(id []byte, sid, key string, s summary) (agg.Partial, bo
 }
 
 // AggregateBatch implements AggBatcher: a pair's summary comes from the cache of
-// recently written pairs (statistics alone) or from one iterator whose bounds move from pair to
-// pair, and a pair's points, where windows are asked of it, from the same iterator
-// at the same place — not from a lookup and an iterator built over every level of the
-// tree for each pair. Given in the order of their keys (ComparePairs), the bounds only
-// move forward and each seek starts from the blocks the last one left.
+// recently written pairs (where only its statistics are asked) or from one iterator
+// whose bounds move from pair to pair, and its points, where windows are asked of it,
+// from the same iterator at the same place — not from a lookup and an iterator built
+// over every level of the tree for each pair. Given in the order of their keys
+// (ComparePairs), the bounds only move forward.
 func (p *Pebble) AggregateBatch(aggs []PairAgg, yield func(i int, stats agg.Partial, held bool, ws []agg.Window) error) error {
 	if len(aggs) == 0 {
 		return nil
