@@ -188,10 +188,10 @@ func (p *Pebble) statsOf(id []byte, sid, key string, s summary) (agg.Partial, bo
 
 // AggregateBatch implements AggBatcher: a pair's summary comes from the cache of
 // recently written pairs (where only its statistics are asked) or from one iterator
-// whose bounds move from pair to pair, and its points, where windows are asked of it,
+// that seeks forward from pair to pair, and its points, where windows are asked of it,
 // from the same iterator at the same place — not from a lookup and an iterator built
-// over every level of the tree for each pair. Given in the order of their keys
-// (ComparePairs), the bounds only move forward.
+// over every level of the tree for each pair. Pairs in the order of their keys
+// (ComparePairs) keep every seek forward.
 func (p *Pebble) AggregateBatch(aggs []PairAgg, yield func(i int, stats agg.Partial, held bool, ws []agg.Window) error) error {
 	if len(aggs) == 0 {
 		return nil
@@ -221,6 +221,8 @@ func (p *Pebble) AggregateBatch(aggs []PairAgg, yield func(i int, stats agg.Part
 	}()
 	var idBuf [pairIDStack]byte
 	var keys []byte // the iterator copies each pair's bounds, so one buffer serves every pair
+	family := [2][]byte{{famPair}, {famPair + 1}}
+	narrowed := false // the iterator's bounds are a pair's, not the family's
 	for i := range aggs {
 		r := &aggs[i]
 		id := appendPairID(idBuf[:0], r.Ref, r.Key)
@@ -235,7 +237,7 @@ func (p *Pebble) AggregateBatch(aggs []PairAgg, yield func(i int, stats agg.Part
 		if !cached || r.Every > 0 {
 			if it == nil {
 				var err error
-				if it, err = p.db.NewIter(&pebble.IterOptions{LowerBound: []byte{famPair}, UpperBound: []byte{famPair + 1}}); err != nil {
+				if it, err = p.db.NewIter(&pebble.IterOptions{LowerBound: family[0], UpperBound: family[1]}); err != nil {
 					return fmt.Errorf("store: aggregate of %d pairs: %w", len(aggs), err)
 				}
 			}
@@ -244,7 +246,18 @@ func (p *Pebble) AggregateBatch(aggs []PairAgg, yield func(i int, stats agg.Part
 			}
 			var upper []byte
 			lower, upper, seek = pairBounds(keys, id)
-			it.SetBounds(lower, upper)
+			// A pair whose points are read is bounded to its keys, where the scan ends. A
+			// summary alone is sought within the family's bounds: seeks forward one after
+			// another then step on from where the last one stood (pebble's seek using Next),
+			// which new bounds would rule out.
+			switch {
+			case r.Every > 0:
+				it.SetBounds(lower, upper)
+				narrowed = true
+			case narrowed:
+				it.SetBounds(family[0], family[1])
+				narrowed = false
+			}
 			at = it.SeekGE(lower) && bytes.Equal(it.Key(), lower)
 			if err := it.Error(); err != nil {
 				return p.readFailed(r.Ref, r.Key, err)
