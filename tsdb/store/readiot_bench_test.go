@@ -56,46 +56,47 @@ func iotSetup(b *testing.B) (*Pebble, []PairRead) {
 	return p, reads
 }
 
+// benchPairs runs pass, which returns how many points it went through, as a
+// sub-benchmark name of b over pairs pairs, and fails unless each pass went through
+// want points; it reports the time per pair.
+func benchPairs(b *testing.B, name string, pairs int, want int64, pass func() (int64, error)) {
+	b.Run(name, func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			n, err := pass()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n != want {
+				b.Fatalf("went through %d points, want %d", n, want)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*pairs), "ns/pair")
+	})
+}
+
 // BenchmarkReadIoT reads every pair of the IoT shape and sums the points, one Read per
 // pair (each) and all pairs in one ReadBatch (batch). A pair holds a few hundred
 // points, so what the store pays per pair shows against what it pays per point.
 func BenchmarkReadIoT(b *testing.B) {
 	p, reads := iotSetup(b)
 	want := int64(iotSeries * iotQuanta * iotQuantum / iotInterval)
-	check := func(b *testing.B, n int64) {
-		if n != want {
-			b.Fatalf("read %d points, want %d", n, want)
-		}
-	}
-	b.Run("each", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			var n int64
-			for _, r := range reads {
-				pts, _, err := p.Read(r.Ref, r.Key, r.From, r.To)
-				if err != nil {
-					b.Fatal(err)
-				}
-				n += int64(pts.Len())
-			}
-			check(b, n)
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(reads)), "ns/pair")
-	})
-	b.Run("batch", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			var n int64
-			err := p.ReadBatch(reads, func(_ int, pts series.Points, _ bool) error {
-				n += int64(pts.Len())
-				return nil
-			})
+	benchPairs(b, "each", len(reads), want, func() (n int64, _ error) {
+		for _, r := range reads {
+			pts, _, err := p.Read(r.Ref, r.Key, r.From, r.To)
 			if err != nil {
-				b.Fatal(err)
+				return n, err
 			}
-			check(b, n)
+			n += int64(pts.Len())
 		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(reads)), "ns/pair")
+		return n, nil
+	})
+	benchPairs(b, "batch", len(reads), want, func() (n int64, err error) {
+		err = p.ReadBatch(reads, func(_ int, pts series.Points, _ bool) error {
+			n += int64(pts.Len())
+			return nil
+		})
+		return n, err
 	})
 }
 
@@ -113,48 +114,30 @@ func BenchmarkAggregateIoT(b *testing.B) {
 	}
 	slices.SortFunc(aggs, func(a, b PairAgg) int { return ComparePairs(a.Ref, a.Key, b.Ref, b.Key) })
 	want := int64(len(aggs) * (iotQuantum/iotInterval - 1))
-	check := func(b *testing.B, n int64) {
-		if n != want {
-			b.Fatalf("aggregated %d points, want %d", n, want)
-		}
-	}
 	count := func(ws []agg.Window) (n int64) {
 		for _, w := range ws {
 			n += w.Count
 		}
 		return n
 	}
-	b.Run("each", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			var n int64
-			for _, a := range aggs {
-				if _, _, err := p.PairStats(a.Ref, a.Key); err != nil {
-					b.Fatal(err)
-				}
-				ws, _, err := p.Aggregate(a.Ref, a.Key, a.From, a.To, a.Every)
-				if err != nil {
-					b.Fatal(err)
-				}
-				n += count(ws)
+	benchPairs(b, "each", len(aggs), want, func() (n int64, _ error) {
+		for _, a := range aggs {
+			if _, _, err := p.PairStats(a.Ref, a.Key); err != nil {
+				return n, err
 			}
-			check(b, n)
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(aggs)), "ns/pair")
-	})
-	b.Run("batch", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			var n int64
-			err := p.AggregateBatch(aggs, func(_ int, _ agg.Partial, _ bool, ws []agg.Window) error {
-				n += count(ws)
-				return nil
-			})
+			ws, _, err := p.Aggregate(a.Ref, a.Key, a.From, a.To, a.Every)
 			if err != nil {
-				b.Fatal(err)
+				return n, err
 			}
-			check(b, n)
+			n += count(ws)
 		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(aggs)), "ns/pair")
+		return n, nil
+	})
+	benchPairs(b, "batch", len(aggs), want, func() (n int64, err error) {
+		err = p.AggregateBatch(aggs, func(_ int, _ agg.Partial, _ bool, ws []agg.Window) error {
+			n += count(ws)
+			return nil
+		})
+		return n, err
 	})
 }
