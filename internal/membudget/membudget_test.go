@@ -6,37 +6,53 @@ import (
 	"testing"
 )
 
-func write(t *testing.T, dir, name, text string) string {
+func write(t *testing.T, file, text string) string {
 	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return p
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
 
-// The least of MemTotal, the cgroup limits and the soft limit applies; "max", v1's
-// "no limit", a missing file and a zero soft limit are no limit.
+// The least of MemTotal, the limits of the process' cgroup and its ancestors (v2 and
+// v1) and the soft limit applies; "max", v1's "no limit", a missing file and a zero
+// soft limit are no limit.
 func TestAvailableTakesTheLeast(t *testing.T) {
 	dir := t.TempDir()
-	meminfo := write(t, dir, "meminfo", "MemTotal:         497664 kB\nMemFree:          100000 kB\n")
-	v2max := write(t, dir, "memory.max", "max\n")
-	v2 := write(t, dir, "memory.max.200M", "209715200\n")
-	v1none := write(t, dir, "limit_in_bytes", "9223372036854771712\n")
-	missing := filepath.Join(dir, "absent")
+	root := filepath.Join(dir, "cgroup")
+	meminfo := write(t, filepath.Join(dir, "meminfo"), "MemTotal:         497664 kB\nMemFree:          100000 kB\n")
 	board := int64(497664) * 1024
+	write(t, filepath.Join(root, "memory.max"), "max\n")
+	write(t, filepath.Join(root, "system.slice/memory.max"), "max\n")
+	write(t, filepath.Join(root, "system.slice/tsdht.service/memory.max"), "209715200\n") // MemoryMax=200M
+	write(t, filepath.Join(root, "limited.slice/memory.max"), "104857600\n")
+	write(t, filepath.Join(root, "limited.slice/app.service/memory.max"), "max\n")
+	write(t, filepath.Join(root, "memory/memory.limit_in_bytes"), "9223372036854771712\n")
+	write(t, filepath.Join(root, "memory/docker/abc/memory.limit_in_bytes"), "314572800\n")
+	cgroup := func(name, text string) string { return write(t, filepath.Join(dir, name), text) }
+	unit := cgroup("unit", "0::/system.slice/tsdht.service\n")
+	underSlice := cgroup("slice", "0::/limited.slice/app.service\n")
+	v1 := cgroup("v1", "5:cpu,cpuacct:/docker/abc\n4:memory:/docker/abc\n0::/\n")
+	top := cgroup("top", "0::/\n")
+	missing := filepath.Join(dir, "absent")
+	files := func(cg string) Files { return Files{Meminfo: meminfo, Cgroup: cg, Root: root} }
 	for _, c := range []struct {
 		name   string
 		f      Files
 		soft   int64
 		expect int64
 	}{
-		{"MemTotal alone", Files{Meminfo: meminfo, Limits: []string{v2max, v1none, missing}}, 0, board},
-		{"cgroup below MemTotal", Files{Meminfo: meminfo, Limits: []string{v2, v1none}}, 0, 200 << 20},
-		{"soft limit below both", Files{Meminfo: meminfo, Limits: []string{v2}}, 150 << 20, 150 << 20},
-		{"soft limit above MemTotal", Files{Meminfo: meminfo}, 1 << 40, board},
-		{"nothing known", Files{Meminfo: missing, Limits: []string{missing}}, 0, 0},
-		{"a cgroup limit alone", Files{Meminfo: missing, Limits: []string{v2}}, 0, 200 << 20},
+		{"MemTotal alone", files(top), 0, board},
+		{"a systemd unit's MemoryMax", files(unit), 0, 200 << 20},
+		{"a slice's limit above the unit", files(underSlice), 0, 100 << 20},
+		{"a v1 memory cgroup", files(v1), 0, 300 << 20},
+		{"soft limit below the cgroup's", files(unit), 150 << 20, 150 << 20},
+		{"soft limit above MemTotal", files(top), 1 << 40, board},
+		{"no cgroup file", files(missing), 0, board},
+		{"nothing known", Files{Meminfo: missing, Cgroup: missing, Root: root}, 0, 0},
 	} {
 		if got := c.f.Available(c.soft); got != c.expect {
 			t.Errorf("%s: %d bytes, want %d", c.name, got, c.expect)
