@@ -175,7 +175,10 @@ func (s watchSource) HistoryMany(ctx context.Context, rs []watch.Range, maxPoint
 	return out, nil
 }
 
-func (s watchSource) Select(ctx context.Context, q catalog.Query) ([]string, error) {
+func (s watchSource) Select(ctx context.Context, q catalog.Query, known func(string) bool) ([]string, error) {
+	if known != nil {
+		return s.c.SeriesNew(ctx, q, known)
+	}
 	entries, err := s.c.Series(ctx, q)
 	if err != nil {
 		return nil, err

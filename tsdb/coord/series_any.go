@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/tsdht/tsdht/dht"
@@ -47,13 +48,9 @@ func (c *Coordinator) SeriesListed(ctx context.Context, qs []catalog.Query) ([]L
 	}
 	l := c.listing(ctx, qs)
 	pages := catalog.NewPageLog(l.page, 0)
-	keys, err := catalog.CandidatesAny(ctx, pages.Source, qs) // each checked against its entry below
+	keys, err := candidates(ctx, pages.Source, qs) // each checked against its entry below
 	if err != nil {
-		var re *rpc.RemoteError
-		if errors.As(err, &re) {
-			return nil, err
-		}
-		return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
+		return nil, err
 	}
 	entries, answered, err := c.entriesCounted(ctx, keys, l.known)
 	if err != nil {
@@ -61,17 +58,67 @@ func (c *Coordinator) SeriesListed(ctx context.Context, qs []catalog.Query) ([]L
 	}
 	var out []Listed
 	for _, e := range entries {
-		if !e.Live() {
-			continue
-		}
-		for _, q := range qs {
-			if strings.HasPrefix(e.Key, q.Prefix) && catalog.Matches(e.Tags, q.Match) {
-				out = append(out, Listed{Entry: e, Replicas: answered[e.Key]})
-				break
-			}
+		if selected(e, qs) {
+			out = append(out, Listed{Entry: e, Replicas: answered[e.Key]})
 		}
 	}
 	return out, nil
+}
+
+// SeriesNew returns, sorted, the keys of the series q selects that known does not
+// say are known: what a standing selection (a prefix or tag subscription, looked at
+// again now and then) has gained. It reads the posting lists q reads and the entries
+// of the candidates known does not know, and no other entry: looking again at a
+// prefix of thousands of series that gained none reads no entry at all (a tag
+// query's candidates that it does not select are read each time, as by Series).
+// known is called once per candidate, from this goroutine.
+func (c *Coordinator) SeriesNew(ctx context.Context, q catalog.Query, known func(key string) bool) ([]string, error) {
+	qs := []catalog.Query{q}
+	keys, err := candidates(ctx, catalog.NewPageLog(c.readPostings, 0).Source, qs)
+	if err != nil {
+		return nil, err
+	}
+	keys = slices.DeleteFunc(keys, known)
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	entries, err := c.entries(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if selected(e, qs) {
+			out = append(out, e.Key)
+		}
+	}
+	return out, nil
+}
+
+// candidates is catalog.CandidatesAny, a query the catalog refuses said as bad input.
+func candidates(ctx context.Context, src catalog.PostingSource, qs []catalog.Query) ([]string, error) {
+	keys, err := catalog.CandidatesAny(ctx, src, qs)
+	if err != nil {
+		var re *rpc.RemoteError
+		if errors.As(err, &re) {
+			return nil, err
+		}
+		return nil, rpc.Errorf(wire.CodeBadInput, "%v", err)
+	}
+	return keys, nil
+}
+
+// selected says whether e, a candidate's entry, is of a live series one of qs selects.
+func selected(e catalog.Entry, qs []catalog.Query) bool {
+	if !e.Live() {
+		return false
+	}
+	for _, q := range qs {
+		if strings.HasPrefix(e.Key, q.Prefix) && catalog.Matches(e.Tags, q.Match) {
+			return true
+		}
+	}
+	return false
 }
 
 // listed is what the catalog replicas answered to one listing, by peer ID.

@@ -140,3 +140,57 @@ func TestSeriesAnySharesPostingsAndEntries(t *testing.T) {
 		}
 	}
 }
+
+// SeriesNew finds what a standing selection gained from the posting lists, and the
+// entries of the candidates its known func does not know: a prefix selection that
+// gained nothing reads no entry at all. A candidate it does not know is checked
+// against its entry (a truck of the other fleet is a candidate of the field's list
+// and not selected), and it finds what Series finds but for the known keys.
+func TestSeriesNewReadsOnlyNewEntries(t *testing.T) {
+	c, counter := countedCatalog(t)
+	var puts []SeriesPut
+	for k := range 6 {
+		for _, f := range []string{"latitude", "longitude", "velocity"} {
+			puts = append(puts, SeriesPut{Key: fmt.Sprintf("iot/readings,name=truck_%d %s", k, f),
+				Points: series.Points{Type: series.Float, T: []int64{1e9}, F: []float64{1}},
+				Tags:   map[string]string{"fleet": []string{"East", "South"}[k%2], "__field": f}})
+		}
+	}
+	for i, r := range c.PutMany(context.Background(), puts, wire.PutOptions{}) {
+		if r.Err != nil || !r.Tagged {
+			t.Fatalf("series %d: tagged %v, %v", i, r.Tagged, r.Err)
+		}
+	}
+	ctx := context.Background()
+	for _, q := range []catalog.Query{
+		{Prefix: "iot/readings", Match: []catalog.Tag{{K: "__field", V: "latitude"}, {K: "fleet", V: "South"}}},
+		{Prefix: "iot/readings,name=truck_1"},
+	} {
+		es, err := c.Series(ctx, q)
+		if err != nil || len(es) != 3 {
+			t.Fatalf("%+v: Series found %d, %v; want 3", q, len(es), err)
+		}
+		all := make([]string, len(es))
+		for i, e := range es {
+			all[i] = e.Key
+		}
+		for known := 0; known <= len(all); known++ {
+			isKnown := func(k string) bool { return slices.Contains(all[:known], k) }
+			counter.take()
+			got, err := c.SeriesNew(ctx, q, isKnown)
+			if err != nil || !slices.Equal(got, all[known:]) && len(got)+len(all[known:]) > 0 {
+				t.Fatalf("%+v, %d known: SeriesNew = %q, %v; want %q", q, known, got, err, all[known:])
+			}
+			listings, postings, entries := counter.take()
+			// The latitude list, the shorter, also names the East trucks' latitudes:
+			// candidates that are not selected, read each time.
+			wantEntries := 1
+			if known == len(all) && len(q.Match) == 0 {
+				wantEntries = 0
+			}
+			if listings != 0 || postings == 0 || entries != wantEntries {
+				t.Errorf("%+v, %d known: %d listings, %d posting pages, %d entry reads; want 0, some, %d", q, known, listings, postings, entries, wantEntries)
+			}
+		}
+	}
+}

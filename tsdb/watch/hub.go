@@ -30,8 +30,10 @@ type Source interface {
 	// Bounds and a History per series). A series it could not read has its Err set,
 	// and so may one with more than maxPoints points: the caller reads those alone.
 	HistoryMany(ctx context.Context, rs []Range, maxPoints int) ([]RangeResult, error)
-	// Select returns the keys of the series q selects.
-	Select(ctx context.Context, q catalog.Query) ([]string, error)
+	// Select returns the keys of the series q selects but those known says are known
+	// (known nil: all of them). A known key costs it no entry read: a selection looked
+	// at again costs what it gained.
+	Select(ctx context.Context, q catalog.Query, known func(key string) bool) ([]string, error)
 }
 
 // Range is a series and a range [From, To) of its points, in ns.
@@ -269,7 +271,7 @@ func (h *Hub) Open(ctx context.Context, req *wire.WatchOpenReq) (uint64, error) 
 	}
 	keys := []string{single}
 	if single == "" {
-		if keys, err = h.cfg.Source.Select(ctx, q); err != nil {
+		if keys, err = h.cfg.Source.Select(ctx, q, nil); err != nil {
 			return 0, err
 		}
 	}
@@ -681,7 +683,7 @@ func (h *Hub) reselect() {
 	h.mu.Unlock()
 	for _, s := range sel {
 		ctx, cancel := context.WithTimeout(s.ctx, h.cfg.Renew)
-		keys, err := h.cfg.Source.Select(ctx, s.query)
+		keys, err := h.cfg.Source.Select(ctx, s.query, s.watches)
 		if err != nil {
 			cancel()
 			continue

@@ -138,6 +138,14 @@ func newSub(h *Hub, id uint64, req *wire.WatchOpenReq, q catalog.Query, selects 
 	return s
 }
 
+// watches says whether the subscription watches key.
+func (s *sub) watches(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.keys[key]
+	return ok
+}
+
 // addKeys adds the keys not watched yet (up to wire.MaxWatchSeries) and returns them;
 // h.mu held.
 func (s *sub) addKeys(keys []string) []string {

@@ -27,6 +27,7 @@ type memSource struct {
 	// Bounds and HistoryMany.
 	failMany     map[string]bool
 	bounds, many atomic.Int32
+	selected     []string // what the last Select answered
 }
 
 func (m *memSource) History(_ context.Context, key string, from, to int64) (series.Points, error) {
@@ -67,16 +68,17 @@ func (m *memSource) HistoryMany(ctx context.Context, rs []Range, _ int) ([]Range
 	return out, nil
 }
 
-func (m *memSource) Select(_ context.Context, q catalog.Query) ([]string, error) {
+func (m *memSource) Select(_ context.Context, q catalog.Query, known func(string) bool) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var keys []string
 	for k := range m.pts {
-		if strings.HasPrefix(k, q.Prefix) {
+		if strings.HasPrefix(k, q.Prefix) && (known == nil || !known(k)) {
 			keys = append(keys, k)
 		}
 	}
 	sort.Strings(keys)
+	m.selected = keys
 	return keys, nil
 }
 
@@ -349,6 +351,32 @@ func TestPrefixAndResume(t *testing.T) {
 	}
 	if _, err := h.Open(context.Background(), &wire.WatchOpenReq{Prefix: "a/", Series: "a/1"}); err == nil {
 		t.Fatal("a subscription by both a prefix and a key was opened")
+	}
+}
+
+// TestReselectAsksForWhatIsNew: a prefix subscription looked at again asks its source
+// for the series it does not watch yet (the source then reads no entry of the others)
+// and delivers a series that came under the prefix, its history first.
+func TestReselectAsksForWhatIsNew(t *testing.T) {
+	h, src := newTestHub(t, 0)
+	src.write(h, "a/1", 1, 2)
+	src.write(h, "a/2", 1, 2)
+	p := open(t, h, wire.WatchOpenReq{Prefix: "a/", From: 0})
+	if ts, _ := p.until(t, 4); len(ts) != 4 {
+		t.Fatalf("got %v, want a/1's and a/2's 1 2", ts)
+	}
+	src.mu.Lock()
+	src.pts["a/3"] = []int64{5, 6}
+	src.mu.Unlock()
+	h.reselect()
+	src.mu.Lock()
+	asked := slices.Clone(src.selected)
+	src.mu.Unlock()
+	if !slices.Equal(asked, []string{"a/3"}) {
+		t.Fatalf("looked at again, the selection answered %q; want only the new a/3", asked)
+	}
+	if ts, _ := p.until(t, 2); !slices.Equal(ts, []int64{5, 6}) {
+		t.Fatalf("the new series delivered %v, want its history 5 6", ts)
 	}
 }
 
