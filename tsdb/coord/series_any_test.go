@@ -59,6 +59,24 @@ func countedCatalog(t *testing.T) (*Coordinator, *listingCounter) {
 	return c, counter
 }
 
+// putTrucks writes 6 trucks' 3 fields, the trucks of two fleets in turn.
+func putTrucks(t *testing.T, c *Coordinator) {
+	t.Helper()
+	var puts []SeriesPut
+	for k := range 6 {
+		for _, f := range []string{"latitude", "longitude", "velocity"} {
+			puts = append(puts, SeriesPut{Key: fmt.Sprintf("iot/readings,name=truck_%d %s", k, f),
+				Points: series.Points{Type: series.Float, T: []int64{1e9}, F: []float64{1}},
+				Tags:   map[string]string{"fleet": []string{"East", "South"}[k%2], "__field": f}})
+		}
+	}
+	for i, r := range c.PutMany(context.Background(), puts, wire.PutOptions{}) {
+		if r.Err != nil || !r.Tagged {
+			t.Fatalf("series %d: tagged %v, %v", i, r.Tagged, r.Err)
+		}
+	}
+}
+
 func (r *listingCounter) take() (listings, postings, entries int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -75,19 +93,7 @@ func (r *listingCounter) take() (listings, postings, entries int) {
 // listings apart find.
 func TestSeriesAnySharesPostingsAndEntries(t *testing.T) {
 	c, counter := countedCatalog(t)
-	var puts []SeriesPut
-	for k := range 6 {
-		for _, f := range []string{"latitude", "longitude", "velocity"} {
-			puts = append(puts, SeriesPut{Key: fmt.Sprintf("iot/readings,name=truck_%d %s", k, f),
-				Points: series.Points{Type: series.Float, T: []int64{1e9}, F: []float64{1}},
-				Tags:   map[string]string{"fleet": []string{"East", "South"}[k%2], "__field": f}})
-		}
-	}
-	for i, r := range c.PutMany(context.Background(), puts, wire.PutOptions{}) {
-		if r.Err != nil || !r.Tagged {
-			t.Fatalf("series %d: tagged %v, %v", i, r.Tagged, r.Err)
-		}
-	}
+	putTrucks(t, c)
 	qs := []catalog.Query{
 		{Prefix: "iot/readings", Match: []catalog.Tag{{K: "__field", V: "latitude"}, {K: "fleet", V: "South"}}},
 		{Prefix: "iot/readings", Match: []catalog.Tag{{K: "__field", V: "longitude"}, {K: "fleet", V: "South"}}},
@@ -148,19 +154,7 @@ func TestSeriesAnySharesPostingsAndEntries(t *testing.T) {
 // and not selected), and it finds what Series finds but for the known keys.
 func TestSeriesNewReadsOnlyNewEntries(t *testing.T) {
 	c, counter := countedCatalog(t)
-	var puts []SeriesPut
-	for k := range 6 {
-		for _, f := range []string{"latitude", "longitude", "velocity"} {
-			puts = append(puts, SeriesPut{Key: fmt.Sprintf("iot/readings,name=truck_%d %s", k, f),
-				Points: series.Points{Type: series.Float, T: []int64{1e9}, F: []float64{1}},
-				Tags:   map[string]string{"fleet": []string{"East", "South"}[k%2], "__field": f}})
-		}
-	}
-	for i, r := range c.PutMany(context.Background(), puts, wire.PutOptions{}) {
-		if r.Err != nil || !r.Tagged {
-			t.Fatalf("series %d: tagged %v, %v", i, r.Tagged, r.Err)
-		}
-	}
+	putTrucks(t, c)
 	ctx := context.Background()
 	for _, q := range []catalog.Query{
 		{Prefix: "iot/readings", Match: []catalog.Tag{{K: "__field", V: "latitude"}, {K: "fleet", V: "South"}}},
