@@ -46,6 +46,30 @@ func catalogQueries(base time.Time) []string {
 		"SHOW FIELD KEYS FROM cpu",
 		"SHOW SERIES",
 		"SHOW SERIES FROM cpu WHERE region = 'us'",
+		// LIMIT and OFFSET: of the lists of measurements and series, and of each
+		// measurement's keys and values; SLIMIT changes nothing, as in InfluxDB.
+		"SHOW MEASUREMENTS LIMIT 1",
+		"SHOW MEASUREMENTS LIMIT 1 OFFSET 1",
+		"SHOW TAG KEYS LIMIT 1",
+		"SHOW TAG KEYS FROM cpu LIMIT 1 OFFSET 1",
+		"SHOW TAG KEYS SLIMIT 1",
+		`SHOW TAG VALUES WITH KEY IN ("host", "region") LIMIT 2 OFFSET 1`,
+		"SHOW FIELD KEYS LIMIT 1 OFFSET 1",
+		"SHOW SERIES LIMIT 2 OFFSET 1",
+		"SHOW SERIES FROM cpu WHERE region = 'eu' LIMIT 1",
+		// Cardinalities: estimations of the whole database, else counts per measurement.
+		"SHOW SERIES CARDINALITY",
+		"SHOW SERIES EXACT CARDINALITY",
+		"SHOW SERIES CARDINALITY FROM cpu WHERE region = 'eu'",
+		"SHOW MEASUREMENT CARDINALITY",
+		"SHOW MEASUREMENT EXACT CARDINALITY",
+		"SHOW MEASUREMENT CARDINALITY WHERE region = 'us'",
+		"SHOW TAG KEY CARDINALITY",
+		"SHOW TAG KEY EXACT CARDINALITY FROM cpu",
+		`SHOW TAG VALUES CARDINALITY WITH KEY = "host"`,
+		`SHOW TAG VALUES EXACT CARDINALITY WITH KEY IN ("host", "region") WHERE region = 'eu'`,
+		"SHOW FIELD KEY CARDINALITY",
+		"SHOW FIELD KEY EXACT CARDINALITY FROM mem",
 		"SELECT mean(usage) FROM cpu WHERE " + rng + " GROUP BY host",
 		"SELECT mean(usage), max(n) FROM cpu WHERE " + rng + " GROUP BY time(20s), host",
 		"SELECT count(usage) FROM cpu WHERE region = 'eu' AND " + rng + " GROUP BY time(30s)",
@@ -86,7 +110,22 @@ func TestCatalogPathDifferential(t *testing.T) {
 	lines := catalogLines(base)
 	urls := []string{"http://" + addr, srvURL}
 	writeBoth(t, urls, "cat", lines)
-	for _, q := range catalogQueries(base) {
+	// Answers without series or with an error, as InfluxDB's.
+	empty := []string{
+		"SHOW MEASUREMENTS OFFSET 2",
+		"SHOW TAG KEYS OFFSET 3",
+		"SHOW SERIES OFFSET 4",
+		"SHOW SERIES EXACT CARDINALITY OFFSET 1",
+		"SHOW SERIES CARDINALITY WHERE region = 'mars'",
+		"SHOW MEASUREMENT CARDINALITY WHERE region = 'mars'",
+		"SHOW SERIES CARDINALITY ON nodb",
+		"SHOW SERIES EXACT CARDINALITY ON nodb",
+		"SHOW TAG KEY CARDINALITY ON nodb",
+		`SHOW TAG VALUES CARDINALITY WITH KEY = "nokey"`,
+		"SHOW FIELD KEY CARDINALITY FROM nosuch",
+	}
+	for i, q := range append(catalogQueries(base), empty...) {
+		wantSeries := i < len(catalogQueries(base))
 		var ans [2]any
 		var raw [2][]byte
 		for i, u := range urls {
@@ -100,7 +139,7 @@ func TestCatalogPathDifferential(t *testing.T) {
 				t.Fatalf("%q: %v %s", q, err, raw[i])
 			}
 		}
-		if !bytes.Contains(raw[1], []byte(`"series":[{`)) {
+		if wantSeries && !bytes.Contains(raw[1], []byte(`"series":[{`)) {
 			t.Errorf("%s: no series: %s", q, raw[1])
 		}
 		if testing.Verbose() {
@@ -139,5 +178,22 @@ func writeBoth(t *testing.T, urls []string, db, lines string) {
 			t.Fatalf("%s write: %d %s", u, resp.StatusCode, b)
 			return nil
 		}, "%s to take a write into a database just created", u)
+	}
+}
+
+// TestCardinalityGroupByRefused: a cardinality grouped by a tag is refused, naming
+// what to do, not answered without its groups.
+func TestCardinalityGroupByRefused(t *testing.T) {
+	writeBoth(t, []string{srvURL}, "cardgroup", "m,host=a v=1 1000000000\nm,host=b v=2 1000000000\n")
+	for _, q := range []string{"SHOW SERIES EXACT CARDINALITY GROUP BY host", "SHOW TAG KEY CARDINALITY GROUP BY host"} {
+		_, r := query(t, "cardgroup", q)
+		if len(r.Results) != 1 || !strings.Contains(r.Results[0].Error, "not supported by tsdht: GROUP BY in SHOW") ||
+			!strings.Contains(r.Results[0].Error, "count without it") || len(r.Results[0].Series) != 0 {
+			t.Errorf("%s: %+v", q, r)
+		}
+	}
+	_, r := query(t, "cardgroup", "SHOW SERIES EXACT CARDINALITY")
+	if len(r.Results) != 1 || len(r.Results[0].Series) != 1 || fmt.Sprint(r.Results[0].Series[0].Values) != "[[2]]" {
+		t.Errorf("SHOW SERIES EXACT CARDINALITY: %+v", r)
 	}
 }

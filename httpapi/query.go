@@ -242,6 +242,9 @@ func (h *Handler) execute(ctx context.Context, qc *queryCost, stmt influxql.Stat
 	case *influxql.ShowDatabasesStatement, *influxql.ShowMeasurementsStatement, *influxql.ShowTagKeysStatement,
 		*influxql.ShowTagValuesStatement, *influxql.ShowFieldKeysStatement, *influxql.ShowSeriesStatement:
 		rows, err = h.execShow(ctx, s, db)
+	case *influxql.ShowSeriesCardinalityStatement, *influxql.ShowMeasurementCardinalityStatement, *influxql.ShowTagKeyCardinalityStatement,
+		*influxql.ShowTagValuesCardinalityStatement, *influxql.ShowFieldKeyCardinalityStatement:
+		rows, err = h.execCardinality(ctx, s, db)
 	case *influxql.ShowRetentionPoliciesStatement:
 		rpdb := db
 		if s.Database != "" {
@@ -257,7 +260,7 @@ func (h *Handler) execute(ctx context.Context, qc *queryCost, stmt influxql.Stat
 		rows = []*row{{Columns: []string{"name", "duration", "shardGroupDuration", "replicaN", "default"},
 			Values: [][]any{{"autogen", "0s", "168h0m0s", 1, true}}}}
 	default:
-		err = unsupported("%s (supported: SELECT, SHOW DATABASES/MEASUREMENTS/TAG KEYS/TAG VALUES/FIELD KEYS/SERIES/RETENTION POLICIES, CREATE DATABASE)",
+		err = unsupported("%s (supported: SELECT, SHOW DATABASES/MEASUREMENTS/TAG KEYS/TAG VALUES/FIELD KEYS/SERIES/RETENTION POLICIES, SHOW … CARDINALITY, CREATE DATABASE)",
 			strings.SplitN(stmt.String(), " ", 3)[0])
 	}
 	if err != nil {

@@ -11,7 +11,10 @@ import (
 )
 
 // execShow answers the SHOW statements from the catalog (Engine.Series). Without
-// one, they fail with ErrNeedsCatalog.
+// one, they fail with ErrNeedsCatalog. LIMIT and OFFSET apply as InfluxDB 1.x applies
+// them: to the list of measurements or of series, and to each measurement's tag keys,
+// tag values and field keys; SHOW TAG KEYS' SLIMIT and SOFFSET change nothing, as
+// they do not there.
 func (h *Handler) execShow(ctx context.Context, stmt influxql.Statement, db string) ([]*row, error) {
 	if _, ok := stmt.(*influxql.ShowDatabasesStatement); ok {
 		infos, err := h.eng.Series(ctx, SeriesQuery{})
@@ -20,129 +23,46 @@ func (h *Handler) execShow(ctx context.Context, stmt influxql.Statement, db stri
 		}
 		return []*row{listRow("databases", "name", distinct(infos, TagDB))}, nil
 	}
-	var (
-		sdb     string
-		sources influxql.Sources
-		cond    influxql.Expr
-	)
-	switch s := stmt.(type) {
-	case *influxql.ShowMeasurementsStatement:
-		sdb, cond = s.Database, s.Condition
-		if s.Source != nil {
-			sources = influxql.Sources{s.Source}
-		}
-	case *influxql.ShowTagKeysStatement:
-		sdb, sources, cond = s.Database, s.Sources, s.Condition
-	case *influxql.ShowTagValuesStatement:
-		sdb, sources, cond = s.Database, s.Sources, s.Condition
-	case *influxql.ShowFieldKeysStatement:
-		sdb, sources = s.Database, s.Sources
-	case *influxql.ShowSeriesStatement:
-		sdb, sources, cond = s.Database, s.Sources, s.Condition
-	}
-	if sdb != "" {
-		db = sdb
-	}
-	if db == "" {
-		return nil, errors.New("database name required: add db=NAME to the request or ON db to the statement")
+	q := showQueryOf(stmt)
+	if q.db == "" {
+		q.db = db
 	}
 	if _, fieldKeys := stmt.(*influxql.ShowFieldKeysStatement); fieldKeys {
-		// From the database's shape, when the catalog answers one (shape.go).
-		sh, ok, err := h.shape(ctx, db, "")
+		fields, err := h.showFields(ctx, q)
 		if err != nil {
-			return nil, fmt.Errorf("SHOW FIELD KEYS: %w", err)
+			return nil, err
 		}
-		if ok {
-			if sh.Series == 0 {
-				return nil, fmt.Errorf("database not found: %s", db)
-			}
-			return fieldKeyRows(shapeFieldKeys(sh, sources)), nil
-		}
+		return fieldKeyRows(fields, q.offset, q.limit), nil
 	}
-	infos, err := h.eng.Series(ctx, SeriesQuery{Match: map[string]string{TagDB: db}, Prefix: db + "/"})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", strings.SplitN(stmt.String(), " WHERE", 2)[0], err)
-	}
-	if _, measurements := stmt.(*influxql.ShowMeasurementsStatement); !measurements && len(infos) == 0 {
-		// No series: no database (InfluxDB answers SHOW MEASUREMENTS of one with none).
-		return nil, fmt.Errorf("database not found: %s", db)
-	}
-	// Keep the series of the named measurements that satisfy the condition.
-	eq, rest, err := splitCondition(cond)
+	set, err := h.showSelect(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	kept := infos[:0:0]
-	for _, in := range infos {
-		if in.Tags[TagDB] != db || (eq != nil && !matches(in.Tags, eq, rest)) || eq == nil {
-			continue
-		}
-		if len(sources) > 0 && !inSources(in.Tags[TagMeasurement], sources) {
-			continue
-		}
-		kept = append(kept, in)
-	}
-	byMeas := map[string][]SeriesInfo{}
-	for _, in := range kept {
-		m := in.Tags[TagMeasurement]
-		byMeas[m] = append(byMeas[m], in)
-	}
-	measurements := make([]string, 0, len(byMeas))
-	for m := range byMeas {
-		measurements = append(measurements, m)
-	}
-	sort.Strings(measurements)
-
 	switch s := stmt.(type) {
 	case *influxql.ShowMeasurementsStatement:
-		if len(measurements) == 0 {
-			return nil, nil
+		if ms := window(set.measurements, q.offset, q.limit); len(ms) > 0 {
+			return []*row{listRow("measurements", "name", ms)}, nil
 		}
-		return []*row{listRow("measurements", "name", measurements)}, nil
+		return nil, nil
 	case *influxql.ShowTagKeysStatement:
 		var rows []*row
-		for _, m := range measurements {
-			keys := map[string]bool{}
-			for _, in := range byMeas[m] {
-				for k := range in.Tags {
-					if !strings.HasPrefix(k, "__") {
-						keys[k] = true
-					}
-				}
-			}
-			if len(keys) > 0 {
-				rows = append(rows, listRow(m, "tagKey", sortedSet(keys)))
+		for _, m := range set.measurements {
+			if keys := window(tagKeysOf(set.byMeas[m]), q.offset, q.limit); len(keys) > 0 {
+				rows = append(rows, listRow(m, "tagKey", keys))
 			}
 		}
 		return rows, nil
 	case *influxql.ShowTagValuesStatement:
-		want, err := tagKeyFilter(s)
+		want, err := tagKeyFilter(s.Op, s.TagKeyExpr)
 		if err != nil {
 			return nil, err
 		}
 		var rows []*row
-		for _, m := range measurements {
-			pairs := map[[2]string]bool{}
-			for _, in := range byMeas[m] {
-				for k, v := range in.Tags {
-					if !strings.HasPrefix(k, "__") && want(k) {
-						pairs[[2]string{k, v}] = true
-					}
-				}
-			}
-			if len(pairs) == 0 {
+		for _, m := range set.measurements {
+			list := window(tagValuesOf(set.byMeas[m], want), q.offset, q.limit)
+			if len(list) == 0 {
 				continue
 			}
-			list := make([][2]string, 0, len(pairs))
-			for p := range pairs {
-				list = append(list, p)
-			}
-			sort.Slice(list, func(i, j int) bool {
-				if list[i][0] != list[j][0] {
-					return list[i][0] < list[j][0]
-				}
-				return list[i][1] < list[j][1]
-			})
 			r := &row{Name: m, Columns: []string{"key", "value"}}
 			for _, p := range list {
 				r.Values = append(r.Values, []any{p[0], p[1]})
@@ -150,50 +70,212 @@ func (h *Handler) execShow(ctx context.Context, stmt influxql.Statement, db stri
 			rows = append(rows, r)
 		}
 		return rows, nil
-	case *influxql.ShowFieldKeysStatement:
-		fields := map[string]map[string]string{}
-		for _, m := range measurements {
-			fields[m] = map[string]string{}
-			for _, in := range byMeas[m] {
-				fields[m][in.Tags[TagField]] = influxType(in.Type)
-			}
-		}
-		return fieldKeyRows(fields), nil
 	case *influxql.ShowSeriesStatement:
-		set := map[string]bool{}
-		for _, in := range kept {
-			var tags []tagPair
-			for k, v := range in.Tags {
-				if !strings.HasPrefix(k, "__") {
-					tags = append(tags, tagPair{k, v})
-				}
-			}
-			_ = sortTags(tags)
-			var b strings.Builder
-			measurementEscaper.WriteString(&b, in.Tags[TagMeasurement])
-			for _, t := range tags {
-				b.WriteByte(',')
-				tagEscaper.WriteString(&b, t.k)
-				b.WriteByte('=')
-				tagEscaper.WriteString(&b, t.v)
-			}
-			set[b.String()] = true
+		if keys := window(seriesKeysOf(set.kept), q.offset, q.limit); len(keys) > 0 {
+			return []*row{listRow("", "key", keys)}, nil
 		}
-		if len(set) == 0 {
-			return nil, nil
-		}
-		return []*row{listRow("", "key", sortedSet(set))}, nil
+		return nil, nil
 	}
 	return nil, fmt.Errorf("%s is not supported", stmt)
 }
 
+// showQuery is what a SHOW statement asks of the catalog: the database named in it
+// (ON db; "" for the request's), the measurements, the condition on tags, and the
+// OFFSET and LIMIT (0: none) of its lists.
+type showQuery struct {
+	what string // the statement's name, for errors: "SHOW TAG KEYS"
+	db   string
+	// noneIfMissing: a database without series answers nothing, not
+	// errDatabaseNotFound (SHOW MEASUREMENTS).
+	noneIfMissing bool
+	sources       influxql.Sources
+	cond          influxql.Expr
+	offset, limit int
+}
+
+// showQueryOf returns the showQuery of a SHOW statement of the catalog.
+func showQueryOf(stmt influxql.Statement) showQuery {
+	q := showQuery{what: strings.SplitN(stmt.String(), " WHERE", 2)[0]}
+	switch s := stmt.(type) {
+	case *influxql.ShowMeasurementsStatement:
+		q.db, q.cond, q.offset, q.limit, q.noneIfMissing = s.Database, s.Condition, s.Offset, s.Limit, true
+		if s.Source != nil {
+			q.sources = influxql.Sources{s.Source}
+		}
+	case *influxql.ShowTagKeysStatement:
+		q.db, q.sources, q.cond, q.offset, q.limit = s.Database, s.Sources, s.Condition, s.Offset, s.Limit
+	case *influxql.ShowTagValuesStatement:
+		q.db, q.sources, q.cond, q.offset, q.limit = s.Database, s.Sources, s.Condition, s.Offset, s.Limit
+	case *influxql.ShowFieldKeysStatement:
+		q.db, q.sources, q.offset, q.limit = s.Database, s.Sources, s.Offset, s.Limit
+	case *influxql.ShowSeriesStatement:
+		q.db, q.sources, q.cond, q.offset, q.limit = s.Database, s.Sources, s.Condition, s.Offset, s.Limit
+	}
+	return q
+}
+
+// showSet is the series of a database a SHOW statement selects, by measurement.
+type showSet struct {
+	kept         []SeriesInfo
+	byMeas       map[string][]SeriesInfo
+	measurements []string // sorted
+}
+
+// errDatabaseNotFound is InfluxDB's error for a SHOW of a database without series.
+func errDatabaseNotFound(db string) error { return fmt.Errorf("database not found: %s", db) }
+
+// showSelect lists the series of q's database and keeps those of its measurements
+// that satisfy its condition. A database without series is an error
+// (errDatabaseNotFound) unless q.noneIfMissing.
+func (h *Handler) showSelect(ctx context.Context, q showQuery) (*showSet, error) {
+	if q.db == "" {
+		return nil, errors.New("database name required: add db=NAME to the request or ON db to the statement")
+	}
+	infos, err := h.eng.Series(ctx, SeriesQuery{Match: map[string]string{TagDB: q.db}, Prefix: q.db + "/"})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", q.what, err)
+	}
+	if len(infos) == 0 && !q.noneIfMissing {
+		return nil, errDatabaseNotFound(q.db)
+	}
+	// Keep the series of the named measurements that satisfy the condition.
+	eq, rest, err := splitCondition(q.cond)
+	if err != nil {
+		return nil, err
+	}
+	set := &showSet{byMeas: map[string][]SeriesInfo{}}
+	for _, in := range infos {
+		if in.Tags[TagDB] != q.db || (eq != nil && !matches(in.Tags, eq, rest)) || eq == nil {
+			continue
+		}
+		if len(q.sources) > 0 && !inSources(in.Tags[TagMeasurement], q.sources) {
+			continue
+		}
+		set.kept = append(set.kept, in)
+		m := in.Tags[TagMeasurement]
+		set.byMeas[m] = append(set.byMeas[m], in)
+	}
+	set.measurements = sortedKeys(set.byMeas)
+	return set, nil
+}
+
+// showFields returns SHOW FIELD KEYS' fields of q (measurement → field → type): from
+// the database's shape when the catalog answers one (shape.go), else from its series.
+// As in InfluxDB, a condition selects no fields.
+func (h *Handler) showFields(ctx context.Context, q showQuery) (map[string]map[string]string, error) {
+	if q.db == "" {
+		return nil, errors.New("database name required: add db=NAME to the request or ON db to the statement")
+	}
+	sh, ok, err := h.shape(ctx, q.db, "")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", q.what, err)
+	}
+	if ok {
+		if sh.Series == 0 {
+			return nil, errDatabaseNotFound(q.db)
+		}
+		return shapeFieldKeys(sh, q.sources), nil
+	}
+	q.cond = nil
+	set, err := h.showSelect(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	fields := map[string]map[string]string{}
+	for _, m := range set.measurements {
+		fields[m] = map[string]string{}
+		for _, in := range set.byMeas[m] {
+			fields[m][in.Tags[TagField]] = influxType(in.Type)
+		}
+	}
+	return fields, nil
+}
+
+// tagKeysOf returns the tag keys of infos, sorted.
+func tagKeysOf(infos []SeriesInfo) []string {
+	keys := map[string]bool{}
+	for _, in := range infos {
+		for k := range in.Tags {
+			if !strings.HasPrefix(k, "__") {
+				keys[k] = true
+			}
+		}
+	}
+	return sortedSet(keys)
+}
+
+// tagValuesOf returns the (key, value) pairs of infos whose key want takes, sorted.
+func tagValuesOf(infos []SeriesInfo, want func(string) bool) [][2]string {
+	pairs := map[[2]string]bool{}
+	for _, in := range infos {
+		for k, v := range in.Tags {
+			if !strings.HasPrefix(k, "__") && want(k) {
+				pairs[[2]string{k, v}] = true
+			}
+		}
+	}
+	list := make([][2]string, 0, len(pairs))
+	for p := range pairs {
+		list = append(list, p)
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if list[i][0] != list[j][0] {
+			return list[i][0] < list[j][0]
+		}
+		return list[i][1] < list[j][1]
+	})
+	return list
+}
+
+// seriesKeysOf returns InfluxDB's series keys (measurement and tags, escaped) of
+// infos, each once, sorted: the series of several fields with one tag set are one.
+func seriesKeysOf(infos []SeriesInfo) []string {
+	set := map[string]bool{}
+	for _, in := range infos {
+		var tags []tagPair
+		for k, v := range in.Tags {
+			if !strings.HasPrefix(k, "__") {
+				tags = append(tags, tagPair{k, v})
+			}
+		}
+		_ = sortTags(tags)
+		var b strings.Builder
+		measurementEscaper.WriteString(&b, in.Tags[TagMeasurement])
+		for _, t := range tags {
+			b.WriteByte(',')
+			tagEscaper.WriteString(&b, t.k)
+			b.WriteByte('=')
+			tagEscaper.WriteString(&b, t.v)
+		}
+		set[b.String()] = true
+	}
+	return sortedSet(set)
+}
+
+// window returns what OFFSET offset and LIMIT limit (0: none) keep of vals.
+func window[T any](vals []T, offset, limit int) []T {
+	if offset >= len(vals) {
+		return nil
+	}
+	vals = vals[max(offset, 0):]
+	if limit > 0 && limit < len(vals) {
+		vals = vals[:limit]
+	}
+	return vals
+}
+
 // fieldKeyRows returns SHOW FIELD KEYS' rows: per measurement, in the order of their
-// names, its fields' names and types (fields: measurement → field → type).
-func fieldKeyRows(fields map[string]map[string]string) []*row {
+// names, its fields' names and types (fields: measurement → field → type), those
+// OFFSET offset and LIMIT limit keep of each.
+func fieldKeyRows(fields map[string]map[string]string, offset, limit int) []*row {
 	var rows []*row
 	for _, m := range sortedKeys(fields) {
+		names := window(sortedKeys(fields[m]), offset, limit)
+		if len(names) == 0 {
+			continue
+		}
 		r := &row{Name: m, Columns: []string{"fieldKey", "fieldType"}}
-		for _, f := range sortedKeys(fields[m]) {
+		for _, f := range names {
 			r.Values = append(r.Values, []any{f, fields[m][f]})
 		}
 		rows = append(rows, r)
@@ -201,11 +283,11 @@ func fieldKeyRows(fields map[string]map[string]string) []*row {
 	return rows
 }
 
-// tagKeyFilter returns which tag keys SHOW TAG VALUES WITH KEY … selects.
-func tagKeyFilter(s *influxql.ShowTagValuesStatement) (func(string) bool, error) {
-	switch lit := s.TagKeyExpr.(type) {
+// tagKeyFilter returns which tag keys SHOW TAG VALUES WITH KEY op expr selects.
+func tagKeyFilter(op influxql.Token, expr influxql.Literal) (func(string) bool, error) {
+	switch lit := expr.(type) {
 	case *influxql.StringLiteral:
-		switch s.Op {
+		switch op {
 		case influxql.EQ:
 			return func(k string) bool { return k == lit.Val }, nil
 		case influxql.NEQ:
@@ -218,7 +300,7 @@ func tagKeyFilter(s *influxql.ShowTagValuesStatement) (func(string) bool, error)
 		}
 		return func(k string) bool { return set[k] }, nil
 	case *influxql.RegexLiteral:
-		switch s.Op {
+		switch op {
 		case influxql.EQREGEX:
 			return lit.Val.MatchString, nil
 		case influxql.NEQREGEX:
