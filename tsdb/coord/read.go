@@ -157,6 +157,12 @@ func (c *Coordinator) checkGet(key string, from, to int64, opt wire.GetOptions) 
 func (c *Coordinator) planRead(ctx context.Context, b *pageBufs, key string, q quanta.Quantum, starts []int64, from, to int64) ([]shardSpan, error) {
 	b = orFresh(b)
 	spans := reuse(&b.spans, len(starts))
+	return spans, c.planInto(ctx, b, spans, key, q, starts, from, to)
+}
+
+// planInto is planRead into spans, one per start, b a long read's buffers or a short
+// read's.
+func (c *Coordinator) planInto(ctx context.Context, b *pageBufs, spans []shardSpan, key string, q quanta.Quantum, starts []int64, from, to int64) error {
 	// A long read's page places its shards by a scan, into its own buffer, not
 	// through the placement cache (replicaScanner).
 	scan, _ := c.place.(replicaScanner)
@@ -178,12 +184,12 @@ func (c *Coordinator) planRead(ctx context.Context, b *pageBufs, key string, q q
 		if !ok || len(replicas) == 0 {
 			var err error
 			if replicas, err = c.Locate(ctx, ref.ID); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		spans[i] = shardSpan{key: key, ref: ref, from: max(from, q.BeginNanos(s)), to: min(to, q.EndNanos(s)), replicas: replicas}
 	}
-	return spans, nil
+	return nil
 }
 
 // readRounds asks the replicas of every shard, and returns what each said.

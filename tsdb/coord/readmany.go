@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/tsdht/tsdht/rpc"
@@ -84,13 +85,9 @@ func (c *Coordinator) planMany(ctx context.Context, items []SeriesRange, opt wir
 		}
 	}
 	c.lookupMany(ctx, items, p)
-	var page manyPage
-	flush := func() {
-		if len(page.items) > 0 {
-			p.pages = append(p.pages, page)
-			page = manyPage{}
-		}
-	}
+	// Each series' quanta first, so that a page's spans are planned into one array of
+	// the size the page needs, not appended from one per series.
+	left := 0 // the shards of the series not yet planned
 	for i, it := range items {
 		if p.errs[i] != nil {
 			continue
@@ -105,23 +102,44 @@ func (c *Coordinator) planMany(ctx context.Context, items []SeriesRange, opt wir
 			p.errs[i] = rpc.Errorf(wire.CodeBadInput, "%v", err)
 			continue
 		}
-		if cover.n == 0 {
-			continue // an empty range: nothing to ask
+		p.quanta[i] = cover // n is 0 for an empty range: nothing to ask
+		left += cover.n
+	}
+	var (
+		page   manyPage
+		b      pageBufs // a short read's, for every series
+		starts []int64
+	)
+	flush := func() {
+		if len(page.items) > 0 {
+			p.pages = append(p.pages, page)
+			page = manyPage{}
+		}
+	}
+	for i, it := range items {
+		cover := p.quanta[i]
+		if p.errs[i] != nil || cover.n == 0 {
+			continue
 		}
 		if len(page.spans)+cover.n > pageShards {
 			flush()
 		}
-		spans, err := c.planRead(ctx, nil, it.Key, q, cover.page(0, cover.n), it.From, it.To)
-		if err != nil {
-			p.errs[i] = err
+		if page.spans == nil {
+			page.spans = make([]shardSpan, 0, max(cover.n, min(pageShards, left)))
+		}
+		left -= cover.n
+		at := len(page.spans)
+		page.spans = slices.Grow(page.spans, cover.n)[:at+cover.n]
+		starts = cover.pageInto(starts[:0], 0, cover.n)
+		if err := c.planInto(ctx, &b, page.spans[at:], it.Key, cover.q, starts, it.From, it.To); err != nil {
+			page.spans = page.spans[:at]
+			p.errs[i], p.quanta[i] = err, quantaCover{}
 			continue
 		}
-		p.quanta[i] = cover
 		if len(page.at) == 0 {
 			page.at = append(page.at, 0)
 		}
 		page.items = append(page.items, i)
-		page.spans = append(page.spans, spans...)
 		page.at = append(page.at, len(page.spans))
 	}
 	flush()
