@@ -26,6 +26,7 @@ func (h *Handler) execCardinality(ctx context.Context, stmt influxql.Statement, 
 		exact bool
 		dims  influxql.Dimensions
 		count func(*showSet, string) int // of one measurement
+		want  func(string) bool          // the tag keys of SHOW TAG VALUES
 	)
 	switch s := stmt.(type) {
 	case *influxql.ShowSeriesCardinalityStatement:
@@ -38,13 +39,13 @@ func (h *Handler) execCardinality(ctx context.Context, stmt influxql.Statement, 
 		count = func(set *showSet, m string) int { return len(tagKeysOf(set.byMeas[m])) }
 	case *influxql.ShowTagValuesCardinalityStatement:
 		q.db, q.sources, q.cond, q.offset, exact, dims = s.Database, s.Sources, s.Condition, s.Offset, true, s.Dimensions
-		want, err := tagKeyFilter(s.Op, s.TagKeyExpr)
-		if err != nil {
+		var err error
+		if want, err = tagKeyFilter(s.Op, s.TagKeyExpr); err != nil {
 			return nil, err
 		}
 		count = func(set *showSet, m string) int {
 			values := map[string]bool{}
-			for _, p := range tagValuesOf(set.byMeas[m], want) {
+			for _, p := range set.values(m, want) {
 				values[p[1]] = true
 			}
 			return len(values)
@@ -74,12 +75,40 @@ func (h *Handler) execCardinality(ctx context.Context, stmt influxql.Statement, 
 		}
 		return rows, nil
 	}
-	set, err := h.showSelect(ctx, q)
-	if err != nil || q.offset > 0 {
-		return nil, err
+	var measurements []string
+	set, shaped := (*showSet)(nil), false
+	switch stmt.(type) {
+	case *influxql.ShowMeasurementCardinalityStatement, *influxql.ShowTagKeyCardinalityStatement:
+		// Measurements and tag keys from the database's shape, when it answers one.
+		ms, keys, ok, err := h.showShapeKeys(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		if shaped = ok; ok {
+			measurements = ms
+			if count != nil {
+				count = func(_ *showSet, m string) int { return len(keys[m]) }
+			}
+		}
+	case *influxql.ShowTagValuesCardinalityStatement:
+		if set, err = h.showShapeValues(ctx, q, want); err != nil {
+			return nil, err
+		}
+		if shaped = set != nil; shaped {
+			measurements = set.measurements
+		}
+	}
+	if !shaped {
+		if set, err = h.showSelect(ctx, q); err != nil {
+			return nil, err
+		}
+		measurements = set.measurements
+	}
+	if q.offset > 0 {
+		return nil, nil
 	}
 	if count == nil { // measurements
-		switch n := len(set.measurements); {
+		switch n := len(measurements); {
 		case estimate:
 			return []*row{countRow("", "cardinality estimation", n)}, nil
 		case n > 0:
@@ -89,12 +118,12 @@ func (h *Handler) execCardinality(ctx context.Context, stmt influxql.Statement, 
 	}
 	if estimate {
 		n := 0
-		for _, m := range set.measurements {
+		for _, m := range measurements {
 			n += count(set, m)
 		}
 		return []*row{countRow("", "cardinality estimation", n)}, nil
 	}
-	for _, m := range set.measurements {
+	for _, m := range measurements {
 		if n := count(set, m); n > 0 {
 			rows = append(rows, countRow(m, "count", n))
 		}

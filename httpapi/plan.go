@@ -410,6 +410,15 @@ var errDatabaseRequired = errors.New("database name required")
 // of the catalog belongs to: a database exists here once something was written to it.
 // It is asked only when a measurement has no series, so answers pay for it only then.
 func (h *Handler) databaseExists(ctx context.Context, db string) error {
+	// The database's shape counts its series without sending their entries.
+	if sh, ok, err := h.shape(ctx, db, ""); err != nil {
+		return err
+	} else if ok {
+		if sh.Series == 0 {
+			return errDatabaseNotFound(db)
+		}
+		return nil
+	}
 	infos, err := h.eng.Series(ctx, SeriesQuery{Match: map[string]string{TagDB: db}, Prefix: db + "/"})
 	if errors.Is(err, ErrNeedsCatalog) {
 		return nil
@@ -422,7 +431,7 @@ func (h *Handler) databaseExists(ctx context.Context, db string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("database not found: %s", db)
+	return errDatabaseNotFound(db)
 }
 
 // seriesSpan bounds the times of the series a statement reads, from the catalog, and

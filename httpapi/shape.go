@@ -27,6 +27,11 @@ func (e *NodeEngine) Shape(ctx context.Context, q catalog.ShapeQuery) (catalog.S
 // it when meas is ""). ok is false when the engine cannot answer one: the caller
 // lists the series instead, which answers the same or fails saying why.
 func (h *Handler) shape(ctx context.Context, db, meas string) (_ catalog.Shape, ok bool, err error) {
+	return h.shapeWith(ctx, db, meas, "")
+}
+
+// shapeWith is shape carrying the values of tag key valuesOf too, when not "".
+func (h *Handler) shapeWith(ctx context.Context, db, meas, valuesOf string) (_ catalog.Shape, ok bool, err error) {
 	sl, can := h.eng.(ShapeLister)
 	if !can {
 		return catalog.Shape{}, false, nil
@@ -35,7 +40,7 @@ func (h *Handler) shape(ctx context.Context, db, meas string) (_ catalog.Shape, 
 	if meas != "" {
 		prefix += measurementEscaper.Replace(meas)
 	}
-	s, err := sl.Shape(ctx, catalog.ShapeQuery{Prefix: prefix, DB: db, Measurement: meas})
+	s, err := sl.Shape(ctx, catalog.ShapeQuery{Prefix: prefix, DB: db, Measurement: meas, ValuesOf: valuesOf})
 	if err != nil {
 		return catalog.Shape{}, false, ctx.Err() // nil unless the statement is over
 	}

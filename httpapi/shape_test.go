@@ -150,6 +150,20 @@ func TestShapeAnswersAsTheListing(t *testing.T) {
 		if got := fmt.Sprint(sortedKeys(shaped)); got != wantFields {
 			t.Fatalf("fields %s, want %s", got, wantFields)
 		}
+		// With the values of a tag key: those the listing's series carry.
+		sv, err := engine.Shape(ctx, catalog.ShapeQuery{Prefix: "shapes/m", DB: "shapes", Measurement: "m", ValuesOf: "host"})
+		if err != nil || !sv.HasValues {
+			t.Fatalf("shape with the values of host: %v (values: %v)", err, sv.HasValues)
+		}
+		hosts := map[string]bool{}
+		for _, in := range infos {
+			if h, ok := in.Tags["host"]; ok {
+				hosts[h] = true
+			}
+		}
+		if got, want := fmt.Sprint(sv.Values["m"]), fmt.Sprint(sortedSet(hosts)); got != want {
+			t.Fatalf("shape's hosts %s, the listing's %s", got, want)
+		}
 	}
 	check("[only_b x y]")
 	// InfluxDB 1.x lists a field whose last series DROP SERIES removed until its shard

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -34,9 +35,44 @@ func (h *Handler) execShow(ctx context.Context, stmt influxql.Statement, db stri
 		}
 		return fieldKeyRows(fields, q.offset, q.limit), nil
 	}
-	set, err := h.showSelect(ctx, q)
-	if err != nil {
-		return nil, err
+	switch stmt.(type) {
+	case *influxql.ShowMeasurementsStatement, *influxql.ShowTagKeysStatement:
+		ms, keys, ok, err := h.showShapeKeys(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		if _, tk := stmt.(*influxql.ShowTagKeysStatement); !tk {
+			if ms = window(ms, q.offset, q.limit); len(ms) > 0 {
+				return []*row{listRow("measurements", "name", ms)}, nil
+			}
+			return nil, nil
+		}
+		var rows []*row
+		for _, m := range ms {
+			if k := window(keys[m], q.offset, q.limit); len(k) > 0 {
+				rows = append(rows, listRow(m, "tagKey", k))
+			}
+		}
+		return rows, nil
+	}
+	var set *showSet
+	if s, ok := stmt.(*influxql.ShowTagValuesStatement); ok {
+		want, err := tagKeyFilter(s.Op, s.TagKeyExpr)
+		if err != nil {
+			return nil, err
+		}
+		if set, err = h.showShapeValues(ctx, q, want); err != nil {
+			return nil, err
+		}
+	}
+	if set == nil {
+		var err error
+		if set, err = h.showSelect(ctx, q); err != nil {
+			return nil, err
+		}
 	}
 	switch s := stmt.(type) {
 	case *influxql.ShowMeasurementsStatement:
@@ -59,7 +95,7 @@ func (h *Handler) execShow(ctx context.Context, stmt influxql.Statement, db stri
 		}
 		var rows []*row
 		for _, m := range set.measurements {
-			list := window(tagValuesOf(set.byMeas[m], want), q.offset, q.limit)
+			list := window(set.values(m, want), q.offset, q.limit)
 			if len(list) == 0 {
 				continue
 			}
@@ -114,38 +150,111 @@ func showQueryOf(stmt influxql.Statement) showQuery {
 	return q
 }
 
-// showSet is the series of a database a SHOW statement selects, by measurement.
+// showSet is the series of a database a SHOW statement selects, by measurement; or,
+// made from the database's shapes (showShapeValues), only the measurements and the
+// tag values of the keys the statement asks about.
 type showSet struct {
 	kept         []SeriesInfo
 	byMeas       map[string][]SeriesInfo
 	measurements []string // sorted
+	shaped       map[string][][2]string
+}
+
+// values returns the (key, value) pairs of measurement m whose key want takes, sorted.
+func (set *showSet) values(m string, want func(string) bool) [][2]string {
+	if set.shaped != nil {
+		return set.shaped[m] // only of the keys want takes
+	}
+	return tagValuesOf(set.byMeas[m], want)
+}
+
+// maxShapedKeys bounds the tag keys whose values SHOW TAG VALUES asks the shapes for,
+// one request to every node each; past it, the series are listed.
+const maxShapedKeys = 16
+
+// showShapeValues returns the measurements of q and their tag values of the keys want
+// takes from the database's shapes: one for the tag keys, then one per key selected,
+// each with that key's values (catalog.ShapeQuery.ValuesOf), not the entries of every
+// series. It returns nil when q has a condition, the keys are too many or a shape is
+// not answered: the caller lists the series.
+func (h *Handler) showShapeValues(ctx context.Context, q showQuery, want func(string) bool) (*showSet, error) {
+	ms, keys, ok, err := h.showShapeKeys(ctx, q)
+	if err != nil || !ok {
+		return nil, err
+	}
+	selected := map[string]bool{}
+	for _, m := range ms {
+		for _, k := range keys[m] {
+			selected[k] = want(k)
+		}
+	}
+	maps.DeleteFunc(selected, func(_ string, take bool) bool { return !take })
+	if len(selected) > maxShapedKeys {
+		return nil, nil
+	}
+	meas, _ := oneMeasurement(q.sources)
+	set := &showSet{shaped: map[string][][2]string{}}
+	for _, k := range sortedSet(selected) {
+		sh, ok, err := h.shapeWith(ctx, q.db, meas, k)
+		if err != nil || !ok {
+			return nil, err
+		}
+		for _, m := range ms {
+			for _, v := range sh.Values[m] {
+				set.shaped[m] = append(set.shaped[m], [2]string{k, v})
+			}
+		}
+	}
+	for _, m := range ms {
+		if len(set.shaped[m]) > 0 {
+			set.measurements = append(set.measurements, m)
+		}
+	}
+	return set, nil
 }
 
 // errDatabaseNotFound is InfluxDB's error for a SHOW of a database without series.
 func errDatabaseNotFound(db string) error { return fmt.Errorf("database not found: %s", db) }
 
 // showSelect lists the series of q's database and keeps those of its measurements
-// that satisfy its condition. A database without series is an error
+// that satisfy its condition. The listing asks the catalog for the series that carry
+// the condition's tag equalities and, with one measurement named, that measurement:
+// the other series' entries are not read. A database without series is an error
 // (errDatabaseNotFound) unless q.noneIfMissing.
 func (h *Handler) showSelect(ctx context.Context, q showQuery) (*showSet, error) {
 	if q.db == "" {
 		return nil, errors.New("database name required: add db=NAME to the request or ON db to the statement")
 	}
-	infos, err := h.eng.Series(ctx, SeriesQuery{Match: map[string]string{TagDB: q.db}, Prefix: q.db + "/"})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", q.what, err)
-	}
-	if len(infos) == 0 && !q.noneIfMissing {
-		return nil, errDatabaseNotFound(q.db)
-	}
-	// Keep the series of the named measurements that satisfy the condition.
 	eq, rest, err := splitCondition(q.cond)
 	if err != nil {
 		return nil, err
 	}
 	set := &showSet{byMeas: map[string][]SeriesInfo{}}
+	match, prefix := map[string]string{TagDB: q.db}, q.db+"/"
+	for k, v := range eq {
+		if v != "" { // = '' holds for the series without the tag: in no posting list
+			match[k] = v
+		}
+	}
+	if m, ok := oneMeasurement(q.sources); ok {
+		match[TagMeasurement], prefix = m, prefix+measurementEscaper.Replace(m)
+	}
+	var infos []SeriesInfo
+	if eq != nil {
+		if infos, err = h.eng.Series(ctx, SeriesQuery{Match: match, Prefix: prefix}); err != nil {
+			return nil, fmt.Errorf("%s: %w", q.what, err)
+		}
+	}
+	if len(infos) == 0 && !q.noneIfMissing {
+		if len(match) == 1 && eq != nil {
+			return nil, errDatabaseNotFound(q.db) // the whole database was listed
+		}
+		if err := h.databaseExists(ctx, q.db); err != nil {
+			return nil, err
+		}
+	}
 	for _, in := range infos {
-		if in.Tags[TagDB] != q.db || (eq != nil && !matches(in.Tags, eq, rest)) || eq == nil {
+		if in.Tags[TagDB] != q.db || !matches(in.Tags, eq, rest) {
 			continue
 		}
 		if len(q.sources) > 0 && !inSources(in.Tags[TagMeasurement], q.sources) {
@@ -157,6 +266,49 @@ func (h *Handler) showSelect(ctx context.Context, q showQuery) (*showSet, error)
 	}
 	set.measurements = sortedKeys(set.byMeas)
 	return set, nil
+}
+
+// oneMeasurement returns the measurement sources names when it names exactly one,
+// by name.
+func oneMeasurement(sources influxql.Sources) (string, bool) {
+	if len(sources) != 1 {
+		return "", false
+	}
+	m, ok := sources[0].(*influxql.Measurement)
+	if !ok || m.Regex != nil || m.Name == "" {
+		return "", false
+	}
+	return m.Name, true
+}
+
+// showShapeKeys returns the measurements of q's database its sources select, sorted,
+// with their tag keys, from the database's shape (shape.go): one small answer per
+// node, not the listing of every series. ok is false when q has a condition or the
+// engine answers no shape: the caller lists the series.
+func (h *Handler) showShapeKeys(ctx context.Context, q showQuery) (measurements []string, tagKeys map[string][]string, ok bool, err error) {
+	if q.cond != nil || q.db == "" {
+		return nil, nil, false, nil
+	}
+	sh, ok, err := h.shape(ctx, q.db, "")
+	if err != nil || !ok {
+		return nil, nil, false, err
+	}
+	if sh.Series == 0 && !q.noneIfMissing {
+		return nil, nil, false, errDatabaseNotFound(q.db)
+	}
+	seen := map[string]bool{}
+	for _, f := range sh.Fields {
+		seen[f.Measurement] = true
+	}
+	for m := range sh.TagKeys {
+		seen[m] = true
+	}
+	for m := range seen {
+		if len(q.sources) > 0 && !inSources(m, q.sources) {
+			delete(seen, m)
+		}
+	}
+	return sortedSet(seen), sh.TagKeys, true, nil
 }
 
 // showFields returns SHOW FIELD KEYS' fields of q (measurement → field → type): from

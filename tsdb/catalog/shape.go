@@ -22,6 +22,10 @@ type ShapeQuery struct {
 	Prefix      string
 	DB          string
 	Measurement string
+	// ValuesOf, when not empty, is a tag key whose values the shape carries too, per
+	// measurement (Shape.Values): SHOW TAG VALUES WITH KEY without the entries of every
+	// series.
+	ValuesOf string
 }
 
 // Validate checks a query from the wire.
@@ -32,6 +36,9 @@ func (q ShapeQuery) Validate() error {
 	if len(q.Prefix) > series.MaxKeyLen || !strings.HasPrefix(q.Prefix, q.DB+"/") {
 		return fmt.Errorf("shape of %q: the key prefix %q does not begin with %q", q.DB, q.Prefix, q.DB+"/")
 	}
+	if len(q.ValuesOf) > series.MaxKeyLen {
+		return fmt.Errorf("shape of %q: a tag key of %d bytes; at most %d", q.DB, len(q.ValuesOf), series.MaxKeyLen)
+	}
 	return nil
 }
 
@@ -40,11 +47,14 @@ func (q ShapeQuery) Validate() error {
 const (
 	MaxShapeFields  = 4096 // (measurement, field, type) rows
 	MaxShapeTagKeys = 4096 // (measurement, tag key) pairs
-	MaxFieldSpans   = 16   // time spans per row; more are joined across their gaps
+	// MaxShapeTagValues bounds the (measurement, value) pairs of ShapeQuery.ValuesOf.
+	MaxShapeTagValues = 16384
+	MaxFieldSpans     = 16 // time spans per row; more are joined across their gaps
 )
 
 // ErrShapeTooLarge is wrapped when a shape would pass its limits.
-var ErrShapeTooLarge = fmt.Errorf("measurement shape too large: more than %d fields or %d tag keys", MaxShapeFields, MaxShapeTagKeys)
+var ErrShapeTooLarge = fmt.Errorf("measurement shape too large: more than %d fields, %d tag keys or %d tag values",
+	MaxShapeFields, MaxShapeTagKeys, MaxShapeTagValues)
 
 // Span is a closed range of times [First, Last].
 type Span struct{ First, Last int64 }
@@ -79,6 +89,11 @@ type Shape struct {
 	Fields  []ShapeField
 	TagKeys map[string][]string // measurement → tag keys
 	Series  int                 // live entries summarised
+	// Values are the values of the query's ValuesOf per measurement, sorted. HasValues
+	// says the shape was made for such a query: its maker sets it (a replica that does
+	// not know ValuesOf answers without it).
+	Values    map[string][]string
+	HasValues bool
 }
 
 // Add summarises e into s when q selects it; it reports ErrShapeTooLarge past the
@@ -107,6 +122,11 @@ func (s *Shape) Add(q ShapeQuery, e Entry) error {
 		if strings.HasPrefix(t.K, "__") {
 			continue
 		}
+		if t.K == q.ValuesOf {
+			if err := s.addValue(meas, t.V); err != nil {
+				return err
+			}
+		}
 		if s.TagKeys == nil {
 			s.TagKeys = map[string][]string{}
 		}
@@ -123,6 +143,29 @@ func (s *Shape) Add(q ShapeQuery, e Entry) error {
 		one.Spans = []Span{{e.First, e.Last}}
 	}
 	return s.addField(one)
+}
+
+// addValue adds value v of measurement m to s.Values.
+func (s *Shape) addValue(m, v string) error {
+	if s.Values == nil {
+		s.Values = map[string][]string{}
+	}
+	vs := s.Values[m]
+	if i, found := slices.BinarySearch(vs, v); !found {
+		if s.tagValueCount() >= MaxShapeTagValues {
+			return ErrShapeTooLarge
+		}
+		s.Values[m] = slices.Insert(vs, i, v)
+	}
+	return nil
+}
+
+func (s *Shape) tagValueCount() int {
+	n := 0
+	for _, vs := range s.Values {
+		n += len(vs)
+	}
+	return n
 }
 
 func (s *Shape) tagKeyCount() int {
@@ -175,6 +218,13 @@ func (s *Shape) Merge(o Shape) error {
 					return ErrShapeTooLarge
 				}
 				s.TagKeys[m] = slices.Insert(ks, i, k)
+			}
+		}
+	}
+	for m, vs := range o.Values {
+		for _, v := range vs {
+			if err := s.addValue(m, v); err != nil {
+				return err
 			}
 		}
 	}
@@ -246,6 +296,14 @@ func (s *Shape) Validate() error {
 	for m, ks := range s.TagKeys {
 		if !slices.IsSorted(ks) {
 			return fmt.Errorf("shape: tag keys of %q out of order", m)
+		}
+	}
+	if s.tagValueCount() > MaxShapeTagValues {
+		return ErrShapeTooLarge
+	}
+	for m, vs := range s.Values {
+		if !slices.IsSorted(vs) {
+			return fmt.Errorf("shape: tag values of %q out of order", m)
 		}
 	}
 	return nil

@@ -68,6 +68,9 @@ func TestShapeIsTheUnionOfReplicas(t *testing.T) {
 		if round%2 == 1 {
 			q = ShapeQuery{Prefix: "db/m1", DB: "db", Measurement: "m1"}
 		}
+		if round%3 == 1 {
+			q.ValuesOf = "host"
+		}
 		var whole Shape
 		for _, e := range es {
 			if err := whole.Add(q, e); err != nil {
@@ -105,7 +108,7 @@ func TestShapeIsTheUnionOfReplicas(t *testing.T) {
 			minKey string
 		}
 		rows := map[string]map[series.Type]*row{}
-		tags := map[string]bool{}
+		tags, values := map[string]bool{}, map[string]bool{}
 		for _, e := range es {
 			m := tagValue(e.Tags, TagMeasurement)
 			if !e.Live() || !strings.HasPrefix(e.Key, q.Prefix) || tagValue(e.Tags, TagDB) != "db" || (q.Measurement != "" && m != q.Measurement) {
@@ -114,6 +117,9 @@ func TestShapeIsTheUnionOfReplicas(t *testing.T) {
 			for _, tg := range e.Tags {
 				if !strings.HasPrefix(tg.K, "__") {
 					tags[m+"."+tg.K] = true
+				}
+				if tg.K == q.ValuesOf {
+					values[m+"="+tg.V] = true
 				}
 			}
 			f := m + "." + tagValue(e.Tags, TagField)
@@ -151,6 +157,18 @@ func TestShapeIsTheUnionOfReplicas(t *testing.T) {
 			for _, k := range ks {
 				gotTags[m+"."+k] = true
 			}
+		}
+		gotValues := map[string]bool{}
+		for m, vs := range whole.Values {
+			if !slices.IsSorted(vs) {
+				t.Fatalf("round %d: values of %s unsorted: %v", round, m, vs)
+			}
+			for _, v := range vs {
+				gotValues[m+"="+v] = true
+			}
+		}
+		if !reflect.DeepEqual(gotValues, values) {
+			t.Fatalf("round %d: values of %q: shape %v, entries %v", round, q.ValuesOf, gotValues, values)
 		}
 		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotTags, tags) {
 			for _, f := range whole.Fields {
@@ -208,5 +226,17 @@ func TestShapeLimits(t *testing.T) {
 	}
 	if err := (ShapeQuery{Prefix: "x/", DB: "db"}).Validate(); err == nil {
 		t.Fatal("a prefix outside the database passed")
+	}
+	// Past MaxShapeTagValues values of the key asked for, the shape is too large.
+	var vs Shape
+	qv := ShapeQuery{Prefix: "db/", DB: "db", ValuesOf: "host"}
+	err = nil
+	for i := 0; i <= MaxShapeTagValues && err == nil; i++ {
+		h := fmt.Sprint("h", i)
+		err = vs.Add(qv, Entry{Key: "db/m,host=" + h + "#f", Type: series.Float, Created: 1,
+			Tags: []Tag{{TagDB, "db"}, {TagField, "f"}, {TagMeasurement, "m"}, {"host", h}}})
+	}
+	if err != ErrShapeTooLarge || len(vs.Values["m"]) != MaxShapeTagValues {
+		t.Fatalf("past %d values: %v, %d values", MaxShapeTagValues, err, len(vs.Values["m"]))
 	}
 }

@@ -484,7 +484,7 @@ func (r remoteReplica) Postings(ctx context.Context, tag catalog.Tag, after stri
 
 func (r remoteReplica) Shape(ctx context.Context, q catalog.ShapeQuery) (catalog.Shape, error) {
 	var resp wire.ShapeResp
-	if err := r.invoke(ctx, wire.MethodShape, &wire.ShapeReq{Prefix: q.Prefix, DB: q.DB, Measurement: q.Measurement}, &resp); err != nil {
+	if err := r.invoke(ctx, wire.MethodShape, &wire.ShapeReq{Prefix: q.Prefix, DB: q.DB, Measurement: q.Measurement, ValuesOf: q.ValuesOf}, &resp); err != nil {
 		return catalog.Shape{}, err
 	}
 	s, err := resp.Decode()

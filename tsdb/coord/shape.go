@@ -42,6 +42,9 @@ func (c *Coordinator) Shape(ctx context.Context, q catalog.ShapeQuery) (catalog.
 	)
 	for range batches {
 		a := <-answers
+		if a.Err == nil && q.ValuesOf != "" && !a.Resp.HasValues {
+			a.Err = errors.New("answered without the tag values asked for (a node of an older version)")
+		}
 		if a.Err == nil {
 			a.Err = out.Merge(a.Resp)
 		}
@@ -52,6 +55,7 @@ func (c *Coordinator) Shape(ctx context.Context, q catalog.ShapeQuery) (catalog.
 	if len(failed) > 0 {
 		return catalog.Shape{}, errors.Join(append([]error{ErrNoShape}, failed...)...)
 	}
+	out.HasValues = q.ValuesOf != ""
 	return out, nil
 }
 

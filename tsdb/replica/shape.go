@@ -22,7 +22,7 @@ import (
 // fields and tag keys all told (a few MB at most); past either, it starts over.
 const (
 	maxCachedShapes    = 64
-	maxCachedShapeRows = 16384
+	maxCachedShapeRows = 32768
 )
 
 type shapeCache struct {
@@ -36,6 +36,9 @@ func shapeRows(s catalog.Shape) int {
 	n := len(s.Fields)
 	for _, ks := range s.TagKeys {
 		n += len(ks)
+	}
+	for _, vs := range s.Values {
+		n += len(vs)
 	}
 	return n
 }
@@ -116,6 +119,7 @@ func (l *Local) Shape(ctx context.Context, q catalog.ShapeQuery) (catalog.Shape,
 		}
 		return catalog.Shape{}, storeError(err)
 	}
+	s.HasValues = q.ValuesOf != ""
 	if versioned {
 		l.shapes.put(q, version, s)
 	}

@@ -17,11 +17,14 @@ type ShapeReq struct {
 	Prefix      string `msgpack:"p"`
 	DB          string `msgpack:"d"`
 	Measurement string `msgpack:"m,omitempty"`
+	// ValuesOf is catalog.ShapeQuery.ValuesOf, left out when empty; a node that does
+	// not know it answers without values (ShapeResp.HasValues false).
+	ValuesOf string `msgpack:"v,omitempty"`
 }
 
 // Query returns the request's query, checked.
 func (r *ShapeReq) Query() (catalog.ShapeQuery, error) {
-	q := catalog.ShapeQuery{Prefix: r.Prefix, DB: r.DB, Measurement: r.Measurement}
+	q := catalog.ShapeQuery{Prefix: r.Prefix, DB: r.DB, Measurement: r.Measurement, ValuesOf: r.ValuesOf}
 	return q, q.Validate()
 }
 
@@ -47,6 +50,10 @@ type ShapeResp struct {
 	Fields  []ShapeField   `msgpack:"f"`
 	TagKeys []ShapeTagKeys `msgpack:"k"`
 	Series  int            `msgpack:"n"`
+	// Values are catalog.Shape.Values (ShapeTagKeys' Keys holding values), with
+	// HasValues; both left out of a shape without.
+	Values    []ShapeTagKeys `msgpack:"tv,omitempty"`
+	HasValues bool           `msgpack:"hv,omitempty"`
 }
 
 // EncodeShape returns s as a message.
@@ -62,15 +69,19 @@ func EncodeShape(s catalog.Shape) *ShapeResp {
 	for m, ks := range s.TagKeys {
 		r.TagKeys = append(r.TagKeys, ShapeTagKeys{Measurement: m, Keys: ks})
 	}
+	for m, vs := range s.Values {
+		r.Values = append(r.Values, ShapeTagKeys{Measurement: m, Keys: vs})
+	}
+	r.HasValues = s.HasValues
 	return r
 }
 
 // Decode returns the shape the message carries, checked against catalog's limits.
 func (r *ShapeResp) Decode() (catalog.Shape, error) {
-	if len(r.Fields) > catalog.MaxShapeFields || len(r.TagKeys) > catalog.MaxShapeTagKeys {
+	if len(r.Fields) > catalog.MaxShapeFields || len(r.TagKeys) > catalog.MaxShapeTagKeys || len(r.Values) > catalog.MaxShapeTagValues {
 		return catalog.Shape{}, catalog.ErrShapeTooLarge
 	}
-	s := catalog.Shape{Fields: make([]catalog.ShapeField, len(r.Fields)), Series: r.Series}
+	s := catalog.Shape{Fields: make([]catalog.ShapeField, len(r.Fields)), Series: r.Series, HasValues: r.HasValues}
 	for i, w := range r.Fields {
 		if len(w.Spans)%2 != 0 || len(w.Spans) > 2*catalog.MaxFieldSpans {
 			return catalog.Shape{}, fmt.Errorf("shape: field %q: %d span bounds", w.Field, len(w.Spans))
@@ -93,6 +104,15 @@ func (r *ShapeResp) Decode() (catalog.Shape, error) {
 			return catalog.Shape{}, fmt.Errorf("shape: tag keys of %q twice", tk.Measurement)
 		}
 		s.TagKeys[tk.Measurement] = tk.Keys
+	}
+	for _, tv := range r.Values {
+		if s.Values == nil {
+			s.Values = map[string][]string{}
+		}
+		if _, dup := s.Values[tv.Measurement]; dup {
+			return catalog.Shape{}, fmt.Errorf("shape: tag values of %q twice", tv.Measurement)
+		}
+		s.Values[tv.Measurement] = tv.Keys
 	}
 	return s, s.Validate()
 }

@@ -14,6 +14,7 @@ import (
 // that breaks the shape's order or limits is refused.
 func TestShapeRoundTrip(t *testing.T) {
 	s := catalog.Shape{Series: 3, TagKeys: map[string][]string{"cpu": {"dc", "host"}},
+		Values: map[string][]string{"cpu": {"h1", "h2"}, "mem": {"h3"}}, HasValues: true,
 		Fields: []catalog.ShapeField{
 			{Measurement: "cpu", Field: "n", Type: series.Int, MinKey: "a", MaxKey: "b", Spans: []catalog.Span{{First: 1, Last: 2}, {First: 5, Last: 9}}},
 			{Measurement: "cpu", Field: "usage", Type: series.Float, MinKey: "c", MaxKey: "c", Unbounded: true},
@@ -36,12 +37,31 @@ func TestShapeRoundTrip(t *testing.T) {
 		"fields unsorted": func(r *ShapeResp) { r.Fields[0], r.Fields[1] = r.Fields[1], r.Fields[0] },
 		"unknown type":    func(r *ShapeResp) { r.Fields[1].Type = 9 },
 		"tag keys twice":  func(r *ShapeResp) { r.TagKeys = append(r.TagKeys, r.TagKeys[0]) },
+		"values twice":    func(r *ShapeResp) { r.Values = append(r.Values, r.Values[0]) },
+		"values unsorted": func(r *ShapeResp) { r.Values[0].Keys = []string{"z", "a"} },
 	} {
 		r := EncodeShape(s)
 		bad(r)
 		if _, err := r.Decode(); err == nil {
 			t.Errorf("%s: decoded", name)
 		}
+	}
+	// A node that does not know ValuesOf decodes the request without it and answers
+	// without HasValues: what the coordinator falls back on.
+	type oldReq struct {
+		Prefix      string `msgpack:"p"`
+		DB          string `msgpack:"d"`
+		Measurement string `msgpack:"m,omitempty"`
+	}
+	b, _ = msgpack.Marshal(&ShapeReq{Prefix: "db/", DB: "db", ValuesOf: "host"})
+	var old oldReq
+	if err := msgpack.Unmarshal(b, &old); err != nil || old.DB != "db" {
+		t.Fatalf("an older node reads %+v, %v", old, err)
+	}
+	b, _ = msgpack.Marshal(EncodeShape(catalog.Shape{Series: 1}))
+	resp = ShapeResp{}
+	if err := msgpack.Unmarshal(b, &resp); err != nil || resp.HasValues {
+		t.Fatalf("a shape without values decodes as %+v, %v", resp, err)
 	}
 	if _, err := (&ShapeReq{Prefix: "other/cpu", DB: "db"}).Query(); err == nil {
 		t.Error("a prefix outside the database passed")
