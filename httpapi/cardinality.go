@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/influxdata/influxql"
 )
@@ -60,6 +61,9 @@ func (h *Handler) execCardinality(ctx context.Context, stmt influxql.Statement, 
 	}
 	if q.db == "" {
 		q.db = db
+	}
+	if _, hadTime, _ := withoutTime(q.cond); hadTime {
+		return nil, fmt.Errorf("%s doesn't support time in WHERE clause", strings.SplitN(q.what, " WHERE", 2)[0])
 	}
 	estimate := !exact && len(q.sources) == 0 && q.cond == nil && q.offset == 0
 	q.noneIfMissing = estimate

@@ -195,9 +195,7 @@ func (w *fieldCond) filters(key string) bool {
 func (w *fieldCond) reduce(tags map[string]string) influxql.Expr {
 	vals := influxql.MapValuer{}
 	for name := range w.tagged {
-		if v, ok := tags[name]; ok {
-			vals[name] = v
-		}
+		vals[name] = tags[name] // "" when the series does not carry it, as in InfluxDB
 	}
 	e := influxql.Reduce(w.cond, vals)
 	if b, ok := e.(*influxql.BooleanLiteral); ok && b.Val {

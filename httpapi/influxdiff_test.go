@@ -54,6 +54,19 @@ func diffLines(base time.Time) string {
 
 // tsbsLines are points of the shape of TSBS' cpu-only use case: hosts with ten integer
 // usage fields every 10 s, n times from base, usage_user above 90 now and then.
+// gapLines are series of measurement m some of which lack a tag: t0 South, t1
+// North, t2 without fleet, and a series without name; a point a minute for 90 minutes.
+func gapLines(base time.Time) string {
+	var b strings.Builder
+	for i := 0; i < 90; i++ {
+		t := base.Add(time.Duration(i) * time.Minute).UnixNano()
+		for k, tags := range []string{"name=t0,fleet=South", "name=t1,fleet=North", "name=t2", "fleet=West"} {
+			fmt.Fprintf(&b, "m,%s v=%d %d\n", tags, (i*(k+3))%40, t)
+		}
+	}
+	return b.String()
+}
+
 func tsbsLines(base time.Time, hosts, n int) string {
 	fields := []string{"usage_user", "usage_system", "usage_idle", "usage_nice", "usage_iowait",
 		"usage_irq", "usage_softirq", "usage_steal", "usage_guest", "usage_guest_nice"}
@@ -87,6 +100,7 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 	writeBoth(t, urls, "diff", diffLines(base))
 	writeBoth(t, urls, "tsbs", tsbsLines(base, 4, 360))
 	writeBoth(t, urls, "iot", iotLines(base))
+	writeBoth(t, urls, "gaps", gapLines(base))
 	rng := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Format(time.RFC3339), base.Add(time.Hour).Format(time.RFC3339))
 	mid := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Add(7*time.Minute+13*time.Second).Format(time.RFC3339),
 		base.Add(41*time.Minute).Format(time.RFC3339))
@@ -280,6 +294,29 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"where aggregate holds everywhere", "SELECT mean(current_load), sum(load_capacity) FROM \"diagnostics\" WHERE status >= 0 GROUP BY fleet, model", url.Values{"db": {"iot"}}},
 		{"where aggregate own field", "SELECT mean(velocity), count(velocity) FROM readings WHERE velocity > 1 GROUP BY fleet", url.Values{"db": {"iot"}}},
 	}
+	// Series without a tag: the tag is the empty string, as in InfluxDB's index.
+	gaps := url.Values{"db": {"gaps"}}
+	cases = append(cases, []struct {
+		name, q string
+		params  url.Values
+	}{
+		{"missing tag not equal", "SELECT count(v) FROM m WHERE fleet != 'South' AND " + rng + " GROUP BY fleet", gaps},
+		{"missing tag not matching", "SELECT sum(v) FROM m WHERE fleet !~ /Sou/ AND " + rng, gaps},
+		{"missing tag matching anything", "SELECT count(v) FROM m WHERE fleet =~ /.*/ AND " + rng, gaps},
+		{"missing tag matching empty", "SELECT count(v) FROM m WHERE fleet =~ /^$/ AND " + rng + " GROUP BY \"name\"", gaps},
+		{"missing tag equal empty", "SELECT count(v) FROM m WHERE fleet = '' AND " + rng + " GROUP BY \"name\"", gaps},
+		{"unknown tag not equal", "SELECT count(v) FROM m WHERE nosuch != 'x' AND " + rng, gaps},
+		{"missing tag beside a field condition", "SELECT mean(v) FROM m WHERE fleet != 'South' AND v > 10 AND " + rng + " GROUP BY fleet", gaps},
+		{"missing tag raw", "SELECT v FROM m WHERE \"name\" != 't0' AND fleet !~ /North/ AND " + mid + " LIMIT 6", gaps},
+		{"show series missing tag", "SHOW SERIES FROM m WHERE fleet != 'South'", gaps},
+		{"show tag keys missing tag", "SHOW TAG KEYS FROM m WHERE fleet =~ /^$/", gaps},
+		{"show tag values time ignored", "SHOW TAG VALUES FROM m WITH KEY = \"name\" WHERE time > '" + base.Add(time.Hour).Format(time.RFC3339) + "'", gaps},
+		{"show series cardinality missing tag", "SHOW SERIES EXACT CARDINALITY WHERE fleet != 'South'", gaps},
+	}...)
+	var gapCases []string
+	for _, c := range cases[len(cases)-12:] {
+		gapCases = append(gapCases, c.name)
+	}
 	cases = append(cases, subqueryCases(base)...) // subquery_test.go
 	// Field type conflicts at /write: the same writes answered the same, the same kept.
 	// The first write opens InfluxDB's shard group of 1970, whose first write refuses a
@@ -328,6 +365,9 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		"no lower bound group by time": true, "last-loc shape": true, "low-fuel shape": true, "single-last-loc shape": true, "newest rows where rare": true,
 		"first row of integers": true, "newest row of a fleet": true, "newest row in a range": true, "first row beside a string": true,
 		"avg-vs-projected shape": true, "where aggregate holds nowhere in some": true, "where aggregate holds everywhere": true, "where aggregate own field": true}
+	for _, n := range gapCases {
+		mustAnswer[n] = true
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			v := url.Values{"db": {"diff"}, "q": {c.q}}

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"maps"
 	"slices"
 
 	"github.com/influxdata/influxql"
@@ -41,7 +40,7 @@ func (h *Handler) listSeries(ctx context.Context, db, meas string, cols []column
 			}
 			return out, nil
 		}
-		match := maps.Clone(eq)
+		match := pushable(eq)
 		if len(match) == 0 {
 			match = map[string]string{TagDB: db, TagMeasurement: meas}
 		}
@@ -54,7 +53,7 @@ func (h *Handler) listSeries(ctx context.Context, db, meas string, cols []column
 	// The fields' listings as one: on a cluster each costs round trips to the tag
 	// index's and the entries' replicas, and the fields of one statement share their
 	// tag lists and their series' tags (a fleet's list, its trucks' entries).
-	infos, err := h.eng.Series(ctx, SeriesQuery{Match: eq, Prefix: prefix, Fields: fields})
+	infos, err := h.eng.Series(ctx, SeriesQuery{Match: pushable(eq), Prefix: prefix, Fields: fields})
 	if err != nil {
 		return nil, err
 	}

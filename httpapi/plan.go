@@ -353,7 +353,9 @@ func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, e
 	return out, where, nil
 }
 
-// matches reports whether a series' tags satisfy the WHERE clause.
+// matches reports whether a series' tags satisfy the WHERE clause. A tag the series
+// does not carry is the empty string, as in InfluxDB's index: host != 'a' and
+// host =~ /.*/ hold for a series without host, host = 'a' does not, host = '' does.
 func matches(tags map[string]string, eq map[string]string, rest []influxql.Expr) bool {
 	for k, v := range eq {
 		if tags[k] != v {
@@ -363,17 +365,30 @@ func matches(tags map[string]string, eq map[string]string, rest []influxql.Expr)
 	if len(rest) == 0 {
 		return true
 	}
-	vals := make(influxql.MapValuer, len(tags))
-	for k, v := range tags {
-		vals[k] = v
-	}
-	ev := influxql.ValuerEval{Valuer: vals}
+	ev := influxql.ValuerEval{Valuer: tagValuer(tags)}
 	for _, e := range rest {
 		if !ev.EvalBool(e) {
 			return false
 		}
 	}
 	return true
+}
+
+// tagValuer is a series' tags as an influxql.Valuer: a tag it does not carry is "".
+type tagValuer map[string]string
+
+func (t tagValuer) Value(k string) (any, bool) { return t[k], true }
+
+// pushable returns the tag equalities of eq the catalog's posting lists can select
+// by: all but those with an empty value, which hold for the series without the tag.
+func pushable(eq map[string]string) map[string]string {
+	out := make(map[string]string, len(eq))
+	for k, v := range eq {
+		if v != "" {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // exactGroups resolves a SELECT without the catalog: the series read are those

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/influxdata/influxql"
 )
@@ -27,6 +28,10 @@ func (h *Handler) execShow(ctx context.Context, stmt influxql.Statement, db stri
 	q := showQueryOf(stmt)
 	if q.db == "" {
 		q.db = db
+	}
+	var err error
+	if q.cond, _, err = withoutTime(q.cond); err != nil {
+		return nil, err
 	}
 	if _, fieldKeys := stmt.(*influxql.ShowFieldKeysStatement); fieldKeys {
 		fields, err := h.showFields(ctx, q)
@@ -150,6 +155,16 @@ func showQueryOf(stmt influxql.Statement) showQuery {
 	return q
 }
 
+// withoutTime returns cond without its conditions on time, which a SHOW statement's
+// WHERE clause ignores as InfluxDB 1.x does; hadTime says whether it had any.
+func withoutTime(cond influxql.Expr) (_ influxql.Expr, hadTime bool, err error) {
+	if cond == nil || !influxql.HasTimeExpr(cond) {
+		return cond, false, nil
+	}
+	c, _, err := influxql.ConditionExpr(cond, &influxql.NowValuer{Now: time.Now()})
+	return c, true, err
+}
+
 // showSet is the series of a database a SHOW statement selects, by measurement; or,
 // made from the database's shapes (showShapeValues), only the measurements and the
 // tag values of the keys the statement asks about.
@@ -230,12 +245,8 @@ func (h *Handler) showSelect(ctx context.Context, q showQuery) (*showSet, error)
 		return nil, err
 	}
 	set := &showSet{byMeas: map[string][]SeriesInfo{}}
-	match, prefix := map[string]string{TagDB: q.db}, q.db+"/"
-	for k, v := range eq {
-		if v != "" { // = '' holds for the series without the tag: in no posting list
-			match[k] = v
-		}
-	}
+	match, prefix := pushable(eq), q.db+"/"
+	match[TagDB] = q.db
 	if m, ok := oneMeasurement(q.sources); ok {
 		match[TagMeasurement], prefix = m, prefix+measurementEscaper.Replace(m)
 	}
