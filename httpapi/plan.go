@@ -46,7 +46,13 @@ type selectPlan struct {
 	name     string // measurement, the output series' name
 	cols     []column
 	groups   []group
-	from, to int64 // [from, to)
+	from, to int64 // [from, to): what is read, within the catalog's bounds of the series
+	// rowTime is the time of an aggregate's row without GROUP BY time(): the
+	// statement's lower bound.
+	rowTime int64
+	// fillFrom and fillTo are the range whose windows a GROUP BY time() answer shows
+	// (filled when empty): the statement's, where from and to are only what is read.
+	fillFrom, fillTo int64
 	// given holds points of series already known over their group's range (a LIMIT 1
 	// answered from the series' partials: limitone.go), taken as read.
 	given    map[string]series.Points
@@ -157,6 +163,7 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 	p.listed = span.infos
 	p.tagColumns() // tagrefs.go
 	p.from, p.hasLower = tr.Min.UnixNano(), !tr.Min.IsZero()
+	p.rowTime = p.from
 	if !p.hasLower {
 		// InfluxDB answers over all time: from the earliest time the catalog bounds
 		// the series by.
@@ -206,14 +213,39 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 			p.to = span.last + 1
 		}
 	}
-	if p.from >= p.to {
-		return p, nil
-	}
-	if every > 0 {
+	if every > 0 && p.from < p.to {
 		if n := agg.WindowCount(p.from, p.to, int64(every)); n > int64(h.cfg.MaxQueryWindows) {
 			return nil, fmt.Errorf("GROUP BY time(%v) over this range makes %d windows, more than the %d allowed: narrow the range or widen the interval",
 				every, n, h.cfg.MaxQueryWindows)
 		}
+	}
+	p.fillFrom, p.fillTo = p.from, p.to
+	if every > 0 && !p.lookBack && span.ok && span.n > 0 && p.from < p.to {
+		// Windows are cut at fixed times: reading only the windows that hold the
+		// series' bounds answers the others empty, as reading them would, and the
+		// answer still shows them (fillFrom, fillTo).
+		if first, _ := p.win.window(span.first); first > p.from {
+			p.from = first
+		}
+		if span.last < math.MaxInt64 {
+			p.to = min(p.to, span.last+1)
+		}
+	}
+	if every == 0 && span.ok && span.n > 0 {
+		// No point lies outside the catalog's bounds of its series (widened before
+		// points outside them are stored): a range that ends past the last point
+		// (time < now()) is read up to it, not over the empty quanta after it, and one
+		// that starts before the first point from it. An aggregate's row still shows
+		// the statement's lower bound (rowTime).
+		if span.last < math.MaxInt64 {
+			p.to = min(p.to, span.last+1)
+		}
+		if !p.lookBack {
+			p.from = max(p.from, span.first)
+		}
+	}
+	if p.from >= p.to {
+		return p, nil
 	}
 	return p, p.checkMathFields()
 }
@@ -355,7 +387,7 @@ func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, e
 
 // matches reports whether a series' tags satisfy the WHERE clause. A tag the series
 // does not carry is the empty string, as in InfluxDB's index: host != 'a' and
-// host =~ /.*/ hold for a series without host, host = 'a' does not, host = '' does.
+// host =~ /.*/ hold for a series without host, host = 'a' does not, host = ” does.
 func matches(tags map[string]string, eq map[string]string, rest []influxql.Expr) bool {
 	for k, v := range eq {
 		if tags[k] != v {
@@ -365,19 +397,51 @@ func matches(tags map[string]string, eq map[string]string, rest []influxql.Expr)
 	if len(rest) == 0 {
 		return true
 	}
-	ev := influxql.ValuerEval{Valuer: tagValuer(tags)}
 	for _, e := range rest {
-		if !ev.EvalBool(e) {
+		if !tagHolds(e, tags) {
 			return false
 		}
 	}
 	return true
 }
 
-// tagValuer is a series' tags as an influxql.Valuer: a tag it does not carry is "".
-type tagValuer map[string]string
-
-func (t tagValuer) Value(k string) (any, bool) { return t[k], true }
+// tagHolds evaluates condition e on a series' tags. A comparison of a tag with a
+// string or a regular expression (=, !=, =~, !~) reads a tag the series does not
+// carry as "", as InfluxDB's index does; anything else (two names compared, a
+// number) as InfluxDB evaluates it at each point, where a missing name is null and
+// every comparison with null false.
+func tagHolds(e influxql.Expr, tags map[string]string) bool {
+	switch e := e.(type) {
+	case *influxql.ParenExpr:
+		return tagHolds(e.Expr, tags)
+	case *influxql.BinaryExpr:
+		switch e.Op {
+		case influxql.AND:
+			return tagHolds(e.LHS, tags) && tagHolds(e.RHS, tags)
+		case influxql.OR:
+			return tagHolds(e.LHS, tags) || tagHolds(e.RHS, tags)
+		case influxql.EQ, influxql.NEQ, influxql.EQREGEX, influxql.NEQREGEX:
+			ref, ok := e.LHS.(*influxql.VarRef)
+			lit := e.RHS
+			if !ok {
+				ref, ok = e.RHS.(*influxql.VarRef)
+				lit = e.LHS
+			}
+			switch lit.(type) {
+			case *influxql.StringLiteral, *influxql.RegexLiteral:
+				if ok {
+					ev := influxql.ValuerEval{Valuer: influxql.MapValuer{ref.Val: tags[ref.Val]}}
+					return ev.EvalBool(e)
+				}
+			}
+		}
+	}
+	vals := make(influxql.MapValuer, len(tags))
+	for k, v := range tags {
+		vals[k] = v
+	}
+	return (&influxql.ValuerEval{Valuer: vals}).EvalBool(e)
+}
 
 // pushable returns the tag equalities of eq the catalog's posting lists can select
 // by: all but those with an empty value, which hold for the series without the tag.

@@ -168,3 +168,53 @@ func TestSelectAllTimeStopsAtTheBounds(t *testing.T) {
 		t.Errorf("asked up to %v, past the catalog's bound (before %v)", time.Unix(0, ce.span[1]).UTC(), time.Unix(0, end).UTC())
 	}
 }
+
+// TestReadsStayWithinTheSeriesBounds: a statement whose range reaches far past the
+// points of its series (time < now() over data of years ago, a GROUP BY time() from
+// long before it) reads the windows the catalog's bounds of the series hold, not the
+// empty years around them, and still answers every window of its range.
+func TestReadsStayWithinTheSeriesBounds(t *testing.T) {
+	t0 := time.Now().AddDate(-5, 0, 0).UTC().Truncate(24 * time.Hour)
+	var lines []string
+	for i := range 60 {
+		for h := range 2 {
+			lines = append(lines, fmt.Sprintf("old,host=h%d v=%d %d", h, i+h, ns(t0.Add(time.Duration(i)*time.Minute))))
+		}
+	}
+	if code, b := write(t, "oldbounds", "", strings.Join(lines, "\n")); code != http.StatusNoContent {
+		t.Fatalf("write: %d %s", code, b)
+	}
+	many, manyURL := serveCounting(t, true)
+	within := func(q string) {
+		t.Helper()
+		sp := many.span
+		if sp[0] < t0.Add(-48*time.Hour).UnixNano() || sp[1] > t0.Add(48*time.Hour).UnixNano() {
+			t.Errorf("%s: aggregated [%v, %v), past the series' bounds around %v", q,
+				time.Unix(0, sp[0]).UTC(), time.Unix(0, sp[1]).UTC(), t0)
+		}
+	}
+	q := "SELECT count(v) FROM old WHERE time < now()"
+	if _, r := queryAt(t, manyURL, "oldbounds", q); len(r.Results) != 1 || len(r.Results[0].Series) != 1 ||
+		fmt.Sprint(r.Results[0].Series[0].Values) != "[[1970-01-01T00:00:00Z 120]]" {
+		t.Fatalf("%s: %+v", q, r)
+	}
+	within(q)
+	lo := t0.AddDate(0, 0, -10)
+	q = fmt.Sprintf("SELECT max(v) FROM old WHERE time >= '%s' AND time < '%s' GROUP BY time(1d)", rfc(lo), rfc(t0.AddDate(0, 0, 10)))
+	_, r := queryAt(t, manyURL, "oldbounds", q)
+	if len(r.Results) != 1 || len(r.Results[0].Series) != 1 {
+		t.Fatalf("%s: %+v", q, r)
+	}
+	vals := r.Results[0].Series[0].Values
+	if len(vals) != 20 || vals[0][0] != rfc(lo) || vals[10][0] != rfc(t0) || fmt.Sprint(vals[10][1]) != "60" || vals[9][1] != nil || vals[11][1] != nil {
+		t.Fatalf("%s: %d rows %v", q, len(vals), vals)
+	}
+	within(q)
+	// The row of an aggregate without GROUP BY time() shows the statement's lower bound.
+	q = fmt.Sprintf("SELECT count(v), sum(v) FROM old WHERE time >= '%s'", rfc(lo))
+	if _, r := queryAt(t, manyURL, "oldbounds", q); len(r.Results) != 1 || len(r.Results[0].Series) != 1 ||
+		fmt.Sprint(r.Results[0].Series[0].Values) != fmt.Sprintf("[[%s 120 3600]]", rfc(lo)) {
+		t.Fatalf("%s: %+v", q, r)
+	}
+	within(q)
+}

@@ -526,7 +526,7 @@ func (ex *executor) aggregateValues(g group) ([][]any, error) {
 	}
 	if p.every == 0 {
 		r := make([]any, len(p.cols)+1)
-		r[0] = tsValue(p.from)
+		r[0] = tsValue(p.rowTime)
 		if !p.hasLower {
 			r[0] = tsValue(0) // over all time, InfluxDB shows the epoch
 		}
@@ -563,12 +563,12 @@ func (ex *executor) aggregateValues(g group) ([][]any, error) {
 	}
 	slices.Sort(data)
 	data = slices.Compact(data)
-	from := p.from
+	from := p.fillFrom
 	if !p.hasLower && len(data) > 0 {
 		from = data[0] // without a lower bound, InfluxDB fills from the group's first point's window
 	}
 	var out [][]any
-	for _, start := range p.win.rowTimes(data, from, p.to, p.fill != influxql.NoFill, ex.h.cfg.MaxQueryWindows+2) {
+	for _, start := range p.win.rowTimes(data, from, p.fillTo, p.fill != influxql.NoFill, ex.h.cfg.MaxQueryWindows+2) {
 		r := make([]any, len(p.cols)+1)
 		r[0] = tsValue(start)
 		anyVal := false
