@@ -317,6 +317,17 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 	for _, c := range cases[len(cases)-12:] {
 		gapCases = append(gapCases, c.name)
 	}
+	// time among the fields: the first column already, named by an alias.
+	cases = append(cases, []struct {
+		name, q string
+		params  url.Values
+	}{
+		{"time field", "SELECT time, v FROM m WHERE \"name\" = 't1' AND " + mid + " LIMIT 3", gaps},
+		{"time field alias", "SELECT v, time AS t FROM m WHERE \"name\" = 't1' AND " + mid + " LIMIT 3", gaps},
+		{"time field alias aggregate", "SELECT time AS t, max(v) FROM m WHERE " + rng + " GROUP BY time(20m)", gaps},
+		{"time alone", "SELECT \"time\" FROM m WHERE " + mid, gaps},
+	}...)
+	gapCases = append(gapCases, "time field", "time field alias", "time field alias aggregate") // answered, with values
 	cases = append(cases, subqueryCases(base)...) // subquery_test.go
 	// Field type conflicts at /write: the same writes answered the same, the same kept.
 	// The first write opens InfluxDB's shard group of 1970, whose first write refuses a

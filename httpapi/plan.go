@@ -50,6 +50,8 @@ type selectPlan struct {
 	// rowTime is the time of an aggregate's row without GROUP BY time(): the
 	// statement's lower bound.
 	rowTime int64
+	// timeName names the answer's first column: "time", or SELECT time AS t's alias.
+	timeName string
 	// fillFrom and fillTo are the range whose windows a GROUP BY time() answer shows
 	// (filled when empty): the statement's, where from and to are only what is read.
 	fillFrom, fillTo int64
@@ -113,7 +115,11 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 	if err != nil {
 		return nil, err
 	}
-	p := &selectPlan{name: m.Name, fill: s.Fill, fillVal: s.FillValue, desc: !s.TimeAscending(), limit: s.Limit, offset: s.Offset}
+	timeName := "time"
+	if s, timeName, err = withoutTimeFields(s); err != nil {
+		return nil, err
+	}
+	p := &selectPlan{name: m.Name, timeName: timeName, fill: s.Fill, fillVal: s.FillValue, desc: !s.TimeAscending(), limit: s.Limit, offset: s.Offset}
 	for _, sf := range s.SortFields {
 		if sf.Name != "" && sf.Name != "time" {
 			return nil, fmt.Errorf("ORDER BY %s: only ORDER BY time [ASC|DESC] is supported", sf.Name)
@@ -248,6 +254,33 @@ func (h *Handler) planSelect(ctx context.Context, s *influxql.SelectStatement, d
 		return p, nil
 	}
 	return p, p.checkMathFields()
+}
+
+// withoutTimeFields returns s without the fields that name time alone (SELECT time,
+// v; time AS t), and the name of the answer's first column, time's: every answer's
+// first column is time already, as InfluxDB answers it, named as the last such
+// field's alias. A statement of time alone is InfluxDB's error.
+func withoutTimeFields(s *influxql.SelectStatement) (*influxql.SelectStatement, string, error) {
+	name := "time"
+	keep := make([]*influxql.Field, 0, len(s.Fields))
+	for _, f := range s.Fields {
+		if ref, ok := f.Expr.(*influxql.VarRef); ok && ref.Val == "time" {
+			if f.Alias != "" {
+				name = f.Alias
+			}
+			continue
+		}
+		keep = append(keep, f)
+	}
+	if len(keep) == len(s.Fields) {
+		return s, name, nil
+	}
+	if len(keep) == 0 {
+		return nil, name, errors.New("at least 1 non-time field must be queried")
+	}
+	c := *s
+	c.Fields = keep
+	return &c, name, nil
 }
 
 // splitCondition splits a WHERE clause (time already removed) into tag equalities

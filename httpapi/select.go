@@ -55,7 +55,7 @@ func (h *Handler) execGroups(ctx context.Context, qc *queryCost, p *selectPlan) 
 	var err error
 	ex := newExecutor(ctx, h, qc, p)
 	ex.prefetch() // every series at once: one request per node (readmany.go)
-	columns := append([]string{"time"}, p.names...)
+	columns := append([]string{p.timeName}, p.names...)
 	rows := make([]*row, len(p.groups))
 	for gi, g := range p.groups {
 		var r *row
