@@ -159,6 +159,12 @@ func workloadQueries(workload string, days int, hours float64, end time.Time) ([
 			}
 			qs = append(qs, rel("max, min per 10 min", s, "10m", `SELECT max("usage"), min("idle") FROM "cpu" WHERE $t GROUP BY time(10m)`))
 		}
+		// What Grafana asks as a dashboard opens (its variables) and as a panel's query
+		// is edited: the catalog, with no time range.
+		for _, q := range []string{`SHOW TAG VALUES WITH KEY = "host"`, `SHOW TAG VALUES FROM "cpu" WITH KEY = "host" WHERE "dc" = 'dc1'`,
+			`SHOW MEASUREMENTS`, `SHOW TAG KEYS FROM "cpu"`, `SHOW FIELD KEYS FROM "cpu"`} {
+			qs = append(qs, benchQuery{name: "catalog", span: "—", influxql: q})
+		}
 	case "year":
 		if days < 1 {
 			return nil, fmt.Errorf("--days %d: the year needs at least 1", days)

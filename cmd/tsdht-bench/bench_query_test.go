@@ -85,8 +85,32 @@ func TestQueryComparesAnswersWithInfluxDB(t *testing.T) {
 		t.Errorf("InfluxDB's own record: %+v, want equal null and its 2 rows", r)
 	}
 	total := recs["tsdht  total"]
-	if total.Queries != 5 || total.Equal == nil || *total.Equal || total.VsInfluxDB == nil {
-		t.Errorf("tsdht's total: %+v, want the 5 queries both answered, not all equal", total)
+	if total.Queries != 10 || total.Equal == nil || *total.Equal || total.VsInfluxDB == nil {
+		t.Errorf("tsdht's total: %+v, want the 10 queries both answered (5 of the catalog), not all equal", total)
+	}
+}
+
+// A SHOW statement's answer (no time column) is its rows in order, grouped by the
+// series' name: two that list other values differ.
+func TestQueryAnswersOfShowStatements(t *testing.T) {
+	parse := func(body string) answer {
+		t.Helper()
+		a, err := parseInfluxQL([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	a := parse(`{"results":[{"series":[{"name":"cpu","columns":["key","value"],"values":[["host","h0"],["host","h1"]]}]}]}`)
+	b := parse(`{"results":[{"series":[{"name":"cpu","columns":["key","value"],"values":[["host","h0"],["host","h2"]]}]}]}`)
+	if len(a) != 2 || a[1].group != "cpu" || a[1].vals[1] != "h1" {
+		t.Fatalf("rows %+v", a)
+	}
+	if eq, _, _, _ := (comparison{}).compare(a, a); !eq {
+		t.Error("an answer differs from itself")
+	}
+	if eq, _, _, diff := (comparison{}).compare(a, b); eq || !strings.Contains(diff, "h2") {
+		t.Errorf("h1 against h2: equal %v, %q", eq, diff)
 	}
 }
 

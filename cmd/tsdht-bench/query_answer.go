@@ -79,6 +79,7 @@ func parseInfluxQL(body []byte) (answer, error) {
 		Results []struct {
 			Error  string `json:"error"`
 			Series []struct {
+				Name    string            `json:"name"`
 				Tags    map[string]string `json:"tags"`
 				Columns []string          `json:"columns"`
 				Values  [][]any           `json:"values"`
@@ -97,8 +98,24 @@ func parseInfluxQL(body []byte) (answer, error) {
 			return nil, errors.New(res.Error)
 		}
 		for _, s := range res.Series {
-			if len(s.Columns) == 0 || s.Columns[0] != "time" {
-				return nil, fmt.Errorf("series %v: first column %v, want time (epoch=ms)", s.Tags, s.Columns)
+			if len(s.Columns) > 0 && s.Columns[0] != "time" {
+				// A SHOW statement's list: a row of values each, in order, the series'
+				// name its group.
+				for i, v := range s.Values {
+					row := answerRow{group: s.Name, ms: int64(i), cols: s.Columns}
+					for _, x := range v {
+						y, err := jsonValue(x)
+						if err != nil {
+							return nil, fmt.Errorf("series %s: %v", s.Name, err)
+						}
+						row.vals = append(row.vals, y)
+					}
+					a = append(a, row)
+				}
+				continue
+			}
+			if len(s.Columns) == 0 {
+				return nil, fmt.Errorf("series %v: no columns", s.Tags)
 			}
 			// Columns sorted by name, so that two systems that order them differently
 			// (SELECT *) still agree.
