@@ -10,7 +10,8 @@ import (
 var queryWorkloads = map[string][2]string{
 	"dashboard": {"Dashboard — 8 hosts × 2 fields, a point a minute, the InfluxQL Grafana sends",
 		"cpu,dc=dc1,host=h0..h7 usage=…,idle=…, one line a minute per host for the days ending when the load began; " +
-			"each query over the last day and the whole span (`time >= now() - span`), as Grafana's `$timeFilter` puts it."},
+			"each query over the last day and the whole span (`time >= now() - span`), as Grafana's `$timeFilter` puts it; " +
+			"then the catalog queries Grafana sends as a dashboard opens (its variables) and as a query is edited, with no span."},
 	"year": {"One series, a point a minute, for a year",
 		"power,meter=m0 v=…, one line a minute for the days ending when the load began; the raw values, the mean per day " +
 			"and the last value over the whole span."},
