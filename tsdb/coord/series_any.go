@@ -71,14 +71,16 @@ func (c *Coordinator) SeriesListed(ctx context.Context, qs []catalog.Query) ([]L
 // of the candidates known does not know, and no other entry: looking again at a
 // prefix of thousands of series that gained none reads no entry at all (a tag
 // query's candidates that it does not select are read each time, as by Series).
-// known is called once per candidate, from this goroutine.
+// known is called once per candidate, from this goroutine; nil knows none.
 func (c *Coordinator) SeriesNew(ctx context.Context, q catalog.Query, known func(key string) bool) ([]string, error) {
 	qs := []catalog.Query{q}
 	keys, err := candidates(ctx, catalog.NewPageLog(c.readPostings, 0).Source, qs)
 	if err != nil {
 		return nil, err
 	}
-	keys = slices.DeleteFunc(keys, known)
+	if known != nil {
+		keys = slices.DeleteFunc(keys, known)
+	}
 	if len(keys) == 0 {
 		return nil, nil
 	}

@@ -168,6 +168,9 @@ func TestSeriesNewReadsOnlyNewEntries(t *testing.T) {
 		for i, e := range es {
 			all[i] = e.Key
 		}
+		if got, err := c.SeriesNew(ctx, q, nil); err != nil || !slices.Equal(got, all) {
+			t.Fatalf("%+v, nil known: SeriesNew = %q, %v; want %q", q, got, err, all)
+		}
 		for known := 0; known <= len(all); known++ {
 			isKnown := func(k string) bool { return slices.Contains(all[:known], k) }
 			counter.take()
