@@ -327,7 +327,8 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"time field alias aggregate", "SELECT time AS t, max(v) FROM m WHERE " + rng + " GROUP BY time(20m)", gaps},
 		{"time alone", "SELECT \"time\" FROM m WHERE " + mid, gaps},
 	}...)
-	gapCases = append(gapCases, "time field", "time field alias", "time field alias aggregate") // answered, with values
+	// Answered, with values.
+	gapCases = append(gapCases, "time field", "time field alias", "time field alias aggregate")
 	cases = append(cases, subqueryCases(base)...) // subquery_test.go
 	// Field type conflicts at /write: the same writes answered the same, the same kept.
 	// The first write opens InfluxDB's shard group of 1970, whose first write refuses a
