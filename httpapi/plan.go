@@ -420,7 +420,8 @@ func (h *Handler) resolve(ctx context.Context, db, meas string, cols []column, e
 
 // matches reports whether a series' tags satisfy the WHERE clause. A tag the series
 // does not carry is the empty string, as in InfluxDB's index: host != 'a' and
-// host =~ /.*/ hold for a series without host, host = 'a' does not, host = ” does.
+// host =~ /.*/ hold for a series without host, host = 'a' does not, and an equality
+// with the empty string does.
 func matches(tags map[string]string, eq map[string]string, rest []influxql.Expr) bool {
 	for k, v := range eq {
 		if tags[k] != v {

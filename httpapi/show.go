@@ -74,7 +74,6 @@ func (h *Handler) execShow(ctx context.Context, stmt influxql.Statement, db stri
 		}
 	}
 	if set == nil {
-		var err error
 		if set, err = h.showSelect(ctx, q); err != nil {
 			return nil, err
 		}
