@@ -37,7 +37,7 @@ func (h *Handler) execCardinality(ctx context.Context, stmt influxql.Statement, 
 		q.db, q.sources, q.cond, q.offset, exact, dims = s.Database, s.Sources, s.Condition, s.Offset, s.Exact, s.Dimensions
 	case *influxql.ShowTagKeyCardinalityStatement:
 		q.db, q.sources, q.cond, q.offset, exact, dims = s.Database, s.Sources, s.Condition, s.Offset, true, s.Dimensions
-		count = func(set *showSet, m string) int { return len(tagKeysOf(set.byMeas[m])) }
+		count = func(set *showSet, m string) int { return len(set.tagKeys(m)) }
 	case *influxql.ShowTagValuesCardinalityStatement:
 		q.db, q.sources, q.cond, q.offset, exact, dims = s.Database, s.Sources, s.Condition, s.Offset, true, s.Dimensions
 		var err error
@@ -79,40 +79,28 @@ func (h *Handler) execCardinality(ctx context.Context, stmt influxql.Statement, 
 		}
 		return rows, nil
 	}
-	var measurements []string
-	set, shaped := (*showSet)(nil), false
+	var set *showSet
 	switch stmt.(type) {
 	case *influxql.ShowMeasurementCardinalityStatement, *influxql.ShowTagKeyCardinalityStatement:
 		// Measurements and tag keys from the database's shape, when it answers one.
-		ms, keys, ok, err := h.showShapeKeys(ctx, q)
-		if err != nil {
+		if set, err = h.showShapeKeys(ctx, q); err != nil {
 			return nil, err
-		}
-		if shaped = ok; ok {
-			measurements = ms
-			if count != nil {
-				count = func(_ *showSet, m string) int { return len(keys[m]) }
-			}
 		}
 	case *influxql.ShowTagValuesCardinalityStatement:
 		if set, err = h.showShapeValues(ctx, q, want); err != nil {
 			return nil, err
 		}
-		if shaped = set != nil; shaped {
-			measurements = set.measurements
-		}
 	}
-	if !shaped {
+	if set == nil {
 		if set, err = h.showSelect(ctx, q); err != nil {
 			return nil, err
 		}
-		measurements = set.measurements
 	}
 	if q.offset > 0 {
 		return nil, nil
 	}
 	if count == nil { // measurements
-		switch n := len(measurements); {
+		switch n := len(set.measurements); {
 		case estimate:
 			return []*row{countRow("", "cardinality estimation", n)}, nil
 		case n > 0:
@@ -122,12 +110,12 @@ func (h *Handler) execCardinality(ctx context.Context, stmt influxql.Statement, 
 	}
 	if estimate {
 		n := 0
-		for _, m := range measurements {
+		for _, m := range set.measurements {
 			n += count(set, m)
 		}
 		return []*row{countRow("", "cardinality estimation", n)}, nil
 	}
-	for _, m := range measurements {
+	for _, m := range set.measurements {
 		if n := count(set, m); n > 0 {
 			rows = append(rows, countRow(m, "count", n))
 		}

@@ -40,43 +40,22 @@ func (h *Handler) execShow(ctx context.Context, stmt influxql.Statement, db stri
 		}
 		return fieldKeyRows(fields, q.offset, q.limit), nil
 	}
-	switch stmt.(type) {
-	case *influxql.ShowMeasurementsStatement, *influxql.ShowTagKeysStatement:
-		ms, keys, ok, err := h.showShapeKeys(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
-		if _, tk := stmt.(*influxql.ShowTagKeysStatement); !tk {
-			if ms = window(ms, q.offset, q.limit); len(ms) > 0 {
-				return []*row{listRow("measurements", "name", ms)}, nil
-			}
-			return nil, nil
-		}
-		var rows []*row
-		for _, m := range ms {
-			if k := window(keys[m], q.offset, q.limit); len(k) > 0 {
-				rows = append(rows, listRow(m, "tagKey", k))
-			}
-		}
-		return rows, nil
-	}
+	// The shapes answer when the statement has no condition (nil set: list the series).
 	var set *showSet
-	if s, ok := stmt.(*influxql.ShowTagValuesStatement); ok {
-		want, err := tagKeyFilter(s.Op, s.TagKeyExpr)
-		if err != nil {
-			return nil, err
-		}
-		if set, err = h.showShapeValues(ctx, q, want); err != nil {
-			return nil, err
+	switch s := stmt.(type) {
+	case *influxql.ShowMeasurementsStatement, *influxql.ShowTagKeysStatement:
+		set, err = h.showShapeKeys(ctx, q)
+	case *influxql.ShowTagValuesStatement:
+		var want func(string) bool
+		if want, err = tagKeyFilter(s.Op, s.TagKeyExpr); err == nil {
+			set, err = h.showShapeValues(ctx, q, want)
 		}
 	}
-	if set == nil {
-		if set, err = h.showSelect(ctx, q); err != nil {
-			return nil, err
-		}
+	if err == nil && set == nil {
+		set, err = h.showSelect(ctx, q)
+	}
+	if err != nil {
+		return nil, err
 	}
 	switch s := stmt.(type) {
 	case *influxql.ShowMeasurementsStatement:
@@ -87,7 +66,7 @@ func (h *Handler) execShow(ctx context.Context, stmt influxql.Statement, db stri
 	case *influxql.ShowTagKeysStatement:
 		var rows []*row
 		for _, m := range set.measurements {
-			if keys := window(tagKeysOf(set.byMeas[m]), q.offset, q.limit); len(keys) > 0 {
+			if keys := window(set.tagKeys(m), q.offset, q.limit); len(keys) > 0 {
 				rows = append(rows, listRow(m, "tagKey", keys))
 			}
 		}
@@ -170,8 +149,17 @@ func withoutTime(cond influxql.Expr) (_ influxql.Expr, hadTime bool, err error) 
 type showSet struct {
 	kept         []SeriesInfo
 	byMeas       map[string][]SeriesInfo
-	measurements []string // sorted
-	shaped       map[string][][2]string
+	measurements []string               // sorted
+	shapedKeys   map[string][]string    // by measurement, when made from a shape
+	shaped       map[string][][2]string // (key, value) pairs by measurement, when made from shapes
+}
+
+// tagKeys returns the tag keys of measurement m, sorted.
+func (set *showSet) tagKeys(m string) []string {
+	if set.byMeas == nil {
+		return set.shapedKeys[m]
+	}
+	return tagKeysOf(set.byMeas[m])
 }
 
 // values returns the (key, value) pairs of measurement m whose key want takes, sorted.
@@ -192,13 +180,14 @@ const maxShapedKeys = 16
 // series. It returns nil when q has a condition, the keys are too many or a shape is
 // not answered: the caller lists the series.
 func (h *Handler) showShapeValues(ctx context.Context, q showQuery, want func(string) bool) (*showSet, error) {
-	ms, keys, ok, err := h.showShapeKeys(ctx, q)
-	if err != nil || !ok {
+	keyed, err := h.showShapeKeys(ctx, q)
+	if err != nil || keyed == nil {
 		return nil, err
 	}
+	ms := keyed.measurements
 	selected := map[string]bool{}
 	for _, m := range ms {
-		for _, k := range keys[m] {
+		for _, k := range keyed.shapedKeys[m] {
 			selected[k] = want(k)
 		}
 	}
@@ -291,20 +280,20 @@ func oneMeasurement(sources influxql.Sources) (string, bool) {
 	return m.Name, true
 }
 
-// showShapeKeys returns the measurements of q's database its sources select, sorted,
-// with their tag keys, from the database's shape (shape.go): one small answer per
-// node, not the listing of every series. ok is false when q has a condition or the
+// showShapeKeys returns the measurements of q's database its sources select, with
+// their tag keys, from the database's shape (shape.go): one small answer per node,
+// not the listing of every series. It returns nil when q has a condition or the
 // engine answers no shape: the caller lists the series.
-func (h *Handler) showShapeKeys(ctx context.Context, q showQuery) (measurements []string, tagKeys map[string][]string, ok bool, err error) {
+func (h *Handler) showShapeKeys(ctx context.Context, q showQuery) (*showSet, error) {
 	if q.cond != nil || q.db == "" {
-		return nil, nil, false, nil
+		return nil, nil
 	}
 	sh, ok, err := h.shape(ctx, q.db, "")
 	if err != nil || !ok {
-		return nil, nil, false, err
+		return nil, err
 	}
 	if sh.Series == 0 && !q.noneIfMissing {
-		return nil, nil, false, errDatabaseNotFound(q.db)
+		return nil, errDatabaseNotFound(q.db)
 	}
 	seen := map[string]bool{}
 	for _, f := range sh.Fields {
@@ -318,7 +307,7 @@ func (h *Handler) showShapeKeys(ctx context.Context, q showQuery) (measurements 
 			delete(seen, m)
 		}
 	}
-	return sortedSet(seen), sh.TagKeys, true, nil
+	return &showSet{measurements: sortedSet(seen), shapedKeys: sh.TagKeys}, nil
 }
 
 // showFields returns SHOW FIELD KEYS' fields of q (measurement → field → type): from

@@ -127,15 +127,8 @@ func (s *Shape) Add(q ShapeQuery, e Entry) error {
 				return err
 			}
 		}
-		if s.TagKeys == nil {
-			s.TagKeys = map[string][]string{}
-		}
-		keys := s.TagKeys[meas]
-		if i, found := slices.BinarySearch(keys, t.K); !found {
-			if s.tagKeyCount() >= MaxShapeTagKeys {
-				return ErrShapeTooLarge
-			}
-			s.TagKeys[meas] = slices.Insert(keys, i, t.K)
+		if err := addSorted(&s.TagKeys, meas, t.K, MaxShapeTagKeys); err != nil {
+			return err
 		}
 	}
 	one := ShapeField{Measurement: meas, Field: field, Type: e.Type, MinKey: e.Key, MaxKey: e.Key, Unbounded: !e.HasBounds}
@@ -146,32 +139,29 @@ func (s *Shape) Add(q ShapeQuery, e Entry) error {
 }
 
 // addValue adds value v of measurement m to s.Values.
-func (s *Shape) addValue(m, v string) error {
-	if s.Values == nil {
-		s.Values = map[string][]string{}
+func (s *Shape) addValue(m, v string) error { return addSorted(&s.Values, m, v, MaxShapeTagValues) }
+
+// addSorted inserts v into lists[m], kept sorted and without repeats, made if nil;
+// ErrShapeTooLarge when the lists hold limit strings already.
+func addSorted(lists *map[string][]string, m, v string, limit int) error {
+	if *lists == nil {
+		*lists = map[string][]string{}
 	}
-	vs := s.Values[m]
-	if i, found := slices.BinarySearch(vs, v); !found {
-		if s.tagValueCount() >= MaxShapeTagValues {
+	l := (*lists)[m]
+	if i, found := slices.BinarySearch(l, v); !found {
+		if total(*lists) >= limit {
 			return ErrShapeTooLarge
 		}
-		s.Values[m] = slices.Insert(vs, i, v)
+		(*lists)[m] = slices.Insert(l, i, v)
 	}
 	return nil
 }
 
-func (s *Shape) tagValueCount() int {
+// total counts the strings of lists.
+func total(lists map[string][]string) int {
 	n := 0
-	for _, vs := range s.Values {
-		n += len(vs)
-	}
-	return n
-}
-
-func (s *Shape) tagKeyCount() int {
-	n := 0
-	for _, ks := range s.TagKeys {
-		n += len(ks)
+	for _, l := range lists {
+		n += len(l)
 	}
 	return n
 }
@@ -209,15 +199,8 @@ func (s *Shape) Merge(o Shape) error {
 	s.Series = max(s.Series, o.Series) // replicas overlap: a lower bound of the union
 	for m, keys := range o.TagKeys {
 		for _, k := range keys {
-			if s.TagKeys == nil {
-				s.TagKeys = map[string][]string{}
-			}
-			ks := s.TagKeys[m]
-			if i, found := slices.BinarySearch(ks, k); !found {
-				if s.tagKeyCount() >= MaxShapeTagKeys {
-					return ErrShapeTooLarge
-				}
-				s.TagKeys[m] = slices.Insert(ks, i, k)
+			if err := addSorted(&s.TagKeys, m, k, MaxShapeTagKeys); err != nil {
+				return err
 			}
 		}
 	}
@@ -276,7 +259,7 @@ func joinSpans(spans []Span) []Span {
 
 // Validate checks a shape from the wire against the limits and its own order.
 func (s *Shape) Validate() error {
-	if len(s.Fields) > MaxShapeFields || s.tagKeyCount() > MaxShapeTagKeys {
+	if len(s.Fields) > MaxShapeFields || total(s.TagKeys) > MaxShapeTagKeys {
 		return ErrShapeTooLarge
 	}
 	for i := range s.Fields {
@@ -298,7 +281,7 @@ func (s *Shape) Validate() error {
 			return fmt.Errorf("shape: tag keys of %q out of order", m)
 		}
 	}
-	if s.tagValueCount() > MaxShapeTagValues {
+	if total(s.Values) > MaxShapeTagValues {
 		return ErrShapeTooLarge
 	}
 	for m, vs := range s.Values {

@@ -66,14 +66,17 @@ func EncodeShape(s catalog.Shape) *ShapeResp {
 		}
 		r.Fields[i] = w
 	}
-	for m, ks := range s.TagKeys {
-		r.TagKeys = append(r.TagKeys, ShapeTagKeys{Measurement: m, Keys: ks})
-	}
-	for m, vs := range s.Values {
-		r.Values = append(r.Values, ShapeTagKeys{Measurement: m, Keys: vs})
-	}
-	r.HasValues = s.HasValues
+	r.TagKeys, r.Values, r.HasValues = encodeLists(s.TagKeys), encodeLists(s.Values), s.HasValues
 	return r
+}
+
+// encodeLists returns per-measurement lists as messages.
+func encodeLists(lists map[string][]string) []ShapeTagKeys {
+	var out []ShapeTagKeys
+	for m, l := range lists {
+		out = append(out, ShapeTagKeys{Measurement: m, Keys: l})
+	}
+	return out
 }
 
 // Decode returns the shape the message carries, checked against catalog's limits.
@@ -96,23 +99,28 @@ func (r *ShapeResp) Decode() (catalog.Shape, error) {
 		}
 		s.Fields[i] = f
 	}
-	for _, tk := range r.TagKeys {
-		if s.TagKeys == nil {
-			s.TagKeys = map[string][]string{}
-		}
-		if _, dup := s.TagKeys[tk.Measurement]; dup {
-			return catalog.Shape{}, fmt.Errorf("shape: tag keys of %q twice", tk.Measurement)
-		}
-		s.TagKeys[tk.Measurement] = tk.Keys
+	var err error
+	if s.TagKeys, err = decodeLists(r.TagKeys, "tag keys"); err != nil {
+		return catalog.Shape{}, err
 	}
-	for _, tv := range r.Values {
-		if s.Values == nil {
-			s.Values = map[string][]string{}
-		}
-		if _, dup := s.Values[tv.Measurement]; dup {
-			return catalog.Shape{}, fmt.Errorf("shape: tag values of %q twice", tv.Measurement)
-		}
-		s.Values[tv.Measurement] = tv.Keys
+	if s.Values, err = decodeLists(r.Values, "tag values"); err != nil {
+		return catalog.Shape{}, err
 	}
 	return s, s.Validate()
+}
+
+// decodeLists returns the per-measurement lists of ls (nil when none); a measurement
+// twice is an error.
+func decodeLists(ls []ShapeTagKeys, what string) (map[string][]string, error) {
+	var out map[string][]string
+	for _, l := range ls {
+		if out == nil {
+			out = map[string][]string{}
+		}
+		if _, dup := out[l.Measurement]; dup {
+			return nil, fmt.Errorf("shape: %s of %q twice", what, l.Measurement)
+		}
+		out[l.Measurement] = l.Keys
+	}
+	return out, nil
 }
