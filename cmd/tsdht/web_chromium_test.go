@@ -292,12 +292,14 @@ func contains(xs []string, x string) bool {
 // headless starts headless Chromium at chromium for the test, with a deadline of 3
 // minutes; it stops when the test ends.
 func headless(t *testing.T, chromium string) context.Context {
+	profile := chromiumProfile(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:0:0],
 		chromedp.ExecPath(chromium),
 		chromedp.Flag("headless", true), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-breakpad", true),
+		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1280, 1000),
 	)
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -313,6 +315,24 @@ func headless(t *testing.T, chromium string) context.Context {
 	ctx, tcancel := context.WithTimeout(ctx, 3*time.Minute)
 	t.Cleanup(tcancel)
 	return ctx
+}
+
+// chromiumProfile makes Chromium's user-data directory. It is not t.TempDir: Chromium's
+// helper processes can still be writing to it for a moment after the browser exits,
+// and a TempDir that cannot be removed at once fails the test. This one is removed
+// once they are gone, within a deadline.
+func chromiumProfile(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "tsdht-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		var last error
+		if !testutil.Poll(30*time.Second, func() bool { last = os.RemoveAll(dir); return last == nil }) {
+			t.Errorf("chromium profile %s not removed: %v", dir, last)
+		}
+	})
+	return dir
 }
 
 // waitJS waits until a JavaScript expression is true on the page.
