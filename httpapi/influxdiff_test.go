@@ -101,6 +101,7 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 	writeBoth(t, urls, "tsbs", tsbsLines(base, 4, 360))
 	writeBoth(t, urls, "iot", iotLines(base))
 	writeBoth(t, urls, "gaps", gapLines(base))
+	writeBoth(t, urls, "sublim", limitLines(base))
 	rng := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Format(time.RFC3339), base.Add(time.Hour).Format(time.RFC3339))
 	mid := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Add(7*time.Minute+13*time.Second).Format(time.RFC3339),
 		base.Add(41*time.Minute).Format(time.RFC3339))
@@ -330,6 +331,10 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 	// Answered, with values.
 	gapCases = append(gapCases, "time field", "time field alias", "time field alias aggregate")
 	cases = append(cases, subqueryCases(base)...) // subquery_test.go
+	cases = append(cases, limitCases()...)        // subquery_test.go
+	for _, c := range limitCases() {
+		gapCases = append(gapCases, c.name) // answered, with values
+	}
 	// Field type conflicts at /write: the same writes answered the same, the same kept.
 	// The first write opens InfluxDB's shard group of 1970, whose first write refuses a
 	// conflict within itself whole ("field type conflict", nothing stored): that is

@@ -19,27 +19,33 @@ import (
 // RETENTION POLICIES answers it); groups start on Mondays 00:00 UTC (time.Truncate).
 const shardGroup = 168 * time.Hour
 
-// rawOrder returns the rows of the tag sets' tables (sorted by their series keys) in
-// InfluxDB's order: ascending time, or descending when desc, with InfluxDB's order at
-// equal times. InfluxDB's heap orders rows of equal times by their columns' values, in
-// the order of the columns, while both rows hold strings there (tag values, string
-// fields; descending when desc), and leaves them as they come at the first column
-// that does not; aux returns column c of row `row` of set `set` when it holds a string.
-func rawOrder(tables []*rawTable, desc bool, ncols int, aux func(set, row int32, c int) (string, bool)) []setRow {
+// shardGroupOf returns the start of the shard group time t falls in.
+func shardGroupOf(t int64) int64 {
+	return time.Unix(0, t).UTC().Truncate(shardGroup).UnixNano()
+}
+
+// rawOrder returns the rows of the tag sets (sorted by their series keys; times[s] the
+// times of set s's rows, ascending) in InfluxDB's order: ascending time, or descending
+// when desc, with InfluxDB's order at equal times. InfluxDB's heap orders rows of equal
+// times by their columns' values, in the order of the columns, while both rows hold
+// strings there (tag values, string fields; descending when desc), and leaves them as
+// they come at the first column that does not; aux returns column c of row `row` of
+// set `set` when it holds a string.
+func rawOrder(times [][]int64, desc bool, ncols int, aux func(set, row int32, c int) (string, bool)) []setRow {
 	// Split the rows of each set into the shard groups they fall in.
 	type span struct{ lo, hi int } // rows [lo, hi) of a set
 	bySG := map[int64][]span{}
 	var sgs []int64
-	for s, t := range tables {
-		for lo := 0; lo < len(t.times); {
-			sg := time.Unix(0, t.times[lo]).UTC().Truncate(shardGroup).UnixNano()
+	for s, ts := range times {
+		for lo := 0; lo < len(ts); {
+			sg := shardGroupOf(ts[lo])
 			end := sg + int64(shardGroup)
 			hi := lo + 1
-			for hi < len(t.times) && t.times[hi] < end {
+			for hi < len(ts) && ts[hi] < end {
 				hi++
 			}
 			if _, seen := bySG[sg]; !seen {
-				bySG[sg] = make([]span, len(tables))
+				bySG[sg] = make([]span, len(times))
 				sgs = append(sgs, sg)
 			}
 			bySG[sg][s] = span{lo, hi}
@@ -63,7 +69,7 @@ func rawOrder(tables []*rawTable, desc bool, ncols int, aux func(set, row int32,
 			if sp.hi <= sp.lo {
 				continue
 			}
-			st := &rowStream{set: int32(s), times: tables[s].times, next: sp.lo, end: sp.hi, step: 1}
+			st := &rowStream{set: int32(s), times: times[s], next: sp.lo, end: sp.hi, step: 1}
 			if desc {
 				st.next, st.end, st.step = sp.hi-1, sp.lo-1, -1
 			}

@@ -62,7 +62,13 @@ func (h *Handler) execSubquery(ctx context.Context, qc *queryCost, s *influxql.S
 	if err != nil {
 		return nil, err
 	}
-	rows, err := h.execSelect(ctx, qc, inner, db, now)
+	var rows []*row
+	perSeries := limitsPerSeries(inner, s)
+	if perSeries {
+		rows, err = h.limitedPerSeries(ctx, qc, inner, s, db, now) // sublimit.go
+	} else {
+		rows, err = h.execSelect(ctx, qc, inner, db, now)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +76,7 @@ func (h *Handler) execSubquery(ctx context.Context, qc *queryCost, s *influxql.S
 	if err != nil || held == nil {
 		return nil, err
 	}
-	if inner.Limit > 0 || inner.Offset > 0 {
+	if !perSeries && (inner.Limit > 0 || inner.Offset > 0) {
 		if err := mergesLimited(rows, s); err != nil {
 			return nil, err
 		}
@@ -185,8 +191,9 @@ func innerStatement(s, in *influxql.SelectStatement, now time.Time) (*influxql.S
 	return inner, nil
 }
 
-// mergesLimited refuses an inner statement with LIMIT or OFFSET whose series the outer
-// statement's GROUP BY merges: InfluxDB 1.x then answers from points past the limit.
+// mergesLimited refuses an inner aggregate with LIMIT or OFFSET whose series the outer
+// statement's GROUP BY merges: InfluxDB 1.x then answers from points past the limit (a
+// raw inner statement is limited as InfluxDB limits it: sublimit.go).
 func mergesLimited(rows []*row, s *influxql.SelectStatement) error {
 	_, outerTags := s.Dimensions.Normalize()
 	seen := map[string]string{} // outer group → the inner tag set first seen in it
@@ -197,7 +204,7 @@ func mergesLimited(rows []*row, s *influxql.SelectStatement) error {
 		}
 		set := setID(r.Tags)
 		if first, ok := seen[g.String()]; ok && first != set {
-			return unsupported("LIMIT or OFFSET in a subquery whose series the outer GROUP BY merges (InfluxDB 1.x answers them from points past the limit): GROUP BY the inner query's tags in the outer query too")
+			return unsupported("LIMIT or OFFSET in a subquery of aggregates whose series the outer GROUP BY merges (InfluxDB 1.x answers them from points past the limit): GROUP BY the inner query's tags in the outer query too")
 		}
 		seen[g.String()] = set
 	}

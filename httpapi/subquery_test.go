@@ -39,6 +39,65 @@ func iotLines(base time.Time) string {
 	return b.String()
 }
 
+// limitLines are points for subqueries with LIMIT whose series the outer GROUP BY
+// merges (limitsPerSeries), in database sublim: measurement m, whose inner groups (a, b)
+// hold several stored series (c) with points at equal times; and measurement diag,
+// trucks whose name or driver tag is now and then missing or whose model changes,
+// every minute for an hour from base, each truck at its own second.
+func limitLines(base time.Time) string {
+	var b strings.Builder
+	s := base.Unix()
+	for _, l := range []struct {
+		tags string
+		v, t int64
+	}{
+		{"a=1,b=x,c=1", 1, 1}, {"a=1,b=x,c=2", 2, 2}, {"a=1,b=x,c=1", 3, 3}, {"a=1,b=y,c=1", 4, 4}, {"a=1,b=x,c=2", 5, 5},
+		{"a=1,b=y,c=1", 6, 6}, {"a=1,b=y,c=1", 7, 7}, {"a=1,b=x,c=1", 8, 7}, {"a=1,b=y,c=2", 9, 8}, {"a=1,b=x,c=1", 10, 8},
+		{"a=2,b=x,c=1", 11, 1}, {"a=2,b=x,c=1", 12, 2}, {"a=2,b=z,c=1", 13, 2},
+	} {
+		fmt.Fprintf(&b, "m,%s v=%d %d\n", l.tags, l.v, (s+l.t)*int64(time.Second))
+	}
+	for i := 0; i < 60; i++ {
+		for k := 0; k < 5; k++ {
+			tags := fmt.Sprintf("fleet=F%d,model=M%d", k%2, k%2)
+			if (i*5+k)%13 != 0 {
+				tags += fmt.Sprintf(",name=truck_%d", k)
+			}
+			if (i*7+k)%11 != 0 {
+				tags += fmt.Sprintf(",driver=d%d", k)
+			}
+			if (i+k)%17 == 0 {
+				tags = strings.Replace(tags, fmt.Sprintf("model=M%d", k%2), "model=X", 1)
+			}
+			t := base.Add(time.Duration(i)*time.Minute + time.Duration(k)*time.Second).UnixNano()
+			fmt.Fprintf(&b, "diag,%s load=%d,cap=100 %d\n", tags, (i*31+k*17)%120, t)
+		}
+	}
+	return b.String()
+}
+
+// limitCases are the differential test's subqueries over limitLines (high-load's
+// shape and simpler ones): InfluxDB's limit per stored series and per run of points.
+func limitCases() []struct {
+	name, q string
+	params  url.Values
+} {
+	db := url.Values{"db": {"sublim"}}
+	return []struct {
+		name, q string
+		params  url.Values
+	}{
+		{"limit runs desc", "SELECT b, v FROM (SELECT v FROM m GROUP BY a, b ORDER BY time DESC LIMIT 1) GROUP BY a ORDER BY time DESC", db},
+		{"limit runs offset", "SELECT b, v FROM (SELECT v FROM m GROUP BY a, b LIMIT 2 OFFSET 1) GROUP BY a", db},
+		{"limit runs limit 2", "SELECT b, v FROM (SELECT v FROM m GROUP BY a, b ORDER BY time DESC LIMIT 2) GROUP BY a ORDER BY time DESC", db},
+		{"limit runs no outer group", "SELECT v FROM (SELECT v FROM m GROUP BY a, b LIMIT 1)", db},
+		{"limit runs high-load", "SELECT \"name\", driver, load, cap FROM (SELECT load, cap FROM diag WHERE fleet = 'F0' GROUP BY \"name\", driver ORDER BY time DESC LIMIT 1) WHERE load >= 0.9 * cap GROUP BY \"name\" ORDER BY time DESC", db},
+		{"limit runs high-load F1", "SELECT \"name\", driver, load FROM (SELECT load, cap FROM diag WHERE fleet = 'F1' GROUP BY \"name\", driver ORDER BY time DESC LIMIT 1) WHERE load >= 50 GROUP BY \"name\" ORDER BY time DESC", db},
+		{"limit runs asc limit 3", "SELECT driver, load FROM (SELECT load FROM diag GROUP BY \"name\", driver LIMIT 3) GROUP BY \"name\"", db},
+		{"limit runs offset desc", "SELECT driver, load FROM (SELECT load FROM diag GROUP BY \"name\", driver ORDER BY time DESC LIMIT 3 OFFSET 1) GROUP BY \"name\" ORDER BY time DESC", db},
+	}
+}
+
 // subqueryCases are the differential test's subqueries (TSBS' IoT query types and
 // simpler ones) over iotLines(base), in database iot.
 func subqueryCases(base time.Time) []struct {
@@ -149,7 +208,7 @@ func TestSubqueryLimits(t *testing.T) {
 		"SELECT count(mv) FROM " + inner + " SLIMIT 1",
 		"SELECT count(mv) FROM " + inner + " GROUP BY *",
 		"SELECT count(mv) FROM readings, " + inner,
-		"SELECT mean(velocity) FROM (SELECT velocity FROM readings WHERE " + rng + " GROUP BY \"name\", fleet LIMIT 5) GROUP BY fleet",
+		"SELECT max(mv) FROM (SELECT mean(velocity) AS mv FROM readings WHERE " + rng + " GROUP BY time(10m), \"name\", fleet LIMIT 1) GROUP BY fleet",
 	} {
 		code, r := query(t, "subqlim", q)
 		if code != http.StatusBadRequest || len(r.Results) != 1 || !strings.Contains(r.Results[0].Error, "not supported") {

@@ -285,7 +285,11 @@ func mergeSets(cols []column, sets []tagSet, tables []*rawTable, desc bool) (_ *
 		}
 		return tables[set].stringAt(c, int(row))
 	}
-	return mergeRows(cols, sets, tables, rawOrder(tables, desc, len(cols), aux))
+	times := make([][]int64, len(tables))
+	for i, t := range tables {
+		times[i] = t.times
+	}
+	return mergeRows(cols, sets, tables, rawOrder(times, desc, len(cols), aux))
 }
 
 // setRow is row `row` of tag set `set`'s table, at time t.
