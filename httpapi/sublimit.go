@@ -136,7 +136,11 @@ func (h *Handler) limitedPerSeries(ctx context.Context, qc *queryCost, inner, s 
 // limitedSpan bounds the times the inner statement may read: its WHERE clause's range
 // within the catalog's bounds of its measurement's series.
 func (h *Handler) limitedSpan(ctx context.Context, inner *influxql.SelectStatement, db string, now time.Time) (first, last int64, err error) {
-	_, tr, err := influxql.ConditionExpr(inner.Condition, &influxql.NowValuer{Now: now, Location: inner.Location})
+	cond, tr, err := influxql.ConditionExpr(inner.Condition, &influxql.NowValuer{Now: now, Location: inner.Location})
+	if err != nil {
+		return 0, 0, err
+	}
+	eq, _, err := splitCondition(cond)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -157,9 +161,20 @@ func (h *Handler) limitedSpan(ctx context.Context, inner *influxql.SelectStateme
 	if m.Database != "" {
 		db = m.Database
 	}
-	infos, err := h.eng.Series(ctx, SeriesQuery{Match: map[string]string{TagDB: db, TagMeasurement: m.Name}, Prefix: db + "/" + measurementEscaper.Replace(m.Name)})
-	if err != nil {
-		return 0, 0, err
+	// The series of the WHERE clause's tag equalities; every series of the measurement
+	// when they list none (an equality may name a field).
+	q := SeriesQuery{Match: pushable(eq), Prefix: db + "/" + measurementEscaper.Replace(m.Name)}
+	var infos []SeriesInfo
+	if len(q.Match) > 0 {
+		if infos, err = h.eng.Series(ctx, q); err != nil {
+			return 0, 0, err
+		}
+	}
+	if len(infos) == 0 {
+		q.Match = map[string]string{TagDB: db, TagMeasurement: m.Name}
+		if infos, err = h.eng.Series(ctx, q); err != nil {
+			return 0, 0, err
+		}
 	}
 	lo, hi := int64(influxql.MaxTime), int64(influxql.MinTime)
 	for _, in := range infos {
