@@ -256,7 +256,7 @@ func TestMergeSets(t *testing.T) {
 		newRawTable(a.T, []rawColumn{{pts: &series.Points{}, at: []int32{-1, -1, -1}}, {pts: &a, at: []int32{0, 1, 2}}, {pts: &an, at: []int32{-1, 0, -1}}}),
 		newRawTable(b.T, []rawColumn{{pts: &series.Points{}, at: []int32{-1, -1}}, {pts: &b, at: []int32{0, 1}}, {pts: &series.Points{}, at: []int32{-1, -1}}}),
 	}
-	m, ok := mergeSets(cols, sets, tables, false)
+	m, ok := mergeSets(cols, sets, tables, false, false)
 	if !ok {
 		t.Fatal("mergeSets refused fields of one type")
 	}
@@ -276,7 +276,7 @@ func TestMergeSets(t *testing.T) {
 		host any
 	}{{sets[0], "a"}, {sets[1], nil}} {
 		tb := newRawTable(a.T, []rawColumn{{pts: &series.Points{}, at: []int32{-1, -1, -1}}, {pts: &a}, {pts: &an, at: []int32{-1, 0, -1}}})
-		m, ok := mergeSets(cols, []tagSet{one.set}, []*rawTable{tb}, false)
+		m, ok := mergeSets(cols, []tagSet{one.set}, []*rawTable{tb}, false, false)
 		want := [][]any{{tsValue(10), one.host, 1.5, nil}, {tsValue(20), one.host, 2.5, int64(7)}, {tsValue(30), one.host, 3.5, nil}}
 		if got := m.values(); !ok || fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("one set, %v\n got %v\nwant %v", ok, got, want)
@@ -284,7 +284,7 @@ func TestMergeSets(t *testing.T) {
 	}
 	bi := series.Points{Type: series.Int, T: []int64{5}, I: []int64{1}}
 	tables[1] = newRawTable(bi.T, []rawColumn{{pts: &series.Points{}, at: []int32{-1}}, {pts: &bi}, {pts: &series.Points{}, at: []int32{-1}}})
-	if _, ok := mergeSets(cols, sets, tables, false); ok {
+	if _, ok := mergeSets(cols, sets, tables, false, false); ok {
 		t.Fatal("mergeSets merged a field of floats with one of integers")
 	}
 }

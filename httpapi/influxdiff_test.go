@@ -331,8 +331,8 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 	// Answered, with values.
 	gapCases = append(gapCases, "time field", "time field alias", "time field alias aggregate")
 	cases = append(cases, subqueryCases(base)...) // subquery_test.go
-	cases = append(cases, limitCases()...)        // subquery_test.go
-	for _, c := range limitCases() {
+	cases = append(cases, limitCases(base)...)    // subquery_test.go
+	for _, c := range limitCases(base) {
 		gapCases = append(gapCases, c.name) // answered, with values
 	}
 	// Field type conflicts at /write: the same writes answered the same, the same kept.

@@ -284,7 +284,7 @@ func (ex *executor) raw(g group) (*row, error) {
 		if err != nil {
 			return nil, err
 		}
-		if t, ok := mergeSets(ex.p.cols, g.sets, tables, ex.p.desc); ok {
+		if t, ok := mergeSets(ex.p.cols, g.sets, tables, ex.p.desc, ex.h.tiesBySet); ok {
 			return &row{table: t}, nil
 		}
 	}

@@ -33,6 +33,12 @@ type Handler struct {
 	m                 *metrics
 	reg               *prometheus.Registry
 	nowFor            func() time.Time
+
+	// tiesBySet, in the handler answering an outer statement over an aggregate
+	// subquery's answer (execSubquery), orders raw rows of equal times by their tag
+	// sets, as InfluxDB's stream of the inner answer holds them, not as its merge of
+	// stored series would.
+	tiesBySet bool
 }
 
 // New returns the handler of the HTTP API over eng. logger may be nil.

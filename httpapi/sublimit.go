@@ -38,11 +38,11 @@ import (
 // one read each.
 const maxLimitedShardGroups = 60
 
-// limitsPerSeries reports whether InfluxDB limits a subquery's inner statement per
-// stored series: a raw statement with LIMIT or OFFSET grouped by a tag the outer
+// limitsByRuns reports whether InfluxDB limits a subquery's inner statement by runs of
+// its stream, not per inner group: LIMIT or OFFSET, and a GROUP BY tag the outer
 // statement s does not group by.
-func limitsPerSeries(inner, s *influxql.SelectStatement) bool {
-	if !inner.IsRawQuery || (inner.Limit == 0 && inner.Offset == 0) {
+func limitsByRuns(inner, s *influxql.SelectStatement) bool {
+	if inner.Limit == 0 && inner.Offset == 0 {
 		return false
 	}
 	_, outer := s.Dimensions.Normalize()
@@ -54,23 +54,24 @@ func limitsPerSeries(inner, s *influxql.SelectStatement) bool {
 	return false
 }
 
-// limitedPerSeries answers the inner statement of a subquery that limitsPerSeries.
-func (h *Handler) limitedPerSeries(ctx context.Context, qc *queryCost, inner, s *influxql.SelectStatement, db string, now time.Time) ([]*row, error) {
-	_, outerTags := s.Dimensions.Normalize()
-	var innerTags []string
-	for _, d := range inner.Dimensions {
-		ref, ok := d.Expr.(*influxql.VarRef)
-		if !ok {
-			return nil, unsupported("GROUP BY %s in a subquery with LIMIT or OFFSET (name the tags)", d)
-		}
-		if !slices.Contains(innerTags, ref.Val) {
-			innerTags = append(innerTags, ref.Val)
-		}
+// innerRows answers the inner statement of a subquery: as any statement, or limited by
+// runs where InfluxDB limits it so.
+func (h *Handler) innerRows(ctx context.Context, qc *queryCost, inner, s *influxql.SelectStatement, db string, now time.Time) ([]*row, error) {
+	switch {
+	case !limitsByRuns(inner, s):
+		return h.execSelect(ctx, qc, inner, db, now)
+	case inner.IsRawQuery:
+		return h.limitedPerSeries(ctx, qc, inner, s, db, now)
+	default:
+		return h.limitedWindows(ctx, qc, inner, s, db, now)
 	}
-	for _, k := range outerTags {
-		if !slices.Contains(innerTags, k) {
-			innerTags = append(innerTags, k)
-		}
+}
+
+// limitedPerSeries answers a raw inner statement that limitsByRuns.
+func (h *Handler) limitedPerSeries(ctx context.Context, qc *queryCost, inner, s *influxql.SelectStatement, db string, now time.Time) ([]*row, error) {
+	outerTags, innerTags, err := runTags(inner, s)
+	if err != nil {
+		return nil, err
 	}
 	first, last, err := h.limitedSpan(ctx, inner, db, now)
 	if err != nil || first > last {
@@ -128,6 +129,88 @@ func (h *Handler) limitedPerSeries(ctx context.Context, qc *queryCost, inner, s 
 				out = append(out, r)
 			}
 			r.Values = append(r.Values, p.r.Values[p.i])
+		}
+	}
+	return out, nil
+}
+
+// runTags returns the outer statement's GROUP BY tags and the inner tags InfluxDB's
+// limit compares (the inner GROUP BY tags and the outer ones), sorted.
+func runTags(inner, s *influxql.SelectStatement) (outerTags, innerTags []string, err error) {
+	_, outerTags = s.Dimensions.Normalize()
+	innerTags = slices.Clone(outerTags)
+	for _, d := range inner.Dimensions {
+		switch e := d.Expr.(type) {
+		case *influxql.VarRef:
+			innerTags = append(innerTags, e.Val)
+		case *influxql.Call: // time()
+		default:
+			return nil, nil, unsupported("GROUP BY %s in a subquery with LIMIT or OFFSET (name the tags)", d)
+		}
+	}
+	slices.Sort(innerTags)
+	return outerTags, slices.Compact(innerTags), nil
+}
+
+// limitedWindows answers an inner aggregate that limitsByRuns. InfluxDB's stream of
+// it (select.go: the call iterator over a merge ordered by the outer group, then the
+// window) holds each outer group's windows in the query's order, and within a window
+// a point per inner tag set in ascending order of their tags (the reduce's sort); its
+// limit (buildFieldIterator's, once) counts runs of equal inner tags there. With one
+// inner tag set per outer group that is LIMIT windows of each; with several, a window
+// of a tag set is kept unless the stream's point before it is of the same tag set.
+func (h *Handler) limitedWindows(ctx context.Context, qc *queryCost, inner, s *influxql.SelectStatement, db string, now time.Time) ([]*row, error) {
+	if len(inner.Fields) != 1 {
+		return nil, unsupported("LIMIT or OFFSET in a subquery of %d aggregates whose series the outer GROUP BY merges (InfluxDB 1.x limits each apart): select one, or GROUP BY the inner query's tags in the outer query too", len(inner.Fields))
+	}
+	outerTags, innerTags, err := runTags(inner, s)
+	if err != nil {
+		return nil, err
+	}
+	whole := inner.Clone()
+	whole.Limit, whole.Offset = 0, 0
+	rows, err := h.execSelect(ctx, qc, whole, db, now)
+	if err != nil {
+		return nil, err
+	}
+	asc := inner.TimeAscending()
+	byGroup := map[string][]streamPoint{}
+	var order []string
+	for _, r := range rows {
+		if r.table != nil {
+			r.Values, r.table = r.table.values(), nil
+		}
+		k := subsetID(r.Name, r.Tags, outerTags)
+		if _, ok := byGroup[k]; !ok {
+			order = append(order, k)
+		}
+		for i := range r.Values {
+			byGroup[k] = append(byGroup[k], streamPoint{r: r, i: i})
+		}
+	}
+	lim := limiter{limit: inner.Limit, offset: inner.Offset}
+	kept := map[*row][][]any{}
+	for _, k := range order {
+		stream := byGroup[k]
+		slices.SortStableFunc(stream, func(a, b streamPoint) int {
+			ta, tb := a.r.Values[a.i][0].(tsValue), b.r.Values[b.i][0].(tsValue)
+			if ta != tb {
+				if (ta < tb) == asc {
+					return -1
+				}
+				return 1
+			}
+			return strings.Compare(subsetID("", a.r.Tags, innerTags), subsetID("", b.r.Tags, innerTags))
+		})
+		for _, p := range lim.apply(stream, innerTags) {
+			kept[p.r] = append(kept[p.r], p.r.Values[p.i])
+		}
+	}
+	var out []*row
+	for _, r := range rows {
+		if vals := kept[r]; len(vals) > 0 {
+			r.Values = vals
+			out = append(out, r)
 		}
 	}
 	return out, nil
@@ -272,7 +355,8 @@ func (l limiter) apply(stream []streamPoint, tags []string) []streamPoint {
 	return out
 }
 
-// subsetID identifies a measurement and the values of tags keys (a missing tag is "").
+// subsetID identifies a measurement and the values of tags keys (a missing tag is ""),
+// ordered as InfluxDB orders tag sets when keys are sorted.
 func subsetID(name string, tags map[string]string, keys []string) string {
 	var b strings.Builder
 	b.WriteString(name)

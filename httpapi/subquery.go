@@ -62,24 +62,13 @@ func (h *Handler) execSubquery(ctx context.Context, qc *queryCost, s *influxql.S
 	if err != nil {
 		return nil, err
 	}
-	var rows []*row
-	perSeries := limitsPerSeries(inner, s)
-	if perSeries {
-		rows, err = h.limitedPerSeries(ctx, qc, inner, s, db, now) // sublimit.go
-	} else {
-		rows, err = h.execSelect(ctx, qc, inner, db, now)
-	}
+	rows, err := h.innerRows(ctx, qc, inner, s, db, now) // sublimit.go
 	if err != nil {
 		return nil, err
 	}
 	held, name, err := holdRows(rows, h.cfg.MaxQueryPoints)
 	if err != nil || held == nil {
 		return nil, err
-	}
-	if !perSeries && (inner.Limit > 0 || inner.Offset > 0) {
-		if err := mergesLimited(rows, s); err != nil {
-			return nil, err
-		}
 	}
 	outer, err := outerStatement(s, held, now)
 	if err != nil {
@@ -97,6 +86,7 @@ func (h *Handler) execSubquery(ctx context.Context, qc *queryCost, s *influxql.S
 	}
 	over := *h
 	over.eng = held
+	over.tiesBySet = !inner.IsRawQuery
 	m := *h.m
 	m.pointsRead = prometheus.NewCounter(prometheus.CounterOpts{Name: "held_points_read"}) // not read from the cluster: not counted
 	over.m = &m
@@ -189,26 +179,6 @@ func innerStatement(s, in *influxql.SelectStatement, now time.Time) (*influxql.S
 		inner.Fill = influxql.NoFill
 	}
 	return inner, nil
-}
-
-// mergesLimited refuses an inner aggregate with LIMIT or OFFSET whose series the outer
-// statement's GROUP BY merges: InfluxDB 1.x then answers from points past the limit (a
-// raw inner statement is limited as InfluxDB limits it: sublimit.go).
-func mergesLimited(rows []*row, s *influxql.SelectStatement) error {
-	_, outerTags := s.Dimensions.Normalize()
-	seen := map[string]string{} // outer group → the inner tag set first seen in it
-	for _, r := range rows {
-		var g strings.Builder
-		for _, k := range outerTags {
-			g.WriteString(k + "\x00" + r.Tags[k] + "\x00")
-		}
-		set := setID(r.Tags)
-		if first, ok := seen[g.String()]; ok && first != set {
-			return unsupported("LIMIT or OFFSET in a subquery of aggregates whose series the outer GROUP BY merges (InfluxDB 1.x answers them from points past the limit): GROUP BY the inner query's tags in the outer query too")
-		}
-		seen[g.String()] = set
-	}
-	return nil
 }
 
 // outerStatement returns the outer statement of a subquery to be answered over its

@@ -78,11 +78,12 @@ func limitLines(base time.Time) string {
 
 // limitCases are the differential test's subqueries over limitLines (high-load's
 // shape and simpler ones): InfluxDB's limit per stored series and per run of points.
-func limitCases() []struct {
+func limitCases(base time.Time) []struct {
 	name, q string
 	params  url.Values
 } {
 	db := url.Values{"db": {"sublim"}}
+	rng := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Format(time.RFC3339), base.Add(time.Hour).Format(time.RFC3339))
 	return []struct {
 		name, q string
 		params  url.Values
@@ -94,6 +95,13 @@ func limitCases() []struct {
 		{"limit runs high-load", "SELECT \"name\", driver, load, cap FROM (SELECT load, cap FROM diag WHERE fleet = 'F0' GROUP BY \"name\", driver ORDER BY time DESC LIMIT 1) WHERE load >= 0.9 * cap GROUP BY \"name\" ORDER BY time DESC", db},
 		{"limit runs high-load F1", "SELECT \"name\", driver, load FROM (SELECT load, cap FROM diag WHERE fleet = 'F1' GROUP BY \"name\", driver ORDER BY time DESC LIMIT 1) WHERE load >= 50 GROUP BY \"name\" ORDER BY time DESC", db},
 		{"limit runs asc limit 3", "SELECT driver, load FROM (SELECT load FROM diag GROUP BY \"name\", driver LIMIT 3) GROUP BY \"name\"", db},
+		// An inner aggregate: its stream is each outer group's windows, in each a point
+		// per inner tag set in the order of their tags.
+		{"limit runs stationary-trucks", "SELECT \"name\", driver FROM (SELECT mean(load) AS ml FROM diag WHERE " + rng + " GROUP BY time(10m), \"name\", driver, fleet LIMIT 1) WHERE fleet = 'F0' AND ml < 80 GROUP BY \"name\"", db},
+		{"limit runs windows desc", "SELECT \"name\", driver, ml FROM (SELECT sum(load) AS ml FROM diag WHERE " + rng + " GROUP BY time(10m), \"name\", driver, fleet ORDER BY time DESC LIMIT 2) WHERE ml < 300 GROUP BY \"name\" ORDER BY time DESC", db},
+		{"limit runs windows offset", "SELECT driver, ml FROM (SELECT max(load) AS ml FROM diag WHERE " + rng + " GROUP BY time(5m), \"name\", driver LIMIT 1 OFFSET 1) GROUP BY \"name\"", db},
+		{"aggregate subquery ties desc", "SELECT \"name\", driver, ml FROM (SELECT sum(load) AS ml FROM diag WHERE " + rng + " GROUP BY time(20m), \"name\", driver, fleet) GROUP BY fleet ORDER BY time DESC", db},
+		{"aggregate subquery ties", "SELECT \"name\", driver, ml FROM (SELECT min(load) AS ml FROM diag WHERE " + rng + " GROUP BY time(20m), \"name\", driver, fleet) GROUP BY fleet", db},
 		{"limit runs offset desc", "SELECT driver, load FROM (SELECT load FROM diag GROUP BY \"name\", driver ORDER BY time DESC LIMIT 3 OFFSET 1) GROUP BY \"name\" ORDER BY time DESC", db},
 	}
 }
@@ -208,7 +216,7 @@ func TestSubqueryLimits(t *testing.T) {
 		"SELECT count(mv) FROM " + inner + " SLIMIT 1",
 		"SELECT count(mv) FROM " + inner + " GROUP BY *",
 		"SELECT count(mv) FROM readings, " + inner,
-		"SELECT max(mv) FROM (SELECT mean(velocity) AS mv FROM readings WHERE " + rng + " GROUP BY time(10m), \"name\", fleet LIMIT 1) GROUP BY fleet",
+		"SELECT max(mv) FROM (SELECT mean(velocity) AS mv, max(velocity) AS mx FROM readings WHERE " + rng + " GROUP BY time(10m), \"name\", fleet LIMIT 1) GROUP BY fleet",
 	} {
 		code, r := query(t, "subqlim", q)
 		if code != http.StatusBadRequest || len(r.Results) != 1 || !strings.Contains(r.Results[0].Error, "not supported") {

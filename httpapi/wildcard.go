@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -217,7 +219,7 @@ func (ex *executor) rawTagged(g group) (*row, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t, ok := mergeSets(ex.p.cols, g.sets, tables, ex.p.desc); ok {
+	if t, ok := mergeSets(ex.p.cols, g.sets, tables, ex.p.desc, ex.h.tiesBySet); ok {
 		return &row{table: t}, nil
 	}
 	// A field of one name holds different types in different series: the rows boxed.
@@ -260,12 +262,16 @@ func (ex *executor) setTables(g group) ([]*rawTable, error) {
 }
 
 // mergeSets returns the rows of the tag sets' tables as one table, by time and, at
-// equal times, in InfluxDB's order (rawOrder; desc for ORDER BY time DESC); a tag column
-// holds each row's set's value of the tag. ok is false when a field holds values of
-// different types in different sets.
-func mergeSets(cols []column, sets []tagSet, tables []*rawTable, desc bool) (_ *rawTable, ok bool) {
+// equal times, in InfluxDB's order (rawOrder; desc for ORDER BY time DESC), or in the
+// ascending order of the sets' tags when bySet; a tag column holds each row's set's
+// value of the tag. ok is false when a field holds values of different types in
+// different sets.
+func mergeSets(cols []column, sets []tagSet, tables []*rawTable, desc, bySet bool) (_ *rawTable, ok bool) {
 	if len(tables) == 1 {
 		return withTags(cols, sets[0], tables[0]), true
+	}
+	if bySet {
+		return mergeRows(cols, sets, tables, setOrder(sets, tables, desc))
 	}
 	// The tag columns' values of each set, looked up once: the merge compares them at
 	// every tie.
@@ -290,6 +296,56 @@ func mergeSets(cols []column, sets []tagSet, tables []*rawTable, desc bool) (_ *
 		times[i] = t.times
 	}
 	return mergeRows(cols, sets, tables, rawOrder(times, desc, len(cols), aux))
+}
+
+// setOrder returns the rows of the tag sets' tables by time and, at equal times, in
+// the ascending order of the sets' tags as InfluxDB orders tag sets (Tags.ID: the
+// values in the order of their keys): the order of the stream of an aggregate
+// subquery, which an outer raw statement keeps (Handler.tiesBySet). Descending, the
+// rows are listed in reverse, as rawOrder lists them.
+func setOrder(sets []tagSet, tables []*rawTable, desc bool) []setRow {
+	ids := make([]string, len(sets))
+	for s, set := range sets {
+		ids[s] = influxTagsID(set.tags)
+	}
+	var out []setRow
+	for s, t := range tables {
+		for i, tm := range t.times {
+			out = append(out, setRow{tm, int32(s), int32(i)})
+		}
+	}
+	slices.SortFunc(out, func(a, b setRow) int {
+		if a.t != b.t {
+			return cmp.Compare(a.t, b.t)
+		}
+		c := strings.Compare(ids[a.set], ids[b.set])
+		if desc {
+			c = -c
+		}
+		if c == 0 {
+			c = cmp.Compare(a.row, b.row)
+		}
+		return c
+	})
+	return out
+}
+
+// influxTagsID orders tag sets as InfluxDB's Tags.ID does: their values (a tag set's own
+// tags, not tsdht's __ ones) in the order of their keys, each ended by a NUL.
+func influxTagsID(tags map[string]string) string {
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		if !strings.HasPrefix(k, "__") {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(tags[k])
+		b.WriteByte(0)
+	}
+	return b.String()
 }
 
 // setRow is row `row` of tag set `set`'s table, at time t.
