@@ -11,8 +11,44 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tsdht/tsdht/internal/testutil"
+	"github.com/tsdht/tsdht/tsdb/repair"
+	"github.com/tsdht/tsdht/tsdb/store"
 	"github.com/tsdht/tsdht/tsdb/wire"
 )
+
+// heldEverywhere waits until every node of the test cluster (rf = its size) stores n
+// points of series key.
+func heldEverywhere(t *testing.T, key string, n int) {
+	t.Helper()
+	var got []int
+	if !testutil.Poll(30*time.Second, func() bool {
+		got = got[:0]
+		for _, node := range cluster.Nodes {
+			w, ok := node.Store().(repair.Walker)
+			if !ok {
+				t.Fatalf("the store %T cannot be walked", node.Store())
+			}
+			held := 0
+			if err := w.Pairs(func(ref store.ShardRef, k string) bool {
+				if k == key {
+					pts, _, err := node.Store().Read(ref, k, -1<<63, 1<<63-1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					held += pts.Len()
+				}
+				return true
+			}); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, held)
+		}
+		return !slices.ContainsFunc(got, func(h int) bool { return h < n })
+	}) {
+		t.Fatalf("%s: the nodes hold %v points, want %d on each", key, got, n)
+	}
+}
 
 // endsEngine is a manyEngine that is an EndsReader (the node's).
 type endsEngine struct{ manyEngine }
@@ -60,9 +96,10 @@ func TestLimitOneFromNewestQuantum(t *testing.T) {
 		if in.Tags["host"] != "del" {
 			continue
 		}
-		// del keeps its first 5 minutes: its two newest quanta hold nothing. The delete
-		// is sent again until a read sees it, so that a replica still storing the write
-		// when the first one came does not keep the points.
+		// del keeps its first 5 minutes: its two newest quanta hold nothing. The write
+		// is acknowledged at its quorum: the delete waits until every replica holds it,
+		// or a replica still storing it would keep the points the delete reached first.
+		heldEverywhere(t, in.Key, 30*60)
 		for {
 			if _, err := cluster.Nodes[1].Coordinator().Delete(ctx, &wire.DelReq{Key: in.Key, From: ns(t0.Add(5 * time.Minute)), To: ns(t0.Add(time.Hour))}); err != nil {
 				t.Fatalf("deleting from %s: %v", in.Key, err)
