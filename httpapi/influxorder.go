@@ -27,10 +27,10 @@ func shardGroupOf(t int64) int64 {
 // rawOrder returns the rows of the tag sets (sorted by their series keys; times[s] the
 // times of set s's rows, ascending) in InfluxDB's order: ascending time, or descending
 // when desc, with InfluxDB's order at equal times. InfluxDB's heap orders rows of equal
-// times by their columns' values, in the order of the columns, while both rows hold
-// strings there (tag values, string fields; descending when desc), and leaves them as
-// they come at the first column that does not; aux returns column c of row `row` of
-// set `set` when it holds a string.
+// times by their auxiliary fields' values (the fields and tags selected, in the order
+// of their names), while both rows hold strings there (tag values, string fields;
+// descending when desc), and leaves them as they come at the first that does not; aux
+// returns auxiliary field c of row `row` of set `set` when it holds a string.
 func rawOrder(times [][]int64, desc bool, ncols int, aux func(set, row int32, c int) (string, bool)) []setRow {
 	// Split the rows of each set into the shard groups they fall in.
 	type span struct{ lo, hi int } // rows [lo, hi) of a set

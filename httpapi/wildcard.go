@@ -285,7 +285,16 @@ func mergeSets(cols []column, sets []tagSet, tables []*rawTable, desc, bySet boo
 			}
 		}
 	}
-	aux := func(set, row int32, c int) (string, bool) {
+	// InfluxDB compares its auxiliary fields at ties in the order of their names
+	// (query/select.go sorts opt.Aux), each once, not in the order of the columns.
+	byName := make([]int, len(cols))
+	for c := range byName {
+		byName[c] = c
+	}
+	slices.SortStableFunc(byName, func(a, b int) int { return strings.Compare(cols[a].field, cols[b].field) })
+	byName = slices.CompactFunc(byName, func(a, b int) bool { return cols[a].field == cols[b].field })
+	aux := func(set, row int32, i int) (string, bool) {
+		c := byName[i]
 		if cols[c].tag {
 			return tagVals[set][c], tagHas[set][c]
 		}
@@ -295,7 +304,7 @@ func mergeSets(cols []column, sets []tagSet, tables []*rawTable, desc, bySet boo
 	for i, t := range tables {
 		times[i] = t.times
 	}
-	return mergeRows(cols, sets, tables, rawOrder(times, desc, len(cols), aux))
+	return mergeRows(cols, sets, tables, rawOrder(times, desc, len(byName), aux))
 }
 
 // setOrder returns the rows of the tag sets' tables by time and, at equal times, in
