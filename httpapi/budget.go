@@ -28,20 +28,26 @@ func (e *NodeEngine) AdmitSeries(keys []string) error { return e.node.Coordinato
 // admit asks the engine's budget to admit the series of batches; when it refuses, the
 // request is answered (413 or 429) and admit returns false.
 func (h *Handler) admit(w http.ResponseWriter, batches []*seriesBatch) bool {
-	a, ok := h.eng.(SeriesAdmitter)
-	if !ok || len(batches) == 0 {
-		return true
-	}
-	keys := make([]string, len(batches))
-	for i, b := range batches {
-		keys[i] = b.key
-	}
-	err := a.AdmitSeries(keys)
+	err := h.admitErr(batches)
 	if err == nil {
 		return true
 	}
 	h.refuseNewSeries(w, err)
 	return false
+}
+
+// admitErr asks the engine's budget of new series, when it has one, to admit the
+// batches' series.
+func (h *Handler) admitErr(batches []*seriesBatch) error {
+	a, ok := h.eng.(SeriesAdmitter)
+	if !ok || len(batches) == 0 {
+		return nil
+	}
+	keys := make([]string, len(batches))
+	for i, b := range batches {
+		keys[i] = b.key
+	}
+	return a.AdmitSeries(keys)
 }
 
 // refuseNewSeries answers a write the engine's budget of new series refused (err).

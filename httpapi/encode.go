@@ -97,6 +97,20 @@ func (a *answerWriter) result(res *result) {
 		}
 		a.buf = append(a.buf, ']')
 	}
+	if len(res.Messages) > 0 {
+		a.buf = append(a.buf, `,"messages":[`...)
+		for i, m := range res.Messages {
+			if i > 0 {
+				a.buf = append(a.buf, ',')
+			}
+			a.buf = append(a.buf, `{"level":`...)
+			a.buf = appendJSONString(a.buf, m.Level)
+			a.buf = append(a.buf, `,"text":`...)
+			a.buf = appendJSONString(a.buf, m.Text)
+			a.buf = append(a.buf, '}')
+		}
+		a.buf = append(a.buf, ']')
+	}
 	if res.Partial {
 		a.buf = append(a.buf, `,"partial":true`...)
 	}

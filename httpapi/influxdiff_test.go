@@ -376,6 +376,29 @@ func TestInfluxQLAnswersOrRefuses(t *testing.T) {
 		{"after conflicts where", "SELECT * FROM ft WHERE u > 1 AND time >= 0 AND time < 10s", nil},
 		{"after conflicts where absent", "SELECT v FROM ft WHERE w = 7 AND time >= 0 AND time < 10s", nil},
 	}...)
+	// SELECT … INTO: the answer written back, then read. Last: they write to iot.
+	iot := url.Values{"db": {"iot"}}
+	irng := fmt.Sprintf("time >= '%s' AND time < '%s'", base.Format(time.RFC3339), base.Add(2*time.Hour).Format(time.RFC3339))
+	intoCases := []struct {
+		name, q string
+		params  url.Values
+	}{
+		{"into windows", "SELECT mean(velocity) AS mv, max(velocity) INTO vmean FROM readings WHERE " + irng + " GROUP BY time(10m), \"name\"", iot},
+		{"into windows read", "SELECT * FROM vmean WHERE " + irng + " GROUP BY *", iot},
+		{"into tags as fields select", "SELECT velocity, driver FROM readings WHERE fleet = 'North' AND " + irng, iot},
+		{"into tags as fields", "SELECT velocity, driver INTO \"iot\".\"autogen\".vraw FROM readings WHERE fleet = 'North' AND " + irng, iot},
+		{"into tags as fields read", "SELECT * FROM vraw WHERE " + irng, iot},
+		{"into measurement backreference", "SELECT max(current_load) INTO iot..:MEASUREMENT FROM \"diagnostics\" WHERE " + irng + " GROUP BY time(1h), fleet", iot},
+		{"into measurement backreference read", "SELECT max FROM \"diagnostics\" WHERE " + irng + " GROUP BY fleet", iot},
+		{"into no database", "SELECT max(velocity) INTO vx FROM iot..readings WHERE " + irng, url.Values{"db": {""}}},
+		{"into avg-daily-driving-session", "SELECT \"elapsed\" INTO \"random_measure2_1\" FROM (SELECT difference(\"difka\"), elapsed(\"difka\", 1m) FROM (SELECT \"difka\" FROM (SELECT difference(\"mv\") AS difka FROM (SELECT floor(mean(\"velocity\")/10)/floor(mean(\"velocity\")/10) AS \"mv\" FROM \"readings\" WHERE \"name\"!='' AND " + irng + " GROUP BY time(10m), \"fleet\", \"name\", \"driver\" fill(0)) GROUP BY \"fleet\", \"name\", \"driver\") WHERE \"difka\"!=0 GROUP BY \"fleet\", \"name\", \"driver\") GROUP BY \"fleet\", \"name\", \"driver\") WHERE \"difference\" = -2 GROUP BY \"fleet\", \"name\", \"driver\"; SELECT mean(\"elapsed\") FROM \"random_measure2_1\" WHERE " + irng + " GROUP BY time(1d),\"fleet\", \"name\", \"driver\"", iot},
+	}
+	cases = append(cases, intoCases...)
+	for _, c := range intoCases {
+		if c.name != "into no database" {
+			gapCases = append(gapCases, c.name) // answered, with values
+		}
+	}
 	// Answered, with values, not refused: what tsdht answers since issue #29.
 	mustAnswer := map[string]bool{"groupby-orderby-limit": true, "no lower bound group by time asc limit": true,
 		"no lower bound group by time host": true, "no lower bound group by time fill none desc": true,

@@ -15,10 +15,11 @@ import (
 
 // result is one statement's answer, in InfluxDB 1.x's shape.
 type result struct {
-	StatementID int    `json:"statement_id"`
-	Series      []*row `json:"series,omitempty"`
-	Partial     bool   `json:"partial,omitempty"`
-	Err         string `json:"error,omitempty"`
+	StatementID int       `json:"statement_id"`
+	Series      []*row    `json:"series,omitempty"`
+	Messages    []message `json:"messages,omitempty"`
+	Partial     bool      `json:"partial,omitempty"`
+	Err         string    `json:"error,omitempty"`
 
 	needsCatalog bool
 	unsupported  bool           // the statement asks what tsdht does not answer: 400
@@ -130,7 +131,7 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 	for i, stmt := range query.Statements {
 		res := h.heldTooMuch(held)
 		if res == nil {
-			res = h.execute(ctx, qc, stmt, db, now)
+			res = h.execute(ctx, qc, stmt, db, now, r.Method == http.MethodGet)
 		}
 		held += resultValues(res)
 		res.StatementID = i
@@ -229,13 +230,19 @@ func chunk(res *result, size int) []*result {
 }
 
 // execute runs one statement; its error goes into the result, as InfluxDB does.
-func (h *Handler) execute(ctx context.Context, qc *queryCost, stmt influxql.Statement, db string, now time.Time) *result {
+// readOnly is true for a GET request.
+func (h *Handler) execute(ctx context.Context, qc *queryCost, stmt influxql.Statement, db string, now time.Time, readOnly bool) *result {
 	var (
 		rows []*row
+		msgs []message
 		err  error
 	)
 	switch s := stmt.(type) {
 	case *influxql.SelectStatement:
+		if s.Target != nil {
+			rows, msgs, err = h.execInto(ctx, qc, s, db, now, readOnly) // into.go
+			break
+		}
 		rows, err = h.execSelect(ctx, qc, s, db, now)
 	case *influxql.CreateDatabaseStatement:
 		// Databases need no creating: a write names its database.
@@ -266,7 +273,7 @@ func (h *Handler) execute(ctx context.Context, qc *queryCost, stmt influxql.Stat
 	if err != nil {
 		return &result{Err: err.Error(), needsCatalog: errors.Is(err, ErrNeedsCatalog), unsupported: errors.Is(err, errUnsupported)}
 	}
-	res := &result{Series: rows}
+	res := &result{Series: rows, Messages: msgs}
 	if s, ok := stmt.(*influxql.SelectStatement); ok {
 		res.loc = s.Location
 	}
