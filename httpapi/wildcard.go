@@ -342,15 +342,8 @@ func setOrder(sets []tagSet, tables []*rawTable, desc bool) []setRow {
 // influxTagsID orders tag sets as InfluxDB's Tags.ID does: their values (a tag set's own
 // tags, not tsdht's __ ones) in the order of their keys, each ended by a NUL.
 func influxTagsID(tags map[string]string) string {
-	keys := make([]string, 0, len(tags))
-	for k := range tags {
-		if !strings.HasPrefix(k, "__") {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
 	var b strings.Builder
-	for _, k := range keys {
+	for _, k := range ownKeys(tags) {
 		b.WriteString(tags[k])
 		b.WriteByte(0)
 	}
@@ -439,18 +432,23 @@ func withTags(cols []column, set tagSet, t *rawTable) *rawTable {
 	return t
 }
 
-// setID returns a series' own tags as InfluxDB's series key holds them (k=v pairs
-// sorted by key, escaped, comma-separated), which orders the rows of equal times.
-func setID(tags map[string]string) string {
+// ownKeys returns the keys of a series' own tags (not tsdht's __ ones), sorted.
+func ownKeys(tags map[string]string) []string {
 	keys := make([]string, 0, len(tags))
 	for k := range tags {
 		if !strings.HasPrefix(k, "__") {
 			keys = append(keys, k)
 		}
 	}
-	sort.Strings(keys)
+	slices.Sort(keys)
+	return keys
+}
+
+// setID returns a series' own tags as InfluxDB's series key holds them (k=v pairs
+// sorted by key, escaped, comma-separated), which orders the rows of equal times.
+func setID(tags map[string]string) string {
 	var b strings.Builder
-	for i, k := range keys {
+	for i, k := range ownKeys(tags) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
