@@ -77,10 +77,7 @@ func intoBatches(db, name string, rows []*row) ([]*seriesBatch, int, error) {
 	var batches []*seriesBatch
 	written := 0
 	for _, r := range rows {
-		vals := r.Values
-		if r.table != nil {
-			vals = r.table.values()
-		}
+		vals := r.boxed()
 		m := name
 		if m == "" {
 			m = r.Name

@@ -39,6 +39,14 @@ type row struct {
 	table *rawTable
 }
 
+// boxed replaces r's table, if any, by the boxed values it holds, and returns them.
+func (r *row) boxed() [][]any {
+	if r.table != nil {
+		r.Values, r.table = r.table.values(), nil
+	}
+	return r.Values
+}
+
 // len is the number of rows of values r holds.
 func (r *row) len() int {
 	if r.table != nil {
@@ -195,9 +203,7 @@ func (h *Handler) serveQuery(w http.ResponseWriter, r *http.Request) {
 func writePretty(w http.ResponseWriter, results []*result, epoch string) {
 	for _, res := range results {
 		for _, s := range res.Series {
-			if s.table != nil {
-				s.Values, s.table = s.table.values(), nil
-			}
+			s.boxed()
 		}
 		formatTimes(res, epoch)
 	}

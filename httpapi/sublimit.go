@@ -101,9 +101,7 @@ func (h *Handler) limitedPerSeries(ctx context.Context, qc *queryCost, inner, s 
 		}
 		byGroup := map[string][]*row{}
 		for _, r := range rows {
-			if r.table != nil {
-				r.Values, r.table = r.table.values(), nil
-			}
+			r.boxed()
 			k := subsetID(r.Name, r.Tags, outerTags)
 			if _, ok := streams[k]; !ok {
 				streams[k] = nil
@@ -176,10 +174,10 @@ func (h *Handler) limitedWindows(ctx context.Context, qc *queryCost, inner, s *i
 	asc := inner.TimeAscending()
 	byGroup := map[string][]streamPoint{}
 	var order []string
+	ids := make(map[*row]string, len(rows)) // each row's inner tags, ordered as InfluxDB's
 	for _, r := range rows {
-		if r.table != nil {
-			r.Values, r.table = r.table.values(), nil
-		}
+		r.boxed()
+		ids[r] = subsetID("", r.Tags, innerTags)
 		k := subsetID(r.Name, r.Tags, outerTags)
 		if _, ok := byGroup[k]; !ok {
 			order = append(order, k)
@@ -200,7 +198,7 @@ func (h *Handler) limitedWindows(ctx context.Context, qc *queryCost, inner, s *i
 				}
 				return 1
 			}
-			return strings.Compare(subsetID("", a.r.Tags, innerTags), subsetID("", b.r.Tags, innerTags))
+			return strings.Compare(ids[a.r], ids[b.r])
 		})
 		for _, p := range lim.apply(stream, innerTags) {
 			kept[p.r] = append(kept[p.r], p.r.Values[p.i])
@@ -296,9 +294,11 @@ type streamPoint struct {
 // mergeSeries merges the rows of one outer group's stored series, within one shard
 // group, by time as InfluxDB's sorted-merge iterator does (rawOrder).
 func mergeSeries(series []*row, asc bool) []streamPoint {
-	slices.SortFunc(series, func(a, b *row) int {
-		return strings.Compare(influxSeriesKey(a.Name, a.Tags), influxSeriesKey(b.Name, b.Tags))
-	})
+	keys := make(map[*row]string, len(series))
+	for _, r := range series {
+		keys[r] = influxSeriesKey(r.Name, r.Tags)
+	}
+	slices.SortFunc(series, func(a, b *row) int { return strings.Compare(keys[a], keys[b]) })
 	times := make([][]int64, len(series)) // ascending, as rawOrder takes them
 	for s, r := range series {
 		times[s] = make([]int64, len(r.Values))

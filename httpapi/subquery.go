@@ -93,9 +93,7 @@ func (h *Handler) execSubquery(ctx context.Context, qc *queryCost, s *influxql.S
 	rows, err = over.execSelect(ctx, qc, outer, subqueryDB, now)
 	if onlyTags {
 		for _, r := range rows {
-			if r.table != nil {
-				r.Values, r.table = r.table.values(), nil
-			}
+			r.boxed()
 			r.Columns = r.Columns[:len(r.Columns)-1]
 			for i := range r.Values {
 				r.Values[i] = r.Values[i][:len(r.Values[i])-1]
@@ -238,10 +236,7 @@ func holdRows(rows []*row, max int) (*heldEngine, string, error) {
 		if r.Name != name {
 			return nil, "", unsupported("a subquery over several measurements (%s and %s): query them one by one", name, r.Name)
 		}
-		vals := r.Values
-		if r.table != nil {
-			vals = r.table.values()
-		}
+		vals := r.boxed()
 		tags := sortedPairs(r.Tags)
 		for c := 1; c < len(r.Columns); c++ {
 			pts, err := columnPoints(vals, c)

@@ -308,14 +308,14 @@ func mergeSets(cols []column, sets []tagSet, tables []*rawTable, desc, bySet boo
 }
 
 // setOrder returns the rows of the tag sets' tables by time and, at equal times, in
-// the ascending order of the sets' tags as InfluxDB orders tag sets (Tags.ID: the
-// values in the order of their keys): the order of the stream of an aggregate
+// the ascending order of the sets' own tags as InfluxDB orders tag sets (Tags.ID: the
+// values in the order of their keys, as subsetID orders them): the order of the stream of an aggregate
 // subquery, which an outer raw statement keeps (Handler.tiesBySet). Descending, the
 // rows are listed in reverse, as rawOrder lists them.
 func setOrder(sets []tagSet, tables []*rawTable, desc bool) []setRow {
 	ids := make([]string, len(sets))
 	for s, set := range sets {
-		ids[s] = influxTagsID(set.tags)
+		ids[s] = subsetID("", set.tags, ownKeys(set.tags)) // sublimit.go
 	}
 	var out []setRow
 	for s, t := range tables {
@@ -337,17 +337,6 @@ func setOrder(sets []tagSet, tables []*rawTable, desc bool) []setRow {
 		return c
 	})
 	return out
-}
-
-// influxTagsID orders tag sets as InfluxDB's Tags.ID does: their values (a tag set's own
-// tags, not tsdht's __ ones) in the order of their keys, each ended by a NUL.
-func influxTagsID(tags map[string]string) string {
-	var b strings.Builder
-	for _, k := range ownKeys(tags) {
-		b.WriteString(tags[k])
-		b.WriteByte(0)
-	}
-	return b.String()
 }
 
 // setRow is row `row` of tag set `set`'s table, at time t.
